@@ -1,0 +1,35 @@
+# gputop: every target creates the virtualenv and installs what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: demo run test check bench screenshots clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+## make demo: the dashboard on simulated GPUs (no NVIDIA driver needed)
+demo: $(STAMP)
+	$(BIN)/gputop snapshot --watch --fake demo
+
+## make run: the dashboard on this machine's real GPUs
+run: $(STAMP)
+	$(BIN)/gputop snapshot --watch
+
+## make test: lint, the import contract and the test suite
+test: $(STAMP)
+	$(BIN)/ruff check gputop tests
+	$(BIN)/ruff format --check gputop tests
+	$(BIN)/lint-imports
+	$(BIN)/pytest -q
+
+## make check: lint and type-check
+check: $(STAMP)
+	$(BIN)/ruff check gputop tests
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from gputop.cli.main import main
+
+raise SystemExit(main())

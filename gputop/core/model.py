@@ -1,0 +1,148 @@
+"""The sample model: one immutable picture of the machine per refresh.
+
+Every reading is ``None`` when NVML could not give it (not supported by the board, no
+permission, an old driver without the function, or a lost GPU), so that one failing field
+never hides the rest. Names carry their unit; "physical" is the NVML / nvidia-smi index and
+"logical" is a CUDA ordinal (``cuda:N``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class ProcessType(str, enum.Enum):
+    """What NVML says a process does on a GPU (nvidia-smi's "Type" column)."""
+
+    COMPUTE = "C"
+    GRAPHICS = "G"
+    COMPUTE_GRAPHICS = "C+G"
+
+
+class ProcessOrigin(str, enum.Enum):
+    """Where the host-side facts about a GPU process came from."""
+
+    HOST = "host"
+    """A live process on this machine, described by psutil."""
+    SIMULATED = "simulated"
+    """A process of a simulated GPU, described by its scenario."""
+    FOREIGN = "foreign"
+    """NVML reports the pid, but no such process is visible here (another PID namespace)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Clocks:
+    graphics_mhz: int | None = None
+    sm_mhz: int | None = None
+    memory_mhz: int | None = None
+    video_mhz: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MigDevice:
+    """One MIG instance of a GPU in MIG mode."""
+
+    mig_index: int
+    uuid: str | None
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    memory_total_bytes: int | None
+    memory_used_bytes: int | None
+    multiprocessor_count: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process that holds a context on a GPU, with what the host knows of it."""
+
+    pid: int
+    physical_index: int
+    type: ProcessType
+    used_memory_bytes: int | None
+    """``None`` where NVML reports no per-process memory (some containers, Windows)."""
+    sm_util_percent: int | None = None
+    memory_util_percent: int | None = None
+    mig_uuid: str | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    origin: ProcessOrigin = ProcessOrigin.HOST
+    user: str | None = None
+    command: tuple[str, ...] = ()
+    cpu_percent: float | None = None
+    host_memory_bytes: int | None = None
+    start_time: float | None = None
+    """Seconds since the epoch."""
+    hint: str | None = None
+    """Why user and command are missing, for a person (e.g. another PID namespace)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    physical_index: int
+    uuid: str | None
+    name: str | None
+    pci_bus_id: str | None
+    lost: bool = False
+    serial: str | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_free_bytes: int | None = None
+    utilization_gpu_percent: int | None = None
+    utilization_memory_percent: int | None = None
+    temperature_c: int | None = None
+    fan_percent: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    clocks: Clocks = field(default_factory=Clocks)
+    max_clocks: Clocks = field(default_factory=Clocks)
+    performance_state: int | None = None
+    compute_mode: int | None = None
+    persistence_mode: bool | None = None
+    display_active: bool | None = None
+    compute_capability: tuple[int, int] | None = None
+    multiprocessor_count: int | None = None
+    mig_mode_current: bool | None = None
+    mig_mode_pending: bool | None = None
+    mig_devices: tuple[MigDevice, ...] = ()
+    pcie_tx_kbps: int | None = None
+    pcie_rx_kbps: int | None = None
+    encoder_util_percent: int | None = None
+    decoder_util_percent: int | None = None
+    bar1_total_bytes: int | None = None
+    bar1_used_bytes: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    nvlink_count: int | None = None
+    processes: tuple[GpuProcess, ...] = ()
+    processes_listed: bool = True
+    """False when NVML would not list this GPU's processes: "unknown", not "none"."""
+
+    @property
+    def short_uuid(self) -> str | None:
+        """``GPU-xxxxxxxx``: enough to tell cards apart and to paste into CUDA_VISIBLE_DEVICES."""
+        if self.uuid is None:
+            return None
+        return self.uuid[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything gputop knows about the machine at one moment."""
+
+    host: str
+    driver_version: str | None
+    cuda_driver_version: int | None
+    """As NVML gives it: 12040 means CUDA 12.4."""
+    nvml_version: str | None
+    timestamp: float
+    """Seconds since the epoch."""
+    gpus: tuple[GpuSample, ...]
+    simulated: str | None = None
+    """The scenario's description when the GPUs are simulated; ``None`` on real hardware."""
+
+    @property
+    def cuda_driver_version_text(self) -> str | None:
+        if self.cuda_driver_version is None:
+            return None
+        major, minor = divmod(self.cuda_driver_version, 1000)
+        return f"{major}.{minor // 10}"

@@ -1,0 +1,122 @@
+"""Open the GPUs to sample: the real NVML driver, or a scenario of simulated ones.
+
+``--fake NAME|PATH`` (or ``GPUTOP_FAKE``) selects a scenario; ``GPUTOP_FAKE_TIME=SECONDS``
+freezes its clock so that the same scenario always gives the same readings. Start-up
+failures of the real driver become one paragraph that names the cause and what to try.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from gputop.core.errors import NvmlUnavailableError, UsageError
+from gputop.core.host_processes import HostFacts, HostProcessTable
+from gputop.core.model import ProcessOrigin
+from gputop.core.nvml_backend import NvmlBackend, SamplingOptions
+
+FAKE_ENV = "GPUTOP_FAKE"
+FAKE_TIME_ENV = "GPUTOP_FAKE_TIME"
+
+TRY_FAKE = "To try gputop without a GPU, add --fake demo (simulated GPUs)."
+
+
+def open_backend(
+    fake: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    options: SamplingOptions | None = None,
+) -> NvmlBackend:
+    """A ready backend, on simulated GPUs when ``fake`` or ``GPUTOP_FAKE`` names a scenario."""
+    env = os.environ if environ is None else environ
+    fake = fake or env.get(FAKE_ENV) or None
+    if fake:
+        return _open_fake(fake, _frozen_time(env.get(FAKE_TIME_ENV)), options)
+    return _open_real(options)
+
+
+def _frozen_time(value: str | None) -> float | None:
+    if value is None or value.strip() == "":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise UsageError(
+            f"{FAKE_TIME_ENV}={value!r} is not a time: give the scenario time to freeze at, "
+            "in seconds since the scenario started (e.g. 30)."
+        )
+    return seconds
+
+
+def _open_fake(
+    name: str, frozen_time: float | None, options: SamplingOptions | None
+) -> NvmlBackend:
+    from gputop.core.fake import load_fake_nvml
+
+    nvml = load_fake_nvml(name, frozen_time)
+    nvml.nvmlInit()
+
+    def simulated(pid: int) -> HostFacts | None:
+        process = nvml.simulated_process(pid)
+        if process is None or (process.user is None and not process.command):
+            return None
+        return HostFacts(
+            ProcessOrigin.SIMULATED,
+            user=process.user,
+            command=process.command,
+            cpu_percent=process.cpu_percent,
+            host_memory_bytes=process.host_memory_bytes,
+            start_time=process.start_time,
+        )
+
+    return NvmlBackend(
+        nvml,
+        clock=nvml.epoch_time,
+        hostname=nvml.scenario.hostname,
+        simulated=nvml.scenario.description or f"simulated GPUs from {name}",
+        host_processes=HostProcessTable(simulated=simulated),
+        options=options,
+    )
+
+
+def _open_real(options: SamplingOptions | None) -> NvmlBackend:
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as error:
+        raise NvmlUnavailableError(explain_init_failure(pynvml, error)) from None
+    except OSError as error:
+        raise NvmlUnavailableError(
+            f"The NVIDIA driver library could not be loaded ({error}). {TRY_FAKE}"
+        ) from None
+    return NvmlBackend(pynvml, options=options)
+
+
+def explain_init_failure(nvml: Any, error: Exception) -> str:
+    """One paragraph for a person: what is wrong with the driver and what to do."""
+    if isinstance(error, nvml.NVMLError_LibraryNotFound):
+        cause = (
+            "No NVIDIA driver found: the NVML library (libnvidia-ml.so.1) is not installed "
+            "or not on the library path. gputop needs an NVIDIA GPU with its driver."
+        )
+    elif isinstance(error, nvml.NVMLError_DriverNotLoaded):
+        cause = (
+            "The NVIDIA kernel driver is not loaded (nvidia-smi will say the same). Load it "
+            "with 'sudo modprobe nvidia' or check the driver installation."
+        )
+    elif isinstance(error, nvml.NVMLError_LibRmVersionMismatch):
+        cause = (
+            "The NVIDIA driver's kernel module and its library have different versions, "
+            "usually after a driver upgrade without a reboot. Reboot, or reload the nvidia "
+            "kernel modules."
+        )
+    elif isinstance(error, nvml.NVMLError_NoPermission):
+        cause = "NVML refused access to the GPUs (no permission to open /dev/nvidia*)."
+    else:
+        cause = f"NVML failed to start: {error}."
+    return f"{cause} {TRY_FAKE}"

@@ -1,0 +1,74 @@
+"""Shared fixtures: backends on simulated GPUs with a frozen clock, scenario files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputop.core.nvml_backend import NvmlBackend
+from gputop.core.source import open_backend
+
+FROZEN_AT_S = 30.0
+
+
+@pytest.fixture
+def fake_backend() -> Callable[..., NvmlBackend]:
+    """Open a built-in scenario or scenario file with the clock frozen (default t=30 s)."""
+    opened: list[NvmlBackend] = []
+
+    def open_fake(name: str, at_s: float = FROZEN_AT_S) -> NvmlBackend:
+        backend = open_backend(name, environ={"GPUTOP_FAKE_TIME": str(at_s)})
+        opened.append(backend)
+        return backend
+
+    yield open_fake
+    for backend in opened:
+        backend.close()
+
+
+def minimal_gpu(**overrides: Any) -> dict[str, Any]:
+    """One GPU with every reading present, for scenarios that change one thing."""
+    gpu: dict[str, Any] = {
+        "name": "NVIDIA A100-SXM4-40GB",
+        "uuid": "GPU-11111111-aaaa-bbbb-cccc-000000000000",
+        "pci_bus_id": "00000000:07:00.0",
+        "memory_total_mib": 40960,
+        "memory_used_mib": 1024,
+        "utilization_gpu": 50,
+        "utilization_memory": 20,
+        "temperature_c": 40,
+        "power_w": 100,
+        "power_limit_w": 400,
+        "fan_percent": 30,
+        "clocks_mhz": {"graphics": 1410, "sm": 1410, "mem": 1215, "video": 1275},
+        "max_clocks_mhz": {"graphics": 1410, "sm": 1410, "mem": 1215, "video": 1275},
+        "cuda_compute_capability": [8, 0],
+        "multiprocessor_count": 108,
+        "performance_state": 0,
+        "processes": [],
+    }
+    gpu.update(overrides)
+    return gpu
+
+
+@pytest.fixture
+def scenario_file(tmp_path: Path) -> Callable[..., str]:
+    """Write a scenario from GPU dicts (and top-level overrides); return its path."""
+
+    def write(gpus: list[dict[str, Any]], **top: Any) -> str:
+        document = {
+            "description": "test machine",
+            "driver_version": "550.127.05",
+            "cuda_driver_version": 12040,
+            "gpus": gpus,
+        }
+        document.update(top)
+        path = tmp_path / "scenario.json"
+        path.write_text(json.dumps(document))
+        return str(path)
+
+    return write

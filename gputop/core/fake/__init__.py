@@ -1,0 +1,56 @@
+"""Simulated GPUs: a pynvml-shaped module driven by a scenario file.
+
+Everything above NVML (sampling, the dashboard, the CUDA mapping, job launching) runs on it
+unchanged, on machines without a GPU: tests, ``make demo``, screenshots, and reproducing
+what a user saw on a server. Scenarios ship in the package by name (``demo``) or come from
+a path.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from gputop.core.errors import ScenarioError
+from gputop.core.fake.nvml import FakeDeviceHandle, FakeNvml, SimulatedProcess
+from gputop.core.fake.scenario import Scenario, load_scenario
+
+__all__ = [
+    "BUILTIN_SCENARIOS",
+    "FakeDeviceHandle",
+    "FakeNvml",
+    "Scenario",
+    "SimulatedProcess",
+    "load_fake_nvml",
+    "load_scenario",
+    "resolve_scenario_path",
+]
+
+BUILTIN_SCENARIOS: tuple[str, ...] = ("demo", "v100x4", "dgx-h100", "mixed", "mig", "faulty")
+"""Scenario names that ship with gputop, most useful first."""
+
+
+def resolve_scenario_path(name_or_path: str) -> Path:
+    """A built-in name to its packaged file, anything else to an existing file path."""
+    if name_or_path in BUILTIN_SCENARIOS:
+        packaged = resources.files(__package__) / "scenarios" / f"{name_or_path}.json"
+        return Path(str(packaged))
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path
+    builtin = f"built-in scenarios: {', '.join(BUILTIN_SCENARIOS)}"
+    if path.exists():
+        problem = f"not a file ({builtin})"
+    elif path.suffix == "" and len(path.parts) == 1:
+        problem = f"no built-in scenario of that name, and no such file ({builtin})"
+    else:
+        problem = f"no such scenario file ({builtin})"
+    raise ScenarioError(name_or_path, problem)
+
+
+def load_fake_nvml(name_or_path: str, frozen_time: float | None = None) -> FakeNvml:
+    """A simulated NVML module for a built-in scenario name or a scenario file path.
+
+    The module is not initialised: call ``nvmlInit()`` as with the real one.
+    """
+    return FakeNvml(load_scenario(resolve_scenario_path(name_or_path)), frozen_time)

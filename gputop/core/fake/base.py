@@ -1,0 +1,173 @@
+"""What every simulated NVML call shares: handles, the clock, and the failure checks.
+
+A real driver fails in layers, and gputop must survive each: a function the driver lacks
+(FUNCTION_NOT_FOUND) fails before anything else, then a library not initialised
+(UNINITIALIZED), then a bad handle (INVALID_ARGUMENT), a fallen-off card (GPU_IS_LOST), a
+function the user may not call (NO_PERMISSION), and finally a reading the board does not
+have (NOT_SUPPORTED). ``nvml_function`` applies these in that order to every call, so the
+calls themselves only compute readings.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn, TypeVar
+
+import pynvml
+
+from gputop.core.fake.scenario_types import Scenario, ScenarioGpu, ScenarioMigDevice
+from gputop.core.fake.signals import Signal
+
+MIB = 1024 * 1024
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class FakeDeviceHandle:
+    """An opaque device handle: a GPU, or one MIG device of it."""
+
+    gpu: int
+    """The GPU's physical (NVML) index."""
+    mig: int | None = None
+    """The MIG device's slot under that GPU, or ``None`` for the whole GPU."""
+
+    def __repr__(self) -> str:
+        mig = f" mig={self.mig}" if self.mig is not None else ""
+        return f"<fake nvmlDevice gpu={self.gpu}{mig}>"
+
+
+def nvml_error(code: int) -> NoReturn:
+    """Raise as pynvml does: ``NVMLError.__new__`` picks the subclass for ``code``."""
+    raise pynvml.NVMLError(code)
+
+
+def nvml_function(device: Literal["none", "gpu", "any"] = "gpu") -> Callable[[F], F]:
+    """Mark a method as a simulated NVML function and run the driver's checks first.
+
+    ``device`` says what the first argument is: ``"none"`` (a system call), ``"gpu"`` (a
+    GPU handle; a MIG handle is NOT_SUPPORTED, as for most real per-device readings) or
+    ``"any"`` (a GPU or MIG handle).
+    """
+
+    def decorate(method: F) -> F:
+        name = method.__name__
+
+        @functools.wraps(method)
+        def call(self: FakeNvmlBase, *args: Any, **kwargs: Any) -> Any:
+            self._check_call(name)
+            if device != "none":
+                handle = args[0] if args else kwargs.get("handle")
+                self._check_device(name, handle, allow_mig=device == "any")
+            return method(self, *args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return decorate
+
+
+class FakeNvmlBase:
+    """State and helpers for the call mixins; ``FakeNvml`` is the public class."""
+
+    def __init__(self, scenario: Scenario, frozen_time: float | None = None) -> None:
+        self._scenario = scenario
+        self._frozen_time = frozen_time
+        self._t0 = time.monotonic()
+        self._epoch_at_zero = scenario.start_time if frozen_time is not None else time.time()
+        self._init_count = 0
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario this module simulates."""
+        return self._scenario
+
+    def now(self) -> float:
+        """Scenario time in seconds: frozen, or elapsed since this module was made."""
+        if self._frozen_time is not None:
+            return self._frozen_time
+        return time.monotonic() - self._t0
+
+    def set_time(self, t: float) -> None:
+        """Freeze the clock at scenario time ``t``, so a test can step through a scenario.
+
+        A clock that was running keeps its epoch origin, so timestamps stay monotonic.
+        """
+        self._frozen_time = float(t)
+
+    def epoch_time(self) -> float:
+        """Wall-clock seconds: ``start_time + t`` when frozen (reproducible), else real."""
+        if self._frozen_time is not None:
+            return self._epoch_at_zero + self._frozen_time
+        return time.time()
+
+    def _epoch_at(self, t: float) -> float:
+        """The epoch time of scenario time ``t``, on the same scale as ``epoch_time``."""
+        return self._epoch_at_zero + t
+
+    # -- checks, in the driver's order ----------------------------------------------------
+
+    def _check_call(self, name: str) -> None:
+        if name in self._scenario.missing_functions:
+            nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        if self._init_count == 0 and not name.startswith("nvmlInit"):
+            nvml_error(pynvml.NVML_ERROR_UNINITIALIZED)
+
+    def _check_device(self, name: str, handle: Any, *, allow_mig: bool) -> None:
+        if not isinstance(handle, FakeDeviceHandle) or not (
+            0 <= handle.gpu < len(self._scenario.gpus)
+        ):
+            nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        gpu = self._scenario.gpus[handle.gpu]
+        if handle.mig is not None and not 0 <= handle.mig < len(gpu.mig_devices):
+            nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if self._is_lost(gpu):
+            nvml_error(pynvml.NVML_ERROR_GPU_IS_LOST)
+        if name in gpu.no_permission:
+            nvml_error(pynvml.NVML_ERROR_NO_PERMISSION)
+        if handle.mig is not None and not allow_mig:
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def _is_lost(self, gpu: ScenarioGpu) -> bool:
+        return gpu.lost_after_s is not None and self.now() >= gpu.lost_after_s
+
+    # -- readings ---------------------------------------------------------------------------
+
+    def _gpu(self, handle: FakeDeviceHandle) -> ScenarioGpu:
+        return self._scenario.gpus[handle.gpu]
+
+    def _mig(self, handle: FakeDeviceHandle) -> ScenarioMigDevice | None:
+        if handle.mig is None:
+            return None
+        return self._scenario.gpus[handle.gpu].mig_devices[handle.mig]
+
+    def _value(self, signal: Signal | None, t: float | None = None) -> float:
+        """The signal now (or at ``t``); an absent reading is NOT_SUPPORTED."""
+        if signal is None:
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return signal.value_at(self.now() if t is None else t)
+
+    def _uint(self, signal: Signal | None, t: float | None = None) -> int:
+        """A reading as NVML's unsigned int: rounded, never negative."""
+        return max(0, round(self._value(signal, t)))
+
+    def _percent(self, signal: Signal | None, t: float | None = None) -> int:
+        return min(100, self._uint(signal, t))
+
+    def _bytes(self, signal_mib: Signal | None, t: float | None = None) -> int:
+        return max(0, round(self._value(signal_mib, t) * MIB))
+
+    def _percent_or_zero(self, signal: Signal | None, t: float | None = None) -> int:
+        """A secondary reading of a call whose main reading exists: absent reads 0."""
+        return 0 if signal is None else self._percent(signal, t)
+
+    def _bytes_or_zero(self, signal_mib: Signal | None) -> int:
+        return 0 if signal_mib is None else self._bytes(signal_mib)
+
+    @staticmethod
+    def _static(value: Any) -> Any:
+        """A fixed field; absent is NOT_SUPPORTED."""
+        if value is None:
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return value

@@ -1,0 +1,158 @@
+"""Simulated process calls: running processes, per-process utilisation, host-side facts.
+
+Process utilisation follows the driver's sample buffer: a caller passes the newest
+timestamp it has seen and gets only newer samples, or NOT_FOUND when there are none. The
+fake takes one sample per second of scenario time; timestamps are epoch microseconds of
+the fake clock (``start_time`` + t when frozen), as real ones are epoch microseconds, so
+even a clock frozen at t=0 has a sample newer than 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pynvml
+
+from gputop.core.fake.base import FakeDeviceHandle, FakeNvmlBase, nvml_error, nvml_function
+from gputop.core.fake.scenario_types import ScenarioProcess
+
+NOT_ON_MIG = 0xFFFFFFFF
+"""The instance id NVML reports for a process that is not on a MIG device."""
+SAMPLE_PERIOD_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedProcess:
+    """What the host would know about a simulated pid that does not exist here."""
+
+    user: str | None
+    command: tuple[str, ...]
+    cpu_percent: float | None
+    host_memory_bytes: int | None
+    start_time: float | None
+    """Seconds since the epoch."""
+
+
+class ProcessCalls(FakeNvmlBase):
+    """Compute and graphics process lists, process utilisation, simulated host facts."""
+
+    @nvml_function("any")
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeDeviceHandle) -> list[Any]:
+        return self._running(handle, compute=True)
+
+    @nvml_function("any")
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: FakeDeviceHandle) -> list[Any]:
+        return self._running(handle, compute=True)
+
+    @nvml_function("any")
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeDeviceHandle) -> list[Any]:
+        return self._running(handle, compute=True)
+
+    @nvml_function("any")
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeDeviceHandle) -> list[Any]:
+        return self._running(handle, compute=False)
+
+    @nvml_function("any")
+    def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: FakeDeviceHandle) -> list[Any]:
+        return self._running(handle, compute=False)
+
+    @nvml_function("any")
+    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: FakeDeviceHandle) -> list[Any]:
+        return self._running(handle, compute=False)
+
+    @nvml_function("any")
+    def nvmlDeviceGetProcessUtilization(
+        self, handle: FakeDeviceHandle, last_seen_timestamp: int
+    ) -> list[Any]:
+        """The newest sample of each process with ``sm_util``, if newer than ``last_seen``."""
+        measured = [(p, ids) for p, ids in self._processes(handle) if p.sm_util is not None]
+        if not measured:
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        sample_t = math.floor(self.now() / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S
+        timestamp_us = round(self._epoch_at(sample_t) * 1_000_000)
+        if timestamp_us <= last_seen_timestamp:
+            nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
+        samples = []
+        for process, _ids in measured:
+            sample = pynvml.c_nvmlProcessUtilizationSample_t()
+            sample.pid = process.pid
+            sample.timeStamp = timestamp_us
+            sample.smUtil = self._percent(process.sm_util, sample_t)
+            sample.memUtil = self._percent_or_zero(process.mem_util, sample_t)
+            sample.encUtil = 0
+            sample.decUtil = 0
+            samples.append(sample)
+        return samples
+
+    def simulated_process(self, pid: int) -> SimulatedProcess | None:
+        """Host facts for ``pid`` from the scenario, now; ``None`` if it gives no user or cmd.
+
+        A process with neither is meant to look like one from another PID namespace, so the
+        backend shows its hint instead of made-up facts.
+        """
+        for gpu in self._scenario.gpus:
+            for process in (*gpu.processes, *(p for m in gpu.mig_devices for p in m.processes)):
+                if process.pid == pid and (process.user is not None or process.cmd):
+                    return self._host_facts(process)
+        return None
+
+    def _host_facts(self, process: ScenarioProcess) -> SimulatedProcess:
+        t = self.now()
+        memory = process.host_memory_mib
+        return SimulatedProcess(
+            user=process.user,
+            command=process.cmd,
+            cpu_percent=(
+                max(0.0, process.cpu_percent.value_at(t))
+                if process.cpu_percent is not None
+                else None
+            ),
+            host_memory_bytes=self._bytes(memory, t) if memory is not None else None,
+            start_time=(
+                self._epoch_at(-process.started_s_ago)
+                if process.started_s_ago is not None
+                else None
+            ),
+        )
+
+    def _running(self, handle: FakeDeviceHandle, *, compute: bool) -> list[Any]:
+        result = []
+        for process, (gpu_instance_id, compute_instance_id) in self._processes(handle):
+            if not (process.is_compute if compute else process.is_graphics):
+                continue
+            memory = process.used_memory_mib
+            result.append(
+                pynvml.nvmlFriendlyObject(
+                    {
+                        "pid": process.pid,
+                        "usedGpuMemory": self._bytes(memory) if memory is not None else None,
+                        "gpuInstanceId": gpu_instance_id,
+                        "computeInstanceId": compute_instance_id,
+                    }
+                )
+            )
+        return result
+
+    def _processes(
+        self, handle: FakeDeviceHandle
+    ) -> Iterator[tuple[ScenarioProcess, tuple[int, int]]]:
+        """The processes a handle sees, with their (GPU, compute) instance ids.
+
+        A MIG handle sees its instance; a GPU handle sees its own list and, in MIG mode,
+        the processes of every MIG device too.
+        """
+        gpu = self._gpu(handle)
+        mig = self._mig(handle)
+        if mig is not None:
+            for process in mig.processes:
+                yield process, (mig.gpu_instance_id, mig.compute_instance_id)
+            return
+        for process in gpu.processes:
+            yield process, (NOT_ON_MIG, NOT_ON_MIG)
+        if gpu.mig_mode is not None and gpu.mig_mode[0] == 1:
+            for device in gpu.mig_devices:
+                for process in device.processes:
+                    yield process, (device.gpu_instance_id, device.compute_instance_id)

@@ -1,0 +1,374 @@
+"""Load and validate a scenario file (the format is specified in ``spec/scenario.md``).
+
+A scenario is written by hand, so every problem is reported as a ``ScenarioError`` that
+names the file and the JSON location (``gpus[1].uuid``), and the file is checked whole at
+load time: a typo must not surface minutes later as a dashboard that quietly shows "N/A".
+
+Extensions to the contract, all optional:
+
+- top level ``start_time`` (epoch seconds): the wall-clock time of scenario t=0 when the
+  clock is frozen, default 1767225600 (2026-01-01T00:00:00Z), so screenshots show the same
+  dates on every run;
+- per process ``cpu_percent`` (signal), ``host_memory_mib`` (signal) and ``started_s_ago``
+  (seconds before scenario t=0): what a simulated process shows in the host columns;
+- per MIG device ``profile`` (``"3g.40gb"``): gives the MIG device its NVML name
+  (``<GPU name> MIG 3g.40gb``) and its slice count;
+- any key starting with ``_`` is ignored, for comments. Other unknown keys are errors, so a
+  misspelt field is caught instead of reading as "not supported".
+
+Also checked beyond the types: UUID forms and uniqueness (GPU and MIG), PCI bus id form
+and uniqueness, a pid listed twice on one device, ``mig_devices`` without MIG mode on,
+at most 7 MIG devices with distinct instance ids, and function names that start with
+``nvml``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from gputop.core.errors import ScenarioError
+from gputop.core.fake.json_fields import ObjectReader
+from gputop.core.fake.scenario_types import (
+    DEFAULT_START_TIME,
+    PROCESS_TYPES,
+    ClockSignals,
+    MaxClocks,
+    Scenario,
+    ScenarioGpu,
+    ScenarioMigDevice,
+    ScenarioProcess,
+)
+
+__all__ = [
+    "ClockSignals",
+    "MaxClocks",
+    "Scenario",
+    "ScenarioGpu",
+    "ScenarioMigDevice",
+    "ScenarioProcess",
+    "load_scenario",
+    "parse_scenario",
+]
+
+MAX_MIG_DEVICES = 7
+
+_HEX_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_GPU_UUID = re.compile(rf"GPU-{_HEX_UUID}")
+_MIG_UUID = re.compile(rf"MIG-(?:{_HEX_UUID}|GPU-{_HEX_UUID}/\d+/\d+)")
+_PCI_BUS_ID = re.compile(
+    r"(?P<domain>[0-9a-fA-F]{4}|[0-9a-fA-F]{8}):(?P<bus>[0-9a-fA-F]{2}):"
+    r"(?P<device>[0-9a-fA-F]{2})\.(?P<function>[0-7])"
+)
+
+_TOP_KEYS = (
+    "description",
+    "driver_version",
+    "cuda_driver_version",
+    "nvml_version",
+    "hostname",
+    "missing_functions",
+    "start_time",
+    "gpus",
+)
+_READINGS = (
+    "memory_used_mib",
+    "utilization_gpu",
+    "utilization_memory",
+    "temperature_c",
+    "power_w",
+    "fan_percent",
+    "pcie_tx_kbps",
+    "pcie_rx_kbps",
+    "encoder_util",
+    "decoder_util",
+    "bar1_used_mib",
+    "nvlink_tx_kbps",
+    "nvlink_rx_kbps",
+)
+_GPU_KEYS = (
+    "name",
+    "uuid",
+    "pci_bus_id",
+    "serial",
+    "memory_total_mib",
+    "power_limit_w",
+    "max_clocks_mhz",
+    "cuda_compute_capability",
+    "multiprocessor_count",
+    "performance_state",
+    "persistence_mode",
+    "display_active",
+    "compute_mode",
+    "ecc_uncorrected_volatile",
+    "bar1_total_mib",
+    "nvlink_count",
+    "clocks_mhz",
+    "processes",
+    "mig_mode",
+    "mig_devices",
+    "lost_after_s",
+    "no_permission",
+    *_READINGS,
+)
+_CLOCK_KEYS = ("graphics", "sm", "mem", "video")
+_PROCESS_KEYS = (
+    "pid",
+    "used_memory_mib",
+    "type",
+    "sm_util",
+    "mem_util",
+    "user",
+    "cmd",
+    "cpu_percent",
+    "host_memory_mib",
+    "started_s_ago",
+)
+_MIG_KEYS = (
+    "uuid",
+    "gpu_instance_id",
+    "compute_instance_id",
+    "memory_total_mib",
+    "memory_used_mib",
+    "multiprocessor_count",
+    "profile",
+    "processes",
+)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate the scenario file at ``path``."""
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(where, "file not found") from None
+    except IsADirectoryError:
+        raise ScenarioError(where, "is a directory, not a scenario file") from None
+    except UnicodeDecodeError as error:
+        raise ScenarioError(where, f"not UTF-8 text ({error.reason})") from None
+    except OSError as error:
+        raise ScenarioError(where, f"cannot read the file: {error.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ScenarioError(
+            where, f"not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        ) from None
+    return parse_scenario(data, where)
+
+
+def parse_scenario(data: Any, path: str) -> Scenario:
+    """Validate already-decoded JSON; ``path`` names the source in errors."""
+    if not isinstance(data, dict):
+        raise ScenarioError(path, "the top level must be a JSON object with a 'gpus' list")
+    top = ObjectReader(path, data, "", _TOP_KEYS)
+    if data.get("gpus") is None:
+        raise top.error("gpus", "is required: a list with one object per GPU")
+    gpu_items = list(top.items("gpus"))
+    if not gpu_items:
+        raise top.error("gpus", "must list at least one GPU")
+    gpus = tuple(_parse_gpu(path, where, item) for where, item in gpu_items)
+    _check_unique(path, [(f"gpus[{i}].uuid", gpu.uuid) for i, gpu in enumerate(gpus)], "uuid")
+    _check_unique(
+        path,
+        [(f"gpus[{i}].pci_bus_id", g.pci_bus_id) for i, g in enumerate(gpus) if g.pci_bus_id],
+        "PCI bus id",
+    )
+    _check_unique(
+        path,
+        [
+            (f"gpus[{i}].mig_devices[{j}].uuid", mig.uuid)
+            for i, gpu in enumerate(gpus)
+            for j, mig in enumerate(gpu.mig_devices)
+        ],
+        "MIG uuid",
+    )
+    driver_version = top.string("driver_version")
+    nvml_version = top.string("nvml_version")
+    if nvml_version is None and driver_version is not None:
+        nvml_version = f"12.{driver_version}"
+    start_time = top.number("start_time")
+    return Scenario(
+        path=path,
+        description=top.string("description") or f"simulated GPUs from {Path(path).name}",
+        gpus=gpus,
+        driver_version=driver_version,
+        cuda_driver_version=top.integer("cuda_driver_version"),
+        nvml_version=nvml_version,
+        hostname=top.string("hostname"),
+        missing_functions=_function_names(top, "missing_functions"),
+        start_time=DEFAULT_START_TIME if start_time is None else start_time,
+    )
+
+
+def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
+    gpu = ObjectReader(path, data, where, _GPU_KEYS)
+    uuid = gpu.string("uuid", required=True)
+    assert uuid is not None
+    if not _GPU_UUID.fullmatch(uuid):
+        raise gpu.error(
+            "uuid", f"{uuid!r} is not a GPU uuid (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, hex)"
+        )
+    name = gpu.string("name", required=True)
+    assert name is not None
+    mig_mode = _mig_mode(gpu)
+    mig_devices = tuple(_parse_mig(path, w, item) for w, item in gpu.items("mig_devices"))
+    if mig_devices:
+        if mig_mode is None:
+            raise gpu.error("mig_devices", "mig_devices needs mig_mode (e.g. [1, 1])")
+        if mig_mode[0] != 1:
+            raise gpu.error("mig_devices", "mig_devices needs MIG mode on: mig_mode [1, ...]")
+        if len(mig_devices) > MAX_MIG_DEVICES:
+            raise gpu.error("mig_devices", f"at most {MAX_MIG_DEVICES} MIG devices per GPU")
+        _check_unique(
+            path,
+            [
+                (f"{gpu.field('mig_devices')}[{j}]", (m.gpu_instance_id, m.compute_instance_id))
+                for j, m in enumerate(mig_devices)
+            ],
+            "(gpu_instance_id, compute_instance_id)",
+        )
+    clocks = gpu.child("clocks_mhz", _CLOCK_KEYS)
+    max_clocks = gpu.child("max_clocks_mhz", _CLOCK_KEYS)
+    readings = {key: gpu.signal(key) for key in _READINGS}
+    return ScenarioGpu(
+        name=name,
+        uuid=uuid,
+        pci_bus_id=_pci_bus_id(gpu),
+        serial=gpu.string("serial"),
+        memory_total_mib=gpu.integer("memory_total_mib", minimum=1),
+        power_limit_w=gpu.number("power_limit_w"),
+        max_clocks_mhz=MaxClocks(
+            **{k: max_clocks.integer(k) for k in _CLOCK_KEYS} if max_clocks else {}
+        ),
+        cuda_compute_capability=_compute_capability(gpu),
+        multiprocessor_count=gpu.integer("multiprocessor_count", minimum=1),
+        performance_state=gpu.integer("performance_state", maximum=15),
+        persistence_mode=gpu.flag("persistence_mode"),
+        display_active=gpu.flag("display_active"),
+        compute_mode=gpu.integer("compute_mode", allowed=(0, 1, 2, 3)),
+        ecc_uncorrected_volatile=gpu.integer("ecc_uncorrected_volatile"),
+        bar1_total_mib=gpu.integer("bar1_total_mib", minimum=1),
+        nvlink_count=gpu.integer("nvlink_count", maximum=18),
+        clocks_mhz=ClockSignals(**{k: clocks.signal(k) for k in _CLOCK_KEYS} if clocks else {}),
+        processes=_parse_processes(gpu),
+        mig_mode=mig_mode,
+        mig_devices=mig_devices,
+        lost_after_s=gpu.number("lost_after_s"),
+        no_permission=_function_names(gpu, "no_permission"),
+        **readings,
+    )
+
+
+def _parse_mig(path: str, where: str, data: Any) -> ScenarioMigDevice:
+    mig = ObjectReader(path, data, where, _MIG_KEYS)
+    uuid = mig.string("uuid", required=True)
+    assert uuid is not None
+    if not _MIG_UUID.fullmatch(uuid):
+        raise mig.error(
+            "uuid", f"{uuid!r} is not a MIG uuid (MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, hex)"
+        )
+    gpu_instance_id = mig.integer("gpu_instance_id", required=True)
+    compute_instance_id = mig.integer("compute_instance_id", required=True)
+    assert gpu_instance_id is not None and compute_instance_id is not None
+    return ScenarioMigDevice(
+        uuid=uuid,
+        gpu_instance_id=gpu_instance_id,
+        compute_instance_id=compute_instance_id,
+        memory_total_mib=mig.integer("memory_total_mib", minimum=1),
+        memory_used_mib=mig.signal("memory_used_mib"),
+        multiprocessor_count=mig.integer("multiprocessor_count", minimum=1),
+        profile=mig.string("profile"),
+        processes=_parse_processes(mig),
+    )
+
+
+def _parse_processes(owner: ObjectReader) -> tuple[ScenarioProcess, ...]:
+    processes = []
+    seen: dict[int, str] = {}
+    for where, item in owner.items("processes"):
+        process = ObjectReader(owner.path, item, where, _PROCESS_KEYS)
+        pid = process.integer("pid", required=True, minimum=1)
+        assert pid is not None
+        if pid in seen:
+            raise process.error(
+                "pid", f"pid {pid} is already listed at {seen[pid]} (use type 'C+G' for both)"
+            )
+        seen[pid] = where
+        kind = process.string("type") or "C"
+        if kind not in PROCESS_TYPES:
+            raise process.error("type", f"must be one of {', '.join(PROCESS_TYPES)}, got {kind!r}")
+        processes.append(
+            ScenarioProcess(
+                pid=pid,
+                type=kind,
+                used_memory_mib=process.signal("used_memory_mib"),
+                sm_util=process.signal("sm_util"),
+                mem_util=process.signal("mem_util"),
+                user=process.string("user"),
+                cmd=process.strings("cmd"),
+                cpu_percent=process.signal("cpu_percent"),
+                host_memory_mib=process.signal("host_memory_mib"),
+                started_s_ago=process.number("started_s_ago"),
+            )
+        )
+    return tuple(processes)
+
+
+def _pci_bus_id(gpu: ObjectReader) -> str | None:
+    """NVML's form, ``00000000:1B:00.0``; the 4-digit domain of ``lspci -D`` is accepted."""
+    value = gpu.string("pci_bus_id")
+    if value is None:
+        return None
+    match = _PCI_BUS_ID.fullmatch(value)
+    if match is None:
+        raise gpu.error("pci_bus_id", f"{value!r} is not a PCI bus id like '00000000:1B:00.0'")
+    domain = int(match["domain"], 16)
+    return f"{domain:08X}:{match['bus'].upper()}:{match['device'].upper()}.{match['function']}"
+
+
+def _compute_capability(gpu: ObjectReader) -> tuple[int, int] | None:
+    value = gpu.data.get("cuda_compute_capability")
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise gpu.error("cuda_compute_capability", f"must be [major, minor], got {value!r}")
+    major = gpu.check_integer("cuda_compute_capability[0]", value[0], minimum=1)
+    minor = gpu.check_integer("cuda_compute_capability[1]", value[1])
+    return (major, minor)
+
+
+def _mig_mode(gpu: ObjectReader) -> tuple[int, int] | None:
+    value = gpu.data.get("mig_mode")
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise gpu.error("mig_mode", f"must be [current, pending], got {value!r}")
+    current = gpu.check_integer("mig_mode[0]", value[0], allowed=(0, 1))
+    pending = gpu.check_integer("mig_mode[1]", value[1], allowed=(0, 1))
+    return (current, pending)
+
+
+def _function_names(reader: ObjectReader, key: str) -> frozenset[str]:
+    names = reader.strings(key)
+    for i, name in enumerate(names):
+        if not name.startswith("nvml"):
+            raise ScenarioError(
+                reader.path,
+                f"{name!r} is not an NVML function name (they start with 'nvml')",
+                f"{reader.field(key)}[{i}]",
+            )
+    return frozenset(names)
+
+
+def _check_unique(path: str, located: list[tuple[str, Any]], what: str) -> None:
+    first_at: dict[Any, str] = {}
+    for where, value in located:
+        if value in first_at:
+            raise ScenarioError(
+                path, f"duplicate {what} {value!r}: {first_at[value]} has it too", where
+            )
+        first_at[value] = where

@@ -1,0 +1,132 @@
+"""The parsed form of a scenario file: frozen dataclasses, one per JSON object kind.
+
+Fields keep the scenario's own units (MiB, W, KB/s); the fake NVML converts to NVML's units
+at the call, so a test can compare a reading against the number written in the file.
+``None`` everywhere means "absent or null in the file", which the fake NVML turns into
+``NVMLError_NotSupported``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputop.core.fake.signals import Signal
+
+DEFAULT_START_TIME = 1767225600.0
+"""2026-01-01T00:00:00Z: the epoch time of scenario t=0 when the clock is frozen."""
+
+PROCESS_TYPES = ("C", "G", "C+G")
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioProcess:
+    pid: int
+    type: str
+    """``"C"``, ``"G"`` or ``"C+G"``."""
+    used_memory_mib: Signal | None
+    sm_util: Signal | None = None
+    mem_util: Signal | None = None
+    user: str | None = None
+    cmd: tuple[str, ...] = ()
+    cpu_percent: Signal | None = None
+    host_memory_mib: Signal | None = None
+    started_s_ago: float | None = None
+
+    @property
+    def is_compute(self) -> bool:
+        return "C" in self.type
+
+    @property
+    def is_graphics(self) -> bool:
+        return "G" in self.type
+
+
+@dataclass(frozen=True, slots=True)
+class ClockSignals:
+    graphics: Signal | None = None
+    sm: Signal | None = None
+    mem: Signal | None = None
+    video: Signal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MaxClocks:
+    graphics: int | None = None
+    sm: int | None = None
+    mem: int | None = None
+    video: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioMigDevice:
+    uuid: str
+    gpu_instance_id: int
+    compute_instance_id: int
+    memory_total_mib: int | None = None
+    memory_used_mib: Signal | None = None
+    multiprocessor_count: int | None = None
+    profile: str | None = None
+    """e.g. ``"3g.40gb"``: names the device (``<GPU name> MIG 3g.40gb``) and its slices."""
+    processes: tuple[ScenarioProcess, ...] = ()
+
+    @property
+    def gpu_slice_count(self) -> int | None:
+        """The ``3`` of ``3g.40gb``, or ``None`` without a profile."""
+        if self.profile is None:
+            return None
+        head = self.profile.split("g.", 1)[0]
+        return int(head) if head.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioGpu:
+    name: str
+    uuid: str
+    pci_bus_id: str | None = None
+    serial: str | None = None
+    memory_total_mib: int | None = None
+    power_limit_w: float | None = None
+    max_clocks_mhz: MaxClocks = MaxClocks()
+    cuda_compute_capability: tuple[int, int] | None = None
+    multiprocessor_count: int | None = None
+    performance_state: int | None = None
+    persistence_mode: bool | None = None
+    display_active: bool | None = None
+    compute_mode: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    bar1_total_mib: int | None = None
+    nvlink_count: int | None = None
+    memory_used_mib: Signal | None = None
+    utilization_gpu: Signal | None = None
+    utilization_memory: Signal | None = None
+    temperature_c: Signal | None = None
+    power_w: Signal | None = None
+    fan_percent: Signal | None = None
+    clocks_mhz: ClockSignals = ClockSignals()
+    pcie_tx_kbps: Signal | None = None
+    pcie_rx_kbps: Signal | None = None
+    encoder_util: Signal | None = None
+    decoder_util: Signal | None = None
+    bar1_used_mib: Signal | None = None
+    nvlink_tx_kbps: Signal | None = None
+    nvlink_rx_kbps: Signal | None = None
+    processes: tuple[ScenarioProcess, ...] = ()
+    mig_mode: tuple[int, int] | None = None
+    """``(current, pending)``; ``None`` on a board without MIG."""
+    mig_devices: tuple[ScenarioMigDevice, ...] = ()
+    lost_after_s: float | None = None
+    no_permission: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    path: str
+    description: str
+    gpus: tuple[ScenarioGpu, ...]
+    driver_version: str | None = None
+    cuda_driver_version: int | None = None
+    nvml_version: str | None = None
+    hostname: str | None = None
+    missing_functions: frozenset[str] = frozenset()
+    start_time: float = DEFAULT_START_TIME
+    """Epoch seconds of scenario t=0 when the clock is frozen."""

@@ -50,6 +50,8 @@ class MigDevice:
     memory_total_bytes: int | None
     memory_used_bytes: int | None
     multiprocessor_count: int | None
+    name: str | None = None
+    """As NVML names it, with the profile: "NVIDIA A100-SXM4-80GB MIG 3g.40gb"."""
 
 
 @dataclass(frozen=True, slots=True)

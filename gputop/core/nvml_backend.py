@@ -104,14 +104,15 @@ class NvmlBackend:
     # -- one GPU -------------------------------------------------------------------------
 
     def _open_gpu(self, physical_index: int) -> _GpuState:
-        handle = self._reader.read("nvmlDeviceGetHandleByIndex", physical_index)
-        if handle is None:
-            return _GpuState(None, GpuSample(physical_index, None, None, None, lost=True))
-        # Lost GPUs are only marked here; an exception would take every other card with it.
+        # A lost GPU is only marked: an exception would take every other card with it.
+        unknown = GpuSample(physical_index, uuid=None, name=None, pci_bus_id=None)
         try:
+            handle = self._reader.read("nvmlDeviceGetHandleByIndex", physical_index)
+            if handle is None:
+                return _GpuState(None, unknown, lost=True)
             return _GpuState(handle, self._static_facts(physical_index, handle))
         except GpuLostError:
-            return _GpuState(handle, GpuSample(physical_index, None, None, None), lost=True)
+            return _GpuState(None, unknown, lost=True)
 
     def _static_facts(self, physical_index: int, handle: Any) -> GpuSample:
         read = self._reader.read
@@ -129,7 +130,7 @@ class NvmlBackend:
             serial=text(read("nvmlDeviceGetSerial", handle)),
             memory_total_bytes=int(memory.total) if memory is not None else None,
             max_clocks=self._clocks("nvmlDeviceGetMaxClockInfo", handle),
-            compute_capability=tuple(capability) if capability is not None else None,  # type: ignore[arg-type]
+            compute_capability=(int(capability[0]), int(capability[1])) if capability else None,
             multiprocessor_count=(
                 int(attributes.multiprocessorCount) if attributes is not None else None
             ),
@@ -160,7 +161,7 @@ class NvmlBackend:
         encoder = read("nvmlDeviceGetEncoderUtilization", handle)
         decoder = read("nvmlDeviceGetDecoderUtilization", handle)
         bar1 = read("nvmlDeviceGetBAR1MemoryInfo", handle)
-        processes = list_processes(self._reader, handle, mig_devices, mig_handles)
+        processes, processes_listed = list_processes(self._reader, handle, mig_devices, mig_handles)
         return replace(
             state.static,
             memory_total_bytes=_attr_int(memory, "total", state.static.memory_total_bytes),
@@ -198,11 +199,11 @@ class NvmlBackend:
                 int,
             ),
             processes=self._gpu_processes(state, processes),
-            processes_listed=processes is not None,
+            processes_listed=processes_listed,
         )
 
     def _gpu_processes(
-        self, state: _GpuState, processes: tuple[NvmlProcess, ...] | None
+        self, state: _GpuState, processes: tuple[NvmlProcess, ...]
     ) -> tuple[GpuProcess, ...]:
         if not processes:
             return ()
@@ -275,6 +276,7 @@ class NvmlBackend:
                     memory_total_bytes=_attr_int(memory, "total"),
                     memory_used_bytes=_attr_int(memory, "used"),
                     multiprocessor_count=_attr_int(attributes, "multiprocessorCount"),
+                    name=text(read("nvmlDeviceGetName", mig)),
                 )
             )
             handles.append(mig)

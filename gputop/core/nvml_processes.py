@@ -44,21 +44,20 @@ class NvmlProcess:
 
 def list_processes(
     reader: FieldReader, handle: Any, mig_devices: tuple[MigDevice, ...], mig_handles: list[Any]
-) -> tuple[NvmlProcess, ...] | None:
+) -> tuple[tuple[NvmlProcess, ...], bool]:
     """The processes on one GPU, merged across the compute and graphics lists.
 
-    Returns ``None`` when NVML gives neither list (no permission, not supported). On a
-    GPU in MIG mode, processes carry the MIG device they run on; when the parent GPU
-    will not list them, each MIG device is asked instead.
+    The flag says whether NVML listed the compute processes: when it refuses (no
+    permission, not supported), the GPU's processes are unknown, not absent, even if the
+    graphics list came through. On a GPU in MIG mode, processes carry the MIG device they
+    run on; when the parent GPU will not list them, each MIG device is asked instead.
     """
     compute = reader.read_first(COMPUTE_CALLS, handle)
     graphics = reader.read_first(GRAPHICS_CALLS, handle)
-    if compute is None and graphics is None and mig_handles:
-        compute = []
-        for mig_handle in mig_handles:
-            compute.extend(reader.read_first(COMPUTE_CALLS, mig_handle) or ())
-    if compute is None and graphics is None:
-        return None
+    if compute is None and mig_handles:
+        per_instance = [reader.read_first(COMPUTE_CALLS, mig) for mig in mig_handles]
+        if any(entries is not None for entries in per_instance):
+            compute = [entry for entries in per_instance for entry in entries or ()]
     by_instance = {(m.gpu_instance_id, m.compute_instance_id): m for m in mig_devices}
     merged: dict[tuple[int, int | None, int | None], NvmlProcess] = {}
     for kind, entries in ((ProcessType.COMPUTE, compute), (ProcessType.GRAPHICS, graphics)):
@@ -69,7 +68,7 @@ def list_processes(
             if earlier is not None and earlier.type is not kind:
                 process = _combined(earlier, process)
             merged[key] = process
-    return tuple(merged.values())
+    return tuple(merged.values()), compute is not None
 
 
 def _from_nvml(

@@ -1,0 +1,1 @@
+"""The ``gputop`` command line: subcommands that use the core directly."""

@@ -1,0 +1,65 @@
+"""Entry point: parse the command line, run a subcommand, turn errors into messages."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from gputop import __version__
+from gputop.cli import snapshot
+from gputop.core.errors import GputopError
+
+INTERNAL_ERROR_EXIT = 70
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--fake",
+        metavar="NAME|PATH",
+        default=argparse.SUPPRESS,
+        help="use simulated GPUs from a built-in scenario (demo, v100x4, dgx-h100, mixed, "
+        "mig, faulty) or a scenario file; also GPUTOP_FAKE",
+    )
+    parser = argparse.ArgumentParser(
+        prog="gputop",
+        parents=[common],
+        description="A terminal dashboard for NVIDIA GPUs.",
+        epilog="GPUTOP_FAKE_TIME=SECONDS freezes the clock of simulated GPUs.",
+    )
+    parser.add_argument("--version", action="version", version=f"gputop {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    snapshot.add_parser(commands, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "fake"):
+        args.fake = None
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.run(args))
+    except GputopError as error:
+        print(f"gputop: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `gputop snapshot | head`: the reader left; nothing to report.
+        sys.stderr.close()
+        return 0
+    except Exception as error:  # the last line of defence: never a traceback for a user
+        if os.environ.get("GPUTOP_DEBUG"):
+            raise
+        print(
+            f"gputop: internal error: {type(error).__name__}: {error}. This is a bug in "
+            "gputop; run again with GPUTOP_DEBUG=1 to see where, and please report it.",
+            file=sys.stderr,
+        )
+        return INTERNAL_ERROR_EXIT

@@ -1,0 +1,80 @@
+"""``gputop snapshot``: one readable screen, JSON for scripts, or a live reprint."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+
+from gputop.cli.snapshot_text import render_snapshot
+from gputop.core.errors import UsageError
+from gputop.core.nvml_backend import NvmlBackend
+from gputop.core.snapshot_json import snapshot_to_json
+from gputop.core.source import open_backend
+
+CLEAR_HOME = "\x1b[H\x1b[J"
+
+
+def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "snapshot",
+        parents=[parent],
+        help="print every GPU and its processes once (or --watch)",
+        description="Print every GPU and the processes on it, like nvidia-smi or gpustat.",
+    )
+    parser.add_argument("--json", action="store_true", help="print schema-1 JSON instead")
+    parser.add_argument(
+        "--watch",
+        nargs="?",
+        const=1.0,
+        type=float,
+        metavar="SECONDS",
+        help="reprint in place every SECONDS (default 1) until Ctrl-C",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.watch is not None and args.watch < 0.1:
+        raise UsageError(f"--watch {args.watch}: the interval must be at least 0.1 seconds.")
+    backend = open_backend(args.fake)
+    try:
+        if args.watch is None:
+            _print_once(backend, args.json)
+        else:
+            _watch(backend, args.watch, args.json)
+    finally:
+        backend.close()
+    return 0
+
+
+def _print_once(backend: NvmlBackend, as_json: bool) -> None:
+    snapshot = backend.sample()
+    if as_json:
+        print(json.dumps(snapshot_to_json(snapshot), indent=2))
+    else:
+        print(render_snapshot(snapshot, width=_terminal_width()))
+
+
+def _terminal_width() -> int | None:
+    """Cut lines to the terminal; never when writing to a file or a pipe."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def _watch(backend: NvmlBackend, interval_s: float, as_json: bool) -> None:
+    """Reprint until interrupted; JSON mode writes one document per line (JSON Lines)."""
+    try:
+        while True:
+            started = time.monotonic()
+            snapshot = backend.sample()
+            if as_json:
+                sys.stdout.write(json.dumps(snapshot_to_json(snapshot)) + "\n")
+            else:
+                screen = render_snapshot(snapshot, _terminal_width())
+                sys.stdout.write(CLEAR_HOME + screen + "\n")
+            sys.stdout.flush()
+            time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+    except KeyboardInterrupt:
+        return

@@ -1,0 +1,109 @@
+"""``gputop snapshot`` as text: a line per GPU with its processes under it, like gpustat."""
+
+from __future__ import annotations
+
+import time
+
+from gputop.core.model import GpuProcess, GpuSample, Snapshot
+from gputop.core.units import NA, celsius, duration, human_bytes, memory_pair, mib, percent, watts
+
+PROCESS_HEADER = (
+    f"{'PID':>9}  {'USER':<10} {'TYPE':<4} {'GPU MEM':>9} {'SM':>4} {'CPU':>5} "
+    f"{'HOST MEM':>8} {'ELAPSED':>10}  COMMAND"
+)
+
+REFUSED = "no permission, or not supported"
+
+
+def render_snapshot(snapshot: Snapshot, width: int | None = None) -> str:
+    """The whole screen; lines are cut at ``width`` when one is given (a terminal's)."""
+    lines = [_header(snapshot)]
+    for gpu in snapshot.gpus:
+        lines.append(_gpu_line(gpu))
+        lines.extend(_mig_lines(gpu))
+        if gpu.lost:
+            continue
+        if not gpu.processes_listed:
+            lines.append(f"{'':9}  (NVML will not list compute processes here: {REFUSED})")
+        if gpu.processes:
+            lines.append(PROCESS_HEADER)
+            lines.extend(_process_line(p, snapshot.timestamp) for p in _by_memory(gpu))
+        elif gpu.processes_listed:
+            lines.append(f"{'':9}  (no processes)")
+    if not snapshot.gpus:
+        lines.append("No NVIDIA GPUs found.")
+    if width is None:
+        return "\n".join(lines)
+    return "\n".join(_clip(line, width) for line in lines)
+
+
+def _header(snapshot: Snapshot) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.timestamp))
+    parts = [
+        snapshot.host,
+        stamp,
+        f"driver {snapshot.driver_version or NA}",
+        f"CUDA {snapshot.cuda_driver_version_text or NA}",
+    ]
+    if snapshot.simulated:
+        parts.append(f"[simulated: {snapshot.simulated}]")
+    return "  ".join(parts)
+
+
+def _gpu_line(gpu: GpuSample) -> str:
+    ident = f"[{gpu.physical_index}] {gpu.name or NA:<24} {gpu.short_uuid or NA:<12}"
+    if gpu.lost:
+        return f"{ident}  LOST: NVML reports this GPU as lost (it may have fallen off the bus)"
+    fan = "fan N/A" if gpu.fan_percent is None else f"fan {gpu.fan_percent:>3}%"
+    power = f"{_number(gpu.power_w)}/{watts(gpu.power_limit_w)}"
+    pstate = NA if gpu.performance_state is None else f"P{gpu.performance_state}"
+    mig = "  MIG" if gpu.mig_mode_current else ""
+    memory = f"{mib(gpu.memory_used_bytes)}/{mib(gpu.memory_total_bytes)} MiB"
+    return (
+        f"{ident}  {celsius(gpu.temperature_c):>5}  {fan}  "
+        f"util {percent(gpu.utilization_gpu_percent)}  {memory:>16}  "
+        f"{power:>11}  {pstate}{mig}"
+    )
+
+
+def _number(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f}"
+
+
+def _mig_lines(gpu: GpuSample) -> list[str]:
+    return [
+        f"{'':4}MIG {mig.mig_index}  GI {mig.gpu_instance_id}  CI {mig.compute_instance_id}  "
+        f"{_profile(mig.name):<10} {mig.uuid or NA}  "
+        f"{memory_pair(mig.memory_used_bytes, mig.memory_total_bytes)}"
+        for mig in gpu.mig_devices
+    ]
+
+
+def _profile(mig_name: str | None) -> str:
+    """ "NVIDIA A100-SXM4-80GB MIG 3g.40gb" -> "3g.40gb": the rest is on the GPU line."""
+    if not mig_name:
+        return NA
+    return mig_name.rsplit(" ", 1)[-1] if " MIG " in mig_name else mig_name
+
+
+def _by_memory(gpu: GpuSample) -> list[GpuProcess]:
+    return sorted(gpu.processes, key=lambda p: (-(p.used_memory_bytes or 0), p.pid))
+
+
+def _process_line(process: GpuProcess, now: float) -> str:
+    gpu_memory = NA if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes)
+    sm = NA if process.sm_util_percent is None else f"{process.sm_util_percent}%"
+    cpu = NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%"
+    elapsed = None if process.start_time is None else now - process.start_time
+    command = " ".join(process.command) if process.command else f"({process.hint or NA})"
+    if process.mig_uuid is not None:
+        command = f"[GI {process.gpu_instance_id}] {command}"
+    return (
+        f"{process.pid:>9}  {(process.user or '?')[:10]:<10} {process.type.value:<4} "
+        f"{gpu_memory:>9} {sm:>4} {cpu:>5} {human_bytes(process.host_memory_bytes):>8} "
+        f"{duration(elapsed):>10}  {command}"
+    )
+
+
+def _clip(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"

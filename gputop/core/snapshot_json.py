@@ -1,0 +1,97 @@
+"""The ``gputop snapshot --json`` document, schema 1.
+
+This is also the format remote hosts will stream, so it only ever grows: fields are added,
+never renamed or removed, and a breaking change bumps ``schema``. Unknown values are
+``null``; memory is in bytes, power in watts, temperatures in °C, times in epoch seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
+
+SCHEMA_VERSION = 1
+
+
+def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA_VERSION,
+        "host": snapshot.host,
+        "driver_version": snapshot.driver_version,
+        "cuda_driver_version": snapshot.cuda_driver_version,
+        "nvml_version": snapshot.nvml_version,
+        "timestamp": snapshot.timestamp,
+        "simulated": snapshot.simulated,
+        "gpus": [_gpu(gpu) for gpu in snapshot.gpus],
+    }
+
+
+def _gpu(gpu: GpuSample) -> dict[str, Any]:
+    return {
+        "index": gpu.physical_index,
+        "uuid": gpu.uuid,
+        "name": gpu.name,
+        "pci_bus_id": gpu.pci_bus_id,
+        "memory_total_bytes": gpu.memory_total_bytes,
+        "memory_used_bytes": gpu.memory_used_bytes,
+        "memory_free_bytes": gpu.memory_free_bytes,
+        "utilization_gpu": gpu.utilization_gpu_percent,
+        "utilization_memory": gpu.utilization_memory_percent,
+        "temperature_c": gpu.temperature_c,
+        "fan_percent": gpu.fan_percent,
+        "power_w": gpu.power_w,
+        "power_limit_w": gpu.power_limit_w,
+        "clocks_mhz": _clocks(gpu.clocks),
+        "max_clocks_mhz": _clocks(gpu.max_clocks),
+        "performance_state": gpu.performance_state,
+        "compute_mode": gpu.compute_mode,
+        "persistence_mode": gpu.persistence_mode,
+        "compute_capability": list(gpu.compute_capability) if gpu.compute_capability else None,
+        "multiprocessor_count": gpu.multiprocessor_count,
+        "mig_mode": gpu.mig_mode_current,
+        "mig_mode_pending": gpu.mig_mode_pending,
+        "mig_devices": [_mig(mig) for mig in gpu.mig_devices],
+        "lost": gpu.lost,
+        "processes": [_process(process) for process in gpu.processes]
+        if gpu.processes_listed
+        else None,
+    }
+
+
+def _clocks(clocks: Clocks) -> dict[str, int | None]:
+    return {
+        "graphics": clocks.graphics_mhz,
+        "sm": clocks.sm_mhz,
+        "memory": clocks.memory_mhz,
+        "video": clocks.video_mhz,
+    }
+
+
+def _mig(mig: MigDevice) -> dict[str, Any]:
+    return {
+        "uuid": mig.uuid,
+        "name": mig.name,
+        "gpu_instance_id": mig.gpu_instance_id,
+        "compute_instance_id": mig.compute_instance_id,
+        "memory_total_bytes": mig.memory_total_bytes,
+        "memory_used_bytes": mig.memory_used_bytes,
+        "multiprocessor_count": mig.multiprocessor_count,
+    }
+
+
+def _process(process: GpuProcess) -> dict[str, Any]:
+    return {
+        "pid": process.pid,
+        "type": process.type.value,
+        "used_memory_bytes": process.used_memory_bytes,
+        "sm_util": process.sm_util_percent,
+        "mig_uuid": process.mig_uuid,
+        "user": process.user,
+        "command": list(process.command) if process.command else None,
+        "cpu_percent": process.cpu_percent,
+        "host_memory_bytes": process.host_memory_bytes,
+        "start_time": process.start_time,
+        "origin": process.origin.value,
+        "hint": process.hint,
+    }

@@ -63,12 +63,16 @@ class HostProcessTable:
 
     def _describe_one(self, pid: int) -> HostFacts:
         try:
-            return self._live_facts(pid)
+            # pid_exists is one kill(pid, 0): much cheaper than failing to read /proc for
+            # every pid of another namespace on every refresh.
+            if pid in self._tracked or psutil.pid_exists(pid):
+                return self._live_facts(pid)
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            self._tracked.pop(pid, None)
+            pass
         except psutil.AccessDenied:
             self._tracked.pop(pid, None)
             return HostFacts(ProcessOrigin.HOST, hint=DENIED_HINT)
+        self._tracked.pop(pid, None)
         if self._simulated is not None:
             simulated = self._simulated(pid)
             if simulated is not None:

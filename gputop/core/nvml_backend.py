@@ -17,7 +17,12 @@ from typing import Any
 from gputop.core.host_processes import HostFacts, HostProcessTable
 from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
 from gputop.core.nvml_fields import FieldReader, GpuLostError, convert, text
-from gputop.core.nvml_processes import NvmlProcess, ProcessUtilizationTracker, list_processes
+from gputop.core.nvml_processes import (
+    NvmlProcess,
+    ProcessUtilization,
+    ProcessUtilizationTracker,
+    list_processes,
+)
 
 MIB = 1024 * 1024
 NVLINK_MAX_LINKS = 18
@@ -32,6 +37,10 @@ class SamplingOptions:
     """
 
     pcie_throughput: bool = False
+
+
+_GpuReading = tuple[GpuSample, "tuple[NvmlProcess, ...]", "dict[int, ProcessUtilization]"]
+"""A GPU's readings, its processes as NVML lists them, and their utilisation."""
 
 
 @dataclass(slots=True)
@@ -87,10 +96,15 @@ class NvmlBackend:
 
     def sample(self) -> Snapshot:
         """Read every GPU once and describe their processes from the host."""
-        gpus = [self._sample_gpu(state) for state in self._gpus]
-        pids = {p.pid for gpu in gpus for p in gpu.processes}
+        readings = [self._sample_gpu(state) for state in self._gpus]
+        pids = {p.pid for _, processes, _ in readings for p in processes}
         facts = self._host_processes.describe(pids)
-        gpus = [_with_host_facts(gpu, facts) for gpu in gpus]
+        gpus = [
+            replace(gpu, processes=_gpu_processes(gpu.physical_index, processes, usage, facts))
+            if processes
+            else gpu
+            for gpu, processes, usage in readings
+        ]
         return Snapshot(
             host=self._hostname,
             driver_version=self._driver_version,
@@ -137,16 +151,15 @@ class NvmlBackend:
             nvlink_count=self._nvlink_count(handle),
         )
 
-    def _sample_gpu(self, state: _GpuState) -> GpuSample:
-        if state.lost:
-            return replace(state.static, lost=True)
-        try:
-            return self._dynamic_facts(state)
-        except GpuLostError:
-            state.lost = True
-            return replace(state.static, lost=True)
+    def _sample_gpu(self, state: _GpuState) -> _GpuReading:
+        if not state.lost:
+            try:
+                return self._dynamic_facts(state)
+            except GpuLostError:
+                state.lost = True
+        return replace(state.static, lost=True), (), {}
 
-    def _dynamic_facts(self, state: _GpuState) -> GpuSample:
+    def _dynamic_facts(self, state: _GpuState) -> _GpuReading:
         nvml, read = self._nvml, self._reader.read
         handle = state.handle
         memory = read("nvmlDeviceGetMemoryInfo", handle)
@@ -162,7 +175,12 @@ class NvmlBackend:
         decoder = read("nvmlDeviceGetDecoderUtilization", handle)
         bar1 = read("nvmlDeviceGetBAR1MemoryInfo", handle)
         processes, processes_listed = list_processes(self._reader, handle, mig_devices, mig_handles)
-        return replace(
+        usage: dict[int, ProcessUtilization] = {}
+        if processes:
+            if state.utilization is None:
+                state.utilization = ProcessUtilizationTracker()
+            usage = state.utilization.read(self._reader, handle, (p.pid for p in processes))
+        sample = replace(
             state.static,
             memory_total_bytes=_attr_int(memory, "total", state.static.memory_total_bytes),
             memory_used_bytes=_attr_int(memory, "used"),
@@ -198,35 +216,9 @@ class NvmlBackend:
                 ),
                 int,
             ),
-            processes=self._gpu_processes(state, processes),
             processes_listed=processes_listed,
         )
-
-    def _gpu_processes(
-        self, state: _GpuState, processes: tuple[NvmlProcess, ...]
-    ) -> tuple[GpuProcess, ...]:
-        if not processes:
-            return ()
-        if state.utilization is None:
-            state.utilization = ProcessUtilizationTracker()
-        usage = state.utilization.read(self._reader, state.handle, (p.pid for p in processes))
-        result = []
-        for process in processes:
-            util = usage.get(process.pid)
-            result.append(
-                GpuProcess(
-                    pid=process.pid,
-                    physical_index=state.static.physical_index,
-                    type=process.type,
-                    used_memory_bytes=process.used_memory_bytes,
-                    sm_util_percent=util.sm_percent if util is not None else None,
-                    memory_util_percent=util.memory_percent if util is not None else None,
-                    mig_uuid=process.mig_uuid,
-                    gpu_instance_id=process.gpu_instance_id,
-                    compute_instance_id=process.compute_instance_id,
-                )
-            )
-        return tuple(result)
+        return sample, processes, usage
 
     def _clocks(self, function: str, handle: Any) -> Clocks:
         nvml, read = self._nvml, self._reader.read
@@ -289,15 +281,28 @@ def _attr_int(value: Any | None, name: str, default: int | None = None) -> int |
     return int(getattr(value, name))
 
 
-def _with_host_facts(gpu: GpuSample, facts: dict[int, HostFacts]) -> GpuSample:
-    if not gpu.processes:
-        return gpu
-    processes = []
-    for process in gpu.processes:
+def _gpu_processes(
+    physical_index: int,
+    processes: tuple[NvmlProcess, ...],
+    usage: dict[int, ProcessUtilization],
+    facts: dict[int, HostFacts],
+) -> tuple[GpuProcess, ...]:
+    """NVML's view of each process joined with the host's, built once per refresh."""
+    result = []
+    for process in processes:
+        util = usage.get(process.pid)
         fact = facts[process.pid]
-        processes.append(
-            replace(
-                process,
+        result.append(
+            GpuProcess(
+                pid=process.pid,
+                physical_index=physical_index,
+                type=process.type,
+                used_memory_bytes=process.used_memory_bytes,
+                sm_util_percent=util.sm_percent if util is not None else None,
+                memory_util_percent=util.memory_percent if util is not None else None,
+                mig_uuid=process.mig_uuid,
+                gpu_instance_id=process.gpu_instance_id,
+                compute_instance_id=process.compute_instance_id,
                 origin=fact.origin,
                 user=fact.user,
                 command=fact.command,
@@ -307,4 +312,4 @@ def _with_host_facts(gpu: GpuSample, facts: dict[int, HostFacts]) -> GpuSample:
                 hint=fact.hint,
             )
         )
-    return replace(gpu, processes=tuple(processes))
+    return tuple(result)

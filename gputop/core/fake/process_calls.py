@@ -9,6 +9,7 @@ even a clock frozen at t=0 has a sample newer than 0.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -93,11 +94,18 @@ class ProcessCalls(FakeNvmlBase):
         A process with neither is meant to look like one from another PID namespace, so the
         backend shows its hint instead of made-up facts.
         """
+        process = self._described_processes.get(pid)
+        return self._host_facts(process) if process is not None else None
+
+    @functools.cached_property
+    def _described_processes(self) -> dict[int, ScenarioProcess]:
+        """Processes with a user or command, by pid: the scenario never changes."""
+        described: dict[int, ScenarioProcess] = {}
         for gpu in self._scenario.gpus:
             for process in (*gpu.processes, *(p for m in gpu.mig_devices for p in m.processes)):
-                if process.pid == pid and (process.user is not None or process.cmd):
-                    return self._host_facts(process)
-        return None
+                if process.user is not None or process.cmd:
+                    described.setdefault(process.pid, process)
+        return described
 
     def _host_facts(self, process: ScenarioProcess) -> SimulatedProcess:
         t = self.now()

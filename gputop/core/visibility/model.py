@@ -1,0 +1,52 @@
+"""Results of the CUDA visibility rules: logical devices and the warnings a person needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputop.core.errors import UsageError
+
+
+@dataclass(frozen=True, slots=True)
+class LogicalDevice:
+    """``cuda:<logical_index>`` is this physical GPU, or one MIG instance of it."""
+
+    logical_index: int
+    physical_index: int
+    uuid: str | None
+    name: str | None
+    mig_uuid: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VisibilityWarning:
+    code: str
+    """Stable identifier: invalid-entry, duplicate, no-devices, fastest-first-differs, ..."""
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    cuda_visible_devices: str | None
+    cuda_device_order: str | None
+    devices: tuple[LogicalDevice, ...]
+    warnings: tuple[VisibilityWarning, ...] = ()
+    order_certain: bool = True
+    """False when integer entries depend on the driver's undocumented fastest-first guess."""
+    stopped_at: int | None = None
+    """Position (0-based) of the entry that ended the list, if one did."""
+
+    def codes(self) -> tuple[str, ...]:
+        return tuple(w.code for w in self.warnings)
+
+
+@dataclass(frozen=True, slots=True)
+class Pinning:
+    """The environment that pins chosen cards, and what each becomes."""
+
+    env: dict[str, str]
+    devices: tuple[LogicalDevice, ...]
+
+
+class SelectionError(UsageError):
+    """A choice of cards that cannot be pinned (unknown, repeated, lost, MIG mode)."""

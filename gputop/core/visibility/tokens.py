@@ -1,0 +1,84 @@
+"""One CUDA_VISIBLE_DEVICES entry, read the way the driver reads it.
+
+The value is split on commas only (rule 3). An integer entry is read like C's
+``strtoul(entry, 10)``: leading whitespace, one optional sign, then digits up to the first
+non-digit, whose rest is ignored (rule 4): ``1gpu2`` is 1, ``+3`` is 3, ``-0`` is 0, ``0x1``
+is 0. No digits makes the entry invalid (rule 5); a negative number wraps to a huge value
+under strtoul and is invalid too (rule 6). Entries starting with ``GPU-`` or ``MIG-`` name
+devices by UUID (rules 11, 19, 20).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_WHITESPACE = " \t\n\r\v\f"
+_LEGACY_MIG = re.compile(r"^MIG-(GPU-[^/]+)/(\d+)/(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class IntegerEntry:
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUuidEntry:
+    prefix: str
+
+
+@dataclass(frozen=True, slots=True)
+class MigUuidEntry:
+    prefix: str
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyMigEntry:
+    """``MIG-GPU-<gpu uuid or prefix>/<GPU instance>/<compute instance>`` (before R470)."""
+
+    gpu_prefix: str
+    gpu_instance_id: int
+    compute_instance_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidEntry:
+    reason: str
+
+
+Entry = IntegerEntry | GpuUuidEntry | MigUuidEntry | LegacyMigEntry | InvalidEntry
+
+
+def split_entries(value: str) -> list[str]:
+    return value.split(",")
+
+
+def parse_entry(raw: str) -> Entry:
+    text = raw.lstrip(_WHITESPACE)
+    if text.startswith("MIG-"):
+        legacy = _LEGACY_MIG.match(text.rstrip(_WHITESPACE))
+        if legacy:
+            return LegacyMigEntry(legacy.group(1), int(legacy.group(2)), int(legacy.group(3)))
+        return MigUuidEntry(text.rstrip(_WHITESPACE))
+    if text.startswith("GPU-"):
+        return GpuUuidEntry(text.rstrip(_WHITESPACE))
+    return _strtoul(raw, text)
+
+
+def _strtoul(raw: str, text: str) -> Entry:
+    sign = ""
+    if text[:1] in ("+", "-"):
+        sign, text = text[0], text[1:]
+    digits = ""
+    for char in text:
+        if not char.isascii() or not char.isdigit():
+            break
+        digits += char
+    if not digits:
+        if not raw.strip(_WHITESPACE):
+            return InvalidEntry("is empty")
+        return InvalidEntry("is neither a number nor a GPU-/MIG- UUID")
+    value = int(digits)
+    if sign == "-" and value != 0:
+        return InvalidEntry(f"is negative ({sign}{digits}), which the driver reads as invalid")
+    return IntegerEntry(value)

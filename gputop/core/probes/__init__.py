@@ -1,0 +1,18 @@
+"""Reality checks for the CUDA rules: the driver itself, and torch in the user's interpreter."""
+
+from gputop.core.probes.driver import (
+    DriverProbe,
+    DriverProbeResult,
+    compare_with_rules,
+    run_driver_probe,
+)
+from gputop.core.probes.torch_probe import TorchProbeResult, probe_torch
+
+__all__ = [
+    "DriverProbe",
+    "DriverProbeResult",
+    "TorchProbeResult",
+    "compare_with_rules",
+    "probe_torch",
+    "run_driver_probe",
+]

@@ -87,6 +87,11 @@ class NvmlBackend:
         self._gpus = [self._open_gpu(physical_index) for physical_index in range(int(count))]
 
     @property
+    def nvml(self) -> Any:
+        """The NVML module in use: ``pynvml``, or a simulated one."""
+        return self._nvml
+
+    @property
     def gpu_count(self) -> int:
         return len(self._gpus)
 

@@ -52,6 +52,26 @@ class FakeNvml(DeviceCalls, MigCalls, ProcessCalls):
             return _function_not_found(name)
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
+    def recent_utilization(self, seconds: int) -> dict[str, tuple[int | None, ...]]:
+        """GPU utilisation for each of the ``seconds`` before now, oldest first, by UUID.
+
+        Lets a dashboard on a frozen clock (tests, screenshots) start with the history it
+        would have had after running that long. Lost or unsupported readings are ``None``.
+        """
+        now = self.now()
+        history: dict[str, tuple[int | None, ...]] = {}
+        for gpu in self._scenario.gpus:
+            values: list[int | None] = []
+            for step in range(seconds, 0, -1):
+                t = now - step
+                lost = gpu.lost_after_s is not None and t >= gpu.lost_after_s
+                if t < 0 or lost or gpu.utilization_gpu is None:
+                    values.append(None)
+                else:
+                    values.append(self._percent(gpu.utilization_gpu, t))
+            history[gpu.uuid] = tuple(values)
+        return history
+
     # -- library --------------------------------------------------------------------------
 
     @nvml_function("none")

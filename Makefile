@@ -13,11 +13,11 @@ $(STAMP): pyproject.toml
 
 ## make demo: the dashboard on simulated GPUs (no NVIDIA driver needed)
 demo: $(STAMP)
-	$(BIN)/gputop snapshot --watch --fake demo
+	$(BIN)/gputop --fake demo
 
 ## make run: the dashboard on this machine's real GPUs
 run: $(STAMP)
-	$(BIN)/gputop snapshot --watch
+	$(BIN)/gputop
 
 ## make test: lint, the import contract and the test suite
 test: $(STAMP)
@@ -33,3 +33,7 @@ check: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+## make screenshots: regenerate the SVGs in screenshots/ from the built-in scenarios
+screenshots: $(STAMP)
+	$(BIN)/python -m gputop.tui.screenshots screenshots

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from gputop import __version__
-from gputop.cli import snapshot
+from gputop.cli import dashboard, map_command, snapshot
 from gputop.core.errors import GputopError
 
 INTERNAL_ERROR_EXIT = 70
@@ -26,12 +26,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gputop",
         parents=[common],
-        description="A terminal dashboard for NVIDIA GPUs.",
+        description="A terminal dashboard for NVIDIA GPUs. Without a command, opens the live "
+        "dashboard.",
         epilog="GPUTOP_FAKE_TIME=SECONDS freezes the clock of simulated GPUs.",
     )
     parser.add_argument("--version", action="version", version=f"gputop {__version__}")
+    dashboard.add_arguments(parser)
+    parser.set_defaults(run=dashboard.run)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     snapshot.add_parser(commands, common)
+    map_command.add_parser(commands, common)
     return parser
 
 
@@ -40,9 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not hasattr(args, "fake"):
         args.fake = None
-    if not hasattr(args, "run"):
-        parser.print_help()
-        return 0
     try:
         return int(args.run(args))
     except GputopError as error:

@@ -1,0 +1,276 @@
+"""The dashboard application: sampling in a worker thread, rendering on the UI thread.
+
+The worker reads one snapshot per interval and posts it; a snapshot that has not been
+rendered yet is replaced by a newer one (``can_replace``), so a slow terminal never queues
+stale frames. Widgets only render what they are given: no NVML or psutil call happens on
+the UI thread.
+"""
+
+from __future__ import annotations
+
+import getpass
+import math
+import signal
+import threading
+import time
+from collections.abc import Mapping
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Footer
+
+from gputop.core.errors import GputopError
+from gputop.core.history import UtilizationHistory, initial_history
+from gputop.core.model import Snapshot
+from gputop.core.nvml_backend import NvmlBackend
+from gputop.core.process_control import signal_own_process
+from gputop.tui.screens.confirm import ConfirmScreen
+from gputop.tui.screens.help import HelpScreen
+from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
+from gputop.tui.widgets.process_table import ProcessTable
+from gputop.tui.widgets.status_bar import StatusBar
+from gputop.tui.widgets.torch_panel import TorchPanel
+
+MIN_TABLE_ROWS = 12
+CARD_HEIGHT = 8
+
+
+class SnapshotSampled(Message):
+    """A new snapshot; it supersedes one still waiting in the queue."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SnapshotSampled)
+
+
+class SamplingFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class GputopApp(App[None]):
+    CSS_PATH = "gputop.tcss"
+    TITLE = "gputop"
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Keys"),
+        Binding("space", "toggle_card", "Select card"),
+        Binding("a", "select_all", "All cards"),
+        Binding("escape", "clear_selection", "Clear selection", show=False),
+        Binding("f", "filter_card", "Filter"),
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("S", "reverse_sort", "Reverse sort", show=False),
+        Binding("p", "toggle_torch", "PyTorch view"),
+        Binding("t", "signal_process('SIGTERM')", "Terminate"),
+        Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
+    ]
+
+    KEY_HELP = [
+        (
+            "Cards",
+            [
+                ("←/→  h/l  j/k", "move the highlight across cards"),
+                ("↑/↓", "move to the card above / below"),
+                ("space", "add or remove the highlighted card from the selection"),
+                ("a", "select every card"),
+                ("escape", "clear the selection (then the highlighted card is the selection)"),
+            ],
+        ),
+        (
+            "Processes",
+            [
+                ("tab", "move between the cards and the process table"),
+                ("f", "show only the highlighted card's processes (again: all)"),
+                ("s / S", "next sort column / reverse the order"),
+                ("t / T", "terminate (SIGTERM) / kill (SIGKILL) your own process, after a yes"),
+            ],
+        ),
+        (
+            "Views",
+            [
+                ("p", "show or hide the PyTorch view (cuda:N to physical cards)"),
+                ("ctrl+p", "command palette: every action by name"),
+                ("?", "this help"),
+                ("q", "quit"),
+            ],
+        ),
+    ]
+
+    def __init__(
+        self,
+        backend: NvmlBackend,
+        *,
+        interval_s: float = 1.0,
+        readonly: bool = False,
+        python: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        history: UtilizationHistory | None = None,
+        probes: bool = True,
+        user: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.interval_s = interval_s
+        self.readonly = readonly
+        self.python = python
+        self.environ = dict(environ) if environ is not None else None
+        self.history = history or initial_history(backend.nvml)
+        self.probes = probes
+        self.snapshot: Snapshot | None = None
+        self.compact = False
+        self.user = user or getpass.getuser()
+        self._stop = threading.Event()
+
+    # -- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield GpuGrid(id="cards")
+        with Horizontal(id="lower"):
+            yield ProcessTable(user=self.user, id="processes")
+            yield TorchPanel(
+                environ=self.environ, python=self.python, probes=self.probes, id="torch"
+            )
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(StatusBar).show_waiting(self.interval_s)
+        self.query_one(GpuGrid).focus()
+        self._sample_forever()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    def on_resize(self) -> None:
+        self._apply_size()
+
+    def _apply_size(self) -> None:
+        count = len(self.snapshot.gpus) if self.snapshot else 0
+        width, height = self.size
+        columns = max(1, min(max(count, 1), width // MIN_CARD_WIDTH))
+        card_rows = math.ceil(max(count, 1) / columns) * CARD_HEIGHT
+        compact = width < 100 or height - card_rows - 2 < MIN_TABLE_ROWS
+        if compact != self.compact:
+            self.compact = compact
+            self.set_class(compact, "-compact")
+            if self.snapshot is not None:
+                self._render_snapshot(self.snapshot)
+
+    # -- sampling ------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="sampler", exit_on_error=False)
+    def _sample_forever(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                snapshot = self.backend.sample()
+            except GputopError as error:
+                self.post_message(SamplingFailed(str(error)))
+            except Exception as error:  # a bad sample must not kill the dashboard
+                self.post_message(SamplingFailed(f"{type(error).__name__}: {error}"))
+            else:
+                self.post_message(SnapshotSampled(snapshot))
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def on_snapshot_sampled(self, message: SnapshotSampled) -> None:
+        first = self.snapshot is None
+        self.snapshot = message.snapshot
+        self.history.add(message.snapshot)
+        if first:
+            self._apply_size()
+        self._render_snapshot(message.snapshot)
+
+    def on_sampling_failed(self, message: SamplingFailed) -> None:
+        self.notify(f"Sampling failed: {message.error}", severity="error", timeout=5)
+
+    def _render_snapshot(self, snapshot: Snapshot) -> None:
+        self.query_one(StatusBar).show(snapshot, self.interval_s)
+        self.query_one(GpuGrid).show(snapshot, self.history, self.compact)
+        self.query_one(ProcessTable).show(snapshot)
+        self.query_one(TorchPanel).show(snapshot)
+
+    def on_gpu_grid_selection_changed(self, message: GpuGrid.SelectionChanged) -> None:
+        table = self.query_one(ProcessTable)
+        if table.only_gpu is not None and message.highlighted is not None:
+            table.toggle_filter(message.highlighted, follow=True)
+        self.query_one(TorchPanel).set_selection(message.cards)
+
+    # -- actions -------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.KEY_HELP))
+
+    def action_toggle_card(self) -> None:
+        self.query_one(GpuGrid).toggle_highlighted()
+
+    def action_select_all(self) -> None:
+        self.query_one(GpuGrid).select_all()
+
+    def action_clear_selection(self) -> None:
+        self.query_one(GpuGrid).clear_selection()
+
+    def action_filter_card(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.toggle_filter(self.query_one(GpuGrid).highlighted)
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_cycle_sort(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.next_sort()
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_reverse_sort(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.toggle_reverse()
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_toggle_torch(self) -> None:
+        self.toggle_class("-torch-hidden" if not self.compact else "-torch-shown")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "signal_process" and self.readonly:
+            return None  # shown disabled: --readonly turns signalling off
+        return True
+
+    def action_signal_process(self, signal_name: str) -> None:
+        if self.readonly:
+            self.notify("Read-only mode: gputop will not signal processes.", severity="warning")
+            return
+        process = self.query_one(ProcessTable).current_process
+        if process is None:
+            self.notify("No process highlighted: press tab to reach the process table.")
+            return
+        if process.user != self.user:
+            self.notify(
+                f"Process {process.pid} belongs to {process.user or 'another user'}; "
+                "gputop only signals your own processes.",
+                severity="warning",
+            )
+            return
+        signum = signal.Signals[signal_name]
+        command = " ".join(process.command) or "?"
+        question = (
+            f"Send {signal_name} to process {process.pid} on GPU {process.physical_index}?\n\n"
+            f"  {command}"
+        )
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                signal_own_process(process.pid, process.start_time, signum)
+            except GputopError as error:
+                self.notify(str(error), severity="error")
+            else:
+                self.notify(f"Sent {signal_name} to process {process.pid}.")
+
+        self.push_screen(ConfirmScreen(question, yes_label=f"Send {signal_name}"), answered)

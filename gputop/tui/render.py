@@ -1,0 +1,69 @@
+"""Small text renderings shared by the widgets: bars, sparklines, threshold colours.
+
+Styles are named theme variables' plain equivalents so Rich can downgrade them to 256 or 16
+colours in tmux and older terminals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+
+SPARK_CHARS = " ▁▂▃▄▅▆▇█"
+BAR_FULL = "█"
+BAR_EMPTY = "░"
+
+
+def level_style(percent: float | None, warn: float = 70, alert: float = 90) -> str:
+    if percent is None:
+        return "dim"
+    if percent >= alert:
+        return "bold red"
+    if percent >= warn:
+        return "yellow"
+    return "green"
+
+
+def temperature_style(celsius: int | None) -> str:
+    """NVIDIA data-centre boards slow down from about 85 °C; 75 °C is worth a look."""
+    if celsius is None:
+        return "dim"
+    if celsius >= 85:
+        return "bold red"
+    if celsius >= 75:
+        return "yellow"
+    return "green"
+
+
+def bar(percent: float | None, width: int, style: str | None = None) -> Text:
+    """``████░░░░`` filled to ``percent``; all dim when unknown."""
+    if width <= 0:
+        return Text()
+    if percent is None:
+        return Text(BAR_EMPTY * width, style="dim")
+    filled = round(max(0.0, min(100.0, percent)) / 100 * width)
+    text = Text(BAR_FULL * filled, style=style or level_style(percent))
+    text.append(BAR_EMPTY * (width - filled), style="dim")
+    return text
+
+
+def sparkline(series: Sequence[int | None], width: int, style: str = "cyan") -> Text:
+    """The last ``width`` readings, oldest left; gaps (unknown) as spaces."""
+    if width <= 0:
+        return Text()
+    recent = list(series)[-width:]
+    chars = []
+    for value in recent:
+        if value is None:
+            chars.append(" ")
+        else:
+            level = round(max(0, min(100, value)) / 100 * (len(SPARK_CHARS) - 1))
+            chars.append(SPARK_CHARS[max(level, 1)])
+    return Text("".join(chars).rjust(width), style=style)
+
+
+def percent_of(part: int | None, whole: int | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return 100.0 * part / whole

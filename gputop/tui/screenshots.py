@@ -1,0 +1,56 @@
+"""Regenerate ``screenshots/``: the dashboard on the built-in scenarios, clock frozen.
+
+``make screenshots`` runs this; the snapshot tests build their apps with ``build_app`` so
+the pictures in the README and the regression tests show the very same screens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from gputop.core.source import open_backend
+from gputop.tui.app import GputopApp
+
+SCENARIOS = ("demo", "v100x4", "dgx-h100", "mig", "faulty")
+SIZES = {"160x48": (160, 48), "80x24": (80, 24)}
+FROZEN_AT_S = "30"
+SCREENSHOT_USER = "alice"
+"""Whose processes show as "yours": a scenario user, so pictures match on every machine."""
+
+
+def build_app(
+    scenario: str, *, at_s: str = FROZEN_AT_S, interval_s: float = 3600.0, **options: Any
+) -> GputopApp:
+    """The dashboard on simulated GPUs with a frozen clock, sampling once unless asked."""
+    backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": at_s})
+    options.setdefault("probes", False)
+    options.setdefault("user", SCREENSHOT_USER)
+    options.setdefault("environ", {})
+    return GputopApp(backend, interval_s=interval_s, **options)
+
+
+async def save_screenshot(scenario: str, size: tuple[int, int], path: Path) -> None:
+    app = build_app(scenario)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        app.save_screenshot(filename=path.name, path=str(path.parent))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out", nargs="?", default="screenshots", type=Path)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for scenario in SCENARIOS:
+        for label, size in SIZES.items():
+            path = args.out / f"{scenario}-{label}.svg"
+            asyncio.run(save_screenshot(scenario, size, path))
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,155 @@
+"""One GPU: bars, a utilisation sparkline, temperature, power, fan, clocks, MIG.
+
+A card repaints only when what it shows changes (its ``CardView`` compares equal
+otherwise), which keeps the bytes sent over SSH down on a quiet machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.widget import Widget
+
+from gputop.core.model import GpuSample
+from gputop.core.units import NA, mib
+from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
+
+FULL_HEIGHT = 8
+"""Border included: name, GPU bar, sparkline, memory bar, sensors, clocks."""
+
+
+@dataclass(frozen=True, slots=True)
+class CardView:
+    gpu: GpuSample
+    history: tuple[int | None, ...]
+    highlighted: bool
+    selected: bool
+    compact: bool
+
+
+class GpuCard(Widget):
+    """A GPU's card; the grid decides what it shows through ``show``."""
+
+    def __init__(self, physical_index: int) -> None:
+        super().__init__(id=f"gpu-{physical_index}")
+        self.physical_index = physical_index
+        self._view: CardView | None = None
+
+    def show(self, view: CardView) -> None:
+        if view == self._view:
+            return
+        self._view = view
+        self.set_class(view.highlighted, "-highlighted")
+        self.set_class(view.selected, "-selected")
+        self.set_class(view.gpu.lost, "-lost")
+        self.set_class(view.compact, "-compact")
+        self.border_title = None if view.compact else _title(view)
+        self.border_subtitle = None if view.compact else _subtitle(view.gpu)
+        self.refresh()
+
+    def render(self) -> RenderableType:
+        view = self._view
+        if view is None:
+            return Text("waiting for the first sample…", style="dim")
+        width = max(self.content_size.width, 10)
+        if view.compact:
+            return _compact_line(view, width)
+        return _full_card(view, width)
+
+
+def _title(view: CardView) -> str:
+    mark = "●" if view.selected else "○"
+    uuid = view.gpu.short_uuid or "GPU-????????"
+    return f"{mark} {view.gpu.physical_index}  {uuid}"
+
+
+def _subtitle(gpu: GpuSample) -> str | None:
+    if gpu.lost:
+        return "LOST"
+    if gpu.mig_mode_current:
+        return f"MIG ×{len(gpu.mig_devices)}"
+    return None if gpu.performance_state is None else f"P{gpu.performance_state}"
+
+
+def _full_card(view: CardView, width: int) -> Text:
+    gpu = view.gpu
+    lines = [Text(gpu.name or "unknown GPU", style="bold", overflow="ellipsis", no_wrap=True)]
+    if gpu.lost:
+        lines.append(Text("GPU is lost: NVML cannot reach it.", style="bold red"))
+        lines.append(Text("It may have fallen off the bus;", style="red"))
+        lines.append(Text("check dmesg for Xid errors.", style="red"))
+        return Text("\n").join(lines)
+    util = gpu.utilization_gpu_percent
+    util_text = NA if util is None else f"{util:3d}%"
+    bar_width = width - 4 - 1 - len(util_text)
+    lines.append(Text.assemble("GPU ", bar(util, bar_width), " ", (util_text, level_style(util))))
+    lines.append(sparkline(view.history, width))
+    used_pct = percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
+    mem_text = f"{mib(gpu.memory_used_bytes)}/{mib(gpu.memory_total_bytes)}M"
+    mem_bar = bar(used_pct, max(width - 4 - 1 - len(mem_text), 4), level_style(used_pct, 80, 95))
+    lines.append(Text.assemble("MEM ", mem_bar, " ", mem_text))
+    lines.append(_sensors(gpu))
+    lines.append(_clocks_or_mig(gpu))
+    return Text("\n").join(line.copy() for line in lines)
+
+
+def _sensors(gpu: GpuSample) -> Text:
+    temperature = NA if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
+    power = "N/A" if gpu.power_w is None else f"{gpu.power_w:.0f}"
+    limit = "N/A" if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
+    fan = NA if gpu.fan_percent is None else f"{gpu.fan_percent}%"
+    return Text.assemble(
+        (temperature, temperature_style(gpu.temperature_c)),
+        f"  {power}/{limit} W",
+        ("  fan ", "dim"),
+        fan,
+    )
+
+
+def _clocks_or_mig(gpu: GpuSample) -> Text:
+    if gpu.mig_mode_current:
+        profiles = [(m.name or "?").rsplit(" ", 1)[-1] for m in gpu.mig_devices]
+        return Text("MIG " + (" ".join(profiles) if profiles else "on, no instances"))
+    sm = gpu.clocks.sm_mhz
+    memory = gpu.clocks.memory_mhz
+    return Text.assemble(
+        ("SM ", "dim"),
+        NA if sm is None else f"{sm}",
+        ("  MEM ", "dim"),
+        NA if memory is None else f"{memory}",
+        (" MHz", "dim"),
+    )
+
+
+def _compact_line(view: CardView, width: int) -> Text:
+    gpu = view.gpu
+    cursor = "▶" if view.highlighted else " "
+    mark = "●" if view.selected else "○"
+    name = (gpu.name or "unknown").replace("NVIDIA ", "")
+    line = Text.assemble(
+        (cursor, "bold"), mark, f" {gpu.physical_index} ", (f"{name[:18]:<18}", "bold"), " "
+    )
+    if gpu.lost:
+        line.append("LOST: NVML cannot reach this GPU", style="bold red")
+        return line
+    util = gpu.utilization_gpu_percent
+    memory = f" {mib(gpu.memory_used_bytes):>6}/{mib(gpu.memory_total_bytes):<6}M"
+    temperature = NA if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
+    power = NA if gpu.power_w is None else f"{gpu.power_w:.0f}W"
+    tail = Text.assemble(
+        (NA if util is None else f"{util:3d}%", level_style(util)),
+        memory,
+        " ",
+        (f"{temperature:>5}", temperature_style(gpu.temperature_c)),
+        f" {power:>5}",
+    )
+    room = width - line.cell_len - tail.cell_len - 1
+    spark_width = max(0, min(room // 2, 30))
+    line.append_text(bar(util, max(room - spark_width - 1, 0)))
+    line.append(" ")
+    line.append_text(sparkline(view.history, spark_width))
+    line.append_text(tail)
+    line.truncate(width)
+    return line

@@ -1,0 +1,206 @@
+"""The PyTorch view: which physical card each ``cuda:N`` is, and what a launch would pin.
+
+The mapping follows the CUDA driver's rules (gputop.core.visibility). The driver probe and
+the torch probe run in worker threads, once per environment, and never delay a frame.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Static
+
+from gputop.core.errors import GputopError
+from gputop.core.model import Snapshot
+from gputop.core.probes import DriverProbe, compare_with_rules, probe_torch
+from gputop.core.visibility import Visibility, pin_environment, resolve_visibility
+
+CVD = "CUDA_VISIBLE_DEVICES"
+ORDER = "CUDA_DEVICE_ORDER"
+
+
+class ProbeFinished(Message):
+    def __init__(self, kind: str, result: Any) -> None:
+        super().__init__()
+        self.kind = kind
+        self.result = result
+
+
+class TorchPanel(VerticalScroll):
+    DEFAULT_CSS = """
+    TorchPanel > Static { width: 100%; }
+    """
+
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str] | None,
+        python: str | None,
+        probes: bool,
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id)
+        env = os.environ if environ is None else environ
+        self.cuda_visible_devices = env.get(CVD)
+        self.cuda_device_order = env.get(ORDER)
+        self.python = python
+        self.probes_enabled = probes
+        self._snapshot: Snapshot | None = None
+        self._identity: tuple[Any, ...] | None = None
+        self._visibility: Visibility | None = None
+        self._selection: tuple[int, ...] = ()
+        self._driver: Any = None
+        self._torch: Any = None
+        self._driver_probe = DriverProbe()
+        self._rendered: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="torch-body")
+
+    def on_mount(self) -> None:
+        self.border_title = "PyTorch view"
+        if self.probes_enabled:
+            self._run_probes()
+
+    def show(self, snapshot: Snapshot) -> None:
+        identity = (
+            snapshot.driver_version,
+            tuple(
+                (g.uuid, g.pci_bus_id, g.name, g.lost, len(g.mig_devices)) for g in snapshot.gpus
+            ),
+        )
+        self._snapshot = snapshot
+        if identity != self._identity:
+            self._identity = identity
+            self._visibility = resolve_visibility(
+                snapshot.gpus,
+                snapshot.driver_version,
+                self.cuda_visible_devices,
+                self.cuda_device_order,
+            )
+            self._repaint()
+
+    def set_selection(self, cards: tuple[int, ...]) -> None:
+        if cards != self._selection:
+            self._selection = cards
+            self._repaint()
+
+    @work(thread=True, group="probes")
+    def _run_probes(self) -> None:
+        driver = self._driver_probe.probe(self.cuda_visible_devices, self.cuda_device_order)
+        self.post_message(ProbeFinished("driver", driver))
+        torch = probe_torch(self.python, self.cuda_visible_devices, self.cuda_device_order)
+        self.post_message(ProbeFinished("torch", torch))
+
+    def on_probe_finished(self, message: ProbeFinished) -> None:
+        if message.kind == "driver":
+            self._driver = message.result
+        else:
+            self._torch = message.result
+        self._repaint()
+
+    # -- rendering -----------------------------------------------------------------------
+
+    def _repaint(self) -> None:
+        if self._snapshot is None or self._visibility is None:
+            return
+        state = (self._visibility, self._selection, self._driver, self._torch)
+        if state == self._rendered:
+            return
+        self._rendered = state
+        self.query_one("#torch-body", Static).update(self._render_body())
+
+    def _render_body(self) -> RenderableType:
+        visibility = self._visibility
+        assert visibility is not None and self._snapshot is not None
+        parts: list[RenderableType] = [
+            Text.assemble(
+                (f"{CVD}=", "dim"),
+                _shown(self.cuda_visible_devices),
+                ("  ", ""),
+                (f"{ORDER}=", "dim"),
+                _shown(self.cuda_device_order),
+            )
+        ]
+        parts.append(_mapping_table(visibility))
+        for warning in visibility.warnings:
+            parts.append(Text(f"⚠ {warning.message}", style="yellow"))
+        parts.append(self._probe_lines(visibility))
+        parts.append(self._launch_preview())
+        return Group(*parts)
+
+    def _probe_lines(self, visibility: Visibility) -> Text:
+        text = Text()
+        if not self.probes_enabled:
+            text.append("Probes off.", style="dim")
+            return text
+        if self._driver is None:
+            text.append("Driver: checking…", style="dim")
+        else:
+            verdict, message = compare_with_rules(visibility, self._driver)
+            style = {"verified": "green", "disagrees": "bold red"}.get(verdict, "dim")
+            text.append(f"Driver: {message}", style=style)
+        text.append("\n")
+        if self._torch is None:
+            text.append("torch: checking…", style="dim")
+        else:
+            style = "green" if self._torch.status == "ok" else "dim"
+            text.append(f"torch: {self._torch.message}", style=style)
+        return text
+
+    def _launch_preview(self) -> RenderableType:
+        snapshot = self._snapshot
+        assert snapshot is not None
+        if not self._selection:
+            return Text("Launch preview: no card selected.", style="dim")
+        try:
+            pinning = pin_environment(
+                snapshot.gpus, self._selection, driver_version=snapshot.driver_version
+            )
+        except GputopError as error:
+            return Text(f"Launch preview: {error}", style="red")
+        lines = Text("Launch on ", style="bold")
+        lines.append(", ".join(f"GPU {i}" for i in self._selection), style="bold")
+        lines.append(":\n")
+        for key, value in pinning.env.items():
+            lines.append(f"  {key}=", style="dim")
+            lines.append(f"{value}\n")
+        lines.append(
+            "  "
+            + ", ".join(f"cuda:{d.logical_index} → GPU {d.physical_index}" for d in pinning.devices)
+        )
+        return lines
+
+
+def _shown(value: str | None) -> Text:
+    if value is None:
+        return Text("(unset)", style="italic dim")
+    return Text(repr(value) if value == "" or value != value.strip() else value, style="bold")
+
+
+def _mapping_table(visibility: Visibility) -> RenderableType:
+    if not visibility.devices:
+        return Text("No CUDA device is visible with this setting.", style="bold red")
+    table = Table(box=None, padding=(0, 1), show_header=True, header_style="dim")
+    table.add_column("cuda")
+    table.add_column("GPU", justify="right")
+    table.add_column("name", overflow="ellipsis", no_wrap=True)
+    table.add_column("uuid", no_wrap=True)
+    for device in visibility.devices:
+        uuid = (device.mig_uuid or device.uuid or "?")[:12]
+        table.add_row(
+            f"cuda:{device.logical_index}",
+            str(device.physical_index),
+            (device.name or "?").replace("NVIDIA ", ""),
+            uuid,
+        )
+    return table

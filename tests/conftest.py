@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,10 @@ from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.source import open_backend
 
 FROZEN_AT_S = 30.0
+
+# Screens print local times: pin the zone so snapshots match on every machine.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 
 @pytest.fixture

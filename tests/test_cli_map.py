@@ -1,0 +1,98 @@
+"""`gputop map`: which card each cuda:N is, as a person or a script reads it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gputop.cli.main import main
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUTOP_FAKE_TIME", "30")
+    for name in ("GPUTOP_FAKE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run_map(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["map", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_map_reads_the_current_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,1")
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    code, out, _ = run_map(capsys, "--fake", "mixed")
+    assert code == 0
+    assert "CUDA_VISIBLE_DEVICES=2,1" in out
+    assert "cuda:0 → GPU 2  Tesla T4" in out
+    assert "cuda:1 → GPU 1  NVIDIA A100-SXM4-40GB" in out
+
+
+def test_visible_and_order_options_override_the_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    _, out, _ = run_map(capsys, "--fake", "mixed", "--visible", "0", "--order", "PCI_BUS_ID")
+    assert "cuda:0 → GPU 0  NVIDIA GeForce RTX 3060" in out
+
+
+def test_the_default_order_on_a_mixed_box_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run_map(capsys, "--fake", "mixed", "--visible", "0")
+    assert "cuda:0 → GPU 3  NVIDIA H100 PCIe" in out
+    assert "warning: CUDA_DEVICE_ORDER is unset" in out
+
+
+def test_a_value_hiding_every_gpu_is_an_answer_not_an_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_map(capsys, "--fake", "v100x4", "--visible", "0,0", "--json")
+    document = json.loads(out)
+    assert code == 0 and err == ""
+    assert document["devices"] == []
+    assert any("both name GPU 0" in w for w in document["warnings"])
+
+
+def test_json_has_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run_map(capsys, "--fake", "mig", "--visible", "MIG-4fd95d93", "--json")
+    document = json.loads(out)
+    assert set(document) == {
+        "cuda_visible_devices", "cuda_device_order", "devices", "warnings", "verified_by",
+        "torch",
+    }  # fmt: skip
+    (device,) = document["devices"]
+    assert set(device) == {"logical_index", "physical_index", "uuid", "name", "mig_uuid"}
+    assert device["physical_index"] == 0
+    assert device["mig_uuid"].startswith("MIG-4fd95d93")
+    assert document["verified_by"] == "rules"
+    assert document["torch"] is None
+
+
+def test_simulated_gpus_are_not_checked_against_the_real_driver(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = run_map(capsys, "--fake", "v100x4")
+    assert "driver: not asked: these GPUs are simulated" in out
+
+
+def test_on_real_nvml_the_driver_probe_and_torch_probe_answer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real-driver path with NVML simulated: the probes must say what they found."""
+    from gputop.core import source
+    from gputop.core.fake import load_fake_nvml
+
+    fake = load_fake_nvml("v100x4", 30.0)
+    monkeypatch.setattr(
+        source, "_open_real", lambda options: source._open_fake("v100x4", 30.0, options)
+    )
+    del fake
+    code, out, _ = run_map(capsys, "--visible", "1", "--python", "/nonexistent/python3")
+    assert code == 0
+    assert "driver: not checked" in out  # no libcuda on this machine
+    assert "torch: no interpreter /nonexistent/python3 found" in out

@@ -18,8 +18,13 @@ class UtilizationHistory:
     def __init__(self, length: int = DEFAULT_LENGTH) -> None:
         self._length = length
         self._by_gpu: dict[str, deque[int | None]] = {}
+        self._last_timestamp: float | None = None
 
     def add(self, snapshot: Snapshot) -> None:
+        """One point per GPU; a snapshot of the same moment again (a frozen clock) adds none."""
+        if snapshot.timestamp == self._last_timestamp:
+            return
+        self._last_timestamp = snapshot.timestamp
         seen = set()
         for gpu in snapshot.gpus:
             key = gpu.uuid or f"#{gpu.physical_index}"

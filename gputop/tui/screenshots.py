@@ -22,9 +22,9 @@ SCREENSHOT_USER = "alice"
 
 
 def build_app(
-    scenario: str, *, at_s: str = FROZEN_AT_S, interval_s: float = 3600.0, **options: Any
+    scenario: str, *, at_s: str = FROZEN_AT_S, interval_s: float = 1.0, **options: Any
 ) -> GputopApp:
-    """The dashboard on simulated GPUs with a frozen clock, sampling once unless asked."""
+    """The dashboard on simulated GPUs with a frozen clock: every sample reads the same."""
     backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": at_s})
     options.setdefault("probes", False)
     options.setdefault("user", SCREENSHOT_USER)

@@ -1,0 +1,197 @@
+"""``gputop pick``: free cards as a CUDA_VISIBLE_DEVICES value, for scripts.
+
+``export CUDA_VISIBLE_DEVICES=$(gputop pick -n 2)``: stdout carries the value and nothing
+else, so the substitution is safe; warnings and the reason nothing fits go to stderr. UUIDs
+are the default because an index means another card under CUDA's default fastest-first order
+on a machine with mixed models; indices are offered with a warning where that is the case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gputop.core.errors import GputopError
+from gputop.core.jobs.policy import FreePolicy, pick_free
+from gputop.core.model import Snapshot
+from gputop.core.source import open_backend
+from gputop.core.visibility import cuda_order, pin_environment, resolve_visibility
+from gputop.core.visibility.order import PCI_BUS_ID
+
+ORDER = "CUDA_DEVICE_ORDER"
+DEFAULTS = FreePolicy()
+
+
+def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "pick",
+        parents=[parent],
+        help="print free GPUs as a CUDA_VISIBLE_DEVICES value",
+        description="Pick free GPUs and print them as a CUDA_VISIBLE_DEVICES value. A GPU is "
+        "free with enough free memory, low utilisation, no other user's processes and no "
+        "running gputop job; the ones with most free memory win. Exits 1, saying why, when "
+        "not enough are free.",
+        epilog="Example: export CUDA_VISIBLE_DEVICES=$(gputop pick -n 2)",
+    )
+    parser.add_argument(
+        "-n",
+        "--count",
+        type=_at_least(1),
+        default=1,
+        metavar="N",
+        help="how many GPUs (default 1)",
+    )
+    parser.add_argument(
+        "--min-free-mib",
+        type=_at_least(0),
+        default=DEFAULTS.min_free_mib,
+        metavar="MIB",
+        help=f"free memory a GPU needs (default {DEFAULTS.min_free_mib})",
+    )
+    parser.add_argument(
+        "--max-util",
+        type=_at_least(0, 100),
+        default=DEFAULTS.max_util_percent,
+        metavar="PERCENT",
+        help=f"highest GPU utilisation a free GPU may have (default {DEFAULTS.max_util_percent})",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("uuid", "index"),
+        default="uuid",
+        help="UUIDs (default: mean the same card under any CUDA_DEVICE_ORDER) or nvidia-smi "
+        f"indices (right only with {ORDER}={PCI_BUS_ID})",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print {physical_indices, uuids, cuda_visible_devices} as JSON",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
+    backend = open_backend(args.fake)
+    try:
+        snapshot = backend.sample()
+    finally:
+        backend.close()
+    picked = pick_free(snapshot, args.count, policy, current_user(), active_job_gpus())
+    pinning = pin_environment(
+        snapshot.gpus,
+        picked,
+        use_uuids=args.format == "uuid",
+        driver_version=snapshot.driver_version,
+    )
+    value = pinning.env["CUDA_VISIBLE_DEVICES"]
+    if args.format == "index":
+        warning = index_order_warning(snapshot, value, picked, os.environ.get(ORDER))
+        if warning:
+            _warn(warning)
+    if args.json:
+        uuids = [device.uuid for device in pinning.devices]
+        document = {"physical_indices": picked, "uuids": uuids, "cuda_visible_devices": value}
+        print(json.dumps(document))
+    else:
+        print(value)
+    return 0
+
+
+def current_user() -> str:
+    """The name psutil reports for the user's processes (LOGNAME/USER, else the uid's name)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (some containers)
+        return str(os.getuid())
+
+
+def open_job_store() -> Any:
+    """The job store, or None where this gputop has none; a seam for tests."""
+    try:
+        from gputop.core.jobs.store import JobStore
+    except ModuleNotFoundError as error:
+        if error.name in ("gputop.core.jobs", "gputop.core.jobs.store"):
+            return None
+        raise
+    return JobStore.open()
+
+
+def active_job_gpus() -> dict[int, tuple[int, ...]]:
+    """``{job id: physical indices}`` of gputop jobs still waiting or running.
+
+    pick must still work when the store cannot be read (a read-only home, a store written by
+    a newer gputop): it says so and picks without knowing about jobs.
+    """
+    try:
+        store = open_job_store()
+    except (GputopError, OSError, sqlite3.Error) as error:
+        _warn(f"cannot read gputop's jobs ({error}); GPUs its jobs use may be picked")
+        return {}
+    if store is None:
+        return {}
+    try:
+        for notice in store.notices:
+            _warn(notice)
+        return {job.id: tuple(job.physical_indices) for job in store.active_jobs()}
+    except (GputopError, OSError, sqlite3.Error) as error:
+        _warn(f"cannot read gputop's jobs ({error}); GPUs its jobs use may be picked")
+        return {}
+    finally:
+        store.close()
+
+
+def index_order_warning(
+    snapshot: Snapshot, value: str, picked: Sequence[int], cuda_device_order: str | None
+) -> str | None:
+    """Why nvidia-smi indices may name other cards in this shell, or None when they do not."""
+    if (cuda_device_order or "").strip() == PCI_BUS_ID:
+        return None
+    ordering = cuda_order(snapshot.gpus, cuda_device_order)
+    in_cuda_order = [gpu.physical_index for gpu in ordering.gpus]
+    if in_cuda_order == sorted(in_cuda_order) and ordering.certain:
+        return None
+    setting = "unset" if cuda_device_order is None else repr(cuda_device_order)
+    seen = resolve_visibility(snapshot.gpus, snapshot.driver_version, value, cuda_device_order)
+    selected = [device.physical_index for device in seen.devices]
+    if selected != list(picked):
+        names = {gpu.physical_index: (gpu.name or "?") for gpu in snapshot.gpus}
+        cards = ", ".join(f"GPU {i} ({names[i]})" for i in selected) or "no GPU"
+        consequence = (
+            f"CUDA numbers this machine's GPUs fastest first and would read {value} as {cards}"
+        )
+    else:
+        consequence = (
+            "CUDA numbers this machine's differing GPUs by an estimated speed and may read "
+            f"{value} as other GPUs"
+        )
+    return (
+        f"{value} uses nvidia-smi's GPU numbers, but {ORDER} is {setting}, so {consequence}. "
+        f"Also export {ORDER}={PCI_BUS_ID}, or use --format uuid."
+    )
+
+
+def _warn(message: str) -> None:
+    print(f"gputop: warning: {message}", file=sys.stderr)
+
+
+def _at_least(low: int, high: int | None = None) -> Any:
+    """An argparse type: an integer in [low, high], with a message naming the bounds."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
+            raise argparse.ArgumentTypeError(f"{value} is out of range: give {bounds}")
+        return value
+
+    return parse

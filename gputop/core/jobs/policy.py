@@ -1,0 +1,321 @@
+"""When is a GPU free to take a job: the one rule `gputop pick`, `run --auto` and `--wait` share.
+
+A card is free when a new job would disturb nobody and have room: it is reachable, not split
+into MIG instances, not used by another user (or by someone gputop cannot name), not claimed
+by a gputop job still waiting or running, and its free memory and utilisation are within the
+policy. A reading NVML could not give counts as busy: wrongly calling a card free puts two
+jobs on it (out-of-memory errors, halved speed for both), while wrongly calling it busy only
+makes the user wait or choose by hand. The user's own processes do not make a card busy by
+themselves: the memory and utilisation they cause still do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol
+
+from gputop.core.errors import GputopError, UsageError
+from gputop.core.model import GpuSample, ProcessType, Snapshot
+from gputop.core.units import MIB, NA
+
+GIB = 1024 * MIB
+COMPUTE_MODE_PROHIBITED = 2
+COMPUTE_MODE_EXCLUSIVE_PROCESS = 3
+
+_NO_JOBS: Mapping[int, Sequence[int]] = MappingProxyType({})
+
+
+def gib(value_bytes: int | None) -> str:
+    """Sizes in messages: ``71.7 GiB``, the unit people compare with a card's size."""
+    return NA if value_bytes is None else f"{value_bytes / GIB:.1f} GiB"
+
+
+@dataclass(frozen=True)
+class FreePolicy:
+    """The thresholds a card must meet to count as free."""
+
+    min_free_mib: int = 1024
+    """At least this much free memory."""
+    max_util_percent: int = 10
+    """At most this GPU utilisation: a few percent is a desktop or an idle notebook kernel."""
+
+    def __post_init__(self) -> None:
+        if self.min_free_mib < 0:
+            raise UsageError(
+                f"The minimum free memory must be 0 MiB or more, not {self.min_free_mib}."
+            )
+        if not 0 <= self.max_util_percent <= 100:
+            raise UsageError(
+                f"The maximum utilisation must be between 0 and 100 %, not {self.max_util_percent}."
+            )
+
+    @property
+    def min_free_bytes(self) -> int:
+        return self.min_free_mib * MIB
+
+    def describe(self) -> str:
+        return (
+            f"at least {gib(self.min_free_bytes)} of free memory, at most "
+            f"{self.max_util_percent} % utilisation, no other user's processes and no running "
+            "gputop job"
+        )
+
+
+@dataclass(frozen=True)
+class CardVerdict:
+    """Whether one card is free, and if not, every reason, for a person."""
+
+    physical_index: int
+    free: bool
+    reasons: tuple[str, ...]
+    free_memory_bytes: int | None
+    utilization_percent: int | None
+
+
+class ActiveJob(Protocol):
+    """What the launch warnings need of a gputop job (gputop.core.jobs.model.Job has it)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def physical_indices(self) -> tuple[int, ...]: ...
+
+
+class NotEnoughFreeGpus(GputopError):
+    """Fewer cards are free than were asked for; the message says why each other one is not."""
+
+    exit_code = 1
+
+    def __init__(self, wanted: int, verdicts: Sequence[CardVerdict], policy: FreePolicy) -> None:
+        self.wanted = wanted
+        self.verdicts = tuple(verdicts)
+        self.policy = policy
+        super().__init__(_not_enough_message(wanted, self.verdicts, policy))
+
+
+def judge_cards(
+    snapshot: Snapshot,
+    policy: FreePolicy,
+    user: str,
+    active_job_gpus: Mapping[int, Sequence[int]] = _NO_JOBS,
+) -> list[CardVerdict]:
+    """One verdict per card, in physical order.
+
+    ``active_job_gpus``: ``{job id: physical indices}`` of the gputop jobs still waiting or
+    running; their cards are taken even before their processes show up in NVML.
+    """
+    jobs_by_card: dict[int, list[int]] = {}
+    for job_id, indices in sorted(active_job_gpus.items()):
+        for index in indices:
+            jobs_by_card.setdefault(index, []).append(job_id)
+    gpus = sorted(snapshot.gpus, key=lambda g: g.physical_index)
+    return [_judge(gpu, policy, user, jobs_by_card.get(gpu.physical_index, [])) for gpu in gpus]
+
+
+def pick_free(
+    snapshot: Snapshot,
+    count: int,
+    policy: FreePolicy,
+    user: str,
+    active_job_gpus: Mapping[int, Sequence[int]] = _NO_JOBS,
+) -> list[int]:
+    """The ``count`` best free cards, in physical order.
+
+    Best: most free memory, then lowest utilisation, then lowest physical index (so the
+    answer is the same for the same readings). Raises NotEnoughFreeGpus.
+    """
+    if count < 1:
+        raise UsageError(f"Cannot pick {count} GPUs: ask for at least 1.")
+    verdicts = judge_cards(snapshot, policy, user, active_job_gpus)
+    free = [v for v in verdicts if v.free]
+    if len(free) < count:
+        raise NotEnoughFreeGpus(count, verdicts, policy)
+    ranked = sorted(
+        free,
+        key=lambda v: (-(v.free_memory_bytes or 0), v.utilization_percent or 0, v.physical_index),
+    )
+    return sorted(v.physical_index for v in ranked[:count])
+
+
+def launch_warnings(
+    snapshot: Snapshot,
+    physical_indices: Sequence[int],
+    user: str,
+    active_jobs: Sequence[ActiveJob],
+    *,
+    policy: FreePolicy | None = None,
+) -> list[str]:
+    """What a person should know before launching on these cards; empty when all is well.
+
+    The launch is not refused (the user may share a card on purpose): these sentences are
+    for the preview. "Busy" is judged by ``policy`` (default FreePolicy()).
+    """
+    policy = FreePolicy() if policy is None else policy
+    by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
+    warnings: list[str] = []
+    for index in physical_indices:
+        gpu = by_index.get(index)
+        if gpu is None:
+            warnings.append(f"GPU {index} is not on this machine")
+            continue
+        if gpu.lost:
+            warnings.append(f"GPU {index} is lost")
+            continue
+        if gpu.mig_mode_current:
+            instances = _plural(len(gpu.mig_devices), "MIG instance")
+            warnings.append(
+                f"GPU {index} is in MIG mode: the job sees its {instances}, not the whole GPU"
+                if gpu.mig_devices
+                else f"GPU {index} is in MIG mode with no instances"
+            )
+        for job in active_jobs:
+            if index in job.physical_indices:
+                warnings.append(f"GPU {index} {_job_claim(job)}")
+        if not gpu.mig_mode_current:
+            details = _busy_details(gpu, policy, user)
+            if details:
+                warnings.append(f"GPU {index} is busy: " + ", ".join(details))
+    return warnings
+
+
+def _judge(gpu: GpuSample, policy: FreePolicy, user: str, job_ids: list[int]) -> CardVerdict:
+    if gpu.lost:
+        return CardVerdict(gpu.physical_index, False, ("lost",), None, None)
+    free_bytes = _free_bytes(gpu)
+    utilization = gpu.utilization_gpu_percent
+    reasons: list[str] = []
+    if gpu.mig_mode_current:
+        reasons.append("in MIG mode (pin one of its MIG instances instead)")
+    reasons.extend(f"in use by gputop job {job_id}" for job_id in job_ids)
+    reasons.extend(_compute_mode_reasons(gpu))
+    reasons.extend(_owner_reasons(gpu, user))
+    if not gpu.mig_mode_current:  # a MIG card's readings are its instances' business
+        reasons.extend(_reading_reasons(free_bytes, utilization, policy))
+    return CardVerdict(gpu.physical_index, not reasons, tuple(reasons), free_bytes, utilization)
+
+
+def _free_bytes(gpu: GpuSample) -> int | None:
+    if gpu.memory_free_bytes is not None:
+        return gpu.memory_free_bytes
+    if gpu.memory_total_bytes is not None and gpu.memory_used_bytes is not None:
+        return max(0, gpu.memory_total_bytes - gpu.memory_used_bytes)
+    return None
+
+
+def _reading_reasons(
+    free_bytes: int | None, utilization: int | None, policy: FreePolicy
+) -> list[str]:
+    reasons = []
+    if free_bytes is None:
+        reasons.append("memory use unknown")
+    elif free_bytes < policy.min_free_bytes:
+        reasons.append(f"only {gib(free_bytes)} free (needs {gib(policy.min_free_bytes)})")
+    if utilization is None:
+        reasons.append("utilisation unknown")
+    elif utilization > policy.max_util_percent:
+        reasons.append(f"utilisation {utilization} % (max {policy.max_util_percent} %)")
+    return reasons
+
+
+def _compute_mode_reasons(gpu: GpuSample) -> list[str]:
+    """Modes in which CUDA would refuse the job's context outright."""
+    if gpu.compute_mode == COMPUTE_MODE_PROHIBITED:
+        return ["compute mode is Prohibited (no CUDA program may use it)"]
+    if gpu.compute_mode == COMPUTE_MODE_EXCLUSIVE_PROCESS:
+        holders = [p.pid for p in gpu.processes if p.type is not ProcessType.GRAPHICS]
+        if holders:
+            return [f"exclusive-process mode, already held by pid {holders[0]}"]
+    return []
+
+
+def _owner_reasons(gpu: GpuSample, user: str) -> list[str]:
+    """Other users' processes, and processes whose owner cannot be known."""
+    reasons = []
+    others = Counter(p.user for p in gpu.processes if p.user is not None and p.user != user)
+    if others:
+        reasons.append(_processes_of(others))
+    unknown = sum(1 for p in gpu.processes if p.user is None)
+    if unknown:
+        reasons.append(f"{_plural(unknown, 'process')} of unknown owner")
+    if not gpu.processes_listed:
+        reasons.append("processes not listed by NVML (owners unknown)")
+    return reasons
+
+
+def _processes_of(counts: Counter[str]) -> str:
+    """``12 processes of bob, 8 of carol, 1 of alice``: the biggest users first."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    (first_user, first_count), rest = ranked[0], ranked[1:]
+    return ", ".join(
+        [f"{_plural(first_count, 'process')} of {first_user}"]
+        + [f"{count} of {name}" for name, count in rest]
+    )
+
+
+def _busy_details(gpu: GpuSample, policy: FreePolicy, user: str) -> list[str]:
+    """Why launching here would share the card, or nothing when it would not."""
+    free_bytes = _free_bytes(gpu)
+    utilization = gpu.utilization_gpu_percent
+    problems = _compute_mode_reasons(gpu) + _owner_reasons(gpu, user)
+    memory_short = free_bytes is not None and free_bytes < policy.min_free_bytes
+    if utilization is not None and utilization > policy.max_util_percent:
+        problems.insert(0, f"utilisation {utilization} %")
+    if free_bytes is None:
+        problems.append("memory use unknown")
+    if utilization is None:
+        problems.append("utilisation unknown")
+    if not problems and not memory_short:
+        return []
+    details = []
+    if gpu.memory_used_bytes is not None and gpu.memory_total_bytes is not None:
+        details.append(f"{gib(gpu.memory_used_bytes)} of {gib(gpu.memory_total_bytes)} used")
+    details.extend(problems)
+    own = sum(1 for p in gpu.processes if p.user == user)
+    if own:
+        details.append(f"{own} of your processes")
+    return details
+
+
+def _job_claim(job: ActiveJob) -> str:
+    # Job.status exists on the store's jobs; anything else counts as running.
+    if getattr(job, "status", "running") == "waiting":
+        return f"is wanted by job {job.id} ({job.name}), still waiting for its cards"
+    return f"is in use by job {job.id} ({job.name}), still running"
+
+
+def _not_enough_message(wanted: int, verdicts: Sequence[CardVerdict], policy: FreePolicy) -> str:
+    free = [v.physical_index for v in verdicts if v.free]
+    asked = f"Asked for {_plural(wanted, 'free GPU')}"
+    if not verdicts:
+        return f"{asked}, but this machine has no GPU."
+    if wanted > len(verdicts):
+        some = f"{len(free)} of them free ({_cards(free)})" if free else "none of them free"
+        head = f"{asked}, but this machine has only {_plural(len(verdicts), 'GPU')}, {some}."
+    elif not free:
+        head = f"{asked}, but none is free."
+    else:
+        verb = "is" if len(free) == 1 else "are"
+        head = f"{asked}, but only {len(free)} {verb} free ({_cards(free)})."
+    lines = [f"{head} Free means {policy.describe()}."]
+    lines.extend(
+        f"  GPU {v.physical_index}: {'; '.join(v.reasons)}" for v in verdicts if not v.free
+    )
+    return "\n".join(lines)
+
+
+def _cards(indices: Sequence[int]) -> str:
+    if len(indices) == 1:
+        return f"GPU {indices[0]}"
+    return "GPUs " + ", ".join(str(i) for i in indices)
+
+
+def _plural(count: int, noun: str) -> str:
+    plural = noun + ("es" if noun.endswith("ss") else "s")
+    return f"{count} {noun if count == 1 else plural}"

@@ -1,0 +1,174 @@
+"""One launched job as gputop records it: what was asked, on which cards, and how it ended.
+
+A job is a row in the job store, read back as a frozen ``Job``. Its state moves one way:
+waiting -> running -> ended, or to lost when the supervisor that watched it vanished without
+recording an end (a reboot, a ``kill -9``). The status a person reads ("exited 0",
+"failed 3", "killed (SIGTERM)") is derived from how it ended, never stored separately, so
+the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+import enum
+import signal as signal_module
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_GRACE_S = 10.0
+"""Seconds between SIGTERM and SIGKILL when a job is stopped."""
+
+
+class JobState(str, enum.Enum):
+    WAITING = "waiting"
+    """Recorded; waiting for its cards to be free, or for its supervisor to start it."""
+    RUNNING = "running"
+    ENDED = "ended"
+    LOST = "lost"
+    """Its supervisor is gone and never recorded an end."""
+
+
+class RunMode(str, enum.Enum):
+    DETACHED = "detached"
+    """Its own session, no terminal, output to the log: survives logout (SIGHUP)."""
+    TMUX = "tmux"
+    """In a new tmux window, on a pseudo-terminal, output copied to the log."""
+
+
+def signal_name(number: int) -> str:
+    """``SIGTERM`` for 15; ``signal 64`` for numbers Python has no name for."""
+    try:
+        return signal_module.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    name: str
+    command: tuple[str, ...]
+    """The argv exactly as exec'd; for a shell job ``(shell, "-c", text)``."""
+    command_text: str
+    """What the user typed (or ``shlex.join`` of the argv): for display and history."""
+    uses_shell: bool
+    cwd: str
+    physical_indices: tuple[int, ...]
+    """In cuda order: ``physical_indices[N]`` is ``cuda:N``. Empty while an ``--auto``
+    job waits for its cards to be chosen."""
+    uuids: tuple[str, ...]
+    """Same order as ``physical_indices``."""
+    env: Mapping[str, str]
+    """The pinning variables only: CUDA_DEVICE_ORDER and CUDA_VISIBLE_DEVICES."""
+    mode: RunMode
+    state: JobState
+    log_path: str
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    pid: int | None = None
+    """The job's own process: leader of its process group and session."""
+    pid_start_time: float | None = None
+    supervisor_pid: int | None = None
+    exit_code: int | None = None
+    """Set when the job exited by itself (``exit(3)`` -> 3)."""
+    signal: int | None = None
+    """Set when a signal ended the job."""
+    note: str | None = None
+    """For a person: why it is waiting, why it failed to start, why it was lost."""
+    # Additions to the agreed API, all with defaults:
+    supervisor_start_time: float | None = None
+    """With ``supervisor_pid``, tells the supervisor from a later process given its pid."""
+    host: str = ""
+    """The machine the job runs on: a store on a shared home directory is seen from many."""
+    grace_s: float = DEFAULT_GRACE_S
+    wait_for_free: bool = False
+    """Start only once the cards are free by the policy (``--wait``)."""
+    wait_count: int | None = None
+    """``--auto N --wait``: choose N free cards once that many are free."""
+    wait_min_free_mib: int | None = None
+    wait_max_util_percent: int | None = None
+    stop_requested: bool = False
+    """A person asked to stop it: however it then ended, its status is "killed"."""
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in (JobState.WAITING, JobState.RUNNING)
+
+    @property
+    def status(self) -> str:
+        """waiting | running | exited | failed | killed | lost."""
+        if self.state is JobState.WAITING:
+            return "waiting"
+        if self.state is JobState.RUNNING:
+            return "running"
+        if self.state is JobState.LOST:
+            return "lost"
+        if self.signal is not None or self.stop_requested:
+            return "killed"
+        if self.exit_code == 0:
+            return "exited"
+        return "failed"
+
+    @property
+    def status_text(self) -> str:
+        """The jobs table's status column: "exited 0", "failed 3", "killed (SIGTERM)"."""
+        status = self.status
+        if status == "exited":
+            return "exited 0"
+        if status == "failed":
+            return "failed" if self.exit_code is None else f"failed {self.exit_code}"
+        if status == "killed":
+            if self.signal is not None:
+                return f"killed ({signal_name(self.signal)})"
+            if self.started_at is None:
+                return "killed (never started)"
+            if self.exit_code is not None:
+                return f"killed (exit {self.exit_code})"
+            return "killed"
+        return status
+
+    def duration_s(self, now: float | None = None) -> float | None:
+        """Run time so far (running) or in all (ended); ``None`` before it started."""
+        if self.started_at is None:
+            return None
+        end = self.ended_at
+        if end is None:
+            end = time.time() if now is None else now
+        return max(0.0, end - self.started_at)
+
+    @property
+    def gpus_text(self) -> str:
+        """``3,1`` in cuda order, or what a waiting ``--auto`` job is waiting for."""
+        if self.physical_indices:
+            return ",".join(str(i) for i in self.physical_indices)
+        if self.wait_count is not None:
+            return f"any {self.wait_count}"
+        return "-"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``gputop jobs --json`` record. Fields are only ever added."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "command": list(self.command),
+            "command_text": self.command_text,
+            "uses_shell": self.uses_shell,
+            "cwd": self.cwd,
+            "gpus": list(self.physical_indices),
+            "uuids": list(self.uuids),
+            "env": dict(self.env),
+            "status": self.status,
+            "status_text": self.status_text,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "pid": self.pid,
+            "log_path": self.log_path,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "mode": self.mode.value,
+            "host": self.host,
+            "note": self.note,
+        }

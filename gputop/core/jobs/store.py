@@ -1,0 +1,390 @@
+"""The job store: one SQLite file per user, shared by every gputop and every supervisor.
+
+Many processes write it at once (the CLI, dashboards, one supervisor per job), so it runs in
+WAL mode with a long busy timeout, and every write is one short ``BEGIN IMMEDIATE``
+transaction. It is private (directory 0700, files 0600): commands and paths say what a
+person works on. It never loses data silently: a damaged file is moved aside, never deleted,
+and one written by a newer gputop is refused and left as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gputop.core.errors import GputopError
+from gputop.core.jobs.logs import open_private_append
+from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
+from gputop.core.jobs.procgroup import process_alive
+from gputop.core.jobs.store_file import (
+    DB_NAME,
+    LOGS_DIR,
+    StoreError,
+    default_state_dir,
+    open_connection,
+)
+
+__all__ = ["JobNotFound", "JobStore", "StoreError", "default_state_dir"]
+
+NEVER_STARTED_AFTER_S = 120.0
+"""A job whose supervisor has not reported by then is taken as lost."""
+HISTORY_KEPT = 1000
+
+_ACTIVE = (JobState.WAITING, JobState.RUNNING)
+_NOT_ENDED = (JobState.WAITING, JobState.RUNNING, JobState.LOST)
+
+
+class JobNotFound(GputopError):
+    """No job has that id."""
+
+
+class JobStore:
+    """Read and record jobs. Safe to share between threads; one per process is enough."""
+
+    def __init__(self, state_dir: Path, connection: sqlite3.Connection, notices: list[str]):
+        self.state_dir = state_dir
+        self.db_path = state_dir / DB_NAME
+        self.logs_dir = state_dir / LOGS_DIR
+        self.notices = notices
+        self._conn = connection
+        self._lock = threading.RLock()
+        self._host = socket.gethostname()
+
+    @classmethod
+    def open(cls, state_dir: Path | str | None = None) -> JobStore:
+        directory = Path(state_dir) if state_dir is not None else default_state_dir()
+        directory = directory.expanduser().absolute()
+        notices: list[str] = []
+        connection = open_connection(directory, notices)
+        return cls(directory, connection, notices)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> JobStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- reading -------------------------------------------------------------------------
+
+    def list_jobs(self) -> list[Job]:
+        """Every job, oldest first; jobs whose supervisor vanished are marked lost first."""
+        jobs = self._select("SELECT * FROM jobs ORDER BY id")
+        if self._refresh_liveness(jobs):
+            jobs = self._select("SELECT * FROM jobs ORDER BY id")
+        return jobs
+
+    def active_jobs(self) -> list[Job]:
+        """Waiting or running jobs, oldest first."""
+        return [job for job in self.list_jobs() if job.is_active]
+
+    def get(self, job_id: int) -> Job:
+        jobs = self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        if not jobs:
+            raise JobNotFound(f"There is no job {job_id}; `gputop jobs` lists them.")
+        if self._refresh_liveness(jobs):
+            jobs = self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        return jobs[0]
+
+    def history(self, limit: int = 200) -> list[str]:
+        """Commands launched before, oldest first and newest last, each once."""
+        with self._reading():
+            rows = self._conn.execute(
+                "SELECT command_text FROM history ORDER BY seq DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [row[0] for row in reversed(rows)]
+
+    # --- writing -------------------------------------------------------------------------
+
+    def create_job(
+        self,
+        *,
+        name: str,
+        command: Sequence[str],
+        command_text: str,
+        uses_shell: bool,
+        cwd: str,
+        physical_indices: Sequence[int],
+        uuids: Sequence[str],
+        env: Mapping[str, str],
+        mode: RunMode = RunMode.DETACHED,
+        grace_s: float = DEFAULT_GRACE_S,
+        wait_for_free: bool = False,
+        wait_count: int | None = None,
+        wait_min_free_mib: int | None = None,
+        wait_max_util_percent: int | None = None,
+    ) -> Job:
+        """Record a new job as waiting, and create its (empty, private) log."""
+        with self._writing() as conn:
+            cursor = conn.execute(
+                "INSERT INTO jobs (name, command, command_text, uses_shell, cwd, "
+                "physical_indices, uuids, env, mode, state, log_path, created_at, host, "
+                "grace_s, wait_for_free, wait_count, wait_min_free_mib, wait_max_util_percent) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    name,
+                    json.dumps(list(command)),
+                    command_text,
+                    int(uses_shell),
+                    cwd,
+                    json.dumps(list(physical_indices)),
+                    json.dumps(list(uuids)),
+                    json.dumps(dict(env)),
+                    mode.value,
+                    JobState.WAITING.value,
+                    time.time(),
+                    self._host,
+                    float(grace_s),
+                    int(wait_for_free),
+                    wait_count,
+                    wait_min_free_mib,
+                    wait_max_util_percent,
+                ),
+            )
+            job_id = int(cursor.lastrowid or 0)
+            log_path = self.logs_dir / f"{job_id}.log"
+            try:
+                os.close(open_private_append(log_path))
+            except OSError as error:
+                raise StoreError(
+                    f"Cannot create the job log {log_path}: {error.strerror or error}."
+                ) from None
+            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (str(log_path), job_id))
+        return self.get(job_id)
+
+    def add_history(self, command_text: str) -> None:
+        """Remember a command for the launch dialog; a repeat moves to the newest place."""
+        text = command_text.strip()
+        if not text:
+            return
+        with self._writing() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO history (command_text, seq, used_at) VALUES "
+                "(?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM history), ?)",
+                (text, time.time()),
+            )
+            conn.execute(
+                "DELETE FROM history WHERE seq <= (SELECT MAX(seq) FROM history) - ?",
+                (HISTORY_KEPT,),
+            )
+
+    def mark_supervisor(self, job_id: int, pid: int, start_time: float | None) -> None:
+        self._update(
+            job_id,
+            "supervisor_pid = ?, supervisor_start_time = ?",
+            (pid, start_time),
+            states=None,
+        )
+
+    def set_note(self, job_id: int, note: str | None) -> None:
+        self._update(job_id, "note = ?", (note,))
+
+    def set_gpus(
+        self, job_id: int, physical_indices: Sequence[int], uuids: Sequence[str], env: Mapping
+    ) -> None:
+        """Fix the cards an ``--auto`` job waited for, once they were chosen."""
+        self._update(
+            job_id,
+            "physical_indices = ?, uuids = ?, env = ?",
+            (json.dumps(list(physical_indices)), json.dumps(list(uuids)), json.dumps(dict(env))),
+        )
+
+    def claim_cards(self, job_id: int) -> Job | None:
+        """Move a waiting job to running unless a running job of this host holds its cards.
+
+        Two jobs waiting for the same card both see it free at the same poll; only the
+        first to claim it starts. Returns the job holding a card, or ``None`` when claimed.
+        """
+        with self._writing() as conn:
+            mine = self._row_to_job(
+                conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            )
+            for other in map(
+                self._row_to_job,
+                conn.execute(
+                    "SELECT * FROM jobs WHERE state = ? AND id != ? AND host = ?",
+                    (JobState.RUNNING.value, job_id, self._host),
+                ).fetchall(),
+            ):
+                if set(other.physical_indices) & set(mine.physical_indices):
+                    return other
+            conn.execute(
+                "UPDATE jobs SET state = ? WHERE id = ? AND state = ?",
+                (JobState.RUNNING.value, job_id, JobState.WAITING.value),
+            )
+        return None
+
+    def mark_started(self, job_id: int, pid: int, pid_start_time: float | None) -> None:
+        self._update(
+            job_id,
+            "state = ?, pid = ?, pid_start_time = ?, started_at = ?, note = NULL",
+            (JobState.RUNNING.value, pid, pid_start_time, time.time()),
+        )
+
+    def mark_ended(
+        self,
+        job_id: int,
+        *,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        note: str | None = None,
+        stopped: bool | None = None,
+    ) -> None:
+        """Record how the job ended. Also ends a job taken as lost: the end is the truth.
+
+        ``stopped``: whether a stop request ended it (``None``: leave as recorded). A job
+        that ended by itself while a stop was on its way did not end because of it.
+        """
+        stop_flag = "" if stopped is None else f", stop_requested = {int(stopped)}"
+        self._update(
+            job_id,
+            "state = ?, exit_code = ?, signal = ?, note = COALESCE(?, note), ended_at = ?"
+            + stop_flag,
+            (JobState.ENDED.value, exit_code, signal, note, time.time()),
+            states=_NOT_ENDED,
+        )
+
+    def request_stop(self, job_id: int, grace_s: float | None = None) -> None:
+        """Note that a person asked to stop the job (and the grace they gave)."""
+        if grace_s is None:
+            self._update(job_id, "stop_requested = 1", (), states=_NOT_ENDED)
+        else:
+            self._update(
+                job_id, "stop_requested = 1, grace_s = ?", (float(grace_s),), states=_NOT_ENDED
+            )
+
+    def mark_lost(self, job_id: int, note: str, supervisor_pid: int | None) -> bool:
+        """Mark lost, unless the supervisor recorded an end (or was replaced) meanwhile."""
+        with self._writing() as conn:
+            cursor = conn.execute(
+                "UPDATE jobs SET state = ?, note = ? WHERE id = ? AND state IN (?, ?) "
+                "AND supervisor_pid IS ?",
+                (
+                    JobState.LOST.value,
+                    note,
+                    job_id,
+                    JobState.WAITING.value,
+                    JobState.RUNNING.value,
+                    supervisor_pid,
+                ),
+            )
+            return cursor.rowcount > 0
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _update(
+        self,
+        job_id: int,
+        assignments: str,
+        values: tuple[Any, ...],
+        states: Sequence[JobState] | None = _ACTIVE,
+    ) -> None:
+        """``UPDATE`` one job, only while it is in one of ``states`` (``None``: any state)."""
+        sql = f"UPDATE jobs SET {assignments} WHERE id = ?"
+        params: tuple[Any, ...] = (*values, job_id)
+        if states is not None:
+            sql += f" AND state IN ({', '.join('?' for _ in states)})"
+            params += tuple(state.value for state in states)
+        with self._writing() as conn:
+            conn.execute(sql, params)
+
+    def _select(self, sql: str, params: tuple[Any, ...] = ()) -> list[Job]:
+        with self._reading():
+            rows = self._conn.execute(sql, params).fetchall()
+        return [self._row_to_job(row) for row in rows]
+
+    @staticmethod
+    def _row_to_job(row: sqlite3.Row) -> Job:
+        return Job(
+            id=row["id"],
+            name=row["name"],
+            command=tuple(json.loads(row["command"])),
+            command_text=row["command_text"],
+            uses_shell=bool(row["uses_shell"]),
+            cwd=row["cwd"],
+            physical_indices=tuple(json.loads(row["physical_indices"])),
+            uuids=tuple(json.loads(row["uuids"])),
+            env=json.loads(row["env"]),
+            mode=RunMode(row["mode"]),
+            state=JobState(row["state"]),
+            log_path=row["log_path"],
+            created_at=row["created_at"],
+            started_at=row["started_at"],
+            ended_at=row["ended_at"],
+            pid=row["pid"],
+            pid_start_time=row["pid_start_time"],
+            supervisor_pid=row["supervisor_pid"],
+            exit_code=row["exit_code"],
+            signal=row["signal"],
+            note=row["note"],
+            supervisor_start_time=row["supervisor_start_time"],
+            host=row["host"],
+            grace_s=row["grace_s"],
+            wait_for_free=bool(row["wait_for_free"]),
+            wait_count=row["wait_count"],
+            wait_min_free_mib=row["wait_min_free_mib"],
+            wait_max_util_percent=row["wait_max_util_percent"],
+            stop_requested=bool(row["stop_requested"]),
+        )
+
+    def _refresh_liveness(self, jobs: Sequence[Job]) -> bool:
+        """Mark lost the active jobs of this host whose supervisor is gone. True if any."""
+        changed = False
+        now = time.time()
+        for job in jobs:
+            if not job.is_active or job.host != self._host:
+                continue
+            if job.supervisor_pid is None:
+                if now - job.created_at < NEVER_STARTED_AFTER_S:
+                    continue
+                note = "its supervisor never started"
+            elif process_alive(job.supervisor_pid, job.supervisor_start_time):
+                continue
+            else:
+                note = (
+                    f"its supervisor (pid {job.supervisor_pid}) ended without recording how the "
+                    "job ended (killed, or the machine restarted)"
+                )
+                if job.pid is not None and process_alive(job.pid, job.pid_start_time):
+                    note += f"; the job (pid {job.pid}) is still running"
+            changed |= self.mark_lost(job.id, note, job.supervisor_pid)
+        return changed
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as error:
+                raise StoreError(f"Cannot read the job store {self.db_path}: {error}.") from None
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as error:
+                raise StoreError(f"Cannot write the job store {self.db_path}: {error}.") from None
+            try:
+                yield self._conn
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as error:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise StoreError(f"Cannot write the job store {self.db_path}: {error}.") from None

@@ -1,0 +1,321 @@
+"""Launch a job pinned to chosen cards, and return at once.
+
+Everything a person can get wrong is checked before anything is recorded or started: the
+command, the working directory, the cards, tmux. Then the job is recorded as waiting and a
+small supervisor process is started detached from the caller (its own session, no
+terminal), which runs the job, records its pid, and records how it ended. The caller (the
+CLI, the dashboard) may exit or lose its terminal at once: nothing depends on it any more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gputop.core.errors import GputopError, UsageError
+from gputop.core.jobs.command import CommandPlan, default_name, needs_shell, plan_command
+from gputop.core.jobs.logs import PRIVATE_FILE_MODE, open_private_append
+from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode
+from gputop.core.jobs.procgroup import process_start_time
+from gputop.core.jobs.store import JobStore
+from gputop.core.model import Snapshot
+from gputop.core.visibility import pin_environment
+
+if TYPE_CHECKING:
+    from gputop.core.jobs.policy import FreePolicy
+
+__all__ = [
+    "CommandPlan",
+    "LaunchError",
+    "LaunchRequest",
+    "current_user",
+    "launch_job",
+    "needs_shell",
+    "plan_command",
+    "resolve_gpus",
+    "supervisor_argv",
+]
+
+SUPERVISOR_MODULE = "gputop.core.jobs.supervisor"
+RUN_DIR = "run"
+
+
+class LaunchError(GputopError):
+    """The job was recorded but its supervisor could not be started."""
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    command: str | Sequence[str]
+    physical_indices: Sequence[int]
+    """In the cuda order wanted: the first becomes ``cuda:0``."""
+    name: str | None = None
+    cwd: str | None = None
+    """Default: the caller's current directory."""
+    mode: RunMode = RunMode.DETACHED
+    wait: bool = False
+    """Queue the job until its cards are free by ``policy``."""
+    wait_count: int | None = None
+    """``--auto N --wait``: no cards yet; take N free ones once that many are free."""
+    policy: FreePolicy | None = None
+    """For waiting; default FreePolicy()."""
+    grace_s: float = DEFAULT_GRACE_S
+    """Seconds between SIGTERM and SIGKILL when the job is stopped."""
+
+
+def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int]:
+    """Physical indices from ``["3,1"]`` or ``["3", "GPU-5a9e"]``, in the order given.
+
+    A token is a physical index or a unique UUID prefix (``GPU-5a9e`` or ``5a9e``).
+    """
+    known = _known_gpus(snapshot)
+    parts = [(token, part.strip()) for token in tokens for part in str(token).split(",")]
+    if not parts or all(not part for _, part in parts):
+        raise UsageError(f"No GPU given: name cards by index or UUID prefix, e.g. 0,2. {known}")
+    chosen: list[int] = []
+    given_as: dict[int, str] = {}
+    for token, part in parts:
+        if not part:
+            raise UsageError(
+                f"The GPU list {token!r} has an empty entry: separate indices or UUID "
+                "prefixes with single commas, e.g. 0,2."
+            )
+        index = _one_gpu(snapshot, part, known)
+        if index in given_as:
+            twice = (
+                f"({part!r})" if given_as[index] == part else f"({given_as[index]!r} and {part!r})"
+            )
+            raise UsageError(f"GPU {index} is given twice {twice}; each card can be pinned once.")
+        given_as[index] = part
+        chosen.append(index)
+    return chosen
+
+
+def launch_job(
+    store: JobStore,
+    request: LaunchRequest,
+    snapshot: Snapshot,
+    environ: Mapping[str, str] = os.environ,
+) -> Job:
+    """Check, record and start a job; returns it (still waiting for its supervisor)."""
+    plan = plan_command(request.command, environ)
+    cwd = _working_directory(request.cwd)
+    name = _job_name(request.name, plan)
+    grace_s = _grace(request.grace_s)
+    tmux = _tmux(environ) if request.mode is RunMode.TMUX else None
+    if request.wait_count is not None:
+        if request.wait_count < 1:
+            raise UsageError(f"Cannot wait for {request.wait_count} GPUs: ask for at least 1.")
+        indices: tuple[int, ...] = ()
+        uuids: tuple[str, ...] = ()
+        env: dict[str, str] = {}
+    else:
+        pinning = pin_environment(
+            snapshot.gpus, list(request.physical_indices), driver_version=snapshot.driver_version
+        )
+        indices = tuple(device.physical_index for device in pinning.devices)
+        uuids = tuple(device.uuid or "" for device in pinning.devices)
+        env = dict(pinning.env)
+    waits = request.wait or request.wait_count is not None
+    policy = request.policy
+    job = store.create_job(
+        name=name,
+        command=plan.argv,
+        command_text=plan.text,
+        uses_shell=plan.uses_shell,
+        cwd=cwd,
+        physical_indices=indices,
+        uuids=uuids,
+        env=env,
+        mode=request.mode,
+        grace_s=grace_s,
+        wait_for_free=waits,
+        wait_count=request.wait_count,
+        wait_min_free_mib=None if policy is None else policy.min_free_mib,
+        wait_max_util_percent=None if policy is None else policy.max_util_percent,
+    )
+    store.add_history(plan.text)
+    try:
+        if tmux is not None:
+            _start_in_tmux(store, job, tmux, environ)
+        else:
+            _start_detached(store, job, environ)
+    except (OSError, subprocess.SubprocessError, LaunchError) as error:
+        message = str(error) if isinstance(error, LaunchError) else f"{error}"
+        store.mark_ended(job.id, exit_code=126, note=f"could not start: {message}")
+        if isinstance(error, LaunchError):
+            raise
+        raise LaunchError(f"Job {job.id} could not be started: {message}.") from None
+    return store.get(job.id)
+
+
+def current_user() -> str:
+    """The user name psutil reports for this user's processes (the policy compares them)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (some containers)
+        return str(os.getuid())
+
+
+def supervisor_argv(store: JobStore, job_id: int, tty: bool = False) -> list[str]:
+    """``python -m gputop.core.jobs.supervisor --state-dir D --job ID [--tty]``."""
+    argv = [sys.executable or "python3", "-m", SUPERVISOR_MODULE]
+    argv += ["--state-dir", str(store.state_dir), "--job", str(job_id)]
+    return [*argv, "--tty"] if tty else argv
+
+
+def _start_detached(store: JobStore, job: Job, environ: Mapping[str, str]) -> None:
+    log_fd = open_private_append(job.log_path)
+    try:
+        # cwd "/": ``python -m`` puts the current directory first on sys.path, where a
+        # directory named like a package of gputop's would be imported instead.
+        process = subprocess.Popen(
+            supervisor_argv(store, job.id),
+            cwd="/",
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log_fd,
+            close_fds=True,
+            start_new_session=True,
+        )
+    finally:
+        os.close(log_fd)
+    store.mark_supervisor(job.id, process.pid, process_start_time(process.pid))
+    # A long-lived caller (the dashboard) must reap the supervisor when it ends, or it
+    # lingers as a zombie; a short-lived one (the CLI) exits and leaves it to init.
+    threading.Thread(target=process.wait, name=f"reap-job-{job.id}", daemon=True).start()
+
+
+def _start_in_tmux(store: JobStore, job: Job, tmux: str, environ: Mapping[str, str]) -> None:
+    """A new tmux window running the supervisor on a terminal, without a shell string.
+
+    The window's environment is the tmux server's, not the caller's: the caller's is
+    handed over in a private file the supervisor reads and deletes at once.
+    """
+    env_file = _write_env_file(store, job.id, environ)
+    argv = [
+        tmux, "new-window", "-d", "-P", "-F", "#{pane_pid}", "-n", f"gputop-{job.id}",
+        "-c", job.cwd, "-e", "PYTHONSAFEPATH=1", "--",
+        *supervisor_argv(store, job.id, tty=True), "--env-file", env_file,
+    ]  # fmt: skip
+    try:
+        result = subprocess.run(
+            argv,
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        with contextlib.suppress(OSError):
+            os.unlink(env_file)
+        raise
+    if result.returncode != 0:
+        with contextlib.suppress(OSError):
+            os.unlink(env_file)
+        reason = (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
+        raise LaunchError(f"tmux could not open a window for job {job.id}: {reason}")
+    pane_pid = result.stdout.strip()
+    if pane_pid.isdigit():
+        store.mark_supervisor(job.id, int(pane_pid), process_start_time(int(pane_pid)))
+
+
+def _write_env_file(store: JobStore, job_id: int, environ: Mapping[str, str]) -> str:
+    directory = store.state_dir / RUN_DIR
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path = directory / f"{job_id}.env.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(dict(environ), handle)
+    return str(path)
+
+
+def _tmux(environ: Mapping[str, str]) -> str:
+    if not environ.get("TMUX"):
+        raise UsageError(
+            "Cannot run in a tmux window: gputop is not running inside tmux ($TMUX is not "
+            "set). Start tmux first, or launch detached (the default)."
+        )
+    found = shutil.which("tmux", path=environ.get("PATH"))
+    if found is None:
+        raise UsageError("Cannot run in a tmux window: the tmux program is not on PATH.")
+    return found
+
+
+def _working_directory(cwd: str | None) -> str:
+    if cwd is None or not cwd.strip():
+        try:
+            return os.getcwd()
+        except FileNotFoundError:
+            raise UsageError(
+                "The current directory no longer exists: give the working directory."
+            ) from None
+    path = os.path.abspath(os.path.expanduser(cwd))
+    if not os.path.exists(path):
+        raise UsageError(f"The working directory {cwd} does not exist.")
+    if not os.path.isdir(path):
+        raise UsageError(f"The working directory {cwd} is not a directory.")
+    if not os.access(path, os.X_OK):
+        raise UsageError(f"The working directory {cwd} cannot be entered (permission denied).")
+    return path
+
+
+def _job_name(name: str | None, plan: CommandPlan) -> str:
+    if name is None:
+        return default_name(plan)
+    cleaned = " ".join(name.split())
+    if not cleaned:
+        raise UsageError("The job name is empty: give a name, or leave it out for a default.")
+    return cleaned
+
+
+def _grace(grace_s: float) -> float:
+    if not 0 <= grace_s <= 24 * 3600:
+        raise UsageError(f"The grace period must be between 0 and 86400 seconds, not {grace_s}.")
+    return float(grace_s)
+
+
+def _known_gpus(snapshot: Snapshot) -> str:
+    gpus = sorted(snapshot.gpus, key=lambda gpu: gpu.physical_index)
+    if not gpus:
+        return "This machine has no GPU."
+    listed = ", ".join(
+        f"{gpu.physical_index} ({gpu.short_uuid})" if gpu.uuid else str(gpu.physical_index)
+        for gpu in gpus
+    )
+    return f"This machine has GPUs {listed}."
+
+
+def _one_gpu(snapshot: Snapshot, part: str, known: str) -> int:
+    if part.isdigit():
+        index = int(part)
+        if any(gpu.physical_index == index for gpu in snapshot.gpus):
+            return index
+        raise UsageError(f"There is no GPU {part}. {known}")
+    if part.upper().startswith("MIG-"):
+        raise UsageError(
+            f"{part}: gputop run pins whole GPUs; to use a MIG instance, set "
+            "CUDA_VISIBLE_DEVICES to its UUID yourself."
+        )
+    wanted = part.lower() if part.lower().startswith("gpu-") else f"gpu-{part.lower()}"
+    matches = [gpu for gpu in snapshot.gpus if gpu.uuid and gpu.uuid.lower().startswith(wanted)]
+    if not matches:
+        raise UsageError(f"No GPU has an index or UUID starting with {part!r}. {known}")
+    if len(matches) > 1:
+        which = " and ".join(f"GPU {gpu.physical_index} ({gpu.uuid})" for gpu in matches)
+        raise UsageError(
+            f"The UUID prefix {part!r} is ambiguous: it matches {which}; give more of it."
+        )
+    return matches[0].physical_index

@@ -1,0 +1,187 @@
+"""tmux mode: the job on a pseudo-terminal, its output copied to the pane and to the log.
+
+The job gets a real terminal (progress bars, colours, ``input()`` work) and is the leader of
+its own session on it, exactly as in detached mode, so stopping it works the same way. The
+pane is put in raw mode so that every key, Ctrl-C included, reaches the job as typed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import pty
+import termios
+import time
+import tty
+from collections.abc import Sequence
+
+from gputop.core.jobs.logs import open_private_append
+from gputop.core.jobs.wakeup import Wakeup
+
+DRAIN_S = 0.5
+READ_SIZE = 65536
+
+
+class PtyChild:
+    """A job running on a pty whose other side this process relays."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        cwd: str,
+        env: dict[str, str],
+        log_path: str,
+        wake: Wakeup,
+    ) -> None:
+        self._wake = wake
+        self._returncode: int | None = None
+        self._stdin: int | None = 0 if _isatty(0) else None
+        self._saved_tty: list | None = None
+        self._log_fd = open_private_append(log_path)
+        try:
+            self.pid, self._master = _spawn(list(argv), cwd, env)  # OSError, as with Popen
+        except OSError:
+            os.close(self._log_fd)
+            raise
+        self._master_open = True
+        self._copy_window_size()
+        if self._stdin is not None:
+            with contextlib.suppress(termios.error):
+                self._saved_tty = termios.tcgetattr(self._stdin)
+                tty.setraw(self._stdin)
+
+    def poll(self) -> int | None:
+        if self._returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self._returncode = 0
+            else:
+                if pid:
+                    self._returncode = os.waitstatus_to_exitcode(status)
+        return self._returncode
+
+    def wait_for_event(self, timeout_s: float) -> None:
+        watched = tuple(
+            fd
+            for fd in (self._master if self._master_open else None, self._stdin)
+            if fd is not None
+        )
+        readable = self._wake.wait(timeout_s, watched)
+        if self._wake.resized:
+            self._wake.resized = False
+            self._copy_window_size()
+        if self._master_open and self._master in readable:
+            self._relay_output()
+        if self._stdin is not None and self._stdin in readable:
+            self._relay_input()
+
+    def finish(self) -> None:
+        """Copy what the job wrote last, give the pane back its settings, close up."""
+        deadline = time.monotonic() + DRAIN_S
+        while self._master_open and time.monotonic() < deadline:
+            readable = self._wake.wait(0.05, (self._master,))
+            if self._master in readable:
+                self._relay_output()
+            elif not readable:
+                break
+        self.restore_terminal()
+        with contextlib.suppress(OSError):
+            os.close(self._master)
+        with contextlib.suppress(OSError):
+            os.close(self._log_fd)
+
+    def restore_terminal(self) -> None:
+        if self._stdin is not None and self._saved_tty is not None:
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(self._stdin, termios.TCSADRAIN, self._saved_tty)
+            self._saved_tty = None
+
+    def _relay_output(self) -> None:
+        try:
+            data = os.read(self._master, READ_SIZE)
+        except OSError as error:  # EIO: every process holding the terminal has ended
+            if error.errno not in (errno.EIO, errno.EBADF):
+                raise
+            data = b""
+        if not data:
+            self._master_open = False
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._log_fd, data)
+        with contextlib.suppress(OSError):
+            _write_all(1, data)
+
+    def _relay_input(self) -> None:
+        assert self._stdin is not None
+        try:
+            data = os.read(self._stdin, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            self._stdin = None  # the pane went away: the job goes on
+            return
+        with contextlib.suppress(OSError):
+            _write_all(self._master, data)
+
+    def _copy_window_size(self) -> None:
+        if self._stdin is None:
+            return
+        with contextlib.suppress(OSError):
+            size = fcntl.ioctl(self._stdin, termios.TIOCGWINSZ, b"\0" * 8)
+            fcntl.ioctl(self._master, termios.TIOCSWINSZ, size)
+
+
+def wait_for_enter(wake: Wakeup) -> None:
+    """Keep the tmux window open until a key or a stop request, so the end can be read."""
+    if not _isatty(0):
+        return
+    with contextlib.suppress(OSError):
+        os.write(1, b"[gputop] press Enter to close this window\r\n")
+    while wake.stop_signal is None:
+        if 0 in wake.wait(60.0, (0,)):
+            with contextlib.suppress(OSError):
+                os.read(0, 4096)
+            return
+
+
+def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[int, int]:
+    """``pty.fork`` + exec; an exec failure comes back as OSError, as with Popen."""
+    report_read, report_write = os.pipe()  # both close-on-exec: EOF means exec worked
+    pid, master = pty.fork()
+    if pid == 0:  # the child: session leader, with the pty as its controlling terminal
+        try:
+            os.close(report_read)
+            os.chdir(cwd)
+            os.execvpe(argv[0], argv, env)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.write(report_write, str(error.errno or 0).encode())
+        finally:
+            os._exit(127)
+    os.close(report_write)
+    with os.fdopen(report_read, "rb") as report:
+        failure = report.read()
+    if failure:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        os.close(master)
+        code = int(failure) or errno.ENOEXEC
+        raise OSError(code, os.strerror(code), argv[0])
+    return pid, master
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False

@@ -1,0 +1,336 @@
+"""The supervisor: one small process per job that waits for its cards, runs it, records it.
+
+``python -m gputop.core.jobs.supervisor --state-dir D --job ID [--tty [--env-file F]]``
+
+Started detached by launch.py (its own session, stdin from /dev/null, stderr to the job's
+log), it outlives whatever launched it. It starts the job as the leader of a new session
+and process group, records its pid and start time, waits, and records the exit code or the
+signal that ended it. SIGTERM to the supervisor is a stop request: SIGTERM to the job's
+whole process group, SIGKILL to what is left after the job's grace period. With ``--tty``
+(tmux mode) the job runs on a pseudo-terminal whose output goes to the pane and the log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from gputop.core.errors import GputopError
+from gputop.core.jobs.logs import append_gputop_line, gputop_line, open_private_append
+from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.procgroup import end_group, process_start_time
+from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.waiting import CardWaiter
+from gputop.core.jobs.wakeup import Wakeup
+
+RUNNING_POLL_S = 5.0
+JOB_ID_ENV = "GPUTOP_JOB_ID"
+PANE_VARIABLES = ("TERM", "TMUX_PANE", "COLUMNS", "LINES")
+LEADER_REAP_S = 5.0
+SUPERVISOR_FAILED_EXIT = 70
+
+
+class Child(Protocol):
+    """The running job, as the supervision loop sees it (a Popen, or a pty relay)."""
+
+    pid: int
+
+    def poll(self) -> int | None:
+        """The return code once it ended: negative for a signal, like ``Popen``."""
+
+    def wait_for_event(self, timeout_s: float) -> None:
+        """Wait for a signal or the timeout (relaying terminal I/O meanwhile)."""
+
+    def finish(self) -> None:
+        """Last output, terminal restored."""
+
+
+def job_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
+    """The caller's environment, the pinning variables, and ``GPUTOP_JOB_ID``."""
+    env = dict(base)
+    env.update(job.env)
+    env[JOB_ID_ENV] = str(job.id)
+    return env
+
+
+class _PopenChild:
+    def __init__(self, process: subprocess.Popen[bytes], wake: Wakeup) -> None:
+        self.process = process
+        self.pid = process.pid
+        self._wake = wake
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def wait_for_event(self, timeout_s: float) -> None:
+        self._wake.wait(timeout_s)
+
+    def finish(self) -> None:
+        return None
+
+
+class Supervisor:
+    def __init__(
+        self, store: JobStore, job_id: int, environ: Mapping[str, str], wake: Wakeup, tty: bool
+    ) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.environ = environ
+        self.wake = wake
+        self.tty = tty
+        self.log_path = ""
+        self._child: Child | None = None
+        self._stopped = False
+
+    def run(self) -> int:
+        job = self.store.get(self.job_id)
+        self.log_path = job.log_path
+        self.store.mark_supervisor(job.id, os.getpid(), process_start_time(os.getpid()))
+        if job.state is not JobState.WAITING:
+            return 0  # already ended (stopped before this supervisor got going) or taken
+        try:
+            if job.wait_for_free:
+                waited = self._wait_for_cards(job)
+                if waited is None:
+                    return 0
+                job = waited
+            if self._stop_asked():
+                self._ended_before_start()
+                return 0
+            return self._run(job)
+        except Exception as error:  # record it: a job must never stay "running" for ever
+            return self._failed(error)
+
+    def _failed(self, error: Exception) -> int:
+        """Something broke in here (the store, most likely): say so, and never abandon a
+        running job: wait for it, then record its end as well as still possible."""
+        self._say(f"gputop's supervisor failed: {type(error).__name__}: {error}")
+        with contextlib.suppress(OSError), open(self.log_path, "a", encoding="utf-8") as log:
+            traceback.print_exc(file=log)
+        returncode = None
+        if self._child is not None:
+            while (returncode := self._child.poll()) is None:
+                self._child.wait_for_event(RUNNING_POLL_S)
+            self._child.finish()
+        note = f"gputop's supervisor failed: {error}"
+        if returncode is None:
+            self.store.mark_ended(self.job_id, exit_code=SUPERVISOR_FAILED_EXIT, note=note)
+        elif returncode < 0:
+            self.store.mark_ended(self.job_id, signal=-returncode, note=note)
+        else:
+            self.store.mark_ended(self.job_id, exit_code=returncode, note=note)
+        return SUPERVISOR_FAILED_EXIT
+
+    # --- waiting -------------------------------------------------------------------------
+
+    def _wait_for_cards(self, job: Job) -> Job | None:
+        """The job, claimed and ready to run once its cards are free; None if stopped."""
+        waiter = CardWaiter(self.store, self.environ)
+        last_reason = None
+        try:
+            while not self._stop_asked():
+                ready, reason = waiter.try_start(job)
+                if ready is not None:
+                    return ready
+                if reason != last_reason:
+                    self._say(f"job {job.id} is waiting for {_cards(job)}: {reason}")
+                    self.store.set_note(job.id, f"waiting: {reason}")
+                    last_reason = reason
+                self.wake.wait(waiter.poll_s)
+        finally:
+            waiter.close()
+        self._ended_before_start()
+        return None
+
+    def _stop_asked(self) -> bool:
+        if self.wake.stop_signal is not None:
+            return True
+        job = self.store.get(self.job_id)
+        return job.stop_requested or job.state is JobState.ENDED
+
+    def _ended_before_start(self) -> None:
+        self.store.request_stop(self.job_id)
+        self.store.mark_ended(self.job_id, note="stopped while waiting; it never started")
+        self._say(f"job {self.job_id} was stopped while waiting; it never started")
+
+    # --- running -------------------------------------------------------------------------
+
+    def _run(self, job: Job) -> int:
+        if not os.path.isdir(job.cwd):
+            return self._could_not_start(job, 1, f"the working directory {job.cwd} is gone")
+        env = job_environment(self.environ, job)
+        self._say(f"job {job.id} ({job.name}) starting: {_describe(job)}")
+        try:
+            child = self._spawn(job, env)
+        except FileNotFoundError:
+            return self._could_not_start(job, 127, f"{job.command[0]}: command not found")
+        except PermissionError:
+            return self._could_not_start(job, 126, f"{job.command[0]}: permission denied")
+        except OSError as error:
+            return self._could_not_start(
+                job, 126, f"{job.command[0]}: cannot run it: {error.strerror or error}"
+            )
+        self._child = child
+        self.store.mark_started(job.id, child.pid, process_start_time(child.pid))
+        returncode = self._supervise(child)
+        child.finish()
+        self._child = None
+        if returncode < 0:
+            self.store.mark_ended(job.id, signal=-returncode, stopped=self._stopped)
+        else:
+            self.store.mark_ended(job.id, exit_code=returncode, stopped=self._stopped)
+        ended = self.store.get(job.id)
+        took = ended.duration_s() or 0.0
+        self._say(f"job {job.id} {ended.status_text} after {_duration(took)}")
+        if self.tty:
+            from gputop.core.jobs.ptyrelay import wait_for_enter
+
+            if not ended.stop_requested:
+                wait_for_enter(self.wake)
+        return 0
+
+    def _spawn(self, job: Job, env: dict[str, str]) -> Child:
+        if self.tty:
+            from gputop.core.jobs.ptyrelay import PtyChild
+
+            return PtyChild(job.command, job.cwd, env, job.log_path, self.wake)
+        log_fd = open_private_append(job.log_path)
+        try:
+            process = subprocess.Popen(
+                list(job.command),
+                cwd=job.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                close_fds=True,
+                start_new_session=True,
+            )
+        finally:
+            os.close(log_fd)
+        return _PopenChild(process, self.wake)
+
+    def _supervise(self, child: Child) -> int:
+        """Wait for the job's end; a stop request on the way ends its whole group."""
+        while (returncode := child.poll()) is None:
+            if self.wake.stop_signal is not None:
+                return self._stop(child)
+            child.wait_for_event(RUNNING_POLL_S)
+        return returncode
+
+    def _stop(self, child: Child) -> int:
+        self._stopped = True
+        self.store.request_stop(self.job_id)
+        grace = self.store.get(self.job_id).grace_s
+        self._say(
+            f"stopping job {self.job_id}: SIGTERM to its process group, SIGKILL after {grace:g} s"
+        )
+        used = end_group(child.pid, grace, wait=child.wait_for_event, tick=child.poll)
+        if used == signal.SIGKILL:
+            self._say(f"job {self.job_id} was still running after {grace:g} s: SIGKILL sent")
+        deadline = time.monotonic() + LEADER_REAP_S
+        while (returncode := child.poll()) is None and time.monotonic() < deadline:
+            child.wait_for_event(0.1)
+        return -signal.SIGKILL if returncode is None else returncode
+
+    def _could_not_start(self, job: Job, code: int, why: str) -> int:
+        self._say(f"job {job.id} could not start: {why}")
+        self.store.mark_ended(job.id, exit_code=code, note=why)
+        if self.tty:
+            from gputop.core.jobs.ptyrelay import wait_for_enter
+
+            wait_for_enter(self.wake)
+        return 0
+
+    def _say(self, text: str) -> None:
+        """One gputop line in the log (and in the tmux pane, in tty mode)."""
+        append_gputop_line(self.log_path, text)
+        if self.tty:
+            with contextlib.suppress(OSError):
+                os.write(1, gputop_line(text).replace(b"\n", b"\r\n"))
+
+
+def _cards(job: Job) -> str:
+    if job.physical_indices:
+        cards = ",".join(str(i) for i in job.physical_indices)
+        return f"GPU {cards}" if len(job.physical_indices) == 1 else f"GPUs {cards}"
+    return f"{job.wait_count} free GPUs"
+
+
+def _describe(job: Job) -> str:
+    mapping = ", ".join(
+        f"cuda:{logical} = GPU {physical}" for logical, physical in enumerate(job.physical_indices)
+    )
+    pins = " ".join(f"{key}={value}" for key, value in job.env.items())
+    shell = " (under a shell)" if job.uses_shell else ""
+    return f"{job.command_text}{shell} in {job.cwd}; {mapping}; {pins}"
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{seconds:.1f} s"
+
+
+def _base_environment(env_file: str | None) -> dict[str, str]:
+    """The launcher's environment: ours, or (tmux mode) the one it left in a private file."""
+    if env_file is None:
+        return dict(os.environ)
+    try:
+        with open(env_file, encoding="utf-8") as handle:
+            base = {str(k): str(v) for k, v in json.load(handle).items()}
+    except (OSError, ValueError):
+        base = dict(os.environ)
+        base.pop("PYTHONSAFEPATH", None)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(env_file)
+    for name in PANE_VARIABLES:  # the pane's terminal, not the launcher's
+        if name in os.environ:
+            base[name] = os.environ[name]
+        else:
+            base.pop(name, None)
+    return base
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gputop.core.jobs.supervisor")
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("--job", required=True, type=int)
+    parser.add_argument("--tty", action="store_true", help="run the job on a pseudo-terminal")
+    parser.add_argument("--env-file", help="the launcher's environment (tmux mode)")
+    args = parser.parse_args(argv)
+    wake = Wakeup()
+    wake.install()
+    environ = _base_environment(args.env_file)
+    try:
+        store = JobStore.open(args.state_dir)
+    except GputopError as error:
+        print(f"gputop supervisor: {error}", file=sys.stderr)
+        return 1
+    try:
+        return Supervisor(store, args.job, environ, wake, args.tty).run()
+    except GputopError as error:
+        print(f"gputop supervisor: job {args.job}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Waiting for free cards: the supervisor's decision, one poll of the GPUs at a time.
+
+A queued job starts once its cards are free by the free-card policy (policy.py), or, for
+``--auto N --wait``, once N cards are; those are then fixed in the store with their pinning
+environment. Only *running* gputop jobs count as holding a card here: counting waiting ones
+too would make two jobs waiting for the same card wait for each other for ever. Of two jobs
+that see the same card free at the same poll, the store lets only the first claim it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gputop.core.errors import GputopError
+from gputop.core.jobs.launch import current_user
+from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.store import JobStore
+
+if TYPE_CHECKING:
+    from gputop.core.jobs.policy import FreePolicy
+    from gputop.core.model import Snapshot
+    from gputop.core.nvml_backend import NvmlBackend
+
+WAIT_POLL_ENV = "GPUTOP_WAIT_POLL_S"
+DEFAULT_WAIT_POLL_S = 5.0
+
+
+@dataclass(frozen=True)
+class WaitDecision:
+    ready: bool
+    physical_indices: tuple[int, ...]
+    """The cards to start on (for an ``--auto`` job: the ones chosen now)."""
+    reason: str
+    """Why it must wait, for a person ("" when ready)."""
+
+
+def wait_decision(
+    snapshot: Snapshot,
+    job: Job,
+    policy: FreePolicy,
+    user: str,
+    running_job_gpus: Mapping[int, Sequence[int]],
+) -> WaitDecision:
+    """May the job start now, and on which cards?"""
+    from gputop.core.jobs.policy import NotEnoughFreeGpus, judge_cards, pick_free
+
+    if job.wait_count is not None and not job.physical_indices:
+        try:
+            chosen = pick_free(snapshot, job.wait_count, policy, user, running_job_gpus)
+        except NotEnoughFreeGpus as error:
+            return WaitDecision(False, (), str(error).splitlines()[0])
+        return WaitDecision(True, tuple(chosen), "")
+    verdicts = {v.physical_index: v for v in judge_cards(snapshot, policy, user, running_job_gpus)}
+    problems = []
+    for index in job.physical_indices:
+        verdict = verdicts.get(index)
+        if verdict is None:
+            problems.append(f"GPU {index} is not on this machine")
+        elif not verdict.free:
+            problems.append(f"GPU {index}: {', '.join(verdict.reasons)}")
+    if problems:
+        return WaitDecision(False, job.physical_indices, "; ".join(problems))
+    return WaitDecision(True, job.physical_indices, "")
+
+
+def wait_poll_s(environ: Mapping[str, str]) -> float:
+    """Seconds between GPU polls: ``GPUTOP_WAIT_POLL_S`` (tests make it short), else 5."""
+    try:
+        value = float(environ.get(WAIT_POLL_ENV, DEFAULT_WAIT_POLL_S))
+    except ValueError:
+        return DEFAULT_WAIT_POLL_S
+    return min(max(value, 0.05), 300.0)
+
+
+def job_policy(job: Job) -> FreePolicy:
+    """The policy the job was queued with (``--min-free-mib``, ``--max-util``)."""
+    from gputop.core.jobs.policy import FreePolicy
+
+    defaults = FreePolicy()
+    return FreePolicy(
+        min_free_mib=defaults.min_free_mib
+        if job.wait_min_free_mib is None
+        else job.wait_min_free_mib,
+        max_util_percent=defaults.max_util_percent
+        if job.wait_max_util_percent is None
+        else job.wait_max_util_percent,
+    )
+
+
+class CardWaiter:
+    """Polls the GPUs (real, or simulated by ``GPUTOP_FAKE``) for one waiting job."""
+
+    def __init__(self, store: JobStore, environ: Mapping[str, str]) -> None:
+        self.store = store
+        self.environ = environ
+        self.poll_s = wait_poll_s(environ)
+        self._user = current_user()
+        self._backend: NvmlBackend | None = None
+
+    def try_start(self, job: Job) -> tuple[Job | None, str]:
+        """``(the job, claimed and ready to run, "")`` or ``(None, why it still waits)``."""
+        from gputop.core.source import open_backend
+        from gputop.core.visibility import pin_environment
+
+        try:
+            if self._backend is None:
+                self._backend = open_backend(environ=self.environ)
+            snapshot = self._backend.sample()
+        except GputopError as error:
+            return None, f"cannot read the GPUs: {error}"
+        running = {
+            other.id: other.physical_indices
+            for other in self.store.active_jobs()
+            if other.id != job.id and other.state is JobState.RUNNING
+        }
+        decision = wait_decision(snapshot, job, job_policy(job), self._user, running)
+        if not decision.ready:
+            return None, decision.reason
+        if not job.physical_indices:
+            pinning = pin_environment(
+                snapshot.gpus,
+                list(decision.physical_indices),
+                driver_version=snapshot.driver_version,
+            )
+            self.store.set_gpus(
+                job.id,
+                [device.physical_index for device in pinning.devices],
+                [device.uuid or "" for device in pinning.devices],
+                pinning.env,
+            )
+        holder = self.store.claim_cards(job.id)
+        if holder is not None:
+            return None, f"job {holder.id} ({holder.name}) has just taken a card"
+        return self.store.get(job.id), ""
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from gputop import __version__
-from gputop.cli import dashboard, map_command, pick_command, snapshot
+from gputop.cli import dashboard, jobs_command, map_command, pick_command, run_command, snapshot
 from gputop.core.errors import GputopError
 
 INTERNAL_ERROR_EXIT = 70
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot.add_parser(commands, common)
     map_command.add_parser(commands, common)
     pick_command.add_parser(commands, common)
+    run_command.add_parser(commands, common)
+    jobs_command.add_parser(commands, common)
     return parser
 
 

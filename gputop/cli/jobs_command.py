@@ -1,0 +1,242 @@
+"""``gputop jobs``: the jobs gputop launched, their logs, and stopping one.
+
+``gputop jobs`` lists them (``--json`` for scripts), ``gputop jobs log ID [--follow]``
+prints a job's log, ``gputop jobs stop ID`` stops it after a confirmation (``--yes`` for
+scripts; without a terminal to ask on and without ``--yes`` it refuses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from typing import Any
+
+from gputop.core.errors import UsageError
+from gputop.core.jobs.logs import last_line
+from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.stop import JobNotRunning, stop_job
+from gputop.core.jobs.store import JobStore
+
+FOLLOW_POLL_S = 0.25
+STATE_POLL_S = 1.0
+STOP_WAIT_EXTRA_S = 5.0
+COLUMNS = ("ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "LAST LINE")
+
+
+def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "jobs",
+        parents=[parent],
+        help="list the jobs gputop launched; show a job's log; stop a job",
+        description="List the jobs launched with gputop run or the dashboard: id, name, GPUs, "
+        "status, start, duration and the last line of the log.",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead")
+    parser.set_defaults(run=run_list)
+    actions = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    log = actions.add_parser("log", help="print a job's log", description="Print a job's log.")
+    log.add_argument("job_id", type=job_id, metavar="ID", help="the job's id")
+    log.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the job ends (or Ctrl-C)"
+    )
+    log.set_defaults(run=run_log)
+
+    stop = actions.add_parser(
+        "stop",
+        help="stop a job: SIGTERM to its process group, SIGKILL after a grace period",
+        description="Stop a job: SIGTERM to its whole process group, then SIGKILL to what is "
+        "left after the grace period. A waiting job is cancelled.",
+    )
+    stop.add_argument("job_id", type=job_id, metavar="ID", help="the job's id")
+    stop.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    stop.add_argument(
+        "--grace",
+        type=float,
+        metavar="SECONDS",
+        help="seconds between SIGTERM and SIGKILL (default: the job's, 10)",
+    )
+    stop.set_defaults(run=run_stop)
+
+
+def job_id(text: str) -> int:
+    value = text.strip().lstrip("#")
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a number, as in gputop jobs)")
+    return int(value)
+
+
+def open_store() -> JobStore:
+    """The user's job store; what it has to tell a person goes to stderr."""
+    store = JobStore.open()
+    for notice in store.notices:
+        print(f"gputop: notice: {notice}", file=sys.stderr)
+    return store
+
+
+# --- gputop jobs -----------------------------------------------------------------------------
+
+
+def run_list(args: argparse.Namespace) -> int:
+    store = open_store()
+    try:
+        jobs = store.list_jobs()
+    finally:
+        store.close()
+    if args.json:
+        records = []
+        for job in jobs:
+            record = job.to_json()
+            record["last_log_line"] = last_line(job.log_path)
+            records.append(record)
+        print(json.dumps(records, indent=2))
+        return 0
+    if not jobs:
+        print("No jobs yet. Launch one with: gputop run --gpus 0 -- python train.py")
+        return 0
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    print(render_table(jobs, time.time(), width))
+    return 0
+
+
+def render_table(jobs: list[Job], now: float, width: int | None = None) -> str:
+    """The jobs table; with ``width``, the last column is cut to fit the terminal."""
+    rows = [
+        (
+            str(job.id),
+            job.name,
+            job.gpus_text,
+            job.status_text,
+            _clock(job.started_at, now),
+            _duration(job.duration_s(now)),
+            last_line(job.log_path) or "",
+        )
+        for job in jobs
+    ]
+    widths = [max(len(COLUMNS[i]), *(len(row[i]) for row in rows)) for i in range(6)]
+    lines = []
+    for row in [COLUMNS, *rows]:
+        cells = [row[0].rjust(widths[0])] + [row[i].ljust(widths[i]) for i in range(1, 6)]
+        line = "  ".join([*cells, row[6]]).rstrip()
+        if width is not None and len(line) > width:
+            line = line[: max(width - 1, 0)] + "…"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _clock(when: float | None, now: float) -> str:
+    if when is None:
+        return "-"
+    if time.strftime("%Y-%m-%d", time.localtime(when)) == time.strftime(
+        "%Y-%m-%d", time.localtime(now)
+    ):
+        return time.strftime("%H:%M:%S", time.localtime(when))
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+# --- gputop jobs log -------------------------------------------------------------------------
+
+
+def run_log(args: argparse.Namespace) -> int:
+    store = open_store()
+    try:
+        job = store.get(args.job_id)
+        try:
+            with open(job.log_path, "rb") as log:
+                _copy(log)
+                if args.follow:
+                    _follow(store, job, log)
+        except OSError as error:
+            raise UsageError(
+                f"Cannot read job {job.id}'s log {job.log_path}: {error.strerror or error}."
+            ) from None
+        except KeyboardInterrupt:  # the way out of --follow
+            return 0
+    finally:
+        store.close()
+    return 0
+
+
+def _copy(log: Any) -> bool:
+    """Copy what is new in the log to stdout; True if there was anything."""
+    copied = False
+    while chunk := log.read(65536):
+        sys.stdout.buffer.write(chunk)
+        copied = True
+    sys.stdout.buffer.flush()
+    return copied
+
+
+def _follow(store: JobStore, job: Job, log: Any) -> None:
+    """Print what the job writes until it has ended (then what it wrote last)."""
+    checked = time.monotonic()
+    while job.is_active:
+        if not _copy(log):
+            time.sleep(FOLLOW_POLL_S)
+        if time.monotonic() - checked >= STATE_POLL_S:
+            job = store.get(job.id)
+            checked = time.monotonic()
+    _copy(log)
+
+
+# --- gputop jobs stop ------------------------------------------------------------------------
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    store = open_store()
+    try:
+        job = store.get(args.job_id)
+        if job.state is JobState.ENDED:
+            raise JobNotRunning(f"Job {job.id} has already ended ({job.status_text}).")
+        if not args.yes and not _confirmed(job):
+            print("Not stopped.")
+            return 1
+        grace = job.grace_s if args.grace is None else args.grace
+        print(stop_job(store, job.id, args.grace, wait_s=grace + STOP_WAIT_EXTRA_S))
+    finally:
+        store.close()
+    return 0
+
+
+def stop_question(job: Job) -> str:
+    """``Stop job 3 (train.py) on GPUs 0,2, pid 1234? [y/N] ``."""
+    count = len(job.physical_indices)
+    cards = f"GPU{'s' if count != 1 else ''} {job.gpus_text}"
+    if job.pid is not None and job.state is JobState.RUNNING:
+        where = f"on {cards}, pid {job.pid}"
+    elif job.state is JobState.WAITING:
+        where = f"waiting for {cards}" if count else f"waiting for {job.gpus_text} GPUs"
+    else:
+        where = f"on {cards} ({job.status_text})"
+    return f"Stop job {job.id} ({job.name}) {where}? [y/N] "
+
+
+def _confirmed(job: Job) -> bool:
+    if not _interactive():
+        raise UsageError(
+            f"Not stopping job {job.id} without a confirmation, and there is no terminal to "
+            "ask on: add --yes to stop it."
+        )
+    try:
+        answer = input(stop_question(job))
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _interactive() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,209 @@
+"""``gputop run``: launch a command pinned to chosen GPUs, detached, and return at once.
+
+``gputop run --gpus 3,1 -- python train.py`` makes GPU 3 ``cuda:0`` and GPU 1 ``cuda:1``
+(``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and ``CUDA_VISIBLE_DEVICES`` set to their UUIDs), starts
+the job in its own session with its output in a log, prints the job id, the mapping and
+the log path, and exits; the job keeps running after logout. ``--auto N`` picks N free
+cards by the free-card policy; ``--wait`` queues the job until its cards are free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+
+from gputop.cli.jobs_command import open_store
+from gputop.core.errors import GputopError, UsageError
+from gputop.core.jobs.launch import LaunchRequest, current_user, launch_job, resolve_gpus
+from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
+from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
+from gputop.core.model import Snapshot
+from gputop.core.source import FAKE_ENV, open_backend
+
+EXAMPLES = """examples:
+  gputop run --gpus 3,1 -- python train.py --lr 3e-4   GPU 3 is cuda:0, GPU 1 is cuda:1
+  gputop run --gpus GPU-5a9e -- ./train.sh              a card by UUID prefix
+  gputop run --auto 2 --wait -- python train.py         the first 2 cards that are free
+  gputop run --gpus 0 -- "python a.py | tee out.txt"    one argument: runs under $SHELL -c
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "run",
+        parents=[parent],
+        help="launch a command pinned to chosen GPUs, detached (survives logout)",
+        description="Launch a command pinned to chosen GPUs. It runs detached (its own "
+        "session, output to a log), so it survives logout; gputop prints the job id, which "
+        "physical GPU each cuda:N is, and the log path, and returns at once.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cards = parser.add_mutually_exclusive_group(required=True)
+    cards.add_argument(
+        "--gpus",
+        metavar="LIST",
+        help="physical indices or UUID prefixes, comma-separated, in the cuda order wanted "
+        "(--gpus 3,1 makes GPU 3 cuda:0)",
+    )
+    cards.add_argument(
+        "--auto", type=int, metavar="N", help="pick N free GPUs by the free-card policy"
+    )
+    defaults = FreePolicy()
+    parser.add_argument(
+        "--min-free-mib",
+        type=int,
+        metavar="M",
+        default=defaults.min_free_mib,
+        help=f"free means at least M MiB of free memory (default {defaults.min_free_mib})",
+    )
+    parser.add_argument(
+        "--max-util",
+        type=int,
+        metavar="P",
+        default=defaults.max_util_percent,
+        help=f"free means at most P %% utilisation (default {defaults.max_util_percent})",
+    )
+    parser.add_argument("--name", help="a name for the job (default: the script's name)")
+    parser.add_argument("--cwd", metavar="DIR", help="working directory (default: this one)")
+    parser.add_argument(
+        "--tmux", action="store_true", help="run in a new tmux window (only inside tmux)"
+    )
+    parser.add_argument(
+        "--wait", action="store_true", help="queue the job until its cards are free"
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        metavar="SECONDS",
+        default=DEFAULT_GRACE_S,
+        help=f"when stopped: seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
+    )
+    parser.add_argument("--json", action="store_true", help="print the job as JSON instead")
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise UsageError(
+            "No command given: put it after --, e.g. gputop run --gpus 0 -- python train.py"
+        )
+    policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
+    environ = _environment(args.fake)
+    store = open_store()
+    if store.notices:  # a person should see that their jobs list was reset before launching
+        store.close()
+        raise GputopError(
+            "Nothing was launched: the job store had to be repaired (see above). Run the "
+            "same command again to launch with the new store."
+        )
+    try:
+        snapshot = _sample(args.fake)
+        wait_count = None
+        if args.auto is not None:
+            active = {job.id: job.physical_indices for job in store.active_jobs()}
+            try:
+                indices = pick_free(snapshot, args.auto, policy, current_user(), active)
+            except NotEnoughFreeGpus:
+                if not args.wait:
+                    raise
+                indices, wait_count = [], args.auto
+        else:
+            indices = resolve_gpus(snapshot, [args.gpus])
+        request = LaunchRequest(
+            command=command,
+            physical_indices=indices,
+            name=args.name,
+            cwd=args.cwd,
+            mode=RunMode.TMUX if args.tmux else RunMode.DETACHED,
+            wait=args.wait,
+            wait_count=wait_count,
+            policy=policy,
+            grace_s=args.grace,
+        )
+        job = launch_job(store, request, snapshot, environ)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(job.to_json(), indent=2))
+    else:
+        print(describe_launch(job, snapshot, policy))
+    warning = _missing_program(job, environ)
+    if warning:
+        print(f"gputop: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def describe_launch(job: Job, snapshot: Snapshot, policy: FreePolicy) -> str:
+    """What a person needs right after launching: id, mapping, how it runs, where its log is."""
+    where = f"in tmux window gputop-{job.id}" if job.mode is RunMode.TMUX else "detached"
+    lines = [f"Job {job.id} ({job.name}) launched {where}."]
+    if job.wait_for_free and job.state is JobState.WAITING:
+        wanted = (
+            f"{job.wait_count} GPUs are free"
+            if not job.physical_indices
+            else f"GPU{'s' if len(job.physical_indices) > 1 else ''} {job.gpus_text} "
+            f"{'are' if len(job.physical_indices) > 1 else 'is'} free"
+        )
+        lines.append(f"  It waits until {wanted}: {policy.describe()}.")
+    by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
+    for logical, physical in enumerate(job.physical_indices):
+        gpu = by_index.get(physical)
+        name = (gpu.name if gpu else None) or "?"
+        short = (gpu.short_uuid if gpu else None) or ""
+        lines.append(f"  cuda:{logical} → GPU {physical}  {name}  {short}".rstrip())
+    if job.env:
+        lines.append("  env:  " + " ".join(f"{k}={v}" for k, v in job.env.items()))
+    if job.uses_shell:
+        shown = f"{job.command[0]} -c {shlex.quote(job.command_text)}  (it needs a shell)"
+    else:
+        shown = shlex.join(job.command)
+    lines.append(f"  runs: {shown}")
+    lines.append(f"  cwd:  {job.cwd}")
+    lines.append(f"  log:  {job.log_path}")
+    lines.append(
+        f"Follow it: gputop jobs log {job.id} --follow    Stop it: gputop jobs stop {job.id}"
+    )
+    return "\n".join(lines)
+
+
+def _environment(fake: str | None) -> dict[str, str]:
+    """The job's environment; ``--fake`` is handed on so a waiting job sees the same GPUs."""
+    environ = dict(os.environ)
+    if fake:
+        environ[FAKE_ENV] = os.path.abspath(fake) if os.path.exists(fake) else fake
+    return environ
+
+
+def _sample(fake: str | None) -> Snapshot:
+    backend = open_backend(fake)
+    try:
+        return backend.sample()
+    finally:
+        backend.close()
+
+
+def _missing_program(job: Job, environ: Mapping[str, str]) -> str | None:
+    """A hint now for the most common failure later: a program that is not there."""
+    if job.uses_shell or not job.command:
+        return None
+    program = job.command[0]
+    if os.sep in program:
+        path = program if os.path.isabs(program) else os.path.join(job.cwd, program)
+        found = os.path.exists(path)
+    else:
+        found = shutil.which(program, path=environ.get("PATH")) is not None
+    if found:
+        return None
+    return f"{program} was not found; the job will fail with exit code 127 (command not found)."

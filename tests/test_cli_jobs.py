@@ -15,6 +15,7 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
     state_dir_fixture,
     wait_until_ended,
     wait_until_running,
+    wait_until_waiting,
 )
 
 from gputop.cli.main import main
@@ -75,6 +76,18 @@ def test_the_table_shows_each_job_with_its_last_log_line(
     assert header.split() == ["ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "LAST", "LINE"]
     assert row.split()[:5] == [str(finished.id), "job_probe.py", "3,1", "exited", "0"]
     assert row.endswith("final words")
+
+
+def test_the_table_shows_why_a_job_waits(
+    state_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUTOP_FAKE", "v100x4")
+    queued = launch(state_dir, ["true"], gpus=(0,), wait=True)
+    wait_until_waiting(state_dir, queued.id)
+    _, out, _ = gputop(capsys, "jobs")
+    row = out.splitlines()[1]
+    assert row.split()[:4] == [str(queued.id), "true", "0", "waiting"]
+    assert "waiting: GPU 0: 2 processes of ubuntu" in row and "[gputop]" not in row
 
 
 def test_with_no_jobs_the_list_says_how_to_launch_one(

@@ -109,7 +109,7 @@ def test_a_job_waiting_for_a_busy_card_shows_as_waiting_with_the_reason(
     waiting = wait_until_waiting(state_dir, queued.id)
     assert waiting.status == "waiting" and waiting.pid is None
     assert waiting.note is not None and "GPU 0: 2 processes of ubuntu" in waiting.note
-    assert "is waiting for GPU 0" in Path(queued.log_path).read_text()
+    assert f"job {queued.id} is waiting: GPU 0: " in Path(queued.log_path).read_text()
     assert not out.exists()
 
 

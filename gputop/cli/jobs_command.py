@@ -112,7 +112,7 @@ def render_table(jobs: list[Job], now: float, width: int | None = None) -> str:
             job.status_text,
             _clock(job.started_at, now),
             _duration(job.duration_s(now)),
-            last_line(job.log_path) or "",
+            _detail(job),
         )
         for job in jobs
     ]
@@ -125,6 +125,13 @@ def render_table(jobs: list[Job], now: float, width: int | None = None) -> str:
             line = line[: max(width - 1, 0)] + "…"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _detail(job: Job) -> str:
+    """Why a job waits or was lost; otherwise the last line it printed."""
+    if job.state in (JobState.WAITING, JobState.LOST) and job.note:
+        return job.note
+    return last_line(job.log_path) or ""
 
 
 def _clock(when: float | None, now: float) -> str:

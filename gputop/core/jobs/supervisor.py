@@ -143,7 +143,7 @@ class Supervisor:
                 if ready is not None:
                     return ready
                 if reason != last_reason:
-                    self._say(f"job {job.id} is waiting for {_cards(job)}: {reason}")
+                    self._say(f"job {job.id} is waiting: {reason}")
                     self.store.set_note(job.id, f"waiting: {reason}")
                     last_reason = reason
                 self.wake.wait(waiter.poll_s)

@@ -21,6 +21,16 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 
+@pytest.fixture(autouse=True)
+def private_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Every test gets its own job store: none may read or write the user's real one."""
+    state_dir = tmp_path_factory.mktemp("state") / "gputop"
+    monkeypatch.setenv("GPUTOP_STATE_DIR", str(state_dir))
+    return state_dir
+
+
 @pytest.fixture
 def fake_backend() -> Callable[..., NvmlBackend]:
     """Open a built-in scenario or scenario file with the clock frozen (default t=30 s)."""

@@ -79,9 +79,9 @@ async def test_arrows_and_jk_move_the_highlight_across_cards() -> None:
     async with app.run_test(size=BIG) as pilot:
         await pilot.pause()
         assert grid(app).highlighted == 0
-        await pilot.press("right", "j", "l")
+        await pilot.press("right", "j", "j")
         assert grid(app).highlighted == 3
-        await pilot.press("k", "left", "h")
+        await pilot.press("k", "left", "k")
         assert grid(app).highlighted == 0
 
 

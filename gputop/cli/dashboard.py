@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gputop.core.errors import UsageError
-from gputop.core.source import open_backend
+from gputop.core.source import environment_for_jobs, open_backend
 
 MIN_INTERVAL_S = 0.2
 
@@ -38,7 +38,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         GputopApp(
-            backend, interval_s=args.interval, readonly=args.readonly, python=args.python
+            backend,
+            interval_s=args.interval,
+            readonly=args.readonly,
+            python=args.python,
+            job_environ=environment_for_jobs(args.fake),
         ).run()
     finally:
         backend.close()

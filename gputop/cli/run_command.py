@@ -23,7 +23,7 @@ from gputop.core.jobs.launch import LaunchRequest, current_user, launch_job, res
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.model import Snapshot
-from gputop.core.source import FAKE_ENV, open_backend
+from gputop.core.source import environment_for_jobs, open_backend
 
 EXAMPLES = """examples:
   gputop run --gpus 3,1 -- python train.py --lr 3e-4   GPU 3 is cuda:0, GPU 1 is cuda:1
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             "No command given: put it after --, e.g. gputop run --gpus 0 -- python train.py"
         )
     policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
-    environ = _environment(args.fake)
+    environ = environment_for_jobs(args.fake)
     store = open_store()
     if store.notices:  # a person should see that their jobs list was reset before launching
         store.close()
@@ -176,14 +176,6 @@ def describe_launch(job: Job, snapshot: Snapshot, policy: FreePolicy) -> str:
         f"Follow it: gputop jobs log {job.id} --follow    Stop it: gputop jobs stop {job.id}"
     )
     return "\n".join(lines)
-
-
-def _environment(fake: str | None) -> dict[str, str]:
-    """The job's environment; ``--fake`` is handed on so a waiting job sees the same GPUs."""
-    environ = dict(os.environ)
-    if fake:
-        environ[FAKE_ENV] = os.path.abspath(fake) if os.path.exists(fake) else fake
-    return environ
 
 
 def _sample(fake: str | None) -> Snapshot:

@@ -37,6 +37,17 @@ def open_backend(
     return _open_real(options)
 
 
+def environment_for_jobs(
+    fake: str | None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment launched jobs inherit: ``--fake`` is handed on, as an absolute path
+    for a file, so a job's supervisor waiting for free cards reads the same simulated GPUs."""
+    result = dict(os.environ if environ is None else environ)
+    if fake:
+        result[FAKE_ENV] = os.path.abspath(fake) if os.path.exists(fake) else fake
+    return result
+
+
 def _frozen_time(value: str | None) -> float | None:
     if value is None or value.strip() == "":
         return None

@@ -1,35 +1,41 @@
 """The dashboard application: sampling in a worker thread, rendering on the UI thread.
 
-The worker reads one snapshot per interval and posts it; a snapshot that has not been
-rendered yet is replaced by a newer one (``can_replace``), so a slow terminal never queues
-stale frames. Widgets only render what they are given: no NVML or psutil call happens on
-the UI thread.
+The worker reads one snapshot per interval, and the jobs gputop launched with it, and posts
+both; a sample that has not been rendered yet is replaced by a newer one (``can_replace``),
+so a slow terminal never queues stale frames. Widgets only render what they are given: no
+NVML, psutil or job-store call happens on the UI thread.
 """
 
 from __future__ import annotations
 
 import getpass
 import math
+import os
 import signal
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Footer
 
 from gputop.core.errors import GputopError
 from gputop.core.history import UtilizationHistory, initial_history
+from gputop.core.jobs.tracking import JobsView, LogTails
 from gputop.core.model import Snapshot
 from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.process_control import signal_own_process
+from gputop.tui.jobs_actions import JobsApp
+from gputop.tui.keys import KEY_HELP
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
+from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.process_table import ProcessTable
 from gputop.tui.widgets.status_bar import StatusBar
 from gputop.tui.widgets.torch_panel import TorchPanel
@@ -39,11 +45,12 @@ CARD_HEIGHT = 8
 
 
 class SnapshotSampled(Message):
-    """A new snapshot; it supersedes one still waiting in the queue."""
+    """A new snapshot and the jobs with it; it supersedes one still waiting in the queue."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, jobs: JobsView | None) -> None:
         super().__init__()
         self.snapshot = snapshot
+        self.jobs = jobs
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotSampled)
@@ -55,7 +62,7 @@ class SamplingFailed(Message):
         self.error = error
 
 
-class GputopApp(App[None]):
+class GputopApp(JobsApp):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = True
@@ -70,39 +77,10 @@ class GputopApp(App[None]):
         Binding("s", "cycle_sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse sort", show=False),
         Binding("p", "toggle_torch", "PyTorch view"),
+        Binding("l", "launch", "Launch"),
+        Binding("J", "toggle_jobs", "Jobs"),
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
         Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
-    ]
-
-    KEY_HELP = [
-        (
-            "Cards",
-            [
-                ("←/→  h/l  j/k", "move the highlight across cards"),
-                ("↑/↓", "move to the card above / below"),
-                ("space", "add or remove the highlighted card from the selection"),
-                ("a", "select every card"),
-                ("escape", "clear the selection (then the highlighted card is the selection)"),
-            ],
-        ),
-        (
-            "Processes",
-            [
-                ("tab", "move between the cards and the process table"),
-                ("f", "show only the highlighted card's processes (again: all)"),
-                ("s / S", "next sort column / reverse the order"),
-                ("t / T", "terminate (SIGTERM) / kill (SIGKILL) your own process, after a yes"),
-            ],
-        ),
-        (
-            "Views",
-            [
-                ("p", "show or hide the PyTorch view (cuda:N to physical cards)"),
-                ("ctrl+p", "command palette: every action by name"),
-                ("?", "this help"),
-                ("q", "quit"),
-            ],
-        ),
     ]
 
     def __init__(
@@ -116,6 +94,9 @@ class GputopApp(App[None]):
         history: UtilizationHistory | None = None,
         probes: bool = True,
         user: str | None = None,
+        state_dir: Path | None = None,
+        cwd: str | None = None,
+        job_environ: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.backend = backend
@@ -128,6 +109,13 @@ class GputopApp(App[None]):
         self.snapshot: Snapshot | None = None
         self.compact = False
         self.user = user or getpass.getuser()
+        self.state_dir = state_dir
+        self.job_environ = dict(job_environ) if job_environ is not None else None
+        """What launched jobs inherit; by default this process's own environment."""
+        self.cwd = cwd or os.getcwd()
+        """Where a launch runs by default: where gputop was started."""
+        self.jobs = JobsView()
+        self._tails = LogTails()
         self._stop = threading.Event()
 
     # -- layout --------------------------------------------------------------------------
@@ -136,7 +124,9 @@ class GputopApp(App[None]):
         yield StatusBar(id="status")
         yield GpuGrid(id="cards")
         with Horizontal(id="lower"):
-            yield ProcessTable(user=self.user, id="processes")
+            with Vertical(id="left"):
+                yield ProcessTable(user=self.user, id="processes")
+                yield JobsPanel(id="jobs")
             yield TorchPanel(
                 environ=self.environ, python=self.python, probes=self.probes, id="torch"
             )
@@ -169,22 +159,29 @@ class GputopApp(App[None]):
 
     @work(thread=True, exclusive=True, group="sampler", exit_on_error=False)
     def _sample_forever(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                snapshot = self.backend.sample()
-            except GputopError as error:
-                self.post_message(SamplingFailed(str(error)))
-            except Exception as error:  # a bad sample must not kill the dashboard
-                self.post_message(SamplingFailed(f"{type(error).__name__}: {error}"))
-            else:
-                self.post_message(SnapshotSampled(snapshot))
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+        store = self._open_store()
+        try:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    snapshot = self.backend.sample()
+                except GputopError as error:
+                    self.post_message(SamplingFailed(str(error)))
+                except Exception as error:  # a bad sample must not kill the dashboard
+                    self.post_message(SamplingFailed(f"{type(error).__name__}: {error}"))
+                else:
+                    self.post_message(SnapshotSampled(snapshot, self._read_jobs(store, snapshot)))
+                self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+        finally:
+            if store is not None:
+                store.close()
 
     def on_snapshot_sampled(self, message: SnapshotSampled) -> None:
         first = self.snapshot is None
         self.snapshot = message.snapshot
         self.history.add(message.snapshot)
+        if message.jobs is not None:
+            self._show_jobs(message.jobs)
         if first:
             self._apply_size()
         self._render_snapshot(message.snapshot)
@@ -207,7 +204,7 @@ class GputopApp(App[None]):
     # -- actions -------------------------------------------------------------------------
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.KEY_HELP))
+        self.push_screen(HelpScreen(KEY_HELP))
 
     def action_toggle_card(self) -> None:
         self.query_one(GpuGrid).toggle_highlighted()

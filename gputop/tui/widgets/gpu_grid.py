@@ -21,8 +21,8 @@ MIN_CARD_WIDTH = 38
 
 class GpuGrid(Grid, can_focus=True):
     BINDINGS = [
-        Binding("left,h,k", "move(-1)", "Prev card", show=False),
-        Binding("right,l,j", "move(1)", "Next card", show=False),
+        Binding("left,k", "move(-1)", "Prev card", show=False),
+        Binding("right,j", "move(1)", "Next card", show=False),
         Binding("up", "move_row(-1)", "Card above", show=False),
         Binding("down", "move_row(1)", "Card below", show=False),
     ]

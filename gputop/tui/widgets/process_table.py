@@ -6,7 +6,7 @@ nothing over SSH. Elapsed time is shown to the minute for the same reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +63,8 @@ class ProcessTable(DataTable[Any]):
         self.sort_index = 0
         self.reverse = False
         self.only_gpu: int | None = None
-        self.job_pids: frozenset[int] = frozenset()
+        self.job_of_pid: Mapping[int, int] = {}
+        """pid -> id of the gputop job it belongs to: such rows are marked."""
         self._order: list[str] = []
         self._cells: dict[str, tuple[Any, ...]] = {}
         self._processes: dict[str, GpuProcess] = {}
@@ -106,6 +107,11 @@ class ProcessTable(DataTable[Any]):
             self._update_cells(cells)
         self._cells = cells
         self.border_subtitle = self.describe_view()
+
+    def set_jobs(self, job_of_pid: Mapping[int, int]) -> None:
+        if dict(job_of_pid) != dict(self.job_of_pid):
+            self.job_of_pid = dict(job_of_pid)
+            self.refresh_view()
 
     def next_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORT_KEYS)
@@ -154,8 +160,9 @@ class ProcessTable(DataTable[Any]):
             command_cell = Text(f"({process.hint or 'unknown'})", style="dim italic")
         else:
             command_cell = Text(command)
-        if process.pid in self.job_pids:
-            command_cell = Text.assemble(("[job] ", "bold magenta"), command_cell)
+        job_id = self.job_of_pid.get(process.pid)
+        if job_id is not None:
+            command_cell = Text.assemble((f"[job {job_id}] ", "bold magenta"), command_cell)
         if process.mig_uuid is not None:
             command_cell = Text.assemble((f"[GI {process.gpu_instance_id}] ", "cyan"), command_cell)
         elapsed = None if process.start_time is None else now - process.start_time

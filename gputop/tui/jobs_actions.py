@@ -1,0 +1,192 @@
+"""The dashboard's jobs: launching on the selected cards, the jobs panel, logs, stopping.
+
+The job store is only ever touched from worker threads, each with its own SQLite
+connection (connections stay in the thread that opened them); the UI thread renders the
+``JobsView`` they post.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.message import Message
+from textual.notifications import SeverityLevel
+
+from gputop.core.errors import GputopError
+from gputop.core.jobs.model import Job
+from gputop.core.jobs.stop import stop_job
+from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.tracking import JobsView, LogTails, read_jobs_view
+from gputop.core.model import Snapshot
+from gputop.tui.screens.confirm import ConfirmScreen
+from gputop.tui.screens.job_log import JobLogScreen
+from gputop.tui.screens.launch import LaunchContext, LaunchScreen
+from gputop.tui.widgets.gpu_grid import GpuGrid
+from gputop.tui.widgets.jobs_panel import JobsPanel
+from gputop.tui.widgets.process_table import ProcessTable
+
+
+class JobsRead(Message):
+    """The jobs, read again at once after a launch or a stop."""
+
+    def __init__(self, jobs: JobsView) -> None:
+        super().__init__()
+        self.jobs = jobs
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, JobsRead)
+
+
+class JobStoreProblem(Message):
+    """The job store said something a person must know (moved aside, unreadable)."""
+
+    def __init__(self, text: str, severity: SeverityLevel) -> None:
+        super().__init__()
+        self.text = text
+        self.severity = severity
+
+
+class JobsApp(App[None]):
+    """The jobs half of the dashboard; ``GputopApp`` sets these attributes."""
+
+    state_dir: Path | None
+    snapshot: Snapshot | None
+    user: str
+    cwd: str
+    job_environ: Mapping[str, str] | None
+    jobs: JobsView
+    _tails: LogTails
+
+    def _open_store(self) -> JobStore | None:
+        """The sampler's own connection (SQLite connections stay in their thread)."""
+        try:
+            store = JobStore.open(self.state_dir)
+        except GputopError as error:
+            self.post_message(JobStoreProblem(f"Jobs unavailable: {error}", severity="error"))
+            return None
+        for notice in store.notices:
+            self.post_message(JobStoreProblem(notice, severity="warning"))
+        return store
+
+    def _read_jobs(self, store: JobStore | None, snapshot: Snapshot | None) -> JobsView | None:
+        if store is None:
+            return None
+        try:
+            return read_jobs_view(store.list_jobs(), snapshot, self._tails)
+        except GputopError as error:
+            self.post_message(JobStoreProblem(f"Jobs unavailable: {error}", severity="error"))
+            return None
+
+    @work(thread=True, group="jobs", exit_on_error=False)
+    def _refresh_jobs(self) -> None:
+        store = self._open_store()
+        try:
+            jobs = self._read_jobs(store, self.snapshot)
+        finally:
+            if store is not None:
+                store.close()
+        if jobs is not None:
+            self.post_message(JobsRead(jobs))
+
+    def on_jobs_read(self, message: JobsRead) -> None:
+        self._show_jobs(message.jobs)
+
+    def on_job_store_problem(self, message: JobStoreProblem) -> None:
+        self.notify(message.text, severity=message.severity, timeout=10)
+
+    def _show_jobs(self, jobs: JobsView) -> None:
+        self.jobs = jobs
+        self.query_one(ProcessTable).set_jobs(jobs.job_of_pid)
+        self.query_one(JobsPanel).show(jobs)
+        if isinstance(self.screen, JobLogScreen):
+            for job in jobs.jobs:
+                self.screen.update_job(job)
+
+    def action_toggle_jobs(self) -> None:
+        shown = not self.has_class("-jobs-shown")
+        self.set_class(shown, "-jobs-shown")
+        panel = self.query_one(JobsPanel)
+        if shown:
+            panel.focus()
+        elif panel.has_focus:
+            self.query_one(GpuGrid).focus()
+
+    def action_launch(self) -> None:
+        if self.snapshot is None:
+            self.notify("No GPU reading yet: try again in a moment.")
+            return
+        cards = self.query_one(GpuGrid).selection
+        if not cards:
+            self.notify("No card to launch on.", severity="warning")
+            return
+        context = LaunchContext(
+            snapshot=self.snapshot,
+            physical_indices=cards,
+            user=self.user,
+            active_jobs=self.jobs.active,
+            history=tuple(self._command_history()),
+            cwd=self.cwd,
+            environ=dict(os.environ if self.job_environ is None else self.job_environ),
+            state_dir=self.state_dir,
+        )
+
+        def launched(job: Job | None) -> None:
+            if job is None:
+                return
+            gpus = ",".join(str(i) for i in job.physical_indices)
+            self.notify(f"Job {job.id} ({job.name}) launched on GPU {gpus}. Log: {job.log_path}")
+            self.set_class(True, "-jobs-shown")
+            self._refresh_jobs()
+
+        self.push_screen(LaunchScreen(context), launched)
+
+    def _command_history(self) -> list[str]:
+        try:
+            store = JobStore.open(self.state_dir)
+        except GputopError:
+            return []
+        try:
+            return store.history()
+        finally:
+            store.close()
+
+    def on_jobs_panel_log_requested(self, message: JobsPanel.LogRequested) -> None:
+        self.push_screen(JobLogScreen(message.job))
+
+    def on_jobs_panel_stop_requested(self, message: JobsPanel.StopRequested) -> None:
+        job = message.job
+        if job.status not in ("waiting", "running"):
+            self.notify(f"Job {job.id} has already ended ({job.status_text}).")
+            return
+        gpus = ",".join(str(i) for i in job.physical_indices)
+        where = f"pid {job.pid}" if job.pid else "not started yet"
+        question = (
+            f"Stop job {job.id} ({job.name}) on GPU {gpus}, {where}?\n\n"
+            f"  {job.command_text}\n\n"
+            "SIGTERM to its whole process group, then SIGKILL if it has not ended "
+            "after the grace period."
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._stop_job(job.id)
+
+        self.push_screen(ConfirmScreen(question, yes_label="Stop job"), answered)
+
+    @work(thread=True, group="jobs-stop", exit_on_error=False)
+    def _stop_job(self, job_id: int) -> None:
+        try:
+            store = JobStore.open(self.state_dir)
+            try:
+                text = stop_job(store, job_id)
+            finally:
+                store.close()
+        except GputopError as error:
+            self.call_from_thread(self.notify, str(error), severity="error")
+        else:
+            self.call_from_thread(self.notify, text)
+        self._refresh_jobs()

@@ -1,0 +1,43 @@
+"""Every key of the dashboard, for the help screen (``?``) and the README's table."""
+
+from __future__ import annotations
+
+KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "Cards",
+        [
+            ("←/→  j/k", "move the highlight across cards"),
+            ("↑/↓", "move to the card above / below"),
+            ("space", "add or remove the highlighted card from the selection"),
+            ("a", "select every card"),
+            ("escape", "clear the selection (then the highlighted card is the selection)"),
+        ],
+    ),
+    (
+        "Processes",
+        [
+            ("tab", "move between the cards, the process table and the jobs"),
+            ("f", "show only the highlighted card's processes (again: all)"),
+            ("s / S", "next sort column / reverse the order"),
+            ("t / T", "terminate (SIGTERM) / kill (SIGKILL) your own process, after a yes"),
+        ],
+    ),
+    (
+        "Jobs",
+        [
+            ("l", "launch a command on the selected cards (detached, or in a tmux window)"),
+            ("J", "show or hide the jobs gputop launched"),
+            ("enter", "in the jobs: follow the highlighted job's log"),
+            ("K", "in the jobs: stop the highlighted job (SIGTERM, then SIGKILL), after a yes"),
+        ],
+    ),
+    (
+        "Views",
+        [
+            ("p", "show or hide the PyTorch view (cuda:N to physical cards)"),
+            ("ctrl+p", "command palette: every action by name"),
+            ("?", "this help"),
+            ("q", "quit (launched jobs keep running)"),
+        ],
+    ),
+]

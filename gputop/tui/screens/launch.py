@@ -1,0 +1,205 @@
+"""The launch dialog: a command for the selected cards, with exactly what it will get.
+
+The preview is computed by the same core functions the launch uses (the command plan and
+the pinning environment), so it can never promise something the launch would not do.
+Launching runs in a worker thread: it writes the job store and starts the supervisor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
+from textual.widgets import Checkbox, Input, Label, RadioButton, RadioSet, Static
+
+from gputop.core.errors import GputopError
+from gputop.core.jobs.command import plan_command
+from gputop.core.jobs.launch import LaunchRequest, launch_job
+from gputop.core.jobs.model import Job, RunMode
+from gputop.core.jobs.policy import launch_warnings
+from gputop.core.jobs.store import JobStore
+from gputop.core.model import Snapshot
+from gputop.core.visibility import pin_environment
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What the dialog needs from the dashboard, fixed when it opens."""
+
+    snapshot: Snapshot
+    physical_indices: tuple[int, ...]
+    user: str
+    active_jobs: tuple[Job, ...]
+    history: tuple[str, ...]
+    cwd: str
+    environ: Mapping[str, str]
+    state_dir: Path | None
+
+    @property
+    def in_tmux(self) -> bool:
+        return bool(self.environ.get("TMUX"))
+
+
+class LaunchScreen(ModalScreen[Job | None]):
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("up", "history(-1)", "Earlier command", show=False),
+        Binding("down", "history(1)", "Later command", show=False),
+    ]
+
+    def __init__(self, context: LaunchContext) -> None:
+        super().__init__()
+        self.context = context
+        self._history_position = len(context.history)
+        self._draft = ""
+        self._launching = False
+
+    def compose(self) -> ComposeResult:
+        cards = ", ".join(str(i) for i in self.context.physical_indices)
+        with Vertical(id="launch"):
+            yield Static(f"[b]Launch on GPU {cards}[/b]", id="launch-title")
+            yield Label("Command")
+            yield Input(
+                placeholder="python train.py --config configs/base.yaml",
+                suggester=SuggestFromList(reversed(self.context.history), case_sensitive=True),
+                id="command",
+            )
+            yield Label("Working directory")
+            yield Input(value=self.context.cwd, id="cwd")
+            with RadioSet(id="mode"):
+                yield RadioButton("Detached: keeps running after you log out", value=True)
+                yield RadioButton(
+                    "In a new tmux window" if self.context.in_tmux else "tmux (not inside tmux)",
+                    disabled=not self.context.in_tmux,
+                )
+            yield Checkbox("Wait until these cards are free", id="wait")
+            yield Static(id="preview")
+            yield Static(id="launch-error")
+            yield Static(
+                "[dim]enter launches · escape cancels · ↑/↓ earlier commands[/dim]",
+                id="launch-keys",
+            )
+
+    def on_mount(self) -> None:
+        self.query_one("#command", Input).focus()
+        self._update_preview()
+
+    # -- preview -------------------------------------------------------------------------
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one("#launch-error", Static).update("")
+        self._update_preview()
+
+    def _update_preview(self) -> None:
+        self.query_one("#preview", Static).update(self.render_preview())
+
+    def render_preview(self) -> RenderableType:
+        context = self.context
+        snapshot = context.snapshot
+        parts: list[RenderableType] = []
+        command = self.query_one("#command", Input).value
+        if command.strip():
+            try:
+                plan = plan_command(command, context.environ)
+            except GputopError as error:
+                parts.append(Text(f"✗ {error}", style="red"))
+            else:
+                how = "Runs under a shell: " if plan.uses_shell else "Runs: "
+                parts.append(Text.assemble((how, "dim"), (plan.display, "bold")))
+        try:
+            pinning = pin_environment(
+                snapshot.gpus, context.physical_indices, driver_version=snapshot.driver_version
+            )
+        except GputopError as error:
+            parts.append(Text(f"✗ {error}", style="bold red"))
+        else:
+            env = Text()
+            for key, value in pinning.env.items():
+                env.append(f"{key}=", style="dim")
+                env.append(f"{value}\n")
+            env.append(
+                "  ".join(
+                    f"cuda:{d.logical_index} → GPU {d.physical_index}" for d in pinning.devices
+                ),
+                style="cyan",
+            )
+            parts.append(env)
+        warnings = launch_warnings(
+            snapshot, context.physical_indices, context.user, context.active_jobs
+        )
+        parts.extend(Text(f"⚠ {warning}", style="yellow") for warning in warnings)
+        return Group(*parts)
+
+    # -- history ---------------------------------------------------------------------------
+
+    def action_history(self, step: int) -> None:
+        field = self.query_one("#command", Input)
+        if self.focused is not field or not self.context.history:
+            return
+        history = self.context.history
+        if self._history_position == len(history):
+            self._draft = field.value
+        position = min(max(self._history_position + step, 0), len(history))
+        self._history_position = position
+        field.value = history[position] if position < len(history) else self._draft
+        field.cursor_position = len(field.value)
+
+    # -- launching -------------------------------------------------------------------------
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_launch()
+
+    def action_launch(self) -> None:
+        if self._launching:
+            return
+        command = self.query_one("#command", Input).value
+        if not command.strip():
+            self._show_error("Type the command to run first.")
+            return
+        tmux = self.query_one("#mode", RadioSet).pressed_index == 1
+        request = LaunchRequest(
+            command=command,
+            physical_indices=self.context.physical_indices,
+            cwd=os.path.expanduser(self.query_one("#cwd", Input).value.strip()) or None,
+            mode=RunMode.TMUX if tmux else RunMode.DETACHED,
+            wait=self.query_one("#wait", Checkbox).value,
+        )
+        self._launching = True
+        self._launch(request)
+
+    @work(thread=True, exclusive=True, group="launch")
+    def _launch(self, request: LaunchRequest) -> None:
+        store: JobStore | None = None
+        try:
+            store = JobStore.open(self.context.state_dir)
+            job = launch_job(store, request, self.context.snapshot, self.context.environ)
+        except GputopError as error:
+            self.app.call_from_thread(self._failed, str(error))
+        except OSError as error:  # e.g. the supervisor's interpreter vanished
+            self.app.call_from_thread(self._failed, f"Could not start the job: {error}")
+        else:
+            self.app.call_from_thread(self.dismiss, job)
+        finally:
+            if store is not None:
+                store.close()
+
+    def _failed(self, message: str) -> None:
+        self._launching = False
+        self._show_error(message)
+
+    def _show_error(self, message: str) -> None:
+        self.query_one("#launch-error", Static).update(Text(f"✗ {message}", style="bold red"))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,122 @@
+"""The jobs gputop launched: cards, status, how long, and the last line each one logged.
+
+Keys act on the highlighted job: ``enter`` follows its log, ``K`` stops it (after a yes).
+The panel only renders a ``JobsView`` made off the UI thread; it never reads the store.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable
+
+from gputop.core.jobs.model import Job
+from gputop.core.jobs.tracking import JobsView
+from gputop.tui.widgets.process_table import elapsed_coarse
+
+COLUMNS = ("ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "LAST LOG LINE")
+
+STATUS_STYLES = {
+    "waiting": "yellow",
+    "running": "bold cyan",
+    "exited": "green",
+    "failed": "bold red",
+    "killed": "magenta",
+    "lost": "red",
+}
+
+
+def started_text(job: Job, now: float) -> str:
+    """Clock time today, else the date: what a person scanning the list wants."""
+    if job.started_at is None:
+        return "-"
+    fmt = "%H:%M:%S" if now - job.started_at < 20 * 3600 else "%b %d %H:%M"
+    return time.strftime(fmt, time.localtime(job.started_at))
+
+
+def duration_text(job: Job, now: float) -> str:
+    seconds = job.duration_s(now)
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f}s" if seconds < 60 else elapsed_coarse(seconds)
+
+
+class JobsPanel(DataTable[Any]):
+    BINDINGS = [
+        Binding("enter", "show_log", "Log"),
+        Binding("K", "stop_job", "Stop job"),
+    ]
+
+    class LogRequested(Message):
+        def __init__(self, job: Job) -> None:
+            super().__init__()
+            self.job = job
+
+    class StopRequested(Message):
+        def __init__(self, job: Job) -> None:
+            super().__init__()
+            self.job = job
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self._jobs: dict[str, Job] = {}
+        self._order: list[str] = []
+        self._cells: dict[str, tuple[Any, ...]] = {}
+
+    def on_mount(self) -> None:
+        self.border_title = "Jobs"
+        for name in COLUMNS:
+            self.add_column(name, key=name)
+
+    @property
+    def current_job(self) -> Job | None:
+        if not self._order or not 0 <= self.cursor_row < len(self._order):
+            return None
+        return self._jobs.get(self._order[self.cursor_row])
+
+    def show(self, view: JobsView, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        jobs = list(reversed(view.jobs))  # newest first: the one just launched is on top
+        self._jobs = {str(job.id): job for job in jobs}
+        order = list(self._jobs)
+        cells = {str(job.id): self._cells_for(job, view, now) for job in jobs}
+        if order != self._order:
+            keep = self._order[self.cursor_row] if self.current_job is not None else None
+            self.clear()
+            for key in order:
+                self.add_row(*cells[key], key=key)
+            self._order = order
+            if keep in order:
+                self.move_cursor(row=order.index(keep), animate=False)
+        else:
+            for key, values in cells.items():
+                old = self._cells.get(key)
+                for column, value in enumerate(values):
+                    if old is None or old[column] != value:
+                        self.update_cell(key, COLUMNS[column], value)
+        self._cells = cells
+        active = len(view.active)
+        self.border_subtitle = f"{len(jobs)} jobs, {active} active · enter log · K stop"
+
+    def _cells_for(self, job: Job, view: JobsView, now: float) -> tuple[Any, ...]:
+        return (
+            str(job.id),
+            job.name,
+            job.gpus_text,
+            Text(job.status_text, style=STATUS_STYLES.get(job.status, "")),
+            started_text(job, now),
+            duration_text(job, now),
+            Text(view.last_lines.get(job.id, ""), style="dim"),
+        )
+
+    def action_show_log(self) -> None:
+        if (job := self.current_job) is not None:
+            self.post_message(self.LogRequested(job))
+
+    def action_stop_job(self) -> None:
+        if (job := self.current_job) is not None:
+            self.post_message(self.StopRequested(job))

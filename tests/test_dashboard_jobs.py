@@ -199,7 +199,7 @@ async def test_keys_to_a_finished_job_in_the_jobs_panel(probe: Path, tmp_path: P
         await launch(app, pilot, f"{sys.executable} {probe} {out}", tmp_path)
         await wait_for(pilot, lambda: not isinstance(app.screen, LaunchScreen))
         panel = app.query_one(JobsPanel)
-        assert panel.display  # shown after a launch
+        assert panel.display and app.focused is panel  # shown and focused after a launch
 
         def finished() -> bool:
             """the jobs panel shows the job as exited 0"""
@@ -237,8 +237,7 @@ async def test_enter_on_a_job_follows_its_log(probe: Path, tmp_path: Path) -> No
         await open_launch_dialog(app, pilot, "right", "right")
         await launch(app, pilot, f"{sys.executable} {probe} {tmp_path / 'o.json'} 30", tmp_path)
         await wait_for(pilot, lambda: app.query_one(JobsPanel).current_job is not None)
-        app.query_one(JobsPanel).focus()
-        await pilot.press("enter")
+        await pilot.press("enter")  # the jobs panel has the focus after a launch
         assert isinstance(app.screen, JobLogScreen)
         log = app.screen.query_one(Log)
 

@@ -140,6 +140,7 @@ class JobsApp(App[None]):
             gpus = ",".join(str(i) for i in job.physical_indices)
             self.notify(f"Job {job.id} ({job.name}) launched on GPU {gpus}. Log: {job.log_path}")
             self.set_class(True, "-jobs-shown")
+            self.query_one(JobsPanel).focus()  # enter now follows the new job's log
             self._refresh_jobs()
 
         self.push_screen(LaunchScreen(context), launched)

@@ -97,10 +97,10 @@ class JobsPanel(DataTable[Any]):
                 old = self._cells.get(key)
                 for column, value in enumerate(values):
                     if old is None or old[column] != value:
-                        self.update_cell(key, COLUMNS[column], value)
+                        self.update_cell(key, COLUMNS[column], value, update_width=True)
         self._cells = cells
-        active = len(view.active)
-        self.border_subtitle = f"{len(jobs)} jobs, {active} active · enter log · K stop"
+        count = f"{len(jobs)} job" + ("" if len(jobs) == 1 else "s")
+        self.border_subtitle = f"{count}, {len(view.active)} active · enter log · K stop"
 
     def _cells_for(self, job: Job, view: JobsView, now: float) -> tuple[Any, ...]:
         return (

@@ -31,6 +31,10 @@ check: $(STAMP)
 	$(BIN)/ruff check gputop tests
 	$(BIN)/mypy
 
+## make bench: start-up, CPU, bytes to the terminal and memory of the dashboard on dgx-h100
+bench: $(STAMP)
+	$(BIN)/python tests/bench/dashboard_bench.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 

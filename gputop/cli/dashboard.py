@@ -35,15 +35,18 @@ def run(args: argparse.Namespace) -> int:
     backend = open_backend(args.fake)
     # Textual is imported only here, so the other subcommands start fast.
     from gputop.tui.app import GputopApp
+    from gputop.tui.screen_diff import diffing_driver
 
     try:
-        GputopApp(
+        app = GputopApp(
             backend,
             interval_s=args.interval,
             readonly=args.readonly,
             python=args.python,
             job_environ=environment_for_jobs(args.fake),
-        ).run()
+        )
+        app.driver_class = diffing_driver(app.driver_class)
+        app.run()
     finally:
         backend.close()
     return 0

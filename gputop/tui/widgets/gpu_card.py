@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from rich.console import RenderableType
 from rich.text import Text
+from textual.geometry import Region
 from textual.widget import Widget
 
 from gputop.core.model import GpuSample
@@ -34,8 +35,12 @@ class GpuCard(Widget):
 
     def __init__(self, physical_index: int) -> None:
         super().__init__(id=f"gpu-{physical_index}")
+        self.auto_links = False  # no links here: spare Textual a scan of every line
         self.physical_index = physical_index
         self._view: CardView | None = None
+        self._titles: tuple[str | None, str | None] = (None, None)
+        self._content: tuple[int, Text] | None = None
+        """The width it was made for and the text last shown."""
 
     def show(self, view: CardView) -> None:
         if view == self._view:
@@ -45,18 +50,46 @@ class GpuCard(Widget):
         self.set_class(view.selected, "-selected")
         self.set_class(view.gpu.lost, "-lost")
         self.set_class(view.compact, "-compact")
-        self.border_title = None if view.compact else _title(view)
-        self.border_subtitle = None if view.compact else _subtitle(view.gpu)
-        self.refresh()
+        titles = (None, None) if view.compact else (_title(view), _subtitle(view.gpu))
+        if titles != self._titles:  # setting a border title repaints the whole card
+            self._titles = titles
+            self.border_title, self.border_subtitle = titles
+        self._repaint_changed_lines(view)
 
     def render(self) -> RenderableType:
         view = self._view
         if view is None:
             return Text("waiting for the first sample…", style="dim")
         width = max(self.content_size.width, 10)
-        if view.compact:
-            return _compact_line(view, width)
-        return _full_card(view, width)
+        if self._content is None or self._content[0] != width:
+            self._content = (width, _content(view, width))
+        return self._content[1]
+
+    def _repaint_changed_lines(self, view: CardView) -> None:
+        """Repaint only the lines that changed: a steady card costs a few cells a second."""
+        width = max(self.content_size.width, 10)
+        before, content = self._content, _content(view, width)
+        self._content = (width, content)
+        if before is None or before[0] != width:
+            self.refresh()
+            return
+        old, new = before[1].split("\n"), content.split("\n")
+        if len(old) != len(new) or any(line.cell_len > width for line in new):
+            self.refresh()  # lines moved or wrap: no line-by-line comparison holds
+            return
+        changed = [
+            y for y, (a, b) in enumerate(zip(old, new, strict=True)) if _line_key(a) != _line_key(b)
+        ]
+        if changed:
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
+
+
+def _content(view: CardView, width: int) -> Text:
+    return _compact_line(view, width) if view.compact else _full_card(view, width)
+
+
+def _line_key(line: Text) -> tuple[object, ...]:
+    return line.plain, line.style, tuple(line.spans)
 
 
 def _title(view: CardView) -> str:

@@ -10,8 +10,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rich.padding import Padding
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual.coordinate import Coordinate
+from textual.geometry import Region
+from textual.renderables.styled import Styled
+from textual.strip import Strip
 from textual.widgets import DataTable
+from typing_extensions import Self
 
 from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.units import NA, human_bytes
@@ -38,6 +46,13 @@ SORT_KEYS = (
 )
 
 
+def _value_key(value: Any) -> Any:
+    """What a cell's rendering depends on, hashable."""
+    if isinstance(value, Text):
+        return (value.plain, value.style, tuple(value.spans), value.justify, value.overflow)
+    return value
+
+
 def row_key(process: GpuProcess) -> str:
     return f"{process.physical_index}:{process.pid}:{process.gpu_instance_id}"
 
@@ -57,6 +72,9 @@ def elapsed_coarse(seconds: float | None) -> str:
 
 
 class ProcessTable(DataTable[Any]):
+    _repaint_later = False
+    """True while ``_update_cells`` changes cells: it repaints them itself afterwards."""
+
     def __init__(self, *, user: str, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.me = user
@@ -69,6 +87,9 @@ class ProcessTable(DataTable[Any]):
         self._cells: dict[str, tuple[Any, ...]] = {}
         self._processes: dict[str, GpuProcess] = {}
         self._snapshot: Snapshot | None = None
+        self._subtitle: str | None = None
+        self._fixed_cells: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._rendered_cells: dict[tuple[Any, ...], list[Segment]] = {}
 
     def on_mount(self) -> None:
         for name in COLUMNS:
@@ -100,13 +121,19 @@ class ProcessTable(DataTable[Any]):
         processes.sort(key=self.sort_key.key, reverse=self.sort_key.descending != self.reverse)
         self._processes = {row_key(p): p for p in processes}
         order = list(self._processes)
-        cells = {key: self._cells_for(p, snapshot.timestamp) for key, p in self._processes.items()}
+        known, self._fixed_cells = self._fixed_cells, {}
+        cells = {
+            key: self._cells_for(p, snapshot.timestamp, known) for key, p in self._processes.items()
+        }
         if order != self._order:
             self._replace_rows(order, cells)
         else:
             self._update_cells(cells)
         self._cells = cells
-        self.border_subtitle = self.describe_view()
+        subtitle = self.describe_view()
+        if subtitle != self._subtitle:  # setting a border title repaints the whole table
+            self._subtitle = subtitle
+            self.border_subtitle = subtitle
 
     def set_jobs(self, job_of_pid: Mapping[int, int]) -> None:
         if dict(job_of_pid) != dict(self.job_of_pid):
@@ -146,13 +173,166 @@ class ProcessTable(DataTable[Any]):
             self.move_cursor(row=order.index(keep), animate=False)
 
     def _update_cells(self, cells: dict[str, tuple[Any, ...]]) -> None:
-        for key, values in cells.items():
-            old = self._cells.get(key)
-            for column, value in enumerate(values):
-                if old is None or old[column] != value:
-                    self.update_cell(key, COLUMNS[column], value)
+        """Change the cells that changed, and repaint only those that are on screen."""
+        changed: list[Coordinate] = []
+        first_shown = self.scroll_offset.y
+        last_shown = first_shown + self.size.height
+        self._repaint_later = True
+        try:
+            for row, key in enumerate(self._order):
+                old, values = self._cells.get(key), cells[key]
+                for column, value in enumerate(values):
+                    if old is None or (old[column] is not value and old[column] != value):
+                        self.update_cell(key, COLUMNS[column], value)
+                        if first_shown <= row <= last_shown:
+                            changed.append(Coordinate(row, column))
+        finally:
+            self._repaint_later = False
+        for coordinate in changed:
+            self.refresh_coordinate(coordinate)
 
-    def _cells_for(self, process: GpuProcess, now: float) -> tuple[Any, ...]:
+    def refresh(self, *regions: Region, **options: Any) -> Self:
+        # update_cell repaints the whole table; _update_cells repaints the changed cells.
+        if self._repaint_later and not regions and not options:
+            return self
+        return super().refresh(*regions, **options)
+
+    # -- painting rows -------------------------------------------------------------------
+    #
+    # DataTable renders every cell of a row through Rich again whenever any cell of the
+    # table changed; with 200 processes whose CPU use moves every second that was most of
+    # the dashboard's CPU time. A row is painted here instead, the same way DataTable
+    # would (tests compare the two), from cells that were rendered once for their value.
+
+    def render_line(self, y: int) -> Strip:
+        strip = self._render_row(y)
+        return super().render_line(y) if strip is None else strip
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._rendered_cells.clear()
+
+    def _render_row(self, y: int) -> Strip | None:
+        """A process row as DataTable would paint it; ``None`` for the header and the rest."""
+        show_hover_cursor = getattr(self, "_show_hover_cursor", None)
+        if (
+            not self.show_header
+            or y < self.header_height
+            or self.fixed_rows
+            or self.fixed_columns
+            or self.zebra_stripes
+            or self.cursor_type != "row"
+            or not isinstance(show_hover_cursor, bool)
+        ):
+            return None
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        row_index = y - self.header_height + scroll_y
+        if not 0 <= row_index < self.row_count:
+            return None
+        values = self.get_row_at(row_index)
+        columns = self.ordered_columns
+        if len(values) != len(columns):
+            return None
+        row_style = self.rich_style
+        hover = self.hover_coordinate.row == row_index
+        cursor = self.cursor_coordinate.row == row_index
+        component, post = self._cursor_styles(hover, cursor, show_hover_cursor)
+        segments: list[Segment] = []
+        table_width = 0
+        for column_index, (column, value) in enumerate(zip(columns, values, strict=True)):
+            cell_width = column.get_render_width(self)
+            table_width += cell_width
+            pre = row_style + Style.from_meta({"row": row_index, "column": column_index})
+            segments.extend(self._cell_segments(value, cell_width, pre + component, post))
+        extend, _ = self._cursor_styles(hover, cursor, show_hover_cursor, css=False)
+        out_of_bounds = Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+        segments.append(
+            Segment(" " * max(0, width - table_width), row_style + extend + out_of_bounds)
+        )
+        return Strip(segments).crop(scroll_x).adjust_cell_length(width, row_style).simplify()
+
+    def _cursor_styles(
+        self, hover: bool, cursor: bool, show_hover_cursor: bool, css: bool = True
+    ) -> tuple[Style, Style]:
+        """DataTable's cursor and hover styles for a cell, and what goes over its content."""
+        component = Style()
+        if hover and self.show_cursor and show_hover_cursor:
+            component += self.get_component_rich_style("datatable--hover")
+        if cursor and self.show_cursor:
+            component += self.get_component_rich_style("datatable--cursor")
+        if not css:
+            return component, Style.null()
+        foreground = (
+            Style.from_color(color=component.color)
+            if self.cursor_foreground_priority == "css"
+            else Style.null()
+        )
+        background = (
+            Style.from_color(bgcolor=component.bgcolor)
+            if self.cursor_background_priority == "css"
+            else Style.null()
+        )
+        return component, foreground + background
+
+    def _cell_segments(self, value: Any, width: int, pre: Style, post: Style) -> list[Segment]:
+        if (
+            isinstance(value, str)
+            and value.isascii()
+            and value.isprintable()
+            and "[" not in value
+            and ":" not in value
+        ):
+            # What Rich makes of plain text in a padded cell, without asking Rich.
+            room = max(width - 2 * self.cell_padding, 0)
+            pad = " " * self.cell_padding
+            return [Segment(f"{pad}{value[:room]:<{room}}{pad}", pre + post if post else pre)]
+        key = (_value_key(value), width, pre, post)
+        segments = self._rendered_cells.get(key)
+        if segments is None:
+            if len(self._rendered_cells) > 4 * 1024:
+                self._rendered_cells.clear()
+            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+            lines = self.app.console.render_lines(
+                Styled(Padding(value, (0, self.cell_padding)), pre_style=pre, post_style=post),
+                options,
+            )
+            segments = self._rendered_cells[key] = lines[0]
+        return segments
+
+    def _cells_for(
+        self, process: GpuProcess, now: float, known: dict[tuple[Any, ...], tuple[Any, ...]]
+    ) -> tuple[Any, ...]:
+        """A row's cells; those that only change with the process itself are kept."""
+        job_id = self.job_of_pid.get(process.pid)
+        identity = (
+            process.pid,
+            process.physical_index,
+            process.user,
+            process.command,
+            process.hint,
+            process.mig_uuid,
+            process.gpu_instance_id,
+            job_id,
+        )
+        fixed = known.get(identity) or self._fixed_cells_for(process, job_id)
+        self._fixed_cells[identity] = fixed
+        gpu, pid, user, command = fixed
+        elapsed = None if process.start_time is None else now - process.start_time
+        return (
+            gpu,
+            pid,
+            user,
+            process.type.value,
+            NA if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes),
+            NA if process.sm_util_percent is None else f"{process.sm_util_percent}%",
+            NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%",
+            human_bytes(process.host_memory_bytes),
+            elapsed_coarse(elapsed),
+            command,
+        )
+
+    def _fixed_cells_for(self, process: GpuProcess, job_id: int | None) -> tuple[Any, ...]:
         mine = process.user == self.me
         user_style = "bold green" if mine else ""
         command = " ".join(process.command) if process.command else None
@@ -160,21 +340,13 @@ class ProcessTable(DataTable[Any]):
             command_cell = Text(f"({process.hint or 'unknown'})", style="dim italic")
         else:
             command_cell = Text(command)
-        job_id = self.job_of_pid.get(process.pid)
         if job_id is not None:
             command_cell = Text.assemble((f"[job {job_id}] ", "bold magenta"), command_cell)
         if process.mig_uuid is not None:
             command_cell = Text.assemble((f"[GI {process.gpu_instance_id}] ", "cyan"), command_cell)
-        elapsed = None if process.start_time is None else now - process.start_time
         return (
             str(process.physical_index),
             str(process.pid),
             Text(process.user or "?", style=user_style),
-            process.type.value,
-            NA if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes),
-            NA if process.sm_util_percent is None else f"{process.sm_util_percent}%",
-            NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%",
-            human_bytes(process.host_memory_bytes),
-            elapsed_coarse(elapsed),
             command_cell,
         )

@@ -11,6 +11,11 @@ from gputop.core.model import Snapshot
 
 
 class StatusBar(Static):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.auto_links = False
+        self._line: Text | None = None
+
     def show_waiting(self, interval_s: float) -> None:
         self.update(Text.assemble(("gputop", "bold"), "  waiting for the first sample…"))
 
@@ -28,5 +33,16 @@ class StatusBar(Static):
         )
         if snapshot.simulated:
             line.append(f"  simulated: {snapshot.simulated}", style="yellow")
+        self._line = line
+        self._fit()
+
+    def on_resize(self) -> None:
+        # A sample can arrive before the first layout: fit it again once the width is known.
+        self._fit()
+
+    def _fit(self) -> None:
+        if self._line is None:
+            return
+        line = self._line.copy()
         line.truncate(max(self.size.width, 20), overflow="ellipsis")
-        self.update(line)
+        self.update(line, layout=False)  # one line whatever it says: no layout pass

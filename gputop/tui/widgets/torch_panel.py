@@ -68,10 +68,12 @@ class TorchPanel(VerticalScroll):
 
     def on_mount(self) -> None:
         self.border_title = "PyTorch view"
-        if self.probes_enabled:
-            self._run_probes()
 
     def show(self, snapshot: Snapshot) -> None:
+        if self._snapshot is None and self.probes_enabled:
+            # The probes start Python processes: on a small machine they would compete
+            # with the first frame, so they wait until it is on the screen.
+            self.call_after_refresh(self._run_probes)
         identity = (
             snapshot.driver_version,
             tuple(

@@ -1,0 +1,149 @@
+"""Sending only the changed cells must leave the terminal showing what Textual drew."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gputop.tui.screen_diff import ScreenDiff
+
+SIZE = (12, 4)
+RED = "\x1b[38;2;255;0;0m"
+BLUE = "\x1b[38;2;0;0;255;48;2;9;9;9m"
+
+
+class Terminal:
+    """Cells and the colours they were written in; enough of a VT100 for these frames.
+
+    A wide character takes two cells; writing over either half blanks the other, as
+    terminals do.
+    """
+
+    def __init__(self, columns: int, rows: int) -> None:
+        self.cells = [[(" ", "")] * columns for _ in range(rows)]
+        self.x = self.y = 0
+        self.sgr = ""
+
+    def feed(self, data: str) -> None:
+        for match in re.finditer(r"\x1b\[([0-9;]*)([Hm])|\n|([^\x1b\n])", data):
+            params, final, char = match.group(1), match.group(2), match.group(3)
+            if final == "H":
+                row, _, column = params.partition(";")
+                self.y, self.x = int(row or 1) - 1, int(column or 1) - 1
+            elif final == "m":
+                parts = params.split(";")
+                if parts[0] in ("", "0"):
+                    self.sgr = ";".join(parts[1:])
+                else:
+                    self.sgr = ";".join(p for p in (self.sgr, params) if p)
+            elif char is not None:
+                self.put(char)
+            else:
+                self.y, self.x = self.y + 1, 0
+
+    def put(self, char: str) -> None:
+        row = self.cells[self.y]
+        width = 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        for x in range(self.x, self.x + width):
+            if row[x][0] == "":
+                row[x - 1] = (" ", "")
+            elif unicodedata.east_asian_width(row[x][0]) in "WF":
+                row[x + 1] = (" ", "")
+        row[self.x] = (char, self.sgr)
+        if width == 2:
+            row[self.x + 1] = ("", self.sgr)
+        self.x += width
+
+
+def frame(*lines: tuple[int, int, str, str]) -> str:
+    """Textual's way: every line placed, every segment in its colour then reset."""
+    return "".join(f"\x1b[{y + 1};{x + 1}H{sgr}{text}\x1b[0m" for y, x, sgr, text in lines)
+
+
+def test_a_frame_that_changes_nothing_sends_nothing() -> None:
+    diff = ScreenDiff()
+    first = frame((0, 0, RED, "GPU  93%"), (1, 0, "", "mem"))
+    assert "GPU  93%" in diff.filter(first, SIZE)  # nothing known yet: all of it
+    assert diff.filter(first, SIZE) == ""
+
+
+def test_one_changed_character_is_sent_alone_in_its_colour() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "GPU  94%")), SIZE)
+    assert update == "\x1b[1;7H\x1b[0;38;2;255;0;0m4\x1b[0m"
+
+
+def test_the_cursor_is_put_back_where_textual_left_it() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%")) + "\x1b[4;1H", SIZE)
+    update = diff.filter(frame((0, 0, RED, "GPU  94%")) + "\x1b[4;1H", SIZE)
+    assert update.endswith("\x1b[4;1H")
+
+
+def test_a_full_repaint_goes_through_unchanged() -> None:
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    full = frame(*((y, 0, BLUE, "x" * columns) for y in range(rows)))
+    assert diff.filter(full, SIZE) == full
+    assert diff.filter(full, SIZE) == full
+
+
+def test_a_resized_terminal_gets_whole_frames_again() -> None:
+    diff = ScreenDiff()
+    line = frame((0, 0, RED, "GPU  93%"))
+    diff.filter(line, SIZE)
+    assert "GPU  93%" in diff.filter(line, (20, 6))
+
+
+def test_leaving_the_alternate_screen_forgets_what_was_shown() -> None:
+    diff = ScreenDiff()
+    line = frame((0, 0, RED, "GPU  93%"))
+    diff.filter(line, SIZE)
+    assert diff.filter("\x1b[?1049l", SIZE) == "\x1b[?1049l"
+    assert "GPU  93%" in diff.filter(line, SIZE)
+
+
+def test_mode_changes_and_queries_keep_what_was_shown() -> None:
+    diff = ScreenDiff()
+    line = frame((0, 0, RED, "GPU  93%"))
+    diff.filter(line, SIZE)
+    for harmless in ("\x1b[?2026h", "\x1b[?1000h", "\x1b[?2026$p", "\x1b]22;default\x07"):
+        assert diff.filter(harmless, SIZE) == harmless
+    assert diff.filter(line, SIZE) == ""
+
+
+def test_a_change_beside_a_wide_character_sends_it_whole() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, "", "ab漢c")), SIZE)
+    update = diff.filter(frame((0, 0, "", "ab漢d")), SIZE)
+    assert update == "\x1b[1;5Hd"
+    update = diff.filter(frame((0, 0, "", "ab字d")), SIZE)
+    assert "字" in update
+
+
+segments = st.lists(
+    st.tuples(
+        st.integers(0, SIZE[1] - 1),
+        st.integers(0, SIZE[0] - 6),
+        st.sampled_from(["", RED, BLUE]),
+        st.text(alphabet="ab %█漢", min_size=1, max_size=3),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(segments, min_size=1, max_size=8))
+def test_the_terminal_shows_what_textual_wrote(frames: list[list[tuple]]) -> None:
+    textual, ours = Terminal(*SIZE), Terminal(*SIZE)
+    diff = ScreenDiff()
+    for lines in frames:
+        data = frame(*lines)
+        textual.feed(data)
+        ours.feed(diff.filter(data, SIZE))
+        assert ours.cells == textual.cells

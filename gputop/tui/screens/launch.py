@@ -17,7 +17,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Checkbox, Input, Label, RadioButton, RadioSet, Static
@@ -66,7 +66,8 @@ class LaunchScreen(ModalScreen[Job | None]):
 
     def compose(self) -> ComposeResult:
         cards = ", ".join(str(i) for i in self.context.physical_indices)
-        with Vertical(id="launch"):
+        with VerticalScroll(id="launch") as dialog:
+            dialog.border_subtitle = "enter launches · escape cancels · ↑/↓ earlier commands"
             yield Static(f"[b]Launch on GPU {cards}[/b]", id="launch-title")
             yield Label("Command")
             yield Input(
@@ -76,6 +77,7 @@ class LaunchScreen(ModalScreen[Job | None]):
             )
             yield Label("Working directory")
             yield Input(value=self.context.cwd, id="cwd")
+            yield Static(id="launch-error")
             with RadioSet(id="mode"):
                 yield RadioButton("Detached: keeps running after you log out", value=True)
                 yield RadioButton(
@@ -84,11 +86,6 @@ class LaunchScreen(ModalScreen[Job | None]):
                 )
             yield Checkbox("Wait until these cards are free", id="wait")
             yield Static(id="preview")
-            yield Static(id="launch-error")
-            yield Static(
-                "[dim]enter launches · escape cancels · ↑/↓ earlier commands[/dim]",
-                id="launch-keys",
-            )
 
     def on_mount(self) -> None:
         self.query_one("#command", Input).focus()
@@ -97,7 +94,7 @@ class LaunchScreen(ModalScreen[Job | None]):
     # -- preview -------------------------------------------------------------------------
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        self.query_one("#launch-error", Static).update("")
+        self._show_error(None)
         self._update_preview()
 
     def _update_preview(self) -> None:
@@ -198,8 +195,10 @@ class LaunchScreen(ModalScreen[Job | None]):
         self._launching = False
         self._show_error(message)
 
-    def _show_error(self, message: str) -> None:
-        self.query_one("#launch-error", Static).update(Text(f"✗ {message}", style="bold red"))
+    def _show_error(self, message: str | None) -> None:
+        error = self.query_one("#launch-error", Static)
+        error.display = message is not None
+        error.update(Text(f"✗ {message}", style="bold red") if message else "")
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -231,6 +231,18 @@ async def test_J_toggles_the_jobs_panel() -> None:
         assert not app.query_one(JobsPanel).display
 
 
+async def test_J_in_a_small_terminal_brings_the_jobs_back_over_the_pytorch_view() -> None:
+    app = make_app("v100x4")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        assert app.query_one("#torch").display and not app.query_one("#left").display
+        await pilot.press("J")
+        await pilot.pause()
+        assert app.query_one(JobsPanel).region.height > 0
+        assert not app.query_one("#torch").display
+
+
 async def test_enter_on_a_job_follows_its_log(probe: Path, tmp_path: Path) -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:

@@ -107,7 +107,10 @@ class JobsApp(App[None]):
                 self.screen.update_job(job)
 
     def action_toggle_jobs(self) -> None:
-        shown = not self.has_class("-jobs-shown")
+        # Small terminals show one lower panel: J brings the jobs back over the PyTorch view.
+        covered = self.has_class("-compact") and self.has_class("-torch-shown")
+        shown = covered or not self.has_class("-jobs-shown")
+        self.remove_class("-torch-shown")
         self.set_class(shown, "-jobs-shown")
         panel = self.query_one(JobsPanel)
         if shown:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 from dashboard_helpers import make_app
 from textual.geometry import Region
+from textual.strip import Strip
+from textual.visual import Visual, visualize
 from textual.widgets import DataTable
 
 from gputop.core.model import Snapshot
@@ -19,6 +21,7 @@ from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.process_table import ProcessTable
 
 BIG = (160, 48)
+SMALL = (80, 24)
 
 
 def assert_rows_painted_like_datatable(table: ProcessTable) -> None:
@@ -82,6 +85,34 @@ async def test_changed_cells_repaint_only_themselves() -> None:
         assert_rows_painted_like_datatable(table)
 
 
+def assert_card_lines_painted_like_the_whole_card(card: GpuCard) -> None:
+    width, height = card.size
+    whole = Visual.to_strips(card, visualize(card, card.render()), width, height, card.visual_style)
+    blank = Strip.blank(width, card.visual_style.rich_style)
+    for y in range(height):
+        expected = whole[y] if y < len(whole) else blank
+        assert list(card.render_line(y)) == list(expected), f"{card.id} line {y} differs"
+
+
+@pytest.mark.parametrize("scenario", ["dgx-h100", "mig", "faulty", "demo"])
+@pytest.mark.parametrize("size", [BIG, SMALL])
+async def test_card_lines_are_painted_as_the_whole_card_would(
+    scenario: str, size: tuple[int, int]
+) -> None:
+    app = make_app(scenario)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("space", "right")  # one selected card, another highlighted
+        await pilot.pause()
+        for _ in range(3):  # later lines are made from the shapes of earlier ones
+            for card in app.query(GpuCard):
+                assert_card_lines_painted_like_the_whole_card(card)
+            snapshot = _a_second_later(app)
+            app.history.add(snapshot)
+            app.query_one(GpuGrid).show(snapshot, app.history, compact=app.compact)
+            await pilot.pause()
+
+
 async def test_a_card_repaints_only_its_changed_lines() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
@@ -102,6 +133,7 @@ async def test_a_card_repaints_only_its_changed_lines() -> None:
         lines = [region.y for regions in refreshed for region in regions]
         assert refreshed and all(regions for regions in refreshed)
         assert lines and 0 not in lines  # the name line stays
+        assert_card_lines_painted_like_the_whole_card(card)
 
 
 def _a_second_later(app: GputopApp) -> Snapshot:

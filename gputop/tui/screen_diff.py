@@ -18,11 +18,11 @@ import re
 import threading
 from typing import Any
 
-from rich.cells import get_character_cell_size
+from rich.cells import cell_len, get_character_cell_size
 from textual.drivers.linux_driver import LinuxDriver
 
-Cell = tuple[str, str]
-"""A character (``""`` for the right half of a wide one) and the SGR sequences before it."""
+Run = tuple[int, int, str, str]
+"""Text a frame writes: row, column, the characters, and the SGR sequences before them."""
 
 RESET = "\x1b[0m"
 MERGE_GAP = 4
@@ -45,12 +45,19 @@ class ScreenDiff:
     """What the terminal shows, cell by cell, and the rewriting of frames against it.
 
     A frame is what Textual writes for one screen update: cursor moves, SGR sequences and
-    text. Cells never written, or whose state became uncertain, are unknown and always sent.
+    text. Each cell is kept as its character (``""`` for the right half of a wide one) and
+    the SGR sequences it was written in; ``None`` is unknown, and an unknown cell is always
+    sent.
+
+    Half of a wide character overwritten leaves its other half stale here (the terminal
+    blanks it), but a right half is only ever written with its left, so a stale half never
+    matches what a later frame writes, and is sent again.
     """
 
     def __init__(self) -> None:
         self._size = (0, 0)
-        self._shown: list[list[Cell | None]] = []
+        self._chars: list[list[str | None]] = []
+        self._sgrs: list[list[str | None]] = []
         self._cursor: str | None = None
 
     def forget(self, size: tuple[int, int] | None = None) -> None:
@@ -58,7 +65,8 @@ class ScreenDiff:
         if size is not None:
             self._size = size
         columns, rows = self._size
-        self._shown = [[None] * columns for _ in range(rows)]
+        self._chars = [[None] * columns for _ in range(rows)]
+        self._sgrs = [[None] * columns for _ in range(rows)]
         self._cursor = None
 
     def filter(self, data: str, size: tuple[int, int] | None) -> str:
@@ -68,24 +76,24 @@ class ScreenDiff:
             return data
         if size != self._size:
             self.forget(size)
-        written, cursor = _cells_written(data)
-        if written is None:  # not a frame: modes, queries, titles are harmless
+        parsed = _parse(data)
+        if parsed is None:  # not a frame: modes, queries, titles are harmless
             if not _HARMLESS.match(data):
                 self.forget()
             return data
-        if not written:  # only moves the cursor
+        runs, cursor = parsed
+        if not runs:  # only moves the cursor
             self._cursor = cursor or self._cursor
             return data
-        if not self._fits(written):
+        columns, rows = self._size
+        changed = self._apply(runs)
+        if changed is None:
             self.forget()
             return data
-        columns, rows = self._size
-        if sum(len(row) for row in written.values()) >= columns * rows:
-            self._remember(written)  # a full repaint: nothing to gain
-            self._cursor = cursor
+        if sum(len(text) for _, _, text, _ in runs) >= columns * rows:
+            self._cursor = cursor  # a full repaint: nothing to gain
             return data
-        update = self._changes(written)
-        self._remember(written)
+        update = self._update(changed)
         if cursor is not None and (update or cursor != self._cursor):
             update.append(cursor)
             self._cursor = cursor
@@ -93,61 +101,114 @@ class ScreenDiff:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _fits(self, written: dict[int, dict[int, Cell]]) -> bool:
-        columns, rows = self._size
-        return all(
-            0 <= y < rows and all(0 <= x < columns for x in row) for y, row in written.items()
-        )
+    def _apply(self, runs: list[Run]) -> dict[int, set[int]] | None:
+        """Write the runs into what the terminal shows; the cells that changed, by row.
 
-    def _changes(self, written: dict[int, dict[int, Cell]]) -> list[str]:
-        """What to send: the changed cells, grouped in runs.
+        ``None`` when a run does not fit the screen or is not followed.
+        """
+        columns, rows = self._size
+        changed: dict[int, set[int]] = {}
+        for y, x, text, sgr in runs:
+            if not 0 <= y < rows or x < 0:
+                return None
+            chars, sgrs = self._chars[y], self._sgrs[y]
+            end = x + len(text)
+            if text.isascii() or cell_len(text) == len(text):  # one cell a character
+                if end > columns:
+                    return None
+                if chars[x:end] == list(text) and sgrs[x:end] == [sgr] * len(text):
+                    continue  # most text Textual writes is already there
+                row_changed = changed.setdefault(y, set())
+                for i, char in enumerate(text, x):
+                    if chars[i] != char or sgrs[i] != sgr:
+                        chars[i], sgrs[i] = char, sgr
+                        row_changed.add(i)
+            elif not self._apply_wide(y, x, text, sgr, changed.setdefault(y, set())):
+                return None
+        for y, row_changed in changed.items():
+            chars = self._chars[y]
+            for i in list(row_changed):
+                # A wide character is sent whole, by its left half. A frame that leaves
+                # half of one on its own is not followed.
+                if chars[i] == "":
+                    if i == 0 or not _wide(chars[i - 1]):
+                        return None
+                    row_changed.add(i - 1)
+                elif _wide(chars[i]) and (i + 1 >= columns or chars[i + 1] != ""):
+                    return None
+        return changed
+
+    def _apply_wide(self, y: int, x: int, text: str, sgr: str, row_changed: set[int]) -> bool:
+        columns = self._size[0]
+        chars, sgrs = self._chars[y], self._sgrs[y]
+        for char in text:
+            width = get_character_cell_size(char)
+            if width == 0:  # combining: joins the cell before
+                before = chars[x - 1] if x > 0 else None
+                if not before:
+                    return False
+                chars[x - 1] = before + char
+                row_changed.add(x - 1)
+                continue
+            if x + width > columns:
+                return False
+            for i, cell_char in enumerate((char, "")[:width], x):
+                if chars[i] != cell_char or sgrs[i] != sgr:
+                    chars[i], sgrs[i] = cell_char, sgr
+                    row_changed.add(i)
+            x += width
+        return True
+
+    def _update(self, changed: dict[int, set[int]]) -> list[str]:
+        """The changed cells in runs, each colour sequence only where the colour changes.
 
         The terminal's colours are reset between writes (Textual ends each segment with a
         reset, and so does this), so ``current`` starts empty.
         """
         out: list[str] = []
         current = ""
-        for y in sorted(written):
-            row, shown = written[y], self._shown[y]
-            changed = {x for x, cell in row.items() if shown[x] != cell}
-            # A wide character is sent whole: a change to either half sends its left half.
-            # (Half of one overwritten leaves a stale half here, but a right half is only
-            # ever written with its left, so a stale half never matches and is resent.)
-            changed |= {x - 1 for x in changed if row[x][0] == "" and x - 1 in row}
-            for run in _runs(sorted(changed), row):
-                out.append(f"\x1b[{y + 1};{run[0] + 1}H")
+        for y in sorted(changed):
+            chars, sgrs = self._chars[y], self._sgrs[y]
+            for run in _runs(sorted(changed[y]), chars):
+                column = -1  # where the terminal's cursor is
                 for x in run:
-                    char, sgr = row[x]
-                    if not char:
+                    char, sgr = chars[x], sgrs[x]
+                    if not char:  # the right half of a wide character: sent with its left
                         continue
+                    if column != x:
+                        out.append(f"\x1b[{y + 1};{x + 1}H")
+                    sgr = sgr or ""
                     if sgr != current:
                         out.append(_select(sgr))
                         current = sgr
                     out.append(char)
+                    column = x + (1 if char.isascii() else cell_len(char))
         if current:
             out.append(RESET)
         return out
 
-    def _remember(self, written: dict[int, dict[int, Cell]]) -> None:
-        for y, row in written.items():
-            shown = self._shown[y]
-            for x, cell in row.items():
-                shown[x] = cell
 
-
-def _runs(changed: list[int], row: dict[int, Cell]) -> list[list[int]]:
-    """Changed columns in runs; a short gap of cells the frame also wrote is filled in."""
+def _runs(changed: list[int], chars: list[str | None]) -> list[list[int]]:
+    """Changed columns in runs; a short gap of known narrow cells is filled in."""
     runs: list[list[int]] = []
     for x in changed:
         if runs:
             last = runs[-1][-1]
             gap = range(last + 1, x)
-            if len(gap) <= MERGE_GAP and all(g in row for g in gap):
+            if len(gap) <= MERGE_GAP and all(_narrow(chars[g]) for g in gap):
                 runs[-1].extend(gap)
                 runs[-1].append(x)
                 continue
         runs.append([x])
     return runs
+
+
+def _wide(char: str | None) -> bool:
+    return char is not None and not char.isascii() and cell_len(char) == 2
+
+
+def _narrow(char: str | None) -> bool:
+    return char is not None and char != "" and (char.isascii() or cell_len(char) == 1)
 
 
 def _select(sgr: str) -> str:
@@ -159,45 +220,24 @@ def _select(sgr: str) -> str:
     return RESET + sgr
 
 
-def _cells_written(data: str) -> tuple[dict[int, dict[int, Cell]] | None, str | None]:
-    """The cells a frame writes, by row then column, and its last cursor move.
+def _parse(data: str) -> tuple[list[Run], str | None] | None:
+    """The text a frame writes, and its last cursor move.
 
-    ``None`` when ``data`` is not only cursor moves, colours and text, or does something
-    with them that this module does not follow.
+    ``None`` when ``data`` is not only cursor moves, colours and text.
     """
-    written: dict[int, dict[int, Cell]] = {}
+    runs: list[Run] = []
     x = y = 0
     sgr = ""
     cursor: str | None = None
     position = 0
     for match in _TOKEN.finditer(data):
         if match.start() != position:
-            return None, None
+            return None
         position = match.end()
         text = match.group("text")
         if text is not None:
-            # Textual may write a cell twice in one frame, always the same way; a cell
-            # written two ways is not followed.
-            row = written.setdefault(y, {})
-            if text.isascii():
-                for char in text:
-                    cell = (char, sgr)
-                    if row.setdefault(x, cell) != cell:
-                        return None, None
-                    x += 1
-            else:
-                for char in text:
-                    width = get_character_cell_size(char)
-                    if width == 0:  # combining: joins the cell before
-                        if x - 1 not in row or not row[x - 1][0]:
-                            return None, None
-                        row[x - 1] = (row[x - 1][0] + char, row[x - 1][1])
-                        continue
-                    cells = [(char, sgr), ("", sgr)][:width]
-                    for offset, cell in enumerate(cells):
-                        if row.setdefault(x + offset, cell) != cell:
-                            return None, None
-                    x += width
+            runs.append((y, x, text, sgr))
+            x += len(text) if text.isascii() else cell_len(text)
             cursor = None
             continue
         final = match.group("final")
@@ -215,8 +255,8 @@ def _cells_written(data: str) -> tuple[dict[int, dict[int, Cell]] | None, str | 
                 y += 1
             x = 0
     if position != len(data):
-        return None, None
-    return written, cursor
+        return None
+    return runs, cursor
 
 
 class DiffingLinuxDriver(LinuxDriver):

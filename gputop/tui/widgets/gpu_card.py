@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.console import RenderableType
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
+from textual.strip import Strip
+from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from gputop.core.model import GpuSample
@@ -39,8 +44,10 @@ class GpuCard(Widget):
         self.physical_index = physical_index
         self._view: CardView | None = None
         self._titles: tuple[str | None, str | None] = (None, None)
-        self._content: tuple[int, Text] | None = None
-        """The width it was made for and the text last shown."""
+        self._lines: tuple[int, list[Text], list[tuple[object, ...]]] | None = None
+        """The width they were made for, the lines last shown, and what each showed."""
+        self._strips: dict[int, tuple[tuple[object, ...], Strip]] = {}
+        self._shapes: dict[tuple[object, ...], list[tuple[int, int, Style | None]]] = {}
 
     def show(self, view: CardView) -> None:
         if view == self._view:
@@ -60,36 +67,84 @@ class GpuCard(Widget):
         view = self._view
         if view is None:
             return Text("waiting for the first sample…", style="dim")
+        lines = self._current_lines(view)[1]
+        if view.compact:
+            return lines[0]
+        return Text("\n").join(line.copy() for line in lines)
+
+    def render_line(self, y: int) -> Strip:
+        """One line of the card, rendered alone: a repaint renders only changed lines."""
+        width = self.size.width
+        if self._view is None:
+            return super().render_line(y)
+        _, lines, keys = self._current_lines(self._view)
+        if any(line.cell_len > width for line in lines):
+            return super().render_line(y)  # lines wrap: only the whole card says where
+        if y >= len(lines):
+            return Strip.blank(width, self.visual_style.rich_style)
+        key = (keys[y], width, self.visual_style)
+        cached = self._strips.get(y)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        strip = self._render_line_alone(y, lines[y], width)
+        self._strips[y] = (key, strip)
+        return strip
+
+    def _render_line_alone(self, y: int, line: Text, width: int) -> Strip:
+        """Line ``y`` as Textual renders it inside the whole card.
+
+        A line's styles depend only on where its spans are, so a line shaped like one
+        rendered before (the sparkline, the clocks: the same spans, other characters) reuses
+        that rendering's styles with its own characters.
+        """
+        plain = line.plain
+        one_cell_each = cell_len(plain) == len(plain)
+        shape = (y, width, self.visual_style, line.style, tuple(line.spans), len(plain))
+        template = self._shapes.get(shape) if one_cell_each else None
+        if template is not None:
+            segments = [Segment(plain[start:end], style) for start, end, style in template]
+            return Strip(segments, len(plain))
+        # The line alone, on its row (text selection reads the row from the styles): the
+        # blank lines above it are cheap.
+        text = Text("\n").join([*(Text() for _ in range(y)), line.copy()])
+        strip = Visual.to_strips(self, visualize(self, text), width, y + 1, self.visual_style)[y]
+        if one_cell_each and "".join(segment.text for segment in strip) == plain:
+            if len(self._shapes) > 64:
+                self._shapes.clear()
+            template, start = [], 0
+            for segment in strip:
+                template.append((start, start + len(segment.text), segment.style))
+                start += len(segment.text)
+            self._shapes[shape] = template
+        return strip
+
+    def _current_lines(self, view: CardView) -> tuple[int, list[Text], list[tuple[object, ...]]]:
+        """The lines for the card's width now (a first sample can come before its layout)."""
         width = max(self.content_size.width, 10)
-        if self._content is None or self._content[0] != width:
-            self._content = (width, _content(view, width))
-        return self._content[1]
+        if self._lines is None or self._lines[0] != width:
+            self._lines = _lines_for(view, width)
+        return self._lines
 
     def _repaint_changed_lines(self, view: CardView) -> None:
         """Repaint only the lines that changed: a steady card costs a few cells a second."""
         width = max(self.content_size.width, 10)
-        before, content = self._content, _content(view, width)
-        self._content = (width, content)
-        if before is None or before[0] != width:
+        before, self._lines = self._lines, _lines_for(view, width)
+        _, lines, keys = self._lines
+        if before is None or before[0] != width or len(before[2]) != len(keys):
             self.refresh()
             return
-        old, new = before[1].split("\n"), content.split("\n")
-        if len(old) != len(new) or any(line.cell_len > width for line in new):
-            self.refresh()  # lines moved or wrap: no line-by-line comparison holds
+        if any(line.cell_len > width for line in lines):
+            self.refresh()  # a line wraps and moves the others: no line-by-line comparison
             return
-        changed = [
-            y for y, (a, b) in enumerate(zip(old, new, strict=True)) if _line_key(a) != _line_key(b)
-        ]
+        pairs = zip(before[2], keys, strict=True)
+        changed = [y for y, (old, new) in enumerate(pairs) if old != new]
         if changed:
             self.refresh(*(Region(0, y, width, 1) for y in changed))
 
 
-def _content(view: CardView, width: int) -> Text:
-    return _compact_line(view, width) if view.compact else _full_card(view, width)
-
-
-def _line_key(line: Text) -> tuple[object, ...]:
-    return line.plain, line.style, tuple(line.spans)
+def _lines_for(view: CardView, width: int) -> tuple[int, list[Text], list[tuple[object, ...]]]:
+    lines = [_compact_line(view, width)] if view.compact else _full_card_lines(view, width)
+    return width, lines, [(line.plain, line.style, tuple(line.spans)) for line in lines]
 
 
 def _title(view: CardView) -> str:
@@ -106,14 +161,14 @@ def _subtitle(gpu: GpuSample) -> str | None:
     return None if gpu.performance_state is None else f"P{gpu.performance_state}"
 
 
-def _full_card(view: CardView, width: int) -> Text:
+def _full_card_lines(view: CardView, width: int) -> list[Text]:
     gpu = view.gpu
     lines = [Text(gpu.name or "unknown GPU", style="bold", overflow="ellipsis", no_wrap=True)]
     if gpu.lost:
         lines.append(Text("GPU is lost: NVML cannot reach it.", style="bold red"))
         lines.append(Text("It may have fallen off the bus;", style="red"))
         lines.append(Text("check dmesg for Xid errors.", style="red"))
-        return Text("\n").join(lines)
+        return lines
     util = gpu.utilization_gpu_percent
     util_text = NA if util is None else f"{util:3d}%"
     bar_width = width - 4 - 1 - len(util_text)
@@ -125,7 +180,7 @@ def _full_card(view: CardView, width: int) -> Text:
     lines.append(Text.assemble("MEM ", mem_bar, " ", mem_text))
     lines.append(_sensors(gpu))
     lines.append(_clocks_or_mig(gpu))
-    return Text("\n").join(line.copy() for line in lines)
+    return lines
 
 
 def _sensors(gpu: GpuSample) -> Text:

@@ -14,7 +14,6 @@ from rich.padding import Padding
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.renderables.styled import Styled
 from textual.strip import Strip
@@ -90,6 +89,8 @@ class ProcessTable(DataTable[Any]):
         self._subtitle: str | None = None
         self._fixed_cells: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._rendered_cells: dict[tuple[Any, ...], list[Segment]] = {}
+        self._styles_by_row: dict[tuple[Any, ...], tuple[list[Style], Style, Style]] = {}
+        self._painted_state: Any = None
 
     def on_mount(self) -> None:
         for name in COLUMNS:
@@ -174,7 +175,7 @@ class ProcessTable(DataTable[Any]):
 
     def _update_cells(self, cells: dict[str, tuple[Any, ...]]) -> None:
         """Change the cells that changed, and repaint only those that are on screen."""
-        changed: list[Coordinate] = []
+        changed: dict[int, list[int]] = {}
         first_shown = self.scroll_offset.y
         last_shown = first_shown + self.size.height
         self._repaint_later = True
@@ -185,11 +186,27 @@ class ProcessTable(DataTable[Any]):
                     if old is None or (old[column] is not value and old[column] != value):
                         self.update_cell(key, COLUMNS[column], value)
                         if first_shown <= row <= last_shown:
-                            changed.append(Coordinate(row, column))
+                            changed.setdefault(row, []).append(column)
         finally:
             self._repaint_later = False
-        for coordinate in changed:
-            self.refresh_coordinate(coordinate)
+        if changed:
+            self.refresh(*self._row_regions(changed))
+
+    def _row_regions(self, changed: dict[int, list[int]]) -> list[Region]:
+        """Where the changed cells of each row are on screen: one region a row."""
+        edges = [0]
+        for column in self.ordered_columns:
+            edges.append(edges[-1] + column.get_render_width(self))
+        scroll_x, scroll_y = self.scroll_offset
+        window = self.window_region
+        top = self.header_height if self.show_header else 0
+        regions = []
+        for row, columns in changed.items():
+            left, right = edges[min(columns)], edges[max(columns) + 1]
+            region = Region(left, row + top, right - left, 1)
+            if window.overlaps(region):
+                regions.append(region.translate((-scroll_x, -scroll_y)))
+        return regions
 
     def refresh(self, *regions: Region, **options: Any) -> Self:
         # update_cell repaints the whole table; _update_cells repaints the changed cells.
@@ -211,6 +228,7 @@ class ProcessTable(DataTable[Any]):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._rendered_cells.clear()
+        self._styles_by_row.clear()
 
     def _render_row(self, y: int) -> Strip | None:
         """A process row as DataTable would paint it; ``None`` for the header and the rest."""
@@ -237,20 +255,53 @@ class ProcessTable(DataTable[Any]):
         row_style = self.rich_style
         hover = self.hover_coordinate.row == row_index
         cursor = self.cursor_coordinate.row == row_index
-        component, post = self._cursor_styles(hover, cursor, show_hover_cursor)
+        cell_styles, post, extend = self._row_styles(
+            row_index, len(columns), row_style, hover, cursor, show_hover_cursor
+        )
         segments: list[Segment] = []
         table_width = 0
-        for column_index, (column, value) in enumerate(zip(columns, values, strict=True)):
+        for column, value, pre in zip(columns, values, cell_styles, strict=True):
             cell_width = column.get_render_width(self)
             table_width += cell_width
-            pre = row_style + Style.from_meta({"row": row_index, "column": column_index})
-            segments.extend(self._cell_segments(value, cell_width, pre + component, post))
-        extend, _ = self._cursor_styles(hover, cursor, show_hover_cursor, css=False)
-        out_of_bounds = Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
-        segments.append(
-            Segment(" " * max(0, width - table_width), row_style + extend + out_of_bounds)
-        )
+            segments.extend(self._cell_segments(value, cell_width, pre, post))
+        segments.append(Segment(" " * max(0, width - table_width), extend))
         return Strip(segments).crop(scroll_x).adjust_cell_length(width, row_style).simplify()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        state = self.get_pseudo_class_state()
+        if state != self._painted_state:  # focus and the like change the cursor's colours
+            self._painted_state = state
+            self._styles_by_row.clear()
+        return super().render_lines(crop)
+
+    def _row_styles(
+        self,
+        row_index: int,
+        columns: int,
+        row_style: Style,
+        hover: bool,
+        cursor: bool,
+        show_hover_cursor: bool,
+    ) -> tuple[list[Style], Style, Style]:
+        """Each cell's style before its content, the style over it, and the row's end.
+
+        Made as DataTable makes them, in the same order (styles with metadata compare by
+        how they were added up), and kept: adding styles is most of a row's cost.
+        """
+        key = (row_index, columns, row_style, hover, cursor, show_hover_cursor, self.show_cursor)
+        styles = self._styles_by_row.get(key)
+        if styles is None:
+            if len(self._styles_by_row) > 2048:
+                self._styles_by_row.clear()
+            component, post = self._cursor_styles(hover, cursor, show_hover_cursor)
+            cells = [
+                row_style + Style.from_meta({"row": row_index, "column": column}) + component
+                for column in range(columns)
+            ]
+            extend, _ = self._cursor_styles(hover, cursor, show_hover_cursor, css=False)
+            out_of_bounds = Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+            styles = self._styles_by_row[key] = (cells, post, row_style + extend + out_of_bounds)
+        return styles
 
     def _cursor_styles(
         self, hover: bool, cursor: bool, show_hover_cursor: bool, css: bool = True

@@ -17,6 +17,7 @@ from textual.widgets import DataTable
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.tracking import JobsView
 from gputop.tui.widgets.process_table import elapsed_coarse
+from gputop.tui.widgets.table_rows import replace_rows
 
 COLUMNS = ("ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "LAST LOG LINE")
 
@@ -86,12 +87,8 @@ class JobsPanel(DataTable[Any]):
         cells = {str(job.id): self._cells_for(job, view, now) for job in jobs}
         if order != self._order:
             keep = self._order[self.cursor_row] if self.current_job is not None else None
-            self.clear()
-            for key in order:
-                self.add_row(*cells[key], key=key)
+            replace_rows(self, order, cells, keep)
             self._order = order
-            if keep in order:
-                self.move_cursor(row=order.index(keep), animate=False)
         else:
             for key, values in cells.items():
                 old = self._cells.get(key)

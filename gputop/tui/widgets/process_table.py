@@ -22,6 +22,7 @@ from typing_extensions import Self
 
 from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.units import NA, human_bytes
+from gputop.tui.widgets.table_rows import replace_rows
 
 COLUMNS = ("GPU", "PID", "USER", "TYPE", "GPU MEM", "SM", "CPU", "HOST MEM", "ELAPSED", "COMMAND")
 
@@ -91,6 +92,7 @@ class ProcessTable(DataTable[Any]):
         self._rendered_cells: dict[tuple[Any, ...], list[Segment]] = {}
         self._styles_by_row: dict[tuple[Any, ...], tuple[list[Style], Style, Style]] = {}
         self._painted_state: Any = None
+        self._base_style: Style | None = None
 
     def on_mount(self) -> None:
         for name in COLUMNS:
@@ -166,12 +168,8 @@ class ProcessTable(DataTable[Any]):
     def _replace_rows(self, order: list[str], cells: dict[str, tuple[Any, ...]]) -> None:
         current = self.current_process
         keep = row_key(current) if current is not None else None
-        self.clear()
-        for key in order:
-            self.add_row(*cells[key], key=key)
+        replace_rows(self, order, cells, keep)
         self._order = order
-        if keep in order:
-            self.move_cursor(row=order.index(keep), animate=False)
 
     def _update_cells(self, cells: dict[str, tuple[Any, ...]]) -> None:
         """Change the cells that changed, and repaint only those that are on screen."""
@@ -252,7 +250,7 @@ class ProcessTable(DataTable[Any]):
         columns = self.ordered_columns
         if len(values) != len(columns):
             return None
-        row_style = self.rich_style
+        row_style = self._base_style or self.rich_style
         hover = self.hover_coordinate.row == row_index
         cursor = self.cursor_coordinate.row == row_index
         cell_styles, post, extend = self._row_styles(
@@ -272,7 +270,11 @@ class ProcessTable(DataTable[Any]):
         if state != self._painted_state:  # focus and the like change the cursor's colours
             self._painted_state = state
             self._styles_by_row.clear()
-        return super().render_lines(crop)
+        self._base_style = self.rich_style  # the same for every row of this pass
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._base_style = None
 
     def _row_styles(
         self,

@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import io
+import time
 
 from rich.console import Console
+from textual.pilot import Pilot
 
 from gputop.tui.screenshots import build_app as make_app
 
-__all__ = ["make_app", "plain_text"]
+__all__ = ["first_sample", "make_app", "plain_text"]
+
+FIRST_SAMPLE_TIMEOUT_S = 30.0
+
+
+async def first_sample(pilot: Pilot[None]) -> None:
+    """Wait until the first snapshot is sampled and rendered.
+
+    Sampling runs in a worker thread: on a loaded machine one ``pause()`` is not always enough
+    for it, and a key pressed before the cards exist would act on nothing.
+    """
+    deadline = time.monotonic() + FIRST_SAMPLE_TIMEOUT_S
+    while getattr(pilot.app, "snapshot", None) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no snapshot after {FIRST_SAMPLE_TIMEOUT_S} s")
+        await pilot.pause(0.05)
+    await pilot.pause()
 
 
 def plain_text(widget: object, width: int = 120) -> str:

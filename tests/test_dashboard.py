@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from conftest import minimal_gpu
-from dashboard_helpers import make_app, plain_text
+from dashboard_helpers import first_sample, make_app, plain_text
+from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from gputop.tui.app import GputopApp
@@ -41,7 +42,7 @@ def card(app: GputopApp, physical_index: int) -> GpuCard:
 async def test_the_first_snapshot_fills_every_panel() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert len(app.query(GpuCard)) == 4
         assert table(app).row_count == 2
         status = plain_text(app.query_one("#status"))
@@ -51,7 +52,7 @@ async def test_the_first_snapshot_fills_every_panel() -> None:
 async def test_eight_gpus_fit_160x48_without_scrolling() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert not app.has_class("-compact")
         for physical_index in range(8):
             region = card(app, physical_index).region
@@ -61,7 +62,7 @@ async def test_eight_gpus_fit_160x48_without_scrolling() -> None:
 async def test_80x24_uses_one_line_per_card() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=SMALL) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert app.has_class("-compact")
         assert all(card(app, i).region.height == 1 for i in range(8))
         assert table(app).region.height >= 8
@@ -70,14 +71,14 @@ async def test_80x24_uses_one_line_per_card() -> None:
 async def test_one_gpu_uses_the_whole_width(scenario_file: WriteScenario) -> None:
     app = make_app(scenario_file([minimal_gpu()]))
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert card(app, 0).region.width >= 150
 
 
 async def test_arrows_and_jk_move_the_highlight_across_cards() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert grid(app).highlighted == 0
         await pilot.press("right", "j", "j")
         assert grid(app).highlighted == 3
@@ -88,7 +89,7 @@ async def test_arrows_and_jk_move_the_highlight_across_cards() -> None:
 async def test_up_and_down_move_by_a_row_of_cards() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         await pilot.press("down")
         assert grid(app).highlighted == 4
         await pilot.press("up")
@@ -98,7 +99,7 @@ async def test_up_and_down_move_by_a_row_of_cards() -> None:
 async def test_space_selects_and_marks_cards() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         await pilot.press("right", "right", "space", "left", "space")
         assert grid(app).selection == (1, 2)
         assert card(app, 1).has_class("-selected") and card(app, 2).has_class("-selected")
@@ -110,7 +111,7 @@ async def test_space_selects_and_marks_cards() -> None:
 async def test_with_nothing_selected_the_highlighted_card_is_the_selection() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         await pilot.press("right", "right", "right")
         assert grid(app).selection == (3,)
 
@@ -118,7 +119,7 @@ async def test_with_nothing_selected_the_highlighted_card_is_the_selection() -> 
 async def test_a_selects_all_and_escape_clears() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         await pilot.press("a")
         assert grid(app).selection == tuple(range(8))
         await pilot.press("escape")
@@ -129,7 +130,7 @@ async def test_a_selects_all_and_escape_clears() -> None:
 async def test_a_launch_uses_selected_cards_in_physical_order() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         await pilot.press("right", "right", "right", "space", "left", "left", "space")
         assert grid(app).selection == (1, 3)
         preview = plain_text(app.query_one("#torch-body"))
@@ -140,7 +141,7 @@ async def test_a_launch_uses_selected_cards_in_physical_order() -> None:
 async def test_f_filters_processes_to_the_highlighted_card_and_back() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         everything = table(app).row_count
         await pilot.press("right", "f")
         assert table(app).only_gpu == 1
@@ -154,7 +155,7 @@ async def test_f_filters_processes_to_the_highlighted_card_and_back() -> None:
 async def test_s_cycles_the_sort_and_S_reverses_it() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert table(app).sort_key.name == "GPU memory"
         await pilot.press("s")
         assert table(app).sort_key.name == "GPU"
@@ -167,7 +168,7 @@ async def test_s_cycles_the_sort_and_S_reverses_it() -> None:
 async def test_the_process_table_sorts_by_gpu_memory_first() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         pids = [table(app).get_row_at(row)[1] for row in range(table(app).row_count)]
         assert pids == ["2277", "127232"]
 
@@ -175,7 +176,7 @@ async def test_the_process_table_sorts_by_gpu_memory_first() -> None:
 async def test_p_hides_and_shows_the_pytorch_view() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         torch = app.query_one(TorchPanel)
         assert torch.display
         await pilot.press("p")
@@ -187,7 +188,7 @@ async def test_p_hides_and_shows_the_pytorch_view() -> None:
 async def test_p_in_a_small_terminal_swaps_the_table_for_the_pytorch_view() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=SMALL) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert not app.query_one(TorchPanel).display
         await pilot.press("p")
         assert app.query_one(TorchPanel).display
@@ -197,7 +198,7 @@ async def test_p_in_a_small_terminal_swaps_the_table_for_the_pytorch_view() -> N
 async def test_question_mark_lists_every_key_and_escape_closes() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
@@ -207,7 +208,7 @@ async def test_question_mark_lists_every_key_and_escape_closes() -> None:
 async def test_q_quits() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         await pilot.press("q")
         await pilot.pause()
         assert not app.is_running
@@ -216,7 +217,7 @@ async def test_q_quits() -> None:
 async def test_a_lost_gpu_is_shown_lost_and_the_others_live() -> None:
     app = make_app("faulty", at_s="60")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         lost = [c for c in app.query(GpuCard) if c.has_class("-lost")]
         assert len(lost) == 1
         assert len(app.query(GpuCard)) - len(lost) == 2
@@ -225,14 +226,14 @@ async def test_a_lost_gpu_is_shown_lost_and_the_others_live() -> None:
 async def test_an_unsupported_field_reads_na() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert "fan" in str(card(app, 0).render()) and "N/A" in str(card(app, 0).render())
 
 
 async def test_processes_from_another_namespace_say_so() -> None:
     app = make_app("faulty", at_s="3")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         commands = [str(table(app).get_row_at(r)[-1]) for r in range(table(app).row_count)]
         assert any("another PID namespace" in command for command in commands)
 
@@ -266,11 +267,11 @@ def scenario_with_pid(scenario_file: WriteScenario, pid: int) -> str:
     return scenario_file([minimal_gpu(processes=[process])])
 
 
-async def focus_first_process(app: GputopApp, pilot: object) -> None:
-    await pilot.pause()  # type: ignore[attr-defined]
+async def focus_first_process(app: GputopApp, pilot: Pilot[None]) -> None:
+    await first_sample(pilot)
     table(app).focus()
     table(app).move_cursor(row=0)
-    await pilot.pause()  # type: ignore[attr-defined]
+    await pilot.pause()
 
 
 async def test_t_asks_before_terminating_your_own_process_and_n_keeps_it(
@@ -324,7 +325,7 @@ async def test_readonly_turns_signalling_off(
 async def test_tab_moves_focus_between_cards_and_processes() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert isinstance(app.focused, GpuGrid)
         await pilot.press("tab")
         assert isinstance(app.focused, DataTable)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_helpers import make_app, plain_text
+from dashboard_helpers import first_sample, make_app, plain_text
 from textual.pilot import Pilot
 from textual.widgets import Input, Log, Static
 
@@ -86,7 +86,7 @@ def preview_text(app: GputopApp) -> str:
 
 
 async def open_launch_dialog(app: GputopApp, pilot: Pilot[None], *keys: str) -> LaunchScreen:
-    await pilot.pause()
+    await first_sample(pilot)
     await pilot.press(*keys, "l")
     await pilot.pause()
     assert isinstance(app.screen, LaunchScreen)
@@ -223,7 +223,7 @@ def plain_text_of_row(panel: JobsPanel) -> str:
 async def test_J_toggles_the_jobs_panel() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         assert not app.query_one(JobsPanel).display
         await pilot.press("J")
         assert app.query_one(JobsPanel).display and app.focused is app.query_one(JobsPanel)
@@ -234,7 +234,7 @@ async def test_J_toggles_the_jobs_panel() -> None:
 async def test_J_in_a_small_terminal_brings_the_jobs_back_over_the_pytorch_view() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         await pilot.press("p")
         assert app.query_one("#torch").display and not app.query_one("#left").display
         await pilot.press("J")
@@ -362,7 +362,7 @@ def test_a_jobs_child_processes_are_recognised_by_their_session() -> None:
 async def test_processes_of_a_job_are_marked_in_the_process_table() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
+        await first_sample(pilot)
         table = app.query_one(ProcessTable)
         first_pid = table.current_process.pid if table.current_process else 0
         app._show_jobs(JobsView(job_of_pid={first_pid: 12}))

@@ -35,6 +35,8 @@ def build_app(
 async def save_screenshot(scenario: str, size: tuple[int, int], path: Path) -> None:
     app = build_app(scenario)
     async with app.run_test(size=size) as pilot:
+        while app.snapshot is None:  # sampling runs in a worker thread
+            await pilot.pause(0.05)
         await pilot.pause()
         app.save_screenshot(filename=path.name, path=str(path.parent))
 

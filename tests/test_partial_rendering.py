@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from dashboard_helpers import make_app
 from textual.geometry import Region
+from textual.selection import Selection
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widgets import DataTable
@@ -111,6 +112,18 @@ async def test_card_lines_are_painted_as_the_whole_card_would(
             app.history.add(snapshot)
             app.query_one(GpuGrid).show(snapshot, app.history, compact=app.compact)
             await pilot.pause()
+
+
+async def test_text_selected_in_a_card_is_shown() -> None:
+    app = make_app("dgx-h100")
+    async with app.run_test(size=BIG) as pilot:
+        await pilot.pause()
+        card = app.query_one("#gpu-2", GpuCard)
+        plain = list(card.render_line(1))
+        app.screen.selections = {card: Selection(None, None)}  # all of it
+        await pilot.pause()
+        assert list(card.render_line(1)) != plain
+        assert_card_lines_painted_like_the_whole_card(card)
 
 
 async def test_a_card_repaints_only_its_changed_lines() -> None:

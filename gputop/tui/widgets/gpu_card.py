@@ -75,8 +75,8 @@ class GpuCard(Widget):
     def render_line(self, y: int) -> Strip:
         """One line of the card, rendered alone: a repaint renders only changed lines."""
         width = self.size.width
-        if self._view is None:
-            return super().render_line(y)
+        if self._view is None or self.text_selection is not None:
+            return super().render_line(y)  # waiting, or text selected: the whole card
         _, lines, keys = self._current_lines(self._view)
         if any(line.cell_len > width for line in lines):
             return super().render_line(y)  # lines wrap: only the whole card says where

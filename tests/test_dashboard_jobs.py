@@ -180,6 +180,7 @@ async def test_up_recalls_earlier_commands() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
         screen = await open_launch_dialog(app, pilot)
+        await wait_for(pilot, lambda: len(screen.history) == 2)  # read in a worker
         await pilot.press("up")
         assert screen.query_one("#command", Input).value == "python newer.py"
         await pilot.press("up")

@@ -131,7 +131,6 @@ class JobsApp(App[None]):
             physical_indices=cards,
             user=self.user,
             active_jobs=self.jobs.active,
-            history=tuple(self._command_history()),
             cwd=self.cwd,
             environ=dict(os.environ if self.job_environ is None else self.job_environ),
             state_dir=self.state_dir,
@@ -147,16 +146,6 @@ class JobsApp(App[None]):
             self._refresh_jobs()
 
         self.push_screen(LaunchScreen(context), launched)
-
-    def _command_history(self) -> list[str]:
-        try:
-            store = JobStore.open(self.state_dir)
-        except GputopError:
-            return []
-        try:
-            return store.history()
-        finally:
-            store.close()
 
     def on_jobs_panel_log_requested(self, message: JobsPanel.LogRequested) -> None:
         self.push_screen(JobLogScreen(message.job))

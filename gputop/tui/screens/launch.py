@@ -40,7 +40,6 @@ class LaunchContext:
     physical_indices: tuple[int, ...]
     user: str
     active_jobs: tuple[Job, ...]
-    history: tuple[str, ...]
     cwd: str
     environ: Mapping[str, str]
     state_dir: Path | None
@@ -60,7 +59,9 @@ class LaunchScreen(ModalScreen[Job | None]):
     def __init__(self, context: LaunchContext) -> None:
         super().__init__()
         self.context = context
-        self._history_position = len(context.history)
+        self.history: tuple[str, ...] = ()
+        """Earlier commands, oldest first: read from the store in a worker after mount."""
+        self._history_position = 0
         self._draft = ""
         self._launching = False
 
@@ -72,7 +73,6 @@ class LaunchScreen(ModalScreen[Job | None]):
             yield Label("Command")
             yield Input(
                 placeholder="python train.py --config configs/base.yaml",
-                suggester=SuggestFromList(reversed(self.context.history), case_sensitive=True),
                 id="command",
             )
             yield Label("Working directory")
@@ -90,6 +90,26 @@ class LaunchScreen(ModalScreen[Job | None]):
     def on_mount(self) -> None:
         self.query_one("#command", Input).focus()
         self._update_preview()
+        self._load_history()
+
+    @work(thread=True, exclusive=True, group="history")
+    def _load_history(self) -> None:
+        """The job store is opened off the UI thread: it checks the file and may wait on a lock."""
+        try:
+            store = JobStore.open(self.context.state_dir)
+        except GputopError:
+            return  # no history is no reason to refuse a launch; the launch itself will say
+        try:
+            history = tuple(store.history())
+        finally:
+            store.close()
+        self.app.call_from_thread(self._set_history, history)
+
+    def _set_history(self, history: tuple[str, ...]) -> None:
+        self.history = history
+        self._history_position = len(history)
+        field = self.query_one("#command", Input)
+        field.suggester = SuggestFromList(reversed(history), case_sensitive=True)
 
     # -- preview -------------------------------------------------------------------------
 
@@ -141,9 +161,9 @@ class LaunchScreen(ModalScreen[Job | None]):
 
     def action_history(self, step: int) -> None:
         field = self.query_one("#command", Input)
-        if self.focused is not field or not self.context.history:
+        if self.focused is not field or not self.history:
             return
-        history = self.context.history
+        history = self.history
         if self._history_position == len(history):
             self._draft = field.value
         position = min(max(self._history_position + step, 0), len(history))

@@ -127,9 +127,19 @@ def test_only_one_of_two_jobs_waiting_for_the_same_card_starts(
         "one of them to start",
     )
     other = second.id if running[0].id == first.id else first.id
-    waiting = wait_until_waiting(state_dir, other)
-    assert len(running) == 1 and waiting.state is JobState.WAITING
-    assert f"in use by gputop job {running[0].id}" in (waiting.note or "")
+    wait_until_waiting(state_dir, other)
+    # Its reason is first "job N has just taken a card", then, on its next look at the cards,
+    # "in use by gputop job N": wait for the settled one.
+    reason = f"in use by gputop job {running[0].id}"
+    waiting = wait_for(
+        lambda: (
+            (j := job(state_dir, other)).state is JobState.WAITING
+            and reason in (j.note or "")
+            and j
+        ),
+        "the other job to wait for the first one's card",
+    )
+    assert len(running) == 1 and waiting.pid is None
 
 
 def test_an_auto_job_waits_until_enough_cards_are_free(

@@ -35,6 +35,8 @@ class Visibility:
     """False when integer entries depend on the driver's undocumented fastest-first guess."""
     stopped_at: int | None = None
     """Position (0-based) of the entry that ended the list, if one did."""
+    order_from_driver: bool = False
+    """True when FASTEST_FIRST came from the driver probe rather than gputop's estimate."""
 
     def codes(self) -> tuple[str, ...]:
         return tuple(w.code for w in self.warnings)

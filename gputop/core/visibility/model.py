@@ -48,6 +48,9 @@ class Pinning:
 
     env: dict[str, str]
     devices: tuple[LogicalDevice, ...]
+    """What the job will see: fewer than pinned where the driver exposes one MIG device."""
+    warnings: tuple[str, ...] = ()
+    """For the launch preview: pinned devices the driver would not expose."""
 
 
 class SelectionError(UsageError):

@@ -80,6 +80,14 @@ def mig_target_by_uuid(gpus: Iterable[GpuSample], mig_uuid: str) -> MigTarget | 
     return None
 
 
+def target_label(gpus: Sequence[GpuSample], target: int | str) -> str:
+    """``GPU 3`` for a whole GPU, ``GPU 0:1 (MIG 2g.20gb)`` for a MIG instance's UUID."""
+    if isinstance(target, int):
+        return f"GPU {target}"
+    found = mig_target_by_uuid(gpus, target)
+    return found.label if found is not None else f"MIG device {target}"
+
+
 def _by_index(snapshot: Snapshot, part: str) -> MigTarget:
     gpu_text, _, device_text = part.partition(":")
     if not (_digits(gpu_text) and _digits(device_text)):

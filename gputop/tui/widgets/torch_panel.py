@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from gputop.core.errors import GputopError
+from gputop.core.jobs.mig_targets import target_label
 from gputop.core.model import Snapshot
 from gputop.core.probes import DriverProbe, compare_with_rules, order_note, probe_torch
 from gputop.core.visibility import Visibility, pin_environment, resolve_visibility
@@ -59,7 +60,7 @@ class TorchPanel(VerticalScroll):
         self._snapshot: Snapshot | None = None
         self._identity: tuple[Any, ...] | None = None
         self._visibility: Visibility | None = None
-        self._selection: tuple[int, ...] = ()
+        self._selection: tuple[int | str, ...] = ()
         self._driver: Any = None
         self._default_order: Any = None
         self._torch: Any = None
@@ -100,7 +101,8 @@ class TorchPanel(VerticalScroll):
         default = self._default_order
         return default.uuids if default is not None and default.status == "ok" else None
 
-    def set_selection(self, cards: tuple[int, ...]) -> None:
+    def set_selection(self, cards: tuple[int | str, ...]) -> None:
+        """Whole GPUs by physical index, MIG instances by ``MIG-`` UUID."""
         if cards != self._selection:
             self._selection = cards
             self._repaint()
@@ -195,15 +197,23 @@ class TorchPanel(VerticalScroll):
         except GputopError as error:
             return Text(f"Launch preview: {error}", style="red")
         lines = Text("Launch on ", style="bold")
-        lines.append(", ".join(f"GPU {i}" for i in self._selection), style="bold")
+        lines.append(
+            ", ".join(target_label(snapshot.gpus, t) for t in self._selection), style="bold"
+        )
         lines.append(":\n")
         for key, value in pinning.env.items():
             lines.append(f"  {key}=", style="dim")
             lines.append(f"{value}\n")
         lines.append(
             "  "
-            + ", ".join(f"cuda:{d.logical_index} → GPU {d.physical_index}" for d in pinning.devices)
+            + ", ".join(
+                f"cuda:{d.logical_index} → "
+                + target_label(snapshot.gpus, d.mig_uuid or d.physical_index)
+                for d in pinning.devices
+            )
         )
+        for warning in pinning.warnings:
+            lines.append(f"\n⚠ {warning}", style="yellow")
         return lines
 
 

@@ -12,6 +12,7 @@ user, about the holder, whose open files that user may not read.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -68,11 +69,13 @@ def main() -> None:
             for gpu in sample.gpus
             for p in gpu.processes
         }
-        nobody = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-             sys.executable, "-c", NOBODY_ASKS, str(holder.pid)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        nobody = None
+        if shutil.which("setpriv") is not None:
+            nobody = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                 sys.executable, "-c", NOBODY_ASKS, str(holder.pid)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
         print(
             json.dumps(
                 {
@@ -80,7 +83,9 @@ def main() -> None:
                     "holder": holder.pid,
                     "idle": idle.pid,
                     "seen": seen,
-                    "nobody": nobody.stdout.strip() or nobody.stderr.strip(),
+                    "nobody": None
+                    if nobody is None
+                    else nobody.stdout.strip() or nobody.stderr.strip(),
                 }
             )
         )

@@ -143,4 +143,6 @@ def test_a_colliding_local_process_without_the_device_is_foreign(
 def test_a_process_whose_files_cannot_be_read_is_not_trusted(
     nested_run: dict[str, object],
 ) -> None:
+    if nested_run["nobody"] is None:
+        pytest.skip("setpriv(1) is needed to ask as an unprivileged user")
     assert json.loads(str(nested_run["nobody"])) == {str(nested_run["holder"]): UNREADABLE_HINT}

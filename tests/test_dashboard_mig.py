@@ -6,6 +6,8 @@ GPU 1 whole; driver R550, so a CUDA process enumerates one MIG device only.
 
 from __future__ import annotations
 
+import time
+
 from dashboard_helpers import first_sample, make_app, plain_text
 from rich.text import Text
 from textual.widgets import Static
@@ -113,3 +115,28 @@ async def test_the_launch_dialog_takes_the_instance_and_judges_it_alone() -> Non
         preview = plain_text(app.screen.query_one("#preview", Static), width=200)
         assert f"CUDA_VISIBLE_DEVICES={MIG_2}" in preview
         assert "⚠ GPU 0:2 (MIG 1g.10gb) is busy: 1 process(es) of ben" in preview
+
+
+# -- the PyTorch view says where its cuda:N order comes from ---------------------------------
+
+
+async def test_without_probes_the_pytorch_view_flags_its_order_as_an_estimate() -> None:
+    app = make_app("mixed")
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        assert (
+            "order: fastest first, estimated by gputop (probes off); the GPUs differ, so it "
+            "may be wrong"
+        ) in torch_preview(app)
+
+
+async def test_with_probes_the_order_stays_an_estimate_for_gpus_the_driver_does_not_have() -> None:
+    """Simulated GPUs: whatever this machine's driver answers, it cannot list them."""
+    app = make_app("mixed", probes=True)
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        deadline = time.monotonic() + 30
+        while "checking…" in torch_preview(app).split("Driver:")[0]:
+            assert time.monotonic() < deadline, "the driver probe never answered"
+            await pilot.pause(0.1)
+        assert "order: fastest first, estimated by gputop (" in torch_preview(app)

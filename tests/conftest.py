@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gputop.core.nvml_backend import NvmlBackend
+from gputop.core.pid_namespace import detect_pid_namespace
 from gputop.core.source import open_backend
 
 FROZEN_AT_S = 30.0
@@ -29,6 +30,16 @@ def private_state_dir(
     state_dir = tmp_path_factory.mktemp("state") / "gputop"
     monkeypatch.setenv("GPUTOP_STATE_DIR", str(state_dir))
     return state_dir
+
+
+@pytest.fixture
+def host_pid_namespace() -> None:
+    """For tests that put one of their own processes on a simulated GPU as an NVML pid."""
+    if detect_pid_namespace().nested:
+        pytest.skip(
+            "runs in a nested PID namespace, where gputop takes a local pid for NVML's only "
+            "if it holds /dev/nvidia* open (gputop.core.pid_namespace); this test's cannot"
+        )
 
 
 @pytest.fixture

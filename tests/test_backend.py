@@ -188,7 +188,7 @@ def test_a_simulated_pid_shows_the_scenario_user_and_command(
 
 
 def test_a_live_host_pid_shows_the_hosts_facts(
-    fake_backend: OpenFake, scenario_file: WriteScenario
+    fake_backend: OpenFake, scenario_file: WriteScenario, host_pid_namespace: None
 ) -> None:
     process = {
         "pid": os.getpid(),

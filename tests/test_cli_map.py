@@ -63,7 +63,7 @@ def test_json_has_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> No
     document = json.loads(out)
     assert set(document) == {
         "cuda_visible_devices", "cuda_device_order", "devices", "warnings", "verified_by",
-        "torch",
+        "torch", "order_source", "driver_devices",
     }  # fmt: skip
     (device,) = document["devices"]
     assert set(device) == {"logical_index", "physical_index", "uuid", "name", "mig_uuid"}
@@ -71,6 +71,20 @@ def test_json_has_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> No
     assert device["mig_uuid"].startswith("MIG-4fd95d93")
     assert document["verified_by"] == "rules"
     assert document["torch"] is None
+    assert document["order_source"] == "estimate"
+    assert document["driver_devices"] is None
+
+
+def test_a_simulated_mixed_box_says_its_order_is_an_estimate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = run_map(capsys, "--fake", "mixed")
+    assert "order: fastest first, estimated by gputop (these GPUs are simulated)" in out
+
+
+def test_pci_bus_order_is_not_called_an_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run_map(capsys, "--fake", "mixed", "--order", "PCI_BUS_ID")
+    assert "order: PCI bus order" in out and "estimated" not in out
 
 
 def test_simulated_gpus_are_not_checked_against_the_real_driver(

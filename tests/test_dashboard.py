@@ -275,7 +275,7 @@ async def focus_first_process(app: GputopApp, pilot: Pilot[None]) -> None:
 
 
 async def test_t_asks_before_terminating_your_own_process_and_n_keeps_it(
-    scenario_file: WriteScenario, own_process: subprocess.Popen[bytes]
+    scenario_file: WriteScenario, own_process: subprocess.Popen[bytes], host_pid_namespace: None
 ) -> None:
     app = make_app(scenario_with_pid(scenario_file, own_process.pid), user=getpass.getuser())
     async with app.run_test(size=BIG) as pilot:
@@ -289,7 +289,7 @@ async def test_t_asks_before_terminating_your_own_process_and_n_keeps_it(
 
 
 async def test_t_then_y_terminates_your_own_process(
-    scenario_file: WriteScenario, own_process: subprocess.Popen[bytes]
+    scenario_file: WriteScenario, own_process: subprocess.Popen[bytes], host_pid_namespace: None
 ) -> None:
     app = make_app(scenario_with_pid(scenario_file, own_process.pid), user=getpass.getuser())
     async with app.run_test(size=BIG) as pilot:
@@ -307,6 +307,19 @@ async def test_another_users_process_is_never_offered_for_signalling(
         await pilot.press("T")
         assert not isinstance(app.screen, ConfirmScreen)
         assert own_process.poll() is None
+
+
+async def test_a_foreign_process_is_never_signalled(scenario_file: WriteScenario) -> None:
+    unused_pid = 4_194_303  # the largest pid Linux hands out: no process here has it
+    app = make_app(scenario_with_pid(scenario_file, unused_pid), user=getpass.getuser())
+    async with app.run_test(size=BIG) as pilot:
+        await focus_first_process(app, pilot)
+        await pilot.press("t")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        (notice,) = [n.message for n in app._notifications]
+        assert notice.startswith(f"Process {unused_pid} is not a process of this machine's view")
+        assert "will not signal" in notice
 
 
 async def test_readonly_turns_signalling_off(

@@ -109,7 +109,7 @@ async def test_l_opens_the_launch_dialog_for_the_selected_cards() -> None:
     async with app.run_test(size=BIG) as pilot:
         screen = await open_launch_dialog(app, pilot, "right", "right", "space", "left", "space")
         assert screen.context.physical_indices == (1, 2)
-        assert "Launch on GPU 1, 2" in plain_text(screen.query_one("#launch-title", Static))
+        assert "Launch on GPU 1, GPU 2" in plain_text(screen.query_one("#launch-title", Static))
 
 
 async def test_the_launch_preview_shows_the_environment_and_cuda_order() -> None:

@@ -10,50 +10,25 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fake_libcuda import build_fake_libcuda
 from visibility_machines import gpu
 
 from gputop.core.probes import DriverProbe, compare_with_rules, probe_torch, run_driver_probe
 from gputop.core.probes.driver import DriverProbeResult, format_uuid
 from gputop.core.visibility import resolve_visibility
 
-FAKE_LIBCUDA = r"""
-#include <stdlib.h>
-#include <string.h>
-/* Four GPUs whose UUID bytes are all 0x11, 0x22, 0x33, 0x44. CUDA_VISIBLE_DEVICES is read
-   as a plain comma list of indices; "" means no device. Enough to test the probe's plumbing. */
-static int visible[4]; static int count = -1;
-static void load(void) {
-    const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    count = 0;
-    if (!v) { for (int i = 0; i < 4; i++) visible[count++] = i; return; }
-    char buf[256]; strncpy(buf, v, 255); buf[255] = 0;
-    for (char *t = strtok(buf, ","); t && count < 4; t = strtok(NULL, ",")) {
-        int i = atoi(t); if (i < 0 || i > 3) break; visible[count++] = i;
-    }
-}
-int cuInit(unsigned flags) { load(); return count ? 0 : 100; }
-int cuDeviceGetCount(int *n) { *n = count; return 0; }
-int cuDeviceGet(int *d, int ordinal) {
-    if (ordinal >= count) return 101;
-    *d = visible[ordinal]; return 0;
-}
-int cuDeviceGetUuid_v2(unsigned char *uuid, int d) { memset(uuid, 0x11 * (d + 1), 16); return 0; }
-"""
-
 UUIDS = [format_uuid(f"{0x11 * (i + 1):02x}" * 16) for i in range(4)]
 
 
 @pytest.fixture(scope="module")
 def fake_libcuda(tmp_path_factory: pytest.TempPathFactory) -> str:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is needed to build a fake libcuda")
-    folder = tmp_path_factory.mktemp("libcuda")
-    (folder / "fake.c").write_text(FAKE_LIBCUDA)
-    library = folder / "libcuda.so.1"
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-o", str(library), str(folder / "fake.c")], check=True
-    )
-    return str(library)
+    return build_fake_libcuda(tmp_path_factory.mktemp("libcuda"))
+
+
+@pytest.fixture(autouse=True)
+def default_fake_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("FAKE_CUDA_DEVICES", "FAKE_CUDA_FAIL", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def machine():  # type: ignore[no-untyped-def]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from visibility_machines import MIG_B, four_same, gpu, mig_box, mixed
+from visibility_machines import MIG_B, MIG_C, four_same, gpu, mig_box, mixed
 
 from gputop.core.model import GpuSample
 from gputop.core.visibility import SelectionError, pin_environment, resolve_visibility
@@ -113,10 +113,15 @@ def test_a_lost_gpu_cannot_be_pinned() -> None:
         pin_environment(gpus, [0])
 
 
-def test_two_mig_instances_before_r570_cannot_be_pinned_together() -> None:
-    with pytest.raises(SelectionError, match="single MIG instance"):
-        pin_environment(
-            mig_box(),
-            [MIG_B, "MIG-cccccccc-1111-2222-3333-444444444444"],
-            driver_version="535.104.05",
-        )
+def test_two_mig_instances_before_r570_are_pinned_with_a_warning_that_one_is_seen() -> None:
+    pinning = pin_environment(mig_box(), [MIG_B, MIG_C], driver_version="535.104.05")
+    assert pinning.env["CUDA_VISIBLE_DEVICES"] == f"{MIG_B},{MIG_C}"
+    assert [d.mig_uuid for d in pinning.devices] == [MIG_B]
+    (warning,) = pinning.warnings
+    assert "sees a single MIG instance" in warning and MIG_B in warning
+
+
+def test_two_mig_instances_from_r570_are_both_pinned_without_a_warning() -> None:
+    pinning = pin_environment(mig_box(), [MIG_B, MIG_C], driver_version="570.86.15")
+    assert [d.mig_uuid for d in pinning.devices] == [MIG_B, MIG_C]
+    assert pinning.warnings == ()

@@ -1,6 +1,6 @@
 """The CUDA driver's CUDA_VISIBLE_DEVICES rules, with the research notes' own examples.
 
-Rule numbers are those of shared/research/CVD_RULES.md. On ``four_same`` (four identical
+Rule numbers are those of docs/cuda-visibility.md. On ``four_same`` (four identical
 GPUs) CUDA's default order equals nvidia-smi's, so integer entries are physical indices.
 """
 

@@ -1,9 +1,10 @@
 """``gputop map``: which physical GPU each ``cuda:N`` is, by the CUDA driver's rules.
 
 The rules answer on any machine; where the real driver can be asked (``libcuda``), a
-short-lived probe confirms or contradicts them, and the torch probe reports what the user's
-own interpreter would see. Simulated GPUs are not known to the driver or torch, so with
-``--fake`` only the rules answer.
+short-lived probe gives the driver's own default numbering (both variables unset) and then
+confirms or contradicts the rules, and the torch probe reports what the user's own
+interpreter would see. Simulated GPUs are not known to the driver or torch, so with
+``--fake`` only the rules answer and the fastest-first order is an estimate, said so.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import json
 import os
 from typing import Any
 
-from gputop.core.probes import DriverProbe, compare_with_rules, probe_torch
+from gputop.core.probes import (
+    DriverProbe,
+    DriverProbeResult,
+    compare_with_rules,
+    order_note,
+    probe_torch,
+)
 from gputop.core.source import FAKE_ENV, open_backend
 from gputop.core.visibility import Visibility, resolve_visibility
 
@@ -54,26 +61,59 @@ def run(args: argparse.Namespace) -> int:
         snapshot = backend.sample()
     finally:
         backend.close()
-    visibility = resolve_visibility(snapshot.gpus, snapshot.driver_version, visible, order)
-
+    driver = DriverProbe()
+    default: DriverProbeResult | None = None
+    if not simulated:
+        default = driver.default_order()
+    visibility = resolve_visibility(
+        snapshot.gpus,
+        snapshot.driver_version,
+        visible,
+        order,
+        driver_order=default.uuids if default is not None and default.status == "ok" else None,
+    )
+    order_source, order_message = order_note(visibility, default)
     if simulated:
         verdict, driver_message = "unavailable", "not asked: these GPUs are simulated"
+        order_message = order_message.replace(
+            "the driver was not asked", "these GPUs are simulated"
+        )
         torch: Any = None
         torch_message = "not asked: these GPUs are simulated"
     else:
-        probe = DriverProbe().probe(visible, order)
+        probe = driver.probe(visible, order)
         verdict, driver_message = compare_with_rules(visibility, probe)
         torch = None if args.no_torch else probe_torch(args.python, visible, order)
         torch_message = "skipped (--no-torch)" if torch is None else torch.message
 
     if args.json:
-        print(json.dumps(_as_json(visibility, verdict, torch), indent=2))
+        document = _as_json(visibility, verdict, torch)
+        document["order_source"] = order_source
+        document["driver_devices"] = _driver_devices(default)
+        print(json.dumps(document, indent=2))
     else:
-        print(_as_text(visibility, snapshot.gpus, driver_message, torch_message))
+        print(_as_text(visibility, order_message, driver_message, torch_message))
     return 0
 
 
-def _as_text(visibility: Visibility, gpus: Any, driver_message: str, torch_message: str) -> str:
+def _driver_devices(default: DriverProbeResult | None) -> list[dict[str, Any]] | None:
+    """The driver's own numbering with SM count and PCI bus id; None where not probed."""
+    if default is None or default.status != "ok":
+        return None
+    return [
+        {
+            "cuda_ordinal": ordinal,
+            "uuid": device.uuid,
+            "multiprocessor_count": device.multiprocessor_count,
+            "pci_bus_id": device.pci_bus_id,
+        }
+        for ordinal, device in enumerate(default.devices)
+    ]
+
+
+def _as_text(
+    visibility: Visibility, order_message: str, driver_message: str, torch_message: str
+) -> str:
     lines = [
         f"{CVD}={_shown(visibility.cuda_visible_devices)}  "
         f"{ORDER}={_shown(visibility.cuda_device_order)}"
@@ -88,6 +128,7 @@ def _as_text(visibility: Visibility, gpus: Any, driver_message: str, torch_messa
         )
     for warning in visibility.warnings:
         lines.append(f"warning: {warning.message}")
+    lines.append(order_message)
     lines.append(f"driver: {driver_message}")
     lines.append(f"torch: {torch_message}")
     return "\n".join(lines)

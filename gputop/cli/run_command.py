@@ -20,14 +20,20 @@ from collections.abc import Mapping
 from gputop.cli.jobs_command import open_store
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import LaunchRequest, current_user, launch_job, resolve_gpus
+from gputop.core.jobs.mig_targets import mig_target_by_uuid
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.model import Snapshot
 from gputop.core.source import environment_for_jobs, open_backend
+from gputop.core.visibility import resolve_visibility
+from gputop.core.visibility.inverse import MIG_HIDES
+from gputop.core.visibility.order import PCI_BUS_ID
 
 EXAMPLES = """examples:
   gputop run --gpus 3,1 -- python train.py --lr 3e-4   GPU 3 is cuda:0, GPU 1 is cuda:1
   gputop run --gpus GPU-5a9e -- ./train.sh              a card by UUID prefix
+  gputop run --gpus 0:1 -- python train.py              MIG device 1 of GPU 0 (nvidia-smi -L)
+  gputop run --gpus MIG-4fd9 -- python train.py         a MIG instance by UUID prefix
   gputop run --auto 2 --wait -- python train.py         the first 2 cards that are free
   gputop run --gpus 0 -- "python a.py | tee out.txt"    one argument: runs under $SHELL -c
 """
@@ -49,7 +55,8 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "--gpus",
         metavar="LIST",
         help="physical indices or UUID prefixes, comma-separated, in the cuda order wanted "
-        "(--gpus 3,1 makes GPU 3 cuda:0)",
+        "(--gpus 3,1 makes GPU 3 cuda:0); a MIG instance as MIG-<uuid prefix> or GPU:DEVICE "
+        "(0:1 is MIG device 1 of GPU 0, as nvidia-smi -L numbers them)",
     )
     cards.add_argument(
         "--auto", type=int, metavar="N", help="pick N free GPUs by the free-card policy"
@@ -111,10 +118,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         snapshot = _sample(args.fake)
         wait_count = None
+        indices: list[int | str]
         if args.auto is not None:
             active = {job.id: job.physical_indices for job in store.active_jobs()}
             try:
-                indices = pick_free(snapshot, args.auto, policy, current_user(), active)
+                indices = list(pick_free(snapshot, args.auto, policy, current_user(), active))
             except NotEnoughFreeGpus:
                 if not args.wait:
                     raise
@@ -139,10 +147,21 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(job.to_json(), indent=2))
     else:
         print(describe_launch(job, snapshot, policy))
+    for hidden in mig_pinning_warnings(snapshot, job):
+        print(f"gputop: warning: {hidden}", file=sys.stderr)
     warning = _missing_program(job, environ)
     if warning:
         print(f"gputop: warning: {warning}", file=sys.stderr)
     return 0
+
+
+def mig_pinning_warnings(snapshot: Snapshot, job: Job) -> list[str]:
+    """Where the driver would expose only one of the job's pinned MIG instances."""
+    visible = job.env.get("CUDA_VISIBLE_DEVICES")
+    if not visible or "MIG-" not in visible:
+        return []
+    seen = resolve_visibility(snapshot.gpus, snapshot.driver_version, visible, PCI_BUS_ID)
+    return [w.message for w in seen.warnings if w.code in MIG_HIDES]
 
 
 def describe_launch(job: Job, snapshot: Snapshot, policy: FreePolicy) -> str:
@@ -160,6 +179,11 @@ def describe_launch(job: Job, snapshot: Snapshot, policy: FreePolicy) -> str:
     by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
     for logical, physical in enumerate(job.physical_indices):
         gpu = by_index.get(physical)
+        uuid = job.uuids[logical] if logical < len(job.uuids) else ""
+        mig = mig_target_by_uuid(snapshot.gpus, uuid) if uuid.startswith("MIG-") else None
+        if mig is not None:
+            lines.append(f"  cuda:{logical} → {mig.label}  {mig.uuid}")
+            continue
         name = (gpu.name if gpu else None) or "?"
         short = (gpu.short_uuid if gpu else None) or ""
         lines.append(f"  cuda:{logical} → GPU {physical}  {name}  {short}".rstrip())

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import psutil
 
 from gputop.core.model import ProcessOrigin
+from gputop.core.pid_namespace import LocalPidGuard
 
 FOREIGN_HINT = "not visible here (another PID namespace, e.g. a container)"
 DENIED_HINT = "no permission to read this process"
@@ -50,16 +51,27 @@ class _Tracked:
 class HostProcessTable:
     """psutil lookups for GPU processes, cached across refreshes."""
 
-    def __init__(self, simulated: SimulatedLookup | None = None) -> None:
+    def __init__(
+        self, simulated: SimulatedLookup | None = None, guard: LocalPidGuard | None = None
+    ) -> None:
         self._tracked: dict[int, _Tracked] = {}
         self._simulated = simulated
+        self._guard = guard
+        """Set in a nested PID namespace: see gputop.core.pid_namespace."""
 
     def describe(self, pids: Iterable[int]) -> dict[int, HostFacts]:
         """Facts for each pid, and forget the pids not asked about this time."""
         wanted = set(pids)
         for gone in self._tracked.keys() - wanted:
             del self._tracked[gone]
-        return {pid: self._describe_one(pid) for pid in wanted}
+        described = {pid: self._describe_one(pid) for pid in wanted}
+        if self._guard is not None:
+            local = {
+                p: f.start_time for p, f in described.items() if f.origin is ProcessOrigin.HOST
+            }
+            for pid, hint in self._guard.refusals(local).items():
+                described[pid] = HostFacts(ProcessOrigin.FOREIGN, hint=hint)
+        return described
 
     def _describe_one(self, pid: int) -> HostFacts:
         try:

@@ -16,6 +16,7 @@ from gputop.core.errors import NvmlUnavailableError, UsageError
 from gputop.core.host_processes import HostFacts, HostProcessTable
 from gputop.core.model import ProcessOrigin
 from gputop.core.nvml_backend import NvmlBackend, SamplingOptions
+from gputop.core.pid_namespace import local_pid_guard
 
 FAKE_ENV = "GPUTOP_FAKE"
 FAKE_TIME_ENV = "GPUTOP_FAKE_TIME"
@@ -89,7 +90,7 @@ def _open_fake(
         clock=nvml.epoch_time,
         hostname=nvml.scenario.hostname,
         simulated=nvml.scenario.description or f"simulated GPUs from {name}",
-        host_processes=HostProcessTable(simulated=simulated),
+        host_processes=HostProcessTable(simulated=simulated, guard=local_pid_guard()),
         options=options,
     )
 
@@ -105,7 +106,9 @@ def _open_real(options: SamplingOptions | None) -> NvmlBackend:
         raise NvmlUnavailableError(
             f"The NVIDIA driver library could not be loaded ({error}). {TRY_FAKE}"
         ) from None
-    return NvmlBackend(pynvml, options=options)
+    return NvmlBackend(
+        pynvml, options=options, host_processes=HostProcessTable(guard=local_pid_guard())
+    )
 
 
 def explain_init_failure(nvml: Any, error: Exception) -> str:

@@ -27,7 +27,7 @@ from textual.widgets import Footer
 from gputop.core.errors import GputopError
 from gputop.core.history import UtilizationHistory, initial_history
 from gputop.core.jobs.tracking import JobsView, LogTails
-from gputop.core.model import Snapshot
+from gputop.core.model import ProcessOrigin, Snapshot
 from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.process_control import signal_own_process
 from gputop.tui.jobs_actions import JobsApp
@@ -245,6 +245,16 @@ class GputopApp(JobsApp):
         process = self.query_one(ProcessTable).current_process
         if process is None:
             self.notify("No process highlighted: press tab to reach the process table.")
+            return
+        if process.origin is not ProcessOrigin.HOST:
+            # Foreign: NVML's pid is no process of this PID namespace, or an unrelated one
+            # that merely shares the number (gputop.core.pid_namespace).
+            self.notify(
+                f"Process {process.pid} is not a process of this machine's view "
+                f"({process.hint or process.origin.value}); gputop will not signal it.",
+                severity="warning",
+                markup=False,
+            )
             return
         if process.user != self.user:
             self.notify(

@@ -8,7 +8,8 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
         [
             ("←/→  j/k", "move the highlight across cards"),
             ("↑/↓", "move to the card above / below"),
-            ("space", "add or remove the highlighted card from the selection"),
+            ("m", "on a MIG card: highlight its next MIG instance, then the whole card"),
+            ("space", "add or remove the highlighted card or MIG instance from the selection"),
             ("a", "select every card"),
             ("escape", "clear the selection (then the highlighted card is the selection)"),
         ],

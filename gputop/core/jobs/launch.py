@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.command import CommandPlan, default_name, needs_shell, plan_command
 from gputop.core.jobs.logs import PRIVATE_FILE_MODE, open_private_append
+from gputop.core.jobs.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode
 from gputop.core.jobs.procgroup import process_start_time
 from gputop.core.jobs.store import JobStore
@@ -56,8 +57,9 @@ class LaunchError(GputopError):
 @dataclass(frozen=True)
 class LaunchRequest:
     command: str | Sequence[str]
-    physical_indices: Sequence[int]
-    """In the cuda order wanted: the first becomes ``cuda:0``."""
+    physical_indices: Sequence[int | str]
+    """In the cuda order wanted: the first becomes ``cuda:0``. A whole GPU by physical
+    index, or a MIG instance by its full ``MIG-`` UUID (gputop.core.jobs.mig_targets)."""
     name: str | None = None
     cwd: str | None = None
     """Default: the caller's current directory."""
@@ -72,17 +74,19 @@ class LaunchRequest:
     """Seconds between SIGTERM and SIGKILL when the job is stopped."""
 
 
-def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int]:
-    """Physical indices from ``["3,1"]`` or ``["3", "GPU-5a9e"]``, in the order given.
+def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
+    """Targets from ``["3,1"]`` or ``["3", "GPU-5a9e", "0:1"]``, in the order given.
 
-    A token is a physical index or a unique UUID prefix (``GPU-5a9e`` or ``5a9e``).
+    A token is a physical index or a unique UUID prefix (``GPU-5a9e`` or ``5a9e``): a whole
+    GPU, as its index; or a MIG instance (``MIG-4fd9`` or ``GPU:DEVICE`` such as ``0:1``,
+    defined in gputop.core.jobs.mig_targets), as its full MIG UUID.
     """
     known = _known_gpus(snapshot)
     parts = [(token, part.strip()) for token in tokens for part in str(token).split(",")]
     if not parts or all(not part for _, part in parts):
         raise UsageError(f"No GPU given: name cards by index or UUID prefix, e.g. 0,2. {known}")
-    chosen: list[int] = []
-    given_as: dict[int, str] = {}
+    chosen: list[int | str] = []
+    given_as: dict[int | str, str] = {}
     for token, part in parts:
         if not part:
             raise UsageError(
@@ -94,7 +98,8 @@ def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int]:
             twice = (
                 f"({part!r})" if given_as[index] == part else f"({given_as[index]!r} and {part!r})"
             )
-            raise UsageError(f"GPU {index} is given twice {twice}; each card can be pinned once.")
+            what = f"MIG device {index}" if isinstance(index, str) else f"GPU {index}"
+            raise UsageError(f"{what} is given twice {twice}; each card can be pinned once.")
         given_as[index] = part
         chosen.append(index)
     return chosen
@@ -123,7 +128,7 @@ def launch_job(
             snapshot.gpus, list(request.physical_indices), driver_version=snapshot.driver_version
         )
         indices = tuple(device.physical_index for device in pinning.devices)
-        uuids = tuple(device.uuid or "" for device in pinning.devices)
+        uuids = tuple(device.mig_uuid or device.uuid or "" for device in pinning.devices)
         env = dict(pinning.env)
     waits = request.wait or request.wait_count is not None
     policy = request.policy
@@ -298,17 +303,14 @@ def _known_gpus(snapshot: Snapshot) -> str:
     return f"This machine has GPUs {listed}."
 
 
-def _one_gpu(snapshot: Snapshot, part: str, known: str) -> int:
+def _one_gpu(snapshot: Snapshot, part: str, known: str) -> int | str:
+    if is_mig_target_text(part):
+        return find_mig_target(snapshot, part).uuid
     if part.isdigit():
         index = int(part)
         if any(gpu.physical_index == index for gpu in snapshot.gpus):
             return index
         raise UsageError(f"There is no GPU {part}. {known}")
-    if part.upper().startswith("MIG-"):
-        raise UsageError(
-            f"{part}: gputop run pins whole GPUs; to use a MIG instance, set "
-            "CUDA_VISIBLE_DEVICES to its UUID yourself."
-        )
     wanted = part.lower() if part.lower().startswith("gpu-") else f"gpu-{part.lower()}"
     matches = [gpu for gpu in snapshot.gpus if gpu.uuid and gpu.uuid.lower().startswith(wanted)]
     if not matches:

@@ -146,7 +146,7 @@ def pick_free(
 
 def launch_warnings(
     snapshot: Snapshot,
-    physical_indices: Sequence[int],
+    physical_indices: Sequence[int | str],
     user: str,
     active_jobs: Sequence[ActiveJob],
     *,
@@ -161,6 +161,9 @@ def launch_warnings(
     by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
     warnings: list[str] = []
     for index in physical_indices:
+        if isinstance(index, str):  # a MIG instance, by UUID: its own policy
+            warnings.extend(_mig_warnings(snapshot, index, policy, user, active_jobs))
+            continue
         gpu = by_index.get(index)
         if gpu is None:
             warnings.append(f"GPU {index} is not on this machine")
@@ -183,6 +186,20 @@ def launch_warnings(
             if details:
                 warnings.append(f"GPU {index} is busy: " + ", ".join(details))
     return warnings
+
+
+def _mig_warnings(
+    snapshot: Snapshot, mig_uuid: str, policy: FreePolicy, user: str, jobs: Sequence[ActiveJob]
+) -> list[str]:
+    """A MIG instance is judged alone (gputop.core.jobs.mig_targets has the rule)."""
+    from gputop.core.jobs.mig_targets import judge_mig_instance, mig_target_by_uuid
+
+    target = mig_target_by_uuid(snapshot.gpus, mig_uuid)
+    if target is None:
+        return [f"MIG device {mig_uuid} is not on this machine"]
+    holders = [job.id for job in jobs if mig_uuid in getattr(job, "uuids", ())]
+    verdict = judge_mig_instance(target, policy.min_free_bytes, user, holders)
+    return [] if verdict.free else [f"{target.label} is busy: " + ", ".join(verdict.reasons)]
 
 
 def _judge(gpu: GpuSample, policy: FreePolicy, user: str, job_ids: list[int]) -> CardVerdict:

@@ -22,6 +22,7 @@ from typing import Any
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.logs import open_private_append
+from gputop.core.jobs.mig_targets import target_keys
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.procgroup import process_alive
 from gputop.core.jobs.store_file import (
@@ -217,7 +218,9 @@ class JobStore:
                     (JobState.RUNNING.value, job_id, self._host),
                 ).fetchall(),
             ):
-                if set(other.physical_indices) & set(mine.physical_indices):
+                if target_keys(other.physical_indices, other.uuids) & target_keys(
+                    mine.physical_indices, mine.uuids
+                ):
                     return other
             conn.execute(
                 "UPDATE jobs SET state = ? WHERE id = ? AND state = ?",

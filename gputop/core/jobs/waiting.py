@@ -42,8 +42,14 @@ def wait_decision(
     policy: FreePolicy,
     user: str,
     running_job_gpus: Mapping[int, Sequence[int]],
+    running_job_uuids: Mapping[int, Sequence[str]] | None = None,
 ) -> WaitDecision:
-    """May the job start now, and on which cards?"""
+    """May the job start now, and on which cards?
+
+    ``running_job_uuids``: the running jobs' pinned UUIDs, so a MIG instance another job
+    is pinned to counts as taken (gputop.core.jobs.mig_targets has the MIG policy).
+    """
+    from gputop.core.jobs.mig_targets import judge_mig_instance, mig_target_by_uuid
     from gputop.core.jobs.policy import NotEnoughFreeGpus, judge_cards, pick_free
 
     if job.wait_count is not None and not job.physical_indices:
@@ -54,7 +60,18 @@ def wait_decision(
         return WaitDecision(True, tuple(chosen), "")
     verdicts = {v.physical_index: v for v in judge_cards(snapshot, policy, user, running_job_gpus)}
     problems = []
-    for index in job.physical_indices:
+    for position, index in enumerate(job.physical_indices):
+        uuid = job.uuids[position] if position < len(job.uuids) else ""
+        if uuid.startswith("MIG-"):
+            target = mig_target_by_uuid(snapshot.gpus, uuid)
+            if target is None:
+                problems.append(f"MIG device {uuid} is not on this machine")
+                continue
+            holders = [i for i, u in (running_job_uuids or {}).items() if uuid in u]
+            mig = judge_mig_instance(target, policy.min_free_bytes, user, holders)
+            if not mig.free:
+                problems.append(f"{target.label}: {', '.join(mig.reasons)}")
+            continue
         verdict = verdicts.get(index)
         if verdict is None:
             problems.append(f"GPU {index} is not on this machine")
@@ -115,7 +132,12 @@ class CardWaiter:
             for other in self.store.active_jobs()
             if other.id != job.id and other.state is JobState.RUNNING
         }
-        decision = wait_decision(snapshot, job, job_policy(job), self._user, running)
+        running_uuids = {
+            other.id: other.uuids
+            for other in self.store.active_jobs()
+            if other.id != job.id and other.state is JobState.RUNNING
+        }
+        decision = wait_decision(snapshot, job, job_policy(job), self._user, running, running_uuids)
         if not decision.ready:
             return None, decision.reason
         if not job.physical_indices:

@@ -3,7 +3,9 @@
 from gputop.core.probes.driver import (
     DriverProbe,
     DriverProbeResult,
+    ProbedDevice,
     compare_with_rules,
+    order_note,
     run_driver_probe,
 )
 from gputop.core.probes.torch_probe import TorchProbeResult, probe_torch
@@ -11,8 +13,10 @@ from gputop.core.probes.torch_probe import TorchProbeResult, probe_torch
 __all__ = [
     "DriverProbe",
     "DriverProbeResult",
+    "ProbedDevice",
     "TorchProbeResult",
     "compare_with_rules",
+    "order_note",
     "probe_torch",
     "run_driver_probe",
 ]

@@ -1,9 +1,12 @@
 """Ask the CUDA driver itself which devices a process would see, without keeping a context.
 
 A short-lived child process loads ``libcuda`` through ctypes with the environment to test,
-calls ``cuInit``, ``cuDeviceGetCount`` and ``cuDeviceGetUuid`` for each ordinal, prints the
-UUIDs and exits. ``cuInit`` creates no context, so no GPU memory is used; running it in a
-child keeps the dashboard's own process free of the driver's state and of the variables.
+calls ``cuInit``, ``cuDeviceGetCount`` and, for each ordinal, ``cuDeviceGetUuid``,
+``cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)`` and ``cuDeviceGetPCIBusId``, prints them and
+exits. ``cuInit`` creates no context, so no GPU memory is used; running it in a child keeps
+the dashboard's own process free of the driver's state and of the variables. With both
+variables unset the answer is the driver's own default (FASTEST_FIRST) order, which no NVML
+call gives (docs/cuda-visibility.md, "The driver probe").
 """
 
 from __future__ import annotations
@@ -13,13 +16,22 @@ import os
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from gputop.core.probes.cuda_errors import (
+    CUDA_ERROR_INVALID_DEVICE,
+    CUDA_ERROR_NO_DEVICE,
+    describe_cuda_error,
+)
 from gputop.core.visibility import Visibility
 
 LIBCUDA = "libcuda.so.1"
-CUDA_ERROR_NO_DEVICE = 100
-CUDA_ERROR_INVALID_DEVICE = 101
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+RETRY_FAILED_PROBE_AFTER_S = 60.0
+"""A failed probe (no libcuda, a driver error, a timeout) is asked again after this long:
+a driver may be installed, a module loaded or a container restarted meanwhile."""
 
 _CHILD = r"""
 import ctypes, json, sys
@@ -34,15 +46,34 @@ check(cuda.cuInit(0), "cuInit")
 count = ctypes.c_int(0)
 check(cuda.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
 get_uuid = getattr(cuda, "cuDeviceGetUuid_v2", None) or cuda.cuDeviceGetUuid
-uuids = []
+get_attribute = getattr(cuda, "cuDeviceGetAttribute", None)
+get_bus_id = getattr(cuda, "cuDeviceGetPCIBusId", None)
+devices = []
 for ordinal in range(count.value):
     device = ctypes.c_int(0)
     check(cuda.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
     raw = (ctypes.c_ubyte * 16)()
     check(get_uuid(raw, device), "cuDeviceGetUuid")
-    uuids.append(bytes(raw).hex())
-print(json.dumps({"status": "ok", "uuids": uuids}))
-"""
+    sms = ctypes.c_int(0)
+    ok = get_attribute is not None and get_attribute(ctypes.byref(sms), ATTRIBUTE, device) == 0
+    bus = ctypes.create_string_buffer(64)
+    bus_ok = get_bus_id is not None and get_bus_id(bus, 64, device) == 0
+    devices.append({"uuid": bytes(raw).hex(), "sms": sms.value if ok else None,
+                    "pci": bus.value.decode("ascii", "replace") if bus_ok else None})
+print(json.dumps({"status": "ok", "devices": devices}))
+""".replace("ATTRIBUTE", str(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))
+
+
+@dataclass(frozen=True, slots=True)
+class ProbedDevice:
+    """What the driver says about one CUDA ordinal."""
+
+    uuid: str
+    """``GPU-xxxxxxxx-...`` (a MIG device's UUID comes back in the same shape)."""
+    multiprocessor_count: int | None
+    """SMs (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT); None where the call failed."""
+    pci_bus_id: str | None
+    """``0000:41:00.0`` as cuDeviceGetPCIBusId writes it; None where the call failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +83,10 @@ class DriverProbeResult:
     uuids: tuple[str, ...] = ()
     """Per CUDA ordinal: ``GPU-xxxxxxxx-...`` (MIG devices' UUIDs keep the same shape)."""
     detail: str = ""
+    devices: tuple[ProbedDevice, ...] = ()
+    """Per CUDA ordinal, the same order as ``uuids``, with SM count and PCI bus id."""
+    error_code: int | None = None
+    """The CUresult of the call that failed, for status ``error``."""
 
 
 def format_uuid(hex16: str) -> str:
@@ -89,28 +124,57 @@ def run_driver_probe(
         return DriverProbeResult("error", detail=f"the driver did not answer in {timeout_s:g} s")
     except (IndexError, ValueError, OSError):
         return DriverProbeResult("error", detail="the probe process failed")
+    return _parse_answer(answer)
+
+
+def _parse_answer(answer: dict[str, object]) -> DriverProbeResult:
     status = answer.get("status")
     if status == "ok":
-        return DriverProbeResult("ok", tuple(format_uuid(u) for u in answer["uuids"]))
-    if status == "cuda-error" and answer.get("code") in (
-        CUDA_ERROR_NO_DEVICE,
-        CUDA_ERROR_INVALID_DEVICE,
-    ):
-        return DriverProbeResult("no-device")
+        try:
+            devices = tuple(_device(entry) for entry in answer["devices"])  # type: ignore[attr-defined]
+        except (KeyError, TypeError, ValueError):
+            return DriverProbeResult("error", detail="the probe process answered nonsense")
+        return DriverProbeResult("ok", tuple(d.uuid for d in devices), devices=devices)
+    code = answer.get("code")
+    if status == "cuda-error" and code in (CUDA_ERROR_NO_DEVICE, CUDA_ERROR_INVALID_DEVICE):
+        return DriverProbeResult("no-device", error_code=int(code))
     if status == "no-libcuda":
         return DriverProbeResult("no-libcuda", detail=str(answer.get("detail", "")))
-    return DriverProbeResult(
-        "error", detail=f"{answer.get('detail', '?')} returned CUDA error {answer.get('code')}"
+    if isinstance(code, int):
+        detail = describe_cuda_error(code, str(answer.get("detail", "?")))
+        return DriverProbeResult("error", detail=detail, error_code=code)
+    return DriverProbeResult("error", detail="the probe process failed")
+
+
+def _device(entry: dict[str, object]) -> ProbedDevice:
+    sms = entry.get("sms")
+    pci = entry.get("pci")
+    return ProbedDevice(
+        uuid=format_uuid(str(entry["uuid"])),
+        multiprocessor_count=sms if isinstance(sms, int) and sms > 0 else None,
+        pci_bus_id=pci if isinstance(pci, str) and pci else None,
     )
 
 
 class DriverProbe:
-    """Driver probes cached per (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER): they never change."""
+    """Driver probes cached per (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
 
-    def __init__(self, library: str = LIBCUDA) -> None:
+    A driver's answer (devices, or no device) does not change while it runs, so it is kept.
+    A failure is kept only ``retry_after_s``: the next ask after that runs the probe again.
+    """
+
+    def __init__(
+        self,
+        library: str = LIBCUDA,
+        *,
+        retry_after_s: float = RETRY_FAILED_PROBE_AFTER_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._library = library
+        self._retry_after_s = retry_after_s
+        self._clock = clock
         self._lock = threading.Lock()
-        self._cache: dict[tuple[str | None, str | None], DriverProbeResult] = {}
+        self._cache: dict[tuple[str | None, str | None], tuple[DriverProbeResult, float]] = {}
 
     def probe(
         self, cuda_visible_devices: str | None, cuda_device_order: str | None
@@ -119,11 +183,19 @@ class DriverProbe:
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None:
-            return cached
+            result, at = cached
+            if result.status in ("ok", "no-device"):
+                return result
+            if self._clock() - at < self._retry_after_s:
+                return result
         result = run_driver_probe(cuda_visible_devices, cuda_device_order, library=self._library)
         with self._lock:
-            self._cache[key] = result
+            self._cache[key] = (result, self._clock())
         return result
+
+    def default_order(self) -> DriverProbeResult:
+        """The driver's own numbering: both variables unset, so FASTEST_FIRST over all GPUs."""
+        return self.probe(None, None)
 
 
 def compare_with_rules(visibility: Visibility, probe: DriverProbeResult) -> tuple[str, str]:
@@ -151,3 +223,27 @@ def _same(expected: tuple[str, ...], seen: tuple[str, ...]) -> bool:
         return uuid.split("-", 1)[-1].lower()
 
     return [key(u) for u in expected] == [key(u) for u in seen]
+
+
+def order_note(visibility: Visibility, default: DriverProbeResult | None) -> tuple[str, str]:
+    """(driver | pci | estimate, a sentence): where the numbering of ``cuda:N`` comes from.
+
+    ``default`` is the probe with both variables unset (None where it was not asked). The
+    fastest-first order is an estimate whenever that probe did not answer, and says so.
+    """
+    if (visibility.cuda_device_order or "").strip() == "PCI_BUS_ID":
+        return "pci", "order: PCI bus order, as CUDA_DEVICE_ORDER=PCI_BUS_ID asks"
+    if visibility.order_from_driver:
+        return "driver", "order: fastest first, as the CUDA driver itself numbers the GPUs"
+    if default is None:
+        why = "the driver was not asked"
+    elif default.status == "ok":
+        why = "the driver's list does not match NVML's GPUs"
+    elif default.status == "no-libcuda":
+        why = "no CUDA driver library (libcuda) here"
+    elif default.status == "no-device":
+        why = "the CUDA driver sees no device"
+    else:
+        why = default.detail or default.status
+    doubt = "" if visibility.order_certain else "; the GPUs differ, so it may be wrong"
+    return "estimate", f"order: fastest first, estimated by gputop ({why}){doubt}"

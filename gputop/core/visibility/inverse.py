@@ -1,7 +1,8 @@
 """The environment that pins chosen cards, in a chosen order: the launcher's half.
 
 ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` plus ``CUDA_VISIBLE_DEVICES`` with full UUIDs (by default)
-names physical cards unambiguously whatever the machine's mix of models. The answer is
+names physical cards unambiguously whatever the machine's mix of models; a MIG instance is
+pinned by its ``MIG-`` UUID (docs/cuda-visibility.md, "Launching"). The answer is
 checked by running it back through the driver's rules, so a launch preview can never
 promise a mapping the rules would not give.
 """
@@ -54,10 +55,19 @@ def pin_environment(
     env = {"CUDA_DEVICE_ORDER": PCI_BUS_ID, "CUDA_VISIBLE_DEVICES": ",".join(entries)}
     visibility = resolve_visibility(gpus, driver_version, env["CUDA_VISIBLE_DEVICES"], PCI_BUS_ID)
     got = [(d.physical_index, d.mig_uuid) for d in visibility.devices]
-    if got != wanted:
-        reasons = " ".join(w.message for w in visibility.warnings)
-        raise SelectionError(f"These cards cannot all be pinned together: {reasons}")
-    return Pinning(env=env, devices=visibility.devices)
+    if got == wanted:
+        return Pinning(env=env, devices=visibility.devices)
+    hidden = [w.message for w in visibility.warnings if w.code in MIG_HIDES]
+    if hidden and got and set(got) <= set(wanted):
+        # Rules 21-22: the driver exposes only some of the pinned MIG devices. The launch
+        # may still be what the person wants (one instance per process): say it, not refuse.
+        return Pinning(env=env, devices=visibility.devices, warnings=tuple(hidden))
+    reasons = " ".join(w.message for w in visibility.warnings)
+    raise SelectionError(f"These cards cannot all be pinned together: {reasons}")
+
+
+MIG_HIDES = ("mig-single-instance", "mig-one-ci-per-gi")
+"""Warnings of gputop.core.visibility.resolve for pinned MIG devices the driver hides."""
 
 
 def _mig(gpus: Sequence[GpuSample], mig_uuid: str) -> tuple[GpuSample, str]:

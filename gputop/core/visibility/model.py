@@ -35,6 +35,8 @@ class Visibility:
     """False when integer entries depend on the driver's undocumented fastest-first guess."""
     stopped_at: int | None = None
     """Position (0-based) of the entry that ended the list, if one did."""
+    order_from_driver: bool = False
+    """True when FASTEST_FIRST came from the driver probe rather than gputop's estimate."""
 
     def codes(self) -> tuple[str, ...]:
         return tuple(w.code for w in self.warnings)
@@ -46,6 +48,9 @@ class Pinning:
 
     env: dict[str, str]
     devices: tuple[LogicalDevice, ...]
+    """What the job will see: fewer than pinned where the driver exposes one MIG device."""
+    warnings: tuple[str, ...] = ()
+    """For the launch preview: pinned devices the driver would not expose."""
 
 
 class SelectionError(UsageError):

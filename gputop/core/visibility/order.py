@@ -2,9 +2,10 @@
 
 PCI_BUS_ID is ascending PCI bus id, which is nvidia-smi's order. FASTEST_FIRST, the default,
 is a descending sort by a speed the driver estimates with an undocumented heuristic
-(CVD_RULES rules 15-17); equal GPUs keep PCI order. gputop estimates it like the CUDA
-samples' ``gpuGetMaxGflopsDeviceId``: SMs x cores per SM x SM clock. Where GPUs differ, the
-result is marked uncertain rather than presented as fact.
+(docs/cuda-visibility.md, rules 15-17); equal GPUs keep PCI order. Where the driver probe
+could run, its answer with both variables unset *is* that order (``driver_order``). Only
+where it could not does gputop estimate it like the CUDA samples' ``gpuGetMaxGflopsDeviceId``
+(SMs x cores per SM x SM clock) and mark the result uncertain rather than present it as fact.
 """
 
 from __future__ import annotations
@@ -40,14 +41,29 @@ class CudaOrder:
     """False when the fastest-first order had to be estimated for differing GPUs."""
     recognised: bool
     """False for a CUDA_DEVICE_ORDER value the driver does not document."""
+    from_driver: bool = False
+    """True when the fastest-first order is the driver probe's answer, not an estimate."""
 
 
-def cuda_order(gpus: Sequence[GpuSample], cuda_device_order: str | None) -> CudaOrder:
+def cuda_order(
+    gpus: Sequence[GpuSample],
+    cuda_device_order: str | None,
+    driver_order: Sequence[str] | None = None,
+) -> CudaOrder:
+    """The GPUs as the driver numbers them under ``cuda_device_order``.
+
+    ``driver_order`` is the UUID of each CUDA ordinal from a driver probe run with both
+    CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER unset; without it FASTEST_FIRST is estimated.
+    """
     by_pci = tuple(sorted(gpus, key=lambda g: (g.pci_bus_id or "", g.physical_index)))
     value = (cuda_device_order or "").strip()
     if value == PCI_BUS_ID:
         return CudaOrder(by_pci, fastest_first=False, certain=True, recognised=True)
     recognised = cuda_device_order is None or value in ("", FASTEST_FIRST)
+    if driver_order is not None:
+        from_driver = _from_driver(by_pci, driver_order, recognised)
+        if from_driver is not None:
+            return from_driver
     if len({_model(g) for g in by_pci}) <= 1:
         return CudaOrder(by_pci, fastest_first=True, certain=True, recognised=recognised)
     speeds = [estimated_speed(g) for g in by_pci]
@@ -59,6 +75,40 @@ def cuda_order(gpus: Sequence[GpuSample], cuda_device_order: str | None) -> Cuda
     return CudaOrder(
         tuple(by_pci[i] for i in ranked), fastest_first=True, certain=False, recognised=recognised
     )
+
+
+def _from_driver(
+    by_pci: tuple[GpuSample, ...], driver_order: Sequence[str], recognised: bool
+) -> CudaOrder | None:
+    """The driver's numbering, where it names every GPU that is not in MIG mode.
+
+    A MIG-mode GPU appears in the driver's list through its MIG devices' UUIDs (or not at
+    all, before R570 or without instances); it takes the place of its first instance, or
+    goes last in PCI order. A GPU the driver does not list and that is not in MIG mode means
+    the two views differ (a device cgroup, say): then the answer is not used.
+    """
+    position: dict[str, int] = {}
+    for ordinal, uuid in enumerate(driver_order):
+        position.setdefault(_hex(uuid), ordinal)
+    places: list[tuple[int, int]] = []
+    for pci_rank, gpu in enumerate(by_pci):
+        keys = [_hex(gpu.uuid or "")] + [_hex(m.uuid or "") for m in gpu.mig_devices]
+        found = [position[k] for k in keys if k and k in position]
+        if found:
+            places.append((min(found), pci_rank))
+        elif gpu.mig_mode_current:
+            places.append((len(driver_order) + pci_rank, pci_rank))
+        else:
+            return None
+    ranked = tuple(by_pci[rank] for _, rank in sorted(places))
+    return CudaOrder(
+        ranked, fastest_first=True, certain=True, recognised=recognised, from_driver=True
+    )
+
+
+def _hex(uuid: str) -> str:
+    """The UUID without its ``GPU-``/``MIG-`` prefix: the driver gives MIG UUIDs as GPU-."""
+    return uuid.split("-", 1)[-1].lower() if "-" in uuid else ""
 
 
 def estimated_speed(gpu: GpuSample) -> float | None:

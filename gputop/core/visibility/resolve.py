@@ -1,6 +1,6 @@
 """CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER to ``cuda:N`` -> physical GPU, as the driver does.
 
-Rule numbers refer to the project's research notes (shared/research/CVD_RULES.md). Where
+Rule numbers refer to docs/cuda-visibility.md. Where
 the driver's behaviour is undocumented, the choice made here is said in a warning instead of
 being presented as fact.
 """
@@ -36,9 +36,15 @@ def resolve_visibility(
     driver_version: str | None,
     cuda_visible_devices: str | None,
     cuda_device_order: str | None,
+    *,
+    driver_order: Sequence[str] | None = None,
 ) -> Visibility:
-    """The logical devices a CUDA process started with these variables would see."""
-    ordering = cuda_order(gpus, cuda_device_order)
+    """The logical devices a CUDA process started with these variables would see.
+
+    ``driver_order``: the UUID per CUDA ordinal from the driver probe with both variables
+    unset, which fixes FASTEST_FIRST; without it that order is estimated.
+    """
+    ordering = cuda_order(gpus, cuda_device_order, driver_order)
     driver_major = _driver_major(driver_version)
     warnings: list[VisibilityWarning] = []
     if not ordering.recognised:
@@ -92,6 +98,7 @@ def resolve_visibility(
         warnings=tuple(warnings),
         order_certain=ordering.certain or not uses_integers,
         stopped_at=stopped_at,
+        order_from_driver=ordering.from_driver,
     )
 
 
@@ -286,6 +293,7 @@ def _order_warnings(ordering: CudaOrder, cuda_device_order: str | None) -> list[
             f"{position} is GPU {gpu.physical_index} ({(gpu.name or '?').replace('NVIDIA ', '')})"
             for position, gpu in enumerate(ordering.gpus)
         )
+        source = " This is the CUDA driver's own order." if ordering.from_driver else ""
         estimate = (
             " This order is gputop's estimate of the driver's undocumented fastest-first "
             "heuristic (SMs x cores per SM x clock)."
@@ -296,7 +304,7 @@ def _order_warnings(ordering: CudaOrder, cuda_device_order: str | None) -> list[
             VisibilityWarning(
                 "fastest-first-differs",
                 f"CUDA_DEVICE_ORDER is {setting}, so CUDA numbers GPUs fastest first, not as "
-                f"nvidia-smi does: index {listing}.{estimate} {fix}",
+                f"nvidia-smi does: index {listing}.{source}{estimate} {fix}",
             )
         ]
     if not ordering.certain:

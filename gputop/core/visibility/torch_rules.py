@@ -4,7 +4,7 @@
 ``utilization``, ``temperature`` and ``power_draw``, map ``cuda:N`` to an NVML index with
 their own parser (``_parse_visible_devices``, ``_transform_uuid_to_ordinals``,
 ``_device_count_nvml``, ``_get_nvml_device_index``), which ignores CUDA_DEVICE_ORDER and
-differs from the driver in places (CVD_RULES, "Where torch deviates from the driver"). This
+differs from the driver in places (docs/cuda-visibility.md, "Where torch differs"). This
 is a faithful copy of that logic, checked against torch itself by a differential test, so
 gputop can warn where torch would read another card than ``cuda:N``.
 """

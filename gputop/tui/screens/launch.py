@@ -25,6 +25,7 @@ from textual.widgets import Checkbox, Input, Label, RadioButton, RadioSet, Stati
 from gputop.core.errors import GputopError
 from gputop.core.jobs.command import plan_command
 from gputop.core.jobs.launch import LaunchRequest, launch_job
+from gputop.core.jobs.mig_targets import target_label
 from gputop.core.jobs.model import Job, RunMode
 from gputop.core.jobs.policy import launch_warnings
 from gputop.core.jobs.store import JobStore
@@ -37,7 +38,8 @@ class LaunchContext:
     """What the dialog needs from the dashboard, fixed when it opens."""
 
     snapshot: Snapshot
-    physical_indices: tuple[int, ...]
+    physical_indices: tuple[int | str, ...]
+    """Whole GPUs by physical index, MIG instances by ``MIG-`` UUID, in cuda order."""
     user: str
     active_jobs: tuple[Job, ...]
     cwd: str
@@ -66,10 +68,11 @@ class LaunchScreen(ModalScreen[Job | None]):
         self._launching = False
 
     def compose(self) -> ComposeResult:
-        cards = ", ".join(str(i) for i in self.context.physical_indices)
+        gpus = self.context.snapshot.gpus
+        cards = ", ".join(target_label(gpus, t) for t in self.context.physical_indices)
         with VerticalScroll(id="launch") as dialog:
             dialog.border_subtitle = "enter launches · escape cancels · ↑/↓ earlier commands"
-            yield Static(f"[b]Launch on GPU {cards}[/b]", id="launch-title")
+            yield Static(Text(f"Launch on {cards}", style="bold"), id="launch-title")
             yield Label("Command")
             yield Input(
                 placeholder="python train.py --config configs/base.yaml",
@@ -146,11 +149,14 @@ class LaunchScreen(ModalScreen[Job | None]):
                 env.append(f"{value}\n")
             env.append(
                 "  ".join(
-                    f"cuda:{d.logical_index} → GPU {d.physical_index}" for d in pinning.devices
+                    f"cuda:{d.logical_index} → "
+                    + target_label(snapshot.gpus, d.mig_uuid or d.physical_index)
+                    for d in pinning.devices
                 ),
                 style="cyan",
             )
             parts.append(env)
+            parts.extend(Text(f"⚠ {warning}", style="yellow") for warning in pinning.warnings)
         warnings = launch_warnings(
             snapshot, context.physical_indices, context.user, context.active_jobs
         )

@@ -33,6 +33,10 @@ class CardView:
     highlighted: bool
     selected: bool
     compact: bool
+    mig_cursor: int | None = None
+    """Position in ``gpu.mig_devices`` of the highlighted MIG instance, if one is."""
+    mig_selected: frozenset[str] = frozenset()
+    """UUIDs of this card's selected MIG instances."""
 
 
 class GpuCard(Widget):
@@ -179,7 +183,7 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
     mem_bar = bar(used_pct, max(width - 4 - 1 - len(mem_text), 4), level_style(used_pct, 80, 95))
     lines.append(Text.assemble("MEM ", mem_bar, " ", mem_text))
     lines.append(_sensors(gpu))
-    lines.append(_clocks_or_mig(gpu))
+    lines.append(_mig_line(view) if gpu.mig_mode_current else _clocks(gpu))
     return lines
 
 
@@ -196,10 +200,22 @@ def _sensors(gpu: GpuSample) -> Text:
     )
 
 
-def _clocks_or_mig(gpu: GpuSample) -> Text:
-    if gpu.mig_mode_current:
-        profiles = [(m.name or "?").rsplit(" ", 1)[-1] for m in gpu.mig_devices]
-        return Text("MIG " + (" ".join(profiles) if profiles else "on, no instances"))
+def _mig_line(view: CardView) -> Text:
+    """The card's MIG instances: ● marks a selected one, the highlighted one is reversed."""
+    devices = view.gpu.mig_devices
+    if not devices:
+        return Text("MIG on, no instances")
+    line = Text("MIG")
+    for position, device in enumerate(devices):
+        line.append(" ")
+        selected = device.uuid is not None and device.uuid in view.mig_selected
+        profile = (device.name or "?").rsplit(" ", 1)[-1]
+        style = "reverse" if position == view.mig_cursor else ("bold" if selected else "")
+        line.append(("●" if selected else "") + profile, style=style)
+    return line
+
+
+def _clocks(gpu: GpuSample) -> Text:
     sm = gpu.clocks.sm_mhz
     memory = gpu.clocks.memory_mhz
     return Text.assemble(

@@ -1,7 +1,9 @@
 """The cards of every GPU, the highlight that moves across them, and the selection.
 
 With nothing selected, the highlighted card is the selection: a person who just moves to a
-free card and presses the launch key should get that card.
+free card and presses the launch key should get that card. On a card in MIG mode, ``m``
+moves the highlight through its MIG instances (then back to the whole card); a highlighted
+instance is what space selects and what a launch pins (by its MIG UUID).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from textual.containers import Grid
 from textual.message import Message
 
 from gputop.core.history import UtilizationHistory
-from gputop.core.model import Snapshot
+from gputop.core.model import GpuSample, MigDevice, Snapshot
 from gputop.tui.widgets.gpu_card import CardView, GpuCard
 
 MIN_CARD_WIDTH = 38
@@ -25,12 +27,14 @@ class GpuGrid(Grid, can_focus=True):
         Binding("right,j", "move(1)", "Next card", show=False),
         Binding("up", "move_row(-1)", "Card above", show=False),
         Binding("down", "move_row(1)", "Card below", show=False),
+        Binding("m", "next_instance", "Next MIG instance", show=False),
     ]
 
     class SelectionChanged(Message):
-        """The highlight or the selection moved; ``cards`` is what a launch would use."""
+        """The highlight or the selection moved; ``cards`` is what a launch would use:
+        physical indices of whole GPUs and ``MIG-`` UUIDs of MIG instances."""
 
-        def __init__(self, highlighted: int | None, cards: tuple[int, ...]) -> None:
+        def __init__(self, highlighted: int | None, cards: tuple[int | str, ...]) -> None:
             super().__init__()
             self.highlighted = highlighted
             self.cards = cards
@@ -39,7 +43,9 @@ class GpuGrid(Grid, can_focus=True):
         super().__init__(id=id)
         self._physical: list[int] = []
         self._position = 0
-        self._selected: set[int] = set()
+        self._selected: set[int | str] = set()
+        self._mig_cursor: int | None = None
+        """Position of the highlighted MIG instance in the highlighted card's list."""
         self._snapshot: Snapshot | None = None
         self._history: UtilizationHistory | None = None
         self.compact = False
@@ -52,21 +58,61 @@ class GpuGrid(Grid, can_focus=True):
         return self._physical[self._position] if self._physical else None
 
     @property
-    def selection(self) -> tuple[int, ...]:
-        """Selected cards in physical order, or the highlighted card when none is."""
-        if self._selected:
-            return tuple(sorted(self._selected))
-        return () if self.highlighted is None else (self.highlighted,)
+    def highlighted_target(self) -> int | str | None:
+        """The highlighted card's physical index, or its highlighted MIG instance's UUID."""
+        device = self._cursor_device()
+        if device is not None and device.uuid:
+            return device.uuid
+        return self.highlighted
 
     @property
-    def explicitly_selected(self) -> frozenset[int]:
+    def selection(self) -> tuple[int | str, ...]:
+        """Selected cards and MIG instances in physical order, or the highlighted one."""
+        if self._selected:
+            return tuple(sorted(self._selected, key=self._place))
+        target = self.highlighted_target
+        return () if target is None else (target,)
+
+    @property
+    def explicitly_selected(self) -> frozenset[int | str]:
         return frozenset(self._selected)
 
     def toggle_highlighted(self) -> None:
-        if self.highlighted is None:
+        target = self.highlighted_target
+        if target is None:
             return
-        self._selected ^= {self.highlighted}
+        self._selected ^= {target}
         self._changed()
+
+    def action_next_instance(self) -> None:
+        """On a card in MIG mode: highlight its next MIG instance, then the card again."""
+        gpu = self._highlighted_gpu()
+        if gpu is None or not gpu.mig_devices:
+            return
+        following = 0 if self._mig_cursor is None else self._mig_cursor + 1
+        self._mig_cursor = following if following < len(gpu.mig_devices) else None
+        self._changed()
+
+    def _highlighted_gpu(self) -> GpuSample | None:
+        if self._snapshot is None or self.highlighted is None:
+            return None
+        return next((g for g in self._snapshot.gpus if g.physical_index == self.highlighted), None)
+
+    def _cursor_device(self) -> MigDevice | None:
+        gpu = self._highlighted_gpu()
+        if gpu is None or self._mig_cursor is None or self._mig_cursor >= len(gpu.mig_devices):
+            return None
+        return gpu.mig_devices[self._mig_cursor]
+
+    def _place(self, target: int | str) -> tuple[int, int]:
+        """Sort key: a whole GPU at its index, a MIG instance after it, in NVML's order."""
+        if isinstance(target, int):
+            return (target, -1)
+        for gpu in self._snapshot.gpus if self._snapshot is not None else ():
+            for device in gpu.mig_devices:
+                if device.uuid == target:
+                    return (gpu.physical_index, device.mig_index)
+        return (1 << 30, 0)
 
     def select_all(self) -> None:
         self._selected = set(self._physical)
@@ -79,6 +125,7 @@ class GpuGrid(Grid, can_focus=True):
     def action_move(self, step: int) -> None:
         if self._physical:
             self._position = (self._position + step) % len(self._physical)
+            self._mig_cursor = None
             self._changed()
 
     def action_move_row(self, step: int) -> None:
@@ -87,6 +134,7 @@ class GpuGrid(Grid, can_focus=True):
             target = self._position + step * columns
             if 0 <= target < len(self._physical):
                 self._position = target
+                self._mig_cursor = None
                 self._changed()
 
     # -- data ----------------------------------------------------------------------------
@@ -105,7 +153,8 @@ class GpuGrid(Grid, can_focus=True):
         first = not self._physical
         self._physical = physical
         self._position = min(self._position, max(len(physical) - 1, 0))
-        self._selected &= set(physical)
+        self._selected = {t for t in self._selected if isinstance(t, str) or t in physical}
+        self._mig_cursor = None
         self.remove_children()
         self.mount_all(GpuCard(index) for index in physical)
         self._layout()
@@ -120,13 +169,18 @@ class GpuGrid(Grid, can_focus=True):
             card = cards.get(gpu.physical_index)
             if card is None:
                 continue
+            highlighted = position == self._position
             card.show(
                 CardView(
                     gpu=gpu,
                     history=self._history.series(gpu.uuid, gpu.physical_index),
-                    highlighted=position == self._position,
+                    highlighted=highlighted,
                     selected=gpu.physical_index in self._selected,
                     compact=self.compact,
+                    mig_cursor=self._mig_cursor if highlighted else None,
+                    mig_selected=frozenset(
+                        d.uuid for d in gpu.mig_devices if d.uuid and d.uuid in self._selected
+                    ),
                 )
             )
 

@@ -1,7 +1,9 @@
 """The PyTorch view: which physical card each ``cuda:N`` is, and what a launch would pin.
 
 The mapping follows the CUDA driver's rules (gputop.core.visibility). The driver probe and
-the torch probe run in worker threads, once per environment, and never delay a frame.
+the torch probe run in worker threads, once per environment, and never delay a frame. The
+first driver probe, with both variables unset, gives the driver's own fastest-first order;
+until it answers, or where it cannot, that order is gputop's estimate and says so.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from textual.message import Message
 from textual.widgets import Static
 
 from gputop.core.errors import GputopError
+from gputop.core.jobs.mig_targets import target_label
 from gputop.core.model import Snapshot
-from gputop.core.probes import DriverProbe, compare_with_rules, probe_torch
+from gputop.core.probes import DriverProbe, compare_with_rules, order_note, probe_torch
 from gputop.core.visibility import Visibility, pin_environment, resolve_visibility
 
 CVD = "CUDA_VISIBLE_DEVICES"
@@ -57,8 +60,9 @@ class TorchPanel(VerticalScroll):
         self._snapshot: Snapshot | None = None
         self._identity: tuple[Any, ...] | None = None
         self._visibility: Visibility | None = None
-        self._selection: tuple[int, ...] = ()
+        self._selection: tuple[int | str, ...] = ()
         self._driver: Any = None
+        self._default_order: Any = None
         self._torch: Any = None
         self._driver_probe = DriverProbe()
         self._rendered: Any = None
@@ -75,6 +79,7 @@ class TorchPanel(VerticalScroll):
             # with the first frame, so they wait until it is on the screen.
             self.call_after_refresh(self._run_probes)
         identity = (
+            self._default_order,
             snapshot.driver_version,
             tuple(
                 (g.uuid, g.pci_bus_id, g.name, g.lost, len(g.mig_devices)) for g in snapshot.gpus
@@ -88,22 +93,35 @@ class TorchPanel(VerticalScroll):
                 snapshot.driver_version,
                 self.cuda_visible_devices,
                 self.cuda_device_order,
+                driver_order=self._driver_order(),
             )
             self._repaint()
 
-    def set_selection(self, cards: tuple[int, ...]) -> None:
+    def _driver_order(self) -> tuple[str, ...] | None:
+        default = self._default_order
+        return default.uuids if default is not None and default.status == "ok" else None
+
+    def set_selection(self, cards: tuple[int | str, ...]) -> None:
+        """Whole GPUs by physical index, MIG instances by ``MIG-`` UUID."""
         if cards != self._selection:
             self._selection = cards
             self._repaint()
 
     @work(thread=True, group="probes")
     def _run_probes(self) -> None:
+        default = self._driver_probe.default_order()
+        self.post_message(ProbeFinished("driver-order", default))
         driver = self._driver_probe.probe(self.cuda_visible_devices, self.cuda_device_order)
         self.post_message(ProbeFinished("driver", driver))
         torch = probe_torch(self.python, self.cuda_visible_devices, self.cuda_device_order)
         self.post_message(ProbeFinished("torch", torch))
 
     def on_probe_finished(self, message: ProbeFinished) -> None:
+        if message.kind == "driver-order":
+            self._default_order = message.result
+            if self._snapshot is not None:
+                self.show(self._snapshot)
+            return
         if message.kind == "driver":
             self._driver = message.result
         else:
@@ -115,7 +133,7 @@ class TorchPanel(VerticalScroll):
     def _repaint(self) -> None:
         if self._snapshot is None or self._visibility is None:
             return
-        state = (self._visibility, self._selection, self._driver, self._torch)
+        state = (self._visibility, self._selection, self._default_order, self._driver, self._torch)
         if state == self._rendered:
             return
         self._rendered = state
@@ -142,6 +160,14 @@ class TorchPanel(VerticalScroll):
 
     def _probe_lines(self, visibility: Visibility) -> Text:
         text = Text()
+        source, order_message = order_note(
+            visibility, self._default_order if self.probes_enabled else None
+        )
+        if source == "estimate" and not self.probes_enabled:
+            order_message = order_message.replace("the driver was not asked", "probes off")
+        elif source == "estimate" and self._default_order is None:
+            order_message = order_message.replace("the driver was not asked", "checking…")
+        text.append(f"{order_message}\n", style="yellow" if source == "estimate" else "dim")
         if not self.probes_enabled:
             text.append("Probes off.", style="dim")
             return text
@@ -171,15 +197,23 @@ class TorchPanel(VerticalScroll):
         except GputopError as error:
             return Text(f"Launch preview: {error}", style="red")
         lines = Text("Launch on ", style="bold")
-        lines.append(", ".join(f"GPU {i}" for i in self._selection), style="bold")
+        lines.append(
+            ", ".join(target_label(snapshot.gpus, t) for t in self._selection), style="bold"
+        )
         lines.append(":\n")
         for key, value in pinning.env.items():
             lines.append(f"  {key}=", style="dim")
             lines.append(f"{value}\n")
         lines.append(
             "  "
-            + ", ".join(f"cuda:{d.logical_index} → GPU {d.physical_index}" for d in pinning.devices)
+            + ", ".join(
+                f"cuda:{d.logical_index} → "
+                + target_label(snapshot.gpus, d.mig_uuid or d.physical_index)
+                for d in pinning.devices
+            )
         )
+        for warning in pinning.warnings:
+            lines.append(f"\n⚠ {warning}", style="yellow")
         return lines
 
 

@@ -9,10 +9,10 @@ own interpreter would see. Simulated GPUs are not known to the driver or torch, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
+from gputop.core.numbers import strict_json
 from gputop.core.probes import DriverProbe, compare_with_rules, probe_torch
 from gputop.core.source import FAKE_ENV, open_backend
 from gputop.core.visibility import Visibility, resolve_visibility
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         torch_message = "skipped (--no-torch)" if torch is None else torch.message
 
     if args.json:
-        print(json.dumps(_as_json(visibility, verdict, torch), indent=2))
+        print(strict_json(_as_json(visibility, verdict, torch), indent=2))
     else:
         print(_as_text(visibility, snapshot.gpus, driver_message, torch_message))
     return 0

@@ -180,6 +180,8 @@ class Supervisor:
         self._say(f"job {job.id} ({job.name}) starting: {_describe(job)}")
         try:
             child = self._spawn(job, env)
+        except StoreError as error:  # its log is refused (a planted link, another's file)
+            return self._could_not_start(job, 126, f"its log cannot be used: {error}")
         except FileNotFoundError:
             return self._could_not_start(job, 127, f"{job.command[0]}: command not found")
         except PermissionError:

@@ -250,7 +250,9 @@ def test_a_job_records_its_boot_session_and_a_token_in_its_environment(
     out = tmp_path / "env.json"
     script = f"import json, os; json.dump(dict(os.environ), open({str(out)!r}, 'w'))"
     started = launch(state_dir, ["python3", "-c", script])
-    environ = json.loads(wait_for(lambda: out.exists() and out.read_text(), "the job's env"))
+    text = wait_for(lambda: out.exists() and out.read_text(), "the job's environment")
+    assert isinstance(text, str)
+    environ = json.loads(text)
     recorded = job(state_dir, started.id)
     assert recorded.boot_id == current_boot_id() is not None
     assert recorded.token and environ["GPUTOP_JOB_TOKEN"] == recorded.token

@@ -27,6 +27,8 @@ def is_ascii_digits(text: str) -> bool:
 def parse_seconds(text: str, what: str, minimum: float, maximum: float) -> float:
     """A finite number of seconds in ``[minimum, maximum]``; ``what`` names it in errors."""
     try:
+        if not text.isascii():  # float("٣") is 3.0
+            raise ValueError(text)
         value = float(text)
     except (TypeError, ValueError):
         raise UsageError(

@@ -270,7 +270,10 @@ class Supervisor:
         self._say(
             f"stopping job {self.job_id}: SIGTERM to its process group, SIGKILL after {grace:g} s"
         )
-        used = end_group(child.pid, grace, wait=child.wait_for_event, tick=child.poll)
+        # No reaping until the group is ended: the unreaped leader keeps its pid, which is
+        # the group's id, from being reused, so killpg can only reach the job's own group
+        # (docs/security-jobs.md). A zombie leader counts as ended.
+        used = end_group(child.pid, grace, wait=child.wait_for_event)
         if used == signal.SIGKILL:
             self._say(f"job {self.job_id} was still running after {grace:g} s: SIGKILL sent")
         deadline = time.monotonic() + LEADER_REAP_S

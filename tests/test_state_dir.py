@@ -149,6 +149,24 @@ def test_a_state_directory_writable_by_others_is_refused(state_dir: Path) -> Non
     assert list(state_dir.iterdir()) == []
 
 
+def test_a_state_directory_in_a_world_writable_parent_without_the_sticky_bit_is_refused(
+    tmp_path: Path,
+) -> None:
+    parent = tmp_path / "open"
+    parent.mkdir()
+    os.chmod(parent, 0o777)
+    with pytest.raises(StoreError) as error:
+        JobStore.open(parent / "state")
+    assert f"is in {parent}, which every user may write (mode 0777" in str(error.value)
+    assert not (parent / "state").exists()
+
+
+def test_a_state_directory_in_a_sticky_shared_directory_is_used(shared_dir: Path) -> None:
+    with JobStore.open(shared_dir / "mine") as store:
+        assert make_job(store).id == 1
+    assert stat.S_IMODE((shared_dir / "mine").stat().st_mode) == 0o700
+
+
 def test_a_logs_directory_that_is_a_symlink_is_refused(state_dir: Path, tmp_path: Path) -> None:
     state_dir.mkdir(mode=0o700)
     elsewhere = tmp_path / "elsewhere"

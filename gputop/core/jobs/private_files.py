@@ -101,6 +101,7 @@ def open_private_dir(path: Path, *, create: bool = True) -> int:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except FileExistsError:  # a file where a parent directory should be
                 raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
+            _check_parent(path)
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, PRIVATE_DIR_MODE)
         except PermissionError as error:
@@ -111,7 +112,24 @@ def open_private_dir(path: Path, *, create: bool = True) -> int:
             raise StoreError(
                 f"Cannot create the job store directory {path}: {_cause(error)}; {ADVICE}."
             ) from None
+    else:
+        _check_parent(path)
     return _open_dir(lambda: os.open(path, _DIR_FLAGS), path)
+
+
+def _check_parent(path: Path) -> None:
+    """Whoever may write the parent may rename the state directory away and put their own
+    in its place, unless the parent is sticky like /tmp (then only the owner may)."""
+    try:
+        info = os.stat(path.parent)
+    except OSError:
+        return  # the directory itself cannot be opened either; that error says why
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        raise StoreError(
+            f"The job store directory {path} is in {path.parent}, which every user may write "
+            f"(mode {stat.S_IMODE(info.st_mode):04o}, without the sticky bit /tmp has): anyone "
+            f"could replace the store, so gputop will not use it; {ADVICE}."
+        )
 
 
 def open_private_subdir(parent_fd: int, parent: Path, name: str) -> int:

@@ -28,6 +28,7 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
     state_dir_fixture,
     wait_for,
     wait_until_running,
+    wait_until_waiting,
 )
 from other_user import (  # noqa: F401  (fixtures)
     OTHER_UID,
@@ -377,3 +378,29 @@ def test_a_running_job_is_recorded_again_when_its_damaged_store_is_moved_aside(
         message = stop_job(store, started.id, wait_s=15)
     assert "killed (SIGTERM)" in message
     wait_for(lambda: not os.path.exists(f"/proc/{probe_pid}"), "the job to end")
+
+
+def test_a_waiting_job_is_recorded_again_when_its_damaged_store_is_moved_aside(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUTOP_FAKE", "v100x4")
+    out = tmp_path / "p.json"
+    queued = launch(state_dir, probe_command(out), gpus=(0,), wait=True)  # GPU 0 is busy
+    waiting = wait_until_waiting(state_dir, queued.id)
+    for leftover in state_dir.glob("jobs.sqlite3-*"):
+        leftover.unlink()
+    (state_dir / "jobs.sqlite3").write_bytes(b"damaged " * 4096)
+    with JobStore.open() as store:
+        assert any("moved aside" in notice for notice in store.notices)
+
+    def recorded_again() -> Job | None:
+        with JobStore.open() as store:
+            return next((j for j in store.list_jobs() if j.id == queued.id), None)
+
+    again = wait_for(recorded_again, "the waiting job's supervisor to record it again")
+    assert again is not None and again.state is JobState.WAITING
+    assert again.supervisor_pid == waiting.supervisor_pid
+    with JobStore.open() as store:
+        stop_job(store, queued.id, wait_s=10)
+    assert job(state_dir, queued.id).status_text == "killed (never started)"
+    assert not out.exists()

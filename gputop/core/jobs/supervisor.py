@@ -146,12 +146,16 @@ class Supervisor:
         last_reason = None
         try:
             while not self._stop_asked():
-                ready, reason = waiter.try_start(job)
-                if ready is not None:
-                    return ready
+                try:
+                    ready, reason = waiter.try_start(job)
+                    if ready is not None:
+                        return ready
+                    if reason != last_reason:
+                        self.store.set_note(job.id, f"waiting: {reason}")
+                except StoreError as error:  # damaged: the next gputop to open it repairs it
+                    reason = f"cannot use the job store: {error}"
                 if reason != last_reason:
                     self._say(f"job {job.id} is waiting: {reason}")
-                    self.store.set_note(job.id, f"waiting: {reason}")
                     last_reason = reason
                 self.wake.wait(waiter.poll_s)
         finally:
@@ -163,7 +167,10 @@ class Supervisor:
         if self.wake.stop_signal is not None:
             return True
         self._ensure_recorded()
-        job = self.store.get(self.job_id)
+        try:
+            job = self.store.get(self.job_id)
+        except StoreError:
+            return False  # damaged for now (see _wait_for_cards); keep waiting
         return job.stop_requested or job.state is JobState.ENDED
 
     def _ended_before_start(self) -> None:
@@ -198,6 +205,7 @@ class Supervisor:
         returncode = self._supervise(child)
         child.finish()
         self._child = None
+        self._ensure_recorded()  # its end must land in the store it is recorded in
         if returncode < 0:
             self.store.mark_ended(job.id, signal=-returncode, stopped=self._stopped)
         else:

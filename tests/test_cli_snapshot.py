@@ -229,5 +229,7 @@ def test_watch_json_writes_one_document_per_line() -> None:
 
 
 def test_too_short_a_watch_interval_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "snapshot", "--fake", "v100x4", "--watch", "0.01")
-    assert code == 2 and "at least 0.1" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["snapshot", "--fake", "v100x4", "--watch", "0.01"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "give a number of seconds from 0.1 to 86400" in err

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from gputop.core.errors import UsageError
+from gputop.cli.arg_types import seconds
 from gputop.core.source import environment_for_jobs, open_backend
 
 MIN_INTERVAL_S = 0.2
+MAX_INTERVAL_S = 3600.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--interval",
-        type=float,
+        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),
         default=1.0,
         metavar="SECONDS",
-        help=f"refresh every SECONDS (default 1.0, at least {MIN_INTERVAL_S})",
+        help=f"refresh every SECONDS (default 1.0, {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g})",
     )
     parser.add_argument(
         "--python",
@@ -27,11 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.interval < MIN_INTERVAL_S:
-        raise UsageError(
-            f"--interval {args.interval:g}: the refresh interval must be at least "
-            f"{MIN_INTERVAL_S} seconds."
-        )
     backend = open_backend(args.fake)
     # Textual is imported only here, so the other subcommands start fast.
     from gputop.tui.app import GputopApp

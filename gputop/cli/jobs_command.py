@@ -8,17 +8,18 @@ scripts; without a terminal to ask on and without ``--yes`` it refuses).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
 from typing import Any
 
+from gputop.cli.arg_types import seconds
 from gputop.core.errors import UsageError
 from gputop.core.jobs.logs import last_line
-from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
+from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits, strict_json
 
 FOLLOW_POLL_S = 0.25
 STATE_POLL_S = 1.0
@@ -55,7 +56,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     stop.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     stop.add_argument(
         "--grace",
-        type=float,
+        type=seconds(0, MAX_GRACE_S),
         metavar="SECONDS",
         help="seconds between SIGTERM and SIGKILL (default: the job's, 10)",
     )
@@ -63,15 +64,30 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 
 def job_id(text: str) -> int:
+    """A job id as ``gputop jobs`` shows it: ASCII digits, at most 18 of them (SQLite's
+    integers are 64-bit: a longer number cannot name a job, and must not reach the store)."""
     value = text.strip().lstrip("#")
-    if not value.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a number, as in gputop jobs)")
+    if not is_ascii_digits(value):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a job id (a number in digits 0-9, as in gputop jobs)"
+        )
+    if len(value.lstrip("0")) > MAX_ID_DIGITS:
+        raise argparse.ArgumentTypeError(
+            f"there is no job {value}: job ids are at most {MAX_ID_DIGITS} digits "
+            "(gputop jobs lists them)"
+        )
     return int(value)
 
 
-def open_store() -> JobStore:
-    """The user's job store; what it has to tell a person goes to stderr."""
-    store = JobStore.open()
+def open_store(create: bool = True) -> JobStore:
+    """The user's job store; what it has to tell a person goes to stderr.
+
+    ``create=False`` (commands that only read or stop): where no store was ever created,
+    an empty one in memory, so that nothing is written on disk.
+    """
+    store = JobStore.open() if create else JobStore.open_existing()
+    if store is None:
+        return JobStore.in_memory_store()
     for notice in store.notices:
         print(f"gputop: notice: {notice}", file=sys.stderr)
     return store
@@ -81,7 +97,7 @@ def open_store() -> JobStore:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    store = open_store()
+    store = open_store(create=False)
     try:
         jobs = store.list_jobs()
     finally:
@@ -92,7 +108,7 @@ def run_list(args: argparse.Namespace) -> int:
             record = job.to_json()
             record["last_log_line"] = last_line(job.log_path)
             records.append(record)
-        print(json.dumps(records, indent=2))
+        print(strict_json(records, indent=2))
         return 0
     if not jobs:
         print("No jobs yet. Launch one with: gputop run --gpus 0 -- python train.py")
@@ -156,7 +172,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    store = open_store()
+    store = open_store(create=False)
     try:
         job = store.get(args.job_id)
         try:
@@ -201,7 +217,7 @@ def _follow(store: JobStore, job: Job, log: Any) -> None:
 
 
 def run_stop(args: argparse.Namespace) -> int:
-    store = open_store()
+    store = open_store(create=False)
     try:
         job = store.get(args.job_id)
         if job.state is JobState.ENDED:

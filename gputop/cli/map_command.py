@@ -10,10 +10,10 @@ interpreter would see. Simulated GPUs are not known to the driver or torch, so w
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
+from gputop.core.numbers import strict_json
 from gputop.core.probes import (
     DriverProbe,
     DriverProbeResult,
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         document = _as_json(visibility, verdict, torch)
         document["order_source"] = order_source
         document["driver_devices"] = _driver_devices(default)
-        print(json.dumps(document, indent=2))
+        print(strict_json(document, indent=2))
     else:
         print(_as_text(visibility, order_message, driver_message, torch_message))
     return 0

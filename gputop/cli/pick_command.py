@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import sqlite3
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from gputop.cli.arg_types import count
 from gputop.core.errors import GputopError
 from gputop.core.jobs.policy import FreePolicy, pick_free
 from gputop.core.model import Snapshot
+from gputop.core.numbers import strict_json
 from gputop.core.source import open_backend
 from gputop.core.visibility import cuda_order, pin_environment, resolve_visibility
 from gputop.core.visibility.order import PCI_BUS_ID
@@ -42,21 +43,21 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     parser.add_argument(
         "-n",
         "--count",
-        type=_at_least(1),
+        type=count(1),
         default=1,
         metavar="N",
         help="how many GPUs (default 1)",
     )
     parser.add_argument(
         "--min-free-mib",
-        type=_at_least(0),
+        type=count(0),
         default=DEFAULTS.min_free_mib,
         metavar="MIB",
         help=f"free memory a GPU needs (default {DEFAULTS.min_free_mib})",
     )
     parser.add_argument(
         "--max-util",
-        type=_at_least(0, 100),
+        type=count(0, 100),
         default=DEFAULTS.max_util_percent,
         metavar="PERCENT",
         help=f"highest GPU utilisation a free GPU may have (default {DEFAULTS.max_util_percent})",
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         uuids = [device.uuid for device in pinning.devices]
         document = {"physical_indices": picked, "uuids": uuids, "cuda_visible_devices": value}
-        print(json.dumps(document))
+        print(strict_json(document))
     else:
         print(value)
     return 0
@@ -120,7 +121,7 @@ def open_job_store() -> Any:
         if error.name in ("gputop.core.jobs", "gputop.core.jobs.store"):
             return None
         raise
-    return JobStore.open()
+    return JobStore.open_existing()
 
 
 def active_job_gpus() -> dict[int, tuple[int, ...]]:
@@ -179,19 +180,3 @@ def index_order_warning(
 
 def _warn(message: str) -> None:
     print(f"gputop: warning: {message}", file=sys.stderr)
-
-
-def _at_least(low: int, high: int | None = None) -> Any:
-    """An argparse type: an integer in [low, high], with a message naming the bounds."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < low or (high is not None and value > high):
-            bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
-            raise argparse.ArgumentTypeError(f"{value} is out of range: give {bounds}")
-        return value
-
-    return parse

@@ -10,20 +10,30 @@ cards by the free-card policy; ``--wait`` queues the job until its cards are fre
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import shutil
 import sys
 from collections.abc import Mapping
 
+from gputop.cli.arg_types import count, seconds
 from gputop.cli.jobs_command import open_store
+from gputop.cli.pick_command import active_job_gpus
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.launch import LaunchRequest, current_user, launch_job, resolve_gpus
+from gputop.core.jobs.launch import (
+    LaunchRequest,
+    check_gpu_count,
+    current_user,
+    launch_job,
+    prepare_launch,
+    resolve_gpus,
+)
 from gputop.core.jobs.mig_targets import mig_target_by_uuid
-from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
+from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
+from gputop.core.jobs.waiting import check_wait_poll
 from gputop.core.model import Snapshot
+from gputop.core.numbers import strict_json
 from gputop.core.source import environment_for_jobs, open_backend
 from gputop.core.visibility import resolve_visibility
 from gputop.core.visibility.inverse import MIG_HIDES
@@ -59,19 +69,22 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "(0:1 is MIG device 1 of GPU 0, as nvidia-smi -L numbers them)",
     )
     cards.add_argument(
-        "--auto", type=int, metavar="N", help="pick N free GPUs by the free-card policy"
+        "--auto",
+        type=count(1),
+        metavar="N",
+        help="pick N free GPUs by the free-card policy",
     )
     defaults = FreePolicy()
     parser.add_argument(
         "--min-free-mib",
-        type=int,
+        type=count(0),
         metavar="M",
         default=defaults.min_free_mib,
         help=f"free means at least M MiB of free memory (default {defaults.min_free_mib})",
     )
     parser.add_argument(
         "--max-util",
-        type=int,
+        type=count(0),  # the upper bound is FreePolicy's, with its message
         metavar="P",
         default=defaults.max_util_percent,
         help=f"free means at most P %% utilisation (default {defaults.max_util_percent})",
@@ -86,7 +99,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     parser.add_argument(
         "--grace",
-        type=float,
+        type=seconds(0, MAX_GRACE_S),
         metavar="SECONDS",
         default=DEFAULT_GRACE_S,
         help=f"when stopped: seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
@@ -108,6 +121,36 @@ def run(args: argparse.Namespace) -> int:
         )
     policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
     environ = environment_for_jobs(args.fake)
+    if args.wait:
+        check_wait_poll(environ)
+    # Everything is checked before the store is opened: a rejected run writes nothing, not
+    # even the state directory.
+    snapshot = _sample(args.fake)
+    wait_count = None
+    indices: list[int | str]
+    if args.auto is not None:
+        check_gpu_count(snapshot, args.auto)
+        active = active_job_gpus()
+        try:
+            indices = list(pick_free(snapshot, args.auto, policy, current_user(), active))
+        except NotEnoughFreeGpus:
+            if not args.wait:
+                raise
+            indices, wait_count = [], args.auto
+    else:
+        indices = resolve_gpus(snapshot, [args.gpus])
+    request = LaunchRequest(
+        command=command,
+        physical_indices=indices,
+        name=args.name,
+        cwd=args.cwd,
+        mode=RunMode.TMUX if args.tmux else RunMode.DETACHED,
+        wait=args.wait,
+        wait_count=wait_count,
+        policy=policy,
+        grace_s=args.grace,
+    )
+    prepared = prepare_launch(request, snapshot, environ)
     store = open_store()
     if store.notices:  # a person should see that their jobs list was reset before launching
         store.close()
@@ -116,35 +159,11 @@ def run(args: argparse.Namespace) -> int:
             "same command again to launch with the new store."
         )
     try:
-        snapshot = _sample(args.fake)
-        wait_count = None
-        indices: list[int | str]
-        if args.auto is not None:
-            active = {job.id: job.physical_indices for job in store.active_jobs()}
-            try:
-                indices = list(pick_free(snapshot, args.auto, policy, current_user(), active))
-            except NotEnoughFreeGpus:
-                if not args.wait:
-                    raise
-                indices, wait_count = [], args.auto
-        else:
-            indices = resolve_gpus(snapshot, [args.gpus])
-        request = LaunchRequest(
-            command=command,
-            physical_indices=indices,
-            name=args.name,
-            cwd=args.cwd,
-            mode=RunMode.TMUX if args.tmux else RunMode.DETACHED,
-            wait=args.wait,
-            wait_count=wait_count,
-            policy=policy,
-            grace_s=args.grace,
-        )
-        job = launch_job(store, request, snapshot, environ)
+        job = launch_job(store, prepared, snapshot, environ)
     finally:
         store.close()
     if args.json:
-        print(json.dumps(job.to_json(), indent=2))
+        print(strict_json(job.to_json(), indent=2))
     else:
         print(describe_launch(job, snapshot, policy))
     for hidden in mig_pinning_warnings(snapshot, job):

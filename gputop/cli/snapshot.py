@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
 
+from gputop.cli.arg_types import seconds
 from gputop.cli.snapshot_text import render_snapshot
-from gputop.core.errors import UsageError
+from gputop.core.numbers import strict_json
 from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.snapshot_json import snapshot_to_json
 from gputop.core.source import open_backend
 
 CLEAR_HOME = "\x1b[H\x1b[J"
+MIN_WATCH_S = 0.1
+MAX_WATCH_S = 86400.0
 
 
 def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -29,16 +31,15 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "--watch",
         nargs="?",
         const=1.0,
-        type=float,
+        type=seconds(MIN_WATCH_S, MAX_WATCH_S),
         metavar="SECONDS",
-        help="reprint in place every SECONDS (default 1) until Ctrl-C",
+        help=f"reprint in place every SECONDS (default 1, {MIN_WATCH_S:g} to {MAX_WATCH_S:g}) "
+        "until Ctrl-C",
     )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.watch is not None and args.watch < 0.1:
-        raise UsageError(f"--watch {args.watch}: the interval must be at least 0.1 seconds.")
     backend = open_backend(args.fake)
     try:
         if args.watch is None:
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_once(backend: NvmlBackend, as_json: bool) -> None:
     snapshot = backend.sample()
     if as_json:
-        print(json.dumps(snapshot_to_json(snapshot), indent=2))
+        print(strict_json(snapshot_to_json(snapshot), indent=2))
     else:
         print(render_snapshot(snapshot, width=_terminal_width()))
 
@@ -70,7 +71,7 @@ def _watch(backend: NvmlBackend, interval_s: float, as_json: bool) -> None:
             started = time.monotonic()
             snapshot = backend.sample()
             if as_json:
-                sys.stdout.write(json.dumps(snapshot_to_json(snapshot)) + "\n")
+                sys.stdout.write(strict_json(snapshot_to_json(snapshot)) + "\n")
             else:
                 screen = render_snapshot(snapshot, _terminal_width())
                 sys.stdout.write(CLEAR_HOME + screen + "\n")

@@ -1,45 +1,180 @@
-"""Signal a GPU process, safely: only the user's own, and only the process that was shown.
+"""Signal a process only when it is provably the one that was recorded or shown.
 
-Between the moment a person sees a row and the moment they confirm, the process may have
-ended and its pid been reused by someone else's. The signal is therefore sent only if the
-pid still has the start time the row showed and belongs to the current user.
+Between the moment gputop learns of a process (a row on the screen, a job's record) and the
+moment it signals, the process may have ended and its pid been reused by another, or the
+machine may have restarted (pids start again from low numbers). A signal is therefore sent
+only when everything recorded still holds:
+
+- the same boot (``/proc/sys/kernel/random/boot_id``; for records without one, a start time
+  after this boot began);
+- the same start time (to a second) and, when recorded, the same session id;
+- the current user's own process.
+
+The pid is pinned with ``pidfd_open`` before the checks and signalled through that
+descriptor, so it cannot be reused between the check and the signal. When identity cannot
+be proven, nothing is sent and the message says why. See docs/security-jobs.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import psutil
 
 from gputop.core.errors import GputopError
+
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+START_TIME_TOLERANCE_S = 1.0
 
 
 class SignalRefused(GputopError):
     """The process may not or cannot be signalled; the message says why."""
 
 
-def signal_own_process(pid: int, start_time: float | None, signum: signal.Signals) -> None:
-    """Send ``signum`` to ``pid`` if it is still the same process and the user's own."""
+class ProcessGone(SignalRefused):
+    """The recorded process has ended (or belongs to an earlier boot): nothing to signal."""
+
+
+class IdentityUnproven(SignalRefused):
+    """A process with that pid exists but cannot be proven to be the recorded one."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What was recorded about a process when it was started or shown."""
+
+    pid: int
+    start_time: float | None
+    session_id: int | None = None
+    boot_id: str | None = None
+
+
+def current_boot_id() -> str | None:
+    """This boot's id (a new random UUID at every boot), or None where Linux has none."""
     try:
-        process = psutil.Process(pid)
-        uids = process.uids()
-        created = process.create_time()
-    except psutil.NoSuchProcess:
-        raise SignalRefused(f"Process {pid} has already ended.") from None
-    except psutil.AccessDenied:
-        raise SignalRefused(
-            f"Process {pid} belongs to another user; gputop will not signal it."
-        ) from None
-    if start_time is not None and abs(created - start_time) > 1.0:
-        raise SignalRefused(
-            f"Process {pid} has ended and its pid now belongs to another process; nothing sent."
+        with open(BOOT_ID_PATH, encoding="ascii") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
+def from_earlier_boot(boot_id: str | None, start_time: float | None) -> bool:
+    """Recorded before this machine last started: its pids now name other processes."""
+    if boot_id is not None:
+        now = current_boot_id()
+        return now is not None and now != boot_id
+    if start_time is None:
+        return False
+    try:
+        return start_time < psutil.boot_time() - START_TIME_TOLERANCE_S
+    except (psutil.Error, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def pinned(recorded: Recorded, what: str = "Process") -> Iterator[int | None]:
+    """Prove ``recorded`` names the same live process of ours; yields a pidfd (None where
+    the kernel has no pidfd_open) through which it can be signalled without a race.
+
+    Raises ProcessGone or IdentityUnproven with a message for a person.
+    """
+    pid = recorded.pid
+    label = f"{what} {pid}"
+    if from_earlier_boot(recorded.boot_id, recorded.start_time):
+        raise ProcessGone(
+            f"{label} was started before this machine restarted: it cannot still be running, "
+            "and its pid now belongs to another process; nothing sent."
         )
-    if uids.real != os.getuid():
-        raise SignalRefused(f"Process {pid} belongs to another user; gputop will not signal it.")
+    if recorded.start_time is None:
+        raise IdentityUnproven(
+            f"{label}: its start time was never recorded, so gputop cannot prove the pid "
+            "still names it; nothing sent."
+        )
+    pidfd = _pidfd_open(pid, label)
     try:
-        os.kill(pid, signum)
+        _prove(recorded, label)
+        yield pidfd
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def send(pidfd: int | None, pid: int, signum: int) -> bool:
+    """Signal a pinned process; False when it has ended meanwhile."""
+    try:
+        if pidfd is not None:
+            signal.pidfd_send_signal(pidfd, signum)
+        else:
+            os.kill(pid, signum)
     except ProcessLookupError:
-        raise SignalRefused(f"Process {pid} has already ended.") from None
+        return False
     except PermissionError:
         raise SignalRefused(f"No permission to signal process {pid}.") from None
+    return True
+
+
+def _pidfd_open(pid: int, label: str) -> int | None:
+    if not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        raise ProcessGone(f"{label} has already ended.") from None
+    except OSError:  # ENOSYS on an old kernel: the checks below still run
+        return None
+
+
+def _prove(recorded: Recorded, label: str) -> None:
+    try:
+        process = psutil.Process(recorded.pid)
+        uids = process.uids()
+        created = process.create_time()
+        zombie = process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        raise ProcessGone(f"{label} has already ended.") from None
+    except psutil.AccessDenied:
+        raise IdentityUnproven(
+            f"{label} belongs to another user; gputop will not signal it."
+        ) from None
+    assert recorded.start_time is not None
+    if abs(created - recorded.start_time) > START_TIME_TOLERANCE_S:
+        raise ProcessGone(
+            f"{label} has ended and its pid now belongs to another process; nothing sent."
+        )
+    if zombie:
+        raise ProcessGone(f"{label} has already ended.")
+    if uids.real != os.getuid():
+        raise IdentityUnproven(f"{label} belongs to another user; gputop will not signal it.")
+    if recorded.session_id is not None:
+        try:
+            session = os.getsid(recorded.pid)
+        except ProcessLookupError:
+            raise ProcessGone(f"{label} has already ended.") from None
+        except OSError as error:
+            raise IdentityUnproven(
+                f"{label}: its session cannot be read ({error.strerror}); nothing sent."
+            ) from None
+        if session != recorded.session_id:
+            raise IdentityUnproven(
+                f"{label} is in session {session}, not in session {recorded.session_id} "
+                "that gputop recorded: it is not the same process; nothing sent."
+            )
+
+
+def signal_own_process(
+    pid: int,
+    start_time: float | None,
+    signum: signal.Signals,
+    *,
+    session_id: int | None = None,
+    boot_id: str | None = None,
+) -> None:
+    """Send ``signum`` to ``pid`` if it is provably still the same process and ours."""
+    recorded = Recorded(pid, start_time, session_id, boot_id)
+    with pinned(recorded) as pidfd:
+        if not send(pidfd, pid, signum):
+            raise ProcessGone(f"Process {pid} has already ended.")

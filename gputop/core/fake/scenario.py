@@ -25,6 +25,7 @@ at most 7 MIG devices with distinct instance ids, and function names that start 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,13 @@ __all__ = [
 ]
 
 MAX_MIG_DEVICES = 7
+MAX_SCENARIO_NUMBER = 1e12
+"""No reading, size or time in a scenario comes near this; larger values (``1e308``) only
+overflow later, deep inside a sample, where no message can name the field."""
+PID_MAX = 2**31 - 1
+"""pid_t is a signed 32-bit integer: ``pid >= 2^31`` is not a pid at all."""
+LATEST_START_TIME = 253_402_300_799.0
+"""9999-12-31T23:59:59Z: the last time a clock can print."""
 
 _HEX_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _GPU_UUID = re.compile(rf"GPU-{_HEX_UUID}")
@@ -157,6 +165,10 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(
             where, f"not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
         ) from None
+    except ValueError as error:  # an integer of more than 4300 digits
+        raise ScenarioError(where, f"not usable JSON: {error}") from None
+    except RecursionError:
+        raise ScenarioError(where, "not usable JSON: nested too deeply") from None
     return parse_scenario(data, where)
 
 
@@ -164,6 +176,7 @@ def parse_scenario(data: Any, path: str) -> Scenario:
     """Validate already-decoded JSON; ``path`` names the source in errors."""
     if not isinstance(data, dict):
         raise ScenarioError(path, "the top level must be a JSON object with a 'gpus' list")
+    _check_numbers(path, data, "")
     top = ObjectReader(path, data, "", _TOP_KEYS)
     if data.get("gpus") is None:
         raise top.error("gpus", "is required: a list with one object per GPU")
@@ -191,6 +204,10 @@ def parse_scenario(data: Any, path: str) -> Scenario:
     if nvml_version is None and driver_version is not None:
         nvml_version = f"12.{driver_version}"
     start_time = top.number("start_time")
+    if start_time is not None and start_time > LATEST_START_TIME:
+        raise top.error(
+            "start_time", f"must be at most {LATEST_START_TIME:.0f}, got {start_time:g}"
+        )
     return Scenario(
         path=path,
         description=top.string("description") or f"simulated GPUs from {Path(path).name}",
@@ -291,7 +308,7 @@ def _parse_processes(owner: ObjectReader) -> tuple[ScenarioProcess, ...]:
     seen: dict[int, str] = {}
     for where, item in owner.items("processes"):
         process = ObjectReader(owner.path, item, where, _PROCESS_KEYS)
-        pid = process.integer("pid", required=True, minimum=1)
+        pid = process.integer("pid", required=True, minimum=1, maximum=PID_MAX)
         assert pid is not None
         if pid in seen:
             raise process.error(
@@ -372,3 +389,29 @@ def _check_unique(path: str, located: list[tuple[str, Any]], what: str) -> None:
                 path, f"duplicate {what} {value!r}: {first_at[value]} has it too", where
             )
         first_at[value] = where
+
+
+def _check_numbers(path: str, value: Any, where: str) -> None:
+    """Every number in the file finite and at most MAX_SCENARIO_NUMBER in size, or a
+    ScenarioError naming its JSON location (Python's json reads ``NaN``, ``Infinity`` and
+    ``1e999`` without complaint)."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            spelled = "NaN" if math.isnan(value) else ("-" if value < 0 else "") + "Infinity"
+            raise ScenarioError(path, f"must be a finite number, got {spelled}", where or None)
+        if abs(value) > MAX_SCENARIO_NUMBER:
+            shown = (
+                f"{value:g}" if isinstance(value, float) else f"a {len(str(value))}-digit number"
+            )
+            raise ScenarioError(
+                path, f"must be at most {MAX_SCENARIO_NUMBER:g} in size, got {shown}", where or None
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not str(key).startswith("_"):
+                _check_numbers(path, item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_numbers(path, item, f"{where}[{index}]")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import getpass
-import json
 import os
 import shutil
 import subprocess
@@ -23,12 +22,13 @@ from typing import TYPE_CHECKING
 
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.command import CommandPlan, default_name, needs_shell, plan_command
-from gputop.core.jobs.logs import PRIVATE_FILE_MODE, open_private_append
 from gputop.core.jobs.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode
-from gputop.core.jobs.procgroup import process_start_time
+from gputop.core.jobs.private_files import open_log_append, write_env_file
+from gputop.core.jobs.procgroup import process_start_time, session_of
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import Snapshot
+from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
 from gputop.core.visibility import pin_environment
 
 if TYPE_CHECKING:
@@ -38,10 +38,13 @@ __all__ = [
     "CommandPlan",
     "LaunchError",
     "LaunchRequest",
+    "PreparedLaunch",
+    "check_gpu_count",
     "current_user",
     "launch_job",
     "needs_shell",
     "plan_command",
+    "prepare_launch",
     "resolve_gpus",
     "supervisor_argv",
 ]
@@ -105,13 +108,28 @@ def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
     return chosen
 
 
-def launch_job(
-    store: JobStore,
-    request: LaunchRequest,
-    snapshot: Snapshot,
-    environ: Mapping[str, str] = os.environ,
-) -> Job:
-    """Check, record and start a job; returns it (still waiting for its supervisor)."""
+@dataclass(frozen=True)
+class PreparedLaunch:
+    """A launch request checked whole: what ``launch_job`` records and starts, as is."""
+
+    request: LaunchRequest
+    plan: CommandPlan
+    cwd: str
+    name: str
+    grace_s: float
+    tmux: str | None
+    indices: tuple[int, ...]
+    uuids: tuple[str, ...]
+    env: dict[str, str]
+
+
+def prepare_launch(
+    request: LaunchRequest, snapshot: Snapshot, environ: Mapping[str, str] = os.environ
+) -> PreparedLaunch:
+    """Check everything a person can get wrong, touching nothing (no store, no file).
+
+    A rejected launch must write nothing: callers prepare first and open the store after.
+    """
     plan = plan_command(request.command, environ)
     cwd = _working_directory(request.cwd)
     name = _job_name(request.name, plan)
@@ -120,6 +138,7 @@ def launch_job(
     if request.wait_count is not None:
         if request.wait_count < 1:
             raise UsageError(f"Cannot wait for {request.wait_count} GPUs: ask for at least 1.")
+        check_gpu_count(snapshot, request.wait_count)
         indices: tuple[int, ...] = ()
         uuids: tuple[str, ...] = ()
         env: dict[str, str] = {}
@@ -130,28 +149,54 @@ def launch_job(
         indices = tuple(device.physical_index for device in pinning.devices)
         uuids = tuple(device.mig_uuid or device.uuid or "" for device in pinning.devices)
         env = dict(pinning.env)
-    waits = request.wait or request.wait_count is not None
-    policy = request.policy
+    return PreparedLaunch(request, plan, cwd, name, grace_s, tmux, indices, uuids, env)
+
+
+def check_gpu_count(snapshot: Snapshot, count: int) -> None:
+    """Refuse asking for more GPUs than the machine has: such a job could never start."""
+    have = len(snapshot.gpus)
+    if count > have:
+        raise UsageError(
+            f"Cannot use {count} GPUs: this machine has {have} "
+            f"GPU{'' if have == 1 else 's'}, so such a job could never start."
+        )
+
+
+def launch_job(
+    store: JobStore,
+    request: LaunchRequest | PreparedLaunch,
+    snapshot: Snapshot,
+    environ: Mapping[str, str] = os.environ,
+) -> Job:
+    """Check, record and start a job; returns it (still waiting for its supervisor)."""
+    ready = (
+        request
+        if isinstance(request, PreparedLaunch)
+        else prepare_launch(request, snapshot, environ)
+    )
+    asked = ready.request
+    waits = asked.wait or asked.wait_count is not None
+    policy = asked.policy
     job = store.create_job(
-        name=name,
-        command=plan.argv,
-        command_text=plan.text,
-        uses_shell=plan.uses_shell,
-        cwd=cwd,
-        physical_indices=indices,
-        uuids=uuids,
-        env=env,
-        mode=request.mode,
-        grace_s=grace_s,
+        name=ready.name,
+        command=ready.plan.argv,
+        command_text=ready.plan.text,
+        uses_shell=ready.plan.uses_shell,
+        cwd=ready.cwd,
+        physical_indices=ready.indices,
+        uuids=ready.uuids,
+        env=ready.env,
+        mode=asked.mode,
+        grace_s=ready.grace_s,
         wait_for_free=waits,
-        wait_count=request.wait_count,
+        wait_count=asked.wait_count,
         wait_min_free_mib=None if policy is None else policy.min_free_mib,
         wait_max_util_percent=None if policy is None else policy.max_util_percent,
     )
-    store.add_history(plan.text)
+    store.add_history(ready.plan.text)
     try:
-        if tmux is not None:
-            _start_in_tmux(store, job, tmux, environ)
+        if ready.tmux is not None:
+            _start_in_tmux(store, job, ready.tmux, environ)
         else:
             _start_detached(store, job, environ)
     except (OSError, subprocess.SubprocessError, LaunchError) as error:
@@ -179,7 +224,7 @@ def supervisor_argv(store: JobStore, job_id: int, tty: bool = False) -> list[str
 
 
 def _start_detached(store: JobStore, job: Job, environ: Mapping[str, str]) -> None:
-    log_fd = open_private_append(job.log_path)
+    log_fd = open_log_append(job.log_path)
     try:
         # cwd "/": ``python -m`` puts the current directory first on sys.path, where a
         # directory named like a package of gputop's would be imported instead.
@@ -195,7 +240,9 @@ def _start_detached(store: JobStore, job: Job, environ: Mapping[str, str]) -> No
         )
     finally:
         os.close(log_fd)
-    store.mark_supervisor(job.id, process.pid, process_start_time(process.pid))
+    store.mark_supervisor(
+        job.id, process.pid, process_start_time(process.pid), session_of(process.pid)
+    )
     # A long-lived caller (the dashboard) must reap the supervisor when it ends, or it
     # lingers as a zombie; a short-lived one (the CLI) exits and leaves it to init.
     threading.Thread(target=process.wait, name=f"reap-job-{job.id}", daemon=True).start()
@@ -207,7 +254,7 @@ def _start_in_tmux(store: JobStore, job: Job, tmux: str, environ: Mapping[str, s
     The window's environment is the tmux server's, not the caller's: the caller's is
     handed over in a private file the supervisor reads and deletes at once.
     """
-    env_file = _write_env_file(store, job.id, environ)
+    env_file = write_env_file(store.state_dir, RUN_DIR, job.id, environ)
     argv = [
         tmux, "new-window", "-d", "-P", "-F", "#{pane_pid}", "-n", f"gputop-{job.id}",
         "-c", job.cwd, "-e", "PYTHONSAFEPATH=1", "--",
@@ -233,18 +280,9 @@ def _start_in_tmux(store: JobStore, job: Job, tmux: str, environ: Mapping[str, s
         reason = (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
         raise LaunchError(f"tmux could not open a window for job {job.id}: {reason}")
     pane_pid = result.stdout.strip()
-    if pane_pid.isdigit():
-        store.mark_supervisor(job.id, int(pane_pid), process_start_time(int(pane_pid)))
-
-
-def _write_env_file(store: JobStore, job_id: int, environ: Mapping[str, str]) -> str:
-    directory = store.state_dir / RUN_DIR
-    directory.mkdir(mode=0o700, exist_ok=True)
-    path = directory / f"{job_id}.env.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(dict(environ), handle)
-    return str(path)
+    if is_ascii_digits(pane_pid) and len(pane_pid) <= MAX_ID_DIGITS:
+        pid = int(pane_pid)
+        store.mark_supervisor(job.id, pid, process_start_time(pid), session_of(pid))
 
 
 def _tmux(environ: Mapping[str, str]) -> str:
@@ -306,7 +344,13 @@ def _known_gpus(snapshot: Snapshot) -> str:
 def _one_gpu(snapshot: Snapshot, part: str, known: str) -> int | str:
     if is_mig_target_text(part):
         return find_mig_target(snapshot, part).uuid
+    if not part.isascii():  # int() reads "٣" as 3 and "²".isdigit() is True: not indices
+        raise UsageError(
+            f"{part!r} is not a GPU index (digits 0-9) or a UUID prefix (hex digits). {known}"
+        )
     if part.isdigit():
+        if len(part) > MAX_ID_DIGITS:
+            raise UsageError(f"There is no GPU {part}. {known}")
         index = int(part)
         if any(gpu.physical_index == index for gpu in snapshot.gpus):
             return index

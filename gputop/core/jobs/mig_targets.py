@@ -107,7 +107,7 @@ def _by_index(snapshot: Snapshot, part: str) -> MigTarget:
 
 
 def _digits(text: str) -> bool:
-    return bool(text) and all("0" <= c <= "9" for c in text)
+    return 0 < len(text) <= 18 and all("0" <= c <= "9" for c in text)
 
 
 def _known(snapshot: Snapshot) -> str:

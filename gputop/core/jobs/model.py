@@ -18,6 +18,7 @@ from typing import Any
 
 DEFAULT_GRACE_S = 10.0
 """Seconds between SIGTERM and SIGKILL when a job is stopped."""
+MAX_GRACE_S = 24 * 3600.0
 
 
 class JobState(str, enum.Enum):
@@ -91,6 +92,15 @@ class Job:
     wait_max_util_percent: int | None = None
     stop_requested: bool = False
     """A person asked to stop it: however it then ended, its status is "killed"."""
+    # What proves a pid still names this job's process (docs/security-jobs.md):
+    boot_id: str | None = None
+    """The boot the job was recorded in; a job of an earlier boot is never signalled."""
+    session_id: int | None = None
+    """The job's session (it leads its own): every process it starts shares it."""
+    supervisor_session_id: int | None = None
+    token: str | None = None
+    """A random value in the job's environment (``GPUTOP_JOB_TOKEN``): with its session and
+    start times, it proves a process left over from a lost job belongs to it."""
 
     @property
     def is_active(self) -> bool:

@@ -105,6 +105,14 @@ def process_alive(pid: int, start_time: float | None) -> bool:
     return start_time is None or abs(created - start_time) <= 1.0
 
 
+def session_of(pid: int) -> int | None:
+    """The session id of ``pid``, or None when it has ended (or cannot be asked)."""
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
 def process_start_time(pid: int) -> float | None:
     try:
         return float(psutil.Process(pid).create_time())

@@ -17,7 +17,7 @@ import time
 import tty
 from collections.abc import Sequence
 
-from gputop.core.jobs.logs import open_private_append
+from gputop.core.jobs.private_files import open_log_append
 from gputop.core.jobs.wakeup import Wakeup
 
 DRAIN_S = 0.5
@@ -39,7 +39,7 @@ class PtyChild:
         self._returncode: int | None = None
         self._stdin: int | None = 0 if _isatty(0) else None
         self._saved_tty: list | None = None
-        self._log_fd = open_private_append(log_path)
+        self._log_fd = open_log_append(log_path)
         try:
             self.pid, self._master = _spawn(list(argv), cwd, env)  # OSError, as with Popen
         except OSError:

@@ -2,26 +2,40 @@
 
 The normal path asks the job's supervisor (SIGTERM to it), which ends the group and records
 the end itself. Only when the supervisor is gone (killed, lost) does this call signal the
-job's group directly. Either way only the user's own processes are signalled, and only
-after checking that a pid still names the process that was recorded (its start time), so
-a reused pid is never hit.
+job's processes directly. On every path a process is signalled only when it is provably
+the one recorded (process_control.py: same boot, start time, session, user); a process
+left over from a lost job must also carry the job's token in its environment. When that
+cannot be proven, nothing is signalled and the message says why (docs/security-jobs.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 
 import psutil
 
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.procgroup import end_group, group_members, process_alive
 from gputop.core.jobs.store import JobStore
-from gputop.core.process_control import SignalRefused, signal_own_process
+from gputop.core.process_control import (
+    START_TIME_TOLERANCE_S,
+    IdentityUnproven,
+    ProcessGone,
+    Recorded,
+    SignalRefused,
+    from_earlier_boot,
+    send,
+    signal_own_process,
+)
 
+JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
+JOB_ID_ENV = "GPUTOP_JOB_ID"
+AFTER_KILL_WAIT_S = 5.0
 WAIT_POLL_S = 0.1
 
 
@@ -45,12 +59,24 @@ def stop_job(
         raise GputopError(f"Job {job.id} runs on {job.host}, not on {here}: stop it from there.")
     if job.state is JobState.ENDED:
         raise JobNotRunning(f"Job {job.id} has already ended ({job.status_text}).")
+    if from_earlier_boot(job.boot_id, job.pid_start_time or job.created_at):
+        raise JobNotRunning(
+            f"Job {job.id} was launched before this machine restarted: none of its processes "
+            "can still be running, and its old pids now belong to other processes; nothing "
+            "was signalled."
+        )
     grace = job.grace_s if grace_s is None else grace_s
     store.request_stop(job.id, grace_s)
     if job.is_active and job.supervisor_pid is not None:
         try:
-            signal_own_process(job.supervisor_pid, job.supervisor_start_time, signal.SIGTERM)
-        except SignalRefused:
+            signal_own_process(
+                job.supervisor_pid,
+                job.supervisor_start_time,
+                signal.SIGTERM,
+                session_id=_expected_session(job.supervisor_session_id, job.supervisor_pid),
+                boot_id=job.boot_id,
+            )
+        except SignalRefused:  # not our supervisor any more: the job is handled directly
             job = store.get(job.id)  # it ended meanwhile, or is now lost
             if job.state is JobState.ENDED:
                 raise JobNotRunning(
@@ -78,8 +104,8 @@ def _asked_supervisor(store: JobStore, job: Job, grace: float, wait_s: float | N
 
 
 def _stop_without_supervisor(store: JobStore, job: Job, grace: float) -> str:
-    """The supervisor is gone: end the group ourselves, if anything of it is left."""
-    members = _own_members(job)
+    """The supervisor is gone: end the job's processes ourselves, if any is provably left."""
+    members = job_members(job)
     if not members:
         if job.state is JobState.LOST:
             raise JobNotRunning(
@@ -88,8 +114,7 @@ def _stop_without_supervisor(store: JobStore, job: Job, grace: float) -> str:
             )
         store.mark_ended(job.id, note="stopped; nothing of it was running")
         return f"Job {job.id} ({job.name}) had nothing left running; it is marked as stopped."
-    assert job.pid is not None
-    used = end_group(job.pid, grace)
+    used = _end_members(job, grace)
     store.mark_ended(
         job.id,
         signal=used,
@@ -99,25 +124,142 @@ def _stop_without_supervisor(store: JobStore, job: Job, grace: float) -> str:
     return f"Job {job.id} ({job.name}) stopped ({name} to its process group)."
 
 
-def _own_members(job: Job) -> list[int]:
-    """Live members of the job's group that are provably the job's and the user's own."""
-    if job.pid is None or job.started_at is None:
+def _expected_session(recorded: int | None, pid: int) -> int:
+    """The session recorded, or (jobs recorded before sessions were) the pid itself: the
+    job and its supervisor each lead their own session."""
+    return recorded if recorded is not None else pid
+
+
+def job_members(job: Job) -> list[Recorded]:
+    """The job's processes still running, each provably the job's and the user's own.
+
+    Raises IdentityUnproven (naming the process and why) when a process in the job's
+    session cannot be proven to be the job's: then nothing at all may be signalled.
+    """
+    if job.pid is None or job.pid_start_time is None or job.started_at is None:
         return []
-    leader_ok = process_alive(job.pid, job.pid_start_time)
+    if from_earlier_boot(job.boot_id, job.pid_start_time):
+        return []
+    session = _expected_session(job.session_id, job.pid)
+    leader = Recorded(job.pid, job.pid_start_time, session, job.boot_id)
+    try:
+        with _pinned(leader):
+            leader_alive = True
+    except ProcessGone:
+        leader_alive = False
+    if not leader_alive and _exists_not_zombie(job.pid):
+        # The leader's pid names another process now. Linux reuses a pid only once no
+        # process group or session has that id, so nothing of the job is left.
+        return []
     members = []
-    for pid in group_members(job.pid):
-        try:
-            process = psutil.Process(pid)
-            if process.uids().real != os.getuid():
-                raise GputopError(
-                    f"Process {pid} in job {job.id}'s process group belongs to another "
-                    "user; gputop will not signal it."
-                )
-            # Without the leader to vouch for the group, a member must have started after
-            # the job did: a group id is only reused once the old group is empty.
-            if not leader_ok and process.create_time() < job.started_at - 1.0:
-                return []
-        except psutil.Error:
-            continue
-        members.append(pid)
+    for pid in _session_processes(session):
+        started = _prove_member(job, pid, leader_alive)
+        if started is not None:
+            members.append(Recorded(pid, started, session, job.boot_id))
     return members
+
+
+def _exists_not_zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@contextlib.contextmanager
+def _pinned(recorded: Recorded) -> Iterator[int | None]:
+    from gputop.core.process_control import pinned
+
+    with pinned(recorded, "The job's process") as pidfd:
+        yield pidfd
+
+
+def _session_processes(session: int) -> list[int]:
+    """Live (not zombie) processes in ``session``."""
+    found = []
+    for pid in psutil.pids():
+        try:
+            if os.getsid(pid) != session:
+                continue
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                continue
+        except (OSError, psutil.Error):
+            continue
+        found.append(pid)
+    return found
+
+
+def _prove_member(job: Job, pid: int, leader_alive: bool) -> float | None:
+    """A process of the job's session is the job's, or IdentityUnproven says why not.
+
+    With the leader alive the session cannot have been reused (it exists as long as its
+    leader does). Without it, the process must also have started after the job did and
+    carry the job's token (or, for older jobs, its id) in its environment. Returns its
+    start time (None: it ended meanwhile).
+    """
+    label = f"Process {pid} in job {job.id}'s session"
+    try:
+        process = psutil.Process(pid)
+        if process.uids().real != os.getuid():
+            raise IdentityUnproven(f"{label} belongs to another user; gputop will not signal it.")
+        started = float(process.create_time())
+        if leader_alive:
+            return started
+        assert job.started_at is not None
+        if started < job.started_at - START_TIME_TOLERANCE_S:
+            raise IdentityUnproven(
+                f"{label} started before the job did, so it is not the job's; nothing was "
+                "signalled."
+            )
+        environ = process.environ()
+    except psutil.NoSuchProcess:
+        return None  # ended meanwhile: nothing to signal
+    except psutil.AccessDenied:
+        raise IdentityUnproven(
+            f"{label} cannot be inspected (permission denied), so gputop cannot prove it is "
+            "the job's; nothing was signalled."
+        ) from None
+    key, wanted = (JOB_TOKEN_ENV, job.token) if job.token else (JOB_ID_ENV, str(job.id))
+    if environ.get(key) != wanted:
+        raise IdentityUnproven(
+            f"{label} does not carry the job's {key} in its environment, so gputop cannot "
+            "prove it is the job's (its supervisor is gone); nothing was signalled. Check it "
+            f"with ps -o pid,lstart,args -s {_expected_session(job.session_id, job.pid or 0)} "
+            "and stop it yourself if it is."
+        )
+    return started
+
+
+def _signal_members(job: Job, signum: int) -> int:
+    """Signal every provable member now (each through a pidfd); returns how many."""
+    sent = 0
+    for member in job_members(job):
+        try:
+            with _pinned(member) as pidfd:
+                sent += send(pidfd, member.pid, signum)
+        except SignalRefused:
+            continue
+    return sent
+
+
+def _end_members(job: Job, grace: float) -> int:
+    """SIGTERM to the job's processes, SIGKILL to what is left after ``grace``."""
+    _signal_members(job, signal.SIGTERM)
+    if _wait_until_gone(job, grace):
+        return signal.SIGTERM
+    _signal_members(job, signal.SIGKILL)
+    _wait_until_gone(job, AFTER_KILL_WAIT_S)
+    return signal.SIGKILL
+
+
+def _wait_until_gone(job: Job, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if not job_members(job):
+                return True
+        except IdentityUnproven:
+            return True  # what is left is not provably the job's: never signalled
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(WAIT_POLL_S)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import socket
 import sqlite3
 import threading
@@ -21,17 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.logs import open_private_append
 from gputop.core.jobs.mig_targets import target_keys
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
+from gputop.core.jobs.private_files import open_log_append
 from gputop.core.jobs.procgroup import process_alive
 from gputop.core.jobs.store_file import (
     DB_NAME,
     LOGS_DIR,
     StoreError,
     default_state_dir,
+    memory_connection,
     open_connection,
+    store_identity,
 )
+from gputop.core.process_control import current_boot_id, from_earlier_boot
 
 __all__ = ["JobNotFound", "JobStore", "StoreError", "default_state_dir"]
 
@@ -58,6 +62,8 @@ class JobStore:
         self._conn = connection
         self._lock = threading.RLock()
         self._host = socket.gethostname()
+        self._file = store_identity(state_dir) if connection is not None else None
+        self.in_memory = False
 
     @classmethod
     def open(cls, state_dir: Path | str | None = None) -> JobStore:
@@ -66,6 +72,27 @@ class JobStore:
         notices: list[str] = []
         connection = open_connection(directory, notices)
         return cls(directory, connection, notices)
+
+    @classmethod
+    def in_memory_store(cls) -> JobStore:
+        """An empty store that writes nothing on disk (no store was ever created)."""
+        store = cls(default_state_dir().expanduser().absolute(), memory_connection(), [])
+        store.in_memory = True
+        store._file = None
+        return store
+
+    @classmethod
+    def open_existing(cls, state_dir: Path | str | None = None) -> JobStore | None:
+        """The store if one was ever created, else ``None``: for commands that only read
+        (``pick``, ``jobs``), which must not create a state directory as a side effect."""
+        directory = Path(state_dir) if state_dir is not None else default_state_dir()
+        directory = directory.expanduser().absolute()
+        plain_dir = os.path.isdir(directory) and not os.path.islink(directory)
+        if not os.path.lexists(directory) or (
+            plain_dir and not os.path.lexists(directory / DB_NAME)
+        ):
+            return None
+        return cls.open(directory)  # refuses (names the problem) what is not usable
 
     def close(self) -> None:
         with self._lock:
@@ -131,8 +158,9 @@ class JobStore:
             cursor = conn.execute(
                 "INSERT INTO jobs (name, command, command_text, uses_shell, cwd, "
                 "physical_indices, uuids, env, mode, state, log_path, created_at, host, "
-                "grace_s, wait_for_free, wait_count, wait_min_free_mib, wait_max_util_percent) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?)",
+                "grace_s, wait_for_free, wait_count, wait_min_free_mib, wait_max_util_percent, "
+                "boot_id, token) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     name,
                     json.dumps(list(command)),
@@ -151,12 +179,14 @@ class JobStore:
                     wait_count,
                     wait_min_free_mib,
                     wait_max_util_percent,
+                    current_boot_id(),
+                    secrets.token_hex(16),
                 ),
             )
             job_id = int(cursor.lastrowid or 0)
             log_path = self.logs_dir / f"{job_id}.log"
             try:
-                os.close(open_private_append(log_path))
+                os.close(open_log_append(log_path))
             except OSError as error:
                 raise StoreError(
                     f"Cannot create the job log {log_path}: {error.strerror or error}."
@@ -180,11 +210,13 @@ class JobStore:
                 (HISTORY_KEPT,),
             )
 
-    def mark_supervisor(self, job_id: int, pid: int, start_time: float | None) -> None:
+    def mark_supervisor(
+        self, job_id: int, pid: int, start_time: float | None, session_id: int | None = None
+    ) -> None:
         self._update(
             job_id,
-            "supervisor_pid = ?, supervisor_start_time = ?",
-            (pid, start_time),
+            "supervisor_pid = ?, supervisor_start_time = ?, supervisor_session_id = ?",
+            (pid, start_time, session_id),
             states=None,
         )
 
@@ -228,12 +260,70 @@ class JobStore:
             )
         return None
 
-    def mark_started(self, job_id: int, pid: int, pid_start_time: float | None) -> None:
+    def mark_started(
+        self,
+        job_id: int,
+        pid: int,
+        pid_start_time: float | None,
+        session_id: int | None = None,
+    ) -> None:
         self._update(
             job_id,
-            "state = ?, pid = ?, pid_start_time = ?, started_at = ?, note = NULL",
-            (JobState.RUNNING.value, pid, pid_start_time, time.time()),
+            "state = ?, pid = ?, pid_start_time = ?, session_id = ?, started_at = ?, note = NULL",
+            (JobState.RUNNING.value, pid, pid_start_time, session_id, time.time()),
         )
+
+    def adopt(self, job: Job) -> bool:
+        """Record ``job`` again, as it was, in a store that has lost it (a damaged store
+        was moved aside while it ran). False when its id is taken by another job."""
+        record = job.to_json()
+        columns = {
+            "id": job.id,
+            "name": job.name,
+            "command": json.dumps(list(job.command)),
+            "command_text": job.command_text,
+            "uses_shell": int(job.uses_shell),
+            "cwd": job.cwd,
+            "physical_indices": json.dumps(list(job.physical_indices)),
+            "uuids": json.dumps(list(job.uuids)),
+            "env": json.dumps(dict(job.env)),
+            "mode": job.mode.value,
+            "state": job.state.value,
+            "log_path": job.log_path,
+            "created_at": job.created_at,
+            "started_at": job.started_at,
+            "ended_at": job.ended_at,
+            "pid": job.pid,
+            "pid_start_time": job.pid_start_time,
+            "supervisor_pid": job.supervisor_pid,
+            "supervisor_start_time": job.supervisor_start_time,
+            "exit_code": job.exit_code,
+            "signal": job.signal,
+            "note": record["note"],
+            "host": job.host,
+            "grace_s": job.grace_s,
+            "wait_for_free": int(job.wait_for_free),
+            "wait_count": job.wait_count,
+            "wait_min_free_mib": job.wait_min_free_mib,
+            "wait_max_util_percent": job.wait_max_util_percent,
+            "stop_requested": int(job.stop_requested),
+            "boot_id": job.boot_id,
+            "session_id": job.session_id,
+            "supervisor_session_id": job.supervisor_session_id,
+            "token": job.token,
+        }
+        names = ", ".join(columns)
+        marks = ", ".join("?" for _ in columns)
+        with self._writing() as conn:
+            cursor = conn.execute(
+                f"INSERT OR IGNORE INTO jobs ({names}) VALUES ({marks})", tuple(columns.values())
+            )
+            return cursor.rowcount > 0
+
+    def has_job(self, job_id: int) -> bool:
+        with self._reading():
+            row = self._conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return row is not None
 
     def mark_ended(
         self,
@@ -339,6 +429,10 @@ class JobStore:
             wait_min_free_mib=row["wait_min_free_mib"],
             wait_max_util_percent=row["wait_max_util_percent"],
             stop_requested=bool(row["stop_requested"]),
+            boot_id=row["boot_id"],
+            session_id=row["session_id"],
+            supervisor_session_id=row["supervisor_session_id"],
+            token=row["token"],
         )
 
     def _refresh_liveness(self, jobs: Sequence[Job]) -> bool:
@@ -348,7 +442,12 @@ class JobStore:
         for job in jobs:
             if not job.is_active or job.host != self._host:
                 continue
-            if job.supervisor_pid is None:
+            if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
+                note = (
+                    "the machine restarted since it was launched: none of its processes is "
+                    "running, and gputop will never signal its old pids"
+                )
+            elif job.supervisor_pid is None:
                 if now - job.created_at < NEVER_STARTED_AFTER_S:
                     continue
                 note = "its supervisor never started"
@@ -364,9 +463,21 @@ class JobStore:
             changed |= self.mark_lost(job.id, note, job.supervisor_pid)
         return changed
 
+    def _follow_replacement(self) -> None:
+        """Another process moved a damaged store aside and started a new one: use the new
+        one (a supervisor then records its job there again, see supervisor.py)."""
+        if self._file is None or store_identity(self.state_dir) in (self._file, None):
+            return
+        connection = open_connection(self.state_dir, self.notices)
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = connection
+        self._file = store_identity(self.state_dir)
+
     @contextlib.contextmanager
     def _reading(self) -> Iterator[None]:
         with self._lock:
+            self._follow_replacement()
             try:
                 yield
             except sqlite3.Error as error:
@@ -375,6 +486,7 @@ class JobStore:
     @contextlib.contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            self._follow_replacement()
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:

@@ -5,6 +5,12 @@ damaged) is moved aside under a new name, never deleted, and a notice says where
 written by a newer gputop is refused and left exactly as it is; a directory that cannot be
 used is an error naming the path and the cause. Opening is serialised across processes
 with a lock file, so two processes never both "repair" the same store.
+
+Nothing found in the directory is trusted (private_files.py checks ownership, links and
+modes); a store with a trigger or a view, which gputop never creates, is refused (a planted
+trigger would run SQL as the user on every write). A file that cannot be opened for lack of
+permission is not damaged: that is reported, never "repaired". Older stores are migrated in
+place (``_MIGRATIONS``), keeping every job.
 """
 
 from __future__ import annotations
@@ -13,20 +19,28 @@ import contextlib
 import fcntl
 import os
 import sqlite3
-import stat
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from gputop.core.errors import GputopError
-from gputop.core.jobs.logs import PRIVATE_FILE_MODE
+from gputop.core.jobs.private_files import (
+    STATE_DIR_ENV,
+    StoreError,
+    StorePermissionError,
+    check_companion,
+    open_private_dir,
+    open_private_file,
+    open_private_subdir,
+)
 
-SCHEMA_VERSION = 1
+__all__ = ["STATE_DIR_ENV", "StoreError", "StorePermissionError", "default_state_dir"]
+
+SCHEMA_VERSION = 2
 DB_NAME = "jobs.sqlite3"
 LOGS_DIR = "logs"
 LOCK_NAME = "jobs.lock"
 BUSY_TIMEOUT_S = 30.0
-STATE_DIR_ENV = "GPUTOP_STATE_DIR"
+COMPANIONS = ("-wal", "-shm", "-journal")
 
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
@@ -61,7 +75,11 @@ CREATE TABLE jobs (
     wait_count INTEGER,
     wait_min_free_mib INTEGER,
     wait_max_util_percent INTEGER,
-    stop_requested INTEGER NOT NULL DEFAULT 0
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    boot_id TEXT,
+    session_id INTEGER,
+    supervisor_session_id INTEGER,
+    token TEXT
 );
 CREATE INDEX jobs_state ON jobs(state);
 CREATE TABLE history (
@@ -71,9 +89,17 @@ CREATE TABLE history (
 );
 """
 
-
-class StoreError(GputopError):
-    """The job store cannot be used: the message names the path and the cause."""
+_MIGRATIONS = {
+    # version 1 -> 2: what proves a process is the job's (docs/security-jobs.md). Jobs
+    # recorded before have NULLs here; stop.py then relies on their start time alone
+    # against this boot's start, and on the session being the job's pid.
+    1: (
+        "ALTER TABLE jobs ADD COLUMN boot_id TEXT",
+        "ALTER TABLE jobs ADD COLUMN session_id INTEGER",
+        "ALTER TABLE jobs ADD COLUMN supervisor_session_id INTEGER",
+        "ALTER TABLE jobs ADD COLUMN token TEXT",
+    ),
+}
 
 
 def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -89,52 +115,39 @@ def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def open_connection(directory: Path, notices: list[str]) -> sqlite3.Connection:
-    """A connection to ``directory``'s store, created or recovered as needed.
+    """A connection to ``directory``'s store, created, migrated or recovered as needed.
 
     Appends to ``notices`` what a person must be told (a damaged store moved aside).
     """
-    _private_dir(directory)
-    _private_dir(directory / LOGS_DIR)
-    with _open_lock(directory):
-        return _connect(directory, notices)
-
-
-def _cause(error: OSError) -> str:
-    return error.strerror.lower() if error.strerror else str(error)
-
-
-def _private_dir(path: Path) -> None:
-    """Create ``path`` 0700 (or tighten it, when it is ours), and check it is usable."""
-    advice = f"set {STATE_DIR_ENV} (or XDG_STATE_HOME) to a writable directory"
+    dir_fd = open_private_dir(directory)
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = path.stat()
-    except FileExistsError:
-        raise StoreError(
-            f"Cannot use {path} for the job store: it is not a directory; {advice}."
-        ) from None
-    except OSError as error:
-        raise StoreError(
-            f"Cannot create the job store directory {path}: {_cause(error)}; {advice}."
-        ) from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise StoreError(f"Cannot use {path} for the job store: it is not a directory; {advice}.")
-    private = stat.S_IMODE(info.st_mode) & 0o700  # take from others, never add for the owner
-    if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) != private:
-        with contextlib.suppress(OSError):
-            os.chmod(path, private)
-    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
-        raise StoreError(f"The job store directory {path} is not writable by you; {advice}.")
+        os.close(open_private_subdir(dir_fd, directory, LOGS_DIR))
+        with _open_lock(dir_fd, directory):
+            return _connect(dir_fd, directory, notices)
+    finally:
+        os.close(dir_fd)
+
+
+def memory_connection() -> sqlite3.Connection:
+    """An empty store in memory: what a read-only command sees where none was created."""
+    connection = _sqlite(":memory:")
+    _create_schema(connection, None)
+    return connection
+
+
+def store_identity(directory: Path) -> tuple[int, int] | None:
+    """(device, inode) of the store file now: it changes when the file is moved aside."""
+    try:
+        info = os.stat(directory / DB_NAME, follow_symlinks=False)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
 
 
 @contextlib.contextmanager
-def _open_lock(directory: Path) -> Iterator[None]:
+def _open_lock(dir_fd: int, directory: Path) -> Iterator[None]:
     """Serialise opening (schema creation, moving a damaged file aside) across processes."""
-    path = directory / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    except OSError as error:
-        raise StoreError(f"Cannot use the job store in {directory}: {_cause(error)}.") from None
+    fd = open_private_file(dir_fd, directory, LOCK_NAME, os.O_RDWR, "job store lock file")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -142,25 +155,23 @@ def _open_lock(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _connect(directory: Path, notices: list[str]) -> sqlite3.Connection:
+def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connection:
     path = directory / DB_NAME
-    problem = _prepare_file(path)
-    connection = None
-    if problem is None:
-        connection = _sqlite(path)
-        try:
-            version = _check(connection)
-        except sqlite3.DatabaseError as error:
-            connection.close()
-            if not _is_corruption(error):
-                raise StoreError(f"Cannot open the job store {path}: {error}.") from None
-            problem = str(error)
+    _prepare_files(dir_fd, directory)
+    connection = _sqlite(str(path))
+    problem = None
+    try:
+        version = _check(connection)
+    except sqlite3.DatabaseError as error:
+        connection.close()
+        if not _is_corruption(error):
+            raise StoreError(f"Cannot open the job store {path}: {error}.") from None
+        problem = str(error)
     if problem is not None:
         notices.append(_move_aside(path, problem, directory / LOGS_DIR))
-        _prepare_file(path)
-        connection = _sqlite(path)
+        _prepare_files(dir_fd, directory)
+        connection = _sqlite(str(path))
         version = 0
-    assert connection is not None
     if version > SCHEMA_VERSION:
         connection.close()
         raise StoreError(
@@ -169,39 +180,56 @@ def _connect(directory: Path, notices: list[str]) -> sqlite3.Connection:
             f"gputop, or set {STATE_DIR_ENV} to use another store."
         )
     try:
+        _refuse_foreign_objects(connection, path)
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
         if version == 0:
             _create_schema(connection, directory / LOGS_DIR)
+        elif version < SCHEMA_VERSION:
+            _migrate(connection, version)
     except sqlite3.Error as error:
         connection.close()
         raise StoreError(f"Cannot open the job store {path}: {error}.") from None
+    except BaseException:
+        connection.close()
+        raise
     return connection
 
 
-def _prepare_file(path: Path) -> str | None:
-    """Create the store file 0600 if missing. Returns why it is unusable, if it is."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    except PermissionError as error:
-        return f"it could not be opened: {_cause(error)}"
-    except OSError as error:
-        raise StoreError(f"Cannot open the job store {path}: {_cause(error)}.") from None
-    try:
-        info = os.fstat(fd)
-        if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) != PRIVATE_FILE_MODE:
-            os.fchmod(fd, PRIVATE_FILE_MODE)
-    finally:
-        os.close(fd)
-    return None
+def _prepare_files(dir_fd: int, directory: Path) -> None:
+    """Create the store file 0600 if missing; check it and SQLite's companion files.
+
+    A file we may not open is a permission problem (StorePermissionError), never damage.
+    """
+    fd = open_private_file(dir_fd, directory, DB_NAME, os.O_RDWR, "job store")
+    os.close(fd)
+    for suffix in COMPANIONS:
+        check_companion(dir_fd, directory, DB_NAME + suffix, "job store file")
 
 
-def _sqlite(path: Path) -> sqlite3.Connection:
+def _refuse_foreign_objects(connection: sqlite3.Connection, path: Path) -> None:
+    """gputop creates tables and indexes only: a trigger or view was put there by someone
+    else, and a trigger would run its SQL with the user's rights on every write."""
+    rows = connection.execute(
+        "SELECT type, name FROM sqlite_master WHERE type NOT IN ('table', 'index')"
+    ).fetchall()
+    if rows:
+        found = ", ".join(f"{kind} {name!r}" for kind, name in rows)
+        raise StoreError(
+            f"The job store {path} contains {found}, which gputop never creates: someone "
+            "changed it. It was left untouched and nothing in it was run; move it away to "
+            f"start a new store, or set {STATE_DIR_ENV} to use another."
+        )
+
+
+def _sqlite(path: str) -> sqlite3.Connection:
     connection = sqlite3.connect(
-        str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
     connection.row_factory = sqlite3.Row
     connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    # No SQL function with side effects from the schema (triggers, views, defaults).
+    connection.execute("PRAGMA trusted_schema = OFF")
     return connection
 
 
@@ -223,6 +251,10 @@ def _is_corruption(error: sqlite3.DatabaseError) -> bool:
     return "not a database" in text or "malformed" in text
 
 
+def _cause(error: OSError) -> str:
+    return error.strerror.lower() if error.strerror else str(error)
+
+
 def _move_aside(path: Path, problem: str, logs_dir: Path) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = path.with_name(f"{path.name}.corrupt-{stamp}")
@@ -232,7 +264,7 @@ def _move_aside(path: Path, problem: str, logs_dir: Path) -> str:
         target = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
     try:
         os.rename(path, target)
-        for suffix in ("-wal", "-shm", "-journal"):
+        for suffix in COMPANIONS:
             companion = Path(f"{path}{suffix}")
             if companion.exists():
                 os.rename(companion, f"{target}{suffix}")
@@ -247,7 +279,23 @@ def _move_aside(path: Path, problem: str, logs_dir: Path) -> str:
     )
 
 
-def _create_schema(connection: sqlite3.Connection, logs_dir: Path) -> None:
+def _migrate(connection: sqlite3.Connection, version: int) -> None:
+    """Bring an older store up to SCHEMA_VERSION in one transaction, keeping every row."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        current = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        for step in range(current, SCHEMA_VERSION):
+            for statement in _MIGRATIONS[step]:
+                connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _create_schema(connection: sqlite3.Connection, logs_dir: Path | None) -> None:
     connection.execute("BEGIN IMMEDIATE")
     try:
         if int(connection.execute("PRAGMA user_version").fetchone()[0]) == 0:
@@ -256,7 +304,7 @@ def _create_schema(connection: sqlite3.Connection, logs_dir: Path) -> None:
                     connection.execute(statement)
             # After a store was moved aside, new ids continue after the old logs' ids so
             # that a new job never appends to an old job's log.
-            highest = _highest_log_id(logs_dir)
+            highest = _highest_log_id(logs_dir) if logs_dir is not None else 0
             if highest:
                 connection.execute(
                     "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)", (highest,)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -26,15 +25,17 @@ from pathlib import Path
 from typing import Protocol
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.logs import append_gputop_line, gputop_line, open_private_append
+from gputop.core.jobs.logs import gputop_line
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.procgroup import end_group, process_start_time
-from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.private_files import append_to_log, open_log_append, read_env_file
+from gputop.core.jobs.procgroup import end_group, process_start_time, session_of
+from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.wakeup import Wakeup
 
 RUNNING_POLL_S = 5.0
 JOB_ID_ENV = "GPUTOP_JOB_ID"
+JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
 PANE_VARIABLES = ("TERM", "TMUX_PANE", "COLUMNS", "LINES")
 LEADER_REAP_S = 5.0
 SUPERVISOR_FAILED_EXIT = 70
@@ -60,6 +61,8 @@ def job_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
     env = dict(base)
     env.update(job.env)
     env[JOB_ID_ENV] = str(job.id)
+    if job.token:
+        env[JOB_TOKEN_ENV] = job.token
     return env
 
 
@@ -91,11 +94,16 @@ class Supervisor:
         self.log_path = ""
         self._child: Child | None = None
         self._stopped = False
+        self._last: Job | None = None
+        """The job as last recorded: recorded again if the store is replaced."""
 
     def run(self) -> int:
         job = self.store.get(self.job_id)
         self.log_path = job.log_path
-        self.store.mark_supervisor(job.id, os.getpid(), process_start_time(os.getpid()))
+        self.store.mark_supervisor(
+            job.id, os.getpid(), process_start_time(os.getpid()), os.getsid(0)
+        )
+        job = self._last = self.store.get(self.job_id)
         if job.state is not JobState.WAITING:
             return 0  # already ended (stopped before this supervisor got going) or taken
         try:
@@ -115,8 +123,7 @@ class Supervisor:
         """Something broke in here (the store, most likely): say so, and never abandon a
         running job: wait for it, then record its end as well as still possible."""
         self._say(f"gputop's supervisor failed: {type(error).__name__}: {error}")
-        with contextlib.suppress(OSError), open(self.log_path, "a", encoding="utf-8") as log:
-            traceback.print_exc(file=log)
+        append_to_log(self.log_path, traceback.format_exc().encode(errors="replace"))
         returncode = None
         if self._child is not None:
             while (returncode := self._child.poll()) is None:
@@ -139,12 +146,16 @@ class Supervisor:
         last_reason = None
         try:
             while not self._stop_asked():
-                ready, reason = waiter.try_start(job)
-                if ready is not None:
-                    return ready
+                try:
+                    ready, reason = waiter.try_start(job)
+                    if ready is not None:
+                        return ready
+                    if reason != last_reason:
+                        self.store.set_note(job.id, f"waiting: {reason}")
+                except StoreError as error:  # damaged: the next gputop to open it repairs it
+                    reason = f"cannot use the job store: {error}"
                 if reason != last_reason:
                     self._say(f"job {job.id} is waiting: {reason}")
-                    self.store.set_note(job.id, f"waiting: {reason}")
                     last_reason = reason
                 self.wake.wait(waiter.poll_s)
         finally:
@@ -155,7 +166,11 @@ class Supervisor:
     def _stop_asked(self) -> bool:
         if self.wake.stop_signal is not None:
             return True
-        job = self.store.get(self.job_id)
+        self._ensure_recorded()
+        try:
+            job = self.store.get(self.job_id)
+        except StoreError:
+            return False  # damaged for now (see _wait_for_cards); keep waiting
         return job.stop_requested or job.state is JobState.ENDED
 
     def _ended_before_start(self) -> None:
@@ -172,6 +187,8 @@ class Supervisor:
         self._say(f"job {job.id} ({job.name}) starting: {_describe(job)}")
         try:
             child = self._spawn(job, env)
+        except StoreError as error:  # its log is refused (a planted link, another's file)
+            return self._could_not_start(job, 126, f"its log cannot be used: {error}")
         except FileNotFoundError:
             return self._could_not_start(job, 127, f"{job.command[0]}: command not found")
         except PermissionError:
@@ -181,10 +198,14 @@ class Supervisor:
                 job, 126, f"{job.command[0]}: cannot run it: {error.strerror or error}"
             )
         self._child = child
-        self.store.mark_started(job.id, child.pid, process_start_time(child.pid))
+        self.store.mark_started(
+            job.id, child.pid, process_start_time(child.pid), session_of(child.pid)
+        )
+        self._last = self.store.get(job.id)
         returncode = self._supervise(child)
         child.finish()
         self._child = None
+        self._ensure_recorded()  # its end must land in the store it is recorded in
         if returncode < 0:
             self.store.mark_ended(job.id, signal=-returncode, stopped=self._stopped)
         else:
@@ -204,7 +225,7 @@ class Supervisor:
             from gputop.core.jobs.ptyrelay import PtyChild
 
             return PtyChild(job.command, job.cwd, env, job.log_path, self.wake)
-        log_fd = open_private_append(job.log_path)
+        log_fd = open_log_append(job.log_path)
         try:
             process = subprocess.Popen(
                 list(job.command),
@@ -225,8 +246,30 @@ class Supervisor:
         while (returncode := child.poll()) is None:
             if self.wake.stop_signal is not None:
                 return self._stop(child)
+            self._ensure_recorded()
             child.wait_for_event(RUNNING_POLL_S)
         return returncode
+
+    def _ensure_recorded(self) -> None:
+        """A damaged store was moved aside and a new one started while this job lived:
+        record the job again there, so that no running job disappears from `gputop jobs`,
+        `jobs stop` and `pick`."""
+        if self._last is None:
+            return
+        try:
+            if self.store.has_job(self.job_id):
+                return
+            adopted = self.store.adopt(self._last)
+        except StoreError as error:
+            self._say(f"cannot record job {self.job_id} in the job store: {error}")
+            return
+        if adopted:
+            self._say(
+                f"the job store was replaced (a damaged one was moved aside); job "
+                f"{self.job_id} is recorded again in the new one"
+            )
+        else:
+            self._say(f"the job store was replaced and job id {self.job_id} is taken there")
 
     def _stop(self, child: Child) -> int:
         self._stopped = True
@@ -235,7 +278,10 @@ class Supervisor:
         self._say(
             f"stopping job {self.job_id}: SIGTERM to its process group, SIGKILL after {grace:g} s"
         )
-        used = end_group(child.pid, grace, wait=child.wait_for_event, tick=child.poll)
+        # No reaping until the group is ended: the unreaped leader keeps its pid, which is
+        # the group's id, from being reused, so killpg can only reach the job's own group
+        # (docs/security-jobs.md). A zombie leader counts as ended.
+        used = end_group(child.pid, grace, wait=child.wait_for_event)
         if used == signal.SIGKILL:
             self._say(f"job {self.job_id} was still running after {grace:g} s: SIGKILL sent")
         deadline = time.monotonic() + LEADER_REAP_S
@@ -254,7 +300,7 @@ class Supervisor:
 
     def _say(self, text: str) -> None:
         """One gputop line in the log (and in the tmux pane, in tty mode)."""
-        append_gputop_line(self.log_path, text)
+        append_to_log(self.log_path, gputop_line(text))
         if self.tty:
             with contextlib.suppress(OSError):
                 os.write(1, gputop_line(text).replace(b"\n", b"\r\n"))
@@ -288,18 +334,14 @@ def _duration(seconds: float) -> str:
 
 
 def _base_environment(env_file: str | None) -> dict[str, str]:
-    """The launcher's environment: ours, or (tmux mode) the one it left in a private file."""
+    """The launcher's environment: ours, or (tmux mode) the one it left in a private file
+    (read only if it is a regular file of ours, never through a link; then deleted)."""
     if env_file is None:
         return dict(os.environ)
-    try:
-        with open(env_file, encoding="utf-8") as handle:
-            base = {str(k): str(v) for k, v in json.load(handle).items()}
-    except (OSError, ValueError):
+    base = read_env_file(env_file)
+    if base is None:
         base = dict(os.environ)
         base.pop("PYTHONSAFEPATH", None)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(env_file)
     for name in PANE_VARIABLES:  # the pane's terminal, not the launcher's
         if name in os.environ:
             base[name] = os.environ[name]

@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gputop.core.errors import GputopError
+from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import current_user
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store import JobStore
+from gputop.core.numbers import parse_seconds
 
 if TYPE_CHECKING:
     from gputop.core.jobs.policy import FreePolicy
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 WAIT_POLL_ENV = "GPUTOP_WAIT_POLL_S"
 DEFAULT_WAIT_POLL_S = 5.0
+MIN_WAIT_POLL_S = 0.05
+MAX_WAIT_POLL_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -83,12 +86,23 @@ def wait_decision(
 
 
 def wait_poll_s(environ: Mapping[str, str]) -> float:
-    """Seconds between GPU polls: ``GPUTOP_WAIT_POLL_S`` (tests make it short), else 5."""
+    """Seconds between GPU polls: ``GPUTOP_WAIT_POLL_S`` (tests make it short), else 5.
+
+    ``gputop run`` refuses a bad value before launching (``check_wait_poll``); a supervisor
+    that still meets one (``nan`` would make it spin) uses the default.
+    """
     try:
-        value = float(environ.get(WAIT_POLL_ENV, DEFAULT_WAIT_POLL_S))
-    except ValueError:
+        return check_wait_poll(environ)
+    except UsageError:
         return DEFAULT_WAIT_POLL_S
-    return min(max(value, 0.05), 300.0)
+
+
+def check_wait_poll(environ: Mapping[str, str]) -> float:
+    """``GPUTOP_WAIT_POLL_S``: finite seconds from 0.05 to 300, else a UsageError naming it."""
+    text = environ.get(WAIT_POLL_ENV)
+    if text is None or not text.strip():
+        return DEFAULT_WAIT_POLL_S
+    return parse_seconds(text, WAIT_POLL_ENV, MIN_WAIT_POLL_S, MAX_WAIT_POLL_S)
 
 
 def job_policy(job: Job) -> FreePolicy:

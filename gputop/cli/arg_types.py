@@ -1,0 +1,38 @@
+"""argparse types for numbers: finite, in range, ASCII digits; errors name the bounds.
+
+argparse reports an ``ArgumentTypeError`` as ``gputop: error: argument --interval: ...`` and
+exits 2 before anything runs, so a bad number never starts, creates or records anything.
+The rules themselves live in ``gputop.core.numbers``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from gputop.core.errors import UsageError
+from gputop.core.numbers import parse_count, parse_seconds
+
+
+def seconds(minimum: float, maximum: float) -> Callable[[str], float]:
+    """A finite number of seconds in ``[minimum, maximum]`` (``nan``, ``inf`` refused)."""
+
+    def parse(text: str) -> float:
+        try:
+            return parse_seconds(text, "", minimum, maximum)
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(str(error).strip()) from None
+
+    return parse
+
+
+def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """A whole number written in ASCII digits, in ``[minimum, maximum]``."""
+
+    def parse(text: str) -> int:
+        try:
+            return parse_count(text, "", minimum, maximum)
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(str(error).strip()) from None
+
+    return parse

@@ -1,0 +1,329 @@
+"""The state directory and its files: the user's own and private, or refused by name.
+
+gputop's state directory may sit on a path another user can guess or create first
+(``GPUTOP_STATE_DIR=/tmp/...``, a shared ``XDG_STATE_HOME``). Anything found there is
+therefore checked before it is used, and refused with a message naming the path when it is
+not provably ours:
+
+- a directory must be a real directory (not a symbolic link), owned by the user, and not
+  writable by group or others; a group- or world-*readable* one of ours is made private;
+- a file (database, lock, log, env file) is opened relative to its directory's descriptor
+  with ``O_NOFOLLOW`` and created with ``O_EXCL`` when new, so a planted link is never
+  followed; it must be a regular file owned by the user with no other hard link;
+- permissions are only ever changed through a descriptor of something checked to be ours,
+  never through a path (gputop run as root once ``chmod``'ed ``/dev/null`` that way).
+
+See docs/security-jobs.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import pwd
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from gputop.core.errors import GputopError
+
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
+STATE_DIR_ENV = "GPUTOP_STATE_DIR"
+ADVICE = f"set {STATE_DIR_ENV} (or XDG_STATE_HOME) to a directory of your own"
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class StoreError(GputopError):
+    """The job store cannot be used: the message names the path and the cause."""
+
+
+class StorePermissionError(StoreError):
+    """A file or directory of the store is not accessible: a permission problem, reported
+    as such (the store is not damaged and is left exactly as it is)."""
+
+
+def owner_name(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _cause(error: OSError) -> str:
+    return error.strerror.lower() if error.strerror else str(error)
+
+
+def _refuse_symlink(path: Path, what: str) -> StoreError:
+    return StoreError(
+        f"The {what} {path} is a symbolic link: gputop never follows links in its state "
+        f"directory, so it left the link and what it points to untouched. Remove the link "
+        f"(rm {path}), or {ADVICE}."
+    )
+
+
+def _check_dir(fd: int, path: Path) -> None:
+    """Owned by us and not writable by anyone else; readable by others: made private."""
+    info = os.fstat(fd)
+    if not stat.S_ISDIR(info.st_mode):
+        raise StoreError(f"Cannot use {path} for the job store: it is not a directory; {ADVICE}.")
+    if info.st_uid != os.geteuid():
+        raise StoreError(
+            f"The job store directory {path} belongs to {owner_name(info.st_uid)}, not to "
+            f"you ({owner_name(os.geteuid())}): another user may have created it to read or "
+            f"change your jobs, so gputop will not use it; {ADVICE}."
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022:
+        raise StoreError(
+            f"The job store directory {path} is writable by other users (mode {mode:04o}): "
+            f"they could plant files in it, so gputop will not use it. Make it private "
+            f"(chmod 700 {path}) and check what is in it, or {ADVICE}."
+        )
+    if mode & 0o077:
+        os.fchmod(fd, mode & PRIVATE_DIR_MODE)  # ours, reached without following a link
+    if mode & PRIVATE_DIR_MODE != PRIVATE_DIR_MODE and os.geteuid() != 0:
+        raise StorePermissionError(
+            f"The job store directory {path} is not readable and writable by you (mode "
+            f"{mode:04o}): fix it with chmod 700 {path}, or {ADVICE}."
+        )
+
+
+def open_private_dir(path: Path, *, create: bool = True) -> int:
+    """An ``O_DIRECTORY`` descriptor of ``path`` (an absolute path), created 0700 if
+    missing, after the ownership and permission checks. The caller closes it."""
+    if create:
+        try:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:  # a file where a parent directory should be
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
+            _check_parent(path)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, PRIVATE_DIR_MODE)
+        except PermissionError as error:
+            raise StorePermissionError(
+                f"Cannot create the job store directory {path}: {_cause(error)}; {ADVICE}."
+            ) from None
+        except OSError as error:
+            raise StoreError(
+                f"Cannot create the job store directory {path}: {_cause(error)}; {ADVICE}."
+            ) from None
+    else:
+        _check_parent(path)
+    return _open_dir(lambda: os.open(path, _DIR_FLAGS), path)
+
+
+def _check_parent(path: Path) -> None:
+    """Whoever may write the parent may rename the state directory away and put their own
+    in its place, unless the parent is sticky like /tmp (then only the owner may)."""
+    try:
+        info = os.stat(path.parent)
+    except OSError:
+        return  # the directory itself cannot be opened either; that error says why
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        raise StoreError(
+            f"The job store directory {path} is in {path.parent}, which every user may write "
+            f"(mode {stat.S_IMODE(info.st_mode):04o}, without the sticky bit /tmp has): anyone "
+            f"could replace the store, so gputop will not use it; {ADVICE}."
+        )
+
+
+def open_private_subdir(parent_fd: int, parent: Path, name: str) -> int:
+    """``parent/name`` as a checked private directory, reached through ``parent_fd``."""
+    path = parent / name
+    try:
+        os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=parent_fd)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise StoreError(f"Cannot create the directory {path}: {_cause(error)}.") from None
+    return _open_dir(lambda: os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path)
+
+
+def _open_dir(opener: Callable[[], int], path: Path) -> int:
+    try:
+        fd = opener()
+    except OSError as error:
+        if error.errno == errno.ELOOP or os.path.islink(path):
+            raise _refuse_symlink(path, "job store directory") from None
+        if error.errno == errno.ENOTDIR:
+            raise StoreError(
+                f"Cannot use {path} for the job store: it is not a directory; {ADVICE}."
+            ) from None
+        if error.errno == errno.EACCES:
+            raise StorePermissionError(
+                f"Cannot open the job store directory {path}: {_cause(error)}; {ADVICE}."
+            ) from None
+        raise StoreError(f"Cannot open the job store directory {path}: {_cause(error)}.") from None
+    try:
+        _check_dir(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_private_file(
+    dir_fd: int, directory: Path, name: str, flags: int, what: str, *, create: bool = True
+) -> int:
+    """``directory/name`` opened with ``flags`` through ``dir_fd``, never through a link.
+
+    A new file is created exclusively (0600); an existing one must be a regular file of
+    ours with a single link. ``what`` ("job log") names it in errors.
+    """
+    path = directory / name
+    base = flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: a planted FIFO
+    fd = -1
+    try:
+        if create:
+            with contextlib.suppress(FileExistsError):
+                fd = os.open(name, base | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE, dir_fd=dir_fd)
+        if fd < 0:
+            fd = os.open(name, base, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _refuse_symlink(path, what) from None
+        if error.errno in (errno.EACCES, errno.EPERM):
+            raise StorePermissionError(
+                f"Cannot open the {what} {path}: {_cause(error)}. It was left as it is (it is "
+                f"not damaged): give it back to yourself and make it private (chmod 600 "
+                f"{path}), or {ADVICE}."
+            ) from None
+        raise StoreError(f"Cannot open the {what} {path}: {_cause(error)}.") from None
+    try:
+        _check_file(fd, path, what)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_file(fd: int, path: Path, what: str) -> None:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise StoreError(
+            f"The {what} {path} is not a regular file: gputop left it untouched. Remove it, "
+            f"or {ADVICE}."
+        )
+    if info.st_uid != os.geteuid():
+        raise StoreError(
+            f"The {what} {path} belongs to {owner_name(info.st_uid)}, not to you: another "
+            f"user may have planted it, so gputop will not use it. Remove it, or {ADVICE}."
+        )
+    if info.st_nlink > 1:
+        raise StoreError(
+            f"The {what} {path} has {info.st_nlink} hard links: it may be another file of "
+            f"yours under a second name, so gputop will not write to it. Remove it, or "
+            f"{ADVICE}."
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.fchmod(fd, PRIVATE_FILE_MODE)  # ours, regular, reached without following a link
+
+
+def check_companion(dir_fd: int, directory: Path, name: str, what: str) -> None:
+    """A file SQLite will open by path (``-wal``, ``-shm``): absent, or ours and regular."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise _refuse_symlink(directory / name, what)
+    os.close(open_private_file(dir_fd, directory, name, os.O_RDONLY, what, create=False))
+
+
+@contextlib.contextmanager
+def private_dir_fd(path: Path) -> Iterator[int]:
+    fd = open_private_dir(path)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_log_append(log_path: str | os.PathLike[str]) -> int:
+    """A descriptor appending to a job's log; the log and its directory are checked.
+
+    Raises ``StoreError`` (an ``OSError`` subclass is not enough: the supervisor must be
+    able to tell a refused log from a full disk).
+    """
+    path = Path(log_path)
+    dir_fd = _open_dir(lambda: os.open(path.parent, _DIR_FLAGS), path.parent)
+    try:
+        return open_private_file(
+            dir_fd, path.parent, path.name, os.O_WRONLY | os.O_APPEND, "job log"
+        )
+    finally:
+        os.close(dir_fd)
+
+
+def append_to_log(log_path: str | os.PathLike[str], data: bytes) -> bool:
+    """Append ``data`` to a checked log; False (nothing written) when it is refused."""
+    try:
+        fd = open_log_append(log_path)
+    except (StoreError, OSError):
+        return False
+    try:
+        os.write(fd, data)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def write_env_file(state_dir: Path, run_dir: str, job_id: int, environ: Mapping[str, str]) -> str:
+    """Hand the launcher's environment to a tmux-mode supervisor in a private new file."""
+    name = f"{job_id}.env.json"
+    with private_dir_fd(state_dir) as state_fd:
+        run_fd = open_private_subdir(state_fd, state_dir, run_dir)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=run_fd)  # a stale one of ours: never reused
+        try:
+            fd = os.open(
+                name,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                PRIVATE_FILE_MODE,
+                dir_fd=run_fd,
+            )
+        except OSError as error:
+            raise StoreError(
+                f"Cannot create {state_dir / run_dir / name}: {_cause(error)}."
+            ) from None
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(dict(environ), handle)
+    finally:
+        os.close(run_fd)
+    return str(state_dir / run_dir / name)
+
+
+def read_env_file(env_file: str) -> dict[str, str] | None:
+    """The environment a launcher left, read once and deleted; ``None`` if refused."""
+    path = Path(env_file)
+    try:
+        dir_fd = _open_dir(lambda: os.open(path.parent, _DIR_FLAGS), path.parent)
+    except StoreError:
+        return None
+    try:
+        try:
+            fd = open_private_file(
+                dir_fd, path.parent, path.name, os.O_RDONLY, "env file", create=False
+            )
+        except StoreError:
+            return None
+        with os.fdopen(fd, encoding="utf-8") as handle:
+            data = json.load(handle)
+        if not isinstance(data, dict):
+            return None
+        return {str(key): str(value) for key, value in data.items()}
+    except (OSError, ValueError):
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path.name, dir_fd=dir_fd)
+        os.close(dir_fd)

@@ -1,0 +1,69 @@
+"""Numbers from outside gputop: finite, in range, written in ASCII digits, or refused by name.
+
+Python's ``float()`` accepts ``nan``, ``inf`` and ``1e999`` and its ``int()`` accepts any
+Unicode digit (``int("٣") == 3``): a NaN interval spins a core, an infinite one freezes, and
+``--gpus ٣`` would launch on GPU 3. Every interval, timeout, poll and index a person or an
+environment variable gives goes through one of these functions, and every JSON document
+gputop prints goes through ``strict_json`` (see docs/security-jobs.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from gputop.core.errors import UsageError
+
+MAX_ID_DIGITS = 18
+"""Job ids and indices longer than this cannot name anything (SQLite integers are 64-bit)."""
+
+
+def is_ascii_digits(text: str) -> bool:
+    """``0``-``9`` only: ``"²"``, ``"٣"`` and ``"３"`` are digits to Python, not to gputop."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def parse_seconds(text: str, what: str, minimum: float, maximum: float) -> float:
+    """A finite number of seconds in ``[minimum, maximum]``; ``what`` names it in errors."""
+    try:
+        if not text.isascii():  # float("٣") is 3.0
+            raise ValueError(text)
+        value = float(text)
+    except (TypeError, ValueError):
+        raise UsageError(
+            f"{what} {text!r} is not a number of seconds: give one from {minimum:g} to {maximum:g}."
+        ) from None
+    if not math.isfinite(value) or not minimum <= value <= maximum:
+        raise UsageError(
+            f"{what} {text!r}: give a number of seconds from {minimum:g} to {maximum:g}."
+        )
+    return value
+
+
+def parse_count(text: str, what: str, minimum: int, maximum: int | None = None) -> int:
+    """A whole number in ASCII digits in ``[minimum, maximum]``."""
+    stripped = text.strip()
+    if not is_ascii_digits(stripped.removeprefix("-")) or len(stripped) > MAX_ID_DIGITS:
+        raise UsageError(f"{what} {text!r} is not a whole number (digits 0-9).")
+    value = int(stripped)
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f"from {minimum} to {maximum}" if maximum is not None else f"{minimum} or more"
+        raise UsageError(f"{what} {value} is out of range: give {bounds}.")
+    return value
+
+
+def finite_or_none(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (at any depth) replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(item) for item in value]
+    return value
+
+
+def strict_json(value: Any, **options: Any) -> str:
+    """JSON any parser accepts: no ``NaN``/``Infinity`` (an unknown number is ``null``)."""
+    return json.dumps(finite_or_none(value), allow_nan=False, **options)

@@ -1,0 +1,100 @@
+"""A second, real user for the multi-user tests: ``nobody`` (uid 65534), run in a subprocess.
+
+The tests run as root; the other user's side (planting a directory, a database, a link in
+a shared sticky directory like /tmp) and a victim without root's powers (for whom a mode
+really denies access) are real processes with that uid, started with
+``subprocess.run(..., user=, group=)``. gputop itself runs there from this worktree, on an
+interpreter that user can execute.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+OTHER_UID = 65534
+OTHER_GID = 65534
+REPO = Path(__file__).resolve().parent.parent
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run a second user's processes with another uid")
+
+
+def as_other_user(
+    argv: list[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``argv`` as uid/gid 65534 in /, output captured as text."""
+    require_root()
+    return subprocess.run(
+        argv,
+        user=OTHER_UID,
+        group=OTHER_GID,
+        extra_groups=[],
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _other_user_python() -> tuple[str, str] | None:
+    """(interpreter, PYTHONPATH) with which the other user can import gputop, or None."""
+    site = sysconfig.get_paths()["purelib"]
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for python in (sys.executable, f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
+        if not os.path.exists(python):
+            continue
+        path = f"{REPO}:{site}"
+        try:
+            check = as_other_user(
+                [python, "-c", "import gputop.cli.main, psutil"], {"PYTHONPATH": path}
+            )
+        except OSError:  # not executable by that user (under root's home, say)
+            continue
+        if check.returncode == 0:
+            return python, path
+    return None
+
+
+def gputop_as_other_user(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``python -m gputop ARGS`` as the other user."""
+    found = _other_user_python()
+    if found is None:
+        pytest.skip(f"no Python {sys.version_info[:2]} that uid {OTHER_UID} may execute")
+    python, path = found
+    return as_other_user([python, "-m", "gputop", *args], {"PYTHONPATH": path, **env})
+
+
+@pytest.fixture(name="shared_dir")
+def shared_dir_fixture() -> Iterator[Path]:
+    """A world-writable sticky directory, like /tmp, that both users can reach."""
+    require_root()
+    directory = Path(tempfile.mkdtemp(prefix="gputop-shared-", dir="/tmp"))
+    os.chmod(directory, 0o1777)
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(name="other_users_dir")
+def other_users_dir_fixture(shared_dir: Path) -> Path:
+    """A directory of the other user's, where it can run gputop with a store of its own."""
+    home = shared_dir / "nobody-home"
+    made = as_other_user(["mkdir", "-m", "700", str(home)])
+    assert made.returncode == 0, made.stderr
+    return home

@@ -85,6 +85,8 @@ class ScenarioGpu:
     pci_bus_id: str | None = None
     serial: str | None = None
     memory_total_mib: int | None = None
+    memory_reserved_mib: int | None = None
+    """Driver-reserved memory: NVML v1 "used" includes it, v2 reports it apart."""
     power_limit_w: float | None = None
     max_clocks_mhz: MaxClocks = MaxClocks()
     cuda_compute_capability: tuple[int, int] | None = None

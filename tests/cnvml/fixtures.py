@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -28,6 +28,8 @@ OLDEST = "oldest"
 BINDINGS = (NEWEST, OLDEST)
 """The binding installed in the virtualenv, and the oldest pyproject.toml allows."""
 
+REQUIRE_ENV = "GPUTOP_REQUIRE_CNVML"
+"""Set (by .ci/run) to fail instead of skipping when the compiler or a package is missing."""
 CLEARED_ENV = ("GPUTOP_FAKE", "GPUTOP_FAKE_TIME", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
@@ -51,7 +53,7 @@ class CNvml:
                 version = build.oldest_release(build.declared_binding_floor())
                 self._bindings[binding] = build.install_binding(version)
             except build.Unavailable as error:
-                pytest.skip(f"the oldest allowed nvidia-ml-py cannot be had: {error}")
+                cannot(f"the oldest allowed nvidia-ml-py cannot be had: {error}")
         return self._bindings[binding]
 
     def data_file(
@@ -119,6 +121,13 @@ class CNvml:
         return document
 
 
+def cannot(reason: str) -> NoReturn:
+    """Skip, saying why; in CI (``GPUTOP_REQUIRE_CNVML``) fail instead."""
+    if os.environ.get(REQUIRE_ENV):
+        pytest.fail(f"{reason} ({REQUIRE_ENV} is set: these tests must run)")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def c_nvml(tmp_path_factory: pytest.TempPathFactory) -> CNvml:
     """Every generation's library, compiled against NVIDIA's nvml.h for this session."""
@@ -126,7 +135,7 @@ def c_nvml(tmp_path_factory: pytest.TempPathFactory) -> CNvml:
         include_dir = build.nvml_include_dir()
         build.compiler()
     except build.Unavailable as error:
-        pytest.skip(f"the C NVML cannot be built here: {error}")
+        cannot(f"the C NVML cannot be built here: {error}")
     out = tmp_path_factory.mktemp("cnvml")
     libraries = {g.name: build.build_library(g, include_dir, out) for g in build.GENERATIONS}
     return CNvml(libraries, out)

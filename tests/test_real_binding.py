@@ -63,6 +63,11 @@ PENDING: dict[str, dict[tuple[str, str], str]] = {
         c: _CRASH if c == ("R460", NEWEST) else "a refused handle is reported as a lost GPU"
         for c in _ALL
     },
+    "fan": {("R460", NEWEST): _CRASH},
+    "mps": {
+        (g, NEWEST): _CRASH if g == "R460" else "the MPS client list is not asked"
+        for g in GENERATION_NAMES
+    },
     "bad_pids": {
         (g, NEWEST): _CRASH if g == "R460" else "pid 2**31 reaches psutil: OverflowError"
         for g in GENERATION_NAMES
@@ -83,7 +88,7 @@ def expect_backend_fix(
 
 def machine(pids: list[int]) -> dict[str, Any]:
     """A refused GPU first, then two H100s with a busy, an idle and a graphics process."""
-    busy, idle, graphics, other = pids
+    busy, idle, graphics, other = pids[:4]
     h100 = {
         "name": "NVIDIA H100 80GB HBM3",
         "memory_total_mib": 81559,
@@ -121,6 +126,7 @@ def machine(pids: list[int]) -> dict[str, Any]:
                 "uuid": "GPU-2c2c2c2c-2222-4222-8222-222222222222",
                 "pci_bus_id": "00000000:2C:00.0",
                 "memory_used_mib": 12500,
+                "fan_percent": 120,
                 "processes": [{"pid": other, "used_memory_mib": 12000, "sm_util": 35}],
             },
         ],
@@ -128,7 +134,7 @@ def machine(pids: list[int]) -> dict[str, Any]:
 
 
 def expected_processes(pids: list[int]) -> dict[int, set[tuple[int, int]]]:
-    busy, idle, graphics, other = pids
+    busy, idle, graphics, other = pids[:4]
     return {
         1: {(busy, 20000 * MIB), (idle, 9000 * MIB), (graphics, 400 * MIB)},
         2: {(other, 12000 * MIB)},
@@ -190,7 +196,7 @@ def test_listed_processes_are_the_live_host_processes(
     expect_backend_fix(request, "processes", generation, binding)
     snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
     commands = {p["pid"]: p["command"] for gpu in snapshot["gpus"] for p in gpu["processes"] or ()}
-    assert set(commands) == set(sleepers)
+    assert set(commands) == set(sleepers[:4])
     assert all(command == ["sleep", "600"] for command in commands.values())
 
 
@@ -222,7 +228,7 @@ def test_an_idle_process_reads_0_percent_sm_and_a_busy_one_its_sample(
     expect_backend_fix(request, "idle", generation, binding)
     snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
     sm = {p["pid"]: p["sm_util"] for gpu in snapshot["gpus"] for p in gpu["processes"] or ()}
-    busy, idle, _, other = sleepers
+    busy, idle, _, other = sleepers[:4]
     assert (sm.get(busy), sm.get(idle), sm.get(other)) == (70, 0, 35)
 
 
@@ -286,3 +292,33 @@ def test_pids_0_and_above_2_31_from_the_driver_are_dropped(
     assert result.returncode == 0, result.stderr
     gpu = json.loads(result.stdout)["gpus"][2]
     assert {p["pid"] for p in gpu["processes"] or ()} == {sleepers[3]}
+
+
+@combinations
+def test_a_fan_above_100_percent_is_shown_as_the_driver_reports_it(
+    c_nvml: CNvml,
+    sleepers: list[int],
+    generation: str,
+    binding: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    expect_backend_fix(request, "fan", generation, binding)
+    snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
+    assert snapshot["gpus"][2]["fan_percent"] == 120
+
+
+@pytest.mark.parametrize("generation", GENERATION_NAMES)
+def test_mps_clients_are_listed(
+    c_nvml: CNvml, sleepers: list[int], generation: str, request: pytest.FixtureRequest
+) -> None:
+    expect_backend_fix(request, "mps", generation, NEWEST)
+    client = sleepers[4]
+    data = c_nvml.data_file(
+        "mps", machine(sleepers), generation, raw_processes=[RawProcess(2, client, 3000 * MIB, "M")]
+    )
+    result = c_nvml.run(
+        ["-m", "gputop", "snapshot", "--json"], generation=generation, binding=NEWEST, data=data
+    )
+    assert result.returncode == 0, result.stderr
+    gpu = json.loads(result.stdout)["gpus"][2]
+    assert (client, 3000 * MIB) in {(p["pid"], p["used_memory_bytes"]) for p in gpu["processes"]}

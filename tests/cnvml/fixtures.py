@@ -144,7 +144,7 @@ def c_nvml(tmp_path_factory: pytest.TempPathFactory) -> CNvml:
 @pytest.fixture(scope="module")
 def sleepers() -> Iterator[list[int]]:
     """Real processes whose pids the data files list, so psutil reads live /proc entries."""
-    processes = [subprocess.Popen(["sleep", "600"]) for _ in range(4)]
+    processes = [subprocess.Popen(["sleep", "600"]) for _ in range(5)]
     try:
         yield [p.pid for p in processes]
     finally:

@@ -253,7 +253,7 @@ def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
         pci_bus_id=_pci_bus_id(gpu),
         serial=gpu.string("serial"),
         memory_total_mib=gpu.integer("memory_total_mib", minimum=1),
-        memory_reserved_mib=gpu.integer("memory_reserved_mib"),
+        memory_reserved_mib=gpu.integer("memory_reserved_mib", minimum=0),
         power_limit_w=gpu.number("power_limit_w"),
         max_clocks_mhz=MaxClocks(
             **{k: max_clocks.integer(k) for k in _CLOCK_KEYS} if max_clocks else {}

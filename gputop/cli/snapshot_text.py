@@ -21,7 +21,7 @@ def render_snapshot(snapshot: Snapshot, width: int | None = None) -> str:
     for gpu in snapshot.gpus:
         lines.append(_gpu_line(gpu))
         lines.extend(_mig_lines(gpu))
-        if gpu.lost:
+        if gpu.lost or gpu.no_access:
             continue
         if not gpu.processes_listed:
             lines.append(f"{'':9}  (NVML will not list compute processes here: {REFUSED})")

@@ -136,7 +136,7 @@ class DeviceCalls(FakeNvmlBase):
 
     @nvml_function()
     def nvmlDeviceGetTemperature(self, handle: FakeDeviceHandle, sensor: int) -> int:
-        """Deprecated since R565 in favour of ``nvmlDeviceGetTemperatureV``; same reading."""
+        """Deprecated in nvidia-ml-py 13 for ``nvmlDeviceGetTemperatureV``; same reading."""
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return self._uint(self._gpu(handle).temperature_c)
@@ -145,8 +145,8 @@ class DeviceCalls(FakeNvmlBase):
     def nvmlDeviceGetTemperatureV(
         self, handle: FakeDeviceHandle, sensor: int, version: int | None = None
     ) -> int:
-        """The versioned temperature call (R565+); list it in ``missing_functions`` for older
-        drivers. Returns the temperature as the binding's wrapper does."""
+        """The versioned temperature call; list it in ``missing_functions`` for drivers
+        without it. Returns the temperature as the binding's wrapper does."""
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return self._uint(self._gpu(handle).temperature_c)

@@ -1,4 +1,4 @@
-"""Load and validate a scenario file (the format is specified in ``spec/scenario.md``).
+"""Load and validate a scenario file (the format is documented in ``docs/scenario.md``).
 
 A scenario is written by hand, so every problem is reported as a ``ScenarioError`` that
 names the file and the JSON location (``gpus[1].uuid``), and the file is checked whole at

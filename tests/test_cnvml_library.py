@@ -22,7 +22,12 @@ GENERATION_NAMES = [g.name for g in GENERATIONS]
 
 EXPORTED = {
     "R460": {"nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"},
-    "R470": {"nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses_v2"},
+    "R470": {
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+        "nvmlDeviceGetGraphicsRunningProcesses_v2",
+        "nvmlDeviceGetMPSComputeRunningProcesses",
+        "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+    },
     "R535.54": {
         "nvmlDeviceGetComputeRunningProcesses_v3",
         "nvmlDeviceGetMemoryInfo_v2",
@@ -40,6 +45,7 @@ EXPORTED = {
 }
 NOT_EXPORTED = {
     "R460": {
+        "nvmlDeviceGetMPSComputeRunningProcesses",
         "nvmlDeviceGetComputeRunningProcesses_v2",
         "nvmlDeviceGetComputeRunningProcesses_v3",
         "nvmlDeviceGetMemoryInfo_v2",

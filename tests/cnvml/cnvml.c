@@ -11,8 +11,10 @@
  * fails exactly as on that driver (FUNCTION_NOT_FOUND). Everything else is built with
  * -fvisibility=hidden: only functions marked EXPORT are visible.
  *
- *   460  v1 process calls only (16-byte nvmlProcessInfo_v1_t), no nvmlDeviceGetMemoryInfo_v2
- *   470  adds the _v2 process calls (24-byte entries); still no _v3, no memory v2 (R470-R505)
+ *   460  v1 process calls only (16-byte nvmlProcessInfo_v1_t), no MPS client list, no
+ *        nvmlDeviceGetMemoryInfo_v2
+ *   470  adds the _v2 process calls (24-byte entries) and the MPS client list (v1, _v2);
+ *        still no _v3, no memory v2 (R470-R505)
  *   535  adds _v3 process calls writing the 32-byte entries of 535.43-535.86 (with
  *        usedGpuCcProtectedMemory), and nvmlDeviceGetMemoryInfo_v2
  *        and nvmlDeviceGetConfComputeMemSizeInfo but no nvmlDeviceGetRunningProcessDetailList
@@ -692,8 +694,9 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, const char *function,
 #define V2 sizeof(nvmlProcessInfo_v2_t)
 PROCESS_CALL(nvmlDeviceGetComputeRunningProcesses, 'C', nvmlProcessInfo_v1_t, V1)
 PROCESS_CALL(nvmlDeviceGetGraphicsRunningProcesses, 'G', nvmlProcessInfo_v1_t, V1)
-PROCESS_CALL(nvmlDeviceGetMPSComputeRunningProcesses, 'M', nvmlProcessInfo_v1_t, V1)
 #if CNVML_GEN >= 470
+/* The MPS client list came with R470, in both versions. */
+PROCESS_CALL(nvmlDeviceGetMPSComputeRunningProcesses, 'M', nvmlProcessInfo_v1_t, V1)
 PROCESS_CALL(nvmlDeviceGetComputeRunningProcesses_v2, 'C', nvmlProcessInfo_v2_t, V2)
 PROCESS_CALL(nvmlDeviceGetGraphicsRunningProcesses_v2, 'G', nvmlProcessInfo_v2_t, V2)
 PROCESS_CALL(nvmlDeviceGetMPSComputeRunningProcesses_v2, 'M', nvmlProcessInfo_v2_t, V2)

@@ -231,3 +231,15 @@ def test_watch_json_writes_one_document_per_line() -> None:
 def test_too_short_a_watch_interval_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "snapshot", "--fake", "v100x4", "--watch", "0.01")
     assert code == 2 and "at least 0.1" in err
+
+
+def test_a_gpu_nvml_refuses_is_shown_as_no_access(
+    capsys: pytest.CaptureFixture[str], scenario_file: Callable[..., str]
+) -> None:
+    from conftest import minimal_gpu
+
+    path = scenario_file([minimal_gpu(no_permission=["nvmlDeviceGetHandleByIndex"])])
+    code, out, _ = run_cli(capsys, "snapshot", "--fake", path)
+    assert code == 0
+    assert "[0]" in out and "NO ACCESS: NVML refused this GPU" in out
+    assert "LOST" not in out

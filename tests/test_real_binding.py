@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from cnvml.build import GENERATIONS
 from cnvml.data import RawProcess
-from cnvml.fixtures import BINDINGS, NEWEST, OLDEST, CNvml
+from cnvml.fixtures import BINDINGS, NEWEST, CNvml
 
 MIB = 1024 * 1024
 RESERVED_MIB = 529
@@ -24,63 +24,6 @@ WITH_MEMORY_V2 = ("R535.54", "R550")
 """Drivers with nvmlDeviceGetMemoryInfo_v2 (R510 and later)."""
 REFUSED = 0
 """The physical index of the GPU whose handle NVML refuses (device cgroups)."""
-
-# What the backend on this branch gets wrong (issue 9); the fix is on branch `nvml`. Each
-# entry marks one test for one generation and binding as a strict xfail: delete the table
-# when the fix is merged.
-_ALL = [(g, b) for g in GENERATION_NAMES for b in BINDINGS]
-_CRASH = (
-    "R460 lacks the _v2/_v3 process calls: the binding raises NVMLLibraryMismatchError, "
-    "not an NVMLError, and the whole sample dies (exit 70)"
-)
-_NO_LISTS = "the oldest binding has no Python call for this driver's process lists: none listed"
-_V1_MEMORY = "memory used is read with v1, which includes driver-reserved memory"
-PENDING: dict[str, dict[tuple[str, str], str]] = {
-    "processes": {
-        ("R460", NEWEST): _CRASH,
-        ("R460", OLDEST): _NO_LISTS,
-        ("R470", OLDEST): _NO_LISTS,
-        ("R535.54", NEWEST): "the driver's 32-byte _v3 entries are read as 24: garbage pids",
-        ("R550", OLDEST): "the oldest binding reads _v3 as 32-byte entries, R550 writes 24",
-    },
-    "memory": {
-        ("R460", NEWEST): _CRASH,
-        **{(g, b): _V1_MEMORY for g in WITH_MEMORY_V2 for b in BINDINGS},
-    },
-    "idle": {
-        c: _CRASH if c == ("R460", NEWEST) else "an unsampled process reads null, not 0 %"
-        for c in _ALL
-    },
-    "cuda": {
-        c: _CRASH if c == ("R460", NEWEST) else "only _v2 is asked; it fails without libcuda"
-        for c in _ALL
-    },
-    "no_access": {
-        c: _CRASH if c == ("R460", NEWEST) else "a refused handle is called lost, sorted first"
-        for c in _ALL
-    },
-    "no_access_not_lost": {
-        c: _CRASH if c == ("R460", NEWEST) else "a refused handle is reported as a lost GPU"
-        for c in _ALL
-    },
-    "fan": {("R460", NEWEST): _CRASH},
-    "mps": {(g, NEWEST): "the MPS client list is not asked" for g in GENERATION_NAMES},
-    "bad_pids": {
-        (g, NEWEST): _CRASH if g == "R460" else "pid 2**31 reaches psutil: OverflowError"
-        for g in GENERATION_NAMES
-    },
-}
-
-
-def expect_backend_fix(
-    request: pytest.FixtureRequest, test: str, generation: str, binding: str
-) -> None:
-    """Mark this test a strict xfail where ``PENDING`` says the backend still fails it."""
-    reason = PENDING.get(test, {}).get((generation, binding))
-    if reason is not None:
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason=f"backend fix on branch nvml: {reason}")
-        )
 
 
 def machine(pids: list[int]) -> dict[str, Any]:
@@ -170,9 +113,7 @@ def test_snapshot_lists_exactly_the_scenario_processes_with_their_memory(
     sleepers: list[int],
     generation: str,
     binding: str,
-    request: pytest.FixtureRequest,
 ) -> None:
-    expect_backend_fix(request, "processes", generation, binding)
     snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
     listed = {
         gpu["index"]: {(p["pid"], p["used_memory_bytes"]) for p in gpu["processes"] or ()}
@@ -188,9 +129,7 @@ def test_listed_processes_are_the_live_host_processes(
     sleepers: list[int],
     generation: str,
     binding: str,
-    request: pytest.FixtureRequest,
 ) -> None:
-    expect_backend_fix(request, "processes", generation, binding)
     snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
     commands = {p["pid"]: p["command"] for gpu in snapshot["gpus"] for p in gpu["processes"] or ()}
     assert set(commands) == set(sleepers[:4])
@@ -203,11 +142,9 @@ def test_memory_used_is_what_the_driver_calls_used(
     sleepers: list[int],
     generation: str,
     binding: str,
-    request: pytest.FixtureRequest,
 ) -> None:
     """v2 "used" (without driver-reserved memory) where the driver has v2; R460 and R470
     have only v1, whose "used" includes reserved memory, and nvidia-smi shows the same."""
-    expect_backend_fix(request, "memory", generation, binding)
     snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
     used = {gpu["index"]: gpu["memory_used_bytes"] for gpu in snapshot["gpus"][1:]}
     reserved = 0 if generation in WITH_MEMORY_V2 else RESERVED_MIB
@@ -220,9 +157,7 @@ def test_an_idle_process_reads_0_percent_sm_and_a_busy_one_its_sample(
     sleepers: list[int],
     generation: str,
     binding: str,
-    request: pytest.FixtureRequest,
 ) -> None:
-    expect_backend_fix(request, "idle", generation, binding)
     snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
     sm = {p["pid"]: p["sm_util"] for gpu in snapshot["gpus"] for p in gpu["processes"] or ()}
     busy, idle, _, other = sleepers[:4]
@@ -235,9 +170,7 @@ def test_the_cuda_driver_version_survives_without_libcuda(
     sleepers: list[int],
     generation: str,
     binding: str,
-    request: pytest.FixtureRequest,
 ) -> None:
-    expect_backend_fix(request, "cuda", generation, binding)
     snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
     assert snapshot["cuda_driver_version"] == c_nvml.generation(generation).cuda_driver_version
 
@@ -248,9 +181,7 @@ def test_an_inaccessible_gpu_is_not_cuda_0(
     sleepers: list[int],
     generation: str,
     binding: str,
-    request: pytest.FixtureRequest,
 ) -> None:
-    expect_backend_fix(request, "no_access", generation, binding)
     mapping = run_gputop(c_nvml, sleepers, "map", generation, binding)
     physical = [device["physical_index"] for device in mapping["devices"]]
     assert physical and physical[0] != REFUSED
@@ -263,9 +194,7 @@ def test_an_inaccessible_gpu_is_not_reported_lost(
     sleepers: list[int],
     generation: str,
     binding: str,
-    request: pytest.FixtureRequest,
 ) -> None:
-    expect_backend_fix(request, "no_access_not_lost", generation, binding)
     snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
     refused = snapshot["gpus"][REFUSED]
     assert refused["index"] == REFUSED
@@ -274,9 +203,8 @@ def test_an_inaccessible_gpu_is_not_reported_lost(
 
 @pytest.mark.parametrize("generation", GENERATION_NAMES)
 def test_pids_0_and_above_2_31_from_the_driver_are_dropped(
-    c_nvml: CNvml, sleepers: list[int], generation: str, request: pytest.FixtureRequest
+    c_nvml: CNvml, sleepers: list[int], generation: str
 ) -> None:
-    expect_backend_fix(request, "bad_pids", generation, NEWEST)
     data = c_nvml.data_file(
         "bad-pids",
         machine(sleepers),
@@ -297,18 +225,13 @@ def test_a_fan_above_100_percent_is_shown_as_the_driver_reports_it(
     sleepers: list[int],
     generation: str,
     binding: str,
-    request: pytest.FixtureRequest,
 ) -> None:
-    expect_backend_fix(request, "fan", generation, binding)
     snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
     assert snapshot["gpus"][2]["fan_percent"] == 120
 
 
 @pytest.mark.parametrize("generation", [g for g in GENERATION_NAMES if g != "R460"])
-def test_mps_clients_are_listed(
-    c_nvml: CNvml, sleepers: list[int], generation: str, request: pytest.FixtureRequest
-) -> None:
-    expect_backend_fix(request, "mps", generation, NEWEST)
+def test_mps_clients_are_listed(c_nvml: CNvml, sleepers: list[int], generation: str) -> None:
     client = sleepers[4]
     data = c_nvml.data_file(
         "mps", machine(sleepers), generation, raw_processes=[RawProcess(2, client, 3000 * MIB, "M")]

@@ -77,7 +77,8 @@ class TorchPanel(VerticalScroll):
         identity = (
             snapshot.driver_version,
             tuple(
-                (g.uuid, g.pci_bus_id, g.name, g.lost, len(g.mig_devices)) for g in snapshot.gpus
+                (g.uuid, g.pci_bus_id, g.name, g.lost, g.no_access, len(g.mig_devices))
+                for g in snapshot.gpus
             ),
         )
         self._snapshot = snapshot

@@ -22,10 +22,21 @@ GENERATION_NAMES = [g.name for g in GENERATIONS]
 
 EXPORTED = {
     "R460": {"nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"},
-    "R470": {"nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses_v2"},
-    "R535.54": {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetMemoryInfo_v2"},
+    "R470": {
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+        "nvmlDeviceGetGraphicsRunningProcesses_v2",
+        "nvmlDeviceGetMPSComputeRunningProcesses",
+        "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+    },
+    "R535.54": {
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetMemoryInfo_v2",
+        "nvmlDeviceGetConfComputeMemSizeInfo",
+    },
     "R550": {
         "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetConfComputeMemSizeInfo",
+        "nvmlDeviceGetRunningProcessDetailList",
         "nvmlDeviceGetMPSComputeRunningProcesses_v3",
         "nvmlDeviceGetMemoryInfo_v2",
         "nvmlDeviceGetTemperatureV",
@@ -34,18 +45,21 @@ EXPORTED = {
 }
 NOT_EXPORTED = {
     "R460": {
+        "nvmlDeviceGetMPSComputeRunningProcesses",
         "nvmlDeviceGetComputeRunningProcesses_v2",
         "nvmlDeviceGetComputeRunningProcesses_v3",
         "nvmlDeviceGetMemoryInfo_v2",
         "nvmlDeviceGetTemperatureV",
+        "nvmlDeviceGetConfComputeMemSizeInfo",
     },
     "R470": {
         "nvmlDeviceGetComputeRunningProcesses_v3",
         "nvmlDeviceGetGraphicsRunningProcesses_v3",
         "nvmlDeviceGetMemoryInfo_v2",
         "nvmlDeviceGetTemperatureV",
+        "nvmlDeviceGetConfComputeMemSizeInfo",
     },
-    "R535.54": {"nvmlDeviceGetTemperatureV"},
+    "R535.54": {"nvmlDeviceGetTemperatureV", "nvmlDeviceGetRunningProcessDetailList"},
     "R550": set(),
 }
 ENTRY_BYTES = {
@@ -152,6 +166,14 @@ def test_each_generation_writes_process_entries_of_its_own_size(
     for call, entry_bytes in ENTRY_BYTES[generation].items():
         assert sizes[call]["value"]["entries"] == 2
         assert sizes[call]["value"]["bytes"] == 2 * entry_bytes
+
+
+def test_the_r550_detail_list_reports_the_same_compute_processes(
+    c_nvml: CNvml,
+    sleepers: list[int],
+) -> None:
+    gpu = probe(c_nvml, sleepers, "R550", NEWEST)["gpus"][1]
+    assert gpu["detail_list"] == {"value": [[sleepers[0], 20000 * MIB], [sleepers[1], 9000 * MIB]]}
 
 
 def test_memory_v1_used_includes_reserved_and_v2_reports_it_apart(

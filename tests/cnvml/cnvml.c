@@ -11,11 +11,16 @@
  * fails exactly as on that driver (FUNCTION_NOT_FOUND). Everything else is built with
  * -fvisibility=hidden: only functions marked EXPORT are visible.
  *
- *   460  v1 process calls only (16-byte nvmlProcessInfo_v1_t), no nvmlDeviceGetMemoryInfo_v2
- *   470  adds the _v2 process calls (24-byte entries); still no _v3, no memory v2 (R470-R505)
+ *   460  v1 process calls only (16-byte nvmlProcessInfo_v1_t), no MPS client list, no
+ *        nvmlDeviceGetMemoryInfo_v2
+ *   470  adds the _v2 process calls (24-byte entries) and the MPS client list (v1, _v2);
+ *        still no _v3, no memory v2 (R470-R505)
  *   535  adds _v3 process calls writing the 32-byte entries of 535.43-535.86 (with
  *        usedGpuCcProtectedMemory), and nvmlDeviceGetMemoryInfo_v2
- *   550  _v3 with 24-byte entries, nvmlDeviceGetTemperatureV
+ *        and nvmlDeviceGetConfComputeMemSizeInfo but no nvmlDeviceGetRunningProcessDetailList
+ *        (how nvitop and others recognise these drivers)
+ *   550  _v3 with 24-byte entries, nvmlDeviceGetRunningProcessDetailList,
+ *        nvmlDeviceGetTemperatureV
  */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include <nvml.h>
@@ -629,6 +634,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *curr
  * says INSUFFICIENT_SIZE and how many entries there are; with room it fills them.
  * `layout` is the size of one entry the generation writes (16, 24 or 32 bytes).
  */
+static int in_list(const process_t *p, char kind) {
+    return p->kind == kind || (kind != 'M' && p->kind == 'B');
+}
+
+static unsigned int count_in_list(nvmlDevice_t device, char kind) {
+    unsigned int n = 0;
+    for (int i = 0; i < device->process_count; i++) n += in_list(&device->processes[i], kind);
+    return n;
+}
+
 static nvmlReturn_t running_processes(nvmlDevice_t device, const char *function, char kind,
                                       unsigned int *count, void *infos, size_t layout) {
     _Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "v1 entries are 16 bytes");
@@ -636,10 +651,7 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, const char *function,
     _Static_assert(sizeof(cnvml_process_info_535_t) == 32, "535.43-535.86 entries: 32 bytes");
     DEVICE(function);
     if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned int matching = 0;
-    for (int i = 0; i < device->process_count; i++)
-        if (device->processes[i].kind == kind || (kind != 'M' && device->processes[i].kind == 'B'))
-            matching++;
+    unsigned int matching = count_in_list(device, kind);
     if (*count < matching || (matching > 0 && infos == NULL)) {
         *count = matching;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -648,7 +660,7 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, const char *function,
     unsigned int n = 0;
     for (int i = 0; i < device->process_count; i++) {
         const process_t *p = &device->processes[i];
-        if (!(p->kind == kind || (kind != 'M' && p->kind == 'B'))) continue;
+        if (!in_list(p, kind)) continue;
         char *slot = (char *)infos + n++ * layout;
         if (layout == sizeof(nvmlProcessInfo_v1_t)) {
             nvmlProcessInfo_v1_t *info = (nvmlProcessInfo_v1_t *)slot;
@@ -682,8 +694,9 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, const char *function,
 #define V2 sizeof(nvmlProcessInfo_v2_t)
 PROCESS_CALL(nvmlDeviceGetComputeRunningProcesses, 'C', nvmlProcessInfo_v1_t, V1)
 PROCESS_CALL(nvmlDeviceGetGraphicsRunningProcesses, 'G', nvmlProcessInfo_v1_t, V1)
-PROCESS_CALL(nvmlDeviceGetMPSComputeRunningProcesses, 'M', nvmlProcessInfo_v1_t, V1)
 #if CNVML_GEN >= 470
+/* The MPS client list came with R470, in both versions. */
+PROCESS_CALL(nvmlDeviceGetMPSComputeRunningProcesses, 'M', nvmlProcessInfo_v1_t, V1)
 PROCESS_CALL(nvmlDeviceGetComputeRunningProcesses_v2, 'C', nvmlProcessInfo_v2_t, V2)
 PROCESS_CALL(nvmlDeviceGetGraphicsRunningProcesses_v2, 'G', nvmlProcessInfo_v2_t, V2)
 PROCESS_CALL(nvmlDeviceGetMPSComputeRunningProcesses_v2, 'M', nvmlProcessInfo_v2_t, V2)
@@ -698,6 +711,47 @@ PROCESS_CALL(nvmlDeviceGetMPSComputeRunningProcesses_v3, 'M', nvmlProcessInfo_t,
 PROCESS_CALL(nvmlDeviceGetComputeRunningProcesses_v3, 'C', nvmlProcessInfo_t, V2)
 PROCESS_CALL(nvmlDeviceGetGraphicsRunningProcesses_v3, 'G', nvmlProcessInfo_t, V2)
 PROCESS_CALL(nvmlDeviceGetMPSComputeRunningProcesses_v3, 'M', nvmlProcessInfo_t, V2)
+#endif
+
+#if CNVML_GEN >= 535
+/* Confidential-computing memory, new in 535. Tools tell 535.43-535.86 (32-byte _v3 entries)
+ * from later drivers by this symbol being there without nvmlDeviceGetRunningProcessDetailList.
+ * No board here runs in CC mode. */
+EXPORT nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device,
+                                                       nvmlConfComputeMemSizeInfo_t *info) {
+    DEVICE("nvmlDeviceGetConfComputeMemSizeInfo");
+    (void)info;
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+#endif
+
+#if CNVML_GEN >= 550
+EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+                                                         nvmlProcessDetailList_t *plist) {
+    DEVICE("nvmlDeviceGetRunningProcessDetailList");
+    if (plist == NULL || plist->version != nvmlProcessDetailList_v1 ||
+        plist->mode > NVML_PROCESS_MODE_MPS)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    char kind = "CGM"[plist->mode];
+    unsigned int matching = count_in_list(device, kind);
+    if (plist->numProcArrayEntries < matching || (matching > 0 && plist->procArray == NULL)) {
+        plist->numProcArrayEntries = matching;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    plist->numProcArrayEntries = matching;
+    unsigned int n = 0;
+    for (int i = 0; i < device->process_count; i++) {
+        const process_t *p = &device->processes[i];
+        if (!in_list(p, kind)) continue;
+        nvmlProcessDetail_v1_t *entry = &plist->procArray[n++];
+        entry->pid = p->pid;
+        entry->usedGpuMemory = p->used_memory;
+        entry->gpuInstanceId = 0xFFFFFFFF;
+        entry->computeInstanceId = 0xFFFFFFFF;
+        entry->usedGpuCcProtectedMemory = 0;
+    }
+    return NVML_SUCCESS;
+}
 #endif
 
 /*

@@ -33,6 +33,8 @@ SYMBOLS = (
     "nvmlDeviceGetFieldValues",
     "nvmlDeviceGetProcessUtilization",
     "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlDeviceGetConfComputeMemSizeInfo",
+    "nvmlDeviceGetRunningProcessDetailList",
 )
 PROCESS_CALLS = (
     "nvmlDeviceGetComputeRunningProcesses",
@@ -86,6 +88,44 @@ def entry_size(handle: Any, name: str) -> dict[str, Any]:
     return {"value": {"entries": entries, "bytes": written}}
 
 
+class ProcessDetail(ctypes.Structure):
+    """``nvmlProcessDetail_v1_t`` as nvml.h declares it (older bindings lack it)."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+        ("usedGpuCcProtectedMemory", ctypes.c_ulonglong),
+    ]
+
+
+class ProcessDetailList(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("mode", ctypes.c_uint),
+        ("numProcArrayEntries", ctypes.c_uint),
+        ("procArray", ctypes.POINTER(ProcessDetail)),
+    ]
+
+
+def detail_list(handle: Any) -> dict[str, Any]:
+    """The compute processes from nvmlDeviceGetRunningProcessDetailList, where exported."""
+    if not has_symbol("nvmlDeviceGetRunningProcessDetailList"):
+        return {"error": "NVMLError_FunctionNotFound"}
+    function = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetRunningProcessDetailList")
+    plist = ProcessDetailList(ctypes.sizeof(ProcessDetailList) | 1 << 24, 0, 0, None)
+    result = function(handle, ctypes.byref(plist))
+    if result != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
+        return {"error": f"first call returned {result}"}
+    entries = (ProcessDetail * plist.numProcArrayEntries)()
+    plist.procArray = entries
+    result = function(handle, ctypes.byref(plist))
+    if result != pynvml.NVML_SUCCESS:
+        return {"error": f"second call returned {result}"}
+    return {"value": [[e.pid, e.usedGpuMemory] for e in entries[: plist.numProcArrayEntries]]}
+
+
 def main() -> None:
     pynvml.nvmlInit()
     report: dict[str, Any] = {
@@ -121,6 +161,7 @@ def main() -> None:
             gpu["process_utilization_since_now"] = answer(
                 pynvml.nvmlDeviceGetProcessUtilization, handle, 2**63
             )
+            gpu["detail_list"] = detail_list(handle)
             gpu["entry_sizes"] = {name: entry_size(handle, name) for name in PROCESS_CALLS}
         report["gpus"].append(gpu)
     pynvml.nvmlShutdown()

@@ -17,6 +17,9 @@ from gputop.core.source import open_backend
 
 FROZEN_AT_S = 30.0
 
+# The C NVML's fixtures (c_nvml, sleepers): tests/cnvml/fixtures.py, docs/c-nvml.md.
+pytest_plugins = ["cnvml.fixtures"]
+
 # Screens print local times: pin the zone so snapshots match on every machine.
 os.environ["TZ"] = "UTC"
 time.tzset()

@@ -61,7 +61,6 @@ def test_every_reading_reaches_the_sample_in_its_unit(
     assert (gpu.clocks.sm_mhz, gpu.clocks.memory_mhz) == (1410, 1215)
     assert gpu.max_clocks.graphics_mhz == 1410
     assert gpu.compute_capability == (8, 0)
-    assert gpu.multiprocessor_count == 108
     assert gpu.performance_state == 0
     assert gpu.lost is False
 

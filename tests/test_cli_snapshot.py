@@ -233,3 +233,15 @@ def test_too_short_a_watch_interval_is_refused(capsys: pytest.CaptureFixture[str
         main(["snapshot", "--fake", "v100x4", "--watch", "0.01"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "give a number of seconds from 0.1 to 86400" in err
+
+
+def test_a_gpu_nvml_refuses_is_shown_as_no_access(
+    capsys: pytest.CaptureFixture[str], scenario_file: Callable[..., str]
+) -> None:
+    from conftest import minimal_gpu
+
+    path = scenario_file([minimal_gpu(no_permission=["nvmlDeviceGetHandleByIndex"])])
+    code, out, _ = run_cli(capsys, "snapshot", "--fake", path)
+    assert code == 0
+    assert "[0]" in out and "NO ACCESS: NVML refused this GPU" in out
+    assert "LOST" not in out

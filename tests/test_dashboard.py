@@ -342,3 +342,18 @@ async def test_tab_moves_focus_between_cards_and_processes() -> None:
         assert isinstance(app.focused, GpuGrid)
         await pilot.press("tab")
         assert isinstance(app.focused, DataTable)
+
+
+async def test_a_gpu_nvml_refuses_is_shown_as_no_access_not_lost(
+    scenario_file: Callable[..., str],
+) -> None:
+    refused = minimal_gpu(no_permission=["nvmlDeviceGetHandleByIndex"])
+    other = minimal_gpu(
+        uuid="GPU-22222222-aaaa-bbbb-cccc-000000000000", pci_bus_id="00000000:08:00.0"
+    )
+    app = make_app(scenario_file([refused, other]))
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        assert "No access" in str(card(app, 0).render())
+        assert not card(app, 0).has_class("-lost")
+        assert "No access" not in str(card(app, 1).render())

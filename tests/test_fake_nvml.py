@@ -139,10 +139,6 @@ def test_absent_system_versions_are_not_supported() -> None:
         pytest.param(lambda n, h: n.nvmlDeviceGetComputeMode(h), 3, id="compute-mode"),
         pytest.param(lambda n, h: n.nvmlDeviceGetCudaComputeCapability(h), (8, 0), id="cc"),
         pytest.param(
-            lambda n, h: n.nvmlDeviceGetAttributes_v2(h).multiprocessorCount, 108, id="sms"
-        ),
-        pytest.param(lambda n, h: n.nvmlDeviceGetAttributes(h).memorySizeMB, 81920, id="attr-mb"),
-        pytest.param(
             lambda n, h: n.nvmlDeviceGetTotalEccErrors(
                 h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
             ),

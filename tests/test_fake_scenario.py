@@ -313,7 +313,7 @@ MIG_DEVICE = {"uuid": MIG_UUID, "gpu_instance_id": 1, "compute_instance_id": 0}
         pytest.param(
             {"gpus": [gpu(performance_state=16)]},
             "gpus[0].performance_state",
-            "must be 0..15, got 16",
+            "must be one of 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, got 16",
             id="pstate-range",
         ),
         pytest.param(
@@ -325,7 +325,7 @@ MIG_DEVICE = {"uuid": MIG_UUID, "gpu_instance_id": 1, "compute_instance_id": 0}
         pytest.param(
             {"gpus": [gpu(processes=[{"pid": 4200001, "type": "X"}])]},
             "gpus[0].processes[0].type",
-            "must be one of C, G, C+G, got 'X'",
+            "must be one of C, G, C+G, M+C, got 'X'",
             id="bad-process-type",
         ),
         pytest.param(

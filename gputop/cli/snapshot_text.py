@@ -21,7 +21,7 @@ def render_snapshot(snapshot: Snapshot, width: int | None = None) -> str:
     for gpu in snapshot.gpus:
         lines.append(_gpu_line(gpu))
         lines.extend(_mig_lines(gpu))
-        if gpu.lost:
+        if gpu.lost or gpu.no_access:
             continue
         if not gpu.processes_listed:
             lines.append(f"{'':9}  (NVML will not list compute processes here: {REFUSED})")
@@ -54,6 +54,8 @@ def _gpu_line(gpu: GpuSample) -> str:
     ident = f"[{gpu.physical_index}] {gpu.name or NA:<24} {gpu.short_uuid or NA:<12}"
     if gpu.lost:
         return f"{ident}  LOST: NVML reports this GPU as lost (it may have fallen off the bus)"
+    if gpu.no_access:
+        return f"{ident}  NO ACCESS: NVML refused this GPU (no permission; a cgroup or container)"
     fan = "fan N/A" if gpu.fan_percent is None else f"fan {gpu.fan_percent:>3}%"
     power = f"{_number(gpu.power_w)}/{watts(gpu.power_limit_w)}"
     pstate = NA if gpu.performance_state is None else f"P{gpu.performance_state}"

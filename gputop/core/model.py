@@ -18,6 +18,8 @@ class ProcessType(str, enum.Enum):
     COMPUTE = "C"
     GRAPHICS = "G"
     COMPUTE_GRAPHICS = "C+G"
+    MPS_CLIENT = "M+C"
+    """A client of the MPS server (nvidia-smi's "M+C"): its work runs in the server's context."""
 
 
 class ProcessOrigin(str, enum.Enum):
@@ -86,19 +88,30 @@ class GpuSample:
     name: str | None
     pci_bus_id: str | None
     lost: bool = False
+    no_access: bool = False
+    """NVML refused a handle for this GPU (NO_PERMISSION, as under device cgroups): it exists,
+    but this process may not use it, and CUDA will not number it."""
+    sample_error: str | None = None
+    """Why this refresh of the GPU failed unexpectedly (readings from the last good static facts
+    only); ``None`` when it was read normally."""
     serial: str | None = None
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
     memory_free_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    """Set aside by the driver and firmware; NVML's v2 memory call reports it apart from "used"
+    (``None`` on drivers with only the v1 call, whose "used" includes it)."""
     utilization_gpu_percent: int | None = None
     utilization_memory_percent: int | None = None
     temperature_c: int | None = None
     fan_percent: int | None = None
+    """Of the fan's rated speed: may exceed 100 on boards whose fans run above it."""
     power_w: float | None = None
     power_limit_w: float | None = None
     clocks: Clocks = field(default_factory=Clocks)
     max_clocks: Clocks = field(default_factory=Clocks)
     performance_state: int | None = None
+    """0 (P0, most power) to 15; ``None`` also when NVML says 32 (unknown)."""
     compute_mode: int | None = None
     persistence_mode: bool | None = None
     display_active: bool | None = None
@@ -118,6 +131,9 @@ class GpuSample:
     processes: tuple[GpuProcess, ...] = ()
     processes_listed: bool = True
     """False when NVML would not list this GPU's processes: "unknown", not "none"."""
+    processes_dropped: int = 0
+    """Entries NVML listed with an impossible pid (0, or 2**31 and above: a struct layout the
+    driver and gputop disagree on), left out of ``processes``."""
 
     @property
     def short_uuid(self) -> str | None:

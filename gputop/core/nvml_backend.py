@@ -16,16 +16,19 @@ from typing import Any
 
 from gputop.core.host_processes import HostFacts, HostProcessTable
 from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
-from gputop.core.nvml_fields import FieldReader, GpuLostError, convert, text
+from gputop.core.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
 from gputop.core.nvml_processes import (
     NvmlProcess,
+    ProcessLister,
+    ProcessListing,
     ProcessUtilization,
-    ProcessUtilizationTracker,
-    list_processes,
+    read_utilization,
 )
 
 MIB = 1024 * 1024
-NVLINK_MAX_LINKS = 18
+PSTATE_UNKNOWN = 32
+"""NVML_PSTATE_UNKNOWN: the driver cannot tell the performance state."""
+MEMORY_V2_SYMBOL = "nvmlDeviceGetMemoryInfo_v2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +51,7 @@ class _GpuState:
     handle: Any
     static: GpuSample
     lost: bool = False
-    utilization: ProcessUtilizationTracker | None = None
+    no_access: bool = False
 
 
 class NvmlBackend:
@@ -76,13 +79,15 @@ class NvmlBackend:
         self._options = options or SamplingOptions()
         read = self._reader.read
         self._driver_version = text(read("nvmlSystemGetDriverVersion"))
-        self._cuda_driver_version = convert(
-            self._reader.read_first(
-                ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
-            ),
-            int,
-        )
+        # v2 asks libcuda and fails (LIBRARY_NOT_FOUND) in containers without it; v1 answers
+        # from the driver's own table, so any failure of v2 falls back to it.
+        cuda_version = read("nvmlSystemGetCudaDriverVersion_v2")
+        if cuda_version is None:
+            cuda_version = read("nvmlSystemGetCudaDriverVersion")
+        self._cuda_driver_version = convert(cuda_version, int)
         self._nvml_version = text(read("nvmlSystemGetNVMLVersion"))
+        self._processes = ProcessLister(nvml, self._driver_version)
+        self._memory_v2 = self._processes.symbols.exports(MEMORY_V2_SYMBOL)
         count = read("nvmlDeviceGetCount") or 0
         self._gpus = [self._open_gpu(physical_index) for physical_index in range(int(count))]
 
@@ -98,6 +103,14 @@ class NvmlBackend:
     def close(self) -> None:
         """Release NVML; the backend must not be used afterwards."""
         self._reader.read("nvmlShutdown")
+
+    @property
+    def reader(self) -> FieldReader:
+        return self._reader
+
+    @property
+    def process_lister(self) -> ProcessLister:
+        return self._processes
 
     def sample(self) -> Snapshot:
         """Read every GPU once and describe their processes from the host."""
@@ -123,20 +136,31 @@ class NvmlBackend:
     # -- one GPU -------------------------------------------------------------------------
 
     def _open_gpu(self, physical_index: int) -> _GpuState:
-        # A lost GPU is only marked: an exception would take every other card with it.
+        # A lost or refused GPU is only marked: an exception would take every other card
+        # with it. NO_PERMISSION for the handle is a device cgroup or container hiding the
+        # card: it is there, but neither NVML nor CUDA in this process may use it.
         unknown = GpuSample(physical_index, uuid=None, name=None, pci_bus_id=None)
+        nvml = self._nvml
         try:
-            handle = self._reader.read("nvmlDeviceGetHandleByIndex", physical_index)
-            if handle is None:
-                return _GpuState(None, unknown, lost=True)
+            handle = nvml.nvmlDeviceGetHandleByIndex(physical_index)
+        except nvml.NVMLError_NoPermission:
+            refused = replace(unknown, no_access=True, processes_listed=False)
+            return _GpuState(None, refused, no_access=True)
+        except Exception:  # GPU_IS_LOST, or anything else: this card only
+            return _GpuState(None, unknown, lost=True)
+        try:
             return _GpuState(handle, self._static_facts(physical_index, handle))
         except GpuLostError:
             return _GpuState(None, unknown, lost=True)
+        except Exception as error:  # a binding bug must not hide other cards
+            return _GpuState(handle, replace(unknown, sample_error=_describe(error)))
 
     def _static_facts(self, physical_index: int, handle: Any) -> GpuSample:
         read = self._reader.read
         pci = read("nvmlDeviceGetPciInfo", handle)
-        memory = read("nvmlDeviceGetMemoryInfo", handle)
+        memory = self._memory(handle)
+        # nvmlDeviceGetAttributes answers for MIG devices only (NOT_SUPPORTED on a whole GPU,
+        # whatever nvml.h suggests); it is asked anyway, for drivers that do answer.
         attributes = self._reader.read_first(
             ("nvmlDeviceGetAttributes_v2", "nvmlDeviceGetAttributes"), handle
         )
@@ -147,27 +171,29 @@ class NvmlBackend:
             name=text(read("nvmlDeviceGetName", handle)),
             pci_bus_id=text(pci.busId) if pci is not None else None,
             serial=text(read("nvmlDeviceGetSerial", handle)),
-            memory_total_bytes=int(memory.total) if memory is not None else None,
+            memory_total_bytes=attribute_int(memory, "total"),
             max_clocks=self._clocks("nvmlDeviceGetMaxClockInfo", handle),
-            compute_capability=(int(capability[0]), int(capability[1])) if capability else None,
-            multiprocessor_count=(
-                int(attributes.multiprocessorCount) if attributes is not None else None
-            ),
+            compute_capability=convert(capability, lambda c: (int(c[0]), int(c[1]))),
+            multiprocessor_count=attribute_int(attributes, "multiprocessorCount"),
             nvlink_count=self._nvlink_count(handle),
         )
 
     def _sample_gpu(self, state: _GpuState) -> _GpuReading:
+        if state.no_access:
+            return state.static, (), {}
         if not state.lost:
             try:
                 return self._dynamic_facts(state)
             except GpuLostError:
                 state.lost = True
+            except Exception as error:  # this GPU fails, not the sample
+                return replace(state.static, sample_error=_describe(error)), (), {}
         return replace(state.static, lost=True), (), {}
 
     def _dynamic_facts(self, state: _GpuState) -> _GpuReading:
         nvml, read = self._nvml, self._reader.read
         handle = state.handle
-        memory = read("nvmlDeviceGetMemoryInfo", handle)
+        memory = self._memory(handle)
         utilization = read("nvmlDeviceGetUtilizationRates", handle)
         power_mw = read("nvmlDeviceGetPowerUsage", handle)
         limit_mw = self._reader.read_first(
@@ -179,27 +205,34 @@ class NvmlBackend:
         encoder = read("nvmlDeviceGetEncoderUtilization", handle)
         decoder = read("nvmlDeviceGetDecoderUtilization", handle)
         bar1 = read("nvmlDeviceGetBAR1MemoryInfo", handle)
-        processes, processes_listed = list_processes(self._reader, handle, mig_devices, mig_handles)
+        listing: ProcessListing = self._processes.list_gpu(handle, mig_devices, mig_handles)
+        processes = listing.processes
         usage: dict[int, ProcessUtilization] = {}
         if processes:
-            if state.utilization is None:
-                state.utilization = ProcessUtilizationTracker()
-            usage = state.utilization.read(self._reader, handle, (p.pid for p in processes))
+            usage = read_utilization(
+                self._reader, handle, (p.pid for p in processes), self._clock()
+            )
         sample = replace(
             state.static,
-            memory_total_bytes=_attr_int(memory, "total", state.static.memory_total_bytes),
-            memory_used_bytes=_attr_int(memory, "used"),
-            memory_free_bytes=_attr_int(memory, "free"),
-            utilization_gpu_percent=_attr_int(utilization, "gpu"),
-            utilization_memory_percent=_attr_int(utilization, "memory"),
+            memory_total_bytes=attribute_int(memory, "total", state.static.memory_total_bytes),
+            memory_used_bytes=attribute_int(memory, "used"),
+            memory_free_bytes=attribute_int(memory, "free"),
+            memory_reserved_bytes=attribute_int(memory, "reserved") if self._memory_v2 else None,
+            utilization_gpu_percent=attribute_int(utilization, "gpu"),
+            utilization_memory_percent=attribute_int(utilization, "memory"),
             temperature_c=convert(
-                read("nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU), int
+                self._reader.read_first(
+                    ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"),
+                    handle,
+                    nvml.NVML_TEMPERATURE_GPU,
+                ),
+                int,
             ),
             fan_percent=convert(read("nvmlDeviceGetFanSpeed", handle), int),
             power_w=convert(power_mw, lambda mw: mw / 1000.0),
             power_limit_w=convert(limit_mw, lambda mw: mw / 1000.0),
             clocks=self._clocks("nvmlDeviceGetClockInfo", handle),
-            performance_state=convert(read("nvmlDeviceGetPerformanceState", handle), int),
+            performance_state=convert(read("nvmlDeviceGetPerformanceState", handle), _pstate),
             compute_mode=convert(read("nvmlDeviceGetComputeMode", handle), int),
             persistence_mode=convert(read("nvmlDeviceGetPersistenceMode", handle), bool),
             display_active=convert(read("nvmlDeviceGetDisplayActive", handle), bool),
@@ -208,10 +241,10 @@ class NvmlBackend:
             mig_devices=mig_devices,
             pcie_tx_kbps=self._pcie(handle, "NVML_PCIE_UTIL_TX_BYTES"),
             pcie_rx_kbps=self._pcie(handle, "NVML_PCIE_UTIL_RX_BYTES"),
-            encoder_util_percent=int(encoder[0]) if encoder is not None else None,
-            decoder_util_percent=int(decoder[0]) if decoder is not None else None,
-            bar1_total_bytes=_attr_int(bar1, "bar1Total"),
-            bar1_used_bytes=_attr_int(bar1, "bar1Used"),
+            encoder_util_percent=convert(encoder, lambda e: int(e[0])),
+            decoder_util_percent=convert(decoder, lambda d: int(d[0])),
+            bar1_total_bytes=attribute_int(bar1, "bar1Total"),
+            bar1_used_bytes=attribute_int(bar1, "bar1Used"),
             ecc_uncorrected_volatile=convert(
                 read(
                     "nvmlDeviceGetTotalEccErrors",
@@ -221,9 +254,19 @@ class NvmlBackend:
                 ),
                 int,
             ),
-            processes_listed=processes_listed,
+            processes_listed=listing.listed,
+            processes_dropped=listing.dropped,
         )
         return sample, processes, usage
+
+    def _memory(self, handle: Any) -> Any | None:
+        """NVML's v2 memory struct where the driver has it ("used" without the memory the
+        driver reserves, as nvidia-smi shows it), else v1 (whose "used" includes it)."""
+        if self._memory_v2:
+            memory = self._reader.read("nvmlDeviceGetMemoryInfo", handle, self._nvml.nvmlMemory_v2)
+            if memory is not None:
+                return memory
+        return self._reader.read("nvmlDeviceGetMemoryInfo", handle)
 
     def _clocks(self, function: str, handle: Any) -> Clocks:
         nvml, read = self._nvml, self._reader.read
@@ -243,13 +286,15 @@ class NvmlBackend:
         return convert(value, int)
 
     def _nvlink_count(self, handle: Any) -> int | None:
-        states = []
-        for link in range(NVLINK_MAX_LINKS):
-            state = self._reader.read("nvmlDeviceGetNvLinkState", handle, link)
-            if state is None:
-                break
-            states.append(state)
-        return sum(1 for state in states if state) if states else None
+        """Links as the driver counts them (NVML_FI_DEV_NVLINK_LINK_COUNT): 18 on an H100
+        SXM, 12 on an A100, none on a PCIe card; no fixed upper bound is assumed."""
+        nvml = self._nvml
+        values = self._reader.read(
+            "nvmlDeviceGetFieldValues", handle, [nvml.NVML_FI_DEV_NVLINK_LINK_COUNT]
+        )
+        if not values:
+            return None
+        return convert(values[0], lambda v: _field_value(nvml, v))
 
     def _mig_devices(self, handle: Any) -> tuple[tuple[MigDevice, ...], list[Any]]:
         read = self._reader.read
@@ -260,7 +305,7 @@ class NvmlBackend:
             mig = read("nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)
             if mig is None:
                 continue
-            memory = read("nvmlDeviceGetMemoryInfo", mig)
+            memory = self._memory(mig)
             attributes = self._reader.read_first(
                 ("nvmlDeviceGetAttributes_v2", "nvmlDeviceGetAttributes"), mig
             )
@@ -270,9 +315,9 @@ class NvmlBackend:
                     uuid=text(read("nvmlDeviceGetUUID", mig)),
                     gpu_instance_id=convert(read("nvmlDeviceGetGpuInstanceId", mig), int),
                     compute_instance_id=convert(read("nvmlDeviceGetComputeInstanceId", mig), int),
-                    memory_total_bytes=_attr_int(memory, "total"),
-                    memory_used_bytes=_attr_int(memory, "used"),
-                    multiprocessor_count=_attr_int(attributes, "multiprocessorCount"),
+                    memory_total_bytes=attribute_int(memory, "total"),
+                    memory_used_bytes=attribute_int(memory, "used"),
+                    multiprocessor_count=attribute_int(attributes, "multiprocessorCount"),
                     name=text(read("nvmlDeviceGetName", mig)),
                 )
             )
@@ -280,10 +325,30 @@ class NvmlBackend:
         return tuple(devices), handles
 
 
-def _attr_int(value: Any | None, name: str, default: int | None = None) -> int | None:
-    if value is None:
-        return default
-    return int(getattr(value, name))
+def _pstate(value: Any) -> int | None:
+    state = int(value)
+    return None if state == PSTATE_UNKNOWN else state
+
+
+def _field_value(nvml: Any, value: Any) -> int | None:
+    """The number in one ``nvmlFieldValue_t``, or ``None`` when NVML failed that field."""
+    if int(value.nvmlReturn) != nvml.NVML_SUCCESS:
+        return None
+    member = {
+        nvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+        nvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+        nvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+        nvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+        nvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+        nvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+    }.get(int(value.valueType))
+    return None if member is None else int(getattr(value.value, member))
+
+
+def _describe(error: Exception) -> str:
+    """A short reason for a person: the exception's type and message."""
+    message = str(error).strip()
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def _gpu_processes(

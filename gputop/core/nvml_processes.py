@@ -1,10 +1,14 @@
-"""Which processes use a GPU, as NVML lists them.
+"""Which processes use a GPU, as NVML lists them, and how busy each is.
 
-NVML keeps compute and graphics processes in separate lists and has versioned calls for
-each (``_v3`` since R510, ``_v2`` since R470, unversioned before); the newest the driver
-has is used. Per-process SM utilisation comes from a sample buffer that NVML fills on its
-own schedule, so the last seen timestamp is kept per GPU and the last samples are reused
-until newer ones arrive.
+NVML keeps compute, graphics and MPS-client processes in separate lists; they are read with
+gputop's own structs through ``nvml_running`` (the layout depends on the driver). Entries
+with an impossible pid (0, or 2**31 and above, which no Linux pid reaches) are dropped and
+counted: they mean the driver wrote a layout gputop did not expect, and must never reach
+psutil or a signal.
+
+Per-process SM utilisation comes from NVML's sample buffer, which holds samples only for
+processes that ran kernels recently and answers NOT_FOUND when none did. So each refresh
+asks for the samples of the last ``SAMPLE_WINDOW_S`` and a process without one reads 0.
 """
 
 from __future__ import annotations
@@ -14,20 +18,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.model import MigDevice, ProcessType
-from gputop.core.nvml_fields import FieldReader
+from gputop.core.nvml_fields import FieldReader, GpuLostError
+from gputop.core.nvml_running import (
+    COMPUTE,
+    GRAPHICS,
+    MPS,
+    DriverSymbols,
+    ListCall,
+    RawProcess,
+    call_list,
+    choose_call,
+)
 
-COMPUTE_CALLS = (
-    "nvmlDeviceGetComputeRunningProcesses_v3",
-    "nvmlDeviceGetComputeRunningProcesses_v2",
-    "nvmlDeviceGetComputeRunningProcesses",
-)
-GRAPHICS_CALLS = (
-    "nvmlDeviceGetGraphicsRunningProcesses_v3",
-    "nvmlDeviceGetGraphicsRunningProcesses_v2",
-    "nvmlDeviceGetGraphicsRunningProcesses",
-)
-NO_INSTANCE = 0xFFFFFFFF
-"""NVML's instance id for a process that is not on a MIG device."""
+MAX_PID = 2**31 - 1
+"""Linux pids are positive and below 2**22 in practice; anything at or above 2**31 is garbage."""
+SAMPLE_WINDOW_S = 1.0
+"""How far back process samples are asked for: NVML samples about every 1/6 s on busy GPUs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,64 +48,118 @@ class NvmlProcess:
     compute_instance_id: int | None = None
 
 
-def list_processes(
-    reader: FieldReader, handle: Any, mig_devices: tuple[MigDevice, ...], mig_handles: list[Any]
-) -> tuple[tuple[NvmlProcess, ...], bool]:
-    """The processes on one GPU, merged across the compute and graphics lists.
+@dataclass(frozen=True, slots=True)
+class ProcessListing:
+    """One GPU's processes, whether NVML listed them, and how many entries were dropped."""
 
-    The flag says whether NVML listed the compute processes: when it refuses (no
-    permission, not supported), the GPU's processes are unknown, not absent, even if the
-    graphics list came through. On a GPU in MIG mode, processes carry the MIG device they
-    run on; when the parent GPU will not list them, each MIG device is asked instead.
-    """
-    compute = reader.read_first(COMPUTE_CALLS, handle)
-    graphics = reader.read_first(GRAPHICS_CALLS, handle)
-    if compute is None and mig_handles:
-        per_instance = [reader.read_first(COMPUTE_CALLS, mig) for mig in mig_handles]
-        if any(entries is not None for entries in per_instance):
-            compute = [entry for entries in per_instance for entry in entries or ()]
-    by_instance = {(m.gpu_instance_id, m.compute_instance_id): m for m in mig_devices}
-    merged: dict[tuple[int, int | None, int | None], NvmlProcess] = {}
-    for kind, entries in ((ProcessType.COMPUTE, compute), (ProcessType.GRAPHICS, graphics)):
-        for entry in entries or ():
-            process = _from_nvml(entry, kind, by_instance)
-            key = (process.pid, process.gpu_instance_id, process.compute_instance_id)
-            earlier = merged.get(key)
-            if earlier is not None and earlier.type is not kind:
-                process = _combined(earlier, process)
-            merged[key] = process
-    return tuple(merged.values()), compute is not None
+    processes: tuple[NvmlProcess, ...]
+    listed: bool
+    """Whether NVML listed the compute processes: when it refuses (no permission, not
+    supported), the GPU's processes are unknown, not absent."""
+    dropped: int = 0
 
 
-def _from_nvml(
-    entry: Any, kind: ProcessType, by_instance: dict[tuple[int | None, int | None], MigDevice]
+class ProcessLister:
+    """Lists processes on the driver it was made for; chooses the calls once."""
+
+    def __init__(self, nvml: Any, driver_version: str | None) -> None:
+        self._nvml = nvml
+        self._symbols = DriverSymbols(nvml)
+        self._calls: dict[str, ListCall | None] = {
+            base: choose_call(self._symbols, base, driver_version)
+            for base in (COMPUTE, GRAPHICS, MPS)
+        }
+
+    @property
+    def symbols(self) -> DriverSymbols:
+        return self._symbols
+
+    def call_for(self, base: str) -> ListCall | None:
+        """The call and layout chosen for list ``base`` (tests and diagnostics)."""
+        return self._calls[base]
+
+    def list_gpu(
+        self, handle: Any, mig_devices: tuple[MigDevice, ...], mig_handles: list[Any]
+    ) -> ProcessListing:
+        """The processes on one GPU, merged across the compute, graphics and MPS lists.
+
+        On a GPU in MIG mode, processes carry the MIG device they run on; when the parent
+        GPU will not list them, each MIG device is asked instead.
+        """
+        compute = self._read(COMPUTE, handle)
+        mps = self._read(MPS, handle)
+        graphics = self._read(GRAPHICS, handle)
+        if compute is None and mig_handles:
+            compute = self._per_instance(COMPUTE, mig_handles)
+        if mps is None and mig_handles:
+            mps = self._per_instance(MPS, mig_handles)
+        by_instance = {(m.gpu_instance_id, m.compute_instance_id): m for m in mig_devices}
+        merged: dict[tuple[int, int | None, int | None], NvmlProcess] = {}
+        dropped = 0
+        for kind, entries in (
+            (ProcessType.COMPUTE, compute),
+            (ProcessType.GRAPHICS, graphics),
+            (ProcessType.MPS_CLIENT, mps),
+        ):
+            for entry in entries or ():
+                if not 0 < entry.pid <= MAX_PID:
+                    dropped += 1
+                    continue
+                process = _from_raw(entry, kind, by_instance)
+                key = (process.pid, process.gpu_instance_id, process.compute_instance_id)
+                earlier = merged.get(key)
+                if earlier is not None and earlier.type is not kind:
+                    process = _combined(earlier, process)
+                merged[key] = process
+        return ProcessListing(tuple(merged.values()), compute is not None, dropped)
+
+    def _read(self, base: str, handle: Any) -> list[RawProcess] | None:
+        call = self._calls[base]
+        if call is None:
+            return None
+        nvml = self._nvml
+        try:
+            return call_list(self._symbols, call, handle, nvml.NVMLError)
+        except nvml.NVMLError_GpuIsLost as error:
+            raise GpuLostError(call.symbol) from error
+        except Exception:  # a refused or broken list is "not listed"
+            return None
+
+    def _per_instance(self, base: str, mig_handles: list[Any]) -> list[RawProcess] | None:
+        per_instance = [self._read(base, mig) for mig in mig_handles]
+        if all(entries is None for entries in per_instance):
+            return None
+        return [entry for entries in per_instance for entry in entries or ()]
+
+
+def _from_raw(
+    entry: RawProcess, kind: ProcessType, by_instance: dict[tuple[int | None, int | None], Any]
 ) -> NvmlProcess:
-    gi = _instance_id(getattr(entry, "gpuInstanceId", NO_INSTANCE))
-    ci = _instance_id(getattr(entry, "computeInstanceId", NO_INSTANCE))
+    gi, ci = entry.gpu_instance_id, entry.compute_instance_id
     mig = by_instance.get((gi, ci)) if gi is not None else None
-    used = entry.usedGpuMemory
     return NvmlProcess(
-        pid=int(entry.pid),
+        pid=entry.pid,
         type=kind,
-        used_memory_bytes=None if used is None or used >= 2**64 - 1 else int(used),
+        used_memory_bytes=entry.used_memory_bytes,
         mig_uuid=mig.uuid if mig is not None else None,
         gpu_instance_id=gi,
         compute_instance_id=ci,
     )
 
 
-def _instance_id(value: Any) -> int | None:
-    return None if value is None or int(value) == NO_INSTANCE else int(value)
-
-
 def _combined(first: NvmlProcess, second: NvmlProcess) -> NvmlProcess:
-    """A process in both lists is nvidia-smi's "C+G"; its memory is counted once."""
+    """A process in two lists: compute and graphics is nvidia-smi's "C+G"; an MPS client
+    stays one whatever else lists it. Its memory is counted once."""
     used = first.used_memory_bytes
     if used is None:
         used = second.used_memory_bytes
+    if ProcessType.MPS_CLIENT in (first.type, second.type):
+        kind = ProcessType.MPS_CLIENT
+    else:
+        kind = ProcessType.COMPUTE_GRAPHICS
     return NvmlProcess(
         pid=first.pid,
-        type=ProcessType.COMPUTE_GRAPHICS,
+        type=kind,
         used_memory_bytes=used,
         mig_uuid=first.mig_uuid,
         gpu_instance_id=first.gpu_instance_id,
@@ -113,27 +173,27 @@ class ProcessUtilization:
     memory_percent: int | None
 
 
-class ProcessUtilizationTracker:
-    """Per-process SM and memory utilisation from NVML's sample buffer, for one GPU."""
+IDLE = ProcessUtilization(0, 0)
 
-    def __init__(self) -> None:
-        self._last_timestamp_us = 0
-        self._latest: dict[int, ProcessUtilization] = {}
 
-    def read(
-        self, reader: FieldReader, handle: Any, pids: Iterable[int]
-    ) -> dict[int, ProcessUtilization]:
-        """The newest sample per pid, keeping older samples while NVML has none newer."""
-        samples = reader.read("nvmlDeviceGetProcessUtilization", handle, self._last_timestamp_us)
-        if samples:
-            newest: dict[int, tuple[int, ProcessUtilization]] = {}
-            for sample in samples:
-                stamp = int(sample.timeStamp)
-                pid = int(sample.pid)
-                if pid not in newest or stamp >= newest[pid][0]:
-                    newest[pid] = (stamp, ProcessUtilization(sample.smUtil, sample.memUtil))
-                self._last_timestamp_us = max(self._last_timestamp_us, stamp)
-            self._latest.update({pid: value for pid, (_, value) in newest.items()})
-        wanted = set(pids)
-        self._latest = {pid: u for pid, u in self._latest.items() if pid in wanted}
-        return dict(self._latest)
+def read_utilization(
+    reader: FieldReader, handle: Any, pids: Iterable[int], now_s: float
+) -> dict[int, ProcessUtilization]:
+    """SM and memory utilisation of each of ``pids`` over the last ``SAMPLE_WINDOW_S``.
+
+    A process without a sample in the window was idle and reads 0; NOT_FOUND (no process
+    ran) reads 0 for all. Any other failure (not supported) leaves every process unknown.
+    """
+    since_us = max(0, int((now_s - SAMPLE_WINDOW_S) * 1_000_000))
+    samples = reader.read("nvmlDeviceGetProcessUtilization", handle, since_us, not_found=())
+    if samples is None:
+        return {}
+    newest: dict[int, tuple[int, ProcessUtilization]] = {}
+    try:
+        for sample in samples:
+            stamp, pid = int(sample.timeStamp), int(sample.pid)
+            if pid not in newest or stamp >= newest[pid][0]:
+                newest[pid] = (stamp, ProcessUtilization(int(sample.smUtil), int(sample.memUtil)))
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return {}
+    return {pid: newest[pid][1] if pid in newest else IDLE for pid in pids}

@@ -53,6 +53,10 @@ def _gpu(gpu: GpuSample) -> dict[str, Any]:
         "mig_mode_pending": gpu.mig_mode_pending,
         "mig_devices": [_mig(mig) for mig in gpu.mig_devices],
         "lost": gpu.lost,
+        "no_access": gpu.no_access,
+        "sample_error": gpu.sample_error,
+        "memory_reserved_bytes": gpu.memory_reserved_bytes,
+        "processes_dropped": gpu.processes_dropped,
         "processes": [_process(process) for process in gpu.processes]
         if gpu.processes_listed
         else None,

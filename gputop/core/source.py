@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import NvmlUnavailableError, UsageError
@@ -98,6 +100,9 @@ def _open_fake(
 def _open_real(options: SamplingOptions | None) -> NvmlBackend:
     import pynvml
 
+    problem = binding_problem(pynvml)
+    if problem is not None:
+        raise NvmlUnavailableError(problem)
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as error:
@@ -109,6 +114,48 @@ def _open_real(options: SamplingOptions | None) -> NvmlBackend:
     return NvmlBackend(
         pynvml, options=options, host_processes=HostProcessTable(guard=local_pid_guard())
     )
+
+
+def binding_problem(module: Any) -> str | None:
+    """Why the imported ``pynvml`` is not nvidia-ml-py's, for a person; ``None`` when it is.
+
+    The deprecated ``pynvml`` package (gpuopenanalytics, 11.x) installs a ``pynvml/``
+    directory that Python prefers over nvidia-ml-py's ``pynvml.py``: an older copy of the
+    binding without the calls gputop relies on (``_nvmlGetFunctionPointer``, the v2 memory
+    struct). nvidia-ml-py's module is a single file named ``pynvml.py``.
+    """
+    location = getattr(module, "__file__", None) or ""
+    shadowed = Path(location).name != "pynvml.py"
+    lacking = [name for name in REQUIRED_BINDING_NAMES if not hasattr(module, name)]
+    if not shadowed and not lacking:
+        return None
+    installed = _distribution_version("pynvml")
+    package = f"the deprecated 'pynvml' package {installed}" if installed else "another module"
+    where = f" ({location})" if location else ""
+    why = (
+        f"it is a package directory{where}, not nvidia-ml-py's pynvml.py"
+        if shadowed
+        else f"it lacks {', '.join(lacking)}"
+    )
+    return (
+        f"The 'pynvml' module Python imports is {package}, shadowing nvidia-ml-py: {why}. "
+        "Remove it and reinstall the official binding: "
+        "'pip uninstall pynvml' then 'pip install --force-reinstall nvidia-ml-py'. "
+        f"{TRY_FAKE}"
+    )
+
+
+REQUIRED_BINDING_NAMES = ("_nvmlGetFunctionPointer", "c_nvmlMemory_v2_t", "nvmlMemory_v2")
+"""What gputop uses from nvidia-ml-py beyond the calls themselves (its floor has them all)."""
+
+
+def _distribution_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+    except Exception:  # a broken installation's metadata: no version to name
+        return None
 
 
 def explain_init_failure(nvml: Any, error: Exception) -> str:

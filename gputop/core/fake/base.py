@@ -113,6 +113,9 @@ class FakeNvmlBase:
             nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         if self._init_count == 0 and not name.startswith("nvmlInit"):
             nvml_error(pynvml.NVML_ERROR_UNINITIALIZED)
+        code = self._scenario.function_errors.get(name)
+        if code is not None:
+            nvml_error(code)
 
     def _check_device(self, name: str, handle: Any, *, allow_mig: bool) -> None:
         if not isinstance(handle, FakeDeviceHandle) or not (
@@ -126,6 +129,9 @@ class FakeNvmlBase:
             nvml_error(pynvml.NVML_ERROR_GPU_IS_LOST)
         if name in gpu.no_permission:
             nvml_error(pynvml.NVML_ERROR_NO_PERMISSION)
+        code = gpu.function_errors.get(name)
+        if code is not None:
+            nvml_error(code)
         if handle.mig is not None and not allow_mig:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
 

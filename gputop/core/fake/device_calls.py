@@ -94,17 +94,24 @@ class DeviceCalls(FakeNvmlBase):
 
     @nvml_function("any")
     def nvmlDeviceGetMemoryInfo(self, handle: FakeDeviceHandle, version: int | None = None) -> Any:
-        """Total, used and free bytes; with ``version``, NVML's v2 struct with ``reserved``."""
+        """v1 (no ``version``): "used" includes the memory the driver reserves, as real v1
+        calls report it. v2 (``version``, symbol ``nvmlDeviceGetMemoryInfo_v2``, R510+):
+        ``reserved`` apart and "used" without it. The scenario's ``memory_used_mib`` is the
+        v2 "used"; ``memory_reserved_mib`` the reserved part (0 when absent)."""
         owner = self._mig(handle) or self._gpu(handle)
         total = int(self._static(owner.memory_total_mib)) * MIB
-        used = min(total, self._bytes_or_zero(owner.memory_used_mib))
+        reserved = min(total, (getattr(owner, "memory_reserved_mib", None) or 0) * MIB)
+        used = min(total - reserved, self._bytes_or_zero(owner.memory_used_mib))
+        free = total - reserved - used
         if version:
+            if "nvmlDeviceGetMemoryInfo_v2" in self._scenario.missing_functions:
+                nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
             memory: Any = pynvml.c_nvmlMemory_v2_t()
             memory.version = version
-            memory.reserved = 0
-        else:
-            memory = pynvml.c_nvmlMemory_t()
-        memory.total, memory.used, memory.free = total, used, total - used
+            memory.total, memory.reserved, memory.used, memory.free = total, reserved, used, free
+            return memory
+        memory = pynvml.c_nvmlMemory_t()
+        memory.total, memory.used, memory.free = total, used + reserved, free
         return memory
 
     @nvml_function()
@@ -129,13 +136,25 @@ class DeviceCalls(FakeNvmlBase):
 
     @nvml_function()
     def nvmlDeviceGetTemperature(self, handle: FakeDeviceHandle, sensor: int) -> int:
+        """Deprecated in nvidia-ml-py 13 for ``nvmlDeviceGetTemperatureV``; same reading."""
+        if sensor != pynvml.NVML_TEMPERATURE_GPU:
+            nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self._uint(self._gpu(handle).temperature_c)
+
+    @nvml_function()
+    def nvmlDeviceGetTemperatureV(
+        self, handle: FakeDeviceHandle, sensor: int, version: int | None = None
+    ) -> int:
+        """The versioned temperature call; list it in ``missing_functions`` for drivers
+        without it. Returns the temperature as the binding's wrapper does."""
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return self._uint(self._gpu(handle).temperature_c)
 
     @nvml_function()
     def nvmlDeviceGetFanSpeed(self, handle: FakeDeviceHandle) -> int:
-        return self._percent(self._gpu(handle).fan_percent)
+        """Percent of the fan's rated speed: real boards report more than 100."""
+        return self._uint(self._gpu(handle).fan_percent)
 
     @nvml_function()
     def nvmlDeviceGetPowerUsage(self, handle: FakeDeviceHandle) -> int:
@@ -219,9 +238,12 @@ class DeviceCalls(FakeNvmlBase):
 
     @nvml_function()
     def nvmlDeviceGetFieldValues(self, handle: FakeDeviceHandle, field_ids: Sequence[Any]) -> Any:
-        """NVLink TX/RX throughput (KiB/s, all links together); other fields NOT_SUPPORTED."""
+        """NVLink link count, TX/RX throughput (KiB/s, all links together); other fields
+        NOT_SUPPORTED, each in its own ``nvmlReturn`` as the driver reports them."""
         gpu = self._gpu(handle)
+        link_count = Signal.constant(gpu.nvlink_count) if gpu.nvlink_count is not None else None
         signals = {
+            pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT: link_count,
             pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: gpu.nvlink_tx_kbps,
             pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: gpu.nvlink_rx_kbps,
         }
@@ -238,8 +260,12 @@ class DeviceCalls(FakeNvmlBase):
                 value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
                 continue
             value.nvmlReturn = pynvml.NVML_SUCCESS
-            value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-            value.value.ullVal = self._uint(signal)
+            if value.fieldId == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT:
+                value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                value.value.uiVal = self._uint(signal)
+            else:
+                value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                value.value.ullVal = self._uint(signal)
         return values
 
 

@@ -74,18 +74,18 @@ class MigCalls(FakeNvmlBase):
         return self._attributes(handle)
 
     def _attributes(self, handle: FakeDeviceHandle) -> Any:
-        """SM count, slice counts and memory of the GPU, or of the MIG device."""
-        gpu = self._gpu(handle)
+        """SM count, slice counts and memory of a MIG device.
+
+        Real drivers answer NOT_SUPPORTED for a whole GPU, MIG mode or not: the SM count of
+        a full GPU comes from CUDA (``cuDeviceGetAttribute``), never from NVML.
+        """
         mig = self._mig(handle)
-        attributes = pynvml.c_nvmlDeviceAttributes()
         if mig is None:
-            attributes.multiprocessorCount = int(self._static(gpu.multiprocessor_count))
-            slices = MAX_MIG_DEVICES if gpu.mig_mode is not None else 0
-            attributes.memorySizeMB = gpu.memory_total_mib or 0
-        else:
-            attributes.multiprocessorCount = int(self._static(mig.multiprocessor_count))
-            slices = mig.gpu_slice_count or 0
-            attributes.memorySizeMB = mig.memory_total_mib or 0
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        attributes = pynvml.c_nvmlDeviceAttributes()
+        attributes.multiprocessorCount = int(self._static(mig.multiprocessor_count))
+        slices = mig.gpu_slice_count or 0
+        attributes.memorySizeMB = mig.memory_total_mib or 0
         attributes.gpuInstanceSliceCount = slices
         attributes.computeInstanceSliceCount = slices
         return attributes

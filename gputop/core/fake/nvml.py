@@ -17,9 +17,10 @@ from typing import Any, NoReturn
 import pynvml
 
 from gputop.core.fake.base import FakeDeviceHandle, nvml_error, nvml_function
+from gputop.core.fake.c_calls import CCalls
 from gputop.core.fake.device_calls import DeviceCalls
 from gputop.core.fake.mig_calls import MigCalls
-from gputop.core.fake.process_calls import ProcessCalls, SimulatedProcess
+from gputop.core.fake.process_calls import SimulatedProcess
 from gputop.core.fake.scenario_types import Scenario
 
 __all__ = ["FakeDeviceHandle", "FakeNvml", "SimulatedProcess"]
@@ -28,7 +29,7 @@ _PYNVML_HELPERS = frozenset({"nvmlStructToFriendlyObject", "nvmlExceptionClass"}
 """pynvml functions named ``nvml*`` that are pure Python, not calls into the library."""
 
 
-class FakeNvml(DeviceCalls, MigCalls, ProcessCalls):
+class FakeNvml(DeviceCalls, MigCalls, CCalls):
     """A pynvml-shaped object simulating the GPUs of ``scenario``.
 
     ``frozen_time`` pins the scenario clock (seconds since the scenario started) so that

@@ -68,7 +68,12 @@ class ProcessCalls(FakeNvmlBase):
     def nvmlDeviceGetProcessUtilization(
         self, handle: FakeDeviceHandle, last_seen_timestamp: int
     ) -> list[Any]:
-        """The newest sample of each process with ``sm_util``, if newer than ``last_seen``."""
+        """The newest sample of each process that ran, if newer than ``last_seen``.
+
+        As the driver does, a process appears only if it used the SMs during the sample (an
+        idle one is left out), and no sample at all is NOT_FOUND. A GPU where no process has
+        ``sm_util`` in the scenario does not measure processes: NOT_SUPPORTED.
+        """
         measured = [(p, ids) for p, ids in self._processes(handle) if p.sm_util is not None]
         if not measured:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -76,8 +81,11 @@ class ProcessCalls(FakeNvmlBase):
         timestamp_us = round(self._epoch_at(sample_t) * 1_000_000)
         if timestamp_us <= last_seen_timestamp:
             nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
+        active = [(p, ids) for p, ids in measured if self._percent(p.sm_util, sample_t) > 0]
+        if not active:
+            nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
         samples = []
-        for process, _ids in measured:
+        for process, _ids in active:
             sample = pynvml.c_nvmlProcessUtilizationSample_t()
             sample.pid = process.pid
             sample.timeStamp = timestamp_us

@@ -1,4 +1,4 @@
-"""Load and validate a scenario file (the format is specified in ``spec/scenario.md``).
+"""Load and validate a scenario file (the format is documented in ``docs/scenario.md``).
 
 A scenario is written by hand, so every problem is reported as a ``ScenarioError`` that
 names the file and the JSON location (``gpus[1].uuid``), and the file is checked whole at
@@ -13,6 +13,13 @@ Extensions to the contract, all optional:
   (seconds before scenario t=0): what a simulated process shows in the host columns;
 - per MIG device ``profile`` (``"3g.40gb"``): gives the MIG device its NVML name
   (``<GPU name> MIG 3g.40gb``) and its slice count;
+- top level and per GPU ``function_errors`` (``{"nvmlX": "NOT_SUPPORTED"}``): the NVML
+  error a function returns (all GPUs, or that GPU), e.g. LIBRARY_NOT_FOUND for
+  ``nvmlSystemGetCudaDriverVersion_v2`` in a container without libcuda;
+- per GPU ``memory_reserved_mib``: memory the driver sets aside (in v1 "used", apart in v2);
+- process ``type`` ``"M+C"``: an MPS client, listed by the MPS call only; ``pid`` 0 and
+  pids of 2**31 and above are accepted to imitate a driver reporting impossible pids;
+- ``performance_state`` 32 (unknown), ``nvlink_count`` up to 255;
 - any key starting with ``_`` is ignored, for comments. Other unknown keys are errors, so a
   misspelt field is caught instead of reading as "not supported".
 
@@ -29,6 +36,8 @@ import math
 import re
 from pathlib import Path
 from typing import Any
+
+import pynvml
 
 from gputop.core.errors import ScenarioError
 from gputop.core.fake.json_fields import ObjectReader
@@ -58,7 +67,7 @@ MAX_MIG_DEVICES = 7
 MAX_SCENARIO_NUMBER = 1e12
 """No reading, size or time in a scenario comes near this; larger values (``1e308``) only
 overflow later, deep inside a sample, where no message can name the field."""
-PID_MAX = 2**31 - 1
+PID_MAX = 2**32 - 1
 """pid_t is a signed 32-bit integer: ``pid >= 2^31`` is not a pid at all."""
 LATEST_START_TIME = 253_402_300_799.0
 """9999-12-31T23:59:59Z: the last time a clock can print."""
@@ -78,6 +87,7 @@ _TOP_KEYS = (
     "nvml_version",
     "hostname",
     "missing_functions",
+    "function_errors",
     "start_time",
     "gpus",
 )
@@ -102,6 +112,7 @@ _GPU_KEYS = (
     "pci_bus_id",
     "serial",
     "memory_total_mib",
+    "memory_reserved_mib",
     "power_limit_w",
     "max_clocks_mhz",
     "cuda_compute_capability",
@@ -119,6 +130,7 @@ _GPU_KEYS = (
     "mig_devices",
     "lost_after_s",
     "no_permission",
+    "function_errors",
     *_READINGS,
 )
 _CLOCK_KEYS = ("graphics", "sm", "mem", "video")
@@ -217,6 +229,7 @@ def parse_scenario(data: Any, path: str) -> Scenario:
         nvml_version=nvml_version,
         hostname=top.string("hostname"),
         missing_functions=_function_names(top, "missing_functions"),
+        function_errors=_function_errors(top, "function_errors"),
         start_time=DEFAULT_START_TIME if start_time is None else start_time,
     )
 
@@ -257,25 +270,27 @@ def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
         pci_bus_id=_pci_bus_id(gpu),
         serial=gpu.string("serial"),
         memory_total_mib=gpu.integer("memory_total_mib", minimum=1),
+        memory_reserved_mib=gpu.integer("memory_reserved_mib", minimum=0),
         power_limit_w=gpu.number("power_limit_w"),
         max_clocks_mhz=MaxClocks(
             **{k: max_clocks.integer(k) for k in _CLOCK_KEYS} if max_clocks else {}
         ),
         cuda_compute_capability=_compute_capability(gpu),
         multiprocessor_count=gpu.integer("multiprocessor_count", minimum=1),
-        performance_state=gpu.integer("performance_state", maximum=15),
+        performance_state=gpu.integer("performance_state", allowed=(*range(16), 32)),
         persistence_mode=gpu.flag("persistence_mode"),
         display_active=gpu.flag("display_active"),
         compute_mode=gpu.integer("compute_mode", allowed=(0, 1, 2, 3)),
         ecc_uncorrected_volatile=gpu.integer("ecc_uncorrected_volatile"),
         bar1_total_mib=gpu.integer("bar1_total_mib", minimum=1),
-        nvlink_count=gpu.integer("nvlink_count", maximum=18),
+        nvlink_count=gpu.integer("nvlink_count", maximum=255),
         clocks_mhz=ClockSignals(**{k: clocks.signal(k) for k in _CLOCK_KEYS} if clocks else {}),
         processes=_parse_processes(gpu),
         mig_mode=mig_mode,
         mig_devices=mig_devices,
         lost_after_s=gpu.number("lost_after_s"),
         no_permission=_function_names(gpu, "no_permission"),
+        function_errors=_function_errors(gpu, "function_errors"),
         **readings,
     )
 
@@ -308,7 +323,7 @@ def _parse_processes(owner: ObjectReader) -> tuple[ScenarioProcess, ...]:
     seen: dict[int, str] = {}
     for where, item in owner.items("processes"):
         process = ObjectReader(owner.path, item, where, _PROCESS_KEYS)
-        pid = process.integer("pid", required=True, minimum=1, maximum=PID_MAX)
+        pid = process.integer("pid", required=True, maximum=PID_MAX)
         assert pid is not None
         if pid in seen:
             raise process.error(
@@ -379,6 +394,34 @@ def _function_names(reader: ObjectReader, key: str) -> frozenset[str]:
                 f"{reader.field(key)}[{i}]",
             )
     return frozenset(names)
+
+
+def _function_errors(reader: ObjectReader, key: str) -> dict[str, int]:
+    """``{"nvmlX": "NO_PERMISSION"}`` -> ``{"nvmlX": NVML_ERROR_NO_PERMISSION}``."""
+    value = reader.data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise reader.error(key, "must be an object mapping NVML function names to error names")
+    errors: dict[str, int] = {}
+    for name, error in value.items():
+        where = f"{reader.field(key)}.{name}"
+        if not name.startswith("nvml"):
+            raise ScenarioError(
+                reader.path,
+                f"{name!r} is not an NVML function name (they start with 'nvml')",
+                where,
+            )
+        code = getattr(pynvml, f"NVML_ERROR_{error}", None) if isinstance(error, str) else None
+        if not isinstance(code, int) or code == 0:
+            raise ScenarioError(
+                reader.path,
+                f"{error!r} is not an NVML error name (e.g. NOT_SUPPORTED, NO_PERMISSION, "
+                "GPU_IS_LOST, LIBRARY_NOT_FOUND, NOT_FOUND, UNKNOWN)",
+                where,
+            )
+        errors[name] = code
+    return errors
 
 
 def _check_unique(path: str, located: list[tuple[str, Any]], what: str) -> None:

@@ -8,21 +8,23 @@ at the call, so a test can compare a reading against the number written in the f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from gputop.core.fake.signals import Signal
 
 DEFAULT_START_TIME = 1767225600.0
 """2026-01-01T00:00:00Z: the epoch time of scenario t=0 when the clock is frozen."""
 
-PROCESS_TYPES = ("C", "G", "C+G")
+PROCESS_TYPES = ("C", "G", "C+G", "M+C")
+"""Compute, graphics, both, and an MPS client (listed by the MPS call only)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ScenarioProcess:
     pid: int
     type: str
-    """``"C"``, ``"G"`` or ``"C+G"``."""
+    """``"C"``, ``"G"``, ``"C+G"`` or ``"M+C"``."""
     used_memory_mib: Signal | None
     sm_util: Signal | None = None
     mem_util: Signal | None = None
@@ -34,11 +36,15 @@ class ScenarioProcess:
 
     @property
     def is_compute(self) -> bool:
-        return "C" in self.type
+        return self.type in ("C", "C+G")
 
     @property
     def is_graphics(self) -> bool:
         return "G" in self.type
+
+    @property
+    def is_mps_client(self) -> bool:
+        return self.type == "M+C"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +91,8 @@ class ScenarioGpu:
     pci_bus_id: str | None = None
     serial: str | None = None
     memory_total_mib: int | None = None
+    memory_reserved_mib: int | None = None
+    """Set aside by the driver: in v1 "used", apart in v2 (absent: 0)."""
     power_limit_w: float | None = None
     max_clocks_mhz: MaxClocks = MaxClocks()
     cuda_compute_capability: tuple[int, int] | None = None
@@ -116,6 +124,8 @@ class ScenarioGpu:
     mig_devices: tuple[ScenarioMigDevice, ...] = ()
     lost_after_s: float | None = None
     no_permission: frozenset[str] = frozenset()
+    function_errors: Mapping[str, int] = field(default_factory=dict)
+    """NVML function name -> the NVML error code it returns on this GPU."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,5 +138,7 @@ class Scenario:
     nvml_version: str | None = None
     hostname: str | None = None
     missing_functions: frozenset[str] = frozenset()
+    function_errors: Mapping[str, int] = field(default_factory=dict)
+    """NVML function name -> the NVML error code it returns, on every GPU."""
     start_time: float = DEFAULT_START_TIME
     """Epoch seconds of scenario t=0 when the clock is frozen."""

@@ -42,6 +42,10 @@ def pin_environment(
         gpu = found
         if gpu.lost:
             raise SelectionError(f"GPU {item} is lost (NVML cannot reach it); choose another.")
+        if gpu.no_access:
+            raise SelectionError(
+                f"GPU {item} refuses access (no permission): CUDA here cannot use it either."
+            )
         if gpu.mig_mode_current:
             raise SelectionError(
                 f"GPU {item} is in MIG mode: choose one of its MIG instances instead."

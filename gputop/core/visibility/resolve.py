@@ -44,6 +44,10 @@ def resolve_visibility(
     ``driver_order``: the UUID per CUDA ordinal from the driver probe with both variables
     unset, which fixes FASTEST_FIRST; without it that order is estimated.
     """
+    # A GPU NVML refuses (NO_PERMISSION: a device cgroup, a container) is one CUDA in this
+    # process cannot open either, so the driver does not number it.
+    refused = [gpu.physical_index for gpu in gpus if gpu.no_access]
+    gpus = [gpu for gpu in gpus if not gpu.no_access]
     ordering = cuda_order(gpus, cuda_device_order, driver_order)
     driver_major = _driver_major(driver_version)
     warnings: list[VisibilityWarning] = []
@@ -78,6 +82,8 @@ def resolve_visibility(
     )
     if uses_integers and devices:
         warnings.extend(_order_warnings(ordering, cuda_device_order))
+    if refused:
+        warnings.append(_no_access_warning(refused))
     warnings.extend(_torch_warnings(gpus, cuda_visible_devices, devices))
     if (
         cuda_visible_devices is not None
@@ -351,6 +357,17 @@ def _torch_warnings(
     if not problems:
         return []
     return [VisibilityWarning("torch-nvml-mismatch", ". ".join(problems) + ".")]
+
+
+def _no_access_warning(refused: list[int]) -> VisibilityWarning:
+    which = ", ".join(str(index) for index in refused)
+    plural = len(refused) > 1
+    return VisibilityWarning(
+        "no-access",
+        f"NVML refused access to GPU{'s' if plural else ''} {which} (no permission, as under "
+        f"a device cgroup or container): CUDA here cannot use {'them' if plural else 'it'} "
+        "either, so cuda:N counts only the other GPUs.",
+    )
 
 
 def _driver_major(driver_version: str | None) -> int | None:

@@ -160,6 +160,10 @@ def _title(view: CardView) -> str:
 def _subtitle(gpu: GpuSample) -> str | None:
     if gpu.lost:
         return "LOST"
+    if gpu.no_access:
+        return "NO ACCESS"
+    if gpu.sample_error:
+        return "READ FAILED"
     if gpu.mig_mode_current:
         return f"MIG ×{len(gpu.mig_devices)}"
     return None if gpu.performance_state is None else f"P{gpu.performance_state}"
@@ -172,6 +176,11 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
         lines.append(Text("GPU is lost: NVML cannot reach it.", style="bold red"))
         lines.append(Text("It may have fallen off the bus;", style="red"))
         lines.append(Text("check dmesg for Xid errors.", style="red"))
+        return lines
+    if gpu.no_access:
+        lines.append(Text("No access: NVML refused this GPU", style="bold yellow"))
+        lines.append(Text("(no permission: a device cgroup", style="yellow"))
+        lines.append(Text("or container hides it from you).", style="yellow"))
         return lines
     util = gpu.utilization_gpu_percent
     util_text = NA if util is None else f"{util:3d}%"
@@ -237,6 +246,9 @@ def _compact_line(view: CardView, width: int) -> Text:
     )
     if gpu.lost:
         line.append("LOST: NVML cannot reach this GPU", style="bold red")
+        return line
+    if gpu.no_access:
+        line.append("NO ACCESS: NVML refused this GPU", style="bold yellow")
         return line
     util = gpu.utilization_gpu_percent
     memory = f" {mib(gpu.memory_used_bytes):>6}/{mib(gpu.memory_total_bytes):<6}M"

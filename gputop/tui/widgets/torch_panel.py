@@ -82,7 +82,8 @@ class TorchPanel(VerticalScroll):
             self._default_order,
             snapshot.driver_version,
             tuple(
-                (g.uuid, g.pci_bus_id, g.name, g.lost, len(g.mig_devices)) for g in snapshot.gpus
+                (g.uuid, g.pci_bus_id, g.name, g.lost, g.no_access, len(g.mig_devices))
+                for g in snapshot.gpus
             ),
         )
         self._snapshot = snapshot

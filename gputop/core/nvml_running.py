@@ -1,0 +1,180 @@
+"""NVML's running-process lists, called in C with gputop's own structs.
+
+The bindings cannot be trusted with these calls. Each driver generation writes its own entry
+layout (docs/scenario.md, "Driver generations"):
+
+- before R470 only the unversioned call exists, writing 16-byte ``{pid, usedGpuMemory}``;
+- R470 adds ``_v2`` and R510 ``_v3``, both writing 24 bytes (plus the MIG instance ids);
+- 535.43 to 535.86 wrote 32-byte entries from ``_v3`` (a confidential-computing field NVIDIA
+  later moved to another call), so a 24-byte reader sees every second pid as garbage.
+
+nvidia-ml-py hard-codes one layout per release, and 12.550+ raises
+``NVMLLibraryMismatchError`` where the driver lacks ``_v3``. So, as nvitop does, gputop asks
+the driver which symbols it exports (through the binding's ``_nvmlGetFunctionPointer``),
+picks the newest call and the layout that driver writes, and makes the two-step
+INSUFFICIENT_SIZE call itself. The simulated NVML offers the same lookup and answers in the
+same C convention, so tests run this exact code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+NVML_SUCCESS = 0
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NO_INSTANCE = 0xFFFFFFFF
+"""NVML's instance id for a process that is not on a MIG device."""
+MEMORY_NOT_AVAILABLE = 2**64 - 1
+"""NVML_VALUE_NOT_AVAILABLE for ``usedGpuMemory`` (WDDM, some containers)."""
+ATTEMPTS = 4
+"""Size-then-fill rounds before giving up on a list that keeps growing."""
+
+COMPUTE = "nvmlDeviceGetComputeRunningProcesses"
+GRAPHICS = "nvmlDeviceGetGraphicsRunningProcesses"
+MPS = "nvmlDeviceGetMPSComputeRunningProcesses"
+SUFFIXES = ("_v3", "_v2", "")
+WIDE_V3_DRIVERS = ((535, 43), (535, 86))
+"""First and last driver (major, minor) whose ``_v3`` calls write 32-byte entries."""
+
+
+class ProcessInfoV1(ctypes.Structure):
+    """``nvmlProcessInfo_v1_t``: 16 bytes."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+class ProcessInfoV2(ctypes.Structure):
+    """``nvmlProcessInfo_v2_t``, also what ``_v3`` writes outside 535.43-535.86: 24 bytes."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
+
+
+class ProcessInfoV3Wide(ctypes.Structure):
+    """The ``_v3`` entry of drivers 535.43-535.86: 32 bytes."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+        ("usedGpuCcProtectedMemory", ctypes.c_ulonglong),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class RawProcess:
+    """One entry as the driver wrote it; the pid is not yet checked."""
+
+    pid: int
+    used_memory_bytes: int | None
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ListCall:
+    """The symbol to call for one list and the entry layout that driver writes."""
+
+    symbol: str
+    entry: type[ctypes.Structure]
+
+
+class DriverSymbols:
+    """Which C functions the loaded driver exports, asked once per name.
+
+    ``nvml._nvmlGetFunctionPointer`` is private to nvidia-ml-py but present and unchanged in
+    every release since 11.x; nvitop relies on it the same way. Without it nothing is
+    exported, and the process lists read as "not listed" rather than wrong.
+    """
+
+    def __init__(self, nvml: Any) -> None:
+        self._lookup: Callable[[str], Any] | None = getattr(nvml, "_nvmlGetFunctionPointer", None)
+        self._found: dict[str, Any | None] = {}
+
+    def get(self, symbol: str) -> Any | None:
+        """The callable C function, or ``None`` when the driver lacks it."""
+        if symbol not in self._found:
+            function = None
+            if self._lookup is not None:
+                try:
+                    function = self._lookup(symbol)
+                except Exception:  # FUNCTION_NOT_FOUND, or a broken binding
+                    function = None
+            self._found[symbol] = function
+        return self._found[symbol]
+
+    def exports(self, symbol: str) -> bool:
+        return self.get(symbol) is not None
+
+
+def driver_release(driver_version: str | None) -> tuple[int, int] | None:
+    """``"535.54.03"`` -> ``(535, 54)``; ``None`` when the text is not a driver version."""
+    match = re.match(r"\s*(\d+)\.(\d+)", driver_version or "")
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def choose_call(symbols: DriverSymbols, base: str, driver_version: str | None) -> ListCall | None:
+    """The newest version of list ``base`` the driver exports, with its entry layout."""
+    for suffix in SUFFIXES:
+        symbol = base + suffix
+        if not symbols.exports(symbol):
+            continue
+        if suffix == "":
+            return ListCall(symbol, ProcessInfoV1)
+        release = driver_release(driver_version)
+        wide = (
+            suffix == "_v3"
+            and release is not None
+            and WIDE_V3_DRIVERS[0] <= release <= WIDE_V3_DRIVERS[1]
+        )
+        return ListCall(symbol, ProcessInfoV3Wide if wide else ProcessInfoV2)
+    return None
+
+
+def call_list(
+    symbols: DriverSymbols, call: ListCall, handle: Any, error: Callable[[int], Exception]
+) -> list[RawProcess]:
+    """Run one list call: ask the size, allocate with room to grow, fill; retry if it grew.
+
+    ``error`` turns an NVML return code into the binding's exception (``nvml.NVMLError``).
+    """
+    function = symbols.get(call.symbol)
+    if function is None:
+        raise error(13)  # NVML_ERROR_FUNCTION_NOT_FOUND
+    count = ctypes.c_uint(0)
+    entries: Any = None
+    for _attempt in range(ATTEMPTS):
+        result = int(function(handle, ctypes.pointer(count), entries))
+        if result == NVML_SUCCESS:
+            if entries is None:
+                return []
+            return [_raw(entries[i]) for i in range(min(count.value, len(entries)))]
+        if result != NVML_ERROR_INSUFFICIENT_SIZE:
+            raise error(result)
+        capacity = count.value * 2 + 5
+        entries = (call.entry * capacity)()
+        count.value = capacity
+    raise error(NVML_ERROR_INSUFFICIENT_SIZE)
+
+
+def _raw(entry: Any) -> RawProcess:
+    used = int(entry.usedGpuMemory)
+    return RawProcess(
+        pid=int(entry.pid),
+        used_memory_bytes=None if used == MEMORY_NOT_AVAILABLE else used,
+        gpu_instance_id=_instance_id(getattr(entry, "gpuInstanceId", NO_INSTANCE)),
+        compute_instance_id=_instance_id(getattr(entry, "computeInstanceId", NO_INSTANCE)),
+    )
+
+
+def _instance_id(value: int) -> int | None:
+    return None if int(value) == NO_INSTANCE else int(value)

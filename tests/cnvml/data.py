@@ -1,0 +1,156 @@
+"""A gputop scenario, frozen at one scenario time, as the C NVML's line-based data file.
+
+The scenario is loaded by gputop's own loader (``load_scenario``) and its signals are
+evaluated with the same ``Signal.value_at`` the Python fake uses, so the C library and the
+fake report the same numbers for the same scenario and time. The file format is read by
+``cnvml.c`` (its ``load``): ``system KEY VALUE``, ``gpu INDEX KEY VALUE`` and
+``process INDEX KIND PID USED_BYTES SM MEM``; ``error FUNCTION CODE`` makes a function
+return an NVML error code.
+
+What the generation decides (driver, NVML and CUDA versions) comes from ``Generation``;
+what a real driver has that the scenario format cannot say (a container without libcuda,
+pids no scenario may hold) comes in as arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gputop.core.fake import Scenario
+from gputop.core.fake.scenario import ScenarioGpu, ScenarioProcess
+from gputop.core.fake.signals import Signal
+
+MIB = 1024 * 1024
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+KINDS = {"C": "C", "G": "G", "C+G": "B"}
+"""Scenario process type to the C library's kind: ``B`` is in both lists."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawProcess:
+    """A process entry exactly as a driver may write it, pid 0 or >= 2**31 included."""
+
+    gpu: int
+    pid: int
+    used_memory_bytes: int
+    kind: str = "C"
+
+
+def data_file_text(
+    scenario: Scenario,
+    t: float,
+    *,
+    driver_version: str,
+    nvml_version: str,
+    default_cuda_driver_version: int,
+    without_libcuda: bool = False,
+    raw_processes: Iterable[RawProcess] = (),
+) -> str:
+    """The data file for ``scenario`` at scenario time ``t`` (seconds)."""
+    cuda = scenario.cuda_driver_version or default_cuda_driver_version
+    lines = [
+        f"# {_one_line(scenario.description)} at t={t:g}",
+        f"system driver_version {driver_version}",
+        f"system nvml_version {nvml_version}",
+        f"system cuda_driver_version {cuda}",
+    ]
+    if without_libcuda:
+        lines.append(
+            f"system error:nvmlSystemGetCudaDriverVersion_v2 {NVML_ERROR_LIBRARY_NOT_FOUND}"
+        )
+    for function in sorted(scenario.missing_functions):
+        lines.append(f"system error:{function} {NVML_ERROR_FUNCTION_NOT_FOUND}")
+    for index, gpu in enumerate(scenario.gpus):
+        lines.extend(f"gpu {index} {key} {value}" for key, value in _gpu_entries(gpu, t))
+        for function in sorted(scenario.missing_functions):
+            lines.append(f"gpu {index} error:{function} {NVML_ERROR_FUNCTION_NOT_FOUND}")
+        lines.extend(_process_line(index, process, t) for process in gpu.processes)
+    for raw in raw_processes:
+        lines.append(f"process {raw.gpu} {raw.kind} {raw.pid} {raw.used_memory_bytes} - -")
+    return "\n".join(lines) + "\n"
+
+
+def write_data_file(path: Path, scenario: Scenario, t: float, **options: Any) -> Path:
+    """Write the data file for ``scenario`` at ``t``; ``options`` as for ``data_file_text``."""
+    path.write_text(data_file_text(scenario, t, **options), encoding="utf-8")
+    return path
+
+
+def _gpu_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
+    if gpu.mig_devices:
+        raise ValueError(f"{gpu.name}: the C NVML does not imitate MIG devices")
+    entries: list[tuple[str, object]] = [("name", _one_line(gpu.name)), ("uuid", gpu.uuid)]
+
+    def fixed(key: str, value: object) -> None:
+        if value is not None:
+            entries.append((key, int(value) if isinstance(value, bool) else value))
+
+    def reading(key: str, signal: Signal | None, scale: float = 1.0, cap: int | None = None):
+        if signal is not None:
+            value = max(0, round(signal.value_at(t) * scale))
+            entries.append((key, value if cap is None else min(cap, value)))
+
+    fixed("pci_bus_id", gpu.pci_bus_id)
+    fixed("serial", gpu.serial)
+    if gpu.memory_total_mib is not None:
+        entries.append(("memory_total", gpu.memory_total_mib * MIB))
+        reserved = (gpu.memory_reserved_mib or 0) * MIB
+        used = 0 if gpu.memory_used_mib is None else round(gpu.memory_used_mib.value_at(t) * MIB)
+        entries.append(("memory_reserved", reserved))
+        entries.append(("memory_used", max(0, min(used, gpu.memory_total_mib * MIB - reserved))))
+    if gpu.utilization_gpu is not None:
+        reading("utilization_gpu", gpu.utilization_gpu, cap=100)
+        reading("utilization_memory", gpu.utilization_memory or Signal.constant(0), cap=100)
+    reading("temperature_c", gpu.temperature_c)
+    reading("fan_percent", gpu.fan_percent)
+    reading("power_mw", gpu.power_w, 1000)
+    if gpu.power_limit_w is not None:
+        fixed("power_limit_mw", round(gpu.power_limit_w * 1000))
+    for name in ("graphics", "sm", "mem", "video"):
+        reading(f"clock_{name}", getattr(gpu.clocks_mhz, name))
+        fixed(f"max_clock_{name}", getattr(gpu.max_clocks_mhz, name))
+    fixed("performance_state", gpu.performance_state)
+    fixed("persistence_mode", gpu.persistence_mode)
+    fixed("display_active", gpu.display_active)
+    fixed("compute_mode", gpu.compute_mode)
+    if gpu.cuda_compute_capability is not None:
+        entries.append(("compute_capability", "{} {}".format(*gpu.cuda_compute_capability)))
+    fixed("ecc_uncorrected_volatile", gpu.ecc_uncorrected_volatile)
+    if gpu.bar1_total_mib is not None:
+        entries.append(("bar1_total", gpu.bar1_total_mib * MIB))
+        reading("bar1_used", gpu.bar1_used_mib or Signal.constant(0), MIB)
+    fixed("nvlink_count", gpu.nvlink_count)
+    reading("pcie_tx_kbps", gpu.pcie_tx_kbps)
+    reading("pcie_rx_kbps", gpu.pcie_rx_kbps)
+    if gpu.encoder_util is not None:
+        reading("encoder_util", gpu.encoder_util, cap=100)
+    if gpu.decoder_util is not None:
+        reading("decoder_util", gpu.decoder_util, cap=100)
+    if gpu.mig_mode is not None:
+        entries.append(("mig_mode", "{} {}".format(*gpu.mig_mode)))
+    if gpu.lost_after_s is not None and t >= gpu.lost_after_s:
+        entries.append(("lost", 1))
+    entries.extend(
+        (f"error:{function}", NVML_ERROR_NO_PERMISSION) for function in sorted(gpu.no_permission)
+    )
+    return entries
+
+
+def _process_line(gpu_index: int, process: ScenarioProcess, t: float) -> str:
+    used = (
+        "-"
+        if process.used_memory_mib is None
+        else str(max(0, round(process.used_memory_mib.value_at(t) * MIB)))
+    )
+    sm = "-" if process.sm_util is None else str(max(0, round(process.sm_util.value_at(t))))
+    mem = "-" if process.mem_util is None else str(max(0, round(process.mem_util.value_at(t))))
+    return f"process {gpu_index} {KINDS[process.type]} {process.pid} {used} {sm} {mem}"
+
+
+def _one_line(value: str) -> str:
+    return " ".join(value.split())

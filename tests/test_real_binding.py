@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from cnvml.build import GENERATIONS
-from cnvml.data import RawProcess
 from cnvml.fixtures import BINDINGS, NEWEST, CNvml
 
 MIB = 1024 * 1024
@@ -26,8 +25,9 @@ REFUSED = 0
 """The physical index of the GPU whose handle NVML refuses (device cgroups)."""
 
 
-def machine(pids: list[int]) -> dict[str, Any]:
-    """A refused GPU first, then two H100s with a busy, an idle and a graphics process."""
+def machine(pids: list[int], *, extra_on_gpu_2: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    """A refused GPU first, then two H100s with a busy, an idle and a graphics process;
+    ``extra_on_gpu_2`` adds processes to the last GPU."""
     busy, idle, graphics, other = pids[:4]
     h100 = {
         "name": "NVIDIA H100 80GB HBM3",
@@ -40,7 +40,8 @@ def machine(pids: list[int]) -> dict[str, Any]:
         "power_limit_w": 700,
     }
     return {
-        "description": "two H100s and a card this user may not open",
+        "description": "two H100s and a card this user may not open, in a container",
+        "function_errors": {"nvmlSystemGetCudaDriverVersion_v2": "LIBRARY_NOT_FOUND"},
         "gpus": [
             {
                 "name": "NVIDIA A100-SXM4-80GB",
@@ -67,7 +68,10 @@ def machine(pids: list[int]) -> dict[str, Any]:
                 "pci_bus_id": "00000000:2C:00.0",
                 "memory_used_mib": 12500,
                 "fan_percent": 120,
-                "processes": [{"pid": other, "used_memory_mib": 12000, "sm_util": 35}],
+                "processes": [
+                    {"pid": other, "used_memory_mib": 12000, "sm_util": 35},
+                    *extra_on_gpu_2,
+                ],
             },
         ],
     }
@@ -207,9 +211,14 @@ def test_pids_0_and_above_2_31_from_the_driver_are_dropped(
 ) -> None:
     data = c_nvml.data_file(
         "bad-pids",
-        machine(sleepers),
+        machine(
+            sleepers,
+            extra_on_gpu_2=(
+                {"pid": 0, "used_memory_mib": 100},
+                {"pid": 2**31, "used_memory_mib": 200},
+            ),
+        ),
         generation,
-        raw_processes=[RawProcess(2, 0, 100 * MIB), RawProcess(2, 2**31, 200 * MIB)],
     )
     result = c_nvml.run(
         ["-m", "gputop", "snapshot", "--json"], generation=generation, binding=NEWEST, data=data
@@ -233,9 +242,8 @@ def test_a_fan_above_100_percent_is_shown_as_the_driver_reports_it(
 @pytest.mark.parametrize("generation", [g for g in GENERATION_NAMES if g != "R460"])
 def test_mps_clients_are_listed(c_nvml: CNvml, sleepers: list[int], generation: str) -> None:
     client = sleepers[4]
-    data = c_nvml.data_file(
-        "mps", machine(sleepers), generation, raw_processes=[RawProcess(2, client, 3000 * MIB, "M")]
-    )
+    mps_client = {"pid": client, "type": "M+C", "used_memory_mib": 3000}
+    data = c_nvml.data_file("mps", machine(sleepers, extra_on_gpu_2=(mps_client,)), generation)
     result = c_nvml.run(
         ["-m", "gputop", "snapshot", "--json"], generation=generation, binding=NEWEST, data=data
     )

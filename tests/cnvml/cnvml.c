@@ -52,7 +52,7 @@ typedef struct {
 } cnvml_process_info_535_t;
 
 typedef struct {
-    char kind; /* 'C' compute, 'G' graphics, 'M' MPS client */
+    char kind; /* 'C' compute, 'G' graphics, 'B' both, 'M' MPS client */
     unsigned int pid;
     unsigned long long used_memory; /* NVML_VALUE_NOT_AVAILABLE when unknown */
     int sm_util;                    /* < 0: no sample (idle in the last period) */
@@ -758,7 +758,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
  * Per-process utilisation: samples only for processes active in the last period (a
  * sample's SM % > 0), newer than lastSeenTimeStamp; NOT_FOUND when there are none. The
  * sample time is the current 100 ms step, so a caller that remembers the last timestamp
- * sees each sample once per step.
+ * sees each sample once per step. A GPU with processes of which none has an SM reading in
+ * the scenario does not sample processes: NOT_SUPPORTED.
  */
 EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                    nvmlProcessUtilizationSample_t *samples,
@@ -770,11 +771,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     gettimeofday(&now, NULL);
     unsigned long long now_us = (unsigned long long)now.tv_sec * 1000000 + now.tv_usec;
     unsigned long long stamp = now_us - now_us % 100000;
-    unsigned int active = 0;
-    if (stamp > last_seen_us)
-        for (int i = 0; i < device->process_count; i++)
-            if (device->processes[i].sm_util > 0) active++;
-    if (active == 0) return NVML_ERROR_NOT_FOUND;
+    unsigned int active = 0, measured = 0;
+    for (int i = 0; i < device->process_count; i++) {
+        measured += device->processes[i].sm_util >= 0;
+        active += device->processes[i].sm_util > 0;
+    }
+    /* Processes, none of them measured: this board does not sample processes. */
+    if (device->process_count > 0 && measured == 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (active == 0 || stamp <= last_seen_us) return NVML_ERROR_NOT_FOUND;
     if (samples == NULL || *count < active) {
         *count = active;
         return NVML_ERROR_INSUFFICIENT_SIZE;

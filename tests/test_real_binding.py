@@ -56,6 +56,7 @@ def machine(pids: list[int], *, extra_on_gpu_2: tuple[dict[str, Any], ...] = ())
                 "uuid": "GPU-1b1b1b1b-1111-4111-8111-111111111111",
                 "pci_bus_id": "00000000:1B:00.0",
                 "memory_used_mib": 30000,
+                "performance_state": 0,
                 "processes": [
                     {"pid": busy, "used_memory_mib": 20000, "sm_util": 70},
                     {"pid": idle, "used_memory_mib": 9000, "sm_util": 0},
@@ -68,6 +69,7 @@ def machine(pids: list[int], *, extra_on_gpu_2: tuple[dict[str, Any], ...] = ())
                 "pci_bus_id": "00000000:2C:00.0",
                 "memory_used_mib": 12500,
                 "fan_percent": 120,
+                "performance_state": 32,
                 "processes": [
                     {"pid": other, "used_memory_mib": 12000, "sm_util": 35},
                     *extra_on_gpu_2,
@@ -250,3 +252,28 @@ def test_mps_clients_are_listed(c_nvml: CNvml, sleepers: list[int], generation: 
     assert result.returncode == 0, result.stderr
     gpu = json.loads(result.stdout)["gpus"][2]
     assert (client, 3000 * MIB) in {(p["pid"], p["used_memory_bytes"]) for p in gpu["processes"]}
+
+
+@combinations
+def test_p_state_32_reads_as_unknown(
+    c_nvml: CNvml, sleepers: list[int], generation: str, binding: str
+) -> None:
+    snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
+    states = [gpu["performance_state"] for gpu in snapshot["gpus"][1:]]
+    assert states == [0, None]
+
+
+def test_temperature_is_read_through_temperature_v_where_the_driver_has_it(
+    c_nvml: CNvml, sleepers: list[int]
+) -> None:
+    """R550 exports nvmlDeviceGetTemperatureV; with the deprecated call failing, the
+    temperature still arrives."""
+    scenario = machine(sleepers)
+    scenario["function_errors"]["nvmlDeviceGetTemperature"] = "UNKNOWN"
+    data = c_nvml.data_file("temperature-v", scenario, "R550")
+    result = c_nvml.run(
+        ["-m", "gputop", "snapshot", "--json"], generation="R550", binding=NEWEST, data=data
+    )
+    assert result.returncode == 0, result.stderr
+    temperatures = [gpu["temperature_c"] for gpu in json.loads(result.stdout)["gpus"][1:]]
+    assert temperatures == [45, 45]

@@ -41,13 +41,6 @@ class FieldReader:
             nvml, "NVMLLibraryMismatchError", _NeverRaised
         )
         self._missing: set[str] = set()
-        self._failures = 0
-
-    @property
-    def failures(self) -> int:
-        """How many calls failed with something other than an NVML error (a binding bug, an
-        odd value): counted so a test or a debug view can tell them from "not supported"."""
-        return self._failures
 
     def has(self, function: str) -> bool:
         """False once the driver has said it lacks ``function``."""
@@ -78,7 +71,6 @@ class FieldReader:
         except self._nvml_error:
             return None
         except Exception:  # one field must never take the sample down
-            self._failures += 1
             return None
 
     def read_first(self, functions: tuple[str, ...], *args: Any) -> Any | None:

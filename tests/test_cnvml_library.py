@@ -71,10 +71,12 @@ ENTRY_BYTES = {
 
 
 def probe_scenario(pids: list[int]) -> dict[str, Any]:
-    """A refused GPU, a working one with a busy and an idle process, a lost one."""
+    """A refused GPU, a working one with a busy and an idle process, a lost one, and one
+    whose processes have no SM readings and whose serial fails."""
     busy, idle = pids[0], pids[1]
     return {
         "description": "C NVML probe",
+        "function_errors": {"nvmlSystemGetCudaDriverVersion_v2": "LIBRARY_NOT_FOUND"},
         "gpus": [
             {
                 "name": "NVIDIA A100-SXM4-80GB",
@@ -100,6 +102,14 @@ def probe_scenario(pids: list[int]) -> dict[str, Any]:
                 "uuid": "GPU-2c2c2c2c-2222-4222-8222-222222222222",
                 "memory_total_mib": 81559,
                 "lost_after_s": 0,
+            },
+            {
+                "name": "Tesla T4",
+                "uuid": "GPU-3d3d3d3d-3333-4333-8333-333333333333",
+                "memory_total_mib": 15360,
+                "serial": "1320000000001",
+                "function_errors": {"nvmlDeviceGetSerial": "UNKNOWN"},
+                "processes": [{"pid": pids[2], "used_memory_mib": 100}],
             },
         ],
     }
@@ -212,12 +222,29 @@ def test_process_samples_are_not_found_when_none_is_newer_than_last_seen(
     assert gpu["process_utilization_since_now"] == {"error": "NVMLError_NotFound"}
 
 
+def test_a_gpu_whose_processes_have_no_sm_readings_does_not_sample_processes(
+    c_nvml: CNvml,
+    sleepers: list[int],
+) -> None:
+    gpu = probe(c_nvml, sleepers, "R550", NEWEST)["gpus"][3]
+    assert gpu["process_utilization"] == {"error": "NVMLError_NotSupported"}
+
+
+def test_a_function_error_in_the_scenario_is_what_the_call_returns(
+    c_nvml: CNvml,
+    sleepers: list[int],
+) -> None:
+    report = probe(c_nvml, sleepers, "R550", NEWEST)
+    assert report["gpus"][3]["serial"] == {"error": "NVMLError_Unknown"}
+    assert report["gpus"][1]["serial"] == {"error": "NVMLError_NotSupported"}
+
+
 def test_the_refused_gpu_is_counted_but_its_handle_is_no_permission(
     c_nvml: CNvml,
     sleepers: list[int],
 ) -> None:
     report = probe(c_nvml, sleepers, "R550", NEWEST)
-    assert report["count"] == {"value": 3}
+    assert report["count"] == {"value": 4}
     assert report["gpus"][0]["handle"] == "NVMLError_NoPermission"
 
 

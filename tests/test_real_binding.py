@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from cnvml.build import GENERATIONS
-from cnvml.data import RawProcess
 from cnvml.fixtures import BINDINGS, NEWEST, CNvml
 
 MIB = 1024 * 1024
@@ -26,8 +25,9 @@ REFUSED = 0
 """The physical index of the GPU whose handle NVML refuses (device cgroups)."""
 
 
-def machine(pids: list[int]) -> dict[str, Any]:
-    """A refused GPU first, then two H100s with a busy, an idle and a graphics process."""
+def machine(pids: list[int], *, extra_on_gpu_2: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    """A refused GPU first, then two H100s with a busy, an idle and a graphics process;
+    ``extra_on_gpu_2`` adds processes to the last GPU."""
     busy, idle, graphics, other = pids[:4]
     h100 = {
         "name": "NVIDIA H100 80GB HBM3",
@@ -40,7 +40,8 @@ def machine(pids: list[int]) -> dict[str, Any]:
         "power_limit_w": 700,
     }
     return {
-        "description": "two H100s and a card this user may not open",
+        "description": "two H100s and a card this user may not open, in a container",
+        "function_errors": {"nvmlSystemGetCudaDriverVersion_v2": "LIBRARY_NOT_FOUND"},
         "gpus": [
             {
                 "name": "NVIDIA A100-SXM4-80GB",
@@ -55,6 +56,7 @@ def machine(pids: list[int]) -> dict[str, Any]:
                 "uuid": "GPU-1b1b1b1b-1111-4111-8111-111111111111",
                 "pci_bus_id": "00000000:1B:00.0",
                 "memory_used_mib": 30000,
+                "performance_state": 0,
                 "processes": [
                     {"pid": busy, "used_memory_mib": 20000, "sm_util": 70},
                     {"pid": idle, "used_memory_mib": 9000, "sm_util": 0},
@@ -67,7 +69,11 @@ def machine(pids: list[int]) -> dict[str, Any]:
                 "pci_bus_id": "00000000:2C:00.0",
                 "memory_used_mib": 12500,
                 "fan_percent": 120,
-                "processes": [{"pid": other, "used_memory_mib": 12000, "sm_util": 35}],
+                "performance_state": 32,
+                "processes": [
+                    {"pid": other, "used_memory_mib": 12000, "sm_util": 35},
+                    *extra_on_gpu_2,
+                ],
             },
         ],
     }
@@ -207,9 +213,14 @@ def test_pids_0_and_above_2_31_from_the_driver_are_dropped(
 ) -> None:
     data = c_nvml.data_file(
         "bad-pids",
-        machine(sleepers),
+        machine(
+            sleepers,
+            extra_on_gpu_2=(
+                {"pid": 0, "used_memory_mib": 100},
+                {"pid": 2**31, "used_memory_mib": 200},
+            ),
+        ),
         generation,
-        raw_processes=[RawProcess(2, 0, 100 * MIB), RawProcess(2, 2**31, 200 * MIB)],
     )
     result = c_nvml.run(
         ["-m", "gputop", "snapshot", "--json"], generation=generation, binding=NEWEST, data=data
@@ -233,12 +244,36 @@ def test_a_fan_above_100_percent_is_shown_as_the_driver_reports_it(
 @pytest.mark.parametrize("generation", [g for g in GENERATION_NAMES if g != "R460"])
 def test_mps_clients_are_listed(c_nvml: CNvml, sleepers: list[int], generation: str) -> None:
     client = sleepers[4]
-    data = c_nvml.data_file(
-        "mps", machine(sleepers), generation, raw_processes=[RawProcess(2, client, 3000 * MIB, "M")]
-    )
+    mps_client = {"pid": client, "type": "M+C", "used_memory_mib": 3000}
+    data = c_nvml.data_file("mps", machine(sleepers, extra_on_gpu_2=(mps_client,)), generation)
     result = c_nvml.run(
         ["-m", "gputop", "snapshot", "--json"], generation=generation, binding=NEWEST, data=data
     )
     assert result.returncode == 0, result.stderr
     gpu = json.loads(result.stdout)["gpus"][2]
     assert (client, 3000 * MIB) in {(p["pid"], p["used_memory_bytes"]) for p in gpu["processes"]}
+
+
+@combinations
+def test_p_state_32_reads_as_unknown(
+    c_nvml: CNvml, sleepers: list[int], generation: str, binding: str
+) -> None:
+    snapshot = run_gputop(c_nvml, sleepers, "snapshot", generation, binding)
+    states = [gpu["performance_state"] for gpu in snapshot["gpus"][1:]]
+    assert states == [0, None]
+
+
+def test_temperature_is_read_through_temperature_v_where_the_driver_has_it(
+    c_nvml: CNvml, sleepers: list[int]
+) -> None:
+    """R550 exports nvmlDeviceGetTemperatureV; with the deprecated call failing, the
+    temperature still arrives."""
+    scenario = machine(sleepers)
+    scenario["function_errors"]["nvmlDeviceGetTemperature"] = "UNKNOWN"
+    data = c_nvml.data_file("temperature-v", scenario, "R550")
+    result = c_nvml.run(
+        ["-m", "gputop", "snapshot", "--json"], generation="R550", binding=NEWEST, data=data
+    )
+    assert result.returncode == 0, result.stderr
+    temperatures = [gpu["temperature_c"] for gpu in json.loads(result.stdout)["gpus"][1:]]
+    assert temperatures == [45, 45]

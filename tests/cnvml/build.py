@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("cnvml.c")
+SOURCES = tuple(sorted(Path(__file__).parent.glob("cnvml*.c")))
+"""cnvml.c (data file, checks, system calls), cnvml_device.c, cnvml_processes.c."""
 REPO = Path(__file__).resolve().parents[2]
 NVML_DEV = "nvidia-nvml-dev==13.5.37"
 """The header package: the newest nvml.h declares every function a generation exports."""
@@ -121,7 +122,7 @@ def build_library(generation: Generation, include_dir: Path, out_dir: Path) -> P
     library = directory / "libnvidia-ml.so.1"
     command = [compiler(), "-shared", "-fPIC", "-O1", "-std=c11", "-D_DEFAULT_SOURCE"]
     command += ["-Wall", "-Werror", "-Wno-deprecated-declarations", "-fvisibility=hidden"]
-    command += [f"-DCNVML_GEN={generation.code}", f"-I{include_dir}", str(SOURCE)]
+    command += [f"-DCNVML_GEN={generation.code}", f"-I{include_dir}", *map(str, SOURCES)]
     command += ["-o", str(library)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:

@@ -7,15 +7,12 @@ fake report the same numbers for the same scenario and time. The file format is 
 ``process INDEX KIND PID USED_BYTES SM MEM``; ``error FUNCTION CODE`` makes a function
 return an NVML error code.
 
-What the generation decides (driver, NVML and CUDA versions) comes from ``Generation``;
-what a real driver has that the scenario format cannot say (a container without libcuda,
-pids no scenario may hold) comes in as arguments.
+What the generation decides (driver, NVML and CUDA versions; which symbols exist) comes from
+the library's build, not from the scenario: its ``driver_version`` is not used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +22,10 @@ from gputop.core.fake.signals import Signal
 
 MIB = 1024 * 1024
 NVML_ERROR_NO_PERMISSION = 4
-NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
-KINDS = {"C": "C", "G": "G", "C+G": "B"}
-"""Scenario process type to the C library's kind: ``B`` is in both lists."""
-
-
-@dataclass(frozen=True, slots=True)
-class RawProcess:
-    """A process entry exactly as a driver may write it, pid 0 or >= 2**31 included."""
-
-    gpu: int
-    pid: int
-    used_memory_bytes: int
-    kind: str = "C"
+KINDS = {"C": "C", "G": "G", "C+G": "B", "M+C": "M"}
+"""Scenario process type to the C library's kind: ``B`` is in both the compute and graphics
+lists, ``M`` (an MPS client) in the MPS list only."""
 
 
 def data_file_text(
@@ -48,8 +35,6 @@ def data_file_text(
     driver_version: str,
     nvml_version: str,
     default_cuda_driver_version: int,
-    without_libcuda: bool = False,
-    raw_processes: Iterable[RawProcess] = (),
 ) -> str:
     """The data file for ``scenario`` at scenario time ``t`` (seconds)."""
     cuda = scenario.cuda_driver_version or default_cuda_driver_version
@@ -59,19 +44,18 @@ def data_file_text(
         f"system nvml_version {nvml_version}",
         f"system cuda_driver_version {cuda}",
     ]
-    if without_libcuda:
-        lines.append(
-            f"system error:nvmlSystemGetCudaDriverVersion_v2 {NVML_ERROR_LIBRARY_NOT_FOUND}"
-        )
-    for function in sorted(scenario.missing_functions):
-        lines.append(f"system error:{function} {NVML_ERROR_FUNCTION_NOT_FOUND}")
+    # Errors on every GPU (missing functions, top-level function_errors), then each GPU's
+    # own (no_permission, its function_errors), which win: one line per function and GPU.
+    everywhere = {f: NVML_ERROR_FUNCTION_NOT_FOUND for f in scenario.missing_functions}
+    everywhere.update(scenario.function_errors)
+    lines.extend(f"system error:{f} {code}" for f, code in sorted(everywhere.items()))
     for index, gpu in enumerate(scenario.gpus):
+        own = {f: NVML_ERROR_NO_PERMISSION for f in gpu.no_permission}
+        own.update(gpu.function_errors)
+        errors = {**everywhere, **own}
+        lines.extend(f"gpu {index} error:{f} {code}" for f, code in sorted(errors.items()))
         lines.extend(f"gpu {index} {key} {value}" for key, value in _gpu_entries(gpu, t))
-        for function in sorted(scenario.missing_functions):
-            lines.append(f"gpu {index} error:{function} {NVML_ERROR_FUNCTION_NOT_FOUND}")
         lines.extend(_process_line(index, process, t) for process in gpu.processes)
-    for raw in raw_processes:
-        lines.append(f"process {raw.gpu} {raw.kind} {raw.pid} {raw.used_memory_bytes} - -")
     return "\n".join(lines) + "\n"
 
 
@@ -135,9 +119,6 @@ def _gpu_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
         entries.append(("mig_mode", "{} {}".format(*gpu.mig_mode)))
     if gpu.lost_after_s is not None and t >= gpu.lost_after_s:
         entries.append(("lost", 1))
-    entries.extend(
-        (f"error:{function}", NVML_ERROR_NO_PERMISSION) for function in sorted(gpu.no_permission)
-    )
     return entries
 
 

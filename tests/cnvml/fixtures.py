@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import pytest
 
 from cnvml import build
-from cnvml.data import RawProcess, write_data_file
+from cnvml.data import write_data_file
 from gputop.core.fake import load_scenario
 
 NEWEST = "newest"
@@ -63,8 +63,6 @@ class CNvml:
         generation: str,
         *,
         t: float = 30.0,
-        without_libcuda: bool = True,
-        raw_processes: Sequence[RawProcess] = (),
     ) -> Path:
         """Write ``scenario`` (a scenario document) and its data file for ``generation``.
 
@@ -82,8 +80,6 @@ class CNvml:
             driver_version=gen.driver_version,
             nvml_version=gen.nvml_version,
             default_cuda_driver_version=gen.cuda_driver_version,
-            without_libcuda=without_libcuda,
-            raw_processes=raw_processes,
         )
 
     def run(

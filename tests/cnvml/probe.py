@@ -145,6 +145,7 @@ def main() -> None:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             gpu["name"] = answer(pynvml.nvmlDeviceGetName, handle)
             gpu["uuid"] = answer(pynvml.nvmlDeviceGetUUID, handle)
+            gpu["serial"] = answer(pynvml.nvmlDeviceGetSerial, handle)
             gpu["memory_v1"] = answer(pynvml.nvmlDeviceGetMemoryInfo, handle)
             if hasattr(pynvml, "nvmlMemory_v2"):
                 gpu["memory_v2"] = answer(

@@ -8,6 +8,8 @@ import shutil
 import sys
 import time
 
+from gputop.cli import lab_snapshot
+from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.snapshot_text import render_snapshot
 from gputop.core.errors import UsageError
 from gputop.core.nvml_backend import NvmlBackend
@@ -33,10 +35,19 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         metavar="SECONDS",
         help="reprint in place every SECONDS (default 1) until Ctrl-C",
     )
+    add_hosts_arguments(parser)
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="with --hosts: also measure and print (on stderr) the bytes per second each "
+        "host sends",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.hosts:
+        return lab_snapshot.run(args, _terminal_width())
     if args.watch is not None and args.watch < 0.1:
         raise UsageError(f"--watch {args.watch}: the interval must be at least 0.1 seconds.")
     backend = open_backend(args.fake)

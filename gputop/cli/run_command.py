@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping
 
 from gputop.cli.jobs_command import open_store
+from gputop.cli.lab_common import add_hosts_arguments
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import LaunchRequest, current_user, launch_job, resolve_gpus
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
@@ -85,6 +86,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help=f"when stopped: seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
     )
     parser.add_argument("--json", action="store_true", help="print the job as JSON instead")
+    add_hosts_arguments(parser)
     parser.add_argument(
         "command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
     )
@@ -99,6 +101,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "No command given: put it after --, e.g. gputop run --gpus 0 -- python train.py"
         )
+    if getattr(args, "hosts", None):
+        from gputop.cli.lab_pick import run_launch
+
+        return run_launch(args, command)
     policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
     environ = environment_for_jobs(args.fake)
     store = open_store()

@@ -61,3 +61,16 @@ def agent_script(interval_s: float) -> str:
 def remote_agent_command(interval_s: float) -> str:
     """What follows the host on the ssh command line: one word, quoted for the remote shell."""
     return "sh -c " + shlex.quote(agent_script(interval_s))
+
+
+def remote_gputop_command(argv: list[str]) -> str:
+    """``gputop ARGS`` for the remote shell, each word quoted, with the same PATH search as
+    the agent (so a pipx install in ~/.local/bin is found)."""
+    script = "; ".join(
+        [
+            'PATH="${GPUTOP_PATH:+$GPUTOP_PATH:}$PATH:$HOME/.local/bin"',
+            "export PATH",
+            "exec " + shlex.join(argv),
+        ]
+    )
+    return "sh -c " + shlex.quote(script)

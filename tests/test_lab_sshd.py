@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -253,3 +258,60 @@ def test_link_shows_the_host_unreachable_when_sshd_dies_and_reconnects_when_it_r
     server.start()
     assert link.wait_for(lambda s: is_live(s) and s.snapshots_received > before + 1, WAIT_S)
     assert link.status().mode is Mode.FULL
+
+
+def test_snapshot_hosts_watch_json_streams_a_lab_document_per_interval(server: SshServer) -> None:
+    watcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gputop",
+            "snapshot",
+            "--hosts",
+            "gpu-v100",
+            "--watch",
+            "0.3",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert watcher.stdout is not None
+    try:
+        states = []
+        for _ in range(200):  # a document every 0.3 s: live well before the 60th second
+            document = json.loads(watcher.stdout.readline())
+            states.append(document["hosts"][0]["state"])
+            if states[-1] == "live":
+                break
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        exit_code = watcher.wait(30)
+    assert states[-1] == "live"
+    assert set(states) <= {"connecting", "live"}
+    assert exit_code == 0
+
+
+def test_run_hosts_wait_launches_once_a_host_comes_back(
+    server: SshServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.kill()
+    outcome: list[int] = []
+    launcher = threading.Thread(
+        target=lambda: outcome.append(
+            main(["run", "--hosts", "gpu-v100", "--auto", "2", "--wait", "--json", "--", "true"])
+        )
+    )
+    launcher.start()
+    seen = ""
+    deadline = time.monotonic() + WAIT_S
+    while "waiting until 2 GPUs are free" not in seen and time.monotonic() < deadline:
+        seen += capsys.readouterr().err
+        time.sleep(0.05)  # polling captured output for a condition, not a fixed wait
+    assert "waiting until 2 GPUs are free on one of: gpu-v100" in seen
+
+    server.start()
+    launcher.join(WAIT_S + 30)
+    assert outcome == [0]
+    job = json.loads(capsys.readouterr().out)
+    assert (job["gpus"], job["command"]) == ([2, 3], ["true"])

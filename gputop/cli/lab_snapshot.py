@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import replace
 
+from gputop.cli.agent_command import MIN_INTERVAL_S
 from gputop.cli.lab_common import host_label, open_lab, status_json
 from gputop.cli.snapshot_text import render_snapshot
 from gputop.core.errors import UsageError
@@ -22,13 +24,19 @@ from gputop.core.safe_text import clean
 from gputop.core.snapshot_json import SCHEMA_VERSION
 
 STATS_SNAPSHOTS = 5
+CLEAR_HOME = "\x1b[H\x1b[J"
 
 
 def run(args: argparse.Namespace, width: int | None) -> int:
-    if args.watch is not None:
-        raise UsageError("--watch with --hosts is not supported yet: use the command once.")
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout}: give a positive number of seconds.")
+    if args.watch is not None:
+        if args.watch < MIN_INTERVAL_S:
+            raise UsageError(
+                f"--watch {args.watch}: with --hosts the interval must be at least "
+                f"{MIN_INTERVAL_S} seconds (what the remote agent accepts)."
+            )
+        return _watch(args, width)
     with open_lab(args) as lab:
         lab.wait_all(settled, args.timeout)
         if args.stats:
@@ -50,14 +58,34 @@ def run(args: argparse.Namespace, width: int | None) -> int:
     return 0 if any(s.snapshot is not None for s in statuses) else 1
 
 
+def _watch(args: argparse.Namespace, width: int | None) -> int:
+    """Reprint every host each interval until Ctrl-C; hosts stream at that interval."""
+    with open_lab(args, interval_s=args.watch) as lab:
+        try:
+            while True:
+                started = time.monotonic()
+                statuses = lab.statuses()
+                if args.json:
+                    hosts = [status_json(status) for status in statuses]
+                    document = {"schema": SCHEMA_VERSION, "kind": "lab", "hosts": hosts}
+                    sys.stdout.write(json.dumps(document) + "\n")
+                else:
+                    screen = "\n\n".join(render_host(s, width, once=False) for s in statuses)
+                    sys.stdout.write(CLEAR_HOME + screen + "\n")
+                sys.stdout.flush()
+                time.sleep(max(0.0, args.watch - (time.monotonic() - started)))
+        except KeyboardInterrupt:
+            return 0
+
+
 def _counted_enough(status: HostStatus) -> bool:
     return status.snapshots_received >= STATS_SNAPSHOTS or status.state is LinkState.UNREACHABLE
 
 
-def render_host(status: HostStatus, width: int | None) -> str:
-    # One look, no retry countdown: the command ends before the next try.
-    once = replace(status, retry_in_s=None)
-    header = f"== {host_label(status)}: {clean(once.describe())} =="
+def render_host(status: HostStatus, width: int | None, once: bool = True) -> str:
+    if once:  # one look: no retry countdown, the command ends before the next try
+        status = replace(status, retry_in_s=None)
+    header = f"== {host_label(status)}: {clean(status.describe())} =="
     if status.snapshot is None:
         return header
     return header + "\n" + render_snapshot(status.snapshot, width=width)

@@ -46,10 +46,10 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.hosts:
-        return lab_snapshot.run(args, _terminal_width())
     if args.watch is not None and args.watch < 0.1:
         raise UsageError(f"--watch {args.watch}: the interval must be at least 0.1 seconds.")
+    if args.hosts:
+        return lab_snapshot.run(args, _terminal_width())
     backend = open_backend(args.fake)
     try:
         if args.watch is None:

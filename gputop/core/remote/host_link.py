@@ -20,7 +20,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import IO
 
@@ -31,6 +31,8 @@ from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure, classify_failure, ssh_argv
 
 STDERR_TAIL_LINES = 20
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""A line longer than this is dropped unread (a snapshot of 8 busy H100s is ~64 KB)."""
 
 
 class HostLink:
@@ -159,7 +161,8 @@ class HostLink:
             target=_collect, args=(process.stderr, stderr_tail), daemon=True
         )
         stderr_reader.start()
-        self._rate_start = None
+        with self._changed:
+            self._rate_start = None
         delivered, failure = self._read(process.stdout)
         if failure is None:  # end of output: ssh is exiting; its status says why
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -181,8 +184,10 @@ class HostLink:
         delivered = False
         reduced: ReducedFrames | None = None
         assert stdout is not None
-        for raw in stdout:
-            self._count(len(raw))
+        for size, raw in _lines(stdout):
+            self._count(size)
+            if raw is None:
+                continue  # longer than any real snapshot: a broken or hostile server
             line = raw.decode("utf-8", "replace")
             if reduced is not None:
                 snapshot = reduced.feed(line)
@@ -250,6 +255,22 @@ class HostLink:
             jobs=jobs if isinstance(jobs, list) else None,
             jobs_error=error if isinstance(error, str) else None,
         )
+
+
+def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """(bytes read, line) for each line of the stream, never holding more than
+    MAX_LINE_BYTES: each piece of a longer line comes as (its size, None)."""
+    skipping = False
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        complete = raw.endswith(b"\n")
+        if skipping or (not complete and len(raw) >= MAX_LINE_BYTES):
+            skipping = not complete
+            yield len(raw), None
+        else:
+            yield len(raw), raw
 
 
 def _collect(stream: IO[bytes] | None, tail: deque[str]) -> None:

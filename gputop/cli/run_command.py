@@ -31,6 +31,7 @@ EXAMPLES = """examples:
   gputop run --gpus GPU-5a9e -- ./train.sh              a card by UUID prefix
   gputop run --auto 2 --wait -- python train.py         the first 2 cards that are free
   gputop run --gpus 0 -- "python a.py | tee out.txt"    one argument: runs under $SHELL -c
+  gputop run --hosts gpu1,gpu2 --auto 2 -- python train.py  the first server with 2 free
 """
 
 

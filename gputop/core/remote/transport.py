@@ -112,7 +112,7 @@ _RULES: Sequence[tuple[str, re.Pattern[str], str, str | None]] = (
     (
         "auth",
         re.compile(r"Permission denied|Too many authentication failures"),
-        "permission denied (ssh would need a password, and the dashboard never asks)",
+        "permission denied (ssh would need a password, and gputop never asks)",
         "set up key authentication: ssh-copy-id {host} (and ssh-add for the agent)",
     ),
     (

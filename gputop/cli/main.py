@@ -8,7 +8,15 @@ import sys
 from collections.abc import Sequence
 
 from gputop import __version__
-from gputop.cli import dashboard, jobs_command, map_command, pick_command, run_command, snapshot
+from gputop.cli import (
+    agent_command,
+    dashboard,
+    jobs_command,
+    map_command,
+    pick_command,
+    run_command,
+    snapshot,
+)
 from gputop.core.errors import GputopError
 
 INTERNAL_ERROR_EXIT = 70
@@ -39,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     pick_command.add_parser(commands, common)
     run_command.add_parser(commands, common)
     jobs_command.add_parser(commands, common)
+    agent_command.add_parser(commands, common)
     return parser
 
 

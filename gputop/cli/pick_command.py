@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputop.cli.arg_types import count
+from gputop.cli.lab_common import add_hosts_arguments
 from gputop.core.errors import GputopError
 from gputop.core.jobs.policy import FreePolicy, pick_free
 from gputop.core.model import Snapshot
@@ -74,10 +75,15 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         action="store_true",
         help="print {physical_indices, uuids, cuda_visible_devices} as JSON",
     )
+    add_hosts_arguments(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "hosts", None):
+        from gputop.cli.lab_pick import run_pick
+
+        return run_pick(args)
     policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
     backend = open_backend(args.fake)
     try:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from gputop.cli.arg_types import count, seconds
 from gputop.cli.jobs_command import open_store
+from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.pick_command import active_job_gpus
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import (
@@ -46,6 +47,7 @@ EXAMPLES = """examples:
   gputop run --gpus MIG-4fd9 -- python train.py         a MIG instance by UUID prefix
   gputop run --auto 2 --wait -- python train.py         the first 2 cards that are free
   gputop run --gpus 0 -- "python a.py | tee out.txt"    one argument: runs under $SHELL -c
+  gputop run --hosts gpu1,gpu2 --auto 2 -- python train.py  the first server with 2 free
 """
 
 
@@ -105,6 +107,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help=f"when stopped: seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
     )
     parser.add_argument("--json", action="store_true", help="print the job as JSON instead")
+    add_hosts_arguments(parser)
     parser.add_argument(
         "command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
     )
@@ -119,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "No command given: put it after --, e.g. gputop run --gpus 0 -- python train.py"
         )
+    if getattr(args, "hosts", None):
+        from gputop.cli.lab_pick import run_launch
+
+        return run_launch(args, command)
     policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
     environ = environment_for_jobs(args.fake)
     if args.wait:

@@ -7,7 +7,9 @@ import shutil
 import sys
 import time
 
+from gputop.cli import lab_snapshot
 from gputop.cli.arg_types import seconds
+from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.snapshot_text import render_snapshot
 from gputop.core.numbers import strict_json
 from gputop.core.nvml_backend import NvmlBackend
@@ -36,10 +38,19 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help=f"reprint in place every SECONDS (default 1, {MIN_WATCH_S:g} to {MAX_WATCH_S:g}) "
         "until Ctrl-C",
     )
+    add_hosts_arguments(parser)
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="with --hosts: also measure and print (on stderr) the bytes per second each "
+        "host sends",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.hosts:
+        return lab_snapshot.run(args, _terminal_width())
     backend = open_backend(args.fake)
     try:
         if args.watch is None:

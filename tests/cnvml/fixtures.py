@@ -15,9 +15,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
+from real_components import cannot
 
 from cnvml import build
 from cnvml.data import write_data_file
@@ -28,8 +29,6 @@ OLDEST = "oldest"
 BINDINGS = (NEWEST, OLDEST)
 """The binding installed in the virtualenv, and the oldest pyproject.toml allows."""
 
-REQUIRE_ENV = "GPUTOP_REQUIRE_CNVML"
-"""Set (by .ci/run) to fail instead of skipping when the compiler or a package is missing."""
 CLEARED_ENV = ("GPUTOP_FAKE", "GPUTOP_FAKE_TIME", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
@@ -115,13 +114,6 @@ class CNvml:
         )
         document: dict[str, Any] = json.loads(result.stdout)
         return document
-
-
-def cannot(reason: str) -> NoReturn:
-    """Skip, saying why; in CI (``GPUTOP_REQUIRE_CNVML``) fail instead."""
-    if os.environ.get(REQUIRE_ENV):
-        pytest.fail(f"{reason} ({REQUIRE_ENV} is set: these tests must run)")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

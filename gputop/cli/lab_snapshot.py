@@ -1,0 +1,99 @@
+"""``gputop snapshot --hosts ...``: every host's GPUs once, with each host's status.
+
+Text: a section per host, headed by its name and status (live, reduced mode, unreachable
+and why), then the same lines as the local ``snapshot``. ``--json``: one aggregate object,
+``{"schema": 1, "kind": "lab", "hosts": [...]}``, an entry per host in the order given
+(docs/lab.md lists the fields). ``--stats`` also measures the bytes each host sends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+
+from gputop.cli.agent_command import MIN_INTERVAL_S
+from gputop.cli.lab_common import host_label, open_lab, status_json
+from gputop.cli.snapshot_text import render_snapshot
+from gputop.core.errors import UsageError
+from gputop.core.remote.lab import settled
+from gputop.core.remote.status import HostStatus, LinkState
+from gputop.core.safe_text import clean
+from gputop.core.snapshot_json import SCHEMA_VERSION
+
+STATS_SNAPSHOTS = 5
+CLEAR_HOME = "\x1b[H\x1b[J"
+
+
+def run(args: argparse.Namespace, width: int | None) -> int:
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout}: give a positive number of seconds.")
+    if args.watch is not None:
+        if args.watch < MIN_INTERVAL_S:
+            raise UsageError(
+                f"--watch {args.watch}: with --hosts the interval must be at least "
+                f"{MIN_INTERVAL_S} seconds (what the remote agent accepts)."
+            )
+        return _watch(args, width)
+    with open_lab(args) as lab:
+        lab.wait_all(settled, args.timeout)
+        if args.stats:
+            # A steady rate needs several snapshots per host; hosts that fail stop counting.
+            lab.wait_all(_counted_enough, args.timeout + STATS_SNAPSHOTS)
+        statuses = lab.statuses()
+    if args.json:
+        document = {
+            "schema": SCHEMA_VERSION,
+            "kind": "lab",
+            "hosts": [status_json(status) for status in statuses],
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        print("\n\n".join(render_host(status, width) for status in statuses))
+    if args.stats:
+        for status in statuses:
+            print(stats_line(status), file=sys.stderr)
+    return 0 if any(s.snapshot is not None for s in statuses) else 1
+
+
+def _watch(args: argparse.Namespace, width: int | None) -> int:
+    """Reprint every host each interval until Ctrl-C; hosts stream at that interval."""
+    with open_lab(args, interval_s=args.watch) as lab:
+        try:
+            while True:
+                started = time.monotonic()
+                statuses = lab.statuses()
+                if args.json:
+                    hosts = [status_json(status) for status in statuses]
+                    document = {"schema": SCHEMA_VERSION, "kind": "lab", "hosts": hosts}
+                    sys.stdout.write(json.dumps(document) + "\n")
+                else:
+                    screen = "\n\n".join(render_host(s, width, once=False) for s in statuses)
+                    sys.stdout.write(CLEAR_HOME + screen + "\n")
+                sys.stdout.flush()
+                time.sleep(max(0.0, args.watch - (time.monotonic() - started)))
+        except KeyboardInterrupt:
+            return 0
+
+
+def _counted_enough(status: HostStatus) -> bool:
+    return status.snapshots_received >= STATS_SNAPSHOTS or status.state is LinkState.UNREACHABLE
+
+
+def render_host(status: HostStatus, width: int | None, once: bool = True) -> str:
+    if once:  # one look: no retry countdown, the command ends before the next try
+        status = replace(status, retry_in_s=None)
+    header = f"== {host_label(status)}: {clean(status.describe())} =="
+    if status.snapshot is None:
+        return header
+    return header + "\n" + render_snapshot(status.snapshot, width=width)
+
+
+def stats_line(status: HostStatus) -> str:
+    rate = "n/a" if status.bytes_per_s is None else f"{status.bytes_per_s:.0f} B/s"
+    return (
+        f"gputop: stats: {host_label(status)}: {rate} on the wire "
+        f"({status.bytes_received} bytes, {status.snapshots_received} snapshots)"
+    )

@@ -1,0 +1,129 @@
+"""The remote end: sample this host's GPUs and jobs and stream them until stdin closes.
+
+``gputop agent`` runs on a GPU server under ``ssh``; its stdin is the SSH channel. When the
+dashboard goes away (quits, crashes, loses the network), sshd closes that stdin and the
+agent exits within a fraction of a second, so no agent outlives the connection that
+started it. Lines follow gputop/core/remote/protocol.py; docs/lab.md describes the whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+from gputop import __version__
+from gputop.core.errors import GputopError
+from gputop.core.nvml_backend import NvmlBackend
+from gputop.core.remote.protocol import PROTOCOL_VERSION, encode
+from gputop.core.snapshot_json import snapshot_to_json
+
+JobsReader = Callable[[], tuple[list[dict[str, Any]] | None, str | None]]
+
+
+def watch_for_eof(stream: IO[bytes]) -> threading.Event:
+    """An event set when ``stream`` reaches end of file (the SSH channel closed)."""
+    closed = threading.Event()
+
+    def drain() -> None:
+        try:
+            while stream.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        closed.set()
+
+    threading.Thread(target=drain, name="agent-stdin", daemon=True).start()
+    return closed
+
+
+def read_jobs_from_store() -> JobsReader:
+    """A reader of this host's gputop jobs that reports, not raises, an unreadable store."""
+    store: Any = None
+
+    def read() -> tuple[list[dict[str, Any]] | None, str | None]:
+        nonlocal store
+        try:
+            if store is None:
+                from gputop.core.jobs.store import JobStore
+
+                store = JobStore.open()
+            return [job.to_json() for job in store.list_jobs()], None
+        except (GputopError, OSError, sqlite3.Error) as error:
+            store = None
+            return None, f"cannot read gputop's jobs: {error}"
+
+    return read
+
+
+def current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+def run_agent(
+    backend: NvmlBackend,
+    interval_s: float,
+    out: IO[str],
+    stop: threading.Event,
+    read_jobs: JobsReader,
+) -> None:
+    """Write hello, then a snapshot (and the jobs, when they changed) every ``interval_s``
+    until ``stop`` is set or the reader is gone (a broken pipe)."""
+    hello = {
+        "protocol": PROTOCOL_VERSION,
+        "mode": "full",
+        "gputop": __version__,
+        "user": current_user(),
+        "interval_s": interval_s,
+    }
+    last_jobs: str | None = None
+    try:
+        out.write(encode("hello", **hello))
+        out.flush()
+        while not stop.is_set():
+            started = time.monotonic()
+            out.write(encode("snapshot", snapshot=snapshot_to_json(backend.sample())))
+            jobs, error = read_jobs()
+            jobs_line = encode("jobs", jobs=jobs, error=error)
+            if jobs_line != last_jobs:  # jobs change rarely: spare the wire
+                out.write(jobs_line)
+                last_jobs = jobs_line
+            out.flush()
+            stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
+    except BrokenPipeError:
+        return
+
+
+def report_fatal(out: IO[str], message: str) -> None:
+    """The one line a failing agent sends, so the dashboard can show why."""
+    try:
+        out.write(encode("error", message=message))
+        out.flush()
+    except OSError:
+        pass
+
+
+def main_loop(open_backend: Callable[[], NvmlBackend], interval_s: float) -> int:
+    """``gputop agent``: wires stdin, stdout and a backend together; returns the exit code."""
+    stop = watch_for_eof(sys.stdin.buffer)
+    try:
+        backend = open_backend()
+    except GputopError as error:
+        report_fatal(sys.stdout, str(error))
+        return error.exit_code
+    try:
+        run_agent(backend, interval_s, sys.stdout, stop, read_jobs_from_store())
+    finally:
+        backend.close()
+        with contextlib.suppress(OSError):
+            sys.stdout.flush()
+    return 0

@@ -1,0 +1,296 @@
+"""One long-lived ssh connection to one host, read by one thread, reconnected with backoff.
+
+Why a thread per host and not a selector loop: each connection is a blocking read of
+ssh's stdout that costs nothing while it waits, and the work per line (one JSON document a
+second) is the same either way; a thread keeps each host's reconnect timing and failure
+handling independent and simple, and twenty hosts are forty mostly sleeping threads (one
+for stdout, one for stderr's last lines). The CPU the lab view costs is the JSON decoding,
+measured by ``gputop snapshot --hosts ... --stats``. See docs/lab.md.
+
+State: connecting → live (a snapshot arrived) → stale (none for ``stale_after_s``) or
+unreachable (ssh ended: the classified reason, and when the next try is). After a
+connection that delivered data ends, the next try is at once; after a failed one, the
+wait doubles from ``first_retry_s`` up to ``max_retry_s``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from typing import IO
+
+from gputop.core.remote.protocol import ProtocolError, decode, snapshot_from_json
+from gputop.core.remote.reduced import MARK_NOTHING, MARK_REDUCED, ReducedFrames
+from gputop.core.remote.remote_command import remote_agent_command
+from gputop.core.remote.status import HostStatus, LinkState, Mode
+from gputop.core.remote.transport import Failure, classify_failure, ssh_argv
+
+STDERR_TAIL_LINES = 20
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""A line longer than this is dropped unread (a snapshot of 8 busy H100s is ~64 KB)."""
+
+
+class HostLink:
+    """Keeps one host's status current until :meth:`stop`."""
+
+    def __init__(
+        self,
+        host: str,
+        interval_s: float = 1.0,
+        *,
+        environ: Mapping[str, str] | None = None,
+        first_retry_s: float = 1.0,
+        max_retry_s: float = 30.0,
+        stale_after_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.host = host
+        self.interval_s = interval_s
+        self.stale_after_s = (
+            stale_after_s if stale_after_s is not None else max(3 * interval_s, 3.0)
+        )
+        self._argv = ssh_argv(host, remote_agent_command(interval_s), environ)
+        self._environ = environ
+        self._first_retry_s = first_retry_s
+        self._max_retry_s = max_retry_s
+        self._clock = clock
+        self._changed = threading.Condition()
+        self._stopping = threading.Event()
+        self._status = HostStatus(host, LinkState.CONNECTING)
+        self._last_snapshot_at: float | None = None
+        self._rate_start: tuple[float, int] | None = None
+        self._retry_at: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._thread = threading.Thread(target=self._run, name=f"host-{host}", daemon=True)
+
+    # --- what callers use -----------------------------------------------------------------
+
+    def start(self) -> HostLink:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """End the connection (the remote agent exits when its stdin closes) and the thread."""
+        self._stopping.set()
+        with self._changed:
+            process = self._process
+        if process is not None:
+            _end(process)
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def status(self) -> HostStatus:
+        with self._changed:
+            status = self._status
+            now = self._clock()
+            if (
+                status.state is LinkState.LIVE
+                and self._last_snapshot_at is not None
+                and now - self._last_snapshot_at > self.stale_after_s
+            ):
+                status = replace(
+                    status, state=LinkState.STALE, stale_for_s=now - self._last_snapshot_at
+                )
+            if status.state is LinkState.UNREACHABLE and self._retry_at is not None:
+                status = replace(status, retry_in_s=max(0.0, self._retry_at - now))
+            return status
+
+    def wait_for(self, condition: Callable[[HostStatus], bool], timeout_s: float) -> bool:
+        """Wait until ``condition(status)`` holds; False after ``timeout_s``. Woken by every
+        change; re-checked every 0.2 s too, since staleness comes with time alone."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                if condition(self.status()):
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(min(remaining, 0.2))
+
+    # --- the thread -----------------------------------------------------------------------
+
+    def _update(self, **changes: object) -> None:
+        with self._changed:
+            self._status = replace(self._status, **changes)  # type: ignore[arg-type]
+            self._changed.notify_all()
+
+    def _run(self) -> None:
+        delay = self._first_retry_s
+        while not self._stopping.is_set():
+            self._update(state=LinkState.CONNECTING, failure=None)
+            delivered, failure = self._session()
+            if self._stopping.is_set():
+                break
+            if delivered:
+                delay = self._first_retry_s
+                wait = 0.0
+            else:
+                wait, delay = delay, min(delay * 2, self._max_retry_s)
+            with self._changed:
+                self._retry_at = self._clock() + wait
+            self._update(state=LinkState.UNREACHABLE, failure=failure)
+            self._stopping.wait(wait)
+            with self._changed:
+                self._retry_at = None
+
+    def _session(self) -> tuple[bool, Failure]:
+        """One ssh connection, read to its end: (did it deliver a snapshot, why it ended)."""
+        try:
+            process = subprocess.Popen(
+                self._argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # no controlling terminal: ssh can never prompt
+                env=None if self._environ is None else dict(self._environ),
+            )
+        except OSError as error:
+            return False, Failure("no-ssh", f"cannot run ssh ({error})", "install OpenSSH's client")
+        with self._changed:
+            self._process = process
+        if self._stopping.is_set():
+            _end(process)
+        stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        stderr_reader = threading.Thread(
+            target=_collect, args=(process.stderr, stderr_tail), daemon=True
+        )
+        stderr_reader.start()
+        with self._changed:
+            self._rate_start = None
+        delivered, failure = self._read(process.stdout)
+        if failure is None:  # end of output: ssh is exiting; its status says why
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(5.0)
+        _end(process)
+        stderr_reader.join(2.0)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        with self._changed:
+            self._process = None
+        if failure is None:
+            failure = classify_failure(self.host, "\n".join(stderr_tail), process.returncode)
+            if delivered and failure.kind in ("closed", "remote-error"):
+                failure = Failure("lost", f"connection lost ({failure.reason})")
+        return delivered, failure
+
+    def _read(self, stdout: IO[bytes] | None) -> tuple[bool, Failure | None]:
+        delivered = False
+        reduced: ReducedFrames | None = None
+        assert stdout is not None
+        for size, raw in _lines(stdout):
+            self._count(size)
+            if raw is None:
+                continue  # longer than any real snapshot: a broken or hostile server
+            line = raw.decode("utf-8", "replace")
+            if reduced is not None:
+                snapshot = reduced.feed(line)
+                if snapshot is not None:
+                    self._arrived(snapshot)
+                    delivered = True
+                continue
+            text = line.strip()
+            if text == MARK_REDUCED:
+                reduced = ReducedFrames(self.host)
+                self._update(mode=Mode.REDUCED)
+                continue
+            if text == MARK_NOTHING:
+                return delivered, Failure(
+                    "no-gputop",
+                    "neither gputop nor nvidia-smi is on the server's PATH",
+                    "install gputop there: pipx install gputop (or pip install --user gputop)",
+                )
+            try:
+                message = decode(text)
+                if message.type == "hello":
+                    user = message.body.get("user")
+                    self._update(mode=Mode.FULL, user=user if isinstance(user, str) else None)
+                elif message.type == "snapshot":
+                    self._arrived(snapshot_from_json(message.body.get("snapshot")))
+                    delivered = True
+                elif message.type == "jobs":
+                    self._jobs(message.body)
+                elif message.type == "error":
+                    return delivered, Failure(
+                        "remote-error", f"gputop agent failed: {message.body.get('message')}"
+                    )
+            except ProtocolError:
+                continue  # a line from a login banner or a newer agent: skip it
+        return delivered, None
+
+    def _count(self, size: int) -> None:
+        with self._changed:
+            self._status = replace(self._status, bytes_received=self._status.bytes_received + size)
+
+    def _arrived(self, snapshot: object) -> None:
+        now = self._clock()
+        with self._changed:
+            total = self._status.bytes_received
+            rate = None
+            if self._rate_start is None:
+                self._rate_start = (now, total)
+            elif now > self._rate_start[0]:
+                rate = (total - self._rate_start[1]) / (now - self._rate_start[0])
+            self._last_snapshot_at = now
+            self._status = replace(
+                self._status,
+                state=LinkState.LIVE,
+                snapshot=snapshot,  # type: ignore[arg-type]
+                failure=None,
+                bytes_per_s=rate if rate is not None else self._status.bytes_per_s,
+                snapshots_received=self._status.snapshots_received + 1,
+            )
+            self._changed.notify_all()
+
+    def _jobs(self, body: dict[str, object]) -> None:
+        jobs = body.get("jobs")
+        error = body.get("error")
+        self._update(
+            jobs=jobs if isinstance(jobs, list) else None,
+            jobs_error=error if isinstance(error, str) else None,
+        )
+
+
+def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """(bytes read, line) for each line of the stream, never holding more than
+    MAX_LINE_BYTES: each piece of a longer line comes as (its size, None)."""
+    skipping = False
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        complete = raw.endswith(b"\n")
+        if skipping or (not complete and len(raw) >= MAX_LINE_BYTES):
+            skipping = not complete
+            yield len(raw), None
+        else:
+            yield len(raw), raw
+
+
+def _collect(stream: IO[bytes] | None, tail: deque[str]) -> None:
+    if stream is None:
+        return
+    for raw in stream:
+        tail.append(raw.decode("utf-8", "replace").rstrip())
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """Close ssh's stdin (the agent's), then make sure ssh itself is gone."""
+    try:
+        if process.stdin is not None:
+            process.stdin.close()
+    except OSError:
+        pass
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(3.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,243 @@
+"""The agent's line protocol: one JSON object per line, each with a ``"type"``.
+
+``gputop agent`` writes, on its stdout:
+
+- ``{"type": "hello", "protocol": 1, "mode": "full", "gputop": VERSION, "user": NAME,
+  "interval_s": S}`` once, first;
+- ``{"type": "snapshot", "snapshot": {...}}`` every interval: the ``snapshot --json``
+  document (schema 1, gputop/core/snapshot_json.py);
+- ``{"type": "jobs", "jobs": [...] | null, "error": TEXT | null}`` after each snapshot: the
+  host's gputop jobs (``gputop jobs --json`` objects), null with the reason where the job
+  store cannot be read;
+- ``{"type": "error", "message": TEXT}`` when the agent cannot sample at all (then it exits).
+
+A reader ignores types it does not know, so the protocol can grow. Hosts without gputop
+speak nvidia-smi CSV instead (gputop/core/remote/reduced.py). See docs/lab.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gputop.core.model import (
+    Clocks,
+    GpuProcess,
+    GpuSample,
+    MigDevice,
+    ProcessOrigin,
+    ProcessType,
+    Snapshot,
+)
+
+PROTOCOL_VERSION = 1
+
+
+class ProtocolError(ValueError):
+    """A line that is not what the protocol says; the message says what was wrong."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One decoded line: its type and the whole object."""
+
+    type: str
+    body: dict[str, Any]
+
+
+def encode(message_type: str, **fields: Any) -> str:
+    """One protocol line, newline included, compact (it crosses the network every second)."""
+    return json.dumps({"type": message_type, **fields}, separators=(",", ":")) + "\n"
+
+
+def decode(line: str | bytes) -> Message:
+    try:
+        body = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ProtocolError(f"not JSON ({error})") from None
+    if not isinstance(body, dict) or not isinstance(body.get("type"), str):
+        raise ProtocolError("not an object with a string 'type'")
+    return Message(body["type"], body)
+
+
+def snapshot_from_json(document: Any) -> Snapshot:
+    """The Snapshot a schema-1 document describes; the inverse of ``snapshot_to_json``.
+
+    The document comes from another machine: every field is type-checked, and a wrong one
+    raises ProtocolError naming it rather than putting a bad value into the model.
+    """
+    doc = _object(document, "snapshot")
+    if doc.get("schema") != 1:
+        raise ProtocolError(f"snapshot schema {doc.get('schema')!r} is not 1")
+    gpus = tuple(_gpu(g, i) for i, g in enumerate(_list(doc.get("gpus"), "gpus")))
+    return Snapshot(
+        host=_str(doc.get("host"), "host") or "?",
+        driver_version=_str(doc.get("driver_version"), "driver_version"),
+        cuda_driver_version=_int(doc.get("cuda_driver_version"), "cuda_driver_version"),
+        nvml_version=_str(doc.get("nvml_version"), "nvml_version"),
+        timestamp=_float(doc.get("timestamp"), "timestamp") or 0.0,
+        gpus=gpus,
+        simulated=_str(doc.get("simulated"), "simulated"),
+    )
+
+
+def _gpu(value: Any, position: int) -> GpuSample:
+    where = f"gpus[{position}]"
+    gpu = _object(value, where)
+    index = _int(gpu.get("index"), f"{where}.index")
+    if index is None:
+        raise ProtocolError(f"{where}.index is missing")
+    processes = gpu.get("processes")
+    capability = gpu.get("compute_capability")
+    return GpuSample(
+        physical_index=index,
+        uuid=_str(gpu.get("uuid"), f"{where}.uuid"),
+        name=_str(gpu.get("name"), f"{where}.name"),
+        pci_bus_id=_str(gpu.get("pci_bus_id"), f"{where}.pci_bus_id"),
+        lost=bool(gpu.get("lost")),
+        no_access=bool(gpu.get("no_access")),
+        sample_error=_str(gpu.get("sample_error"), f"{where}.sample_error"),
+        memory_reserved_bytes=_int(
+            gpu.get("memory_reserved_bytes"), f"{where}.memory_reserved_bytes"
+        ),
+        processes_dropped=_int(gpu.get("processes_dropped"), f"{where}.processes_dropped") or 0,
+        memory_total_bytes=_int(gpu.get("memory_total_bytes"), f"{where}.memory_total_bytes"),
+        memory_used_bytes=_int(gpu.get("memory_used_bytes"), f"{where}.memory_used_bytes"),
+        memory_free_bytes=_int(gpu.get("memory_free_bytes"), f"{where}.memory_free_bytes"),
+        utilization_gpu_percent=_int(gpu.get("utilization_gpu"), f"{where}.utilization_gpu"),
+        utilization_memory_percent=_int(
+            gpu.get("utilization_memory"), f"{where}.utilization_memory"
+        ),
+        temperature_c=_int(gpu.get("temperature_c"), f"{where}.temperature_c"),
+        fan_percent=_int(gpu.get("fan_percent"), f"{where}.fan_percent"),
+        power_w=_float(gpu.get("power_w"), f"{where}.power_w"),
+        power_limit_w=_float(gpu.get("power_limit_w"), f"{where}.power_limit_w"),
+        clocks=_clocks(gpu.get("clocks_mhz"), f"{where}.clocks_mhz"),
+        max_clocks=_clocks(gpu.get("max_clocks_mhz"), f"{where}.max_clocks_mhz"),
+        performance_state=_int(gpu.get("performance_state"), f"{where}.performance_state"),
+        compute_mode=_int(gpu.get("compute_mode"), f"{where}.compute_mode"),
+        persistence_mode=_bool(gpu.get("persistence_mode"), f"{where}.persistence_mode"),
+        compute_capability=_capability(capability, f"{where}.compute_capability"),
+        multiprocessor_count=_int(gpu.get("multiprocessor_count"), f"{where}.multiprocessor_count"),
+        mig_mode_current=_bool(gpu.get("mig_mode"), f"{where}.mig_mode"),
+        mig_mode_pending=_bool(gpu.get("mig_mode_pending"), f"{where}.mig_mode_pending"),
+        mig_devices=tuple(
+            _mig(m, i, f"{where}.mig_devices[{i}]")
+            for i, m in enumerate(_list(gpu.get("mig_devices") or [], f"{where}.mig_devices"))
+        ),
+        processes=tuple(
+            _process(p, index, f"{where}.processes[{i}]")
+            for i, p in enumerate(_list(processes or [], f"{where}.processes"))
+        ),
+        processes_listed=processes is not None,
+    )
+
+
+def _clocks(value: Any, where: str) -> Clocks:
+    if value is None:
+        return Clocks()
+    clocks = _object(value, where)
+    return Clocks(
+        graphics_mhz=_int(clocks.get("graphics"), f"{where}.graphics"),
+        sm_mhz=_int(clocks.get("sm"), f"{where}.sm"),
+        memory_mhz=_int(clocks.get("memory"), f"{where}.memory"),
+        video_mhz=_int(clocks.get("video"), f"{where}.video"),
+    )
+
+
+def _mig(value: Any, position: int, where: str) -> MigDevice:
+    mig = _object(value, where)
+    return MigDevice(
+        mig_index=position,
+        uuid=_str(mig.get("uuid"), f"{where}.uuid"),
+        name=_str(mig.get("name"), f"{where}.name"),
+        gpu_instance_id=_int(mig.get("gpu_instance_id"), f"{where}.gpu_instance_id"),
+        compute_instance_id=_int(mig.get("compute_instance_id"), f"{where}.compute_instance_id"),
+        memory_total_bytes=_int(mig.get("memory_total_bytes"), f"{where}.memory_total_bytes"),
+        memory_used_bytes=_int(mig.get("memory_used_bytes"), f"{where}.memory_used_bytes"),
+        multiprocessor_count=_int(mig.get("multiprocessor_count"), f"{where}.multiprocessor_count"),
+    )
+
+
+def _process(value: Any, physical_index: int, where: str) -> GpuProcess:
+    process = _object(value, where)
+    pid = _int(process.get("pid"), f"{where}.pid")
+    if pid is None:
+        raise ProtocolError(f"{where}.pid is missing")
+    try:
+        kind = ProcessType(process.get("type"))
+    except ValueError:
+        kind = ProcessType.COMPUTE
+    try:
+        origin = ProcessOrigin(process.get("origin"))
+    except ValueError:
+        origin = ProcessOrigin.FOREIGN
+    command = _list(process.get("command") or [], f"{where}.command")
+    return GpuProcess(
+        pid=pid,
+        physical_index=physical_index,
+        type=kind,
+        used_memory_bytes=_int(process.get("used_memory_bytes"), f"{where}.used_memory_bytes"),
+        sm_util_percent=_int(process.get("sm_util"), f"{where}.sm_util"),
+        mig_uuid=_str(process.get("mig_uuid"), f"{where}.mig_uuid"),
+        origin=origin,
+        user=_str(process.get("user"), f"{where}.user"),
+        command=tuple(_str(arg, f"{where}.command") or "" for arg in command),
+        cpu_percent=_float(process.get("cpu_percent"), f"{where}.cpu_percent"),
+        host_memory_bytes=_int(process.get("host_memory_bytes"), f"{where}.host_memory_bytes"),
+        start_time=_float(process.get("start_time"), f"{where}.start_time"),
+        hint=_str(process.get("hint"), f"{where}.hint"),
+    )
+
+
+def _capability(value: Any, where: str) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    items = _list(value, where)
+    if len(items) != 2:
+        raise ProtocolError(f"{where} must be [major, minor]")
+    major, minor = (_int(item, where) for item in items)
+    if major is None or minor is None:
+        raise ProtocolError(f"{where} must be [major, minor]")
+    return (major, minor)
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{where} is not an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ProtocolError(f"{where} is not a list")
+    return value
+
+
+def _str(value: Any, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ProtocolError(f"{where} is not a string")
+
+
+def _int(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProtocolError(f"{where} is not a whole number")
+    return value
+
+
+def _float(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProtocolError(f"{where} is not a number")
+    return float(value)
+
+
+def _bool(value: Any, where: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ProtocolError(f"{where} is not true or false")

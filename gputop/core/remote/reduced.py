@@ -1,0 +1,210 @@
+"""Reduced mode: a host without gputop, read through ``nvidia-smi``'s CSV queries.
+
+Every NVIDIA driver installs ``nvidia-smi``. Where the server has no gputop, the remote
+command (gputop/core/remote/remote_command.py) loops over two CSV queries, framed by marker
+lines, and this module turns each frame into the same Snapshot model. What nvidia-smi does
+not give stays ``None`` (shown as N/A): the owner and command line of processes (only the
+program name), per-process SM use, MIG instances, the CUDA driver version. Processes of
+unknown owner make a card busy for the free-card policy, so reduced hosts never look freer
+than they are. docs/lab.md says how to install gputop to get everything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from gputop.core.model import Clocks, GpuProcess, GpuSample, ProcessOrigin, ProcessType, Snapshot
+from gputop.core.units import MIB
+
+# The GPU's name comes last: it is the one field that may hold the CSV separator.
+GPU_FIELDS = (
+    "index",
+    "uuid",
+    "pci.bus_id",
+    "memory.total",
+    "memory.used",
+    "memory.free",
+    "utilization.gpu",
+    "utilization.memory",
+    "temperature.gpu",
+    "fan.speed",
+    "power.draw",
+    "power.limit",
+    "clocks.gr",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.gr",
+    "clocks.max.sm",
+    "clocks.max.mem",
+    "pstate",
+    "driver_version",
+    "name",
+)
+# The process name last, for the same reason.
+APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
+
+MARK_REDUCED = "@reduced"
+MARK_GPUS = "@gpus"
+MARK_APPS = "@apps"
+MARK_END = "@end"
+MARK_NOTHING = "@none"
+
+REDUCED_HINT = "nvidia-smi (reduced mode) gives no owner or command line"
+SEPARATOR = ", "
+
+
+class ReducedFrames:
+    """Feed it lines; it returns a Snapshot at the end of each frame.
+
+    A malformed line is skipped and counted (``skipped_lines``), never fatal: one odd
+    reading must not take the host down.
+    """
+
+    def __init__(self, host: str, clock: Callable[[], float] = time.time) -> None:
+        self.host = host
+        self.skipped_lines = 0
+        self._clock = clock
+        self._section: str | None = None
+        self._gpus: list[GpuSample] = []
+        self._apps: list[tuple[str, GpuProcess]] = []
+        self._driver_version: str | None = None
+
+    def feed(self, line: str) -> Snapshot | None:
+        line = line.rstrip("\r\n")
+        if line in (MARK_GPUS, MARK_APPS):
+            if line == MARK_GPUS:
+                self._gpus, self._apps = [], []
+            self._section = line
+            return None
+        if line == MARK_END:
+            self._section = None
+            return self._snapshot()
+        if not line.strip():
+            return None
+        try:
+            if self._section == MARK_GPUS:
+                gpu, self._driver_version = parse_gpu_line(line)
+                self._gpus.append(gpu)
+            elif self._section == MARK_APPS:
+                self._apps.append(parse_app_line(line))
+            else:
+                self.skipped_lines += 1
+        except ValueError:
+            self.skipped_lines += 1
+        return None
+
+    def _snapshot(self) -> Snapshot:
+        by_uuid = {gpu.uuid: gpu.physical_index for gpu in self._gpus}
+        processes: dict[int, list[GpuProcess]] = {}
+        for uuid, process in self._apps:
+            index = by_uuid.get(uuid)
+            if index is not None:
+                processes.setdefault(index, []).append(replace(process, physical_index=index))
+        gpus = tuple(
+            replace(gpu, processes=tuple(processes.get(gpu.physical_index, ())))
+            for gpu in sorted(self._gpus, key=lambda g: g.physical_index)
+        )
+        return Snapshot(
+            host=self.host,
+            driver_version=self._driver_version,
+            cuda_driver_version=None,
+            nvml_version=None,
+            timestamp=self._clock(),
+            gpus=gpus,
+        )
+
+
+def parse_gpu_line(line: str) -> tuple[GpuSample, str | None]:
+    """One ``--query-gpu`` line: the GPU, and the driver version nvidia-smi puts on it."""
+    values = line.split(SEPARATOR, len(GPU_FIELDS) - 1)
+    if len(values) != len(GPU_FIELDS):
+        raise ValueError(f"expected {len(GPU_FIELDS)} fields, got {len(values)}")
+    f = dict(zip(GPU_FIELDS, values, strict=True))
+    index = _int(f["index"])
+    if index is None:
+        raise ValueError("no GPU index")
+    gpu = GpuSample(
+        physical_index=index,
+        uuid=_text(f["uuid"]),
+        name=_text(f["name"]),
+        pci_bus_id=_text(f["pci.bus_id"]),
+        memory_total_bytes=_mib(f["memory.total"]),
+        memory_used_bytes=_mib(f["memory.used"]),
+        memory_free_bytes=_mib(f["memory.free"]),
+        utilization_gpu_percent=_int(f["utilization.gpu"]),
+        utilization_memory_percent=_int(f["utilization.memory"]),
+        temperature_c=_int(f["temperature.gpu"]),
+        fan_percent=_int(f["fan.speed"]),
+        power_w=_float(f["power.draw"]),
+        power_limit_w=_float(f["power.limit"]),
+        clocks=Clocks(
+            graphics_mhz=_int(f["clocks.gr"]),
+            sm_mhz=_int(f["clocks.sm"]),
+            memory_mhz=_int(f["clocks.mem"]),
+        ),
+        max_clocks=Clocks(
+            graphics_mhz=_int(f["clocks.max.gr"]),
+            sm_mhz=_int(f["clocks.max.sm"]),
+            memory_mhz=_int(f["clocks.max.mem"]),
+        ),
+        performance_state=_pstate(f["pstate"]),
+    )
+    return gpu, _text(f["driver_version"])
+
+
+def parse_app_line(line: str) -> tuple[str, GpuProcess]:
+    """One ``--query-compute-apps`` line: the GPU's UUID and the process on it."""
+    values = line.split(SEPARATOR, len(APP_FIELDS) - 1)
+    if len(values) != len(APP_FIELDS):
+        raise ValueError(f"expected {len(APP_FIELDS)} fields, got {len(values)}")
+    uuid, pid_text, memory, name = values
+    pid = _int(pid_text)
+    if pid is None:
+        raise ValueError("no pid")
+    program = _text(name)
+    return uuid.strip(), GpuProcess(
+        pid=pid,
+        physical_index=-1,
+        type=ProcessType.COMPUTE,
+        used_memory_bytes=_mib(memory),
+        origin=ProcessOrigin.FOREIGN,
+        command=(program,) if program else (),
+        hint=REDUCED_HINT,
+    )
+
+
+def _text(value: str) -> str | None:
+    """nvidia-smi's "[N/A]", "[Not Supported]", "N/A" and the like are unknown."""
+    value = value.strip()
+    if not value or value.startswith("[") or value in ("N/A", "Unknown Error"):
+        return None
+    return value
+
+
+def _float(value: str) -> float | None:
+    text = _text(value)
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _int(value: str) -> int | None:
+    number = _float(value)
+    return None if number is None or number != number else round(number)
+
+
+def _mib(value: str) -> int | None:
+    number = _float(value)
+    return None if number is None else int(number * MIB)
+
+
+def _pstate(value: str) -> int | None:
+    text = _text(value)
+    if text is None or not text.startswith("P"):
+        return None
+    return _int(text[1:])

@@ -1,0 +1,76 @@
+"""The command line the lab view asks sshd to run on each GPU server.
+
+One POSIX ``sh`` script on one line, passed as ``sh -c 'SCRIPT'`` so it means the same
+under any login shell (bash, zsh, fish, csh). It runs ``gputop agent`` where gputop is
+installed, else loops over nvidia-smi's CSV queries (reduced mode,
+gputop/core/remote/reduced.py), else says there is neither. Every word that varies is
+passed through ``shlex.quote``: nothing is interpreted twice. See docs/lab.md.
+
+``GPUTOP_PATH`` on the server (set in the server's environment or passed by ``SetEnv``
+where its sshd accepts ``GPUTOP_*``) is searched first, and ``~/.local/bin`` (where pipx
+and ``pip install --user`` put gputop) last, since non-interactive ssh sessions often lack it.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+
+from gputop.core.remote.reduced import (
+    APP_FIELDS,
+    GPU_FIELDS,
+    MARK_APPS,
+    MARK_END,
+    MARK_GPUS,
+    MARK_NOTHING,
+    MARK_REDUCED,
+)
+
+CSV = "--format=csv,noheader,nounits"
+
+
+def agent_script(interval_s: float) -> str:
+    """The script sshd's shell runs; ``interval_s`` is the only value in it."""
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise ValueError(f"interval {interval_s!r} is not a positive number of seconds")
+    interval = shlex.quote(f"{interval_s:g}")
+    query_gpus = shlex.join(["nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS), CSV])
+    query_apps = shlex.join(["nvidia-smi", "--query-compute-apps=" + ",".join(APP_FIELDS), CSV])
+    parts = [
+        'PATH="${GPUTOP_PATH:+$GPUTOP_PATH:}$PATH:$HOME/.local/bin"',
+        "export PATH",
+        "if command -v gputop >/dev/null 2>&1",
+        f"then exec gputop agent --interval {interval}",
+        "elif command -v nvidia-smi >/dev/null 2>&1",
+        f"then echo {MARK_REDUCED}",
+        "while :",
+        f"do echo {MARK_GPUS}",
+        f"{query_gpus} || exit 1",
+        f"echo {MARK_APPS}",
+        f"{query_apps} 2>/dev/null",
+        f"echo {MARK_END}",
+        f"sleep {interval}",
+        "done",
+        f"else echo {MARK_NOTHING}",
+        "exit 127",
+        "fi",
+    ]
+    return "; ".join(parts)
+
+
+def remote_agent_command(interval_s: float) -> str:
+    """What follows the host on the ssh command line: one word, quoted for the remote shell."""
+    return "sh -c " + shlex.quote(agent_script(interval_s))
+
+
+def remote_gputop_command(argv: list[str]) -> str:
+    """``gputop ARGS`` for the remote shell, each word quoted, with the same PATH search as
+    the agent (so a pipx install in ~/.local/bin is found)."""
+    script = "; ".join(
+        [
+            'PATH="${GPUTOP_PATH:+$GPUTOP_PATH:}$PATH:$HOME/.local/bin"',
+            "export PATH",
+            "exec " + shlex.join(argv),
+        ]
+    )
+    return "sh -c " + shlex.quote(script)

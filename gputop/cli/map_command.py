@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from gputop.core.probes import DriverProbe, compare_with_rules, probe_torch
+from gputop.core.safe_text import clean
 from gputop.core.source import FAKE_ENV, open_backend
 from gputop.core.visibility import Visibility, resolve_visibility
 
@@ -84,12 +85,13 @@ def _as_text(visibility: Visibility, gpus: Any, driver_message: str, torch_messa
         target = device.mig_uuid or device.uuid or "?"
         lines.append(
             f"cuda:{device.logical_index} → GPU {device.physical_index}  "
-            f"{device.name or '?'}  {target[:12] if device.mig_uuid is None else target}"
+            f"{clean(device.name or '?')}  "
+            f"{clean(target[:12] if device.mig_uuid is None else target)}"
         )
     for warning in visibility.warnings:
-        lines.append(f"warning: {warning.message}")
-    lines.append(f"driver: {driver_message}")
-    lines.append(f"torch: {torch_message}")
+        lines.append(f"warning: {clean(warning.message)}")
+    lines.append(f"driver: {clean(driver_message)}")
+    lines.append(f"torch: {clean(torch_message)}")
     return "\n".join(lines)
 
 
@@ -99,7 +101,7 @@ def _shown(value: str | None) -> str:
         if value is None
         else repr(value)
         if value.strip() != value or not value
-        else value
+        else clean(value)
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from gputop.core.errors import GputopError
 from gputop.core.jobs.policy import FreePolicy, pick_free
 from gputop.core.model import Snapshot
+from gputop.core.safe_text import clean
 from gputop.core.source import open_backend
 from gputop.core.visibility import cuda_order, pin_environment, resolve_visibility
 from gputop.core.visibility.order import PCI_BUS_ID
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         document = {"physical_indices": picked, "uuids": uuids, "cuda_visible_devices": value}
         print(json.dumps(document))
     else:
-        print(value)
+        print(clean(value))  # a UUID with control characters is no UUID: never raw
     return 0
 
 
@@ -178,7 +179,7 @@ def index_order_warning(
 
 
 def _warn(message: str) -> None:
-    print(f"gputop: warning: {message}", file=sys.stderr)
+    print(f"gputop: warning: {clean(message)}", file=sys.stderr)
 
 
 def _at_least(low: int, high: int | None = None) -> Any:

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.message import Message
@@ -22,6 +23,7 @@ from gputop.core.jobs.stop import stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView, LogTails, read_jobs_view
 from gputop.core.model import Snapshot
+from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.job_log import JobLogScreen
 from gputop.tui.screens.launch import LaunchContext, LaunchScreen
@@ -157,11 +159,13 @@ class JobsApp(App[None]):
             return
         gpus = ",".join(str(i) for i in job.physical_indices)
         where = f"pid {job.pid}" if job.pid else "not started yet"
-        question = (
-            f"Stop job {job.id} ({job.name}) on GPU {gpus}, {where}?\n\n"
-            f"  {job.command_text}\n\n"
-            "SIGTERM to its whole process group, then SIGKILL if it has not ended "
-            "after the grace period."
+        question = Text.assemble(
+            f"Stop job {job.id} (",
+            plain(job.name),
+            f") on GPU {gpus}, {where}?\n\n  ",
+            plain(job.command_text),
+            "\n\nSIGTERM to its whole process group, then SIGKILL if it has not ended "
+            "after the grace period.",
         )
 
         def answered(yes: bool | None) -> None:
@@ -179,7 +183,7 @@ class JobsApp(App[None]):
             finally:
                 store.close()
         except GputopError as error:
-            self.call_from_thread(self.notify, str(error), severity="error")
+            self.notify(str(error), severity="error")  # notify is thread-safe
         else:
-            self.call_from_thread(self.notify, text)
+            self.notify(text)
         self._refresh_jobs()

@@ -13,14 +13,17 @@ from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from gputop.core.model import GpuSample
+from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import NA, mib
 from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
+from gputop.tui.safe import plain
 
 FULL_HEIGHT = 8
 """Border included: name, GPU bar, sparkline, memory bar, sensors, clocks."""
@@ -60,7 +63,8 @@ class GpuCard(Widget):
         titles = (None, None) if view.compact else (_title(view), _subtitle(view.gpu))
         if titles != self._titles:  # setting a border title repaints the whole card
             self._titles = titles
-            self.border_title, self.border_subtitle = titles
+            self.border_title = None if titles[0] is None else Content(titles[0])
+            self.border_subtitle = None if titles[1] is None else Content(titles[1])
         self._repaint_changed_lines(view)
 
     def render(self) -> RenderableType:
@@ -149,7 +153,7 @@ def _lines_for(view: CardView, width: int) -> tuple[int, list[Text], list[tuple[
 
 def _title(view: CardView) -> str:
     mark = "●" if view.selected else "○"
-    uuid = view.gpu.short_uuid or "GPU-????????"
+    uuid = clean(view.gpu.short_uuid or "GPU-????????")
     return f"{mark} {view.gpu.physical_index}  {uuid}"
 
 
@@ -163,7 +167,7 @@ def _subtitle(gpu: GpuSample) -> str | None:
 
 def _full_card_lines(view: CardView, width: int) -> list[Text]:
     gpu = view.gpu
-    lines = [Text(gpu.name or "unknown GPU", style="bold", overflow="ellipsis", no_wrap=True)]
+    lines = [plain(gpu.name or "unknown GPU", style="bold", overflow="ellipsis", no_wrap=True)]
     if gpu.lost:
         lines.append(Text("GPU is lost: NVML cannot reach it.", style="bold red"))
         lines.append(Text("It may have fallen off the bus;", style="red"))
@@ -199,7 +203,7 @@ def _sensors(gpu: GpuSample) -> Text:
 def _clocks_or_mig(gpu: GpuSample) -> Text:
     if gpu.mig_mode_current:
         profiles = [(m.name or "?").rsplit(" ", 1)[-1] for m in gpu.mig_devices]
-        return Text("MIG " + (" ".join(profiles) if profiles else "on, no instances"))
+        return Text("MIG " + (clean_argv(profiles) if profiles else "on, no instances"))
     sm = gpu.clocks.sm_mhz
     memory = gpu.clocks.memory_mhz
     return Text.assemble(
@@ -215,7 +219,7 @@ def _compact_line(view: CardView, width: int) -> Text:
     gpu = view.gpu
     cursor = "▶" if view.highlighted else " "
     mark = "●" if view.selected else "○"
-    name = (gpu.name or "unknown").replace("NVIDIA ", "")
+    name = clean((gpu.name or "unknown").replace("NVIDIA ", ""))
     line = Text.assemble(
         (cursor, "bold"), mark, f" {gpu.physical_index} ", (f"{name[:18]:<18}", "bold"), " "
     )

@@ -16,6 +16,7 @@ from textual.widgets import DataTable
 
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.tracking import JobsView
+from gputop.tui.safe import plain
 from gputop.tui.widgets.process_table import elapsed_coarse
 from gputop.tui.widgets.table_rows import replace_rows
 
@@ -101,13 +102,14 @@ class JobsPanel(DataTable[Any]):
 
     def _cells_for(self, job: Job, view: JobsView, now: float) -> tuple[Any, ...]:
         return (
-            str(job.id),
-            job.name,
-            job.gpus_text,
-            Text(job.status_text, style=STATUS_STYLES.get(job.status, "")),
-            started_text(job, now),
-            duration_text(job, now),
-            Text(view.last_lines.get(job.id, ""), style="dim"),
+            # Text, never str: a str cell is read as markup (a job named exp[/]1 would raise).
+            Text(str(job.id)),
+            plain(job.name),
+            Text(job.gpus_text),
+            plain(job.status_text, style=STATUS_STYLES.get(job.status, "")),
+            Text(started_text(job, now)),
+            Text(duration_text(job, now)),
+            plain(view.last_lines.get(job.id, ""), style="dim"),
         )
 
     def action_show_log(self) -> None:

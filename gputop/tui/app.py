@@ -22,6 +22,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import Footer
@@ -243,6 +244,14 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
                 store.close()
 
     def on_snapshot_sampled(self, message: SnapshotSampled) -> None:
+        try:
+            self._show_sample(message)
+        except NoMatches:
+            if not (self._exit or self._closing or self._stop.is_set()):
+                raise
+            # A sample that arrives while the app closes finds its widgets gone: drop it.
+
+    def _show_sample(self, message: SnapshotSampled) -> None:
         first = self.snapshot is None
         if self.sampling_error is not None:
             self.sampling_error = None

@@ -112,7 +112,7 @@ class LogFollower:
     def _lines(self, text: str) -> tuple[str, ...]:
         pieces = (self._partial + text).split("\n")
         partial = pieces.pop()
-        if len(partial) > MAX_LINE_CHARS:  # no newline for too long: show it in pieces
+        while len(partial) > MAX_LINE_CHARS:  # no newline for too long: show it in pieces
             pieces.append(partial[:MAX_LINE_CHARS])
             partial = partial[MAX_LINE_CHARS:]
         self._partial = partial

@@ -247,7 +247,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
         try:
             self._show_sample(message)
         except NoMatches:
-            if not (self._exit or self._closing or self._stop.is_set()):
+            if self.is_running and not (self._exit or self._closing):
                 raise
             # A sample that arrives while the app closes finds its widgets gone: drop it.
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.text import Text
 from textual import work
 from textual.app import App
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
@@ -95,7 +96,12 @@ class JobsApp(App[None]):
             self.post_message(JobsRead(jobs))
 
     def on_jobs_read(self, message: JobsRead) -> None:
-        self._show_jobs(message.jobs)
+        try:
+            self._show_jobs(message.jobs)
+        except NoMatches:
+            if self.is_running and not (self._exit or self._closing):
+                raise
+            # Jobs read while the app closes find the panel gone: nothing to show them in.
 
     def on_job_store_problem(self, message: JobStoreProblem) -> None:
         self.notify(message.text, severity=message.severity, timeout=10)

@@ -9,16 +9,19 @@ See docs/security.md. The real-terminal cases are in test_hostile_terminal.py.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from conftest import minimal_gpu
 from dashboard_helpers import first_sample, make_app, plain_text
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from rich.text import Text
@@ -402,3 +405,49 @@ def test_the_property_checks_would_catch_a_raw_control_character() -> None:
     """The checker itself: a raw ESC in a rendering is found (so the properties can fail)."""
     assert controls_left(rendered(Text("a\x1b]0;t\x07b"))) != []
     assert controls_left(rendered(Text.from_markup("[red]ok[/red]"))) == []
+
+
+async def _dashboard_output(scenario: str, state_dir: Path, job_name: str) -> tuple[str, str]:
+    """What Textual writes for the whole dashboard, jobs shown, and the screen as text."""
+    app = make_app(scenario, state_dir=state_dir)
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        await pilot.press("J")
+        panel = app.query_one(JobsPanel)
+        await wait_until(pilot, lambda: panel.row_count == 1, "the job in the panel")
+        await pilot.pause()
+        return terminal_bytes(app), screen_text(app)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=st.text(st.characters(codec="utf-8"), min_size=1, max_size=30))
+@example(text=HOSTILE)
+def test_no_control_character_of_any_text_reaches_the_dashboard(text: str) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        scenario = root / "scenario.json"
+        gpu = minimal_gpu(name=f"NVIDIA {text}")
+        document = {
+            "description": text,
+            "hostname": text,
+            "driver_version": "550.1",
+            "cuda_driver_version": 12040,
+            "gpus": [gpu],
+        }
+        scenario.write_text(json.dumps(document))
+        store = JobStore.open(root / "state")
+        try:
+            store.create_job(
+                name=text,
+                command=["python", text],
+                command_text=f"python {text}",
+                uses_shell=False,
+                cwd=directory,
+                physical_indices=[0],
+                uuids=[gpu["uuid"]],
+                env={},
+            )
+        finally:
+            store.close()
+        output, _ = asyncio.run(_dashboard_output(str(scenario), root / "state", text))
+        assert drawn_controls(output, BIG[1]) == []

@@ -24,6 +24,9 @@ from gputop.tui.safe import plain, plain_content
 from gputop.tui.workers import ReportsWorkerFailures
 
 FOLLOW_EVERY_S = 0.5
+READ_PER_TICK_BYTES = 256 * 1024
+"""At most this much is read and drawn per tick (a few thousand lines: well under a second
+of UI time); a job writing faster is followed from its tail, the skip said in the view."""
 MAX_LINES_SHOWN = 20_000
 """Older lines scroll out of the view (the log file keeps them)."""
 
@@ -34,7 +37,7 @@ class JobLogScreen(ReportsWorkerFailures, ModalScreen[None]):
     def __init__(self, job: Job) -> None:
         super().__init__()
         self.job = job
-        self._follower = LogFollower(job.log_path)
+        self._follower = LogFollower(job.log_path, max_read_bytes=READ_PER_TICK_BYTES)
         self._shown_missing = False
         self._last_error: str | None = None
         self._reader: Worker[None] | None = None
@@ -73,10 +76,14 @@ class JobLogScreen(ReportsWorkerFailures, ModalScreen[None]):
     def _read(self) -> None:
         """Read what the job wrote since the last read, off the UI thread."""
         read = self._follower.read()
-        if read.lines or read.restarted or read.skipped_bytes or read.missing or read.error:
-            self.app.call_from_thread(self._show, read)
+        # Only colour sequences are left in a line: from_ansi turns them into styles. Done
+        # here, off the UI thread, for at most the lines the view keeps.
+        shown = read.lines[-MAX_LINES_SHOWN:]
+        lines = Text("\n").join(Text.from_ansi(line, end="") for line in shown) if shown else None
+        if lines or read.restarted or read.skipped_bytes or read.missing or read.error:
+            self.app.call_from_thread(self._show, read, lines)
 
-    def _show(self, read: LogRead) -> None:
+    def _show(self, read: LogRead, lines: Text | None) -> None:
         log = self.query_one("#log", RichLog)
         if read.missing:
             if not self._shown_missing:
@@ -94,6 +101,5 @@ class JobLogScreen(ReportsWorkerFailures, ModalScreen[None]):
         if read.skipped_bytes:
             kib = read.skipped_bytes // 1024
             log.write(Text(f"… {kib} KiB skipped: the job writes faster than shown …", "dim"))
-        for line in read.lines:
-            # Only colour sequences are left in the line: from_ansi turns them into styles.
-            log.write(Text.from_ansi(line, no_wrap=True, end=""))
+        if lines is not None:
+            log.write(lines)  # one write for the whole read: each write renders on its own

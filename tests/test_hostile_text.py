@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.text import Text
 from textual.geometry import Region
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Input, Static
 from textual.widgets._toast import Toast
 
 from gputop.cli.jobs_command import render_table, stop_question
@@ -451,3 +451,30 @@ def test_no_control_character_of_any_text_reaches_the_dashboard(text: str) -> No
             store.close()
         output, _ = asyncio.run(_dashboard_output(str(scenario), root / "state", text))
         assert drawn_controls(output, BIG[1]) == []
+
+
+async def test_a_hostile_working_directory_is_shown_cleaned_and_used_as_it_is(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / f"runs{OSC0}"
+    directory.mkdir()
+    app = make_app("v100x4", cwd=str(directory))
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        await pilot.press("l")
+        await pilot.pause()
+        assert drawn_controls(terminal_bytes(app), BIG[1]) == []
+        assert "runs\\e]0;pwned-title\\x07" in screen_text(app)
+        app.screen.query_one("#command", Input).value = "true"
+        await pilot.press("enter")
+
+        def recorded() -> list[Job]:
+            store = JobStore.open()
+            try:
+                return store.list_jobs()
+            finally:
+                store.close()
+
+        await wait_until(pilot, lambda: bool(recorded()), "the launched job")
+        (job,) = recorded()
+        assert job.cwd == str(directory)

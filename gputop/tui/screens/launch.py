@@ -79,7 +79,8 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
                 id="command",
             )
             yield Label("Working directory")
-            yield Input(value=self.context.cwd, id="cwd")
+            # An Input draws its value raw: a directory name is shown cleaned (see _cwd).
+            yield Input(value=clean(self.context.cwd), id="cwd")
             yield Static(id="launch-error")
             with RadioSet(id="mode"):
                 yield RadioButton("Detached: keeps running after you log out", value=True)
@@ -191,12 +192,19 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         request = LaunchRequest(
             command=command,
             physical_indices=self.context.physical_indices,
-            cwd=os.path.expanduser(self.query_one("#cwd", Input).value.strip()) or None,
+            cwd=self._cwd(),
             mode=RunMode.TMUX if tmux else RunMode.DETACHED,
             wait=self.query_one("#wait", Checkbox).value,
         )
         self._launching = True
         self._launch(request)
+
+    def _cwd(self) -> str | None:
+        """The directory typed, or the real default when the field still shows it cleaned."""
+        typed = self.query_one("#cwd", Input).value
+        if typed == clean(self.context.cwd):
+            return self.context.cwd
+        return os.path.expanduser(typed.strip()) or None
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def _launch(self, request: LaunchRequest) -> None:

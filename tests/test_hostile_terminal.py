@@ -19,13 +19,11 @@ from pathlib import Path
 
 import pytest
 from conftest import minimal_gpu
+from hostile_helpers import CLEAR, OSC0, OSC52
 from pty_helpers import GPUTOP, PtyRun, run_in_pty
 
 from gputop.core.jobs.store import JobStore
 
-OSC52 = "\x1b]52;c;aGVsbG8gY2xpcGJvYXJk\x07"
-OSC0 = "\x1b]0;pwned-title\x07"
-CLEAR = "\x1b[2J"
 NOBODY = 65534
 
 

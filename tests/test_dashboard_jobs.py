@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from dashboard_helpers import first_sample, make_app, plain_text
 from textual.pilot import Pilot
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, RichLog, Static
 
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.store import JobStore
@@ -252,11 +252,11 @@ async def test_enter_on_a_job_follows_its_log(probe: Path, tmp_path: Path) -> No
         await wait_for(pilot, lambda: app.query_one(JobsPanel).current_job is not None)
         await pilot.press("enter")  # the jobs panel has the focus after a launch
         assert isinstance(app.screen, JobLogScreen)
-        log = app.screen.query_one(Log)
+        log = app.screen.query_one(RichLog)
 
         def logged() -> bool:
             """the log screen shows what the job printed"""
-            return any("probe says hello" in line for line in log.lines)
+            return any("probe says hello" in line.text for line in log.lines)
 
         await wait_for(pilot, logged)
         await pilot.press("escape")

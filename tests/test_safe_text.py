@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputop.core.safe_text import clean, clean_argv
+from gputop.core.safe_text import (
+    clean,
+    clean_argv,
+    clean_keeping_colours,
+    clean_lines,
+    split_unfinished_sgr,
+)
 
 TERMINAL_ACTS_ON = {chr(c) for c in range(0x20)} | {chr(c) for c in range(0x7F, 0xA0)}
 
@@ -41,3 +49,31 @@ def test_no_control_character_survives(text):
     out = clean(text)
     assert not (set(out) & TERMINAL_ACTS_ON)
     out.encode("utf-8")
+
+
+def test_clean_lines_keeps_the_line_breaks_of_a_message_only() -> None:
+    assert clean_lines("first\nsecond \x1b]0;t\x07") == "first\nsecond \\e]0;t\\x07"
+
+
+def test_colours_and_line_control_are_kept_when_asked() -> None:
+    text = "\x1b[1;31mred\x1b[0m\r\n\t\b \x1b]52;c;x\x07 \x1b[2J \x1b[H"
+    assert clean_keeping_colours(text) == (
+        "\x1b[1;31mred\x1b[0m\r\n\t\b \\e]52;c;x\\x07 \\e[2J \\e[H"
+    )
+    assert clean_keeping_colours("a\r\nb", keep="\t") == "a\\r\\nb"
+
+
+def test_an_unfinished_colour_sequence_at_the_end_is_split_off() -> None:
+    assert split_unfinished_sgr("ok\x1b[1;3") == ("ok", "\x1b[1;3")
+    assert split_unfinished_sgr("ok\x1b") == ("ok", "\x1b")
+    assert split_unfinished_sgr("ok\x1b[1m") == ("ok\x1b[1m", "")
+    assert split_unfinished_sgr("ok\x1b]0") == ("ok\x1b]0", "")
+
+
+SGR = re.compile("\x1b\\[[0-9;:]*m")
+
+
+@given(st.text())
+def test_only_colour_sequences_and_line_control_survive_in_a_log(text: str) -> None:
+    out = SGR.sub("", clean_keeping_colours(text))
+    assert not (set(out) & (TERMINAL_ACTS_ON - set("\n\r\t\b")))

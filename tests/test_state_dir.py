@@ -404,3 +404,23 @@ def test_a_waiting_job_is_recorded_again_when_its_damaged_store_is_moved_aside(
         stop_job(store, queued.id, wait_s=10)
     assert job(state_dir, queued.id).status_text == "killed (never started)"
     assert not out.exists()
+
+
+def test_a_log_replaced_by_a_symbolic_link_is_not_read_through_it(tmp_path: Path) -> None:
+    from gputop.core.jobs.logs import last_line, open_log
+
+    secret = tmp_path / "secret"
+    secret.write_text("the other file's line\n")
+    log = tmp_path / "job.log"
+    log.symlink_to(secret)
+    assert last_line(log) is None
+    with pytest.raises(OSError):
+        open_log(log)
+
+
+def test_a_fifo_in_place_of_a_log_is_refused_without_blocking(tmp_path: Path) -> None:
+    from gputop.core.jobs.logs import last_line
+
+    fifo = tmp_path / "job.log"
+    os.mkfifo(fifo)
+    assert last_line(fifo) is None

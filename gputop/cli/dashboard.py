@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from gputop.cli.arg_types import seconds
+from gputop.core.errors import DashboardStopped, UsageError
+from gputop.core.safe_text import clean
 from gputop.core.source import environment_for_jobs, open_backend
 
 MIN_INTERVAL_S = 0.2
@@ -27,7 +31,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--readonly", action="store_true", help="never offer to signal processes")
 
 
+def require_terminal() -> None:
+    """The dashboard draws on a terminal; without one it would write escape codes forever."""
+    if os.environ.get("TERM") == "dumb":
+        raise UsageError(
+            "The dashboard needs a terminal that understands escape codes, and TERM is "
+            "'dumb': for one screen of text use gputop snapshot (or --watch to repeat it)."
+        )
+    for name, stream in (("input", sys.stdin), ("output", sys.stdout)):
+        try:
+            tty = stream is not None and stream.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        if not tty:
+            raise UsageError(
+                f"The dashboard needs a terminal, and its {name} is not one: for text use "
+                "gputop snapshot (or --watch to repeat it), for scripts gputop snapshot --json."
+            )
+
+
 def run(args: argparse.Namespace) -> int:
+    require_terminal()
     backend = open_backend(args.fake)
     # Textual is imported only here, so the other subcommands start fast.
     from gputop.tui.app import GputopApp
@@ -45,4 +69,11 @@ def run(args: argparse.Namespace) -> int:
         app.run()
     finally:
         backend.close()
-    return 0
+    if app.fatal_error is not None:  # the terminal is restored by now
+        error = app.fatal_error
+        raise DashboardStopped(
+            f"the dashboard stopped on an error: {type(error).__name__}: {clean(str(error))}. "
+            "This is a bug in gputop; run again with GPUTOP_DEBUG=1 to see where, and please "
+            "report it."
+        )
+    return app.return_code or 0

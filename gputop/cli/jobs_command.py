@@ -15,11 +15,13 @@ from typing import Any
 
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import UsageError
-from gputop.core.jobs.logs import last_line
+from gputop.core.jobs.log_follow import TerminalLogFilter
+from gputop.core.jobs.logs import last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits, strict_json
+from gputop.core.safe_text import clean, clean_lines
 
 FOLLOW_POLL_S = 0.25
 STATE_POLL_S = 1.0
@@ -39,10 +41,21 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     parser.set_defaults(run=run_list)
     actions = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    log = actions.add_parser("log", help="print a job's log", description="Print a job's log.")
+    log = actions.add_parser(
+        "log",
+        help="print a job's log",
+        description="Print a job's log. To a terminal, only its colours and line control "
+        "(newline, carriage return, tab, backspace) are passed on; every other control "
+        "character is shown as an escape like \\e (see docs/security.md).",
+    )
     log.add_argument("job_id", type=job_id, metavar="ID", help="the job's id")
     log.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until the job ends (or Ctrl-C)"
+    )
+    log.add_argument(
+        "--raw",
+        action="store_true",
+        help="copy the log's bytes as they are, escape sequences included",
     )
     log.set_defaults(run=run_log)
 
@@ -89,7 +102,7 @@ def open_store(create: bool = True) -> JobStore:
     if store is None:
         return JobStore.in_memory_store()
     for notice in store.notices:
-        print(f"gputop: notice: {notice}", file=sys.stderr)
+        print(f"gputop: notice: {clean(notice)}", file=sys.stderr)
     return store
 
 
@@ -123,12 +136,12 @@ def render_table(jobs: list[Job], now: float, width: int | None = None) -> str:
     rows = [
         (
             str(job.id),
-            job.name,
+            clean(job.name),
             job.gpus_text,
-            job.status_text,
+            clean(job.status_text),
             _clock(job.started_at, now),
             _duration(job.duration_s(now)),
-            _detail(job),
+            clean(_detail(job)),
         )
         for job in jobs
     ]
@@ -176,13 +189,15 @@ def run_log(args: argparse.Namespace) -> int:
     try:
         job = store.get(args.job_id)
         try:
-            with open(job.log_path, "rb") as log:
-                _copy(log)
+            with open_log(job.log_path) as log:
+                copy = _Copier(log, None if args.raw or not _to_terminal() else TerminalLogFilter())
+                copy()
                 if args.follow:
-                    _follow(store, job, log)
+                    _follow(store, job, copy)
+                copy.finish()
         except OSError as error:
             raise UsageError(
-                f"Cannot read job {job.id}'s log {job.log_path}: {error.strerror or error}."
+                f"Cannot read job {job.id}'s log {clean(job.log_path)}: {error.strerror or error}."
             ) from None
         except KeyboardInterrupt:  # the way out of --follow
             return 0
@@ -191,26 +206,48 @@ def run_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _copy(log: Any) -> bool:
-    """Copy what is new in the log to stdout; True if there was anything."""
-    copied = False
-    while chunk := log.read(65536):
-        sys.stdout.buffer.write(chunk)
-        copied = True
-    sys.stdout.buffer.flush()
-    return copied
+def _to_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
-def _follow(store: JobStore, job: Job, log: Any) -> None:
+class _Copier:
+    """Copies what is new in the log to stdout: as bytes, or through a terminal filter."""
+
+    def __init__(self, log: Any, terminal: TerminalLogFilter | None) -> None:
+        self._log = log
+        self._terminal = terminal
+
+    def __call__(self) -> bool:
+        """Copy what is new; True if there was anything."""
+        copied = False
+        while chunk := self._log.read(65536):
+            if self._terminal is None:
+                sys.stdout.buffer.write(chunk)
+            else:
+                sys.stdout.buffer.write(self._terminal.feed(chunk).encode("utf-8", "replace"))
+            copied = True
+        sys.stdout.buffer.flush()
+        return copied
+
+    def finish(self) -> None:
+        if self._terminal is not None:
+            sys.stdout.buffer.write(self._terminal.finish().encode("utf-8", "replace"))
+            sys.stdout.buffer.flush()
+
+
+def _follow(store: JobStore, job: Job, copy: _Copier) -> None:
     """Print what the job writes until it has ended (then what it wrote last)."""
     checked = time.monotonic()
     while job.is_active:
-        if not _copy(log):
+        if not copy():
             time.sleep(FOLLOW_POLL_S)
         if time.monotonic() - checked >= STATE_POLL_S:
             job = store.get(job.id)
             checked = time.monotonic()
-    _copy(log)
+    copy()
 
 
 # --- gputop jobs stop ------------------------------------------------------------------------
@@ -226,7 +263,7 @@ def run_stop(args: argparse.Namespace) -> int:
             print("Not stopped.")
             return 1
         grace = job.grace_s if args.grace is None else args.grace
-        print(stop_job(store, job.id, args.grace, wait_s=grace + STOP_WAIT_EXTRA_S))
+        print(clean_lines(stop_job(store, job.id, args.grace, wait_s=grace + STOP_WAIT_EXTRA_S)))
     finally:
         store.close()
     return 0
@@ -242,7 +279,7 @@ def stop_question(job: Job) -> str:
         where = f"waiting for {cards}" if count else f"waiting for {job.gpus_text} GPUs"
     else:
         where = f"on {cards} ({job.status_text})"
-    return f"Stop job {job.id} ({job.name}) {where}? [y/N] "
+    return f"Stop job {job.id} ({clean(job.name)}) {where}? [y/N] "
 
 
 def _confirmed(job: Job) -> bool:

@@ -18,6 +18,7 @@ from gputop.cli import (
     snapshot,
 )
 from gputop.core.errors import GputopError
+from gputop.core.safe_text import clean, clean_lines
 
 INTERNAL_ERROR_EXIT = 70
 
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except GputopError as error:
-        print(f"gputop: {error}", file=sys.stderr)
+        print(f"gputop: {clean_lines(str(error))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         return 130
@@ -71,8 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("GPUTOP_DEBUG"):
             raise
         print(
-            f"gputop: internal error: {type(error).__name__}: {error}. This is a bug in "
-            "gputop; run again with GPUTOP_DEBUG=1 to see where, and please report it.",
+            f"gputop: internal error: {type(error).__name__}: {clean(str(error))}. This is a bug "
+            "in gputop; run again with GPUTOP_DEBUG=1 to see where, and please report it.",
             file=sys.stderr,
         )
         return INTERNAL_ERROR_EXIT

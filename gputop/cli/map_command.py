@@ -21,6 +21,7 @@ from gputop.core.probes import (
     order_note,
     probe_torch,
 )
+from gputop.core.safe_text import clean
 from gputop.core.source import FAKE_ENV, open_backend
 from gputop.core.visibility import Visibility, resolve_visibility
 
@@ -124,13 +125,14 @@ def _as_text(
         target = device.mig_uuid or device.uuid or "?"
         lines.append(
             f"cuda:{device.logical_index} → GPU {device.physical_index}  "
-            f"{device.name or '?'}  {target[:12] if device.mig_uuid is None else target}"
+            f"{clean(device.name or '?')}  "
+            f"{clean(target[:12] if device.mig_uuid is None else target)}"
         )
     for warning in visibility.warnings:
-        lines.append(f"warning: {warning.message}")
-    lines.append(order_message)
-    lines.append(f"driver: {driver_message}")
-    lines.append(f"torch: {torch_message}")
+        lines.append(f"warning: {clean(warning.message)}")
+    lines.append(clean(order_message))
+    lines.append(f"driver: {clean(driver_message)}")
+    lines.append(f"torch: {clean(torch_message)}")
     return "\n".join(lines)
 
 
@@ -140,7 +142,7 @@ def _shown(value: str | None) -> str:
         if value is None
         else repr(value)
         if value.strip() != value or not value
-        else value
+        else clean(value)
     )
 
 

@@ -22,6 +22,7 @@ from gputop.core.errors import GputopError
 from gputop.core.jobs.policy import FreePolicy, pick_free
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
+from gputop.core.safe_text import clean
 from gputop.core.source import open_backend
 from gputop.core.visibility import cuda_order, pin_environment, resolve_visibility
 from gputop.core.visibility.order import PCI_BUS_ID
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         document = {"physical_indices": picked, "uuids": uuids, "cuda_visible_devices": value}
         print(strict_json(document))
     else:
-        print(value)
+        print(clean(value))  # a UUID with control characters is no UUID: never raw
     return 0
 
 
@@ -185,4 +186,4 @@ def index_order_warning(
 
 
 def _warn(message: str) -> None:
-    print(f"gputop: warning: {message}", file=sys.stderr)
+    print(f"gputop: warning: {clean(message)}", file=sys.stderr)

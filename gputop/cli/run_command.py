@@ -35,6 +35,7 @@ from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.jobs.waiting import check_wait_poll
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
+from gputop.core.safe_text import clean
 from gputop.core.source import environment_for_jobs, open_backend
 from gputop.core.visibility import resolve_visibility
 from gputop.core.visibility.inverse import MIG_HIDES
@@ -174,10 +175,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(describe_launch(job, snapshot, policy))
     for hidden in mig_pinning_warnings(snapshot, job):
-        print(f"gputop: warning: {hidden}", file=sys.stderr)
+        print(f"gputop: warning: {clean(hidden)}", file=sys.stderr)
     warning = _missing_program(job, environ)
     if warning:
-        print(f"gputop: warning: {warning}", file=sys.stderr)
+        print(f"gputop: warning: {clean(warning)}", file=sys.stderr)
     return 0
 
 
@@ -193,7 +194,7 @@ def mig_pinning_warnings(snapshot: Snapshot, job: Job) -> list[str]:
 def describe_launch(job: Job, snapshot: Snapshot, policy: FreePolicy) -> str:
     """What a person needs right after launching: id, mapping, how it runs, where its log is."""
     where = f"in tmux window gputop-{job.id}" if job.mode is RunMode.TMUX else "detached"
-    lines = [f"Job {job.id} ({job.name}) launched {where}."]
+    lines = [f"Job {job.id} ({clean(job.name)}) launched {where}."]
     if job.wait_for_free and job.state is JobState.WAITING:
         wanted = (
             f"{job.wait_count} GPUs are free"
@@ -212,16 +213,16 @@ def describe_launch(job: Job, snapshot: Snapshot, policy: FreePolicy) -> str:
             continue
         name = (gpu.name if gpu else None) or "?"
         short = (gpu.short_uuid if gpu else None) or ""
-        lines.append(f"  cuda:{logical} → GPU {physical}  {name}  {short}".rstrip())
+        lines.append(f"  cuda:{logical} → GPU {physical}  {clean(name)}  {clean(short)}".rstrip())
     if job.env:
-        lines.append("  env:  " + " ".join(f"{k}={v}" for k, v in job.env.items()))
+        lines.append("  env:  " + " ".join(f"{clean(k)}={clean(v)}" for k, v in job.env.items()))
     if job.uses_shell:
         shown = f"{job.command[0]} -c {shlex.quote(job.command_text)}  (it needs a shell)"
     else:
         shown = shlex.join(job.command)
-    lines.append(f"  runs: {shown}")
-    lines.append(f"  cwd:  {job.cwd}")
-    lines.append(f"  log:  {job.log_path}")
+    lines.append(f"  runs: {clean(shown)}")
+    lines.append(f"  cwd:  {clean(job.cwd)}")
+    lines.append(f"  log:  {clean(job.log_path)}")
     lines.append(
         f"Follow it: gputop jobs log {job.id} --follow    Stop it: gputop jobs stop {job.id}"
     )
@@ -248,4 +249,6 @@ def _missing_program(job: Job, environ: Mapping[str, str]) -> str | None:
         found = shutil.which(program, path=environ.get("PATH")) is not None
     if found:
         return None
-    return f"{program} was not found; the job will fail with exit code 127 (command not found)."
+    return (
+        f"{clean(program)} was not found; the job will fail with exit code 127 (command not found)."
+    )

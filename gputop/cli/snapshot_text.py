@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
+from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import NA, celsius, duration, human_bytes, memory_pair, mib, percent, watts
 
 PROCESS_HEADER = (
@@ -40,18 +41,18 @@ def render_snapshot(snapshot: Snapshot, width: int | None = None) -> str:
 def _header(snapshot: Snapshot) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.timestamp))
     parts = [
-        snapshot.host,
+        clean(snapshot.host),
         stamp,
-        f"driver {snapshot.driver_version or NA}",
-        f"CUDA {snapshot.cuda_driver_version_text or NA}",
+        f"driver {clean(snapshot.driver_version or NA)}",
+        f"CUDA {clean(snapshot.cuda_driver_version_text or NA)}",
     ]
     if snapshot.simulated:
-        parts.append(f"[simulated: {snapshot.simulated}]")
+        parts.append(f"[simulated: {clean(snapshot.simulated)}]")
     return "  ".join(parts)
 
 
 def _gpu_line(gpu: GpuSample) -> str:
-    ident = f"[{gpu.physical_index}] {gpu.name or NA:<24} {gpu.short_uuid or NA:<12}"
+    ident = f"[{gpu.physical_index}] {clean(gpu.name or NA):<24} {clean(gpu.short_uuid or NA):<12}"
     if gpu.lost:
         return f"{ident}  LOST: NVML reports this GPU as lost (it may have fallen off the bus)"
     if gpu.no_access:
@@ -75,7 +76,7 @@ def _number(value: float | None) -> str:
 def _mig_lines(gpu: GpuSample) -> list[str]:
     return [
         f"{'':4}MIG {mig.mig_index}  GI {mig.gpu_instance_id}  CI {mig.compute_instance_id}  "
-        f"{_profile(mig.name):<10} {mig.uuid or NA}  "
+        f"{clean(_profile(mig.name)):<10} {clean(mig.uuid or NA)}  "
         f"{memory_pair(mig.memory_used_bytes, mig.memory_total_bytes)}"
         for mig in gpu.mig_devices
     ]
@@ -97,11 +98,11 @@ def _process_line(process: GpuProcess, now: float) -> str:
     sm = NA if process.sm_util_percent is None else f"{process.sm_util_percent}%"
     cpu = NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%"
     elapsed = None if process.start_time is None else now - process.start_time
-    command = " ".join(process.command) if process.command else f"({process.hint or NA})"
+    command = clean_argv(process.command) if process.command else f"({clean(process.hint or NA)})"
     if process.mig_uuid is not None:
         command = f"[GI {process.gpu_instance_id}] {command}"
     return (
-        f"{process.pid:>9}  {(process.user or '?')[:10]:<10} {process.type.value:<4} "
+        f"{process.pid:>9}  {clean(process.user or '?')[:10]:<10} {process.type.value:<4} "
         f"{gpu_memory:>9} {sm:>4} {cpu:>5} {human_bytes(process.host_memory_bytes):>8} "
         f"{duration(elapsed):>10}  {command}"
     )

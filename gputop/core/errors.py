@@ -48,3 +48,12 @@ class ScenarioError(GputopError):
         self.path = path
         self.field = field
         self.problem = problem
+
+
+class DashboardStopped(GputopError):
+    """The dashboard stopped on an error it could not recover from (a bug in gputop).
+
+    The terminal has been restored; the message names the error in one line.
+    """
+
+    exit_code = 70

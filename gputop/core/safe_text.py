@@ -56,3 +56,56 @@ def clean(text: str) -> str:
 def clean_argv(argv: tuple[str, ...] | list[str]) -> str:
     """A command line for display: its arguments cleaned and joined by spaces."""
     return " ".join(clean(arg) for arg in argv)
+
+
+def clean_lines(text: str) -> str:
+    """A message gputop wrote over several lines: each line cleaned, the line breaks kept.
+
+    Only for gputop's own multi-line messages; a value from outside is cleaned on its own
+    first (with :func:`clean`), so its newlines can never make a line of their own.
+    """
+    return "\n".join(clean(line) for line in text.split("\n"))
+
+
+# SGR, "select graphic rendition": colours and bold. The only sequence a log keeps; it can
+# change how text looks, never the title, the clipboard, the cursor or the screen.
+_SGR = re.compile("\x1b\\[[0-9;:]{0,64}m")
+LINE_CONTROL = "\n\r\t\b"
+"""What a log keeps besides colours: newline, carriage return (progress bars), tab, backspace."""
+
+
+def clean_keeping_colours(text: str, keep: str = LINE_CONTROL) -> str:
+    """``text`` cleaned like :func:`clean`, except colour sequences and the ``keep`` characters.
+
+    For job logs shown on a terminal: a training script's coloured output and its progress
+    bars (``\\r``) look as they should; every other escape sequence is shown, not obeyed.
+    """
+    if text.isprintable() and text.isascii():
+        return text
+    parts: list[str] = []
+    position = 0
+    for match in _SGR.finditer(text):
+        parts.append(_clean_keeping(text[position : match.start()], keep))
+        parts.append(match.group())
+        position = match.end()
+    parts.append(_clean_keeping(text[position:], keep))
+    return "".join(parts)
+
+
+def _clean_keeping(text: str, keep: str) -> str:
+    return _UNSAFE.sub(lambda m: m.group() if m.group() in keep else _escape(m), text)
+
+
+_PARTIAL_SGR = re.compile("\x1b(\\[[0-9;:]{0,64})?\\Z")
+
+
+def split_unfinished_sgr(text: str) -> tuple[str, str]:
+    """``text`` cut before a colour sequence its end may have started but not finished.
+
+    A log read in pieces can end in the middle of ``ESC[1;31m``: the start waits for the
+    next piece, so the whole sequence is kept rather than shown as ``\\e[1;3`` and ``1m``.
+    """
+    match = _PARTIAL_SGR.search(text)
+    if match is None:
+        return text, ""
+    return text[: match.start()], text[match.start() :]

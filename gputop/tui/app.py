@@ -17,12 +17,16 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widgets import Footer
+from textual.worker import Worker
 
 from gputop.core.errors import GputopError
 from gputop.core.history import UtilizationHistory, initial_history
@@ -30,8 +34,10 @@ from gputop.core.jobs.tracking import JobsView, LogTails
 from gputop.core.model import ProcessOrigin, Snapshot
 from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.process_control import signal_own_process
-from gputop.tui.jobs_actions import JobsApp
+from gputop.core.safe_text import clean, clean_lines
+from gputop.tui.jobs_actions import JobsApp, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
+from gputop.tui.safe import plain_argv
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
@@ -39,6 +45,7 @@ from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.process_table import ProcessTable
 from gputop.tui.widgets.status_bar import StatusBar
 from gputop.tui.widgets.torch_panel import TorchPanel
+from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 MIN_TABLE_ROWS = 12
 CARD_HEIGHT = 8
@@ -62,7 +69,7 @@ class SamplingFailed(Message):
         self.error = error
 
 
-class GputopApp(JobsApp):
+class GputopApp(ReportsWorkerFailures, JobsApp):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = True
@@ -117,6 +124,58 @@ class GputopApp(JobsApp):
         self.jobs = JobsView()
         self._tails = LogTails()
         self._stop = threading.Event()
+        self.sampling_error: str | None = None
+        """The error of the last sample while sampling fails; None while it works."""
+        self._failures_reported: set[str] = set()
+        self.fatal_error: BaseException | None = None
+        """What stopped the app, if something did: ``gputop`` reports it in one line."""
+
+    # -- one policy for messages and failures ---------------------------------------------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every notification is plain text, cleaned: messages quote data (names, paths).
+
+        ``markup`` is accepted for Textual's own callers and ignored: see docs/security.md.
+        """
+        super().notify(
+            clean_lines(message),
+            title=clean(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
+
+    def report_worker_failure(self, worker: Worker[object]) -> None:
+        """A worker raised: say so once for its kind of work; the dashboard goes on."""
+        if worker.group in self._failures_reported:
+            return
+        self._failures_reported.add(worker.group)
+        self.notify(failure_message(worker), severity="error", timeout=10)
+
+    def _handle_exception(self, error: Exception) -> None:
+        """An exception reached Textual: keep the terminal, end with one line, not a traceback.
+
+        Textual restores the terminal and exits with status 1; ``gputop`` prints one line
+        naming the error (``GPUTOP_DEBUG=1`` shows Textual's traceback instead).
+        """
+        if os.environ.get("GPUTOP_DEBUG"):
+            super()._handle_exception(error)
+            return
+        if self.fatal_error is None:
+            self.fatal_error = error
+        self._return_code = 1
+        if self._exception is None:  # run_test() re-raises it for the test
+            self._exception = error
+            self._exception_event.set()
+        self._close_messages_no_wait()
 
     # -- layout --------------------------------------------------------------------------
 
@@ -160,6 +219,7 @@ class GputopApp(JobsApp):
     @work(thread=True, exclusive=True, group="sampler", exit_on_error=False)
     def _sample_forever(self) -> None:
         store = self._open_store()
+        jobs_failed = False
         try:
             while not self._stop.is_set():
                 started = time.monotonic()
@@ -170,14 +230,32 @@ class GputopApp(JobsApp):
                 except Exception as error:  # a bad sample must not kill the dashboard
                     self.post_message(SamplingFailed(f"{type(error).__name__}: {error}"))
                 else:
-                    self.post_message(SnapshotSampled(snapshot, self._read_jobs(store, snapshot)))
+                    try:
+                        jobs = self._read_jobs(store, snapshot)
+                    except Exception as error:  # nor must a job store gone wrong (said once)
+                        if not jobs_failed:
+                            text = f"Jobs unavailable: {type(error).__name__}: {error}"
+                            self.post_message(JobStoreProblem(text, severity="error"))
+                        jobs, jobs_failed = None, True
+                    self.post_message(SnapshotSampled(snapshot, jobs))
                 self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
         finally:
             if store is not None:
                 store.close()
 
     def on_snapshot_sampled(self, message: SnapshotSampled) -> None:
+        try:
+            self._show_sample(message)
+        except NoMatches:
+            if self.is_running and not (self._exit or self._closing):
+                raise
+            # A sample that arrives while the app closes finds its widgets gone: drop it.
+
+    def _show_sample(self, message: SnapshotSampled) -> None:
         first = self.snapshot is None
+        if self.sampling_error is not None:
+            self.sampling_error = None
+            self.notify("Sampling works again.", timeout=5)
         self.snapshot = message.snapshot
         self.history.add(message.snapshot)
         if message.jobs is not None:
@@ -187,7 +265,16 @@ class GputopApp(JobsApp):
         self._render_snapshot(message.snapshot)
 
     def on_sampling_failed(self, message: SamplingFailed) -> None:
-        self.notify(f"Sampling failed: {message.error}", severity="error", timeout=5)
+        """Said once while sampling fails (not every interval); the last frame stays."""
+        first = self.sampling_error is None
+        self.sampling_error = message.error
+        if first:
+            self.notify(
+                f"Sampling failed: {message.error}. gputop keeps trying and says when it works "
+                "again.",
+                severity="error",
+                timeout=10,
+            )
 
     def _render_snapshot(self, snapshot: Snapshot) -> None:
         self.query_one(StatusBar).show(snapshot, self.interval_s)
@@ -246,7 +333,7 @@ class GputopApp(JobsApp):
         if process is None:
             self.notify("No process highlighted: press tab to reach the process table.")
             return
-        if process.origin is not ProcessOrigin.HOST:
+        if process.origin is ProcessOrigin.FOREIGN:
             # Foreign: NVML's pid is no process of this PID namespace, or an unrelated one
             # that merely shares the number (gputop.core.pid_namespace).
             self.notify(
@@ -258,16 +345,15 @@ class GputopApp(JobsApp):
             return
         if process.user != self.user:
             self.notify(
-                f"Process {process.pid} belongs to {process.user or 'another user'}; "
+                f"Process {process.pid} belongs to {clean(process.user or 'another user')}; "
                 "gputop only signals your own processes.",
                 severity="warning",
             )
             return
         signum = signal.Signals[signal_name]
-        command = " ".join(process.command) or "?"
-        question = (
-            f"Send {signal_name} to process {process.pid} on GPU {process.physical_index}?\n\n"
-            f"  {command}"
+        question = Text.assemble(
+            f"Send {signal_name} to process {process.pid} on GPU {process.physical_index}?\n\n  ",
+            plain_argv(process.command) if process.command else "?",
         )
 
         def answered(yes: bool | None) -> None:

@@ -11,8 +11,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from rich.text import Text
 from textual import work
 from textual.app import App
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
@@ -22,6 +24,7 @@ from gputop.core.jobs.stop import stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView, LogTails, read_jobs_view
 from gputop.core.model import Snapshot
+from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.job_log import JobLogScreen
 from gputop.tui.screens.launch import LaunchContext, LaunchScreen
@@ -93,7 +96,12 @@ class JobsApp(App[None]):
             self.post_message(JobsRead(jobs))
 
     def on_jobs_read(self, message: JobsRead) -> None:
-        self._show_jobs(message.jobs)
+        try:
+            self._show_jobs(message.jobs)
+        except NoMatches:
+            if self.is_running and not (self._exit or self._closing):
+                raise
+            # Jobs read while the app closes find the panel gone: nothing to show them in.
 
     def on_job_store_problem(self, message: JobStoreProblem) -> None:
         self.notify(message.text, severity=message.severity, timeout=10)
@@ -157,11 +165,13 @@ class JobsApp(App[None]):
             return
         gpus = ",".join(str(i) for i in job.physical_indices)
         where = f"pid {job.pid}" if job.pid else "not started yet"
-        question = (
-            f"Stop job {job.id} ({job.name}) on GPU {gpus}, {where}?\n\n"
-            f"  {job.command_text}\n\n"
-            "SIGTERM to its whole process group, then SIGKILL if it has not ended "
-            "after the grace period."
+        question = Text.assemble(
+            f"Stop job {job.id} (",
+            plain(job.name),
+            f") on GPU {gpus}, {where}?\n\n  ",
+            plain(job.command_text),
+            "\n\nSIGTERM to its whole process group, then SIGKILL if it has not ended "
+            "after the grace period.",
         )
 
         def answered(yes: bool | None) -> None:
@@ -179,7 +189,7 @@ class JobsApp(App[None]):
             finally:
                 store.close()
         except GputopError as error:
-            self.call_from_thread(self.notify, str(error), severity="error")
+            self.notify(str(error), severity="error")  # notify is thread-safe
         else:
-            self.call_from_thread(self.notify, text)
+            self.notify(text)
         self._refresh_jobs()

@@ -7,43 +7,37 @@ started on which cards, how it ended. Readers that want "the job's last line" sk
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 LOG_PREFIX = "[gputop] "
-PRIVATE_FILE_MODE = 0o600
 
 
-def open_private_append(path: str | os.PathLike[str]) -> int:
-    """A file descriptor appending to ``path``, created 0600 (never readable by others)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+def open_log(path: str | os.PathLike[str]) -> BinaryIO:
+    """A job's log opened for reading: never through a symbolic link, only a regular file.
+
+    O_NONBLOCK keeps a FIFO planted in the log's place from blocking the reader; the check
+    after opening refuses anything but a plain file (docs/security.md).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, PRIVATE_FILE_MODE)
-    except OSError:
-        pass
-    return fd
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def gputop_line(text: str) -> bytes:
     """One line gputop writes into a job's log, stamped with the local time."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     return f"{LOG_PREFIX}{stamp} {text}\n".encode(errors="replace")
-
-
-def append_gputop_line(path: str | os.PathLike[str], text: str) -> None:
-    """Append one gputop line; a log that cannot be written must not stop the supervisor."""
-    try:
-        fd = open_private_append(path)
-    except OSError:
-        return
-    try:
-        os.write(fd, gputop_line(text))
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def last_line(path: str | os.PathLike[str], tail_bytes: int = 16384) -> str | None:
@@ -53,7 +47,7 @@ def last_line(path: str | os.PathLike[str], tail_bytes: int = 16384) -> str | No
     terminal would show.
     """
     try:
-        with open(path, "rb") as handle:
+        with open_log(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - tail_bytes))
             tail = handle.read()

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
 from gputop.core.model import GpuSample, MigDevice, Snapshot
+from gputop.core.safe_text import clean
 
 MIG_PREFIX = "MIG-"
 
@@ -44,7 +45,7 @@ class MigTarget:
     def label(self) -> str:
         """``GPU 0:1 (MIG 1g.10gb)``: how messages name it."""
         profile = (self.device.name or "").rsplit(" MIG ", 1)[-1] if self.device.name else ""
-        shown = f" (MIG {profile})" if profile else ""
+        shown = f" (MIG {clean(profile)})" if profile else ""
         return f"GPU {self.gpu.physical_index}:{self.device.mig_index}{shown}"
 
 
@@ -85,7 +86,7 @@ def target_label(gpus: Sequence[GpuSample], target: int | str) -> str:
     if isinstance(target, int):
         return f"GPU {target}"
     found = mig_target_by_uuid(gpus, target)
-    return found.label if found is not None else f"MIG device {target}"
+    return found.label if found is not None else f"MIG device {clean(target)}"
 
 
 def _by_index(snapshot: Snapshot, part: str) -> MigTarget:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -15,7 +17,8 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No"),
     ]
 
-    def __init__(self, question: str, yes_label: str = "Yes") -> None:
+    def __init__(self, question: Text, yes_label: str = "Yes") -> None:
+        """``question`` is Rich ``Text`` (never markup): it quotes commands and names."""
         super().__init__()
         self._question = question
         self._yes_label = yes_label
@@ -24,7 +27,7 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(id="dialog"):
             yield Static(self._question, id="question")
             with Horizontal(id="buttons"):
-                yield Button(f"{self._yes_label} (y)", variant="error", id="yes")
+                yield Button(Content(f"{self._yes_label} (y)"), variant="error", id="yes")
                 yield Button("Cancel (n)", variant="primary", id="no")
 
     def on_mount(self) -> None:

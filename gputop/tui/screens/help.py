@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -22,10 +23,10 @@ class HelpScreen(ModalScreen[None]):
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
         for title, rows in self._sections:
-            table.add_row(f"[b]{title}[/b]", "")
+            table.add_row(Text(title, style="bold"), "")
             for keys, description in rows:
-                table.add_row(keys, description)
+                table.add_row(Text(keys), Text(description))
             table.add_row("", "")
         with VerticalScroll(id="help"):
             yield Static(table)
-            yield Static("[dim]Every action is also in the command palette (ctrl+p).[/dim]")
+            yield Static(Text("Every action is also in the command palette (ctrl+p).", style="dim"))

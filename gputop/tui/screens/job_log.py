@@ -1,46 +1,69 @@
 """A job's log, followed live like ``tail -f`` while the job runs.
 
-The log is read in small increments from where the last read stopped, so a job that
-writes gigabytes costs the dashboard only what it wrote since the last tick.
+The log is read in a worker thread (a slow disk never stalls the dashboard), in capped
+increments from where the last read stopped, decoded incrementally so a character split
+across two reads stays whole (:mod:`gputop.core.jobs.log_follow`). Each line keeps its
+colours and nothing else: every other control character is shown as an escape before
+``Text.from_ansi`` turns the colour sequences into styles. See docs/security.md.
 """
 
 from __future__ import annotations
 
+from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
-from textual.widgets import Log, Static
+from textual.widgets import RichLog, Static
+from textual.worker import Worker
 
+from gputop.core.jobs.log_follow import LogFollower, LogRead
 from gputop.core.jobs.model import Job
+from gputop.core.safe_text import clean
+from gputop.tui.safe import plain, plain_content
+from gputop.tui.workers import ReportsWorkerFailures
 
-FIRST_READ_BYTES = 256 * 1024
-"""How much of an existing log to show at first: its end, like ``tail``."""
 FOLLOW_EVERY_S = 0.5
+READ_PER_TICK_BYTES = 256 * 1024
+"""At most this much is read and drawn per tick (a few thousand lines: well under a second
+of UI time); a job writing faster is followed from its tail, the skip said in the view."""
+MAX_LINES_SHOWN = 20_000
+"""Older lines scroll out of the view (the log file keeps them)."""
 
 
-class JobLogScreen(ModalScreen[None]):
+class JobLogScreen(ReportsWorkerFailures, ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "dismiss", "Close")]
 
     def __init__(self, job: Job) -> None:
         super().__init__()
         self.job = job
-        self._offset = 0
-        self._partial = ""
+        self._follower = LogFollower(job.log_path, max_read_bytes=READ_PER_TICK_BYTES)
+        self._shown_missing = False
+        self._last_error: str | None = None
+        self._reader: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(self._title(), id="log-title")
-        yield Log(id="log", highlight=False, auto_scroll=True)
+        yield RichLog(id="log", max_lines=MAX_LINES_SHOWN, wrap=False, markup=False)
 
     def on_mount(self) -> None:
-        self.query_one("#log", Log).border_title = self.job.log_path
-        self.read_more(first=True)
+        self.query_one("#log", RichLog).border_title = plain_content(self.job.log_path)
+        self.read_more()
         self.set_interval(FOLLOW_EVERY_S, self.read_more)
 
-    def _title(self) -> str:
+    def read_more(self) -> None:
+        """Start a read unless one is still under way (one follower, one thread at a time)."""
+        if self._reader is None or self._reader.is_finished:
+            self._reader = self._read()
+
+    def _title(self) -> Text:
         job = self.job
-        return (
-            f"Job {job.id} ({job.name}) on GPU {job.gpus_text}: {job.status_text}"
-            "   [dim]escape closes[/]"
+        return Text.assemble(
+            f"Job {job.id} (",
+            plain(job.name),
+            f") on GPU {job.gpus_text}: ",
+            plain(job.status_text),
+            ("   escape closes", "dim"),
         )
 
     def update_job(self, job: Job) -> None:
@@ -49,29 +72,34 @@ class JobLogScreen(ModalScreen[None]):
             self.job = job
             self.query_one("#log-title", Static).update(self._title())
 
-    def read_more(self, first: bool = False) -> None:
-        try:
-            with open(self.job.log_path, "rb") as log:
-                size = log.seek(0, 2)
-                if size < self._offset:  # truncated or replaced: start again
-                    self._offset, self._partial = 0, ""
-                    self.query_one("#log", Log).clear()
-                if first and size > FIRST_READ_BYTES:
-                    self._offset = size - FIRST_READ_BYTES
-                log.seek(self._offset)
-                data = log.read()
-        except FileNotFoundError:
-            if first:
-                self.query_one("#log", Log).write_line("(no log yet: the job has not started)")
+    @work(thread=True, group="log", exit_on_error=False)
+    def _read(self) -> None:
+        """Read what the job wrote since the last read, off the UI thread."""
+        read = self._follower.read()
+        # Only colour sequences are left in a line: from_ansi turns them into styles. Done
+        # here, off the UI thread, for at most the lines the view keeps.
+        shown = read.lines[-MAX_LINES_SHOWN:]
+        lines = Text("\n").join(Text.from_ansi(line, end="") for line in shown) if shown else None
+        if lines or read.restarted or read.skipped_bytes or read.missing or read.error:
+            self.app.call_from_thread(self._show, read, lines)
+
+    def _show(self, read: LogRead, lines: Text | None) -> None:
+        log = self.query_one("#log", RichLog)
+        if read.missing:
+            if not self._shown_missing:
+                self._shown_missing = True
+                log.write(Text("(no log yet: the job has not started)", style="dim"))
             return
-        except OSError as error:
-            self.query_one("#log", Log).write_line(f"(cannot read the log: {error})")
+        if read.error is not None:
+            if read.error != self._last_error:  # said once, not every half second
+                self._last_error = read.error
+                log.write(Text(f"(cannot read the log: {clean(read.error)})", style="red"))
             return
-        if not data:
-            return
-        self._offset += len(data)
-        text = self._partial + data.decode("utf-8", "replace")
-        lines = text.split("\n")
-        self._partial = lines.pop()  # an unfinished line waits for its end
-        if lines:
-            self.query_one("#log", Log).write_lines(line.rsplit("\r", 1)[-1] for line in lines)
+        self._last_error = None
+        if read.restarted:
+            log.clear()
+        if read.skipped_bytes:
+            kib = read.skipped_bytes // 1024
+            log.write(Text(f"… {kib} KiB skipped: the job writes faster than shown …", "dim"))
+        if lines is not None:
+            log.write(lines)  # one write for the whole read: each write renders on its own

@@ -21,6 +21,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Checkbox, Input, Label, RadioButton, RadioSet, Static
+from textual.worker import Worker, WorkerState
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.command import plan_command
@@ -30,7 +31,9 @@ from gputop.core.jobs.model import Job, RunMode
 from gputop.core.jobs.policy import launch_warnings
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import Snapshot
+from gputop.core.safe_text import clean, clean_lines
 from gputop.core.visibility import pin_environment
+from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class LaunchContext:
         return bool(self.environ.get("TMUX"))
 
 
-class LaunchScreen(ModalScreen[Job | None]):
+class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
         Binding("up", "history(-1)", "Earlier command", show=False),
@@ -79,7 +82,8 @@ class LaunchScreen(ModalScreen[Job | None]):
                 id="command",
             )
             yield Label("Working directory")
-            yield Input(value=self.context.cwd, id="cwd")
+            # An Input draws its value raw: a directory name is shown cleaned (see _cwd).
+            yield Input(value=clean(self.context.cwd), id="cwd")
             yield Static(id="launch-error")
             with RadioSet(id="mode"):
                 yield RadioButton("Detached: keeps running after you log out", value=True)
@@ -95,7 +99,7 @@ class LaunchScreen(ModalScreen[Job | None]):
         self._update_preview()
         self._load_history()
 
-    @work(thread=True, exclusive=True, group="history")
+    @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def _load_history(self) -> None:
         """The job store is opened off the UI thread: it checks the file and may wait on a lock."""
         try:
@@ -132,21 +136,21 @@ class LaunchScreen(ModalScreen[Job | None]):
             try:
                 plan = plan_command(command, context.environ)
             except GputopError as error:
-                parts.append(Text(f"✗ {error}", style="red"))
+                parts.append(Text(f"✗ {clean(str(error))}", style="red"))
             else:
                 how = "Runs under a shell: " if plan.uses_shell else "Runs: "
-                parts.append(Text.assemble((how, "dim"), (plan.display, "bold")))
+                parts.append(Text.assemble((how, "dim"), (clean(plan.display), "bold")))
         try:
             pinning = pin_environment(
                 snapshot.gpus, context.physical_indices, driver_version=snapshot.driver_version
             )
         except GputopError as error:
-            parts.append(Text(f"✗ {error}", style="bold red"))
+            parts.append(Text(f"✗ {clean(str(error))}", style="bold red"))
         else:
             env = Text()
             for key, value in pinning.env.items():
                 env.append(f"{key}=", style="dim")
-                env.append(f"{value}\n")
+                env.append(f"{clean(value)}\n")
             env.append(
                 "  ".join(
                     f"cuda:{d.logical_index} → "
@@ -160,7 +164,7 @@ class LaunchScreen(ModalScreen[Job | None]):
         warnings = launch_warnings(
             snapshot, context.physical_indices, context.user, context.active_jobs
         )
-        parts.extend(Text(f"⚠ {warning}", style="yellow") for warning in warnings)
+        parts.extend(Text(f"⚠ {clean(warning)}", style="yellow") for warning in warnings)
         return Group(*parts)
 
     # -- history ---------------------------------------------------------------------------
@@ -194,14 +198,21 @@ class LaunchScreen(ModalScreen[Job | None]):
         request = LaunchRequest(
             command=command,
             physical_indices=self.context.physical_indices,
-            cwd=os.path.expanduser(self.query_one("#cwd", Input).value.strip()) or None,
+            cwd=self._cwd(),
             mode=RunMode.TMUX if tmux else RunMode.DETACHED,
             wait=self.query_one("#wait", Checkbox).value,
         )
         self._launching = True
         self._launch(request)
 
-    @work(thread=True, exclusive=True, group="launch")
+    def _cwd(self) -> str | None:
+        """The directory typed, or the real default when the field still shows it cleaned."""
+        typed = self.query_one("#cwd", Input).value
+        if typed == clean(self.context.cwd):
+            return self.context.cwd
+        return os.path.expanduser(typed.strip()) or None
+
+    @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def _launch(self, request: LaunchRequest) -> None:
         store: JobStore | None = None
         try:
@@ -217,6 +228,11 @@ class LaunchScreen(ModalScreen[Job | None]):
             if store is not None:
                 store.close()
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A launch that raised something unforeseen: the dialog says so and stays usable."""
+        if event.worker.group == "launch" and event.state is WorkerState.ERROR:
+            self._failed(failure_message(event.worker))
+
     def _failed(self, message: str) -> None:
         self._launching = False
         self._show_error(message)
@@ -224,7 +240,7 @@ class LaunchScreen(ModalScreen[Job | None]):
     def _show_error(self, message: str | None) -> None:
         error = self.query_one("#launch-error", Static)
         error.display = message is not None
-        error.update(Text(f"✗ {message}", style="bold red") if message else "")
+        error.update(Text(f"✗ {clean_lines(message)}", style="bold red") if message else "")
 
     def action_cancel(self) -> None:
         self.dismiss(None)

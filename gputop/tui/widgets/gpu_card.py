@@ -13,14 +13,17 @@ from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from gputop.core.model import GpuSample
+from gputop.core.safe_text import clean
 from gputop.core.units import NA, mib
 from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
+from gputop.tui.safe import plain
 
 FULL_HEIGHT = 8
 """Border included: name, GPU bar, sparkline, memory bar, sensors, clocks."""
@@ -64,7 +67,8 @@ class GpuCard(Widget):
         titles = (None, None) if view.compact else (_title(view), _subtitle(view.gpu))
         if titles != self._titles:  # setting a border title repaints the whole card
             self._titles = titles
-            self.border_title, self.border_subtitle = titles
+            self.border_title = None if titles[0] is None else Content(titles[0])
+            self.border_subtitle = None if titles[1] is None else Content(titles[1])
         self._repaint_changed_lines(view)
 
     def render(self) -> RenderableType:
@@ -153,7 +157,7 @@ def _lines_for(view: CardView, width: int) -> tuple[int, list[Text], list[tuple[
 
 def _title(view: CardView) -> str:
     mark = "●" if view.selected else "○"
-    uuid = view.gpu.short_uuid or "GPU-????????"
+    uuid = clean(view.gpu.short_uuid or "GPU-????????")
     return f"{mark} {view.gpu.physical_index}  {uuid}"
 
 
@@ -171,7 +175,7 @@ def _subtitle(gpu: GpuSample) -> str | None:
 
 def _full_card_lines(view: CardView, width: int) -> list[Text]:
     gpu = view.gpu
-    lines = [Text(gpu.name or "unknown GPU", style="bold", overflow="ellipsis", no_wrap=True)]
+    lines = [plain(gpu.name or "unknown GPU", style="bold", overflow="ellipsis", no_wrap=True)]
     if gpu.lost:
         lines.append(Text("GPU is lost: NVML cannot reach it.", style="bold red"))
         lines.append(Text("It may have fallen off the bus;", style="red"))
@@ -218,7 +222,7 @@ def _mig_line(view: CardView) -> Text:
     for position, device in enumerate(devices):
         line.append(" ")
         selected = device.uuid is not None and device.uuid in view.mig_selected
-        profile = (device.name or "?").rsplit(" ", 1)[-1]
+        profile = clean((device.name or "?").rsplit(" ", 1)[-1])
         style = "reverse" if position == view.mig_cursor else ("bold" if selected else "")
         line.append(("●" if selected else "") + profile, style=style)
     return line
@@ -240,7 +244,7 @@ def _compact_line(view: CardView, width: int) -> Text:
     gpu = view.gpu
     cursor = "▶" if view.highlighted else " "
     mark = "●" if view.selected else "○"
-    name = (gpu.name or "unknown").replace("NVIDIA ", "")
+    name = clean((gpu.name or "unknown").replace("NVIDIA ", ""))
     line = Text.assemble(
         (cursor, "bold"), mark, f" {gpu.physical_index} ", (f"{name[:18]:<18}", "bold"), " "
     )

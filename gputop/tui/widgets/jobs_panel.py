@@ -16,6 +16,7 @@ from textual.widgets import DataTable
 
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.tracking import JobsView
+from gputop.tui.safe import plain
 from gputop.tui.widgets.process_table import elapsed_coarse
 from gputop.tui.widgets.table_rows import replace_rows
 
@@ -44,6 +45,19 @@ def duration_text(job: Job, now: float) -> str:
     if seconds is None:
         return "-"
     return f"{seconds:.0f}s" if seconds < 60 else elapsed_coarse(seconds)
+
+
+def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
+    """A job's row. Text, never str: a str cell is read as markup (``exp[/]1`` would raise)."""
+    return (
+        Text(str(job.id)),
+        plain(job.name),
+        Text(job.gpus_text),
+        plain(job.status_text, style=STATUS_STYLES.get(job.status, "")),
+        Text(started_text(job, now)),
+        Text(duration_text(job, now)),
+        plain(last_line, style="dim"),
+    )
 
 
 class JobsPanel(DataTable[Any]):
@@ -84,7 +98,7 @@ class JobsPanel(DataTable[Any]):
         jobs = list(reversed(view.jobs))  # newest first: the one just launched is on top
         self._jobs = {str(job.id): job for job in jobs}
         order = list(self._jobs)
-        cells = {str(job.id): self._cells_for(job, view, now) for job in jobs}
+        cells = {str(job.id): job_cells(job, view.last_lines.get(job.id, ""), now) for job in jobs}
         if order != self._order:
             keep = self._order[self.cursor_row] if self.current_job is not None else None
             replace_rows(self, order, cells, keep)
@@ -98,17 +112,6 @@ class JobsPanel(DataTable[Any]):
         self._cells = cells
         count = f"{len(jobs)} job" + ("" if len(jobs) == 1 else "s")
         self.border_subtitle = f"{count}, {len(view.active)} active · enter log · K stop"
-
-    def _cells_for(self, job: Job, view: JobsView, now: float) -> tuple[Any, ...]:
-        return (
-            str(job.id),
-            job.name,
-            job.gpus_text,
-            Text(job.status_text, style=STATUS_STYLES.get(job.status, "")),
-            started_text(job, now),
-            duration_text(job, now),
-            Text(view.last_lines.get(job.id, ""), style="dim"),
-        )
 
     def action_show_log(self) -> None:
         if (job := self.current_job) is not None:

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gputop.core.model import Snapshot
+from gputop.core.safe_text import clean
 
 
 class StatusBar(Static):
@@ -24,15 +25,15 @@ class StatusBar(Static):
         line = Text.assemble(
             ("gputop", "bold"),
             "  ",
-            (snapshot.host, "bold cyan"),
-            f"  driver {snapshot.driver_version or 'N/A'}",
-            f"  CUDA {snapshot.cuda_driver_version_text or 'N/A'}",
+            (clean(snapshot.host), "bold cyan"),
+            f"  driver {clean(snapshot.driver_version or 'N/A')}",
+            f"  CUDA {clean(snapshot.cuda_driver_version_text or 'N/A')}",
             f"  {len(snapshot.gpus)} GPUs",
             f"  {clock}",
             (f"  every {interval_s:g} s", "dim"),
         )
         if snapshot.simulated:
-            line.append(f"  simulated: {snapshot.simulated}", style="yellow")
+            line.append(f"  simulated: {clean(snapshot.simulated)}", style="yellow")
         self._line = line
         self._fit()
 

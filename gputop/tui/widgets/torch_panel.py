@@ -25,7 +25,10 @@ from gputop.core.errors import GputopError
 from gputop.core.jobs.mig_targets import target_label
 from gputop.core.model import Snapshot
 from gputop.core.probes import DriverProbe, compare_with_rules, order_note, probe_torch
+from gputop.core.safe_text import clean
 from gputop.core.visibility import Visibility, pin_environment, resolve_visibility
+from gputop.tui.safe import plain
+from gputop.tui.workers import ReportsWorkerFailures
 
 CVD = "CUDA_VISIBLE_DEVICES"
 ORDER = "CUDA_DEVICE_ORDER"
@@ -38,7 +41,7 @@ class ProbeFinished(Message):
         self.result = result
 
 
-class TorchPanel(VerticalScroll):
+class TorchPanel(ReportsWorkerFailures, VerticalScroll):
     DEFAULT_CSS = """
     TorchPanel > Static { width: 100%; }
     """
@@ -108,7 +111,7 @@ class TorchPanel(VerticalScroll):
             self._selection = cards
             self._repaint()
 
-    @work(thread=True, group="probes")
+    @work(thread=True, group="probes", exit_on_error=False)
     def _run_probes(self) -> None:
         default = self._driver_probe.default_order()
         self.post_message(ProbeFinished("driver-order", default))
@@ -154,7 +157,7 @@ class TorchPanel(VerticalScroll):
         ]
         parts.append(_mapping_table(visibility))
         for warning in visibility.warnings:
-            parts.append(Text(f"⚠ {warning.message}", style="yellow"))
+            parts.append(Text(f"⚠ {clean(warning.message)}", style="yellow"))
         parts.append(self._probe_lines(visibility))
         parts.append(self._launch_preview())
         return Group(*parts)
@@ -177,13 +180,13 @@ class TorchPanel(VerticalScroll):
         else:
             verdict, message = compare_with_rules(visibility, self._driver)
             style = {"verified": "green", "disagrees": "bold red"}.get(verdict, "dim")
-            text.append(f"Driver: {message}", style=style)
+            text.append(f"Driver: {clean(message)}", style=style)
         text.append("\n")
         if self._torch is None:
             text.append("torch: checking…", style="dim")
         else:
             style = "green" if self._torch.status == "ok" else "dim"
-            text.append(f"torch: {self._torch.message}", style=style)
+            text.append(f"torch: {clean(self._torch.message)}", style=style)
         return text
 
     def _launch_preview(self) -> RenderableType:
@@ -196,7 +199,7 @@ class TorchPanel(VerticalScroll):
                 snapshot.gpus, self._selection, driver_version=snapshot.driver_version
             )
         except GputopError as error:
-            return Text(f"Launch preview: {error}", style="red")
+            return Text(f"Launch preview: {clean(str(error))}", style="red")
         lines = Text("Launch on ", style="bold")
         lines.append(
             ", ".join(target_label(snapshot.gpus, t) for t in self._selection), style="bold"
@@ -204,7 +207,7 @@ class TorchPanel(VerticalScroll):
         lines.append(":\n")
         for key, value in pinning.env.items():
             lines.append(f"  {key}=", style="dim")
-            lines.append(f"{value}\n")
+            lines.append(f"{clean(value)}\n")
         lines.append(
             "  "
             + ", ".join(
@@ -221,7 +224,9 @@ class TorchPanel(VerticalScroll):
 def _shown(value: str | None) -> Text:
     if value is None:
         return Text("(unset)", style="italic dim")
-    return Text(repr(value) if value == "" or value != value.strip() else value, style="bold")
+    return Text(
+        repr(value) if value == "" or value != value.strip() else clean(value), style="bold"
+    )
 
 
 def _mapping_table(visibility: Visibility) -> RenderableType:
@@ -234,10 +239,10 @@ def _mapping_table(visibility: Visibility) -> RenderableType:
     table.add_column("uuid", no_wrap=True)
     for device in visibility.devices:
         uuid = (device.mig_uuid or device.uuid or "?")[:12]
-        table.add_row(
-            f"cuda:{device.logical_index}",
-            str(device.physical_index),
-            (device.name or "?").replace("NVIDIA ", ""),
-            uuid,
+        table.add_row(  # Text cells: a str cell of a Rich table is read as markup
+            Text(f"cuda:{device.logical_index}"),
+            Text(str(device.physical_index)),
+            plain((device.name or "?").replace("NVIDIA ", "")),
+            plain(uuid),
         )
     return table

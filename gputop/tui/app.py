@@ -69,6 +69,17 @@ class SamplingFailed(Message):
         self.error = error
 
 
+class _ReportedByGputop(Exception):
+    """The error that stopped the dashboard, which gputop reports itself in one line."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+    def __rich__(self) -> Text:
+        return Text()
+
+
 class GputopApp(ReportsWorkerFailures, JobsApp):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
@@ -163,19 +174,18 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
     def _handle_exception(self, error: Exception) -> None:
         """An exception reached Textual: keep the terminal, end with one line, not a traceback.
 
-        Textual restores the terminal and exits with status 1; ``gputop`` prints one line
-        naming the error (``GPUTOP_DEBUG=1`` shows Textual's traceback instead).
+        Textual has no public hook for this, so this one method is overridden, and it only
+        hands Textual an exception that renders as nothing (Textual then exits through its
+        public ``panic``, restoring the terminal, with status 1); ``gputop`` prints one line
+        naming the real error. ``GPUTOP_DEBUG=1`` shows Textual's traceback instead.
+        Checked against the pinned Textual by tests/test_dashboard_resilience.py.
         """
         if os.environ.get("GPUTOP_DEBUG"):
             super()._handle_exception(error)
             return
         if self.fatal_error is None:
             self.fatal_error = error
-        self._return_code = 1
-        if self._exception is None:  # run_test() re-raises it for the test
-            self._exception = error
-            self._exception_event.set()
-        self._close_messages_no_wait()
+        super()._handle_exception(_ReportedByGputop(error))
 
     # -- layout --------------------------------------------------------------------------
 

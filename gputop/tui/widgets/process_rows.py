@@ -99,6 +99,10 @@ def column_widths(rows: list[ProcessRow]) -> tuple[int, ...]:
     return tuple(widths)
 
 
+_Fixed = tuple[tuple[Cell, ...], tuple[int, ...]]
+"""GPU, PID, USER and COMMAND cells, and their widths."""
+
+
 def _plain(text: str) -> Cell:
     return ((text, ""),)
 
@@ -111,7 +115,7 @@ class RowMaker:
 
     def __init__(self, user: str) -> None:
         self.me = user
-        self._fixed: dict[tuple[Any, ...], tuple[Cell, ...]] = {}
+        self._fixed: dict[tuple[Any, ...], _Fixed] = {}
 
     def rows(
         self,
@@ -137,7 +141,7 @@ class RowMaker:
         process: GpuProcess,
         now: float,
         job_of_pid: Mapping[int, int],
-        known: dict[tuple[Any, ...], tuple[Cell, ...]],
+        known: dict[tuple[Any, ...], _Fixed],
     ) -> ProcessRow:
         job_id = job_of_pid.get(process.pid)
         identity = (
@@ -152,26 +156,43 @@ class RowMaker:
         )
         fixed = known.get(identity) or self._fixed_cells(process, job_id)
         self._fixed[identity] = fixed
-        gpu, pid, user, command = fixed
+        (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w) = fixed
         elapsed = None if process.start_time is None else now - process.start_time
+        # Numbers formatted here are ASCII: one terminal cell a character.
+        kind = process.type.value
+        used = NA if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes)
+        sm = NA if process.sm_util_percent is None else f"{process.sm_util_percent}%"
+        cpu = NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%"
+        host = human_bytes(process.host_memory_bytes)
+        age = elapsed_coarse(elapsed)
         cells = (
             gpu,
             pid,
             user,
-            _plain(process.type.value),
-            _plain(
-                NA if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes)
-            ),
-            _plain(NA if process.sm_util_percent is None else f"{process.sm_util_percent}%"),
-            _plain(NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%"),
-            _plain(human_bytes(process.host_memory_bytes)),
-            _plain(elapsed_coarse(elapsed)),
+            ((kind, ""),),
+            ((used, ""),),
+            ((sm, ""),),
+            ((cpu, ""),),
+            ((host, ""),),
+            ((age, ""),),
             command,
         )
-        widths = tuple(sum(cell_len(text) for text, _ in cell) for cell in cells)
+        widths = (
+            gpu_w,
+            pid_w,
+            user_w,
+            len(kind),
+            len(used),
+            len(sm),
+            len(cpu),
+            len(host),
+            len(age),
+            command_w,
+        )
         return ProcessRow(row_key(process), process, cells, widths)
 
-    def _fixed_cells(self, process: GpuProcess, job_id: int | None) -> tuple[Cell, ...]:
+    def _fixed_cells(self, process: GpuProcess, job_id: int | None) -> _Fixed:
+        """The cells that change only with the process itself, cleaned and measured."""
         user_style = OWN_USER_STYLE if process.user == self.me else ""
         command: list[Part] = []
         if process.mig_uuid is not None:
@@ -182,9 +203,10 @@ class RowMaker:
             command.append((clean_argv(process.command), ""))
         else:
             command.append((f"({clean(process.hint or 'unknown')})", HINT_STYLE))
-        return (
+        cells: tuple[Cell, ...] = (
             _plain(str(process.physical_index)),
             _plain(str(process.pid)),
             ((clean(process.user or "?"), user_style),),
             tuple(command),
         )
+        return cells, tuple(sum(cell_len(text) for text, _ in cell) for cell in cells)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from conftest import minimal_gpu
 from dashboard_helpers import first_sample, make_app
+from textual import events
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
@@ -401,3 +402,30 @@ async def test_losing_focus_repaints_the_highlight_in_the_blurred_style() -> Non
         blurred = processes.get_component_rich_style("process-table--cursor")
         assert [s.style for s in painted(processes, 0)] != focused_style
         assert all(s.style and s.style.bgcolor == blurred.bgcolor for s in painted(processes, 0))
+
+
+async def test_the_mouse_wheel_scrolls_the_rows_under_a_fixed_header() -> None:
+    app = make_app("dgx-h100")
+    async with app.run_test(size=SMALL) as pilot:
+        processes = await focused(app, pilot)
+        header = line_text(processes.render_line(0))
+        for _ in range(3):
+            processes.post_message(
+                events.MouseScrollDown(processes, 5, 5, 0, 1, 0, False, False, False)
+            )
+        await pilot.pause()
+        top = round(processes.scroll_offset.y)
+        assert top > 0 and processes.cursor_row == 0
+        assert line_text(processes.render_line(0)) == header
+        assert line_text(processes.render_line(HEADER)).split()[1] == processes.rows[top].text(1)
+
+
+async def test_right_and_left_scroll_long_commands_sideways() -> None:
+    app = make_app("dgx-h100")
+    async with app.run_test(size=SMALL) as pilot:
+        processes = await focused(app, pilot)
+        await pilot.press("right", "right")
+        assert processes.scroll_offset.x > 0
+        assert not line_text(processes.render_line(0)).startswith(" GPU")
+        await pilot.press("left", "left")
+        assert processes.scroll_offset.x == 0

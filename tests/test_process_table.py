@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from conftest import minimal_gpu
 from dashboard_helpers import first_sample, make_app
+from rich.cells import cell_len
 from textual import events
 from textual.geometry import Region
 from textual.pilot import Pilot
@@ -429,3 +430,17 @@ async def test_right_and_left_scroll_long_commands_sideways() -> None:
         assert not line_text(processes.render_line(0)).startswith(" GPU")
         await pilot.press("left", "left")
         assert processes.scroll_offset.x == 0
+
+
+async def test_wide_characters_keep_the_columns_aligned(scenario_file: WriteScenario) -> None:
+    processes = [
+        {"pid": 4_190_011, "used_memory_mib": 300, "user": "李雷", "cmd": ["训练.py"]},
+        {"pid": 4_190_012, "used_memory_mib": 200, "user": "bob", "cmd": ["train.py"]},
+    ]
+    app = make_app(scenario_file([minimal_gpu(processes=processes)]))
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        lines = [line_text(table(app).render_line(y)) for y in range(3)]
+        starts = {cell_len(line[: line.index(" C ")]) for line in lines[1:]}
+        assert starts == {cell_len(lines[0][: lines[0].index(" TYPE")])}
+        assert len({cell_len(line) for line in lines}) == 1

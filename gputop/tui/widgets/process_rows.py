@@ -63,10 +63,6 @@ class ProcessRow:
         """What cell ``column`` shows, as plain text."""
         return "".join(text for text, _ in self.cells[column])
 
-    @property
-    def texts(self) -> tuple[str, ...]:
-        return tuple(self.text(column) for column in range(len(self.cells)))
-
 
 HEADER_WIDTHS = tuple(cell_len(name) for name in COLUMNS)
 

@@ -2,9 +2,10 @@
 
 The table owns its rows and paints them itself through Textual's Line API: one
 ``render_line`` per visible line, a header that stays on top, column widths from the rows.
-A painted row is kept, keyed by what it shows, its column widths and its highlight; a new
-snapshot repaints only the lines whose rows changed, so a steady machine costs (and sends
-over SSH) almost nothing. Elapsed time is shown to the minute for the same reason.
+A painted line is kept, keyed by what it shows, the column widths, its highlight and the
+window (scroll and width); a new snapshot repaints only the lines whose rows changed, so a
+steady machine costs (and sends over SSH) almost nothing. Elapsed time is shown to the
+minute for the same reason.
 """
 
 from __future__ import annotations
@@ -316,7 +317,7 @@ class ProcessTable(ScrollView, can_focus=True):
         width = self.size.width
         if y < HEADER_LINES:
             style = palette.base + palette.header
-            key: tuple[object, ...] = ("header", self._widths, style)
+            key: tuple[object, ...] = ("header", self._widths, style, scroll_x, width)
             cells: tuple[Cell, ...] = tuple(((name, ""),) for name in COLUMNS)
             over = Style.null()
         else:
@@ -331,11 +332,12 @@ class ProcessTable(ScrollView, can_focus=True):
                 over = Style.null()
             style = palette.base
             cells = self._rows[index].cells
-            key = (cells, self._widths, style, over)
+            key = (cells, self._widths, style, over, scroll_x, width)
         strip = self._painted.get(key)
         if strip is None:
-            strip = self._painted[key] = self._paint(cells, style, over)
-        return strip.crop_extend(scroll_x, scroll_x + width, style + over)
+            whole = self._paint(cells, style, over)
+            strip = self._painted[key] = whole.crop_extend(scroll_x, scroll_x + width, style + over)
+        return strip
 
     def _paint(self, cells: tuple[Cell, ...], base: Style, over: Style) -> Strip:
         """A whole row, every column laid out; ``render_line`` crops it to the window."""

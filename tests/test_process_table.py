@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -43,9 +44,13 @@ def painted(table: ProcessTable, row: int) -> Strip:
 
 
 async def focused(app: GputopApp, pilot: Pilot[None]) -> ProcessTable:
+    """The table, once the first sample is shown and keys go to it."""
     await first_sample(pilot)
     table(app).focus()
-    await pilot.pause()
+    deadline = time.monotonic() + 10
+    while not table(app).has_focus:  # focus moves through the message queue
+        assert time.monotonic() < deadline, "the process table never took the focus"
+        await pilot.pause(0.01)
     return table(app)
 
 
@@ -376,7 +381,7 @@ async def test_a_moved_highlight_repaints_two_lines() -> None:
         asked = repaints(processes)
         await pilot.press("down")
         lines = sorted(region.y for regions in asked for region in regions)
-        assert lines == [HEADER, HEADER + 1]
+        assert lines == [HEADER, HEADER + 1], asked
 
 
 async def test_kept_lines_are_painted_as_freshly_painted_ones() -> None:

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from subprocess import PIPE
 
@@ -96,6 +96,21 @@ def about_equal(a: int, b: int) -> bool:
     return abs(a - b) <= 0.1 * max(a, b)
 
 
+class TableReading(HostProcessTable):
+    """A table whose counters (and clock) are the test's own."""
+
+    def __init__(self, reader: CounterReader, clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.reader = reader
+        self.clock = clock
+
+    def read_counters(self, pid: int) -> Counters | None:
+        return self.reader(pid)
+
+    def now(self) -> float:
+        return self.clock()
+
+
 def counting(reader: CounterReader, calls: list[int]) -> CounterReader:
     def read(pid: int) -> Counters | None:
         calls.append(pid)
@@ -125,7 +140,7 @@ def test_each_refresh_reads_the_counters_of_a_process_once(
     sleeper: subprocess.Popen[bytes],
 ) -> None:
     reads: list[int] = []
-    table = HostProcessTable(read_counters=counting(read_proc_stat, reads))
+    table = TableReading(counting(read_proc_stat, reads))
     for _ in range(3):
         table.describe([sleeper.pid, os.getpid()])
     assert sorted(reads) == sorted([sleeper.pid, os.getpid()] * 3)
@@ -152,7 +167,7 @@ def test_a_pid_with_another_start_time_is_described_afresh(
         assert counters is not None
         return Counters(counters.cpu_time_s, counters.rss_bytes, counters.start_mark + shift[0])
 
-    table = HostProcessTable(read_counters=reader)
+    table = TableReading(reader)
     table.describe([sleeper.pid])
     assert table.describe([sleeper.pid])[sleeper.pid].cpu_percent is not None
     shift[0] = 1.0
@@ -203,7 +218,7 @@ def test_cpu_percent_is_cpu_time_over_wall_time_between_refreshes() -> None:
     def reader(asked: int) -> Counters | None:
         return Counters(next(cpu_time_s), rss_bytes=1 << 20, start_mark=1.0)
 
-    table = HostProcessTable(read_counters=reader, clock=lambda: next(clock_s))
+    table = TableReading(reader, clock=lambda: next(clock_s))
     readings = [table.describe([pid])[pid].cpu_percent for _ in range(3)]
     assert readings == [None, 50.0, 100.0]
 
@@ -231,7 +246,7 @@ def test_psutil_reads_the_same_counters_where_there_is_no_proc(
     assert from_proc is not None and from_psutil is not None
     assert about_equal(from_psutil.rss_bytes, from_proc.rss_bytes)
     assert abs(from_psutil.cpu_time_s - from_proc.cpu_time_s) < 0.5
-    facts = HostProcessTable(read_counters=read_psutil).describe([sleeper.pid])[sleeper.pid]
+    facts = TableReading(read_psutil).describe([sleeper.pid])[sleeper.pid]
     assert facts.command[0] == sys.executable
     assert facts.host_memory_bytes is not None
     assert about_equal(facts.host_memory_bytes, from_proc.rss_bytes)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from gputop.core import proc_counters
 from gputop.core.model import ProcessOrigin
-from gputop.core.proc_counters import CounterReader, Counters, default_reader
 
 FOREIGN_HINT = "not visible here (another PID namespace, e.g. a container)"
 DENIED_HINT = "no permission to read this process"
@@ -41,6 +41,8 @@ class HostFacts:
 SimulatedLookup = Callable[[int], "HostFacts | None"]
 """Describes a pid of a simulated GPU that does not exist on this host."""
 
+_READ_COUNTERS = proc_counters.default_reader()
+
 
 @dataclass(slots=True)
 class _Tracked:
@@ -56,24 +58,11 @@ class _Tracked:
 
 
 class HostProcessTable:
-    """Host facts for GPU processes, cached across refreshes."""
+    """psutil lookups for GPU processes, cached across refreshes."""
 
-    def __init__(
-        self,
-        simulated: SimulatedLookup | None = None,
-        *,
-        read_counters: CounterReader | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, simulated: SimulatedLookup | None = None) -> None:
         self._tracked: dict[int, _Tracked] = {}
         self._simulated = simulated
-        self._read_counters = read_counters or default_reader()
-        self._clock = clock
-
-    @property
-    def tracked_pids(self) -> frozenset[int]:
-        """The live processes whose static facts are kept."""
-        return frozenset(self._tracked)
 
     def describe(self, pids: Iterable[int]) -> dict[int, HostFacts]:
         """Facts for each pid, and forget the pids not asked about this time."""
@@ -102,15 +91,28 @@ class HostProcessTable:
                 return simulated
         return HostFacts(ProcessOrigin.FOREIGN, hint=FOREIGN_HINT)
 
+    @property
+    def tracked_pids(self) -> frozenset[int]:
+        """The live processes whose static facts are kept."""
+        return frozenset(self._tracked)
+
+    def read_counters(self, pid: int) -> proc_counters.Counters | None:
+        """CPU time, memory and start of a live process; ``None`` once it has ended."""
+        return _READ_COUNTERS(pid)
+
+    def now(self) -> float:
+        """Monotonic seconds, for CPU use between refreshes."""
+        return time.monotonic()
+
     def _live_facts(self, pid: int) -> HostFacts | None:
         """``None`` when the process has ended."""
-        counters = self._read_counters(pid)
+        counters = self.read_counters(pid)
         if counters is None:
             return None
         tracked = self._tracked.get(pid)
         if tracked is None or tracked.start_mark != counters.start_mark:
             tracked = self._track(pid, counters)  # a new process, or its pid was reused
-        now = self._clock()
+        now = self.now()
         cpu_percent = None
         if tracked.cpu_time_s is not None and now > tracked.read_at:
             used_s = max(0.0, counters.cpu_time_s - tracked.cpu_time_s)
@@ -126,7 +128,7 @@ class HostProcessTable:
             hint=tracked.hint,
         )
 
-    def _track(self, pid: int, counters: Counters) -> _Tracked:
+    def _track(self, pid: int, counters: proc_counters.Counters) -> _Tracked:
         """Read the facts that do not change while the process lives."""
         process = psutil.Process(pid)
         user: str | None

@@ -12,7 +12,6 @@ import pytest
 from conftest import minimal_gpu
 from dashboard_helpers import first_sample, make_app, plain_text
 from textual.pilot import Pilot
-from textual.widgets import DataTable
 
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.confirm import ConfirmScreen
@@ -159,17 +158,17 @@ async def test_s_cycles_the_sort_and_S_reverses_it() -> None:
         assert table(app).sort_key.name == "GPU memory"
         await pilot.press("s")
         assert table(app).sort_key.name == "GPU"
-        first_gpu = table(app).get_row_at(0)[0]
+        first_gpu = table(app).rows[0].text(0)
         await pilot.press("S")
         assert table(app).reverse is True
-        assert table(app).get_row_at(0)[0] != first_gpu
+        assert table(app).rows[0].text(0) != first_gpu
 
 
 async def test_the_process_table_sorts_by_gpu_memory_first() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
-        pids = [table(app).get_row_at(row)[1] for row in range(table(app).row_count)]
+        pids = [row.text(1) for row in table(app).rows]
         assert pids == ["2277", "127232"]
 
 
@@ -234,7 +233,7 @@ async def test_processes_from_another_namespace_say_so() -> None:
     app = make_app("faulty", at_s="3")
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
-        commands = [str(table(app).get_row_at(r)[-1]) for r in range(table(app).row_count)]
+        commands = [row.text(-1) for row in table(app).rows]
         assert any("another PID namespace" in command for command in commands)
 
 
@@ -341,7 +340,7 @@ async def test_tab_moves_focus_between_cards_and_processes() -> None:
         await first_sample(pilot)
         assert isinstance(app.focused, GpuGrid)
         await pilot.press("tab")
-        assert isinstance(app.focused, DataTable)
+        assert isinstance(app.focused, ProcessTable)
 
 
 async def test_a_gpu_nvml_refuses_is_shown_as_no_access_not_lost(

@@ -6,19 +6,29 @@ import getpass
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from subprocess import PIPE
 
+import psutil
 import pytest
 
 from gputop.core.host_processes import FOREIGN_HINT, HostFacts, HostProcessTable
 from gputop.core.model import ProcessOrigin
+from gputop.core.proc_counters import CounterReader, Counters, read_proc_stat, read_psutil
 
 UNUSED_PID = 4_194_303  # the largest pid Linux can hand out; never a live process in tests
 
 
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    """A live process, started and idle (its memory no longer grows)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+        stdout=PIPE,
+    )
+    assert child.stdout is not None and child.stdout.readline() == b"ready\n"
     yield child
     child.kill()
     child.wait()
@@ -76,3 +86,173 @@ def test_processes_no_longer_reported_are_forgotten(sleeper: subprocess.Popen[by
     table.describe([os.getpid()])
     # Asking again starts a new CPU counter: proof the old entry was dropped.
     assert table.describe([sleeper.pid])[sleeper.pid].cpu_percent is None
+
+
+# -- the cache: static facts once per process, one read of what changes per refresh -------
+
+
+def about_equal(a: int, b: int) -> bool:
+    """Resident memory read twice: the kernel's counters of a starting process move a little."""
+    return abs(a - b) <= 0.1 * max(a, b)
+
+
+class TableReading(HostProcessTable):
+    """A table whose counters (and clock) are the test's own."""
+
+    def __init__(self, reader: CounterReader, clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.reader = reader
+        self.clock = clock
+
+    def read_counters(self, pid: int) -> Counters | None:
+        return self.reader(pid)
+
+    def now(self) -> float:
+        return self.clock()
+
+
+def counting(reader: CounterReader, calls: list[int]) -> CounterReader:
+    def read(pid: int) -> Counters | None:
+        calls.append(pid)
+        return reader(pid)
+
+    return read
+
+
+def test_static_facts_are_read_once_per_process(
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cmdline_reads: list[int] = []
+    real_cmdline = psutil.Process.cmdline
+
+    def cmdline(process: psutil.Process) -> list[str]:
+        cmdline_reads.append(process.pid)
+        return real_cmdline(process)
+
+    monkeypatch.setattr(psutil.Process, "cmdline", cmdline)
+    table = HostProcessTable()
+    for _ in range(3):
+        assert table.describe([sleeper.pid])[sleeper.pid].command[0] == sys.executable
+    assert cmdline_reads == [sleeper.pid]
+
+
+def test_each_refresh_reads_the_counters_of_a_process_once(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    reads: list[int] = []
+    table = TableReading(counting(read_proc_stat, reads))
+    for _ in range(3):
+        table.describe([sleeper.pid, os.getpid()])
+    assert sorted(reads) == sorted([sleeper.pid, os.getpid()] * 3)
+
+
+def test_a_process_that_exits_is_dropped() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=PIPE)
+    table = HostProcessTable()
+    table.describe([child.pid])
+    assert child.pid in table.tracked_pids
+    child.communicate(b"")
+    assert table.describe([child.pid])[child.pid].origin is ProcessOrigin.FOREIGN
+    assert child.pid not in table.tracked_pids
+
+
+def test_a_pid_with_another_start_time_is_described_afresh(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    """The counters say the process started at another time: its pid was reused."""
+    shift = [0.0]
+
+    def reader(pid: int) -> Counters | None:
+        counters = read_proc_stat(pid)
+        assert counters is not None
+        return Counters(counters.cpu_time_s, counters.rss_bytes, counters.start_mark + shift[0])
+
+    table = TableReading(reader)
+    table.describe([sleeper.pid])
+    assert table.describe([sleeper.pid])[sleeper.pid].cpu_percent is not None
+    shift[0] = 1.0
+    fresh = table.describe([sleeper.pid])[sleeper.pid]
+    assert fresh.cpu_percent is None  # a new process: its CPU counter starts again
+    assert fresh.command[0] == sys.executable
+
+
+SECOND = (sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)")
+
+
+def test_a_pid_reused_by_a_new_process_gets_fresh_static_facts() -> None:
+    next_pid = Path("/proc/sys/kernel/ns_last_pid")
+    if not os.access(next_pid, os.W_OK):
+        pytest.skip("giving a new process a chosen pid needs root (/proc/sys/kernel/ns_last_pid)")
+    table = HostProcessTable()
+    for _ in range(20):  # other processes on the machine may take the pid first
+        first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        pid = first.pid
+        before = table.describe([pid])[pid]
+        first.kill()
+        first.wait()
+        time.sleep(0.05)  # start times count in clock ticks (10 ms): let one pass
+        next_pid.write_text(str(pid - 1))
+        second = subprocess.Popen([*SECOND, "second"], stdout=PIPE)
+        if second.pid == pid:
+            assert second.stdout is not None and second.stdout.readline() == b"ready\n"
+            break
+        second.kill()
+        second.wait()
+    else:
+        pytest.skip("another process took the freed pid 20 times in a row")
+    try:
+        after = table.describe([pid])[pid]
+    finally:
+        second.kill()
+        second.wait()
+    assert before.command[0] == sys.executable
+    assert after.command[-1] == "second"
+    assert after.cpu_percent is None
+
+
+def test_cpu_percent_is_cpu_time_over_wall_time_between_refreshes() -> None:
+    cpu_time_s = iter([10.0, 10.5, 12.5])
+    clock_s = iter([100.0, 101.0, 103.0])
+    pid = os.getpid()
+
+    def reader(asked: int) -> Counters | None:
+        return Counters(next(cpu_time_s), rss_bytes=1 << 20, start_mark=1.0)
+
+    table = TableReading(reader, clock=lambda: next(clock_s))
+    readings = [table.describe([pid])[pid].cpu_percent for _ in range(3)]
+    assert readings == [None, 50.0, 100.0]
+
+
+def test_proc_stat_is_read_right_when_the_command_name_has_parentheses() -> None:
+    rename = "open('/proc/self/comm', 'w').write('a) b (c'); import sys; sys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", rename], stdin=PIPE, stdout=PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while psutil.Process(child.pid).name() != "a) b (c" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        counters = read_proc_stat(child.pid)
+        assert counters is not None
+        assert about_equal(counters.rss_bytes, psutil.Process(child.pid).memory_info().rss)
+        started = psutil.boot_time() + counters.start_mark / os.sysconf("SC_CLK_TCK")
+        assert abs(started - psutil.Process(child.pid).create_time()) < 0.05
+    finally:
+        child.communicate(b"")
+
+
+def test_psutil_reads_the_same_counters_where_there_is_no_proc(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    from_proc, from_psutil = read_proc_stat(sleeper.pid), read_psutil(sleeper.pid)
+    assert from_proc is not None and from_psutil is not None
+    assert about_equal(from_psutil.rss_bytes, from_proc.rss_bytes)
+    assert abs(from_psutil.cpu_time_s - from_proc.cpu_time_s) < 0.5
+    facts = TableReading(read_psutil).describe([sleeper.pid])[sleeper.pid]
+    assert facts.command[0] == sys.executable
+    assert facts.host_memory_bytes is not None
+    assert about_equal(facts.host_memory_bytes, from_proc.rss_bytes)
+
+
+def test_an_ended_process_has_no_counters() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert read_proc_stat(child.pid) is None and read_psutil(child.pid) is None

@@ -102,11 +102,6 @@ def test_snapshot_shows_the_hostile_process_without_obeying_it(
     assert "\\e[2J two\\nlines" in line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the process table shows commands raw on this branch; branch ptable rewrites it "
-    "with the sanitiser (remove this mark when it is merged)",
-)
 def test_dashboard_shows_the_hostile_process_without_obeying_it(
     hostile_process: subprocess.Popen[bytes], tmp_path: Path
 ) -> None:

@@ -1,8 +1,7 @@
 """Repainting only what changed must look exactly like repainting everything.
 
-The process table paints its rows itself (DataTable re-renders every cell of a row through
-Rich) and GPU cards repaint only their changed lines; these tests hold both to what Textual
-would have drawn.
+GPU cards repaint only their changed lines; these tests hold them to what Textual would
+have drawn for the whole card. (The process table's own tests are in test_process_table.py.)
 """
 
 from __future__ import annotations
@@ -13,77 +12,14 @@ from textual.geometry import Region
 from textual.selection import Selection
 from textual.strip import Strip
 from textual.visual import Visual, visualize
-from textual.widgets import DataTable
 
 from gputop.core.model import Snapshot
 from gputop.tui.app import GputopApp
 from gputop.tui.widgets.gpu_card import GpuCard
 from gputop.tui.widgets.gpu_grid import GpuGrid
-from gputop.tui.widgets.process_table import ProcessTable
 
 BIG = (160, 48)
 SMALL = (80, 24)
-
-
-def assert_rows_painted_like_datatable(table: ProcessTable) -> None:
-    for y in range(table.size.height):
-        ours = table.render_line(y)
-        datatable = DataTable.render_line(table, y)
-        assert list(ours) == list(datatable), f"line {y} differs"
-
-
-@pytest.mark.parametrize("scenario", ["dgx-h100", "mig", "faulty", "demo"])
-async def test_process_rows_are_painted_as_datatable_would(scenario: str) -> None:
-    app = make_app(scenario)
-    async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
-        assert_rows_painted_like_datatable(app.query_one(ProcessTable))
-
-
-async def test_the_cursor_row_is_painted_as_datatable_would_focused_or_not() -> None:
-    app = make_app("dgx-h100")
-    async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
-        table = app.query_one(ProcessTable)
-        await pilot.press("tab", "down", "down")
-        assert table.has_focus and table.cursor_row == 2
-        assert_rows_painted_like_datatable(table)
-        await pilot.press("tab")
-        assert not table.has_focus
-        assert_rows_painted_like_datatable(table)
-
-
-async def test_a_hovered_and_scrolled_table_is_painted_as_datatable_would() -> None:
-    app = make_app("dgx-h100")
-    async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
-        table = app.query_one(ProcessTable)
-        await pilot.hover(ProcessTable, offset=(5, 4))
-        table.scroll_to(x=7, y=11, animate=False)
-        await pilot.pause()
-        assert table.scroll_offset == (7, 11)
-        assert_rows_painted_like_datatable(table)
-
-
-async def test_changed_cells_repaint_only_themselves() -> None:
-    app = make_app("dgx-h100")
-    async with app.run_test(size=BIG) as pilot:
-        await pilot.pause()
-        table = app.query_one(ProcessTable)
-        repainted: list[tuple[Region, ...]] = []
-        original = table.refresh
-
-        def spy(*regions: Region, **options: object) -> ProcessTable:
-            if not table._repaint_later:  # update_cell's own refresh is held back
-                repainted.append(regions)
-            return original(*regions, **options)  # type: ignore[arg-type]
-
-        table.refresh = spy  # type: ignore[method-assign]
-        table.show(_a_second_later(app))
-        await pilot.pause()
-        assert repainted and all(regions for regions in repainted)
-        assert all(region.height == 1 for regions in repainted for region in regions)
-        assert_rows_painted_like_datatable(table)
 
 
 def assert_card_lines_painted_like_the_whole_card(card: GpuCard) -> None:

@@ -1,19 +1,24 @@
 """What the host knows about the pids NVML reports: user, command, CPU and memory.
 
-psutil's ``cpu_percent()`` measures the CPU time since the previous call on the same
-``Process`` object, so objects are kept per (pid, create time) across refreshes: the first
-reading primes the counter, later ones are real deltas. Static facts (user, command line,
-start time) are read once per process. Entries for pids NVML no longer reports are dropped,
-so the cost per refresh follows the number of GPU processes, not the history of the machine.
+Static facts of a process (user, command line, start time) are read once, when it is first
+seen, and kept per (pid, start time). Each refresh then reads only what can change, CPU
+time and resident memory, in one pass per process (one read of ``/proc/PID/stat`` on
+Linux, see ``proc_counters``); that same read gives the start time, so a pid reused by a
+new process is noticed and described afresh. CPU use is the CPU time between two refreshes
+over the time between them: the first refresh of a process has none yet. Entries for pids
+NVML no longer reports, or whose process ended, are dropped, so the cost per refresh
+follows the number of GPU processes, not the history of the machine.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import psutil
 
+from gputop.core import proc_counters
 from gputop.core.model import ProcessOrigin
 from gputop.core.pid_namespace import LocalPidGuard
 
@@ -37,15 +42,20 @@ class HostFacts:
 SimulatedLookup = Callable[[int], "HostFacts | None"]
 """Describes a pid of a simulated GPU that does not exist on this host."""
 
+_READ_COUNTERS = proc_counters.default_reader()
+
 
 @dataclass(slots=True)
 class _Tracked:
-    process: psutil.Process
-    create_time: float
+    start_mark: float
+    """The process's start as its counters give it: another value, another process."""
+    create_time: float | None
     user: str | None
     command: tuple[str, ...]
     hint: str | None
-    primed: bool = False
+    cpu_time_s: float | None = None
+    """CPU time at the previous refresh, and when that was (monotonic seconds)."""
+    read_at: float = 0.0
 
 
 class HostProcessTable:
@@ -78,10 +88,12 @@ class HostProcessTable:
             # pid_exists is one kill(pid, 0): much cheaper than failing to read /proc for
             # every pid of another namespace on every refresh.
             if pid in self._tracked or psutil.pid_exists(pid):
-                return self._live_facts(pid)
+                facts = self._live_facts(pid)
+                if facts is not None:
+                    return facts
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             pass
-        except psutil.AccessDenied:
+        except (psutil.AccessDenied, PermissionError):
             self._tracked.pop(pid, None)
             return HostFacts(ProcessOrigin.HOST, hint=DENIED_HINT)
         self._tracked.pop(pid, None)
@@ -91,41 +103,59 @@ class HostProcessTable:
                 return simulated
         return HostFacts(ProcessOrigin.FOREIGN, hint=FOREIGN_HINT)
 
-    def _live_facts(self, pid: int) -> HostFacts:
+    @property
+    def tracked_pids(self) -> frozenset[int]:
+        """The live processes whose static facts are kept."""
+        return frozenset(self._tracked)
+
+    def read_counters(self, pid: int) -> proc_counters.Counters | None:
+        """CPU time, memory and start of a live process; ``None`` once it has ended."""
+        return _READ_COUNTERS(pid)
+
+    def now(self) -> float:
+        """Monotonic seconds, for CPU use between refreshes."""
+        return time.monotonic()
+
+    def _live_facts(self, pid: int) -> HostFacts | None:
+        """``None`` when the process has ended."""
+        counters = self.read_counters(pid)
+        if counters is None:
+            return None
         tracked = self._tracked.get(pid)
-        if tracked is not None and not tracked.process.is_running():
-            tracked = None  # the process ended and its pid was reused
-        if tracked is None:
-            tracked = self._track(pid, psutil.Process(pid))
-        process = tracked.process
-        with process.oneshot():
-            # The first call only primes psutil's counter; a delta needs a second one.
-            cpu_percent = process.cpu_percent() if tracked.primed else None
-            tracked.primed = True
-            rss = process.memory_info().rss
+        if tracked is None or tracked.start_mark != counters.start_mark:
+            tracked = self._track(pid, counters)  # a new process, or its pid was reused
+        now = self.now()
+        cpu_percent = None
+        if tracked.cpu_time_s is not None and now > tracked.read_at:
+            used_s = max(0.0, counters.cpu_time_s - tracked.cpu_time_s)
+            cpu_percent = 100.0 * used_s / (now - tracked.read_at)
+        tracked.cpu_time_s, tracked.read_at = counters.cpu_time_s, now
         return HostFacts(
             ProcessOrigin.HOST,
             user=tracked.user,
             command=tracked.command,
             cpu_percent=cpu_percent,
-            host_memory_bytes=rss,
+            host_memory_bytes=counters.rss_bytes,
             start_time=tracked.create_time,
             hint=tracked.hint,
         )
 
-    def _track(self, pid: int, process: psutil.Process) -> _Tracked:
+    def _track(self, pid: int, counters: proc_counters.Counters) -> _Tracked:
+        """Read the facts that do not change while the process lives."""
+        process = psutil.Process(pid)
         user: str | None
         command: tuple[str, ...]
         hint = None
-        try:
-            user = process.username()
-        except (psutil.AccessDenied, KeyError):
-            user = None
-        try:
-            command = tuple(process.cmdline()) or (f"[{process.name()}]",)
-        except psutil.AccessDenied:
-            command, hint = (), DENIED_HINT
-        process.cpu_percent()
-        tracked = _Tracked(process, process.create_time(), user, command, hint)
+        with process.oneshot():
+            try:
+                user = process.username()
+            except (psutil.AccessDenied, KeyError):
+                user = None
+            try:
+                command = tuple(process.cmdline()) or (f"[{process.name()}]",)
+            except psutil.AccessDenied:
+                command, hint = (), DENIED_HINT
+            create_time = process.create_time()
+        tracked = _Tracked(counters.start_mark, create_time, user, command, hint)
         self._tracked[pid] = tracked
         return tracked

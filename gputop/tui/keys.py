@@ -18,6 +18,8 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
         "Processes",
         [
             ("tab", "move between the cards, the process table and the jobs"),
+            ("↑/↓ pgup/pgdn", "in the processes: move the highlight (home/end: first/last)"),
+            ("←/→", "in the processes: scroll long command lines sideways"),
             ("f", "show only the highlighted card's processes (again: all)"),
             ("s / S", "next sort column / reverse the order"),
             ("t / T", "terminate (SIGTERM) / kill (SIGKILL) your own process, after a yes"),

@@ -1,112 +1,153 @@
 """Every GPU process with what the host knows of it; sortable, filterable to one card.
 
-Rows are keyed and only changed cells are updated, so a steady machine sends almost
-nothing over SSH. Elapsed time is shown to the minute for the same reason.
+The table owns its rows and paints them itself through Textual's Line API: one
+``render_line`` per visible line, a header that stays on top, column widths from the rows.
+A painted line is kept, keyed by what it shows, the column widths, its highlight and the
+window (scroll and width); a new snapshot repaints only the lines whose rows changed, so a
+steady machine costs (and sends over SSH) almost nothing. Elapsed time is shown to the
+minute for the same reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from rich.padding import Padding
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
-from textual.geometry import Region
-from textual.renderables.styled import Styled
+from textual import events
+from textual.binding import Binding
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
+from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import DataTable
-from typing_extensions import Self
 
 from gputop.core.model import GpuProcess, Snapshot
-from gputop.core.units import NA, human_bytes
-from gputop.tui.widgets.table_rows import replace_rows
+from gputop.tui.widgets.process_rows import (
+    COLUMNS,
+    SORT_KEYS,
+    Cell,
+    ProcessRow,
+    RowMaker,
+    SortKey,
+    column_widths,
+    elapsed_coarse,
+)
 
-COLUMNS = ("GPU", "PID", "USER", "TYPE", "GPU MEM", "SM", "CPU", "HOST MEM", "ELAPSED", "COMMAND")
+__all__ = ["COLUMNS", "SORT_KEYS", "ProcessTable", "SortKey", "elapsed_coarse"]
+
+CELL_PADDING = 1
+"""Blank cells each side of a cell's text."""
+HEADER_LINES = 1
 
 
 @dataclass(frozen=True, slots=True)
-class SortKey:
-    name: str
-    key: Callable[[GpuProcess], Any]
-    descending: bool
+class _Palette:
+    """The styles of one paint: they change with the theme and with focus."""
+
+    base: Style
+    header: Style
+    cursor: Style
+    hover: Style
 
 
-SORT_KEYS = (
-    SortKey("GPU memory", lambda p: p.used_memory_bytes or 0, True),
-    SortKey("GPU", lambda p: (p.physical_index, -(p.used_memory_bytes or 0)), False),
-    SortKey("CPU", lambda p: p.cpu_percent or 0.0, True),
-    SortKey("SM", lambda p: p.sm_util_percent or 0, True),
-    SortKey("host memory", lambda p: p.host_memory_bytes or 0, True),
-    SortKey("user", lambda p: (p.user or "~", p.pid), False),
-    SortKey("PID", lambda p: p.pid, False),
-    SortKey("elapsed", lambda p: -(p.start_time or 0.0), True),
-)
+class ProcessTable(ScrollView, can_focus=True):
+    """The GPU processes; ``current_process`` is the highlighted one (t/T act on it)."""
 
+    DEFAULT_CSS = """
+    ProcessTable {
+        background: $surface;
+        color: $foreground;
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .process-table--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+            & > .process-table--header {
+                background-tint: $foreground 5%;
+            }
+        }
+        & > .process-table--header {
+            text-style: bold;
+            background: $panel;
+            color: $foreground;
+        }
+        &:ansi > .process-table--header {
+            background: ansi_bright_blue;
+            color: ansi_default;
+        }
+        & > .process-table--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        & > .process-table--hover {
+            background: $block-hover-background;
+        }
+    }
+    """
 
-def _value_key(value: Any) -> Any:
-    """What a cell's rendering depends on, hashable."""
-    if isinstance(value, Text):
-        return (value.plain, value.style, tuple(value.spans), value.justify, value.overflow)
-    return value
+    COMPONENT_CLASSES = {
+        "process-table--header",
+        "process-table--cursor",
+        "process-table--hover",
+    }
 
-
-def row_key(process: GpuProcess) -> str:
-    return f"{process.physical_index}:{process.pid}:{process.gpu_instance_id}"
-
-
-def elapsed_coarse(seconds: float | None) -> str:
-    """To the minute: 3m, 5h21m, 2d04h."""
-    if seconds is None or seconds < 0:
-        return NA
-    minutes = int(seconds // 60)
-    if minutes < 60:
-        return f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"
-
-
-class ProcessTable(DataTable[Any]):
-    _repaint_later = False
-    """True while ``_update_cells`` changes cells: it repaints them itself afterwards."""
+    BINDINGS = [
+        Binding("up", "cursor_up", "Up", show=False),
+        Binding("down", "cursor_down", "Down", show=False),
+        Binding("pageup", "cursor_page_up", "Page up", show=False),
+        Binding("pagedown", "cursor_page_down", "Page down", show=False),
+        Binding("home,ctrl+home", "cursor_first", "First", show=False),
+        Binding("end,ctrl+end", "cursor_last", "Last", show=False),
+    ]
 
     def __init__(self, *, user: str, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        super().__init__(id=id)
         self.me = user
         self.sort_index = 0
         self.reverse = False
         self.only_gpu: int | None = None
         self.job_of_pid: Mapping[int, int] = {}
         """pid -> id of the gputop job it belongs to: such rows are marked."""
-        self._order: list[str] = []
-        self._cells: dict[str, tuple[Any, ...]] = {}
-        self._processes: dict[str, GpuProcess] = {}
+        self._maker = RowMaker(user)
+        self._rows: list[ProcessRow] = []
+        self._widths = column_widths([])
+        self._cursor = 0
+        self._hover: int | None = None
         self._snapshot: Snapshot | None = None
         self._subtitle: str | None = None
-        self._fixed_cells: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._rendered_cells: dict[tuple[Any, ...], list[Segment]] = {}
-        self._styles_by_row: dict[tuple[Any, ...], tuple[list[Style], Style, Style]] = {}
-        self._painted_state: Any = None
-        self._base_style: Style | None = None
+        self._palette: _Palette | None = None
+        self._painted: LRUCache[tuple[object, ...], Strip] = LRUCache(maxsize=1024)
 
-    def on_mount(self) -> None:
-        for name in COLUMNS:
-            self.add_column(name, key=name)
+    # -- what is shown -------------------------------------------------------------------
 
     @property
     def sort_key(self) -> SortKey:
         return SORT_KEYS[self.sort_index]
 
     @property
+    def rows(self) -> tuple[ProcessRow, ...]:
+        """The rows in the order shown."""
+        return tuple(self._rows)
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows)
+
+    @property
+    def cursor_row(self) -> int:
+        """Which row is highlighted (0 when there are none)."""
+        return self._cursor
+
+    @property
     def current_process(self) -> GpuProcess | None:
-        if not self._order or self.cursor_row < 0 or self.cursor_row >= len(self._order):
+        if not 0 <= self._cursor < len(self._rows):
             return None
-        return self._processes.get(self._order[self.cursor_row])
+        return self._rows[self._cursor].process
 
     def describe_view(self) -> str:
         direction = "ascending" if self.sort_key.descending == self.reverse else "descending"
@@ -114,29 +155,45 @@ class ProcessTable(DataTable[Any]):
         return f"Processes: {scope}, by {self.sort_key.name} ({direction})"
 
     def show(self, snapshot: Snapshot) -> None:
+        """Show ``snapshot``'s processes; the highlight stays on the same process."""
         self._snapshot = snapshot
-        processes = [
-            p
-            for gpu in snapshot.gpus
-            for p in gpu.processes
-            if self.only_gpu is None or p.physical_index == self.only_gpu
-        ]
-        processes.sort(key=self.sort_key.key, reverse=self.sort_key.descending != self.reverse)
-        self._processes = {row_key(p): p for p in processes}
-        order = list(self._processes)
-        known, self._fixed_cells = self._fixed_cells, {}
-        cells = {
-            key: self._cells_for(p, snapshot.timestamp, known) for key, p in self._processes.items()
-        }
-        if order != self._order:
-            self._replace_rows(order, cells)
+        rows = self._maker.rows(
+            snapshot,
+            only_gpu=self.only_gpu,
+            sort_key=self.sort_key,
+            reverse=self.reverse,
+            job_of_pid=self.job_of_pid,
+        )
+        old_rows, old_widths, old_cursor = self._rows, self._widths, self._cursor
+        highlighted = old_rows[old_cursor].key if old_cursor < len(old_rows) else None
+        self._rows = rows
+        self._widths = column_widths(rows)
+        cursor = next((i for i, row in enumerate(rows) if row.key == highlighted), None)
+        self._cursor = min(old_cursor, max(len(rows) - 1, 0)) if cursor is None else cursor
+        self.virtual_size = Size(
+            sum(width + 2 * CELL_PADDING for width in self._widths), len(rows) + HEADER_LINES
+        )
+        if self._widths != old_widths:
+            self.refresh()
         else:
-            self._update_cells(cells)
-        self._cells = cells
+            self._refresh_changed_lines(old_rows, old_cursor)
+        if self._cursor != old_cursor:
+            self._scroll_to_cursor()
         subtitle = self.describe_view()
-        if subtitle != self._subtitle:  # setting a border title repaints the whole table
+        if subtitle != self._subtitle:  # a new border subtitle repaints the whole table
             self._subtitle = subtitle
             self.border_subtitle = subtitle
+
+    def _refresh_changed_lines(self, old_rows: list[ProcessRow], old_cursor: int) -> None:
+        """Repaint the visible lines whose row, or whose highlight, changed."""
+        first = round(self.scroll_offset.y)
+        last = first + self.scrollable_content_region.height - HEADER_LINES
+        for index in range(first, min(last, max(len(old_rows), len(self._rows)))):
+            old = old_rows[index].cells if index < len(old_rows) else None
+            new = self._rows[index].cells if index < len(self._rows) else None
+            moved = (index == old_cursor) != (index == self._cursor)
+            if old != new or moved:
+                self.refresh_line(index + HEADER_LINES)
 
     def set_jobs(self, job_of_pid: Mapping[int, int]) -> None:
         if dict(job_of_pid) != dict(self.job_of_pid):
@@ -165,241 +222,134 @@ class ProcessTable(DataTable[Any]):
         if self._snapshot is not None:
             self.show(self._snapshot)
 
-    def _replace_rows(self, order: list[str], cells: dict[str, tuple[Any, ...]]) -> None:
-        current = self.current_process
-        keep = row_key(current) if current is not None else None
-        replace_rows(self, order, cells, keep)
-        self._order = order
+    # -- the highlight -------------------------------------------------------------------
 
-    def _update_cells(self, cells: dict[str, tuple[Any, ...]]) -> None:
-        """Change the cells that changed, and repaint only those that are on screen."""
-        changed: dict[int, list[int]] = {}
-        first_shown = self.scroll_offset.y
-        last_shown = first_shown + self.size.height
-        self._repaint_later = True
-        try:
-            for row, key in enumerate(self._order):
-                old, values = self._cells.get(key), cells[key]
-                for column, value in enumerate(values):
-                    if old is None or (old[column] is not value and old[column] != value):
-                        self.update_cell(key, COLUMNS[column], value)
-                        if first_shown <= row <= last_shown:
-                            changed.setdefault(row, []).append(column)
-        finally:
-            self._repaint_later = False
-        if changed:
-            self.refresh(*self._row_regions(changed))
+    def move_cursor(self, row: int) -> None:
+        """Highlight row ``row`` (clamped to the rows there are) and scroll it into view."""
+        row = max(0, min(row, len(self._rows) - 1))
+        if row != self._cursor:
+            self.refresh_line(self._cursor + HEADER_LINES)
+            self._cursor = row
+            self.refresh_line(row + HEADER_LINES)
+        self._scroll_to_cursor()
 
-    def _row_regions(self, changed: dict[int, list[int]]) -> list[Region]:
-        """Where the changed cells of each row are on screen: one region a row."""
-        edges = [0]
-        for column in self.ordered_columns:
-            edges.append(edges[-1] + column.get_render_width(self))
-        scroll_x, scroll_y = self.scroll_offset
-        window = self.window_region
-        top = self.header_height if self.show_header else 0
-        regions = []
-        for row, columns in changed.items():
-            left, right = edges[min(columns)], edges[max(columns) + 1]
-            region = Region(left, row + top, right - left, 1)
-            if window.overlaps(region):
-                regions.append(region.translate((-scroll_x, -scroll_y)))
-        return regions
+    @property
+    def _page_rows(self) -> int:
+        return max(1, self.scrollable_content_region.height - HEADER_LINES)
 
-    def refresh(self, *regions: Region, **options: Any) -> Self:
-        # update_cell repaints the whole table; _update_cells repaints the changed cells.
-        if self._repaint_later and not regions and not options:
-            return self
-        return super().refresh(*regions, **options)
+    def _scroll_to_cursor(self) -> None:
+        top = round(self.scroll_offset.y)
+        if self._cursor < top:
+            self.scroll_to(y=self._cursor, animate=False)
+        elif self._cursor >= top + self._page_rows:
+            self.scroll_to(y=self._cursor - self._page_rows + 1, animate=False)
 
-    # -- painting rows -------------------------------------------------------------------
-    #
-    # DataTable renders every cell of a row through Rich again whenever any cell of the
-    # table changed; with 200 processes whose CPU use moves every second that was most of
-    # the dashboard's CPU time. A row is painted here instead, the same way DataTable
-    # would (tests compare the two), from cells that were rendered once for their value.
+    def action_cursor_up(self) -> None:
+        self.move_cursor(self._cursor - 1)
 
-    def render_line(self, y: int) -> Strip:
-        strip = self._render_row(y)
-        return super().render_line(y) if strip is None else strip
+    def action_cursor_down(self) -> None:
+        self.move_cursor(self._cursor + 1)
+
+    def action_cursor_page_up(self) -> None:
+        self.move_cursor(self._cursor - self._page_rows)
+
+    def action_cursor_page_down(self) -> None:
+        self.move_cursor(self._cursor + self._page_rows)
+
+    def action_cursor_first(self) -> None:
+        self.move_cursor(0)
+
+    def action_cursor_last(self) -> None:
+        self.move_cursor(len(self._rows) - 1)
+
+    # -- the mouse -----------------------------------------------------------------------
+
+    def _row_at(self, event: events.MouseEvent) -> int | None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y < HEADER_LINES:
+            return None
+        row = offset.y - HEADER_LINES + round(self.scroll_offset.y)
+        return row if row < len(self._rows) else None
+
+    def on_click(self, event: events.Click) -> None:
+        row = self._row_at(event)
+        if row is not None:
+            self.move_cursor(row)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        self._set_hover(self._row_at(event))
+
+    def on_leave(self, event: events.Leave) -> None:
+        self._set_hover(None)
+
+    def _set_hover(self, row: int | None) -> None:
+        if row != self._hover:
+            for old_or_new in (self._hover, row):
+                if old_or_new is not None:
+                    self.refresh_line(old_or_new + HEADER_LINES)
+            self._hover = row
+
+    # -- painting ------------------------------------------------------------------------
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._rendered_cells.clear()
-        self._styles_by_row.clear()
+        self._painted.clear()
 
-    def _render_row(self, y: int) -> Strip | None:
-        """A process row as DataTable would paint it; ``None`` for the header and the rest."""
-        show_hover_cursor = getattr(self, "_show_hover_cursor", None)
-        if (
-            not self.show_header
-            or y < self.header_height
-            or self.fixed_rows
-            or self.fixed_columns
-            or self.zebra_stripes
-            or self.cursor_type != "row"
-            or not isinstance(show_hover_cursor, bool)
-        ):
-            return None
-        width = self.size.width
-        scroll_x, scroll_y = self.scroll_offset
-        row_index = y - self.header_height + scroll_y
-        if not 0 <= row_index < self.row_count:
-            return None
-        values = self.get_row_at(row_index)
-        columns = self.ordered_columns
-        if len(values) != len(columns):
-            return None
-        row_style = self._base_style or self.rich_style
-        hover = self.hover_coordinate.row == row_index
-        cursor = self.cursor_coordinate.row == row_index
-        cell_styles, post, extend = self._row_styles(
-            row_index, len(columns), row_style, hover, cursor, show_hover_cursor
+    def _current_palette(self) -> _Palette:
+        return _Palette(
+            base=self.rich_style,
+            header=self.get_component_rich_style("process-table--header"),
+            cursor=self.get_component_rich_style("process-table--cursor"),
+            hover=self.get_component_rich_style("process-table--hover"),
         )
-        segments: list[Segment] = []
-        table_width = 0
-        for column, value, pre in zip(columns, values, cell_styles, strict=True):
-            cell_width = column.get_render_width(self)
-            table_width += cell_width
-            segments.extend(self._cell_segments(value, cell_width, pre, post))
-        segments.append(Segment(" " * max(0, width - table_width), extend))
-        return Strip(segments).crop(scroll_x).adjust_cell_length(width, row_style).simplify()
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        state = self.get_pseudo_class_state()
-        if state != self._painted_state:  # focus and the like change the cursor's colours
-            self._painted_state = state
-            self._styles_by_row.clear()
-        self._base_style = self.rich_style  # the same for every row of this pass
+        # The styles are the same for every line of one paint: look them up once.
+        self._palette = self._current_palette()
         try:
             return super().render_lines(crop)
         finally:
-            self._base_style = None
+            self._palette = None
 
-    def _row_styles(
-        self,
-        row_index: int,
-        columns: int,
-        row_style: Style,
-        hover: bool,
-        cursor: bool,
-        show_hover_cursor: bool,
-    ) -> tuple[list[Style], Style, Style]:
-        """Each cell's style before its content, the style over it, and the row's end.
-
-        Made as DataTable makes them, in the same order (styles with metadata compare by
-        how they were added up), and kept: adding styles is most of a row's cost.
-        """
-        key = (row_index, columns, row_style, hover, cursor, show_hover_cursor, self.show_cursor)
-        styles = self._styles_by_row.get(key)
-        if styles is None:
-            if len(self._styles_by_row) > 2048:
-                self._styles_by_row.clear()
-            component, post = self._cursor_styles(hover, cursor, show_hover_cursor)
-            cells = [
-                row_style + Style.from_meta({"row": row_index, "column": column}) + component
-                for column in range(columns)
-            ]
-            extend, _ = self._cursor_styles(hover, cursor, show_hover_cursor, css=False)
-            out_of_bounds = Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
-            styles = self._styles_by_row[key] = (cells, post, row_style + extend + out_of_bounds)
-        return styles
-
-    def _cursor_styles(
-        self, hover: bool, cursor: bool, show_hover_cursor: bool, css: bool = True
-    ) -> tuple[Style, Style]:
-        """DataTable's cursor and hover styles for a cell, and what goes over its content."""
-        component = Style()
-        if hover and self.show_cursor and show_hover_cursor:
-            component += self.get_component_rich_style("datatable--hover")
-        if cursor and self.show_cursor:
-            component += self.get_component_rich_style("datatable--cursor")
-        if not css:
-            return component, Style.null()
-        foreground = (
-            Style.from_color(color=component.color)
-            if self.cursor_foreground_priority == "css"
-            else Style.null()
-        )
-        background = (
-            Style.from_color(bgcolor=component.bgcolor)
-            if self.cursor_background_priority == "css"
-            else Style.null()
-        )
-        return component, foreground + background
-
-    def _cell_segments(self, value: Any, width: int, pre: Style, post: Style) -> list[Segment]:
-        if (
-            isinstance(value, str)
-            and value.isascii()
-            and value.isprintable()
-            and "[" not in value
-            and ":" not in value
-        ):
-            # What Rich makes of plain text in a padded cell, without asking Rich.
-            room = max(width - 2 * self.cell_padding, 0)
-            pad = " " * self.cell_padding
-            return [Segment(f"{pad}{value[:room]:<{room}}{pad}", pre + post if post else pre)]
-        key = (_value_key(value), width, pre, post)
-        segments = self._rendered_cells.get(key)
-        if segments is None:
-            if len(self._rendered_cells) > 4 * 1024:
-                self._rendered_cells.clear()
-            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
-            lines = self.app.console.render_lines(
-                Styled(Padding(value, (0, self.cell_padding)), pre_style=pre, post_style=post),
-                options,
-            )
-            segments = self._rendered_cells[key] = lines[0]
-        return segments
-
-    def _cells_for(
-        self, process: GpuProcess, now: float, known: dict[tuple[Any, ...], tuple[Any, ...]]
-    ) -> tuple[Any, ...]:
-        """A row's cells; those that only change with the process itself are kept."""
-        job_id = self.job_of_pid.get(process.pid)
-        identity = (
-            process.pid,
-            process.physical_index,
-            process.user,
-            process.command,
-            process.hint,
-            process.mig_uuid,
-            process.gpu_instance_id,
-            job_id,
-        )
-        fixed = known.get(identity) or self._fixed_cells_for(process, job_id)
-        self._fixed_cells[identity] = fixed
-        gpu, pid, user, command = fixed
-        elapsed = None if process.start_time is None else now - process.start_time
-        return (
-            gpu,
-            pid,
-            user,
-            process.type.value,
-            NA if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes),
-            NA if process.sm_util_percent is None else f"{process.sm_util_percent}%",
-            NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%",
-            human_bytes(process.host_memory_bytes),
-            elapsed_coarse(elapsed),
-            command,
-        )
-
-    def _fixed_cells_for(self, process: GpuProcess, job_id: int | None) -> tuple[Any, ...]:
-        mine = process.user == self.me
-        user_style = "bold green" if mine else ""
-        command = " ".join(process.command) if process.command else None
-        if command is None:
-            command_cell = Text(f"({process.hint or 'unknown'})", style="dim italic")
+    def render_line(self, y: int) -> Strip:
+        palette = self._palette or self._current_palette()
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.size.width
+        if y < HEADER_LINES:
+            style = palette.base + palette.header
+            key: tuple[object, ...] = ("header", self._widths, style, scroll_x, width)
+            cells: tuple[Cell, ...] = tuple(((name, ""),) for name in COLUMNS)
+            over = Style.null()
         else:
-            command_cell = Text(command)
-        if job_id is not None:
-            command_cell = Text.assemble((f"[job {job_id}] ", "bold magenta"), command_cell)
-        if process.mig_uuid is not None:
-            command_cell = Text.assemble((f"[GI {process.gpu_instance_id}] ", "cyan"), command_cell)
-        return (
-            str(process.physical_index),
-            str(process.pid),
-            Text(process.user or "?", style=user_style),
-            command_cell,
-        )
+            index = y - HEADER_LINES + scroll_y
+            if not 0 <= index < len(self._rows):
+                return Strip.blank(width, palette.base)
+            if index == self._cursor:
+                over = palette.cursor
+            elif index == self._hover:
+                over = palette.hover
+            else:
+                over = Style.null()
+            style = palette.base
+            cells = self._rows[index].cells
+            key = (cells, self._widths, style, over, scroll_x, width)
+        strip = self._painted.get(key)
+        if strip is None:
+            whole = self._paint(cells, style, over)
+            strip = self._painted[key] = whole.crop_extend(scroll_x, scroll_x + width, style + over)
+        return strip
+
+    def _paint(self, cells: tuple[Cell, ...], base: Style, over: Style) -> Strip:
+        """A whole row, every column laid out; ``render_line`` crops it to the window."""
+        plain = base + over
+        pad = " " * CELL_PADDING
+        segments: list[Segment] = []
+        for cell, width in zip(cells, self._widths, strict=True):
+            used = 0
+            segments.append(Segment(pad, plain))
+            for text, style_name in cell:
+                style = base + Style.parse(style_name) + over if style_name else plain
+                segments.append(Segment(text, style))
+                used += cell_len(text)
+            segments.append(Segment(" " * (width - used) + pad, plain))
+        return Strip(segments).simplify()

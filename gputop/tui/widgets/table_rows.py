@@ -1,12 +1,24 @@
-"""What the process table and the jobs panel share: rebuilding keyed rows without losing the
-row a person had highlighted."""
+"""Rebuilding a DataTable's keyed rows without losing the row a person had highlighted.
+
+The jobs panel's (the process table owns its rows, see ``process_table.py``). A DataTable
+reads a plain ``str`` cell as markup; cells arrive here as ``Text`` or are made so, their
+text cleaned, so a job name or log line is never markup (docs/security.md).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.text import Text
 from textual.widgets import DataTable
+
+from gputop.core.safe_text import clean
+
+
+def as_plain_text(value: Any) -> Any:
+    """A ``str`` cell as ``Text`` (never markup), cleaned; other cells unchanged."""
+    return Text(clean(value)) if isinstance(value, str) else value
 
 
 def replace_rows(
@@ -18,6 +30,6 @@ def replace_rows(
     """Rows ``order`` (keys) with their ``cells``; the cursor stays on row ``keep``."""
     table.clear()
     for key in order:
-        table.add_row(*cells[key], key=key)
+        table.add_row(*(as_plain_text(value) for value in cells[key]), key=key)
     if keep is not None and keep in order:
         table.move_cursor(row=list(order).index(keep), animate=False)

@@ -171,7 +171,8 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
             order_message = order_message.replace("the driver was not asked", "probes off")
         elif source == "estimate" and self._default_order is None:
             order_message = order_message.replace("the driver was not asked", "checking…")
-        text.append(f"{order_message}\n", style="yellow" if source == "estimate" else "dim")
+        doubtful = source == "estimate" and not visibility.order_certain
+        text.append(f"{order_message}\n", style="yellow" if doubtful else "dim")
         if not self.probes_enabled:
             text.append("Probes off.", style="dim")
             return text

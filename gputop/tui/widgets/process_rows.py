@@ -1,0 +1,208 @@
+"""The process table's rows, made from a snapshot: cleaned plain text and our own styles.
+
+The widget (``process_table.py``) only lays these rows out and paints them. Every string
+that comes from outside gputop (command line, user, hint) passes through
+:func:`gputop.core.safe_text.clean` here and is drawn as plain text, never parsed as markup
+(see docs/security.md). Styles are gputop's own style names, never taken from data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rich.cells import cell_len
+
+from gputop.core.model import GpuProcess, Snapshot
+from gputop.core.safe_text import clean, clean_argv
+from gputop.core.units import NA, human_bytes
+
+COLUMNS = ("GPU", "PID", "USER", "TYPE", "GPU MEM", "SM", "CPU", "HOST MEM", "ELAPSED", "COMMAND")
+
+Part = tuple[str, str]
+"""A run of text and the Rich style it is drawn in ("" for the row's own style)."""
+Cell = tuple[Part, ...]
+
+OWN_USER_STYLE = "bold green"
+HINT_STYLE = "dim italic"
+JOB_MARK_STYLE = "bold magenta"
+MIG_MARK_STYLE = "cyan"
+
+
+@dataclass(frozen=True, slots=True)
+class SortKey:
+    name: str
+    key: Callable[[GpuProcess], Any]
+    descending: bool
+
+
+SORT_KEYS = (
+    SortKey("GPU memory", lambda p: p.used_memory_bytes or 0, True),
+    SortKey("GPU", lambda p: (p.physical_index, -(p.used_memory_bytes or 0)), False),
+    SortKey("CPU", lambda p: p.cpu_percent or 0.0, True),
+    SortKey("SM", lambda p: p.sm_util_percent or 0, True),
+    SortKey("host memory", lambda p: p.host_memory_bytes or 0, True),
+    SortKey("user", lambda p: (p.user or "~", p.pid), False),
+    SortKey("PID", lambda p: p.pid, False),
+    SortKey("elapsed", lambda p: -(p.start_time or 0.0), True),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRow:
+    """One process as the table shows it; ``cells`` is all that its painting depends on."""
+
+    key: str
+    process: GpuProcess
+    cells: tuple[Cell, ...]
+    widths: tuple[int, ...]
+    """Each cell's width in terminal cells (wide characters count two)."""
+
+    def text(self, column: int) -> str:
+        """What cell ``column`` shows, as plain text."""
+        return "".join(text for text, _ in self.cells[column])
+
+
+HEADER_WIDTHS = tuple(cell_len(name) for name in COLUMNS)
+
+
+def row_key(process: GpuProcess) -> str:
+    return f"{process.physical_index}:{process.pid}:{process.gpu_instance_id}"
+
+
+def elapsed_coarse(seconds: float | None) -> str:
+    """To the minute: 3m, 5h21m, 2d04h (a steady machine then repaints nothing)."""
+    if seconds is None or seconds < 0:
+        return NA
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def column_widths(rows: list[ProcessRow]) -> tuple[int, ...]:
+    """Each column as wide as its widest cell or its title."""
+    widths = list(HEADER_WIDTHS)
+    for row in rows:
+        for column, width in enumerate(row.widths):
+            if width > widths[column]:
+                widths[column] = width
+    return tuple(widths)
+
+
+_Fixed = tuple[tuple[Cell, ...], tuple[int, ...]]
+"""GPU, PID, USER and COMMAND cells, and their widths."""
+
+
+def _plain(text: str) -> Cell:
+    return ((text, ""),)
+
+
+class RowMaker:
+    """Makes rows from snapshots; what depends only on the process itself is made once.
+
+    A command line is cleaned and measured once per process, not once per refresh.
+    """
+
+    def __init__(self, user: str) -> None:
+        self.me = user
+        self._fixed: dict[tuple[Any, ...], _Fixed] = {}
+
+    def rows(
+        self,
+        snapshot: Snapshot,
+        *,
+        only_gpu: int | None,
+        sort_key: SortKey,
+        reverse: bool,
+        job_of_pid: Mapping[int, int],
+    ) -> list[ProcessRow]:
+        processes = [
+            p
+            for gpu in snapshot.gpus
+            for p in gpu.processes
+            if only_gpu is None or p.physical_index == only_gpu
+        ]
+        processes.sort(key=sort_key.key, reverse=sort_key.descending != reverse)
+        known, self._fixed = self._fixed, {}
+        return [self._row(p, snapshot.timestamp, job_of_pid, known) for p in processes]
+
+    def _row(
+        self,
+        process: GpuProcess,
+        now: float,
+        job_of_pid: Mapping[int, int],
+        known: dict[tuple[Any, ...], _Fixed],
+    ) -> ProcessRow:
+        job_id = job_of_pid.get(process.pid)
+        identity = (
+            process.pid,
+            process.physical_index,
+            process.user,
+            process.command,
+            process.hint,
+            process.mig_uuid,
+            process.gpu_instance_id,
+            job_id,
+        )
+        fixed = known.get(identity) or self._fixed_cells(process, job_id)
+        self._fixed[identity] = fixed
+        (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w) = fixed
+        elapsed = None if process.start_time is None else now - process.start_time
+        # Numbers formatted here are ASCII: one terminal cell a character.
+        kind = process.type.value
+        used = NA if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes)
+        sm = NA if process.sm_util_percent is None else f"{process.sm_util_percent}%"
+        cpu = NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%"
+        host = human_bytes(process.host_memory_bytes)
+        age = elapsed_coarse(elapsed)
+        cells = (
+            gpu,
+            pid,
+            user,
+            ((kind, ""),),
+            ((used, ""),),
+            ((sm, ""),),
+            ((cpu, ""),),
+            ((host, ""),),
+            ((age, ""),),
+            command,
+        )
+        widths = (
+            gpu_w,
+            pid_w,
+            user_w,
+            len(kind),
+            len(used),
+            len(sm),
+            len(cpu),
+            len(host),
+            len(age),
+            command_w,
+        )
+        return ProcessRow(row_key(process), process, cells, widths)
+
+    def _fixed_cells(self, process: GpuProcess, job_id: int | None) -> _Fixed:
+        """The cells that change only with the process itself, cleaned and measured."""
+        user_style = OWN_USER_STYLE if process.user == self.me else ""
+        command: list[Part] = []
+        if process.mig_uuid is not None:
+            command.append((f"[GI {process.gpu_instance_id}] ", MIG_MARK_STYLE))
+        if job_id is not None:
+            command.append((f"[job {job_id}] ", JOB_MARK_STYLE))
+        if process.command:
+            command.append((clean_argv(process.command), ""))
+        else:
+            command.append((f"({clean(process.hint or 'unknown')})", HINT_STYLE))
+        cells: tuple[Cell, ...] = (
+            _plain(str(process.physical_index)),
+            _plain(str(process.pid)),
+            ((clean(process.user or "?"), user_style),),
+            tuple(command),
+        )
+        return cells, tuple(sum(cell_len(text) for text, _ in cell) for cell in cells)

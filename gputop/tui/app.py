@@ -21,6 +21,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.driver import Driver
 from textual.message import Message
 from textual.widgets import Footer
 
@@ -32,6 +33,7 @@ from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.process_control import signal_own_process
 from gputop.tui.jobs_actions import JobsApp
 from gputop.tui.keys import KEY_HELP
+from gputop.tui.screen_diff import driver_with_screen_diff
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
@@ -81,6 +83,7 @@ class GputopApp(JobsApp):
         Binding("J", "toggle_jobs", "Jobs"),
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
         Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
+        Binding("ctrl+l", "redraw", "Redraw the screen", show=False),
     ]
 
     def __init__(
@@ -117,6 +120,10 @@ class GputopApp(JobsApp):
         self.jobs = JobsView()
         self._tails = LogTails()
         self._stop = threading.Event()
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, writing only changed cells unless ``GPUTOP_SCREEN_DIFF=0``."""
+        return driver_with_screen_diff(super().get_driver_class(), os.environ)
 
     # -- layout --------------------------------------------------------------------------
 
@@ -202,6 +209,10 @@ class GputopApp(JobsApp):
         self.query_one(TorchPanel).set_selection(message.cards)
 
     # -- actions -------------------------------------------------------------------------
+
+    def action_redraw(self) -> None:
+        """Repaint every cell, as a full update (which the screen diff passes on whole)."""
+        self.screen.refresh(self.screen.region)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(KEY_HELP))

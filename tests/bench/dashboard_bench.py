@@ -60,6 +60,8 @@ SCENARIO = REPO / "gputop" / "core" / "fake" / "scenarios" / "dgx-h100.json"
 GPU_COUNT = 8
 HOST = "dgx-h100-07"
 DOWN, TAB = b"\x1b[B", b"\t"
+DOWN_APPLICATION = b"\x1bOB"
+"""The down arrow in the terminal's application cursor mode, which curses (nvitop) sets."""
 FRAME_TIMEOUT_S = 20.0
 KEY_TIMEOUT_S = 3.0
 
@@ -139,6 +141,8 @@ class Subject:
     """Keys that give the down arrow something to move."""
     key_position: Callable[[PtyTerminal], int | None]
     """Where the down arrows have got to, as the screen shows it."""
+    down_key: bytes = DOWN
+    """The down arrow as the terminal sends it to this app."""
 
 
 def subjects(scenario: Path) -> tuple[Subject, Subject]:
@@ -158,6 +162,39 @@ def subjects(scenario: Path) -> tuple[Subject, Subject]:
         _floor_keys_pressed,
     )
     return gputop, floor
+
+
+NVITOP_PROCESS_ROW = re.compile(r"^│\s+\d+\s+\d+ [CGX]")
+
+
+def nvitop_frame_complete(lines: list[str]) -> bool:
+    """Every card's power reading, and process rows under the "Processes:" header."""
+    text = "\n".join(lines)
+    rows = sum(1 for line in lines if NVITOP_PROCESS_ROW.match(line))
+    return "Processes:" in text and text.count("W / ") >= GPU_COUNT and rows >= 10
+
+
+def nvitop_selected_row(terminal: PtyTerminal) -> int | None:
+    """The process row nvitop draws in reverse video: its selection."""
+    selected = [
+        y
+        for y, line in enumerate(terminal.lines())
+        if NVITOP_PROCESS_ROW.match(line) and terminal.screen.buffer[y][3].reverse
+    ]
+    return selected[0] if len(selected) == 1 else None
+
+
+def nvitop_subject(python: str, scenario: Path) -> Subject:
+    """nvitop run by ``python`` (which has it installed) on the same simulated GPUs."""
+    shim = str(Path(__file__).with_name("nvitop_on_fake.py"))
+    return Subject(
+        "nvitop",
+        [python, shim, str(scenario), "--interval", f"{INTERVAL_S:g}"],
+        nvitop_frame_complete,
+        DOWN_APPLICATION,  # selects the first process
+        nvitop_selected_row,
+        DOWN_APPLICATION,
+    )
 
 
 def _floor_keys_pressed(terminal: PtyTerminal) -> int | None:
@@ -208,7 +245,7 @@ def key_latencies_ms(
     for press in range(1, presses + 1):
         terminal.pump(time.monotonic() + rng.uniform(0.2, 0.7))  # any moment of a refresh
         written = time.monotonic()
-        terminal.write(DOWN)
+        terminal.write(subject.down_key)
         expected = start + press
         if not terminal.wait_for(lambda e=expected: subject.key_position(terminal) == e, 3.0):
             raise SystemExit(
@@ -266,7 +303,7 @@ class Figures:
 
 
 def measure_starts(
-    pair: tuple[Subject, Subject], runs: int, presses: int, results: dict[str, Figures]
+    pair: tuple[Subject, ...], runs: int, presses: int, results: dict[str, Figures]
 ) -> None:
     """One untimed start of each, then ``runs`` timed starts of each, in turns."""
     rng = random.Random(11)
@@ -295,7 +332,7 @@ def measure_starts(
 
 
 def measure_steady(
-    pair: tuple[Subject, Subject],
+    pair: tuple[Subject, ...],
     runs: int,
     warmup_s: float,
     window_s: float,
@@ -327,7 +364,19 @@ def measure_steady(
 # -- the report ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Row:
+    """One figure: each app's median (min-max), and gputop's target."""
+
+    name: str
+    by_app: dict[str, str]
+    target: str
+    met: bool
+
+
 def spread(values: list[float], unit: str, scale: float = 1.0, digits: int = 2) -> str:
+    if not values:
+        return "-"
     scaled = [v * scale for v in values]
     return (
         f"{statistics.median(scaled):.{digits}f} {unit} "
@@ -335,55 +384,57 @@ def spread(values: list[float], unit: str, scale: float = 1.0, digits: int = 2) 
     )
 
 
-def report(results: dict[str, Figures]) -> list[tuple[str, str, str, str, bool]]:
-    """(figure, gputop, floor, target, met) for each target."""
+def report(results: dict[str, Figures]) -> list[Row]:
+    """Each figure for every app measured, and whether gputop meets its target."""
     g, f = results["gputop"], results["floor"]
     frame_limit = statistics.median(f.first_frame_s) + TARGET_FRAME_OVER_FLOOR_S
     rss_limit = statistics.median(f.peak_rss_mib) * TARGET_RSS_OVER_FLOOR
+
+    def each(pick: Callable[[Figures], list[float]], *style: object) -> dict[str, str]:
+        return {name: spread(pick(figures), *style) for name, figures in results.items()}  # type: ignore[arg-type]
+
     return [
-        (
+        Row(
             "first complete frame",
-            spread(g.first_frame_s, "s"),
-            spread(f.first_frame_s, "s"),
+            each(lambda x: x.first_frame_s, "s"),
             f"<= floor + {TARGET_FRAME_OVER_FLOOR_S:g} s = {frame_limit:.2f} s",
             statistics.median(g.first_frame_s) <= frame_limit,
         ),
-        (
+        Row(
             "CPU, % of a core",
-            spread(g.cpu_per_wall, "%", 100, 1),
-            spread(f.cpu_per_wall, "%", 100, 1),
+            each(lambda x: x.cpu_per_wall, "%", 100, 1),
             f"<= {TARGET_CPU:.1%}",
             statistics.median(g.cpu_per_wall) <= TARGET_CPU,
         ),
-        (
+        Row(
             "bytes to the terminal",
-            spread(g.bytes_per_s, "KB/s", 1 / 1024),
-            spread(f.bytes_per_s, "KB/s", 1 / 1024),
+            each(lambda x: x.bytes_per_s, "KB/s", 1 / 1024),
             f"<= {TARGET_BYTES_PER_S / 1024:.1f} KB/s",
             statistics.median(g.bytes_per_s) <= TARGET_BYTES_PER_S,
         ),
-        (
+        Row(
             "peak RSS",
-            spread(g.peak_rss_mib, "MiB", digits=0),
-            spread(f.peak_rss_mib, "MiB", digits=0),
+            each(lambda x: x.peak_rss_mib, "MiB", 1, 0),
             f"<= {TARGET_RSS_OVER_FLOOR:g}x floor = {rss_limit:.0f} MiB",
             statistics.median(g.peak_rss_mib) <= rss_limit,
         ),
-        (
+        Row(
             "key-to-screen",
-            spread(g.key_to_screen_ms, "ms", digits=0),
-            spread(f.key_to_screen_ms, "ms", digits=0),
+            each(lambda x: x.key_to_screen_ms, "ms", 1, 0),
             f"<= {TARGET_KEY_MS:g} ms median",
             statistics.median(g.key_to_screen_ms) <= TARGET_KEY_MS,
         ),
     ]
 
 
-def print_report(rows: list[tuple[str, str, str, str, bool]], header: str) -> None:
+def print_report(rows: list[Row], header: str) -> None:
     print(header)
-    print(f"{'':22} {'gputop':>24} {'floor (bare Textual)':>24}   {'target':<30}")
-    for name, gputop, floor, target, met in rows:
-        print(f"{name:22} {gputop:>24} {floor:>24}   {target:<30} {'met' if met else 'MISSED'}")
+    apps = list(rows[0].by_app)
+    titles = {"floor": "floor (bare Textual)"}
+    print(f"{'':22}" + "".join(f" {titles.get(a, a):>24}" for a in apps) + "   target (gputop)")
+    for row in rows:
+        figures = "".join(f" {row.by_app[a]:>24}" for a in apps)
+        print(f"{row.name:22}{figures}   {row.target:<30} {'met' if row.met else 'MISSED'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -400,20 +451,27 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds before the window (default 50: the cards' sparklines fill up and scroll)",
     )
     parser.add_argument("--window", type=float, default=25.0, help="steady-state seconds")
+    parser.add_argument(
+        "--nvitop",
+        metavar="PYTHON",
+        help="also measure nvitop, run by this Python (one with nvitop installed)",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
-    results = {"gputop": Figures(), "floor": Figures()}
     with live_scenario(SCENARIO) as (scenario, stand_ins):
         print(f"  {stand_ins} live stand-in processes for the scenario's GPU processes")
-        pair = subjects(scenario)
-        measure_starts(pair, max(args.runs, 1), max(args.keys, 1), results)
-        measure_steady(pair, max(args.steady_runs, 1), args.warmup, args.window, results)
+        apps = subjects(scenario)
+        if args.nvitop:
+            apps = (*apps, nvitop_subject(args.nvitop, scenario))
+        results = {app.name: Figures() for app in apps}
+        measure_starts(apps, max(args.runs, 1), max(args.keys, 1), results)
+        measure_steady(apps, max(args.steady_runs, 1), args.warmup, args.window, results)
     load_after = os.getloadavg()
     header = (
         f"dgx-h100 with {stand_ins} live GPU processes, {COLUMNS}x{ROWS} pty, "
         f"{INTERVAL_S:g} s refresh; {args.runs} starts, {args.steady_runs} steady runs of "
-        f"{args.window:g} s after {args.warmup:g} s; median (min-max)\n"
+        f"{args.window:g} s after {args.warmup:g} s, side by side; median (min-max)\n"
         f"{os.cpu_count()}-core {platform.machine()}, Python {platform.python_version()}, "
         f"Textual {importlib.metadata.version('textual')}; "
         f"load average {load_before[0]:.2f} before, "
@@ -424,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         data = {"header": header, "figures": {k: asdict(v) for k, v in results.items()}}
         args.json.write_text(json.dumps(data, indent=2) + "\n")
-    return 0 if all(met for *_, met in rows) else 1
+    return 0 if all(row.met for row in rows) else 1
 
 
 if __name__ == "__main__":

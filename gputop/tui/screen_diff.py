@@ -13,7 +13,7 @@ terminal shows, so at worst the terminal gets exactly what Textual wrote. A full
 so ``ctrl+l`` puts right a terminal that something else wrote on.
 
 ``GputopApp.get_driver_class`` installs it (Textual's hook for choosing the driver);
-``GPUTOP_SCREEN_DIFF=0`` switches it off.
+``GPUTOP_SCREEN_DIFF=0`` switches it off. See docs/screen-diff.md.
 """
 
 from __future__ import annotations

@@ -486,4 +486,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:  # the stand-ins and the apps are gone by now
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None

@@ -95,6 +95,14 @@ def test_a_full_repaint_goes_through_unchanged() -> None:
     assert diff.filter(full, SIZE) == full
 
 
+def test_a_full_repaint_of_wide_characters_goes_through_unchanged() -> None:
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    full = frame(*((y, 0, BLUE, "漢" * (columns // 2)) for y in range(rows)))
+    assert diff.filter(full, SIZE) == full
+    assert diff.filter(full, SIZE) == full
+
+
 def test_a_resized_terminal_gets_whole_frames_again() -> None:
     diff = ScreenDiff()
     line = frame((0, 0, RED, "GPU  93%"))

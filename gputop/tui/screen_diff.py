@@ -96,8 +96,10 @@ class ScreenDiff:
         if changed is None:
             self.forget()
             return data
-        if sum(len(text) for _, _, text, _ in runs) >= columns * rows:
-            self._cursor = cursor  # a full repaint: nothing to gain
+        if sum(_cells(text) for _, _, text, _ in runs) >= columns * rows:
+            # A full repaint (a resize, ctrl+l): nothing to gain, and it must reach every
+            # cell, also those something else wrote on behind Textual's back.
+            self._cursor = cursor
             return data
         update = self._update(changed)
         if cursor is not None and (update or cursor != self._cursor):
@@ -207,6 +209,11 @@ def _runs(changed: list[int], chars: list[str | None]) -> list[list[int]]:
                 continue
         runs.append([x])
     return runs
+
+
+def _cells(text: str) -> int:
+    """How many cells ``text`` takes."""
+    return len(text) if text.isascii() else cell_len(text)
 
 
 def _wide(char: str | None) -> bool:

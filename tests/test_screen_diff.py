@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from textual.drivers.headless_driver import HeadlessDriver
+from textual.drivers.linux_driver import LinuxDriver
 
-from gputop.tui.screen_diff import ScreenDiff
+from gputop.tui.screen_diff import DiffingLinuxDriver, ScreenDiff, driver_with_screen_diff
 
 SIZE = (12, 4)
 RED = "\x1b[38;2;255;0;0m"
@@ -92,6 +95,14 @@ def test_a_full_repaint_goes_through_unchanged() -> None:
     assert diff.filter(full, SIZE) == full
 
 
+def test_a_full_repaint_of_wide_characters_goes_through_unchanged() -> None:
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    full = frame(*((y, 0, BLUE, "漢" * (columns // 2)) for y in range(rows)))
+    assert diff.filter(full, SIZE) == full
+    assert diff.filter(full, SIZE) == full
+
+
 def test_a_resized_terminal_gets_whole_frames_again() -> None:
     diff = ScreenDiff()
     line = frame((0, 0, RED, "GPU  93%"))
@@ -147,3 +158,18 @@ def test_the_terminal_shows_what_textual_wrote(frames: list[list[tuple]]) -> Non
         textual.feed(data)
         ours.feed(diff.filter(data, SIZE))
         assert ours.cells == textual.cells
+
+
+@pytest.mark.parametrize("setting", [None, "", "1", "on"])
+def test_textuals_terminal_driver_gets_the_screen_diff_by_default(setting: str | None) -> None:
+    environ = {} if setting is None else {"GPUTOP_SCREEN_DIFF": setting}
+    assert driver_with_screen_diff(LinuxDriver, environ) is DiffingLinuxDriver
+
+
+@pytest.mark.parametrize("setting", ["0", "off", "no", "false", " OFF "])
+def test_gputop_screen_diff_0_keeps_textuals_own_driver(setting: str) -> None:
+    assert driver_with_screen_diff(LinuxDriver, {"GPUTOP_SCREEN_DIFF": setting}) is LinuxDriver
+
+
+def test_other_drivers_are_kept() -> None:
+    assert driver_with_screen_diff(HeadlessDriver, {}) is HeadlessDriver

@@ -8,7 +8,12 @@ colour sequence only where the colour changes; ``DiffingLinuxDriver`` puts it be
 Textual and the terminal.
 
 Anything it does not follow is passed through unchanged and makes it forget what the
-terminal shows, so at worst the terminal gets exactly what Textual wrote.
+terminal shows, so at worst the terminal gets exactly what Textual wrote. A full repaint
+(every cell of the screen, as after a resize or ``ctrl+l``) is passed through unchanged too,
+so ``ctrl+l`` puts right a terminal that something else wrote on.
+
+``GputopApp.get_driver_class`` installs it (Textual's hook for choosing the driver);
+``GPUTOP_SCREEN_DIFF=0`` switches it off. See docs/screen-diff.md.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from rich.cells import cell_len, get_character_cell_size
@@ -90,8 +96,10 @@ class ScreenDiff:
         if changed is None:
             self.forget()
             return data
-        if sum(len(text) for _, _, text, _ in runs) >= columns * rows:
-            self._cursor = cursor  # a full repaint: nothing to gain
+        if sum(_cells(text) for _, _, text, _ in runs) >= columns * rows:
+            # A full repaint (a resize, ctrl+l): nothing to gain, and it must reach every
+            # cell, also those something else wrote on behind Textual's back.
+            self._cursor = cursor
             return data
         update = self._update(changed)
         if cursor is not None and (update or cursor != self._cursor):
@@ -203,6 +211,11 @@ def _runs(changed: list[int], chars: list[str | None]) -> list[list[int]]:
     return runs
 
 
+def _cells(text: str) -> int:
+    """How many cells ``text`` takes."""
+    return len(text) if text.isascii() else cell_len(text)
+
+
 def _wide(char: str | None) -> bool:
     return char is not None and not char.isascii() and cell_len(char) == 2
 
@@ -281,6 +294,23 @@ class DiffingLinuxDriver(LinuxDriver):
         return size.columns, size.lines
 
 
-def diffing_driver(driver_class: type[Any]) -> type[Any]:
-    """The driver to use instead of ``driver_class``: the diffing one for Textual's own."""
-    return DiffingLinuxDriver if driver_class is LinuxDriver else driver_class
+SCREEN_DIFF_ENV = "GPUTOP_SCREEN_DIFF"
+"""Set to ``0`` (or ``off``, ``no``, ``false``) to write exactly what Textual writes."""
+
+_OFF = frozenset({"0", "off", "no", "false"})
+
+
+def screen_diff_enabled(environ: Mapping[str, str]) -> bool:
+    """Whether ``GPUTOP_SCREEN_DIFF`` leaves the screen diff on (it is on by default)."""
+    return environ.get(SCREEN_DIFF_ENV, "").strip().lower() not in _OFF
+
+
+def driver_with_screen_diff(driver_class: type[Any], environ: Mapping[str, str]) -> type[Any]:
+    """The driver to use instead of ``driver_class``: the diffing one for Textual's own.
+
+    Any other driver (Windows, one named by Textual's own ``TEXTUAL_DRIVER``, the headless
+    one of tests) is kept as it is, and so is Textual's when the diff is switched off.
+    """
+    if driver_class is LinuxDriver and screen_diff_enabled(environ):
+        return DiffingLinuxDriver
+    return driver_class

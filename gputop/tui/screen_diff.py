@@ -168,32 +168,120 @@ class ScreenDiff:
         return True
 
     def _update(self, changed: dict[int, set[int]]) -> list[str]:
-        """The changed cells in runs, each colour sequence only where the colour changes.
+        """The changed cells in runs, each colour change sent as only what changes.
 
         The terminal's colours are reset between writes (Textual ends each segment with a
-        reset, and so does this), so ``current`` starts empty.
+        reset, and so does this), so the pen starts reset. Between two cells only the
+        attributes that differ are sent (most of the screen shares a background), and a
+        move along the row is sent as a relative move where that is shorter.
         """
         out: list[str] = []
-        current = ""
+        pen: _Pen | None = _RESET_PEN  # None: the terminal's pen is not known
         for y in sorted(changed):
             chars, sgrs = self._chars[y], self._sgrs[y]
+            column = -1  # where the terminal's cursor is on this row
             for run in _runs(sorted(changed[y]), chars):
-                column = -1  # where the terminal's cursor is
                 for x in run:
                     char, sgr = chars[x], sgrs[x]
                     if not char:  # the right half of a wide character: sent with its left
                         continue
                     if column != x:
-                        out.append(f"\x1b[{y + 1};{x + 1}H")
-                    sgr = sgr or ""
-                    if sgr != current:
-                        out.append(_select(sgr))
-                        current = sgr
+                        out.append(_move(y, x, column))
+                    target = _pen(sgr or "")
+                    if target != pen:
+                        out.append(_change_pen(pen, target, sgr or ""))
+                        pen = target
                     out.append(char)
                     column = x + (1 if char.isascii() else cell_len(char))
-        if current:
+        if pen != _RESET_PEN:
             out.append(RESET)
         return out
+
+
+def _move(y: int, x: int, column: int) -> str:
+    """Put the cursor at row ``y``, column ``x`` (0-based), from ``column`` on that row."""
+    if 0 <= column < x:
+        step = x - column
+        return "\x1b[C" if step == 1 else f"\x1b[{step}C"
+    return f"\x1b[{y + 1};{x + 1}H"
+
+
+_Pen = tuple[frozenset[int], str, str]
+"""A terminal's pen: its flags (1 bold, 2 dim, 3 italic, ...), foreground and background
+(each as its SGR parameters, ``""`` for the default)."""
+
+_RESET_PEN: _Pen = (frozenset(), "", "")
+_FLAG_OFF = {1: 22, 2: 22, 3: 23, 4: 24, 5: 25, 7: 27, 8: 28, 9: 29}
+_pens: dict[str, _Pen | None] = {}
+
+
+def _pen(sgr: str) -> _Pen | None:
+    """The pen ``sgr`` (a run of SGR sequences) leaves, from a reset; None if not followed."""
+    known = _pens.get(sgr, _RESET_PEN)
+    if known is not _RESET_PEN or sgr in _pens:
+        return known
+    flags: set[int] = set()
+    foreground = background = ""
+    pen: _Pen | None = None
+    try:
+        for sequence in re.findall(r"\x1b\[([0-9;]*)m", sgr):
+            params = [int(p) if p else 0 for p in sequence.split(";")]
+            i = 0
+            while i < len(params):
+                code = params[i]
+                if code == 0:
+                    flags, foreground, background = set(), "", ""
+                elif code in _FLAG_OFF:
+                    flags.add(code)
+                elif code in (38, 48):
+                    width = 5 if params[i + 1] == 2 else 3 if params[i + 1] == 5 else 0
+                    if not width or i + width > len(params):
+                        raise ValueError(sequence)
+                    colour = ";".join(str(p) for p in params[i : i + width])
+                    if code == 38:
+                        foreground = colour
+                    else:
+                        background = colour
+                    i += width - 1
+                elif 30 <= code <= 37 or 90 <= code <= 97:
+                    foreground = str(code)
+                elif 40 <= code <= 47 or 100 <= code <= 107:
+                    background = str(code)
+                elif code == 39:
+                    foreground = ""
+                elif code == 49:
+                    background = ""
+                else:
+                    raise ValueError(sequence)
+                i += 1
+        pen = (frozenset(flags), foreground, background)
+    except (ValueError, IndexError):
+        pen = None
+    if len(_pens) < 4096:
+        _pens[sgr] = pen
+    return pen
+
+
+def _change_pen(current: _Pen | None, target: _Pen | None, sgr: str) -> str:
+    """The shortest SGR sequence that turns the pen ``current`` into ``target``."""
+    if current is None or target is None:
+        return _select(sgr)
+    flags, foreground, background = target
+    params: list[str] = []
+    dropped = current[0] - flags
+    if dropped:
+        params.extend(sorted({str(_FLAG_OFF[f]) for f in dropped}))
+        # 22 turns off both bold and dim: set again whichever of them stays on
+        if 22 in {_FLAG_OFF[f] for f in dropped}:
+            params.extend(str(f) for f in sorted(flags & {1, 2}))
+    params.extend(str(f) for f in sorted(flags - current[0]))
+    if foreground != current[1]:
+        params.append(foreground or "39")
+    if background != current[2]:
+        params.append(background or "49")
+    delta = f"\x1b[{';'.join(params)}m"
+    full = _select(sgr)
+    return delta if len(delta) < len(full) else full
 
 
 def _runs(changed: list[int], chars: list[str | None]) -> list[list[int]]:

@@ -16,12 +16,13 @@ from typing import Any
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import UsageError
 from gputop.core.jobs.log_follow import TerminalLogFilter
-from gputop.core.jobs.logs import last_line, open_log
+from gputop.core.jobs.logs import last_line, log_exists, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits, strict_json
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.slurm.sync import sync_slurm_jobs
 
 FOLLOW_POLL_S = 0.25
 STATE_POLL_S = 1.0
@@ -112,6 +113,7 @@ def open_store(create: bool = True) -> JobStore:
 def run_list(args: argparse.Namespace) -> int:
     store = open_store(create=False)
     try:
+        _sync_slurm(store)
         jobs = store.list_jobs()
     finally:
         store.close()
@@ -188,6 +190,10 @@ def run_log(args: argparse.Namespace) -> int:
     store = open_store(create=False)
     try:
         job = store.get(args.job_id)
+        if job.slurm_job_id is not None and not log_exists(job.log_path):
+            job = _wait_for_slurm_output(store, job, args.follow)
+            if job is None:
+                return 0
         try:
             with open_log(job.log_path) as log:
                 copy = _Copier(log, None if args.raw or not _to_terminal() else TerminalLogFilter())
@@ -245,9 +251,34 @@ def _follow(store: JobStore, job: Job, copy: _Copier) -> None:
         if not copy():
             time.sleep(FOLLOW_POLL_S)
         if time.monotonic() - checked >= STATE_POLL_S:
-            job = store.get(job.id)
+            job = _refreshed(store, job)
             checked = time.monotonic()
     copy()
+
+
+def _sync_slurm(store: JobStore) -> None:
+    """Copy Slurm's word on its jobs into the store (docs/slurm.md); say when it cannot."""
+    problem = sync_slurm_jobs(store)
+    if problem:
+        print(f"gputop: Slurm did not answer: {clean(problem)}", file=sys.stderr)
+
+
+def _refreshed(store: JobStore, job: Job) -> Job:
+    if job.slurm_job_id is not None:
+        sync_slurm_jobs(store)
+    return store.get(job.id)
+
+
+def _wait_for_slurm_output(store: JobStore, job: Job, follow: bool) -> Job | None:
+    """A Slurm job writes no output file before it starts: say so, or wait for it."""
+    while True:
+        job = _refreshed(store, job)
+        if log_exists(job.log_path):
+            return job
+        if not follow or not job.is_active:
+            print(f"Job {job.id} has no output yet ({clean(job.status_text)}).")
+            return None
+        time.sleep(STATE_POLL_S)
 
 
 # --- gputop jobs stop ------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from gputop.core.process_control import (
     send,
     signal_own_process,
 )
+from gputop.core.slurm.submit import cancel
 
 JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
 JOB_ID_ENV = "GPUTOP_JOB_ID"
@@ -65,6 +66,8 @@ def stop_job(
             "can still be running, and its old pids now belong to other processes; nothing "
             "was signalled."
         )
+    if job.slurm_job_id is not None:
+        return _cancel_in_slurm(store, job)
     grace = job.grace_s if grace_s is None else grace_s
     store.request_stop(job.id, grace_s)
     if job.is_active and job.supervisor_pid is not None:
@@ -85,6 +88,13 @@ def stop_job(
         else:
             return _asked_supervisor(store, job, grace, wait_s)
     return _stop_without_supervisor(store, job, grace)
+
+
+def _cancel_in_slurm(store: JobStore, job: Job) -> str:
+    """Slurm runs it: ``scancel`` (docs/slurm.md); Slurm's own message where it refuses."""
+    cancel(job.slurm_job_id or 0)
+    store.request_stop(job.id)
+    return f"Job {job.id} cancelled in Slurm (scancel {job.slurm_job_id})."
 
 
 def _asked_supervisor(store: JobStore, job: Job, grace: float, wait_s: float | None) -> str:

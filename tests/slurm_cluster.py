@@ -164,7 +164,7 @@ def _wait_idle(cluster: SlurmCluster) -> str | None:
     while time.monotonic() < deadline:
         for process in cluster.processes:
             if process.poll() is not None:
-                return f"{process.args[0]} exited with {process.returncode}"
+                return f"{Path(str(process.args[0])).name} exited with {process.returncode}"  # type: ignore[index]
         out = cluster.command("sinfo", "-h", "-N", "-o", "%T", check=False)
         last = (out.stdout + out.stderr).strip()
         if out.returncode == 0 and last == "idle":

@@ -191,9 +191,10 @@ def run_log(args: argparse.Namespace) -> int:
     try:
         job = store.get(args.job_id)
         if job.slurm_job_id is not None and not log_exists(job.log_path):
-            job = _wait_for_slurm_output(store, job, args.follow)
-            if job is None:
+            started = _wait_for_slurm_output(store, job, args.follow)
+            if started is None:
                 return 0
+            job = started
         try:
             with open_log(job.log_path) as log:
                 copy = _Copier(log, None if args.raw or not _to_terminal() else TerminalLogFilter())

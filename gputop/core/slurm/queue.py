@@ -41,6 +41,8 @@ class SlurmJob:
     """``None``: no limit."""
     exit_code: int | None = None
     signal: int | None = None
+    gres_detail: tuple[str, ...] = ()
+    """Slurm's per-node GRES, one entry per node of ``nodes`` in order (docs/slurm.md)."""
     """Set where a signal ended its batch script."""
 
     @property
@@ -142,6 +144,9 @@ def parse_job(record: Mapping[str, Any]) -> SlurmJob | None:
         time_limit_minutes=_number(record.get("time_limit")),
         exit_code=exit_code,
         signal=signal,
+        gres_detail=tuple(entry for entry in gres if isinstance(entry, str))
+        if isinstance(gres, list)
+        else (),
     )
 
 

@@ -12,7 +12,7 @@ ALLOCATION_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOBID")
 def slurm_commands_here(environ: Mapping[str, str] | None = None) -> bool:
     """``squeue`` is on PATH: this machine can ask a Slurm controller about its jobs."""
     env = os.environ if environ is None else environ
-    return shutil.which("squeue", path=env.get("PATH")) is not None
+    return shutil.which("squeue", path=env.get("PATH", "")) is not None
 
 
 def inside_allocation(environ: Mapping[str, str] | None = None) -> bool:

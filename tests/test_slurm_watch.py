@@ -17,6 +17,7 @@ from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster
     slurm_fixture,
 )
 
+from gputop.core.slurm.detect import slurm_commands_here
 from gputop.core.slurm.watch import SlurmWatch
 
 T = TypeVar("T")
@@ -91,3 +92,17 @@ def test_a_gpu_process_is_marked_with_its_slurm_job(slurm: SlurmCluster, tmp_pat
 def test_slurm_is_not_looked_for_where_its_commands_are_not_on_path() -> None:
     assert SlurmWatch.for_environment({"PATH": "/nonexistent"}, "root") is None
     assert SlurmWatch.for_environment({}, "root") is None
+
+
+def test_a_slurm_client_without_a_cluster_configuration_is_not_slurm(tmp_path: Path) -> None:
+    squeue = tmp_path / "squeue"
+    squeue.write_text("#!/bin/sh\nexit 1\n")
+    squeue.chmod(0o755)
+    configured = tmp_path / "slurm.conf"
+    configured.write_text("ClusterName=x\n")
+    path = {"PATH": str(tmp_path)}
+
+    assert not slurm_commands_here(path, config_places=[str(tmp_path / "absent.conf")])
+    assert slurm_commands_here(path, config_places=[str(configured)])
+    assert slurm_commands_here({**path, "SLURM_CONF": str(configured)}, config_places=[])
+    assert slurm_commands_here({**path, "SLURM_JOB_ID": "5"}, config_places=[])

@@ -9,6 +9,7 @@ instance is what space selects and what a launch pins (by its MIG UUID).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from textual.binding import Binding
 from textual.containers import Grid
@@ -49,6 +50,7 @@ class GpuGrid(Grid, can_focus=True):
         self._snapshot: Snapshot | None = None
         self._history: UtilizationHistory | None = None
         self.compact = False
+        self.slurm_labels: dict[int, str] = {}
 
     # -- state -------------------------------------------------------------------------
 
@@ -139,6 +141,13 @@ class GpuGrid(Grid, can_focus=True):
 
     # -- data ----------------------------------------------------------------------------
 
+    def show_slurm(self, labels: Mapping[int, str]) -> None:
+        """Which Slurm job holds each card (docs/slurm.md): shown in the cards' subtitles."""
+        if dict(labels) != dict(self.slurm_labels):
+            self.slurm_labels = dict(labels)
+            if self._snapshot is not None:
+                self._paint()
+
     def show(self, snapshot: Snapshot, history: UtilizationHistory, compact: bool) -> None:
         physical = [gpu.physical_index for gpu in snapshot.gpus]
         if physical != self._physical:
@@ -181,6 +190,7 @@ class GpuGrid(Grid, can_focus=True):
                     mig_selected=frozenset(
                         d.uuid for d in gpu.mig_devices if d.uuid and d.uuid in self._selected
                     ),
+                    slurm=self.slurm_labels.get(gpu.physical_index),
                 )
             )
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from gputop.cli.jobs_command import open_store
 from gputop.core.errors import GputopError, UsageError
@@ -19,8 +18,8 @@ from gputop.core.jobs.command import default_name, plan_command
 from gputop.core.jobs.model import Job
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
-from gputop.core.slurm.commands import SlurmError
-from gputop.core.slurm.submit import SlurmRequest, cancel, check_gres, output_path, submit
+from gputop.core.slurm.record import submit_and_record
+from gputop.core.slurm.submit import SlurmRequest, check_gres
 
 
 def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,20 +88,7 @@ def run_slurm_submit(args: argparse.Namespace, command: list[str]) -> int:
                 "Nothing was submitted: the job store had to be repaired (see above). Run "
                 "the same command again to submit with the new store."
             )
-        slurm_job_id = submit(request, store.state_dir, store.logs_dir)
-        try:
-            job = store.record_slurm_job(
-                slurm_job_id=slurm_job_id,
-                name=request.name,
-                command=request.argv,
-                command_text=text,
-                cwd=request.cwd,
-                log_path=output_path(store.logs_dir, slurm_job_id),
-            )
-        except BaseException:
-            _cancel_unrecorded(slurm_job_id)
-            raise
-        store.add_history(text)
+        job = submit_and_record(store, request, text)
     finally:
         store.close()
     if args.json:
@@ -115,10 +101,7 @@ def run_slurm_submit(args: argparse.Namespace, command: list[str]) -> int:
 def describe_submission(job: Job, request: SlurmRequest) -> str:
     lines = [
         f"Job {job.id} ({clean(job.name)}) submitted to Slurm as job {job.slurm_job_id}.",
-        f"  asks: {clean(request.cards_text)}"
-        + (f" in partition {clean(request.partition)}" if request.partition else "")
-        + (f" on {clean(request.nodelist)}" if request.nodelist else "")
-        + (f" for {clean(request.time_limit)}" if request.time_limit else ""),
+        f"  asks: {request.asks_text}",
         "  cards: Slurm chooses them; gputop jobs shows which once it runs",
         f"  runs: {clean(job.command_text)}",
         f"  cwd:  {clean(job.cwd)}",
@@ -126,15 +109,3 @@ def describe_submission(job: Job, request: SlurmRequest) -> str:
         f"Follow it: gputop jobs log {job.id} --follow    Cancel it: gputop jobs stop {job.id}",
     ]
     return "\n".join(lines)
-
-
-def _cancel_unrecorded(slurm_job_id: int) -> None:
-    """Slurm accepted the job but gputop could not record it: take it back."""
-    try:
-        cancel(slurm_job_id)
-    except SlurmError as error:
-        print(
-            f"gputop: Slurm job {slurm_job_id} was submitted but not recorded, and scancel "
-            f"failed: {error}",
-            file=sys.stderr,
-        )

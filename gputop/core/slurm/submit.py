@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gputop.core.errors import UsageError
 from gputop.core.jobs.private_files import PRIVATE_FILE_MODE, open_private_subdir, private_dir_fd
+from gputop.core.safe_text import clean
 from gputop.core.slurm.commands import SlurmError, run_slurm, slurm_message
 
 SCRIPTS_DIR = "slurm"
@@ -67,6 +68,18 @@ class SlurmRequest:
         if self.gpus is not None:
             return f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}"
         return "no GPU"
+
+    @property
+    def asks_text(self) -> str:
+        """``1 GPU in partition debug for 1:00:00``: the request, for previews (cleaned)."""
+        text = self.cards_text
+        if self.partition:
+            text += f" in partition {self.partition}"
+        if self.nodelist:
+            text += f" on {self.nodelist}"
+        if self.time_limit:
+            text += f" for {self.time_limit}"
+        return clean(text)
 
 
 def check_gres(gres: str) -> str:

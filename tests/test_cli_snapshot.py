@@ -168,8 +168,8 @@ def test_version_and_help_list_the_subcommands() -> None:
 
 def test_importing_the_core_imports_neither_textual_nor_torch() -> None:
     probe = (
-        "import sys, gputop.core.source, gputop.core.nvml_backend, gputop.core.fake, "
-        "gputop.core.snapshot_json; "
+        "import sys, gputop.core.sampling.source, gputop.core.sampling.nvml_backend, "
+        "gputop.core.fake, gputop.core.snapshot_json; "
         "bad = [m for m in ('textual', 'torch') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -22,7 +22,7 @@ from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView, job_processes
 from gputop.core.model import GpuProcess, GpuSample, ProcessOrigin, ProcessType, Snapshot
-from gputop.core.source import environment_for_jobs
+from gputop.core.sampling.source import environment_for_jobs
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.job_log import JobLogScreen

@@ -23,7 +23,7 @@ from gputop.core.jobs.policy import FreePolicy, pick_free
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 from gputop.core.visibility import cuda_order, pin_environment, resolve_visibility
 from gputop.core.visibility.order import PCI_BUS_ID
 

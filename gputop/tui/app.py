@@ -30,12 +30,12 @@ from textual.widgets import Footer
 from textual.worker import Worker
 
 from gputop.core.errors import GputopError
-from gputop.core.history import UtilizationHistory, initial_history
 from gputop.core.jobs.tracking import JobsView, LogTails
 from gputop.core.model import ProcessOrigin, Snapshot
-from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.sampling.history import UtilizationHistory, initial_history
+from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.tui.jobs_actions import JobsApp, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
@@ -356,7 +356,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
             return
         if process.origin is ProcessOrigin.FOREIGN:
             # Foreign: NVML's pid is no process of this PID namespace, or an unrelated one
-            # that merely shares the number (gputop.core.pid_namespace).
+            # that merely shares the number (gputop.core.sampling.pid_namespace).
             self.notify(
                 f"Process {process.pid} is not a process of this machine's view "
                 f"({process.hint or process.origin.value}); gputop will not signal it.",

@@ -22,7 +22,7 @@ from gputop.core.numbers import parse_seconds
 if TYPE_CHECKING:
     from gputop.core.jobs.policy import FreePolicy
     from gputop.core.model import Snapshot
-    from gputop.core.nvml_backend import NvmlBackend
+    from gputop.core.sampling.nvml_backend import NvmlBackend
 
 WAIT_POLL_ENV = "GPUTOP_WAIT_POLL_S"
 DEFAULT_WAIT_POLL_S = 5.0
@@ -132,7 +132,7 @@ class CardWaiter:
 
     def try_start(self, job: Job) -> tuple[Job | None, str]:
         """``(the job, claimed and ready to run, "")`` or ``(None, why it still waits)``."""
-        from gputop.core.source import open_backend
+        from gputop.core.sampling.source import open_backend
         from gputop.core.visibility import pin_environment
 
         try:

@@ -20,8 +20,8 @@ from typing import IO, Any
 
 from gputop import __version__
 from gputop.core.errors import GputopError
-from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.remote.protocol import PROTOCOL_VERSION, encode
+from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.snapshot_json import snapshot_to_json
 
 JobsReader = Callable[[], tuple[list[dict[str, Any]] | None, str | None]]

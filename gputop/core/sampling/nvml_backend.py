@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gputop.core.host_processes import HostFacts, HostProcessTable
 from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
-from gputop.core.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
-from gputop.core.nvml_processes import (
+from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
+from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
+from gputop.core.sampling.nvml_processes import (
     NvmlProcess,
     ProcessLister,
     ProcessListing,

@@ -8,7 +8,6 @@ NVML, psutil or job-store call happens on the UI thread.
 
 from __future__ import annotations
 
-import getpass
 import math
 import os
 import signal
@@ -36,6 +35,7 @@ from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.sampling.history import UtilizationHistory, initial_history
 from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.users import current_user
 from gputop.tui.jobs_actions import JobsApp, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
@@ -129,7 +129,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
         self.probes = probes
         self.snapshot: Snapshot | None = None
         self.compact = False
-        self.user = user or getpass.getuser()
+        self.user = user or current_user()
         self.state_dir = state_dir
         self.job_environ = dict(job_environ) if job_environ is not None else None
         """What launched jobs inherit; by default this process's own environment."""

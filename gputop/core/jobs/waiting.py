@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.launch import current_user
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store import JobStore
 from gputop.core.numbers import parse_seconds
+from gputop.core.users import current_user
 
 if TYPE_CHECKING:
     from gputop.core.jobs.policy import FreePolicy

@@ -96,10 +96,6 @@ class NvmlBackend:
         """The NVML module in use: ``pynvml``, or a simulated one."""
         return self._nvml
 
-    @property
-    def gpu_count(self) -> int:
-        return len(self._gpus)
-
     def close(self) -> None:
         """Release NVML; the backend must not be used afterwards."""
         self._reader.read("nvmlShutdown")

@@ -95,3 +95,19 @@ def test_launches_inherit_the_environment_given_or_else_this_process_s(
     inherited = JobsService(tmp_path, user="u", cwd="/", job_environ=None, report=print)
     assert given.job_environ() == {"PATH": "/usr/bin"}
     assert inherited.job_environ()["GPUTOP_SERVICE_PROBE"] == "1"
+
+
+def test_the_command_history_is_read_oldest_first(tmp_path: Path) -> None:
+    store = JobStore.open(tmp_path / "state")
+    try:
+        store.add_history("python a.py")
+        store.add_history("python b.py")
+    finally:
+        store.close()
+    assert _service(tmp_path / "state", []).history() == ("python a.py", "python b.py")
+
+
+def test_no_store_means_no_history_rather_than_an_error(tmp_path: Path) -> None:
+    not_a_directory = tmp_path / "state"
+    not_a_directory.write_text("", encoding="utf-8")
+    assert _service(not_a_directory, []).history() == ()

@@ -112,7 +112,7 @@ class JobsActions(App[None]):
             active_jobs=service.view.active,
             cwd=service.cwd,
             environ=service.job_environ(),
-            state_dir=service.state_dir,
+            jobs=service,
         )
 
         def launched(job: Job | None) -> None:

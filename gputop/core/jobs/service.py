@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Literal
 
 from gputop.core.errors import GputopError
+from gputop.core.jobs.launch import LaunchRequest, launch_job
+from gputop.core.jobs.model import Job
 from gputop.core.jobs.stop import stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView, LogTails, read_jobs_view
@@ -85,6 +87,27 @@ class JobsService:
         finally:
             if store is not None:
                 store.close()
+
+    def history(self) -> tuple[str, ...]:
+        """Commands launched before, oldest first; none when the store cannot be opened
+        (no history is no reason to refuse a launch: the launch itself will say why)."""
+        try:
+            store = JobStore.open(self.state_dir)
+        except GputopError:
+            return ()
+        try:
+            return tuple(store.history())
+        finally:
+            store.close()
+
+    def launch(self, request: LaunchRequest, snapshot: Snapshot, environ: Mapping[str, str]) -> Job:
+        """Check and start a job (``launch_job``). Raises GputopError, or OSError when the
+        supervisor cannot be started."""
+        store = JobStore.open(self.state_dir)
+        try:
+            return launch_job(store, request, snapshot, environ)
+        finally:
+            store.close()
 
     def stop(self, job_id: int) -> str:
         """Stop a job (``stop_job``); what happened, for a person. Raises GputopError."""

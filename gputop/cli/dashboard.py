@@ -9,7 +9,7 @@ import sys
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import DashboardStopped, UsageError
 from gputop.core.safe_text import clean
-from gputop.core.source import environment_for_jobs, open_backend
+from gputop.core.sampling.source import environment_for_jobs, open_backend
 
 MIN_INTERVAL_S = 0.2
 MAX_INTERVAL_S = 3600.0
@@ -55,7 +55,6 @@ def run(args: argparse.Namespace) -> int:
     backend = open_backend(args.fake)
     # Textual is imported only here, so the other subcommands start fast.
     from gputop.tui.app import GputopApp
-    from gputop.tui.screen_diff import diffing_driver
 
     try:
         app = GputopApp(
@@ -65,7 +64,6 @@ def run(args: argparse.Namespace) -> int:
             python=args.python,
             job_environ=environment_for_jobs(args.fake),
         )
-        app.driver_class = diffing_driver(app.driver_class)
         app.run()
     finally:
         backend.close()

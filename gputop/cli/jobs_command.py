@@ -8,6 +8,7 @@ scripts; without a terminal to ask on and without ``--yes`` it refuses).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -16,13 +17,14 @@ from typing import Any
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import UsageError
 from gputop.core.jobs.log_follow import TerminalLogFilter
-from gputop.core.jobs.logs import last_line, log_exists, open_log
+from gputop.core.jobs.logs import last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits, strict_json
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.sync import sync_slurm_jobs
+from gputop.core.units import duration
 
 FOLLOW_POLL_S = 0.25
 STATE_POLL_S = 1.0
@@ -142,7 +144,7 @@ def render_table(jobs: list[Job], now: float, width: int | None = None) -> str:
             job.gpus_text,
             clean(job.status_text),
             _clock(job.started_at, now),
-            _duration(job.duration_s(now)),
+            _duration_or_dash(job.duration_s(now)),
             clean(_detail(job)),
         )
         for job in jobs
@@ -175,12 +177,9 @@ def _clock(when: float | None, now: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    hours, rest = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
+def _duration_or_dash(seconds: float | None) -> str:
+    """A job not started yet has no duration: a dash, as for its start time."""
+    return "-" if seconds is None else duration(seconds)
 
 
 # --- gputop jobs log -------------------------------------------------------------------------
@@ -190,7 +189,7 @@ def run_log(args: argparse.Namespace) -> int:
     store = open_store(create=False)
     try:
         job = store.get(args.job_id)
-        if job.slurm_job_id is not None and not log_exists(job.log_path):
+        if job.slurm_job_id is not None and not os.path.isfile(job.log_path):
             started = _wait_for_slurm_output(store, job, args.follow)
             if started is None:
                 return 0
@@ -274,7 +273,7 @@ def _wait_for_slurm_output(store: JobStore, job: Job, follow: bool) -> Job | Non
     """A Slurm job writes no output file before it starts: say so, or wait for it."""
     while True:
         job = _refreshed(store, job)
-        if log_exists(job.log_path):
+        if os.path.isfile(job.log_path):
             return job
         if not follow or not job.is_active:
             print(f"Job {job.id} has no output yet ({clean(job.status_text)}).")

@@ -8,7 +8,6 @@ NVML, psutil or job-store call happens on the UI thread.
 
 from __future__ import annotations
 
-import getpass
 import math
 import os
 import signal
@@ -23,23 +22,27 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import Footer
 from textual.worker import Worker
 
 from gputop.core.errors import GputopError
-from gputop.core.history import UtilizationHistory, initial_history
+from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
-from gputop.core.jobs.tracking import JobsView, LogTails
+from gputop.core.jobs.tracking import JobsView
 from gputop.core.model import ProcessOrigin, Snapshot
-from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.sampling.history import UtilizationHistory, initial_history
+from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.slurm.watch import SlurmView, SlurmWatch
-from gputop.tui.jobs_actions import JobsApp, JobStoreProblem
+from gputop.core.users import current_user
+from gputop.tui.jobs_actions import JobsActions, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
+from gputop.tui.screen_diff import driver_with_screen_diff
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
@@ -90,7 +93,7 @@ class _ReportedByGputop(Exception):
         return Text()
 
 
-class GputopApp(ReportsWorkerFailures, JobsApp):
+class GputopApp(ReportsWorkerFailures, JobsActions):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = True
@@ -109,6 +112,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
         Binding("J", "toggle_jobs", "Jobs"),
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
         Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
+        Binding("ctrl+l", "redraw", "Redraw the screen", show=False),
     ]
 
     def __init__(
@@ -136,14 +140,14 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
         self.probes = probes
         self.snapshot: Snapshot | None = None
         self.compact = False
-        self.user = user or getpass.getuser()
-        self.state_dir = state_dir
-        self.job_environ = dict(job_environ) if job_environ is not None else None
-        """What launched jobs inherit; by default this process's own environment."""
-        self.cwd = cwd or os.getcwd()
-        """Where a launch runs by default: where gputop was started."""
-        self.jobs = JobsView()
-        self._tails = LogTails()
+        self.user = user or current_user()
+        self.jobs_service = JobsService(
+            state_dir,
+            user=self.user,
+            cwd=cwd or os.getcwd(),
+            job_environ=job_environ,
+            report=self.report_jobs_problem,
+        )
         self._stop = threading.Event()
         self.slurm_watch = SlurmWatch.for_environment(
             os.environ if self.environ is None else self.environ, self.user
@@ -202,6 +206,10 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
             self.fatal_error = error
         super()._handle_exception(_ReportedByGputop(error))
 
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, writing only changed cells unless ``GPUTOP_SCREEN_DIFF=0``."""
+        return driver_with_screen_diff(super().get_driver_class(), os.environ)
+
     # -- layout --------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
@@ -243,7 +251,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
 
     @work(thread=True, exclusive=True, group="sampler", exit_on_error=False)
     def _sample_forever(self) -> None:
-        store = self._open_store()
+        store = self.jobs_service.open_store()
         jobs_failed = False
         try:
             while not self._stop.is_set():
@@ -257,7 +265,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
                 else:
                     self._read_slurm(store, snapshot)
                     try:
-                        jobs = self._read_jobs(store, snapshot)
+                        jobs = self.jobs_service.read(store, snapshot)
                     except Exception as error:  # nor must a job store gone wrong (said once)
                         if not jobs_failed:
                             text = f"Jobs unavailable: {type(error).__name__}: {error}"
@@ -343,6 +351,10 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
 
     # -- actions -------------------------------------------------------------------------
 
+    def action_redraw(self) -> None:
+        """Repaint every cell, as a full update (which the screen diff passes on whole)."""
+        self.screen.refresh(self.screen.region)
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(KEY_HELP))
 
@@ -388,7 +400,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
             return
         if process.origin is ProcessOrigin.FOREIGN:
             # Foreign: NVML's pid is no process of this PID namespace, or an unrelated one
-            # that merely shares the number (gputop.core.pid_namespace).
+            # that merely shares the number (gputop.core.sampling.pid_namespace).
             self.notify(
                 f"Process {process.pid} is not a process of this machine's view "
                 f"({process.hint or process.origin.value}); gputop will not signal it.",

@@ -17,9 +17,8 @@ from textual.widgets import DataTable
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.tracking import JobsView
 from gputop.core.slurm.queue import SlurmJob
-from gputop.core.units import duration
+from gputop.core.units import duration, duration_coarse
 from gputop.tui.safe import plain
-from gputop.tui.widgets.process_table import elapsed_coarse
 from gputop.tui.widgets.table_rows import replace_rows
 
 COLUMNS = ("ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "LAST LOG LINE")
@@ -46,7 +45,7 @@ def duration_text(job: Job, now: float) -> str:
     seconds = job.duration_s(now)
     if seconds is None:
         return "-"
-    return f"{seconds:.0f}s" if seconds < 60 else elapsed_coarse(seconds)
+    return duration_coarse(seconds, seconds_below_minute=True)
 
 
 def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
@@ -72,7 +71,7 @@ def slurm_cells(job: SlurmJob, now: float) -> tuple[Text, ...]:
         Text(",".join(str(i) for i in job.gpu_indices) or "-"),
         plain(job.status_text, style="bold cyan" if job.state == "RUNNING" else "yellow"),
         Text("-" if started is None else time.strftime("%H:%M:%S", time.localtime(started))),
-        Text("-" if started is None else elapsed_coarse(max(0.0, now - started))),
+        Text("-" if started is None else duration_coarse(max(0.0, now - started))),
         plain(
             f"Slurm job on {job.nodes or '-'}"
             + ("" if left is None else f", {duration(left)} left"),

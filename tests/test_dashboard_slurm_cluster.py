@@ -3,6 +3,7 @@ cards whose processes are the real Slurm jobs' processes (docs/slurm.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -33,12 +34,13 @@ DEADLINE_S = 30.0
 REPORT = "echo PID=$$ JOB_GPUS=$SLURM_JOB_GPUS; exec sleep 600"
 
 
-def wait_until(what: str, check: Any) -> Any:
+async def wait_until(what: str, check: Any) -> Any:
+    """Before the app runs: poll without blocking the event loop."""
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
         if result := check():
             return result
-        time.sleep(0.2)
+        await asyncio.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -89,9 +91,11 @@ async def test_cards_processes_and_jobs_show_slurms_jobs_and_K_cancels_one(
     capsys.readouterr()
     state_logs = Path(os.environ["GPUTOP_STATE_DIR"]) / "logs"
     logs = lambda: sorted(state_logs.glob("slurm-*.log"))  # noqa: E731
-    wait_until("two gputop jobs' output", lambda: len(logs()) == 2 and all(map(printed, logs())))
+    await wait_until(
+        "two gputop jobs' output", lambda: len(logs()) == 2 and all(map(printed, logs()))
+    )
     started = {path: printed(path) for path in [*logs(), outside]}
-    started[outside] = wait_until("the outside job's output", lambda: printed(outside))
+    started[outside] = await wait_until("the outside job's output", lambda: printed(outside))
     pids_by_card = {card: pid for pid, card in started.values()}
     scenario = four_cards_running(pids_by_card, tmp_path / "four.json")
     outside_pid, outside_card = started[outside]

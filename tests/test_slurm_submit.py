@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -252,3 +253,22 @@ def test_slurm_options_without_slurm_are_refused(capsys: pytest.CaptureFixture[s
 
     assert code != 0
     assert "--partition is a Slurm option: add --slurm" in err
+
+
+def test_a_slurm_job_submitted_from_another_host_of_the_cluster_is_cancelled_from_here(
+    slurm: SlurmCluster, capsys: pytest.CaptureFixture[str], private_state_dir: Path
+) -> None:
+    job_id = submit_reporting_job(capsys, "elsewhere")
+    with sqlite3.connect(private_state_dir / "jobs.sqlite3") as connection:
+        connection.execute("UPDATE jobs SET host = 'login-node-2' WHERE id = ?", (job_id,))
+
+    code, out, err = gputop(capsys, "jobs", "stop", "--yes", str(job_id))
+
+    assert code == 0, err
+    assert "cancelled in Slurm" in out
+    wait_for(
+        "Slurm to report it cancelled",
+        lambda: any(
+            j["id"] == job_id and j["status_text"] == "Cancelled" for j in jobs_json(capsys)
+        ),
+    )

@@ -302,6 +302,11 @@ def run_stop(args: argparse.Namespace) -> int:
 
 def stop_question(job: Job) -> str:
     """``Stop job 3 (train.py) on GPUs 0,2, pid 1234? [y/N] ``."""
+    if job.slurm_job_id is not None:
+        return (
+            f"Cancel job {job.id} ({clean(job.name)}), Slurm job {job.slurm_job_id} "
+            f"({clean(job.status_text)}), with scancel? [y/N] "
+        )
     count = len(job.physical_indices)
     cards = f"GPU{'s' if count != 1 else ''} {job.gpus_text}"
     if job.pid is not None and job.state is JobState.RUNNING:

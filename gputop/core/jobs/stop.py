@@ -56,6 +56,8 @@ def stop_job(
     if grace_s is not None and not 0 <= grace_s <= 24 * 3600:
         raise UsageError(f"The grace period must be between 0 and 86400 seconds, not {grace_s}.")
     job = store.get(job_id)
+    if job.slurm_job_id is not None and job.state is not JobState.ENDED:
+        return _cancel_in_slurm(store, job)  # from any host of the cluster
     here = socket.gethostname()
     if job.host and job.host != here:
         raise GputopError(f"Job {job.id} runs on {job.host}, not on {here}: stop it from there.")
@@ -67,8 +69,6 @@ def stop_job(
             "can still be running, and its old pids now belong to other processes; nothing "
             "was signalled."
         )
-    if job.slurm_job_id is not None:
-        return _cancel_in_slurm(store, job)
     grace = job.grace_s if grace_s is None else grace_s
     store.request_stop(job.id, grace_s)
     if job.is_active and job.supervisor_pid is not None:

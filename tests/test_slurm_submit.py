@@ -8,8 +8,11 @@ shown in Slurm's own words with nothing recorded (docs/slurm.md).
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -272,3 +275,24 @@ def test_a_slurm_job_submitted_from_another_host_of_the_cluster_is_cancelled_fro
             j["id"] == job_id and j["status_text"] == "Cancelled" for j in jobs_json(capsys)
         ),
     )
+
+
+def test_following_a_slurm_jobs_log_waits_for_its_output_and_ends_with_the_job(
+    slurm: SlurmCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = gputop(
+        capsys, "run", "--slurm", "--", "sh", "-c", "sleep 1; echo hello-from-slurm"
+    )
+    assert code == 0, err
+    job_id = out.split()[1]
+
+    followed = subprocess.run(
+        [sys.executable, "-m", "gputop", "jobs", "log", "--follow", job_id],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        env=os.environ,
+    )
+
+    assert followed.returncode == 0, followed.stderr
+    assert "hello-from-slurm" in followed.stdout

@@ -66,7 +66,7 @@ def test_json_has_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> No
     document = json.loads(out)
     assert set(document) == {
         "cuda_visible_devices", "cuda_device_order", "devices", "warnings", "verified_by",
-        "torch", "order_source", "driver_devices",
+        "torch", "order_source", "driver_devices", "slurm",
     }  # fmt: skip
     (device,) = document["devices"]
     assert set(device) == {"logical_index", "physical_index", "uuid", "name", "mig_uuid"}

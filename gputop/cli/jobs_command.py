@@ -8,6 +8,7 @@ scripts; without a terminal to ask on and without ``--yes`` it refuses).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -22,6 +23,7 @@ from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits, strict_json
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.slurm.sync import sync_slurm_jobs
 from gputop.core.units import duration
 
 FOLLOW_POLL_S = 0.25
@@ -113,6 +115,7 @@ def open_store(create: bool = True) -> JobStore:
 def run_list(args: argparse.Namespace) -> int:
     store = open_store(create=False)
     try:
+        _sync_slurm(store)
         jobs = store.list_jobs()
     finally:
         store.close()
@@ -186,6 +189,11 @@ def run_log(args: argparse.Namespace) -> int:
     store = open_store(create=False)
     try:
         job = store.get(args.job_id)
+        if job.slurm_job_id is not None and not os.path.isfile(job.log_path):
+            started = _wait_for_slurm_output(store, job, args.follow)
+            if started is None:
+                return 0
+            job = started
         try:
             with open_log(job.log_path) as log:
                 copy = _Copier(log, None if args.raw or not _to_terminal() else TerminalLogFilter())
@@ -243,9 +251,34 @@ def _follow(store: JobStore, job: Job, copy: _Copier) -> None:
         if not copy():
             time.sleep(FOLLOW_POLL_S)
         if time.monotonic() - checked >= STATE_POLL_S:
-            job = store.get(job.id)
+            job = _refreshed(store, job)
             checked = time.monotonic()
     copy()
+
+
+def _sync_slurm(store: JobStore) -> None:
+    """Copy Slurm's word on its jobs into the store (docs/slurm.md); say when it cannot."""
+    problem = sync_slurm_jobs(store)
+    if problem:
+        print(f"gputop: Slurm did not answer: {clean(problem)}", file=sys.stderr)
+
+
+def _refreshed(store: JobStore, job: Job) -> Job:
+    if job.slurm_job_id is not None:
+        sync_slurm_jobs(store)
+    return store.get(job.id)
+
+
+def _wait_for_slurm_output(store: JobStore, job: Job, follow: bool) -> Job | None:
+    """A Slurm job writes no output file before it starts: say so, or wait for it."""
+    while True:
+        job = _refreshed(store, job)
+        if os.path.isfile(job.log_path):
+            return job
+        if not follow or not job.is_active:
+            print(f"Job {job.id} has no output yet ({clean(job.status_text)}).")
+            return None
+        time.sleep(STATE_POLL_S)
 
 
 # --- gputop jobs stop ------------------------------------------------------------------------
@@ -269,6 +302,11 @@ def run_stop(args: argparse.Namespace) -> int:
 
 def stop_question(job: Job) -> str:
     """``Stop job 3 (train.py) on GPUs 0,2, pid 1234? [y/N] ``."""
+    if job.slurm_job_id is not None:
+        return (
+            f"Cancel job {job.id} ({clean(job.name)}), Slurm job {job.slurm_job_id} "
+            f"({clean(job.status_text)}), with scancel? [y/N] "
+        )
     count = len(job.physical_indices)
     cards = f"GPU{'s' if count != 1 else ''} {job.gpus_text}"
     if job.pid is not None and job.state is JobState.RUNNING:

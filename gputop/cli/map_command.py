@@ -23,6 +23,7 @@ from gputop.core.probes import (
 )
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import FAKE_ENV, open_backend
+from gputop.core.slurm.allocation import allocation_json, describe_allocation, explain_allocation
 from gputop.core.visibility import Visibility, resolve_visibility
 
 CVD = "CUDA_VISIBLE_DEVICES"
@@ -87,13 +88,17 @@ def run(args: argparse.Namespace) -> int:
         torch = None if args.no_torch else probe_torch(args.python, visible, order)
         torch_message = "skipped (--no-torch)" if torch is None else torch.message
 
+    allocation = explain_allocation(os.environ, len(snapshot.gpus), visibility)
     if args.json:
         document = _as_json(visibility, verdict, torch)
+        document["slurm"] = None if allocation is None else allocation_json(allocation)
         document["order_source"] = order_source
         document["driver_devices"] = _driver_devices(default)
         print(strict_json(document, indent=2))
     else:
         print(_as_text(visibility, order_message, driver_message, torch_message))
+        if allocation is not None:  # inside a Slurm job (docs/slurm.md)
+            print("\n".join(clean(line) for line in describe_allocation(allocation)))
     return 0
 
 

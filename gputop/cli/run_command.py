@@ -20,6 +20,11 @@ from gputop.cli.arg_types import count, seconds
 from gputop.cli.jobs_command import open_store
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.pick_command import active_job_gpus
+from gputop.cli.slurm_run import (
+    add_slurm_arguments,
+    run_slurm_submit,
+    slurm_options_without_slurm,
+)
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import (
     LaunchRequest,
@@ -49,6 +54,7 @@ EXAMPLES = """examples:
   gputop run --auto 2 --wait -- python train.py         the first 2 cards that are free
   gputop run --gpus 0 -- "python a.py | tee out.txt"    one argument: runs under $SHELL -c
   gputop run --hosts gpu1,gpu2 --auto 2 -- python train.py  the first server with 2 free
+  gputop run --slurm --gpus 1 --time 1:00:00 -- python train.py  submitted through sbatch
 """
 
 
@@ -63,7 +69,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cards = parser.add_mutually_exclusive_group(required=True)
+    cards = parser.add_mutually_exclusive_group()
     cards.add_argument(
         "--gpus",
         metavar="LIST",
@@ -109,6 +115,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     parser.add_argument("--json", action="store_true", help="print the job as JSON instead")
     add_hosts_arguments(parser)
+    add_slurm_arguments(parser)
     parser.add_argument(
         "command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
     )
@@ -123,6 +130,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "No command given: put it after --, e.g. gputop run --gpus 0 -- python train.py"
         )
+    if args.slurm:
+        return run_slurm_submit(args, command)
+    given = slurm_options_without_slurm(args)
+    if given:
+        raise UsageError(f"{given} is a Slurm option: add --slurm to submit through sbatch.")
+    if args.gpus is None and args.auto is None:
+        raise UsageError("Say which GPUs: --gpus LIST or --auto N (or --slurm).")
     if getattr(args, "hosts", None):
         from gputop.cli.lab_pick import run_launch
 

@@ -30,12 +30,14 @@ from textual.worker import Worker
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.service import JobsService
+from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView
 from gputop.core.model import ProcessOrigin, Snapshot
 from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.sampling.history import UtilizationHistory, initial_history
 from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.slurm.watch import SlurmView, SlurmWatch
 from gputop.core.users import current_user
 from gputop.tui.jobs_actions import JobsActions, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
@@ -52,6 +54,14 @@ from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 MIN_TABLE_ROWS = 12
 CARD_HEIGHT = 8
+
+
+class SlurmRead(Message):
+    """What Slurm says of this node's cards, the user's jobs and the GPU processes."""
+
+    def __init__(self, view: SlurmView) -> None:
+        super().__init__()
+        self.view = view
 
 
 class SnapshotSampled(Message):
@@ -139,6 +149,11 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
             report=self.report_jobs_problem,
         )
         self._stop = threading.Event()
+        self.slurm_watch = SlurmWatch.for_environment(
+            os.environ if self.environ is None else self.environ, self.user
+        )
+        """Where Slurm's commands are here: who holds each card (docs/slurm.md)."""
+        self._slurm_error: str | None = None
         self.sampling_error: str | None = None
         """The error of the last sample while sampling fails; None while it works."""
         self._failures_reported: set[str] = set()
@@ -248,6 +263,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
                 except Exception as error:  # a bad sample must not kill the dashboard
                     self.post_message(SamplingFailed(f"{type(error).__name__}: {error}"))
                 else:
+                    self._read_slurm(store, snapshot)
                     try:
                         jobs = self.jobs_service.read(store, snapshot)
                     except Exception as error:  # nor must a job store gone wrong (said once)
@@ -260,6 +276,33 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         finally:
             if store is not None:
                 store.close()
+
+    def _read_slurm(self, store: JobStore | None, snapshot: Snapshot) -> None:
+        """In the sampling thread: Slurm's view, before the jobs (it updates Slurm jobs)."""
+        if self.slurm_watch is None:
+            return
+        pids = [p.pid for gpu in snapshot.gpus for p in gpu.processes if p.pid > 0]
+        try:
+            self.post_message(SlurmRead(self.slurm_watch.read(store, pids)))
+        except Exception as error:  # Slurm gone wrong never stops the dashboard
+            self.post_message(
+                SlurmRead(SlurmView(node="", error=f"{type(error).__name__}: {error}"))
+            )
+
+    def on_slurm_read(self, message: SlurmRead) -> None:
+        view = message.view
+        if view.error and view.error != self._slurm_error:
+            self.notify(f"Slurm: {clean(view.error)}", severity="warning", timeout=10)
+        self._slurm_error = view.error
+        try:
+            self.query_one(GpuGrid).show_slurm(
+                {i: label for i in view.holders if (label := view.card_label(i)) is not None}
+            )
+            self.query_one(ProcessTable).set_slurm_jobs(view.process_jobs)
+            self.query_one(JobsPanel).show_slurm(view.user_jobs)
+        except NoMatches:
+            if self.is_running and not (self._exit or self._closing):
+                raise
 
     def on_snapshot_sampled(self, message: SnapshotSampled) -> None:
         try:

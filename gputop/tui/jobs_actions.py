@@ -142,7 +142,9 @@ class JobsActions(App[None]):
             f") on GPU {gpus}, {where}?\n\n  ",
             plain(job.command_text),
             "\n\nSIGTERM to its whole process group, then SIGKILL if it has not ended "
-            "after the grace period.",
+            "after the grace period."
+            if job.slurm_job_id is None
+            else f"\n\nSlurm cancels it: scancel {job.slurm_job_id}.",
         )
 
         def answered(yes: bool | None) -> None:

@@ -101,6 +101,9 @@ class Job:
     token: str | None = None
     """A random value in the job's environment (``GPUTOP_JOB_TOKEN``): with its session and
     start times, it proves a process left over from a lost job belongs to it."""
+    slurm_job_id: int | None = None
+    """Set for a job submitted through ``sbatch`` (docs/slurm.md): Slurm runs and stops it,
+    Slurm chose its cards; its state here follows what Slurm reports."""
 
     @property
     def is_active(self) -> bool:
@@ -123,7 +126,10 @@ class Job:
 
     @property
     def status_text(self) -> str:
-        """The jobs table's status column: "exited 0", "failed 3", "killed (SIGTERM)"."""
+        """The jobs table's status column: "exited 0", "failed 3", "killed (SIGTERM)";
+        for a Slurm job, Slurm's words ("Pending: Resources", "Cancelled")."""
+        if self.slurm_job_id is not None and self.state is not JobState.LOST and self.note:
+            return self.note
         status = self.status
         if status == "exited":
             return "exited 0"
@@ -181,4 +187,5 @@ class Job:
             "mode": self.mode.value,
             "host": self.host,
             "note": self.note,
+            "slurm_job_id": self.slurm_job_id,
         }

@@ -33,6 +33,7 @@ from gputop.core.process_control import (
     send,
     signal_own_process,
 )
+from gputop.core.slurm.submit import cancel
 
 JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
 JOB_ID_ENV = "GPUTOP_JOB_ID"
@@ -55,6 +56,8 @@ def stop_job(
     if grace_s is not None and not 0 <= grace_s <= 24 * 3600:
         raise UsageError(f"The grace period must be between 0 and 86400 seconds, not {grace_s}.")
     job = store.get(job_id)
+    if job.slurm_job_id is not None and job.state is not JobState.ENDED:
+        return _cancel_in_slurm(store, job)  # from any host of the cluster
     here = socket.gethostname()
     if job.host and job.host != here:
         raise GputopError(f"Job {job.id} runs on {job.host}, not on {here}: stop it from there.")
@@ -86,6 +89,13 @@ def stop_job(
         else:
             return _asked_supervisor(store, job, grace, wait_s)
     return _stop_without_supervisor(store, job, grace)
+
+
+def _cancel_in_slurm(store: JobStore, job: Job) -> str:
+    """Slurm runs it: ``scancel`` (docs/slurm.md); Slurm's own message where it refuses."""
+    cancel(job.slurm_job_id or 0)
+    store.request_stop(job.id)
+    return f"Job {job.id} cancelled in Slurm (scancel {job.slurm_job_id})."
 
 
 def _asked_supervisor(store: JobStore, job: Job, grace: float, wait_s: float | None) -> str:

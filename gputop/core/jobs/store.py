@@ -311,6 +311,7 @@ class JobStore:
             "session_id": job.session_id,
             "supervisor_session_id": job.supervisor_session_id,
             "token": job.token,
+            "slurm_job_id": job.slurm_job_id,
         }
         names = ", ".join(columns)
         marks = ", ".join("?" for _ in columns)
@@ -319,6 +320,74 @@ class JobStore:
                 f"INSERT OR IGNORE INTO jobs ({names}) VALUES ({marks})", tuple(columns.values())
             )
             return cursor.rowcount > 0
+
+    def record_slurm_job(
+        self,
+        *,
+        slurm_job_id: int,
+        name: str,
+        command: Sequence[str],
+        command_text: str,
+        cwd: str,
+        log_path: str,
+    ) -> Job:
+        """Record a job ``sbatch`` accepted (docs/slurm.md): waiting until Slurm runs it.
+
+        Its log is the output file Slurm writes; its cards are Slurm's choice, set by
+        ``update_slurm_job`` once Slurm reports them.
+        """
+        with self._writing() as conn:
+            cursor = conn.execute(
+                "INSERT INTO jobs (name, command, command_text, uses_shell, cwd, "
+                "physical_indices, uuids, env, mode, state, log_path, created_at, host, "
+                "grace_s, wait_for_free, boot_id, slurm_job_id) "
+                "VALUES (?, ?, ?, 0, ?, '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                (
+                    name,
+                    json.dumps(list(command)),
+                    command_text,
+                    cwd,
+                    RunMode.DETACHED.value,
+                    JobState.WAITING.value,
+                    log_path,
+                    time.time(),
+                    self._host,
+                    DEFAULT_GRACE_S,
+                    current_boot_id(),
+                    slurm_job_id,
+                ),
+            )
+            job_id = int(cursor.lastrowid or 0)
+        return self.get(job_id)
+
+    def update_slurm_job(
+        self,
+        job_id: int,
+        *,
+        state: JobState,
+        note: str | None,
+        physical_indices: Sequence[int],
+        started_at: float | None,
+        exit_code: int | None = None,
+        signal: int | None = None,
+    ) -> None:
+        """Copy what Slurm reports about a submitted job into its row (not once ended)."""
+        ended_at = time.time() if state is JobState.ENDED else None
+        self._update(
+            job_id,
+            "state = ?, note = ?, physical_indices = ?, started_at = COALESCE(started_at, ?), "
+            "ended_at = ?, exit_code = ?, signal = ?",
+            (
+                state.value,
+                note,
+                json.dumps(list(physical_indices)),
+                started_at,
+                ended_at,
+                exit_code,
+                signal,
+            ),
+            states=_NOT_ENDED,
+        )
 
     def has_job(self, job_id: int) -> bool:
         with self._reading():
@@ -433,6 +502,7 @@ class JobStore:
             session_id=row["session_id"],
             supervisor_session_id=row["supervisor_session_id"],
             token=row["token"],
+            slurm_job_id=row["slurm_job_id"],
         )
 
     def _refresh_liveness(self, jobs: Sequence[Job]) -> bool:
@@ -440,8 +510,8 @@ class JobStore:
         changed = False
         now = time.time()
         for job in jobs:
-            if not job.is_active or job.host != self._host:
-                continue
+            if not job.is_active or job.host != self._host or job.slurm_job_id is not None:
+                continue  # Slurm's jobs have no supervisor: gputop.core.slurm.sync follows them
             if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
                 note = (
                     "the machine restarted since it was launched: none of its processes is "

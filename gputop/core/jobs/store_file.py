@@ -35,7 +35,7 @@ from gputop.core.jobs.private_files import (
 
 __all__ = ["STATE_DIR_ENV", "StoreError", "StorePermissionError", "default_state_dir"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_NAME = "jobs.sqlite3"
 LOGS_DIR = "logs"
 LOCK_NAME = "jobs.lock"
@@ -79,7 +79,8 @@ CREATE TABLE jobs (
     boot_id TEXT,
     session_id INTEGER,
     supervisor_session_id INTEGER,
-    token TEXT
+    token TEXT,
+    slurm_job_id INTEGER
 );
 CREATE INDEX jobs_state ON jobs(state);
 CREATE TABLE history (
@@ -99,6 +100,9 @@ _MIGRATIONS = {
         "ALTER TABLE jobs ADD COLUMN supervisor_session_id INTEGER",
         "ALTER TABLE jobs ADD COLUMN token TEXT",
     ),
+    # version 2 -> 3: a job submitted through sbatch (docs/slurm.md) is Slurm's to run;
+    # its row records Slurm's job id. NULL for every job gputop runs itself.
+    2: ("ALTER TABLE jobs ADD COLUMN slurm_job_id INTEGER",),
 }
 
 

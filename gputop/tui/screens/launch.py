@@ -22,16 +22,25 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Checkbox, Input, Label, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
-from gputop.core.errors import GputopError
+from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.command import plan_command
 from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.mig_targets import target_label
 from gputop.core.jobs.model import Job, RunMode
 from gputop.core.jobs.policy import launch_warnings
 from gputop.core.jobs.service import JobsService
+from gputop.core.jobs.store import JobStore
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.slurm.record import submit_and_record
+from gputop.core.slurm.submit import SlurmRequest
 from gputop.core.visibility import pin_environment
+from gputop.tui.screens.launch_slurm import (
+    show_slurm_options,
+    slurm_fields,
+    slurm_preview,
+    slurm_request_from,
+)
 from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 
@@ -92,10 +101,13 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
                     disabled=not self.context.in_tmux,
                 )
             yield Checkbox("Wait until these cards are free", id="wait")
+            yield from slurm_fields(self.context.environ)
             yield Static(id="preview")
 
     def on_mount(self) -> None:
         self.query_one("#command", Input).focus()
+        if self.query("#slurm"):
+            show_slurm_options(self, False)
         self._update_preview()
         self._load_history()
 
@@ -120,11 +132,19 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
     def _update_preview(self) -> None:
         self.query_one("#preview", Static).update(self.render_preview())
 
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        if event.checkbox.id == "slurm":
+            show_slurm_options(self, event.value)
+            self._update_preview()
+
     def render_preview(self) -> RenderableType:
         context = self.context
         snapshot = context.snapshot
         parts: list[RenderableType] = []
         command = self.query_one("#command", Input).value
+        slurm = self._slurm_request(command)
+        if slurm is not None:
+            return slurm_preview(slurm, command, context.environ)
         if command.strip():
             try:
                 plan = plan_command(command, context.environ)
@@ -187,6 +207,11 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         if not command.strip():
             self._show_error("Type the command to run first.")
             return
+        slurm = self._slurm_request(command)
+        if slurm is not None:
+            self._launching = True
+            self._submit(slurm, command)
+            return
         tmux = self.query_one("#mode", RadioSet).pressed_index == 1
         request = LaunchRequest(
             command=command,
@@ -197,6 +222,16 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         )
         self._launching = True
         self._launch(request)
+
+    def _slurm_request(self, command: str) -> SlurmRequest | None:
+        """The sbatch request, where "Submit through Slurm" is ticked (docs/slurm.md)."""
+        return slurm_request_from(
+            self,
+            command,
+            environ=self.context.environ,
+            cwd=self._cwd() or self.context.cwd,
+            gpus=len(self.context.physical_indices),
+        )
 
     def _cwd(self) -> str | None:
         """The directory typed, or the real default when the field still shows it cleaned."""
@@ -215,6 +250,23 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
             self.app.call_from_thread(self._failed, f"Could not start the job: {error}")
         else:
             self.app.call_from_thread(self.dismiss, job)
+
+    @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
+    def _submit(self, request: SlurmRequest | None, command: str) -> None:
+        """Through sbatch (docs/slurm.md): Slurm's own message where it refuses."""
+        store: JobStore | None = None
+        try:
+            if request is None or not request.argv:
+                raise UsageError("Type the command to run first.")
+            store = JobStore.open(self.context.jobs.state_dir)
+            job = submit_and_record(store, request, command.strip(), self.context.environ)
+        except GputopError as error:
+            self.app.call_from_thread(self._failed, str(error))
+        else:
+            self.app.call_from_thread(self.dismiss, job)
+        finally:
+            if store is not None:
+                store.close()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A launch that raised something unforeseen: the dialog says so and stays usable."""

@@ -39,6 +39,8 @@ class CardView:
     """UUIDs of this card's selected MIG instances."""
     util_style: str | None = None
     """The utilisation's colour, kept steady by the grid (``sticky_level_style``)."""
+    slurm: str | None = None
+    """The Slurm job holding the card (``slurm 123 alice train 1:02:03 left``), cleaned."""
 
 
 class GpuCard(Widget):
@@ -63,7 +65,7 @@ class GpuCard(Widget):
         self.set_class(view.selected, "-selected")
         self.set_class(view.gpu.lost, "-lost")
         self.set_class(view.compact, "-compact")
-        titles = (None, None) if view.compact else (_title(view), _subtitle(view.gpu))
+        titles = (None, None) if view.compact else (_title(view), _subtitle(view))
         if titles != self._titles:  # setting a border title repaints the whole card
             self._titles = titles
             self.border_title = None if titles[0] is None else Content(titles[0])
@@ -160,7 +162,14 @@ def _title(view: CardView) -> str:
     return f"{mark} {view.gpu.physical_index}  {uuid}"
 
 
-def _subtitle(gpu: GpuSample) -> str | None:
+def _subtitle(view: CardView) -> str | None:
+    state = _state(view.gpu)
+    if view.slurm is None:
+        return state
+    return view.slurm if state is None else f"{view.slurm} · {state}"
+
+
+def _state(gpu: GpuSample) -> str | None:
     if gpu.lost:
         return "LOST"
     if gpu.no_access:

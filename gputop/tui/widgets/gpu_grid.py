@@ -9,6 +9,7 @@ instance is what space selects and what a launch pins (by its MIG UUID).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from textual.binding import Binding
 from textual.containers import Grid
@@ -52,6 +53,7 @@ class GpuGrid(Grid, can_focus=True):
         self._util_styles: dict[int, str] = {}
         """Each card's utilisation colour as last shown: it changes with hysteresis."""
         self.compact = False
+        self.slurm_labels: dict[int, str] = {}
 
     # -- state -------------------------------------------------------------------------
 
@@ -142,6 +144,13 @@ class GpuGrid(Grid, can_focus=True):
 
     # -- data ----------------------------------------------------------------------------
 
+    def show_slurm(self, labels: Mapping[int, str]) -> None:
+        """Which Slurm job holds each card (docs/slurm.md): shown in the cards' subtitles."""
+        if dict(labels) != dict(self.slurm_labels):
+            self.slurm_labels = dict(labels)
+            if self._snapshot is not None:
+                self._paint()
+
     def show(self, snapshot: Snapshot, history: UtilizationHistory, compact: bool) -> None:
         physical = [gpu.physical_index for gpu in snapshot.gpus]
         if physical != self._physical:
@@ -189,6 +198,7 @@ class GpuGrid(Grid, can_focus=True):
                         d.uuid for d in gpu.mig_devices if d.uuid and d.uuid in self._selected
                     ),
                     util_style=util_style,
+                    slurm=self.slurm_labels.get(gpu.physical_index),
                 )
             )
 

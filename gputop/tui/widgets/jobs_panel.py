@@ -16,7 +16,8 @@ from textual.widgets import DataTable
 
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.tracking import JobsView
-from gputop.core.units import duration_coarse
+from gputop.core.slurm.queue import SlurmJob
+from gputop.core.units import duration, duration_coarse
 from gputop.tui.safe import plain
 from gputop.tui.widgets.table_rows import replace_rows
 
@@ -60,6 +61,25 @@ def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
     )
 
 
+def slurm_cells(job: SlurmJob, now: float) -> tuple[Text, ...]:
+    """A Slurm job gputop did not submit: Slurm's id, state and time left."""
+    left = job.time_left_s(now)
+    started = job.start_time if job.state == "RUNNING" else None
+    return (
+        Text(f"S{job.job_id}"),
+        plain(job.name),
+        Text(",".join(str(i) for i in job.gpu_indices) or "-"),
+        plain(job.status_text, style="bold cyan" if job.state == "RUNNING" else "yellow"),
+        Text("-" if started is None else time.strftime("%H:%M:%S", time.localtime(started))),
+        Text("-" if started is None else duration_coarse(max(0.0, now - started))),
+        plain(
+            f"Slurm job on {job.nodes or '-'}"
+            + ("" if left is None else f", {duration(left)} left"),
+            style="dim",
+        ),
+    )
+
+
 class JobsPanel(DataTable[Any]):
     BINDINGS = [
         Binding("enter", "show_log", "Log"),
@@ -81,6 +101,9 @@ class JobsPanel(DataTable[Any]):
         self._jobs: dict[str, Job] = {}
         self._order: list[str] = []
         self._cells: dict[str, tuple[Any, ...]] = {}
+        self._view: JobsView | None = None
+        self._slurm_jobs: tuple[SlurmJob, ...] = ()
+        """The user's Slurm jobs gputop did not submit, listed after gputop's."""
 
     def on_mount(self) -> None:
         self.border_title = "Jobs"
@@ -95,10 +118,15 @@ class JobsPanel(DataTable[Any]):
 
     def show(self, view: JobsView, now: float | None = None) -> None:
         now = time.time() if now is None else now
+        self._view = view
         jobs = list(reversed(view.jobs))  # newest first: the one just launched is on top
         self._jobs = {str(job.id): job for job in jobs}
-        order = list(self._jobs)
         cells = {str(job.id): job_cells(job, view.last_lines.get(job.id, ""), now) for job in jobs}
+        submitted = {job.slurm_job_id for job in jobs if job.slurm_job_id is not None}
+        for slurm in self._slurm_jobs:
+            if slurm.job_id not in submitted:
+                cells[f"slurm-{slurm.job_id}"] = slurm_cells(slurm, now)
+        order = list(cells)
         if order != self._order:
             keep = self._order[self.cursor_row] if self.current_job is not None else None
             replace_rows(self, order, cells, keep)
@@ -112,6 +140,13 @@ class JobsPanel(DataTable[Any]):
         self._cells = cells
         count = f"{len(jobs)} job" + ("" if len(jobs) == 1 else "s")
         self.border_subtitle = f"{count}, {len(view.active)} active · enter log · K stop"
+
+    def show_slurm(self, jobs: tuple[SlurmJob, ...]) -> None:
+        """The user's own Slurm jobs, beside gputop's (docs/slurm.md)."""
+        if jobs != self._slurm_jobs:
+            self._slurm_jobs = jobs
+            if self._view is not None:
+                self.show(self._view)
 
     def action_show_log(self) -> None:
         if (job := self.current_job) is not None:

@@ -27,6 +27,7 @@ Cell = tuple[Part, ...]
 OWN_USER_STYLE = "bold green"
 HINT_STYLE = "dim italic"
 JOB_MARK_STYLE = "bold magenta"
+SLURM_MARK_STYLE = "bold blue"
 MIG_MARK_STYLE = "cyan"
 
 
@@ -107,6 +108,7 @@ class RowMaker:
         sort_key: SortKey,
         reverse: bool,
         job_of_pid: Mapping[int, int],
+        slurm_of_pid: Mapping[int, int] | None = None,
     ) -> list[ProcessRow]:
         processes = [
             p
@@ -116,7 +118,8 @@ class RowMaker:
         ]
         processes.sort(key=sort_key.key, reverse=sort_key.descending != reverse)
         known, self._fixed = self._fixed, {}
-        return [self._row(p, snapshot.timestamp, job_of_pid, known) for p in processes]
+        slurm = slurm_of_pid or {}
+        return [self._row(p, snapshot.timestamp, job_of_pid, known, slurm) for p in processes]
 
     def _row(
         self,
@@ -124,8 +127,10 @@ class RowMaker:
         now: float,
         job_of_pid: Mapping[int, int],
         known: dict[tuple[Any, ...], _Fixed],
+        slurm_of_pid: Mapping[int, int],
     ) -> ProcessRow:
         job_id = job_of_pid.get(process.pid)
+        slurm_id = slurm_of_pid.get(process.pid)
         identity = (
             process.pid,
             process.physical_index,
@@ -135,8 +140,9 @@ class RowMaker:
             process.mig_uuid,
             process.gpu_instance_id,
             job_id,
+            slurm_id,
         )
-        fixed = known.get(identity) or self._fixed_cells(process, job_id)
+        fixed = known.get(identity) or self._fixed_cells(process, job_id, slurm_id)
         self._fixed[identity] = fixed
         (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w) = fixed
         elapsed = None if process.start_time is None else now - process.start_time
@@ -173,7 +179,9 @@ class RowMaker:
         )
         return ProcessRow(row_key(process), process, cells, widths)
 
-    def _fixed_cells(self, process: GpuProcess, job_id: int | None) -> _Fixed:
+    def _fixed_cells(
+        self, process: GpuProcess, job_id: int | None, slurm_id: int | None = None
+    ) -> _Fixed:
         """The cells that change only with the process itself, cleaned and measured."""
         user_style = OWN_USER_STYLE if process.user == self.me else ""
         command: list[Part] = []
@@ -181,6 +189,8 @@ class RowMaker:
             command.append((f"[GI {process.gpu_instance_id}] ", MIG_MARK_STYLE))
         if job_id is not None:
             command.append((f"[job {job_id}] ", JOB_MARK_STYLE))
+        if slurm_id is not None:  # docs/slurm.md
+            command.append((f"[slurm {slurm_id}] ", SLURM_MARK_STYLE))
         if process.command:
             command.append((clean_argv(process.command), ""))
         else:

@@ -111,6 +111,8 @@ class ProcessTable(ScrollView, can_focus=True):
         self.reverse = False
         self.only_gpu: int | None = None
         self.job_of_pid: Mapping[int, int] = {}
+        self.slurm_of_pid: Mapping[int, int] = {}
+        """pid → the Slurm job it runs in (docs/slurm.md)."""
         """pid -> id of the gputop job it belongs to: such rows are marked."""
         self._maker = RowMaker(user)
         self._rows: list[ProcessRow] = []
@@ -162,6 +164,7 @@ class ProcessTable(ScrollView, can_focus=True):
             sort_key=self.sort_key,
             reverse=self.reverse,
             job_of_pid=self.job_of_pid,
+            slurm_of_pid=self.slurm_of_pid,
         )
         old_rows, old_widths, old_cursor = self._rows, self._widths, self._cursor
         highlighted = old_rows[old_cursor].key if old_cursor < len(old_rows) else None
@@ -193,6 +196,11 @@ class ProcessTable(ScrollView, can_focus=True):
             moved = (index == old_cursor) != (index == self._cursor)
             if old != new or moved:
                 self.refresh_line(index + HEADER_LINES)
+
+    def set_slurm_jobs(self, slurm_of_pid: Mapping[int, int]) -> None:
+        if dict(slurm_of_pid) != dict(self.slurm_of_pid):
+            self.slurm_of_pid = dict(slurm_of_pid)
+            self.refresh_view()
 
     def set_jobs(self, job_of_pid: Mapping[int, int]) -> None:
         if dict(job_of_pid) != dict(self.job_of_pid):

@@ -26,6 +26,7 @@ from gputop.core.jobs.mig_targets import target_label
 from gputop.core.model import Snapshot
 from gputop.core.probes import DriverProbe, compare_with_rules, order_note, probe_torch
 from gputop.core.safe_text import clean
+from gputop.core.slurm.allocation import describe_allocation, explain_allocation
 from gputop.core.visibility import Visibility, pin_environment, resolve_visibility
 from gputop.tui.safe import plain
 from gputop.tui.workers import ReportsWorkerFailures
@@ -58,6 +59,10 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
         env = os.environ if environ is None else environ
         self.cuda_visible_devices = env.get(CVD)
         self.cuda_device_order = env.get(ORDER)
+        self._slurm_environ = {k: v for k, v in env.items() if k.startswith("SLURM_")}
+        """Inside a Slurm job: its cards, for the allocation's explanation (docs/slurm.md)."""
+        if self.cuda_visible_devices is not None:
+            self._slurm_environ[CVD] = self.cuda_visible_devices
         self.python = python
         self.probes_enabled = probes
         self._snapshot: Snapshot | None = None
@@ -158,9 +163,23 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
         parts.append(_mapping_table(visibility))
         for warning in visibility.warnings:
             parts.append(Text(f"⚠ {clean(warning.message)}", style="yellow"))
+        parts.extend(self._allocation_lines(visibility))
         parts.append(self._probe_lines(visibility))
         parts.append(self._launch_preview())
         return Group(*parts)
+
+    def _allocation_lines(self, visibility: Visibility) -> list[Text]:
+        """Inside a Slurm job: Slurm's cards → CUDA_VISIBLE_DEVICES → cuda:N."""
+        assert self._snapshot is not None
+        view = explain_allocation(self._slurm_environ, len(self._snapshot.gpus), visibility)
+        if view is None:
+            return []
+        return [
+            Text(f"⚠ {clean(line.removeprefix('warning: '))}", style="yellow")
+            if line.startswith("warning: ")
+            else Text(clean(line), style="cyan")
+            for line in describe_allocation(view)
+        ]
 
     def _probe_lines(self, visibility: Visibility) -> Text:
         text = Text()

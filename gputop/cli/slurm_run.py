@@ -1,0 +1,111 @@
+"""``gputop run --slurm``: submit through ``sbatch``; Slurm chooses the cards (docs/slurm.md).
+
+``gputop run --slurm --gpus 1 -- python train.py`` writes a batch script with the command
+quoted, submits it, records Slurm's job id in the job store, and prints it. ``gputop jobs``
+then shows Slurm's state and reason, the cards Slurm gave it once it runs, and its output
+(``gputop jobs log ID``); ``gputop jobs stop ID`` cancels it with ``scancel``. A submission
+Slurm refuses prints Slurm's own message and records nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from gputop.cli.jobs_command import open_store
+from gputop.core.errors import GputopError, UsageError
+from gputop.core.jobs.command import default_name, plan_command
+from gputop.core.jobs.model import Job
+from gputop.core.numbers import strict_json
+from gputop.core.safe_text import clean
+from gputop.core.slurm.record import submit_and_record
+from gputop.core.slurm.submit import SlurmRequest, check_gres
+
+
+def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "Slurm (docs/slurm.md)", "submit through sbatch instead; Slurm chooses the cards"
+    )
+    group.add_argument(
+        "--slurm",
+        action="store_true",
+        help="submit through sbatch; with it --gpus N is a number of GPUs",
+    )
+    group.add_argument("--partition", metavar="P", help="the Slurm partition")
+    group.add_argument("--gres", metavar="gpu:TYPE:N", type=check_gres, help="Slurm GRES")
+    group.add_argument("--nodelist", metavar="H", help="the node(s) to run on")
+    group.add_argument("--time", metavar="T", help="time limit, as sbatch --time reads it")
+
+
+def slurm_options_without_slurm(args: argparse.Namespace) -> str | None:
+    """The first Slurm-only option given without ``--slurm``, to refuse it."""
+    for name in ("partition", "gres", "nodelist", "time"):
+        if getattr(args, name, None):
+            return f"--{name}"
+    return None
+
+
+def slurm_request(args: argparse.Namespace, command: list[str]) -> SlurmRequest:
+    """The request from the arguments; ``UsageError`` for what only Slurm-less runs take."""
+    if args.auto is not None or args.wait or args.tmux or getattr(args, "hosts", None):
+        raise UsageError(
+            "--slurm cannot be combined with --auto, --wait, --tmux or --hosts: Slurm "
+            "chooses the cards and queues the job itself."
+        )
+    gpus: int | None = None
+    if args.gpus is not None:
+        if not args.gpus.isdigit() or int(args.gpus) < 1:
+            raise UsageError(
+                f"With --slurm, --gpus is a number of GPUs (Slurm chooses which), not "
+                f"{args.gpus!r}."
+            )
+        gpus = int(args.gpus)
+    if gpus is not None and args.gres:
+        raise UsageError("Give either --gpus N or --gres gpu:TYPE:N, not both.")
+    plan = plan_command(command)
+    cwd = os.path.abspath(os.path.expanduser(args.cwd)) if args.cwd else os.getcwd()
+    if not os.path.isdir(cwd):
+        raise UsageError(f"The working directory {cwd} does not exist.")
+    return SlurmRequest(
+        argv=plan.argv,
+        name=args.name or default_name(plan),
+        cwd=cwd,
+        partition=args.partition,
+        gpus=gpus,
+        gres=args.gres,
+        nodelist=args.nodelist,
+        time_limit=args.time,
+    )
+
+
+def run_slurm_submit(args: argparse.Namespace, command: list[str]) -> int:
+    request = slurm_request(args, command)
+    text = plan_command(command).text or " ".join(command)
+    store = open_store()
+    try:
+        if store.notices:
+            raise GputopError(
+                "Nothing was submitted: the job store had to be repaired (see above). Run "
+                "the same command again to submit with the new store."
+            )
+        job = submit_and_record(store, request, text)
+    finally:
+        store.close()
+    if args.json:
+        print(strict_json(job.to_json(), indent=2))
+    else:
+        print(describe_submission(job, request))
+    return 0
+
+
+def describe_submission(job: Job, request: SlurmRequest) -> str:
+    lines = [
+        f"Job {job.id} ({clean(job.name)}) submitted to Slurm as job {job.slurm_job_id}.",
+        f"  asks: {request.asks_text}",
+        "  cards: Slurm chooses them; gputop jobs shows which once it runs",
+        f"  runs: {clean(job.command_text)}",
+        f"  cwd:  {clean(job.cwd)}",
+        f"  log:  {clean(job.log_path)}  (Slurm's output file)",
+        f"Follow it: gputop jobs log {job.id} --follow    Cancel it: gputop jobs stop {job.id}",
+    ]
+    return "\n".join(lines)

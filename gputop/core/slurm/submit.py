@@ -1,0 +1,160 @@
+"""Submitting a job through ``sbatch``, and cancelling it with ``scancel`` (docs/slurm.md).
+
+The command is never handed to ``sbatch --wrap`` (a shell string): gputop writes a batch
+script into the private state directory with the command quoted by ``shlex.join`` (or,
+for a command line that needs a shell, the user's text under ``$SHELL -c``, quoted the
+same way), submits it with ``sbatch --parsable``, and removes it: ``sbatch`` has copied
+it to the controller by then. Every option is one ``--name=value`` argv element, so no
+value is ever read as another option. Slurm chooses the cards; the job's row shows which
+once Slurm reports them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gputop.core.errors import UsageError
+from gputop.core.jobs.private_files import PRIVATE_FILE_MODE, open_private_subdir, private_dir_fd
+from gputop.core.safe_text import clean
+from gputop.core.slurm.commands import SlurmError, run_slurm, slurm_message
+
+SCRIPTS_DIR = "slurm"
+OUTPUT_PATTERN = "slurm-%j.log"
+"""Slurm's output file in the job store's logs directory; ``%j`` is Slurm's job id."""
+_GRES = re.compile(r"^gpu(:[A-Za-z0-9_.-]+)?:[0-9]+$")
+_PARSABLE = re.compile(r"^([0-9]+)(;.*)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmRequest:
+    """What ``gputop run --slurm`` asks Slurm for. Slurm checks every value itself."""
+
+    argv: tuple[str, ...]
+    """The command as it will be exec'd (``plan_command``'s argv)."""
+    name: str
+    cwd: str
+    partition: str | None = None
+    gpus: int | None = None
+    gres: str | None = None
+    nodelist: str | None = None
+    time_limit: str | None = None
+
+    def sbatch_options(self) -> list[str]:
+        options = [f"--job-name={self.name}", f"--chdir={self.cwd}", "--open-mode=append"]
+        if self.partition:
+            options.append(f"--partition={self.partition}")
+        if self.gpus is not None:
+            options.append(f"--gpus={self.gpus}")
+        if self.gres:
+            options.append(f"--gres={self.gres}")
+        if self.nodelist:
+            options.append(f"--nodelist={self.nodelist}")
+        if self.time_limit:
+            options.append(f"--time={self.time_limit}")
+        return options
+
+    @property
+    def cards_text(self) -> str:
+        """``1 GPU``, ``gpu:a100:2``: what was asked for, in the preview."""
+        if self.gres:
+            return self.gres
+        if self.gpus is not None:
+            return f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}"
+        return "no GPU"
+
+    @property
+    def asks_text(self) -> str:
+        """``1 GPU in partition debug for 1:00:00``: the request, for previews (cleaned)."""
+        text = self.cards_text
+        if self.partition:
+            text += f" in partition {self.partition}"
+        if self.nodelist:
+            text += f" on {self.nodelist}"
+        if self.time_limit:
+            text += f" for {self.time_limit}"
+        return clean(text)
+
+
+def check_gres(gres: str) -> str:
+    """``gpu:N`` or ``gpu:TYPE:N``: the only GRES ``--slurm`` asks for."""
+    if not _GRES.match(gres):
+        raise UsageError(
+            f"--gres {gres!r} is not a GPU request: write gpu:N or gpu:TYPE:N (gpu:a100:2)."
+        )
+    return gres
+
+
+def batch_script(argv: Sequence[str]) -> str:
+    """The batch script: one ``exec`` of the command, every word quoted by ``shlex``."""
+    return (
+        "#!/bin/sh\n"
+        "# Written by gputop run --slurm (docs/slurm.md): the command, quoted by shlex.join.\n"
+        f"exec {shlex.join(argv)}\n"
+    )
+
+
+def output_path(logs_dir: Path, slurm_job_id: int) -> str:
+    return str(logs_dir / OUTPUT_PATTERN.replace("%j", str(slurm_job_id)))
+
+
+def parse_job_id(stdout: str) -> int:
+    """``sbatch --parsable`` prints ``ID`` or ``ID;CLUSTER``."""
+    line = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    match = _PARSABLE.match(line.strip())
+    if match is None:
+        raise SlurmError(f"sbatch printed no job id (it printed {line[:80]!r}).")
+    return int(match.group(1))
+
+
+def submit(
+    request: SlurmRequest,
+    state_dir: Path,
+    logs_dir: Path,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Submit through ``sbatch``; Slurm's job id, or ``SlurmError`` with Slurm's message."""
+    script = _write_script(state_dir, batch_script(request.argv))
+    try:
+        argv = [
+            "sbatch",
+            "--parsable",
+            *request.sbatch_options(),
+            f"--output={logs_dir / OUTPUT_PATTERN}",
+            str(script),
+        ]
+        return parse_job_id(run_slurm(argv, environ).stdout)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(script)
+
+
+def cancel(slurm_job_id: int, environ: Mapping[str, str] | None = None) -> None:
+    """``scancel ID``; ``SlurmError`` with Slurm's message when Slurm refuses."""
+    output = run_slurm(["scancel", str(slurm_job_id)], environ)
+    if "error" in output.stderr.lower():  # scancel can say so with exit status 0
+        raise SlurmError(slurm_message(output.stderr, "scancel refused"))
+
+
+def _write_script(state_dir: Path, text: str) -> Path:
+    name = f"submit-{secrets.token_hex(8)}.sh"
+    with private_dir_fd(state_dir) as state_fd:
+        scripts_fd = open_private_subdir(state_fd, state_dir, SCRIPTS_DIR)
+    try:
+        fd = os.open(
+            name,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            PRIVATE_FILE_MODE | 0o100,
+            dir_fd=scripts_fd,
+        )
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    finally:
+        os.close(scripts_fd)
+    return state_dir / SCRIPTS_DIR / name

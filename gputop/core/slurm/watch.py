@@ -1,0 +1,123 @@
+"""What the dashboard shows of Slurm, read at most every few seconds (docs/slurm.md).
+
+One ``squeue --json`` per read gives everything: the running jobs holding this node's
+cards, the user's own jobs, and (through the job store) the state of the jobs gputop
+submitted. A process is tied to its Slurm job by its cgroup or environment. Reading runs
+in the dashboard's sampling thread, never on the UI thread; a failing Slurm is reported
+once in ``error`` and the last good view is kept.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gputop.core.jobs.store import JobStore
+from gputop.core.safe_text import clean
+from gputop.core.slurm.cgroup import slurm_job_of_pid
+from gputop.core.slurm.commands import SlurmError
+from gputop.core.slurm.detect import slurm_commands_here
+from gputop.core.slurm.node import CardHolder, card_holders, this_node
+from gputop.core.slurm.queue import SlurmJob, read_queue
+from gputop.core.slurm.sync import sync_slurm_jobs
+from gputop.core.units import duration
+
+READ_EVERY_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmView:
+    node: str
+    holders: Mapping[int, CardHolder] = field(default_factory=dict)
+    """Physical GPU index of this node → the running Slurm job holding it."""
+    user_jobs: tuple[SlurmJob, ...] = ()
+    """The user's Slurm jobs that are not over, oldest first."""
+    process_jobs: Mapping[int, int] = field(default_factory=dict)
+    """pid → Slurm job id, for the GPU processes that run inside a Slurm job."""
+    error: str | None = None
+    read_at: float = 0.0
+
+    def card_label(self, physical_index: int) -> str | None:
+        """``slurm 123 alice train 1:02:03 left``: who holds the card, for its title."""
+        holder = self.holders.get(physical_index)
+        if holder is None:
+            return None
+        job = holder.job
+        left = job.time_left_s(self.read_at)
+        tail = "" if left is None else f" {duration(left)} left"
+        return clean(f"slurm {job.job_id} {job.user} {job.name}{tail}")
+
+
+class SlurmWatch:
+    """Reads Slurm for the dashboard; ``None`` from ``for_environment`` where no Slurm."""
+
+    def __init__(
+        self, environ: Mapping[str, str], user: str, read_every_s: float = READ_EVERY_S
+    ) -> None:
+        self._environ = dict(environ)
+        self._user = user
+        self._read_every_s = read_every_s
+        self._lock = threading.Lock()
+        self._node: str | None = None
+        self._last: SlurmView | None = None
+
+    @classmethod
+    def for_environment(cls, environ: Mapping[str, str], user: str) -> SlurmWatch | None:
+        return cls(environ, user) if slurm_commands_here(environ) else None
+
+    def read(
+        self, store: JobStore | None, pids: Iterable[int], now: float | None = None
+    ) -> SlurmView:
+        """The view, read again from Slurm once ``read_every_s`` has passed."""
+        now = time.time() if now is None else now
+        with self._lock:
+            last = self._last
+            if last is None or now - last.read_at >= self._read_every_s:
+                last = self._read(store, now)
+                self._last = last
+            pid_jobs = process_jobs(pids)
+        if pid_jobs == last.process_jobs:
+            return last
+        return SlurmView(
+            node=last.node,
+            holders=last.holders,
+            user_jobs=last.user_jobs,
+            process_jobs=pid_jobs,
+            error=last.error,
+            read_at=last.read_at,
+        )
+
+    def _read(self, store: JobStore | None, now: float) -> SlurmView:
+        if self._node is None:
+            self._node = this_node(self._environ)
+        problem = sync_slurm_jobs(store, self._environ) if store is not None else None
+        try:
+            jobs = read_queue(self._environ)
+        except SlurmError as error:
+            previous = self._last
+            return SlurmView(
+                node=self._node,
+                holders=previous.holders if previous else {},
+                user_jobs=previous.user_jobs if previous else (),
+                error=str(error),
+                read_at=now,
+            )
+        return SlurmView(
+            node=self._node,
+            holders=card_holders(jobs, self._node, self._environ),
+            user_jobs=tuple(j for j in jobs if j.user == self._user and j.is_active),
+            error=problem,
+            read_at=now,
+        )
+
+
+def process_jobs(pids: Iterable[int]) -> dict[int, int]:
+    """pid → Slurm job id, for those of ``pids`` that run inside a Slurm job."""
+    found: dict[int, int] = {}
+    for pid in pids:
+        job_id = slurm_job_of_pid(pid)
+        if job_id is not None:
+            found[pid] = job_id
+    return found

@@ -9,6 +9,7 @@ interpreter that user can execute.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -51,28 +52,49 @@ def as_other_user(
 
 
 @functools.lru_cache(maxsize=1)
-def _other_user_python() -> tuple[str, str] | None:
+def _readable_copy() -> str:
+    """gputop and psutil copied where any user may read them, for a checkout the other user
+    cannot reach (a private clone: CI's, or one under a 0700 home). Removed at exit."""
+    directory = Path(tempfile.mkdtemp(prefix="gputop-other-user-", dir="/tmp"))
+    os.chmod(directory, 0o755)
+    atexit.register(shutil.rmtree, directory, True)
+    shutil.copytree(REPO / "gputop", directory / "gputop")
+    import psutil
+
+    shutil.copytree(Path(psutil.__file__).parent, directory / "psutil")
+    for root, dirs, files in os.walk(directory):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o644)
+    return str(directory)
+
+
+@functools.lru_cache(maxsize=1)
+def other_user_python() -> tuple[str, str] | None:
     """(interpreter, PYTHONPATH) with which the other user can import gputop, or None."""
     site = sysconfig.get_paths()["purelib"]
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for python in (sys.executable, f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
-        if not os.path.exists(python):
-            continue
-        path = f"{REPO}:{site}"
-        try:
-            check = as_other_user(
-                [python, "-c", "import gputop.cli.main, psutil"], {"PYTHONPATH": path}
-            )
-        except OSError:  # not executable by that user (under root's home, say)
-            continue
-        if check.returncode == 0:
-            return python, path
+    pythons = [sys.executable, f"/usr/bin/{version}", f"/usr/local/bin/{version}"]
+    for path in (f"{REPO}:{site}", None):
+        for python in pythons:
+            if not os.path.exists(python):
+                continue
+            path = path or _readable_copy()
+            try:
+                check = as_other_user(
+                    [python, "-c", "import gputop.cli.main, psutil"], {"PYTHONPATH": path}
+                )
+            except OSError:  # not executable by that user (under root's home, say)
+                continue
+            if check.returncode == 0:
+                return python, path
     return None
 
 
 def gputop_as_other_user(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     """``python -m gputop ARGS`` as the other user."""
-    found = _other_user_python()
+    found = other_user_python()
     if found is None:
         pytest.skip(f"no Python {sys.version_info[:2]} that uid {OTHER_UID} may execute")
     python, path = found

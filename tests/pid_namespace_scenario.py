@@ -12,6 +12,7 @@ user, about the holder, whose open files that user may not read.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -70,11 +71,13 @@ def main() -> None:
             for p in gpu.processes
         }
         nobody = None
-        if shutil.which("setpriv") is not None:
+        python = os.environ.get("NOBODY_PYTHON")  # one that uid 65534 may run, and its path
+        if shutil.which("setpriv") is not None and python:
             nobody = subprocess.run(
                 ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                 sys.executable, "-c", NOBODY_ASKS, str(holder.pid)],
+                 python, "-c", NOBODY_ASKS, str(holder.pid)],
                 capture_output=True, text=True, check=False,
+                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ["NOBODY_PYTHONPATH"]},
             )  # fmt: skip
         print(
             json.dumps(

@@ -99,6 +99,14 @@ def unshare_or_skip() -> list[str]:
     return ["unshare", "--pid", "--fork", "--mount-proc", "--mount", "--propagation", "private"]
 
 
+def _nobody_python() -> dict[str, str]:
+    """An interpreter and import path uid 65534 can use, for the unprivileged reader."""
+    from other_user import other_user_python
+
+    found = other_user_python() if os.geteuid() == 0 else None
+    return {} if found is None else {"NOBODY_PYTHON": found[0], "NOBODY_PYTHONPATH": found[1]}
+
+
 @pytest.fixture(scope="module")
 def nested_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     unshare = unshare_or_skip()
@@ -113,7 +121,7 @@ def nested_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         timeout=120,
         check=False,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **_nobody_python()},
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -144,5 +152,8 @@ def test_a_process_whose_files_cannot_be_read_is_not_trusted(
     nested_run: dict[str, object],
 ) -> None:
     if nested_run["nobody"] is None:
-        pytest.skip("setpriv(1) is needed to ask as an unprivileged user")
+        pytest.skip(
+            "setpriv(1), and a Python that uid 65534 may run, are needed to ask as an "
+            "unprivileged user"
+        )
     assert json.loads(str(nested_run["nobody"])) == {str(nested_run["holder"]): UNREADABLE_HINT}

@@ -53,15 +53,17 @@ def as_other_user(
 
 @functools.lru_cache(maxsize=1)
 def _readable_copy() -> str:
-    """gputop and psutil copied where any user may read them, for a checkout the other user
+    """gputop, psutil and pynvml copied where any user may read them, for a checkout the other user
     cannot reach (a private clone: CI's, or one under a 0700 home). Removed at exit."""
     directory = Path(tempfile.mkdtemp(prefix="gputop-other-user-", dir="/tmp"))
     os.chmod(directory, 0o755)
     atexit.register(shutil.rmtree, directory, True)
     shutil.copytree(REPO / "gputop", directory / "gputop")
     import psutil
+    import pynvml
 
     shutil.copytree(Path(psutil.__file__).parent, directory / "psutil")
+    shutil.copy(pynvml.__file__, directory / "pynvml.py")
     for root, dirs, files in os.walk(directory):
         for name in dirs:
             os.chmod(os.path.join(root, name), 0o755)

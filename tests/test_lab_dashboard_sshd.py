@@ -83,8 +83,7 @@ async def test_the_dashboard_shows_every_host_and_says_why_a_wrong_name_fails(la
     assert "no-such-host.invalid  unreachable: unknown host name" in shown[4]
     assert gpus == [4, 8, 2, 6, 0]  # v100x4, dgx-h100, the stand-in nvidia-smi, demo
     assert any(
-        "no-such-host.invalid: unreachable: unknown host name" in note
-        and "check the name" in note
+        "no-such-host.invalid: unreachable: unknown host name" in note and "check the name" in note
         for note in notes
     )
 
@@ -101,7 +100,7 @@ async def test_a_job_launched_from_the_dashboard_on_a_remote_gpu_1_sees_exactly_
         gpu1_uuid = snapshot.gpus[1].uuid
         await pilot.press("right", "l")
         await until(pilot, lambda: app.screen.id != "_default", "the launch dialog")
-        await pilot.press(*f'sh -c \'echo "$CUDA_VISIBLE_DEVICES" > {seen}\'')
+        await pilot.press(*f"sh -c 'echo \"$CUDA_VISIBLE_DEVICES\" > {seen}'")
         await pilot.press("enter")
         await until(
             pilot,

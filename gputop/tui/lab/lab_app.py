@@ -164,7 +164,7 @@ class LabApp(GputopApp):
         summaries = [summarize(s, self.policy, self.user) for s in statuses]
         now = max((s.snapshot.timestamp for s in statuses if s.snapshot), default=time.time())
         status_line = self.query_one("#status", Static)
-        status_line.update(lab_status_line(statuses, self.interval_s, now))
+        status_line.update(lab_status_line(statuses, self.interval_s, now), layout=False)
         grid = self.query_one(LabGrid)
         grid.show(statuses, summaries)
         rows = []

@@ -74,6 +74,14 @@ class HostGroup(Vertical):
         self.line = Static(classes="host-line")
         self.line.auto_links = False
         self.cards = Grid()
+        self._shape: tuple[object, ...] | None = None
+        self._line: Text | None = None
+
+    def show_line(self, line: Text) -> None:
+        """Repaint the summary line only when it changed (one line: no layout pass)."""
+        if line != self._line:
+            self._line = line
+            self.line.update(line, layout=False)
 
     def compose(self) -> ComposeResult:
         yield self.line
@@ -83,10 +91,15 @@ class HostGroup(Vertical):
         if physical == self.physical:
             return
         self.physical = physical
+        self._shape = None
         self.cards.remove_children()
         self.cards.mount_all(GpuCard(index) for index in physical)
 
     def lay_out(self, columns: int, compact: bool, expanded: bool) -> None:
+        shape = (columns, compact, expanded, len(self.physical))
+        if shape == self._shape:
+            return  # setting a style, even to its value, costs a layout pass
+        self._shape = shape
         self.cards.display = expanded and bool(self.physical)
         count = max(len(self.physical), 1)
         if compact:
@@ -335,7 +348,7 @@ class LabGrid(VerticalScroll, can_focus=True):
             expanded = self.is_expanded(position)
             on_line = position == self._stop.host and self._stop.card is None
             if summary is not None:
-                group.line.update(summary_line(summary, expanded, on_line, width))
+                group.show_line(summary_line(summary, expanded, on_line, width))
             if not expanded or status is None or status.snapshot is None:
                 continue
             cards = {card.physical_index: card for card in group.cards.query(GpuCard)}

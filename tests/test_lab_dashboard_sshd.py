@@ -137,3 +137,46 @@ async def test_killing_sshd_shows_hosts_unreachable_then_they_reconnect(
         await until(pilot, lambda: "gpu-v100  live" in lines(app)[0], "gpu-v100 live again")
     assert cards_kept == 4
     assert "local  live" in local
+
+
+async def test_a_remote_jobs_log_is_followed_and_k_stops_it_on_its_host(
+    lab: Lab, server: SshServer
+) -> None:
+    from textual.widgets import RichLog
+
+    from gputop.tui.lab.remote_screens import RemoteLogScreen
+
+    app = lab_app(lab)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: settled_lines(app), "every host answered")
+        await pilot.press("g", "l")  # gpu-dgx, its first card
+        await until(pilot, lambda: app.screen.id != "_default", "the launch dialog")
+        await pilot.press(*"sh -c 'echo hello-from-dgx; sleep 60'", "enter")
+        await until(
+            pilot,
+            lambda: any(j.host == 1 and j.status == "running" for j in app.remote_jobs),
+            "the job running on gpu-dgx",
+        )
+        job = next(j for j in app.remote_jobs if j.host == 1)
+        await pilot.press("escape")  # back to the dashboard if a notice holds the focus
+        app.action_toggle_jobs()
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RemoteLogScreen), "the log view")
+        log = app.screen.query_one(RichLog)
+        await until(
+            pilot,
+            lambda: any("hello-from-dgx" in line.text for line in log.lines),
+            "the job's line in the log view",
+        )
+        await pilot.press("escape", "K")
+        await until(pilot, lambda: app.screen.id != "_default", "the confirmation")
+        await pilot.press("y")
+        await until(
+            pilot,
+            lambda: any(
+                j.id == job.id and j.host == 1 and j.status == "killed" for j in app.remote_jobs
+            ),
+            "the job killed on gpu-dgx",
+        )
+    with JobStore.open(server.state_dir("gpu-dgx")) as store:
+        assert store.get(job.id).stop_requested

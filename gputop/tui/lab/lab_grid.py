@@ -75,13 +75,14 @@ class HostGroup(Vertical):
         self.line.auto_links = False
         self.cards = Grid()
         self._shape: tuple[object, ...] | None = None
-        self._line: Text | None = None
+        self._line_key: tuple[object, ...] | None = None
 
-    def show_line(self, line: Text) -> None:
-        """Repaint the summary line only when it changed (one line: no layout pass)."""
-        if line != self._line:
-            self._line = line
-            self.line.update(line, layout=False)
+    def show_summary(self, summary: HostSummary, expanded: bool, on_line: bool, width: int) -> None:
+        """Repaint the summary line only when what it shows changed (no layout pass)."""
+        key = (summary, expanded, on_line, width)
+        if key != self._line_key:
+            self._line_key = key
+            self.line.update(summary_line(summary, expanded, on_line, width), layout=False)
 
     def compose(self) -> ComposeResult:
         yield self.line
@@ -157,6 +158,7 @@ class LabGrid(VerticalScroll, can_focus=True):
         self._selected: set[int] = set()
         self._selected_host: int | None = None
         self._fits = True
+        self._shape: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
         yield from self.groups
@@ -332,6 +334,19 @@ class LabGrid(VerticalScroll, can_focus=True):
         return 1 + math.ceil(len(group.physical) / columns) * FULL_HEIGHT
 
     def _relayout(self) -> None:
+        width = self.size.width or self.app.size.width
+        cards = tuple(tuple(g.physical) for g in self.groups)
+        shape = (
+            cards,
+            width,
+            self.compact,
+            self.max_lines,
+            self._stop.host,
+            tuple(sorted(self.expanded_by_person.items())),
+        )
+        if shape == self._shape:
+            return  # nothing that decides the layout changed: most ticks
+        self._shape = shape
         self._fits = sum(self._group_lines(g) for g in self.groups) <= self.max_lines
         if not self.is_expanded(self._stop.host):
             self._stop = Stop(self._stop.host, None)
@@ -348,7 +363,7 @@ class LabGrid(VerticalScroll, can_focus=True):
             expanded = self.is_expanded(position)
             on_line = position == self._stop.host and self._stop.card is None
             if summary is not None:
-                group.show_line(summary_line(summary, expanded, on_line, width))
+                group.show_summary(summary, expanded, on_line, width)
             if not expanded or status is None or status.snapshot is None:
                 continue
             cards = {card.physical_index: card for card in group.cards.query(GpuCard)}

@@ -44,6 +44,7 @@ class LabProcessTable(ProcessTable):
         self._hosts: list[HostRows] = []
         self._makers: dict[tuple[int, str], RowMaker] = {}
         self._row_hosts: dict[str, int] = {}
+        self._names: dict[int, tuple[str, str]] = {}
 
     def show_hosts(self, hosts: list[HostRows]) -> None:
         self._hosts = hosts
@@ -73,7 +74,7 @@ class LabProcessTable(ProcessTable):
         result = []
         for position, row in rows:
             if self.multi_host:
-                name = clean(self._hosts[position].name)
+                name = self._clean_name(position)
                 row = ProcessRow(
                     f"{position}:{row.key}",
                     row.process,
@@ -85,6 +86,13 @@ class LabProcessTable(ProcessTable):
             self._row_hosts[row.key] = position
             result.append(row)
         return result
+
+    def _clean_name(self, position: int) -> str:
+        name = self._hosts[position].name
+        cached = self._names.get(position)
+        if cached is None or cached[0] != name:
+            cached = self._names[position] = (name, clean(name))
+        return cached[1]
 
     @property
     def current_host(self) -> int | None:

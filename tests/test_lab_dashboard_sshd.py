@@ -180,3 +180,39 @@ async def test_a_remote_jobs_log_is_followed_and_k_stops_it_on_its_host(
         )
     with JobStore.open(server.state_dir("gpu-dgx")) as store:
         assert store.get(job.id).stop_requested
+
+
+def test_gputop_hosts_opens_the_dashboard_across_hosts_on_a_terminal(
+    server: SshServer, tmp_path: Path
+) -> None:
+    import os
+
+    from pty_helpers import GPUTOP, run_in_pty
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUTOP_DEBUG", "TMUX")}
+    env.update(
+        GPUTOP_FAKE="demo",
+        GPUTOP_FAKE_TIME="30",
+        GPUTOP_STATE_DIR=str(tmp_path / "state"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        TERM="xterm-256color",
+    )
+    env[SSH_CONFIG_ENV] = str(server.ssh_config)
+
+    def every_host_shown(run: object) -> bool:
+        screen = run.display  # type: ignore[attr-defined]
+        return (
+            "gpu-v100  live" in screen
+            and "local  live" in screen
+            and "no-such-host.invalid  unreachable: unknown host name" in screen
+        )
+
+    run = run_in_pty(
+        [*GPUTOP, "--hosts", "gpu-v100,local,no-such-host.invalid"],
+        env,
+        until=every_host_shown,
+        then_type=b"q",
+        what="every host's summary line",
+    )
+
+    assert run.exit_code == 0, run.display

@@ -102,6 +102,7 @@ def run_lab(args: argparse.Namespace) -> int:
             [link.host for link in lab.links],
             interval_s=args.interval,
             readonly=args.readonly,
+            job_environ=environment_for_jobs(args.fake),
         )
         app.driver_class = diffing_driver(app.driver_class)
         app.run()

@@ -10,6 +10,7 @@ the dashboard only asks. See docs/lab.md.
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -40,18 +41,22 @@ def run_argv(
     return ssh_argv(host, remote_gputop_command(remote), environ)
 
 
-def stop_argv(host: str, job_id: int, environ: Mapping[str, str] | None = None) -> list[str]:
-    return ssh_argv(
-        host, remote_gputop_command(["gputop", "jobs", "stop", str(job_id), "--yes"]), environ
-    )
+def gputop_argv(
+    host: str | None, args: list[str], environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """``gputop ARGS`` on ``host`` over ssh, or on this machine (``host`` None: the lab's
+    ``local``) as this very gputop, with no shell in between."""
+    if host is None:
+        return [sys.executable, "-m", "gputop", *args]
+    return ssh_argv(host, remote_gputop_command(["gputop", *args]), environ)
 
 
-def log_argv(host: str, job_id: int, environ: Mapping[str, str] | None = None) -> list[str]:
-    return ssh_argv(
-        host,
-        remote_gputop_command(["gputop", "jobs", "log", str(job_id), "--follow", "--raw"]),
-        environ,
-    )
+def stop_argv(host: str | None, job_id: int, environ: Mapping[str, str] | None = None) -> list[str]:
+    return gputop_argv(host, ["jobs", "stop", str(job_id), "--yes"], environ)
+
+
+def log_argv(host: str | None, job_id: int, environ: Mapping[str, str] | None = None) -> list[str]:
+    return gputop_argv(host, ["jobs", "log", str(job_id), "--follow", "--raw"], environ)
 
 
 def signal_argv(

@@ -10,6 +10,7 @@ docs/lab.md.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -93,7 +94,7 @@ class LabApp(GputopApp):
         readonly: bool = False,
         user: str | None = None,
         ssh_environ: Mapping[str, str] | None = None,
-        clock: object = None,
+        job_environ: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
             cast(NvmlBackend, None),  # never sampled: the links sample (see _sample_forever)
@@ -102,6 +103,7 @@ class LabApp(GputopApp):
             history=UtilizationHistory(),
             probes=False,  # the torch probe checks this machine's Python, not a server's
             user=user,
+            job_environ=job_environ,
         )
         self.source = source
         self.host_names = list(host_names)
@@ -170,7 +172,7 @@ class LabApp(GputopApp):
         rows = []
         jobs: list[RemoteJob] = []
         for position, status in enumerate(statuses):
-            host_jobs = jobs_of(position, status.host, status.jobs)
+            host_jobs = jobs_of(position, status.host, status.jobs, status.mode is Mode.LOCAL)
             jobs.extend(host_jobs)
             job_of_pid = {
                 int(j.record["pid"]): j.id
@@ -288,7 +290,7 @@ class LabApp(GputopApp):
             user=self._user_of(status),
             active_jobs=cast(tuple, _ActiveJobs.of(active)),
             cwd=self.cwd if status.mode is Mode.LOCAL else "",
-            environ={},
+            environ=self._launch_environ() if status.mode is Mode.LOCAL else {},
             state_dir=self.state_dir,
         )
         if status.mode is Mode.LOCAL:
@@ -297,6 +299,10 @@ class LabApp(GputopApp):
             self.push_screen(LaunchScreen(context))
             return
         self.push_screen(RemoteLaunchScreen(context, status.host, self.ssh_environ))
+
+    def _launch_environ(self) -> dict[str, str]:
+        """What a job launched on this machine inherits (as in the one-host dashboard)."""
+        return dict(os.environ if self.job_environ is None else self.job_environ)
 
     def on_lab_jobs_panel_log_requested(self, message: LabJobsPanel.LogRequested) -> None:
         self.push_screen(RemoteLogScreen(message.job, self.ssh_environ))

@@ -32,6 +32,13 @@ class RemoteJob:
     host: int
     host_name: str
     record: Mapping[str, Any]
+    local: bool = False
+    """A job of this machine (the lab's ``local``): acted on without ssh."""
+
+    @property
+    def ssh_host(self) -> str | None:
+        """Where ``gputop jobs`` runs for it: the host over ssh, or None for this machine."""
+        return None if self.local else self.host_name
 
     @property
     def id(self) -> int:
@@ -54,11 +61,13 @@ class RemoteJob:
         return "" if value is None else str(value)
 
 
-def jobs_of(host: int, name: str, records: Sequence[Any] | None) -> list[RemoteJob]:
+def jobs_of(
+    host: int, name: str, records: Sequence[Any] | None, local: bool = False
+) -> list[RemoteJob]:
     jobs = []
     for record in records or ():
         if isinstance(record, Mapping) and isinstance(record.get("id"), int):
-            jobs.append(RemoteJob(host, name, record))
+            jobs.append(RemoteJob(host, name, record, local))
     return jobs
 
 

@@ -116,7 +116,7 @@ class RemoteLogScreen(ReportsWorkerFailures, ModalScreen[None]):
 
     @work(thread=True, group="log", exit_on_error=False)
     def _follow(self) -> None:
-        argv = log_argv(self.job.host_name, self.job.id, self.ssh_environ)
+        argv = log_argv(self.job.ssh_host, self.job.id, self.ssh_environ)
         try:
             process = subprocess.Popen(
                 argv,
@@ -151,7 +151,7 @@ def stop_remote_job(job: RemoteJob, ssh_environ: Mapping[str, str] | None) -> st
     """``gputop jobs stop ID --yes`` on the job's host: what it said, for a notice."""
     from gputop.core.remote.remote_jobs import stop_argv
 
-    result = run_remote(stop_argv(job.host_name, job.id, ssh_environ), ssh_environ)
+    result = run_remote(stop_argv(job.ssh_host, job.id, ssh_environ), ssh_environ)
     where = clean(job.host_name)
     if result.ok:
         return f"{where}: {result.message or f'job {job.id} stopped'}"

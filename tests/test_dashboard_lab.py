@@ -13,7 +13,7 @@ from gputop.tui.lab.lab_processes import LabProcessTable
 
 def host_lines(app) -> list[str]:  # type: ignore[no-untyped-def]
     grid = app.query_one(LabGrid)
-    return [str(group.line.render()) for group in grid.groups]
+    return [group.line.plain for group in grid.groups]
 
 
 async def test_every_host_has_a_summary_line_with_state_free_cards_and_busiest_user() -> None:

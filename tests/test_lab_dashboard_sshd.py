@@ -53,7 +53,7 @@ def lab_app(lab: Lab) -> LabApp:
 
 
 def lines(app: LabApp) -> list[str]:
-    return [str(group.line.render()) for group in app.query_one(LabGrid).groups]
+    return [group.line.plain for group in app.query_one(LabGrid).groups]
 
 
 async def until(pilot: Pilot[None], condition: Callable[[], bool], what: str) -> None:

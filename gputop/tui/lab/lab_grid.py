@@ -13,13 +13,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical, VerticalScroll
 from textual.message import Message
+from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Static
 
 from gputop.core.history import UtilizationHistory
 from gputop.core.model import GpuSample
@@ -58,12 +60,45 @@ def summary_line(summary: HostSummary, expanded: bool, highlighted: bool, width:
     return line
 
 
+class HostLine(Widget):
+    """A host's summary line, painted through the Line API: one cached strip, redrawn only
+    when its text or width changes (twenty of these change every second in a busy lab)."""
+
+    DEFAULT_CSS = """
+    HostLine { height: 1; padding: 0 1; background: $panel; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(classes="host-line")
+        self.text = Text()
+        self._strip: tuple[int, Style, Strip] | None = None
+
+    @property
+    def plain(self) -> str:
+        return self.text.plain
+
+    def set_text(self, text: Text) -> None:
+        self.text = text
+        self._strip = None
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        if y != 0:
+            return Strip.blank(width, base)
+        if self._strip is None or self._strip[:2] != (width, base):
+            segments = Segment.apply_style(self.text.render(self.app.console), base)
+            strip = Strip(list(segments)).crop_extend(0, width, base)
+            self._strip = (width, base, strip)
+        return self._strip[2]
+
+
 class HostGroup(Vertical):
     """One host: its summary line and, unless collapsed, its cards."""
 
     DEFAULT_CSS = """
     HostGroup { height: auto; }
-    HostGroup > .host-line { height: 1; padding: 0 1; background: $panel; }
     HostGroup > Grid { height: auto; grid-gutter: 0 0; }
     """
 
@@ -71,8 +106,7 @@ class HostGroup(Vertical):
         super().__init__(id=f"host-{position}")
         self.position = position
         self.physical: list[int] = []
-        self.line = Static(classes="host-line")
-        self.line.auto_links = False
+        self.line = HostLine()
         self.cards = Grid()
         self._shape: tuple[object, ...] | None = None
         self._line_key: tuple[object, ...] | None = None
@@ -82,7 +116,7 @@ class HostGroup(Vertical):
         key = (summary, expanded, on_line, width)
         if key != self._line_key:
             self._line_key = key
-            self.line.update(summary_line(summary, expanded, on_line, width), layout=False)
+            self.line.set_text(summary_line(summary, expanded, on_line, width))
 
     def compose(self) -> ComposeResult:
         yield self.line

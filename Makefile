@@ -31,9 +31,11 @@ check: $(STAMP)
 	$(BIN)/ruff check gputop tests
 	$(BIN)/mypy
 
-## make bench: start-up, CPU, bytes to the terminal and memory of the dashboard on dgx-h100
+## make bench: start-up, CPU, bytes, memory and key latency on dgx-h100 with 200 live
+## processes, beside a bare Textual app (and nvitop, with NVITOP_PYTHON=a Python that has it)
+NVITOP_PYTHON ?=
 bench: $(STAMP)
-	$(BIN)/python tests/bench/dashboard_bench.py
+	$(BIN)/python tests/bench/dashboard_bench.py $(if $(NVITOP_PYTHON),--nvitop $(NVITOP_PYTHON))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""The sparkline history: one point per moment, kept per card."""
+"""The sparkline history: one point per bucket of time, kept per card."""
 
 from __future__ import annotations
 
@@ -18,22 +18,64 @@ def snapshot_at(timestamp: float, utilization: int | None) -> Snapshot:
 
 
 def test_each_new_moment_adds_a_point() -> None:
-    history = UtilizationHistory(length=10)
+    history = UtilizationHistory(length=10, bucket_s=1.0)
     history.add(snapshot_at(1.0, 10))
     history.add(snapshot_at(2.0, 20))
+    history.add(snapshot_at(3.0, 30))
     assert history.series("GPU-00000000-0000-0000-0000-000000000000", 0) == (10, 20)
 
 
 def test_the_same_moment_again_adds_nothing() -> None:
     """A frozen simulated clock gives the same snapshot every tick: the history must not scroll."""
-    history = UtilizationHistory(length=10)
+    history = UtilizationHistory(length=10, bucket_s=1.0)
     history.add(snapshot_at(1.0, 10))
     history.add(snapshot_at(1.0, 10))
+    history.add(snapshot_at(2.0, 20))
     assert history.series("GPU-00000000-0000-0000-0000-000000000000", 0) == (10,)
 
 
 def test_a_lost_reading_is_kept_as_a_gap() -> None:
-    history = UtilizationHistory(length=10)
+    history = UtilizationHistory(length=10, bucket_s=1.0)
     history.add(snapshot_at(1.0, 10))
     history.add(snapshot_at(2.0, None))
+    history.add(snapshot_at(3.0, 30))
     assert history.series("GPU-00000000-0000-0000-0000-000000000000", 0) == (10, None)
+
+
+UUID = "GPU-00000000-0000-0000-0000-000000000000"
+
+
+def test_a_point_is_the_mean_of_its_bucket_shown_once_the_bucket_is_complete() -> None:
+    history = UtilizationHistory(length=10, bucket_s=2.0)
+    history.add(snapshot_at(10.0, 10))
+    history.add(snapshot_at(11.0, 30))
+    assert history.series(UUID, 0) == ()  # the bucket [10, 12) is still open
+    history.add(snapshot_at(12.0, 90))
+    assert history.series(UUID, 0) == (20,)
+
+
+def test_a_bucket_of_only_unknown_readings_is_a_gap() -> None:
+    history = UtilizationHistory(length=10, bucket_s=2.0)
+    history.add(snapshot_at(10.0, None))
+    history.add(snapshot_at(11.0, None))
+    history.add(snapshot_at(12.0, 50))
+    assert history.series(UUID, 0) == (None,)
+
+
+def test_seeded_seconds_are_bucketed_like_live_ones() -> None:
+    history = UtilizationHistory(length=10, bucket_s=2.0)
+    history.seed({UUID: (10, 20, 30, 40, 50)}, now=16.0)  # readings at 11, 12, ..., 15 s
+    assert history.series(UUID, 0) == (10, 25)  # [10,12) [12,14); [14,16) still open
+    history.add(snapshot_at(16.0, 0))
+    assert history.series(UUID, 0) == (10, 25, 45)
+
+
+def test_a_colour_rises_at_once_and_falls_only_clearly_below_its_threshold() -> None:
+    from gputop.tui.render import sticky_level_style
+
+    assert sticky_level_style(91, "green") == "bold red"
+    assert sticky_level_style(88, "bold red") == "bold red"  # jitter around 90 keeps it
+    assert sticky_level_style(84, "bold red") == "yellow"
+    assert sticky_level_style(68, "yellow") == "yellow"
+    assert sticky_level_style(40, "yellow") == "green"
+    assert sticky_level_style(None, "bold red") == "dim"

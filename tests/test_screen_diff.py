@@ -2,60 +2,41 @@
 
 from __future__ import annotations
 
-import re
-import unicodedata
-
+import pyte
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from textual.drivers.headless_driver import HeadlessDriver
+from textual.drivers.linux_driver import LinuxDriver
 
-from gputop.tui.screen_diff import ScreenDiff
+from gputop.tui.screen_diff import DiffingLinuxDriver, ScreenDiff, driver_with_screen_diff
 
 SIZE = (12, 4)
 RED = "\x1b[38;2;255;0;0m"
 BLUE = "\x1b[38;2;0;0;255;48;2;9;9;9m"
+BOLD_ITALIC = "\x1b[1;3;38;2;0;255;0;48;2;9;9;9m"
+REVERSE = "\x1b[7;4m"
 
 
 class Terminal:
-    """Cells and the colours they were written in; enough of a VT100 for these frames.
-
-    A wide character takes two cells; writing over either half blanks the other, as
-    terminals do.
-    """
+    """A real terminal emulator (pyte): what a person would see, colours and attributes."""
 
     def __init__(self, columns: int, rows: int) -> None:
-        self.cells = [[(" ", "")] * columns for _ in range(rows)]
-        self.x = self.y = 0
-        self.sgr = ""
+        self.screen = pyte.Screen(columns, rows)
+        self.stream = pyte.Stream(self.screen)
 
     def feed(self, data: str) -> None:
-        for match in re.finditer(r"\x1b\[([0-9;]*)([Hm])|\n|([^\x1b\n])", data):
-            params, final, char = match.group(1), match.group(2), match.group(3)
-            if final == "H":
-                row, _, column = params.partition(";")
-                self.y, self.x = int(row or 1) - 1, int(column or 1) - 1
-            elif final == "m":
-                parts = params.split(";")
-                if parts[0] in ("", "0"):
-                    self.sgr = ";".join(parts[1:])
-                else:
-                    self.sgr = ";".join(p for p in (self.sgr, params) if p)
-            elif char is not None:
-                self.put(char)
-            else:
-                self.y, self.x = self.y + 1, 0
+        self.stream.feed(data)
 
-    def put(self, char: str) -> None:
-        row = self.cells[self.y]
-        width = 2 if unicodedata.east_asian_width(char) in "WF" else 1
-        for x in range(self.x, self.x + width):
-            if row[x][0] == "":
-                row[x - 1] = (" ", "")
-            elif unicodedata.east_asian_width(row[x][0]) in "WF":
-                row[x + 1] = (" ", "")
-        row[self.x] = (char, self.sgr)
-        if width == 2:
-            row[self.x + 1] = ("", self.sgr)
-        self.x += width
+    @property
+    def cells(self) -> list[list[tuple[object, ...]]]:
+        return [
+            [
+                (c.data, c.fg, c.bg, c.bold, c.italics, c.underscore, c.reverse)
+                for c in (self.screen.buffer[y][x] for x in range(self.screen.columns))
+            ]
+            for y in range(self.screen.lines)
+        ]
 
 
 def frame(*lines: tuple[int, int, str, str]) -> str:
@@ -74,7 +55,7 @@ def test_one_changed_character_is_sent_alone_in_its_colour() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
     update = diff.filter(frame((0, 0, RED, "GPU  94%")), SIZE)
-    assert update == "\x1b[1;7H\x1b[0;38;2;255;0;0m4\x1b[0m"
+    assert update == "\x1b[1;7H\x1b[38;2;255;0;0m4\x1b[0m"
 
 
 def test_the_cursor_is_put_back_where_textual_left_it() -> None:
@@ -88,6 +69,14 @@ def test_a_full_repaint_goes_through_unchanged() -> None:
     diff = ScreenDiff()
     columns, rows = SIZE
     full = frame(*((y, 0, BLUE, "x" * columns) for y in range(rows)))
+    assert diff.filter(full, SIZE) == full
+    assert diff.filter(full, SIZE) == full
+
+
+def test_a_full_repaint_of_wide_characters_goes_through_unchanged() -> None:
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    full = frame(*((y, 0, BLUE, "漢" * (columns // 2)) for y in range(rows)))
     assert diff.filter(full, SIZE) == full
     assert diff.filter(full, SIZE) == full
 
@@ -129,7 +118,7 @@ segments = st.lists(
     st.tuples(
         st.integers(0, SIZE[1] - 1),
         st.integers(0, SIZE[0] - 6),
-        st.sampled_from(["", RED, BLUE]),
+        st.sampled_from(["", RED, BLUE, BOLD_ITALIC, REVERSE]),
         st.text(alphabet="ab %█漢", min_size=1, max_size=3),
     ),
     min_size=1,
@@ -147,3 +136,18 @@ def test_the_terminal_shows_what_textual_wrote(frames: list[list[tuple]]) -> Non
         textual.feed(data)
         ours.feed(diff.filter(data, SIZE))
         assert ours.cells == textual.cells
+
+
+@pytest.mark.parametrize("setting", [None, "", "1", "on"])
+def test_textuals_terminal_driver_gets_the_screen_diff_by_default(setting: str | None) -> None:
+    environ = {} if setting is None else {"GPUTOP_SCREEN_DIFF": setting}
+    assert driver_with_screen_diff(LinuxDriver, environ) is DiffingLinuxDriver
+
+
+@pytest.mark.parametrize("setting", ["0", "off", "no", "false", " OFF "])
+def test_gputop_screen_diff_0_keeps_textuals_own_driver(setting: str) -> None:
+    assert driver_with_screen_diff(LinuxDriver, {"GPUTOP_SCREEN_DIFF": setting}) is LinuxDriver
+
+
+def test_other_drivers_are_kept() -> None:
+    assert driver_with_screen_diff(HeadlessDriver, {}) is HeadlessDriver

@@ -64,7 +64,6 @@ def run(args: argparse.Namespace) -> int:
     backend = open_backend(args.fake)
     # Textual is imported only here, so the other subcommands start fast.
     from gputop.tui.app import GputopApp
-    from gputop.tui.screen_diff import diffing_driver
 
     try:
         app = GputopApp(
@@ -74,7 +73,6 @@ def run(args: argparse.Namespace) -> int:
             python=args.python,
             job_environ=environment_for_jobs(args.fake),
         )
-        app.driver_class = diffing_driver(app.driver_class)
         app.run()
     finally:
         backend.close()

@@ -2,46 +2,83 @@
 
 Kept by UUID rather than physical index, so a history never jumps to another card if the
 driver renumbers GPUs; a missing reading is kept as ``None`` so gaps stay gaps.
+
+A point is the mean of the readings in a bucket of ``bucket_s`` seconds (2 by default), and
+a bucket is shown once it is complete: the sparkline then moves every two seconds, not every
+refresh. Each move rewrites most of a sparkline's cells, which was most of what the
+dashboard sent the terminal each second; the bars and figures beside it stay live.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 from gputop.core.model import Snapshot
 
 DEFAULT_LENGTH = 120
-"""Two minutes at the default one-second refresh."""
+"""Four minutes of two-second points: more than the widest card shows."""
+DEFAULT_BUCKET_S = 2.0
 
 
 class UtilizationHistory:
-    def __init__(self, length: int = DEFAULT_LENGTH) -> None:
+    def __init__(self, length: int = DEFAULT_LENGTH, bucket_s: float = DEFAULT_BUCKET_S) -> None:
         self._length = length
+        self._bucket_s = bucket_s
         self._by_gpu: dict[str, deque[int | None]] = {}
+        self._open: dict[str, list[int | None]] = {}
+        """Readings of the bucket not yet complete, by GPU."""
+        self._bucket: int | None = None
         self._last_timestamp: float | None = None
 
     def add(self, snapshot: Snapshot) -> None:
-        """One point per GPU; a snapshot of the same moment again (a frozen clock) adds none."""
+        """One reading per GPU; a snapshot of the same moment again (a frozen clock) adds none."""
         if snapshot.timestamp == self._last_timestamp:
             return
         self._last_timestamp = snapshot.timestamp
-        seen = set()
-        for gpu in snapshot.gpus:
-            key = gpu.uuid or f"#{gpu.physical_index}"
-            seen.add(key)
-            series = self._by_gpu.setdefault(key, deque(maxlen=self._length))
-            series.append(None if gpu.lost else gpu.utilization_gpu_percent)
-        for key in self._by_gpu.keys() - seen:
+        readings = {
+            gpu.uuid or f"#{gpu.physical_index}": None if gpu.lost else gpu.utilization_gpu_percent
+            for gpu in snapshot.gpus
+        }
+        self._add_readings(self._bucket_of(snapshot.timestamp), readings)
+        for key in self._by_gpu.keys() - readings.keys():
             del self._by_gpu[key]
+
+    def _bucket_of(self, timestamp: float) -> int:
+        return math.floor(timestamp / self._bucket_s)
+
+    def _add_readings(self, bucket: int, readings: dict[str, int | None]) -> None:
+        if self._bucket is not None and bucket != self._bucket:
+            for key, values in self._open.items():
+                series = self._by_gpu.setdefault(key, deque(maxlen=self._length))
+                series.append(_mean(values))
+            self._open = {}
+        self._bucket = bucket
+        for key, value in readings.items():
+            self._open.setdefault(key, []).append(value)
+            self._by_gpu.setdefault(key, deque(maxlen=self._length))
+        for key in self._open.keys() - readings.keys():
+            del self._open[key]
 
     @property
     def length(self) -> int:
         return self._length
 
-    def seed(self, series_by_uuid: dict[str, tuple[int | None, ...]]) -> None:
-        """Start with known past readings (a simulated clock can supply them)."""
-        for uuid, values in series_by_uuid.items():
-            self._by_gpu[uuid] = deque(values, maxlen=self._length)
+    @property
+    def bucket_s(self) -> float:
+        return self._bucket_s
+
+    def seed(self, series_by_uuid: dict[str, tuple[int | None, ...]], now: float) -> None:
+        """Start with known past readings, one per second up to ``now`` (a simulated clock
+        can supply them)."""
+        steps = max((len(values) for values in series_by_uuid.values()), default=0)
+        for step in range(steps, 0, -1):
+            readings = {
+                uuid: values[len(values) - step]
+                for uuid, values in series_by_uuid.items()
+                if step <= len(values)
+            }
+            self._add_readings(self._bucket_of(now - step), readings)
 
     def series(self, uuid: str | None, physical_index: int) -> tuple[int | None, ...]:
         return tuple(self._by_gpu.get(uuid or f"#{physical_index}", ()))
@@ -54,6 +91,13 @@ def initial_history(nvml: object, length: int = DEFAULT_LENGTH) -> UtilizationHi
     """
     history = UtilizationHistory(length)
     recent = getattr(nvml, "recent_utilization", None)
-    if callable(recent):
-        history.seed(recent(length - 1))
+    clock = getattr(nvml, "epoch_time", None)
+    if callable(recent) and callable(clock):
+        seconds = math.ceil(length * history.bucket_s)
+        history.seed(recent(seconds), clock())
     return history
+
+
+def _mean(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return round(sum(known) / len(known)) if known else None

@@ -4,7 +4,7 @@ Python's ``float()`` accepts ``nan``, ``inf`` and ``1e999`` and its ``int()`` ac
 Unicode digit (``int("٣") == 3``): a NaN interval spins a core, an infinite one freezes, and
 ``--gpus ٣`` would launch on GPU 3. Every interval, timeout, poll and index a person or an
 environment variable gives goes through one of these functions, and every JSON document
-gputop prints goes through ``strict_json`` (see docs/security-jobs.md).
+gputop prints goes through ``strict_json`` (see docs/security.md, part two).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ only when everything recorded still holds:
 
 The pid is pinned with ``pidfd_open`` before the checks and signalled through that
 descriptor, so it cannot be reused between the check and the signal. When identity cannot
-be proven, nothing is sent and the message says why. See docs/security-jobs.md.
+be proven, nothing is sent and the message says why. See docs/security.md, part two.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import Footer
@@ -38,6 +39,7 @@ from gputop.core.safe_text import clean, clean_lines
 from gputop.tui.jobs_actions import JobsApp, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
+from gputop.tui.screen_diff import driver_with_screen_diff
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
@@ -99,6 +101,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
         Binding("J", "toggle_jobs", "Jobs"),
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
         Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
+        Binding("ctrl+l", "redraw", "Redraw the screen", show=False),
     ]
 
     def __init__(
@@ -186,6 +189,10 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
         if self.fatal_error is None:
             self.fatal_error = error
         super()._handle_exception(_ReportedByGputop(error))
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, writing only changed cells unless ``GPUTOP_SCREEN_DIFF=0``."""
+        return driver_with_screen_diff(super().get_driver_class(), os.environ)
 
     # -- layout --------------------------------------------------------------------------
 
@@ -299,6 +306,10 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
         self.query_one(TorchPanel).set_selection(message.cards)
 
     # -- actions -------------------------------------------------------------------------
+
+    def action_redraw(self) -> None:
+        """Repaint every cell, as a full update (which the screen diff passes on whole)."""
+        self.screen.refresh(self.screen.region)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(KEY_HELP))

@@ -50,6 +50,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("p", "show or hide the PyTorch view (cuda:N to physical cards)"),
             ("ctrl+p", "command palette: every action by name"),
             ("?", "this help"),
+            ("ctrl+l", "redraw the whole screen (after another program wrote on it)"),
             ("q", "quit (launched jobs keep running)"),
         ],
     ),

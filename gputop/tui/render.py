@@ -25,6 +25,31 @@ def level_style(percent: float | None, warn: float = 70, alert: float = 90) -> s
     return "green"
 
 
+_LEVEL_ORDER = {"dim": -1, "green": 0, "yellow": 1, "bold red": 2}
+
+
+def sticky_level_style(
+    percent: float | None,
+    previous: str | None,
+    warn: float = 70,
+    alert: float = 90,
+    margin: float = 5,
+) -> str:
+    """``level_style`` with hysteresis: a level rises at once, and falls only once the value
+    is ``margin`` below the threshold it crossed.
+
+    A busy GPU jitters around 90 %; without this its bar would flip between yellow and red
+    every second, which is noise to a person and a whole bar resent to the terminal.
+    """
+    now = level_style(percent, warn, alert)
+    if percent is None or previous is None or previous not in _LEVEL_ORDER:
+        return now
+    if _LEVEL_ORDER[now] >= _LEVEL_ORDER[previous]:
+        return now
+    threshold = alert if previous == "bold red" else warn
+    return now if percent < threshold - margin else previous
+
+
 def temperature_style(celsius: int | None) -> str:
     """NVIDIA data-centre boards slow down from about 85 °C; 75 °C is worth a look."""
     if celsius is None:

@@ -8,7 +8,12 @@ colour sequence only where the colour changes; ``DiffingLinuxDriver`` puts it be
 Textual and the terminal.
 
 Anything it does not follow is passed through unchanged and makes it forget what the
-terminal shows, so at worst the terminal gets exactly what Textual wrote.
+terminal shows, so at worst the terminal gets exactly what Textual wrote. A full repaint
+(every cell of the screen, as after a resize or ``ctrl+l``) is passed through unchanged too,
+so ``ctrl+l`` puts right a terminal that something else wrote on.
+
+``GputopApp.get_driver_class`` installs it (Textual's hook for choosing the driver);
+``GPUTOP_SCREEN_DIFF=0`` switches it off. See docs/screen-diff.md.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from rich.cells import cell_len, get_character_cell_size
@@ -90,8 +96,10 @@ class ScreenDiff:
         if changed is None:
             self.forget()
             return data
-        if sum(len(text) for _, _, text, _ in runs) >= columns * rows:
-            self._cursor = cursor  # a full repaint: nothing to gain
+        if sum(_cells(text) for _, _, text, _ in runs) >= columns * rows:
+            # A full repaint (a resize, ctrl+l): nothing to gain, and it must reach every
+            # cell, also those something else wrote on behind Textual's back.
+            self._cursor = cursor
             return data
         update = self._update(changed)
         if cursor is not None and (update or cursor != self._cursor):
@@ -160,32 +168,120 @@ class ScreenDiff:
         return True
 
     def _update(self, changed: dict[int, set[int]]) -> list[str]:
-        """The changed cells in runs, each colour sequence only where the colour changes.
+        """The changed cells in runs, each colour change sent as only what changes.
 
         The terminal's colours are reset between writes (Textual ends each segment with a
-        reset, and so does this), so ``current`` starts empty.
+        reset, and so does this), so the pen starts reset. Between two cells only the
+        attributes that differ are sent (most of the screen shares a background), and a
+        move along the row is sent as a relative move where that is shorter.
         """
         out: list[str] = []
-        current = ""
+        pen: _Pen | None = _RESET_PEN  # None: the terminal's pen is not known
         for y in sorted(changed):
             chars, sgrs = self._chars[y], self._sgrs[y]
+            column = -1  # where the terminal's cursor is on this row
             for run in _runs(sorted(changed[y]), chars):
-                column = -1  # where the terminal's cursor is
                 for x in run:
                     char, sgr = chars[x], sgrs[x]
                     if not char:  # the right half of a wide character: sent with its left
                         continue
                     if column != x:
-                        out.append(f"\x1b[{y + 1};{x + 1}H")
-                    sgr = sgr or ""
-                    if sgr != current:
-                        out.append(_select(sgr))
-                        current = sgr
+                        out.append(_move(y, x, column))
+                    target = _pen(sgr or "")
+                    if target != pen:
+                        out.append(_change_pen(pen, target, sgr or ""))
+                        pen = target
                     out.append(char)
                     column = x + (1 if char.isascii() else cell_len(char))
-        if current:
+        if pen != _RESET_PEN:
             out.append(RESET)
         return out
+
+
+def _move(y: int, x: int, column: int) -> str:
+    """Put the cursor at row ``y``, column ``x`` (0-based), from ``column`` on that row."""
+    if 0 <= column < x:
+        step = x - column
+        return "\x1b[C" if step == 1 else f"\x1b[{step}C"
+    return f"\x1b[{y + 1};{x + 1}H"
+
+
+_Pen = tuple[frozenset[int], str, str]
+"""A terminal's pen: its flags (1 bold, 2 dim, 3 italic, ...), foreground and background
+(each as its SGR parameters, ``""`` for the default)."""
+
+_RESET_PEN: _Pen = (frozenset(), "", "")
+_FLAG_OFF = {1: 22, 2: 22, 3: 23, 4: 24, 5: 25, 7: 27, 8: 28, 9: 29}
+_pens: dict[str, _Pen | None] = {}
+
+
+def _pen(sgr: str) -> _Pen | None:
+    """The pen ``sgr`` (a run of SGR sequences) leaves, from a reset; None if not followed."""
+    known = _pens.get(sgr, _RESET_PEN)
+    if known is not _RESET_PEN or sgr in _pens:
+        return known
+    flags: set[int] = set()
+    foreground = background = ""
+    pen: _Pen | None = None
+    try:
+        for sequence in re.findall(r"\x1b\[([0-9;]*)m", sgr):
+            params = [int(p) if p else 0 for p in sequence.split(";")]
+            i = 0
+            while i < len(params):
+                code = params[i]
+                if code == 0:
+                    flags, foreground, background = set(), "", ""
+                elif code in _FLAG_OFF:
+                    flags.add(code)
+                elif code in (38, 48):
+                    width = 5 if params[i + 1] == 2 else 3 if params[i + 1] == 5 else 0
+                    if not width or i + width > len(params):
+                        raise ValueError(sequence)
+                    colour = ";".join(str(p) for p in params[i : i + width])
+                    if code == 38:
+                        foreground = colour
+                    else:
+                        background = colour
+                    i += width - 1
+                elif 30 <= code <= 37 or 90 <= code <= 97:
+                    foreground = str(code)
+                elif 40 <= code <= 47 or 100 <= code <= 107:
+                    background = str(code)
+                elif code == 39:
+                    foreground = ""
+                elif code == 49:
+                    background = ""
+                else:
+                    raise ValueError(sequence)
+                i += 1
+        pen = (frozenset(flags), foreground, background)
+    except (ValueError, IndexError):
+        pen = None
+    if len(_pens) < 4096:
+        _pens[sgr] = pen
+    return pen
+
+
+def _change_pen(current: _Pen | None, target: _Pen | None, sgr: str) -> str:
+    """The shortest SGR sequence that turns the pen ``current`` into ``target``."""
+    if current is None or target is None:
+        return _select(sgr)
+    flags, foreground, background = target
+    params: list[str] = []
+    dropped = current[0] - flags
+    if dropped:
+        params.extend(sorted({str(_FLAG_OFF[f]) for f in dropped}))
+        # 22 turns off both bold and dim: set again whichever of them stays on
+        if 22 in {_FLAG_OFF[f] for f in dropped}:
+            params.extend(str(f) for f in sorted(flags & {1, 2}))
+    params.extend(str(f) for f in sorted(flags - current[0]))
+    if foreground != current[1]:
+        params.append(foreground or "39")
+    if background != current[2]:
+        params.append(background or "49")
+    delta = f"\x1b[{';'.join(params)}m"
+    full = _select(sgr)
+    return delta if len(delta) < len(full) else full
 
 
 def _runs(changed: list[int], chars: list[str | None]) -> list[list[int]]:
@@ -201,6 +297,11 @@ def _runs(changed: list[int], chars: list[str | None]) -> list[list[int]]:
                 continue
         runs.append([x])
     return runs
+
+
+def _cells(text: str) -> int:
+    """How many cells ``text`` takes."""
+    return len(text) if text.isascii() else cell_len(text)
 
 
 def _wide(char: str | None) -> bool:
@@ -281,6 +382,23 @@ class DiffingLinuxDriver(LinuxDriver):
         return size.columns, size.lines
 
 
-def diffing_driver(driver_class: type[Any]) -> type[Any]:
-    """The driver to use instead of ``driver_class``: the diffing one for Textual's own."""
-    return DiffingLinuxDriver if driver_class is LinuxDriver else driver_class
+SCREEN_DIFF_ENV = "GPUTOP_SCREEN_DIFF"
+"""Set to ``0`` (or ``off``, ``no``, ``false``) to write exactly what Textual writes."""
+
+_OFF = frozenset({"0", "off", "no", "false"})
+
+
+def screen_diff_enabled(environ: Mapping[str, str]) -> bool:
+    """Whether ``GPUTOP_SCREEN_DIFF`` leaves the screen diff on (it is on by default)."""
+    return environ.get(SCREEN_DIFF_ENV, "").strip().lower() not in _OFF
+
+
+def driver_with_screen_diff(driver_class: type[Any], environ: Mapping[str, str]) -> type[Any]:
+    """The driver to use instead of ``driver_class``: the diffing one for Textual's own.
+
+    Any other driver (Windows, one named by Textual's own ``TEXTUAL_DRIVER``, the headless
+    one of tests) is kept as it is, and so is Textual's when the diff is switched off.
+    """
+    if driver_class is LinuxDriver and screen_diff_enabled(environ):
+        return DiffingLinuxDriver
+    return driver_class

@@ -92,7 +92,7 @@ class Job:
     wait_max_util_percent: int | None = None
     stop_requested: bool = False
     """A person asked to stop it: however it then ended, its status is "killed"."""
-    # What proves a pid still names this job's process (docs/security-jobs.md):
+    # What proves a pid still names this job's process (docs/security.md, part two):
     boot_id: str | None = None
     """The boot the job was recorded in; a job of an earlier boot is never signalled."""
     session_id: int | None = None

@@ -13,7 +13,7 @@ not provably ours:
 - permissions are only ever changed through a descriptor of something checked to be ours,
   never through a path (gputop run as root once ``chmod``'ed ``/dev/null`` that way).
 
-See docs/security-jobs.md.
+See docs/security.md, part two.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the end itself. Only when the supervisor is gone (killed, lost) does this call s
 job's processes directly. On every path a process is signalled only when it is provably
 the one recorded (process_control.py: same boot, start time, session, user); a process
 left over from a lost job must also carry the job's token in its environment. When that
-cannot be proven, nothing is signalled and the message says why (docs/security-jobs.md).
+cannot be proven, nothing is signalled and the message says why (docs/security.md, part two).
 """
 
 from __future__ import annotations

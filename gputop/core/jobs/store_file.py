@@ -90,7 +90,7 @@ CREATE TABLE history (
 """
 
 _MIGRATIONS = {
-    # version 1 -> 2: what proves a process is the job's (docs/security-jobs.md). Jobs
+    # version 1 -> 2: what proves a process is the job's (docs/security.md, part two). Jobs
     # recorded before have NULLs here; stop.py then relies on their start time alone
     # against this boot's start, and on the session being the job's pid.
     1: (

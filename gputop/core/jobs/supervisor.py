@@ -280,7 +280,7 @@ class Supervisor:
         )
         # No reaping until the group is ended: the unreaped leader keeps its pid, which is
         # the group's id, from being reused, so killpg can only reach the job's own group
-        # (docs/security-jobs.md). A zombie leader counts as ended.
+        # (docs/security.md, part two). A zombie leader counts as ended.
         used = end_group(child.pid, grace, wait=child.wait_for_event)
         if used == signal.SIGKILL:
             self._say(f"job {self.job_id} was still running after {grace:g} s: SIGKILL sent")

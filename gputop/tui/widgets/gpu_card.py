@@ -40,6 +40,8 @@ class CardView:
     """Position in ``gpu.mig_devices`` of the highlighted MIG instance, if one is."""
     mig_selected: frozenset[str] = frozenset()
     """UUIDs of this card's selected MIG instances."""
+    util_style: str | None = None
+    """The utilisation's colour, kept steady by the grid (``sticky_level_style``)."""
 
 
 class GpuCard(Widget):
@@ -189,7 +191,8 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
     util = gpu.utilization_gpu_percent
     util_text = NA if util is None else f"{util:3d}%"
     bar_width = width - 4 - 1 - len(util_text)
-    lines.append(Text.assemble("GPU ", bar(util, bar_width), " ", (util_text, level_style(util))))
+    style = view.util_style or level_style(util)
+    lines.append(Text.assemble("GPU ", bar(util, bar_width, style), " ", (util_text, style)))
     lines.append(sparkline(view.history, width))
     used_pct = percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
     mem_text = f"{mib(gpu.memory_used_bytes)}/{mib(gpu.memory_total_bytes)}M"
@@ -259,7 +262,7 @@ def _compact_line(view: CardView, width: int) -> Text:
     temperature = NA if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
     power = NA if gpu.power_w is None else f"{gpu.power_w:.0f}W"
     tail = Text.assemble(
-        (NA if util is None else f"{util:3d}%", level_style(util)),
+        (NA if util is None else f"{util:3d}%", view.util_style or level_style(util)),
         memory,
         " ",
         (f"{temperature:>5}", temperature_style(gpu.temperature_c)),
@@ -267,7 +270,7 @@ def _compact_line(view: CardView, width: int) -> Text:
     )
     room = width - line.cell_len - tail.cell_len - 1
     spark_width = max(0, min(room // 2, 30))
-    line.append_text(bar(util, max(room - spark_width - 1, 0)))
+    line.append_text(bar(util, max(room - spark_width - 1, 0), view.util_style))
     line.append(" ")
     line.append_text(sparkline(view.history, spark_width))
     line.append_text(tail)

@@ -16,6 +16,7 @@ from textual.message import Message
 
 from gputop.core.history import UtilizationHistory
 from gputop.core.model import GpuSample, MigDevice, Snapshot
+from gputop.tui.render import sticky_level_style
 from gputop.tui.widgets.gpu_card import CardView, GpuCard
 
 MIN_CARD_WIDTH = 38
@@ -48,6 +49,8 @@ class GpuGrid(Grid, can_focus=True):
         """Position of the highlighted MIG instance in the highlighted card's list."""
         self._snapshot: Snapshot | None = None
         self._history: UtilizationHistory | None = None
+        self._util_styles: dict[int, str] = {}
+        """Each card's utilisation colour as last shown: it changes with hysteresis."""
         self.compact = False
 
     # -- state -------------------------------------------------------------------------
@@ -170,6 +173,10 @@ class GpuGrid(Grid, can_focus=True):
             if card is None:
                 continue
             highlighted = position == self._position
+            util_style = sticky_level_style(
+                gpu.utilization_gpu_percent, self._util_styles.get(gpu.physical_index)
+            )
+            self._util_styles[gpu.physical_index] = util_style
             card.show(
                 CardView(
                     gpu=gpu,
@@ -181,6 +188,7 @@ class GpuGrid(Grid, can_focus=True):
                     mig_selected=frozenset(
                         d.uuid for d in gpu.mig_devices if d.uuid and d.uuid in self._selected
                     ),
+                    util_style=util_style,
                 )
             )
 

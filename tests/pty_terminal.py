@@ -1,0 +1,151 @@
+"""A program on a real pseudo-terminal, read into a terminal emulator (pyte).
+
+Used by the screen-diff pty test and by ``make bench``: what the emulator shows is what a
+person at an xterm would see, colours included, since it interprets every byte the program
+writes, cursor moves and SGR sequences alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pty
+import select
+import signal
+import struct
+import termios
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import pyte
+
+Cell = tuple[str, str, str, bool, bool, bool, bool, bool]
+"""One cell as the terminal shows it: character, foreground, background and attributes."""
+
+
+class PtyTerminal:
+    """A child process whose terminal is a pty of ``columns`` x ``rows``, emulated by pyte."""
+
+    def __init__(self, pid: int, fd: int, started: float, columns: int, rows: int) -> None:
+        self.pid, self.fd, self.started = pid, fd, started
+        self.columns, self.rows = columns, rows
+        self.screen = pyte.Screen(columns, rows)
+        self._stream = pyte.ByteStream(self.screen)
+        self.bytes_read = 0
+        self.last_read_at = started
+        """Monotonic time of the last chunk read."""
+        self.ended = False
+
+    @classmethod
+    def spawn(
+        cls, command: Sequence[str], env: Mapping[str, str], columns: int, rows: int
+    ) -> PtyTerminal:
+        """Start ``command`` in a new session with the pty as its controlling terminal."""
+        started = time.monotonic()
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: set the size before the program asks for it
+            try:
+                fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+                os.execvpe(command[0], list(command), dict(env))
+            finally:
+                os._exit(127)
+        return cls(pid, fd, started, columns, rows)
+
+    def write(self, data: bytes) -> None:
+        """Type ``data`` at the terminal (keys, as a terminal encodes them)."""
+        os.write(self.fd, data)
+
+    def pump(self, until: float, done: Callable[[], bool] = lambda: False) -> bool:
+        """Read output until ``done()`` or the monotonic time ``until``; True if done."""
+        while not self.ended:
+            if done():
+                return True
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select([self.fd], [], [], min(left, 0.05))
+            if ready:
+                self.read_available()
+        return done()
+
+    def read_available(self) -> int:
+        """Read what is there without waiting; the number of bytes read."""
+        try:
+            data = os.read(self.fd, 1 << 16)
+        except OSError:  # EIO: the child closed the terminal
+            data = b""
+        if not data:
+            self.ended = True
+            return 0
+        self.last_read_at = time.monotonic()
+        self.bytes_read += len(data)
+        self._stream.feed(data)
+        return len(data)
+
+    def feed_as_if_written(self, data: bytes) -> None:
+        """Show ``data`` as if another program had written it to the same terminal."""
+        self._stream.feed(data)
+
+    def wait_for(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Read until ``done()``; False after ``timeout_s`` seconds."""
+        return self.pump(time.monotonic() + timeout_s, done)
+
+    def lines(self) -> list[str]:
+        """The screen's text, one string of ``columns`` characters a row."""
+        return list(self.screen.display)
+
+    def text(self) -> str:
+        return "\n".join(self.lines())
+
+    def cells(self) -> list[list[Cell]]:
+        """Every cell with its colours and attributes, for comparing two screens exactly."""
+        rows: list[list[Cell]] = []
+        for y in range(self.rows):
+            line = self.screen.buffer[y]
+            rows.append(
+                [
+                    (
+                        char.data,
+                        char.fg,
+                        char.bg,
+                        char.bold,
+                        char.italics,
+                        char.underscore,
+                        char.reverse,
+                        char.strikethrough,
+                    )
+                    for char in (line[x] for x in range(self.columns))
+                ]
+            )
+        return rows
+
+    def stop(self, quit_keys: bytes = b"q", grace_s: float = 3.0) -> None:
+        """Quit as a person would; killed (its whole session) if it has not left in time."""
+        with contextlib.suppress(OSError):
+            self.write(quit_keys)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and not _reaped(self.pid):
+            if self.ended:
+                time.sleep(0.02)
+            else:
+                self.pump(min(deadline, time.monotonic() + 0.05))
+        if not _reaped(self.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)  # pty.fork made it a session leader
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return True
+
+
+def differing_rows(left: list[list[Cell]], right: list[list[Cell]]) -> list[int]:
+    """The rows (0-based) where two screens differ in any character, colour or attribute."""
+    return [y for y, (a, b) in enumerate(zip(left, right, strict=True)) if a != b]

@@ -108,14 +108,13 @@ async def test_a_job_launched_from_the_dashboard_on_a_remote_gpu_1_sees_exactly_
             "the job in gpu-v100's jobs panel",
         )
         job = next(j for j in app.remote_jobs if j.host == 0)
+        # The job runs detached on the server: wait for what it wrote.
+        await until(pilot, lambda: seen.exists() and seen.read_text().strip() != "", "its file")
     with JobStore.open(server.state_dir("gpu-v100")) as store:
         recorded = store.get(job.id)
     assert recorded.physical_indices == (1,)
     assert recorded.env["CUDA_VISIBLE_DEVICES"] == gpu1_uuid
     assert recorded.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    deadline = time.monotonic() + WAIT_S
-    while not seen.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)  # the job runs detached on the server: wait for what it wrote
     assert seen.read_text().strip() == gpu1_uuid
 
 

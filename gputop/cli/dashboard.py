@@ -92,7 +92,6 @@ def run_lab(args: argparse.Namespace) -> int:
 
     lab = open_lab(args, interval_s=args.interval)
     from gputop.tui.lab.lab_app import LabApp
-    from gputop.tui.screen_diff import diffing_driver
 
     with lab:
         app = LabApp(
@@ -102,7 +101,6 @@ def run_lab(args: argparse.Namespace) -> int:
             readonly=args.readonly,
             job_environ=environment_for_jobs(args.fake),
         )
-        app.driver_class = diffing_driver(app.driver_class)
         app.run()
     return _finish(app)
 

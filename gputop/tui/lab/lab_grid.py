@@ -29,8 +29,12 @@ from gputop.core.remote.host_summary import HostSummary
 from gputop.core.remote.status import HostStatus
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
-from gputop.tui.widgets.gpu_card import FULL_HEIGHT, CardView, GpuCard
+from gputop.tui.widgets.gpu_card import CardView, GpuCard
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH
+
+
+CARD_HEIGHT = 8
+"""A whole card, border included (as the one-host grid lays them out)."""
 
 
 @dataclass(frozen=True)
@@ -144,8 +148,8 @@ class HostGroup(Vertical):
         else:
             columns = max(1, min(columns, count))
             self.cards.styles.grid_size_columns = columns
-            self.cards.styles.grid_rows = str(FULL_HEIGHT)
-            self.cards.styles.height = math.ceil(count / columns) * FULL_HEIGHT
+            self.cards.styles.grid_rows = str(CARD_HEIGHT)
+            self.cards.styles.height = math.ceil(count / columns) * CARD_HEIGHT
 
 
 class LabGrid(VerticalScroll, can_focus=True):
@@ -365,7 +369,7 @@ class LabGrid(VerticalScroll, can_focus=True):
         if self.compact:
             return 1 + len(group.physical)
         columns = self._columns(len(group.physical))
-        return 1 + math.ceil(len(group.physical) / columns) * FULL_HEIGHT
+        return 1 + math.ceil(len(group.physical) / columns) * CARD_HEIGHT
 
     def _relayout(self) -> None:
         width = self.size.width or self.app.size.width

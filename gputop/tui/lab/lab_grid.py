@@ -32,7 +32,6 @@ from gputop.core.units import human_bytes
 from gputop.tui.widgets.gpu_card import CardView, GpuCard
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH
 
-
 CARD_HEIGHT = 8
 """A whole card, border included (as the one-host grid lays them out)."""
 

@@ -19,7 +19,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
-from textual.widgets import RichLog, Static
+from textual.widgets import Input, RichLog, Static
 
 from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.log_follow import shown_line
@@ -54,6 +54,11 @@ class RemoteLaunchScreen(LaunchScreen):
         # Remote jobs run detached: tmux is this terminal's, and waiting is the host's.
         self.query_one("#mode").display = False
         self.query_one("#wait").display = False
+
+    def _cwd(self) -> str | None:
+        """The directory as typed: ``~`` means the home on that host, where gputop run
+        expands it (gputop/core/jobs/launch.py); empty is the home there."""
+        return self.query_one("#cwd", Input).value.strip() or None
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def _launch(self, request: LaunchRequest) -> None:

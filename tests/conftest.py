@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gputop.core.nvml_backend import NvmlBackend
-from gputop.core.pid_namespace import detect_pid_namespace
-from gputop.core.source import open_backend
+from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.sampling.pid_namespace import detect_pid_namespace
+from gputop.core.sampling.source import open_backend
 
 FROZEN_AT_S = 30.0
 
@@ -41,7 +41,7 @@ def host_pid_namespace() -> None:
     if detect_pid_namespace().nested:
         pytest.skip(
             "runs in a nested PID namespace, where gputop takes a local pid for NVML's only "
-            "if it holds /dev/nvidia* open (gputop.core.pid_namespace); this test's cannot"
+            "if it holds /dev/nvidia* open (gputop.core.sampling.pid_namespace); this test's cannot"
         )
 
 

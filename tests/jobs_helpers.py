@@ -25,7 +25,7 @@ from gputop.core.jobs.model import Job
 from gputop.core.jobs.procgroup import group_members, process_alive, process_start_time
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import Snapshot
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 
 PROBE = str(Path(__file__).with_name("job_probe.py"))
 PYTHON = sys.executable

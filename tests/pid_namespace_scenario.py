@@ -18,13 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-from gputop.core.pid_namespace import detect_pid_namespace, holds_nvidia_device
-from gputop.core.source import open_backend
+from gputop.core.sampling.pid_namespace import detect_pid_namespace, holds_nvidia_device
+from gputop.core.sampling.source import open_backend
 
 HOLD = "import time; f = open('/dev/nvidia0'); time.sleep(120)"
 IDLE = "import time; time.sleep(120)"
 NOBODY_ASKS = (
-    "import json, sys; from gputop.core.pid_namespace import LocalPidGuard;"
+    "import json, sys; from gputop.core.sampling.pid_namespace import LocalPidGuard;"
     "print(json.dumps(LocalPidGuard().refusals({int(sys.argv[1]): None})))"
 )
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from conftest import minimal_gpu
 
 from gputop.core.model import ProcessOrigin, ProcessType
-from gputop.core.nvml_backend import NvmlBackend
+from gputop.core.sampling.nvml_backend import NvmlBackend
 
 MIB = 1024 * 1024
 UNUSED_PID = 4_194_303

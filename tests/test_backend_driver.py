@@ -14,8 +14,8 @@ import pytest
 from conftest import minimal_gpu
 
 from gputop.core.model import ProcessType
-from gputop.core.nvml_backend import NvmlBackend
-from gputop.core.nvml_running import (
+from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.sampling.nvml_running import (
     COMPUTE,
     GRAPHICS,
     MPS,

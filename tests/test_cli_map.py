@@ -101,8 +101,8 @@ def test_on_real_nvml_the_driver_probe_and_torch_probe_answer(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real-driver path with NVML simulated: the probes must say what they found."""
-    from gputop.core import source
     from gputop.core.fake import load_fake_nvml
+    from gputop.core.sampling import source
 
     fake = load_fake_nvml("v100x4", 30.0)
     monkeypatch.setattr(

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import pynvml
@@ -168,8 +171,8 @@ def test_version_and_help_list_the_subcommands() -> None:
 
 def test_importing_the_core_imports_neither_textual_nor_torch() -> None:
     probe = (
-        "import sys, gputop.core.source, gputop.core.nvml_backend, gputop.core.fake, "
-        "gputop.core.snapshot_json; "
+        "import sys, gputop.core.sampling.source, gputop.core.sampling.nvml_backend, "
+        "gputop.core.fake, gputop.core.snapshot_json; "
         "bad = [m for m in ('textual', 'torch') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -178,9 +181,7 @@ def test_importing_the_core_imports_neither_textual_nor_torch() -> None:
 
 
 def test_watch_reprints_in_place_until_ctrl_c() -> None:
-    import os
     import signal
-    import time
 
     env = {**os.environ, "GPUTOP_FAKE_TIME": "30"}
     child = subprocess.Popen(
@@ -190,18 +191,17 @@ def test_watch_reprints_in_place_until_ctrl_c() -> None:
         text=True,
         env=env,
     )
-    time.sleep(1.5)
+    head = _read_until(child, lambda out: out.count("\x1b[H\x1b[J") >= 2)
     child.send_signal(signal.SIGINT)
-    out, err = child.communicate(timeout=10)
+    rest, err = child.communicate(timeout=10)
+    out = head + rest
     assert child.returncode == 0
     assert out.count("\x1b[H\x1b[J") >= 2
     assert "Traceback" not in err
 
 
 def test_watch_json_writes_one_document_per_line() -> None:
-    import os
     import signal
-    import time
 
     env = {**os.environ, "GPUTOP_FAKE_TIME": "30"}
     child = subprocess.Popen(
@@ -220,9 +220,10 @@ def test_watch_json_writes_one_document_per_line() -> None:
         text=True,
         env=env,
     )
-    time.sleep(1.5)
+    head = _read_until(child, lambda out: out.count("\n") >= 2)
     child.send_signal(signal.SIGINT)
-    out, _ = child.communicate(timeout=10)
+    rest, _ = child.communicate(timeout=10)
+    out = head + rest
     documents = [json.loads(line) for line in out.splitlines()]
     assert len(documents) >= 2
     assert all(document["schema"] == 1 for document in documents)
@@ -245,3 +246,22 @@ def test_a_gpu_nvml_refuses_is_shown_as_no_access(
     assert code == 0
     assert "[0]" in out and "NO ACCESS: NVML refused this GPU" in out
     assert "LOST" not in out
+
+
+def _read_until(
+    child: subprocess.Popen[str], enough: Callable[[str], bool], timeout_s: float = 30.0
+) -> str:
+    """What ``child`` wrote until ``enough(text)`` holds: a condition, never a fixed wait."""
+    assert child.stdout is not None
+    fd = child.stdout.fileno()
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while not enough(data.decode("utf-8", "replace")):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no such output after {timeout_s} s: {data[-200:]!r}"
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"the command ended early: {data[-200:]!r}"
+            data += chunk
+    return data.decode("utf-8", "replace")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import getpass
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from conftest import minimal_gpu
-from dashboard_helpers import first_sample, make_app, plain_text
+from dashboard_helpers import first_sample, make_app, plain_text, stays_true
 from textual.pilot import Pilot
 
 from gputop.tui.app import GputopApp
@@ -283,8 +282,8 @@ async def test_t_asks_before_terminating_your_own_process_and_n_keeps_it(
         assert isinstance(app.screen, ConfirmScreen)
         assert "SIGTERM" in app.screen._question and str(own_process.pid) in app.screen._question
         await pilot.press("n")
-        time.sleep(0.2)
-        assert own_process.poll() is None
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert await stays_true(pilot, lambda: own_process.poll() is None, 0.2)
 
 
 async def test_t_then_y_terminates_your_own_process(
@@ -294,7 +293,8 @@ async def test_t_then_y_terminates_your_own_process(
     async with app.run_test(size=BIG) as pilot:
         await focus_first_process(app, pilot)
         await pilot.press("t", "y")
-        assert own_process.wait(timeout=5) == -15
+        assert not await stays_true(pilot, lambda: own_process.poll() is None, 5.0)
+        assert own_process.returncode == -15
 
 
 async def test_another_users_process_is_never_offered_for_signalling(

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_helpers import first_sample, make_app, plain_text
+from dashboard_helpers import first_sample, make_app, plain_text, stays_true
 from textual.pilot import Pilot
 from textual.widgets import Input, RichLog, Static
 
@@ -22,7 +22,7 @@ from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView, job_processes
 from gputop.core.model import GpuProcess, GpuSample, ProcessOrigin, ProcessType, Snapshot
-from gputop.core.source import environment_for_jobs
+from gputop.core.sampling.source import environment_for_jobs
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.job_log import JobLogScreen
@@ -297,9 +297,12 @@ async def test_K_then_n_keeps_the_job(probe: Path, tmp_path: Path) -> None:
         await wait_for(pilot, lambda: panel.current_job is not None)
         panel.focus()
         await pilot.press("K", "n")
-        await pilot.pause(0.5)
-        (job,) = stored_jobs()
-        assert job.is_active
+
+        def untouched() -> bool:
+            (job,) = stored_jobs()
+            return job.is_active and not job.stop_requested
+
+        assert await stays_true(pilot, untouched, 0.5)
 
 
 # -- job processes in the process table -----------------------------------------------------

@@ -24,7 +24,7 @@ from textual.pilot import Pilot
 from gputop.core.errors import NvmlUnavailableError
 from gputop.core.jobs.log_follow import LogFollower
 from gputop.core.jobs.store import JobStore
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.job_log import JobLogScreen
 from gputop.tui.widgets.torch_panel import DriverProbe

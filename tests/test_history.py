@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gputop.core.history import UtilizationHistory
 from gputop.core.model import GpuSample, Snapshot
+from gputop.core.sampling.history import UtilizationHistory
 
 
 def snapshot_at(timestamp: float, utilization: int | None) -> Snapshot:

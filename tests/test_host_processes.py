@@ -14,9 +14,9 @@ from subprocess import PIPE
 import psutil
 import pytest
 
-from gputop.core.host_processes import FOREIGN_HINT, HostFacts, HostProcessTable
 from gputop.core.model import ProcessOrigin
-from gputop.core.proc_counters import CounterReader, Counters, read_proc_stat, read_psutil
+from gputop.core.sampling.host_processes import FOREIGN_HINT, HostFacts, HostProcessTable
+from gputop.core.sampling.proc_counters import CounterReader, Counters, read_proc_stat, read_psutil
 
 UNUSED_PID = 4_194_303  # the largest pid Linux can hand out; never a live process in tests
 

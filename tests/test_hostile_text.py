@@ -172,7 +172,7 @@ async def test_a_job_log_keeps_its_colours_and_shows_other_escapes_as_text() -> 
         assert colour.red > 2 * max(colour.green, colour.blue)  # the theme's red
 
 
-async def _dashboard_output(scenario: str, state_dir: Path, job_name: str) -> tuple[str, str]:
+async def _dashboard_output(scenario: str, state_dir: Path) -> tuple[str, str]:
     """What Textual writes for the whole dashboard, jobs shown, and the screen as text."""
     app = make_app(scenario, state_dir=state_dir)
     async with app.run_test(size=BIG) as pilot:
@@ -214,7 +214,7 @@ def test_no_control_character_of_any_text_reaches_the_dashboard(text: str) -> No
             )
         finally:
             store.close()
-        output, _ = asyncio.run(_dashboard_output(str(scenario), root / "state", text))
+        output, _ = asyncio.run(_dashboard_output(str(scenario), root / "state"))
         assert drawn_controls(output, BIG[1]) == []
 
 

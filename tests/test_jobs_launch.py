@@ -27,7 +27,7 @@ from gputop.core.jobs.command import default_name
 from gputop.core.jobs.launch import plan_command, resolve_gpus
 from gputop.core.jobs.model import RunMode
 from gputop.core.jobs.store import JobStore
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 
 BASH = {"SHELL": "/bin/bash"}
 

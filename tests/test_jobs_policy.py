@@ -18,7 +18,7 @@ from gputop.core.jobs.policy import (
     pick_free,
 )
 from gputop.core.model import GpuProcess, GpuSample, MigDevice, ProcessOrigin, ProcessType, Snapshot
-from gputop.core.nvml_backend import NvmlBackend
+from gputop.core.sampling.nvml_backend import NvmlBackend
 
 GIB = 1024**3
 MIB = 1024**2

@@ -18,7 +18,7 @@ from gputop.core.jobs.store import JobStore
 from gputop.core.remote.hosts import resolve_hosts
 from gputop.core.remote.lab import Lab
 from gputop.core.remote.transport import SSH_CONFIG_ENV
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 from gputop.tui.lab.lab_app import LabApp
 from gputop.tui.lab.lab_grid import LabGrid
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gputop.core.jobs.mig_targets import find_mig_target, judge_mig_instance, target_keys
 from gputop.core.model import Snapshot
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 
 MIB = 1 << 20
 MIG_1 = "MIG-4fd95d93-9b6c-cbc0-9143-9fb3322c58bd"

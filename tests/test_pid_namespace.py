@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.core.pid_namespace import (
+from gputop.core.sampling.pid_namespace import (
     NO_DEVICE_HINT,
     UNREADABLE_HINT,
     LocalPidGuard,

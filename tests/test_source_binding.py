@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pynvml
 
-from gputop.core.source import binding_problem
+from gputop.core.sampling.source import binding_problem
 
 SHADOW = """
 NVML_SUCCESS = 0
@@ -31,7 +31,7 @@ def test_a_shadowing_pynvml_package_is_named_with_the_fix(tmp_path: Path) -> Non
     script = (
         "import sys\n"
         "from gputop.core.errors import NvmlUnavailableError\n"
-        "from gputop.core.source import open_backend\n"
+        "from gputop.core.sampling.source import open_backend\n"
         "try:\n"
         "    open_backend(environ={})\n"
         "except NvmlUnavailableError as error:\n"

@@ -12,7 +12,7 @@ import sys
 
 from gputop.core.errors import UsageError
 from gputop.core.remote.agent import main_loop
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 
 MIN_INTERVAL_S = 0.2
 

@@ -9,7 +9,7 @@ import sys
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import DashboardStopped, UsageError
 from gputop.core.safe_text import clean
-from gputop.core.source import environment_for_jobs, open_backend
+from gputop.core.sampling.source import environment_for_jobs, open_backend
 
 MIN_INTERVAL_S = 0.2
 MAX_INTERVAL_S = 3600.0

@@ -22,6 +22,7 @@ from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits, strict_json
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.units import duration
 
 FOLLOW_POLL_S = 0.25
 STATE_POLL_S = 1.0
@@ -140,7 +141,7 @@ def render_table(jobs: list[Job], now: float, width: int | None = None) -> str:
             job.gpus_text,
             clean(job.status_text),
             _clock(job.started_at, now),
-            _duration(job.duration_s(now)),
+            _duration_or_dash(job.duration_s(now)),
             clean(_detail(job)),
         )
         for job in jobs
@@ -173,12 +174,9 @@ def _clock(when: float | None, now: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    hours, rest = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
+def _duration_or_dash(seconds: float | None) -> str:
+    """A job not started yet has no duration: a dash, as for its start time."""
+    return "-" if seconds is None else duration(seconds)
 
 
 # --- gputop jobs log -------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from gputop.core.remote.hosts import config_path, load_groups, resolve_hosts
 from gputop.core.remote.lab import Lab
 from gputop.core.remote.status import HostStatus
 from gputop.core.safe_text import clean
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 
 DEFAULT_TIMEOUT_S = 15.0
 

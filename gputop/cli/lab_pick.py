@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputop.cli.lab_common import host_label, open_lab
-from gputop.cli.pick_command import current_user
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.remote.lab import Lab, settled
@@ -27,6 +26,7 @@ from gputop.core.remote.remote_command import remote_gputop_command
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import ssh_argv
 from gputop.core.safe_text import clean
+from gputop.core.users import current_user
 from gputop.core.visibility import pin_environment
 
 ACTIVE_JOB_STATUSES = ("waiting", "running")

@@ -22,7 +22,7 @@ from gputop.core.probes import (
     probe_torch,
 )
 from gputop.core.safe_text import clean
-from gputop.core.source import FAKE_ENV, open_backend
+from gputop.core.sampling.source import FAKE_ENV, open_backend
 from gputop.core.visibility import Visibility, resolve_visibility
 
 CVD = "CUDA_VISIBLE_DEVICES"

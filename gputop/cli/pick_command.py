@@ -9,7 +9,6 @@ on a machine with mixed models; indices are offered with a warning where that is
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import sqlite3
 import sys
@@ -23,7 +22,8 @@ from gputop.core.jobs.policy import FreePolicy, pick_free
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
+from gputop.core.users import current_user
 from gputop.core.visibility import cuda_order, pin_environment, resolve_visibility
 from gputop.core.visibility.order import PCI_BUS_ID
 
@@ -110,14 +110,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(clean(value))  # a UUID with control characters is no UUID: never raw
     return 0
-
-
-def current_user() -> str:
-    """The name psutil reports for the user's processes (LOGNAME/USER, else the uid's name)."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (some containers)
-        return str(os.getuid())
 
 
 def open_job_store() -> Any:

@@ -24,7 +24,6 @@ from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import (
     LaunchRequest,
     check_gpu_count,
-    current_user,
     launch_job,
     prepare_launch,
     resolve_gpus,
@@ -36,7 +35,8 @@ from gputop.core.jobs.waiting import check_wait_poll
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
-from gputop.core.source import environment_for_jobs, open_backend
+from gputop.core.sampling.source import environment_for_jobs, open_backend
+from gputop.core.users import current_user
 from gputop.core.visibility import resolve_visibility
 from gputop.core.visibility.inverse import MIG_HIDES
 from gputop.core.visibility.order import PCI_BUS_ID

@@ -12,9 +12,9 @@ from gputop.cli.arg_types import seconds
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.snapshot_text import render_snapshot
 from gputop.core.numbers import strict_json
-from gputop.core.nvml_backend import NvmlBackend
+from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.sampling.source import open_backend
 from gputop.core.snapshot_json import snapshot_to_json
-from gputop.core.source import open_backend
 
 CLEAR_HOME = "\x1b[H\x1b[J"
 MIN_WATCH_S = 0.1

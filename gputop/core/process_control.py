@@ -13,6 +13,9 @@ only when everything recorded still holds:
 The pid is pinned with ``pidfd_open`` before the checks and signalled through that
 descriptor, so it cannot be reused between the check and the signal. When identity cannot
 be proven, nothing is sent and the message says why. See docs/security.md, part two.
+
+This is the one module that sends signals (``pidfd_send_signal``, ``kill``, ``killpg``), so
+that every way of reaching another process is read, and checked, in one place.
 """
 
 from __future__ import annotations
@@ -178,3 +181,28 @@ def signal_own_process(
     with pinned(recorded) as pidfd:
         if not send(pidfd, pid, signum):
             raise ProcessGone(f"Process {pid} has already ended.")
+
+
+def group_exists(pgid: int) -> bool:
+    """Process group ``pgid`` has a member (signal 0: asks, sends nothing)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # members exist; they may not all be ours (the caller checks)
+    return True
+
+
+def signal_group(pgid: int, signum: int) -> bool:
+    """``killpg`` to a job's whole process group; False when it has no member left.
+
+    Only a job's supervisor calls this, for the group its own unreaped child leads: an
+    unreaped leader keeps its pid, the group's id, from being reused, so the signal can
+    only reach the job's own group (docs/security.md, part two).
+    """
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    return True

@@ -36,7 +36,7 @@ def celsius(value: int | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """Elapsed time as ps shows it: 42:07, 3:12:05, 2-04:00:00."""
+    """Elapsed time as ps shows it, for the CLI: 42:07, 3:12:05, 2-04:00:00."""
     if seconds is None or seconds < 0:
         return NA
     total = int(seconds)
@@ -48,3 +48,21 @@ def duration(seconds: float | None) -> str:
     if hours:
         return f"{hours}:{minutes:02d}:{secs:02d}"
     return f"{minutes}:{secs:02d}"
+
+
+def duration_coarse(seconds: float | None, *, seconds_below_minute: bool = False) -> str:
+    """Elapsed time to the minute, for the dashboard: 3m, 5h21m, 2d04h (a steady machine
+    then repaints nothing). ``seconds_below_minute``: 42s rather than 0m, where a young
+    entry is worth watching (a job just launched)."""
+    if seconds is None or seconds < 0:
+        return NA
+    if seconds_below_minute and seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"

@@ -8,7 +8,6 @@ NVML, psutil or job-store call happens on the UI thread.
 
 from __future__ import annotations
 
-import getpass
 import math
 import os
 import signal
@@ -30,13 +29,15 @@ from textual.widgets import Footer
 from textual.worker import Worker
 
 from gputop.core.errors import GputopError
-from gputop.core.history import UtilizationHistory, initial_history
-from gputop.core.jobs.tracking import JobsView, LogTails
+from gputop.core.jobs.service import JobsService
+from gputop.core.jobs.tracking import JobsView
 from gputop.core.model import ProcessOrigin, Snapshot
-from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines
-from gputop.tui.jobs_actions import JobsApp, JobStoreProblem
+from gputop.core.sampling.history import UtilizationHistory, initial_history
+from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.users import current_user
+from gputop.tui.jobs_actions import JobsActions, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
 from gputop.tui.screen_diff import driver_with_screen_diff
@@ -82,7 +83,7 @@ class _ReportedByGputop(Exception):
         return Text()
 
 
-class GputopApp(ReportsWorkerFailures, JobsApp):
+class GputopApp(ReportsWorkerFailures, JobsActions):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = True
@@ -129,14 +130,14 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
         self.probes = probes
         self.snapshot: Snapshot | None = None
         self.compact = False
-        self.user = user or getpass.getuser()
-        self.state_dir = state_dir
-        self.job_environ = dict(job_environ) if job_environ is not None else None
-        """What launched jobs inherit; by default this process's own environment."""
-        self.cwd = cwd or os.getcwd()
-        """Where a launch runs by default: where gputop was started."""
-        self.jobs = JobsView()
-        self._tails = LogTails()
+        self.user = user or current_user()
+        self.jobs_service = JobsService(
+            state_dir,
+            user=self.user,
+            cwd=cwd or os.getcwd(),
+            job_environ=job_environ,
+            report=self.report_jobs_problem,
+        )
         self._stop = threading.Event()
         self.sampling_error: str | None = None
         """The error of the last sample while sampling fails; None while it works."""
@@ -235,7 +236,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
 
     @work(thread=True, exclusive=True, group="sampler", exit_on_error=False)
     def _sample_forever(self) -> None:
-        store = self._open_store()
+        store = self.jobs_service.open_store()
         jobs_failed = False
         try:
             while not self._stop.is_set():
@@ -248,7 +249,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
                     self.post_message(SamplingFailed(f"{type(error).__name__}: {error}"))
                 else:
                     try:
-                        jobs = self._read_jobs(store, snapshot)
+                        jobs = self.jobs_service.read(store, snapshot)
                     except Exception as error:  # nor must a job store gone wrong (said once)
                         if not jobs_failed:
                             text = f"Jobs unavailable: {type(error).__name__}: {error}"
@@ -356,7 +357,7 @@ class GputopApp(ReportsWorkerFailures, JobsApp):
             return
         if process.origin is ProcessOrigin.FOREIGN:
             # Foreign: NVML's pid is no process of this PID namespace, or an unrelated one
-            # that merely shares the number (gputop.core.pid_namespace).
+            # that merely shares the number (gputop.core.sampling.pid_namespace).
             self.notify(
                 f"Process {process.pid} is not a process of this machine's view "
                 f"({process.hint or process.origin.value}); gputop will not signal it.",

@@ -1,15 +1,12 @@
 """The dashboard's jobs: launching on the selected cards, the jobs panel, logs, stopping.
 
-The job store is only ever touched from worker threads, each with its own SQLite
-connection (connections stay in the thread that opened them); the UI thread renders the
-``JobsView`` they post.
+A thin layer over ``gputop.core.jobs.service.JobsService``, which owns the store and the log
+tails: the store is only ever touched from worker threads (each with its own SQLite
+connection), the UI thread renders the ``JobsView`` they post, and the service's problems
+arrive here as ``JobStoreProblem`` messages.
 """
 
 from __future__ import annotations
-
-import os
-from collections.abc import Mapping
-from pathlib import Path
 
 from rich.text import Text
 from textual import work
@@ -20,9 +17,8 @@ from textual.notifications import SeverityLevel
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job
-from gputop.core.jobs.stop import stop_job
-from gputop.core.jobs.store import JobStore
-from gputop.core.jobs.tracking import JobsView, LogTails, read_jobs_view
+from gputop.core.jobs.service import JobsService, Severity
+from gputop.core.jobs.tracking import JobsView
 from gputop.core.model import Snapshot
 from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen
@@ -53,45 +49,19 @@ class JobStoreProblem(Message):
         self.severity = severity
 
 
-class JobsApp(App[None]):
-    """The jobs half of the dashboard; ``GputopApp`` sets these attributes."""
+class JobsActions(App[None]):
+    """The jobs' keys and messages; the jobs themselves live in ``jobs_service``."""
 
-    state_dir: Path | None
+    jobs_service: JobsService
     snapshot: Snapshot | None
-    user: str
-    cwd: str
-    job_environ: Mapping[str, str] | None
-    jobs: JobsView
-    _tails: LogTails
 
-    def _open_store(self) -> JobStore | None:
-        """The sampler's own connection (SQLite connections stay in their thread)."""
-        try:
-            store = JobStore.open(self.state_dir)
-        except GputopError as error:
-            self.post_message(JobStoreProblem(f"Jobs unavailable: {error}", severity="error"))
-            return None
-        for notice in store.notices:
-            self.post_message(JobStoreProblem(notice, severity="warning"))
-        return store
-
-    def _read_jobs(self, store: JobStore | None, snapshot: Snapshot | None) -> JobsView | None:
-        if store is None:
-            return None
-        try:
-            return read_jobs_view(store.list_jobs(), snapshot, self._tails)
-        except GputopError as error:
-            self.post_message(JobStoreProblem(f"Jobs unavailable: {error}", severity="error"))
-            return None
+    def report_jobs_problem(self, text: str, severity: Severity) -> None:
+        """The service's ``report`` callback: thread-safe, it only posts a message."""
+        self.post_message(JobStoreProblem(text, severity))
 
     @work(thread=True, group="jobs", exit_on_error=False)
     def _refresh_jobs(self) -> None:
-        store = self._open_store()
-        try:
-            jobs = self._read_jobs(store, self.snapshot)
-        finally:
-            if store is not None:
-                store.close()
+        jobs = self.jobs_service.read_now(self.snapshot)
         if jobs is not None:
             self.post_message(JobsRead(jobs))
 
@@ -107,7 +77,7 @@ class JobsApp(App[None]):
         self.notify(message.text, severity=message.severity, timeout=10)
 
     def _show_jobs(self, jobs: JobsView) -> None:
-        self.jobs = jobs
+        self.jobs_service.view = jobs
         self.query_one(ProcessTable).set_jobs(jobs.job_of_pid)
         self.query_one(JobsPanel).show(jobs)
         if isinstance(self.screen, JobLogScreen):
@@ -134,14 +104,15 @@ class JobsApp(App[None]):
         if not cards:
             self.notify("No card to launch on.", severity="warning")
             return
+        service = self.jobs_service
         context = LaunchContext(
             snapshot=self.snapshot,
             physical_indices=cards,
-            user=self.user,
-            active_jobs=self.jobs.active,
-            cwd=self.cwd,
-            environ=dict(os.environ if self.job_environ is None else self.job_environ),
-            state_dir=self.state_dir,
+            user=service.user,
+            active_jobs=service.view.active,
+            cwd=service.cwd,
+            environ=service.job_environ(),
+            jobs=service,
         )
 
         def launched(job: Job | None) -> None:
@@ -183,11 +154,7 @@ class JobsApp(App[None]):
     @work(thread=True, group="jobs-stop", exit_on_error=False)
     def _stop_job(self, job_id: int) -> None:
         try:
-            store = JobStore.open(self.state_dir)
-            try:
-                text = stop_job(store, job_id)
-            finally:
-                store.close()
+            text = self.jobs_service.stop(job_id)
         except GputopError as error:
             self.notify(str(error), severity="error")  # notify is thread-safe
         else:

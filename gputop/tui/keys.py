@@ -1,4 +1,8 @@
-"""Every key of the dashboard, for the help screen (``?``) and the README's table."""
+"""Every key of the dashboard, for the help screen (``?``) and the README's table.
+
+tests/test_help_keys.py ties this list to the bindings both ways: every key bound on the
+dashboard is here, and every key here is bound.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
         "Processes",
         [
             ("tab", "move between the cards, the process table and the jobs"),
-            ("↑/↓ pgup/pgdn", "in the processes: move the highlight (home/end: first/last)"),
+            ("↑/↓ pgup/pgdn home/end", "in the processes: move the highlight (to first/last)"),
             ("←/→", "in the processes: scroll long command lines sideways"),
             ("f", "show only the highlighted card's processes (again: all)"),
             ("s / S", "next sort column / reverse the order"),

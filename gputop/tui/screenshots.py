@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 from gputop.tui.app import GputopApp
 
 SCENARIOS = ("demo", "v100x4", "dgx-h100", "mig", "faulty")

@@ -22,8 +22,8 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from gputop.core.model import Snapshot
-from gputop.core.nvml_backend import NvmlBackend
-from gputop.core.source import open_backend
+from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.sampling.source import open_backend
 
 KEYS_LABEL = "keys pressed:"
 

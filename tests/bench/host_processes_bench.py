@@ -11,7 +11,7 @@ import statistics
 import subprocess
 import time
 
-from gputop.core.host_processes import HostProcessTable
+from gputop.core.sampling.host_processes import HostProcessTable
 
 PROCESSES = 200
 REFRESHES = 30

@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 
 from gputop.core.remote.status import HostStatus
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 from gputop.tui.app import GputopApp
 from gputop.tui.lab.fixed_hosts import FixedHosts, simulated_status
 from gputop.tui.lab.lab_app import LabApp

@@ -1,6 +1,6 @@
 """The simulated driver's C symbols: ``_nvmlGetFunctionPointer`` and the process lists.
 
-gputop calls the running-process lists in C (``gputop.core.nvml_running``), because the
+gputop calls the running-process lists in C (``gputop.core.sampling.nvml_running``), because the
 entry layout depends on the driver. The fake therefore offers the binding's symbol lookup
 and answers those symbols in the C convention: ``fn(handle, unsigned *count, entries)``
 returning an NVML return code, filling ``count`` and writing entries in the layout the

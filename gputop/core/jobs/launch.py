@@ -10,7 +10,6 @@ CLI, the dashboard) may exit or lose its terminal at once: nothing depends on it
 from __future__ import annotations
 
 import contextlib
-import getpass
 import os
 import shutil
 import subprocess
@@ -40,7 +39,6 @@ __all__ = [
     "LaunchRequest",
     "PreparedLaunch",
     "check_gpu_count",
-    "current_user",
     "launch_job",
     "needs_shell",
     "plan_command",
@@ -206,14 +204,6 @@ def launch_job(
             raise
         raise LaunchError(f"Job {job.id} could not be started: {message}.") from None
     return store.get(job.id)
-
-
-def current_user() -> str:
-    """The user name psutil reports for this user's processes (the policy compares them)."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (some containers)
-        return str(os.getuid())
 
 
 def supervisor_argv(store: JobStore, job_id: int, tty: bool = False) -> list[str]:

@@ -11,7 +11,6 @@ import errno
 import os
 import stat
 import time
-from pathlib import Path
 from typing import BinaryIO
 
 LOG_PREFIX = "[gputop] "
@@ -63,7 +62,3 @@ def last_line(path: str | os.PathLike[str], tail_bytes: int = 16384) -> str | No
 def _shown(line: str) -> str:
     parts = [part for part in line.split("\r") if part.strip()]
     return parts[-1] if parts else ""
-
-
-def log_exists(path: str) -> bool:
-    return Path(path).is_file()

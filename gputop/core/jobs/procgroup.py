@@ -1,7 +1,8 @@
 """A job's process group: who is still in it, and ending all of it.
 
 A job leads its own process group, so everything it starts (DataLoader workers, ``torchrun``
-ranks, a shell pipeline's stages) can be signalled at once with ``killpg``. The leader may
+ranks, a shell pipeline's stages) can be signalled at once with ``killpg``
+(``process_control.signal_group``: every signal gputop sends goes out from there). The leader may
 exit while its children live on, so "ended" means no live member is left, not that the
 leader is gone. Zombies (ended, not yet reaped by a parent that may never come) count as
 ended.
@@ -16,18 +17,16 @@ from collections.abc import Callable
 
 import psutil
 
+from gputop.core.process_control import group_exists, signal_group
+
 STOP_POLL_S = 0.1
 AFTER_KILL_WAIT_S = 5.0
 
 
 def group_members(pgid: int) -> list[int]:
     """The live (not zombie) processes of process group ``pgid``."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
+    if not group_exists(pgid):
         return []
-    except PermissionError:
-        pass  # members exist; they may not all be ours (the caller checks)
     members = []
     for pid in psutil.pids():
         try:
@@ -39,15 +38,6 @@ def group_members(pgid: int) -> list[int]:
             continue
         members.append(pid)
     return members
-
-
-def signal_group(pgid: int, signum: int) -> bool:
-    """``killpg``; False when the group has no member left."""
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def end_group(

@@ -29,6 +29,7 @@ from gputop.core.process_control import (
     Recorded,
     SignalRefused,
     from_earlier_boot,
+    pinned,
     send,
     signal_own_process,
 )
@@ -168,8 +169,6 @@ def _exists_not_zombie(pid: int) -> bool:
 
 @contextlib.contextmanager
 def _pinned(recorded: Recorded) -> Iterator[int | None]:
-    from gputop.core.process_control import pinned
-
     with pinned(recorded, "The job's process") as pidfd:
         yield pidfd
 

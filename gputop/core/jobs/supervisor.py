@@ -32,6 +32,7 @@ from gputop.core.jobs.procgroup import end_group, process_start_time, session_of
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.wakeup import Wakeup
+from gputop.core.units import duration
 
 RUNNING_POLL_S = 5.0
 JOB_ID_ENV = "GPUTOP_JOB_ID"
@@ -212,7 +213,7 @@ class Supervisor:
             self.store.mark_ended(job.id, exit_code=returncode, stopped=self._stopped)
         ended = self.store.get(job.id)
         took = ended.duration_s() or 0.0
-        self._say(f"job {job.id} {ended.status_text} after {_duration(took)}")
+        self._say(f"job {job.id} {ended.status_text} after {duration(took)}")
         if self.tty:
             from gputop.core.jobs.ptyrelay import wait_for_enter
 
@@ -320,17 +321,6 @@ def _describe(job: Job) -> str:
     pins = " ".join(f"{key}={value}" for key, value in job.env.items())
     shell = " (under a shell)" if job.uses_shell else ""
     return f"{job.command_text}{shell} in {job.cwd}; {mapping}; {pins}"
-
-
-def _duration(seconds: float) -> str:
-    whole = int(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m {secs:02d}s"
-    if minutes:
-        return f"{minutes}m {secs:02d}s"
-    return f"{seconds:.1f} s"
 
 
 def _base_environment(env_file: str | None) -> dict[str, str]:

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.launch import current_user
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store import JobStore
 from gputop.core.numbers import parse_seconds
+from gputop.core.users import current_user
 
 if TYPE_CHECKING:
     from gputop.core.jobs.policy import FreePolicy
     from gputop.core.model import Snapshot
-    from gputop.core.nvml_backend import NvmlBackend
+    from gputop.core.sampling.nvml_backend import NvmlBackend
 
 WAIT_POLL_ENV = "GPUTOP_WAIT_POLL_S"
 DEFAULT_WAIT_POLL_S = 5.0
@@ -132,7 +132,7 @@ class CardWaiter:
 
     def try_start(self, job: Job) -> tuple[Job | None, str]:
         """``(the job, claimed and ready to run, "")`` or ``(None, why it still waits)``."""
-        from gputop.core.source import open_backend
+        from gputop.core.sampling.source import open_backend
         from gputop.core.visibility import pin_environment
 
         try:

@@ -51,12 +51,6 @@ _KNOWN: dict[int, tuple[str, str]] = {
 }
 
 
-def cuda_error_name(code: int) -> str:
-    """``CUDA_ERROR_NO_DEVICE`` for 100; ``CUDA error 999`` for a code not listed here."""
-    known = _KNOWN.get(code)
-    return known[0] if known else f"CUDA error {code}"
-
-
 def describe_cuda_error(code: int, call: str) -> str:
     """One sentence for a person: which call failed, the error's name and number, and why."""
     known = _KNOWN.get(code)

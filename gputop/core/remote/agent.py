@@ -9,8 +9,6 @@ started it. Lines follow gputop/core/remote/protocol.py; docs/lab.md describes t
 from __future__ import annotations
 
 import contextlib
-import getpass
-import os
 import sqlite3
 import sys
 import threading
@@ -20,9 +18,10 @@ from typing import IO, Any
 
 from gputop import __version__
 from gputop.core.errors import GputopError
-from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.remote.protocol import PROTOCOL_VERSION, encode
+from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.snapshot_json import snapshot_to_json
+from gputop.core.users import current_user
 
 JobsReader = Callable[[], tuple[list[dict[str, Any]] | None, str | None]]
 
@@ -60,13 +59,6 @@ def read_jobs_from_store() -> JobsReader:
             return None, f"cannot read gputop's jobs: {error}"
 
     return read
-
-
-def current_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())
 
 
 def run_agent(

@@ -10,12 +10,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.remote.host_link import HostLink
 from gputop.core.remote.hosts import HostEntry
 from gputop.core.remote.local_link import LocalLink
 from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.remote.transport import Failure
+from gputop.core.sampling.nvml_backend import NvmlBackend
 
 
 class Link(Protocol):

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gputop.core.errors import GputopError
-from gputop.core.nvml_backend import NvmlBackend
-from gputop.core.remote.agent import JobsReader, current_user, read_jobs_from_store
+from gputop.core.remote.agent import JobsReader, read_jobs_from_store
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure
+from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.users import current_user
 
 LOCAL_NAMES = ("local", "localhost")
 

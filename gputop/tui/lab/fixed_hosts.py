@@ -13,7 +13,7 @@ from typing import Any
 
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure
-from gputop.core.source import open_backend
+from gputop.core.sampling.source import open_backend
 
 LAB_SCENARIOS = ("v100x4", "dgx-h100", "mixed", "demo")
 FROZEN_AT_S = "30"

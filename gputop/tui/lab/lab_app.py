@@ -10,7 +10,6 @@ docs/lab.md.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,13 +24,13 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Footer, Static
 
-from gputop.core.history import UtilizationHistory
 from gputop.core.jobs.policy import FreePolicy
-from gputop.core.nvml_backend import NvmlBackend
 from gputop.core.remote.host_summary import summarize
 from gputop.core.remote.remote_jobs import run_remote, signal_argv
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.safe_text import clean
+from gputop.core.sampling.history import UtilizationHistory
+from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.tui.app import MIN_TABLE_ROWS, GputopApp
 from gputop.tui.lab.lab_grid import LabGrid
 from gputop.tui.lab.lab_jobs import LabJobsPanel, RemoteJob, jobs_of
@@ -289,9 +288,9 @@ class LabApp(GputopApp):
             physical_indices=cards,
             user=self._user_of(status),
             active_jobs=cast(tuple, _ActiveJobs.of(active)),
-            cwd=self.cwd if status.mode is Mode.LOCAL else "",
-            environ=self._launch_environ() if status.mode is Mode.LOCAL else {},
-            state_dir=self.state_dir,
+            cwd=self.jobs_service.cwd if status.mode is Mode.LOCAL else "",
+            environ=self.jobs_service.job_environ() if status.mode is Mode.LOCAL else {},
+            jobs=self.jobs_service,  # this machine's: history for the dialog, local launches
         )
         if status.mode is Mode.LOCAL:
             from gputop.tui.screens.launch import LaunchScreen
@@ -299,10 +298,6 @@ class LabApp(GputopApp):
             self.push_screen(LaunchScreen(context))
             return
         self.push_screen(RemoteLaunchScreen(context, status.host, self.ssh_environ))
-
-    def _launch_environ(self) -> dict[str, str]:
-        """What a job launched on this machine inherits (as in the one-host dashboard)."""
-        return dict(os.environ if self.job_environ is None else self.job_environ)
 
     def on_lab_jobs_panel_log_requested(self, message: LabJobsPanel.LogRequested) -> None:
         self.push_screen(RemoteLogScreen(message.job, self.ssh_environ))

@@ -23,11 +23,11 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop.core.history import UtilizationHistory
 from gputop.core.model import GpuSample
 from gputop.core.remote.host_summary import HostSummary
 from gputop.core.remote.status import HostStatus
 from gputop.core.safe_text import clean
+from gputop.core.sampling.history import UtilizationHistory
 from gputop.core.units import human_bytes
 from gputop.tui.widgets.gpu_card import CardView, GpuCard
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH

@@ -17,9 +17,9 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from gputop.core.units import duration_coarse
 from gputop.tui.safe import plain
 from gputop.tui.widgets.jobs_panel import STATUS_STYLES
-from gputop.tui.widgets.process_table import elapsed_coarse
 from gputop.tui.widgets.table_rows import replace_rows
 
 COLUMNS = ("HOST", "ID", "NAME", "GPUS", "STATUS", "DURATION")
@@ -77,7 +77,7 @@ def _duration(job: RemoteJob, now: float) -> str:
         return "-"
     end = ended if isinstance(ended, (int, float)) else now
     seconds = max(0.0, end - started)
-    return f"{seconds:.0f}s" if seconds < 60 else elapsed_coarse(seconds)
+    return duration_coarse(seconds, seconds_below_minute=True)
 
 
 def _gpus(job: RemoteJob) -> str:

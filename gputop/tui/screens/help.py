@@ -1,4 +1,4 @@
-"""Every key, generated from the bindings so it can never go stale."""
+"""Every key of the dashboard (``gputop.tui.keys``, which a test ties to the bindings)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -25,11 +24,11 @@ from textual.worker import Worker, WorkerState
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.command import plan_command
-from gputop.core.jobs.launch import LaunchRequest, launch_job
+from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.mig_targets import target_label
 from gputop.core.jobs.model import Job, RunMode
 from gputop.core.jobs.policy import launch_warnings
-from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.service import JobsService
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.visibility import pin_environment
@@ -47,7 +46,8 @@ class LaunchContext:
     active_jobs: tuple[Job, ...]
     cwd: str
     environ: Mapping[str, str]
-    state_dir: Path | None
+    jobs: JobsService
+    """Where the launch is recorded (the dashboard's one jobs service)."""
 
     @property
     def in_tmux(self) -> bool:
@@ -102,14 +102,7 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def _load_history(self) -> None:
         """The job store is opened off the UI thread: it checks the file and may wait on a lock."""
-        try:
-            store = JobStore.open(self.context.state_dir)
-        except GputopError:
-            return  # no history is no reason to refuse a launch; the launch itself will say
-        try:
-            history = tuple(store.history())
-        finally:
-            store.close()
+        history = self.context.jobs.history()
         self.app.call_from_thread(self._set_history, history)
 
     def _set_history(self, history: tuple[str, ...]) -> None:
@@ -214,19 +207,14 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def _launch(self, request: LaunchRequest) -> None:
-        store: JobStore | None = None
         try:
-            store = JobStore.open(self.context.state_dir)
-            job = launch_job(store, request, self.context.snapshot, self.context.environ)
+            job = self.context.jobs.launch(request, self.context.snapshot, self.context.environ)
         except GputopError as error:
             self.app.call_from_thread(self._failed, str(error))
         except OSError as error:  # e.g. the supervisor's interpreter vanished
             self.app.call_from_thread(self._failed, f"Could not start the job: {error}")
         else:
             self.app.call_from_thread(self.dismiss, job)
-        finally:
-            if store is not None:
-                store.close()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A launch that raised something unforeseen: the dialog says so and stays usable."""

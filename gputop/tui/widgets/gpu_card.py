@@ -25,9 +25,6 @@ from gputop.core.units import NA, mib
 from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
 from gputop.tui.safe import plain
 
-FULL_HEIGHT = 8
-"""Border included: name, GPU bar, sparkline, memory bar, sensors, clocks."""
-
 
 @dataclass(frozen=True, slots=True)
 class CardView:

@@ -14,8 +14,8 @@ from textual.binding import Binding
 from textual.containers import Grid
 from textual.message import Message
 
-from gputop.core.history import UtilizationHistory
 from gputop.core.model import GpuSample, MigDevice, Snapshot
+from gputop.core.sampling.history import UtilizationHistory
 from gputop.tui.render import sticky_level_style
 from gputop.tui.widgets.gpu_card import CardView, GpuCard
 

@@ -16,8 +16,8 @@ from textual.widgets import DataTable
 
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.tracking import JobsView
+from gputop.core.units import duration_coarse
 from gputop.tui.safe import plain
-from gputop.tui.widgets.process_table import elapsed_coarse
 from gputop.tui.widgets.table_rows import replace_rows
 
 COLUMNS = ("ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "LAST LOG LINE")
@@ -44,7 +44,7 @@ def duration_text(job: Job, now: float) -> str:
     seconds = job.duration_s(now)
     if seconds is None:
         return "-"
-    return f"{seconds:.0f}s" if seconds < 60 else elapsed_coarse(seconds)
+    return duration_coarse(seconds, seconds_below_minute=True)
 
 
 def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:

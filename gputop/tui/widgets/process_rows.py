@@ -16,7 +16,7 @@ from rich.cells import cell_len
 
 from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.safe_text import clean, clean_argv
-from gputop.core.units import NA, human_bytes
+from gputop.core.units import NA, duration_coarse, human_bytes
 
 COLUMNS = ("GPU", "PID", "USER", "TYPE", "GPU MEM", "SM", "CPU", "HOST MEM", "ELAPSED", "COMMAND")
 
@@ -69,20 +69,6 @@ HEADER_WIDTHS = tuple(cell_len(name) for name in COLUMNS)
 
 def row_key(process: GpuProcess) -> str:
     return f"{process.physical_index}:{process.pid}:{process.gpu_instance_id}"
-
-
-def elapsed_coarse(seconds: float | None) -> str:
-    """To the minute: 3m, 5h21m, 2d04h (a steady machine then repaints nothing)."""
-    if seconds is None or seconds < 0:
-        return NA
-    minutes = int(seconds // 60)
-    if minutes < 60:
-        return f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"
 
 
 def column_widths(rows: list[ProcessRow], columns: tuple[str, ...] = COLUMNS) -> tuple[int, ...]:
@@ -160,7 +146,7 @@ class RowMaker:
         sm = NA if process.sm_util_percent is None else f"{process.sm_util_percent}%"
         cpu = NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%"
         host = human_bytes(process.host_memory_bytes)
-        age = elapsed_coarse(elapsed)
+        age = duration_coarse(elapsed)
         cells = (
             gpu,
             pid,

@@ -32,10 +32,9 @@ from gputop.tui.widgets.process_rows import (
     RowMaker,
     SortKey,
     column_widths,
-    elapsed_coarse,
 )
 
-__all__ = ["COLUMNS", "SORT_KEYS", "ProcessTable", "SortKey", "elapsed_coarse"]
+__all__ = ["COLUMNS", "SORT_KEYS", "ProcessTable", "SortKey"]
 
 CELL_PADDING = 1
 """Blank cells each side of a cell's text."""

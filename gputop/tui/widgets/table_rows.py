@@ -10,15 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.text import Text
 from textual.widgets import DataTable
 
-from gputop.core.safe_text import clean
-
-
-def as_plain_text(value: Any) -> Any:
-    """A ``str`` cell as ``Text`` (never markup), cleaned; other cells unchanged."""
-    return Text(clean(value)) if isinstance(value, str) else value
+from gputop.tui.safe import plain
 
 
 def replace_rows(
@@ -30,6 +24,6 @@ def replace_rows(
     """Rows ``order`` (keys) with their ``cells``; the cursor stays on row ``keep``."""
     table.clear()
     for key in order:
-        table.add_row(*(as_plain_text(value) for value in cells[key]), key=key)
+        table.add_row(*(plain(v) if isinstance(v, str) else v for v in cells[key]), key=key)
     if keep is not None and keep in order:
         table.move_cursor(row=list(order).index(keep), animate=False)

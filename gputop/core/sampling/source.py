@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import NvmlUnavailableError, UsageError
-from gputop.core.host_processes import HostFacts, HostProcessTable
 from gputop.core.model import ProcessOrigin
-from gputop.core.nvml_backend import NvmlBackend, SamplingOptions
-from gputop.core.pid_namespace import local_pid_guard
+from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
+from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
+from gputop.core.sampling.pid_namespace import local_pid_guard
 
 FAKE_ENV = "GPUTOP_FAKE"
 FAKE_TIME_ENV = "GPUTOP_FAKE_TIME"

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.model import MigDevice, ProcessType
-from gputop.core.nvml_fields import FieldReader, GpuLostError
-from gputop.core.nvml_running import (
+from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError
+from gputop.core.sampling.nvml_running import (
     COMPUTE,
     GRAPHICS,
     MPS,

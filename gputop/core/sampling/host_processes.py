@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from gputop.core import proc_counters
 from gputop.core.model import ProcessOrigin
-from gputop.core.pid_namespace import LocalPidGuard
+from gputop.core.sampling import proc_counters
+from gputop.core.sampling.pid_namespace import LocalPidGuard
 
 FOREIGN_HINT = "not visible here (another PID namespace, e.g. a container)"
 DENIED_HINT = "no permission to read this process"
@@ -67,7 +67,7 @@ class HostProcessTable:
         self._tracked: dict[int, _Tracked] = {}
         self._simulated = simulated
         self._guard = guard
-        """Set in a nested PID namespace: see gputop.core.pid_namespace."""
+        """Set in a nested PID namespace: see gputop.core.sampling.pid_namespace."""
 
     def describe(self, pids: Iterable[int]) -> dict[int, HostFacts]:
         """Facts for each pid, and forget the pids not asked about this time."""

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gputop.core.host_processes import HostFacts, HostProcessTable
 from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
-from gputop.core.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
-from gputop.core.nvml_processes import (
+from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
+from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
+from gputop.core.sampling.nvml_processes import (
     NvmlProcess,
     ProcessLister,
     ProcessListing,
@@ -95,10 +95,6 @@ class NvmlBackend:
     def nvml(self) -> Any:
         """The NVML module in use: ``pynvml``, or a simulated one."""
         return self._nvml
-
-    @property
-    def gpu_count(self) -> int:
-        return len(self._gpus)
 
     def close(self) -> None:
         """Release NVML; the backend must not be used afterwards."""

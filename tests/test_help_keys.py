@@ -10,11 +10,15 @@ from textual.screen import Screen
 
 from gputop.tui.app import GputopApp
 from gputop.tui.keys import KEY_HELP
+from gputop.tui.lab.lab_app import LabApp
+from gputop.tui.lab.lab_grid import LabGrid
+from gputop.tui.lab.lab_jobs import LabJobsPanel
 from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.process_table import ProcessTable
 
-DASHBOARD = (GputopApp, GpuGrid, ProcessTable, JobsPanel)
+DASHBOARD = (GputopApp, GpuGrid, ProcessTable, JobsPanel, LabApp, LabGrid, LabJobsPanel)
+"""The one-host dashboard and the dashboard across hosts (``gputop --hosts``)."""
 SHOWN_AS = {
     "left": "←",
     "right": "→",

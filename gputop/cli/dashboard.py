@@ -29,6 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the interpreter your jobs use, for the torch check (default: python3 on PATH)",
     )
     parser.add_argument("--readonly", action="store_true", help="never offer to signal processes")
+    parser.add_argument(
+        "--hosts",
+        metavar="LIST",
+        help="the dashboard across GPU servers over ssh: host names, ssh aliases or group "
+        "names from $XDG_CONFIG_HOME/gputop/hosts.toml, comma-separated; 'local' is this "
+        "machine (see docs/lab.md)",
+    )
 
 
 def require_terminal() -> None:
@@ -52,6 +59,8 @@ def require_terminal() -> None:
 
 def run(args: argparse.Namespace) -> int:
     require_terminal()
+    if args.hosts:
+        return run_lab(args)
     backend = open_backend(args.fake)
     # Textual is imported only here, so the other subcommands start fast.
     from gputop.tui.app import GputopApp
@@ -75,3 +84,33 @@ def run(args: argparse.Namespace) -> int:
             "report it."
         )
     return app.return_code or 0
+
+
+def run_lab(args: argparse.Namespace) -> int:
+    """``gputop --hosts``: the dashboard across hosts, fed by one link per host."""
+    from gputop.cli.lab_common import open_lab
+
+    lab = open_lab(args, interval_s=args.interval)
+    from gputop.tui.lab.lab_app import LabApp
+
+    with lab:
+        app = LabApp(
+            lab,
+            [link.host for link in lab.links],
+            interval_s=args.interval,
+            readonly=args.readonly,
+            job_environ=environment_for_jobs(args.fake),
+        )
+        app.run()
+    return _finish(app)
+
+
+def _finish(app: object) -> int:
+    error = getattr(app, "fatal_error", None)
+    if error is not None:  # the terminal is restored by now
+        raise DashboardStopped(
+            f"the dashboard stopped on an error: {type(error).__name__}: {clean(str(error))}. "
+            "This is a bug in gputop; run again with GPUTOP_DEBUG=1 to see where, and please "
+            "report it."
+        )
+    return getattr(app, "return_code", None) or 0

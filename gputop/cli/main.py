@@ -15,6 +15,7 @@ from gputop.cli import (
     map_command,
     pick_command,
     run_command,
+    signal_command,
     snapshot,
 )
 from gputop.core.errors import GputopError
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_command.add_parser(commands, common)
     jobs_command.add_parser(commands, common)
     agent_command.add_parser(commands, common)
+    signal_command.add_parser(commands, common)
     return parser
 
 

@@ -39,6 +39,16 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "Hosts (gputop --hosts)",
+        [
+            ("g / G", "jump to the next / previous host"),
+            ("c", "collapse the highlighted host to its summary line, or expand it"),
+            ("C", "collapse every host, or expand them all"),
+            ("h", "show only the highlighted host's processes (again: every host)"),
+            ("l K enter t T", "act on the highlighted card's or job's host, through ssh"),
+        ],
+    ),
+    (
         "Views",
         [
             ("p", "show or hide the PyTorch view (cuda:N to physical cards)"),

@@ -41,6 +41,28 @@ async def save_screenshot(scenario: str, size: tuple[int, int], path: Path) -> N
         app.save_screenshot(filename=path.name, path=str(path.parent))
 
 
+LAB_HOSTS = {"160x48": 5, "80x24": 20}
+"""The lab picture: hosts in it at each size (20 at 80x24: the small-terminal case)."""
+
+
+def build_lab_app(host_count: int) -> Any:
+    """The dashboard across ``host_count`` simulated hosts (gputop/tui/lab/fixed_hosts.py)."""
+    from gputop.tui.lab.fixed_hosts import FixedHosts, lab_statuses
+    from gputop.tui.lab.lab_app import LabApp
+
+    statuses = lab_statuses(host_count)
+    return LabApp(FixedHosts(statuses), [s.host for s in statuses], user=SCREENSHOT_USER)
+
+
+async def save_lab_screenshot(label: str, path: Path) -> None:
+    app = build_lab_app(LAB_HOSTS[label])
+    async with app.run_test(size=SIZES[label]) as pilot:
+        while not app.statuses:  # sampling runs in a worker thread
+            await pilot.pause(0.05)
+        await pilot.pause()
+        app.save_screenshot(filename=path.name, path=str(path.parent))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", nargs="?", default="screenshots", type=Path)
@@ -51,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
             path = args.out / f"{scenario}-{label}.svg"
             asyncio.run(save_screenshot(scenario, size, path))
             print(f"wrote {path}")
+    for label in SIZES:
+        path = args.out / f"lab-{label}.svg"
+        asyncio.run(save_lab_screenshot(label, path))
+        print(f"wrote {path}")
     return 0
 
 

@@ -72,9 +72,9 @@ def row_key(process: GpuProcess) -> str:
     return f"{process.physical_index}:{process.pid}:{process.gpu_instance_id}"
 
 
-def column_widths(rows: list[ProcessRow]) -> tuple[int, ...]:
+def column_widths(rows: list[ProcessRow], columns: tuple[str, ...] = COLUMNS) -> tuple[int, ...]:
     """Each column as wide as its widest cell or its title."""
-    widths = list(HEADER_WIDTHS)
+    widths = [cell_len(name) for name in columns] if columns is not COLUMNS else list(HEADER_WIDTHS)
     for row in rows:
         for column, width in enumerate(row.widths):
             if width > widths[column]:

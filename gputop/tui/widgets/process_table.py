@@ -111,9 +111,11 @@ class ProcessTable(ScrollView, can_focus=True):
         self.reverse = False
         self.only_gpu: int | None = None
         self.job_of_pid: Mapping[int, int] = {}
+        """pid -> id of the gputop job it belongs to: such rows are marked."""
         self.slurm_of_pid: Mapping[int, int] = {}
         """pid → the Slurm job it runs in (docs/slurm.md)."""
-        """pid -> id of the gputop job it belongs to: such rows are marked."""
+        self.columns: tuple[str, ...] = COLUMNS
+        """The header; a subclass adding a column (the lab's HOST) sets it."""
         self._maker = RowMaker(user)
         self._rows: list[ProcessRow] = []
         self._widths = column_widths([])
@@ -158,18 +160,11 @@ class ProcessTable(ScrollView, can_focus=True):
     def show(self, snapshot: Snapshot) -> None:
         """Show ``snapshot``'s processes; the highlight stays on the same process."""
         self._snapshot = snapshot
-        rows = self._maker.rows(
-            snapshot,
-            only_gpu=self.only_gpu,
-            sort_key=self.sort_key,
-            reverse=self.reverse,
-            job_of_pid=self.job_of_pid,
-            slurm_of_pid=self.slurm_of_pid,
-        )
+        rows = self._make_rows(snapshot)
         old_rows, old_widths, old_cursor = self._rows, self._widths, self._cursor
         highlighted = old_rows[old_cursor].key if old_cursor < len(old_rows) else None
         self._rows = rows
-        self._widths = column_widths(rows)
+        self._widths = column_widths(rows, self.columns)
         cursor = next((i for i, row in enumerate(rows) if row.key == highlighted), None)
         self._cursor = min(old_cursor, max(len(rows) - 1, 0)) if cursor is None else cursor
         self.virtual_size = Size(
@@ -185,6 +180,17 @@ class ProcessTable(ScrollView, can_focus=True):
         if subtitle != self._subtitle:  # a new border subtitle repaints the whole table
             self._subtitle = subtitle
             self.border_subtitle = subtitle
+
+    def _make_rows(self, snapshot: Snapshot) -> list[ProcessRow]:
+        """The rows to show, in order (the lab's table makes them from every host)."""
+        return self._maker.rows(
+            snapshot,
+            only_gpu=self.only_gpu,
+            sort_key=self.sort_key,
+            reverse=self.reverse,
+            job_of_pid=self.job_of_pid,
+            slurm_of_pid=self.slurm_of_pid,
+        )
 
     def _refresh_changed_lines(self, old_rows: list[ProcessRow], old_cursor: int) -> None:
         """Repaint the visible lines whose row, or whose highlight, changed."""
@@ -325,7 +331,7 @@ class ProcessTable(ScrollView, can_focus=True):
         if y < HEADER_LINES:
             style = palette.base + palette.header
             key: tuple[object, ...] = ("header", self._widths, style, scroll_x, width)
-            cells: tuple[Cell, ...] = tuple(((name, ""),) for name in COLUMNS)
+            cells: tuple[Cell, ...] = tuple(((name, ""),) for name in self.columns)
             over = Style.null()
         else:
             index = y - HEADER_LINES + scroll_y

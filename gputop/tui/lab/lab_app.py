@@ -1,0 +1,393 @@
+"""The dashboard across hosts (``gputop --hosts``): fed by the lab's links, not by NVML.
+
+A worker reads every host's latest status once per interval (each link keeps its own; see
+gputop/core/remote/lab.py) and posts them; the UI thread only draws. The source is
+injectable (anything with ``statuses()``), so tests drive the dashboard with fixed hosts.
+Keys beyond the dashboard's: ``g``/``G`` next/previous host, ``c`` collapse or expand the
+highlighted host, ``C`` all hosts, ``h`` only the highlighted host's processes. See
+docs/lab.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, cast
+
+from rich.text import Text
+from textual import events, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.widgets import Footer, Static
+
+from gputop.core.jobs.policy import FreePolicy
+from gputop.core.remote.host_summary import summarize
+from gputop.core.remote.remote_jobs import run_remote, signal_argv
+from gputop.core.remote.status import HostStatus, LinkState, Mode
+from gputop.core.safe_text import clean
+from gputop.core.sampling.history import UtilizationHistory
+from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.tui.app import MIN_TABLE_ROWS, GputopApp
+from gputop.tui.lab.lab_grid import LabGrid
+from gputop.tui.lab.lab_jobs import LabJobsPanel, RemoteJob, jobs_of
+from gputop.tui.lab.lab_processes import HostRows, LabProcessTable
+from gputop.tui.lab.remote_screens import RemoteLaunchScreen, RemoteLogScreen, stop_remote_job
+from gputop.tui.safe import plain, plain_argv
+from gputop.tui.screens.confirm import ConfirmScreen
+from gputop.tui.screens.launch import LaunchContext
+from gputop.tui.widgets.torch_panel import TorchPanel
+
+COMPACT_BELOW_WIDTH = 100
+COMPACT_BELOW_HEIGHT = 40
+
+
+class HostSource(Protocol):
+    def statuses(self) -> list[HostStatus]: ...
+
+
+class LabSampled(Message):
+    def __init__(self, statuses: list[HostStatus]) -> None:
+        super().__init__()
+        self.statuses = statuses
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LabSampled)
+
+
+def lab_status_line(statuses: Sequence[HostStatus], interval_s: float, now: float) -> Text:
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status.state.value] = counts.get(status.state.value, 0) + 1
+    gpus = sum(len(s.snapshot.gpus) for s in statuses if s.snapshot is not None)
+    line = Text.assemble(("gputop", "bold"), f"  lab: {len(statuses)} hosts, {gpus} GPUs")
+    for state in ("live", "connecting", "stale", "unreachable"):
+        if counts.get(state):
+            style = "" if state == "live" else "bold yellow"
+            line.append(f"  {counts[state]} {state}", style=style)
+    line.append(f"  {time.strftime('%H:%M:%S', time.localtime(now))}")
+    line.append(f"  every {interval_s:g} s", style="dim")
+    line.truncate(300)
+    return line
+
+
+class LabApp(GputopApp):
+    CSS_PATH = str(Path(__file__).parent.parent / "gputop.tcss")
+    BINDINGS = [
+        Binding("g", "jump_host(1)", "Next host"),
+        Binding("G", "jump_host(-1)", "Prev host", show=False),
+        Binding("c", "collapse_host", "Collapse"),
+        Binding("C", "collapse_all", "Collapse all", show=False),
+        Binding("h", "filter_host", "Host filter", show=False),
+    ]
+
+    def __init__(
+        self,
+        source: HostSource,
+        host_names: Sequence[str],
+        *,
+        interval_s: float = 1.0,
+        readonly: bool = False,
+        user: str | None = None,
+        ssh_environ: Mapping[str, str] | None = None,
+        job_environ: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            cast(NvmlBackend, None),  # never sampled: the links sample (see _sample_forever)
+            interval_s=interval_s,
+            readonly=readonly,
+            history=UtilizationHistory(),
+            probes=False,  # the torch probe checks this machine's Python, not a server's
+            user=user,
+            job_environ=job_environ,
+        )
+        self.source = source
+        self.host_names = list(host_names)
+        self.ssh_environ = dict(ssh_environ) if ssh_environ is not None else None
+        self.statuses: list[HostStatus] = []
+        self.policy = FreePolicy()
+        self.remote_jobs: list[RemoteJob] = []
+        self._said: dict[int, str] = {}
+        """The last problem said about each host (said once per change, not every tick)."""
+
+    # -- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        status = Static(Text("gputop  connecting to the hosts…"), id="status")
+        status.auto_links = False
+        yield status
+        yield LabGrid(len(self.host_names), id="lab")
+        with Horizontal(id="lower"):
+            with Vertical(id="left"):
+                yield LabProcessTable(user=self.user, host_names=self.host_names, id="processes")
+                yield LabJobsPanel(id="jobs")
+            yield TorchPanel(environ=None, python=None, probes=False, id="torch")
+        yield Footer()
+
+    def on_mount(self, event: events.Mount) -> None:  # type: ignore[override]
+        event.prevent_default()  # the one-host dashboard's own start is not run
+        self.query_one(LabGrid).focus()
+        self._apply_size()
+        self._sample_forever()
+
+    def _apply_size(self) -> None:
+        width, height = self.size
+        compact = width < COMPACT_BELOW_WIDTH or height < COMPACT_BELOW_HEIGHT
+        lower = 8 if compact else MIN_TABLE_ROWS
+        self.compact = compact
+        self.set_class(compact, "-compact")
+        try:
+            self.query_one(LabGrid).set_geometry(compact, max(3, height - 2 - lower))
+        except NoMatches:
+            return
+
+    # -- sampling ------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="sampler", exit_on_error=False)
+    def _sample_forever(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.post_message(LabSampled(self.source.statuses()))
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def on_lab_sampled(self, message: LabSampled) -> None:
+        try:
+            self._show_lab(message.statuses)
+        except NoMatches:
+            if self.is_running and not (self._exit or self._closing):
+                raise
+
+    def _show_lab(self, statuses: list[HostStatus]) -> None:
+        self.statuses = statuses
+        summaries = [summarize(s, self.policy, self.user) for s in statuses]
+        now = max((s.snapshot.timestamp for s in statuses if s.snapshot), default=time.time())
+        status_line = self.query_one("#status", Static)
+        status_line.update(lab_status_line(statuses, self.interval_s, now), layout=False)
+        grid = self.query_one(LabGrid)
+        grid.show(statuses, summaries)
+        rows = []
+        jobs: list[RemoteJob] = []
+        for position, status in enumerate(statuses):
+            host_jobs = jobs_of(position, status.host, status.jobs, status.mode is Mode.LOCAL)
+            jobs.extend(host_jobs)
+            job_of_pid = {
+                int(j.record["pid"]): j.id
+                for j in host_jobs
+                if isinstance(j.record.get("pid"), int)
+            }
+            rows.append(HostRows(status.host, status.snapshot, self._user_of(status), job_of_pid))
+            self._say_problems(position, status)
+        self.remote_jobs = jobs
+        self.query_one(LabProcessTable).show_hosts(rows)
+        self.query_one(LabJobsPanel).show(jobs, now)
+        self._show_torch()
+
+    def _user_of(self, status: HostStatus) -> str:
+        return self.user if status.mode is Mode.LOCAL else (status.user or "")
+
+    def _say_problems(self, position: int, status: HostStatus) -> None:
+        """A host that fails, or runs reduced, is said once, with the full reason."""
+        problem = ""
+        if status.state is LinkState.UNREACHABLE and status.failure is not None:
+            problem = status.failure.kind
+        elif status.mode is Mode.REDUCED:
+            problem = "reduced"
+        if problem and self._said.get(position) != problem:
+            text = status.describe()
+            self.notify(f"{clean(status.host)}: {text}", severity="warning", timeout=10)
+        self._said[position] = problem
+
+    def _show_torch(self) -> None:
+        grid = self.query_one(LabGrid)
+        if grid.host < len(self.statuses):
+            snapshot = self.statuses[grid.host].snapshot
+            if snapshot is not None:
+                self.query_one(TorchPanel).show(snapshot)
+
+    def on_lab_grid_selection_changed(self, message: LabGrid.SelectionChanged) -> None:
+        table = self.query_one(LabProcessTable)
+        if table.only_gpu is not None and message.highlighted is not None:
+            table.filter_card(message.host, message.highlighted, follow=True)
+        self.query_one(TorchPanel).set_selection(tuple(message.cards))
+        self._show_torch()
+
+    def on_lab_grid_selection_moved(self, message: LabGrid.SelectionMoved) -> None:
+        old, new = self.host_names[message.old_host], self.host_names[message.new_host]
+        self.notify(
+            f"A selection belongs to one host: the cards selected on {clean(old)} were "
+            f"dropped; selecting on {clean(new)} now."
+        )
+
+    # -- actions -------------------------------------------------------------------------
+
+    def action_jump_host(self, step: int) -> None:
+        self.query_one(LabGrid).jump_host(step)
+
+    def action_collapse_host(self) -> None:
+        self.query_one(LabGrid).toggle_collapsed()
+
+    def action_collapse_all(self) -> None:
+        expanded = self.query_one(LabGrid).toggle_all()
+        self.notify("Every host expanded." if expanded else "Every host collapsed.", timeout=2)
+
+    def action_filter_host(self) -> None:
+        table = self.query_one(LabProcessTable)
+        table.filter_host(self.query_one(LabGrid).host)
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_toggle_card(self) -> None:
+        self.query_one(LabGrid).toggle_highlighted()
+
+    def action_select_all(self) -> None:
+        self.query_one(LabGrid).select_all()
+
+    def action_clear_selection(self) -> None:
+        self.query_one(LabGrid).clear_selection()
+
+    def action_filter_card(self) -> None:
+        grid = self.query_one(LabGrid)
+        table = self.query_one(LabProcessTable)
+        table.filter_card(grid.host, grid.highlighted)
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_toggle_jobs(self) -> None:
+        covered = self.has_class("-compact") and self.has_class("-torch-shown")
+        shown = covered or not self.has_class("-jobs-shown")
+        self.remove_class("-torch-shown")
+        self.set_class(shown, "-jobs-shown")
+        panel = self.query_one(LabJobsPanel)
+        if shown:
+            panel.focus()
+        elif panel.has_focus:
+            self.query_one(LabGrid).focus()
+
+    def action_launch(self) -> None:
+        grid = self.query_one(LabGrid)
+        position = grid.selection_host
+        status = self.statuses[position] if position < len(self.statuses) else None
+        if status is None or status.snapshot is None:
+            self.notify("No reading from this host yet: nothing to launch on.")
+            return
+        if status.mode is Mode.REDUCED:
+            self.notify(
+                f"{clean(status.host)} runs in reduced mode: there is no gputop there to "
+                "launch with (pipx install gputop there).",
+                severity="warning",
+            )
+            return
+        cards = grid.selection
+        if not cards:
+            self.notify("No card to launch on.", severity="warning")
+            return
+        active = tuple(j for j in self.remote_jobs if j.host == position and j.active)
+        context = LaunchContext(
+            snapshot=status.snapshot,
+            physical_indices=cards,
+            user=self._user_of(status),
+            active_jobs=cast(tuple, _ActiveJobs.of(active)),
+            cwd=self.jobs_service.cwd if status.mode is Mode.LOCAL else "",
+            environ=self.jobs_service.job_environ() if status.mode is Mode.LOCAL else {},
+            jobs=self.jobs_service,  # this machine's: history for the dialog, local launches
+        )
+        if status.mode is Mode.LOCAL:
+            from gputop.tui.screens.launch import LaunchScreen
+
+            self.push_screen(LaunchScreen(context))
+            return
+        self.push_screen(RemoteLaunchScreen(context, status.host, self.ssh_environ))
+
+    def on_lab_jobs_panel_log_requested(self, message: LabJobsPanel.LogRequested) -> None:
+        self.push_screen(RemoteLogScreen(message.job, self.ssh_environ))
+
+    def on_lab_jobs_panel_stop_requested(self, message: LabJobsPanel.StopRequested) -> None:
+        job = message.job
+        if not job.active:
+            self.notify(f"Job {job.id} on {clean(job.host_name)} has already ended ({job.text}).")
+            return
+        question = Text.assemble(
+            f"Stop job {job.id} (",
+            plain(job.field("name")),
+            ") on ",
+            plain(job.host_name, style="bold"),
+            "?\n\n  ",
+            plain(job.field("command_text")),
+            "\n\nSIGTERM to its whole process group, then SIGKILL if it has not ended "
+            "after the grace period (done by gputop on that host).",
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._stop_remote(job)
+
+        self.push_screen(ConfirmScreen(question, yes_label="Stop job"), answered)
+
+    @work(thread=True, group="jobs-stop", exit_on_error=False)
+    def _stop_remote(self, job: RemoteJob) -> None:
+        self.notify(stop_remote_job(job, self.ssh_environ))
+
+    def action_signal_process(self, signal_name: str) -> None:
+        table = self.query_one(LabProcessTable)
+        position = table.current_host
+        process = table.current_process
+        if self.readonly:
+            self.notify("Read-only mode: gputop will not signal processes.", severity="warning")
+            return
+        if process is None or position is None:
+            self.notify("No process highlighted: press tab to reach the process table.")
+            return
+        status = self.statuses[position]
+        if status.mode is Mode.LOCAL:
+            super().action_signal_process(signal_name)
+            return
+        host = clean(status.host)
+        owner = self._user_of(status)
+        if status.mode is Mode.REDUCED or not owner or process.user != owner:
+            self.notify(
+                f"Process {process.pid} on {host} belongs to "
+                f"{clean(process.user or 'an unknown user')}; gputop only signals your own "
+                f"processes ({clean(owner or '?')} there).",
+                severity="warning",
+            )
+            return
+        question = Text.assemble(
+            f"Send {signal_name} to process {process.pid} on ",
+            (host, "bold"),
+            f", GPU {process.physical_index}?\n\n  ",
+            plain_argv(process.command) if process.command else "?",
+            "\n\ngputop on that host checks again that the process is yours and the same one.",
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._signal_remote(status.host, process.pid, process.start_time, signal_name)
+
+        self.push_screen(ConfirmScreen(question, yes_label=f"Send {signal_name}"), answered)
+
+    @work(thread=True, group="signal", exit_on_error=False)
+    def _signal_remote(
+        self, host: str, pid: int, start_time: float | None, signal_name: str
+    ) -> None:
+        argv = signal_argv(host, pid, start_time, signal_name, self.ssh_environ)
+        result = run_remote(argv, self.ssh_environ)
+        where = clean(host)
+        if result.ok:
+            self.notify(f"{where}: {result.message or f'sent {signal_name} to {pid}'}")
+        else:
+            self.notify(f"{where}: {result.message}", severity="error")
+
+
+class _ActiveJobs:
+    """A host's active jobs in the shape the launch warnings read (id, name, cards)."""
+
+    def __init__(self, job: RemoteJob) -> None:
+        self.id = job.id
+        self.name = job.field("name")
+        gpus = job.record.get("gpus") or ()
+        self.physical_indices = tuple(int(g) for g in gpus if isinstance(g, int))
+
+    @classmethod
+    def of(cls, jobs: Sequence[RemoteJob]) -> tuple[_ActiveJobs, ...]:
+        return tuple(cls(job) for job in jobs)

@@ -1,0 +1,129 @@
+"""The process table across hosts: every host's processes, a HOST column, a host filter.
+
+Rows are made per host (each host has its own "you": the account its agent runs as) and
+then sorted together by the table's sort key. With one host there is no HOST column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rich.cells import cell_len
+
+from gputop.core.model import GpuProcess, Snapshot
+from gputop.core.safe_text import clean
+from gputop.tui.widgets.process_rows import COLUMNS, ProcessRow, RowMaker, column_widths
+from gputop.tui.widgets.process_table import ProcessTable
+
+HOST_STYLE = "cyan"
+
+
+@dataclass
+class HostRows:
+    """What the table knows of one host."""
+
+    name: str
+    snapshot: Snapshot | None
+    user: str
+    job_of_pid: Mapping[int, int] = field(default_factory=dict)
+
+
+class LabProcessTable(ProcessTable):
+    def __init__(self, *, user: str, host_names: Sequence[str], id: str | None = None) -> None:
+        super().__init__(user=user, id=id)
+        self.host_names = list(host_names)
+        self.multi_host = len(self.host_names) > 1
+        if self.multi_host:
+            self.columns = ("HOST", *COLUMNS)
+            self._widths = column_widths([], self.columns)
+        self.only_host: int | None = None
+        """Show one host's processes only (``h``), by position."""
+        self.gpu_host: int | None = None
+        """The host of ``only_gpu`` (``f`` filters to one card of one host)."""
+        self._hosts: list[HostRows] = []
+        self._makers: dict[tuple[int, str], RowMaker] = {}
+        self._row_hosts: dict[str, int] = {}
+        self._names: dict[int, tuple[str, str]] = {}
+
+    def show_hosts(self, hosts: list[HostRows]) -> None:
+        self._hosts = hosts
+        first = next((h.snapshot for h in hosts if h.snapshot is not None), None)
+        if first is not None:
+            self.show(first)  # the argument only marks that there is data: rows are ours
+
+    def _make_rows(self, snapshot: Snapshot) -> list[ProcessRow]:
+        rows: list[tuple[int, ProcessRow]] = []
+        for position, host in enumerate(self._hosts):
+            if host.snapshot is None or self.only_host not in (None, position):
+                continue
+            if self.only_gpu is not None and self.gpu_host != position:
+                continue
+            maker = self._makers.setdefault((position, host.user), RowMaker(host.user))
+            made = maker.rows(
+                host.snapshot,
+                only_gpu=self.only_gpu,
+                sort_key=self.sort_key,
+                reverse=self.reverse,
+                job_of_pid=host.job_of_pid,
+            )
+            rows.extend((position, row) for row in made)
+        key = self.sort_key
+        rows.sort(key=lambda pair: key.key(pair[1].process), reverse=key.descending != self.reverse)
+        self._row_hosts = {}
+        result = []
+        for position, row in rows:
+            if self.multi_host:
+                name = self._clean_name(position)
+                row = ProcessRow(
+                    f"{position}:{row.key}",
+                    row.process,
+                    (((name, HOST_STYLE),), *row.cells),
+                    (cell_len(name), *row.widths),
+                )
+            else:
+                row = ProcessRow(f"{position}:{row.key}", row.process, row.cells, row.widths)
+            self._row_hosts[row.key] = position
+            result.append(row)
+        return result
+
+    def _clean_name(self, position: int) -> str:
+        name = self._hosts[position].name
+        cached = self._names.get(position)
+        if cached is None or cached[0] != name:
+            cached = self._names[position] = (name, clean(name))
+        return cached[1]
+
+    @property
+    def current_host(self) -> int | None:
+        """The highlighted process's host position."""
+        rows = self.rows
+        if not 0 <= self.cursor_row < len(rows):
+            return None
+        return self._row_hosts.get(rows[self.cursor_row].key)
+
+    @property
+    def current_process(self) -> GpuProcess | None:
+        return super().current_process
+
+    def filter_card(self, host: int, physical_index: int | None, follow: bool = False) -> None:
+        """``f``: one card of one host, or everything again."""
+        if follow or self.only_gpu is None:
+            self.only_gpu, self.gpu_host = physical_index, host
+        else:
+            self.only_gpu, self.gpu_host = None, None
+        self.refresh_view()
+
+    def filter_host(self, host: int | None) -> None:
+        """``h``: one host's processes (the highlighted card's host), or every host again."""
+        self.only_host = host if self.only_host is None else None
+        self.refresh_view()
+
+    def describe_view(self) -> str:
+        direction = "ascending" if self.sort_key.descending == self.reverse else "descending"
+        scope = "every host" if self.multi_host else "all GPUs"
+        if self.only_host is not None:
+            scope = f"host {clean(self.host_names[self.only_host])} only"
+        if self.only_gpu is not None and self.gpu_host is not None:
+            scope = f"GPU {self.only_gpu} of {clean(self.host_names[self.gpu_host])} only"
+        return f"Processes: {scope}, by {self.sort_key.name} ({direction})"

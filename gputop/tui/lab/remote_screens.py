@@ -1,0 +1,163 @@
+"""The launch dialog and the log view for a job on another host, over the host's ssh.
+
+The launch dialog is the local one (same preview: the host's own snapshot, its cards'
+pinning, its user's and jobs' warnings); only the launch itself differs: ``gputop run``
+on that host (gputop/core/remote/remote_jobs.py). The log view reads ``gputop jobs log ID
+--follow`` from the host; each line goes through the log follower's cleaning (colours
+kept, every other control shown as an escape) before it is drawn. See docs/lab.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping
+from typing import IO
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.widgets import Input, RichLog, Static
+
+from gputop.core.jobs.launch import LaunchRequest
+from gputop.core.jobs.log_follow import shown_line
+from gputop.core.jobs.mig_targets import target_label
+from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote
+from gputop.core.safe_text import clean
+from gputop.tui.lab.lab_jobs import RemoteJob
+from gputop.tui.safe import plain
+from gputop.tui.screens.launch import LaunchContext, LaunchScreen
+from gputop.tui.workers import ReportsWorkerFailures
+
+MAX_LINES_SHOWN = 20_000
+
+
+class RemoteLaunchScreen(LaunchScreen):
+    """The launch dialog for cards of another host; dismissed with None, the outcome
+    notified (the job lives in that host's store, and its agent reports it)."""
+
+    def __init__(
+        self, context: LaunchContext, host: str, ssh_environ: Mapping[str, str] | None
+    ) -> None:
+        super().__init__(context)
+        self.host = host
+        self.ssh_environ = ssh_environ
+
+    def on_mount(self) -> None:
+        gpus = self.context.snapshot.gpus
+        cards = ", ".join(target_label(gpus, t) for t in self.context.physical_indices)
+        title = Text.assemble("Launch on ", (clean(self.host), "bold cyan"), f": {cards}")
+        title.stylize("bold")
+        self.query_one("#launch-title", Static).update(title)
+        # Remote jobs run detached: tmux is this terminal's, and waiting is the host's.
+        self.query_one("#mode").display = False
+        self.query_one("#wait").display = False
+
+    def _cwd(self) -> str | None:
+        """The directory as typed: ``~`` means the home on that host, where gputop run
+        expands it (gputop/core/jobs/launch.py); empty is the home there."""
+        return self.query_one("#cwd", Input).value.strip() or None
+
+    @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
+    def _launch(self, request: LaunchRequest) -> None:
+        gpus = {g.physical_index: g for g in self.context.snapshot.gpus}
+        uuids = []
+        for target in request.physical_indices:
+            if isinstance(target, str):
+                uuids.append(target)
+            elif target in gpus and gpus[target].uuid:
+                uuids.append(str(gpus[target].uuid))
+            else:
+                self.app.call_from_thread(self._failed, f"GPU {target} has no UUID to pin by.")
+                return
+        command = request.command if isinstance(request.command, str) else " ".join(request.command)
+        argv = run_argv(self.host, uuids, command, cwd=request.cwd, environ=self.ssh_environ)
+        result = run_remote(argv, self.ssh_environ)
+        if not result.ok:
+            self.app.call_from_thread(self._failed, result.message or "the launch failed")
+            return
+        try:
+            job = json.loads(result.stdout)
+            text = f"Job {int(job['id'])} launched on {clean(self.host)}, GPU " + ",".join(
+                str(int(i)) for i in job.get("gpus", ())
+            )
+        except (ValueError, KeyError, TypeError):
+            text = f"Launched on {clean(self.host)}: {result.message}"
+        self.app.notify(text)
+        self.app.call_from_thread(self.dismiss, None)
+
+
+class RemoteLogScreen(ReportsWorkerFailures, ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+
+    def __init__(self, job: RemoteJob, ssh_environ: Mapping[str, str] | None) -> None:
+        super().__init__()
+        self.job = job
+        self.ssh_environ = ssh_environ
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def compose(self) -> ComposeResult:
+        title = Text.assemble(
+            f"Job {self.job.id} (",
+            plain(self.job.field("name")),
+            ") on ",
+            plain(self.job.host_name, style="bold cyan"),
+            ": ",
+            plain(self.job.text),
+            ("   escape closes", "dim"),
+        )
+        yield Static(title, id="log-title")
+        yield RichLog(id="log", max_lines=MAX_LINES_SHOWN, wrap=False, markup=False)
+
+    def on_mount(self) -> None:
+        self._follow()
+
+    def on_unmount(self) -> None:
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.terminate()
+
+    @work(thread=True, group="log", exit_on_error=False)
+    def _follow(self) -> None:
+        argv = log_argv(self.job.ssh_host, self.job.id, self.ssh_environ)
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=None if self.ssh_environ is None else dict(self.ssh_environ),
+            )
+        except OSError as error:
+            self.app.call_from_thread(self._write, Text(f"(cannot run ssh: {error})", "red"))
+            return
+        self._process = process
+        stdout: IO[bytes] | None = process.stdout
+        assert stdout is not None
+        for raw in stdout:
+            line = shown_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            self.app.call_from_thread(self._write, Text.from_ansi(line, end=""))
+        process.wait()
+        said = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
+        if process.returncode not in (0, -15):
+            why = " ".join(clean(line) for line in said.splitlines() if line.strip())
+            note = f"(the log ended: {why or 'exit ' + str(process.returncode)})"
+            self.app.call_from_thread(self._write, Text(note, style="red"))
+
+    def _write(self, line: Text) -> None:
+        if self.is_attached:
+            self.query_one("#log", RichLog).write(line)
+
+
+def stop_remote_job(job: RemoteJob, ssh_environ: Mapping[str, str] | None) -> str:
+    """``gputop jobs stop ID --yes`` on the job's host: what it said, for a notice."""
+    from gputop.core.remote.remote_jobs import stop_argv
+
+    result = run_remote(stop_argv(job.ssh_host, job.id, ssh_environ), ssh_environ)
+    where = clean(job.host_name)
+    if result.ok:
+        return f"{where}: {result.message or f'job {job.id} stopped'}"
+    return f"{where}: could not stop job {job.id}: {result.message}"

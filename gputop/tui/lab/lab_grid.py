@@ -116,10 +116,13 @@ class HostGroup(Vertical):
 
     def show_summary(self, summary: HostSummary, expanded: bool, on_line: bool, width: int) -> None:
         """Repaint the summary line only when what it shows changed (no layout pass)."""
-        key = (summary, expanded, on_line, width)
+        text = summary_line(summary, expanded, on_line, width)
+        # Keyed on what the line shows, not on the summary: exact free bytes change every
+        # second while "49.4G mem free" does not, and each repaint also repaints the group.
+        key = (text.plain, tuple(text.spans), text.style)
         if key != self._line_key:
             self._line_key = key
-            self.line.set_text(summary_line(summary, expanded, on_line, width))
+            self.line.set_text(text)
 
     def compose(self) -> ComposeResult:
         yield self.line

@@ -149,7 +149,9 @@ class LabJobsPanel(DataTable[Any]):
         self._cells = cells
         active = sum(1 for job in newest if job.active)
         count = f"{len(newest)} job" + ("" if len(newest) == 1 else "s")
-        self.border_subtitle = f"{count}, {active} active · enter log · K stop"
+        subtitle = f"{count}, {active} active · enter log · K stop"
+        if subtitle != self.border_subtitle:  # setting it, even to itself, repaints
+            self.border_subtitle = subtitle
 
     def action_show_log(self) -> None:
         if (job := self.current_job) is not None:

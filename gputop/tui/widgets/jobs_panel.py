@@ -139,7 +139,9 @@ class JobsPanel(DataTable[Any]):
                         self.update_cell(key, COLUMNS[column], value, update_width=True)
         self._cells = cells
         count = f"{len(jobs)} job" + ("" if len(jobs) == 1 else "s")
-        self.border_subtitle = f"{count}, {len(view.active)} active · enter log · K stop"
+        subtitle = f"{count}, {len(view.active)} active · enter log · K stop"
+        if subtitle != self.border_subtitle:  # setting it, even to itself, repaints
+            self.border_subtitle = subtitle
 
     def show_slurm(self, jobs: tuple[SlurmJob, ...]) -> None:
         """The user's own Slurm jobs, beside gputop's (docs/slurm.md)."""

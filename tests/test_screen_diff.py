@@ -55,7 +55,7 @@ def test_one_changed_character_is_sent_alone_in_its_colour() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
     update = diff.filter(frame((0, 0, RED, "GPU  94%")), SIZE)
-    assert update == "\x1b[1;7H\x1b[38;2;255;0;0m4\x1b[0m"
+    assert update == "\x1b[38;2;255;0;0m\x1b[1;7H4\x1b[0m"
 
 
 def test_the_cursor_is_put_back_where_textual_left_it() -> None:

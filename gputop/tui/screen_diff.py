@@ -168,31 +168,41 @@ class ScreenDiff:
         return True
 
     def _update(self, changed: dict[int, set[int]]) -> list[str]:
-        """The changed cells in runs, each colour change sent as only what changes.
+        """The changed cells, grouped by colour, each colour change sent as what changes.
 
-        The terminal's colours are reset between writes (Textual ends each segment with a
-        reset, and so does this), so the pen starts reset. Between two cells only the
-        attributes that differ are sent (most of the screen shares a background), and a
-        move along the row is sent as a relative move where that is shorter.
+        Cells are independent once the cursor is on them, so all the cells of one colour are
+        sent together, whatever their rows: a busy frame changes a handful of colours but
+        switches between them dozens of times in screen order. Within a colour, a short gap
+        of unchanged cells of the same colour is resent rather than moved over, and a move
+        along a row is relative where that is shorter. The terminal's colours are reset
+        between writes (Textual ends each segment with a reset, and so does this), so the
+        pen starts reset.
         """
-        out: list[str] = []
-        pen: _Pen | None = _RESET_PEN  # None: the terminal's pen is not known
+        groups: dict[str, list[tuple[int, int]]] = {}
         for y in sorted(changed):
             chars, sgrs = self._chars[y], self._sgrs[y]
-            column = -1  # where the terminal's cursor is on this row
-            for run in _runs(sorted(changed[y]), chars):
-                for x in run:
-                    char, sgr = chars[x], sgrs[x]
-                    if not char:  # the right half of a wide character: sent with its left
-                        continue
-                    if column != x:
-                        out.append(_move(y, x, column))
-                    target = _pen(sgr or "")
-                    if target != pen:
-                        out.append(_change_pen(pen, target, sgr or ""))
-                        pen = target
-                    out.append(char)
-                    column = x + (1 if char.isascii() else cell_len(char))
+            for x in sorted(changed[y]):
+                if chars[x]:  # the right half of a wide character is sent with its left
+                    groups.setdefault(sgrs[x] or "", []).append((y, x))
+        out: list[str] = []
+        pen: _Pen | None = _RESET_PEN
+        row, column = -1, -1  # where the terminal's cursor is
+        for sgr, cells in groups.items():
+            target = _pen(sgr)
+            if target != pen:
+                out.append(_change_pen(pen, target, sgr))
+                pen = target
+            for y, x in cells:
+                chars, sgrs = self._chars[y], self._sgrs[y]
+                if y == row and column < x <= column + MERGE_GAP and all(
+                    _narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x)
+                ):
+                    out.append("".join(chars[g] or "" for g in range(column, x)))
+                elif (y, x) != (row, column):
+                    out.append(_move(y, x, column if y == row else -1))
+                char = chars[x] or ""
+                out.append(char)
+                row, column = y, x + (1 if char.isascii() else cell_len(char))
         if pen != _RESET_PEN:
             out.append(RESET)
         return out
@@ -282,21 +292,6 @@ def _change_pen(current: _Pen | None, target: _Pen | None, sgr: str) -> str:
     delta = f"\x1b[{';'.join(params)}m"
     full = _select(sgr)
     return delta if len(delta) < len(full) else full
-
-
-def _runs(changed: list[int], chars: list[str | None]) -> list[list[int]]:
-    """Changed columns in runs; a short gap of known narrow cells is filled in."""
-    runs: list[list[int]] = []
-    for x in changed:
-        if runs:
-            last = runs[-1][-1]
-            gap = range(last + 1, x)
-            if len(gap) <= MERGE_GAP and all(_narrow(chars[g]) for g in gap):
-                runs[-1].extend(gap)
-                runs[-1].append(x)
-                continue
-        runs.append([x])
-    return runs
 
 
 def _cells(text: str) -> int:

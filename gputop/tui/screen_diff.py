@@ -194,8 +194,10 @@ class ScreenDiff:
                 pen = target
             for y, x in cells:
                 chars, sgrs = self._chars[y], self._sgrs[y]
-                if y == row and column < x <= column + MERGE_GAP and all(
-                    _narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x)
+                if (
+                    y == row
+                    and column < x <= column + MERGE_GAP
+                    and all(_narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x))
                 ):
                     out.append("".join(chars[g] or "" for g in range(column, x)))
                 elif (y, x) != (row, column):

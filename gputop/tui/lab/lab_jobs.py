@@ -13,14 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.binding import Binding
-from textual.message import Message
-from textual.widgets import DataTable
 
 from gputop.core.units import duration_coarse
 from gputop.tui.safe import plain
 from gputop.tui.widgets.jobs_panel import STATUS_STYLES
-from gputop.tui.widgets.table_rows import replace_rows
+from gputop.tui.widgets.jobs_table import JobRequest, JobsTable
 
 COLUMNS = ("HOST", "ID", "NAME", "GPUS", "STATUS", "DURATION")
 
@@ -87,44 +84,20 @@ def _gpus(job: RemoteJob) -> str:
     return "-"
 
 
-class LabJobsPanel(DataTable[Any]):
-    BINDINGS = [
-        Binding("enter", "show_log", "Log"),
-        Binding("K", "stop_job", "Stop job"),
-    ]
+class LabJobsPanel(JobsTable[RemoteJob]):
+    class LogRequested(JobRequest[RemoteJob]):
+        pass
 
-    class LogRequested(Message):
-        def __init__(self, job: RemoteJob) -> None:
-            super().__init__()
-            self.job = job
-
-    class StopRequested(Message):
-        def __init__(self, job: RemoteJob) -> None:
-            super().__init__()
-            self.job = job
+    class StopRequested(JobRequest[RemoteJob]):
+        pass
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
-        self._jobs: dict[str, RemoteJob] = {}
-        self._order: list[str] = []
-        self._cells: dict[str, tuple[Text, ...]] = {}
-
-    def on_mount(self) -> None:
-        self.border_title = "Jobs (every host)"
-        for name in COLUMNS:
-            self.add_column(name, key=name)
-
-    @property
-    def current_job(self) -> RemoteJob | None:
-        if not self._order or not 0 <= self.cursor_row < len(self._order):
-            return None
-        return self._jobs.get(self._order[self.cursor_row])
+        super().__init__(COLUMNS, "Jobs (every host)", id=id)
 
     def show(self, jobs: list[RemoteJob], now: float | None = None) -> None:
         now = time.time() if now is None else now
         newest = sorted(jobs, key=lambda j: j.record.get("created_at") or 0, reverse=True)
-        self._jobs = {f"{job.host}:{job.id}": job for job in newest}
-        order = list(self._jobs)
+        by_key = {f"{job.host}:{job.id}": job for job in newest}
         cells: dict[str, tuple[Text, ...]] = {
             key: (
                 plain(job.host_name, style="cyan"),
@@ -134,29 +107,8 @@ class LabJobsPanel(DataTable[Any]):
                 plain(job.text, style=STATUS_STYLES.get(job.status, "")),
                 Text(_duration(job, now)),
             )
-            for key, job in self._jobs.items()
+            for key, job in by_key.items()
         }
-        if order != self._order:
-            keep = self._order[self.cursor_row] if self.current_job is not None else None
-            replace_rows(self, order, cells, keep)
-            self._order = order
-        else:
-            for key, values in cells.items():
-                old = self._cells.get(key)
-                for column, value in enumerate(values):
-                    if old is None or old[column] != value:
-                        self.update_cell(key, COLUMNS[column], value, update_width=True)
-        self._cells = cells
         active = sum(1 for job in newest if job.active)
         count = f"{len(newest)} job" + ("" if len(newest) == 1 else "s")
-        subtitle = f"{count}, {active} active · enter log · K stop"
-        if subtitle != self.border_subtitle:  # setting it, even to itself, repaints
-            self.border_subtitle = subtitle
-
-    def action_show_log(self) -> None:
-        if (job := self.current_job) is not None:
-            self.post_message(self.LogRequested(job))
-
-    def action_stop_job(self) -> None:
-        if (job := self.current_job) is not None:
-            self.post_message(self.StopRequested(job))
+        self.put_rows(by_key, cells, f"{count}, {active} active · enter log · K stop")

@@ -7,19 +7,15 @@ The panel only renders a ``JobsView`` made off the UI thread; it never reads the
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.text import Text
-from textual.binding import Binding
-from textual.message import Message
-from textual.widgets import DataTable
 
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.tracking import JobsView
 from gputop.core.slurm.queue import SlurmJob
 from gputop.core.units import duration, duration_coarse
 from gputop.tui.safe import plain
-from gputop.tui.widgets.table_rows import replace_rows
+from gputop.tui.widgets.jobs_table import JobRequest, JobsTable
 
 COLUMNS = ("ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "LAST LOG LINE")
 
@@ -80,68 +76,34 @@ def slurm_cells(job: SlurmJob, now: float) -> tuple[Text, ...]:
     )
 
 
-class JobsPanel(DataTable[Any]):
-    BINDINGS = [
-        Binding("enter", "show_log", "Log"),
-        Binding("K", "stop_job", "Stop job"),
-    ]
+class JobsPanel(JobsTable[Job]):
+    class LogRequested(JobRequest[Job]):
+        pass
 
-    class LogRequested(Message):
-        def __init__(self, job: Job) -> None:
-            super().__init__()
-            self.job = job
-
-    class StopRequested(Message):
-        def __init__(self, job: Job) -> None:
-            super().__init__()
-            self.job = job
+    class StopRequested(JobRequest[Job]):
+        pass
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
-        self._jobs: dict[str, Job] = {}
-        self._order: list[str] = []
-        self._cells: dict[str, tuple[Any, ...]] = {}
+        super().__init__(COLUMNS, "Jobs", id=id)
         self._view: JobsView | None = None
         self._slurm_jobs: tuple[SlurmJob, ...] = ()
         """The user's Slurm jobs gputop did not submit, listed after gputop's."""
-
-    def on_mount(self) -> None:
-        self.border_title = "Jobs"
-        for name in COLUMNS:
-            self.add_column(name, key=name)
-
-    @property
-    def current_job(self) -> Job | None:
-        if not self._order or not 0 <= self.cursor_row < len(self._order):
-            return None
-        return self._jobs.get(self._order[self.cursor_row])
 
     def show(self, view: JobsView, now: float | None = None) -> None:
         now = time.time() if now is None else now
         self._view = view
         jobs = list(reversed(view.jobs))  # newest first: the one just launched is on top
-        self._jobs = {str(job.id): job for job in jobs}
         cells = {str(job.id): job_cells(job, view.last_lines.get(job.id, ""), now) for job in jobs}
         submitted = {job.slurm_job_id for job in jobs if job.slurm_job_id is not None}
         for slurm in self._slurm_jobs:
             if slurm.job_id not in submitted:
                 cells[f"slurm-{slurm.job_id}"] = slurm_cells(slurm, now)
-        order = list(cells)
-        if order != self._order:
-            keep = self._order[self.cursor_row] if self.current_job is not None else None
-            replace_rows(self, order, cells, keep)
-            self._order = order
-        else:
-            for key, values in cells.items():
-                old = self._cells.get(key)
-                for column, value in enumerate(values):
-                    if old is None or old[column] != value:
-                        self.update_cell(key, COLUMNS[column], value, update_width=True)
-        self._cells = cells
         count = f"{len(jobs)} job" + ("" if len(jobs) == 1 else "s")
-        subtitle = f"{count}, {len(view.active)} active · enter log · K stop"
-        if subtitle != self.border_subtitle:  # setting it, even to itself, repaints
-            self.border_subtitle = subtitle
+        self.put_rows(
+            {str(job.id): job for job in jobs},
+            cells,
+            f"{count}, {len(view.active)} active · enter log · K stop",
+        )
 
     def show_slurm(self, jobs: tuple[SlurmJob, ...]) -> None:
         """The user's own Slurm jobs, beside gputop's (docs/slurm.md)."""
@@ -149,11 +111,3 @@ class JobsPanel(DataTable[Any]):
             self._slurm_jobs = jobs
             if self._view is not None:
                 self.show(self._view)
-
-    def action_show_log(self) -> None:
-        if (job := self.current_job) is not None:
-            self.post_message(self.LogRequested(job))
-
-    def action_stop_job(self) -> None:
-        if (job := self.current_job) is not None:
-            self.post_message(self.StopRequested(job))

@@ -7,6 +7,7 @@ otherwise), which keeps the bytes sent over SSH down on a quiet machine.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from rich.cells import cell_len
 from rich.console import RenderableType
@@ -16,6 +17,7 @@ from rich.text import Text
 from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
@@ -24,6 +26,15 @@ from gputop.core.safe_text import clean
 from gputop.core.units import NA, mib
 from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
 from gputop.tui.safe import plain
+
+
+class _Paint(NamedTuple):
+    """What one paint of a card looks up once for all its lines."""
+
+    width: int
+    content_width: int
+    visual_style: VisualStyle
+    selecting: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +67,7 @@ class GpuCard(Widget):
         """The width they were made for, the lines last shown, and what each showed."""
         self._strips: dict[int, tuple[tuple[object, ...], Strip]] = {}
         self._shapes: dict[tuple[object, ...], list[tuple[int, int, Style | None]]] = {}
+        self._paint: _Paint | None = None
 
     def show(self, view: CardView) -> None:
         if view == self._view:
@@ -81,25 +93,47 @@ class GpuCard(Widget):
             return lines[0]
         return Text("\n").join(line.copy() for line in lines)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # What every line of one paint needs is looked up once: a widget's size walks the
+        # DOM to the screen each time it is asked.
+        self._paint = _Paint(
+            self.size.width,
+            max(self.content_size.width, 10),
+            self.visual_style,
+            self.text_selection is not None,
+        )
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint = None
+
     def render_line(self, y: int) -> Strip:
         """One line of the card, rendered alone: a repaint renders only changed lines."""
-        width = self.size.width
-        if self._view is None or self.text_selection is not None:
+        paint = self._paint or _Paint(
+            self.size.width,
+            max(self.content_size.width, 10),
+            self.visual_style,
+            self.text_selection is not None,
+        )
+        width = paint.width
+        if self._view is None or paint.selecting:
             return super().render_line(y)  # waiting, or text selected: the whole card
-        _, lines, keys = self._current_lines(self._view)
+        _, lines, keys = self._lines_of_width(self._view, paint.content_width)
         if any(line.cell_len > width for line in lines):
             return super().render_line(y)  # lines wrap: only the whole card says where
         if y >= len(lines):
-            return Strip.blank(width, self.visual_style.rich_style)
-        key = (keys[y], width, self.visual_style)
+            return Strip.blank(width, paint.visual_style.rich_style)
+        key = (keys[y], width, paint.visual_style)
         cached = self._strips.get(y)
         if cached is not None and cached[0] == key:
             return cached[1]
-        strip = self._render_line_alone(y, lines[y], width)
+        strip = self._render_line_alone(y, lines[y], width, paint.visual_style)
         self._strips[y] = (key, strip)
         return strip
 
-    def _render_line_alone(self, y: int, line: Text, width: int) -> Strip:
+    def _render_line_alone(
+        self, y: int, line: Text, width: int, visual_style: VisualStyle
+    ) -> Strip:
         """Line ``y`` as Textual renders it inside the whole card.
 
         A line's styles depend only on where its spans are, so a line shaped like one
@@ -108,7 +142,7 @@ class GpuCard(Widget):
         """
         plain = line.plain
         one_cell_each = cell_len(plain) == len(plain)
-        shape = (y, width, self.visual_style, line.style, tuple(line.spans), len(plain))
+        shape = (y, width, visual_style, line.style, tuple(line.spans), len(plain))
         template = self._shapes.get(shape) if one_cell_each else None
         if template is not None:
             segments = [Segment(plain[start:end], style) for start, end, style in template]
@@ -116,7 +150,7 @@ class GpuCard(Widget):
         # The line alone, on its row (text selection reads the row from the styles): the
         # blank lines above it are cheap.
         text = Text("\n").join([*(Text() for _ in range(y)), line.copy()])
-        strip = Visual.to_strips(self, visualize(self, text), width, y + 1, self.visual_style)[y]
+        strip = Visual.to_strips(self, visualize(self, text), width, y + 1, visual_style)[y]
         if one_cell_each and "".join(segment.text for segment in strip) == plain:
             if len(self._shapes) > 64:
                 self._shapes.clear()
@@ -129,7 +163,11 @@ class GpuCard(Widget):
 
     def _current_lines(self, view: CardView) -> tuple[int, list[Text], list[tuple[object, ...]]]:
         """The lines for the card's width now (a first sample can come before its layout)."""
-        width = max(self.content_size.width, 10)
+        return self._lines_of_width(view, max(self.content_size.width, 10))
+
+    def _lines_of_width(
+        self, view: CardView, width: int
+    ) -> tuple[int, list[Text], list[tuple[object, ...]]]:
         if self._lines is None or self._lines[0] != width:
             self._lines = _lines_for(view, width)
         return self._lines

@@ -19,7 +19,7 @@ from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
-from textual.geometry import Region, Size
+from textual.geometry import Offset, Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -43,12 +43,15 @@ HEADER_LINES = 1
 
 @dataclass(frozen=True, slots=True)
 class _Palette:
-    """The styles of one paint: they change with the theme and with focus."""
+    """What one paint looks up once: the styles (they change with the theme and with
+    focus), the scroll offset and the width."""
 
     base: Style
     header: Style
     cursor: Style
     hover: Style
+    scroll: Offset
+    width: int
 
 
 class ProcessTable(ScrollView, can_focus=True):
@@ -314,10 +317,13 @@ class ProcessTable(ScrollView, can_focus=True):
             header=self.get_component_rich_style("process-table--header"),
             cursor=self.get_component_rich_style("process-table--cursor"),
             hover=self.get_component_rich_style("process-table--hover"),
+            scroll=self.scroll_offset,
+            width=self.size.width,
         )
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # The styles are the same for every line of one paint: look them up once.
+        # The styles, the size and the scroll are the same for every line of one paint:
+        # look them up once (a widget's size walks the DOM to the screen each time).
         self._palette = self._current_palette()
         try:
             return super().render_lines(crop)
@@ -326,8 +332,8 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         palette = self._palette or self._current_palette()
-        scroll_x, scroll_y = self.scroll_offset
-        width = self.size.width
+        scroll_x, scroll_y = palette.scroll
+        width = palette.width
         if y < HEADER_LINES:
             style = palette.base + palette.header
             key: tuple[object, ...] = ("header", self._widths, style, scroll_x, width)

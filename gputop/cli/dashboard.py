@@ -9,10 +9,12 @@ import sys
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import DashboardStopped, UsageError
 from gputop.core.safe_text import clean
+from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.source import environment_for_jobs, open_backend
 
 MIN_INTERVAL_S = 0.2
 MAX_INTERVAL_S = 3600.0
+FIRST_SAMPLE_WAIT_S = 0.5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     if args.hosts:
         return run_lab(args)
     backend = open_backend(args.fake)
+    # The first sample, read before Textual starts, is in the first frame; a driver slower
+    # than FIRST_SAMPLE_WAIT_S gets the "waiting" frame first (docs/speed.md).
+    first_sample = EarlySample.start(backend)
+    first_sample.wait(FIRST_SAMPLE_WAIT_S)
     # Textual is imported only here, so the other subcommands start fast.
     from gputop.tui.app import GputopApp
 
@@ -72,9 +78,11 @@ def run(args: argparse.Namespace) -> int:
             readonly=args.readonly,
             python=args.python,
             job_environ=environment_for_jobs(args.fake),
+            first_sample=first_sample,
         )
         app.run()
     finally:
+        first_sample.wait()
         backend.close()
     if app.fatal_error is not None:  # the terminal is restored by now
         error = app.fatal_error

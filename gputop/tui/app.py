@@ -25,7 +25,6 @@ from textual.css.query import NoMatches
 from textual.driver import Driver
 from textual.message import Message
 from textual.notifications import SeverityLevel
-from textual.widgets import Footer
 from textual.worker import Worker
 
 from gputop.core.errors import GputopError
@@ -35,6 +34,7 @@ from gputop.core.jobs.tracking import JobsView
 from gputop.core.model import ProcessOrigin, Snapshot
 from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.history import UtilizationHistory, initial_history
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.slurm.watch import SlurmView, SlurmWatch
@@ -47,6 +47,7 @@ from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
+from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.process_table import ProcessTable
 from gputop.tui.widgets.status_bar import StatusBar
 from gputop.tui.widgets.torch_panel import TorchPanel
@@ -129,9 +130,13 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         state_dir: Path | None = None,
         cwd: str | None = None,
         job_environ: Mapping[str, str] | None = None,
+        first_sample: EarlySample | None = None,
     ) -> None:
         super().__init__()
         self.backend = backend
+        self._first_sample = first_sample
+        """The first sample, read while the interface started (gputop.core.sampling.early)."""
+        self._shown_first: Snapshot | None = None
         self.interval_s = interval_s
         self.readonly = readonly
         self.python = python
@@ -222,12 +227,40 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
             yield TorchPanel(
                 environ=self.environ, python=self.python, probes=self.probes, id="torch"
             )
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one(StatusBar).show_waiting(self.interval_s)
         self.query_one(GpuGrid).focus()
+        if not self._show_first_sample():
+            self.query_one(StatusBar).show_waiting(self.interval_s)
         self._sample_forever()
+
+    def _show_first_sample(self) -> bool:
+        """Paint the first sample in the first frame, if it was read while Textual started.
+
+        Its jobs follow from the sampling thread, which reads them for this same snapshot.
+        A first sample that failed is left to the sampling thread, which samples again and
+        reports what fails.
+        """
+        early = self._first_sample
+        if early is None or not early.ready():
+            return False
+        self._first_sample = None
+        try:
+            snapshot = early.take()
+        except Exception:
+            return False
+        self._shown_first = snapshot
+        self._show_sample(SnapshotSampled(snapshot, None))
+        return True
+
+    def _next_sample(self) -> Snapshot:
+        """In the sampling thread: the first sample if one was read early, else a new one."""
+        shown, self._shown_first = self._shown_first, None
+        if shown is not None:
+            return shown
+        early, self._first_sample = self._first_sample, None
+        return early.take() if early is not None else self.backend.sample()
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -257,7 +290,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
             while not self._stop.is_set():
                 started = time.monotonic()
                 try:
-                    snapshot = self.backend.sample()
+                    snapshot = self._next_sample()
                 except GputopError as error:
                     self.post_message(SamplingFailed(str(error)))
                 except Exception as error:  # a bad sample must not kill the dashboard

@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gputop.core.jobs.policy import FreePolicy
 from gputop.core.remote.host_summary import summarize
@@ -39,6 +39,7 @@ from gputop.tui.lab.remote_screens import RemoteLaunchScreen, RemoteLogScreen, s
 from gputop.tui.safe import plain, plain_argv
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.launch import LaunchContext
+from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.torch_panel import TorchPanel
 
 COMPACT_BELOW_WIDTH = 100
@@ -125,7 +126,7 @@ class LabApp(GputopApp):
                 yield LabProcessTable(user=self.user, host_names=self.host_names, id="processes")
                 yield LabJobsPanel(id="jobs")
             yield TorchPanel(environ=None, python=None, probes=False, id="torch")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self, event: events.Mount) -> None:  # type: ignore[override]
         event.prevent_default()  # the one-host dashboard's own start is not run

@@ -65,12 +65,13 @@ def test_the_cursor_is_put_back_where_textual_left_it() -> None:
     assert update.endswith("\x1b[4;1H")
 
 
-def test_a_full_repaint_goes_through_unchanged() -> None:
+def test_a_first_full_repaint_goes_through_unchanged_and_a_repeat_sends_nothing() -> None:
+    # Textual paints the whole screen twice as it starts: the second costs nothing.
     diff = ScreenDiff()
     columns, rows = SIZE
     full = frame(*((y, 0, BLUE, "x" * columns) for y in range(rows)))
     assert diff.filter(full, SIZE) == full
-    assert diff.filter(full, SIZE) == full
+    assert diff.filter(full, SIZE) == ""
 
 
 def test_a_full_repaint_of_wide_characters_goes_through_unchanged() -> None:
@@ -78,7 +79,27 @@ def test_a_full_repaint_of_wide_characters_goes_through_unchanged() -> None:
     columns, rows = SIZE
     full = frame(*((y, 0, BLUE, "漢" * (columns // 2)) for y in range(rows)))
     assert diff.filter(full, SIZE) == full
+    assert diff.filter(full, SIZE) == ""
+
+
+def test_a_full_repaint_after_forget_goes_through_whole() -> None:
+    # ctrl+l: the terminal may show something else; every cell must be sent again.
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    full = frame(*((y, 0, BLUE, "x" * columns) for y in range(rows)))
+    diff.filter(full, SIZE)
+    diff.forget()
     assert diff.filter(full, SIZE) == full
+
+
+def test_a_full_repaint_that_changes_a_little_sends_only_that() -> None:
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    diff.filter(frame(*((y, 0, BLUE, "x" * columns) for y in range(rows))), SIZE)
+    lines = [(y, 0, BLUE, "x" * columns) for y in range(rows)]
+    lines[2] = (2, 0, BLUE, "x" * (columns - 1) + "y")
+    update = diff.filter(frame(*lines), SIZE)
+    assert "y" in update and "x" not in update
 
 
 def test_a_resized_terminal_gets_whole_frames_again() -> None:

@@ -8,9 +8,11 @@ colour sequence only where the colour changes; ``DiffingLinuxDriver`` puts it be
 Textual and the terminal.
 
 Anything it does not follow is passed through unchanged and makes it forget what the
-terminal shows, so at worst the terminal gets exactly what Textual wrote. A full repaint
-(every cell of the screen, as after a resize or ``ctrl+l``) is passed through unchanged too,
-so ``ctrl+l`` puts right a terminal that something else wrote on.
+terminal shows, so at worst the terminal gets exactly what Textual wrote; so does a resize.
+A full repaint is diffed like any other frame (Textual repaints everything twice as it
+starts: the second would be 30 KB of cells already there); ``ctrl+l`` first makes the diff
+forget (``forget_screens``), so its repaint reaches every cell and puts right a terminal
+that something else wrote on.
 
 ``GputopApp.get_driver_class`` installs it (Textual's hook for choosing the driver);
 ``GPUTOP_SCREEN_DIFF=0`` switches it off. See docs/screen-diff.md.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,10 +99,8 @@ class ScreenDiff:
         if changed is None:
             self.forget()
             return data
-        if sum(_cells(text) for _, _, text, _ in runs) >= columns * rows:
-            # A full repaint (a resize, ctrl+l): nothing to gain, and it must reach every
-            # cell, also those something else wrote on behind Textual's back.
-            self._cursor = cursor
+        if len(changed) == rows and sum(map(len, changed.values())) >= columns * rows:
+            self._cursor = cursor  # every cell new (the first frame, after ctrl+l): as it is
             return data
         update = self._update(changed)
         if cursor is not None and (update or cursor != self._cursor):
@@ -364,6 +365,12 @@ class DiffingLinuxDriver(LinuxDriver):
         super().__init__(*args, **kwargs)
         self._screen_diff = ScreenDiff()
         self._screen_diff_lock = threading.Lock()
+        _drivers.add(self)
+
+    def forget_screen(self) -> None:
+        """Send the next frames whole: the terminal may show something else (``ctrl+l``)."""
+        with self._screen_diff_lock:
+            self._screen_diff.forget()
 
     def write(self, data: str) -> None:
         with self._screen_diff_lock:
@@ -377,6 +384,16 @@ class DiffingLinuxDriver(LinuxDriver):
         except OSError:
             return None
         return size.columns, size.lines
+
+
+_drivers: weakref.WeakSet[DiffingLinuxDriver] = weakref.WeakSet()
+
+
+def forget_screens() -> None:
+    """Every diffing driver of this process forgets what its terminal shows, so the next
+    repaint reaches every cell (``ctrl+l``: something else may have written on it)."""
+    for driver in list(_drivers):
+        driver.forget_screen()
 
 
 SCREEN_DIFF_ENV = "GPUTOP_SCREEN_DIFF"

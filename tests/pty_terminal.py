@@ -20,6 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pyte
 
+QUIET_S = 0.01
+"""A pause in a program's output long enough to parse what it wrote (``wait_unthrottled``)."""
+
 Cell = tuple[str, str, str, bool, bool, bool, bool, bool]
 """One cell as the terminal shows it: character, foreground, background and attributes."""
 
@@ -71,17 +74,52 @@ class PtyTerminal:
 
     def read_available(self) -> int:
         """Read what is there without waiting; the number of bytes read."""
+        data = self._read()
+        self._take(time.monotonic(), data)
+        return len(data)
+
+    def _read(self) -> bytes:
         try:
-            data = os.read(self.fd, 1 << 16)
+            return os.read(self.fd, 1 << 16)
         except OSError:  # EIO: the child closed the terminal
-            data = b""
+            return b""
+
+    def _take(self, read_at: float, data: bytes) -> None:
         if not data:
             self.ended = True
-            return 0
-        self.last_read_at = time.monotonic()
+            return
+        self.last_read_at = read_at
         self.bytes_read += len(data)
         self._stream.feed(data)
-        return len(data)
+
+    def wait_unthrottled(self, done: Callable[[], bool], timeout_s: float) -> float | None:
+        """Like ``wait_for``, but the program is never kept waiting by the emulator.
+
+        A pty holds a few KB: a program writing a 30 KB frame waits for the reader, and
+        pyte (Python) parses a few KB in milliseconds where a real terminal takes
+        microseconds, so reading and parsing in turns would time the emulator. Here bytes
+        are read as soon as they come, and parsed, chunk by chunk, only once the program
+        pauses (``QUIET_S`` without output). Returns the monotonic time at which the chunk
+        after which ``done()`` holds was read, or None after ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        pending: list[tuple[float, bytes]] = []
+        found: float | None = None
+        while found is None and not self.ended:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([self.fd], [], [], min(left, QUIET_S))
+            if ready:
+                pending.append((time.monotonic(), self._read()))
+                if pending[-1][1]:
+                    continue
+            for read_at, data in pending:
+                self._take(read_at, data)
+                if found is None and done():
+                    found = read_at
+            pending.clear()
+        return found
 
     def feed_as_if_written(self, data: bytes) -> None:
         """Show ``data`` as if another program had written it to the same terminal."""

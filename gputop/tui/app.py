@@ -39,10 +39,10 @@ from gputop.core.sampling.history import UtilizationHistory, initial_history
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.slurm.watch import SlurmView, SlurmWatch
 from gputop.core.users import current_user
-from gputop.tui.jobs_actions import JobsActions, JobStoreProblem
+from gputop.tui.jobs_actions import JobsActions, JobsRead, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
-from gputop.tui.screen_diff import driver_with_screen_diff
+from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
@@ -254,13 +254,16 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         self._show_sample(SnapshotSampled(snapshot, None))
         return True
 
-    def _next_sample(self) -> Snapshot:
-        """In the sampling thread: the first sample if one was read early, else a new one."""
+    def _next_sample(self) -> tuple[Snapshot, bool]:
+        """In the sampling thread: the next sample, and whether it is already on screen.
+
+        The first one may have been read early (and shown by ``on_mount``, or not yet).
+        """
         shown, self._shown_first = self._shown_first, None
         if shown is not None:
-            return shown
+            return shown, True
         early, self._first_sample = self._first_sample, None
-        return early.take() if early is not None else self.backend.sample()
+        return (early.take() if early is not None else self.backend.sample()), False
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -290,7 +293,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
             while not self._stop.is_set():
                 started = time.monotonic()
                 try:
-                    snapshot = self._next_sample()
+                    snapshot, shown = self._next_sample()
                 except GputopError as error:
                     self.post_message(SamplingFailed(str(error)))
                 except Exception as error:  # a bad sample must not kill the dashboard
@@ -304,7 +307,10 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
                             text = f"Jobs unavailable: {type(error).__name__}: {error}"
                             self.post_message(JobStoreProblem(text, severity="error"))
                         jobs, jobs_failed = None, True
-                    self.post_message(SnapshotSampled(snapshot, jobs))
+                    if not shown:
+                        self.post_message(SnapshotSampled(snapshot, jobs))
+                    elif jobs is not None:  # the first frame showed the sample: its jobs
+                        self.post_message(JobsRead(jobs))
                 self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
         finally:
             if store is not None:
@@ -385,7 +391,8 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
     # -- actions -------------------------------------------------------------------------
 
     def action_redraw(self) -> None:
-        """Repaint every cell, as a full update (which the screen diff passes on whole)."""
+        """Repaint every cell, and send every cell: the screen diff forgets what it sent."""
+        forget_screens()
         self.screen.refresh(self.screen.region)
 
     def action_help(self) -> None:

@@ -91,26 +91,28 @@ class KeyBar(Widget):
         return tuple(k.key for k in self._keys) + ((self._palette.key,) if self._palette else ())
 
     def render(self) -> RenderResult:
+        """The keys left to right, as many as fit; the palette at the right end if it fits
+        after all of them (a narrow terminal keeps its keys rather than the palette)."""
         width = self.size.width
         key_style = self.get_component_rich_style("key-bar--key")
         description_style = self.get_component_rich_style("key-bar--description")
         line = Text(no_wrap=True, overflow="crop", end="")
         spans: list[tuple[int, int, _Key]] = []
-        palette = self._palette
-        palette_width = len(palette.display) + len(palette.description) + 4 if palette else 0
-        room = width - palette_width if palette else width
-        for key in self._keys:
-            piece = _piece(key, key_style, description_style)
-            if line.cell_len + piece.cell_len > room:
+        pieces = [(key, _piece(key, key_style, description_style)) for key in self._keys]
+        for key, piece in pieces:
+            if line.cell_len + piece.cell_len > width:
                 break
             spans.append((line.cell_len, line.cell_len + piece.cell_len, key))
             line.append_text(piece)
-        if palette is not None and line.cell_len + palette_width <= width:
-            line.append(" " * (width - palette_width - line.cell_len))
-            line.append("▏", self.get_component_rich_style("key-bar--separator"))
+        palette = self._palette
+        if palette is not None and len(spans) == len(pieces):
             piece = _piece(palette, key_style, description_style)
-            spans.append((line.cell_len, line.cell_len + piece.cell_len, palette))
-            line.append_text(piece)
+            gap = width - line.cell_len - piece.cell_len - 1
+            if gap >= 0:
+                line.append(" " * gap)
+                line.append("▏", self.get_component_rich_style("key-bar--separator"))
+                spans.append((line.cell_len, line.cell_len + piece.cell_len, palette))
+                line.append_text(piece)
         self._spans = spans
         return line
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
+from textual.app import RenderResult
 from textual.widgets import Static
 
 from gputop.core.model import Snapshot
@@ -35,15 +36,13 @@ class StatusBar(Static):
         if snapshot.simulated:
             line.append(f"  simulated: {clean(snapshot.simulated)}", style="yellow")
         self._line = line
-        self._fit()
-
-    def on_resize(self) -> None:
-        # A sample can arrive before the first layout: fit it again once the width is known.
-        self._fit()
-
-    def _fit(self) -> None:
-        if self._line is None:
-            return
-        line = self._line.copy()
-        line.truncate(max(self.size.width, 20), overflow="ellipsis")
         self.update(line, layout=False)  # one line whatever it says: no layout pass
+
+    def render(self) -> RenderResult:
+        """The line cut to the width at paint time: a sample shown before the first layout
+        (the first one is) still fits the screen in the first frame."""
+        if self._line is None:
+            return super().render()
+        line = self._line.copy()
+        line.truncate(max(self.size.width, 1), overflow="ellipsis")
+        return line

@@ -18,7 +18,8 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Vertical, VerticalScroll
+from textual.containers import Grid, VerticalScroll
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
@@ -65,16 +66,24 @@ def summary_line(summary: HostSummary, expanded: bool, highlighted: bool, width:
 
 class HostLine(Widget):
     """A host's summary line, painted through the Line API: one cached strip, redrawn only
-    when its text or width changes (twenty of these change every second in a busy lab)."""
+    when its text, width or style changes (twenty of these change every second in a busy
+    lab)."""
 
     DEFAULT_CSS = """
     HostLine { height: 1; padding: 0 1; background: $panel; }
     """
 
-    def __init__(self) -> None:
-        super().__init__(classes="host-line")
+    def __init__(self, position: int) -> None:
+        super().__init__(id=f"host-{position}", classes="host-line")
+        self.auto_links = False  # no links here: spare Textual a look at the hover style
         self.text = Text()
         self._strip: tuple[int, Style, Strip] | None = None
+        self._base: Style | None = None
+        """The line's style, kept until Textual says the styles changed: working it out
+        walks every ancestor's background."""
+        self._version = 0
+        self._painted: tuple[tuple[object, ...], list[Strip]] | None = None
+        """The last paint, whole, and what it was painted from (see ``render_lines``)."""
 
     @property
     def plain(self) -> str:
@@ -83,11 +92,34 @@ class HostLine(Widget):
     def set_text(self, text: Text) -> None:
         self.text = text
         self._strip = None
+        self._version += 1
         self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base = None
+        self._painted = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The last paint again while the text, the size and the styles are the same.
+
+        Textual paints every widget under the frame's dirty area each frame, and twenty
+        unchanged summary lines then cost as much as the rest of the lab (docs/speed.md).
+        What a paint depends on: the text (``_version``), the crop (the size) and the
+        styles, which Textual announces through ``notify_style_update``.
+        """
+        key = (self._version, crop)
+        if self._painted is not None and self._painted[0] == key:
+            return self._painted[1]
+        lines = super().render_lines(crop)
+        self._painted = (key, lines)
+        return lines
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        base = self.rich_style
+        base = self._base
+        if base is None:
+            base = self._base = self.rich_style
         if y != 0:
             return Strip.blank(width, base)
         if self._strip is None or self._strip[:2] != (width, base):
@@ -97,36 +129,40 @@ class HostLine(Widget):
         return self._strip[2]
 
 
-class HostGroup(Vertical):
-    """One host: its summary line and, unless collapsed, its cards."""
+class HostGroup:
+    """One host: its summary line and its cards, two widgets of the lab grid.
 
-    DEFAULT_CSS = """
-    HostGroup { height: auto; }
-    HostGroup > Grid { height: auto; grid-gutter: 0 0; }
+    Not a container: a widget per host more is one more widget that Textual composites in
+    every frame, twenty of them in a big lab (docs/speed.md).
     """
 
     def __init__(self, position: int) -> None:
-        super().__init__(id=f"host-{position}")
         self.position = position
         self.physical: list[int] = []
-        self.line = HostLine()
-        self.cards = Grid()
+        self.line = HostLine(position)
+        self.cards = Grid(classes="host-cards")
         self._shape: tuple[object, ...] | None = None
         self._line_key: tuple[object, ...] | None = None
 
     def show_summary(self, summary: HostSummary, expanded: bool, on_line: bool, width: int) -> None:
         """Repaint the summary line only when what it shows changed (no layout pass)."""
-        text = summary_line(summary, expanded, on_line, width)
         # Keyed on what the line shows, not on the summary: exact free bytes change every
-        # second while "49.4G mem free" does not, and each repaint also repaints the group.
-        key = (text.plain, tuple(text.spans), text.style)
+        # second while "49.4G mem free" does not; the text is built only when it changed.
+        key = (
+            summary.host,
+            summary.state_text,
+            summary.healthy,
+            summary.gpu_count,
+            summary.free_cards,
+            None if summary.memory_free_bytes is None else human_bytes(summary.memory_free_bytes),
+            summary.busiest_user,
+            expanded,
+            on_line,
+            width,
+        )
         if key != self._line_key:
             self._line_key = key
-            self.line.set_text(text)
-
-    def compose(self) -> ComposeResult:
-        yield self.line
-        yield self.cards
+            self.line.set_text(summary_line(summary, expanded, on_line, width))
 
     def set_cards(self, physical: list[int]) -> None:
         if physical == self.physical:
@@ -164,6 +200,7 @@ class LabGrid(VerticalScroll, can_focus=True):
 
     DEFAULT_CSS = """
     LabGrid { height: auto; scrollbar-size-vertical: 1; }
+    LabGrid > .host-cards { height: auto; grid-gutter: 0 0; }
     """
 
     class SelectionChanged(Message):
@@ -201,7 +238,9 @@ class LabGrid(VerticalScroll, can_focus=True):
         self._shape: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
-        yield from self.groups
+        for group in self.groups:
+            yield group.line
+            yield group.cards
 
     # -- state ---------------------------------------------------------------------------
 

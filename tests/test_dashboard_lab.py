@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 from lab_dashboard_helpers import first_lab_sample, make_lab_app
+from rich.style import Style
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
 
 from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.remote.transport import Failure
 from gputop.tui.lab.fixed_hosts import simulated_status
-from gputop.tui.lab.lab_grid import LabGrid
+from gputop.tui.lab.lab_grid import HostLine, LabGrid
 from gputop.tui.lab.lab_processes import LabProcessTable
 
 
@@ -145,3 +150,29 @@ async def test_a_host_going_unreachable_is_shown_and_its_cards_stay() -> None:
             await pilot.pause(0.05)
         cards = len(app.query_one(LabGrid).groups[0].physical)
     assert cards == 4
+
+
+def _cells(strips: list[Strip]) -> list[tuple[str, Style | None]]:
+    return [(char, segment.style) for strip in strips for segment in strip for char in segment.text]
+
+
+@pytest.mark.parametrize(("count", "size"), [(5, (160, 48)), (20, (80, 24))])
+@pytest.mark.parametrize("theme", ["textual-dark", "textual-light", "ansi-dark"])
+async def test_host_lines_paint_exactly_what_textual_would(
+    count: int, size: tuple[int, int], theme: str
+) -> None:
+    # A host line paints itself (docs/speed.md): cell for cell, style for style, what
+    # Textual's own painting of the same widget gives; highlighted and scrolled lines too.
+    app = make_lab_app(count=count)
+    async with app.run_test(size=size) as pilot:
+        await first_lab_sample(pilot)
+        app.theme = theme
+        await pilot.press("G")  # the highlight on a summary line, far down: scrolled
+        await pilot.pause()
+        lines = list(app.query(HostLine))
+        assert len(lines) == count
+        for line in lines:
+            width, height = line.region.size
+            for crop in (Region(0, 0, width, height), Region(3, 0, width - 10, height)):
+                ours = line.render_lines(crop)
+                assert _cells(ours) == _cells(Widget.render_lines(line, crop)), line.plain

@@ -42,7 +42,7 @@ class LabProcessTable(ProcessTable):
         self.gpu_host: int | None = None
         """The host of ``only_gpu`` (``f`` filters to one card of one host)."""
         self._hosts: list[HostRows] = []
-        self._makers: dict[tuple[int, str], RowMaker] = {}
+        self._makers: dict[tuple[int, str, str], RowMaker] = {}
         self._row_hosts: dict[str, int] = {}
         self._names: dict[int, tuple[str, str]] = {}
 
@@ -59,8 +59,7 @@ class LabProcessTable(ProcessTable):
                 continue
             if self.only_gpu is not None and self.gpu_host != position:
                 continue
-            maker = self._makers.setdefault((position, host.user), RowMaker(host.user))
-            made = maker.rows(
+            made = self._maker_for(position, host).rows(
                 host.snapshot,
                 only_gpu=self.only_gpu,
                 sort_key=self.sort_key,
@@ -70,22 +69,21 @@ class LabProcessTable(ProcessTable):
             rows.extend((position, row) for row in made)
         key = self.sort_key
         rows.sort(key=lambda pair: key.key(pair[1].process), reverse=key.descending != self.reverse)
-        self._row_hosts = {}
-        result = []
-        for position, row in rows:
-            if self.multi_host:
-                name = self._clean_name(position)
-                row = ProcessRow(
-                    f"{position}:{row.key}",
-                    row.process,
-                    (((name, HOST_STYLE),), *row.cells),
-                    (cell_len(name), *row.widths),
-                )
-            else:
-                row = ProcessRow(f"{position}:{row.key}", row.process, row.cells, row.widths)
-            self._row_hosts[row.key] = position
-            result.append(row)
-        return result
+        self._row_hosts = {row.key: position for position, row in rows}
+        return [row for _, row in rows]
+
+    def _maker_for(self, position: int, host: HostRows) -> RowMaker:
+        """One row maker per host and account, which puts the host's name (cleaned, once)
+        in the HOST column of its rows and its position in their keys."""
+        name = self._clean_name(position)
+        maker_key = (position, host.user, name)
+        maker = self._makers.get(maker_key)
+        if maker is None:
+            lead = (((name, HOST_STYLE),), cell_len(name)) if self.multi_host else None
+            maker = RowMaker(host.user, lead=lead, key_prefix=f"{position}:")
+            self._makers = {k: m for k, m in self._makers.items() if k[0] != position}
+            self._makers[maker_key] = maker
+        return maker
 
     def _clean_name(self, position: int) -> str:
         name = self._hosts[position].name

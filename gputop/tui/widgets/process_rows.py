@@ -82,8 +82,8 @@ def column_widths(rows: list[ProcessRow], columns: tuple[str, ...] = COLUMNS) ->
     return tuple(widths)
 
 
-_Fixed = tuple[tuple[Cell, ...], tuple[int, ...]]
-"""GPU, PID, USER and COMMAND cells, and their widths."""
+_Fixed = tuple[tuple[Cell, ...], tuple[int, ...], str]
+"""GPU, PID, USER and COMMAND cells, their widths, and the row's key."""
 
 
 def _plain(text: str) -> Cell:
@@ -96,9 +96,15 @@ class RowMaker:
     A command line is cleaned and measured once per process, not once per refresh.
     """
 
-    def __init__(self, user: str) -> None:
+    def __init__(
+        self, user: str, *, lead: tuple[Cell, int] | None = None, key_prefix: str = ""
+    ) -> None:
         self.me = user
         self._fixed: dict[tuple[Any, ...], _Fixed] = {}
+        self._lead = lead
+        """A first cell for every row and its width (the lab's HOST column), or None."""
+        self._key_prefix = key_prefix
+        """Before every row key (the lab's host position: keys are unique across hosts)."""
 
     def rows(
         self,
@@ -144,7 +150,7 @@ class RowMaker:
         )
         fixed = known.get(identity) or self._fixed_cells(process, job_id, slurm_id)
         self._fixed[identity] = fixed
-        (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w) = fixed
+        (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w), key = fixed
         elapsed = None if process.start_time is None else now - process.start_time
         # Numbers formatted here are ASCII: one terminal cell a character.
         kind = process.type.value
@@ -153,7 +159,7 @@ class RowMaker:
         cpu = NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%"
         host = human_bytes(process.host_memory_bytes)
         age = duration_coarse(elapsed)
-        cells = (
+        cells: tuple[Cell, ...] = (
             gpu,
             pid,
             user,
@@ -165,7 +171,7 @@ class RowMaker:
             ((age, ""),),
             command,
         )
-        widths = (
+        widths: tuple[int, ...] = (
             gpu_w,
             pid_w,
             user_w,
@@ -177,7 +183,9 @@ class RowMaker:
             len(age),
             command_w,
         )
-        return ProcessRow(row_key(process), process, cells, widths)
+        if self._lead is not None:
+            cells, widths = (self._lead[0], *cells), (self._lead[1], *widths)
+        return ProcessRow(key, process, cells, widths)
 
     def _fixed_cells(
         self, process: GpuProcess, job_id: int | None, slurm_id: int | None = None
@@ -201,4 +209,5 @@ class RowMaker:
             ((clean(process.user or "?"), user_style),),
             tuple(command),
         )
-        return cells, tuple(sum(cell_len(text) for text, _ in cell) for cell in cells)
+        widths = tuple(sum(cell_len(text) for text, _ in cell) for cell in cells)
+        return cells, widths, self._key_prefix + row_key(process)

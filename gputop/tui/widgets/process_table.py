@@ -196,15 +196,22 @@ class ProcessTable(ScrollView, can_focus=True):
         )
 
     def _refresh_changed_lines(self, old_rows: list[ProcessRow], old_cursor: int) -> None:
-        """Repaint the visible lines whose row, or whose highlight, changed."""
-        first = round(self.scroll_offset.y)
-        last = first + self.scrollable_content_region.height - HEADER_LINES
-        for index in range(first, min(last, max(len(old_rows), len(self._rows)))):
+        """Repaint the visible lines whose row, or whose highlight, changed (one refresh
+        for all of them: each refresh marks the widget and its ancestors dirty)."""
+        scroll_y = round(self.scroll_offset.y)
+        height = self.scrollable_content_region.height
+        width = max(self.virtual_size.width, self.size.width)
+        regions = []
+        for index in range(
+            scroll_y, min(scroll_y + height - HEADER_LINES, max(len(old_rows), len(self._rows)))
+        ):
             old = old_rows[index].cells if index < len(old_rows) else None
             new = self._rows[index].cells if index < len(self._rows) else None
             moved = (index == old_cursor) != (index == self._cursor)
             if old != new or moved:
-                self.refresh_line(index + HEADER_LINES)
+                regions.append(Region(0, index + HEADER_LINES - scroll_y, width, 1))
+        if regions:
+            self.refresh(*regions)
 
     def set_slurm_jobs(self, slurm_of_pid: Mapping[int, int]) -> None:
         if dict(slurm_of_pid) != dict(self.slurm_of_pid):

@@ -11,7 +11,6 @@ import os
 import sys
 
 from gputop.core.errors import UsageError
-from gputop.core.remote.agent import main_loop
 from gputop.core.sampling.source import open_backend
 
 MIN_INTERVAL_S = 0.2
@@ -42,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--interval {args.interval}: give at least {MIN_INTERVAL_S} seconds between snapshots."
         )
+    from gputop.core.remote.agent import main_loop  # only the agent needs it (docs/speed.md)
+
     code = main_loop(lambda: open_backend(args.fake), args.interval)
     # The reader may have gone (ssh closed): never let the final flush print a traceback.
     try:

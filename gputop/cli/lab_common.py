@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gputop.core.remote.hosts import config_path, load_groups, resolve_hosts
-from gputop.core.remote.lab import Lab
-from gputop.core.remote.status import HostStatus
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import open_backend
+
+if TYPE_CHECKING:  # the lab's modules load when a command is given --hosts (docs/speed.md)
+    from gputop.core.remote.lab import Lab
+    from gputop.core.remote.status import HostStatus
 
 DEFAULT_TIMEOUT_S = 15.0
 
@@ -34,6 +35,9 @@ def add_hosts_arguments(parser: argparse.ArgumentParser) -> None:
 
 def open_lab(args: argparse.Namespace, interval_s: float = 1.0) -> Lab:
     """The hosts of ``--hosts``, groups expanded; not started yet (use ``with``)."""
+    from gputop.core.remote.hosts import config_path, load_groups, resolve_hosts
+    from gputop.core.remote.lab import Lab
+
     entries = resolve_hosts(args.hosts, load_groups(config_path()))
     return Lab(entries, interval_s, lambda: open_backend(args.fake))
 

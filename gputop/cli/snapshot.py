@@ -7,7 +7,6 @@ import shutil
 import sys
 import time
 
-from gputop.cli import lab_snapshot
 from gputop.cli.arg_types import seconds
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.snapshot_text import render_snapshot
@@ -50,6 +49,8 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     if args.hosts:
+        from gputop.cli import lab_snapshot  # the lab's modules, only for --hosts
+
         return lab_snapshot.run(args, _terminal_width())
     backend = open_backend(args.fake)
     try:

@@ -38,6 +38,7 @@ from other_user import (  # noqa: F401  (fixtures)
     shared_dir_fixture,
 )
 
+from gputop.core.jobs import private_files
 from gputop.core.jobs.launch import RUN_DIR
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.private_files import read_env_file, write_env_file
@@ -202,6 +203,44 @@ def test_a_symlinked_wal_file_is_refused_and_its_target_untouched(
     with pytest.raises(StoreError, match=re.escape("jobs.sqlite3-wal is a symbolic link")):
         JobStore.open()
     assert digest(target) == before
+
+
+def test_a_companion_file_removed_while_the_store_opens_is_absent_not_an_error(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite removes -wal and -shm as the last connection closes: another thread or gputop
+    # may do that between the look at the file and its opening (seen in CI).
+    JobStore.open().close()
+    for suffix in ("-wal", "-shm"):
+        (state_dir / f"jobs.sqlite3{suffix}").write_bytes(b"")
+        (state_dir / f"jobs.sqlite3{suffix}").chmod(0o600)
+    real_open = private_files.open_private_file
+
+    def removed_first(dir_fd: int, directory: Path, name: str, *args: object, **kw: object) -> int:
+        if name.endswith(("-wal", "-shm")):
+            os.unlink(name, dir_fd=dir_fd)
+        return real_open(dir_fd, directory, name, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(private_files, "open_private_file", removed_first)
+    with JobStore.open() as store:
+        assert store.list_jobs() == []
+
+
+def test_a_companion_file_that_stays_unopenable_is_still_an_error(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    JobStore.open().close()
+    (state_dir / "jobs.sqlite3-shm").write_bytes(b"")
+    (state_dir / "jobs.sqlite3-shm").chmod(0o600)
+
+    def fails(*args: object, **kw: object) -> int:
+        raise StoreError("Cannot open the job store file: input/output error.")
+
+    monkeypatch.setattr(private_files, "open_private_file", fails)
+    with pytest.raises(StoreError, match="input/output error"):
+        private_files.check_companion(
+            os.open(state_dir, os.O_RDONLY), state_dir, "jobs.sqlite3-shm", "job store file"
+        )
 
 
 def test_a_database_of_another_user_in_our_directory_is_refused(state_dir: Path) -> None:

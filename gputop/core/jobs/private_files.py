@@ -226,14 +226,26 @@ def _check_file(fd: int, path: Path, what: str) -> None:
 
 
 def check_companion(dir_fd: int, directory: Path, name: str, what: str) -> None:
-    """A file SQLite will open by path (``-wal``, ``-shm``): absent, or ours and regular."""
+    """A file SQLite will open by path (``-wal``, ``-shm``): absent, or ours and regular.
+
+    SQLite removes them when the last connection to the store closes, which another thread
+    or gputop process may do while this one looks: a file gone by the time it is opened is
+    absent, not an error.
+    """
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return
     if stat.S_ISLNK(info.st_mode):
         raise _refuse_symlink(directory / name, what)
-    os.close(open_private_file(dir_fd, directory, name, os.O_RDONLY, what, create=False))
+    try:
+        os.close(open_private_file(dir_fd, directory, name, os.O_RDONLY, what, create=False))
+    except StoreError:
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return  # removed between the look and the open
+        raise
 
 
 @contextlib.contextmanager

@@ -38,14 +38,26 @@ def _clock_ticks() -> int:
 
 _TICKS_PER_S = _clock_ticks()
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_STAT_BYTES = 8192
 
 
 def read_proc_stat(pid: int) -> Counters | None:
-    """One read of ``/proc/PID/stat`` (see proc(5) for the fields)."""
+    """One read of ``/proc/PID/stat`` (see proc(5) for the fields).
+
+    Through ``os.open``/``os.read``, not a buffered file object: half the cost, for every
+    GPU process every second. The line is well under ``_STAT_BYTES``.
+    """
     try:
-        with open(f"{_PROC}/{pid}/stat", "rb") as stat:
-            line = stat.read()
+        fd = os.open(f"{_PROC}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, ProcessLookupError):
+        return None
+    try:
+        line = os.read(fd, _STAT_BYTES)
+    except ProcessLookupError:  # the process ended between the open and the read
+        return None
+    finally:
+        os.close(fd)
+    if not line:
         return None
     # The command name (field 2) is in parentheses and may hold spaces and parentheses.
     fields = line[line.rindex(b")") + 2 :].split()

@@ -67,11 +67,11 @@ def run(args: argparse.Namespace) -> int:
     # The first sample, read before Textual starts, is in the first frame; a driver slower
     # than FIRST_SAMPLE_WAIT_S gets the "waiting" frame first (docs/speed.md).
     first_sample = EarlySample.start(backend)
-    first_sample.wait(FIRST_SAMPLE_WAIT_S)
-    # Textual is imported only here, so the other subcommands start fast.
-    from gputop.tui.app import GputopApp
-
     try:
+        first_sample.wait(FIRST_SAMPLE_WAIT_S)
+        # Textual is imported only here, so the other subcommands start fast.
+        from gputop.tui.app import GputopApp
+
         app = GputopApp(
             backend,
             interval_s=args.interval,

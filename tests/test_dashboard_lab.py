@@ -12,7 +12,8 @@ from textual.widget import Widget
 from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.remote.transport import Failure
 from gputop.tui.lab.fixed_hosts import simulated_status
-from gputop.tui.lab.lab_grid import HostLine, LabGrid
+from gputop.tui.lab.host_line import HostLine
+from gputop.tui.lab.lab_grid import LabGrid
 from gputop.tui.lab.lab_processes import LabProcessTable
 
 

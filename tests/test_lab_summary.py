@@ -13,7 +13,7 @@ from gputop.core.remote.host_summary import active_job_gpus, summarize
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure
 from gputop.tui.lab.fixed_hosts import simulated_status
-from gputop.tui.lab.lab_grid import _segments, memory_free_text, summary_line
+from gputop.tui.lab.host_line import _segments, memory_free_text, summary_line
 
 
 def test_free_cards_follow_the_pick_policy_with_the_hosts_own_user() -> None:

@@ -28,12 +28,14 @@ from gputop.cli.slurm_run import (
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import (
     LaunchRequest,
+    PreparedLaunch,
     check_gpu_count,
     launch_job,
     prepare_launch,
     resolve_gpus,
 )
-from gputop.core.jobs.mig_targets import mig_target_by_uuid
+from gputop.core.jobs.launchers import rank_lines
+from gputop.core.jobs.mig_targets import card_label
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.jobs.waiting import check_wait_poll
@@ -187,7 +189,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(strict_json(job.to_json(), indent=2))
     else:
-        print(describe_launch(job, snapshot, policy))
+        print(describe_launch(job, snapshot, policy, prepared))
+    for said in prepared.warnings:
+        print(f"gputop: warning: {clean(said)}", file=sys.stderr)
     for hidden in mig_pinning_warnings(snapshot, job):
         print(f"gputop: warning: {clean(hidden)}", file=sys.stderr)
     warning = _missing_program(job, environ)
@@ -205,7 +209,9 @@ def mig_pinning_warnings(snapshot: Snapshot, job: Job) -> list[str]:
     return [w.message for w in seen.warnings if w.code in MIG_HIDES]
 
 
-def describe_launch(job: Job, snapshot: Snapshot, policy: FreePolicy) -> str:
+def describe_launch(
+    job: Job, snapshot: Snapshot, policy: FreePolicy, prepared: PreparedLaunch | None = None
+) -> str:
     """What a person needs right after launching: id, mapping, how it runs, where its log is."""
     where = f"in tmux window gputop-{job.id}" if job.mode is RunMode.TMUX else "detached"
     lines = [f"Job {job.id} ({clean(job.name)}) launched {where}."]
@@ -217,17 +223,12 @@ def describe_launch(job: Job, snapshot: Snapshot, policy: FreePolicy) -> str:
             f"{'are' if len(job.physical_indices) > 1 else 'is'} free"
         )
         lines.append(f"  It waits until {wanted}: {policy.describe()}.")
-    by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
-    for logical, physical in enumerate(job.physical_indices):
-        gpu = by_index.get(physical)
-        uuid = job.uuids[logical] if logical < len(job.uuids) else ""
-        mig = mig_target_by_uuid(snapshot.gpus, uuid) if uuid.startswith("MIG-") else None
-        if mig is not None:
-            lines.append(f"  cuda:{logical} → {mig.label}  {mig.uuid}")
-            continue
-        name = (gpu.name if gpu else None) or "?"
-        short = (gpu.short_uuid if gpu else None) or ""
-        lines.append(f"  cuda:{logical} → GPU {physical}  {clean(name)}  {clean(short)}".rstrip())
+    labels = card_labels(job, snapshot)
+    lines.extend(f"  cuda:{logical} → {label}" for logical, label in enumerate(labels))
+    if prepared is not None and prepared.launcher is not None:
+        lines.extend(f"  {clean(line)}" for line in rank_lines(prepared.launcher, labels))
+    if prepared is not None:
+        lines.extend(f"  note: {clean(note)}" for note in prepared.notes)
     if job.env:
         lines.append("  env:  " + " ".join(f"{clean(k)}={clean(v)}" for k, v in job.env.items()))
     if job.uses_shell:
@@ -241,6 +242,15 @@ def describe_launch(job: Job, snapshot: Snapshot, policy: FreePolicy) -> str:
         f"Follow it: gputop jobs log {job.id} --follow    Stop it: gputop jobs stop {job.id}"
     )
     return "\n".join(lines)
+
+
+def card_labels(job: Job, snapshot: Snapshot) -> list[str]:
+    """``GPU 3  Tesla V100-SXM2-16GB  GPU-80af15aa`` for each cuda:N of the job, in order."""
+    labels: list[str] = []
+    for logical, physical in enumerate(job.physical_indices):
+        uuid = job.uuids[logical] if logical < len(job.uuids) else ""
+        labels.append(card_label(snapshot.gpus, uuid if uuid.startswith("MIG-") else physical))
+    return labels
 
 
 def _sample(fake: str | None) -> Snapshot:

@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.command import CommandPlan, default_name, needs_shell, plan_command
+from gputop.core.jobs.launchers import (
+    LauncherPlan,
+    PortFinder,
+    free_port,
+    plain_python_note,
+    plan_launcher,
+)
 from gputop.core.jobs.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode
 from gputop.core.jobs.private_files import open_log_append, write_env_file
@@ -119,16 +127,33 @@ class PreparedLaunch:
     indices: tuple[int, ...]
     uuids: tuple[str, ...]
     env: dict[str, str]
+    launcher: LauncherPlan | None = None
+    """The multi-card launcher found in the command, and what gputop added to it."""
+    notes: tuple[str, ...] = ()
+    """For the person launching: what gputop added or what the command will do."""
+    warnings: tuple[str, ...] = ()
 
 
 def prepare_launch(
-    request: LaunchRequest, snapshot: Snapshot, environ: Mapping[str, str] = os.environ
+    request: LaunchRequest,
+    snapshot: Snapshot,
+    environ: Mapping[str, str] = os.environ,
+    port_finder: PortFinder | None = free_port,
 ) -> PreparedLaunch:
     """Check everything a person can get wrong, touching nothing (no store, no file).
 
     A rejected launch must write nothing: callers prepare first and open the store after.
+    A multi-card launcher gets its process count and a free port (gputop.core.jobs.launchers).
     """
-    plan = plan_command(request.command, environ)
+    typed = plan_command(request.command, environ)
+    cards = request.wait_count or len(request.physical_indices)
+    launcher = plan_launcher(typed, cards, environ, port_finder)
+    plan = typed
+    if launcher is not None:
+        plan = replace(typed, argv=launcher.argv, display=shlex.join(launcher.argv))
+    python_note = plain_python_note(typed, cards)
+    notes = (*(launcher.notes if launcher else ()), *((python_note,) if python_note else ()))
+    warnings = launcher.warnings if launcher else ()
     cwd = _working_directory(request.cwd)
     name = _job_name(request.name, plan)
     grace_s = _grace(request.grace_s)
@@ -142,12 +167,17 @@ def prepare_launch(
         env: dict[str, str] = {}
     else:
         pinning = pin_environment(
-            snapshot.gpus, list(request.physical_indices), driver_version=snapshot.driver_version
+            snapshot.gpus,
+            list(request.physical_indices),
+            use_uuids=not (launcher and launcher.pin_with_indices),
+            driver_version=snapshot.driver_version,
         )
         indices = tuple(device.physical_index for device in pinning.devices)
         uuids = tuple(device.mig_uuid or device.uuid or "" for device in pinning.devices)
         env = dict(pinning.env)
-    return PreparedLaunch(request, plan, cwd, name, grace_s, tmux, indices, uuids, env)
+    return PreparedLaunch(
+        request, plan, cwd, name, grace_s, tmux, indices, uuids, env, launcher, notes, warnings
+    )
 
 
 def check_gpu_count(snapshot: Snapshot, count: int) -> None:

@@ -89,6 +89,18 @@ def target_label(gpus: Sequence[GpuSample], target: int | str) -> str:
     return found.label if found is not None else f"MIG device {clean(target)}"
 
 
+def card_label(gpus: Sequence[GpuSample], target: int | str) -> str:
+    """``GPU 3  Tesla V100-SXM2-16GB  GPU-80af15aa``: index, name and UUID; a MIG instance's
+    label and UUID. Cleaned: names come from the driver."""
+    if isinstance(target, str):
+        found = mig_target_by_uuid(gpus, target)
+        return f"{found.label}  {found.uuid}" if found else f"MIG device {clean(target)}"
+    gpu = next((g for g in gpus if g.physical_index == target), None)
+    name = (gpu.name if gpu else None) or "?"
+    short = (gpu.short_uuid if gpu else None) or ""
+    return f"GPU {target}  {clean(name)}  {clean(short)}".rstrip()
+
+
 def _by_index(snapshot: Snapshot, part: str) -> MigTarget:
     gpu_text, _, device_text = part.partition(":")
     if not (_digits(gpu_text) and _digits(device_text)):

@@ -8,6 +8,7 @@ Launching runs in a worker thread: it writes the job store and starts the superv
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,9 +24,10 @@ from textual.widgets import Checkbox, Input, Label, RadioButton, RadioSet, Stati
 from textual.worker import Worker, WorkerState
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.command import plan_command
+from gputop.core.jobs.command import CommandPlan, plan_command
 from gputop.core.jobs.launch import LaunchRequest
-from gputop.core.jobs.mig_targets import target_label
+from gputop.core.jobs.launchers import plain_python_note, plan_launcher, rank_lines
+from gputop.core.jobs.mig_targets import card_label, target_label
 from gputop.core.jobs.model import Job, RunMode
 from gputop.core.jobs.policy import launch_warnings
 from gputop.core.jobs.service import JobsService
@@ -151,8 +153,7 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
             except GputopError as error:
                 parts.append(Text(f"✗ {clean(str(error))}", style="red"))
             else:
-                how = "Runs under a shell: " if plan.uses_shell else "Runs: "
-                parts.append(Text.assemble((how, "dim"), (clean(plan.display), "bold")))
+                parts.extend(self._command_preview(plan))
         try:
             pinning = pin_environment(
                 snapshot.gpus, context.physical_indices, driver_version=snapshot.driver_version
@@ -179,6 +180,27 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         )
         parts.extend(Text(f"⚠ {clean(warning)}", style="yellow") for warning in warnings)
         return Group(*parts)
+
+    def _command_preview(self, plan: CommandPlan) -> list[RenderableType]:
+        """What runs, with what gputop adds to a multi-card launcher (one process per card,
+        a free port) and each local rank's card; the same functions launch_job uses."""
+        snapshot = self.context.snapshot
+        cards = list(self.context.physical_indices)
+        launcher = plan_launcher(plan, len(cards), self.context.environ, port_finder=None)
+        shown = shlex.join(launcher.argv) if launcher is not None else plan.display
+        how = "Runs under a shell: " if plan.uses_shell else "Runs: "
+        parts: list[RenderableType] = [Text.assemble((how, "dim"), (clean(shown), "bold"))]
+        if launcher is not None:
+            labels = [card_label(snapshot.gpus, card) for card in cards]
+            parts.append(Text(clean_lines("\n".join(rank_lines(launcher, labels))), style="cyan"))
+            parts.extend(Text(f"ℹ {clean(note)}", style="dim") for note in launcher.notes)
+            parts.extend(
+                Text(f"⚠ {clean(warning)}", style="yellow") for warning in launcher.warnings
+            )
+        note = plain_python_note(plan, len(cards))
+        if note is not None:
+            parts.append(Text(f"ℹ {clean(note)}", style="dim"))
+        return parts
 
     # -- history ---------------------------------------------------------------------------
 

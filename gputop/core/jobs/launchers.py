@@ -1,0 +1,393 @@
+"""Multi-card launchers in a command: one process per pinned card, and a free rendezvous port.
+
+``torchrun train.py`` on four pinned cards starts one process and leaves three idle; a
+launcher's fixed rendezvous port (29500) meets another job's. gputop recognises torchrun,
+``python -m torch.distributed.run|launch``, ``accelerate launch`` and ``deepspeed`` (also
+behind ``uv run``, ``conda run``, ``env`` and the like), and adds what is missing to the
+argv it will execute: the process count, a free port. What each launcher does when an
+option is absent, and in which version that was read, is in docs/multi-card.md.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gputop.core.jobs.command import CommandPlan
+from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
+
+PortFinder = Callable[[], int]
+
+TORCHRUN = "torchrun"
+TORCH_RUN_MODULE = "python -m torch.distributed.run"
+TORCH_LAUNCH_MODULE = "python -m torch.distributed.launch"
+ACCELERATE = "accelerate launch"
+DEEPSPEED = "deepspeed"
+
+_TORCH_MODULES = {"torch.distributed.run": TORCH_RUN_MODULE}
+_TORCH_MODULES["torch.distributed.launch"] = TORCH_LAUNCH_MODULE
+_SCRIPT_SUFFIXES = (".py", ".sh", ".ipynb")
+
+# Options that take no value, per launcher; every other ``--option`` takes the next word
+# unless written ``--option=value`` (their argparse parsers, docs/multi-card.md).
+_TORCH_FLAGS = frozenset(
+    {"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path",
+     "--run_path", "--use-env", "--use_env", "--virtual-local-rank", "--virtual_local_rank"}
+)  # fmt: skip
+_ACCELERATE_FLAGS = frozenset(
+    {"--cpu", "--multi_gpu", "--tpu", "--ipex", "--use_deepspeed", "--use_fsdp",
+     "--use_megatron_lm", "--use_xpu", "-m", "--module", "--no_python", "-q", "--quiet",
+     "--debug", "--same_network", "--enable_cpu_affinity", "--tpu_use_cluster",
+     "--tpu_use_sudo"}
+)  # fmt: skip
+_DEEPSPEED_FLAGS = frozenset(
+    {"--no_python", "--module", "--no_local_rank", "--no_ssh_check", "--force_multi",
+     "--save_pid", "--enable_each_rank_log", "--autotuning", "--elastic_training",
+     "--bind_cores_to_rank", "--ssh", "--no_ssh", "--quiet"}
+)  # fmt: skip
+_TORCH_RENDEZVOUS: tuple[str, ...] = (
+    "--standalone",
+    "--rdzv-endpoint",
+    "--rdzv_endpoint",
+    "--master-port",
+)
+_TORCH_RENDEZVOUS += ("--master_port",)
+_TORCH_RENDEZVOUS_ENV = ("PET_STANDALONE", "PET_RDZV_ENDPOINT", "PET_MASTER_PORT")
+_ACCELERATE_MODES: tuple[str, ...] = (
+    "--multi_gpu",
+    "--use_deepspeed",
+    "--use_fsdp",
+    "--use_megatron_lm",
+)
+_ACCELERATE_MODES += ("--cpu", "--tpu")
+
+
+@dataclass(frozen=True)
+class RankDevice:
+    """Local rank ``local_rank`` uses ``cuda:<logical_index>`` by the usual convention
+    (``torch.cuda.set_device(LOCAL_RANK)``); None where it would have no card."""
+
+    local_rank: int
+    logical_index: int | None
+
+
+@dataclass(frozen=True)
+class LauncherPlan:
+    """What gputop will run for a launcher, and what a person must be told about it."""
+
+    launcher: str
+    argv: tuple[str, ...]
+    """The argv to execute: the one typed, with ``added`` inserted after the launcher."""
+    added: tuple[str, ...]
+    processes_per_node: int | None
+    """Processes the launcher will start here; None where gputop cannot know."""
+    rendezvous_port: int | None
+    """The port gputop gave it, or None (it had one, or it picks one itself)."""
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    pin_with_indices: bool = False
+    """deepspeed reads CUDA_VISIBLE_DEVICES as integers: pin by index, not UUID."""
+
+    def ranks(self, cards: int) -> tuple[RankDevice, ...]:
+        count = self.processes_per_node or 0
+        return tuple(RankDevice(rank, rank if rank < cards else None) for rank in range(count))
+
+
+def free_port() -> int:
+    """A TCP port free on this host now (the kernel's choice for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def plan_launcher(
+    plan: CommandPlan,
+    cards: int,
+    environ: Mapping[str, str] = os.environ,
+    port_finder: PortFinder | None = free_port,
+) -> LauncherPlan | None:
+    """The launcher in ``plan`` and the argv that runs it on ``cards`` cards, or None.
+
+    ``port_finder`` None (the dialog's preview) says a free port will be chosen at launch,
+    without choosing one. A command run under a shell is never rewritten.
+    """
+    if plan.uses_shell or cards < 1:
+        return None
+    found = find_launcher(plan.argv)
+    if found is None:
+        return None
+    launcher, start = found
+    options = _launcher_options(plan.argv, start, _flags(launcher))
+    if launcher == ACCELERATE:
+        return _accelerate(plan.argv, start, options, cards, port_finder)
+    if launcher == DEEPSPEED:
+        return _deepspeed(plan.argv, start, options, cards, port_finder)
+    return _torchrun(launcher, plan.argv, start, options, cards, environ, port_finder)
+
+
+def plain_python_note(plan: CommandPlan, cards: int) -> str | None:
+    """A python script on several cards without a launcher uses one of them."""
+    if plan.uses_shell or cards < 2 or find_launcher(plan.argv) is not None:
+        return None
+    if not any(
+        os.path.basename(word).startswith(("python", "pypy")) for word in _before_script(plan.argv)
+    ):
+        return None
+    return (
+        f"The script sees {cards} devices (cuda:0 … cuda:{cards - 1}) and uses only cuda:0 "
+        "unless it uses DataParallel or DDP; for one process per card run it with "
+        f"torchrun --nproc-per-node={cards}."
+    )
+
+
+def find_launcher(argv: Sequence[str]) -> tuple[str, int] | None:
+    """The launcher and the position of its first option, looking through wrappers.
+
+    The search ends at the first script (``train.py``): a launcher's name after it is an
+    argument of the script, not the program that runs.
+    """
+    for position, word in enumerate(argv):
+        base = os.path.basename(word)
+        if base == TORCHRUN:
+            return TORCHRUN, position + 1
+        if base == DEEPSPEED:
+            return DEEPSPEED, position + 1
+        if base == "accelerate" and tuple(argv[position + 1 : position + 2]) == ("launch",):
+            return ACCELERATE, position + 2
+        if word == "-m" and position > 0:
+            module = argv[position + 1] if position + 1 < len(argv) else ""
+            if module in _TORCH_MODULES:
+                return _TORCH_MODULES[module], position + 2
+            return None
+        if word.endswith(_SCRIPT_SUFFIXES) and not word.startswith("-"):
+            return None
+    return None
+
+
+def _before_script(argv: Sequence[str]) -> list[str]:
+    words: list[str] = []
+    for word in argv:
+        if word.endswith(_SCRIPT_SUFFIXES) and not word.startswith("-"):
+            break
+        words.append(word)
+    return words
+
+
+def _flags(launcher: str) -> frozenset[str]:
+    if launcher == ACCELERATE:
+        return _ACCELERATE_FLAGS
+    if launcher == DEEPSPEED:
+        return _DEEPSPEED_FLAGS
+    return _TORCH_FLAGS
+
+
+def _launcher_options(argv: Sequence[str], start: int, flags: frozenset[str]) -> dict[str, str]:
+    """The launcher's own options (before its script), by name: ``{"--nproc-per-node": "2"}``.
+
+    A flag maps to ``""``. Scanning ends at the script or at ``--``.
+    """
+    options: dict[str, str] = {}
+    position = start
+    while position < len(argv):
+        word = argv[position]
+        if word == "--" or not word.startswith("-") or word == "-":
+            break
+        name, equals, value = word.partition("=")
+        if equals:
+            options[name] = value
+        elif name in flags:
+            options[name] = ""
+        else:
+            options[name] = argv[position + 1] if position + 1 < len(argv) else ""
+            position += 1
+        position += 1
+    return options
+
+
+def _given(options: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        if name in options:
+            return options[name]
+    return None
+
+
+def _count(text: str | None) -> int | None:
+    if text is None or not is_ascii_digits(text) or len(text) > MAX_ID_DIGITS:
+        return None
+    return int(text)
+
+
+def _insert(argv: Sequence[str], start: int, added: Sequence[str]) -> tuple[str, ...]:
+    return (*argv[:start], *added, *argv[start:])
+
+
+def _process_count(
+    launcher: str, given: str | None, cards: int, added: list[str], option: str
+) -> tuple[int | None, list[str], list[str]]:
+    """The processes per node, and the note or warning about it."""
+    notes: list[str] = []
+    warnings: list[str] = []
+    if given is None:
+        added.append(f"{option}={cards}")
+        notes.append(
+            f"{option} was not given: gputop sets it to {cards}, one process per selected card."
+        )
+        return cards, notes, warnings
+    count = _count(given)
+    if count is None:
+        warnings.append(
+            f"{option}={given}: {launcher} decides the process count itself; "
+            f"{cards} card{'s are' if cards > 1 else ' is'} selected."
+        )
+    elif count != cards:
+        idle = f"{cards - count} card(s) stay idle" if count < cards else "ranks share cards"
+        warnings.append(
+            f"{option}={count} but {cards} card{'s are' if cards > 1 else ' is'} selected: {idle}."
+        )
+    return count, notes, warnings
+
+
+def _port_added(
+    added: list[str], option: str, port_finder: PortFinder | None, why: str
+) -> tuple[int | None, str]:
+    port = port_finder() if port_finder is not None else None
+    shown = str(port) if port is not None else "PORT"
+    added.append(f"{option}={shown}")
+    if port is None:
+        return None, f"{why}: gputop gives it a free port, chosen at launch."
+    return port, f"{why}: gputop gives it port {port}, free now."
+
+
+def _torchrun(
+    launcher: str,
+    argv: Sequence[str],
+    start: int,
+    options: Mapping[str, str],
+    cards: int,
+    environ: Mapping[str, str],
+    port_finder: PortFinder | None,
+) -> LauncherPlan:
+    added: list[str] = []
+    given = _given(options, "--nproc-per-node", "--nproc_per_node")
+    if given is None:
+        given = environ.get("PET_NPROC_PER_NODE")
+    count, notes, warnings = _process_count(launcher, given, cards, added, "--nproc_per_node")
+    rendezvous = [name for name in _TORCH_RENDEZVOUS if name in options]
+    rendezvous += [name for name in _TORCH_RENDEZVOUS_ENV if environ.get(name)]
+    nodes = _given(options, "--nnodes") or environ.get("PET_NNODES") or "1"
+    port: int | None = None
+    if rendezvous:
+        notes.append(f"The rendezvous is given ({rendezvous[0]}): gputop leaves it.")
+    elif nodes.split(":")[-1] not in ("", "1"):
+        notes.append(f"--nnodes={nodes}: a multi-node rendezvous; gputop leaves its port.")
+    else:
+        port, said = _port_added(
+            added,
+            "--master_port",
+            port_finder,
+            "Without --master-port, torchrun 2.13 picks a free port itself on one node but "
+            "older releases rendezvous on the fixed port 29500",
+        )
+        notes.append(said)
+    return LauncherPlan(
+        launcher, _insert(argv, start, added), tuple(added), count, port,
+        tuple(notes), tuple(warnings),
+    )  # fmt: skip
+
+
+def _accelerate(
+    argv: Sequence[str],
+    start: int,
+    options: Mapping[str, str],
+    cards: int,
+    port_finder: PortFinder | None,
+) -> LauncherPlan:
+    added: list[str] = []
+    given = _given(options, "--num_processes", "--num-processes")
+    count, notes, warnings = _process_count(ACCELERATE, given, cards, added, "--num_processes")
+    if given is None and cards > 1 and not any(mode in options for mode in _ACCELERATE_MODES):
+        added.append("--multi_gpu")
+    if "--gpu_ids" in options:
+        warnings.append(
+            "--gpu_ids makes accelerate set CUDA_VISIBLE_DEVICES itself, replacing gputop's "
+            "pinning: leave it out."
+        )
+    port: int | None = None
+    if "--main_process_port" in options:
+        notes.append("The rendezvous port is given (--main_process_port): gputop leaves it.")
+    else:
+        port, said = _port_added(
+            added,
+            "--main_process_port",
+            port_finder,
+            "Without --main_process_port (or one in its config file), accelerate uses 29500",
+        )
+        notes.append(said)
+    notes.append(
+        "accelerate's config file (accelerate config) may set more; options given here win."
+    )
+    return LauncherPlan(
+        ACCELERATE, _insert(argv, start, added), tuple(added), count, port,
+        tuple(notes), tuple(warnings),
+    )  # fmt: skip
+
+
+def _deepspeed(
+    argv: Sequence[str],
+    start: int,
+    options: Mapping[str, str],
+    cards: int,
+    port_finder: PortFinder | None,
+) -> LauncherPlan:
+    added: list[str] = []
+    notes: list[str] = []
+    warnings: list[str] = []
+    overriding = [
+        name
+        for name in ("--include", "-i", "--exclude", "-e", "--num_gpus", "--num_accelerators")
+        if name in options
+    ]
+    if (_count(options.get("--num_nodes")) or 0) > 1:
+        overriding.append("--num_nodes")
+    count: int | None = cards
+    if overriding:
+        count = _count(_given(options, "--num_gpus", "--num_accelerators"))
+        warnings.append(
+            f"With {overriding[0]}, deepspeed ignores CUDA_VISIBLE_DEVICES and picks cards "
+            "of the whole machine: gputop's pinning is lost. Leave it out; deepspeed then "
+            f"starts one process per selected card ({cards})."
+        )
+    else:
+        notes.append(
+            f"deepspeed starts one process per visible card: {cards}. It reads "
+            "CUDA_VISIBLE_DEVICES as integers, so gputop pins by index."
+        )
+    port: int | None = None
+    if "--master_port" in options:
+        notes.append("The rendezvous port is given (--master_port): gputop leaves it.")
+    else:
+        port, said = _port_added(
+            added, "--master_port", port_finder, "Without --master_port, deepspeed uses 29500"
+        )
+        notes.append(said)
+    return LauncherPlan(
+        DEEPSPEED, _insert(argv, start, added), tuple(added), count, port,
+        tuple(notes), tuple(warnings), pin_with_indices=True,
+    )  # fmt: skip
+
+
+def rank_lines(launcher: LauncherPlan, card_labels: Sequence[str]) -> list[str]:
+    """``local rank 0 → cuda:0 → GPU 3 …`` for each process; ``card_labels[N]`` is cuda:N."""
+    if launcher.processes_per_node is None:
+        return [f"{launcher.launcher} decides how many processes it starts."]
+    count = launcher.processes_per_node
+    lines = [f"{launcher.launcher} starts {count} process{'' if count == 1 else 'es'}:"]
+    for rank in launcher.ranks(len(card_labels)):
+        if rank.logical_index is None:
+            lines.append(f"  local rank {rank.local_rank} → no card of its own")
+        else:
+            where = card_labels[rank.logical_index]
+            lines.append(f"  local rank {rank.local_rank} → cuda:{rank.logical_index} → {where}")
+    return lines

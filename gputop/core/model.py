@@ -57,6 +57,26 @@ class MigDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessCuda:
+    """What one process's ``cuda:N`` are, from the environment it was started with
+    (gputop.core.sampling.process_env); numbers outside their range are ``None``."""
+
+    visible_devices: str | None
+    device_order: str | None
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    master_addr: str | None
+    master_port: int | None
+    run_id: str | None
+    """torchelastic's run id (``TORCHELASTIC_RUN_ID``): the same for every rank of one job."""
+    devices: tuple[int, ...]
+    """Physical indices in ``cuda:N`` order, by gputop's rules."""
+    mismatch: bool
+    """NVML shows the process on a card that its own CUDA_VISIBLE_DEVICES excludes."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuProcess:
     """A process that holds a context on a GPU, with what the host knows of it."""
 
@@ -79,6 +99,8 @@ class GpuProcess:
     """Seconds since the epoch."""
     hint: str | None = None
     """Why user and command are missing, for a person (e.g. another PID namespace)."""
+    cuda: ProcessCuda | None = None
+    """The process's own CUDA view, where its environment could be read."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
+from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, ProcessCuda, Snapshot
 
 SCHEMA_VERSION = 1
 
@@ -98,4 +98,23 @@ def _process(process: GpuProcess) -> dict[str, Any]:
         "start_time": process.start_time,
         "origin": process.origin.value,
         "hint": process.hint,
+        "cuda": _cuda(process.cuda),
+    }
+
+
+def _cuda(cuda: ProcessCuda | None) -> dict[str, Any] | None:
+    """The process's own CUDA view; None where its environment could not be read."""
+    if cuda is None:
+        return None
+    return {
+        "visible_devices": cuda.visible_devices,
+        "device_order": cuda.device_order,
+        "rank": cuda.rank,
+        "local_rank": cuda.local_rank,
+        "world_size": cuda.world_size,
+        "master_addr": cuda.master_addr,
+        "master_port": cuda.master_port,
+        "run_id": cuda.run_id,
+        "devices": list(cuda.devices),
+        "mismatch": cuda.mismatch,
     }

@@ -21,6 +21,7 @@ import psutil
 from gputop.core.model import ProcessOrigin
 from gputop.core.sampling import proc_counters
 from gputop.core.sampling.pid_namespace import LocalPidGuard
+from gputop.core.sampling.process_env import CudaEnvironment, read_cuda_environment
 
 FOREIGN_HINT = "not visible here (another PID namespace, e.g. a container)"
 DENIED_HINT = "no permission to read this process"
@@ -37,6 +38,8 @@ class HostFacts:
     host_memory_bytes: int | None = None
     start_time: float | None = None
     hint: str | None = None
+    environment: CudaEnvironment | None = None
+    """Its CUDA and rank variables (gputop.core.sampling.process_env); None where unread."""
 
 
 SimulatedLookup = Callable[[int], "HostFacts | None"]
@@ -53,6 +56,7 @@ class _Tracked:
     user: str | None
     command: tuple[str, ...]
     hint: str | None
+    environment: CudaEnvironment | None = None
     cpu_time_s: float | None = None
     """CPU time at the previous refresh, and when that was (monotonic seconds)."""
     read_at: float = 0.0
@@ -138,6 +142,7 @@ class HostProcessTable:
             host_memory_bytes=counters.rss_bytes,
             start_time=tracked.create_time,
             hint=tracked.hint,
+            environment=tracked.environment,
         )
 
     def _track(self, pid: int, counters: proc_counters.Counters) -> _Tracked:
@@ -156,6 +161,8 @@ class HostProcessTable:
             except psutil.AccessDenied:
                 command, hint = (), DENIED_HINT
             create_time = process.create_time()
-        tracked = _Tracked(counters.start_mark, create_time, user, command, hint)
+        # Read once per (pid, start): an environment never changes after exec.
+        environment = read_cuda_environment(pid)
+        tracked = _Tracked(counters.start_mark, create_time, user, command, hint, environment)
         self._tracked[pid] = tracked
         return tracked

@@ -24,6 +24,7 @@ from gputop.core.sampling.nvml_processes import (
     ProcessUtilization,
     read_utilization,
 )
+from gputop.core.sampling.process_env import attach_cuda_views
 
 MIB = 1024 * 1024
 PSTATE_UNKNOWN = 32
@@ -119,6 +120,8 @@ class NvmlBackend:
             else gpu
             for gpu, processes, usage in readings
         ]
+        environments = {pid: fact.environment for pid, fact in facts.items()}
+        gpus = attach_cuda_views(gpus, environments, self._driver_version)
         return Snapshot(
             host=self._hostname,
             driver_version=self._driver_version,

@@ -1,0 +1,137 @@
+"""Each GPU process's own CUDA view: read from its environment, mapped to physical cards.
+
+A process's ``cuda:N`` depends on the ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` it
+was started with, not on gputop's. Linux shows a process's initial environment in
+``/proc/PID/environ`` to its owner and to root; gputop reads the few variables below from it,
+once per (pid, start time) when the process is first seen, on the sampler thread (never the
+UI's), at most ``ENVIRON_LIMIT_BYTES``. A process that vanished or refuses is "unknown"
+(``None``). The variables are mapped with the same resolver as ``gputop map``; a process that
+NVML shows on a card its own list excludes is flagged. docs/cuda-visibility.md explains it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from gputop.core.model import GpuSample, ProcessCuda
+from gputop.core.numbers import is_ascii_digits
+from gputop.core.visibility import resolve_visibility
+
+ENVIRON_LIMIT_BYTES = 256 * 1024
+"""More than any real environment holds (Linux limits one string to 128 KiB)."""
+_TEXT_LIMIT = 4096
+MAX_RANK = 1 << 24
+MAX_PORT = 65535
+WATCHED = (
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CudaEnvironment:
+    """The watched variables as the process was started with them; absent ones left out."""
+
+    values: tuple[tuple[str, str], ...]
+
+    def get(self, name: str) -> str | None:
+        return dict(self.values).get(name)
+
+
+def read_cuda_environment(pid: int, limit: int = ENVIRON_LIMIT_BYTES) -> CudaEnvironment | None:
+    """The watched variables of ``pid``, or None when it ended or its environment is refused."""
+    try:
+        fd = os.open(f"/proc/{int(pid)}/environ", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    except OSError:  # ESRCH or EACCES at read time: it ended, or it is not ours to read
+        return None
+    finally:
+        os.close(fd)
+    return parse_environ(data, truncated=len(data) >= limit)
+
+
+def parse_environ(data: bytes, truncated: bool = False) -> CudaEnvironment:
+    """``NAME=value\\0`` entries; the last one is dropped when the read was cut short."""
+    entries = data.split(b"\0")
+    if truncated and entries:
+        entries = entries[:-1]
+    wanted = {name.encode(): name for name in WATCHED}
+    found: dict[str, str] = {}
+    for entry in entries:
+        raw_name, equals, raw_value = entry.partition(b"=")
+        name = wanted.get(raw_name)
+        if name is None or not equals or name in found:
+            continue
+        found[name] = os.fsdecode(raw_value[:_TEXT_LIMIT])
+    return CudaEnvironment(tuple(sorted(found.items())))
+
+
+def process_cuda(
+    environment: CudaEnvironment,
+    gpus: Sequence[GpuSample],
+    driver_version: str | None,
+    physical_index: int,
+    driver_order: Sequence[str] | None = None,
+) -> ProcessCuda:
+    """Where this process's ``cuda:N`` are, and whether NVML shows it on a card outside them."""
+    visible = environment.get("CUDA_VISIBLE_DEVICES")
+    order = environment.get("CUDA_DEVICE_ORDER")
+    seen = resolve_visibility(gpus, driver_version, visible, order, driver_order=driver_order)
+    devices = tuple(device.physical_index for device in seen.devices)
+    return ProcessCuda(
+        visible_devices=visible,
+        device_order=order,
+        rank=_number(environment.get("RANK"), 0, MAX_RANK),
+        local_rank=_number(environment.get("LOCAL_RANK"), 0, MAX_RANK),
+        world_size=_number(environment.get("WORLD_SIZE"), 1, MAX_RANK),
+        master_addr=environment.get("MASTER_ADDR"),
+        master_port=_number(environment.get("MASTER_PORT"), 1, MAX_PORT),
+        run_id=environment.get("TORCHELASTIC_RUN_ID"),
+        devices=devices,
+        mismatch=physical_index not in devices,
+    )
+
+
+def attach_cuda_views(
+    gpus: Sequence[GpuSample],
+    environments: Mapping[int, CudaEnvironment | None],
+    driver_version: str | None,
+) -> list[GpuSample]:
+    """Each GPU with its processes' CUDA views filled in where their environment was read."""
+    result = []
+    for gpu in gpus:
+        if not any(environments.get(p.pid) for p in gpu.processes):
+            result.append(gpu)
+            continue
+        processes = tuple(
+            replace(p, cuda=process_cuda(env, gpus, driver_version, gpu.physical_index))
+            if (env := environments.get(p.pid)) is not None
+            else p
+            for p in gpu.processes
+        )
+        result.append(replace(gpu, processes=processes))
+    return result
+
+
+def _number(text: str | None, minimum: int, maximum: int) -> int | None:
+    """A count from outside: ASCII digits within range, else not available."""
+    if text is None:
+        return None
+    stripped = text.strip()
+    if not is_ascii_digits(stripped) or len(stripped) > 9:
+        return None
+    value = int(stripped)
+    return value if minimum <= value <= maximum else None

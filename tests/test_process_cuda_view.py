@@ -1,0 +1,150 @@
+"""Each GPU process's own CUDA view, read from the environment of real processes.
+
+The cards are simulated (a scenario naming the real pids); the processes and their
+environments are real, started here with the variables a DDP rank gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from conftest import minimal_gpu
+
+from gputop.cli.main import main
+from gputop.core.sampling.process_env import (
+    ENVIRON_LIMIT_BYTES,
+    parse_environ,
+    process_cuda,
+    read_cuda_environment,
+)
+
+UUIDS = [f"GPU-{n}1111111-aaaa-bbbb-cccc-00000000000{n}" for n in range(4)]
+SLEEPER = "import sys, time; sys.stdout.write('up\\n'); sys.stdout.flush(); time.sleep(120)"
+
+
+@pytest.fixture
+def start_process() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """A real process with the given variables added to a clean environment."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(**variables: str) -> subprocess.Popen[str]:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin"), **variables}
+        process = subprocess.Popen(
+            [sys.executable, "-c", SLEEPER], env=env, stdout=subprocess.PIPE, text=True
+        )
+        assert process.stdout is not None and process.stdout.readline() == "up\n"
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def four_cards(processes: dict[int, list[int]]) -> list[dict[str, Any]]:
+    """Four A100s; ``processes[physical index]``: the pids NVML shows on it."""
+    return [
+        minimal_gpu(
+            uuid=UUIDS[index],
+            pci_bus_id=f"00000000:0{index + 1}:00.0",
+            processes=[
+                {"pid": pid, "used_memory_mib": 1000, "type": "C"}
+                for pid in processes.get(index, [])
+            ],
+        )
+        for index in range(4)
+    ]
+
+
+def snapshot_processes(
+    capsys: pytest.CaptureFixture[str], scenario: str
+) -> dict[int, dict[str, Any]]:
+    assert main(["snapshot", "--json", "--fake", scenario]) == 0
+    document = json.loads(capsys.readouterr().out)
+    return {p["pid"]: p for gpu in document["gpus"] for p in gpu["processes"] or []}
+
+
+def test_each_rank_reports_its_own_cuda_devices_rank_and_world_size(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pinned = f"{UUIDS[3]},{UUIDS[1]}"
+    common = {"CUDA_VISIBLE_DEVICES": pinned, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    common |= {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "41234"}
+    rank0 = start_process(RANK="0", LOCAL_RANK="0", **common)
+    rank1 = start_process(RANK="1", LOCAL_RANK="1", **common)
+    scenario = scenario_file(four_cards({3: [rank0.pid], 1: [rank1.pid]}))
+    processes = snapshot_processes(capsys, scenario)
+    assert processes[rank0.pid]["cuda"] == {
+        "visible_devices": pinned,
+        "device_order": "PCI_BUS_ID",
+        "rank": 0,
+        "local_rank": 0,
+        "world_size": 2,
+        "master_addr": "127.0.0.1",
+        "master_port": 41234,
+        "run_id": None,
+        "devices": [3, 1],
+        "mismatch": False,
+    }
+    assert processes[rank1.pid]["cuda"]["rank"] == 1
+    assert processes[rank1.pid]["cuda"]["mismatch"] is False
+
+
+def test_a_process_on_a_card_its_own_list_excludes_is_flagged(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # It asked for GPU 3 by index without PCI_BUS_ID; NVML shows it on GPU 0.
+    stray = start_process(CUDA_VISIBLE_DEVICES=UUIDS[3])
+    scenario = scenario_file(four_cards({0: [stray.pid]}))
+    cuda = snapshot_processes(capsys, scenario)[stray.pid]["cuda"]
+    assert cuda["devices"] == [3] and cuda["mismatch"] is True
+
+
+def test_a_process_without_the_variables_sees_every_card_and_is_no_mismatch(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plain = start_process()
+    scenario = scenario_file(four_cards({2: [plain.pid]}))
+    cuda = snapshot_processes(capsys, scenario)[plain.pid]["cuda"]
+    assert cuda["visible_devices"] is None and cuda["rank"] is None
+    assert sorted(cuda["devices"]) == [0, 1, 2, 3] and cuda["mismatch"] is False
+
+
+def test_a_process_whose_environment_cannot_be_read_is_unknown(
+    scenario_file: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = scenario_file(four_cards({0: [4200001]}))  # no such process here
+    assert snapshot_processes(capsys, scenario)[4200001]["cuda"] is None
+    assert read_cuda_environment(4200001) is None
+
+
+def test_numbers_out_of_range_are_not_available_and_a_cut_entry_is_dropped() -> None:
+    parsed = parse_environ(b"RANK=-1\0WORLD_SIZE=0\0LOCAL_RANK=\xd9\xa3\0MASTER_PORT=99999\0")
+    assert parsed.get("LOCAL_RANK") == "٣" and parsed.get("MASTER_PORT") == "99999"
+    cuda = process_cuda(parsed, [], None, 0)
+    assert (cuda.rank, cuda.local_rank, cuda.world_size, cuda.master_port) == (None,) * 4
+    cut = parse_environ(b"RANK=1\0CUDA_VISIBLE_DEVICES=GPU-12", truncated=True)
+    assert cut.get("CUDA_VISIBLE_DEVICES") is None and cut.get("RANK") == "1"
+
+
+def test_the_environment_read_is_bounded(
+    start_process: Callable[..., subprocess.Popen[str]],
+) -> None:
+    big = start_process(PADDING="x" * 100_000, RANK="7")
+    cut = read_cuda_environment(big.pid, limit=1000)
+    assert cut is not None and cut.get("RANK") is None
+    whole = read_cuda_environment(big.pid, limit=ENVIRON_LIMIT_BYTES)
+    assert whole is not None and whole.get("RANK") == "7"

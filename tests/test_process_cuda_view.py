@@ -17,12 +17,15 @@ import pytest
 from conftest import minimal_gpu
 
 from gputop.cli.main import main
+from gputop.core.remote.protocol import snapshot_from_json
+from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.process_env import (
     ENVIRON_LIMIT_BYTES,
     parse_environ,
     process_cuda,
     read_cuda_environment,
 )
+from gputop.core.snapshot_json import snapshot_to_json
 
 UUIDS = [f"GPU-{n}1111111-aaaa-bbbb-cccc-00000000000{n}" for n in range(4)]
 SLEEPER = "import sys, time; sys.stdout.write('up\\n'); sys.stdout.flush(); time.sleep(120)"
@@ -148,3 +151,17 @@ def test_the_environment_read_is_bounded(
     assert cut is not None and cut.get("RANK") is None
     whole = read_cuda_environment(big.pid, limit=ENVIRON_LIMIT_BYTES)
     assert whole is not None and whole.get("RANK") == "7"
+
+
+def test_the_cuda_view_travels_to_the_lab_view_unchanged(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+    fake_backend: Callable[..., NvmlBackend],
+) -> None:
+    rank = start_process(CUDA_VISIBLE_DEVICES=f"{UUIDS[2]},{UUIDS[0]}", RANK="1", WORLD_SIZE="2")
+    document = snapshot_to_json(fake_backend(scenario_file(four_cards({2: [rank.pid]}))).sample())
+    back = snapshot_from_json(document)
+    (process,) = back.gpus[2].processes
+    assert process.cuda is not None and process.cuda.devices == (2, 0)
+    assert process.cuda.rank == 1 and process.cuda.world_size == 2
+    assert snapshot_to_json(back) == document

@@ -26,10 +26,12 @@ from gputop.core.model import (
     GpuProcess,
     GpuSample,
     MigDevice,
+    ProcessCuda,
     ProcessOrigin,
     ProcessType,
     Snapshot,
 )
+from gputop.core.sampling.process_env import MAX_PORT, MAX_RANK
 
 PROTOCOL_VERSION = 1
 
@@ -188,7 +190,37 @@ def _process(value: Any, physical_index: int, where: str) -> GpuProcess:
         host_memory_bytes=_int(process.get("host_memory_bytes"), f"{where}.host_memory_bytes"),
         start_time=_float(process.get("start_time"), f"{where}.start_time"),
         hint=_str(process.get("hint"), f"{where}.hint"),
+        cuda=_process_cuda(process.get("cuda"), f"{where}.cuda"),
     )
+
+
+def _process_cuda(value: Any, where: str) -> ProcessCuda | None:
+    """A process's own CUDA view; numbers out of range are not available, as where read."""
+    if value is None:
+        return None
+    cuda = _object(value, where)
+    devices = _list(cuda.get("devices") or [], f"{where}.devices")
+    return ProcessCuda(
+        visible_devices=_str(cuda.get("visible_devices"), f"{where}.visible_devices"),
+        device_order=_str(cuda.get("device_order"), f"{where}.device_order"),
+        rank=_ranged(cuda.get("rank"), f"{where}.rank", 0, MAX_RANK),
+        local_rank=_ranged(cuda.get("local_rank"), f"{where}.local_rank", 0, MAX_RANK),
+        world_size=_ranged(cuda.get("world_size"), f"{where}.world_size", 1, MAX_RANK),
+        master_addr=_str(cuda.get("master_addr"), f"{where}.master_addr"),
+        master_port=_ranged(cuda.get("master_port"), f"{where}.master_port", 1, MAX_PORT),
+        run_id=_str(cuda.get("run_id"), f"{where}.run_id"),
+        devices=tuple(
+            index
+            for item in devices
+            if (index := _ranged(item, f"{where}.devices", 0, MAX_RANK)) is not None
+        ),
+        mismatch=bool(_bool(cuda.get("mismatch"), f"{where}.mismatch")),
+    )
+
+
+def _ranged(value: Any, where: str, minimum: int, maximum: int) -> int | None:
+    number = _int(value, where)
+    return number if number is not None and minimum <= number <= maximum else None
 
 
 def _capability(value: Any, where: str) -> tuple[int, int] | None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 from dashboard_helpers import first_sample, make_app, plain_text
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
@@ -50,3 +54,28 @@ async def test_plain_python_on_two_cards_is_told_it_uses_one() -> None:
         preview = await dialog_on_gpus_1_and_3(app, pilot, "python train.py")
         assert "The script sees 2 devices" in preview
         assert "unless it uses DataParallel or DDP" in preview
+
+
+async def test_a_job_that_ends_while_the_dashboard_is_open_gets_a_toast(tmp_path: Path) -> None:
+    app = make_app("v100x4")
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        await pilot.press("l")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, LaunchScreen)
+        screen.query_one("#cwd", Input).value = str(tmp_path)
+        command = f"{sys.executable} -c 'import time, sys; time.sleep(1); sys.exit(4)'"
+        screen.query_one("#command", Input).value = command
+        screen.query_one("#command", Input).focus()
+        await pilot.press("enter")
+
+        def toasts() -> list[str]:
+            return [str(n.message) for n in app._notifications]
+
+        deadline = time.monotonic() + 30
+        while not any("failed 4 after" in toast for toast in toasts()):
+            assert time.monotonic() < deadline, f"no toast for the job's end: {toasts()}"
+            await pilot.pause(0.1)
+        (ended,) = [toast for toast in toasts() if "failed 4" in toast]
+        assert ended.startswith("Job 1 (python -c) failed 4 after")

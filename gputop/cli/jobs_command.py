@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from gputop.cli import jobs_wait
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import UsageError
 from gputop.core.jobs.log_follow import TerminalLogFilter
@@ -77,6 +78,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="seconds between SIGTERM and SIGKILL (default: the job's, 10)",
     )
     stop.set_defaults(run=run_stop)
+    jobs_wait.add_parser(actions, job_id)
 
 
 def job_id(text: str) -> int:

@@ -17,6 +17,7 @@ from textual.notifications import SeverityLevel
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job
+from gputop.core.jobs.notify import job_events
 from gputop.core.jobs.service import JobsService, Severity
 from gputop.core.jobs.tracking import JobsView
 from gputop.core.model import Snapshot
@@ -77,6 +78,10 @@ class JobsActions(App[None]):
         self.notify(message.text, severity=message.severity, timeout=10)
 
     def _show_jobs(self, jobs: JobsView) -> None:
+        for event in job_events(self.jobs_service.view.jobs, jobs.jobs):
+            # Plain text (markup=False): the job's name is the user's, cleaned in the event.
+            severity: SeverityLevel = "warning" if event.failed else "information"
+            self.notify(event.text, severity=severity, timeout=10, markup=False)
         self.jobs_service.view = jobs
         self.query_one(ProcessTable).set_jobs(jobs.job_of_pid)
         self.query_one(JobsPanel).show(jobs)

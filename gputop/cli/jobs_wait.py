@@ -1,0 +1,105 @@
+"""``gputop jobs wait ID...``: block until those jobs end; exit with the job's status.
+
+For scripts: ``gputop jobs wait 3 && gputop run ...``. Each start of a waiting job and each
+end is said on stdout, as a terminal notification and through ``--notify-command``
+(gputop.core.jobs.notify). The exit status is the job's (its exit code, 128 + the signal that
+ended it), with several jobs the first one's that did not exit 0; ``--timeout`` gives up
+with 124, as timeout(1) does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+
+from gputop.cli.arg_types import seconds
+from gputop.core.jobs.model import Job
+from gputop.core.jobs.notify import (
+    JobEvent,
+    exit_status,
+    job_events,
+    notify_argv,
+    run_notify_command,
+    write_terminal_notification,
+)
+from gputop.core.safe_text import clean
+
+POLL_S = 0.5
+TIMED_OUT = 124
+MAX_WAIT_S = 366 * 24 * 3600.0
+
+
+def add_parser(actions: argparse._SubParsersAction, job_id: Callable[[str], int]) -> None:
+    wait = actions.add_parser(
+        "wait",
+        help="wait until jobs end; exit with the job's status (for scripts)",
+        description="Block until the given jobs have ended and exit with the job's status: "
+        "its exit code, 128 + the signal that ended it; with several jobs, the first one "
+        "that did not exit 0. Each start and end is printed, shown as a terminal "
+        "notification, and passed to --notify-command.",
+    )
+    wait.add_argument("job_ids", type=job_id, nargs="+", metavar="ID", help="the jobs' ids")
+    wait.add_argument(
+        "--timeout",
+        type=seconds(0, MAX_WAIT_S),
+        metavar="SECONDS",
+        help="give up after this long and exit 124 (default: wait for ever)",
+    )
+    wait.add_argument(
+        "--notify-command",
+        metavar="CMD",
+        help="run CMD (split like a shell would, never run by one) when a job starts or "
+        "ends, with GPUTOP_EVENT, GPUTOP_JOB_ID, GPUTOP_JOB_STATUS and more in its "
+        "environment (docs/notifications.md)",
+    )
+    wait.set_defaults(run=run_wait)
+
+
+def run_wait(args: argparse.Namespace) -> int:
+    from gputop.cli.jobs_command import open_store
+
+    argv = notify_argv(args.notify_command) if args.notify_command else None
+    wanted = list(dict.fromkeys(args.job_ids))
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    store = open_store(create=False)
+    try:
+        jobs = [store.get(job_id) for job_id in wanted]
+        for job in jobs:
+            if not job.is_active:
+                print(f"Job {job.id} ({clean(job.name)}) has already ended: {job.status_text}.")
+        while any(job.is_active for job in jobs):
+            if deadline is not None and time.monotonic() >= deadline:
+                running = ", ".join(str(job.id) for job in jobs if job.is_active)
+                print(
+                    f"gputop: gave up after {args.timeout:g} s: job(s) {running} still active.",
+                    file=sys.stderr,
+                )
+                return TIMED_OUT
+            time.sleep(POLL_S)
+            now = [store.get(job.id) for job in jobs]
+            for event in job_events(jobs, now):
+                _tell(event, argv)
+            jobs = now
+    finally:
+        store.close()
+    return _status(jobs)
+
+
+def _tell(event: JobEvent, argv: list[str] | None) -> None:
+    print(event.text, flush=True)
+    write_terminal_notification(event, os.environ)
+    if argv is not None:
+        problem = run_notify_command(argv, event)
+        if problem:
+            print(f"gputop: warning: {clean(problem)}", file=sys.stderr)
+
+
+def _status(jobs: list[Job]) -> int:
+    for job in jobs:
+        status = exit_status(job)
+        if status != 0:
+            return status
+    return 0

@@ -1,0 +1,179 @@
+"""Word when a job ends or a waiting job starts: the event, a terminal notification, a hook.
+
+The event is computed from two reads of the job store (``job_events``). It reaches a person
+as a toast in the dashboard, as a terminal notification (OSC 9 or OSC 777 where the terminal
+is known to show one, wrapped for tmux; the bell elsewhere), and through a command the person
+gives (``--notify-command``), run as an argv with the job's facts in ``GPUTOP_*`` variables,
+never spliced into a command line. Job names come from outside: every text is cleaned
+(gputop.core.safe_text) and stripped of what would end an OSC string. docs/notifications.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gputop.core.errors import UsageError
+from gputop.core.jobs.model import Job, JobState, signal_name
+from gputop.core.safe_text import clean
+from gputop.core.units import duration
+
+STARTED = "started"
+ENDED = "ended"
+NOTIFY_TIMEOUT_S = 30.0
+_OSC_TEXT_MAX = 200
+_OSC9_TERMINALS = ("iTerm.app", "WezTerm", "ghostty")
+"""``TERM_PROGRAM`` values of terminals that show OSC 9 as a desktop notification."""
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One job started (after waiting) or ended, with what a person wants to know."""
+
+    kind: str
+    job: Job
+
+    @property
+    def text(self) -> str:
+        """``Job 3 (train.py) exited 0 after 1h02m``: cleaned, one line."""
+        job = self.job
+        name = clean(job.name)
+        if self.kind == STARTED:
+            return f"Job {job.id} ({name}) started on GPU {clean(job.gpus_text)}."
+        took = job.duration_s()
+        after = f" after {duration(took)}" if took is not None else ""
+        return f"Job {job.id} ({name}) {clean(job.status_text)}{after}."
+
+    @property
+    def failed(self) -> bool:
+        return self.kind == ENDED and self.job.status != "exited"
+
+
+def job_events(before: Sequence[Job], after: Sequence[Job]) -> list[JobEvent]:
+    """What changed between two reads: jobs that ended, and waiting jobs that started.
+
+    A job first seen already ended is no news (it ended before this reader looked).
+    """
+    earlier = {job.id: job for job in before}
+    events: list[JobEvent] = []
+    for job in after:
+        was = earlier.get(job.id)
+        if was is None or not was.is_active:
+            continue
+        if not job.is_active:
+            events.append(JobEvent(ENDED, job))
+        elif was.state is JobState.WAITING and job.state is JobState.RUNNING:
+            events.append(JobEvent(STARTED, job))
+    return events
+
+
+def exit_status(job: Job) -> int:
+    """The job's status as a shell gives it: its exit code, 128 + signal, or 1 if unknown."""
+    if job.signal is not None:
+        return 128 + job.signal
+    if job.exit_code is not None and 0 <= job.exit_code <= 255:
+        return job.exit_code
+    return 0 if job.status == "exited" else 1
+
+
+def event_environment(event: JobEvent) -> dict[str, str]:
+    """The ``GPUTOP_*`` variables a notify command gets (docs/notifications.md)."""
+    job = event.job
+    took = job.duration_s()
+    values = {
+        "GPUTOP_EVENT": event.kind,
+        "GPUTOP_JOB_ID": str(job.id),
+        "GPUTOP_JOB_NAME": job.name,
+        "GPUTOP_JOB_STATUS": job.status,
+        "GPUTOP_JOB_STATUS_TEXT": job.status_text,
+        "GPUTOP_JOB_GPUS": job.gpus_text,
+        "GPUTOP_JOB_EXIT_CODE": "" if job.exit_code is None else str(job.exit_code),
+        "GPUTOP_JOB_SIGNAL": "" if job.signal is None else signal_name(job.signal),
+        "GPUTOP_JOB_DURATION_S": "" if took is None else f"{took:.0f}",
+        "GPUTOP_JOB_LOG": job.log_path,
+        "GPUTOP_MESSAGE": event.text,
+    }
+    # A NUL cannot be in an environment variable: it would end the value early.
+    return {key: value.replace("\0", "") for key, value in values.items()}
+
+
+def notify_argv(command: str) -> list[str]:
+    """The person's own notify command as an argv (split once, never run by a shell)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as error:
+        raise UsageError(f"Cannot read the notify command {command!r}: {error}.") from None
+    if not argv:
+        raise UsageError("The notify command is empty: give a program to run.")
+    return argv
+
+
+def run_notify_command(
+    argv: Sequence[str], event: JobEvent, environ: Mapping[str, str] = os.environ
+) -> str | None:
+    """Run the notify command for ``event``; what went wrong, for a person, or None."""
+    env = {**environ, **event_environment(event)}
+    try:
+        finished = subprocess.run(
+            list(argv),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=NOTIFY_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"the notify command ran past {NOTIFY_TIMEOUT_S:g} s and was stopped"
+    except OSError as error:
+        return f"the notify command could not run: {error.strerror or error}"
+    if finished.returncode != 0:
+        return f"the notify command exited with {finished.returncode}"
+    return None
+
+
+def terminal_notification(title: str, body: str, environ: Mapping[str, str]) -> bytes:
+    """The bytes that make this terminal show a notification (the bell where none is known).
+
+    OSC 777 (``notify;title;body``) for VTE terminals and foot, OSC 9 for iTerm2, WezTerm,
+    ghostty and Windows Terminal; inside tmux wrapped in its passthrough (``ESC P tmux;``),
+    which tmux 3.3+ forwards when ``allow-passthrough`` is on.
+    """
+    safe_title, safe_body = _osc_text(title), _osc_text(body)
+    term = environ.get("TERM", "")
+    if environ.get("VTE_VERSION") or term.startswith("foot"):
+        sequence = f"\x1b]777;notify;{safe_title};{safe_body}\x07".encode()
+    elif environ.get("TERM_PROGRAM") in _OSC9_TERMINALS or environ.get("WT_SESSION"):
+        sequence = f"\x1b]9;{safe_title}: {safe_body}\x07".encode()
+    else:
+        return b"\x07"
+    if environ.get("TMUX"):
+        return b"\x1bPtmux;" + sequence.replace(b"\x1b", b"\x1b\x1b") + b"\x1b\\"
+    return sequence
+
+
+def write_terminal_notification(event: JobEvent, environ: Mapping[str, str]) -> bool:
+    """To the controlling terminal, where there is one; False where there is none."""
+    data = terminal_notification("gputop", event.text, environ)
+    try:
+        fd = os.open("/dev/tty", os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        return True
+    return False
+
+
+def _osc_text(text: str) -> str:
+    """Cleaned (no control character reaches the terminal), no ``;`` (OSC 777's separator),
+    short enough for any terminal's OSC buffer."""
+    cleaned = clean(text).replace(";", ",")
+    return cleaned[:_OSC_TEXT_MAX]

@@ -1,0 +1,144 @@
+"""`gputop jobs wait`: block until jobs end, exit with their status, and say so.
+
+Real jobs (real processes started by the real supervisor) on simulated cards; the terminal
+notification is read back from a pseudo-terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+    PYTHON,
+    launch,
+    state_dir_fixture,
+    wait_until_ended,
+)
+
+from gputop.cli.main import main
+from gputop.core.jobs.model import JobState
+from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, job_events, terminal_notification
+
+
+def python_job(code: str) -> list[str]:
+    return [PYTHON, "-c", code]
+
+
+def test_wait_returns_the_jobs_exit_code_and_says_how_it_ended(
+    state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = launch(state_dir, python_job("import time, sys; time.sleep(0.5); sys.exit(3)"))
+    assert main(["jobs", "wait", str(job.id)]) == 3
+    assert f"Job {job.id} (python -c) failed 3 after" in capsys.readouterr().out
+
+
+def test_with_several_jobs_the_first_that_failed_gives_the_status(
+    state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = launch(state_dir, python_job("pass"))
+    killed = launch(state_dir, python_job("import os, signal; os.kill(os.getpid(), 15)"))
+    assert main(["jobs", "wait", str(good.id), str(killed.id)]) == 128 + 15
+
+
+def test_timeout_gives_up_with_124_and_leaves_the_job_running(
+    state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = launch(state_dir, python_job("import time; time.sleep(60)"))
+    assert main(["jobs", "wait", "--timeout", "0.5", str(job.id)]) == 124
+    assert "still active" in capsys.readouterr().err
+
+
+def test_an_unknown_job_is_refused(state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    launch(state_dir, python_job("pass"))
+    assert main(["jobs", "wait", "99"]) != 0
+    assert "There is no job 99" in capsys.readouterr().err
+
+
+def test_the_notify_command_gets_the_jobs_facts_in_its_environment_never_its_command_line(
+    state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "notified.json"
+    marker = tmp_path / "injected"
+    name = f"x; touch {marker} $(touch {marker})"
+    job = launch(state_dir, python_job("import time; time.sleep(0.3)"), name=name)
+    record = (
+        "import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
+        "if k.startswith('GPUTOP_')}, open(sys.argv[1], 'w'))"
+    )
+    command = f"{PYTHON} -c {json.dumps(record)} {out}"
+    assert main(["jobs", "wait", "--notify-command", command, str(job.id)]) == 0
+    facts = json.loads(out.read_text())
+    assert facts["GPUTOP_EVENT"] == "ended" and facts["GPUTOP_JOB_ID"] == str(job.id)
+    assert facts["GPUTOP_JOB_NAME"] == name and facts["GPUTOP_JOB_STATUS"] == "exited"
+    assert facts["GPUTOP_JOB_EXIT_CODE"] == "0" and facts["GPUTOP_JOB_GPUS"] == "0"
+    assert not marker.exists()
+
+
+def read_until(fd: int, wanted: bytes, timeout_s: float = 30.0) -> bytes:
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while wanted not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"timed out waiting for {wanted!r}; read {seen!r}"
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("terminal", "expected_start", "expected_end"),
+    [
+        ({"TERM_PROGRAM": "WezTerm"}, b"\x1b]9;gputop: Job 1 (", b"\x07"),
+        ({"VTE_VERSION": "7600"}, b"\x1b]777;notify;gputop;Job 1 (", b"\x07"),
+        ({"TERM_PROGRAM": "WezTerm", "TMUX": "/tmp/t,1,0"}, b"\x1bPtmux;\x1b\x1b]9;", b"\x1b\\"),
+    ],
+)
+def test_the_terminal_is_notified_with_the_name_cleaned(
+    state_dir: Path, terminal: dict[str, str], expected_start: bytes, expected_end: bytes
+) -> None:
+    job = launch(state_dir, python_job("import time; time.sleep(1)"), name="evil\x1b]0;pwned\x07")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: gputop jobs wait on this terminal
+        env = {k: v for k, v in os.environ.items() if k not in ("VTE_VERSION", "TERM_PROGRAM")}
+        env.update(terminal)
+        os.execve(PYTHON, [PYTHON, "-m", "gputop", "jobs", "wait", str(job.id)], env)
+    try:
+        seen = read_until(fd, b"exited 0 after")
+        seen += read_until(fd, expected_end, timeout_s=5)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    start = seen.index(expected_start)
+    notification = seen[start : seen.index(expected_end, start + 1) + len(expected_end)]
+    assert b"evil\\e]0,pwned\\x07" in notification  # the name's ESC and BEL made visible
+    assert b"\x1b]0;" not in seen
+
+
+def test_a_terminal_without_known_notifications_gets_the_bell() -> None:
+    assert terminal_notification("gputop", "Job 1 ended", {"TERM": "xterm-256color"}) == b"\x07"
+
+
+def test_job_events_are_ends_and_starts_after_waiting_never_old_news(state_dir: Path) -> None:
+    running = launch(state_dir, python_job("import time; time.sleep(0.2)"))
+    ended = wait_until_ended(state_dir, running.id)
+    assert [e.kind for e in job_events([running], [ended])] == [ENDED]
+    assert job_events([], [ended]) == [] and job_events([ended], [ended]) == []
+    waiting = replace(running, state=JobState.WAITING)
+    started = replace(running, state=JobState.RUNNING)
+    (event,) = job_events([waiting], [started])
+    assert event == JobEvent(STARTED, started) and "started on GPU 0" in event.text

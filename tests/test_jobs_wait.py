@@ -26,6 +26,13 @@ from gputop.cli.main import main
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, job_events, terminal_notification
 
+RECORD = (
+    "import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
+    "if k.startswith('GPUTOP_')}, open(sys.argv[1] + '.tmp', 'w')); "
+    "os.replace(sys.argv[1] + '.tmp', sys.argv[1])"
+)
+"""A notify command's script: its GPUTOP_ variables to a JSON file, written atomically."""
+
 
 def python_job(code: str) -> list[str]:
     return [PYTHON, "-c", code]
@@ -68,10 +75,7 @@ def test_the_notify_command_gets_the_jobs_facts_in_its_environment_never_its_com
     marker = tmp_path / "injected"
     name = f"x; touch {marker} $(touch {marker})"
     job = launch(state_dir, python_job("import time; time.sleep(0.3)"), name=name)
-    record = (
-        "import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
-        "if k.startswith('GPUTOP_')}, open(sys.argv[1], 'w'))"
-    )
+    record = RECORD
     command = f"{PYTHON} -c {json.dumps(record)} {out}"
     assert main(["jobs", "wait", "--notify-command", command, str(job.id)]) == 0
     facts = json.loads(out.read_text())
@@ -142,3 +146,30 @@ def test_job_events_are_ends_and_starts_after_waiting_never_old_news(state_dir: 
     started = replace(running, state=JobState.RUNNING)
     (event,) = job_events([waiting], [started])
     assert event == JobEvent(STARTED, started) and "started on GPU 0" in event.text
+
+
+def test_gputop_run_notify_command_is_run_by_the_supervisor_when_the_job_ends(
+    state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "notified.json"
+    record = RECORD
+    notify = f"{PYTHON} -c {json.dumps(record)} {out}"
+    argv = ["run", "--fake", "v100x4", "--gpus", "2", "--notify-command", notify, "--"]
+    assert main([*argv, PYTHON, "-c", "raise SystemExit(2)"]) == 0
+    wait_until_ended(state_dir, 1)
+    deadline = time.monotonic() + 30
+    while not out.exists():
+        assert time.monotonic() < deadline, "the notify command never ran"
+        time.sleep(0.05)
+    facts = json.loads(out.read_text())
+    assert facts["GPUTOP_EVENT"] == "ended" and facts["GPUTOP_JOB_EXIT_CODE"] == "2"
+    assert facts["GPUTOP_JOB_STATUS_TEXT"] == "failed 2" and facts["GPUTOP_JOB_GPUS"] == "2"
+
+
+def test_a_notify_command_with_a_bad_quote_is_refused_before_anything_is_launched(
+    state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--fake", "v100x4", "--gpus", "2", "--notify-command", "say 'oops", "--"]
+    assert main([*argv, PYTHON, "-c", "pass"]) == 2
+    assert "Cannot read the notify command" in capsys.readouterr().err
+    assert not (state_dir / "jobs.sqlite3").exists()

@@ -37,6 +37,7 @@ from gputop.core.jobs.launch import (
 from gputop.core.jobs.launchers import rank_lines
 from gputop.core.jobs.mig_targets import card_label
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
+from gputop.core.jobs.notify import notify_argv
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.jobs.waiting import check_wait_poll
 from gputop.core.model import Snapshot
@@ -115,6 +116,13 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         default=DEFAULT_GRACE_S,
         help=f"when stopped: seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
     )
+    parser.add_argument(
+        "--notify-command",
+        metavar="CMD",
+        help="run CMD (split like a shell would, never run by one) when the job starts after "
+        "waiting and when it ends, with GPUTOP_EVENT, GPUTOP_JOB_ID, GPUTOP_JOB_STATUS and "
+        "more in its environment (docs/notifications.md)",
+    )
     parser.add_argument("--json", action="store_true", help="print the job as JSON instead")
     add_hosts_arguments(parser)
     add_slurm_arguments(parser)
@@ -173,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
         wait_count=wait_count,
         policy=policy,
         grace_s=args.grace,
+        notify_command=tuple(notify_argv(args.notify_command)) if args.notify_command else (),
     )
     prepared = prepare_launch(request, snapshot, environ)
     store = open_store()

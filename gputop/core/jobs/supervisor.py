@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,7 @@ from typing import Protocol
 from gputop.core.errors import GputopError
 from gputop.core.jobs.logs import gputop_line
 from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
 from gputop.core.jobs.private_files import append_to_log, open_log_append, read_env_file
 from gputop.core.jobs.procgroup import end_group, process_start_time, session_of
 from gputop.core.jobs.store import JobStore, StoreError
@@ -85,8 +87,17 @@ class _PopenChild:
 
 class Supervisor:
     def __init__(
-        self, store: JobStore, job_id: int, environ: Mapping[str, str], wake: Wakeup, tty: bool
+        self,
+        store: JobStore,
+        job_id: int,
+        environ: Mapping[str, str],
+        wake: Wakeup,
+        tty: bool,
+        notify: Sequence[str] = (),
     ) -> None:
+        self.notify = tuple(notify)
+        """The person's ``--notify-command`` as an argv: run when the job starts after
+        waiting and when it ends (gputop.core.jobs.notify)."""
         self.store = store
         self.job_id = job_id
         self.environ = environ
@@ -203,6 +214,8 @@ class Supervisor:
             job.id, child.pid, process_start_time(child.pid), session_of(child.pid)
         )
         self._last = self.store.get(job.id)
+        if job.wait_for_free:
+            self._notify(STARTED, background=True)
         returncode = self._supervise(child)
         child.finish()
         self._child = None
@@ -214,6 +227,7 @@ class Supervisor:
         ended = self.store.get(job.id)
         took = ended.duration_s() or 0.0
         self._say(f"job {job.id} {ended.status_text} after {duration(took)}")
+        self._notify(ENDED)
         if self.tty:
             from gputop.core.jobs.ptyrelay import wait_for_enter
 
@@ -293,11 +307,28 @@ class Supervisor:
     def _could_not_start(self, job: Job, code: int, why: str) -> int:
         self._say(f"job {job.id} could not start: {why}")
         self.store.mark_ended(job.id, exit_code=code, note=why)
+        self._notify(ENDED)
         if self.tty:
             from gputop.core.jobs.ptyrelay import wait_for_enter
 
             wait_for_enter(self.wake)
         return 0
+
+    def _notify(self, kind: str, background: bool = False) -> None:
+        """Run the notify command for the job as recorded now; a problem goes to the log."""
+        if not self.notify:
+            return
+        event = JobEvent(kind, self.store.get(self.job_id))
+
+        def run() -> None:
+            problem = run_notify_command(self.notify, event, self.environ)
+            if problem:
+                self._say(f"job {self.job_id}: {problem}")
+
+        if background:  # the job runs meanwhile: a slow command must not hold up stopping it
+            threading.Thread(target=run, name="notify", daemon=True).start()
+        else:
+            run()
 
     def _say(self, text: str) -> None:
         """One gputop line in the log (and in the tmux pane, in tty mode)."""
@@ -346,6 +377,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--job", required=True, type=int)
     parser.add_argument("--tty", action="store_true", help="run the job on a pseudo-terminal")
     parser.add_argument("--env-file", help="the launcher's environment (tmux mode)")
+    parser.add_argument(
+        "--notify-arg",
+        action="append",
+        default=[],
+        help="one word of the notify command's argv, in order (gputop run --notify-command)",
+    )
     args = parser.parse_args(argv)
     wake = Wakeup()
     wake.install()
@@ -356,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gputop supervisor: {error}", file=sys.stderr)
         return 1
     try:
-        return Supervisor(store, args.job, environ, wake, args.tty).run()
+        return Supervisor(store, args.job, environ, wake, args.tty, args.notify_arg).run()
     except GputopError as error:
         print(f"gputop supervisor: job {args.job}: {error}", file=sys.stderr)
         return 1

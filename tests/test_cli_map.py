@@ -66,7 +66,8 @@ def test_json_has_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> No
     document = json.loads(out)
     assert set(document) == {
         "cuda_visible_devices", "cuda_device_order", "devices", "warnings", "verified_by",
-        "torch", "order_source", "driver_devices", "slurm",
+        "torch", "order_source", "driver_devices", "slurm", "source", "rules_devices",
+        "rules_error",
     }  # fmt: skip
     (device,) = document["devices"]
     assert set(device) == {"logical_index", "physical_index", "uuid", "name", "mig_uuid"}
@@ -76,6 +77,8 @@ def test_json_has_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> No
     assert document["torch"] is None
     assert document["order_source"] == "estimate"
     assert document["driver_devices"] is None
+    assert document["source"] == "rules" and document["rules_error"] is None
+    assert document["rules_devices"] == document["devices"]
 
 
 def test_a_simulated_mixed_box_says_its_order_is_an_estimate(

@@ -21,6 +21,7 @@ from gputop.core.probes import (
     order_note,
     probe_torch,
 )
+from gputop.core.probes.driver_mapping import driver_visibility, rules_error
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import FAKE_ENV, open_backend
 from gputop.core.slurm.allocation import allocation_json, describe_allocation, explain_allocation
@@ -87,10 +88,21 @@ def run(args: argparse.Namespace) -> int:
         verdict, driver_message = compare_with_rules(visibility, probe)
         torch = None if args.no_torch else probe_torch(args.python, visible, order)
         torch_message = "skipped (--no-torch)" if torch is None else torch.message
+    # The driver's answer is the mapping; the rules' list stays only where it did not answer.
+    rules = visibility
+    driver_seen = None if simulated else driver_visibility(rules, probe, snapshot.gpus)
+    rules_wrong = None if driver_seen is None else rules_error(rules, driver_seen)
+    if driver_seen is not None:
+        visibility = driver_seen
+        if rules_wrong is not None:
+            driver_message = rules_wrong
 
     allocation = explain_allocation(os.environ, len(snapshot.gpus), visibility)
     if args.json:
         document = _as_json(visibility, verdict, torch)
+        document["source"] = "driver" if visibility.devices_from_driver else "rules"
+        document["rules_devices"] = _devices_json(rules)
+        document["rules_error"] = rules_wrong
         document["slurm"] = None if allocation is None else allocation_json(allocation)
         document["order_source"] = order_source
         document["driver_devices"] = _driver_devices(default)
@@ -124,6 +136,12 @@ def _as_text(
         f"{CVD}={_shown(visibility.cuda_visible_devices)}  "
         f"{ORDER}={_shown(visibility.cuda_device_order)}"
     ]
+    source = (
+        "as the CUDA driver enumerates them"
+        if visibility.devices_from_driver
+        else "as gputop's rules predict them"
+    )
+    lines.append(f"cuda:N {source}:")
     if not visibility.devices:
         lines.append("No CUDA device is visible with this setting.")
     for device in visibility.devices:
@@ -155,17 +173,21 @@ def _as_json(visibility: Visibility, verdict: str, torch: Any) -> dict[str, Any]
     return {
         "cuda_visible_devices": visibility.cuda_visible_devices,
         "cuda_device_order": visibility.cuda_device_order,
-        "devices": [
-            {
-                "logical_index": device.logical_index,
-                "physical_index": device.physical_index,
-                "uuid": device.uuid,
-                "name": device.name,
-                "mig_uuid": device.mig_uuid,
-            }
-            for device in visibility.devices
-        ],
+        "devices": _devices_json(visibility),
         "warnings": [warning.message for warning in visibility.warnings],
         "verified_by": "driver" if verdict == "verified" else "rules",
         "torch": None if torch is None else torch.as_json(),
     }
+
+
+def _devices_json(visibility: Visibility) -> list[dict[str, Any]]:
+    return [
+        {
+            "logical_index": device.logical_index,
+            "physical_index": device.physical_index,
+            "uuid": device.uuid,
+            "name": device.name,
+            "mig_uuid": device.mig_uuid,
+        }
+        for device in visibility.devices
+    ]

@@ -37,6 +37,9 @@ class Visibility:
     """Position (0-based) of the entry that ended the list, if one did."""
     order_from_driver: bool = False
     """True when FASTEST_FIRST came from the driver probe rather than gputop's estimate."""
+    devices_from_driver: bool = False
+    """True when ``devices`` is the driver probe's enumeration, not the rules' prediction
+    (gputop.core.probes.driver_mapping)."""
 
     def codes(self) -> tuple[str, ...]:
         return tuple(w.code for w in self.warnings)

@@ -25,6 +25,7 @@ from gputop.core.errors import GputopError
 from gputop.core.jobs.mig_targets import target_label
 from gputop.core.model import Snapshot
 from gputop.core.probes import DriverProbe, compare_with_rules, order_note, probe_torch
+from gputop.core.probes.driver_mapping import driver_visibility, rules_error
 from gputop.core.safe_text import clean
 from gputop.core.slurm.allocation import describe_allocation, explain_allocation
 from gputop.core.visibility import Visibility, pin_environment, resolve_visibility
@@ -160,7 +161,7 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
                 _shown(self.cuda_device_order),
             )
         ]
-        parts.append(_mapping_table(visibility))
+        parts.append(_mapping_table(self._driver_seen(visibility) or visibility))
         for warning in visibility.warnings:
             parts.append(Text(f"⚠ {clean(warning.message)}", style="yellow"))
         parts.extend(self._allocation_lines(visibility))
@@ -181,6 +182,13 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
             for line in describe_allocation(view)
         ]
 
+    def _driver_seen(self, visibility: Visibility) -> Visibility | None:
+        """The driver's enumeration where its probe answered: that is the mapping shown, the
+        rules' list only where it could not answer (gputop.core.probes.driver_mapping)."""
+        if self._driver is None or self._snapshot is None:
+            return None
+        return driver_visibility(visibility, self._driver, self._snapshot.gpus)
+
     def _probe_lines(self, visibility: Visibility) -> Text:
         text = Text()
         source, order_message = order_note(
@@ -200,6 +208,9 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
         else:
             verdict, message = compare_with_rules(visibility, self._driver)
             style = {"verified": "green", "disagrees": "bold red"}.get(verdict, "dim")
+            driver_seen = self._driver_seen(visibility)
+            wrong = None if driver_seen is None else rules_error(visibility, driver_seen)
+            message = wrong or message
             text.append(f"Driver: {clean(message)}", style=style)
         text.append("\n")
         if self._torch is None:

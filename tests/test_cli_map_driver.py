@@ -1,0 +1,116 @@
+"""`gputop map` and the PyTorch view where the CUDA driver answers: its enumeration is the
+mapping shown, and a disagreement is the rules' error.
+
+NVML is simulated (v100x4, through the real-driver path); the CUDA driver is a libcuda.so.1
+compiled from C at test time (tests/fake_libcuda.py), loaded by the probe's real child.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+
+import pytest
+from fake_libcuda import build_fake_libcuda, devices_spec
+
+from gputop.cli import map_command
+from gputop.cli.main import main
+from gputop.core.probes import DriverProbe
+from gputop.core.sampling import source
+
+V100 = [
+    "GPU-5a9e5b38-bd6d-2f23-3b22-d42f6e26aa55",
+    "GPU-96870f72-ff47-4de2-1bb0-99f7d8338c12",
+    "GPU-f892c819-e030-1568-a2c9-521972500816",
+    "GPU-80af15aa-d49f-aed3-cd11-01700346d7d9",
+]
+NVML_BUSES = ["0000:00:1B.0", "0000:00:1C.0", "0000:00:1D.0", "0000:00:1E.0"]
+
+
+@pytest.fixture(scope="module")
+def libcuda(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return build_fake_libcuda(tmp_path_factory.mktemp("libcuda"))
+
+
+@pytest.fixture(autouse=True)
+def real_path_on_simulated_nvml(monkeypatch: pytest.MonkeyPatch, libcuda: str) -> None:
+    monkeypatch.setenv("GPUTOP_FAKE_TIME", "30")
+    for name in ("GPUTOP_FAKE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "FAKE_CUDA_FAIL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(
+        source, "_open_real", lambda options: source._open_fake("v100x4", 30.0, options)
+    )
+    monkeypatch.setattr(map_command, "DriverProbe", functools.partial(DriverProbe, library=libcuda))
+
+
+def driver_buses(monkeypatch: pytest.MonkeyPatch, buses: list[str]) -> None:
+    spec = devices_spec(*((uuid, 80, bus) for uuid, bus in zip(V100, buses, strict=True)))
+    monkeypatch.setenv("FAKE_CUDA_DEVICES", spec)
+
+
+def run_map(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["map", "--no-torch", *argv]) == 0
+    return capsys.readouterr().out
+
+
+def test_where_the_driver_agrees_its_list_is_shown_and_said_to_be_its(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    driver_buses(monkeypatch, NVML_BUSES)
+    out = run_map(capsys, "--visible", "2,0", "--order", "PCI_BUS_ID")
+    assert "cuda:N as the CUDA driver enumerates them:" in out
+    assert "cuda:0 → GPU 2" in out and "cuda:1 → GPU 0" in out
+    assert "driver: verified by the CUDA driver (2 device(s))" in out
+
+
+def test_where_the_driver_disagrees_its_list_is_the_mapping_and_the_rules_are_wrong(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The driver's PCI bus ids put GPU 3 first: its PCI_BUS_ID order is not NVML's.
+    driver_buses(monkeypatch, list(reversed(NVML_BUSES)))
+    out = run_map(capsys, "--visible", "0", "--order", "PCI_BUS_ID")
+    assert "cuda:0 → GPU 3" in out and "cuda:0 → GPU 0 " not in out
+    assert (
+        "driver: gputop's rules were wrong here: they predicted cuda:0 → GPU 0; the CUDA "
+        "driver enumerates cuda:0 → GPU 3, and that is what a program gets." in out
+    )
+    document = json.loads(run_map(capsys, "--visible", "0", "--order", "PCI_BUS_ID", "--json"))
+    assert document["source"] == "driver" and document["verified_by"] == "rules"
+    assert [d["physical_index"] for d in document["devices"]] == [3]
+    assert [d["physical_index"] for d in document["rules_devices"]] == [0]
+    assert document["rules_error"].startswith("gputop's rules were wrong here")
+
+
+def test_where_the_driver_cannot_answer_the_rules_predict(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    driver_buses(monkeypatch, NVML_BUSES)
+    monkeypatch.setenv("FAKE_CUDA_FAIL", "cuInit:999")
+    out = run_map(capsys, "--visible", "1", "--order", "PCI_BUS_ID")
+    assert "cuda:N as gputop's rules predict them:" in out and "cuda:0 → GPU 1" in out
+    assert "driver: not checked" in out
+
+
+async def test_the_pytorch_view_shows_the_drivers_list_and_the_rules_error(
+    monkeypatch: pytest.MonkeyPatch, libcuda: str
+) -> None:
+    from dashboard_helpers import first_sample, make_app, plain_text
+    from textual.widgets import Static
+
+    from gputop.tui.widgets import torch_panel
+
+    driver_buses(monkeypatch, list(reversed(NVML_BUSES)))
+    monkeypatch.setattr(torch_panel, "DriverProbe", functools.partial(DriverProbe, library=libcuda))
+    environ = {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    app = make_app("v100x4", environ=environ, probes=True, python="/nonexistent/python3")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        body = app.query_one("#torch-body", Static)
+        for _ in range(300):
+            text = plain_text(body, width=150)
+            if "torch:" in text and "checking" not in text:
+                break
+            await pilot.pause(0.1)
+        assert re.search(r"cuda:0 +3 +Tesla V100", text)  # the mapping: the driver's cuda:0
+        assert "gputop's rules were wrong here: they predicted cuda:0 → GPU 0" in text

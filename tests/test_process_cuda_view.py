@@ -31,8 +31,8 @@ UUIDS = [f"GPU-{n}1111111-aaaa-bbbb-cccc-00000000000{n}" for n in range(4)]
 SLEEPER = "import sys, time; sys.stdout.write('up\\n'); sys.stdout.flush(); time.sleep(120)"
 
 
-@pytest.fixture
-def start_process() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+@pytest.fixture(name="start_process")
+def start_process_fixture() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """A real process with the given variables added to a clean environment."""
     started: list[subprocess.Popen[str]] = []
 

@@ -45,6 +45,7 @@ from gputop.tui.safe import plain_argv
 from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
+from gputop.tui.screens.process_detail import ProcessDetailScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
@@ -381,6 +382,10 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         self.query_one(GpuGrid).show(snapshot, self.history, self.compact)
         self.query_one(ProcessTable).show(snapshot)
         self.query_one(TorchPanel).show(snapshot)
+
+    def on_process_table_detail_requested(self, message: ProcessTable.DetailRequested) -> None:
+        if self.snapshot is not None:
+            self.push_screen(ProcessDetailScreen(self.snapshot, message.process))
 
     def on_gpu_grid_selection_changed(self, message: GpuGrid.SelectionChanged) -> None:
         table = self.query_one(ProcessTable)

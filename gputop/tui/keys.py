@@ -26,6 +26,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("←/→", "in the processes: scroll long command lines sideways"),
             ("f", "show only the highlighted card's processes (again: all)"),
             ("s / S", "next sort column / reverse the order"),
+            ("enter", "in the processes: its detail (its own cuda:N, rank, its job's ranks)"),
             ("t / T", "terminate (SIGTERM) / kill (SIGKILL) your own process, after a yes"),
         ],
     ),

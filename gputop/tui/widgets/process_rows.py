@@ -29,6 +29,8 @@ HINT_STYLE = "dim italic"
 JOB_MARK_STYLE = "bold magenta"
 SLURM_MARK_STYLE = "bold blue"
 MIG_MARK_STYLE = "cyan"
+RANK_MARK_STYLE = "bold cyan"
+MISMATCH_MARK_STYLE = "bold red"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +149,7 @@ class RowMaker:
             process.gpu_instance_id,
             job_id,
             slurm_id,
+            process.cuda,
         )
         fixed = known.get(identity) or self._fixed_cells(process, job_id, slurm_id)
         self._fixed[identity] = fixed
@@ -199,6 +202,12 @@ class RowMaker:
             command.append((f"[job {job_id}] ", JOB_MARK_STYLE))
         if slurm_id is not None:  # docs/slurm.md
             command.append((f"[slurm {slurm_id}] ", SLURM_MARK_STYLE))
+        cuda = process.cuda  # its own environment (docs/cuda-visibility.md)
+        if cuda is not None and cuda.rank is not None:
+            size = "" if cuda.world_size is None else f"/{cuda.world_size}"
+            command.append((f"[rank {cuda.rank}{size}] ", RANK_MARK_STYLE))
+        if cuda is not None and cuda.mismatch:
+            command.append(("[not its cuda card] ", MISMATCH_MARK_STYLE))
         if process.command:
             command.append((clean_argv(process.command), ""))
         else:

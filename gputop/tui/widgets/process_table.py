@@ -20,6 +20,7 @@ from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.geometry import Offset, Region, Size
+from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -105,6 +106,7 @@ class ProcessTable(ScrollView, can_focus=True):
         Binding("pagedown", "cursor_page_down", "Page down", show=False),
         Binding("home,ctrl+home", "cursor_first", "First", show=False),
         Binding("end,ctrl+end", "cursor_last", "Last", show=False),
+        Binding("enter", "open_detail", "Details", show=False),
     ]
 
     def __init__(self, *, user: str, id: str | None = None) -> None:
@@ -266,6 +268,18 @@ class ProcessTable(ScrollView, can_focus=True):
             self.scroll_to(y=self._cursor, animate=False)
         elif self._cursor >= top + self._page_rows:
             self.scroll_to(y=self._cursor - self._page_rows + 1, animate=False)
+
+    class DetailRequested(Message):
+        """Enter on a process: the app opens its detail."""
+
+        def __init__(self, process: GpuProcess) -> None:
+            super().__init__()
+            self.process = process
+
+    def action_open_detail(self) -> None:
+        process = self.current_process
+        if process is not None:
+            self.post_message(self.DetailRequested(process))
 
     def action_cursor_up(self) -> None:
         self.move_cursor(self._cursor - 1)

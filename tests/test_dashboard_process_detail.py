@@ -77,3 +77,32 @@ async def test_enter_on_a_rank_shows_its_cuda_view_and_its_jobs_ranks_with_their
         await pilot.pause()
         detail = plain_text(app.screen.query_one("#process-detail", Static), width=200)
         assert "NVML shows it on GPU 0, which its own CUDA_VISIBLE_DEVICES excludes" in detail
+
+
+async def test_a_jobs_ranks_stay_together_and_r_collapses_them_into_one_line_with_its_memory(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+) -> None:
+    common = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "41234"}
+    rank0 = start_process(RANK="0", **common)
+    rank1 = start_process(RANK="1", **common)
+    other = start_process()
+    # By GPU memory the other process would come between the two ranks.
+    scenario = scenario_file(
+        cards({0: [(rank1.pid, 2000)], 1: [(other.pid, 2500)], 2: [(rank0.pid, 3000)]})
+    )
+    app = make_app(scenario)
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        table = app.query_one(ProcessTable)
+        assert [row.process.pid for row in table.rows] == [rank0.pid, rank1.pid, other.pid]
+        table.focus()
+        await pilot.press("r")
+        (summary, rest) = table.rows
+        assert rest.process.pid == other.pid
+        assert summary.text(0) == "2,0" and summary.text(1) == "▸ 2 ranks"
+        assert summary.text(4) == "4.9G"
+        assert summary.text(9).startswith("[ranks of 127.0.0.1:41234] ")
+        assert table.current_process is None  # t/T never act on a whole job's line
+        await pilot.press("enter")  # enter on the job's line opens it again
+        assert [row.process.pid for row in table.rows] == [rank0.pid, rank1.pid, other.pid]

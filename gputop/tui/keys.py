@@ -27,6 +27,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("f", "show only the highlighted card's processes (again: all)"),
             ("s / S", "next sort column / reverse the order"),
             ("enter", "in the processes: its detail (its own cuda:N, rank, its job's ranks)"),
+            ("r", "in the processes: collapse a distributed job's ranks to one line, or expand"),
             ("t / T", "terminate (SIGTERM) / kill (SIGKILL) your own process, after a yes"),
         ],
     ),

@@ -61,6 +61,8 @@ class ProcessRow:
     cells: tuple[Cell, ...]
     widths: tuple[int, ...]
     """Each cell's width in terminal cells (wide characters count two)."""
+    group: tuple[GpuProcess, ...] = ()
+    """For a collapsed job's line (rank_groups.py): its ranks; such a line is no process."""
 
     def text(self, column: int) -> str:
         """What cell ``column`` shows, as plain text."""

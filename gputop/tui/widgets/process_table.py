@@ -25,6 +25,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputop.core.model import GpuProcess, Snapshot
+from gputop.core.process_detail import rendezvous_key
 from gputop.tui.widgets.process_rows import (
     COLUMNS,
     SORT_KEYS,
@@ -34,6 +35,7 @@ from gputop.tui.widgets.process_rows import (
     SortKey,
     column_widths,
 )
+from gputop.tui.widgets.rank_groups import GroupKey, group_ranks
 
 __all__ = ["COLUMNS", "SORT_KEYS", "ProcessTable", "SortKey"]
 
@@ -107,6 +109,7 @@ class ProcessTable(ScrollView, can_focus=True):
         Binding("home,ctrl+home", "cursor_first", "First", show=False),
         Binding("end,ctrl+end", "cursor_last", "Last", show=False),
         Binding("enter", "open_detail", "Details", show=False),
+        Binding("r", "toggle_ranks", "Collapse ranks", show=False),
     ]
 
     def __init__(self, *, user: str, id: str | None = None) -> None:
@@ -130,6 +133,8 @@ class ProcessTable(ScrollView, can_focus=True):
         self._subtitle: str | None = None
         self._palette: _Palette | None = None
         self._painted: LRUCache[tuple[object, ...], Strip] = LRUCache(maxsize=1024)
+        self.collapsed_jobs: set[GroupKey] = set()
+        """Distributed jobs whose ranks show as one line (rank_groups.py)."""
 
     # -- what is shown -------------------------------------------------------------------
 
@@ -155,7 +160,8 @@ class ProcessTable(ScrollView, can_focus=True):
     def current_process(self) -> GpuProcess | None:
         if not 0 <= self._cursor < len(self._rows):
             return None
-        return self._rows[self._cursor].process
+        row = self._rows[self._cursor]
+        return None if row.group else row.process  # a collapsed job's line is no process
 
     def describe_view(self) -> str:
         direction = "ascending" if self.sort_key.descending == self.reverse else "descending"
@@ -165,7 +171,7 @@ class ProcessTable(ScrollView, can_focus=True):
     def show(self, snapshot: Snapshot) -> None:
         """Show ``snapshot``'s processes; the highlight stays on the same process."""
         self._snapshot = snapshot
-        rows = self._make_rows(snapshot)
+        rows = group_ranks(self._make_rows(snapshot), self.collapsed_jobs)
         old_rows, old_widths, old_cursor = self._rows, self._widths, self._cursor
         highlighted = old_rows[old_cursor].key if old_cursor < len(old_rows) else None
         self._rows = rows
@@ -277,9 +283,25 @@ class ProcessTable(ScrollView, can_focus=True):
             self.process = process
 
     def action_open_detail(self) -> None:
+        if 0 <= self._cursor < len(self._rows) and self._rows[self._cursor].group:
+            self.action_toggle_ranks()  # a collapsed job: enter opens it
+            return
         process = self.current_process
         if process is not None:
             self.post_message(self.DetailRequested(process))
+
+    def action_toggle_ranks(self) -> None:
+        """Collapse the highlighted rank's job into one line, or expand it again."""
+        if not 0 <= self._cursor < len(self._rows):
+            return
+        key = rendezvous_key(self._rows[self._cursor].process)
+        if key is None:
+            return
+        if key in self.collapsed_jobs:
+            self.collapsed_jobs.discard(key)
+        else:
+            self.collapsed_jobs.add(key)
+        self.refresh_view()
 
     def action_cursor_up(self) -> None:
         self.move_cursor(self._cursor - 1)

@@ -24,7 +24,16 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
 
 from gputop.cli.main import main
 from gputop.core.jobs.model import JobState
-from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, job_events, terminal_notification
+from gputop.core.jobs.notify import (
+    ENDED,
+    STARTED,
+    JobEvent,
+    event_environment,
+    job_events,
+    terminal_notification,
+)
+from gputop.core.jobs.tracking import JobsView, job_memory_peaks
+from gputop.core.model import GpuProcess, GpuSample, ProcessType, Snapshot
 
 RECORD = (
     "import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
@@ -173,3 +182,24 @@ def test_a_notify_command_with_a_bad_quote_is_refused_before_anything_is_launche
     assert main([*argv, PYTHON, "-c", "pass"]) == 2
     assert "Cannot read the notify command" in capsys.readouterr().err
     assert not (state_dir / "jobs.sqlite3").exists()
+
+
+def test_the_peak_memory_a_dashboard_saw_is_in_the_word_when_a_job_ends(state_dir: Path) -> None:
+    running = launch(state_dir, python_job("import time; time.sleep(0.2)"))
+    ended = wait_until_ended(state_dir, running.id)
+    gib = 1 << 30
+    gpu = GpuSample(0, "GPU-x", "card", None)
+    holding = [
+        GpuProcess(4242, 0, ProcessType.COMPUTE, gib),
+        GpuProcess(4243, 0, ProcessType.COMPUTE, gib),
+    ]
+    view = JobsView(jobs=(running,), job_of_pid={4242: running.id, 4243: running.id})
+    both = Snapshot("h", None, None, None, 0.0, (replace(gpu, processes=tuple(holding)),))
+    one = Snapshot("h", None, None, None, 1.0, (replace(gpu, processes=tuple(holding[:1])),))
+    peaks = job_memory_peaks({}, both, view)
+    peaks = job_memory_peaks(peaks, one, view)
+    assert peaks == {running.id: 2 * gib}
+    (event,) = job_events([running], [ended], peaks)
+    assert event.text.endswith(", peak 2.0G GPU memory.")
+    assert event_environment(event)["GPUTOP_JOB_PEAK_MEMORY_BYTES"] == str(2 * gib)
+    assert job_memory_peaks(peaks, one, JobsView()) == {}

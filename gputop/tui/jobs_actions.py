@@ -8,6 +8,9 @@ arrive here as ``JobStoreProblem`` messages.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from rich.text import Text
 from textual import work
 from textual.app import App
@@ -19,7 +22,7 @@ from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.notify import job_events
 from gputop.core.jobs.service import JobsService, Severity
-from gputop.core.jobs.tracking import JobsView
+from gputop.core.jobs.tracking import JobsView, job_memory_peaks
 from gputop.core.model import Snapshot
 from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen
@@ -55,6 +58,9 @@ class JobsActions(App[None]):
 
     jobs_service: JobsService
     snapshot: Snapshot | None
+    _job_peaks: Mapping[int, int] = MappingProxyType({})
+    """Job id → the most GPU memory its processes held together, as seen here (replaced,
+    never changed in place)."""
 
     def report_jobs_problem(self, text: str, severity: Severity) -> None:
         """The service's ``report`` callback: thread-safe, it only posts a message."""
@@ -78,7 +84,8 @@ class JobsActions(App[None]):
         self.notify(message.text, severity=message.severity, timeout=10)
 
     def _show_jobs(self, jobs: JobsView) -> None:
-        for event in job_events(self.jobs_service.view.jobs, jobs.jobs):
+        peaks = self._job_peaks = job_memory_peaks(self._job_peaks, self.snapshot, jobs)
+        for event in job_events(self.jobs_service.view.jobs, jobs.jobs, peaks):
             # Plain text (markup=False): the job's name is the user's, cleaned in the event.
             severity: SeverityLevel = "warning" if event.failed else "information"
             self.notify(event.text, severity=severity, timeout=10, markup=False)

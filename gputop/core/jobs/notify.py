@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from gputop.core.errors import UsageError
 from gputop.core.jobs.model import Job, JobState, signal_name
 from gputop.core.safe_text import clean
-from gputop.core.units import duration
+from gputop.core.units import duration, human_bytes
 
 STARTED = "started"
 ENDED = "ended"
@@ -36,27 +36,34 @@ class JobEvent:
 
     kind: str
     job: Job
+    peak_memory_bytes: int | None = None
+    """The most GPU memory its processes held together, where a dashboard saw it."""
 
     @property
     def text(self) -> str:
-        """``Job 3 (train.py) exited 0 after 1h02m``: cleaned, one line."""
+        """``Job 3 (train.py) exited 0 after 1h02m, peak 31.2G GPU memory``: cleaned."""
         job = self.job
         name = clean(job.name)
         if self.kind == STARTED:
             return f"Job {job.id} ({name}) started on GPU {clean(job.gpus_text)}."
         took = job.duration_s()
         after = f" after {duration(took)}" if took is not None else ""
-        return f"Job {job.id} ({name}) {clean(job.status_text)}{after}."
+        peak = self.peak_memory_bytes
+        most = f", peak {human_bytes(peak)} GPU memory" if peak else ""
+        return f"Job {job.id} ({name}) {clean(job.status_text)}{after}{most}."
 
     @property
     def failed(self) -> bool:
         return self.kind == ENDED and self.job.status != "exited"
 
 
-def job_events(before: Sequence[Job], after: Sequence[Job]) -> list[JobEvent]:
+def job_events(
+    before: Sequence[Job], after: Sequence[Job], peaks: Mapping[int, int] | None = None
+) -> list[JobEvent]:
     """What changed between two reads: jobs that ended, and waiting jobs that started.
 
     A job first seen already ended is no news (it ended before this reader looked).
+    ``peaks``: job id → the most GPU memory seen held by its processes (the dashboard's).
     """
     earlier = {job.id: job for job in before}
     events: list[JobEvent] = []
@@ -65,7 +72,7 @@ def job_events(before: Sequence[Job], after: Sequence[Job]) -> list[JobEvent]:
         if was is None or not was.is_active:
             continue
         if not job.is_active:
-            events.append(JobEvent(ENDED, job))
+            events.append(JobEvent(ENDED, job, (peaks or {}).get(job.id)))
         elif was.state is JobState.WAITING and job.state is JobState.RUNNING:
             events.append(JobEvent(STARTED, job))
     return events
@@ -95,6 +102,9 @@ def event_environment(event: JobEvent) -> dict[str, str]:
         "GPUTOP_JOB_SIGNAL": "" if job.signal is None else signal_name(job.signal),
         "GPUTOP_JOB_DURATION_S": "" if took is None else f"{took:.0f}",
         "GPUTOP_JOB_LOG": job.log_path,
+        "GPUTOP_JOB_PEAK_MEMORY_BYTES": ""
+        if event.peak_memory_bytes is None
+        else str(event.peak_memory_bytes),
         "GPUTOP_MESSAGE": event.text,
     }
     # A NUL cannot be in an environment variable: it would end the value early.

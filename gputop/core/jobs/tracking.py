@@ -87,3 +87,23 @@ def read_jobs_view(jobs: Sequence[Job], snapshot: Snapshot | None, tails: LogTai
         last_lines=tails.last_lines(jobs),
         job_of_pid=job_processes(snapshot, jobs) if snapshot is not None else {},
     )
+
+
+def job_memory_peaks(
+    peaks: Mapping[int, int], snapshot: Snapshot | None, jobs: JobsView
+) -> dict[int, int]:
+    """The most GPU memory each running job's processes held together, updated with one
+    more snapshot; jobs no longer in the view are forgotten."""
+    known = {job.id for job in jobs.jobs}
+    updated = {job_id: most for job_id, most in peaks.items() if job_id in known}
+    if snapshot is None:
+        return updated
+    now: dict[int, int] = {}
+    for gpu in snapshot.gpus:
+        for process in gpu.processes:
+            job_id = jobs.job_of_pid.get(process.pid)
+            if job_id is not None and process.used_memory_bytes is not None:
+                now[job_id] = now.get(job_id, 0) + process.used_memory_bytes
+    for job_id, held in now.items():
+        updated[job_id] = max(updated.get(job_id, 0), held)
+    return updated

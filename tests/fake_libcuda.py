@@ -9,7 +9,8 @@ is driven by environment variables the child inherits:
   cuDeviceGetUuid, cuDeviceGetAttribute, cuDeviceGetPCIBusId) return that CUresult.
 
 It honours CUDA_DEVICE_ORDER=PCI_BUS_ID (sorts by bus id) and CUDA_VISIBLE_DEVICES as a
-comma list of integer ordinals ("" hides every device; the first bad entry ends the list).
+comma list of integer ordinals or ``GPU-`` UUIDs (a unique prefix will do) ("" hides every
+device; the first bad entry ends the list).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ SOURCE = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 
 typedef struct { unsigned char uuid[16]; int sms; char pci[32]; } dev_t_;
 static dev_t_ all[16]; static int n_all = 0;
@@ -51,6 +53,17 @@ static void parse_devices(void) {
         all[n_all].sms = sms; strcpy(all[n_all].pci, pci); n_all++;
     }
 }
+static int uuid_index(const char *text) {
+    char want[33] = {0}; int n = 0;
+    for (const char *c = text; *c && n < 32; c++) if (*c != '-') want[n++] = (char)tolower(*c);
+    int found = -1;
+    for (int d = 0; d < n_all; d++) {
+        char hex[33];
+        for (int i = 0; i < 16; i++) sprintf(hex + 2 * i, "%02x", all[d].uuid[i]);
+        if (n > 0 && strncmp(hex, want, n) == 0) { if (found >= 0) return -1; found = d; }
+    }
+    return found;
+}
 static int by_pci(const void *a, const void *b) {
     return strcmp(all[*(const int *)a].pci, all[*(const int *)b].pci);
 }
@@ -65,6 +78,12 @@ static void load(void) {
     if (!v) { for (int i = 0; i < n_all; i++) visible[count++] = order[i]; return; }
     char buf[256]; strncpy(buf, v, 255); buf[255] = 0;
     for (char *t = strtok(buf, ","); t && count < 16; t = strtok(NULL, ",")) {
+        if (strncmp(t, "GPU-", 4) == 0) { /* a UUID or a unique prefix of one */
+            int found = uuid_index(t + 4);
+            if (found < 0) break;
+            visible[count++] = found;
+            continue;
+        }
         char *end; long i = strtol(t, &end, 10);
         if (end == t || i < 0 || i >= n_all) break;
         visible[count++] = order[i];

@@ -10,11 +10,14 @@ from __future__ import annotations
 import functools
 import json
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from fake_libcuda import build_fake_libcuda, devices_spec
+from jobs_helpers import state_dir_fixture  # noqa: F401  (the fixture state_dir)
 
-from gputop.cli import map_command
+from gputop.cli import map_command, run_command
 from gputop.cli.main import main
 from gputop.core.probes import DriverProbe
 from gputop.core.sampling import source
@@ -114,3 +117,41 @@ async def test_the_pytorch_view_shows_the_drivers_list_and_the_rules_error(
             await pilot.pause(0.1)
         assert re.search(r"cuda:0 +3 +Tesla V100", text)  # the mapping: the driver's cuda:0
         assert "gputop's rules were wrong here: they predicted cuda:0 → GPU 0" in text
+
+
+def run_launch(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
+    assert main(["run", *argv]) == 0
+    out, err = capsys.readouterr()
+    return out, err
+
+
+def test_a_launch_shows_the_drivers_enumeration_of_its_pinning(
+    state_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    libcuda: str,
+) -> None:
+    driver_buses(monkeypatch, NVML_BUSES)
+    monkeypatch.setattr(run_command, "DriverProbe", functools.partial(DriverProbe, library=libcuda))
+    out, err = run_launch(capsys, "--gpus", "3,1", "--", sys.executable, "-c", "pass")
+    assert "as the CUDA driver enumerates them:" in out
+    assert "cuda:0 → GPU 3" in out and "cuda:1 → GPU 1" in out
+    assert "rules were wrong" not in err
+
+
+def test_a_launch_the_driver_numbers_differently_shows_its_cards_and_the_rules_error(
+    state_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    libcuda: str,
+) -> None:
+    # deepspeed is pinned by index (3,1 under PCI_BUS_ID); this driver's bus order is reversed.
+    driver_buses(monkeypatch, list(reversed(NVML_BUSES)))
+    monkeypatch.setattr(run_command, "DriverProbe", functools.partial(DriverProbe, library=libcuda))
+    out, err = run_launch(capsys, "--gpus", "3,1", "--", "deepspeed", "train.py")
+    assert "as the CUDA driver enumerates them:\n  cuda:0 → GPU 0" in out
+    assert "cuda:1 → GPU 2" in out
+    assert (
+        "gputop: warning: gputop's rules were wrong here: they predicted cuda:0 → GPU 3, "
+        "cuda:1 → GPU 1; the CUDA driver enumerates cuda:0 → GPU 0, cuda:1 → GPU 2" in err
+    )

@@ -42,10 +42,12 @@ from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.jobs.waiting import check_wait_poll
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
+from gputop.core.probes import DriverProbe
+from gputop.core.probes.driver_mapping import check_launch
 from gputop.core.safe_text import clean
-from gputop.core.sampling.source import environment_for_jobs, open_backend
+from gputop.core.sampling.source import FAKE_ENV, environment_for_jobs, open_backend
 from gputop.core.users import current_user
-from gputop.core.visibility import resolve_visibility
+from gputop.core.visibility import Visibility, resolve_visibility
 from gputop.core.visibility.inverse import MIG_HIDES
 from gputop.core.visibility.order import PCI_BUS_ID
 
@@ -195,10 +197,17 @@ def run(args: argparse.Namespace) -> int:
         job = launch_job(store, prepared, snapshot, environ)
     finally:
         store.close()
+    driver_seen, rules_wrong = None, None
+    if job.env and not (args.fake or environ.get(FAKE_ENV)):  # the driver knows real cards only
+        driver_seen, rules_wrong = check_launch(
+            snapshot.gpus, snapshot.driver_version, job.env, DriverProbe()
+        )
     if args.json:
         print(strict_json(job.to_json(), indent=2))
     else:
-        print(describe_launch(job, snapshot, policy, prepared))
+        print(describe_launch(job, snapshot, policy, prepared, driver_seen))
+    if rules_wrong is not None:
+        print(f"gputop: warning: {clean(rules_wrong)}", file=sys.stderr)
     for said in prepared.warnings:
         print(f"gputop: warning: {clean(said)}", file=sys.stderr)
     for hidden in mig_pinning_warnings(snapshot, job):
@@ -219,7 +228,11 @@ def mig_pinning_warnings(snapshot: Snapshot, job: Job) -> list[str]:
 
 
 def describe_launch(
-    job: Job, snapshot: Snapshot, policy: FreePolicy, prepared: PreparedLaunch | None = None
+    job: Job,
+    snapshot: Snapshot,
+    policy: FreePolicy,
+    prepared: PreparedLaunch | None = None,
+    driver_seen: Visibility | None = None,
 ) -> str:
     """What a person needs right after launching: id, mapping, how it runs, where its log is."""
     where = f"in tmux window gputop-{job.id}" if job.mode is RunMode.TMUX else "detached"
@@ -233,6 +246,11 @@ def describe_launch(
         )
         lines.append(f"  It waits until {wanted}: {policy.describe()}.")
     labels = card_labels(job, snapshot)
+    if driver_seen is not None:  # the driver's answer is the mapping (driver_mapping.py)
+        labels = [
+            card_label(snapshot.gpus, d.mig_uuid or d.physical_index) for d in driver_seen.devices
+        ]
+        lines.append("  as the CUDA driver enumerates them:")
     lines.extend(f"  cuda:{logical} → {label}" for logical, label in enumerate(labels))
     if prepared is not None and prepared.launcher is not None:
         lines.extend(f"  {clean(line)}" for line in rank_lines(prepared.launcher, labels))

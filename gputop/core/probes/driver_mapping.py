@@ -8,12 +8,12 @@ run, and explain the result. A disagreement is the rules' error, reported with b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gputop.core.model import GpuSample
-from gputop.core.probes.driver import DriverProbeResult
-from gputop.core.visibility import LogicalDevice, Visibility
+from gputop.core.probes.driver import DriverProbe, DriverProbeResult
+from gputop.core.visibility import LogicalDevice, Visibility, resolve_visibility
 
 
 def driver_visibility(
@@ -70,3 +70,19 @@ def _card(gpus: Sequence[GpuSample], uuid: str) -> tuple[GpuSample, str | None] 
             if mig.uuid and _key(mig.uuid) == wanted:
                 return gpu, mig.uuid
     return None
+
+
+def check_launch(
+    gpus: Sequence[GpuSample],
+    driver_version: str | None,
+    env: Mapping[str, str],
+    probe: DriverProbe,
+) -> tuple[Visibility | None, str | None]:
+    """What the driver enumerates under a launch's pinning, and the rules' error if they
+    predicted otherwise; (None, None) where the driver cannot be asked."""
+    visible, order = env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER")
+    rules = resolve_visibility(gpus, driver_version, visible, order)
+    seen = driver_visibility(rules, probe.probe(visible, order), gpus)
+    if seen is None:
+        return None, None
+    return seen, rules_error(rules, seen)

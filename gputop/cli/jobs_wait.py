@@ -26,8 +26,11 @@ from gputop.core.jobs.notify import (
     write_terminal_notification,
 )
 from gputop.core.safe_text import clean
+from gputop.core.slurm.sync import sync_slurm_jobs
 
 POLL_S = 0.5
+SLURM_POLL_S = 5.0
+"""Asking squeue/sacct every half second would load the controller for nothing."""
 TIMED_OUT = 124
 MAX_WAIT_S = 366 * 24 * 3600.0
 
@@ -78,7 +81,9 @@ def run_wait(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return TIMED_OUT
-            time.sleep(POLL_S)
+            time.sleep(SLURM_POLL_S if any(job.slurm_job_id for job in jobs) else POLL_S)
+            if any(job.slurm_job_id is not None and job.is_active for job in jobs):
+                sync_slurm_jobs(store)  # Slurm's jobs have no supervisor (docs/slurm.md)
             now = [store.get(job.id) for job in jobs]
             for event in job_events(jobs, now):
                 _tell(event, argv)

@@ -17,6 +17,7 @@ import pytest
 from conftest import minimal_gpu
 
 from gputop.cli.main import main
+from gputop.core.process_detail import describe_process
 from gputop.core.remote.protocol import snapshot_from_json
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.process_env import (
@@ -165,3 +166,18 @@ def test_the_cuda_view_travels_to_the_lab_view_unchanged(
     assert process.cuda is not None and process.cuda.devices == (2, 0)
     assert process.cuda.rank == 1 and process.cuda.world_size == 2
     assert snapshot_to_json(back) == document
+
+
+def test_the_process_detail_shows_a_hostile_environment_as_visible_escapes(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+    fake_backend: Callable[..., NvmlBackend],
+) -> None:
+    hostile = start_process(
+        MASTER_ADDR="evil\x1b[2J", MASTER_PORT="1", RANK="0", CUDA_DEVICE_ORDER="X\x1b]0;t\x07"
+    )
+    snapshot = fake_backend(scenario_file(four_cards({1: [hostile.pid]}))).sample()
+    (process,) = snapshot.gpus[1].processes
+    text = "\n".join(line.text for line in describe_process(snapshot, process))
+    assert "rendezvous evil\\e[2J:1" in text and "CUDA_DEVICE_ORDER=X\\e]0;t\\x07" in text
+    assert "\x1b" not in text and "\x07" not in text

@@ -10,17 +10,27 @@ from __future__ import annotations
 import functools
 import json
 import re
+import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fake_libcuda import build_fake_libcuda, devices_spec
 from jobs_helpers import state_dir_fixture  # noqa: F401  (the fixture state_dir)
+from test_process_cuda_view import (  # noqa: F401  (start_process_fixture: the fixture)
+    minimal_gpu,
+    start_process_fixture,
+)
 
 from gputop.cli import map_command, run_command
 from gputop.cli.main import main
 from gputop.core.probes import DriverProbe
+from gputop.core.probes.background import BackgroundDriverProbe
 from gputop.core.sampling import source
+from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.sampling.process_env import attach_cuda_views, read_cuda_environment
 
 V100 = [
     "GPU-5a9e5b38-bd6d-2f23-3b22-d42f6e26aa55",
@@ -155,3 +165,40 @@ def test_a_launch_the_driver_numbers_differently_shows_its_cards_and_the_rules_e
         "gputop: warning: gputop's rules were wrong here: they predicted cuda:0 → GPU 3, "
         "cuda:1 → GPU 1; the CUDA driver enumerates cuda:0 → GPU 0, cuda:1 → GPU 2" in err
     )
+
+
+def test_a_processs_own_mapping_is_the_drivers_once_it_has_answered(
+    monkeypatch: pytest.MonkeyPatch,
+    libcuda: str,
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+    fake_backend: Callable[..., NvmlBackend],
+) -> None:
+    # It asked for GPU 0 in PCI order and NVML shows it there; but this driver's PCI order
+    # is reversed, so its cuda:0 is GPU 3: it runs on a card its own list excludes.
+    driver_buses(monkeypatch, list(reversed(NVML_BUSES)))
+    process = start_process(CUDA_VISIBLE_DEVICES="0", CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    gpus = [
+        minimal_gpu(
+            uuid=uuid,
+            pci_bus_id=f"0000{bus}",
+            processes=[{"pid": process.pid, "used_memory_mib": 100}] if index == 0 else [],
+        )
+        for index, (uuid, bus) in enumerate(zip(V100, NVML_BUSES, strict=True))
+    ]
+    snapshot = fake_backend(scenario_file(gpus)).sample()
+    (by_rules,) = snapshot.gpus[0].processes
+    assert by_rules.cuda is not None and by_rules.cuda.devices == (0,)
+    assert not by_rules.cuda.mismatch and not by_rules.cuda.devices_from_driver
+    environments = {process.pid: read_cuda_environment(process.pid)}
+    background = BackgroundDriverProbe(DriverProbe(library=libcuda))
+    deadline = time.monotonic() + 30
+    while background.answer("0", "PCI_BUS_ID") is None:  # asked once, answered in the back
+        assert time.monotonic() < deadline, "the driver probe never answered"
+        time.sleep(0.05)
+    gpus_seen = attach_cuda_views(
+        snapshot.gpus, environments, snapshot.driver_version, background.answer
+    )
+    (by_driver,) = gpus_seen[0].processes
+    assert by_driver.cuda is not None and by_driver.cuda.devices == (3,)
+    assert by_driver.cuda.devices_from_driver and by_driver.cuda.mismatch

@@ -74,6 +74,8 @@ class ProcessCuda:
     """Physical indices in ``cuda:N`` order, by gputop's rules."""
     mismatch: bool
     """NVML shows the process on a card that its own CUDA_VISIBLE_DEVICES excludes."""
+    devices_from_driver: bool = False
+    """``devices`` is the driver probe's enumeration for its environment, not the rules'."""
 
 
 @dataclass(frozen=True, slots=True)

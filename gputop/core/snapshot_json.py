@@ -117,4 +117,5 @@ def _cuda(cuda: ProcessCuda | None) -> dict[str, Any] | None:
         "run_id": cuda.run_id,
         "devices": list(cuda.devices),
         "mismatch": cuda.mismatch,
+        "devices_from": "driver" if cuda.devices_from_driver else "rules",
     }

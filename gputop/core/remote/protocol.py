@@ -215,6 +215,7 @@ def _process_cuda(value: Any, where: str) -> ProcessCuda | None:
             if (index := _ranged(item, f"{where}.devices", 0, MAX_RANK)) is not None
         ),
         mismatch=bool(_bool(cuda.get("mismatch"), f"{where}.mismatch")),
+        devices_from_driver=cuda.get("devices_from") == "driver",
     )
 
 

@@ -24,7 +24,7 @@ from gputop.core.sampling.nvml_processes import (
     ProcessUtilization,
     read_utilization,
 )
-from gputop.core.sampling.process_env import attach_cuda_views
+from gputop.core.sampling.process_env import DriverAnswer, attach_cuda_views
 
 MIB = 1024 * 1024
 PSTATE_UNKNOWN = 32
@@ -70,8 +70,11 @@ class NvmlBackend:
         simulated: str | None = None,
         host_processes: HostProcessTable | None = None,
         options: SamplingOptions | None = None,
+        driver_answer: DriverAnswer | None = None,
     ) -> None:
         self._nvml = nvml
+        self._driver_answer = driver_answer
+        """The driver probe's answers for processes' environments (real GPUs only)."""
         self._reader = FieldReader(nvml)
         self._clock = clock
         self._hostname = hostname or socket.gethostname()
@@ -121,7 +124,7 @@ class NvmlBackend:
             for gpu, processes, usage in readings
         ]
         environments = {pid: fact.environment for pid, fact in facts.items()}
-        gpus = attach_cuda_views(gpus, environments, self._driver_version)
+        gpus = attach_cuda_views(gpus, environments, self._driver_version, self._driver_answer)
         return Snapshot(
             host=self._hostname,
             driver_version=self._driver_version,

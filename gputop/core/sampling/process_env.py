@@ -12,12 +12,17 @@ NVML shows on a card its own list excludes is flagged. docs/cuda-visibility.md e
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gputop.core.model import GpuSample, ProcessCuda
 from gputop.core.numbers import is_ascii_digits
+from gputop.core.probes.driver import DriverProbeResult
+from gputop.core.probes.driver_mapping import driver_visibility
 from gputop.core.visibility import resolve_visibility
+
+DriverAnswer = Callable[[str | None, str | None], DriverProbeResult | None]
+"""The driver probe's answer for (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER), if it has one."""
 
 ENVIRON_LIMIT_BYTES = 256 * 1024
 """More than any real environment holds (Linux limits one string to 128 KiB)."""
@@ -84,12 +89,20 @@ def process_cuda(
     gpus: Sequence[GpuSample],
     driver_version: str | None,
     physical_index: int,
-    driver_order: Sequence[str] | None = None,
+    driver: DriverAnswer | None = None,
 ) -> ProcessCuda:
-    """Where this process's ``cuda:N`` are, and whether NVML shows it on a card outside them."""
+    """Where this process's ``cuda:N`` are, and whether NVML shows it on a card outside them.
+
+    ``driver`` gives the driver probe's answer for an environment where it has one: that
+    enumeration is then the mapping (gputop.core.probes.driver_mapping), the rules' otherwise.
+    """
     visible = environment.get("CUDA_VISIBLE_DEVICES")
     order = environment.get("CUDA_DEVICE_ORDER")
-    seen = resolve_visibility(gpus, driver_version, visible, order, driver_order=driver_order)
+    seen = resolve_visibility(gpus, driver_version, visible, order)
+    answer = driver(visible, order) if driver is not None else None
+    from_driver = driver_visibility(seen, answer, gpus) if answer is not None else None
+    if from_driver is not None:
+        seen = from_driver
     devices = tuple(device.physical_index for device in seen.devices)
     return ProcessCuda(
         visible_devices=visible,
@@ -102,6 +115,7 @@ def process_cuda(
         run_id=environment.get("TORCHELASTIC_RUN_ID"),
         devices=devices,
         mismatch=physical_index not in devices,
+        devices_from_driver=from_driver is not None,
     )
 
 
@@ -109,6 +123,7 @@ def attach_cuda_views(
     gpus: Sequence[GpuSample],
     environments: Mapping[int, CudaEnvironment | None],
     driver_version: str | None,
+    driver: DriverAnswer | None = None,
 ) -> list[GpuSample]:
     """Each GPU with its processes' CUDA views filled in where their environment was read."""
     result = []
@@ -117,7 +132,7 @@ def attach_cuda_views(
             result.append(gpu)
             continue
         processes = tuple(
-            replace(p, cuda=process_cuda(env, gpus, driver_version, gpu.physical_index))
+            replace(p, cuda=process_cuda(env, gpus, driver_version, gpu.physical_index, driver))
             if (env := environments.get(p.pid)) is not None
             else p
             for p in gpu.processes

@@ -16,6 +16,7 @@ from typing import Any
 
 from gputop.core.errors import NvmlUnavailableError, UsageError
 from gputop.core.model import ProcessOrigin
+from gputop.core.probes.background import BackgroundDriverProbe
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
 from gputop.core.sampling.pid_namespace import local_pid_guard
@@ -112,7 +113,10 @@ def _open_real(options: SamplingOptions | None) -> NvmlBackend:
             f"The NVIDIA driver library could not be loaded ({error}). {TRY_FAKE}"
         ) from None
     return NvmlBackend(
-        pynvml, options=options, host_processes=HostProcessTable(guard=local_pid_guard())
+        pynvml,
+        options=options,
+        host_processes=HostProcessTable(guard=local_pid_guard()),
+        driver_answer=BackgroundDriverProbe().answer,
     )
 
 

@@ -203,3 +203,11 @@ def test_the_peak_memory_a_dashboard_saw_is_in_the_word_when_a_job_ends(state_di
     assert event.text.endswith(", peak 2.0G GPU memory.")
     assert event_environment(event)["GPUTOP_JOB_PEAK_MEMORY_BYTES"] == str(2 * gib)
     assert job_memory_peaks(peaks, one, JobsView()) == {}
+
+
+def test_a_notify_command_for_a_job_launched_elsewhere_is_refused(
+    state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--slurm", "--gpus", "1", "--notify-command", "true", "--", "python", "t.py"]
+    assert main(argv) == 2
+    assert "--notify-command works for jobs launched on this machine" in capsys.readouterr().err

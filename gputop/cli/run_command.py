@@ -142,6 +142,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "No command given: put it after --, e.g. gputop run --gpus 0 -- python train.py"
         )
+    if args.notify_command and (args.slurm or getattr(args, "hosts", None)):
+        raise UsageError(
+            "--notify-command works for jobs launched on this machine: a Slurm job or one "
+            "on another host has no gputop supervisor here to run it. Use gputop jobs wait "
+            "--notify-command CMD where the job runs."
+        )
     if args.slurm:
         return run_slurm_submit(args, command)
     given = slurm_options_without_slurm(args)

@@ -81,3 +81,14 @@ def test_two_torchrun_jobs_at_once_each_get_their_own_port_and_group(
     assert a[0]["env"]["CUDA_VISIBLE_DEVICES"] == f"{V100[0]},{V100[1]}"
     assert b[0]["env"]["CUDA_VISIBLE_DEVICES"] == f"{V100[2]},{V100[3]}"
     assert a[0]["env"]["MASTER_PORT"] != b[0]["env"]["MASTER_PORT"]
+
+
+def test_the_torch_distributed_run_module_is_given_a_process_per_card_too(
+    state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], torchrun: str
+) -> None:
+    argv = ["--gpus", "0,2", "--", sys.executable, "-m", "torch.distributed.run", DDP]
+    code, printed, _ = gputop_run(capsys, *argv, str(tmp_path))
+    assert code == 0 and "-m torch.distributed.run --nproc_per_node=2 --master_port=" in printed
+    ended = wait_until_ended(state_dir, 1)
+    assert ended.exit_code == 0, (state_dir / "logs" / "1.log").read_text()
+    assert [r["sum"] for r in ranks(tmp_path)] == [3.0, 3.0]

@@ -9,7 +9,6 @@ and why), then the same lines as the local ``snapshot``. ``--json``: one aggrega
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import replace
@@ -18,6 +17,7 @@ from gputop.cli.agent_command import MIN_INTERVAL_S
 from gputop.cli.lab_common import host_label, open_lab, status_json
 from gputop.cli.snapshot_text import render_snapshot
 from gputop.core.errors import UsageError
+from gputop.core.numbers import strict_json
 from gputop.core.remote.lab import settled
 from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.safe_text import clean
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace, width: int | None) -> int:
             "kind": "lab",
             "hosts": [status_json(status) for status in statuses],
         }
-        print(json.dumps(document, indent=2))
+        print(strict_json(document, indent=2))
     else:
         print("\n\n".join(render_host(status, width) for status in statuses))
     if args.stats:
@@ -68,7 +68,7 @@ def _watch(args: argparse.Namespace, width: int | None) -> int:
                 if args.json:
                     hosts = [status_json(status) for status in statuses]
                     document = {"schema": SCHEMA_VERSION, "kind": "lab", "hosts": hosts}
-                    sys.stdout.write(json.dumps(document) + "\n")
+                    sys.stdout.write(strict_json(document) + "\n")
                 else:
                     screen = "\n\n".join(render_host(s, width, once=False) for s in statuses)
                     sys.stdout.write(CLEAR_HOME + screen + "\n")

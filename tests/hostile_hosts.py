@@ -25,13 +25,15 @@ NOW = 1_767_225_630.0
 
 
 def good_document(scenario: str = "v100x4") -> dict[str, Any]:
-    """A real simulated snapshot document, stamped ``NOW``."""
+    """A real simulated snapshot document, stamped ``NOW`` and sent as a real host's
+    (a simulated host's clock is its scenario's and is not judged)."""
     backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": "30"})
     try:
         document = snapshot_to_json(backend.sample())
     finally:
         backend.close()
     document["timestamp"] = NOW
+    document["simulated"] = None
     return document
 
 

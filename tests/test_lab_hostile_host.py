@@ -118,6 +118,16 @@ def test_a_clock_hours_ahead_is_shown_and_its_data_timed_by_arrival() -> None:
     assert starts and starts == [None] * len(starts)  # no ages from a clock that is off
 
 
+def test_a_simulated_hosts_frozen_clock_is_its_scenarios() -> None:
+    document = copy.deepcopy(GOOD)
+    document["timestamp"] = NOW - 300 * 86400
+    document["simulated"] = "v100x4"
+
+    status = replay("simulated", agent_lines(document))
+
+    assert status.clock_skew_s is None and status.describe() == "live"
+
+
 def test_a_clock_a_few_seconds_off_is_trusted() -> None:
     document = copy.deepcopy(GOOD)
     document["timestamp"] = NOW - 5

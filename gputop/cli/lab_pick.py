@@ -10,7 +10,6 @@ judged too, but nvidia-smi names no process owners, so any process makes a card 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from gputop.cli.lab_common import host_label, open_lab
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
+from gputop.core.numbers import strict_json
 from gputop.core.remote.lab import Lab, settled
 from gputop.core.remote.remote_command import remote_gputop_command
 from gputop.core.remote.status import HostStatus, LinkState, Mode
@@ -107,7 +107,7 @@ def run_pick(args: argparse.Namespace) -> int:
             "uuids": found.uuids,
             "cuda_visible_devices": found.cuda_visible_devices,
         }
-        print(json.dumps(document))
+        print(strict_json(document))
     else:
         print(f"{host_label(found.status)} {found.cuda_visible_devices}")
     return 0

@@ -30,6 +30,7 @@ from gputop.core.model import (
     ProcessType,
     Snapshot,
 )
+from gputop.core.numbers import strict_json
 
 PROTOCOL_VERSION = 1
 
@@ -47,8 +48,9 @@ class Message:
 
 
 def encode(message_type: str, **fields: Any) -> str:
-    """One protocol line, newline included, compact (it crosses the network every second)."""
-    return json.dumps({"type": message_type, **fields}, separators=(",", ":")) + "\n"
+    """One protocol line, newline included, compact (it crosses the network every second);
+    strict JSON, as every document gputop writes (an unknown number is ``null``)."""
+    return strict_json({"type": message_type, **fields}, separators=(",", ":")) + "\n"
 
 
 def decode(line: str | bytes) -> Message:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import IO
 
+from gputop.core.install_advice import install_advice
 from gputop.core.remote.protocol import ProtocolError, decode, snapshot_from_json
 from gputop.core.remote.reduced import MARK_NOTHING, MARK_REDUCED, ReducedFrames
 from gputop.core.remote.remote_command import remote_agent_command
@@ -204,7 +205,7 @@ class HostLink:
                 return delivered, Failure(
                     "no-gputop",
                     "neither gputop nor nvidia-smi is on the server's PATH",
-                    "install gputop there: pipx install gputop (or pip install --user gputop)",
+                    install_advice(self.host),
                 )
             try:
                 message = decode(text)

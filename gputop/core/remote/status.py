@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.core.install_advice import install_advice
 from gputop.core.model import Snapshot
 from gputop.core.remote.transport import Failure
 
@@ -25,11 +26,6 @@ class Mode(str, enum.Enum):
     """No gputop there: nvidia-smi's CSV fields only (gputop/core/remote/reduced.py)."""
     LOCAL = "local"
     """This machine, sampled in this process without ssh."""
-
-
-INSTALL_ADVICE = (
-    "install gputop there for every field: pipx install gputop (or pip install --user gputop)"
-)
 
 
 @dataclass(frozen=True)
@@ -66,5 +62,6 @@ class HostStatus:
         else:
             text = self.state.value
         if self.mode is Mode.REDUCED and self.state is not LinkState.UNREACHABLE:
-            text += f", reduced mode (nvidia-smi only: {INSTALL_ADVICE})"
+            advice = install_advice(self.host)
+            text += f", reduced mode (nvidia-smi only; for every field, {advice})"
         return text

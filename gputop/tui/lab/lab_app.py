@@ -24,6 +24,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Static
 
+from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy
 from gputop.core.remote.host_summary import summarize
 from gputop.core.remote.remote_jobs import run_remote, signal_argv
@@ -275,7 +276,7 @@ class LabApp(GputopApp):
         if status.mode is Mode.REDUCED:
             self.notify(
                 f"{clean(status.host)} runs in reduced mode: there is no gputop there to "
-                "launch with (pipx install gputop there).",
+                f"launch with ({clean(install_advice(status.host))}).",
                 severity="warning",
             )
             return

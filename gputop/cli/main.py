@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from gputop.cli import (
     agent_command,
     dashboard,
+    hosts_command,
     jobs_command,
     map_command,
     pick_command,
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs_command.add_parser(commands, common)
     agent_command.add_parser(commands, common)
     signal_command.add_parser(commands, common)
+    hosts_command.add_parser(commands, common)
     return parser
 
 

@@ -98,7 +98,7 @@ def install_script(wheel: str, pip_args: Sequence[str]) -> str:
         f"else echo '{MARK} failed: neither pipx nor python3 is on the PATH there'",
         f"exit {NO_PYTHON_EXIT}",
         "fi",
-        f'echo "{MARK} version $(gputop --version 2>&1 | head -n 1)"',
+        f'echo "{MARK} version $(gputop --version 2>&1 | tail -n 1)"',
     ]
     return "; ".join(parts)
 

@@ -12,6 +12,7 @@ server fetches them from the index).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -154,3 +155,37 @@ def test_each_host_gets_its_own_line_and_an_unreachable_one_says_why(
     assert "ssh-copy-id gpu-nokey" in lines[1]
     assert lines[2].startswith(f"{alias}: ok: installed with pip --user")
     assert lines[3].startswith("-bad: FAILED: ")
+
+
+OLDER_GPUTOP = """#!/bin/sh
+# An older gputop on the server: the real agent, its hello saying version 0.0.9.
+"{real}" "$@" | sed -u 's/"gputop":"[^"]*"/"gputop":"0.0.9"/'
+"""
+
+
+def test_the_lab_shows_a_host_with_an_older_gputop_what_it_lacks_and_the_command(
+    server: SshServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    older = tmp_path / "older-bin"
+    older.mkdir()
+    (older / "gputop").write_text(OLDER_GPUTOP.format(real=Path(sys.executable).parent / "gputop"))
+    (older / "gputop").chmod(0o755)
+    alias = f"gpu-older-{tmp_path.name}"
+    server.add_alias(
+        alias,
+        f"SetEnv GPUTOP_FAKE=v100x4 GPUTOP_FAKE_TIME=30 GPUTOP_PATH={older} "
+        f"GPUTOP_STATE_DIR={tmp_path / 'state'}",
+    )
+    monkeypatch.setenv(SSH_CONFIG_ENV, str(server.ssh_config))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+    code = main(["snapshot", "--json", "--hosts", alias])
+
+    entry = json.loads(capsys.readouterr().out)["hosts"][0]
+    assert code == 0 and entry["state"] == "live", entry["status"]
+    assert entry["gputop_version"] == "0.0.9"
+    assert f"gputop 0.0.9 there, older than this {__version__} (it lacks " in entry["status"]
+    assert entry["status"].endswith(f"update it: gputop hosts install {alias}")

@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import IO
 
 from gputop.core.install_advice import install_advice
+from gputop.core.remote.agent_version import checked_version
 from gputop.core.remote.protocol import ProtocolError, decode, snapshot_from_json
 from gputop.core.remote.reduced import MARK_NOTHING, MARK_REDUCED, ReducedFrames
 from gputop.core.remote.remote_command import remote_agent_command
@@ -211,7 +212,11 @@ class HostLink:
                 message = decode(text)
                 if message.type == "hello":
                     user = message.body.get("user")
-                    self._update(mode=Mode.FULL, user=user if isinstance(user, str) else None)
+                    self._update(
+                        mode=Mode.FULL,
+                        user=user if isinstance(user, str) else None,
+                        agent_version=checked_version(message.body.get("gputop")),
+                    )
                 elif message.type == "snapshot":
                     self._arrived(snapshot_from_json(message.body.get("snapshot")))
                     delivered = True

@@ -8,6 +8,7 @@ from typing import Any
 
 from gputop.core.install_advice import install_advice
 from gputop.core.model import Snapshot
+from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.transport import Failure
 
 
@@ -49,6 +50,8 @@ class HostStatus:
     """The steady rate on the current connection: bytes between its first and latest
     snapshot over the time between them; None until two snapshots have arrived."""
     snapshots_received: int = 0
+    agent_version: str | None = None
+    """The gputop version the host's agent said in its hello (checked: agent_version.py)."""
 
     def describe(self) -> str:
         """One line for a person: ``live``, ``stale for 12 s``, ``unreachable: why; what to do``."""
@@ -61,6 +64,9 @@ class HostStatus:
                 text += f" (retrying in {self.retry_in_s:.0f} s)"
         else:
             text = self.state.value
+        older = older_note(self.host, self.agent_version)
+        if older is not None and self.state is not LinkState.UNREACHABLE:
+            text += f", {older}"
         if self.mode is Mode.REDUCED and self.state is not LinkState.UNREACHABLE:
             advice = install_advice(self.host)
             text += f", reduced mode (nvidia-smi only; for every field, {advice})"

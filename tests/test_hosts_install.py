@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,3 +190,18 @@ def test_the_lab_shows_a_host_with_an_older_gputop_what_it_lacks_and_the_command
     assert entry["gputop_version"] == "0.0.9"
     assert f"gputop 0.0.9 there, older than this {__version__} (it lacks " in entry["status"]
     assert entry["status"].endswith(f"update it: gputop hosts install {alias}")
+
+
+def test_the_wheel_carries_every_file_the_package_reads(wheel: Path) -> None:
+    package = ROOT / "gputop"
+    data = {
+        path.relative_to(ROOT).as_posix()
+        for path in package.rglob("*")
+        if path.is_file() and path.suffix not in (".py", ".pyc")
+    }
+    assert data, "the package has data files (scenarios, styles)"
+
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+
+    assert data <= names, sorted(data - names)

@@ -27,7 +27,8 @@ from sshd_helpers import SshServer, start_server
 
 from gputop import DISTRIBUTION, __version__
 from gputop.cli.main import main
-from gputop.core.remote.installer import wheel_name
+from gputop.core.errors import UsageError
+from gputop.core.remote.installer import install_script, judge, wheel_name
 from gputop.core.remote.transport import SSH_CONFIG_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,3 +206,49 @@ def test_the_wheel_carries_every_file_the_package_reads(wheel: Path) -> None:
         names = set(archive.namelist())
 
     assert data <= names, sorted(data - names)
+
+
+def test_pip_options_reach_pip_as_words_and_never_run_as_commands(
+    install_host: tuple[str, Path],
+    wheel: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    alias, _ = install_host
+    marker = tmp_path / "ran"
+    hostile = f"--pip-args=--no-index --progress-bar=off;touch {marker} $(touch {marker})"
+
+    code = main(["hosts", "install", "--wheel", str(wheel), hostile, alias])
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"{alias}: FAILED: pip --user failed (exit 2): " in out
+    assert not marker.exists()
+
+
+def test_a_wheel_name_that_is_not_ours_never_reaches_a_script() -> None:
+    with pytest.raises(ValueError):
+        install_script("gputop_dash-0.1.0-py3-none-any.whl;reboot", [])
+    with pytest.raises(UsageError):
+        main_error(["hosts", "install", "--wheel", "/tmp/gputop-0.3.0-py3-none-any.whl", "h"])
+
+
+def main_error(argv: list[str]) -> None:
+    from gputop.cli.hosts_command import run_install
+    from gputop.cli.main import build_parser
+
+    run_install(build_parser().parse_args(argv))
+
+
+def test_a_pep_668_python_without_pipx_is_told_to_install_pipx() -> None:
+    output = (
+        "gputop-install: method pip --user\n"
+        "error: externally-managed-environment\n"
+        "× This environment is externally managed\n"
+    )
+
+    result = judge("gpu1", 1, output, b"")
+
+    assert not result.ok and result.method == "pip --user"
+    assert result.detail.startswith("the host's Python is managed by its distribution (PEP 668)")
+    assert "apt install pipx" in result.detail

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gputop import DISTRIBUTION
+from gputop.cli.arg_types import seconds
 from gputop.core.errors import UsageError
 from gputop.core.safe_text import clean
 
@@ -50,25 +50,26 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "--pip-args",
         default="",
         metavar="ARGS",
-        help="options for pip there, split like a shell would (for example "
-        "'--no-index --find-links /shared/wheels' on servers without the package index)",
+        help="options for pip there, split like a shell would; write it with '=', as in "
+        "--pip-args='--no-index --find-links /shared/wheels' (servers without the package "
+        "index)",
     )
     install.add_argument(
         "--timeout",
-        type=float,
+        type=seconds(1.0, 24 * 3600.0),
         default=600.0,
         metavar="SECONDS",
-        help="how long one host may take (default 600)",
+        help="how long one host may take (default 600, from 1 to 86400)",
     )
     install.set_defaults(run=run_install)
 
 
 def run_install(args: argparse.Namespace) -> int:
+    from concurrent.futures import ThreadPoolExecutor  # only here: every start pays imports
+
     from gputop.core.remote.hosts import HostEntry, config_path, load_groups, resolve_hosts
     from gputop.core.remote.installer import InstallResult, check_wheel, install_on_host
 
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout {args.timeout}: give a positive number of seconds.")
     try:
         pip_args = shlex.split(args.pip_args)
     except ValueError as error:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from real_components import cannot
 
 from gputop import DISTRIBUTION, __version__
 from gputop.core.build_info import checkout_commit, version_line
@@ -30,7 +31,7 @@ def git(*args: str, cwd: Path) -> str:
 @pytest.fixture
 def repository(tmp_path: Path) -> Path:
     if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+        cannot("git is not installed (Debian: apt-get install git)")
     repo = tmp_path / "clone"
     repo.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)

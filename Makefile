@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo run test check bench screenshots clean dist
 
+# The distribution was named gputop until it became gputop-dash (README, Install): an
+# editable install under the old name is removed, so one name owns the gputop command.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# the distribution was named gputop before 0.1.0 (README, Install): one name installed
 	$(BIN)/python -m pip uninstall --quiet --disable-pip-version-check -y gputop 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)

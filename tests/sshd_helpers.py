@@ -153,7 +153,9 @@ class SshServer:
                     "PasswordAuthentication no",
                     "KbdInteractiveAuthentication no",
                     "PermitRootLogin prohibit-password",
-                    "AcceptEnv GPUTOP_*",
+                    # PYTHONUSERBASE: `hosts install` tests put `pip install --user` in a
+                    # private place (tests/test_hosts_install.py).
+                    "AcceptEnv GPUTOP_* PYTHONUSERBASE",
                     "PrintMotd no",
                     "LogLevel ERROR",
                     "",
@@ -209,6 +211,27 @@ class SshServer:
         host("gpu-nokey", known, key="stranger_key")
         host("gpu-closed", known, port=free_port())
         return "\n\n".join(blocks) + "\n"
+
+    def add_alias(self, alias: str, *lines: str) -> None:
+        """One more alias reaching this server with the test's key, its host key known."""
+        d = self.directory
+        block = [
+            f"Host {alias}",
+            "  HostName 127.0.0.1",
+            f"  Port {self.port}",
+            f"  IdentityFile {d / 'user_key'}",
+            "  IdentitiesOnly yes",
+            "  IdentityAgent none",
+            "  ControlMaster no",
+            "  ControlPath none",
+            "  GlobalKnownHostsFile /dev/null",
+            "  StrictHostKeyChecking yes",
+            f"  UserKnownHostsFile {d / 'known_hosts'}",
+            "  LogLevel ERROR",
+            *(f"  {line}" for line in lines),
+        ]
+        with self.ssh_config.open("a") as config:
+            config.write("\n" + "\n".join(block) + "\n")
 
     def start(self) -> None:
         """Run sshd in the foreground (-D) and wait until it accepts connections."""

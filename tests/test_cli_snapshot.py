@@ -165,7 +165,7 @@ def test_version_and_help_list_the_subcommands() -> None:
     helptext = subprocess.run(
         [sys.executable, "-m", "gputop", "--help"], capture_output=True, text=True
     )
-    assert version.returncode == 0 and version.stdout.startswith("gputop ")
+    assert version.returncode == 0 and version.stdout.startswith("gputop-dash ")
     assert helptext.returncode == 0 and "snapshot" in helptext.stdout
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from gputop.cli.lab_common import host_label, open_lab
 from gputop.core.errors import GputopError, UsageError
+from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.numbers import strict_json
 from gputop.core.remote.lab import Lab, settled
@@ -77,8 +78,8 @@ def first_host_with(
     for status in statuses:
         if need_full and status.mode is Mode.REDUCED:
             reasons.append(
-                f"{host_label(status)}: reduced mode (no gputop there to launch with: "
-                "pipx install gputop)"
+                f"{host_label(status)}: reduced mode (no gputop there to launch with; "
+                f"{clean(install_advice(status.host))})"
             )
             continue
         try:

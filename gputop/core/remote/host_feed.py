@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputop.core.install_advice import install_advice
 from gputop.core.model import Snapshot
+from gputop.core.remote.agent_version import checked_version
 from gputop.core.remote.host_values import check_jobs, check_snapshot
 from gputop.core.remote.protocol import ProtocolError, decode, snapshot_from_json
 from gputop.core.remote.reduced import MARK_NOTHING, MARK_REDUCED, ReducedFrames
@@ -63,7 +65,7 @@ class HostFeed:
                 end=Failure(
                     "no-gputop",
                     "neither gputop nor nvidia-smi is on the server's PATH",
-                    "install gputop there: pipx install gputop (or pip install --user gputop)",
+                    install_advice(self.host),
                 )
             )
         try:
@@ -82,7 +84,13 @@ class HostFeed:
     def _message(self, kind: str, body: dict[str, Any]) -> Outcome:
         if kind == "hello":
             user = body.get("user")
-            return Outcome({"mode": Mode.FULL, "user": user if isinstance(user, str) else None})
+            return Outcome(
+                {
+                    "mode": Mode.FULL,
+                    "user": user if isinstance(user, str) else None,
+                    "agent_version": checked_version(body.get("gputop")),
+                }
+            )
         if kind == "snapshot":
             return self._arrived(snapshot_from_json(body.get("snapshot")), 0)
         if kind == "jobs":

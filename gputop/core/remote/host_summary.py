@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.jobs.policy import FreePolicy, judge_cards
+from gputop.core.remote.agent_version import lacks
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 
 ACTIVE_JOB_STATUSES = ("waiting", "running")
@@ -58,6 +59,10 @@ def short_state(status: HostStatus) -> str:
         text = status.state.value
     if status.mode is Mode.REDUCED and status.state is not LinkState.UNREACHABLE:
         text += ", reduced mode"
+    elif (
+        status.state is not LinkState.UNREACHABLE and lacks(status.agent_version or "") is not None
+    ):
+        text += ", older gputop"
     trouble = status.trouble()
     return f"{text}, {trouble}" if trouble else text
 

@@ -6,7 +6,9 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.core.install_advice import install_advice
 from gputop.core.model import Snapshot
+from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.transport import Failure
 
 
@@ -25,11 +27,6 @@ class Mode(str, enum.Enum):
     """No gputop there: nvidia-smi's CSV fields only (gputop/core/remote/reduced.py)."""
     LOCAL = "local"
     """This machine, sampled in this process without ssh."""
-
-
-INSTALL_ADVICE = (
-    "install gputop there for every field: pipx install gputop (or pip install --user gputop)"
-)
 
 
 @dataclass(frozen=True)
@@ -53,6 +50,8 @@ class HostStatus:
     """The steady rate on the current connection: bytes between its first and latest
     snapshot over the time between them; None until two snapshots have arrived."""
     snapshots_received: int = 0
+    agent_version: str | None = None
+    """The gputop version the host's agent said in its hello (checked: agent_version.py)."""
     impossible_values: int = 0
     """Values of the latest snapshot and jobs out of range, shown as N/A
     (gputop/core/remote/host_values.py)."""
@@ -91,8 +90,12 @@ class HostStatus:
                 text += f" (retrying in {self.retry_in_s:.0f} s)"
         else:
             text = self.state.value
+        older = older_note(self.host, self.agent_version)
+        if older is not None and self.state is not LinkState.UNREACHABLE:
+            text += f", {older}"
         if self.mode is Mode.REDUCED and self.state is not LinkState.UNREACHABLE:
-            text += f", reduced mode (nvidia-smi only: {INSTALL_ADVICE})"
+            advice = install_advice(self.host)
+            text += f", reduced mode (nvidia-smi only; for every field, {advice})"
         trouble = self.trouble()
         return f"{text}, {trouble}" if trouble else text
 

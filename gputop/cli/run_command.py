@@ -174,6 +174,12 @@ def run(args: argparse.Namespace) -> int:
     )
     prepared = prepare_launch(request, snapshot, environ)
     store = open_store()
+    if not store.writable:
+        store.close()
+        raise GputopError(
+            "Nothing was launched: the job store cannot be written (see above). Free some "
+            "space, or set GPUTOP_STATE_DIR to a directory on another file system."
+        )
     if store.notices:  # a person should see that their jobs list was reset before launching
         store.close()
         raise GputopError(

@@ -10,6 +10,7 @@ and one written by a newer gputop is refused and left as it is.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -24,6 +25,12 @@ from typing import Any
 from gputop.core.errors import GputopError
 from gputop.core.jobs.mig_targets import target_keys
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
+from gputop.core.jobs.pending_end import (
+    RecordedEnd,
+    ended_as_kept,
+    forget_pending_end,
+    read_pending_ends,
+)
 from gputop.core.jobs.private_files import open_log_append
 from gputop.core.jobs.procgroup import process_alive
 from gputop.core.jobs.store_file import (
@@ -33,15 +40,24 @@ from gputop.core.jobs.store_file import (
     default_state_dir,
     memory_connection,
     open_connection,
+    open_read_only,
     store_identity,
 )
 from gputop.core.process_control import current_boot_id, from_earlier_boot
+from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
 
 __all__ = ["JobNotFound", "JobStore", "StoreError", "default_state_dir"]
 
 NEVER_STARTED_AFTER_S = 120.0
 """A job whose supervisor has not reported by then is taken as lost."""
 HISTORY_KEPT = 1000
+WRITABLE_RETRY_S = 2.0
+"""How often a store opened read-only (a full or read-only disk) tries to write again."""
+FAULT_CONSEQUENCE = (
+    "Jobs are read as recorded; jobs keep running, and stopping one still works. What "
+    "cannot be recorded now (a job's end, a stop) is kept and recorded when space returns "
+    "(docs/faults.md)."
+)
 
 _ACTIVE = (JobState.WAITING, JobState.RUNNING)
 _NOT_ENDED = (JobState.WAITING, JobState.RUNNING, JobState.LOST)
@@ -64,14 +80,42 @@ class JobStore:
         self._host = socket.gethostname()
         self._file = store_identity(state_dir) if connection is not None else None
         self.in_memory = False
+        self.faults = FaultReporter(
+            f"the job store {self.db_path}", FAULT_CONSEQUENCE, notices.append
+        )
+        """Says once that the store cannot be written (and once that it can again)."""
+        self._read_only = False
+        self._writable_tried = 0.0
+        self._notices_taken = 0
 
     @classmethod
     def open(cls, state_dir: Path | str | None = None) -> JobStore:
+        """The store, for reading and writing; read-only where nothing can be written (a
+        full disk, a read-only file system), which is said once in ``notices``."""
         directory = Path(state_dir) if state_dir is not None else default_state_dir()
         directory = directory.expanduser().absolute()
         notices: list[str] = []
-        connection = open_connection(directory, notices)
+        try:
+            connection = open_connection(directory, notices)
+        except StoreError as error:
+            if error.fault is None or not os.path.lexists(directory / DB_NAME):
+                raise
+            store = cls(directory, open_read_only(directory), notices)
+            store._became_read_only(error.fault)
+            return store
         return cls(directory, connection, notices)
+
+    @property
+    def writable(self) -> bool:
+        """False while the store is open read-only (nothing can be written now)."""
+        return not self._read_only
+
+    def take_notices(self) -> list[str]:
+        """What a person must be told since the last call (each said once)."""
+        with self._lock:
+            taken = self.notices[self._notices_taken :]
+            self._notices_taken = len(self.notices)
+        return taken
 
     @classmethod
     def in_memory_store(cls) -> JobStore:
@@ -108,10 +152,7 @@ class JobStore:
 
     def list_jobs(self) -> list[Job]:
         """Every job, oldest first; jobs whose supervisor vanished are marked lost first."""
-        jobs = self._select("SELECT * FROM jobs ORDER BY id")
-        if self._refresh_liveness(jobs):
-            jobs = self._select("SELECT * FROM jobs ORDER BY id")
-        return jobs
+        return self._current(self._select("SELECT * FROM jobs ORDER BY id"))
 
     def active_jobs(self) -> list[Job]:
         """Waiting or running jobs, oldest first."""
@@ -121,16 +162,11 @@ class JobStore:
         jobs = self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))
         if not jobs:
             raise JobNotFound(f"There is no job {job_id}; `gputop jobs` lists them.")
-        if self._refresh_liveness(jobs):
-            jobs = self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))
-        return jobs[0]
+        return self._current(jobs)[0]
 
     def history(self, limit: int = 200) -> list[str]:
         """Commands launched before, oldest first and newest last, each once."""
-        with self._reading():
-            rows = self._conn.execute(
-                "SELECT command_text FROM history ORDER BY seq DESC LIMIT ?", (limit,)
-            ).fetchall()
+        rows = self._rows("SELECT command_text FROM history ORDER BY seq DESC LIMIT ?", (limit,))
         return [row[0] for row in reversed(rows)]
 
     # --- writing -------------------------------------------------------------------------
@@ -390,9 +426,7 @@ class JobStore:
         )
 
     def has_job(self, job_id: int) -> bool:
-        with self._reading():
-            row = self._conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return row is not None
+        return bool(self._rows("SELECT 1 FROM jobs WHERE id = ?", (job_id,)))
 
     def mark_ended(
         self,
@@ -402,18 +436,26 @@ class JobStore:
         signal: int | None = None,
         note: str | None = None,
         stopped: bool | None = None,
+        ended_at: float | None = None,
     ) -> None:
         """Record how the job ended. Also ends a job taken as lost: the end is the truth.
 
         ``stopped``: whether a stop request ended it (``None``: leave as recorded). A job
         that ended by itself while a stop was on its way did not end because of it.
+        ``ended_at``: when it ended, if not now (an end kept while the disk was full).
         """
         stop_flag = "" if stopped is None else f", stop_requested = {int(stopped)}"
         self._update(
             job_id,
             "state = ?, exit_code = ?, signal = ?, note = COALESCE(?, note), ended_at = ?"
             + stop_flag,
-            (JobState.ENDED.value, exit_code, signal, note, time.time()),
+            (
+                JobState.ENDED.value,
+                exit_code,
+                signal,
+                note,
+                time.time() if ended_at is None else ended_at,
+            ),
             states=_NOT_ENDED,
         )
 
@@ -462,9 +504,63 @@ class JobStore:
             conn.execute(sql, params)
 
     def _select(self, sql: str, params: tuple[Any, ...] = ()) -> list[Job]:
-        with self._reading():
-            rows = self._conn.execute(sql, params).fetchall()
-        return [self._row_to_job(row) for row in rows]
+        return [self._row_to_job(row) for row in self._rows(sql, params)]
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Run a query; where reading needs a write SQLite cannot make (its ``-shm`` file
+        on a full disk), read again through a read-only connection."""
+        for attempt in (1, 2):
+            try:
+                with self._reading():
+                    return list(self._conn.execute(sql, params).fetchall())
+            except StoreError as error:
+                if error.fault is None or self._read_only or self.in_memory or attempt == 2:
+                    raise
+                with self._lock:
+                    self._switch_to_read_only(error.fault)
+        raise AssertionError("unreachable")
+
+    def _current(self, jobs: list[Job]) -> list[Job]:
+        """The jobs as they are now: ends kept beside the store (pending_end.py) applied,
+        and active jobs whose supervisor vanished marked lost; in memory only, where the
+        store cannot be written."""
+        jobs = self._with_pending_ends(jobs)
+        return self._refresh_liveness(jobs)
+
+    def _with_pending_ends(self, jobs: list[Job]) -> list[Job]:
+        if self.in_memory:
+            return jobs
+        pending = read_pending_ends(self.state_dir)
+        if not pending:
+            return jobs
+        result = []
+        for job in jobs:
+            end = pending.get(job.id)
+            if end is None:
+                result.append(job)
+                continue
+            if job.state is not JobState.ENDED:
+                try:
+                    self._record_pending_end(end)
+                except StoreError as error:
+                    if error.fault is None:
+                        raise
+                    result.append(ended_as_kept(job, end))
+                    continue
+                job = self._select("SELECT * FROM jobs WHERE id = ?", (job.id,))[0]
+            forget_pending_end(self.state_dir, job.id)
+            result.append(job)
+        return result
+
+    def _record_pending_end(self, end: RecordedEnd) -> None:
+        self.mark_ended(
+            end.job_id,
+            exit_code=end.exit_code,
+            signal=end.signal,
+            note=end.note,
+            stopped=end.stopped or None,
+            ended_at=end.ended_at,
+        )
 
     @staticmethod
     def _row_to_job(row: sqlite3.Row) -> Job:
@@ -505,11 +601,13 @@ class JobStore:
             slurm_job_id=row["slurm_job_id"],
         )
 
-    def _refresh_liveness(self, jobs: Sequence[Job]) -> bool:
-        """Mark lost the active jobs of this host whose supervisor is gone. True if any."""
-        changed = False
+    def _refresh_liveness(self, jobs: list[Job]) -> list[Job]:
+        """Mark lost the active jobs of this host whose supervisor is gone: in the store,
+        or (where it cannot be written) in the list returned."""
+        result = []
         now = time.time()
         for job in jobs:
+            result.append(job)
             if not job.is_active or job.host != self._host or job.slurm_job_id is not None:
                 continue  # Slurm's jobs have no supervisor: gputop.core.slurm.sync follows them
             if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
@@ -530,12 +628,52 @@ class JobStore:
                 )
                 if job.pid is not None and process_alive(job.pid, job.pid_start_time):
                     note += f"; the job (pid {job.pid}) is still running"
-            changed |= self.mark_lost(job.id, note, job.supervisor_pid)
-        return changed
+            try:
+                marked = self.mark_lost(job.id, note, job.supervisor_pid)
+            except StoreError as error:
+                if error.fault is None:
+                    raise
+                result[-1] = dataclasses.replace(job, state=JobState.LOST, note=note)
+                continue
+            if marked:
+                result[-1] = self._select("SELECT * FROM jobs WHERE id = ?", (job.id,))[0]
+        return result
+
+    def _became_read_only(self, fault: WriteFault) -> None:
+        self._read_only = True
+        self._writable_tried = time.monotonic()
+        self.faults.failed(fault)
+
+    def _switch_to_read_only(self, fault: WriteFault) -> None:
+        connection = open_read_only(self.state_dir)
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = connection
+        self._became_read_only(fault)
+
+    def _try_writable(self) -> None:
+        """Opened read-only: open for writing again, at most every WRITABLE_RETRY_S."""
+        if time.monotonic() - self._writable_tried < WRITABLE_RETRY_S:
+            return
+        self._writable_tried = time.monotonic()
+        try:
+            connection = open_connection(self.state_dir, self.notices)
+        except StoreError as error:
+            if error.fault is None:
+                raise
+            self.faults.failed(error.fault)
+            return
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = connection
+        self._read_only = False
+        self._file = store_identity(self.state_dir)
 
     def _follow_replacement(self) -> None:
         """Another process moved a damaged store aside and started a new one: use the new
         one (a supervisor then records its job there again, see supervisor.py)."""
+        if self._read_only:
+            return  # nothing can be moved aside where nothing can be written
         if self._file is None or store_identity(self.state_dir) in (self._file, None):
             return
         connection = open_connection(self.state_dir, self.notices)
@@ -551,18 +689,33 @@ class JobStore:
             try:
                 yield
             except sqlite3.Error as error:
-                raise StoreError(f"Cannot read the job store {self.db_path}: {error}.") from None
+                raise StoreError(
+                    f"Cannot read the job store {self.db_path}: {error}.", write_fault_of(error)
+                ) from None
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._read_only:
+                self._try_writable()
+            fault = self.faults.fault
+            if self._read_only and fault is not None:
+                raise StoreError(
+                    f"Cannot write the job store {self.db_path}: "
+                    f"{fault.describe('the job store')}.",
+                    fault,
+                )
             self._follow_replacement()
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:
-                raise StoreError(f"Cannot write the job store {self.db_path}: {error}.") from None
+                raise self._write_error(error) from None
             try:
                 yield self._conn
+            except sqlite3.Error as error:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self._write_error(error) from None
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("ROLLBACK")
@@ -572,4 +725,12 @@ class JobStore:
             except sqlite3.Error as error:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("ROLLBACK")
-                raise StoreError(f"Cannot write the job store {self.db_path}: {error}.") from None
+                raise self._write_error(error) from None
+            self.faults.succeeded()
+
+    def _write_error(self, error: sqlite3.Error) -> StoreError:
+        """A failed write, for a person; a full or read-only disk is also said once."""
+        fault = write_fault_of(error)
+        if fault is not None:
+            self.faults.failed(fault)
+        return StoreError(f"Cannot write the job store {self.db_path}: {error}.", fault)

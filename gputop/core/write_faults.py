@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import enum
 import errno
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
 
 _SQLITE_READONLY = 8
+_SQLITE_IOERR = 10
 _SQLITE_FULL = 13
+_SQLITE_CANTOPEN = 14
+LOW_SPACE_BYTES = 256 * 1024
+"""Below this much free space a disk counts as full: SQLite needs a few pages to write."""
 
 
 class WriteFault(str, enum.Enum):
@@ -40,8 +45,15 @@ _ERRNO_FAULTS = {
 }
 
 
-def write_fault_of(error: BaseException) -> WriteFault | None:
-    """The fault an error from writing (``OSError`` or ``sqlite3.Error``) shows, if any."""
+def write_fault_of(
+    error: BaseException, where: str | os.PathLike[str] | None = None
+) -> WriteFault | None:
+    """The fault an error from writing (``OSError`` or ``sqlite3.Error``) shows, if any.
+
+    SQLite reports a failed write to its ``-shm`` or ``-wal`` file as a "disk I/O error"
+    or "unable to open database file": with ``where`` (the directory it writes in), such
+    an error is a fault when that file system is full or read-only now.
+    """
     if isinstance(error, OSError):
         return _ERRNO_FAULTS.get(error.errno or 0)
     if isinstance(error, sqlite3.Error):
@@ -52,11 +64,27 @@ def write_fault_of(error: BaseException) -> WriteFault | None:
                 return WriteFault.FULL
             if primary == _SQLITE_READONLY:
                 return WriteFault.READ_ONLY
+            if primary in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and where is not None:
+                return fault_at(where)
         text = str(error).lower()
         if "disk is full" in text:
             return WriteFault.FULL
         if "readonly database" in text or "read-only file system" in text:
             return WriteFault.READ_ONLY
+    return None
+
+
+def fault_at(path: str | os.PathLike[str]) -> WriteFault | None:
+    """The fault the file system holding ``path`` shows now (read-only, or under
+    LOW_SPACE_BYTES free for this user), else ``None``."""
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return None
+    if info.f_flag & os.ST_RDONLY:
+        return WriteFault.READ_ONLY
+    if info.f_bavail * info.f_frsize < LOW_SPACE_BYTES:
+        return WriteFault.FULL
     return None
 
 

@@ -44,7 +44,7 @@ from gputop.core.jobs.store_file import (
     store_identity,
 )
 from gputop.core.process_control import current_boot_id, from_earlier_boot
-from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
+from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
 __all__ = ["JobNotFound", "JobStore", "StoreError", "default_state_dir"]
 
@@ -103,7 +103,11 @@ class JobStore:
             store = cls(directory, open_read_only(directory), notices)
             store._became_read_only(error.fault)
             return store
-        return cls(directory, connection, notices)
+        store = cls(directory, connection, notices)
+        fault = fault_at(directory)
+        if fault is not None:  # said now, even if this command writes nothing
+            store.faults.failed(fault)
+        return store
 
     @property
     def writable(self) -> bool:
@@ -690,7 +694,8 @@ class JobStore:
                 yield
             except sqlite3.Error as error:
                 raise StoreError(
-                    f"Cannot read the job store {self.db_path}: {error}.", write_fault_of(error)
+                    f"Cannot read the job store {self.db_path}: {error}.",
+                    write_fault_of(error, self.state_dir),
                 ) from None
 
     @contextlib.contextmanager
@@ -730,7 +735,7 @@ class JobStore:
 
     def _write_error(self, error: sqlite3.Error) -> StoreError:
         """A failed write, for a person; a full or read-only disk is also said once."""
-        fault = write_fault_of(error)
+        fault = write_fault_of(error, self.state_dir)
         if fault is not None:
             self.faults.failed(fault)
         return StoreError(f"Cannot write the job store {self.db_path}: {error}.", fault)

@@ -141,8 +141,8 @@ def open_read_only(directory: Path) -> sqlite3.Connection:
     do without them, and it forces no checkpoint. The same checks as for writing apply (a
     private directory, a regular file of ours, no trigger or view, not from a newer
     gputop). Where SQLite cannot set up its shared memory file (it would have to create
-    it) and no ``-wal`` file exists, everything is in the main file: it is then opened as
-    immutable.
+    it) and the ``-wal`` file is absent or empty, everything is in the main file: it is
+    then opened as immutable.
     """
     path = directory / DB_NAME
     dir_fd = open_private_dir(directory, create=False)
@@ -152,7 +152,7 @@ def open_read_only(directory: Path) -> sqlite3.Connection:
         )
         for suffix in COMPANIONS:
             check_companion(dir_fd, directory, DB_NAME + suffix, "job store file")
-        has_wal = _exists(dir_fd, DB_NAME + "-wal")
+        has_wal = _size(dir_fd, DB_NAME + "-wal") > 0
     finally:
         os.close(dir_fd)
     uri = path.as_uri() + "?mode=ro"
@@ -197,12 +197,12 @@ def _read_only_sqlite(uri: str) -> sqlite3.Connection:
     return connection
 
 
-def _exists(dir_fd: int, name: str) -> bool:
+def _size(dir_fd: int, name: str) -> int:
+    """Bytes in ``name`` (0 when absent: an empty ``-wal`` is left by a failed open)."""
     try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_size
     except FileNotFoundError:
-        return False
-    return True
+        return 0
 
 
 def memory_connection() -> sqlite3.Connection:
@@ -243,7 +243,7 @@ def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connec
         connection.close()
         if not _is_corruption(error):
             raise StoreError(
-                f"Cannot open the job store {path}: {error}.", write_fault_of(error)
+                f"Cannot open the job store {path}: {error}.", write_fault_of(error, directory)
             ) from None
         problem = str(error)
     if problem is not None:
@@ -269,7 +269,7 @@ def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connec
     except sqlite3.Error as error:
         connection.close()
         raise StoreError(
-            f"Cannot open the job store {path}: {error}.", write_fault_of(error)
+            f"Cannot open the job store {path}: {error}.", write_fault_of(error, directory)
         ) from None
     except BaseException:
         connection.close()

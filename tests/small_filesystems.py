@@ -60,8 +60,8 @@ def _unmount(path: Path) -> None:
     subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
 
 
-@pytest.fixture
-def small_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+@pytest.fixture(name="small_state_dir")
+def small_state_dir_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A state directory on its own 4 MiB tmpfs; the test's environment points at it."""
     mount_point = tmp_path / "small"
     mount_point.mkdir()
@@ -85,8 +85,8 @@ def small_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
             _unmount(mount_point)
 
 
-@pytest.fixture
-def read_only_view(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+@pytest.fixture(name="read_only_view")
+def read_only_view_fixture(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """(source, view): ``view`` shows ``source`` through a read-only bind mount."""
     source, view = tmp_path / "source", tmp_path / "view"
     source.mkdir(mode=0o700)

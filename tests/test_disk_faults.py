@@ -18,11 +18,11 @@ from jobs_helpers import (
     wait_until_ended,
     wait_until_running,
 )
-from small_filesystems import (  # noqa: F401  (the fixtures)
+from small_filesystems import (  # noqa: F401  (the fixtures read_only_view, small_state_dir)
     fill,
     free_bytes,
-    read_only_view,
-    small_state_dir,
+    read_only_view_fixture,
+    small_state_dir_fixture,
 )
 
 from gputop.cli.main import main
@@ -138,7 +138,7 @@ def test_the_agent_and_the_dashboard_read_jobs_on_a_read_only_file_system(
     )
     shown = service.read_now(None)
     assert shown is not None
-    assert [kind for _, kind in reported] == ["warning"]
+    assert [kind for _, kind in reported] == ["warning"], reported
     assert "read-only file system" in reported[0][0]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import UsageError
+from gputop.core.jobs.log_cap import CUT_NOTE
 from gputop.core.jobs.log_follow import TerminalLogFilter
 from gputop.core.jobs.logs import last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
@@ -174,7 +175,10 @@ def _detail(job: Job) -> str:
     """Why a job waits or was lost; otherwise the last line it printed."""
     if job.state in (JobState.WAITING, JobState.LOST) and job.note:
         return job.note
-    return last_line(job.log_path) or ""
+    line = last_line(job.log_path) or ""
+    if job.note and job.note.startswith(CUT_NOTE):  # log_cap.py
+        return f"({CUT_NOTE}) {line}"
+    return line
 
 
 def _clock(when: float | None, now: float) -> str:

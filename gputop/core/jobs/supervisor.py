@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gputop.core.errors import GputopError
+from gputop.core.jobs.log_cap import CHECK_S, LogCap, limits_from, parse_size
 from gputop.core.jobs.logs import gputop_line
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.pending_end import EndReservation, RecordedEnd, ended_as_kept
@@ -93,7 +95,13 @@ class _PopenChild:
 
 class Supervisor:
     def __init__(
-        self, store: JobStore, job_id: int, environ: Mapping[str, str], wake: Wakeup, tty: bool
+        self,
+        store: JobStore,
+        job_id: int,
+        environ: Mapping[str, str],
+        wake: Wakeup,
+        tty: bool,
+        log_max: int | None = None,
     ) -> None:
         self.store = store
         self.job_id = job_id
@@ -109,6 +117,7 @@ class Supervisor:
         """Writes the store refused for lack of space, in order: tried again each poll."""
         self._end: EndReservation | None = None
         self._fault_said = False
+        self._log_limits = limits_from(environ, log_max)
 
     def run(self) -> int:
         job = self.store.get(self.job_id)
@@ -315,13 +324,26 @@ class Supervisor:
         return _PopenChild(process, self.wake)
 
     def _supervise(self, child: Child) -> int:
-        """Wait for the job's end; a stop request on the way ends its whole group."""
-        while (returncode := child.poll()) is None:
-            if self.wake.stop_signal is not None:
-                return self._stop(child)
-            self._ensure_recorded()
-            poll = RUNNING_POLL_S if self._flush() else RECORD_RETRY_S
-            child.wait_for_event(poll)
+        """Wait for the job's end; a stop request on the way ends its whole group. Its log
+        is kept under its cap meanwhile (log_cap.py)."""
+        cap = LogCap(self.log_path, *self._log_limits)
+        checked = 0.0
+        try:
+            while (returncode := child.poll()) is None:
+                if self.wake.stop_signal is not None:
+                    return self._stop(child)
+                if time.monotonic() - checked >= RUNNING_POLL_S or self._unrecorded:
+                    self._ensure_recorded()
+                    self._flush()
+                    checked = time.monotonic()
+                said = cap.check()
+                if said is not None:
+                    self._say(f"job {self.job_id}'s {said}")
+                    self._record(functools.partial(self.store.set_note, self.job_id, said))
+                child.wait_for_event(CHECK_S)
+            cap.check()
+        finally:
+            cap.close()
         return returncode
 
     def _ensure_recorded(self) -> None:
@@ -430,6 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--job", required=True, type=int)
     parser.add_argument("--tty", action="store_true", help="run the job on a pseudo-terminal")
     parser.add_argument("--env-file", help="the launcher's environment (tmux mode)")
+    parser.add_argument("--log-max", type=lambda text: parse_size(text, "--log-max"))
     args = parser.parse_args(argv)
     wake = Wakeup()
     wake.install()
@@ -440,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gputop supervisor: {error}", file=sys.stderr)
         return 1
     try:
-        return Supervisor(store, args.job, environ, wake, args.tty).run()
+        return Supervisor(store, args.job, environ, wake, args.tty, args.log_max).run()
     except GputopError as error:
         with contextlib.suppress(OSError):  # stderr is the job's log: the disk may be full
             print(f"gputop supervisor: job {args.job}: {error}", file=sys.stderr)

@@ -62,7 +62,10 @@ def _unmount(path: Path) -> None:
 
 @pytest.fixture(name="small_state_dir")
 def small_state_dir_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A state directory on its own 4 MiB tmpfs; the test's environment points at it."""
+    """A state directory on its own 4 MiB tmpfs; the test's environment points at it.
+
+    The log floor is off, so that a job really fills the disk (a test of the floor sets
+    its own)."""
     mount_point = tmp_path / "small"
     mount_point.mkdir()
     _mount("-t", "tmpfs", "-o", f"size={SMALL_FS_BYTES},mode=0700", "tmpfs", str(mount_point))
@@ -71,6 +74,7 @@ def small_state_dir_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("GPUTOP_FAKE_TIME", "30")
     monkeypatch.setenv("GPUTOP_WAIT_POLL_S", "0.2")
+    monkeypatch.setenv("GPUTOP_LOG_FLOOR", "0")  # jobs fill the disk (log_cap.py's floor off)
     for name in ("GPUTOP_FAKE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TMUX"):
         monkeypatch.delenv(name, raising=False)
     try:

@@ -10,7 +10,6 @@ and one written by a newer gputop is refused and left as it is.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import secrets
@@ -23,16 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import GputopError
+from gputop.core.jobs.job_now import NEVER_STARTED_AFTER_S, current_jobs
 from gputop.core.jobs.mig_targets import target_keys
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
-from gputop.core.jobs.pending_end import (
-    RecordedEnd,
-    ended_as_kept,
-    forget_pending_end,
-    read_pending_ends,
-)
 from gputop.core.jobs.private_files import open_log_append
-from gputop.core.jobs.procgroup import process_alive
 from gputop.core.jobs.store_file import (
     DB_NAME,
     LOGS_DIR,
@@ -43,13 +36,18 @@ from gputop.core.jobs.store_file import (
     open_read_only,
     store_identity,
 )
-from gputop.core.process_control import current_boot_id, from_earlier_boot
+from gputop.core.jobs.store_rows import job_columns, row_to_job
+from gputop.core.process_control import current_boot_id
 from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
-__all__ = ["JobNotFound", "JobStore", "StoreError", "default_state_dir"]
+__all__ = [
+    "NEVER_STARTED_AFTER_S",
+    "JobNotFound",
+    "JobStore",
+    "StoreError",
+    "default_state_dir",
+]
 
-NEVER_STARTED_AFTER_S = 120.0
-"""A job whose supervisor has not reported by then is taken as lost."""
 HISTORY_KEPT = 1000
 WRITABLE_RETRY_S = 2.0
 """How often a store opened read-only (a full or read-only disk) tries to write again."""
@@ -156,7 +154,7 @@ class JobStore:
 
     def list_jobs(self) -> list[Job]:
         """Every job, oldest first; jobs whose supervisor vanished are marked lost first."""
-        return self._current(self._select("SELECT * FROM jobs ORDER BY id"))
+        return current_jobs(self, self._select("SELECT * FROM jobs ORDER BY id"))
 
     def active_jobs(self) -> list[Job]:
         """Waiting or running jobs, oldest first."""
@@ -166,7 +164,15 @@ class JobStore:
         jobs = self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))
         if not jobs:
             raise JobNotFound(f"There is no job {job_id}; `gputop jobs` lists them.")
-        return self._current(jobs)[0]
+        return current_jobs(self, jobs)[0]
+
+    def reread(self, job_id: int) -> Job:
+        """The job's row as the store holds it now, nothing applied."""
+        return self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))[0]
+
+    @property
+    def host(self) -> str:
+        return self._host
 
     def history(self, limit: int = 200) -> list[str]:
         """Commands launched before, oldest first and newest last, each once."""
@@ -280,11 +286,9 @@ class JobStore:
         first to claim it starts. Returns the job holding a card, or ``None`` when claimed.
         """
         with self._writing() as conn:
-            mine = self._row_to_job(
-                conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            )
+            mine = row_to_job(conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
             for other in map(
-                self._row_to_job,
+                row_to_job,
                 conn.execute(
                     "SELECT * FROM jobs WHERE state = ? AND id != ? AND host = ?",
                     (JobState.RUNNING.value, job_id, self._host),
@@ -316,43 +320,7 @@ class JobStore:
     def adopt(self, job: Job) -> bool:
         """Record ``job`` again, as it was, in a store that has lost it (a damaged store
         was moved aside while it ran). False when its id is taken by another job."""
-        record = job.to_json()
-        columns = {
-            "id": job.id,
-            "name": job.name,
-            "command": json.dumps(list(job.command)),
-            "command_text": job.command_text,
-            "uses_shell": int(job.uses_shell),
-            "cwd": job.cwd,
-            "physical_indices": json.dumps(list(job.physical_indices)),
-            "uuids": json.dumps(list(job.uuids)),
-            "env": json.dumps(dict(job.env)),
-            "mode": job.mode.value,
-            "state": job.state.value,
-            "log_path": job.log_path,
-            "created_at": job.created_at,
-            "started_at": job.started_at,
-            "ended_at": job.ended_at,
-            "pid": job.pid,
-            "pid_start_time": job.pid_start_time,
-            "supervisor_pid": job.supervisor_pid,
-            "supervisor_start_time": job.supervisor_start_time,
-            "exit_code": job.exit_code,
-            "signal": job.signal,
-            "note": record["note"],
-            "host": job.host,
-            "grace_s": job.grace_s,
-            "wait_for_free": int(job.wait_for_free),
-            "wait_count": job.wait_count,
-            "wait_min_free_mib": job.wait_min_free_mib,
-            "wait_max_util_percent": job.wait_max_util_percent,
-            "stop_requested": int(job.stop_requested),
-            "boot_id": job.boot_id,
-            "session_id": job.session_id,
-            "supervisor_session_id": job.supervisor_session_id,
-            "token": job.token,
-            "slurm_job_id": job.slurm_job_id,
-        }
+        columns = job_columns(job)
         names = ", ".join(columns)
         marks = ", ".join("?" for _ in columns)
         with self._writing() as conn:
@@ -508,7 +476,7 @@ class JobStore:
             conn.execute(sql, params)
 
     def _select(self, sql: str, params: tuple[Any, ...] = ()) -> list[Job]:
-        return [self._row_to_job(row) for row in self._rows(sql, params)]
+        return [row_to_job(row) for row in self._rows(sql, params)]
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """Run a query; where reading needs a write SQLite cannot make (its ``-shm`` file
@@ -523,125 +491,6 @@ class JobStore:
                 with self._lock:
                     self._switch_to_read_only(error.fault)
         raise AssertionError("unreachable")
-
-    def _current(self, jobs: list[Job]) -> list[Job]:
-        """The jobs as they are now: ends kept beside the store (pending_end.py) applied,
-        and active jobs whose supervisor vanished marked lost; in memory only, where the
-        store cannot be written."""
-        jobs = self._with_pending_ends(jobs)
-        return self._refresh_liveness(jobs)
-
-    def _with_pending_ends(self, jobs: list[Job]) -> list[Job]:
-        if self.in_memory:
-            return jobs
-        pending = read_pending_ends(self.state_dir)
-        if not pending:
-            return jobs
-        result = []
-        for job in jobs:
-            end = pending.get(job.id)
-            if end is None:
-                result.append(job)
-                continue
-            if job.state is not JobState.ENDED:
-                try:
-                    self._record_pending_end(end)
-                except StoreError as error:
-                    if error.fault is None:
-                        raise
-                    result.append(ended_as_kept(job, end))
-                    continue
-                job = self._select("SELECT * FROM jobs WHERE id = ?", (job.id,))[0]
-            forget_pending_end(self.state_dir, job.id)
-            result.append(job)
-        return result
-
-    def _record_pending_end(self, end: RecordedEnd) -> None:
-        self.mark_ended(
-            end.job_id,
-            exit_code=end.exit_code,
-            signal=end.signal,
-            note=end.note,
-            stopped=end.stopped or None,
-            ended_at=end.ended_at,
-        )
-
-    @staticmethod
-    def _row_to_job(row: sqlite3.Row) -> Job:
-        return Job(
-            id=row["id"],
-            name=row["name"],
-            command=tuple(json.loads(row["command"])),
-            command_text=row["command_text"],
-            uses_shell=bool(row["uses_shell"]),
-            cwd=row["cwd"],
-            physical_indices=tuple(json.loads(row["physical_indices"])),
-            uuids=tuple(json.loads(row["uuids"])),
-            env=json.loads(row["env"]),
-            mode=RunMode(row["mode"]),
-            state=JobState(row["state"]),
-            log_path=row["log_path"],
-            created_at=row["created_at"],
-            started_at=row["started_at"],
-            ended_at=row["ended_at"],
-            pid=row["pid"],
-            pid_start_time=row["pid_start_time"],
-            supervisor_pid=row["supervisor_pid"],
-            exit_code=row["exit_code"],
-            signal=row["signal"],
-            note=row["note"],
-            supervisor_start_time=row["supervisor_start_time"],
-            host=row["host"],
-            grace_s=row["grace_s"],
-            wait_for_free=bool(row["wait_for_free"]),
-            wait_count=row["wait_count"],
-            wait_min_free_mib=row["wait_min_free_mib"],
-            wait_max_util_percent=row["wait_max_util_percent"],
-            stop_requested=bool(row["stop_requested"]),
-            boot_id=row["boot_id"],
-            session_id=row["session_id"],
-            supervisor_session_id=row["supervisor_session_id"],
-            token=row["token"],
-            slurm_job_id=row["slurm_job_id"],
-        )
-
-    def _refresh_liveness(self, jobs: list[Job]) -> list[Job]:
-        """Mark lost the active jobs of this host whose supervisor is gone: in the store,
-        or (where it cannot be written) in the list returned."""
-        result = []
-        now = time.time()
-        for job in jobs:
-            result.append(job)
-            if not job.is_active or job.host != self._host or job.slurm_job_id is not None:
-                continue  # Slurm's jobs have no supervisor: gputop.core.slurm.sync follows them
-            if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
-                note = (
-                    "the machine restarted since it was launched: none of its processes is "
-                    "running, and gputop will never signal its old pids"
-                )
-            elif job.supervisor_pid is None:
-                if now - job.created_at < NEVER_STARTED_AFTER_S:
-                    continue
-                note = "its supervisor never started"
-            elif process_alive(job.supervisor_pid, job.supervisor_start_time):
-                continue
-            else:
-                note = (
-                    f"its supervisor (pid {job.supervisor_pid}) ended without recording how the "
-                    "job ended (killed, or the machine restarted)"
-                )
-                if job.pid is not None and process_alive(job.pid, job.pid_start_time):
-                    note += f"; the job (pid {job.pid}) is still running"
-            try:
-                marked = self.mark_lost(job.id, note, job.supervisor_pid)
-            except StoreError as error:
-                if error.fault is None:
-                    raise
-                result[-1] = dataclasses.replace(job, state=JobState.LOST, note=note)
-                continue
-            if marked:
-                result[-1] = self._select("SELECT * FROM jobs WHERE id = ?", (job.id,))[0]
-        return result
 
     def _became_read_only(self, fault: WriteFault) -> None:
         self._read_only = True

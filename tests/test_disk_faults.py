@@ -14,6 +14,7 @@ from jobs_helpers import (
     gone,
     launch,
     probe_command,
+    supervisors_of,
     wait_for,
     wait_until_ended,
     wait_until_running,
@@ -56,6 +57,13 @@ def filled_by_the_job(state_dir: Path) -> None:
     """Wait until the running job has written the disk full, and fill the last crumbs."""
     wait_for(lambda: free_bytes(state_dir) < 64 * 1024, "the job to fill the disk")
     fill(state_dir.parent)
+
+
+def settled(state_dir: Path, job_id: int) -> None:
+    """The job ended and its supervisor exited: the store's files stay as they are (a
+    read-only file system does not change under a reader)."""
+    wait_until_ended(state_dir, job_id)
+    wait_for(lambda: not supervisors_of(state_dir), "the supervisor to exit")
 
 
 def recorded(state_dir: Path, job_id: int) -> Job | None:
@@ -103,7 +111,7 @@ def test_jobs_and_a_log_are_read_on_a_read_only_file_system(
     monkeypatch.setenv("GPUTOP_FAKE_TIME", "30")
     monkeypatch.delenv("GPUTOP_FAKE", raising=False)
     done = launch(source / "state", probe_command(tmp_path / "p.json", "--say", "final words"))
-    wait_until_ended(source / "state", done.id)
+    settled(source / "state", done.id)
     monkeypatch.setenv("GPUTOP_STATE_DIR", str(view / "state"))
 
     code, out, err = gputop(capsys, "jobs")
@@ -121,7 +129,7 @@ def test_the_agent_and_the_dashboard_read_jobs_on_a_read_only_file_system(
     source, view = read_only_view
     monkeypatch.setenv("GPUTOP_FAKE_TIME", "30")
     done = launch(source / "state", probe_command(tmp_path / "p.json"))
-    wait_until_ended(source / "state", done.id)
+    settled(source / "state", done.id)
     monkeypatch.setenv("GPUTOP_STATE_DIR", str(view / "state"))
 
     jobs, problem = read_jobs_from_store()()
@@ -212,3 +220,17 @@ def test_a_supervisor_that_gives_up_leaves_the_exit_status_for_the_next_gputop(
     ended = recorded(small_state_dir, started.id)
     assert ended is not None and ended.exit_code == 7
     assert not os.path.exists(small_state_dir / "run" / f"{started.id}.end")
+
+
+def test_the_dashboards_stop_works_on_a_full_disk(small_state_dir: Path) -> None:
+    running = wait_until_running(small_state_dir, launch(small_state_dir, chatty()).id)
+    filled_by_the_job(small_state_dir)
+    service = JobsService(
+        small_state_dir, user="me", cwd="/", job_environ={}, report=lambda text, kind: None
+    )
+
+    said = service.stop(running.id)  # what `K` runs, after its confirmation
+
+    assert "record of the stop follows" in said
+    assert running.pid is not None
+    wait_for(lambda: gone(running.pid), "the job to end")

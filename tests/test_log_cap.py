@@ -53,7 +53,8 @@ def test_run_refuses_a_log_cap_out_of_range(
     with pytest.raises(SystemExit) as raised:
         main(["run", "--gpus", "0", "--log-max", value, "--", "true"])
     assert raised.value.code == 2
-    assert "--log-max" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--log-max" in err and "size" in err
     assert not (state_dir / "jobs.sqlite3").exists()
 
 

@@ -12,6 +12,7 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
     launch,
     state_dir_fixture,
     wait_for,
+    wait_for_job,
     wait_until_running,
 )
 from small_filesystems import small_state_dir_fixture  # noqa: F401  (small_state_dir)
@@ -20,6 +21,7 @@ from gputop.cli.main import main
 from gputop.core.jobs.log_cap import parse_size
 from gputop.core.jobs.logs import last_line
 from gputop.core.jobs.procgroup import process_alive
+from gputop.tui.widgets.jobs_panel import job_cells
 
 CHATTY = str(Path(__file__).with_name("chatty_job.py"))
 MARK = b"bytes of output left out here"
@@ -78,6 +80,8 @@ def test_a_log_past_its_cap_keeps_its_beginning_a_mark_and_its_newest_lines(
     assert "(log cut)" in capsys.readouterr().out
     assert main(["jobs", "log", str(job.id)]) == 0
     assert "bytes of output left out here" in capsys.readouterr().out
+    cut = wait_for_job(state_dir, job.id, lambda j: j.log_cut, "the note that the log was cut")
+    assert str(job_cells(cut, "step 1", 0.0)[-1]) == "(log cut) step 1"  # the dashboard's panel
 
 
 def test_a_log_stops_taking_space_when_free_space_is_low_and_the_job_runs_on(

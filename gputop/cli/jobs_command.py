@@ -16,7 +16,6 @@ from typing import Any
 
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import UsageError
-from gputop.core.jobs.log_cap import CUT_NOTE
 from gputop.core.jobs.log_follow import TerminalLogFilter
 from gputop.core.jobs.logs import last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
@@ -176,8 +175,8 @@ def _detail(job: Job) -> str:
     if job.state in (JobState.WAITING, JobState.LOST) and job.note:
         return job.note
     line = last_line(job.log_path) or ""
-    if job.note and job.note.startswith(CUT_NOTE):  # log_cap.py
-        return f"({CUT_NOTE}) {line}"
+    if job.log_cut:
+        return f"(log cut) {line}"
     return line
 
 

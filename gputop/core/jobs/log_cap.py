@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gputop.core.jobs.logs import LOG_PREFIX
+from gputop.core.jobs.model import LOG_CUT_NOTE
 from gputop.core.jobs.private_files import StoreError, open_private_dir, open_private_file
 
 DEFAULT_LOG_MAX_BYTES = 1024**3
@@ -31,7 +32,6 @@ FLOOR_ENV = "GPUTOP_LOG_FLOOR"
 DEFAULT_FLOOR_BYTES = 256 * 1024**2
 FLOOR_TAIL_BYTES = 64 * 1024
 CHECK_S = 0.5
-CUT_NOTE = "log cut"
 _COPY_CHUNK = 1024**2
 _MARK_DIGITS = 20
 
@@ -154,7 +154,7 @@ class LogCap:
         self._mark_at = mark_at
         if first or why != self._why:
             self._why = why
-            return f"{CUT_NOTE}: {why}; kept its beginning and newest lines (docs/faults.md)"
+            return f"{LOG_CUT_NOTE}: {why}; kept its beginning and newest lines (docs/faults.md)"
         return None
 
 

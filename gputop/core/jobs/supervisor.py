@@ -122,9 +122,8 @@ class Supervisor:
     def run(self) -> int:
         job = self.store.get(self.job_id)
         self.log_path = job.log_path
-        self.store.mark_supervisor(
-            job.id, os.getpid(), process_start_time(os.getpid()), os.getsid(0)
-        )
+        me = (os.getpid(), process_start_time(os.getpid()), os.getsid(0))
+        self._record(lambda: self.store.mark_supervisor(job.id, *me))  # the launcher did too
         self._end = EndReservation(self.store.state_dir, job.id)
         job = self._last = self.store.get(self.job_id)
         if job.state is not JobState.WAITING:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -233,4 +234,21 @@ def test_the_dashboards_stop_works_on_a_full_disk(small_state_dir: Path) -> None
 
     assert "record of the stop follows" in said
     assert running.pid is not None
+    wait_for(lambda: gone(running.pid), "the job to end")
+
+
+def test_a_job_whose_supervisor_was_killed_is_stopped_on_a_full_disk(
+    small_state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running = wait_until_running(small_state_dir, launch(small_state_dir, chatty()).id)
+    assert running.supervisor_pid is not None and running.pid is not None
+    os.kill(running.supervisor_pid, signal.SIGKILL)
+    wait_for(lambda: gone(running.supervisor_pid), "the supervisor to die")
+    filled_by_the_job(small_state_dir)
+
+    code, out, err = gputop(capsys, "jobs", "stop", str(running.id), "--yes", "--grace", "1")
+
+    assert code == 0, err
+    assert "stopped (SIGTERM to its process group)" in out, out
+    assert "record of the stop follows" in out
     wait_for(lambda: gone(running.pid), "the job to end")

@@ -252,3 +252,22 @@ def test_a_job_whose_supervisor_was_killed_is_stopped_on_a_full_disk(
     assert "stopped (SIGTERM to its process group)" in out, out
     assert "record of the stop follows" in out
     wait_for(lambda: gone(running.pid), "the job to end")
+
+
+def test_run_launches_nothing_on_a_read_only_file_system(
+    read_only_view: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source, view = read_only_view
+    monkeypatch.setenv("GPUTOP_FAKE_TIME", "30")
+    done = launch(source / "state", probe_command(tmp_path / "p.json"))
+    settled(source / "state", done.id)
+    monkeypatch.setenv("GPUTOP_STATE_DIR", str(view / "state"))
+
+    code, _, err = gputop(capsys, "run", "--fake", "v100x4", "--gpus", "0", "--", "true")
+
+    assert code == 1
+    assert "Nothing was launched: the job store cannot be written" in err
+    assert "Traceback" not in err

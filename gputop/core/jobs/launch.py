@@ -73,6 +73,8 @@ class LaunchRequest:
     """For waiting; default FreePolicy()."""
     grace_s: float = DEFAULT_GRACE_S
     """Seconds between SIGTERM and SIGKILL when the job is stopped."""
+    log_max_bytes: int | None = None
+    """The log's size cap (log_cap.py); default ``GPUTOP_LOG_MAX``, else 1 GiB."""
 
 
 def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
@@ -194,9 +196,9 @@ def launch_job(
     store.add_history(ready.plan.text)
     try:
         if ready.tmux is not None:
-            _start_in_tmux(store, job, ready.tmux, environ)
+            _start_in_tmux(store, job, ready.tmux, environ, asked.log_max_bytes)
         else:
-            _start_detached(store, job, environ)
+            _start_detached(store, job, environ, asked.log_max_bytes)
     except (OSError, subprocess.SubprocessError, LaunchError) as error:
         message = str(error) if isinstance(error, LaunchError) else f"{error}"
         store.mark_ended(job.id, exit_code=126, note=f"could not start: {message}")
@@ -206,20 +208,27 @@ def launch_job(
     return store.get(job.id)
 
 
-def supervisor_argv(store: JobStore, job_id: int, tty: bool = False) -> list[str]:
-    """``python -m gputop.core.jobs.supervisor --state-dir D --job ID [--tty]``."""
+def supervisor_argv(
+    store: JobStore, job_id: int, tty: bool = False, log_max_bytes: int | None = None
+) -> list[str]:
+    """``python -m gputop.core.jobs.supervisor --state-dir D --job ID [--log-max N]
+    [--tty]``."""
     argv = [sys.executable or "python3", "-m", SUPERVISOR_MODULE]
     argv += ["--state-dir", str(store.state_dir), "--job", str(job_id)]
+    if log_max_bytes is not None:
+        argv += ["--log-max", str(int(log_max_bytes))]
     return [*argv, "--tty"] if tty else argv
 
 
-def _start_detached(store: JobStore, job: Job, environ: Mapping[str, str]) -> None:
+def _start_detached(
+    store: JobStore, job: Job, environ: Mapping[str, str], log_max_bytes: int | None
+) -> None:
     log_fd = open_log_append(job.log_path)
     try:
         # cwd "/": ``python -m`` puts the current directory first on sys.path, where a
         # directory named like a package of gputop's would be imported instead.
         process = subprocess.Popen(
-            supervisor_argv(store, job.id),
+            supervisor_argv(store, job.id, log_max_bytes=log_max_bytes),
             cwd="/",
             env=dict(environ),
             stdin=subprocess.DEVNULL,
@@ -238,7 +247,13 @@ def _start_detached(store: JobStore, job: Job, environ: Mapping[str, str]) -> No
     threading.Thread(target=process.wait, name=f"reap-job-{job.id}", daemon=True).start()
 
 
-def _start_in_tmux(store: JobStore, job: Job, tmux: str, environ: Mapping[str, str]) -> None:
+def _start_in_tmux(
+    store: JobStore,
+    job: Job,
+    tmux: str,
+    environ: Mapping[str, str],
+    log_max_bytes: int | None,
+) -> None:
     """A new tmux window running the supervisor on a terminal, without a shell string.
 
     The window's environment is the tmux server's, not the caller's: the caller's is
@@ -248,7 +263,7 @@ def _start_in_tmux(store: JobStore, job: Job, tmux: str, environ: Mapping[str, s
     argv = [
         tmux, "new-window", "-d", "-P", "-F", "#{pane_pid}", "-n", f"gputop-{job.id}",
         "-c", job.cwd, "-e", "PYTHONSAFEPATH=1", "--",
-        *supervisor_argv(store, job.id, tty=True), "--env-file", env_file,
+        *supervisor_argv(store, job.id, True, log_max_bytes), "--env-file", env_file,
     ]  # fmt: skip
     try:
         result = subprocess.run(

@@ -332,7 +332,7 @@ def write_env_file(state_dir: Path, run_dir: str, job_id: int, environ: Mapping[
                 f"Cannot create {state_dir / run_dir / name}: {_cause(error)}."
             ) from None
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(dict(environ), handle)
+            json.dump(dict(environ), handle, allow_nan=False)
     finally:
         os.close(run_fd)
     return str(state_dir / run_dir / name)

@@ -209,13 +209,13 @@ class JobStore:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     name,
-                    json.dumps(list(command)),
+                    json.dumps(list(command), allow_nan=False),
                     command_text,
                     int(uses_shell),
                     cwd,
-                    json.dumps(list(physical_indices)),
-                    json.dumps(list(uuids)),
-                    json.dumps(dict(env)),
+                    json.dumps(list(physical_indices), allow_nan=False),
+                    json.dumps(list(uuids), allow_nan=False),
+                    json.dumps(dict(env), allow_nan=False),
                     mode.value,
                     JobState.WAITING.value,
                     time.time(),
@@ -276,7 +276,11 @@ class JobStore:
         self._update(
             job_id,
             "physical_indices = ?, uuids = ?, env = ?",
-            (json.dumps(list(physical_indices)), json.dumps(list(uuids)), json.dumps(dict(env))),
+            (
+                json.dumps(list(physical_indices), allow_nan=False),
+                json.dumps(list(uuids), allow_nan=False),
+                json.dumps(dict(env), allow_nan=False),
+            ),
         )
 
     def claim_cards(self, job_id: int) -> Job | None:
@@ -352,7 +356,7 @@ class JobStore:
                 "VALUES (?, ?, ?, 0, ?, '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, 0, ?, ?)",
                 (
                     name,
-                    json.dumps(list(command)),
+                    json.dumps(list(command), allow_nan=False),
                     command_text,
                     cwd,
                     RunMode.DETACHED.value,
@@ -388,7 +392,7 @@ class JobStore:
             (
                 state.value,
                 note,
-                json.dumps(list(physical_indices)),
+                json.dumps(list(physical_indices), allow_nan=False),
                 started_at,
                 ended_at,
                 exit_code,

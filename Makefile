@@ -4,10 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo run test check bench screenshots clean
+.PHONY: demo run test check bench screenshots clean dist
 
+# The distribution was named gputop until it became gputop-dash (README, Install): an
+# editable install under the old name is removed, so one name owns the gputop command.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip uninstall --quiet --disable-pip-version-check -y gputop 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
@@ -37,8 +40,13 @@ NVITOP_PYTHON ?=
 bench: $(STAMP)
 	$(BIN)/python tests/bench/dashboard_bench.py $(if $(NVITOP_PYTHON),--nvitop $(NVITOP_PYTHON))
 
+## make dist: the sdist and the wheel of gputop-dash in dist/ (README, Install)
+dist: $(STAMP)
+	rm -rf dist build
+	$(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist build
 
 ## make screenshots: regenerate the SVGs in screenshots/ from the built-in scenarios
 screenshots: $(STAMP)

@@ -11,6 +11,7 @@ aliases fail on purpose: an unknown host key, a key the server refuses, a closed
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -30,6 +31,8 @@ SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
 # alias -> scenario
 FULL_ALIASES = {"gpu-v100": "v100x4", "gpu-dgx": "dgx-h100", "gpu-mixed": "mixed"}
 REDUCED_ALIAS = "gpu-reduced"
+HOSTILE_ALIAS = "gpu-hostile"
+"""A host whose ``gputop`` on PATH is a script that prints absurd agent lines."""
 
 FAKE_UUID_0 = "GPU-0d1e0000-aaaa-bbbb-cccc-000000000000"
 FAKE_UUID_1 = "GPU-0d1e0001-aaaa-bbbb-cccc-000000000001"
@@ -55,6 +58,37 @@ case "$1" in
 *) echo "unexpected arguments: $*" >&2; exit 2 ;;
 esac
 """
+
+HOSTILE_SNAPSHOT = {
+    "schema": 1,
+    "host": "evil\x1b]0;pwned\x07",
+    "timestamp": 1e308,
+    "gpus": [
+        {
+            "index": 0,
+            "name": "GPU\x1b[2J[/]",
+            "uuid": "GPU-bad",
+            "power_w": float("nan"),
+            "power_limit_w": float("inf"),
+            "memory_total_bytes": 17179869184,
+            "memory_used_bytes": -5,
+            "temperature_c": 10**20,
+            "utilization_gpu": -400,
+            "processes": [],
+        }
+    ],
+}
+
+
+def hostile_agent_script() -> str:
+    """A stand-in ``gputop``: absurd lines, then waits for stdin to close like the agent."""
+    lines = [
+        json.dumps({"type": "hello", "protocol": 1, "mode": "full", "user": "x\x1b[2J"}),
+        "login banner \x1b]0;title\x07",
+        json.dumps({"type": "snapshot", "snapshot": HOSTILE_SNAPSHOT}),
+        json.dumps({"type": "jobs", "jobs": [{"id": "x"}, {"id": 1, "gpus": "0"}]}),
+    ]
+    return "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\nexec cat >/dev/null\n"
 
 
 def find_sshd() -> str | None:
@@ -98,6 +132,10 @@ class SshServer:
         host_public = (d / "host_key.pub").read_text().split()[:2]
         (d / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {' '.join(host_public)}\n")
         (d / "empty_known_hosts").write_text("")
+        hostile_bin = d / "hostile-bin"
+        hostile_bin.mkdir()
+        (hostile_bin / "gputop").write_text(hostile_agent_script())
+        (hostile_bin / "gputop").chmod(0o755)
         smi_bin = d / "smi-bin"
         smi_bin.mkdir()
         (smi_bin / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
@@ -115,7 +153,9 @@ class SshServer:
                     "PasswordAuthentication no",
                     "KbdInteractiveAuthentication no",
                     "PermitRootLogin prohibit-password",
-                    "AcceptEnv GPUTOP_*",
+                    # PYTHONUSERBASE: `hosts install` tests put `pip install --user` in a
+                    # private place (tests/test_hosts_install.py).
+                    "AcceptEnv GPUTOP_* PYTHONUSERBASE",
                     "PrintMotd no",
                     "LogLevel ERROR",
                     "",
@@ -161,10 +201,37 @@ class SshServer:
             known,
             f"SetEnv GPUTOP_PATH={smi_bin} GPUTOP_STATE_DIR={self.state_dir(REDUCED_ALIAS)}",
         )
+        host(
+            HOSTILE_ALIAS,
+            known,
+            f"SetEnv GPUTOP_PATH={d / 'hostile-bin'} "
+            f"GPUTOP_STATE_DIR={self.state_dir(HOSTILE_ALIAS)}",
+        )
         host("gpu-newkey", f"UserKnownHostsFile {d / 'empty_known_hosts'}")
         host("gpu-nokey", known, key="stranger_key")
         host("gpu-closed", known, port=free_port())
         return "\n\n".join(blocks) + "\n"
+
+    def add_alias(self, alias: str, *lines: str) -> None:
+        """One more alias reaching this server with the test's key, its host key known."""
+        d = self.directory
+        block = [
+            f"Host {alias}",
+            "  HostName 127.0.0.1",
+            f"  Port {self.port}",
+            f"  IdentityFile {d / 'user_key'}",
+            "  IdentitiesOnly yes",
+            "  IdentityAgent none",
+            "  ControlMaster no",
+            "  ControlPath none",
+            "  GlobalKnownHostsFile /dev/null",
+            "  StrictHostKeyChecking yes",
+            f"  UserKnownHostsFile {d / 'known_hosts'}",
+            "  LogLevel ERROR",
+            *(f"  {line}" for line in lines),
+        ]
+        with self.ssh_config.open("a") as config:
+            config.write("\n" + "\n".join(block) + "\n")
 
     def start(self) -> None:
         """Run sshd in the foreground (-D) and wait until it accepts connections."""

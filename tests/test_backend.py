@@ -31,8 +31,8 @@ def test_v100x4_shows_four_cards_with_their_memory(fake_backend: OpenFake) -> No
 def test_v100x4_has_both_processes_on_gpu_0(fake_backend: OpenFake) -> None:
     gpu0 = fake_backend("v100x4").sample().gpus[0]
     by_pid = {p.pid: p for p in gpu0.processes}
-    assert by_pid[2277].used_memory_bytes == 3289 * MIB
-    assert by_pid[127232].used_memory_bytes == 1389 * MIB
+    assert by_pid[4202277].used_memory_bytes == 3289 * MIB
+    assert by_pid[4327232].used_memory_bytes == 1389 * MIB
     assert {p.type for p in gpu0.processes} == {ProcessType.COMPUTE}
     assert all(p.physical_index == 0 for p in gpu0.processes)
 

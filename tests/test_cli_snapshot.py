@@ -41,8 +41,8 @@ def test_snapshot_of_v100x4_shows_four_v100s_and_both_processes_under_gpu_0(
     assert all("Tesla V100-SXM2-16GB" in lines[i] for i in gpu_lines)
     assert "8124/16130 MiB" in lines[gpu_lines[0]]
     under_gpu0 = "\n".join(lines[gpu_lines[0] : gpu_lines[1]])
-    assert "2277" in under_gpu0 and "python train.py" in under_gpu0
-    assert "127232" in under_gpu0 and "python eval.py" in under_gpu0
+    assert "4202277" in under_gpu0 and "python train.py" in under_gpu0
+    assert "4327232" in under_gpu0 and "python eval.py" in under_gpu0
 
 
 def test_fake_before_the_command_works_too(capsys: pytest.CaptureFixture[str]) -> None:
@@ -165,7 +165,7 @@ def test_version_and_help_list_the_subcommands() -> None:
     helptext = subprocess.run(
         [sys.executable, "-m", "gputop", "--help"], capture_output=True, text=True
     )
-    assert version.returncode == 0 and version.stdout.startswith("gputop ")
+    assert version.returncode == 0 and version.stdout.startswith("gputop-dash ")
     assert helptext.returncode == 0 and "snapshot" in helptext.stdout
 
 

@@ -168,7 +168,7 @@ async def test_the_process_table_sorts_by_gpu_memory_first() -> None:
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         pids = [row.text(1) for row in table(app).rows]
-        assert pids == ["2277", "127232"]
+        assert pids == ["4202277", "4327232"]
 
 
 async def test_p_hides_and_shows_the_pytorch_view() -> None:

@@ -9,6 +9,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputop import __version__
 from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.remote.transport import Failure
 from gputop.tui.lab.fixed_hosts import simulated_status
@@ -177,3 +178,22 @@ async def test_host_lines_paint_exactly_what_textual_would(
             for crop in (Region(0, 0, width, height), Region(3, 0, width - 10, height)):
                 ours = line.render_lines(crop)
                 assert _cells(ours) == _cells(Widget.render_lines(line, crop)), line.plain
+
+
+async def test_a_host_with_an_older_gputop_says_so_on_its_line_and_once_in_full() -> None:
+    statuses = [
+        simulated_status("gpu01", "v100x4", agent_version="0.0.9"),
+        simulated_status("gpu02", "v100x4"),
+    ]
+    app = make_lab_app(statuses)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_lab_sample(pilot)
+        lines = host_lines(app)
+        notes = [str(n.message) for n in app._notifications]
+    assert "live, older gputop" in lines[0]
+    assert "older" not in lines[1]
+    assert [n for n in notes if "older" in n] == [
+        f"gpu01: live, gputop 0.0.9 there, older than this {__version__} (it lacks the lab's "
+        "jobs, launching and signals (gputop jobs, run --json, signal)); update it: gputop "
+        "hosts install gpu01"
+    ]

@@ -52,7 +52,7 @@ def test_every_builtin_scenario_loads_with_a_one_line_description(name: str) -> 
     assert "\n" not in scenario.description
 
 
-@pytest.mark.parametrize("name", [n for n in BUILTIN_SCENARIOS if n != "v100x4"])
+@pytest.mark.parametrize("name", BUILTIN_SCENARIOS)
 def test_builtin_simulated_pids_lie_above_linux_pid_max(name: str) -> None:
     assert all(p.pid >= SIMULATED_PID_FLOOR for p in every_process(builtin(name)))
 
@@ -77,8 +77,8 @@ def test_v100x4_is_the_spec_example_on_four_cards() -> None:
 def test_v100x4_runs_train_and_eval_on_gpu_0() -> None:
     processes = builtin("v100x4").gpus[0].processes
     assert [(p.pid, p.cmd, p.used_memory_mib.value_at(0)) for p in processes] == [  # type: ignore[union-attr]
-        (2277, ("python", "train.py"), 3289),
-        (127232, ("python", "eval.py"), 1389),
+        (4202277, ("python", "train.py"), 3289),
+        (4327232, ("python", "eval.py"), 1389),
     ]
     assert {p.user for p in processes} == {"ubuntu"}
 

@@ -103,4 +103,4 @@ def test_a_remote_command_not_found_says_how_to_install_gputop() -> None:
     failure = classify_failure("gpu1", "sh: 1: gputop: not found", 127)
 
     assert failure.kind == "no-gputop"
-    assert "pipx install gputop" in (failure.advice or "")
+    assert failure.advice == "install gputop there from here: gputop hosts install gpu1"

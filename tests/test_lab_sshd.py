@@ -107,7 +107,7 @@ def test_host_without_gputop_runs_in_reduced_mode_from_nvidia_smi(
     if entry["mode"] == "full":
         pytest.skip("a gputop is on the test user's remote PATH, so reduced mode cannot occur")
     assert (entry["state"], entry["mode"]) == ("live", "reduced")
-    assert "pipx install gputop" in entry["status"]
+    assert "gputop hosts install gpu-reduced" in entry["status"]
     first, second = entry["snapshot"]["gpus"]
     assert (first["utilization_gpu"], first["fan_percent"], second["power_w"]) == (97, None, None)
     assert first["memory_used_bytes"] == 12000 * 1024 * 1024

@@ -109,3 +109,17 @@ def test_the_status_shown_carries_no_terminal_control() -> None:
     (job,) = parse_queue(json.dumps({"jobs": [record]}))
 
     assert "\x1b" not in job.status_text
+
+
+def test_impossible_numbers_from_squeue_are_not_available() -> None:
+    record = {
+        **SLURM_23_11_RUNNING,
+        "start_time": 10**20,
+        "end_time": {"set": True, "number": -5},
+        "time_limit": 2**40,
+    }
+
+    (job,) = parse_queue(json.dumps({"jobs": [record]}))
+
+    assert (job.start_time, job.end_time, job.time_limit_minutes) == (None, None, None)
+    assert parse_queue(json.dumps({"jobs": [{**record, "job_id": 2**40}]})) == []

@@ -106,9 +106,19 @@ def open_store(create: bool = True) -> JobStore:
     store = JobStore.open() if create else JobStore.open_existing()
     if store is None:
         return JobStore.in_memory_store()
-    for notice in store.notices:
-        print(f"gputop: notice: {clean(notice)}", file=sys.stderr)
+    _say_notices(store)
     return store
+
+
+def close_store(store: JobStore) -> None:
+    """Close it, after saying what came up meanwhile (a disk found full, once)."""
+    _say_notices(store)
+    store.close()
+
+
+def _say_notices(store: JobStore) -> None:
+    for notice in store.take_notices():
+        print(f"gputop: notice: {clean(notice)}", file=sys.stderr)
 
 
 # --- gputop jobs -----------------------------------------------------------------------------
@@ -120,7 +130,7 @@ def run_list(args: argparse.Namespace) -> int:
         _sync_slurm(store)
         jobs = store.list_jobs()
     finally:
-        store.close()
+        close_store(store)
     if args.json:
         records = []
         for job in jobs:
@@ -166,7 +176,10 @@ def _detail(job: Job) -> str:
     """Why a job waits or was lost; otherwise the last line it printed."""
     if job.state in (JobState.WAITING, JobState.LOST) and job.note:
         return job.note
-    return last_line(job.log_path) or ""
+    line = last_line(job.log_path) or ""
+    if job.log_cut:
+        return f"(log cut) {line}"
+    return line
 
 
 def _clock(when: float | None, now: float) -> str:
@@ -210,7 +223,7 @@ def run_log(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:  # the way out of --follow
             return 0
     finally:
-        store.close()
+        close_store(store)
     return 0
 
 
@@ -298,7 +311,7 @@ def run_stop(args: argparse.Namespace) -> int:
         grace = job.grace_s if args.grace is None else args.grace
         print(clean_lines(stop_job(store, job.id, args.grace, wait_s=grace + STOP_WAIT_EXTRA_S)))
     finally:
-        store.close()
+        close_store(store)
     return 0
 
 

@@ -57,6 +57,7 @@ def status_json(status: HostStatus) -> dict[str, Any]:
         "status": status.describe(),
         "mode": status.mode.value if status.mode else None,
         "user": status.user,
+        "gputop_version": status.agent_version,
         "failure": None
         if failure is None
         else {"kind": failure.kind, "reason": failure.reason, "advice": failure.advice},

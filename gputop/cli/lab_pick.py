@@ -10,7 +10,6 @@ judged too, but nvidia-smi names no process owners, so any process makes a card 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import subprocess
 import sys
@@ -20,7 +19,9 @@ from dataclasses import dataclass
 
 from gputop.cli.lab_common import host_label, open_lab
 from gputop.core.errors import GputopError, UsageError
+from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
+from gputop.core.numbers import strict_json
 from gputop.core.remote.lab import Lab, settled
 from gputop.core.remote.remote_command import remote_gputop_command
 from gputop.core.remote.status import HostStatus, LinkState, Mode
@@ -77,8 +78,8 @@ def first_host_with(
     for status in statuses:
         if need_full and status.mode is Mode.REDUCED:
             reasons.append(
-                f"{host_label(status)}: reduced mode (no gputop there to launch with: "
-                "pipx install gputop)"
+                f"{host_label(status)}: reduced mode (no gputop there to launch with; "
+                f"{clean(install_advice(status.host))})"
             )
             continue
         try:
@@ -107,7 +108,7 @@ def run_pick(args: argparse.Namespace) -> int:
             "uuids": found.uuids,
             "cuda_visible_devices": found.cuda_visible_devices,
         }
-        print(json.dumps(document))
+        print(strict_json(document))
     else:
         print(f"{host_label(found.status)} {found.cuda_visible_devices}")
     return 0

@@ -9,7 +9,6 @@ and why), then the same lines as the local ``snapshot``. ``--json``: one aggrega
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import replace
@@ -18,6 +17,7 @@ from gputop.cli.agent_command import MIN_INTERVAL_S
 from gputop.cli.lab_common import host_label, open_lab, status_json
 from gputop.cli.snapshot_text import render_snapshot
 from gputop.core.errors import UsageError
+from gputop.core.numbers import strict_json
 from gputop.core.remote.lab import settled
 from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.safe_text import clean
@@ -44,12 +44,7 @@ def run(args: argparse.Namespace, width: int | None) -> int:
             lab.wait_all(_counted_enough, args.timeout + STATS_SNAPSHOTS)
         statuses = lab.statuses()
     if args.json:
-        document = {
-            "schema": SCHEMA_VERSION,
-            "kind": "lab",
-            "hosts": [status_json(status) for status in statuses],
-        }
-        print(json.dumps(document, indent=2))
+        print(lab_json(statuses, indent=2))
     else:
         print("\n\n".join(render_host(status, width) for status in statuses))
     if args.stats:
@@ -66,9 +61,7 @@ def _watch(args: argparse.Namespace, width: int | None) -> int:
                 started = time.monotonic()
                 statuses = lab.statuses()
                 if args.json:
-                    hosts = [status_json(status) for status in statuses]
-                    document = {"schema": SCHEMA_VERSION, "kind": "lab", "hosts": hosts}
-                    sys.stdout.write(json.dumps(document) + "\n")
+                    sys.stdout.write(lab_json(statuses) + "\n")
                 else:
                     screen = "\n\n".join(render_host(s, width, once=False) for s in statuses)
                     sys.stdout.write(CLEAR_HOME + screen + "\n")
@@ -76,6 +69,13 @@ def _watch(args: argparse.Namespace, width: int | None) -> int:
                 time.sleep(max(0.0, args.watch - (time.monotonic() - started)))
         except KeyboardInterrupt:
             return 0
+
+
+def lab_json(statuses: list[HostStatus], indent: int | None = None) -> str:
+    """The aggregate ``--json`` document: strict JSON, whatever a host sent."""
+    hosts = [status_json(status) for status in statuses]
+    document = {"schema": SCHEMA_VERSION, "kind": "lab", "hosts": hosts}
+    return strict_json(document, indent=indent)
 
 
 def _counted_enough(status: HostStatus) -> bool:

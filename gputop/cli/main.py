@@ -7,10 +7,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from gputop import __version__
 from gputop.cli import (
     agent_command,
     dashboard,
+    hosts_command,
     jobs_command,
     map_command,
     pick_command,
@@ -22,6 +22,19 @@ from gputop.core.errors import GputopError
 from gputop.core.safe_text import clean, clean_lines
 
 INTERNAL_ERROR_EXIT = 70
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the checkout's commit is read only when asked (gputop/core/build_info.py)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from gputop.core.build_info import version_line
+
+        print(version_line())
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         "dashboard.",
         epilog="GPUTOP_FAKE_TIME=SECONDS freezes the clock of simulated GPUs.",
     )
-    parser.add_argument("--version", action="version", version=f"gputop {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print the distribution, its version and, from a git checkout, the commit",
+    )
     dashboard.add_arguments(parser)
     parser.set_defaults(run=dashboard.run)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
@@ -51,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs_command.add_parser(commands, common)
     agent_command.add_parser(commands, common)
     signal_command.add_parser(commands, common)
+    hosts_command.add_parser(commands, common)
     return parser
 
 

@@ -35,6 +35,7 @@ from gputop.core.jobs.launch import (
     resolve_gpus,
 )
 from gputop.core.jobs.launchers import rank_lines
+from gputop.core.jobs.log_cap import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, parse_size
 from gputop.core.jobs.mig_targets import card_label
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.notify import notify_argv
@@ -125,6 +126,13 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "waiting and when it ends, with GPUTOP_EVENT, GPUTOP_JOB_ID, GPUTOP_JOB_STATUS and "
         "more in its environment (docs/notifications.md)",
     )
+    parser.add_argument(
+        "--log-max",
+        type=log_size,
+        metavar="SIZE",
+        help="cap the job's log at SIZE (bytes, or 64k, 512M, 2G; at least 64k): its "
+        "beginning and newest lines are kept (default $GPUTOP_LOG_MAX, else 1G)",
+    )
     parser.add_argument("--json", action="store_true", help="print the job as JSON instead")
     add_hosts_arguments(parser)
     add_slurm_arguments(parser)
@@ -132,6 +140,19 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
     )
     parser.set_defaults(run=run)
+
+
+def log_size(text: str) -> int:
+    """``--log-max``: a size from 64 KiB to 1 PiB."""
+    try:
+        value = parse_size(text, "--log-max")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if not MIN_LOG_MAX_BYTES <= value <= MAX_LOG_MAX_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"--log-max {text!r}: give a size from 64k to 1P (1024 TiB)"
+        )
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -190,9 +211,16 @@ def run(args: argparse.Namespace) -> int:
         policy=policy,
         grace_s=args.grace,
         notify_command=tuple(notify_argv(args.notify_command)) if args.notify_command else (),
+        log_max_bytes=args.log_max,
     )
     prepared = prepare_launch(request, snapshot, environ)
     store = open_store()
+    if not store.writable:
+        store.close()
+        raise GputopError(
+            "Nothing was launched: the job store cannot be written (see above). Free some "
+            "space, or set GPUTOP_STATE_DIR to a directory on another file system."
+        )
     if store.notices:  # a person should see that their jobs list was reset before launching
         store.close()
         raise GputopError(

@@ -83,6 +83,11 @@ def run_slurm_submit(args: argparse.Namespace, command: list[str]) -> int:
     text = plan_command(command).text or " ".join(command)
     store = open_store()
     try:
+        if not store.writable:
+            raise GputopError(
+                "Nothing was submitted: the job store cannot be written (see above). Free "
+                "some space, or set GPUTOP_STATE_DIR to a directory on another file system."
+            )
         if store.notices:
             raise GputopError(
                 "Nothing was submitted: the job store had to be repaired (see above). Run "

@@ -67,3 +67,21 @@ def finite_or_none(value: Any) -> Any:
 def strict_json(value: Any, **options: Any) -> str:
     """JSON any parser accepts: no ``NaN``/``Infinity`` (an unknown number is ``null``)."""
     return json.dumps(finite_or_none(value), allow_nan=False, **options)
+
+
+LATEST_TIME_S = 253402300799.0
+"""The last second of year 9999: a later time cannot be formatted (``time.localtime``)."""
+
+
+def within(value: object, minimum: float, maximum: float) -> bool:
+    """``value`` is a real number (not a bool), finite, in ``[minimum, maximum]``.
+
+    For numbers read from another program or machine (an agent line, nvidia-smi's CSV,
+    Slurm's JSON): what fails this becomes "not available" where it enters, so no renderer
+    meets a NaN, a negative memory or a time no clock can show (docs/security.md).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return minimum <= value <= maximum

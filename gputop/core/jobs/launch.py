@@ -84,6 +84,8 @@ class LaunchRequest:
     notify_command: tuple[str, ...] = ()
     """An argv the supervisor runs when the job starts after waiting and when it ends,
     with the job's facts in its environment (gputop.core.jobs.notify)."""
+    log_max_bytes: int | None = None
+    """The log's size cap (log_cap.py); default ``GPUTOP_LOG_MAX``, else 1 GiB."""
 
 
 def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
@@ -227,9 +229,11 @@ def launch_job(
     store.add_history(ready.plan.text)
     try:
         if ready.tmux is not None:
-            _start_in_tmux(store, job, ready.tmux, environ, asked.notify_command)
+            _start_in_tmux(
+                store, job, ready.tmux, environ, asked.log_max_bytes, asked.notify_command
+            )
         else:
-            _start_detached(store, job, environ, asked.notify_command)
+            _start_detached(store, job, environ, asked.log_max_bytes, asked.notify_command)
     except (OSError, subprocess.SubprocessError, LaunchError) as error:
         message = str(error) if isinstance(error, LaunchError) else f"{error}"
         store.mark_ended(job.id, exit_code=126, note=f"could not start: {message}")
@@ -240,25 +244,36 @@ def launch_job(
 
 
 def supervisor_argv(
-    store: JobStore, job_id: int, tty: bool = False, notify: Sequence[str] = ()
+    store: JobStore,
+    job_id: int,
+    tty: bool = False,
+    log_max_bytes: int | None = None,
+    notify: Sequence[str] = (),
 ) -> list[str]:
-    """``python -m gputop.core.jobs.supervisor --state-dir D --job ID [--tty]``, and each
-    word of a notify command as its own ``--notify-arg=WORD`` (an argv, never a string)."""
+    """``python -m gputop.core.jobs.supervisor --state-dir D --job ID [--log-max N]
+    [--tty]``, and each word of a notify command as its own ``--notify-arg=WORD`` (an argv,
+    never a string)."""
     argv = [sys.executable or "python3", "-m", SUPERVISOR_MODULE]
     argv += ["--state-dir", str(store.state_dir), "--job", str(job_id)]
+    if log_max_bytes is not None:
+        argv += ["--log-max", str(int(log_max_bytes))]
     argv += [f"--notify-arg={word}" for word in notify]
     return [*argv, "--tty"] if tty else argv
 
 
 def _start_detached(
-    store: JobStore, job: Job, environ: Mapping[str, str], notify: Sequence[str]
+    store: JobStore,
+    job: Job,
+    environ: Mapping[str, str],
+    log_max_bytes: int | None,
+    notify: Sequence[str] = (),
 ) -> None:
     log_fd = open_log_append(job.log_path)
     try:
         # cwd "/": ``python -m`` puts the current directory first on sys.path, where a
         # directory named like a package of gputop's would be imported instead.
         process = subprocess.Popen(
-            supervisor_argv(store, job.id, notify=notify),
+            supervisor_argv(store, job.id, log_max_bytes=log_max_bytes, notify=notify),
             cwd="/",
             env=dict(environ),
             stdin=subprocess.DEVNULL,
@@ -278,7 +293,12 @@ def _start_detached(
 
 
 def _start_in_tmux(
-    store: JobStore, job: Job, tmux: str, environ: Mapping[str, str], notify: Sequence[str]
+    store: JobStore,
+    job: Job,
+    tmux: str,
+    environ: Mapping[str, str],
+    log_max_bytes: int | None,
+    notify: Sequence[str] = (),
 ) -> None:
     """A new tmux window running the supervisor on a terminal, without a shell string.
 
@@ -289,7 +309,7 @@ def _start_in_tmux(
     argv = [
         tmux, "new-window", "-d", "-P", "-F", "#{pane_pid}", "-n", f"gputop-{job.id}",
         "-c", job.cwd, "-e", "PYTHONSAFEPATH=1", "--",
-        *supervisor_argv(store, job.id, tty=True, notify=notify), "--env-file", env_file,
+        *supervisor_argv(store, job.id, True, log_max_bytes, notify), "--env-file", env_file,
     ]  # fmt: skip
     try:
         result = subprocess.run(

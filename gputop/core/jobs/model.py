@@ -19,6 +19,8 @@ from typing import Any
 DEFAULT_GRACE_S = 10.0
 """Seconds between SIGTERM and SIGKILL when a job is stopped."""
 MAX_GRACE_S = 24 * 3600.0
+LOG_CUT_NOTE = "log cut"
+"""How the note of a job whose log was cut begins (log_cap.py)."""
 
 
 class JobState(str, enum.Enum):
@@ -104,6 +106,11 @@ class Job:
     slurm_job_id: int | None = None
     """Set for a job submitted through ``sbatch`` (docs/slurm.md): Slurm runs and stops it,
     Slurm chose its cards; its state here follows what Slurm reports."""
+
+    @property
+    def log_cut(self) -> bool:
+        """Its log was cut at its size cap or a floor of free space (docs/faults.md)."""
+        return bool(self.note and self.note.startswith(LOG_CUT_NOTE))
 
     @property
     def is_active(self) -> bool:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from gputop.core.errors import GputopError
+from gputop.core.write_faults import WriteFault, write_fault_of
 
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
@@ -38,7 +39,15 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class StoreError(GputopError):
-    """The job store cannot be used: the message names the path and the cause."""
+    """The job store cannot be used: the message names the path and the cause.
+
+    ``fault`` is set when the cause is a full or read-only disk (write_faults.py): then
+    the store can still be read, and writing works again once space returns.
+    """
+
+    def __init__(self, message: str, fault: WriteFault | None = None) -> None:
+        super().__init__(message)
+        self.fault = fault
 
 
 class StorePermissionError(StoreError):
@@ -84,7 +93,7 @@ def _check_dir(fd: int, path: Path) -> None:
             f"(chmod 700 {path}) and check what is in it, or {ADVICE}."
         )
     if mode & 0o077:
-        os.fchmod(fd, mode & PRIVATE_DIR_MODE)  # ours, reached without following a link
+        _make_private(fd, mode & PRIVATE_DIR_MODE)
     if mode & PRIVATE_DIR_MODE != PRIVATE_DIR_MODE and os.geteuid() != 0:
         raise StorePermissionError(
             f"The job store directory {path} is not readable and writable by you (mode "
@@ -110,7 +119,8 @@ def open_private_dir(path: Path, *, create: bool = True) -> int:
             ) from None
         except OSError as error:
             raise StoreError(
-                f"Cannot create the job store directory {path}: {_cause(error)}; {ADVICE}."
+                f"Cannot create the job store directory {path}: {_cause(error)}; {ADVICE}.",
+                write_fault_of(error),
             ) from None
     else:
         _check_parent(path)
@@ -140,7 +150,9 @@ def open_private_subdir(parent_fd: int, parent: Path, name: str) -> int:
     except FileExistsError:
         pass
     except OSError as error:
-        raise StoreError(f"Cannot create the directory {path}: {_cause(error)}.") from None
+        raise StoreError(
+            f"Cannot create the directory {path}: {_cause(error)}.", write_fault_of(error)
+        ) from None
     return _open_dir(lambda: os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path)
 
 
@@ -193,7 +205,9 @@ def open_private_file(
                 f"not damaged): give it back to yourself and make it private (chmod 600 "
                 f"{path}), or {ADVICE}."
             ) from None
-        raise StoreError(f"Cannot open the {what} {path}: {_cause(error)}.") from None
+        raise StoreError(
+            f"Cannot open the {what} {path}: {_cause(error)}.", write_fault_of(error)
+        ) from None
     try:
         _check_file(fd, path, what)
         os.set_blocking(fd, True)
@@ -222,7 +236,17 @@ def _check_file(fd: int, path: Path, what: str) -> None:
             f"{ADVICE}."
         )
     if stat.S_IMODE(info.st_mode) & 0o077:
-        os.fchmod(fd, PRIVATE_FILE_MODE)  # ours, regular, reached without following a link
+        _make_private(fd, PRIVATE_FILE_MODE)
+
+
+def _make_private(fd: int, mode: int) -> None:
+    """``fchmod`` something of ours, reached without following a link. On a read-only
+    file system it cannot change, and nobody can plant anything there either."""
+    try:
+        os.fchmod(fd, mode)
+    except OSError as error:
+        if error.errno != errno.EROFS:
+            raise
 
 
 def check_companion(dir_fd: int, directory: Path, name: str, what: str) -> None:
@@ -308,7 +332,7 @@ def write_env_file(state_dir: Path, run_dir: str, job_id: int, environ: Mapping[
                 f"Cannot create {state_dir / run_dir / name}: {_cause(error)}."
             ) from None
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(dict(environ), handle)
+            json.dump(dict(environ), handle, allow_nan=False)
     finally:
         os.close(run_fd)
     return str(state_dir / run_dir / name)

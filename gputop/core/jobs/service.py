@@ -63,7 +63,7 @@ class JobsService:
         except GputopError as error:
             self._report(f"Jobs unavailable: {error}", "error")
             return None
-        for notice in store.notices:
+        for notice in store.take_notices():
             self._report(notice, "warning")
         return store
 
@@ -73,6 +73,8 @@ class JobsService:
             return None
         try:
             jobs = store.list_jobs()
+            for notice in store.take_notices():
+                self._report(notice, "warning")
             with self._tails_lock:
                 return read_jobs_view(jobs, snapshot, self._tails)
         except GputopError as error:

@@ -15,13 +15,14 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psutil
 
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.pending_end import RecordedEnd, keep_end
+from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.process_control import (
     START_TIME_TOLERANCE_S,
     IdentityUnproven,
@@ -70,7 +71,7 @@ def stop_job(
             "was signalled."
         )
     grace = job.grace_s if grace_s is None else grace_s
-    store.request_stop(job.id, grace_s)
+    _record(lambda: store.request_stop(job.id, grace_s))  # the signal never waits for it
     if job.is_active and job.supervisor_pid is not None:
         try:
             signal_own_process(
@@ -87,8 +88,29 @@ def stop_job(
                     f"Job {job.id} has already ended ({job.status_text})."
                 ) from None
         else:
-            return _asked_supervisor(store, job, grace, wait_s)
-    return _stop_without_supervisor(store, job, grace)
+            return _with_record_note(store, _asked_supervisor(store, job, grace, wait_s))
+    return _with_record_note(store, _stop_without_supervisor(store, job, grace))
+
+
+def _record(write: Callable[[], None]) -> bool:
+    """Write to the store; False where the disk is full or read-only (the store says so
+    once). Stopping goes on: the supervisor keeps the end until it can be recorded."""
+    try:
+        write()
+    except StoreError as error:
+        if error.fault is None:
+            raise
+        return False
+    return True
+
+
+def _with_record_note(store: JobStore, text: str) -> str:
+    if store.faults.fault is None:
+        return text
+    return (
+        f"{text} The job store cannot be written now ({store.faults.fault.describe('it')}): "
+        "the record of the stop follows when it can be written (docs/faults.md)."
+    )
 
 
 def _cancel_in_slurm(store: JobStore, job: Job) -> str:
@@ -123,14 +145,12 @@ def _stop_without_supervisor(store: JobStore, job: Job, grace: float) -> str:
                 f"Job {job.id} is lost ({job.note or 'its supervisor is gone'}) and none of "
                 "its processes is running: nothing to stop."
             )
-        store.mark_ended(job.id, note="stopped; nothing of it was running")
+        _record(lambda: store.mark_ended(job.id, note="stopped; nothing of it was running"))
         return f"Job {job.id} ({job.name}) had nothing left running; it is marked as stopped."
     used = _end_members(job, grace)
-    store.mark_ended(
-        job.id,
-        signal=used,
-        note="stopped by gputop directly: its supervisor was gone",
-    )
+    note = "stopped by gputop directly: its supervisor was gone"
+    if not _record(lambda: store.mark_ended(job.id, signal=used, note=note)):
+        keep_end(store.state_dir, RecordedEnd(job.id, time.time(), None, used, True, note))
     name = "SIGTERM" if used == signal.SIGTERM else "SIGKILL"
     return f"Job {job.id} ({job.name}) stopped ({name} to its process group)."
 

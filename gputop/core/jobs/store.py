@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import GputopError
+from gputop.core.jobs.job_now import NEVER_STARTED_AFTER_S, current_jobs
 from gputop.core.jobs.mig_targets import target_keys
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.private_files import open_log_append
-from gputop.core.jobs.procgroup import process_alive
 from gputop.core.jobs.store_file import (
     DB_NAME,
     LOGS_DIR,
@@ -33,15 +33,29 @@ from gputop.core.jobs.store_file import (
     default_state_dir,
     memory_connection,
     open_connection,
+    open_read_only,
     store_identity,
 )
-from gputop.core.process_control import current_boot_id, from_earlier_boot
+from gputop.core.jobs.store_rows import job_columns, row_to_job
+from gputop.core.process_control import current_boot_id
+from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
-__all__ = ["JobNotFound", "JobStore", "StoreError", "default_state_dir"]
+__all__ = [
+    "NEVER_STARTED_AFTER_S",
+    "JobNotFound",
+    "JobStore",
+    "StoreError",
+    "default_state_dir",
+]
 
-NEVER_STARTED_AFTER_S = 120.0
-"""A job whose supervisor has not reported by then is taken as lost."""
 HISTORY_KEPT = 1000
+WRITABLE_RETRY_S = 2.0
+"""How often a store opened read-only (a full or read-only disk) tries to write again."""
+FAULT_CONSEQUENCE = (
+    "Jobs are read as recorded; jobs keep running, and stopping one still works. What "
+    "cannot be recorded now (a job's end, a stop) is kept and recorded when space returns "
+    "(docs/faults.md)."
+)
 
 _ACTIVE = (JobState.WAITING, JobState.RUNNING)
 _NOT_ENDED = (JobState.WAITING, JobState.RUNNING, JobState.LOST)
@@ -64,14 +78,46 @@ class JobStore:
         self._host = socket.gethostname()
         self._file = store_identity(state_dir) if connection is not None else None
         self.in_memory = False
+        self.faults = FaultReporter(
+            f"the job store {self.db_path}", FAULT_CONSEQUENCE, notices.append
+        )
+        """Says once that the store cannot be written (and once that it can again)."""
+        self._read_only = False
+        self._writable_tried = 0.0
+        self._notices_taken = 0
 
     @classmethod
     def open(cls, state_dir: Path | str | None = None) -> JobStore:
+        """The store, for reading and writing; read-only where nothing can be written (a
+        full disk, a read-only file system), which is said once in ``notices``."""
         directory = Path(state_dir) if state_dir is not None else default_state_dir()
         directory = directory.expanduser().absolute()
         notices: list[str] = []
-        connection = open_connection(directory, notices)
-        return cls(directory, connection, notices)
+        try:
+            connection = open_connection(directory, notices)
+        except StoreError as error:
+            if error.fault is None or not os.path.lexists(directory / DB_NAME):
+                raise
+            store = cls(directory, open_read_only(directory), notices)
+            store._became_read_only(error.fault)
+            return store
+        store = cls(directory, connection, notices)
+        fault = fault_at(directory)
+        if fault is not None:  # said now, even if this command writes nothing
+            store.faults.failed(fault)
+        return store
+
+    @property
+    def writable(self) -> bool:
+        """False while the store is open read-only (nothing can be written now)."""
+        return not self._read_only
+
+    def take_notices(self) -> list[str]:
+        """What a person must be told since the last call (each said once)."""
+        with self._lock:
+            taken = self.notices[self._notices_taken :]
+            self._notices_taken = len(self.notices)
+        return taken
 
     @classmethod
     def in_memory_store(cls) -> JobStore:
@@ -108,10 +154,7 @@ class JobStore:
 
     def list_jobs(self) -> list[Job]:
         """Every job, oldest first; jobs whose supervisor vanished are marked lost first."""
-        jobs = self._select("SELECT * FROM jobs ORDER BY id")
-        if self._refresh_liveness(jobs):
-            jobs = self._select("SELECT * FROM jobs ORDER BY id")
-        return jobs
+        return current_jobs(self, self._select("SELECT * FROM jobs ORDER BY id"))
 
     def active_jobs(self) -> list[Job]:
         """Waiting or running jobs, oldest first."""
@@ -121,16 +164,19 @@ class JobStore:
         jobs = self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))
         if not jobs:
             raise JobNotFound(f"There is no job {job_id}; `gputop jobs` lists them.")
-        if self._refresh_liveness(jobs):
-            jobs = self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))
-        return jobs[0]
+        return current_jobs(self, jobs)[0]
+
+    def reread(self, job_id: int) -> Job:
+        """The job's row as the store holds it now, nothing applied."""
+        return self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))[0]
+
+    @property
+    def host(self) -> str:
+        return self._host
 
     def history(self, limit: int = 200) -> list[str]:
         """Commands launched before, oldest first and newest last, each once."""
-        with self._reading():
-            rows = self._conn.execute(
-                "SELECT command_text FROM history ORDER BY seq DESC LIMIT ?", (limit,)
-            ).fetchall()
+        rows = self._rows("SELECT command_text FROM history ORDER BY seq DESC LIMIT ?", (limit,))
         return [row[0] for row in reversed(rows)]
 
     # --- writing -------------------------------------------------------------------------
@@ -163,13 +209,13 @@ class JobStore:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     name,
-                    json.dumps(list(command)),
+                    json.dumps(list(command), allow_nan=False),
                     command_text,
                     int(uses_shell),
                     cwd,
-                    json.dumps(list(physical_indices)),
-                    json.dumps(list(uuids)),
-                    json.dumps(dict(env)),
+                    json.dumps(list(physical_indices), allow_nan=False),
+                    json.dumps(list(uuids), allow_nan=False),
+                    json.dumps(dict(env), allow_nan=False),
                     mode.value,
                     JobState.WAITING.value,
                     time.time(),
@@ -230,7 +276,11 @@ class JobStore:
         self._update(
             job_id,
             "physical_indices = ?, uuids = ?, env = ?",
-            (json.dumps(list(physical_indices)), json.dumps(list(uuids)), json.dumps(dict(env))),
+            (
+                json.dumps(list(physical_indices), allow_nan=False),
+                json.dumps(list(uuids), allow_nan=False),
+                json.dumps(dict(env), allow_nan=False),
+            ),
         )
 
     def claim_cards(self, job_id: int) -> Job | None:
@@ -240,11 +290,9 @@ class JobStore:
         first to claim it starts. Returns the job holding a card, or ``None`` when claimed.
         """
         with self._writing() as conn:
-            mine = self._row_to_job(
-                conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            )
+            mine = row_to_job(conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
             for other in map(
-                self._row_to_job,
+                row_to_job,
                 conn.execute(
                     "SELECT * FROM jobs WHERE state = ? AND id != ? AND host = ?",
                     (JobState.RUNNING.value, job_id, self._host),
@@ -276,43 +324,7 @@ class JobStore:
     def adopt(self, job: Job) -> bool:
         """Record ``job`` again, as it was, in a store that has lost it (a damaged store
         was moved aside while it ran). False when its id is taken by another job."""
-        record = job.to_json()
-        columns = {
-            "id": job.id,
-            "name": job.name,
-            "command": json.dumps(list(job.command)),
-            "command_text": job.command_text,
-            "uses_shell": int(job.uses_shell),
-            "cwd": job.cwd,
-            "physical_indices": json.dumps(list(job.physical_indices)),
-            "uuids": json.dumps(list(job.uuids)),
-            "env": json.dumps(dict(job.env)),
-            "mode": job.mode.value,
-            "state": job.state.value,
-            "log_path": job.log_path,
-            "created_at": job.created_at,
-            "started_at": job.started_at,
-            "ended_at": job.ended_at,
-            "pid": job.pid,
-            "pid_start_time": job.pid_start_time,
-            "supervisor_pid": job.supervisor_pid,
-            "supervisor_start_time": job.supervisor_start_time,
-            "exit_code": job.exit_code,
-            "signal": job.signal,
-            "note": record["note"],
-            "host": job.host,
-            "grace_s": job.grace_s,
-            "wait_for_free": int(job.wait_for_free),
-            "wait_count": job.wait_count,
-            "wait_min_free_mib": job.wait_min_free_mib,
-            "wait_max_util_percent": job.wait_max_util_percent,
-            "stop_requested": int(job.stop_requested),
-            "boot_id": job.boot_id,
-            "session_id": job.session_id,
-            "supervisor_session_id": job.supervisor_session_id,
-            "token": job.token,
-            "slurm_job_id": job.slurm_job_id,
-        }
+        columns = job_columns(job)
         names = ", ".join(columns)
         marks = ", ".join("?" for _ in columns)
         with self._writing() as conn:
@@ -344,7 +356,7 @@ class JobStore:
                 "VALUES (?, ?, ?, 0, ?, '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, 0, ?, ?)",
                 (
                     name,
-                    json.dumps(list(command)),
+                    json.dumps(list(command), allow_nan=False),
                     command_text,
                     cwd,
                     RunMode.DETACHED.value,
@@ -380,7 +392,7 @@ class JobStore:
             (
                 state.value,
                 note,
-                json.dumps(list(physical_indices)),
+                json.dumps(list(physical_indices), allow_nan=False),
                 started_at,
                 ended_at,
                 exit_code,
@@ -390,9 +402,7 @@ class JobStore:
         )
 
     def has_job(self, job_id: int) -> bool:
-        with self._reading():
-            row = self._conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return row is not None
+        return bool(self._rows("SELECT 1 FROM jobs WHERE id = ?", (job_id,)))
 
     def mark_ended(
         self,
@@ -402,18 +412,26 @@ class JobStore:
         signal: int | None = None,
         note: str | None = None,
         stopped: bool | None = None,
+        ended_at: float | None = None,
     ) -> None:
         """Record how the job ended. Also ends a job taken as lost: the end is the truth.
 
         ``stopped``: whether a stop request ended it (``None``: leave as recorded). A job
         that ended by itself while a stop was on its way did not end because of it.
+        ``ended_at``: when it ended, if not now (an end kept while the disk was full).
         """
         stop_flag = "" if stopped is None else f", stop_requested = {int(stopped)}"
         self._update(
             job_id,
             "state = ?, exit_code = ?, signal = ?, note = COALESCE(?, note), ended_at = ?"
             + stop_flag,
-            (JobState.ENDED.value, exit_code, signal, note, time.time()),
+            (
+                JobState.ENDED.value,
+                exit_code,
+                signal,
+                note,
+                time.time() if ended_at is None else ended_at,
+            ),
             states=_NOT_ENDED,
         )
 
@@ -462,80 +480,57 @@ class JobStore:
             conn.execute(sql, params)
 
     def _select(self, sql: str, params: tuple[Any, ...] = ()) -> list[Job]:
-        with self._reading():
-            rows = self._conn.execute(sql, params).fetchall()
-        return [self._row_to_job(row) for row in rows]
+        return [row_to_job(row) for row in self._rows(sql, params)]
 
-    @staticmethod
-    def _row_to_job(row: sqlite3.Row) -> Job:
-        return Job(
-            id=row["id"],
-            name=row["name"],
-            command=tuple(json.loads(row["command"])),
-            command_text=row["command_text"],
-            uses_shell=bool(row["uses_shell"]),
-            cwd=row["cwd"],
-            physical_indices=tuple(json.loads(row["physical_indices"])),
-            uuids=tuple(json.loads(row["uuids"])),
-            env=json.loads(row["env"]),
-            mode=RunMode(row["mode"]),
-            state=JobState(row["state"]),
-            log_path=row["log_path"],
-            created_at=row["created_at"],
-            started_at=row["started_at"],
-            ended_at=row["ended_at"],
-            pid=row["pid"],
-            pid_start_time=row["pid_start_time"],
-            supervisor_pid=row["supervisor_pid"],
-            exit_code=row["exit_code"],
-            signal=row["signal"],
-            note=row["note"],
-            supervisor_start_time=row["supervisor_start_time"],
-            host=row["host"],
-            grace_s=row["grace_s"],
-            wait_for_free=bool(row["wait_for_free"]),
-            wait_count=row["wait_count"],
-            wait_min_free_mib=row["wait_min_free_mib"],
-            wait_max_util_percent=row["wait_max_util_percent"],
-            stop_requested=bool(row["stop_requested"]),
-            boot_id=row["boot_id"],
-            session_id=row["session_id"],
-            supervisor_session_id=row["supervisor_session_id"],
-            token=row["token"],
-            slurm_job_id=row["slurm_job_id"],
-        )
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Run a query; where reading needs a write SQLite cannot make (its ``-shm`` file
+        on a full disk), read again through a read-only connection."""
+        for attempt in (1, 2):
+            try:
+                with self._reading():
+                    return list(self._conn.execute(sql, params).fetchall())
+            except StoreError as error:
+                if error.fault is None or self._read_only or self.in_memory or attempt == 2:
+                    raise
+                with self._lock:
+                    self._switch_to_read_only(error.fault)
+        raise AssertionError("unreachable")
 
-    def _refresh_liveness(self, jobs: Sequence[Job]) -> bool:
-        """Mark lost the active jobs of this host whose supervisor is gone. True if any."""
-        changed = False
-        now = time.time()
-        for job in jobs:
-            if not job.is_active or job.host != self._host or job.slurm_job_id is not None:
-                continue  # Slurm's jobs have no supervisor: gputop.core.slurm.sync follows them
-            if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
-                note = (
-                    "the machine restarted since it was launched: none of its processes is "
-                    "running, and gputop will never signal its old pids"
-                )
-            elif job.supervisor_pid is None:
-                if now - job.created_at < NEVER_STARTED_AFTER_S:
-                    continue
-                note = "its supervisor never started"
-            elif process_alive(job.supervisor_pid, job.supervisor_start_time):
-                continue
-            else:
-                note = (
-                    f"its supervisor (pid {job.supervisor_pid}) ended without recording how the "
-                    "job ended (killed, or the machine restarted)"
-                )
-                if job.pid is not None and process_alive(job.pid, job.pid_start_time):
-                    note += f"; the job (pid {job.pid}) is still running"
-            changed |= self.mark_lost(job.id, note, job.supervisor_pid)
-        return changed
+    def _became_read_only(self, fault: WriteFault) -> None:
+        self._read_only = True
+        self._writable_tried = time.monotonic()
+        self.faults.failed(fault)
+
+    def _switch_to_read_only(self, fault: WriteFault) -> None:
+        connection = open_read_only(self.state_dir)
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = connection
+        self._became_read_only(fault)
+
+    def _try_writable(self) -> None:
+        """Opened read-only: open for writing again, at most every WRITABLE_RETRY_S."""
+        if time.monotonic() - self._writable_tried < WRITABLE_RETRY_S:
+            return
+        self._writable_tried = time.monotonic()
+        try:
+            connection = open_connection(self.state_dir, self.notices)
+        except StoreError as error:
+            if error.fault is None:
+                raise
+            self.faults.failed(error.fault)
+            return
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = connection
+        self._read_only = False
+        self._file = store_identity(self.state_dir)
 
     def _follow_replacement(self) -> None:
         """Another process moved a damaged store aside and started a new one: use the new
         one (a supervisor then records its job there again, see supervisor.py)."""
+        if self._read_only:
+            return  # nothing can be moved aside where nothing can be written
         if self._file is None or store_identity(self.state_dir) in (self._file, None):
             return
         connection = open_connection(self.state_dir, self.notices)
@@ -551,18 +546,34 @@ class JobStore:
             try:
                 yield
             except sqlite3.Error as error:
-                raise StoreError(f"Cannot read the job store {self.db_path}: {error}.") from None
+                raise StoreError(
+                    f"Cannot read the job store {self.db_path}: {error}.",
+                    write_fault_of(error, self.state_dir),
+                ) from None
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._read_only:
+                self._try_writable()
+            fault = self.faults.fault
+            if self._read_only and fault is not None:
+                raise StoreError(
+                    f"Cannot write the job store {self.db_path}: "
+                    f"{fault.describe('the job store')}.",
+                    fault,
+                )
             self._follow_replacement()
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:
-                raise StoreError(f"Cannot write the job store {self.db_path}: {error}.") from None
+                raise self._write_error(error) from None
             try:
                 yield self._conn
+            except sqlite3.Error as error:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self._write_error(error) from None
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("ROLLBACK")
@@ -572,4 +583,12 @@ class JobStore:
             except sqlite3.Error as error:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("ROLLBACK")
-                raise StoreError(f"Cannot write the job store {self.db_path}: {error}.") from None
+                raise self._write_error(error) from None
+            self.faults.succeeded()
+
+    def _write_error(self, error: sqlite3.Error) -> StoreError:
+        """A failed write, for a person; a full or read-only disk is also said once."""
+        fault = write_fault_of(error, self.state_dir)
+        if fault is not None:
+            self.faults.failed(fault)
+        return StoreError(f"Cannot write the job store {self.db_path}: {error}.", fault)

@@ -32,6 +32,7 @@ from gputop.core.jobs.private_files import (
     open_private_file,
     open_private_subdir,
 )
+from gputop.core.write_faults import write_fault_of
 
 __all__ = ["STATE_DIR_ENV", "StoreError", "StorePermissionError", "default_state_dir"]
 
@@ -132,6 +133,78 @@ def open_connection(directory: Path, notices: list[str]) -> sqlite3.Connection:
         os.close(dir_fd)
 
 
+def open_read_only(directory: Path) -> sqlite3.Connection:
+    """A read-only connection to ``directory``'s existing store, for when nothing can be
+    written there (a full disk, a read-only file system: docs/faults.md).
+
+    It creates nothing: no directory, no lock file, no ``-wal``/``-shm`` where SQLite can
+    do without them, and it forces no checkpoint. The same checks as for writing apply (a
+    private directory, a regular file of ours, no trigger or view, not from a newer
+    gputop). Where SQLite cannot set up its shared memory file (it would have to create
+    it) and the ``-wal`` file is absent or empty, everything is in the main file: it is
+    then opened as immutable.
+    """
+    path = directory / DB_NAME
+    dir_fd = open_private_dir(directory, create=False)
+    try:
+        os.close(
+            open_private_file(dir_fd, directory, DB_NAME, os.O_RDONLY, "job store", create=False)
+        )
+        for suffix in COMPANIONS:
+            check_companion(dir_fd, directory, DB_NAME + suffix, "job store file")
+        has_wal = _size(dir_fd, DB_NAME + "-wal") > 0
+    finally:
+        os.close(dir_fd)
+    uri = path.as_uri() + "?mode=ro"
+    try:
+        connection = _read_only_sqlite(uri)
+    except sqlite3.Error as error:
+        if has_wal:
+            raise StoreError(f"Cannot read the job store {path}: {error}.") from None
+        try:
+            connection = _read_only_sqlite(uri + "&immutable=1")
+        except sqlite3.Error as second:
+            raise StoreError(f"Cannot read the job store {path}: {second}.") from None
+    try:
+        version = _check(connection)
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"The job store {path} is store version {version}; this gputop reads "
+                f"version {SCHEMA_VERSION}, and cannot migrate it while nothing can be "
+                "written there."
+            )
+        _refuse_foreign_objects(connection, path)
+    except sqlite3.Error as error:
+        connection.close()
+        raise StoreError(f"Cannot read the job store {path}: {error}.") from None
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _read_only_sqlite(uri: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(
+        uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    try:
+        connection.row_factory = sqlite3.Row
+        connection.execute("PRAGMA trusted_schema = OFF")
+        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # opens it now
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _size(dir_fd: int, name: str) -> int:
+    """Bytes in ``name`` (0 when absent: an empty ``-wal`` is left by a failed open)."""
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return 0
+
+
 def memory_connection() -> sqlite3.Connection:
     """An empty store in memory: what a read-only command sees where none was created."""
     connection = _sqlite(":memory:")
@@ -169,7 +242,9 @@ def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connec
     except sqlite3.DatabaseError as error:
         connection.close()
         if not _is_corruption(error):
-            raise StoreError(f"Cannot open the job store {path}: {error}.") from None
+            raise StoreError(
+                f"Cannot open the job store {path}: {error}.", write_fault_of(error, directory)
+            ) from None
         problem = str(error)
     if problem is not None:
         notices.append(_move_aside(path, problem, directory / LOGS_DIR))
@@ -193,7 +268,9 @@ def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connec
             _migrate(connection, version)
     except sqlite3.Error as error:
         connection.close()
-        raise StoreError(f"Cannot open the job store {path}: {error}.") from None
+        raise StoreError(
+            f"Cannot open the job store {path}: {error}.", write_fault_of(error, directory)
+        ) from None
     except BaseException:
         connection.close()
         raise

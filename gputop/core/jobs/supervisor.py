@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -21,19 +22,22 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from gputop.core.errors import GputopError
+from gputop.core.jobs.log_cap import CHECK_S, LogCap, limits_from, parse_size
 from gputop.core.jobs.logs import gputop_line
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
+from gputop.core.jobs.pending_end import EndReservation, RecordedEnd, ended_as_kept
 from gputop.core.jobs.private_files import append_to_log, open_log_append, read_env_file
 from gputop.core.jobs.procgroup import end_group, process_start_time, session_of
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.wakeup import Wakeup
+from gputop.core.numbers import parse_seconds
 from gputop.core.units import duration
 
 RUNNING_POLL_S = 5.0
@@ -42,6 +46,12 @@ JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
 PANE_VARIABLES = ("TERM", "TMUX_PANE", "COLUMNS", "LINES")
 LEADER_REAP_S = 5.0
 SUPERVISOR_FAILED_EXIT = 70
+RECORD_RETRY_S = 1.0
+"""How often a write the store refused (a full or read-only disk) is tried again."""
+GIVE_UP_ENV = "GPUTOP_RECORD_GIVE_UP_S"
+GIVE_UP_S = 3600.0
+"""How long a supervisor whose job ended waits for the store to take the end; after that
+the end stays in its reserved file (pending_end.py), for the next gputop to record."""
 
 
 class Child(Protocol):
@@ -93,6 +103,7 @@ class Supervisor:
         environ: Mapping[str, str],
         wake: Wakeup,
         tty: bool,
+        log_max: int | None = None,
         notify: Sequence[str] = (),
     ) -> None:
         self.notify = tuple(notify)
@@ -108,13 +119,18 @@ class Supervisor:
         self._stopped = False
         self._last: Job | None = None
         """The job as last recorded: recorded again if the store is replaced."""
+        self._unrecorded: list[Callable[[], None]] = []
+        """Writes the store refused for lack of space, in order: tried again each poll."""
+        self._end: EndReservation | None = None
+        self._fault_said = False
+        self._log_limits = limits_from(environ, log_max)
 
     def run(self) -> int:
         job = self.store.get(self.job_id)
         self.log_path = job.log_path
-        self.store.mark_supervisor(
-            job.id, os.getpid(), process_start_time(os.getpid()), os.getsid(0)
-        )
+        me = (os.getpid(), process_start_time(os.getpid()), os.getsid(0))
+        self._record(lambda: self.store.mark_supervisor(job.id, *me))  # the launcher did too
+        self._end = EndReservation(self.store.state_dir, job.id)
         job = self._last = self.store.get(self.job_id)
         if job.state is not JobState.WAITING:
             return 0  # already ended (stopped before this supervisor got going) or taken
@@ -143,12 +159,70 @@ class Supervisor:
             self._child.finish()
         note = f"gputop's supervisor failed: {error}"
         if returncode is None:
-            self.store.mark_ended(self.job_id, exit_code=SUPERVISOR_FAILED_EXIT, note=note)
+            self._record_end(exit_code=SUPERVISOR_FAILED_EXIT, note=note)
         elif returncode < 0:
-            self.store.mark_ended(self.job_id, signal=-returncode, note=note)
+            self._record_end(signal=-returncode, note=note)
         else:
-            self.store.mark_ended(self.job_id, exit_code=returncode, note=note)
+            self._record_end(exit_code=returncode, note=note)
         return SUPERVISOR_FAILED_EXIT
+
+    # --- recording, also when the disk is full -------------------------------------------
+
+    def _record(self, write: Callable[[], None]) -> None:
+        """Write to the store now, or (full or read-only disk) keep the write, in order,
+        until it can be made (docs/faults.md)."""
+        self._unrecorded.append(write)
+        self._flush()
+
+    def _flush(self) -> bool:
+        """Make the writes kept so far, oldest first; True when none is left."""
+        while self._unrecorded:
+            try:
+                self._unrecorded[0]()
+            except StoreError as error:
+                if error.fault is None:
+                    raise
+                if not self._fault_said:
+                    self._fault_said = True
+                    self._say(f"cannot record job {self.job_id} in the job store now: {error}")
+                return False
+            self._unrecorded.pop(0)
+        return True
+
+    def _record_end(
+        self,
+        *,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        note: str | None = None,
+        stopped: bool | None = None,
+    ) -> RecordedEnd:
+        """Record the job's end: first in its reserved file, then in the store; retried
+        while the store refuses (a full disk), and kept in the file if it must give up."""
+        end = RecordedEnd(self.job_id, time.time(), exit_code, signal, bool(stopped), note)
+        if self._end is not None:
+            self._end.keep(end)
+        self._record(
+            lambda: self.store.mark_ended(
+                self.job_id,
+                exit_code=exit_code,
+                signal=signal,
+                note=note,
+                stopped=stopped,
+                ended_at=end.ended_at,
+            )
+        )
+        deadline = time.monotonic() + _give_up_s(self.environ)
+        while not self._flush() and time.monotonic() < deadline:
+            time.sleep(RECORD_RETRY_S)
+        if self._end is not None:
+            if self._unrecorded:
+                self._end.close()  # the next gputop that can write records it
+            else:
+                self._end.release()
+        if not self._unrecorded and self._fault_said:
+            self._say(f"job {self.job_id}'s end is recorded in the job store")
+        return end
 
     # --- waiting -------------------------------------------------------------------------
 
@@ -186,8 +260,8 @@ class Supervisor:
         return job.stop_requested or job.state is JobState.ENDED
 
     def _ended_before_start(self) -> None:
-        self.store.request_stop(self.job_id)
-        self.store.mark_ended(self.job_id, note="stopped while waiting; it never started")
+        self._record(lambda: self.store.request_stop(self.job_id))
+        self._record_end(note="stopped while waiting; it never started")
         self._say(f"job {self.job_id} was stopped while waiting; it never started")
 
     # --- running -------------------------------------------------------------------------
@@ -210,24 +284,25 @@ class Supervisor:
                 job, 126, f"{job.command[0]}: cannot run it: {error.strerror or error}"
             )
         self._child = child
-        self.store.mark_started(
-            job.id, child.pid, process_start_time(child.pid), session_of(child.pid)
-        )
+        started = (child.pid, process_start_time(child.pid), session_of(child.pid))
+        self._record(lambda: self.store.mark_started(job.id, *started))
         self._last = self.store.get(job.id)
         if job.wait_for_free:
-            self._notify(STARTED, background=True)
+            self._notify(STARTED, background=True)  # as recorded: started
         returncode = self._supervise(child)
         child.finish()
         self._child = None
         self._ensure_recorded()  # its end must land in the store it is recorded in
         if returncode < 0:
-            self.store.mark_ended(job.id, signal=-returncode, stopped=self._stopped)
+            end = self._record_end(signal=-returncode, stopped=self._stopped)
         else:
-            self.store.mark_ended(job.id, exit_code=returncode, stopped=self._stopped)
+            end = self._record_end(exit_code=returncode, stopped=self._stopped)
         ended = self.store.get(job.id)
+        if ended.is_active:  # not recorded (the disk stayed full)
+            ended = ended_as_kept(ended, end)
         took = ended.duration_s() or 0.0
         self._say(f"job {job.id} {ended.status_text} after {duration(took)}")
-        self._notify(ENDED)
+        self._notify(ENDED, ended)
         if self.tty:
             from gputop.core.jobs.ptyrelay import wait_for_enter
 
@@ -257,12 +332,26 @@ class Supervisor:
         return _PopenChild(process, self.wake)
 
     def _supervise(self, child: Child) -> int:
-        """Wait for the job's end; a stop request on the way ends its whole group."""
-        while (returncode := child.poll()) is None:
-            if self.wake.stop_signal is not None:
-                return self._stop(child)
-            self._ensure_recorded()
-            child.wait_for_event(RUNNING_POLL_S)
+        """Wait for the job's end; a stop request on the way ends its whole group. Its log
+        is kept under its cap meanwhile (log_cap.py)."""
+        cap = LogCap(self.log_path, *self._log_limits)
+        checked = 0.0
+        try:
+            while (returncode := child.poll()) is None:
+                if self.wake.stop_signal is not None:
+                    return self._stop(child)
+                if time.monotonic() - checked >= RUNNING_POLL_S or self._unrecorded:
+                    self._ensure_recorded()
+                    self._flush()
+                    checked = time.monotonic()
+                said = cap.check()
+                if said is not None:
+                    self._say(f"job {self.job_id}'s {said}")
+                    self._record(functools.partial(self.store.set_note, self.job_id, said))
+                child.wait_for_event(CHECK_S)
+            cap.check()
+        finally:
+            cap.close()
         return returncode
 
     def _ensure_recorded(self) -> None:
@@ -288,7 +377,7 @@ class Supervisor:
 
     def _stop(self, child: Child) -> int:
         self._stopped = True
-        self.store.request_stop(self.job_id)
+        self._record(lambda: self.store.request_stop(self.job_id))
         grace = self.store.get(self.job_id).grace_s
         self._say(
             f"stopping job {self.job_id}: SIGTERM to its process group, SIGKILL after {grace:g} s"
@@ -306,7 +395,7 @@ class Supervisor:
 
     def _could_not_start(self, job: Job, code: int, why: str) -> int:
         self._say(f"job {job.id} could not start: {why}")
-        self.store.mark_ended(job.id, exit_code=code, note=why)
+        self._record_end(exit_code=code, note=why)
         self._notify(ENDED)
         if self.tty:
             from gputop.core.jobs.ptyrelay import wait_for_enter
@@ -314,11 +403,18 @@ class Supervisor:
             wait_for_enter(self.wake)
         return 0
 
-    def _notify(self, kind: str, background: bool = False) -> None:
-        """Run the notify command for the job as recorded now; a problem goes to the log."""
+    def _notify(self, kind: str, job: Job | None = None, background: bool = False) -> None:
+        """Run the notify command for ``job`` (default: as recorded now); a problem goes to
+        the log."""
         if not self.notify:
             return
-        event = JobEvent(kind, self.store.get(self.job_id))
+        if job is None:
+            try:
+                job = self.store.get(self.job_id)
+            except StoreError as error:
+                self._say(f"job {self.job_id}: no word sent, the job store failed: {error}")
+                return
+        event = JobEvent(kind, job)
 
         def run() -> None:
             problem = run_notify_command(self.notify, event, self.environ)
@@ -330,12 +426,23 @@ class Supervisor:
         else:
             run()
 
-    def _say(self, text: str) -> None:
+    def _say(self, text: str) -> None:  # nothing is written when the disk is full
         """One gputop line in the log (and in the tmux pane, in tty mode)."""
         append_to_log(self.log_path, gputop_line(text))
         if self.tty:
             with contextlib.suppress(OSError):
                 os.write(1, gputop_line(text).replace(b"\n", b"\r\n"))
+
+
+def _give_up_s(environ: Mapping[str, str]) -> float:
+    """``GPUTOP_RECORD_GIVE_UP_S`` (finite seconds, 0 to a day), else ``GIVE_UP_S``."""
+    text = environ.get(GIVE_UP_ENV)
+    if not text:
+        return GIVE_UP_S
+    try:
+        return parse_seconds(text, GIVE_UP_ENV, 0, 86400)
+    except GputopError:
+        return GIVE_UP_S
 
 
 def _cards(job: Job) -> str:
@@ -383,6 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         help="one word of the notify command's argv, in order (gputop run --notify-command)",
     )
+    parser.add_argument("--log-max", type=lambda text: parse_size(text, "--log-max"))
     args = parser.parse_args(argv)
     wake = Wakeup()
     wake.install()
@@ -393,9 +501,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gputop supervisor: {error}", file=sys.stderr)
         return 1
     try:
-        return Supervisor(store, args.job, environ, wake, args.tty, args.notify_arg).run()
+        return Supervisor(
+            store, args.job, environ, wake, args.tty, args.log_max, args.notify_arg
+        ).run()
     except GputopError as error:
-        print(f"gputop supervisor: job {args.job}: {error}", file=sys.stderr)
+        with contextlib.suppress(OSError):  # stderr is the job's log: the disk may be full
+            print(f"gputop supervisor: job {args.job}: {error}", file=sys.stderr)
         return 1
     finally:
         store.close()

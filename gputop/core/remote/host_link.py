@@ -24,10 +24,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import IO
 
-from gputop.core.remote.protocol import ProtocolError, decode, snapshot_from_json
-from gputop.core.remote.reduced import MARK_NOTHING, MARK_REDUCED, ReducedFrames
+from gputop.core.remote.host_feed import HostFeed
 from gputop.core.remote.remote_command import remote_agent_command
-from gputop.core.remote.status import HostStatus, LinkState, Mode
+from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.remote.transport import Failure, classify_failure, ssh_argv
 
 STDERR_TAIL_LINES = 20
@@ -182,53 +181,27 @@ class HostLink:
 
     def _read(self, stdout: IO[bytes] | None) -> tuple[bool, Failure | None]:
         delivered = False
-        reduced: ReducedFrames | None = None
+        feed = HostFeed(self.host)
         assert stdout is not None
         for size, raw in _lines(stdout):
             self._count(size)
-            if raw is None:
-                continue  # longer than any real snapshot: a broken or hostile server
-            line = raw.decode("utf-8", "replace")
-            if reduced is not None:
-                snapshot = reduced.feed(line)
-                if snapshot is not None:
-                    self._arrived(snapshot)
-                    delivered = True
-                continue
-            text = line.strip()
-            if text == MARK_REDUCED:
-                reduced = ReducedFrames(self.host)
-                self._update(mode=Mode.REDUCED)
-                continue
-            if text == MARK_NOTHING:
-                return delivered, Failure(
-                    "no-gputop",
-                    "neither gputop nor nvidia-smi is on the server's PATH",
-                    "install gputop there: pipx install gputop (or pip install --user gputop)",
-                )
-            try:
-                message = decode(text)
-                if message.type == "hello":
-                    user = message.body.get("user")
-                    self._update(mode=Mode.FULL, user=user if isinstance(user, str) else None)
-                elif message.type == "snapshot":
-                    self._arrived(snapshot_from_json(message.body.get("snapshot")))
-                    delivered = True
-                elif message.type == "jobs":
-                    self._jobs(message.body)
-                elif message.type == "error":
-                    return delivered, Failure(
-                        "remote-error", f"gputop agent failed: {message.body.get('message')}"
-                    )
-            except ProtocolError:
-                continue  # a line from a login banner or a newer agent: skip it
+            # None: longer than any real snapshot, a broken or hostile server
+            text = None if raw is None else raw.decode("utf-8", "replace")
+            outcome = feed.too_long() if text is None else feed.feed(text)
+            if outcome.end is not None:
+                return delivered, outcome.end
+            if outcome.snapshot_arrived:
+                self._arrived(outcome.changes)
+                delivered = True
+            elif outcome.changes:
+                self._update(**outcome.changes)
         return delivered, None
 
     def _count(self, size: int) -> None:
         with self._changed:
             self._status = replace(self._status, bytes_received=self._status.bytes_received + size)
 
-    def _arrived(self, snapshot: object) -> None:
+    def _arrived(self, changes: dict[str, object]) -> None:
         now = self._clock()
         with self._changed:
             total = self._status.bytes_received
@@ -241,20 +214,12 @@ class HostLink:
             self._status = replace(
                 self._status,
                 state=LinkState.LIVE,
-                snapshot=snapshot,  # type: ignore[arg-type]
                 failure=None,
                 bytes_per_s=rate if rate is not None else self._status.bytes_per_s,
                 snapshots_received=self._status.snapshots_received + 1,
+                **changes,  # type: ignore[arg-type]
             )
             self._changed.notify_all()
-
-    def _jobs(self, body: dict[str, object]) -> None:
-        jobs = body.get("jobs")
-        error = body.get("error")
-        self._update(
-            jobs=jobs if isinstance(jobs, list) else None,
-            jobs_error=error if isinstance(error, str) else None,
-        )
 
 
 def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.jobs.policy import FreePolicy, judge_cards
+from gputop.core.remote.agent_version import lacks
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 
 ACTIVE_JOB_STATUSES = ("waiting", "running")
@@ -58,13 +59,18 @@ def short_state(status: HostStatus) -> str:
         text = status.state.value
     if status.mode is Mode.REDUCED and status.state is not LinkState.UNREACHABLE:
         text += ", reduced mode"
-    return text
+    elif (
+        status.state is not LinkState.UNREACHABLE and lacks(status.agent_version or "") is not None
+    ):
+        text += ", older gputop"
+    trouble = status.trouble()
+    return f"{text}, {trouble}" if trouble else text
 
 
 def summarize(status: HostStatus, policy: FreePolicy, local_user: str) -> HostSummary:
     snapshot = status.snapshot
     user = local_user if status.mode is Mode.LOCAL else (status.user or "")
-    healthy = status.state is LinkState.LIVE and snapshot is not None
+    healthy = status.state is LinkState.LIVE and snapshot is not None and not status.trouble()
     if snapshot is None:
         return HostSummary(status.host, short_state(status), healthy, 0, 0, None, None, None)
     verdicts = judge_cards(snapshot, policy, user, active_job_gpus(status.jobs))

@@ -31,6 +31,7 @@ from gputop.core.model import (
     ProcessType,
     Snapshot,
 )
+from gputop.core.numbers import strict_json
 from gputop.core.sampling.process_env import MAX_PORT, MAX_RANK
 
 PROTOCOL_VERSION = 1
@@ -49,8 +50,9 @@ class Message:
 
 
 def encode(message_type: str, **fields: Any) -> str:
-    """One protocol line, newline included, compact (it crosses the network every second)."""
-    return json.dumps({"type": message_type, **fields}, separators=(",", ":")) + "\n"
+    """One protocol line, newline included, compact (it crosses the network every second);
+    strict JSON, as every document gputop writes (an unknown number is ``null``)."""
+    return strict_json({"type": message_type, **fields}, separators=(",", ":")) + "\n"
 
 
 def decode(line: str | bytes) -> Message:

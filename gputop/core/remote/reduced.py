@@ -11,6 +11,7 @@ than they are. docs/lab.md says how to install gputop to get everything.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -59,7 +60,9 @@ class ReducedFrames:
     """Feed it lines; it returns a Snapshot at the end of each frame.
 
     A malformed line is skipped and counted (``skipped_lines``), never fatal: one odd
-    reading must not take the host down.
+    reading must not take the host down. A reading that is not a finite number (``nan``,
+    ``inf``, ``1e999``) is N/A and counted in ``impossible_in_frame``; the ranges are checked
+    with every host's (gputop/core/remote/host_values.py).
     """
 
     def __init__(self, host: str, clock: Callable[[], float] = time.time) -> None:
@@ -70,25 +73,28 @@ class ReducedFrames:
         self._gpus: list[GpuSample] = []
         self._apps: list[tuple[str, GpuProcess]] = []
         self._driver_version: str | None = None
+        self._impossible: list[str] = []
+        self.impossible_in_frame = 0
 
     def feed(self, line: str) -> Snapshot | None:
         line = line.rstrip("\r\n")
         if line in (MARK_GPUS, MARK_APPS):
             if line == MARK_GPUS:
-                self._gpus, self._apps = [], []
+                self._gpus, self._apps, self._impossible = [], [], []
             self._section = line
             return None
         if line == MARK_END:
             self._section = None
+            self.impossible_in_frame = len(self._impossible)
             return self._snapshot()
         if not line.strip():
             return None
         try:
             if self._section == MARK_GPUS:
-                gpu, self._driver_version = parse_gpu_line(line)
+                gpu, self._driver_version = parse_gpu_line(line, self._impossible)
                 self._gpus.append(gpu)
             elif self._section == MARK_APPS:
-                self._apps.append(parse_app_line(line))
+                self._apps.append(parse_app_line(line, self._impossible))
             else:
                 self.skipped_lines += 1
         except ValueError:
@@ -116,13 +122,15 @@ class ReducedFrames:
         )
 
 
-def parse_gpu_line(line: str) -> tuple[GpuSample, str | None]:
-    """One ``--query-gpu`` line: the GPU, and the driver version nvidia-smi puts on it."""
+def parse_gpu_line(line: str, impossible: list[str] | None = None) -> tuple[GpuSample, str | None]:
+    """One ``--query-gpu`` line: the GPU, and the driver version nvidia-smi puts on it.
+    Each field that is not a finite number is appended to ``impossible``."""
+    bad = impossible if impossible is not None else []
     values = line.split(SEPARATOR, len(GPU_FIELDS) - 1)
     if len(values) != len(GPU_FIELDS):
         raise ValueError(f"expected {len(GPU_FIELDS)} fields, got {len(values)}")
     f = dict(zip(GPU_FIELDS, values, strict=True))
-    index = _int(f["index"])
+    index = _int(f["index"], bad)
     if index is None:
         raise ValueError("no GPU index")
     gpu = GpuSample(
@@ -130,37 +138,38 @@ def parse_gpu_line(line: str) -> tuple[GpuSample, str | None]:
         uuid=_text(f["uuid"]),
         name=_text(f["name"]),
         pci_bus_id=_text(f["pci.bus_id"]),
-        memory_total_bytes=_mib(f["memory.total"]),
-        memory_used_bytes=_mib(f["memory.used"]),
-        memory_free_bytes=_mib(f["memory.free"]),
-        utilization_gpu_percent=_int(f["utilization.gpu"]),
-        utilization_memory_percent=_int(f["utilization.memory"]),
-        temperature_c=_int(f["temperature.gpu"]),
-        fan_percent=_int(f["fan.speed"]),
-        power_w=_float(f["power.draw"]),
-        power_limit_w=_float(f["power.limit"]),
+        memory_total_bytes=_mib(f["memory.total"], bad),
+        memory_used_bytes=_mib(f["memory.used"], bad),
+        memory_free_bytes=_mib(f["memory.free"], bad),
+        utilization_gpu_percent=_int(f["utilization.gpu"], bad),
+        utilization_memory_percent=_int(f["utilization.memory"], bad),
+        temperature_c=_int(f["temperature.gpu"], bad),
+        fan_percent=_int(f["fan.speed"], bad),
+        power_w=_float(f["power.draw"], bad),
+        power_limit_w=_float(f["power.limit"], bad),
         clocks=Clocks(
-            graphics_mhz=_int(f["clocks.gr"]),
-            sm_mhz=_int(f["clocks.sm"]),
-            memory_mhz=_int(f["clocks.mem"]),
+            graphics_mhz=_int(f["clocks.gr"], bad),
+            sm_mhz=_int(f["clocks.sm"], bad),
+            memory_mhz=_int(f["clocks.mem"], bad),
         ),
         max_clocks=Clocks(
-            graphics_mhz=_int(f["clocks.max.gr"]),
-            sm_mhz=_int(f["clocks.max.sm"]),
-            memory_mhz=_int(f["clocks.max.mem"]),
+            graphics_mhz=_int(f["clocks.max.gr"], bad),
+            sm_mhz=_int(f["clocks.max.sm"], bad),
+            memory_mhz=_int(f["clocks.max.mem"], bad),
         ),
-        performance_state=_pstate(f["pstate"]),
+        performance_state=_pstate(f["pstate"], bad),
     )
     return gpu, _text(f["driver_version"])
 
 
-def parse_app_line(line: str) -> tuple[str, GpuProcess]:
+def parse_app_line(line: str, impossible: list[str] | None = None) -> tuple[str, GpuProcess]:
     """One ``--query-compute-apps`` line: the GPU's UUID and the process on it."""
+    bad = impossible if impossible is not None else []
     values = line.split(SEPARATOR, len(APP_FIELDS) - 1)
     if len(values) != len(APP_FIELDS):
         raise ValueError(f"expected {len(APP_FIELDS)} fields, got {len(values)}")
     uuid, pid_text, memory, name = values
-    pid = _int(pid_text)
+    pid = _int(pid_text, bad)
     if pid is None:
         raise ValueError("no pid")
     program = _text(name)
@@ -168,7 +177,7 @@ def parse_app_line(line: str) -> tuple[str, GpuProcess]:
         pid=pid,
         physical_index=-1,
         type=ProcessType.COMPUTE,
-        used_memory_bytes=_mib(memory),
+        used_memory_bytes=_mib(memory, bad),
         origin=ProcessOrigin.FOREIGN,
         command=(program,) if program else (),
         hint=REDUCED_HINT,
@@ -183,28 +192,37 @@ def _text(value: str) -> str | None:
     return value
 
 
-def _float(value: str) -> float | None:
+def _float(value: str, impossible: list[str]) -> float | None:
     text = _text(value)
     if text is None:
         return None
     try:
-        return float(text)
+        number = float(text)
     except ValueError:
         return None
+    if not math.isfinite(number):
+        impossible.append(text)
+        return None
+    return number
 
 
-def _int(value: str) -> int | None:
-    number = _float(value)
-    return None if number is None or number != number else round(number)
+def _int(value: str, impossible: list[str]) -> int | None:
+    number = _float(value, impossible)
+    return None if number is None else round(number)
 
 
-def _mib(value: str) -> int | None:
-    number = _float(value)
-    return None if number is None else int(number * MIB)
+def _mib(value: str, impossible: list[str]) -> int | None:
+    number = _float(value, impossible)
+    if number is None:
+        return None
+    if not math.isfinite(number * MIB):
+        impossible.append(value.strip())
+        return None
+    return int(number * MIB)
 
 
-def _pstate(value: str) -> int | None:
+def _pstate(value: str, impossible: list[str]) -> int | None:
     text = _text(value)
     if text is None or not text.startswith("P"):
         return None
-    return _int(text[1:])
+    return _int(text[1:], impossible)

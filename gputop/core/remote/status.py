@@ -6,7 +6,9 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.core.install_advice import install_advice
 from gputop.core.model import Snapshot
+from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.transport import Failure
 
 
@@ -25,11 +27,6 @@ class Mode(str, enum.Enum):
     """No gputop there: nvidia-smi's CSV fields only (gputop/core/remote/reduced.py)."""
     LOCAL = "local"
     """This machine, sampled in this process without ssh."""
-
-
-INSTALL_ADVICE = (
-    "install gputop there for every field: pipx install gputop (or pip install --user gputop)"
-)
 
 
 @dataclass(frozen=True)
@@ -53,6 +50,34 @@ class HostStatus:
     """The steady rate on the current connection: bytes between its first and latest
     snapshot over the time between them; None until two snapshots have arrived."""
     snapshots_received: int = 0
+    agent_version: str | None = None
+    """The gputop version the host's agent said in its hello (checked: agent_version.py)."""
+    impossible_values: int = 0
+    """Values of the latest snapshot and jobs out of range, shown as N/A
+    (gputop/core/remote/host_values.py)."""
+    clock_skew_s: float | None = None
+    """How far the host's clock is ahead of ours (negative: behind) when it is far off; its
+    data is then timed by its arrival."""
+    unreadable_lines: int = 0
+    """Snapshot or jobs lines the protocol refused (a wrong type), since the link started."""
+    unreadable_reason: str | None = None
+    """Why the latest of them was refused (cleaned, short)."""
+
+    def trouble(self) -> str:
+        """What is wrong with the host's data, for its status: ``sent 3 impossible values
+        (shown as N/A), clock 3 h ahead``; empty when nothing is."""
+        parts = []
+        if self.impossible_values:
+            count = self.impossible_values
+            parts.append(f"sent {count} impossible value{'' if count == 1 else 's'} (shown as N/A)")
+        if self.clock_skew_s is not None:
+            parts.append(f"clock {skew_text(self.clock_skew_s)}")
+        if self.unreadable_lines:
+            count = self.unreadable_lines
+            parts.append(
+                f"{count} unreadable line{'' if count == 1 else 's'} ({self.unreadable_reason})"
+            )
+        return ", ".join(parts)
 
     def describe(self) -> str:
         """One line for a person: ``live``, ``stale for 12 s``, ``unreachable: why; what to do``."""
@@ -65,6 +90,23 @@ class HostStatus:
                 text += f" (retrying in {self.retry_in_s:.0f} s)"
         else:
             text = self.state.value
+        older = older_note(self.host, self.agent_version)
+        if older is not None and self.state is not LinkState.UNREACHABLE:
+            text += f", {older}"
         if self.mode is Mode.REDUCED and self.state is not LinkState.UNREACHABLE:
-            text += f", reduced mode (nvidia-smi only: {INSTALL_ADVICE})"
-        return text
+            advice = install_advice(self.host)
+            text += f", reduced mode (nvidia-smi only; for every field, {advice})"
+        trouble = self.trouble()
+        return f"{text}, {trouble}" if trouble else text
+
+
+def skew_text(skew_s: float) -> str:
+    """``3 h ahead``, ``5 min behind``: a clock's offset in one rounded unit."""
+    seconds = abs(skew_s)
+    for unit, size in (("years", 365 * 86400), ("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            amount = f"{seconds / size:.0f} {unit}"
+            break
+    else:
+        amount = f"{seconds:.0f} s"
+    return f"{amount} {'ahead' if skew_s > 0 else 'behind'}"

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
+from gputop.core.install_advice import install_advice
 
 SSH_CONFIG_ENV = "GPUTOP_SSH_CONFIG"
 SSH_OPTIONS_ENV = "GPUTOP_SSH_OPTIONS"
@@ -155,7 +156,7 @@ def classify_failure(host: str, stderr: str, exit_code: int | None) -> Failure:
         return Failure(
             "no-gputop",
             "neither gputop nor nvidia-smi is on the server's PATH",
-            "install gputop there: pipx install gputop (or pip install --user gputop)",
+            install_advice(host),
         )
     detail = f": {last}" if last else ""
     return Failure("remote-error", f"the remote command ended (exit {exit_code}){detail}")

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.core.numbers import LATEST_TIME_S, within
 from gputop.core.safe_text import clean
 from gputop.core.slurm.commands import SlurmError, run_slurm
 
@@ -83,15 +84,23 @@ def parse_gpu_indices(gres_detail: Sequence[str]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(indices))
 
 
-def _number(value: Any) -> int | None:
-    """22.05's plain number, or 23.02+'s ``{"set": bool, "infinite": bool, "number": N}``."""
+MAX_JOB_ID = 2**32 - 1
+"""Slurm's job ids are 32-bit."""
+TIMES = (0, LATEST_TIME_S)
+WAIT_STATUSES = (-(2**31), 2**31 - 1)
+
+
+def _number(value: Any, minimum: float, maximum: float) -> int | None:
+    """22.05's plain number, or 23.02+'s ``{"set": bool, "infinite": bool, "number": N}``;
+    ``None`` outside ``[minimum, maximum]``: Slurm's JSON is checked where it enters, like a
+    host's (docs/security.md), so a time of 10^20 never reaches a clock or the job store."""
     if isinstance(value, Mapping):
         if not value.get("set", True) or value.get("infinite"):
             return None
         value = value.get("number")
     if isinstance(value, bool) or not isinstance(value, int):
         return None
-    return value
+    return value if within(value, minimum, maximum) else None
 
 
 def _word(value: Any) -> str:
@@ -108,9 +117,9 @@ def _exit_code(value: Any, state: str) -> tuple[int | None, int | None]:
     before it ran has a plain 1), 23.02+ a mapping."""
     if isinstance(value, Mapping):  # 23.02+: {"status": [...], "return_code": N, "signal"}
         signal = value.get("signal")
-        number = _number(signal.get("id")) if isinstance(signal, Mapping) else None
-        return _number(value.get("return_code")), number or None
-    status = _number(value)
+        number = _number(signal.get("id"), 0, 255) if isinstance(signal, Mapping) else None
+        return _number(value.get("return_code"), *WAIT_STATUSES), number or None
+    status = _number(value, *WAIT_STATUSES)
     if status is None:
         return None, None
     if status >= 256 or status == 0:
@@ -122,11 +131,11 @@ def _exit_code(value: Any, state: str) -> tuple[int | None, int | None]:
 
 def parse_job(record: Mapping[str, Any]) -> SlurmJob | None:
     """One job of ``squeue --json``; ``None`` for a record without a job id."""
-    job_id = _number(record.get("job_id"))
+    job_id = _number(record.get("job_id"), 1, MAX_JOB_ID)
     if job_id is None:
         return None
-    start = _number(record.get("start_time"))
-    end = _number(record.get("end_time"))
+    start = _number(record.get("start_time"), *TIMES)
+    end = _number(record.get("end_time"), *TIMES)
     gres = record.get("gres_detail") or []
     state = _word(record.get("job_state")).upper()
     exit_code, signal = _exit_code(record.get("exit_code"), state)
@@ -141,7 +150,7 @@ def parse_job(record: Mapping[str, Any]) -> SlurmJob | None:
         gpu_indices=parse_gpu_indices(gres if isinstance(gres, list) else []),
         start_time=float(start) if start else None,
         end_time=float(end) if end else None,
-        time_limit_minutes=_number(record.get("time_limit")),
+        time_limit_minutes=_number(record.get("time_limit"), 0, 2**32 - 1),
         exit_code=exit_code,
         signal=signal,
         gres_detail=tuple(entry for entry in gres if isinstance(entry, str))

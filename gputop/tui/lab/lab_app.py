@@ -24,7 +24,9 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Static
 
+from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy
+from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_summary import summarize
 from gputop.core.remote.remote_jobs import run_remote, signal_argv
 from gputop.core.remote.status import HostStatus, LinkState, Mode
@@ -196,6 +198,8 @@ class LabApp(GputopApp):
             problem = status.failure.kind
         elif status.mode is Mode.REDUCED:
             problem = "reduced"
+        elif older_note(status.host, status.agent_version) is not None:
+            problem = "older"
         if problem and self._said.get(position) != problem:
             text = status.describe()
             self.notify(f"{clean(status.host)}: {text}", severity="warning", timeout=10)
@@ -275,7 +279,7 @@ class LabApp(GputopApp):
         if status.mode is Mode.REDUCED:
             self.notify(
                 f"{clean(status.host)} runs in reduced mode: there is no gputop there to "
-                "launch with (pipx install gputop there).",
+                f"launch with ({clean(install_advice(status.host))}).",
                 severity="warning",
             )
             return

@@ -53,7 +53,7 @@ def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
         plain(job.status_text, style=STATUS_STYLES.get(job.status, "")),
         Text(started_text(job, now)),
         Text(duration_text(job, now)),
-        plain(last_line, style="dim"),
+        plain(f"(log cut) {last_line}" if job.log_cut else last_line, style="dim"),
     )
 
 

@@ -1,0 +1,136 @@
+"""One host's output, line by line, turned into checked values for its status.
+
+The agent's JSON lines (gputop/core/remote/protocol.py) or, in reduced mode, nvidia-smi's CSV
+frames (gputop/core/remote/reduced.py) are decoded here, and every snapshot and jobs list
+is checked for meaning where it enters (gputop/core/remote/host_values.py). A line that
+cannot be read marks this host's status and nothing else: no exception leaves ``feed``
+for what a host sends. ``HostLink`` feeds it the lines of its ssh; tests feed it lines
+directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputop.core.install_advice import install_advice
+from gputop.core.model import Snapshot
+from gputop.core.remote.agent_version import checked_version
+from gputop.core.remote.host_values import check_jobs, check_snapshot
+from gputop.core.remote.protocol import ProtocolError, decode, snapshot_from_json
+from gputop.core.remote.reduced import MARK_NOTHING, MARK_REDUCED, ReducedFrames
+from gputop.core.remote.status import Mode
+from gputop.core.remote.transport import Failure
+from gputop.core.safe_text import clean
+
+MAX_REASON_CHARS = 120
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one line changes: fields of ``HostStatus`` to set, whether a snapshot came
+    (the host is live), and the failure that ends the stream, if it says so."""
+
+    changes: dict[str, Any] = field(default_factory=dict)
+    snapshot_arrived: bool = False
+    end: Failure | None = None
+
+
+NOTHING = Outcome()
+
+
+class HostFeed:
+    def __init__(self, host: str, wall_clock: Callable[[], float] = time.time) -> None:
+        self.host = host
+        self._wall_clock = wall_clock
+        self._reduced: ReducedFrames | None = None
+        self._unreadable = 0
+        self._jobs_impossible = 0
+        self._snapshot_impossible = 0
+
+    def feed(self, line: str) -> Outcome:
+        if self._reduced is not None:
+            snapshot = self._reduced.feed(line)
+            if snapshot is None:
+                return NOTHING
+            return self._arrived(snapshot, self._reduced.impossible_in_frame)
+        text = line.strip()
+        if text == MARK_REDUCED:
+            self._reduced = ReducedFrames(self.host, self._wall_clock)
+            return Outcome({"mode": Mode.REDUCED})
+        if text == MARK_NOTHING:
+            return Outcome(
+                end=Failure(
+                    "no-gputop",
+                    "neither gputop nor nvidia-smi is on the server's PATH",
+                    install_advice(self.host),
+                )
+            )
+        try:
+            message = decode(text)
+        except ProtocolError:
+            return NOTHING  # a line from a login banner, or not JSON at all: skip it
+        try:
+            return self._message(message.type, message.body)
+        except ProtocolError as error:
+            return self._unreadable_line(str(error))
+
+    def too_long(self) -> Outcome:
+        """A line longer than any real snapshot (``HostLink`` drops it unread)."""
+        return self._unreadable_line("a line too long to read")
+
+    def _message(self, kind: str, body: dict[str, Any]) -> Outcome:
+        if kind == "hello":
+            user = body.get("user")
+            return Outcome(
+                {
+                    "mode": Mode.FULL,
+                    "user": user if isinstance(user, str) else None,
+                    "agent_version": checked_version(body.get("gputop")),
+                }
+            )
+        if kind == "snapshot":
+            return self._arrived(snapshot_from_json(body.get("snapshot")), 0)
+        if kind == "jobs":
+            return self._jobs(body)
+        if kind == "error":
+            message = body.get("message")
+            why = clean(message if isinstance(message, str) else repr(message))
+            return Outcome(end=Failure("remote-error", f"gputop agent failed: {why}"))
+        return NOTHING  # a type from a newer agent
+
+    def _arrived(self, snapshot: Snapshot, impossible_before: int) -> Outcome:
+        checked = check_snapshot(snapshot, self._wall_clock())
+        self._snapshot_impossible = impossible_before + len(checked.impossible)
+        changes = {
+            "snapshot": checked.snapshot,
+            "clock_skew_s": checked.clock_skew_s,
+            "impossible_values": self._snapshot_impossible + self._jobs_impossible,
+        }
+        return Outcome(changes, snapshot_arrived=True)
+
+    def _jobs(self, body: dict[str, Any]) -> Outcome:
+        records = body.get("jobs")
+        error = body.get("error")
+        jobs = None
+        self._jobs_impossible = 0
+        if isinstance(records, list):
+            jobs, self._jobs_impossible = check_jobs(records)
+        elif records is not None:
+            self._jobs_impossible = 1
+        return Outcome(
+            {
+                "jobs": jobs,
+                "jobs_error": error if isinstance(error, str) else None,
+                "impossible_values": self._snapshot_impossible + self._jobs_impossible,
+            }
+        )
+
+    def _unreadable_line(self, reason: str) -> Outcome:
+        self._unreadable += 1
+        reason = clean(reason)
+        if len(reason) > MAX_REASON_CHARS:
+            reason = reason[: MAX_REASON_CHARS - 1] + "…"
+        return Outcome({"unreadable_lines": self._unreadable, "unreadable_reason": reason})

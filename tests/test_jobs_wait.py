@@ -211,3 +211,19 @@ def test_a_notify_command_for_a_job_launched_elsewhere_is_refused(
     argv = ["run", "--slurm", "--gpus", "1", "--notify-command", "true", "--", "python", "t.py"]
     assert main(argv) == 2
     assert "--notify-command works for jobs launched on this machine" in capsys.readouterr().err
+
+
+def test_a_job_that_waited_for_its_card_sends_word_when_it_starts_and_when_it_ends(
+    state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "events.txt"
+    append = "import os, sys; open(sys.argv[1], 'a').write(os.environ['GPUTOP_EVENT'] + '\\n')"
+    notify = f"{PYTHON} -c {json.dumps(append)} {out}"
+    argv = ["run", "--fake", "v100x4", "--gpus", "2", "--wait", "--notify-command", notify]
+    assert main([*argv, "--", PYTHON, "-c", "import time; time.sleep(1)"]) == 0
+    wait_until_ended(state_dir, 1)
+    deadline = time.monotonic() + 30
+    while not (out.exists() and out.read_text().count("\n") == 2):
+        assert time.monotonic() < deadline, "no word of the start and the end"
+        time.sleep(0.05)
+    assert out.read_text() == "started\nended\n"

@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable
 
 from gputop.core.errors import UsageError
+from gputop.core.history.periods import parse_duration
 from gputop.core.numbers import parse_count, parse_seconds
 
 
@@ -32,6 +33,18 @@ def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             return parse_count(text, "", minimum, maximum)
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(str(error).strip()) from None
+
+    return parse
+
+
+def duration() -> Callable[[str], float]:
+    """Seconds from ``90m``, ``24h``, ``7d`` (docs/history.md)."""
+
+    def parse(text: str) -> float:
+        try:
+            return parse_duration(text, "")
         except UsageError as error:
             raise argparse.ArgumentTypeError(str(error).strip()) from None
 

@@ -55,7 +55,7 @@ def fake_speed(environ: Mapping[str, str] | None = None) -> float:
     except UsageError:
         raise UsageError(
             f"{FAKE_SPEED_ENV}={value!r} is not a speed: give how many times faster than real "
-            f"time simulated GPUs run, from 1 to {MAX_FAKE_SPEED:g} (e.g. 600: ten minutes a "
+            f"time simulated GPUs run, from 1 to {MAX_FAKE_SPEED:.0f} (e.g. 600: ten minutes a "
             "second)."
         ) from None
 

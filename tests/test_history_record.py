@@ -235,3 +235,75 @@ def test_a_reader_never_blocks_the_recorder_and_the_report_matches_the_recorded_
     assert rows["bob"]["idle_held_seconds"] == pytest.approx(recorded_s, abs=5.0)
     assert rows["alice"]["gpu_seconds"] == pytest.approx(2 * recorded_s, abs=10.0)
     assert rows["alice"]["idle_held_seconds"] == 0
+
+
+@pytest.fixture
+def job_processes() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    """Two live processes of this machine: one in gputop job 7, one in Slurm job 42."""
+    sleep = [sys.executable, "-c", "import time; time.sleep(120)"]
+    started = {
+        "gputop:7": subprocess.Popen(sleep, env={**os.environ, "GPUTOP_JOB_ID": "7"}),
+        "slurm:42": subprocess.Popen(sleep, env={**os.environ, "SLURM_JOB_ID": "42"}),
+    }
+    yield started
+    for process in started.values():
+        process.kill()
+        process.wait()
+
+
+def test_the_job_of_a_process_is_recorded_and_reported(
+    tmp_path: Path,
+    store: Path,
+    job_processes: dict[str, subprocess.Popen[bytes]],
+    host_pid_namespace: None,
+) -> None:
+    from conftest import minimal_gpu
+
+    processes = [
+        {"pid": process.pid, "used_memory_mib": 1024, "sm_util": 50}
+        for process in job_processes.values()
+    ]
+    scenario = tmp_path / "jobs.json"
+    scenario.write_text(json.dumps({"gpus": [minimal_gpu(processes=processes)]}))
+    record = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gputop",
+            "record",
+            "--fake",
+            str(scenario),
+            "--db",
+            str(store),
+            "--count",
+            "2",
+            "--interval",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert record.returncode == 0, record.stderr
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gputop",
+            "report",
+            "--db",
+            str(store),
+            "--by",
+            "job",
+            "--json",
+            "--since",
+            "1h",
+            "--until",
+            "2100-01-01",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert report.returncode == 0, report.stderr
+    assert {row["key"] for row in json.loads(report.stdout)["rows"]} == {"gputop:7", "slurm:42"}

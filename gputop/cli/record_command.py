@@ -17,6 +17,7 @@ from types import FrameType
 
 from gputop.cli.arg_types import count, duration, seconds
 from gputop.core.errors import UsageError
+from gputop.core.history.jobs import job_of_process
 from gputop.core.history.lock import RecorderLock
 from gputop.core.history.recorder import DEFAULT_INTERVAL_S, Recorder, RecorderOptions
 from gputop.core.history.retention import Retention
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         backend = open_backend(args.fake)
         speed = float(getattr(backend.nvml, "speed", 1.0))  # GPUTOP_FAKE_SPEED, simulated only
         try:
-            writer = HistoryWriter(connection, WriteFailures(path, _say))
+            writer = HistoryWriter(connection, WriteFailures(path, _say), job_of=job_of_process)
             options = RecorderOptions(
                 interval_s=args.interval, retention=retention, speed=speed, max_samples=args.count
             )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.history.schema import RAW
-from gputop.core.model import GpuSample, Snapshot
+from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 
 DEFAULT_MAX_PENDING = 720
@@ -79,8 +79,10 @@ class HistoryWriter:
         connection: sqlite3.Connection,
         failures: WriteFailures,
         max_pending: int = DEFAULT_MAX_PENDING,
+        job_of: Callable[[GpuProcess], str | None] | None = None,
     ) -> None:
         self._connection = connection
+        self._job_of = job_of
         self._failures = failures
         self._pending: deque[PendingSample] = deque(maxlen=max_pending)
         self._strings: dict[str, int] = {}
@@ -159,12 +161,7 @@ class HistoryWriter:
             if process.pid in seen:  # a MIG device's process listed twice: once is enough
                 continue
             seen.add(process.pid)
-            process_id = self._process_id(
-                process.pid,
-                process.start_time,
-                process.user,
-                clean_argv(process.command) if process.command else None,
-            )
+            process_id = self._process_id(process)
             rows.append(
                 (
                     sample_id,
@@ -187,24 +184,25 @@ class HistoryWriter:
         self._strings[text] = int(row[0])
         return self._strings[text]
 
-    def _process_id(
-        self, pid: int, start_time: float | None, user: str | None, command: str | None
-    ) -> int:
-        key = (pid, start_time)
+    def _process_id(self, process: GpuProcess) -> int:
+        """The id of the process's row, written the first time the process is seen."""
+        key = (process.pid, process.start_time)
         known = self._processes.get(key)
         if known is not None:
             return known
-        user_id = self._string_id(clean(user) if user is not None else None)
-        command_id = self._string_id(command)
         row = self._connection.execute(
-            "SELECT id FROM processes WHERE pid = ? AND start_time IS ?", (pid, start_time)
+            "SELECT id FROM processes WHERE pid = ? AND start_time IS ?", key
         ).fetchone()
         if row is not None:
             process_id = int(row[0])
         else:
+            user_id = self._string_id(clean(process.user) if process.user is not None else None)
+            command = clean_argv(process.command) if process.command else None
+            job = self._job_of(process) if self._job_of is not None else None
             cursor = self._connection.execute(
-                "INSERT INTO processes (pid, start_time, user_id, command_id) VALUES (?, ?, ?, ?)",
-                (pid, start_time, user_id, command_id),
+                "INSERT INTO processes (pid, start_time, user_id, command_id, job) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (process.pid, process.start_time, user_id, self._string_id(command), job),
             )
             process_id = int(cursor.lastrowid or 0)
         self._processes[key] = process_id

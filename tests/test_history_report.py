@@ -189,3 +189,36 @@ def test_without_a_store_the_message_says_how_to_start_one(
 ) -> None:
     assert main(["report", "--db", str(tmp_path / "none.sqlite3")]) == 1
     assert "start 'gputop record'" in capsys.readouterr().err
+
+
+def test_the_plot_draws_each_gpus_utilisation_and_memory_over_the_window(
+    hour_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run_report(hour_store, "--plot", "--by", "gpu", capsys=capsys)
+    plot = out.split("\n\n", 1)[1].splitlines()
+    assert plot[0].startswith("GPU utilisation and memory, ")
+    util = plot[1].split()
+    assert util[:2] == ["GPU", "0"] and util[2] == "util"
+    assert util[3] == "▄" * 60  # 50 % all hour
+    assert util[4:] == ["mean", "50", "%"]
+    assert plot[2].split()[1] == "▁" * 60  # 1 GiB of 40
+    assert len(plot) == 1 + 2 * 3
+
+
+def test_a_stretch_without_samples_is_a_gap_in_the_plot(tmp_path: Path) -> None:
+    from gputop.cli.report_plot import GAP, render_plot
+    from gputop.core.history.series import gpu_series, recorded_span
+
+    store = tmp_path / "state" / "history.sqlite3"
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, store, samples=120)  # ten minutes
+    record_stepped(scenario, store, samples=120, start_s=1800)  # and ten after a 20-minute gap
+    connection = read_only(store)
+    try:
+        span = recorded_span(connection, 0.0, 4e9)
+        assert span is not None
+        series = gpu_series(connection, *span, 40)
+    finally:
+        connection.close()
+    bars = render_plot(series, *span, 40).splitlines()[1].split()[3]
+    assert bars == "▄" * 10 + GAP * 20 + "▄" * 10

@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import shutil
 import sys
 import time
 from typing import Any
 
 from gputop.cli.arg_types import duration
 from gputop.cli.record_command import add_db_argument
+from gputop.cli.report_plot import plot_columns, render_plot
 from gputop.core.errors import UsageError
 from gputop.core.history.periods import parse_moment
 from gputop.core.history.report import (
@@ -24,6 +26,7 @@ from gputop.core.history.report import (
     ReportRow,
     build_report,
 )
+from gputop.core.history.series import gpu_series, recorded_span
 from gputop.core.history.store import default_history_path, open_for_reading
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
@@ -78,6 +81,11 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print JSON")
     output.add_argument("--csv", action="store_true", help="print CSV")
+    output.add_argument(
+        "--plot",
+        action="store_true",
+        help="after the table, draw each GPU's utilisation and memory over the window",
+    )
     parser.set_defaults(run=run)
 
 
@@ -95,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
     connection = open_for_reading(path)
     try:
         rows = build_report(connection, query)
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        columns = plot_columns(width)
+        span = recorded_span(connection, since, until) if args.plot else None
+        series = gpu_series(connection, *span, columns) if span is not None else []
     finally:
         connection.close()
     if args.json:
@@ -103,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
         _write_csv(rows)
     else:
         print(render_table(query, rows))
+        if args.plot:
+            print()
+            print(render_plot(series, *(span or (since, until)), columns))
     return 0
 
 

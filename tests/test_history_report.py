@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from history_helpers import (
     GIB_MIB,
     MIB,
     holders_scenario,
+    process,
     read_only,
     record_stepped,
 )
@@ -222,3 +224,74 @@ def test_a_stretch_without_samples_is_a_gap_in_the_plot(tmp_path: Path) -> None:
         connection.close()
     bars = render_plot(series, *span, 40).splitlines()[1].split()[3]
     assert bars == "▄" * 10 + GAP * 20 + "▄" * 10
+
+
+def test_an_idle_min_under_a_minute_is_refused_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["report", "--db", str(tmp_path / "none.sqlite3"), "--idle-min", "30s"])
+    assert "give 1m or more (shorter idle stretches are not recorded)" in capsys.readouterr().err
+
+
+def one_card(tmp_path: Path, *processes: dict[str, object]) -> str:
+    from conftest import minimal_gpu
+
+    path = tmp_path / "one_card.json"
+    path.write_text(json.dumps({"gpus": [minimal_gpu(processes=list(processes))]}))
+    return str(path)
+
+
+def stored(tmp_path: Path, scenario: str, samples: int = HOUR_SAMPLES) -> Path:
+    store = tmp_path / "state" / "history.sqlite3"
+    record_stepped(scenario, store, samples)
+    return store
+
+
+def test_a_process_idle_for_its_last_35_minutes_held_its_card_idle_that_long(
+    tmp_path: Path,
+) -> None:
+    # SM 10 sin(2 pi t / 1 h), read as a whole percent: 5 or more (busy) while the sine is
+    # above 0.45, from 4.5 to 25.5 minutes; idle in the first 4.5 and the last 34.5
+    wave = {"base": 0, "amp": 10, "period": 3600, "min": 0, "max": 100}
+    scenario = one_card(tmp_path, process(4300010, "dan", 8 * GIB_MIB, wave))
+    store = stored(tmp_path, scenario)
+    busy_from = math.asin(0.45) / (2 * math.pi) * 3600
+    busy_until = 1800 - busy_from
+    rows = report(store, ReportBy.PROCESS, idle_min_s=1800)
+    assert rows[4300010].idle_held_seconds == pytest.approx(3600 - busy_until, abs=INTERVAL_S)
+    # the idle minutes at the start count once --idle-min lets them
+    rows = report(store, ReportBy.PROCESS, idle_min_s=60)
+    expected = 3600 - busy_until + busy_from
+    assert rows[4300010].idle_held_seconds == pytest.approx(expected, abs=2 * INTERVAL_S)
+
+
+def test_a_process_whose_sm_flickers_around_5_costs_a_few_spans_and_is_not_idle(
+    tmp_path: Path,
+) -> None:
+    flicker = {"base": 5, "jitter": 5, "jitter_period": 5, "min": 0, "max": 100}
+    scenario = one_card(tmp_path, process(4300011, "erin", 8 * GIB_MIB, flicker))
+    store = stored(tmp_path, scenario)
+    assert report(store, ReportBy.PROCESS)[4300011].idle_held_seconds == 0
+    connection = read_only(store)
+    try:
+        spans = connection.execute("SELECT COUNT(*) FROM process_spans").fetchone()[0]
+    finally:
+        connection.close()
+    assert spans <= 5  # an hour in spans of at most 15 minutes, not one per sample
+
+
+def test_a_user_with_a_busy_process_beside_an_idle_one_is_not_holding_the_card_idle(
+    tmp_path: Path,
+) -> None:
+    scenario = one_card(
+        tmp_path,
+        process(4300012, "fay", 8 * GIB_MIB, 0, "python", "serve.py"),
+        process(4300013, "fay", 2 * GIB_MIB, 70, "python", "train.py"),
+    )
+    store = stored(tmp_path, scenario)
+    assert report(store, ReportBy.USER)["fay"].idle_held_seconds == 0
+    assert report(store, ReportBy.USER)["fay"].peak_memory_bytes == 10 * GIB
+    assert report(store, ReportBy.PROCESS)[4300012].idle_held_seconds == pytest.approx(
+        3600, abs=INTERVAL_S
+    )

@@ -39,13 +39,17 @@ def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def duration() -> Callable[[str], float]:
-    """Seconds from ``90m``, ``24h``, ``7d`` (docs/history.md)."""
+def duration(minimum_s: float = 0.0, shortest: str = "") -> Callable[[str], float]:
+    """Seconds from ``90m``, ``24h``, ``7d`` (docs/history.md), at least ``minimum_s``
+    (``shortest`` says it as a person would, with why)."""
 
     def parse(text: str) -> float:
         try:
-            return parse_duration(text, "")
+            value = parse_duration(text, "")
         except UsageError as error:
             raise argparse.ArgumentTypeError(str(error).strip()) from None
+        if value < minimum_s:
+            raise argparse.ArgumentTypeError(f"{text!r} is too short: give {shortest}.")
+        return value
 
     return parse

@@ -27,6 +27,7 @@ from gputop.core.history.report import (
     build_report,
 )
 from gputop.core.history.series import gpu_series, recorded_span
+from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
@@ -73,7 +74,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     parser.add_argument(
         "--idle-min",
-        type=duration(),
+        type=duration(MIN_IDLE_RUN_S, "1m or more (shorter idle stretches are not recorded)"),
         default=DEFAULT_IDLE_MIN_S,
         metavar="DURATION",
         help="the shortest idle stretch that counts as holding a card idle (default 30m)",

@@ -2,9 +2,9 @@
 store's size at default retention, and ``gputop report`` over it (docs/history.md).
 
 Records ``HOURS`` hours of 5-second samples on a stepped clock (as fast as it goes), then
-extrapolates: CPU per sample over a 5-second interval; bytes per raw sample and per 1-minute
-roll-up to a 30-day store (48 h raw, 28 days of minutes); the report's time per stored
-process row to that store's rows. A benchmark, not a test: its name keeps pytest from
+extrapolates: CPU per sample over a 5-second interval; bytes an hour at full resolution and
+rolled up, to a 30-day store (48 h full, 28 days rolled up); the report's time an hour,
+likewise. A benchmark, not a test: its name keeps pytest from
 collecting it.
 """
 
@@ -20,19 +20,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from history_helpers import SteppedClock  # noqa: E402
+from history_helpers import SteppedClock
 
-from gputop.core.history.recorder import Recorder, RecorderOptions  # noqa: E402
-from gputop.core.history.report import ReportBy, ReportQuery, build_report  # noqa: E402
-from gputop.core.history.retention import Retention, apply_retention  # noqa: E402
-from gputop.core.history.store import open_for_recording  # noqa: E402
-from gputop.core.history.writer import HistoryWriter, WriteFailures  # noqa: E402
-from gputop.core.sampling.source import open_backend  # noqa: E402
+from gputop.core.history.recorder import Recorder, RecorderOptions
+from gputop.core.history.report import ReportBy, ReportQuery, build_report
+from gputop.core.history.retention import Retention, apply_retention
+from gputop.core.history.store import open_for_recording
+from gputop.core.history.writer import HistoryWriter, WriteFailures
+from gputop.core.sampling.source import open_backend
 
-HOURS = 2
+HOURS = 4
 INTERVAL_S = 5.0
-RAW_SAMPLES_30D = 48 * 3600 / INTERVAL_S
-MINUTE_SAMPLES_30D = (30 * 24 - 48) * 60
+RAW_HOURS_30D = 48
+MERGED_HOURS_30D = 30 * 24 - 48
 
 
 def size(connection: sqlite3.Connection) -> int:
@@ -42,8 +42,14 @@ def size(connection: sqlite3.Connection) -> int:
     return int((used - free) * page_size)
 
 
-def rows(connection: sqlite3.Connection) -> int:
-    return int(connection.execute("SELECT COUNT(*) FROM process_samples").fetchone()[0])
+def spans(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("SELECT COUNT(*) FROM process_spans").fetchone()[0])
+
+
+def report_s(connection: sqlite3.Connection) -> float:
+    started = time.perf_counter()
+    build_report(connection, ReportQuery(0.0, 4e9, ReportBy.USER))
+    return time.perf_counter() - started
 
 
 def main() -> None:
@@ -58,38 +64,38 @@ def main() -> None:
         started = time.process_time()
         Recorder(clock.sample, writer, connection, options, print).run(threading.Event())
         cpu_per_sample = (time.process_time() - started) / samples
-        processes = rows(connection) / samples
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        raw_bytes = size(connection) / samples
-
-        query = ReportQuery(0.0, 4e9, ReportBy.USER)
-        started = time.perf_counter()
-        build_report(connection, query)
-        report_s_per_row = (time.perf_counter() - started) / rows(connection)
+        processes = connection.execute("SELECT COUNT(*) FROM processes").fetchone()[0]
+        connection.execute("VACUUM")
+        raw_bytes_h = size(connection) / HOURS
+        raw_spans_h = spans(connection) / HOURS
+        raw_report_s_h = report_s(connection) / HOURS
 
         last = connection.execute("SELECT MAX(t) FROM samples").fetchone()[0]
         apply_retention(connection, last + 3600, Retention(full_s=0.0))
-        minutes = connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
         connection.execute("VACUUM")
-        minute_bytes = size(connection) / minutes
+        merged_bytes_h = size(connection) / HOURS
+        merged_spans_h = spans(connection) / HOURS
+        merged_report_s_h = report_s(connection) / HOURS
         connection.close()
         backend.close()
 
-    store_mb = (RAW_SAMPLES_30D * raw_bytes + MINUTE_SAMPLES_30D * minute_bytes) / 1e6
-    rows_30d = (RAW_SAMPLES_30D + MINUTE_SAMPLES_30D) * processes
-    print(f"dgx-h100, {processes:.0f} processes, {samples} samples of {INTERVAL_S:g} s")
+    store_mb = (RAW_HOURS_30D * raw_bytes_h + MERGED_HOURS_30D * merged_bytes_h) / 1e6
+    report_30d = RAW_HOURS_30D * raw_report_s_h + MERGED_HOURS_30D * merged_report_s_h
+    spans_30d = RAW_HOURS_30D * raw_spans_h + MERGED_HOURS_30D * merged_spans_h
+    print(f"dgx-h100, {processes} processes, {samples} samples of {INTERVAL_S:g} s")
     print(
         f"recorder CPU: {cpu_per_sample * 1000:.1f} ms a sample = "
         f"{cpu_per_sample / INTERVAL_S * 100:.2f} % of a core at a {INTERVAL_S:g}-s interval "
         "(target <= 0.5 %; simulated processes, sampling included)"
     )
     print(
-        f"store: {raw_bytes / 1000:.1f} kB a raw sample, {minute_bytes / 1000:.1f} kB a minute; "
-        f"30 days at default retention: {store_mb:.0f} MB (target <= 50 MB)"
+        f"store: {raw_bytes_h / 1e6:.2f} MB an hour at full resolution, "
+        f"{merged_bytes_h / 1e6:.2f} MB rolled up; 30 days at default retention: "
+        f"{store_mb:.0f} MB (target <= 50 MB)"
     )
     print(
-        f"report --since 30d: {report_s_per_row * rows_30d:.1f} s over {rows_30d / 1e6:.1f} M "
-        f"process rows, extrapolated from {report_s_per_row * 1e6:.2f} us a row (target <= 1 s)"
+        f"report --since 30d: {report_30d:.2f} s over {spans_30d / 1e3:.0f} k process spans, "
+        f"extrapolated from {HOURS} h (target <= 1 s)"
     )
 
 

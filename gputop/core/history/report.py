@@ -1,19 +1,20 @@
-"""Who used the cards and who held them idle, from the history store.
+"""Who used the cards and who held them idle, from the history store's process spans.
 
-For each holder (a user, a GPU, a job or a process) and each card it held, the samples of
-the window are read in time order, once per sample and card (a user with three processes on
-one card holds it once). From them:
+For each holder (a user, a GPU, a job or a process) and each card it held, its spans in the
+window (clipped to it) give:
 
-- ``gpu_seconds``: the seconds it held a card, summed over cards;
-- ``mean_memory_bytes`` and ``mean_sm_util``: time-weighted means while it held a card
-  (its processes on one card added up; SM % capped at 100, unknown where NVML did not say);
+- ``gpu_seconds``: the seconds it held a card (the union of its spans: a user with three
+  processes on one card holds it once), summed over cards;
+- ``mean_memory_bytes`` and ``mean_sm_util``: its processes' memory and SM % on a card, added
+  up, time-weighted over the seconds it held the card (SM % capped at 100; unknown where NVML
+  did not say);
 - ``peak_memory_bytes``: the most it held on one card at once;
-- ``idle_held_seconds``: the seconds of runs, each at least ``idle_min_s`` long, in which it
-  held memory on a card while its SM % there stayed under 5.
+- ``idle_held_seconds``: the seconds of unbroken stretches, each at least ``idle_min_s`` long,
+  in which every one of its processes on a card held memory with SM under 5 %.
 
-Every figure is a sum of recorded samples, so it matches what was recorded within one
-sample. Numbers read back from the store are checked (finite, not negative) before use.
-See docs/history.md.
+Spans are cut where a process's idleness changes, so every figure is a sum of recorded
+samples and matches what was recorded within one sample. Numbers read back from the store
+are checked (finite, not negative) before use. See docs/history.md.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-IDLE_SM_PERCENT = 5.0
+from gputop.core.history.spans import decode_runs
+
 DEFAULT_IDLE_MIN_S = 30 * 60.0
 
 
@@ -70,8 +72,21 @@ class ReportRow:
         return self.idle_held_seconds > 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """A process span clipped to the window, its sums scaled to the part inside."""
+
+    start_t: float
+    end_t: float
+    idle_pieces: tuple[tuple[float, float], ...]
+    """Where it was idle: (start, end) in epoch seconds, inside the span."""
+    memory_byte_seconds: float | None
+    peak_memory_bytes: float | None
+    sm_percent_seconds: float | None
+
+
 class _Holder:
-    """What is summed for one holder while its samples are read."""
+    """What is summed for one holder, card by card."""
 
     def __init__(self) -> None:
         self.gpu_seconds = 0.0
@@ -80,46 +95,80 @@ class _Holder:
         self.memory_weight = 0.0
         self.sm_sum = 0.0
         self.sm_weight = 0.0
-        self.peak: int | None = None
-        self.run_s = 0.0
-        self.run_end: int | None = None
-        """The rank of the run's last sample: a run goes on only in the next sample."""
-        self.run_card: int | None = None
+        self.peak: float | None = None
 
-    def add(
-        self,
-        rank: int,
-        held: float,
-        card: int,
-        memory: float | None,
-        peak: float | None,
-        sm: float | None,
-        idle_min_s: float,
-    ) -> None:
-        self.gpu_seconds += held
-        if memory is not None:
-            self.memory_sum += memory * held
-            self.memory_weight += held
-        if sm is not None:
-            self.sm_sum += min(sm, 100.0) * held
-            self.sm_weight += held
-        top = peak if peak is not None else memory
-        if top is not None and (self.peak is None or top > self.peak):
-            self.peak = int(top)
-        idle = sm is not None and sm < IDLE_SM_PERCENT and (memory is None or memory > 0)
-        if not idle or self.run_card != card or self.run_end != rank - 1:
-            self.end_run(idle_min_s)
+    def add_card(self, spans: list[_Span], idle_min_s: float) -> None:
+        self.gpu_seconds += _union_s(spans)
+        with_memory = [span for span in spans if span.memory_byte_seconds is not None]
+        if with_memory:
+            self.memory_sum += sum(span.memory_byte_seconds or 0.0 for span in with_memory)
+            self.memory_weight += _union_s(with_memory)
+        with_sm = [span for span in spans if span.sm_percent_seconds is not None]
+        if with_sm:
+            self.sm_sum += sum(span.sm_percent_seconds or 0.0 for span in with_sm)
+            self.sm_weight += _union_s(with_sm)
+        peak, idle_s = _sweep(spans, idle_min_s)
+        if peak is not None and (self.peak is None or peak > self.peak):
+            self.peak = peak
+        self.idle_s += idle_s
+
+
+def _union_s(spans: list[_Span]) -> float:
+    """Seconds covered by at least one span (a holder holds a card once, however many of
+    its processes are on it)."""
+    total = 0.0
+    current_start = current_end = None
+    for span in sorted(spans, key=lambda span: span.start_t):
+        if current_end is None or span.start_t > current_end:
+            if current_end is not None and current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = span.start_t, span.end_t
+        else:
+            current_end = max(current_end, span.end_t)
+    if current_end is not None and current_start is not None:
+        total += current_end - current_start
+    return total
+
+
+def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
+    """The most memory held at once (the sum of the peaks of spans that overlap) and the
+    seconds of idle stretches of at least ``idle_min_s``: unbroken stretches in which every
+    span that covers them is idle."""
+    events: list[tuple[float, int, int, float]] = []  # (time, change, idle?, peak)
+    for span in spans:
+        span_peak = span.peak_memory_bytes or 0.0
+        events.append((span.start_t, 1, 0, span_peak))
+        events.append((span.end_t, -1, 0, span_peak))
+        for start, end in span.idle_pieces:
+            events.append((start, 1, 1, 0.0))
+            events.append((end, -1, 1, 0.0))
+    events.sort(key=lambda event: (event[0], event[1]))  # ends before starts at one time
+    active = idle_active = 0
+    peak_now = 0.0
+    peak: float | None = None
+    idle_total = run_s = 0.0
+    last_t: float | None = None
+    for t, change, idle, piece_peak in events:
+        if last_t is not None and t > last_t:
+            if active > 0 and idle_active >= active:
+                run_s += t - last_t
+            else:
+                if run_s >= idle_min_s:
+                    idle_total += run_s
+                run_s = 0.0
         if idle:
-            self.run_s += held
-            self.run_end = rank
-            self.run_card = card
-
-    def end_run(self, idle_min_s: float) -> None:
-        if self.run_s >= idle_min_s:
-            self.idle_s += self.run_s
-        self.run_s = 0.0
-        self.run_end = None
-        self.run_card = None
+            idle_active += change
+        else:
+            active += change
+            peak_now += change * piece_peak
+            if change > 0:
+                peak = peak_now if peak is None else max(peak, peak_now)
+        last_t = t
+    if run_s >= idle_min_s:
+        idle_total += run_s
+    if not any(span.peak_memory_bytes is not None for span in spans):
+        peak = None
+    return peak, idle_total
 
 
 def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[ReportRow]:
@@ -127,49 +176,60 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
     holder = _HOLDER[query.by]
     only_jobs = "AND r.job IS NOT NULL" if query.by is ReportBy.JOB else ""
     rows = connection.execute(
-        f"SELECT {holder} AS holder, p.physical_index, s.id, "
-        "MAX(COALESCE(p.held_s, s.duration_s)), SUM(p.memory_bytes), "
-        "SUM(COALESCE(p.peak_memory_bytes, p.memory_bytes)), MIN(100.0, SUM(p.sm_util_percent)) "
-        "FROM samples s JOIN process_samples p ON p.sample_id = s.id "
-        "JOIN processes r ON r.id = p.process_id "
+        f"SELECT {holder} AS holder, p.physical_index, p.start_t, p.end_t, p.idle_runs, "
+        "p.memory_byte_seconds, p.peak_memory_bytes, p.sm_percent_seconds "
+        "FROM process_spans p JOIN processes r ON r.id = p.process_id "
         "LEFT JOIN strings users ON users.id = r.user_id "
-        f"WHERE s.t >= ? AND s.t < ? {only_jobs} "
-        "GROUP BY s.id, p.physical_index, holder "
-        "ORDER BY holder, p.physical_index, s.t, s.id",
+        f"WHERE p.end_t > ? AND p.start_t < ? {only_jobs} "
+        "ORDER BY holder, p.physical_index",
         (query.since, query.until),
     )
-    ranks = _sample_ranks(connection, query)
+    by_card: dict[tuple[str | int, int], list[_Span]] = {}
+    for key, card, start, end, runs, memory_s, peak, sm_s in rows:
+        span = _clipped(query, start, end, runs, memory_s, peak, sm_s)
+        if span is not None and isinstance(card, int):
+            by_card.setdefault((key, card), []).append(span)
     holders: dict[str | int, _Holder] = {}
-    for key, card, sample_id, held, memory, peak, sm in rows:
-        held_s = _measure(held)
-        if held_s is None or not isinstance(card, int):
-            continue  # a damaged row: nothing to count
-        summed = holders.get(key)
-        if summed is None:
-            summed = holders[key] = _Holder()
-        summed.add(
-            ranks[sample_id],
-            held_s,
-            card,
-            _measure(memory),
-            _measure(peak),
-            _measure(sm),
-            query.idle_min_s,
-        )
-    result = [_row(key, summed, query.idle_min_s) for key, summed in holders.items()]
+    for (key, _card), spans in by_card.items():
+        holders.setdefault(key, _Holder()).add_card(spans, query.idle_min_s)
+    result = [_row(key, summed) for key, summed in holders.items()]
     if query.by is ReportBy.PROCESS:
         result = list(_with_process_facts(connection, result))
     return sorted(result, key=lambda row: (-row.idle_held_seconds, -row.gpu_seconds, str(row.key)))
 
 
-def _sample_ranks(connection: sqlite3.Connection, query: ReportQuery) -> dict[int, int]:
-    """Each sample of the window by its place in time: an idle run goes on from one sample
-    to the next recorded one (a stopped recorder pauses a run; it does not end it)."""
-    found = connection.execute(
-        "SELECT id FROM samples WHERE t >= ? AND t < ? ORDER BY t, id",
-        (query.since, query.until),
+def _clipped(
+    query: ReportQuery,
+    start: object,
+    end: object,
+    runs: object,
+    memory_s: object,
+    peak: object,
+    sm_s: object,
+) -> _Span | None:
+    """A stored span, checked (finite, not negative) and clipped to the window."""
+    start_t, end_t = _measure(start), _measure(end)
+    if start_t is None or end_t is None or end_t < start_t:
+        return None  # a damaged row: nothing to count
+    inside_start, inside_end = max(start_t, query.since), min(end_t, query.until)
+    if inside_end <= inside_start:
+        return None
+    fraction = (inside_end - inside_start) / (end_t - start_t) if end_t > start_t else 1.0
+    memory, sm = _measure(memory_s), _measure(sm_s)
+    pieces = []
+    for offset, length in decode_runs(runs, end_t - start_t):
+        piece_start = max(start_t + offset, inside_start)
+        piece_end = min(start_t + offset + length, inside_end)
+        if piece_end > piece_start:
+            pieces.append((piece_start, piece_end))
+    return _Span(
+        inside_start,
+        inside_end,
+        tuple(pieces),
+        None if memory is None else memory * fraction,
+        _measure(peak),
+        None if sm is None else sm * fraction,
     )
-    return {int(sample_id): rank for rank, (sample_id,) in enumerate(found)}
 
 
 def _measure(value: object) -> float | None:
@@ -180,8 +240,7 @@ def _measure(value: object) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
-def _row(key: str | int, summed: _Holder, idle_min_s: float) -> ReportRow:
-    summed.end_run(idle_min_s)
+def _row(key: str | int, summed: _Holder) -> ReportRow:
     return ReportRow(
         key=key,
         gpu_seconds=summed.gpu_seconds,
@@ -189,8 +248,8 @@ def _row(key: str | int, summed: _Holder, idle_min_s: float) -> ReportRow:
         mean_memory_bytes=round(summed.memory_sum / summed.memory_weight)
         if summed.memory_weight
         else None,
-        peak_memory_bytes=summed.peak,
-        mean_sm_util=summed.sm_sum / summed.sm_weight if summed.sm_weight else None,
+        peak_memory_bytes=int(summed.peak) if summed.peak is not None else None,
+        mean_sm_util=min(100.0, summed.sm_sum / summed.sm_weight) if summed.sm_weight else None,
     )
 
 

@@ -1,10 +1,11 @@
 """Retention with roll-ups: full resolution, then 1-minute, then 1-hour, then nothing.
 
-Samples older than ``full_s`` are merged into one sample per minute, minute samples older
-than ``minute_s`` into one per hour, and hour samples older than ``hour_s`` are deleted. A
-roll-up keeps what the report needs: the seconds each process held each card (``held_s``),
-time-weighted means of memory, SM % and the GPU readings, and the peak memory. Only whole
-minutes (hours) are merged, so a bucket is never merged twice. See docs/history.md.
+GPU samples older than ``full_s`` are merged into one sample per minute, minute samples
+older than ``minute_s`` into one per hour, and hour samples older than ``hour_s`` are
+deleted; a roll-up keeps time-weighted means of the readings. Only whole minutes (hours) are
+merged, so a bucket is never merged twice. Process spans older than ``full_s`` are merged
+with their neighbours into at most one per process, card, idleness and hour; spans that ended
+more than ``hour_s`` ago are deleted. See docs/history.md.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import contextlib
 import math
 import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 from gputop.core.history.schema import HOUR, MINUTE, RAW
+from gputop.core.history.spans import decode_runs, encode_runs, keep_run
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,7 @@ def apply_retention(connection: sqlite3.Connection, now: float, retention: Reten
     connection.execute("BEGIN IMMEDIATE")
     try:
         _roll_up(connection, RAW, MINUTE, now - retention.full_s)
+        _merge_spans(connection, now - retention.full_s)
         _roll_up(connection, MINUTE, HOUR, now - retention.minute_s)
         _delete_before(connection, HOUR, now - retention.hour_s)
         connection.execute("COMMIT")
@@ -85,19 +89,7 @@ def _roll_up(connection: sqlite3.Connection, source: int, target: int, older_tha
         "FROM temp.rolled r JOIN gpu_samples g ON g.sample_id = r.sample_id "
         "JOIN temp.buckets b ON b.bucket = r.bucket GROUP BY b.new_id, g.physical_index"
     )
-    h = "COALESCE(p.held_s, r.duration_s)"
-    execute(
-        "INSERT INTO process_samples (sample_id, physical_index, process_id, memory_bytes, "
-        "sm_util_percent, held_s, peak_memory_bytes) "
-        f"SELECT b.new_id, p.physical_index, p.process_id, "
-        f"{_weighted('p.memory_bytes', h, integer=True)}, {_weighted('p.sm_util_percent', h)}, "
-        f"SUM({h}), MAX(COALESCE(p.peak_memory_bytes, p.memory_bytes)) "
-        "FROM temp.rolled r JOIN process_samples p ON p.sample_id = r.sample_id "
-        "JOIN temp.buckets b ON b.bucket = r.bucket "
-        "GROUP BY b.new_id, p.physical_index, p.process_id"
-    )
     execute("DELETE FROM gpu_samples WHERE sample_id IN (SELECT sample_id FROM temp.rolled)")
-    execute("DELETE FROM process_samples WHERE sample_id IN (SELECT sample_id FROM temp.rolled)")
     execute("DELETE FROM samples WHERE id IN (SELECT sample_id FROM temp.rolled)")
     execute("DROP TABLE temp.rolled")
     execute("DROP TABLE temp.buckets")
@@ -106,13 +98,86 @@ def _roll_up(connection: sqlite3.Connection, source: int, target: int, older_tha
 def _delete_before(connection: sqlite3.Connection, resolution: int, before: float) -> None:
     old = "SELECT id FROM samples WHERE resolution_s = ? AND t < ?"
     connection.execute(f"DELETE FROM gpu_samples WHERE sample_id IN ({old})", (resolution, before))
-    connection.execute(
-        f"DELETE FROM process_samples WHERE sample_id IN ({old})", (resolution, before)
-    )
-    deleted = connection.execute(
-        "DELETE FROM samples WHERE resolution_s = ? AND t < ?", (resolution, before)
-    ).rowcount
+    connection.execute("DELETE FROM samples WHERE resolution_s = ? AND t < ?", (resolution, before))
+    deleted = connection.execute("DELETE FROM process_spans WHERE end_t < ?", (before,)).rowcount
     if deleted > 0:  # processes seen only in what was deleted
         connection.execute(
-            "DELETE FROM processes WHERE id NOT IN (SELECT process_id FROM process_samples)"
+            "DELETE FROM processes WHERE id NOT IN (SELECT process_id FROM process_spans)"
         )
+
+
+_SPAN_SUMS = (
+    "held_s",
+    "samples",
+    "memory_byte_seconds",
+    "memory_known_s",
+    "sm_percent_seconds",
+    "sm_known_s",
+)
+
+
+def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
+    """Spans that ended before ``older_than``: adjacent ones of a process on a card that
+    start in the same hour become one (marked ``resolution_s`` 3600), their idle runs joined
+    (spans.py)."""
+    columns = "id, process_id, physical_index, start_t, end_t, idle_runs, peak_memory_bytes, "
+    found = connection.execute(
+        f"SELECT {columns}{', '.join(_SPAN_SUMS)} FROM process_spans "
+        "WHERE resolution_s = 0 AND end_t < ? ORDER BY process_id, physical_index, start_t",
+        (older_than,),
+    ).fetchall()
+    merged: list[list[Any]] = []
+    runs: list[list[tuple[float, float]]] = []
+    originals: list[tuple[int]] = []
+    for row in found:
+        originals.append((row[0],))
+        start, end = float(row[3]), float(row[4])
+        own_runs = decode_runs(row[5], end - start)
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and last[1] == row[1]
+            and last[2] == row[2]
+            and abs(last[4] - start) < 1e-6
+            and math.floor(last[3] / HOUR) == math.floor(start / HOUR)
+        ):
+            shift = start - last[3]
+            joined = runs[-1]
+            for offset, length in own_runs:
+                if joined and offset < 1e-6 and abs(sum(joined[-1]) - shift) < 1e-3:
+                    joined[-1] = (joined[-1][0], joined[-1][1] + length)
+                else:
+                    joined.append((offset + shift, length))
+            last[4] = end
+            last[6] = _max(last[6], row[6])
+            for offset in range(len(_SPAN_SUMS)):
+                last[7 + offset] = _add(last[7 + offset], row[7 + offset])
+        else:
+            merged.append([row[0], row[1], row[2], start, end, None, *row[6:]])
+            runs.append(list(own_runs))
+    for row, row_runs in zip(merged, runs, strict=True):
+        span_s = row[4] - row[3]
+        row[5] = encode_runs([run for run in row_runs if keep_run(*run, span_s)])
+    connection.executemany("DELETE FROM process_spans WHERE id = ?", originals)
+    connection.executemany(
+        "INSERT INTO process_spans (process_id, physical_index, start_t, end_t, idle_runs, "
+        f"peak_memory_bytes, {', '.join(_SPAN_SUMS)}, resolution_s) "
+        f"VALUES ({', '.join('?' * (6 + len(_SPAN_SUMS)))}, {HOUR})",
+        [row[1:] for row in merged],
+    )
+
+
+def _max(first: object, second: object) -> object:
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return max(first, second)  # type: ignore[call-overload]
+
+
+def _add(first: object, second: object) -> object:
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return first + second  # type: ignore[operator]

@@ -7,9 +7,13 @@ every column and its unit.
 A sample ends at ``t`` (epoch seconds) and stands for the ``duration_s`` seconds before it:
 the time since the recorder's previous sample for a raw one, the seconds recorded in that
 minute or hour for a rolled-up one (``resolution_s`` 60 or 3600, 0 for raw; its ``t`` is
-that of the last sample merged into it). A process row's ``held_s`` is NULL in
-a raw sample (it held the card for the whole sample) and its ``peak_memory_bytes`` NULL (the
-peak is the memory); roll-ups fill both.
+that of the last sample merged into it). GPU readings are kept per sample.
+
+Processes are kept as spans, not per sample: a span is a run of consecutive samples in which
+one process held one card, at most ``SPAN_MAX_S`` long. It keeps the sums the report needs
+(seconds held, memory and SM % times seconds, the peak) and where in it the process was idle
+(``idle_runs``: memory held, SM under 5 %), so the figures stay exact to the sample while
+200 processes cost a few rows an hour instead of 720 (docs/history.md, spans.py).
 """
 
 from __future__ import annotations
@@ -56,16 +60,24 @@ CREATE TABLE gpu_samples (
     temperature_c REAL,
     PRIMARY KEY (sample_id, physical_index)
 ) WITHOUT ROWID;
-CREATE TABLE process_samples (
-    sample_id INTEGER NOT NULL,
-    physical_index INTEGER NOT NULL,
+CREATE TABLE process_spans (
+    id INTEGER PRIMARY KEY,
     process_id INTEGER NOT NULL,
-    memory_bytes INTEGER,
-    sm_util_percent REAL,
-    held_s REAL,
-    peak_memory_bytes INTEGER
+    physical_index INTEGER NOT NULL,
+    start_t REAL NOT NULL,
+    end_t REAL NOT NULL,
+    held_s REAL NOT NULL,
+    samples INTEGER NOT NULL,
+    idle_runs TEXT NOT NULL,
+    memory_byte_seconds REAL,
+    memory_known_s REAL NOT NULL,
+    peak_memory_bytes INTEGER,
+    sm_percent_seconds REAL,
+    sm_known_s REAL NOT NULL,
+    resolution_s INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX process_samples_by_sample ON process_samples(sample_id);
+CREATE INDEX process_spans_by_end ON process_spans(end_t);
+CREATE INDEX process_spans_to_merge ON process_spans(resolution_s, end_t);
 """
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {}

@@ -1,21 +1,23 @@
 """Writing samples into the history store: in batches, one transaction each.
 
 The recorder hands every snapshot to ``add``; ``flush`` writes what is pending in one
-transaction, so a SIGKILL loses at most the samples since the last flush and SQLite's WAL
-keeps the file whole. A write that fails (a full disk, a store made read-only) keeps the
-samples pending (up to ``max_pending``, then the oldest go) and is retried at the next
-flush; the person is told once, and told again when writing works (``WriteFailures``).
+transaction (the GPU readings of each sample, and the process spans it extended: spans.py),
+so a SIGKILL loses at most the samples since the last flush and SQLite's WAL keeps the file
+whole. A write that fails (a full disk, a store made read-only) keeps the samples pending
+(up to ``max_pending``, then the oldest go) and is retried at the next flush; the person is
+told once, and told again when writing works (``WriteFailures``).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.history.schema import RAW
+from gputop.core.history.spans import OpenSpan
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 
@@ -87,6 +89,9 @@ class HistoryWriter:
         self._pending: deque[PendingSample] = deque(maxlen=max_pending)
         self._strings: dict[str, int] = {}
         self._processes: dict[tuple[int, float | None], int] = {}
+        self._open: dict[tuple[int, int], OpenSpan] = {}
+        """The span each (process id, physical index) is in, from the last sample."""
+        self._closed: list[OpenSpan] = []
 
     @property
     def pending(self) -> int:
@@ -105,15 +110,19 @@ class HistoryWriter:
             try:
                 for pending in self._pending:
                     self._write(pending)
+                self._save_spans()
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
                 raise
         except (sqlite3.Error, OSError) as error:
-            # Ids learnt in the failed transaction were rolled back with it.
+            # What was learnt in the failed transaction was rolled back with it: the samples
+            # are written again from scratch, their processes in new spans.
             self._strings.clear()
             self._processes.clear()
+            self._open.clear()
+            self._closed.clear()
             self._failures.failed(error, len(self._pending))
             return False
         self._pending.clear()
@@ -128,7 +137,7 @@ class HistoryWriter:
         )
         sample_id = cursor.lastrowid
         gpu_rows = []
-        process_rows: list[tuple[object, ...]] = []
+        seen: set[tuple[int, int]] = set()
         for gpu in snapshot.gpus:
             if gpu.lost or gpu.no_access:
                 continue
@@ -144,34 +153,37 @@ class HistoryWriter:
                     gpu.temperature_c,
                 )
             )
-            process_rows.extend(self._process_rows(sample_id, gpu))
+            self._extend_spans(gpu, snapshot.timestamp, pending.duration_s, seen)
+        for key in [key for key in self._open if key not in seen]:
+            self._closed.append(self._open.pop(key))
         self._connection.executemany(
             "INSERT INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)", gpu_rows
         )
-        self._connection.executemany(
-            "INSERT INTO process_samples (sample_id, physical_index, process_id, memory_bytes, "
-            "sm_util_percent) VALUES (?, ?, ?, ?, ?)",
-            process_rows,
-        )
 
-    def _process_rows(self, sample_id: int | None, gpu: GpuSample) -> Sequence[tuple[object, ...]]:
-        rows: list[tuple[object, ...]] = []
-        seen: set[int] = set()
+    def _extend_spans(
+        self, gpu: GpuSample, end_t: float, duration_s: float, seen: set[tuple[int, int]]
+    ) -> None:
+        start_t = end_t - duration_s
         for process in gpu.processes:
-            if process.pid in seen:  # a MIG device's process listed twice: once is enough
+            key = (self._process_id(process), gpu.physical_index)
+            if key in seen:  # a MIG device's process listed twice: once is enough
                 continue
-            seen.add(process.pid)
-            process_id = self._process_id(process)
-            rows.append(
-                (
-                    sample_id,
-                    gpu.physical_index,
-                    process_id,
-                    process.used_memory_bytes,
-                    process.sm_util_percent,
-                )
-            )
-        return rows
+            seen.add(key)
+            span = self._open.get(key)
+            if span is None or not span.continues(start_t):
+                if span is not None:
+                    self._closed.append(span)
+                span = self._open[key] = OpenSpan(key[0], key[1], start_t, start_t)
+            span.add(end_t, duration_s, process.used_memory_bytes, process.sm_util_percent)
+
+    def _save_spans(self) -> None:
+        for span in self._closed:
+            if span.dirty:
+                span.save(self._connection)
+        self._closed.clear()
+        for span in self._open.values():
+            if span.dirty:
+                span.save(self._connection)
 
     def _string_id(self, text: str | None) -> int | None:
         if text is None:

@@ -36,6 +36,7 @@ check: $(STAMP)
 NVITOP_PYTHON ?=
 bench: $(STAMP)
 	$(BIN)/python tests/bench/dashboard_bench.py $(if $(NVITOP_PYTHON),--nvitop $(NVITOP_PYTHON))
+	$(BIN)/python tests/bench/history_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

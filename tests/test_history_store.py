@@ -72,7 +72,9 @@ def test_a_read_only_store_is_named_as_such(tmp_path: Path, scenario: str) -> No
         connection.close()
 
 
-def test_roll_ups_keep_each_holders_time_peak_and_idle(tmp_path: Path, scenario: str) -> None:
+def test_roll_ups_keep_each_holders_time_peak_and_idle_in_one_span_a_day(
+    tmp_path: Path, scenario: str
+) -> None:
     store = tmp_path / "state" / "history.sqlite3"
     last = record_stepped(scenario, store, samples=720)  # an hour of 5-second samples
     connection = open_for_recording(store, [])
@@ -81,10 +83,14 @@ def test_roll_ups_keep_each_holders_time_peak_and_idle(tmp_path: Path, scenario:
         before = {row.key: row for row in build_report(connection, query)}
         apply_retention(connection, last.timestamp + 10 * 60, Retention(full_s=60.0))
         resolutions = connection.execute("SELECT DISTINCT resolution_s FROM samples").fetchall()
+        spans = connection.execute(
+            "SELECT COUNT(*), MIN(resolution_s) FROM process_spans"
+        ).fetchone()
         after = {row.key: row for row in build_report(connection, query)}
     finally:
         connection.close()
     assert (60,) in resolutions
+    assert spans == (5, 86400)  # one span a process for the hour (all on 2026-01-01)
     assert set(after) == set(before)
     for key, row in before.items():
         assert after[key].gpu_seconds == pytest.approx(row.gpu_seconds)

@@ -2,9 +2,10 @@
 store's size at default retention, and ``gputop report`` over it (docs/history.md).
 
 Records ``HOURS`` hours of 5-second samples on a stepped clock (as fast as it goes), then
-extrapolates: CPU per sample over a 5-second interval; bytes an hour at full resolution and
-rolled up, to a 30-day store (48 h full, 28 days rolled up); the report's time an hour,
-likewise. A benchmark, not a test: its name keeps pytest from
+extrapolates to a 30-day store (48 h at full resolution, 28 days rolled up): CPU per sample
+over a 5-second interval; the bytes of each table an hour at full resolution and rolled up
+(GPU samples by the minute, process spans merged by the day), measured with SQLite's dbstat;
+the report's time per span of each kind. A benchmark, not a test: its name keeps pytest from
 collecting it.
 """
 
@@ -32,14 +33,19 @@ from gputop.core.sampling.source import open_backend
 HOURS = 4
 INTERVAL_S = 5.0
 RAW_HOURS_30D = 48
-MERGED_HOURS_30D = 30 * 24 - 48
+ROLLED_HOURS_30D = 30 * 24 - 48
+MERGED_DAYS_30D = 28
+GPU_TABLES = ("samples", "samples_by_time", "samples_t", "gpu_samples")
+SPAN_TABLES = ("process_spans", "process_spans_by_end", "process_spans_to_merge")
 
 
-def size(connection: sqlite3.Connection) -> int:
-    page_size = connection.execute("PRAGMA page_size").fetchone()[0]
-    used = connection.execute("PRAGMA page_count").fetchone()[0]
-    free = connection.execute("PRAGMA freelist_count").fetchone()[0]
-    return int((used - free) * page_size)
+def table_bytes(connection: sqlite3.Connection, names: tuple[str, ...]) -> int:
+    """Bytes of these tables and indexes (SQLite's dbstat), after a VACUUM."""
+    marks = ", ".join("?" * len(names))
+    found = connection.execute(
+        f"SELECT SUM(pgsize) FROM dbstat WHERE name IN ({marks})", names
+    ).fetchone()[0]
+    return int(found or 0)
 
 
 def spans(connection: sqlite3.Connection) -> int:
@@ -66,22 +72,34 @@ def main() -> None:
         cpu_per_sample = (time.process_time() - started) / samples
         processes = connection.execute("SELECT COUNT(*) FROM processes").fetchone()[0]
         connection.execute("VACUUM")
-        raw_bytes_h = size(connection) / HOURS
-        raw_spans_h = spans(connection) / HOURS
-        raw_report_s_h = report_s(connection) / HOURS
+        raw_gpu_h = table_bytes(connection, GPU_TABLES) / HOURS
+        raw_span_h = table_bytes(connection, SPAN_TABLES) / HOURS
+        raw_spans = spans(connection)
+        raw_report_s_span = report_s(connection) / raw_spans
 
         last = connection.execute("SELECT MAX(t) FROM samples").fetchone()[0]
         apply_retention(connection, last + 3600, Retention(full_s=0.0))
         connection.execute("VACUUM")
-        merged_bytes_h = size(connection) / HOURS
-        merged_spans_h = spans(connection) / HOURS
-        merged_report_s_h = report_s(connection) / HOURS
+        rolled_gpu_h = table_bytes(connection, GPU_TABLES) / HOURS
+        merged_spans_day = spans(connection)  # the hours recorded are all on one day
+        merged_span_bytes = table_bytes(connection, SPAN_TABLES) / merged_spans_day
+        merged_report_s_span = report_s(connection) / merged_spans_day
+        fixed = table_bytes(
+            connection,
+            ("processes", "strings", "sqlite_autoindex_processes_1", "sqlite_autoindex_strings_1"),
+        )
         connection.close()
         backend.close()
 
-    store_mb = (RAW_HOURS_30D * raw_bytes_h + MERGED_HOURS_30D * merged_bytes_h) / 1e6
-    report_30d = RAW_HOURS_30D * raw_report_s_h + MERGED_HOURS_30D * merged_report_s_h
-    spans_30d = RAW_HOURS_30D * raw_spans_h + MERGED_HOURS_30D * merged_spans_h
+    raw_spans_30d = RAW_HOURS_30D * raw_spans / HOURS
+    merged_spans_30d = MERGED_DAYS_30D * merged_spans_day
+    store_mb = (
+        RAW_HOURS_30D * (raw_gpu_h + raw_span_h)
+        + ROLLED_HOURS_30D * rolled_gpu_h
+        + merged_spans_30d * merged_span_bytes
+        + fixed
+    ) / 1e6
+    report_30d = raw_spans_30d * raw_report_s_span + merged_spans_30d * merged_report_s_span
     print(f"dgx-h100, {processes} processes, {samples} samples of {INTERVAL_S:g} s")
     print(
         f"recorder CPU: {cpu_per_sample * 1000:.1f} ms a sample = "
@@ -89,14 +107,13 @@ def main() -> None:
         "(target <= 0.5 %; simulated processes, sampling included)"
     )
     print(
-        f"store: {raw_bytes_h / 1e6:.2f} MB an hour at full resolution, "
-        f"{merged_bytes_h / 1e6:.2f} MB rolled up; 30 days at default retention: "
-        f"{store_mb:.0f} MB (target <= 50 MB)"
+        f"store: an hour of GPU samples {raw_gpu_h / 1e3:.0f} kB ({rolled_gpu_h / 1e3:.0f} kB "
+        f"by the minute), of process spans {raw_span_h / 1e3:.0f} kB ({merged_span_bytes:.0f} "
+        f"bytes a process and day merged); 30 days at default retention: {store_mb:.0f} MB "
+        "(target <= 50 MB)"
     )
-    print(
-        f"report --since 30d: {report_30d:.2f} s over {spans_30d / 1e3:.0f} k process spans, "
-        f"extrapolated from {HOURS} h (target <= 1 s)"
-    )
+    spans_30d = raw_spans_30d + merged_spans_30d
+    print(f"report --since 30d: {report_30d:.2f} s over {spans_30d / 1e3:.0f} k process spans")
 
 
 if __name__ == "__main__":

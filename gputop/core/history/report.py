@@ -20,6 +20,7 @@ are checked (finite, not negative) before use. See docs/history.md.
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 import sqlite3
 from collections.abc import Iterable
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from gputop.core.history.spans import decode_runs
 
 DEFAULT_IDLE_MIN_S = 30 * 60.0
+_SAME_TIME_S = 1e-6
 
 
 class ReportBy(str, enum.Enum):
@@ -98,6 +100,10 @@ class _Holder:
         self.peak: float | None = None
 
     def add_card(self, spans: list[_Span], idle_min_s: float) -> None:
+        spans.sort(key=_start)
+        if all(later.start_t >= earlier.end_t for earlier, later in itertools.pairwise(spans)):
+            self._add_sequence(spans, idle_min_s)  # one process at a time: the usual case
+            return
         self.gpu_seconds += _union_s(spans)
         with_memory = [span for span in spans if span.memory_byte_seconds is not None]
         if with_memory:
@@ -111,6 +117,36 @@ class _Holder:
         if peak is not None and (self.peak is None or peak > self.peak):
             self.peak = peak
         self.idle_s += idle_s
+
+    def _add_sequence(self, spans: list[_Span], idle_min_s: float) -> None:
+        """Spans that do not overlap, in order: sums, and idle runs joined end to start."""
+        run_s = 0.0
+        run_end: float | None = None
+        for span in spans:
+            seconds = span.end_t - span.start_t
+            self.gpu_seconds += seconds
+            if span.memory_byte_seconds is not None:
+                self.memory_sum += span.memory_byte_seconds
+                self.memory_weight += seconds
+            if span.sm_percent_seconds is not None:
+                self.sm_sum += span.sm_percent_seconds
+                self.sm_weight += seconds
+            peak = span.peak_memory_bytes
+            if peak is not None and (self.peak is None or peak > self.peak):
+                self.peak = peak
+            for start, end in span.idle_pieces:
+                if run_end is None or abs(start - run_end) > _SAME_TIME_S:
+                    if run_s >= idle_min_s:
+                        self.idle_s += run_s
+                    run_s = 0.0
+                run_s += end - start
+                run_end = end
+        if run_s >= idle_min_s:
+            self.idle_s += run_s
+
+
+def _start(span: _Span) -> float:
+    return span.start_t
 
 
 def _union_s(spans: list[_Span]) -> float:
@@ -134,7 +170,8 @@ def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
     """The most memory held at once (the sum of the peaks of spans that overlap) and the
     seconds of idle stretches of at least ``idle_min_s``: unbroken stretches in which every
     span that covers them is idle."""
-    events: list[tuple[float, int, int, float]] = []  # (time, change, idle?, peak)
+    # (time, change, idle?, peak): in time order, ends before starts at the same time
+    events: list[tuple[float, int, int, float]] = []
     for span in spans:
         span_peak = span.peak_memory_bytes or 0.0
         events.append((span.start_t, 1, 0, span_peak))
@@ -142,7 +179,7 @@ def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
         for start, end in span.idle_pieces:
             events.append((start, 1, 1, 0.0))
             events.append((end, -1, 1, 0.0))
-    events.sort(key=lambda event: (event[0], event[1]))  # ends before starts at one time
+    events.sort()
     active = idle_active = 0
     peak_now = 0.0
     peak: float | None = None
@@ -171,24 +208,45 @@ def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
     return peak, idle_total
 
 
+_CHECKED = "CASE WHEN {0} BETWEEN 0 AND 1e300 THEN {0} END"
+"""A number read back from the store, checked where it enters: finite (SQLite keeps no NaN)
+and not negative, else unknown; a text where a number belongs is unknown too."""
+
+
 def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[ReportRow]:
     """The rows of the report, idle holders first, then by GPU time."""
     holder = _HOLDER[query.by]
     only_jobs = "AND r.job IS NOT NULL" if query.by is ReportBy.JOB else ""
     rows = connection.execute(
         f"SELECT {holder} AS holder, p.physical_index, p.start_t, p.end_t, p.idle_runs, "
-        "p.memory_byte_seconds, p.peak_memory_bytes, p.sm_percent_seconds "
+        f"{_CHECKED.format('p.memory_byte_seconds')}, {_CHECKED.format('p.peak_memory_bytes')}, "
+        f"{_CHECKED.format('p.sm_percent_seconds')} "
         "FROM process_spans p JOIN processes r ON r.id = p.process_id "
         "LEFT JOIN strings users ON users.id = r.user_id "
         f"WHERE p.end_t > ? AND p.start_t < ? {only_jobs} "
+        # a damaged row (not numbers, not finite, ending before it starts) counts nothing
+        "AND p.start_t BETWEEN 0 AND 1e300 AND p.end_t BETWEEN p.start_t AND 1e300 "
+        "AND typeof(p.physical_index) = 'integer' "
         "ORDER BY holder, p.physical_index",
         (query.since, query.until),
     )
+    since, until = query.since, query.until
     by_card: dict[tuple[str | int, int], list[_Span]] = {}
     for key, card, start, end, runs, memory_s, peak, sm_s in rows:
-        span = _clipped(query, start, end, runs, memory_s, peak, sm_s)
-        if span is not None and isinstance(card, int):
-            by_card.setdefault((key, card), []).append(span)
+        inside_start, inside_end = max(start, since), min(end, until)
+        if inside_end <= inside_start:
+            continue
+        if (inside_start, inside_end) != (start, end):  # scale the sums to the part inside
+            fraction = (inside_end - inside_start) / (end - start)
+            memory_s = None if memory_s is None else memory_s * fraction
+            sm_s = None if sm_s is None else sm_s * fraction
+        pieces = _idle_pieces(runs, start, end, inside_start, inside_end) if runs else ()
+        span = _Span(inside_start, inside_end, pieces, memory_s, peak, sm_s)
+        spans = by_card.get((key, card))
+        if spans is None:
+            by_card[(key, card)] = [span]
+        else:
+            spans.append(span)
     holders: dict[str | int, _Holder] = {}
     for (key, _card), spans in by_card.items():
         holders.setdefault(key, _Holder()).add_card(spans, query.idle_min_s)
@@ -198,38 +256,17 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
     return sorted(result, key=lambda row: (-row.idle_held_seconds, -row.gpu_seconds, str(row.key)))
 
 
-def _clipped(
-    query: ReportQuery,
-    start: object,
-    end: object,
-    runs: object,
-    memory_s: object,
-    peak: object,
-    sm_s: object,
-) -> _Span | None:
-    """A stored span, checked (finite, not negative) and clipped to the window."""
-    start_t, end_t = _measure(start), _measure(end)
-    if start_t is None or end_t is None or end_t < start_t:
-        return None  # a damaged row: nothing to count
-    inside_start, inside_end = max(start_t, query.since), min(end_t, query.until)
-    if inside_end <= inside_start:
-        return None
-    fraction = (inside_end - inside_start) / (end_t - start_t) if end_t > start_t else 1.0
-    memory, sm = _measure(memory_s), _measure(sm_s)
+def _idle_pieces(
+    runs: object, start: float, end: float, inside_start: float, inside_end: float
+) -> tuple[tuple[float, float], ...]:
+    """A span's idle runs as (start, end) epoch seconds, clipped to the window."""
     pieces = []
-    for offset, length in decode_runs(runs, end_t - start_t):
-        piece_start = max(start_t + offset, inside_start)
-        piece_end = min(start_t + offset + length, inside_end)
+    for offset, length in decode_runs(runs, end - start):
+        piece_start = max(start + offset, inside_start)
+        piece_end = min(start + offset + length, inside_end)
         if piece_end > piece_start:
             pieces.append((piece_start, piece_end))
-    return _Span(
-        inside_start,
-        inside_end,
-        tuple(pieces),
-        None if memory is None else memory * fraction,
-        _measure(peak),
-        None if sm is None else sm * fraction,
-    )
+    return tuple(pieces)
 
 
 def _measure(value: object) -> float | None:

@@ -4,8 +4,9 @@ GPU samples older than ``full_s`` are merged into one sample per minute, minute 
 older than ``minute_s`` into one per hour, and hour samples older than ``hour_s`` are
 deleted; a roll-up keeps time-weighted means of the readings. Only whole minutes (hours) are
 merged, so a bucket is never merged twice. Process spans older than ``full_s`` are merged
-with their neighbours into at most one per process, card, idleness and hour; spans that ended
-more than ``hour_s`` ago are deleted. See docs/history.md.
+with their neighbours into at most one per process, card and day (their sums and idle runs
+keep every figure of the report exact); spans that ended more than ``hour_s`` ago are
+deleted. See docs/history.md.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.core.history.schema import HOUR, MINUTE, RAW
+from gputop.core.history.schema import DAY, HOUR, MINUTE, RAW
 from gputop.core.history.spans import decode_runs, encode_runs, keep_run
 
 
@@ -118,8 +119,8 @@ _SPAN_SUMS = (
 
 def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
     """Spans that ended before ``older_than``: adjacent ones of a process on a card that
-    start in the same hour become one (marked ``resolution_s`` 3600), their idle runs joined
-    (spans.py)."""
+    start on the same (UTC) day become one (marked ``resolution_s`` 86400), their idle runs
+    joined (spans.py). The report over a month then reads a row per process and day."""
     columns = "id, process_id, physical_index, start_t, end_t, idle_runs, peak_memory_bytes, "
     found = connection.execute(
         f"SELECT {columns}{', '.join(_SPAN_SUMS)} FROM process_spans "
@@ -139,7 +140,7 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
             and last[1] == row[1]
             and last[2] == row[2]
             and abs(last[4] - start) < 1e-6
-            and math.floor(last[3] / HOUR) == math.floor(start / HOUR)
+            and math.floor(last[3] / DAY) == math.floor(start / DAY)
         ):
             shift = start - last[3]
             joined = runs[-1]
@@ -162,7 +163,7 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
     connection.executemany(
         "INSERT INTO process_spans (process_id, physical_index, start_t, end_t, idle_runs, "
         f"peak_memory_bytes, {', '.join(_SPAN_SUMS)}, resolution_s) "
-        f"VALUES ({', '.join('?' * (6 + len(_SPAN_SUMS)))}, {HOUR})",
+        f"VALUES ({', '.join('?' * (6 + len(_SPAN_SUMS)))}, {DAY})",
         [row[1:] for row in merged],
     )
 

@@ -58,3 +58,52 @@ def test_a_store_with_nothing_recent_is_no_history(tmp_path: Path) -> None:
     finally:
         backend.close()
     assert set(series[-100:]) == {90}
+
+
+async def test_h_shows_the_highlighted_cards_use_and_who_held_it_idle_first(
+    tmp_path: Path,
+) -> None:
+    from dashboard_helpers import first_sample, make_app, plain_text
+
+    from gputop.tui.screens.card_history import CardHistoryScreen
+
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, default_history_path(), samples=720)  # the hour to t=3600 s
+    app = make_app(scenario, at_s="3600")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("right", "H")  # GPU 1: alice's eval beside bob's idle notebook
+        screen = app.screen
+        assert isinstance(screen, CardHistoryScreen)
+        while screen.shown is None:
+            await pilot.pause(0.05)
+        body = plain_text(screen.query_one("#history-body"), width=160).splitlines()
+        assert body[0].startswith("util  ") and body[1].startswith("mem   ")
+        holders = [line.split() for line in body[4:] if line.strip()]
+        assert holders[0][:4] == ["!", "bob", "held", "1:00:00"]
+        assert holders[0][-2:] == ["idle", "1:00:00"]
+        assert holders[1][:3] == ["alice", "held", "1:00:00"]
+        assert "carol" not in "\n".join(body)  # she held GPU 2, not this one
+        screen.shown = None
+        await pilot.press("3")
+        while screen.shown is None:
+            await pilot.pause(0.05)
+        assert "last 7 days" in plain_text(screen.query_one("#history-title"))
+        await pilot.press("escape")
+        assert not isinstance(app.screen, CardHistoryScreen)
+
+
+async def test_h_without_a_store_says_how_to_start_one(tmp_path: Path) -> None:
+    from dashboard_helpers import first_sample, make_app, plain_text
+
+    from gputop.tui.screens.card_history import CardHistoryScreen
+
+    app = make_app(holders_scenario(tmp_path / "holders.json"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("H")
+        screen = app.screen
+        assert isinstance(screen, CardHistoryScreen)
+        while screen.shown is None:
+            await pilot.pause(0.05)
+        assert "start 'gputop record'" in plain_text(screen.query_one("#history-body"))

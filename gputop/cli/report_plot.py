@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gputop.core.history.series import GpuSeries
+from gputop.core.history.series import GAP, GpuSeries, bars
 from gputop.core.units import human_bytes
 
-BLOCKS = " ▁▂▃▄▅▆▇█"
-GAP = "·"
-"""A slice with no sample: the recorder was not running, or the GPU was lost."""
 LABEL_WIDTH = 12
 MIN_COLUMNS = 10
 
@@ -39,25 +36,14 @@ def render_plot(series: list[GpuSeries], since: float, until: float, columns: in
         known_util = [value for value in gpu.utilization_percent if value is not None]
         mean = f"mean {sum(known_util) / len(known_util):3.0f} %" if known_util else "mean N/A"
         lines.append(
-            f"{f'GPU {gpu.physical_index}':<6}util {_bars(gpu.utilization_percent, 100.0)} {mean}"
+            f"{f'GPU {gpu.physical_index}':<6}util {bars(gpu.utilization_percent, 100.0)} {mean}"
         )
         known_memory = [value for value in gpu.memory_used_bytes if value is not None]
         top = gpu.memory_total_bytes or (max(known_memory) if known_memory else None)
         most = f"at most {human_bytes(int(max(known_memory)))}" if known_memory else "N/A"
         total = f" of {human_bytes(gpu.memory_total_bytes)}" if gpu.memory_total_bytes else ""
-        lines.append(f"{'':<6}mem  {_bars(gpu.memory_used_bytes, top)} {most}{total}")
+        lines.append(f"{'':<6}mem  {bars(gpu.memory_used_bytes, top)} {most}{total}")
     return "\n".join(lines)
-
-
-def _bars(values: tuple[float | None, ...], top: float | None) -> str:
-    cells = []
-    for value in values:
-        if value is None or not top:
-            cells.append(GAP)
-        else:
-            level = round(min(1.0, value / top) * (len(BLOCKS) - 1))
-            cells.append(BLOCKS[max(1, level)] if value > 0 else BLOCKS[1])
-    return "".join(cells)
 
 
 def _span(seconds: float) -> str:

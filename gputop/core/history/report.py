@@ -53,6 +53,8 @@ class ReportQuery:
     until: float
     by: ReportBy = ReportBy.USER
     idle_min_s: float = DEFAULT_IDLE_MIN_S
+    physical_index: int | None = None
+    """Only what was held on this card (the dashboard's history of one card)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,18 +219,20 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
     """The rows of the report, idle holders first, then by GPU time."""
     holder = _HOLDER[query.by]
     only_jobs = "AND r.job IS NOT NULL" if query.by is ReportBy.JOB else ""
+    only_card = "AND p.physical_index = ?" if query.physical_index is not None else ""
+    card = () if query.physical_index is None else (query.physical_index,)
     rows = connection.execute(
         f"SELECT {holder} AS holder, p.physical_index, p.start_t, p.end_t, p.idle_runs, "
         f"{_CHECKED.format('p.memory_byte_seconds')}, {_CHECKED.format('p.peak_memory_bytes')}, "
         f"{_CHECKED.format('p.sm_percent_seconds')} "
         "FROM process_spans p JOIN processes r ON r.id = p.process_id "
         "LEFT JOIN strings users ON users.id = r.user_id "
-        f"WHERE p.end_t > ? AND p.start_t < ? {only_jobs} "
+        f"WHERE p.end_t > ? AND p.start_t < ? {only_jobs} {only_card} "
         # a damaged row (not numbers, not finite, ending before it starts) counts nothing
         "AND p.start_t BETWEEN 0 AND 1e300 AND p.end_t BETWEEN p.start_t AND 1e300 "
         "AND typeof(p.physical_index) = 'integer' "
         "ORDER BY holder, p.physical_index",
-        (query.since, query.until),
+        (query.since, query.until, *card),
     )
     since, until = query.since, query.until
     by_card: dict[tuple[str | int, int], list[_Span]] = {}

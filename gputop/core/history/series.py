@@ -102,3 +102,20 @@ def recent_utilization(
         for second in range(first, last):
             series[second] = None if value is None else round(value)
     return {uuid: tuple(values) for uuid, values in result.items()}
+
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+GAP = "·"
+"""A slice with no sample: the recorder was not running, or the GPU was lost."""
+
+
+def bars(values: tuple[float | None, ...], top: float | None) -> str:
+    """One block character a value, scaled to ``top``; ``GAP`` where nothing was recorded."""
+    cells = []
+    for value in values:
+        if value is None or not top:
+            cells.append(GAP)
+        else:
+            level = round(min(1.0, value / top) * (len(BLOCKS) - 1))
+            cells.append(BLOCKS[max(1, level)])
+    return "".join(cells)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import statistics
 import sys
 import tempfile
 import threading
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from history_helpers import SteppedClock
 
+from gputop.core.history.recent import stored_utilization
 from gputop.core.history.recorder import Recorder, RecorderOptions
 from gputop.core.history.report import ReportBy, ReportQuery, build_report
 from gputop.core.history.retention import Retention, apply_retention
@@ -71,13 +73,19 @@ def main() -> None:
         Recorder(clock.sample, writer, connection, options, print).run(threading.Event())
         cpu_per_sample = (time.process_time() - started) / samples
         processes = connection.execute("SELECT COUNT(*) FROM processes").fetchone()[0]
+        last = connection.execute("SELECT MAX(t) FROM samples").fetchone()[0]
+        costs = []
+        for _ in range(20):  # what the dashboard adds to its start with a store present
+            begun = time.perf_counter()
+            stored_utilization(store, last, 240)
+            costs.append(time.perf_counter() - begun)
+        sparkline_ms = statistics.median(costs) * 1000
         connection.execute("VACUUM")
         raw_gpu_h = table_bytes(connection, GPU_TABLES) / HOURS
         raw_span_h = table_bytes(connection, SPAN_TABLES) / HOURS
         raw_spans = spans(connection)
         raw_report_s_span = report_s(connection) / raw_spans
 
-        last = connection.execute("SELECT MAX(t) FROM samples").fetchone()[0]
         apply_retention(connection, last + 3600, Retention(full_s=0.0))
         connection.execute("VACUUM")
         rolled_gpu_h = table_bytes(connection, GPU_TABLES) / HOURS
@@ -112,6 +120,7 @@ def main() -> None:
         f"bytes a process and day merged); 30 days at default retention: {store_mb:.0f} MB "
         "(target <= 50 MB)"
     )
+    print(f"dashboard start with a store: {sparkline_ms:.1f} ms to read the sparklines (median)")
     spans_30d = raw_spans_30d + merged_spans_30d
     print(f"report --since 30d: {report_30d:.2f} s over {spans_30d / 1e3:.0f} k process spans")
 

@@ -168,3 +168,56 @@ def test_without_a_speed_the_simulated_clock_keeps_real_time() -> None:
     finally:
         backend.close()
     assert os.environ.get("GPUTOP_FAKE_SPEED") is None
+
+
+def test_samples_taken_before_an_unexpected_error_are_written(
+    tmp_path: Path, scenario: str
+) -> None:
+    import threading
+
+    from history_helpers import SteppedClock
+
+    from gputop.core.history.recorder import Recorder, RecorderOptions
+
+    store = tmp_path / "state" / "history.sqlite3"
+    connection = open_for_recording(store, [])
+    backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": "0"})
+    clock = SteppedClock(backend, 5.0)
+    taken: list[int] = []
+
+    def sample():  # type: ignore[no-untyped-def]
+        if len(taken) == 4:  # inside the first 30-s batch: nothing written yet but one
+            raise RuntimeError("the driver went away")
+        taken.append(1)
+        return clock.sample()
+
+    writer = HistoryWriter(connection, WriteFailures(store, print))
+    recorder = Recorder(sample, writer, connection, RecorderOptions(speed=1e9), print)
+    try:
+        with pytest.raises(RuntimeError):
+            recorder.run(threading.Event())
+        assert connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 4
+    finally:
+        backend.close()
+        connection.close()
+
+
+def test_retention_limits_out_of_order_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gputop.cli.main import main
+
+    code = main(
+        [
+            "record",
+            "--db",
+            str(tmp_path / "h.sqlite3"),
+            "--keep-full",
+            "30d",
+            "--keep-minutes",
+            "2d",
+        ]
+    )
+    assert code == 2
+    assert "Give --keep-full no longer than --keep-minutes" in capsys.readouterr().err
+    assert not (tmp_path / "h.sqlite3").exists()

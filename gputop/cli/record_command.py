@@ -108,12 +108,16 @@ def run(args: argparse.Namespace) -> int:
         number: signal.signal(number, _setter(stop)) for number in (signal.SIGTERM, signal.SIGINT)
     }
     try:
-        notices: list[str] = []
-        connection = open_for_recording(path, notices)
-        for notice in notices:
-            _say(notice)
         backend = open_backend(args.fake)
         speed = float(getattr(backend.nvml, "speed", 1.0))  # GPUTOP_FAKE_SPEED, simulated only
+        notices: list[str] = []
+        try:
+            connection = open_for_recording(path, notices)
+        except BaseException:
+            backend.close()
+            raise
+        for notice in notices:
+            _say(notice)
         try:
             writer = HistoryWriter(connection, WriteFailures(path, _say), job_of=job_of_process)
             options = RecorderOptions(

@@ -64,27 +64,29 @@ class Recorder:
         last_flush: float | None = None
         last_retention: float | None = None
         next_at = time.monotonic()
-        while not stop.is_set():
-            snapshot = self._sample()
-            now = snapshot.timestamp
-            self._writer.add(snapshot, sample_duration(previous, now, options.interval_s))
-            previous = now
-            taken += 1
-            if last_flush is None or now - last_flush >= options.batch_s:
-                self._writer.flush()
-                last_flush = now
-            if last_retention is None or now - last_retention >= RETENTION_EVERY_S:
-                self._apply_retention(now)
-                last_retention = now
-            if options.max_samples is not None and taken >= options.max_samples:
-                break
-            next_at += wait_s
-            delay = next_at - time.monotonic()
-            if delay < 0:  # fell behind (a slow sample, a suspended machine): no burst
-                next_at = time.monotonic()
-                delay = 0.0
-            stop.wait(delay)
-        self._writer.flush()
+        try:
+            while not stop.is_set():
+                snapshot = self._sample()
+                now = snapshot.timestamp
+                self._writer.add(snapshot, sample_duration(previous, now, options.interval_s))
+                previous = now
+                taken += 1
+                if last_flush is None or now - last_flush >= options.batch_s:
+                    self._writer.flush()
+                    last_flush = now
+                if last_retention is None or now - last_retention >= RETENTION_EVERY_S:
+                    self._apply_retention(now)
+                    last_retention = now
+                if options.max_samples is not None and taken >= options.max_samples:
+                    break
+                next_at += wait_s
+                delay = next_at - time.monotonic()
+                if delay < 0:  # fell behind (a slow sample, a suspended machine): no burst
+                    next_at = time.monotonic()
+                    delay = 0.0
+                stop.wait(delay)
+        finally:  # stopped, or an unexpected error: what was sampled is written first
+            self._writer.flush()
         return taken
 
     def _apply_retention(self, now: float) -> None:

@@ -295,3 +295,18 @@ def test_a_user_with_a_busy_process_beside_an_idle_one_is_not_holding_the_card_i
     assert report(store, ReportBy.PROCESS)[4300012].idle_held_seconds == pytest.approx(
         3600, abs=INTERVAL_S
     )
+
+
+def test_a_store_missing_a_table_is_a_message_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    store = stored(tmp_path, holders_scenario(tmp_path / "holders.json"), samples=2)
+    changed = sqlite3.connect(store)
+    changed.execute("DROP TABLE process_spans")
+    changed.commit()
+    changed.close()
+    assert main(["report", "--db", str(store)]) == 1
+    error = capsys.readouterr().err
+    assert f"Cannot read the history store {store}: no such table: process_spans" in error

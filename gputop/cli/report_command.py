@@ -10,6 +10,7 @@ import argparse
 import csv
 import datetime as dt
 import shutil
+import sqlite3
 import sys
 import time
 from typing import Any
@@ -28,7 +29,7 @@ from gputop.core.history.report import (
 )
 from gputop.core.history.series import gpu_series, recorded_span
 from gputop.core.history.spans import MIN_IDLE_RUN_S
-from gputop.core.history.store import default_history_path, open_for_reading
+from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
 from gputop.core.units import NA, human_bytes
@@ -103,13 +104,22 @@ def run(args: argparse.Namespace) -> int:
     path = args.db if args.db is not None else default_history_path()
     connection = open_for_reading(path)
     try:
-        rows = build_report(connection, query)
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-        columns = plot_columns(width)
-        span = recorded_span(connection, since, until) if args.plot else None
-        series = gpu_series(connection, *span, columns) if span is not None else []
+        return _print_report(args, connection, query)
+    except sqlite3.Error as error:  # a store damaged after it was opened
+        raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
     finally:
         connection.close()
+
+
+def _print_report(
+    args: argparse.Namespace, connection: sqlite3.Connection, query: ReportQuery
+) -> int:
+    since, until = query.since, query.until
+    rows = build_report(connection, query)
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    columns = plot_columns(width)
+    span = recorded_span(connection, since, until) if args.plot else None
+    series = gpu_series(connection, *span, columns) if span is not None else []
     if args.json:
         print(strict_json(report_json(query, rows), indent=2))
     elif args.csv:

@@ -41,7 +41,7 @@ def open_backend(
     env = os.environ if environ is None else environ
     fake = fake or env.get(FAKE_ENV) or None
     if fake:
-        return _open_fake(fake, _frozen_time(env.get(FAKE_TIME_ENV)), fake_speed(env), options)
+        return _open_fake(fake, _frozen_time(env.get(FAKE_TIME_ENV)), options, fake_speed(env))
     return _open_real(options)
 
 
@@ -87,7 +87,10 @@ def _frozen_time(value: str | None) -> float | None:
 
 
 def _open_fake(
-    name: str, frozen_time: float | None, speed: float, options: SamplingOptions | None
+    name: str,
+    frozen_time: float | None,
+    options: SamplingOptions | None,
+    speed: float = 1.0,
 ) -> NvmlBackend:
     from gputop.core.fake import load_fake_nvml
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -21,9 +22,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import psutil
 from history_helpers import SteppedClock
+from stand_ins import live_scenario
 
+from gputop.core.fake import resolve_scenario_path
 from gputop.core.history.recent import stored_utilization
 from gputop.core.history.recorder import Recorder, RecorderOptions
 from gputop.core.history.report import ReportBy, ReportQuery, build_report
@@ -33,6 +38,8 @@ from gputop.core.history.writer import HistoryWriter, WriteFailures
 from gputop.core.sampling.source import open_backend
 
 HOURS = 4
+LIVE_WARM_S = 10.0
+LIVE_MEASURE_S = 60.0
 INTERVAL_S = 5.0
 RAW_HOURS_30D = 48
 ROLLED_HOURS_30D = 30 * 24 - 48
@@ -58,6 +65,39 @@ def report_s(connection: sqlite3.Connection) -> float:
     started = time.perf_counter()
     build_report(connection, ReportQuery(0.0, 4e9, ReportBy.USER))
     return time.perf_counter() - started
+
+
+def live_recorder_cpu() -> tuple[int, float]:
+    """``gputop record`` as its own process on dgx-h100 with a live stand-in for each GPU
+    process (stand_ins.py), at the default 5-s interval: its CPU over ``LIVE_MEASURE_S``
+    after ``LIVE_WARM_S`` of start-up, in % of a core."""
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        live_scenario(resolve_scenario_path("dgx-h100")) as (scenario, count),
+    ):
+        recorder = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gputop",
+                "record",
+                "--fake",
+                str(scenario),
+                "--db",
+                str(Path(directory) / "state" / "history.sqlite3"),
+            ],
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            time.sleep(LIVE_WARM_S)
+            process = psutil.Process(recorder.pid)
+            before = sum(process.cpu_times()[:2])
+            time.sleep(LIVE_MEASURE_S)
+            used = sum(process.cpu_times()[:2]) - before
+        finally:
+            recorder.terminate()
+            recorder.wait()
+    return count, used / LIVE_MEASURE_S * 100
 
 
 def main() -> None:
@@ -121,6 +161,11 @@ def main() -> None:
         "(target <= 50 MB)"
     )
     print(f"dashboard start with a store: {sparkline_ms:.1f} ms to read the sparklines (median)")
+    count, live_percent = live_recorder_cpu()
+    print(
+        f"recorder CPU with {count} live processes: {live_percent:.2f} % of a core at a "
+        f"{INTERVAL_S:g}-s interval, over {LIVE_MEASURE_S:g} s (target <= 0.5 %)"
+    )
     spans_30d = raw_spans_30d + merged_spans_30d
     print(f"report --since 30d: {report_30d:.2f} s over {spans_30d / 1e3:.0f} k process spans")
 

@@ -107,3 +107,42 @@ async def test_h_without_a_store_says_how_to_start_one(tmp_path: Path) -> None:
         while screen.shown is None:
             await pilot.pause(0.05)
         assert "start 'gputop record'" in plain_text(screen.query_one("#history-body"))
+
+
+async def test_h_in_the_process_table_shows_that_processs_history(tmp_path: Path) -> None:
+    from dashboard_helpers import first_sample, make_app, plain_text
+
+    from gputop.tui.screens.process_history import ProcessHistoryScreen
+    from gputop.tui.widgets.process_table import ProcessTable
+
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, default_history_path(), samples=720)  # the hour to t=3600 s
+    app = make_app(scenario, at_s="3600")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("tab")
+        table = app.query_one(ProcessTable)
+        while table.current_process is None or table.current_process.user != "bob":
+            await pilot.press("down")
+        await pilot.press("H")
+        screen = app.screen
+        assert isinstance(screen, ProcessHistoryScreen)
+        while screen.shown is None:
+            await pilot.pause(0.05)
+        assert "Process 4300003 bob jupyter-lab" in plain_text(screen.query_one("#history-title"))
+        body = plain_text(screen.query_one("#history-body"), width=160).splitlines()
+        assert body[0].startswith("mem   █")  # 10 GiB all hour: its own peak, every slice
+        assert body[2].split() == [
+            "GPU",
+            "time",
+            "1:00:00",
+            "mean",
+            "10.0G",
+            "peak",
+            "10.0G",
+            "SM",
+            "0",
+            "%",
+            "idle",
+            "1:00:00",
+        ]

@@ -48,6 +48,7 @@ from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
 from gputop.tui.screens.card_history import CardHistoryScreen
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
+from gputop.tui.screens.process_history import ProcessHistoryScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
@@ -411,9 +412,19 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         if highlighted is None:
             self.notify("No card highlighted.")
             return
-        clock = getattr(self.backend.nvml, "epoch_time", None)  # a simulated clock, else now
-        screen = CardHistoryScreen(highlighted, self.history_store, clock or time.time)
-        self.push_screen(screen)
+        self.push_screen(CardHistoryScreen(highlighted, self.history_store, self._now))
+
+    def action_process_history(self) -> None:
+        process = self.query_one(ProcessTable).current_process
+        if process is None:
+            self.notify("No process highlighted.")
+            return
+        self.push_screen(ProcessHistoryScreen(process, self.history_store, self._now))
+
+    def _now(self) -> float:
+        """The time history windows end at: the simulated clock's on simulated GPUs."""
+        clock = getattr(self.backend.nvml, "epoch_time", None)
+        return float(clock()) if callable(clock) else time.time()
 
     def action_toggle_card(self) -> None:
         self.query_one(GpuGrid).toggle_highlighted()

@@ -28,6 +28,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("f", "show only the highlighted card's processes (again: all)"),
             ("s / S", "next sort column / reverse the order"),
             ("t / T", "terminate (SIGTERM) / kill (SIGKILL) your own process, after a yes"),
+            ("H", "in the processes: the highlighted process's history (memory, GPU time)"),
         ],
     ),
     (

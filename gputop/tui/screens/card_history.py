@@ -1,76 +1,37 @@
-"""``H``: the highlighted card's history from the recorder's store (docs/history.md).
-
-Its utilisation and memory over the last hour, day or week (keys 1, 2, 3) as rows of block
-characters, and who held it, idle holders first. Read in a worker thread; every name from
-the store is shown as plain text (``tui.safe.plain``), never as markup.
-"""
+"""``H`` on a card: its utilisation and memory over the last hour, day or week, and who held
+it, idle holders first (docs/history.md). Names from the store are plain text, never markup."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
-from gputop.core.history.card_history import WINDOWS_S, CardHistory, read_card_history
+from gputop.core.history.card_history import CardHistory, read_card_history
 from gputop.core.history.series import bars
 from gputop.core.units import NA, duration, human_bytes
 from gputop.tui.safe import plain
-from gputop.tui.workers import ReportsWorkerFailures
-
-LABEL_WIDTH = 6
-MIN_COLUMNS = 10
-WINDOW_NAMES = {"1": "last hour", "2": "last 24 hours", "3": "last 7 days"}
+from gputop.tui.screens.history_window import HistoryWindowScreen
 
 
-class CardHistoryScreen(ReportsWorkerFailures, ModalScreen[None]):
-    BINDINGS = [
-        Binding("escape,q,H", "dismiss", "Close"),
-        Binding("1", "window('1')", "1 hour"),
-        Binding("2", "window('2')", "24 hours"),
-        Binding("3", "window('3')", "7 days"),
-    ]
-
-    def __init__(self, physical_index: int, store: Path, clock: object = time.time) -> None:
-        super().__init__()
+class CardHistoryScreen(HistoryWindowScreen):
+    def __init__(
+        self, physical_index: int, store: Path, clock: Callable[[], float] = time.time
+    ) -> None:
+        super().__init__(store, clock)
         self.physical_index = physical_index
-        self.store = store
-        self._clock = clock
-        self.window = "1"
-        self.shown: CardHistory | None = None
 
-    def compose(self) -> ComposeResult:
-        yield Static(self._title(), id="history-title")
-        yield Static(Text("Reading the history…", style="dim"), id="history-body")
+    def subject(self) -> Text:
+        return Text(f"GPU {self.physical_index}", style="bold")
 
-    def on_mount(self) -> None:
-        self._read(self.window, max(MIN_COLUMNS, self.app.size.width - LABEL_WIDTH - 24))
+    def read_history(self, window_s: float, now: float, columns: int) -> CardHistory:
+        return read_card_history(self.store, self.physical_index, window_s, now, columns)
 
-    def action_window(self, key: str) -> None:
-        self.window = key
-        self.query_one("#history-title", Static).update(self._title())
-        self._read(key, max(MIN_COLUMNS, self.app.size.width - LABEL_WIDTH - 24))
-
-    def _title(self) -> Text:
-        return Text.assemble(
-            (f"GPU {self.physical_index}: {WINDOW_NAMES[self.window]}", "bold"),
-            ("   1 hour · 2 day · 3 week · escape closes", "dim"),
-        )
-
-    @work(thread=True, group="card-history", exclusive=True, exit_on_error=False)
-    def _read(self, key: str, columns: int) -> None:
-        now = self._clock() if callable(self._clock) else time.time()
-        history = read_card_history(self.store, self.physical_index, WINDOWS_S[key], now, columns)
-        self.app.call_from_thread(self._show, history)
-
-    def _show(self, history: CardHistory) -> None:
-        self.shown = history
-        self.query_one("#history-body", Static).update(render_card_history(history))
+    def render_history(self, found: object) -> Text:
+        assert isinstance(found, CardHistory)
+        return render_card_history(found)
 
 
 def render_card_history(history: CardHistory) -> Text:

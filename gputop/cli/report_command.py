@@ -13,7 +13,6 @@ import shutil
 import sqlite3
 import sys
 import time
-from typing import Any
 
 from gputop.cli.arg_types import duration
 from gputop.cli.record_command import add_db_argument
@@ -22,10 +21,12 @@ from gputop.core.errors import UsageError
 from gputop.core.history.periods import parse_moment
 from gputop.core.history.report import (
     DEFAULT_IDLE_MIN_S,
+    ROW_FIELDS,
     ReportBy,
     ReportQuery,
     ReportRow,
     build_report,
+    report_to_json,
 )
 from gputop.core.history.series import gpu_series, recorded_span
 from gputop.core.history.spans import MIN_IDLE_RUN_S
@@ -34,18 +35,6 @@ from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
 from gputop.core.units import NA, human_bytes
 from gputop.core.units import duration as elapsed
-
-JSON_SCHEMA = 1
-FIELDS = (
-    "key",
-    "gpu_seconds",
-    "idle_held_seconds",
-    "mean_memory_bytes",
-    "peak_memory_bytes",
-    "mean_sm_util",
-    "user",
-    "command",
-)
 
 
 def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -121,7 +110,7 @@ def _print_report(
     span = recorded_span(connection, since, until) if args.plot else None
     series = gpu_series(connection, *span, columns) if span is not None else []
     if args.json:
-        print(strict_json(report_json(query, rows), indent=2))
+        print(strict_json(report_to_json(query, rows), indent=2))
     elif args.csv:
         _write_csv(rows)
     else:
@@ -132,30 +121,15 @@ def _print_report(
     return 0
 
 
-def report_json(query: ReportQuery, rows: list[ReportRow]) -> dict[str, Any]:
-    return {
-        "schema": JSON_SCHEMA,
-        "since": _iso(query.since),
-        "until": _iso(query.until),
-        "by": query.by.value,
-        "idle_min_seconds": query.idle_min_s,
-        "rows": [_row_json(row) for row in rows],
-    }
-
-
-def _row_json(row: ReportRow) -> dict[str, Any]:
-    document = {name: getattr(row, name) for name in FIELDS}
-    if row.start_time is not None:
-        document["start_time"] = row.start_time
-    return document
-
-
 def _write_csv(rows: list[ReportRow]) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(FIELDS)
+    writer.writerow(ROW_FIELDS)
     for row in rows:
         writer.writerow(
-            ["" if (value := getattr(row, name)) is None else clean(str(value)) for name in FIELDS]
+            [
+                "" if (value := getattr(row, name)) is None else clean(str(value))
+                for name in ROW_FIELDS
+            ]
         )
 
 

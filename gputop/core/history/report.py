@@ -19,6 +19,7 @@ are checked (finite, not negative) before use. See docs/history.md.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import itertools
 import math
@@ -319,3 +320,39 @@ def _with_process_facts(
             command=command,
             start_time=_measure(start_time),
         )
+
+
+JSON_SCHEMA = 1
+ROW_FIELDS = (
+    "key",
+    "gpu_seconds",
+    "idle_held_seconds",
+    "mean_memory_bytes",
+    "peak_memory_bytes",
+    "mean_sm_util",
+    "user",
+    "command",
+)
+
+
+def report_to_json(query: ReportQuery, rows: list[ReportRow]) -> dict[str, object]:
+    """``gputop report --json``, and the lab agent's answer to a history request."""
+    return {
+        "schema": JSON_SCHEMA,
+        "since": _iso(query.since),
+        "until": _iso(query.until),
+        "by": query.by.value,
+        "idle_min_seconds": query.idle_min_s,
+        "rows": [_row_json(row) for row in rows],
+    }
+
+
+def _row_json(row: ReportRow) -> dict[str, object]:
+    document = {name: getattr(row, name) for name in ROW_FIELDS}
+    if row.start_time is not None:
+        document["start_time"] = row.start_time
+    return document
+
+
+def _iso(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")

@@ -21,6 +21,7 @@ from gputop.core.history.spans import OpenSpan
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 
+MAX_CACHED_STRINGS = 10_000
 DEFAULT_MAX_PENDING = 720
 """An hour of 5-second samples kept in memory while the store cannot be written."""
 
@@ -127,7 +128,15 @@ class HistoryWriter:
             return False
         self._pending.clear()
         self._failures.succeeded()
+        self._forget_gone()
         return True
+
+    def _forget_gone(self) -> None:
+        """Keep the id caches to what is on the cards now: a recorder runs for months."""
+        live = {process_id for process_id, _card in self._open}
+        self._processes = {key: pid for key, pid in self._processes.items() if pid in live}
+        if len(self._strings) > MAX_CACHED_STRINGS:
+            self._strings.clear()
 
     def _write(self, pending: PendingSample) -> None:
         snapshot = pending.snapshot

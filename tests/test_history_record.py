@@ -307,3 +307,32 @@ def test_the_job_of_a_process_is_recorded_and_reported(
     )
     assert report.returncode == 0, report.stderr
     assert {row["key"] for row in json.loads(report.stdout)["rows"]} == {"gputop:7", "slurm:42"}
+
+
+def test_db_in_a_directory_others_may_read_is_refused_and_left_as_it_is(
+    tmp_path: Path, scenario: str
+) -> None:
+    shared = tmp_path / "projects"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    record = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gputop",
+            "record",
+            "--fake",
+            scenario,
+            "--db",
+            str(shared / "history.sqlite3"),
+            "--count",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert record.returncode == 2
+    assert f"the directory {shared} is open to other users (mode 0755)" in record.stderr
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+    assert list(shared.iterdir()) == []

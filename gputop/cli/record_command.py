@@ -8,7 +8,9 @@ store is refused, naming the pid of the first.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -101,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
             "than --keep-hours (e.g. 48h, 30d, 365d)."
         )
     path = args.db if args.db is not None else default_history_path()
+    if args.db is not None:
+        _refuse_open_directory(Path(os.path.abspath(path)).parent)
     lock = RecorderLock(path)
     lock.acquire()
     stop = threading.Event()
@@ -138,6 +142,22 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(number, handler)
         lock.release()
     return 0
+
+
+def _refuse_open_directory(directory: Path) -> None:
+    """``--db`` in a directory others may read: refused, not made private behind the user's
+    back (gputop's own state directory is made private; a folder the user chose is not)."""
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return  # created private when the store is opened
+    mode = stat.S_IMODE(info.st_mode)
+    if stat.S_ISDIR(info.st_mode) and mode & 0o077:
+        raise UsageError(
+            f"--db: the directory {directory} is open to other users (mode {mode:04o}), and "
+            "the history names every user's processes and commands: give a path in a "
+            f"private directory (chmod 700 {directory}, or a new one gputop will create)."
+        )
 
 
 def _setter(stop: threading.Event) -> Callable[[int, FrameType | None], None]:

@@ -85,3 +85,34 @@ def test_without_a_store_the_answer_says_how_to_start_one(tmp_path: Path) -> Non
     (answer,) = history_answers(scenario, {"type": "history_request", "id": 1, "window_s": 3600})
     assert answer["report"] is None
     assert "start 'gputop record'" in answer["error"]
+
+
+def test_an_answer_from_another_machine_keeps_only_well_formed_rows() -> None:
+    from gputop.core.remote.agent_history import answer_from_json
+
+    good = {"key": "bob", "gpu_seconds": 60, "idle_held_seconds": 0, "mean_sm_util": 250}
+    answer = answer_from_json(
+        {
+            "id": 1,
+            "report": {
+                "rows": [
+                    good,
+                    {"key": True, "gpu_seconds": 1, "idle_held_seconds": 0},
+                    {"key": "eve", "gpu_seconds": float("nan"), "idle_held_seconds": 0},
+                    {"key": "mallory", "gpu_seconds": -5, "idle_held_seconds": 0},
+                    "not a row",
+                    {
+                        "key": "trudy",
+                        "gpu_seconds": 1,
+                        "idle_held_seconds": 0,
+                        "peak_memory_bytes": float("inf"),
+                    },
+                ]
+            },
+        }
+    )
+    assert answer.rows is not None
+    assert [row.key for row in answer.rows] == ["bob", "trudy"]
+    assert answer.rows[0].mean_sm_util == 100.0
+    assert answer.rows[1].peak_memory_bytes is None
+    assert answer_from_json({"id": 2, "report": None, "error": "no store"}).error == "no store"

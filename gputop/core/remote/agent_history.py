@@ -21,11 +21,18 @@ import math
 import queue
 import sqlite3
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from gputop.core.errors import GputopError
-from gputop.core.history.report import ReportBy, ReportQuery, build_report, report_to_json
+from gputop.core.history.report import (
+    ReportBy,
+    ReportQuery,
+    ReportRow,
+    build_report,
+    report_to_json,
+)
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
 from gputop.core.remote.protocol import ProtocolError, decode, encode
@@ -34,6 +41,7 @@ MAX_REQUEST_BYTES = 4096
 MAX_PENDING = 8
 MAX_WINDOW_S = 366 * 86400.0
 MAX_ID = 2**53
+MAX_ROWS = 10_000
 
 
 class HistoryRequests:
@@ -127,3 +135,88 @@ def _number(value: object, name: str, minimum: float, maximum: float) -> float:
             f"history request: {name!r} must be from {minimum:g} to {maximum:g} seconds"
         )
     return number
+
+
+# --- the asking side (HostLink) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryAnswer:
+    """An agent's answer, checked where it enters: rows with finite, non-negative figures."""
+
+    rows: tuple[ReportRow, ...] | None
+    error: str | None
+
+
+def answer_from_json(body: dict[str, Any]) -> HistoryAnswer:
+    error = body.get("error")
+    report = body.get("report")
+    rows = report.get("rows") if isinstance(report, dict) else None
+    if not isinstance(rows, list):
+        return HistoryAnswer(None, error if isinstance(error, str) else "no report in the answer")
+    return HistoryAnswer(tuple(row for row in map(_row_from_json, rows[:MAX_ROWS]) if row), None)
+
+
+def _row_from_json(document: object) -> ReportRow | None:
+    if not isinstance(document, dict):
+        return None
+    key = document.get("key")
+    gpu_s, idle_s = (
+        _seconds(document.get("gpu_seconds")),
+        _seconds(document.get("idle_held_seconds")),
+    )
+    if isinstance(key, bool) or not isinstance(key, (str, int)) or gpu_s is None or idle_s is None:
+        return None
+    mean, peak = (
+        _seconds(document.get("mean_memory_bytes")),
+        _seconds(document.get("peak_memory_bytes")),
+    )
+    sm = _seconds(document.get("mean_sm_util"))
+    user, command = document.get("user"), document.get("command")
+    return ReportRow(
+        key=key,
+        gpu_seconds=gpu_s,
+        idle_held_seconds=idle_s,
+        mean_memory_bytes=None if mean is None else int(mean),
+        peak_memory_bytes=None if peak is None else int(peak),
+        mean_sm_util=None if sm is None else min(sm, 100.0),
+        user=user if isinstance(user, str) else None,
+        command=command if isinstance(command, str) else None,
+    )
+
+
+def _seconds(value: object) -> float | None:
+    """A number from another machine: finite and not negative, else unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and 0 <= number <= 1e300 else None
+
+
+class HistoryAnswers:
+    """Answers that arrived, by request id, until asked for (at most ``MAX_PENDING``)."""
+
+    def __init__(self, changed: threading.Condition) -> None:
+        self._changed = changed
+        self._next_id = 0
+        self._answers: dict[int, HistoryAnswer] = {}
+
+    def next_id(self) -> int:
+        """Call with the condition held."""
+        self._next_id += 1
+        return self._next_id
+
+    def arrived(self, body: dict[str, Any]) -> None:
+        request_id = body.get("id")
+        if isinstance(request_id, bool) or not isinstance(request_id, int):
+            return
+        with self._changed:
+            self._answers[request_id] = answer_from_json(body)
+            while len(self._answers) > MAX_PENDING:
+                del self._answers[min(self._answers)]
+            self._changed.notify_all()
+
+    def wait(self, request_id: int, timeout_s: float) -> HistoryAnswer | None:
+        with self._changed:
+            self._changed.wait_for(lambda: request_id in self._answers, timeout_s)
+            return self._answers.pop(request_id, None)

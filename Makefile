@@ -39,6 +39,7 @@ check: $(STAMP)
 NVITOP_PYTHON ?=
 bench: $(STAMP)
 	$(BIN)/python tests/bench/dashboard_bench.py $(if $(NVITOP_PYTHON),--nvitop $(NVITOP_PYTHON))
+	$(BIN)/python tests/bench/history_bench.py
 
 ## make dist: the sdist and the wheel of gputop-dash in dist/ (README, Install)
 dist: $(STAMP)

@@ -315,3 +315,25 @@ def test_run_hosts_wait_launches_once_a_host_comes_back(
     assert outcome == [0]
     job = json.loads(capsys.readouterr().out)
     assert (job["gpus"], job["command"]) == ([2, 3], ["true"])
+
+
+def test_a_link_asks_the_hosts_agent_for_its_history_through_ssh(
+    server: SshServer, links: list[HostLink], tmp_path: Path
+) -> None:
+    from history_helpers import holders_scenario, record_stepped
+
+    # the hour before the host's frozen clock (2026-01-01 00:00:30): a scenario an hour earlier
+    scenario = Path(holders_scenario(tmp_path / "holders.json"))
+    document = json.loads(scenario.read_text())
+    document["start_time"] = 1767225600 - 3600
+    scenario.write_text(json.dumps(document))
+    store = server.state_dir("gpu-v100") / "history.sqlite3"
+    record_stepped(str(scenario), store, 720)
+    link = open_link(links, "gpu-v100")
+    assert link.wait_for(lambda status: status.mode is Mode.FULL and is_live(status), WAIT_S)
+    request = link.request_history(2 * 3600, by="user")
+    assert request is not None
+    answer = link.history_answer(request, WAIT_S)
+    assert answer is not None and answer.error is None and answer.rows is not None
+    assert answer.rows[0].key == "bob"
+    assert abs(answer.rows[0].idle_held_seconds - 3600) <= 5

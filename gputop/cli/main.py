@@ -14,6 +14,8 @@ from gputop.cli import (
     jobs_command,
     map_command,
     pick_command,
+    record_command,
+    report_command,
     run_command,
     signal_command,
     snapshot,
@@ -69,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     agent_command.add_parser(commands, common)
     signal_command.add_parser(commands, common)
     hosts_command.add_parser(commands, common)
+    record_command.add_parser(commands, common)
+    report_command.add_parser(commands, common)
     return parser
 
 

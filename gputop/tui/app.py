@@ -28,6 +28,8 @@ from textual.notifications import SeverityLevel
 from textual.worker import Worker
 
 from gputop.core.errors import GputopError
+from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
+from gputop.core.history.store import default_history_path
 from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView
@@ -43,9 +45,11 @@ from gputop.tui.jobs_actions import JobsActions, JobsRead, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
 from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
+from gputop.tui.screens.card_history import CardHistoryScreen
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.screens.process_detail import ProcessDetailScreen
+from gputop.tui.screens.process_history import ProcessHistoryScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
@@ -112,6 +116,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         Binding("p", "toggle_torch", "PyTorch view"),
         Binding("l", "launch", "Launch"),
         Binding("J", "toggle_jobs", "Jobs"),
+        Binding("H", "card_history", "Card history", show=False),
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
         Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
         Binding("ctrl+l", "redraw", "Redraw the screen", show=False),
@@ -147,6 +152,10 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         self.snapshot: Snapshot | None = None
         self.compact = False
         self.user = user or current_user()
+        self.history_store = (
+            state_dir / HISTORY_DB_NAME if state_dir is not None else default_history_path()
+        )
+        """Where ``gputop record`` writes by default: what ``H`` reads (docs/history.md)."""
         self.jobs_service = JobsService(
             state_dir,
             user=self.user,
@@ -402,6 +411,25 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(KEY_HELP))
+
+    def action_card_history(self) -> None:
+        highlighted = self.query_one(GpuGrid).highlighted
+        if highlighted is None:
+            self.notify("No card highlighted.")
+            return
+        self.push_screen(CardHistoryScreen(highlighted, self.history_store, self._now))
+
+    def action_process_history(self) -> None:
+        process = self.query_one(ProcessTable).current_process
+        if process is None:
+            self.notify("No process highlighted.")
+            return
+        self.push_screen(ProcessHistoryScreen(process, self.history_store, self._now))
+
+    def _now(self) -> float:
+        """The time history windows end at: the simulated clock's on simulated GPUs."""
+        clock = getattr(self.backend.nvml, "epoch_time", None)
+        return float(clock()) if callable(clock) else time.time()
 
     def action_toggle_card(self) -> None:
         self.query_one(GpuGrid).toggle_highlighted()

@@ -16,6 +16,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("space", "add or remove the highlighted card or MIG instance from the selection"),
             ("a", "select every card"),
             ("escape", "clear the selection (then the highlighted card is the selection)"),
+            ("H", "the highlighted card's history: use and holders (1 / 2 / 3: hour, day, week)"),
         ],
     ),
     (
@@ -29,6 +30,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("enter", "in the processes: its detail (its own cuda:N, rank, its job's ranks)"),
             ("r", "in the processes: collapse a distributed job's ranks to one line, or expand"),
             ("t / T", "terminate (SIGTERM) / kill (SIGKILL) your own process, after a yes"),
+            ("H", "in the processes: the highlighted process's history (memory, GPU time)"),
         ],
     ),
     (

@@ -18,28 +18,14 @@ from typing import IO, Any
 
 from gputop import __version__
 from gputop.core.errors import GputopError
+from gputop.core.remote.agent_history import HistoryRequests
+from gputop.core.remote.agent_history import answer as answer_history
 from gputop.core.remote.protocol import PROTOCOL_VERSION, encode
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.snapshot_json import snapshot_to_json
 from gputop.core.users import current_user
 
 JobsReader = Callable[[], tuple[list[dict[str, Any]] | None, str | None]]
-
-
-def watch_for_eof(stream: IO[bytes]) -> threading.Event:
-    """An event set when ``stream`` reaches end of file (the SSH channel closed)."""
-    closed = threading.Event()
-
-    def drain() -> None:
-        try:
-            while stream.read(4096):
-                pass
-        except (OSError, ValueError):
-            pass
-        closed.set()
-
-    threading.Thread(target=drain, name="agent-stdin", daemon=True).start()
-    return closed
 
 
 def read_jobs_from_store() -> JobsReader:
@@ -67,6 +53,7 @@ def run_agent(
     out: IO[str],
     stop: threading.Event,
     read_jobs: JobsReader,
+    requests: HistoryRequests | None = None,
 ) -> None:
     """Write hello, then a snapshot (and the jobs, when they changed) every ``interval_s``
     until ``stop`` is set or the reader is gone (a broken pipe)."""
@@ -83,7 +70,10 @@ def run_agent(
         out.flush()
         while not stop.is_set():
             started = time.monotonic()
-            out.write(encode("snapshot", snapshot=snapshot_to_json(backend.sample())))
+            snapshot = backend.sample()
+            out.write(encode("snapshot", snapshot=snapshot_to_json(snapshot)))
+            for request in requests.pending() if requests is not None else ():
+                out.write(answer_history(request, snapshot.timestamp))
             jobs, error = read_jobs()
             jobs_line = encode("jobs", jobs=jobs, error=error)
             if jobs_line != last_jobs:  # jobs change rarely: spare the wire
@@ -106,14 +96,15 @@ def report_fatal(out: IO[str], message: str) -> None:
 
 def main_loop(open_backend: Callable[[], NvmlBackend], interval_s: float) -> int:
     """``gputop agent``: wires stdin, stdout and a backend together; returns the exit code."""
-    stop = watch_for_eof(sys.stdin.buffer)
+    requests = HistoryRequests(sys.stdin.buffer)
+    stop = requests.closed
     try:
         backend = open_backend()
     except GputopError as error:
         report_fatal(sys.stdout, str(error))
         return error.exit_code
     try:
-        run_agent(backend, interval_s, sys.stdout, stop, read_jobs_from_store())
+        run_agent(backend, interval_s, sys.stdout, stop, read_jobs_from_store(), requests)
     finally:
         backend.close()
         with contextlib.suppress(OSError):

@@ -36,6 +36,8 @@ class Outcome:
     changes: dict[str, Any] = field(default_factory=dict)
     snapshot_arrived: bool = False
     end: Failure | None = None
+    history: dict[str, Any] | None = None
+    """An answer to the lab's history request, for ``HostLink``'s waiting caller."""
 
 
 NOTHING = Outcome()
@@ -95,6 +97,8 @@ class HostFeed:
             return self._arrived(snapshot_from_json(body.get("snapshot")), 0)
         if kind == "jobs":
             return self._jobs(body)
+        if kind == "history":
+            return Outcome(history=body)
         if kind == "error":
             message = body.get("message")
             why = clean(message if isinstance(message, str) else repr(message))

@@ -24,9 +24,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import IO
 
+from gputop.core.remote.agent_history import HistoryAnswer, HistoryAnswers
 from gputop.core.remote.host_feed import HostFeed
+from gputop.core.remote.protocol import encode
 from gputop.core.remote.remote_command import remote_agent_command
-from gputop.core.remote.status import HostStatus, LinkState
+from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure, classify_failure, ssh_argv
 
 STDERR_TAIL_LINES = 20
@@ -65,6 +67,7 @@ class HostLink:
         self._rate_start: tuple[float, int] | None = None
         self._retry_at: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._history = HistoryAnswers(self._changed)
         self._thread = threading.Thread(target=self._run, name=f"host-{host}", daemon=True)
 
     # --- what callers use -----------------------------------------------------------------
@@ -113,6 +116,34 @@ class HostLink:
                 self._changed.wait(min(remaining, 0.2))
 
     # --- the thread -----------------------------------------------------------------------
+
+    def request_history(
+        self, window_s: float, by: str = "user", physical_index: int | None = None
+    ) -> int | None:
+        """Ask the host's agent for its history report (docs/lab.md); the request's id, or
+        ``None`` where no agent is connected (reduced mode, or not connected now)."""
+        with self._changed:
+            process = self._process
+            if process is None or process.stdin is None or self._status.mode is not Mode.FULL:
+                return None
+            request_id = self._history.next_id()
+            line = encode(
+                "history_request",
+                id=request_id,
+                window_s=window_s,
+                by=by,
+                physical_index=physical_index,
+            )
+            try:
+                process.stdin.write(line.encode())
+                process.stdin.flush()
+            except (OSError, ValueError):  # the connection is ending
+                return None
+        return request_id
+
+    def history_answer(self, request_id: int, timeout_s: float) -> HistoryAnswer | None:
+        """The agent's answer to ``request_history``, waiting up to ``timeout_s``."""
+        return self._history.wait(request_id, timeout_s)
 
     def _update(self, **changes: object) -> None:
         with self._changed:
@@ -195,6 +226,8 @@ class HostLink:
                 delivered = True
             elif outcome.changes:
                 self._update(**outcome.changes)
+            if outcome.history is not None:
+                self._history.arrived(outcome.history)
         return delivered, None
 
     def _count(self, size: int) -> None:

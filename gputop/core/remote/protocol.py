@@ -9,7 +9,9 @@
 - ``{"type": "jobs", "jobs": [...] | null, "error": TEXT | null}`` after each snapshot: the
   host's gputop jobs (``gputop jobs --json`` objects), null with the reason where the job
   store cannot be read;
-- ``{"type": "error", "message": TEXT}`` when the agent cannot sample at all (then it exits).
+- ``{"type": "error", "message": TEXT}`` when the agent cannot sample at all (then it exits);
+- ``{"type": "history", "id": N, "report": {...} | null, "error": TEXT | null}``: the answer
+  to a ``history_request`` line on its stdin (gputop/core/remote/agent_history.py).
 
 A reader ignores types it does not know, so the protocol can grow. Hosts without gputop
 speak nvidia-smi CSV instead (gputop/core/remote/reduced.py). See docs/lab.md.

@@ -106,6 +106,7 @@ class ProcessTable(ScrollView, can_focus=True):
         Binding("down", "cursor_down", "Down", show=False),
         Binding("pageup", "cursor_page_up", "Page up", show=False),
         Binding("pagedown", "cursor_page_down", "Page down", show=False),
+        Binding("H", "app.process_history", "Process history", show=False),
         Binding("home,ctrl+home", "cursor_first", "First", show=False),
         Binding("end,ctrl+end", "cursor_last", "Last", show=False),
         Binding("enter", "open_detail", "Details", show=False),

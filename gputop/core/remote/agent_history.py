@@ -1,0 +1,222 @@
+"""The agent's answer to a history request: what ``gputop report --json`` would say on its
+host, from the host's history store (docs/history.md, docs/lab.md).
+
+A request is one line on the agent's stdin::
+
+    {"type": "history_request", "id": 1, "window_s": 86400, "by": "user",
+     "idle_min_s": 1800, "physical_index": null}
+
+and the answer one line on its stdout, after its next snapshot::
+
+    {"type": "history", "id": 1, "report": {...} | null, "error": TEXT | null}
+
+Every field of a request is checked (it comes from the network); a bad one is answered
+with an error naming it, never a traceback. The window ends at the agent's sampling clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import queue
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from gputop.core.errors import GputopError
+from gputop.core.history.report import (
+    ReportBy,
+    ReportQuery,
+    ReportRow,
+    build_report,
+    report_to_json,
+)
+from gputop.core.history.spans import MIN_IDLE_RUN_S
+from gputop.core.history.store import default_history_path, open_for_reading
+from gputop.core.remote.protocol import ProtocolError, decode, encode
+
+MAX_REQUEST_BYTES = 4096
+MAX_PENDING = 8
+MAX_WINDOW_S = 366 * 86400.0
+MAX_ID = 2**53
+MAX_ROWS = 10_000
+
+
+class HistoryRequests:
+    """Requests read off the agent's stdin by one thread; the stream's end sets ``closed``."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.closed = threading.Event()
+        self._pending: queue.Queue[dict[str, Any]] = queue.Queue(MAX_PENDING)
+        threading.Thread(target=self._read, args=(stream,), name="agent-stdin", daemon=True).start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        try:
+            while True:
+                line = stream.readline(MAX_REQUEST_BYTES + 1)
+                if not line:
+                    break
+                if len(line) > MAX_REQUEST_BYTES or not line.endswith(b"\n"):
+                    self._drop_rest_of_line(stream, line)
+                    continue
+                try:
+                    message = decode(line)
+                except ProtocolError:
+                    continue  # not for us: the protocol ignores what it does not know
+                if message.type == "history_request":
+                    # a flood: the oldest requests are answered, the rest dropped
+                    with contextlib.suppress(queue.Full):
+                        self._pending.put_nowait(message.body)
+        except (OSError, ValueError):
+            pass
+        self.closed.set()
+
+    @staticmethod
+    def _drop_rest_of_line(stream: IO[bytes], line: bytes) -> None:
+        while line and not line.endswith(b"\n"):
+            line = stream.readline(MAX_REQUEST_BYTES)
+
+    def pending(self) -> list[dict[str, Any]]:
+        found = []
+        while True:
+            try:
+                found.append(self._pending.get_nowait())
+            except queue.Empty:
+                return found
+
+
+def answer(request: dict[str, Any], now: float, store: Path | None = None) -> str:
+    """The ``history`` line for one request (its error named in it, if any)."""
+    request_id = request.get("id")
+    if (
+        not isinstance(request_id, int)
+        or isinstance(request_id, bool)
+        or not (0 <= request_id <= MAX_ID)
+    ):
+        request_id = None
+    try:
+        query = _query(request, now)
+        connection = open_for_reading(store or default_history_path())
+        try:
+            rows = build_report(connection, query)
+        finally:
+            connection.close()
+    except (GputopError, sqlite3.Error, OSError) as error:
+        return encode("history", id=request_id, report=None, error=str(error))
+    return encode("history", id=request_id, report=report_to_json(query, rows), error=None)
+
+
+def _query(request: dict[str, Any], now: float) -> ReportQuery:
+    window = _number(request.get("window_s"), "window_s", 60.0, MAX_WINDOW_S)
+    idle_min = _number(
+        request.get("idle_min_s", 1800.0), "idle_min_s", MIN_IDLE_RUN_S, MAX_WINDOW_S
+    )
+    by_text = request.get("by", "user")
+    if by_text not in {by.value for by in ReportBy}:
+        raise GputopError(
+            f"history request: 'by' must be user, gpu, job or process, not {by_text!r}"
+        )
+    card = request.get("physical_index")
+    if card is not None and (
+        not isinstance(card, int) or isinstance(card, bool) or not 0 <= card < 1024
+    ):
+        raise GputopError("history request: 'physical_index' must be a GPU index or null")
+    return ReportQuery(now - window, now, ReportBy(by_text), idle_min, card)
+
+
+def _number(value: object, name: str, minimum: float, maximum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GputopError(f"history request: {name!r} must be a number of seconds")
+    number = float(value)
+    if not math.isfinite(number) or not minimum <= number <= maximum:
+        raise GputopError(
+            f"history request: {name!r} must be from {minimum:g} to {maximum:g} seconds"
+        )
+    return number
+
+
+# --- the asking side (HostLink) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryAnswer:
+    """An agent's answer, checked where it enters: rows with finite, non-negative figures."""
+
+    rows: tuple[ReportRow, ...] | None
+    error: str | None
+
+
+def answer_from_json(body: dict[str, Any]) -> HistoryAnswer:
+    error = body.get("error")
+    report = body.get("report")
+    rows = report.get("rows") if isinstance(report, dict) else None
+    if not isinstance(rows, list):
+        return HistoryAnswer(None, error if isinstance(error, str) else "no report in the answer")
+    return HistoryAnswer(tuple(row for row in map(_row_from_json, rows[:MAX_ROWS]) if row), None)
+
+
+def _row_from_json(document: object) -> ReportRow | None:
+    if not isinstance(document, dict):
+        return None
+    key = document.get("key")
+    gpu_s, idle_s = (
+        _seconds(document.get("gpu_seconds")),
+        _seconds(document.get("idle_held_seconds")),
+    )
+    if isinstance(key, bool) or not isinstance(key, (str, int)) or gpu_s is None or idle_s is None:
+        return None
+    mean, peak = (
+        _seconds(document.get("mean_memory_bytes")),
+        _seconds(document.get("peak_memory_bytes")),
+    )
+    sm = _seconds(document.get("mean_sm_util"))
+    user, command = document.get("user"), document.get("command")
+    return ReportRow(
+        key=key,
+        gpu_seconds=gpu_s,
+        idle_held_seconds=idle_s,
+        mean_memory_bytes=None if mean is None else int(mean),
+        peak_memory_bytes=None if peak is None else int(peak),
+        mean_sm_util=None if sm is None else min(sm, 100.0),
+        user=user if isinstance(user, str) else None,
+        command=command if isinstance(command, str) else None,
+    )
+
+
+def _seconds(value: object) -> float | None:
+    """A number from another machine: finite and not negative, else unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and 0 <= number <= 1e300 else None
+
+
+class HistoryAnswers:
+    """Answers that arrived, by request id, until asked for (at most ``MAX_PENDING``)."""
+
+    def __init__(self, changed: threading.Condition) -> None:
+        self._changed = changed
+        self._next_id = 0
+        self._answers: dict[int, HistoryAnswer] = {}
+
+    def next_id(self) -> int:
+        """Call with the condition held."""
+        self._next_id += 1
+        return self._next_id
+
+    def arrived(self, body: dict[str, Any]) -> None:
+        request_id = body.get("id")
+        if isinstance(request_id, bool) or not isinstance(request_id, int):
+            return
+        with self._changed:
+            self._answers[request_id] = answer_from_json(body)
+            while len(self._answers) > MAX_PENDING:
+                del self._answers[min(self._answers)]
+            self._changed.notify_all()
+
+    def wait(self, request_id: int, timeout_s: float) -> HistoryAnswer | None:
+        with self._changed:
+            self._changed.wait_for(lambda: request_id in self._answers, timeout_s)
+            return self._answers.pop(request_id, None)

@@ -1,0 +1,63 @@
+"""``H`` on a card: its utilisation and memory over the last hour, day or week, and who held
+it, idle holders first (docs/history.md). Names from the store are plain text, never markup."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.text import Text
+
+from gputop.core.history.card_history import CardHistory, read_card_history
+from gputop.core.history.series import bars
+from gputop.core.units import NA, duration, human_bytes
+from gputop.tui.safe import plain
+from gputop.tui.screens.history_window import HistoryWindowScreen
+
+
+class CardHistoryScreen(HistoryWindowScreen):
+    def __init__(
+        self, physical_index: int, store: Path, clock: Callable[[], float] = time.time
+    ) -> None:
+        super().__init__(store, clock)
+        self.physical_index = physical_index
+
+    def subject(self) -> Text:
+        return Text(f"GPU {self.physical_index}", style="bold")
+
+    def read_history(self, window_s: float, now: float, columns: int) -> CardHistory:
+        return read_card_history(self.store, self.physical_index, window_s, now, columns)
+
+    def render_history(self, found: object) -> Text:
+        assert isinstance(found, CardHistory)
+        return render_card_history(found)
+
+
+def render_card_history(history: CardHistory) -> Text:
+    if history.problem is not None:
+        return Text(history.problem, style="yellow")
+    if history.series is None and not history.holders:
+        return Text("Nothing was recorded for this card in this window.", style="dim")
+    lines: list[Text] = []
+    series = history.series
+    if series is not None:
+        lines.append(Text.assemble(("util  ", "bold"), bars(series.utilization_percent, 100.0)))
+        known = [value for value in series.memory_used_bytes if value is not None]
+        top = series.memory_total_bytes or (max(known) if known else None)
+        lines.append(Text.assemble(("mem   ", "bold"), bars(series.memory_used_bytes, top)))
+        lines.append(Text(""))
+    lines.append(Text("Held by (idle: SM under 5 % for 30 minutes or more)", style="bold"))
+    for row in history.holders:
+        idle = f"idle {duration(row.idle_held_seconds)}" if row.idle else ""
+        lines.append(
+            Text.assemble(
+                ("! " if row.idle else "  ", "bold red"),
+                plain(str(row.key)),
+                f"  held {duration(row.gpu_seconds)}",
+                f"  peak {human_bytes(row.peak_memory_bytes)}",
+                "  SM " + (NA if row.mean_sm_util is None else f"{row.mean_sm_util:.0f} %"),
+                (f"  {idle}" if idle else "", "red"),
+            )
+        )
+    return Text("\n").join(lines)

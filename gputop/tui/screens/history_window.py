@@ -1,0 +1,78 @@
+"""What the history screens share (``H`` on a card, ``H`` on a process): a window of the last
+hour, day or week (keys 1, 2, 3), read from the recorder's store in a worker thread and
+shown as plain text (docs/history.md)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from gputop.core.history.card_history import WINDOWS_S
+from gputop.tui.workers import ReportsWorkerFailures
+
+LABEL_WIDTH = 6
+MIN_COLUMNS = 10
+WINDOW_NAMES = {"1": "last hour", "2": "last 24 hours", "3": "last 7 days"}
+
+
+class HistoryWindowScreen(ReportsWorkerFailures, ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,q,H", "dismiss", "Close"),
+        Binding("1", "window('1')", "1 hour"),
+        Binding("2", "window('2')", "24 hours"),
+        Binding("3", "window('3')", "7 days"),
+    ]
+
+    def __init__(self, store: Path, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.store = store
+        self._clock = clock
+        self.window = "1"
+        self.shown: object | None = None
+        """What the last read found (a test waits for it)."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._title(), id="history-title")
+        yield Static(Text("Reading the history…", style="dim"), id="history-body")
+
+    def on_mount(self) -> None:
+        self.action_window(self.window)
+
+    def action_window(self, key: str) -> None:
+        self.window = key
+        self.query_one("#history-title", Static).update(self._title())
+        self._read(key, max(MIN_COLUMNS, self.app.size.width - LABEL_WIDTH - 24))
+
+    def _title(self) -> Text:
+        return Text.assemble(
+            self.subject(),
+            (f": {WINDOW_NAMES[self.window]}", "bold"),
+            ("   1 hour · 2 day · 3 week · escape closes", "dim"),
+        )
+
+    @work(thread=True, group="history-window", exclusive=True, exit_on_error=False)
+    def _read(self, key: str, columns: int) -> None:
+        found = self.read_history(WINDOWS_S[key], self._clock(), columns)
+        self.app.call_from_thread(self._show, found)
+
+    def _show(self, found: object) -> None:
+        self.shown = found
+        self.query_one("#history-body", Static).update(self.render_history(found))
+
+    def subject(self) -> Text:
+        raise NotImplementedError
+
+    def read_history(self, window_s: float, now: float, columns: int) -> object:
+        """Runs in a worker thread."""
+        raise NotImplementedError
+
+    def render_history(self, found: object) -> Text:
+        raise NotImplementedError

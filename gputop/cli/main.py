@@ -11,6 +11,7 @@ from gputop import __version__
 from gputop.cli import (
     agent_command,
     dashboard,
+    exporter_command,
     jobs_command,
     map_command,
     pick_command,
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs_command.add_parser(commands, common)
     agent_command.add_parser(commands, common)
     signal_command.add_parser(commands, common)
+    exporter_command.add_parser(commands, common)
     return parser
 
 

@@ -1,0 +1,186 @@
+"""``gputop exporter`` scraped by a real Prometheus server, on a scenario with hostile names.
+
+One exporter (``--top 2``) and one Prometheus (scraping it every second) serve the whole
+module; the tests read what Prometheus stored through its HTTP API, and compare it with
+what the same scenario's snapshot says. See docs/exporter.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import minimal_gpu
+from hostile_helpers import HOSTILE
+from prometheus_helpers import (
+    Prometheus,
+    promtool_problems,
+    running_exporter,
+    running_prometheus,
+    wait_for,
+)
+
+from gputop.core.exporter.families import DCGM_GAUGES
+from gputop.core.model import Snapshot
+from gputop.core.safe_text import clean
+from gputop.core.sampling.nvml_backend import NvmlBackend
+
+MIB = 1 << 20
+UUID_0 = "GPU-11111111-aaaa-bbbb-cccc-000000000000"
+UUID_1 = "GPU-22222222-aaaa-bbbb-cccc-000000000000"
+HOSTILE_USER = f"bob{HOSTILE}"
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e]")
+
+
+def _process(pid: int, user: str, cmd: list[str], mib: int, sm: int) -> dict[str, Any]:
+    return {
+        "pid": pid,
+        "used_memory_mib": mib,
+        "type": "C",
+        "user": user,
+        "cmd": cmd,
+        "sm_util": sm,
+    }
+
+
+PROCESSES = [
+    _process(4400001, "alice", ["python", "train.py"], 8000, 80),
+    _process(4400002, HOSTILE_USER, ["py", HOSTILE, '"quoted" \\back\\slash'], 4000, 0),
+    _process(4400003, "alice", ["python", "eval.py"], 1000, 10),
+    _process(4400004, "carol", ["jupyter"], 500, 0),
+]
+
+
+def write_scenario(directory: Path) -> str:
+    path = directory / "hostile.json"
+    path.write_text(
+        json.dumps(
+            {
+                "description": "two GPUs, hostile names",
+                "driver_version": "550.127.05",
+                "cuda_driver_version": 12040,
+                "hostname": f"host{HOSTILE}",
+                "gpus": [
+                    minimal_gpu(name=f"NVIDIA {HOSTILE}", processes=PROCESSES),
+                    minimal_gpu(uuid=UUID_1, pci_bus_id="00000000:08:00.0"),
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return write_scenario(tmp_path_factory.mktemp("scenario"))
+
+
+@pytest.fixture(scope="module")
+def exposition_and_prometheus(
+    scenario: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Prometheus]]:
+    args = ("--fake", scenario, "--listen", "127.0.0.1:0", "--interval", "1", "--top", "2")
+    with running_exporter(*args) as exporter:
+        target = exporter.url.removeprefix("http://").removesuffix("/metrics")
+        with running_prometheus(tmp_path_factory.mktemp("prometheus"), target) as prometheus:
+            wait_for(
+                lambda: (
+                    prometheus.query('up{job="gputop"} == 1')
+                    and prometheus.query("gputop_user_processes")
+                ),
+                "Prometheus to scrape the exporter",
+                timeout_s=60,
+            )
+            yield exporter.scrape(), prometheus
+
+
+@pytest.fixture
+def prometheus(exposition_and_prometheus: tuple[str, Prometheus]) -> Prometheus:
+    return exposition_and_prometheus[1]
+
+
+@pytest.fixture
+def snapshot(scenario: str, fake_backend: Callable[..., NvmlBackend]) -> Snapshot:
+    return fake_backend(scenario).sample()
+
+
+def _by_gpu(results: list[dict[str, Any]]) -> dict[str, float]:
+    return {result["metric"]["gpu"]: float(result["value"][1]) for result in results}
+
+
+def test_prometheus_stores_every_dcgm_reading_under_dcgm_exporters_name_and_unit(
+    prometheus: Prometheus, snapshot: Snapshot
+) -> None:
+    for name, _, reading in DCGM_GAUGES:
+        expected = {
+            str(gpu.physical_index): float(value)
+            for gpu in snapshot.gpus
+            if (value := reading(gpu)) is not None
+        }
+        assert _by_gpu(prometheus.query(name)) == pytest.approx(expected), name
+    assert _by_gpu(prometheus.query("DCGM_FI_DEV_FB_USED")) == {"0": 1024.0, "1": 1024.0}
+
+
+def test_dcgm_series_carry_dcgm_exporters_labels_cleaned(prometheus: Prometheus) -> None:
+    series = prometheus.query('DCGM_FI_DEV_GPU_TEMP{gpu="0"}')
+    assert len(series) == 1
+    labels = series[0]["metric"]
+    assert labels["UUID"] == UUID_0
+    assert labels["device"] == "nvidia0"
+    assert labels["pci_bus_id"] == "00000000:07:00.0"
+    assert labels["modelName"] == clean(f"NVIDIA {HOSTILE}")
+    assert labels["Hostname"] == clean(f"host{HOSTILE}")
+
+
+def test_each_gpu_exports_its_top_processes_and_sums_the_rest(prometheus: Prometheus) -> None:
+    kept = prometheus.query('gputop_process_memory_used_bytes{gpu="0"}')
+    assert sorted(result["metric"]["pid"] for result in kept) == ["4400001", "4400002"]
+    assert _by_gpu(prometheus.query("gputop_gpu_other_processes")) == {"0": 2.0, "1": 0.0}
+    others = prometheus.query("gputop_gpu_other_processes_memory_used_bytes")
+    assert _by_gpu(others) == {"0": 1500.0 * MIB, "1": 0.0}
+    assert _by_gpu(prometheus.query("gputop_gpu_processes")) == {"0": 4.0, "1": 0.0}
+
+
+def test_process_series_name_user_and_command_cleaned(prometheus: Prometheus) -> None:
+    (hostile,) = prometheus.query('gputop_process_memory_used_bytes{pid="4400002"}')
+    labels = hostile["metric"]
+    assert labels["user"] == clean(HOSTILE_USER)
+    assert labels["command"] == clean(f'py {HOSTILE} "quoted" \\back\\slash')
+    assert float(hostile["value"][1]) == 4000.0 * MIB
+    assert not CONTROL.search("".join(labels.values()))
+
+
+def test_users_totals_count_every_process_and_memory_held_idle(prometheus: Prometheus) -> None:
+    def by_user(name: str) -> dict[str, float]:
+        return {r["metric"]["user"]: float(r["value"][1]) for r in prometheus.query(name)}
+
+    bob = clean(HOSTILE_USER)
+    assert by_user("gputop_user_memory_used_bytes") == {
+        "alice": 9000.0 * MIB,
+        bob: 4000.0 * MIB,
+        "carol": 500.0 * MIB,
+    }
+    assert by_user("gputop_user_idle_held_memory_bytes") == {
+        "alice": 0.0,
+        bob: 4000.0 * MIB,
+        "carol": 500.0 * MIB,
+    }
+    assert by_user("gputop_user_processes") == {"alice": 2.0, bob: 1.0, "carol": 1.0}
+    assert _by_gpu(prometheus.query("gputop_gpu_idle_held_memory_bytes")) == {
+        "0": 4500.0 * MIB,
+        "1": 0.0,
+    }
+
+
+def test_promtool_finds_nothing_wrong_with_the_hostile_exposition(
+    exposition_and_prometheus: tuple[str, Prometheus],
+) -> None:
+    exposition = exposition_and_prometheus[0]
+    assert "4400002" in exposition
+    assert promtool_problems(exposition) == []
+    assert not CONTROL.search(exposition.replace("\n", ""))

@@ -140,10 +140,10 @@ def test_tls_serves_the_metrics_over_https_with_the_given_certificate(tmp_path: 
     if openssl is None:
         cannot("needs openssl(1) to make a certificate (.ci/run installs it)")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    files = ["-keyout", str(key), "-out", str(cert)]
     subject = ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
     subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *subject]
-        + ["-keyout", str(key), "-out", str(cert)],
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *subject, *files],
         check=True,
         capture_output=True,
     )

@@ -20,7 +20,7 @@ from gputop.core.exporter.processes import DEFAULT_TOP, MAX_TOP
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import open_backend
 
-DEFAULT_INTERVAL_S = 5.0
+DEFAULT_INTERVAL_S = 15.0
 MIN_INTERVAL_S = 0.2
 MAX_INTERVAL_S = 3600.0
 

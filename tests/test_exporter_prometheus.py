@@ -184,3 +184,29 @@ def test_promtool_finds_nothing_wrong_with_the_hostile_exposition(
     assert "4400002" in exposition
     assert promtool_problems(exposition) == []
     assert not CONTROL.search(exposition.replace("\n", ""))
+
+
+def _dashboard_queries() -> list[str]:
+    path = Path(__file__).resolve().parent.parent / "docs" / "grafana-gputop.json"
+    dashboard = json.loads(path.read_text(encoding="utf-8"))
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+    return exprs
+
+
+def test_every_query_of_the_grafana_dashboard_runs_on_metrics_the_exporter_gives(
+    prometheus: Prometheus,
+) -> None:
+    queries = _dashboard_queries()
+    assert len(queries) > 10
+    names = {
+        name for query in queries for name in re.findall(r"\b(?:DCGM_FI_DEV_\w+|gputop_\w+)", query)
+    }
+    missing = [name for name in sorted(names) if not prometheus.query(f"count({name})")]
+    assert missing == []
+    for query in queries:
+        if query.startswith("label_values("):
+            continue  # Grafana's, not PromQL: its metric is checked above
+        prometheus.query(query.replace("$host", ".*"))  # PromQL Prometheus accepts
+    (hosts,) = prometheus.query("count by (Hostname) (gputop_samples_total)")
+    assert hosts["metric"]["Hostname"] == clean(f"host{HOSTILE}")

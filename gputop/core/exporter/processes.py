@@ -5,7 +5,7 @@ Prometheus server: each GPU exports at most ``top`` processes, the largest by me
 by SM %), and the others as one sum and a count. Users are summed over every process, kept
 or not, so the per-user figures stay exact. A process whose SM % is known and under
 ``IDLE_SM_PERCENT`` while it holds memory holds that memory idle (the history report's rule,
-docs/history.md, at one instant). See docs/exporter.md.
+gputop report, at one instant). See docs/exporter.md.
 """
 
 from __future__ import annotations

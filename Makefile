@@ -37,6 +37,7 @@ check: $(STAMP)
 NVITOP_PYTHON ?=
 bench: $(STAMP)
 	$(BIN)/python tests/bench/dashboard_bench.py $(if $(NVITOP_PYTHON),--nvitop $(NVITOP_PYTHON))
+	$(BIN)/python tests/bench/history_bench.py
 	$(BIN)/python tests/bench/exporter_bench.py
 
 clean:

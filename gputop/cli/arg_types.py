@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable
 
 from gputop.core.errors import UsageError
+from gputop.core.history.periods import parse_duration
 from gputop.core.numbers import parse_count, parse_seconds
 
 
@@ -34,5 +35,21 @@ def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
             return parse_count(text, "", minimum, maximum)
         except UsageError as error:
             raise argparse.ArgumentTypeError(str(error).strip()) from None
+
+    return parse
+
+
+def duration(minimum_s: float = 0.0, shortest: str = "") -> Callable[[str], float]:
+    """Seconds from ``90m``, ``24h``, ``7d`` (docs/history.md), at least ``minimum_s``
+    (``shortest`` says it as a person would, with why)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = parse_duration(text, "")
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(str(error).strip()) from None
+        if value < minimum_s:
+            raise argparse.ArgumentTypeError(f"{text!r} is too short: give {shortest}.")
+        return value
 
     return parse

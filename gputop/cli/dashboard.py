@@ -8,6 +8,7 @@ import sys
 
 from gputop.cli.arg_types import seconds
 from gputop.core.errors import DashboardStopped, UsageError
+from gputop.core.history.recent import dashboard_history
 from gputop.core.safe_text import clean
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.source import environment_for_jobs, open_backend
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     # than FIRST_SAMPLE_WAIT_S gets the "waiting" frame first (docs/speed.md).
     first_sample = EarlySample.start(backend)
     try:
+        # While the first sample is read: sparklines from a recorder's store (docs/history.md).
+        history = dashboard_history(backend.nvml)
         first_sample.wait(FIRST_SAMPLE_WAIT_S)
         # Textual is imported only here, so the other subcommands start fast.
         from gputop.tui.app import GputopApp
@@ -79,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             python=args.python,
             job_environ=environment_for_jobs(args.fake),
             first_sample=first_sample,
+            history=history,
         )
         app.run()
     finally:

@@ -15,6 +15,8 @@ from gputop.cli import (
     jobs_command,
     map_command,
     pick_command,
+    record_command,
+    report_command,
     run_command,
     signal_command,
     snapshot,
@@ -52,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs_command.add_parser(commands, common)
     agent_command.add_parser(commands, common)
     signal_command.add_parser(commands, common)
+    record_command.add_parser(commands, common)
+    report_command.add_parser(commands, common)
     exporter_command.add_parser(commands, common)
     return parser
 

@@ -28,6 +28,8 @@ from textual.notifications import SeverityLevel
 from textual.worker import Worker
 
 from gputop.core.errors import GputopError
+from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
+from gputop.core.history.store import default_history_path
 from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView
@@ -43,6 +45,7 @@ from gputop.tui.jobs_actions import JobsActions, JobsRead, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
 from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
+from gputop.tui.screens.card_history import CardHistoryScreen
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
@@ -111,6 +114,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         Binding("p", "toggle_torch", "PyTorch view"),
         Binding("l", "launch", "Launch"),
         Binding("J", "toggle_jobs", "Jobs"),
+        Binding("H", "card_history", "Card history", show=False),
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
         Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
         Binding("ctrl+l", "redraw", "Redraw the screen", show=False),
@@ -146,6 +150,10 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         self.snapshot: Snapshot | None = None
         self.compact = False
         self.user = user or current_user()
+        self.history_store = (
+            state_dir / HISTORY_DB_NAME if state_dir is not None else default_history_path()
+        )
+        """Where ``gputop record`` writes by default: what ``H`` reads (docs/history.md)."""
         self.jobs_service = JobsService(
             state_dir,
             user=self.user,
@@ -397,6 +405,15 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(KEY_HELP))
+
+    def action_card_history(self) -> None:
+        highlighted = self.query_one(GpuGrid).highlighted
+        if highlighted is None:
+            self.notify("No card highlighted.")
+            return
+        clock = getattr(self.backend.nvml, "epoch_time", None)  # a simulated clock, else now
+        screen = CardHistoryScreen(highlighted, self.history_store, clock or time.time)
+        self.push_screen(screen)
 
     def action_toggle_card(self) -> None:
         self.query_one(GpuGrid).toggle_highlighted()

@@ -16,6 +16,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("space", "add or remove the highlighted card or MIG instance from the selection"),
             ("a", "select every card"),
             ("escape", "clear the selection (then the highlighted card is the selection)"),
+            ("H", "the highlighted card's history: use and holders (1 / 2 / 3: hour, day, week)"),
         ],
     ),
     (

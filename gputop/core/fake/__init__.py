@@ -48,9 +48,11 @@ def resolve_scenario_path(name_or_path: str) -> Path:
     raise ScenarioError(name_or_path, problem)
 
 
-def load_fake_nvml(name_or_path: str, frozen_time: float | None = None) -> FakeNvml:
+def load_fake_nvml(
+    name_or_path: str, frozen_time: float | None = None, speed: float = 1.0
+) -> FakeNvml:
     """A simulated NVML module for a built-in scenario name or a scenario file path.
 
     The module is not initialised: call ``nvmlInit()`` as with the real one.
     """
-    return FakeNvml(load_scenario(resolve_scenario_path(name_or_path)), frozen_time)
+    return FakeNvml(load_scenario(resolve_scenario_path(name_or_path)), frozen_time, speed)

@@ -71,9 +71,12 @@ def nvml_function(device: Literal["none", "gpu", "any"] = "gpu") -> Callable[[F]
 class FakeNvmlBase:
     """State and helpers for the call mixins; ``FakeNvml`` is the public class."""
 
-    def __init__(self, scenario: Scenario, frozen_time: float | None = None) -> None:
+    def __init__(
+        self, scenario: Scenario, frozen_time: float | None = None, speed: float = 1.0
+    ) -> None:
         self._scenario = scenario
         self._frozen_time = frozen_time
+        self._speed = speed
         self._t0 = time.monotonic()
         self._epoch_at_zero = scenario.start_time if frozen_time is not None else time.time()
         self._init_count = 0
@@ -84,10 +87,16 @@ class FakeNvmlBase:
         return self._scenario
 
     def now(self) -> float:
-        """Scenario time in seconds: frozen, or elapsed since this module was made."""
+        """Scenario time in seconds: frozen, or elapsed since this module was made (times
+        ``speed``: GPUTOP_FAKE_SPEED, so a test records hours in seconds)."""
         if self._frozen_time is not None:
             return self._frozen_time
-        return time.monotonic() - self._t0
+        return (time.monotonic() - self._t0) * self._speed
+
+    @property
+    def speed(self) -> float:
+        """How many scenario seconds pass in a real second (1 but for GPUTOP_FAKE_SPEED)."""
+        return self._speed
 
     def set_time(self, t: float) -> None:
         """Freeze the clock at scenario time ``t``, so a test can step through a scenario.
@@ -97,9 +106,12 @@ class FakeNvmlBase:
         self._frozen_time = float(t)
 
     def epoch_time(self) -> float:
-        """Wall-clock seconds: ``start_time + t`` when frozen (reproducible), else real."""
+        """Wall-clock seconds: ``start_time + t`` when frozen (reproducible), else real (from
+        the real start, running ``speed`` times faster)."""
         if self._frozen_time is not None:
             return self._epoch_at_zero + self._frozen_time
+        if self._speed != 1.0:
+            return self._epoch_at_zero + self.now()
         return time.time()
 
     def _epoch_at(self, t: float) -> float:

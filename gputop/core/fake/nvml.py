@@ -33,11 +33,14 @@ class FakeNvml(DeviceCalls, MigCalls, CCalls):
     """A pynvml-shaped object simulating the GPUs of ``scenario``.
 
     ``frozen_time`` pins the scenario clock (seconds since the scenario started) so that
-    every reading is reproducible; without it the clock runs from construction.
+    every reading is reproducible; without it the clock runs from construction, ``speed``
+    times faster than real time.
     """
 
-    def __init__(self, scenario: Scenario, frozen_time: float | None = None) -> None:
-        super().__init__(scenario, frozen_time)
+    def __init__(
+        self, scenario: Scenario, frozen_time: float | None = None, speed: float = 1.0
+    ) -> None:
+        super().__init__(scenario, frozen_time, speed)
 
     def __repr__(self) -> str:
         return f"<FakeNvml {self._scenario.path!r}, {len(self._scenario.gpus)} GPUs>"

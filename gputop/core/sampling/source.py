@@ -1,7 +1,9 @@
 """Open the GPUs to sample: the real NVML driver, or a scenario of simulated ones.
 
 ``--fake NAME|PATH`` (or ``GPUTOP_FAKE``) selects a scenario; ``GPUTOP_FAKE_TIME=SECONDS``
-freezes its clock so that the same scenario always gives the same readings. Start-up
+freezes its clock so that the same scenario always gives the same readings, and
+``GPUTOP_FAKE_SPEED=N`` runs it N times faster than real time (a recorder's test records
+hours in seconds: docs/history.md). Start-up
 failures of the real driver become one paragraph that names the cause and what to try.
 """
 
@@ -16,12 +18,15 @@ from typing import Any
 
 from gputop.core.errors import NvmlUnavailableError, UsageError
 from gputop.core.model import ProcessOrigin
+from gputop.core.numbers import parse_seconds
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
 from gputop.core.sampling.pid_namespace import local_pid_guard
 
 FAKE_ENV = "GPUTOP_FAKE"
 FAKE_TIME_ENV = "GPUTOP_FAKE_TIME"
+FAKE_SPEED_ENV = "GPUTOP_FAKE_SPEED"
+MAX_FAKE_SPEED = 1_000_000.0
 
 TRY_FAKE = "To try gputop without a GPU, add --fake demo (simulated GPUs)."
 
@@ -36,8 +41,23 @@ def open_backend(
     env = os.environ if environ is None else environ
     fake = fake or env.get(FAKE_ENV) or None
     if fake:
-        return _open_fake(fake, _frozen_time(env.get(FAKE_TIME_ENV)), options)
+        return _open_fake(fake, _frozen_time(env.get(FAKE_TIME_ENV)), options, fake_speed(env))
     return _open_real(options)
+
+
+def fake_speed(environ: Mapping[str, str] | None = None) -> float:
+    """How many times faster than real time simulated GPUs run (``GPUTOP_FAKE_SPEED``, 1)."""
+    value = (os.environ if environ is None else environ).get(FAKE_SPEED_ENV, "")
+    if value.strip() == "":
+        return 1.0
+    try:
+        return parse_seconds(value.strip(), FAKE_SPEED_ENV, 1.0, MAX_FAKE_SPEED)
+    except UsageError:
+        raise UsageError(
+            f"{FAKE_SPEED_ENV}={value!r} is not a speed: give how many times faster than real "
+            f"time simulated GPUs run, from 1 to {MAX_FAKE_SPEED:.0f} (e.g. 600: ten minutes a "
+            "second)."
+        ) from None
 
 
 def environment_for_jobs(
@@ -67,11 +87,14 @@ def _frozen_time(value: str | None) -> float | None:
 
 
 def _open_fake(
-    name: str, frozen_time: float | None, options: SamplingOptions | None
+    name: str,
+    frozen_time: float | None,
+    options: SamplingOptions | None,
+    speed: float = 1.0,
 ) -> NvmlBackend:
     from gputop.core.fake import load_fake_nvml
 
-    nvml = load_fake_nvml(name, frozen_time)
+    nvml = load_fake_nvml(name, frozen_time, speed)
     nvml.nvmlInit()
 
     def simulated(pid: int) -> HostFacts | None:

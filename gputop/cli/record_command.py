@@ -1,0 +1,149 @@
+"""``gputop record``: sample the GPUs every few seconds into the history store, until stopped.
+
+A foreground process for a terminal, tmux or a systemd unit (docs/history.md has both
+units). SIGTERM and SIGINT write what is pending and exit 0; a second recorder on the same
+store is refused, naming the pid of the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from gputop.cli.arg_types import count, duration, seconds
+from gputop.core.errors import UsageError
+from gputop.core.history.jobs import job_of_process
+from gputop.core.history.lock import RecorderLock
+from gputop.core.history.recorder import DEFAULT_INTERVAL_S, Recorder, RecorderOptions
+from gputop.core.history.retention import Retention
+from gputop.core.history.store import default_history_path, open_for_recording
+from gputop.core.history.writer import HistoryWriter, WriteFailures
+from gputop.core.safe_text import clean_lines
+from gputop.core.sampling.source import open_backend
+
+MIN_INTERVAL_S = 0.5
+MAX_INTERVAL_S = 3600.0
+
+
+def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "record",
+        parents=[parent],
+        help="record GPU and process history into a store, until stopped",
+        description="Sample every GPU and its processes every few seconds into the history "
+        "store that 'gputop report' and the dashboard read. Runs in the foreground until "
+        "Ctrl-C or SIGTERM (docs/history.md has systemd units).",
+    )
+    add_db_argument(parser)
+    parser.add_argument(
+        "--interval",
+        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),
+        default=DEFAULT_INTERVAL_S,
+        metavar="SECONDS",
+        help=f"seconds between samples (default {DEFAULT_INTERVAL_S:g})",
+    )
+    defaults = Retention()
+    parser.add_argument(
+        "--keep-full",
+        type=duration(),
+        default=defaults.full_s,
+        metavar="DURATION",
+        help="keep every sample this long (default 48h), then one per minute",
+    )
+    parser.add_argument(
+        "--keep-minutes",
+        type=duration(),
+        default=defaults.minute_s,
+        metavar="DURATION",
+        help="keep one sample per minute this long (default 30d), then one per hour",
+    )
+    parser.add_argument(
+        "--keep-hours",
+        type=duration(),
+        default=defaults.hour_s,
+        metavar="DURATION",
+        help="keep one sample per hour this long (default 365d), then nothing",
+    )
+    parser.add_argument(
+        "--count",
+        type=count(1),
+        default=None,
+        metavar="N",
+        help="stop after N samples (default: until stopped)",
+    )
+    parser.set_defaults(run=run)
+
+
+def add_db_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the history store (default: history.sqlite3 in gputop's state directory)",
+    )
+
+
+def _say(message: str) -> None:
+    print(f"gputop record: {clean_lines(message)}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    retention = Retention(args.keep_full, args.keep_minutes, args.keep_hours)
+    if not retention.full_s <= retention.minute_s <= retention.hour_s:
+        raise UsageError(
+            "Give --keep-full no longer than --keep-minutes, and --keep-minutes no longer "
+            "than --keep-hours (e.g. 48h, 30d, 365d)."
+        )
+    path = args.db if args.db is not None else default_history_path()
+    lock = RecorderLock(path)
+    lock.acquire()
+    stop = threading.Event()
+    previous = {
+        number: signal.signal(number, _setter(stop)) for number in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        backend = open_backend(args.fake)
+        speed = float(getattr(backend.nvml, "speed", 1.0))  # GPUTOP_FAKE_SPEED, simulated only
+        notices: list[str] = []
+        try:
+            connection = open_for_recording(path, notices)
+        except BaseException:
+            backend.close()
+            raise
+        for notice in notices:
+            _say(notice)
+        try:
+            writer = HistoryWriter(connection, WriteFailures(path, _say), job_of=job_of_process)
+            options = RecorderOptions(
+                interval_s=args.interval, retention=retention, speed=speed, max_samples=args.count
+            )
+            _say(f"recording every {args.interval:g} s into {path} (Ctrl-C or SIGTERM to stop).")
+            recorder = Recorder(backend.sample, writer, connection, options, _say)
+            taken = recorder.run(stop)
+            if writer.pending:
+                _say(f"{writer.pending} sample(s) could not be written before stopping.")
+                return 1
+            _say(f"stopped after {taken} sample(s).")
+        finally:
+            backend.close()
+            connection.close()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        lock.release()
+    return 0
+
+
+def _setter(stop: threading.Event) -> Callable[[int, FrameType | None], None]:
+    """A signal handler that asks the loop to write what is pending and stop."""
+
+    def handle(number: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    return handle

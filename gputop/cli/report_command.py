@@ -1,0 +1,201 @@
+"""``gputop report``: who used the cards and who held them idle, from the history store.
+
+A table for a person (idle holders first), ``--json`` or ``--csv`` for scripts. Reads the
+store read-only: a running recorder is never blocked. See docs/history.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import shutil
+import sqlite3
+import sys
+import time
+from typing import Any
+
+from gputop.cli.arg_types import duration
+from gputop.cli.record_command import add_db_argument
+from gputop.cli.report_plot import plot_columns, render_plot
+from gputop.core.errors import UsageError
+from gputop.core.history.periods import parse_moment
+from gputop.core.history.report import (
+    DEFAULT_IDLE_MIN_S,
+    ReportBy,
+    ReportQuery,
+    ReportRow,
+    build_report,
+)
+from gputop.core.history.series import gpu_series, recorded_span
+from gputop.core.history.spans import MIN_IDLE_RUN_S
+from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
+from gputop.core.numbers import strict_json
+from gputop.core.safe_text import clean
+from gputop.core.units import NA, human_bytes
+from gputop.core.units import duration as elapsed
+
+JSON_SCHEMA = 1
+FIELDS = (
+    "key",
+    "gpu_seconds",
+    "idle_held_seconds",
+    "mean_memory_bytes",
+    "peak_memory_bytes",
+    "mean_sm_util",
+    "user",
+    "command",
+)
+
+
+def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "report",
+        parents=[parent],
+        help="who used the GPUs, and who held them idle, from the recorded history",
+        description="Sum up what 'gputop record' recorded: GPU time, memory and SM use per "
+        "user, GPU, job or process, and who held a card idle (memory held while SM stayed "
+        "under 5 %% for at least --idle-min). Idle holders come first.",
+    )
+    add_db_argument(parser)
+    parser.add_argument(
+        "--since",
+        default="24h",
+        metavar="WHEN",
+        help="start of the window: a duration ago (90m, 24h, 7d) or an ISO date/time (default 24h)",
+    )
+    parser.add_argument(
+        "--until", default=None, metavar="WHEN", help="end of the window (default: now)"
+    )
+    parser.add_argument(
+        "--by",
+        choices=[by.value for by in ReportBy],
+        default=ReportBy.USER.value,
+        help="one row per user (default), GPU, job or process",
+    )
+    parser.add_argument(
+        "--idle-min",
+        type=duration(MIN_IDLE_RUN_S, "1m or more (shorter idle stretches are not recorded)"),
+        default=DEFAULT_IDLE_MIN_S,
+        metavar="DURATION",
+        help="the shortest idle stretch that counts as holding a card idle (default 30m)",
+    )
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON")
+    output.add_argument("--csv", action="store_true", help="print CSV")
+    output.add_argument(
+        "--plot",
+        action="store_true",
+        help="after the table, draw each GPU's utilisation and memory over the window",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    now = time.time()
+    since = parse_moment(args.since, "--since", now)
+    until = parse_moment(args.until, "--until", now) if args.until is not None else now
+    if since >= until:
+        raise UsageError(
+            f"--since ({_iso(since)}) is not before --until ({_iso(until)}): give a window "
+            "that starts before it ends, e.g. --since 7d --until 1d."
+        )
+    query = ReportQuery(since, until, ReportBy(args.by), args.idle_min)
+    path = args.db if args.db is not None else default_history_path()
+    connection = open_for_reading(path)
+    try:
+        return _print_report(args, connection, query)
+    except sqlite3.Error as error:  # a store damaged after it was opened
+        raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
+    finally:
+        connection.close()
+
+
+def _print_report(
+    args: argparse.Namespace, connection: sqlite3.Connection, query: ReportQuery
+) -> int:
+    since, until = query.since, query.until
+    rows = build_report(connection, query)
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    columns = plot_columns(width)
+    span = recorded_span(connection, since, until) if args.plot else None
+    series = gpu_series(connection, *span, columns) if span is not None else []
+    if args.json:
+        print(strict_json(report_json(query, rows), indent=2))
+    elif args.csv:
+        _write_csv(rows)
+    else:
+        print(render_table(query, rows))
+        if args.plot:
+            print()
+            print(render_plot(series, *(span or (since, until)), columns))
+    return 0
+
+
+def report_json(query: ReportQuery, rows: list[ReportRow]) -> dict[str, Any]:
+    return {
+        "schema": JSON_SCHEMA,
+        "since": _iso(query.since),
+        "until": _iso(query.until),
+        "by": query.by.value,
+        "idle_min_seconds": query.idle_min_s,
+        "rows": [_row_json(row) for row in rows],
+    }
+
+
+def _row_json(row: ReportRow) -> dict[str, Any]:
+    document = {name: getattr(row, name) for name in FIELDS}
+    if row.start_time is not None:
+        document["start_time"] = row.start_time
+    return document
+
+
+def _write_csv(rows: list[ReportRow]) -> None:
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(FIELDS)
+    for row in rows:
+        writer.writerow(
+            ["" if (value := getattr(row, name)) is None else clean(str(value)) for name in FIELDS]
+        )
+
+
+HEADERS = ("", "WHO", "GPU TIME", "IDLE HELD", "MEAN MEM", "PEAK MEM", "MEAN SM")
+
+
+def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
+    """Plain text for a person: idle holders first, marked with ``!``."""
+    title = (
+        f"GPU use by {query.by.value}, {_iso(query.since)} to {_iso(query.until)} "
+        f"(idle: SM under 5 % for {elapsed(query.idle_min_s)} or more)"
+    )
+    if not rows:
+        return f"{title}\nNothing was recorded in this window."
+    lines = [HEADERS]
+    for row in rows:
+        who = clean(str(row.key))
+        if query.by is ReportBy.GPU:
+            who = f"GPU {who}"
+        if row.user is not None or row.command is not None:
+            who = f"{who} {clean(row.user or '?')} {clean(row.command or '')}".rstrip()
+        lines.append(
+            (
+                "!" if row.idle else "",
+                who,
+                elapsed(row.gpu_seconds),
+                elapsed(row.idle_held_seconds) if row.idle else "-",
+                human_bytes(row.mean_memory_bytes),
+                human_bytes(row.peak_memory_bytes),
+                NA if row.mean_sm_util is None else f"{row.mean_sm_util:.0f} %",
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(HEADERS))]
+    text = [title]
+    for line in lines:
+        cells = [line[0].ljust(widths[0]), line[1].ljust(widths[1])]
+        cells += [cell.rjust(width) for cell, width in zip(line[2:], widths[2:], strict=True)]
+        text.append("  ".join(cells).rstrip())
+    return "\n".join(text)
+
+
+def _iso(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")

@@ -1,0 +1,53 @@
+"""One card's history for the dashboard (``H``): its utilisation and memory over a window,
+and who held it, read from the history store off the UI thread (docs/history.md)."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, build_report
+from gputop.core.history.series import GpuSeries, gpu_series
+from gputop.core.history.store import HistoryError, open_for_reading
+
+WINDOWS_S = {"1": 3600.0, "2": 86400.0, "3": 7 * 86400.0}
+"""The keys of the history screen and the windows they show: 1 h, 24 h, 7 d."""
+IDLE_MIN_S = 30 * 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class CardHistory:
+    physical_index: int
+    since: float
+    until: float
+    series: GpuSeries | None = None
+    holders: tuple[ReportRow, ...] = field(default_factory=tuple)
+    problem: str | None = None
+    """Why there is nothing to show (no store, a store that cannot be read), for a person."""
+
+
+def read_card_history(
+    path: Path, physical_index: int, window_s: float, now: float, columns: int
+) -> CardHistory:
+    since = now - window_s
+    empty = CardHistory(physical_index, since, now)
+    try:
+        connection = open_for_reading(path)
+    except HistoryError as error:
+        return CardHistory(physical_index, since, now, problem=str(error))
+    try:
+        found = [
+            series
+            for series in gpu_series(connection, since, now, columns)
+            if series.physical_index == physical_index
+        ]
+        query = ReportQuery(since, now, ReportBy.USER, IDLE_MIN_S, physical_index)
+        holders = tuple(build_report(connection, query))
+    except sqlite3.Error as error:
+        return CardHistory(physical_index, since, now, problem=f"Cannot read {path}: {error}.")
+    finally:
+        connection.close()
+    if not found and not holders:
+        return empty
+    return CardHistory(physical_index, since, now, found[0] if found else None, holders)

@@ -1,0 +1,53 @@
+"""The dashboard's sparklines start from the history store when a recorder fills it.
+
+Read once at start-up, read-only, in a few milliseconds: the last few minutes of each GPU's
+utilisation (series.recent_utilization). No store, an empty one, or one that cannot be read
+is no history, never an error: the dashboard then starts as it always did.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from pathlib import Path
+
+from gputop.core.history.series import recent_utilization
+from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
+from gputop.core.sampling.history import UtilizationHistory, initial_history
+
+
+def stored_utilization(
+    path: Path, now: float, seconds: int
+) -> dict[str, tuple[int | None, ...]] | None:
+    """Each GPU's utilisation for the ``seconds`` before ``now`` from the store, by UUID;
+    ``None`` where there is no store or nothing recent in it."""
+    if not path.exists():
+        return None
+    try:
+        connection = open_for_reading(path)
+    except HistoryError:
+        return None
+    try:
+        found = recent_utilization(connection, now, seconds)
+    except sqlite3.Error:
+        return None
+    finally:
+        connection.close()
+    if not any(value is not None for values in found.values() for value in values):
+        return None
+    return found
+
+
+def dashboard_history(nvml: object, path: Path | None = None) -> UtilizationHistory:
+    """The sparklines' history: from the store where a recorder runs, else as before (empty,
+    or what simulated GPUs say they read)."""
+    clock = getattr(nvml, "epoch_time", None)
+    now = clock() if callable(clock) else time.time()
+    history = UtilizationHistory()
+    seconds = math.ceil(history.length * history.bucket_s)
+    stored = stored_utilization(path or default_history_path(), now, seconds)
+    if stored is None:
+        return initial_history(nvml)
+    history.seed(stored, now)
+    return history

@@ -1,0 +1,119 @@
+"""The recorder's loop: sample through the one sampler, write in batches, roll up, stop cleanly.
+
+It runs in the foreground (a terminal, tmux, a systemd unit). ``stop`` is an event the
+command's SIGTERM and SIGINT handlers set: the loop then writes what is pending and returns,
+so both signals end with everything recorded. Time is the backend's clock (the scenario's on
+simulated GPUs, which ``GPUTOP_FAKE_SPEED`` runs faster: the loop then waits ``interval_s /
+speed`` real seconds). See docs/history.md.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gputop.core.history.retention import Retention, apply_retention
+from gputop.core.history.writer import HistoryWriter
+from gputop.core.model import Snapshot
+
+DEFAULT_INTERVAL_S = 5.0
+DEFAULT_BATCH_S = 30.0
+"""Samples are written at least this often (store time): what a SIGKILL may lose."""
+MAX_GAP_INTERVALS = 3.0
+MIN_GAP_S = 30.0
+RETENTION_EVERY_S = 600.0
+"""How often (store time) old samples are rolled up."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecorderOptions:
+    interval_s: float = DEFAULT_INTERVAL_S
+    batch_s: float = DEFAULT_BATCH_S
+    retention: Retention = field(default_factory=Retention)
+    speed: float = 1.0
+    """How many store seconds pass in a real second (GPUTOP_FAKE_SPEED on simulated GPUs)."""
+    max_samples: int | None = None
+    """Stop after this many samples (None: until stopped)."""
+
+
+class Recorder:
+    def __init__(
+        self,
+        sample: Callable[[], Snapshot],
+        writer: HistoryWriter,
+        connection: sqlite3.Connection,
+        options: RecorderOptions,
+        report: Callable[[str], None],
+    ) -> None:
+        self._sample = sample
+        self._writer = writer
+        self._connection = connection
+        self._options = options
+        self._report = report
+        self._retention_failed = False
+
+    def run(self, stop: threading.Event) -> int:
+        """Record until ``stop`` is set (or ``max_samples``); returns the samples taken."""
+        options = self._options
+        wait_s = options.interval_s / options.speed
+        taken = 0
+        previous: float | None = None
+        last_flush: float | None = None
+        last_retention: float | None = None
+        next_at = time.monotonic()
+        try:
+            while not stop.is_set():
+                snapshot = self._sample()
+                now = snapshot.timestamp
+                self._writer.add(snapshot, sample_duration(previous, now, options.interval_s))
+                previous = now
+                taken += 1
+                if last_flush is None or now - last_flush >= options.batch_s:
+                    self._writer.flush()
+                    last_flush = now
+                if last_retention is None or now - last_retention >= RETENTION_EVERY_S:
+                    self._apply_retention(now)
+                    last_retention = now
+                if options.max_samples is not None and taken >= options.max_samples:
+                    break
+                next_at += wait_s
+                delay = next_at - time.monotonic()
+                if delay < 0:  # fell behind (a slow sample, a suspended machine): no burst
+                    next_at = time.monotonic()
+                    delay = 0.0
+                stop.wait(delay)
+        finally:  # stopped, or an unexpected error: what was sampled is written first
+            self._writer.flush()
+        return taken
+
+    def _apply_retention(self, now: float) -> None:
+        if self._writer.pending:  # rolled-up buckets must not be written into afterwards
+            return
+        try:
+            apply_retention(self._connection, now, self._options.retention)
+        except sqlite3.Error as error:
+            if not self._retention_failed:
+                self._report(f"Rolling up old samples failed ({error}); will retry.")
+            self._retention_failed = True
+        else:
+            self._retention_failed = False
+
+
+def sample_duration(previous: float | None, now: float, interval_s: float) -> float:
+    """The seconds a sample stands for: the time since the previous one, which a slow sample
+    or a busy machine makes longer than the interval; the interval itself for the first
+    sample and after a gap (a clock step, a suspended machine) longer than ``max_gap_s``."""
+    if previous is None:
+        return interval_s
+    elapsed = now - previous
+    if not 0 < elapsed <= max_gap_s(interval_s):
+        return interval_s
+    return elapsed
+
+
+def max_gap_s(interval_s: float) -> float:
+    """The longest time between two samples that still counts as recorded."""
+    return max(MAX_GAP_INTERVALS * interval_s, MIN_GAP_S)

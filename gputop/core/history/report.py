@@ -1,0 +1,321 @@
+"""Who used the cards and who held them idle, from the history store's process spans.
+
+For each holder (a user, a GPU, a job or a process) and each card it held, its spans in the
+window (clipped to it) give:
+
+- ``gpu_seconds``: the seconds it held a card (the union of its spans: a user with three
+  processes on one card holds it once), summed over cards;
+- ``mean_memory_bytes`` and ``mean_sm_util``: its processes' memory and SM % on a card, added
+  up, time-weighted over the seconds it held the card (SM % capped at 100; unknown where NVML
+  did not say);
+- ``peak_memory_bytes``: the most it held on one card at once;
+- ``idle_held_seconds``: the seconds of unbroken stretches, each at least ``idle_min_s`` long,
+  in which every one of its processes on a card held memory with SM under 5 %.
+
+Spans are cut where a process's idleness changes, so every figure is a sum of recorded
+samples and matches what was recorded within one sample. Numbers read back from the store
+are checked (finite, not negative) before use. See docs/history.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gputop.core.history.spans import decode_runs
+
+DEFAULT_IDLE_MIN_S = 30 * 60.0
+_SAME_TIME_S = 1e-6
+
+
+class ReportBy(str, enum.Enum):
+    USER = "user"
+    GPU = "gpu"
+    JOB = "job"
+    PROCESS = "process"
+
+
+_HOLDER = {
+    ReportBy.USER: "COALESCE(users.text, '?')",
+    ReportBy.GPU: "p.physical_index",
+    ReportBy.JOB: "r.job",
+    ReportBy.PROCESS: "r.id",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ReportQuery:
+    since: float
+    until: float
+    by: ReportBy = ReportBy.USER
+    idle_min_s: float = DEFAULT_IDLE_MIN_S
+    physical_index: int | None = None
+    """Only what was held on this card (the dashboard's history of one card)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRow:
+    key: str | int
+    """The user name, the GPU's physical index, the job, or the pid."""
+    gpu_seconds: float
+    idle_held_seconds: float
+    mean_memory_bytes: int | None
+    peak_memory_bytes: int | None
+    mean_sm_util: float | None
+    user: str | None = None
+    """For ``--by process``: whose it was, and its command (cleaned when recorded)."""
+    command: str | None = None
+    start_time: float | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self.idle_held_seconds > 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """A process span clipped to the window, its sums scaled to the part inside."""
+
+    start_t: float
+    end_t: float
+    idle_pieces: tuple[tuple[float, float], ...]
+    """Where it was idle: (start, end) in epoch seconds, inside the span."""
+    memory_byte_seconds: float | None
+    peak_memory_bytes: float | None
+    sm_percent_seconds: float | None
+
+
+class _Holder:
+    """What is summed for one holder, card by card."""
+
+    def __init__(self) -> None:
+        self.gpu_seconds = 0.0
+        self.idle_s = 0.0
+        self.memory_sum = 0.0
+        self.memory_weight = 0.0
+        self.sm_sum = 0.0
+        self.sm_weight = 0.0
+        self.peak: float | None = None
+
+    def add_card(self, spans: list[_Span], idle_min_s: float) -> None:
+        spans.sort(key=_start)
+        if all(later.start_t >= earlier.end_t for earlier, later in itertools.pairwise(spans)):
+            self._add_sequence(spans, idle_min_s)  # one process at a time: the usual case
+            return
+        self.gpu_seconds += _union_s(spans)
+        with_memory = [span for span in spans if span.memory_byte_seconds is not None]
+        if with_memory:
+            self.memory_sum += sum(span.memory_byte_seconds or 0.0 for span in with_memory)
+            self.memory_weight += _union_s(with_memory)
+        with_sm = [span for span in spans if span.sm_percent_seconds is not None]
+        if with_sm:
+            self.sm_sum += sum(span.sm_percent_seconds or 0.0 for span in with_sm)
+            self.sm_weight += _union_s(with_sm)
+        peak, idle_s = _sweep(spans, idle_min_s)
+        if peak is not None and (self.peak is None or peak > self.peak):
+            self.peak = peak
+        self.idle_s += idle_s
+
+    def _add_sequence(self, spans: list[_Span], idle_min_s: float) -> None:
+        """Spans that do not overlap, in order: sums, and idle runs joined end to start."""
+        run_s = 0.0
+        run_end: float | None = None
+        for span in spans:
+            seconds = span.end_t - span.start_t
+            self.gpu_seconds += seconds
+            if span.memory_byte_seconds is not None:
+                self.memory_sum += span.memory_byte_seconds
+                self.memory_weight += seconds
+            if span.sm_percent_seconds is not None:
+                self.sm_sum += span.sm_percent_seconds
+                self.sm_weight += seconds
+            peak = span.peak_memory_bytes
+            if peak is not None and (self.peak is None or peak > self.peak):
+                self.peak = peak
+            for start, end in span.idle_pieces:
+                if run_end is None or abs(start - run_end) > _SAME_TIME_S:
+                    if run_s >= idle_min_s:
+                        self.idle_s += run_s
+                    run_s = 0.0
+                run_s += end - start
+                run_end = end
+        if run_s >= idle_min_s:
+            self.idle_s += run_s
+
+
+def _start(span: _Span) -> float:
+    return span.start_t
+
+
+def _union_s(spans: list[_Span]) -> float:
+    """Seconds covered by at least one span (a holder holds a card once, however many of
+    its processes are on it)."""
+    total = 0.0
+    current_start = current_end = None
+    for span in sorted(spans, key=lambda span: span.start_t):
+        if current_end is None or span.start_t > current_end:
+            if current_end is not None and current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = span.start_t, span.end_t
+        else:
+            current_end = max(current_end, span.end_t)
+    if current_end is not None and current_start is not None:
+        total += current_end - current_start
+    return total
+
+
+def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
+    """The most memory held at once (the sum of the peaks of spans that overlap) and the
+    seconds of idle stretches of at least ``idle_min_s``: unbroken stretches in which every
+    span that covers them is idle."""
+    # (time, change, idle?, peak): in time order, ends before starts at the same time
+    events: list[tuple[float, int, int, float]] = []
+    for span in spans:
+        span_peak = span.peak_memory_bytes or 0.0
+        events.append((span.start_t, 1, 0, span_peak))
+        events.append((span.end_t, -1, 0, span_peak))
+        for start, end in span.idle_pieces:
+            events.append((start, 1, 1, 0.0))
+            events.append((end, -1, 1, 0.0))
+    events.sort()
+    active = idle_active = 0
+    peak_now = 0.0
+    peak: float | None = None
+    idle_total = run_s = 0.0
+    last_t: float | None = None
+    for t, change, idle, piece_peak in events:
+        if last_t is not None and t > last_t:
+            if active > 0 and idle_active >= active:
+                run_s += t - last_t
+            else:
+                if run_s >= idle_min_s:
+                    idle_total += run_s
+                run_s = 0.0
+        if idle:
+            idle_active += change
+        else:
+            active += change
+            peak_now += change * piece_peak
+            if change > 0:
+                peak = peak_now if peak is None else max(peak, peak_now)
+        last_t = t
+    if run_s >= idle_min_s:
+        idle_total += run_s
+    if not any(span.peak_memory_bytes is not None for span in spans):
+        peak = None
+    return peak, idle_total
+
+
+_CHECKED = "CASE WHEN {0} BETWEEN 0 AND 1e300 THEN {0} END"
+"""A number read back from the store, checked where it enters: finite (SQLite keeps no NaN)
+and not negative, else unknown; a text where a number belongs is unknown too."""
+
+
+def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[ReportRow]:
+    """The rows of the report, idle holders first, then by GPU time."""
+    holder = _HOLDER[query.by]
+    only_jobs = "AND r.job IS NOT NULL" if query.by is ReportBy.JOB else ""
+    only_card = "AND p.physical_index = ?" if query.physical_index is not None else ""
+    card = () if query.physical_index is None else (query.physical_index,)
+    rows = connection.execute(
+        f"SELECT {holder} AS holder, p.physical_index, p.start_t, p.end_t, p.idle_runs, "
+        f"{_CHECKED.format('p.memory_byte_seconds')}, {_CHECKED.format('p.peak_memory_bytes')}, "
+        f"{_CHECKED.format('p.sm_percent_seconds')} "
+        "FROM process_spans p JOIN processes r ON r.id = p.process_id "
+        "LEFT JOIN strings users ON users.id = r.user_id "
+        f"WHERE p.end_t > ? AND p.start_t < ? {only_jobs} {only_card} "
+        # a damaged row (not numbers, not finite, ending before it starts) counts nothing
+        "AND p.start_t BETWEEN 0 AND 1e300 AND p.end_t BETWEEN p.start_t AND 1e300 "
+        "AND typeof(p.physical_index) = 'integer' "
+        "ORDER BY holder, p.physical_index",
+        (query.since, query.until, *card),
+    )
+    since, until = query.since, query.until
+    by_card: dict[tuple[str | int, int], list[_Span]] = {}
+    for key, card, start, end, runs, memory_s, peak, sm_s in rows:
+        inside_start, inside_end = max(start, since), min(end, until)
+        if inside_end <= inside_start:
+            continue
+        if (inside_start, inside_end) != (start, end):  # scale the sums to the part inside
+            fraction = (inside_end - inside_start) / (end - start)
+            memory_s = None if memory_s is None else memory_s * fraction
+            sm_s = None if sm_s is None else sm_s * fraction
+        pieces = _idle_pieces(runs, start, end, inside_start, inside_end) if runs else ()
+        span = _Span(inside_start, inside_end, pieces, memory_s, peak, sm_s)
+        spans = by_card.get((key, card))
+        if spans is None:
+            by_card[(key, card)] = [span]
+        else:
+            spans.append(span)
+    holders: dict[str | int, _Holder] = {}
+    for (key, _card), spans in by_card.items():
+        holders.setdefault(key, _Holder()).add_card(spans, query.idle_min_s)
+    result = [_row(key, summed) for key, summed in holders.items()]
+    if query.by is ReportBy.PROCESS:
+        result = list(_with_process_facts(connection, result))
+    return sorted(result, key=lambda row: (-row.idle_held_seconds, -row.gpu_seconds, str(row.key)))
+
+
+def _idle_pieces(
+    runs: object, start: float, end: float, inside_start: float, inside_end: float
+) -> tuple[tuple[float, float], ...]:
+    """A span's idle runs as (start, end) epoch seconds, clipped to the window."""
+    pieces = []
+    for offset, length in decode_runs(runs, end - start):
+        piece_start = max(start + offset, inside_start)
+        piece_end = min(start + offset + length, inside_end)
+        if piece_end > piece_start:
+            pieces.append((piece_start, piece_end))
+    return tuple(pieces)
+
+
+def _measure(value: object) -> float | None:
+    """A number read back from the store: finite and not negative, else unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _row(key: str | int, summed: _Holder) -> ReportRow:
+    return ReportRow(
+        key=key,
+        gpu_seconds=summed.gpu_seconds,
+        idle_held_seconds=summed.idle_s,
+        mean_memory_bytes=round(summed.memory_sum / summed.memory_weight)
+        if summed.memory_weight
+        else None,
+        peak_memory_bytes=int(summed.peak) if summed.peak is not None else None,
+        mean_sm_util=min(100.0, summed.sm_sum / summed.sm_weight) if summed.sm_weight else None,
+    )
+
+
+def _with_process_facts(
+    connection: sqlite3.Connection, rows: list[ReportRow]
+) -> Iterable[ReportRow]:
+    """``--by process``: the key becomes the pid, with the process's user and command."""
+    for row in rows:
+        found = connection.execute(
+            "SELECT r.pid, r.start_time, users.text, commands.text FROM processes r "
+            "LEFT JOIN strings users ON users.id = r.user_id "
+            "LEFT JOIN strings commands ON commands.id = r.command_id WHERE r.id = ?",
+            (row.key,),
+        ).fetchone()
+        if found is None:
+            continue
+        pid, start_time, user, command = found
+        yield ReportRow(
+            key=int(pid),
+            gpu_seconds=row.gpu_seconds,
+            idle_held_seconds=row.idle_held_seconds,
+            mean_memory_bytes=row.mean_memory_bytes,
+            peak_memory_bytes=row.peak_memory_bytes,
+            mean_sm_util=row.mean_sm_util,
+            user=user,
+            command=command,
+            start_time=_measure(start_time),
+        )

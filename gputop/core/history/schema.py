@@ -1,0 +1,116 @@
+"""The history store's tables, its version, and how a store is created or refused.
+
+Kept apart from the queries (report.py, writer.py, retention.py): the schema changes when
+what is recorded changes, the queries when what is asked changes. docs/history.md describes
+every column and its unit.
+
+A sample ends at ``t`` (epoch seconds) and stands for the ``duration_s`` seconds before it:
+the time since the recorder's previous sample for a raw one, the seconds recorded in that
+minute or hour for a rolled-up one (``resolution_s`` 60 or 3600, 0 for raw; its ``t`` is
+that of the last sample merged into it). GPU readings are kept per sample.
+
+Processes are kept as spans, not per sample: a span is a run of consecutive samples in which
+one process held one card, at most ``SPAN_MAX_S`` long. It keeps the sums the report needs
+(seconds held, memory and SM % times seconds, the peak) and where in it the process was idle
+(``idle_runs``: memory held, SM under 5 %), so the figures stay exact to the sample while
+200 processes cost a few rows an hour instead of 720 (docs/history.md, spans.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+
+SCHEMA_VERSION = 1
+
+RAW = 0
+MINUTE = 60
+HOUR = 3600
+DAY = 86400
+
+_SCHEMA = """
+CREATE TABLE strings (
+    id INTEGER PRIMARY KEY,
+    text TEXT NOT NULL UNIQUE
+);
+CREATE TABLE processes (
+    id INTEGER PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    start_time REAL,
+    user_id INTEGER,
+    command_id INTEGER,
+    job TEXT,
+    UNIQUE (pid, start_time)
+);
+CREATE TABLE samples (
+    id INTEGER PRIMARY KEY,
+    t REAL NOT NULL,
+    duration_s REAL NOT NULL,
+    resolution_s INTEGER NOT NULL
+);
+CREATE INDEX samples_by_time ON samples(resolution_s, t);
+CREATE INDEX samples_t ON samples(t);
+CREATE TABLE gpu_samples (
+    sample_id INTEGER NOT NULL,
+    physical_index INTEGER NOT NULL,
+    uuid_id INTEGER,
+    utilization_gpu_percent REAL,
+    memory_used_bytes INTEGER,
+    memory_total_bytes INTEGER,
+    power_w REAL,
+    temperature_c REAL,
+    PRIMARY KEY (sample_id, physical_index)
+) WITHOUT ROWID;
+CREATE TABLE process_spans (
+    id INTEGER PRIMARY KEY,
+    process_id INTEGER NOT NULL,
+    physical_index INTEGER NOT NULL,
+    start_t REAL NOT NULL,
+    end_t REAL NOT NULL,
+    held_s REAL NOT NULL,
+    samples INTEGER NOT NULL,
+    idle_runs TEXT NOT NULL,
+    memory_byte_seconds REAL,
+    memory_known_s REAL NOT NULL,
+    peak_memory_bytes INTEGER,
+    sm_percent_seconds REAL,
+    sm_known_s REAL NOT NULL,
+    resolution_s INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX process_spans_by_end ON process_spans(end_t);
+CREATE INDEX process_spans_to_merge ON process_spans(resolution_s, end_t);
+"""
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {}
+"""version N -> N+1 statements, as the job store keeps them (none yet)."""
+
+
+def create_schema(connection: sqlite3.Connection) -> None:
+    """Create the tables of an empty store (version 0) in one transaction."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if int(connection.execute("PRAGMA user_version").fetchone()[0]) == 0:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        raise
+
+
+def migrate(connection: sqlite3.Connection, version: int) -> None:
+    """Bring an older store up to SCHEMA_VERSION in one transaction, keeping every row."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        for step in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS[step]:
+                connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        raise

@@ -1,0 +1,121 @@
+"""Per-GPU readings over time, read back from the history store: for ``gputop report
+--plot`` (a window cut into columns) and for the dashboard's sparklines (the last minutes,
+one value per second). A sample stands for the ``duration_s`` seconds before its ``t``
+(docs/history.md); a column or second no sample covers is ``None``, a gap stays a gap.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeries:
+    physical_index: int
+    uuid: str | None
+    utilization_percent: tuple[float | None, ...]
+    memory_used_bytes: tuple[float | None, ...]
+    memory_total_bytes: int | None
+
+
+def _finite(value: object, top: float | None = None) -> float | None:
+    """A reading read back from the store: finite, not negative (at most ``top``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    if not math.isfinite(number) or number < 0 or (top is not None and number > top):
+        return None
+    return number
+
+
+def gpu_series(
+    connection: sqlite3.Connection, since: float, until: float, columns: int
+) -> list[GpuSeries]:
+    """Each GPU's time-weighted mean utilisation and memory in ``columns`` equal slices of
+    ``[since, until)``, by physical index."""
+    width = (until - since) / columns
+    rows = connection.execute(
+        "SELECT g.physical_index, uuids.text, CAST((s.t - ?) / ? AS INTEGER) AS col, "
+        "SUM(g.utilization_gpu_percent * s.duration_s) / "
+        "SUM(CASE WHEN g.utilization_gpu_percent IS NOT NULL THEN s.duration_s END), "
+        "SUM(g.memory_used_bytes * s.duration_s) / "
+        "SUM(CASE WHEN g.memory_used_bytes IS NOT NULL THEN s.duration_s END), "
+        "MAX(g.memory_total_bytes) "
+        "FROM samples s JOIN gpu_samples g ON g.sample_id = s.id "
+        "LEFT JOIN strings uuids ON uuids.id = g.uuid_id "
+        "WHERE s.t >= ? AND s.t < ? GROUP BY g.physical_index, col ORDER BY g.physical_index",
+        (since, width, since, until),
+    )
+    found: dict[int, tuple[str | None, list[float | None], list[float | None], list[int]]] = {}
+    for index, uuid, column, utilization, memory, total in rows:
+        if not isinstance(index, int) or not isinstance(column, int) or not 0 <= column < columns:
+            continue
+        entry = found.setdefault(index, (uuid, [None] * columns, [None] * columns, []))
+        entry[1][column] = _finite(utilization, 100.0)
+        entry[2][column] = _finite(memory)
+        total_bytes = _finite(total)
+        if total_bytes is not None:
+            entry[3].append(int(total_bytes))
+    return [
+        GpuSeries(index, uuid, tuple(util), tuple(memory), max(totals) if totals else None)
+        for index, (uuid, util, memory, totals) in sorted(found.items())
+    ]
+
+
+def recorded_span(
+    connection: sqlite3.Connection, since: float, until: float
+) -> tuple[float, float] | None:
+    """The part of ``[since, until)`` that samples cover: a plot need not be mostly empty."""
+    first, last = connection.execute(
+        "SELECT MIN(t - duration_s), MAX(t) FROM samples WHERE t >= ? AND t < ?", (since, until)
+    ).fetchone()
+    start, end = _finite(first), _finite(last)
+    if start is None or end is None:
+        return None
+    start, end = max(since, start), min(until, end + 1e-3)
+    return (start, end) if end > start else None
+
+
+def recent_utilization(
+    connection: sqlite3.Connection, now: float, seconds: int
+) -> dict[str, tuple[int | None, ...]]:
+    """Utilisation for each of the ``seconds`` before ``now``, oldest first, by UUID: what
+    the dashboard's sparklines start with (``UtilizationHistory.seed``)."""
+    start = now - seconds
+    rows = connection.execute(
+        "SELECT uuids.text, s.t, s.duration_s, g.utilization_gpu_percent "
+        "FROM samples s JOIN gpu_samples g ON g.sample_id = s.id "
+        "JOIN strings uuids ON uuids.id = g.uuid_id "
+        "WHERE s.t > ? AND s.t - s.duration_s < ? ORDER BY s.t",
+        (start, now),
+    )
+    result: dict[str, list[int | None]] = {}
+    for uuid, t, duration, utilization in rows:
+        end, length, value = _finite(t), _finite(duration), _finite(utilization, 100.0)
+        if not isinstance(uuid, str) or end is None or length is None:
+            continue
+        series = result.setdefault(uuid, [None] * seconds)
+        first = max(0, math.floor(end - length - start))
+        last = min(seconds, math.ceil(end - start))
+        for second in range(first, last):
+            series[second] = None if value is None else round(value)
+    return {uuid: tuple(values) for uuid, values in result.items()}
+
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+GAP = "·"
+"""A slice with no sample: the recorder was not running, or the GPU was lost."""
+
+
+def bars(values: tuple[float | None, ...], top: float | None) -> str:
+    """One block character a value, scaled to ``top``; ``GAP`` where nothing was recorded."""
+    cells = []
+    for value in values:
+        if value is None or not top:
+            cells.append(GAP)
+        else:
+            level = round(min(1.0, value / top) * (len(BLOCKS) - 1))
+            cells.append(BLOCKS[max(1, level)])
+    return "".join(cells)

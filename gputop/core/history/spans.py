@@ -1,0 +1,150 @@
+"""Process spans: a run of consecutive samples in which one process held one card.
+
+The writer keeps one open span per (process, card) and extends it with each sample; a span
+ends when the process is no longer on the card, after a gap in the recording, or at
+``SPAN_MAX_S``. Where the process was idle inside it (memory held, SM under 5 %) is kept as
+``idle_runs``: "offset+length" pairs in seconds from the span's start, joined by ";". Only
+runs of at least ``MIN_IDLE_RUN_S`` are kept, and any run that touches the span's start or
+end (it may go on in the next span): a process whose SM % flickers around 5 costs nothing.
+Each flush writes the spans touched since the last one (a new row, or an update of the open
+one), so a SIGKILL loses only what the last batch would have added. See docs/history.md.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass, field
+
+IDLE_SM_PERCENT = 5.0
+SPAN_MAX_S = 15 * 60.0
+"""A span is cut at this length: the resolution of one process's memory over time."""
+MIN_IDLE_RUN_S = 60.0
+"""Shorter idle stretches inside a span are not kept: ``--idle-min`` is at least this."""
+MAX_RUNS_TEXT = 65536
+_SAME_TIME_S = 1e-6
+
+
+def is_idle(memory_bytes: float | None, sm_percent: float | None) -> bool:
+    """Holding memory (or a context whose memory NVML does not report) with SM under 5 %;
+    an unknown SM % is never idle."""
+    return (
+        sm_percent is not None
+        and sm_percent < IDLE_SM_PERCENT
+        and (memory_bytes is None or memory_bytes > 0)
+    )
+
+
+def encode_runs(runs: list[tuple[float, float]]) -> str:
+    return ";".join(f"{offset:.3f}+{length:.3f}" for offset, length in runs)
+
+
+def decode_runs(text: object, span_s: float) -> list[tuple[float, float]]:
+    """Idle runs read back from the store: well-formed, finite, inside the span, in order;
+    anything else is no run (a damaged row never invents idle time)."""
+    if not isinstance(text, str) or not text or len(text) > MAX_RUNS_TEXT:
+        return []
+    runs: list[tuple[float, float]] = []
+    last_end = 0.0
+    for part in text.split(";"):
+        offset_text, plus, length_text = part.partition("+")
+        try:
+            offset, length = float(offset_text), float(length_text)
+        except ValueError:
+            return []
+        if not plus or not (math.isfinite(offset) and math.isfinite(length)):
+            return []
+        if offset < last_end - _SAME_TIME_S or length <= 0 or offset + length > span_s + 1e-3:
+            return []
+        runs.append((offset, length))
+        last_end = offset + length
+    return runs
+
+
+def keep_run(offset: float, length: float, span_s: float) -> bool:
+    touches_edge = offset < _SAME_TIME_S or abs(offset + length - span_s) < 1e-3
+    return length >= MIN_IDLE_RUN_S or touches_edge
+
+
+@dataclass(slots=True)
+class OpenSpan:
+    process_id: int
+    physical_index: int
+    start_t: float
+    end_t: float
+    held_s: float = 0.0
+    samples: int = 0
+    memory_byte_seconds: float | None = None
+    memory_known_s: float = 0.0
+    peak_memory_bytes: int | None = None
+    sm_percent_seconds: float | None = None
+    sm_known_s: float = 0.0
+    runs: list[tuple[float, float]] = field(default_factory=list)
+    idle_from: float | None = None
+    """Where the idle run going on at the span's end began (absolute seconds)."""
+    row_id: int | None = None
+    dirty: bool = True
+
+    def continues(self, sample_start: float) -> bool:
+        return (
+            abs(sample_start - self.end_t) < _SAME_TIME_S and self.end_t - self.start_t < SPAN_MAX_S
+        )
+
+    def add(self, end_t: float, duration_s: float, memory: int | None, sm: int | None) -> None:
+        start = end_t - duration_s
+        if is_idle(memory, sm):
+            if self.idle_from is None:
+                self.idle_from = start
+        elif self.idle_from is not None:
+            offset, length = self.idle_from - self.start_t, start - self.idle_from
+            if length > 0 and (length >= MIN_IDLE_RUN_S or offset < _SAME_TIME_S):
+                self.runs.append((offset, length))
+            self.idle_from = None
+        self.end_t = end_t
+        self.held_s += duration_s
+        self.samples += 1
+        if memory is not None:
+            self.memory_byte_seconds = (self.memory_byte_seconds or 0.0) + memory * duration_s
+            self.memory_known_s += duration_s
+            self.peak_memory_bytes = max(memory, self.peak_memory_bytes or 0)
+        if sm is not None:
+            self.sm_percent_seconds = (self.sm_percent_seconds or 0.0) + sm * duration_s
+            self.sm_known_s += duration_s
+        self.dirty = True
+
+    def idle_runs(self) -> list[tuple[float, float]]:
+        """The kept runs, and the one going on at the end (it touches the end)."""
+        if self.idle_from is None or self.end_t <= self.idle_from:
+            return list(self.runs)
+        return [*self.runs, (self.idle_from - self.start_t, self.end_t - self.idle_from)]
+
+    def save(self, connection: sqlite3.Connection) -> None:
+        values = (
+            self.start_t,
+            self.end_t,
+            self.held_s,
+            self.samples,
+            encode_runs(self.idle_runs()),
+            self.memory_byte_seconds,
+            self.memory_known_s,
+            self.peak_memory_bytes,
+            self.sm_percent_seconds,
+            self.sm_known_s,
+        )
+        if self.row_id is None:
+            cursor = connection.execute(
+                "INSERT INTO process_spans (start_t, end_t, held_s, samples, idle_runs, "
+                "memory_byte_seconds, memory_known_s, peak_memory_bytes, sm_percent_seconds, "
+                "sm_known_s, process_id, physical_index) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*values, self.process_id, self.physical_index),
+            )
+            self.row_id = cursor.lastrowid
+        else:
+            connection.execute(
+                "UPDATE process_spans SET start_t = ?, end_t = ?, held_s = ?, samples = ?, "
+                "idle_runs = ?, memory_byte_seconds = ?, memory_known_s = ?, "
+                "peak_memory_bytes = ?, sm_percent_seconds = ?, sm_known_s = ? WHERE id = ?",
+                (*values, self.row_id),
+            )
+        self.dirty = False

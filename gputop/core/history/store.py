@@ -1,0 +1,205 @@
+"""Opening the history store: for the recorder (created, checked, recovered) or read-only.
+
+The store is one SQLite file in WAL mode, by default ``history.sqlite3`` in gputop's state
+directory. The recorder opens it as the job store opens its own (jobs/store_file.py): the
+directory and the files are checked to be the user's own and private, never reached through
+a link (jobs/private_files.py); a damaged file is moved aside under a new name, never
+deleted; a store written by a newer gputop is refused and left untouched. Readers (``gputop
+report``, the dashboard) open it read-only: in WAL mode they never block the recorder.
+See docs/history.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+import time
+import urllib.parse
+from collections.abc import Mapping
+from pathlib import Path
+
+from gputop.core.errors import GputopError
+from gputop.core.history.schema import SCHEMA_VERSION, create_schema, migrate
+from gputop.core.jobs.private_files import (
+    StoreError,
+    check_companion,
+    open_private_dir,
+    open_private_file,
+)
+from gputop.core.jobs.store_file import default_state_dir
+
+DB_NAME = "history.sqlite3"
+BUSY_TIMEOUT_S = 5.0
+COMPANIONS = ("-wal", "-shm", "-journal")
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+
+
+class HistoryError(GputopError):
+    """The history store cannot be used: the message names the path and the cause."""
+
+
+def default_history_path(environ: Mapping[str, str] = os.environ) -> Path:
+    """``history.sqlite3`` in the state directory (``GPUTOP_STATE_DIR``, XDG, ``~/.local``)."""
+    return default_state_dir(environ) / DB_NAME
+
+
+def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
+    """A connection for the one recorder: the store created, migrated or recovered.
+
+    Appends to ``notices`` what a person must be told (a damaged store moved aside).
+    """
+    path = Path(os.path.abspath(path))
+    try:
+        dir_fd = open_private_dir(path.parent)
+    except StoreError as error:
+        raise HistoryError(str(error).replace("job store", "history store")) from None
+    try:
+        _prepare_files(dir_fd, path)
+        connection = _sqlite(str(path))
+        try:
+            version = _check(connection)
+        except sqlite3.DatabaseError as error:
+            connection.close()
+            if not _is_corruption(error):
+                raise HistoryError(f"Cannot open the history store {path}: {error}.") from None
+            notices.append(_move_aside(path, str(error)))
+            _prepare_files(dir_fd, path)
+            connection = _sqlite(str(path))
+            version = 0
+        except HistoryError:
+            connection.close()
+            raise
+        _refuse_newer(connection, path, version)
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            if version == 0:
+                create_schema(connection)
+            elif version < SCHEMA_VERSION:
+                migrate(connection, version)
+        except sqlite3.Error as error:
+            connection.close()
+            raise HistoryError(f"Cannot open the history store {path}: {error}.") from None
+        return connection
+    finally:
+        os.close(dir_fd)
+
+
+def open_for_reading(path: Path) -> sqlite3.Connection:
+    """A read-only connection; an error naming the path when there is no usable store."""
+    path = Path(os.path.abspath(path))
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        raise HistoryError(
+            f"No history store at {path}: start 'gputop record' (or give --db PATH)."
+        ) from None
+    except OSError as error:
+        raise HistoryError(f"Cannot open the history store {path}: {_cause(error)}.") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
+        raise HistoryError(
+            f"The history store {path} is not a regular file (a link or something else): "
+            "gputop reads only a store file itself, never through a link."
+        )
+    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+    try:
+        connection = sqlite3.connect(
+            uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        connection.execute("PRAGMA trusted_schema = OFF")
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error as error:
+        raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
+    _refuse_newer(connection, path, version)
+    if version < SCHEMA_VERSION:
+        connection.close()
+        raise HistoryError(
+            f"The history store {path} is empty or from an older gputop (version {version}): "
+            "run 'gputop record' once to bring it up to date."
+        )
+    return connection
+
+
+def _refuse_newer(connection: sqlite3.Connection, path: Path, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        connection.close()
+        raise HistoryError(
+            f"The history store {path} was written by a newer gputop (store version "
+            f"{version}; this gputop reads up to {SCHEMA_VERSION}). It was left untouched: "
+            "upgrade gputop, or give --db PATH to use another store."
+        )
+
+
+def _prepare_files(dir_fd: int, path: Path) -> None:
+    try:
+        os.close(open_private_file(dir_fd, path.parent, path.name, os.O_RDWR, "history store"))
+        for suffix in COMPANIONS:
+            check_companion(dir_fd, path.parent, path.name + suffix, "history store file")
+    except StoreError as error:
+        raise HistoryError(str(error)) from None
+
+
+def _sqlite(path: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    connection.execute("PRAGMA trusted_schema = OFF")
+    return connection
+
+
+def _check(connection: sqlite3.Connection) -> int:
+    """The store's schema version; raises DatabaseError when the file is damaged."""
+    version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+    if version <= SCHEMA_VERSION:
+        result = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if result != "ok":
+            raise sqlite3.DatabaseError(f"database disk image is malformed ({result})")
+        found = connection.execute(
+            "SELECT type, name FROM sqlite_master WHERE type NOT IN ('table', 'index')"
+        ).fetchall()
+        if found:  # gputop never creates a trigger or a view: someone else put it there
+            names = ", ".join(f"{kind} {name!r}" for kind, name in found)
+            raise HistoryError(
+                f"The history store contains {names}, which gputop never creates: someone "
+                "changed it. It was left untouched and nothing in it was run."
+            )
+    return version
+
+
+def _is_corruption(error: sqlite3.DatabaseError) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    text = str(error).lower()
+    return "not a database" in text or "malformed" in text
+
+
+def _cause(error: OSError) -> str:
+    return error.strerror.lower() if error.strerror else str(error)
+
+
+def _move_aside(path: Path, problem: str) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    counter = 1
+    while target.exists():
+        counter += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
+    try:
+        os.rename(path, target)
+        for suffix in COMPANIONS:
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(f"{path}{suffix}", f"{target}{suffix}")
+    except OSError as error:
+        raise HistoryError(
+            f"The history store {path} is damaged ({problem}) and could not be moved aside: "
+            f"{_cause(error)}. Move it away yourself to start a new store."
+        ) from None
+    return (
+        f"The history store {path} was damaged ({problem}); it was moved aside to {target} "
+        "and a new, empty store was started."
+    )

@@ -1,0 +1,221 @@
+"""Writing samples into the history store: in batches, one transaction each.
+
+The recorder hands every snapshot to ``add``; ``flush`` writes what is pending in one
+transaction (the GPU readings of each sample, and the process spans it extended: spans.py),
+so a SIGKILL loses at most the samples since the last flush and SQLite's WAL keeps the file
+whole. A write that fails (a full disk, a store made read-only) keeps the samples pending
+(up to ``max_pending``, then the oldest go) and is retried at the next flush; the person is
+told once, and told again when writing works (``WriteFailures``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gputop.core.history.schema import RAW
+from gputop.core.history.spans import OpenSpan
+from gputop.core.model import GpuProcess, GpuSample, Snapshot
+from gputop.core.safe_text import clean, clean_argv
+
+DEFAULT_MAX_PENDING = 720
+"""An hour of 5-second samples kept in memory while the store cannot be written."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSample:
+    snapshot: Snapshot
+    duration_s: float
+
+
+class WriteFailures:
+    """Says once that writing fails and once that it works again; never once per sample.
+
+    The one place that words a write failure, so that a shared "disk full / read-only,
+    reported once" helper can take its place (docs/history.md).
+    """
+
+    def __init__(self, path: Path, report: Callable[[str], None]) -> None:
+        self._path = path
+        self._report = report
+        self._failing: str | None = None
+
+    @property
+    def failing(self) -> bool:
+        return self._failing is not None
+
+    def failed(self, error: sqlite3.Error | OSError, pending: int) -> None:
+        cause = describe_write_failure(error)
+        if self._failing == cause:
+            return
+        self._failing = cause
+        self._report(
+            f"Cannot write to the history store {self._path}: {cause}. gputop keeps sampling "
+            f"and retries at every batch; {pending} sample(s) wait in memory (the oldest are "
+            "dropped after an hour)."
+        )
+
+    def succeeded(self) -> None:
+        if self._failing is not None:
+            self._failing = None
+            self._report(f"Writing to the history store {self._path} works again.")
+
+
+def describe_write_failure(error: sqlite3.Error | OSError) -> str:
+    text = str(error).lower()
+    if "full" in text or getattr(error, "errno", None) == 28:
+        return "the disk is full"
+    if "readonly" in text or "read-only" in text or "read only" in text:
+        return "the store or its directory is read-only"
+    return clean(str(error)) or type(error).__name__
+
+
+class HistoryWriter:
+    """Turns snapshots into rows; remembers the ids of strings and processes it wrote."""
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        failures: WriteFailures,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        job_of: Callable[[GpuProcess], str | None] | None = None,
+    ) -> None:
+        self._connection = connection
+        self._job_of = job_of
+        self._failures = failures
+        self._pending: deque[PendingSample] = deque(maxlen=max_pending)
+        self._strings: dict[str, int] = {}
+        self._processes: dict[tuple[int, float | None], int] = {}
+        self._open: dict[tuple[int, int], OpenSpan] = {}
+        """The span each (process id, physical index) is in, from the last sample."""
+        self._closed: list[OpenSpan] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def add(self, snapshot: Snapshot, duration_s: float) -> None:
+        self._pending.append(PendingSample(snapshot, duration_s))
+
+    def flush(self) -> bool:
+        """Write every pending sample in one transaction; False (kept pending) on failure."""
+        if not self._pending:
+            return True
+        connection = self._connection
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                for pending in self._pending:
+                    self._write(pending)
+                self._save_spans()
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+        except (sqlite3.Error, OSError) as error:
+            # What was learnt in the failed transaction was rolled back with it: the samples
+            # are written again from scratch, their processes in new spans.
+            self._strings.clear()
+            self._processes.clear()
+            self._open.clear()
+            self._closed.clear()
+            self._failures.failed(error, len(self._pending))
+            return False
+        self._pending.clear()
+        self._failures.succeeded()
+        return True
+
+    def _write(self, pending: PendingSample) -> None:
+        snapshot = pending.snapshot
+        cursor = self._connection.execute(
+            "INSERT INTO samples (t, duration_s, resolution_s) VALUES (?, ?, ?)",
+            (snapshot.timestamp, pending.duration_s, RAW),
+        )
+        sample_id = cursor.lastrowid
+        gpu_rows = []
+        seen: set[tuple[int, int]] = set()
+        for gpu in snapshot.gpus:
+            if gpu.lost or gpu.no_access:
+                continue
+            gpu_rows.append(
+                (
+                    sample_id,
+                    gpu.physical_index,
+                    self._string_id(gpu.uuid),
+                    gpu.utilization_gpu_percent,
+                    gpu.memory_used_bytes,
+                    gpu.memory_total_bytes,
+                    gpu.power_w,
+                    gpu.temperature_c,
+                )
+            )
+            self._extend_spans(gpu, snapshot.timestamp, pending.duration_s, seen)
+        for key in [key for key in self._open if key not in seen]:
+            self._closed.append(self._open.pop(key))
+        self._connection.executemany(
+            "INSERT INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)", gpu_rows
+        )
+
+    def _extend_spans(
+        self, gpu: GpuSample, end_t: float, duration_s: float, seen: set[tuple[int, int]]
+    ) -> None:
+        start_t = end_t - duration_s
+        for process in gpu.processes:
+            key = (self._process_id(process), gpu.physical_index)
+            if key in seen:  # a MIG device's process listed twice: once is enough
+                continue
+            seen.add(key)
+            span = self._open.get(key)
+            if span is None or not span.continues(start_t):
+                if span is not None:
+                    self._closed.append(span)
+                span = self._open[key] = OpenSpan(key[0], key[1], start_t, start_t)
+            span.add(end_t, duration_s, process.used_memory_bytes, process.sm_util_percent)
+
+    def _save_spans(self) -> None:
+        for span in self._closed:
+            if span.dirty:
+                span.save(self._connection)
+        self._closed.clear()
+        for span in self._open.values():
+            if span.dirty:
+                span.save(self._connection)
+
+    def _string_id(self, text: str | None) -> int | None:
+        if text is None:
+            return None
+        known = self._strings.get(text)
+        if known is not None:
+            return known
+        self._connection.execute("INSERT OR IGNORE INTO strings (text) VALUES (?)", (text,))
+        row = self._connection.execute("SELECT id FROM strings WHERE text = ?", (text,)).fetchone()
+        self._strings[text] = int(row[0])
+        return self._strings[text]
+
+    def _process_id(self, process: GpuProcess) -> int:
+        """The id of the process's row, written the first time the process is seen."""
+        key = (process.pid, process.start_time)
+        known = self._processes.get(key)
+        if known is not None:
+            return known
+        row = self._connection.execute(
+            "SELECT id FROM processes WHERE pid = ? AND start_time IS ?", key
+        ).fetchone()
+        if row is not None:
+            process_id = int(row[0])
+        else:
+            user_id = self._string_id(clean(process.user) if process.user is not None else None)
+            command = clean_argv(process.command) if process.command else None
+            job = self._job_of(process) if self._job_of is not None else None
+            cursor = self._connection.execute(
+                "INSERT INTO processes (pid, start_time, user_id, command_id, job) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (process.pid, process.start_time, user_id, self._string_id(command), job),
+            )
+            process_id = int(cursor.lastrowid or 0)
+        self._processes[key] = process_id
+        return process_id

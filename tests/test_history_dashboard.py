@@ -1,0 +1,109 @@
+"""The dashboard's sparklines start filled from a recorder's store (docs/history.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from history_helpers import holders_scenario, record_stepped
+
+from gputop.core.history.recent import dashboard_history
+from gputop.core.history.store import default_history_path
+from gputop.core.sampling.source import open_backend
+
+
+def busier(scenario: str, tmp_path: Path) -> str:
+    """The same cards at 90 % instead of 50 %: what the simulation alone would show."""
+    document = json.loads(Path(scenario).read_text())
+    for gpu in document["gpus"]:
+        gpu["utilization_gpu"] = 90
+    path = tmp_path / "busier.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def test_sparklines_start_with_what_the_recorder_stored(tmp_path: Path) -> None:
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, default_history_path(), samples=120)  # to t=600 s, at 50 %
+    backend = open_backend(busier(scenario, tmp_path), environ={"GPUTOP_FAKE_TIME": "600"})
+    try:
+        history = dashboard_history(backend.nvml)
+        series = history.series("GPU-11111111-aaaa-bbbb-cccc-000000000000", 0)
+    finally:
+        backend.close()
+    assert len(series) >= 100
+    assert set(series[-100:]) == {50}
+
+
+def test_without_a_store_the_sparklines_start_as_before(tmp_path: Path) -> None:
+    scenario = holders_scenario(tmp_path / "holders.json")
+    backend = open_backend(busier(scenario, tmp_path), environ={"GPUTOP_FAKE_TIME": "600"})
+    try:
+        series = dashboard_history(backend.nvml).series(
+            "GPU-11111111-aaaa-bbbb-cccc-000000000000", 0
+        )
+    finally:
+        backend.close()
+    assert set(series[-100:]) == {90}
+
+
+def test_a_store_with_nothing_recent_is_no_history(tmp_path: Path) -> None:
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, default_history_path(), samples=12)  # one minute, long before
+    backend = open_backend(busier(scenario, tmp_path), environ={"GPUTOP_FAKE_TIME": "86400"})
+    try:
+        series = dashboard_history(backend.nvml).series(
+            "GPU-11111111-aaaa-bbbb-cccc-000000000000", 0
+        )
+    finally:
+        backend.close()
+    assert set(series[-100:]) == {90}
+
+
+async def test_h_shows_the_highlighted_cards_use_and_who_held_it_idle_first(
+    tmp_path: Path,
+) -> None:
+    from dashboard_helpers import first_sample, make_app, plain_text
+
+    from gputop.tui.screens.card_history import CardHistoryScreen
+
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, default_history_path(), samples=720)  # the hour to t=3600 s
+    app = make_app(scenario, at_s="3600")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("right", "H")  # GPU 1: alice's eval beside bob's idle notebook
+        screen = app.screen
+        assert isinstance(screen, CardHistoryScreen)
+        while screen.shown is None:
+            await pilot.pause(0.05)
+        body = plain_text(screen.query_one("#history-body"), width=160).splitlines()
+        assert body[0].startswith("util  ") and body[1].startswith("mem   ")
+        holders = [line.split() for line in body[4:] if line.strip()]
+        assert holders[0][:4] == ["!", "bob", "held", "1:00:00"]
+        assert holders[0][-2:] == ["idle", "1:00:00"]
+        assert holders[1][:3] == ["alice", "held", "1:00:00"]
+        assert "carol" not in "\n".join(body)  # she held GPU 2, not this one
+        screen.shown = None
+        await pilot.press("3")
+        while screen.shown is None:
+            await pilot.pause(0.05)
+        assert "last 7 days" in plain_text(screen.query_one("#history-title"))
+        await pilot.press("escape")
+        assert not isinstance(app.screen, CardHistoryScreen)
+
+
+async def test_h_without_a_store_says_how_to_start_one(tmp_path: Path) -> None:
+    from dashboard_helpers import first_sample, make_app, plain_text
+
+    from gputop.tui.screens.card_history import CardHistoryScreen
+
+    app = make_app(holders_scenario(tmp_path / "holders.json"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("H")
+        screen = app.screen
+        assert isinstance(screen, CardHistoryScreen)
+        while screen.shown is None:
+            await pilot.pause(0.05)
+        assert "start 'gputop record'" in plain_text(screen.query_one("#history-body"))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,10 @@ from prometheus_helpers import (
     wait_for,
 )
 
+from gputop.cli.main import main
 from gputop.core.exporter.families import DCGM_GAUGES
+from gputop.core.history.prometheus_report import prometheus_report
+from gputop.core.history.report import ReportBy, ReportQuery
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
 from gputop.core.sampling.nvml_backend import NvmlBackend
@@ -210,3 +215,96 @@ def test_every_query_of_the_grafana_dashboard_runs_on_metrics_the_exporter_gives
         prometheus.query(query.replace("$host", ".*"))  # PromQL Prometheus accepts
     (hosts,) = prometheus.query("count by (Hostname) (gputop_samples_total)")
     assert hosts["metric"]["Hostname"] == clean(f"host{HOSTILE}")
+
+
+# -- gputop report --prometheus: the history report's rows from the same server -------------
+
+
+def _enough_history(prometheus: Prometheus, seconds: int) -> float:
+    """Wait until Prometheus holds ``seconds`` of samples; the time it does."""
+
+    def covered() -> float | None:
+        now = time.time()
+        found = prometheus.query_range("gputop_samples_total", now - seconds, now, 1.0)
+        return now if found and len(found[0]["values"]) >= seconds else None
+
+    return float(wait_for(covered, f"{seconds} s of samples in Prometheus", timeout_s=60))
+
+
+def test_report_by_user_from_prometheus_finds_the_idle_holder(prometheus: Prometheus) -> None:
+    now = _enough_history(prometheus, 6)
+    query = ReportQuery(now - 6, now, ReportBy.USER, idle_min_s=3.0)
+    rows = prometheus_report(prometheus.url, query, step_s=1.0)
+    by_user = {row.key: row for row in rows}
+    bob, alice = by_user[clean(HOSTILE_USER)], by_user["alice"]
+    assert rows[0] is bob  # idle holders first
+    assert bob.idle_held_seconds == bob.gpu_seconds >= 5.0
+    assert bob.mean_memory_bytes == 4000 * MIB and bob.mean_sm_util == 0.0
+    assert alice.idle_held_seconds == 0.0
+    assert alice.gpu_seconds == bob.gpu_seconds
+    # alice's second process and carol's are past --top 2: only their sums are exported
+    assert (alice.mean_memory_bytes, alice.peak_memory_bytes) == (8000 * MIB, 8000 * MIB)
+    assert alice.mean_sm_util == 80.0
+    assert "carol" not in by_user
+
+
+def test_a_run_shorter_than_idle_min_is_not_held_idle(prometheus: Prometheus) -> None:
+    now = _enough_history(prometheus, 4)
+    query = ReportQuery(now - 4, now, ReportBy.USER, idle_min_s=3600.0)
+    rows = prometheus_report(prometheus.url, query, step_s=1.0)
+    assert rows and all(row.idle_held_seconds == 0.0 for row in rows)
+
+
+@pytest.mark.parametrize("by", list(ReportBy))
+def test_every_report_promql_is_accepted_by_prometheus(
+    prometheus: Prometheus, by: ReportBy
+) -> None:
+    now = _enough_history(prometheus, 3)
+    rows = prometheus_report(prometheus.url, ReportQuery(now - 3, now, by), step_s=1.0)
+    keys = {row.key for row in rows}
+    expected = {
+        ReportBy.USER: {"alice", clean(HOSTILE_USER)},
+        ReportBy.GPU: {clean(f"host{HOSTILE}") + ":0"},
+        ReportBy.JOB: set(),  # no process of the scenario belongs to a job
+        ReportBy.PROCESS: {4400001, 4400002},
+    }
+    assert keys == expected[by]
+
+
+def test_gputop_report_prometheus_prints_the_reports_json(
+    prometheus: Prometheus, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _enough_history(prometheus, 3)
+    args = ["report", "--prometheus", prometheus.url, "--since", "2m", "--by", "process"]
+    assert main([*args, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["by"] == "process"
+    rows = {row["key"]: row for row in document["rows"]}
+    assert set(rows) == {4400001, 4400002}
+    assert rows[4400002]["user"] == clean(HOSTILE_USER)  # the exporter's label, cleaned
+    assert rows[4400002]["mean_memory_bytes"] == 4000 * MIB
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "4400002" in table
+    assert not CONTROL.search(table.replace("\n", ""))
+
+
+def test_report_prometheus_says_what_is_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--prometheus", "ftp://x"]) == 2
+    assert "give the server's http:// or https:// address" in capsys.readouterr().err
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    assert main(["report", "--prometheus", f"http://127.0.0.1:{port}"]) == 1
+    error = capsys.readouterr().err
+    assert f"Cannot reach Prometheus at http://127.0.0.1:{port}" in error
+    assert "Traceback" not in error
+
+
+def test_report_prometheus_refuses_a_bad_query_in_prometheuss_words(
+    prometheus: Prometheus,
+) -> None:
+    from gputop.core.history.prometheus_api import PrometheusError, query_range
+
+    with pytest.raises(PrometheusError, match="refused the query"):
+        query_range(prometheus.url, "sum by (", time.time() - 10, time.time(), 1.0)

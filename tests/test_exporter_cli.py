@@ -34,6 +34,13 @@ def _unshare_net_or_skip() -> list[str]:
     return ["unshare", "-n"]
 
 
+def _in_own_network_namespace(pid: int) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    except OSError:
+        return False
+
+
 def _listening(pid: int) -> list[tuple[str, int]]:
     """The listening TCP sockets of the network namespace ``pid`` is in, as the kernel lists
     them (``/proc/PID/net/tcp``: psutil would read this test's namespace instead)."""
@@ -66,8 +73,11 @@ def test_by_default_the_exporter_listens_on_loopback_only_on_the_documented_port
         stderr=subprocess.PIPE,
     )
     try:
-        # unshare execs the exporter: the same pid, in the namespace
-        listening = wait_for(lambda: _listening(process.pid), "the exporter to listen")
+        # unshare execs the exporter: the same pid, once in its own namespace
+        listening = wait_for(
+            lambda: _in_own_network_namespace(process.pid) and _listening(process.pid),
+            "the exporter to listen",
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=20)

@@ -8,8 +8,11 @@ what the same scenario's snapshot says. See docs/exporter.md.
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import re
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +36,7 @@ from gputop.core.history.report import ReportBy, ReportQuery
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
 from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.sampling.pid_namespace import detect_pid_namespace
 
 MIB = 1 << 20
 UUID_0 = "GPU-11111111-aaaa-bbbb-cccc-000000000000"
@@ -60,7 +64,10 @@ PROCESSES = [
 ]
 
 
-def write_scenario(directory: Path) -> str:
+def write_scenario(directory: Path, job_pid: int) -> str:
+    """GPU 0: four processes with hostile names; GPU 1: one real process of gputop job 17 in
+    Slurm job 4242 (``job_pid``), holding memory idle."""
+    job_process = {"pid": job_pid, "used_memory_mib": 300, "type": "C", "sm_util": 0}
     path = directory / "hostile.json"
     path.write_text(
         json.dumps(
@@ -71,7 +78,9 @@ def write_scenario(directory: Path) -> str:
                 "hostname": f"host{HOSTILE}",
                 "gpus": [
                     minimal_gpu(name=f"NVIDIA {HOSTILE}", processes=PROCESSES),
-                    minimal_gpu(uuid=UUID_1, pci_bus_id="00000000:08:00.0"),
+                    minimal_gpu(
+                        uuid=UUID_1, pci_bus_id="00000000:08:00.0", processes=[job_process]
+                    ),
                 ],
             }
         ),
@@ -81,8 +90,25 @@ def write_scenario(directory: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return write_scenario(tmp_path_factory.mktemp("scenario"))
+def job_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A real process of gputop job 17 and Slurm job 4242, put on GPU 1 as an NVML pid."""
+    env = {**os.environ, "GPUTOP_JOB_ID": "17", "SLURM_JOB_ID": "4242"}
+    child = subprocess.Popen(["sleep", "600"], env=env)
+    yield child
+    child.kill()
+    child.wait()
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory, job_process: subprocess.Popen[bytes]) -> str:
+    return write_scenario(tmp_path_factory.mktemp("scenario"), job_process.pid)
+
+
+@pytest.fixture
+def local_pids() -> None:
+    """The job process is seen as this machine's only outside a nested PID namespace."""
+    if detect_pid_namespace().nested:
+        pytest.skip("runs in a nested PID namespace: the job process is foreign there")
 
 
 @pytest.fixture(scope="module")
@@ -146,9 +172,11 @@ def test_each_gpu_exports_its_top_processes_and_sums_the_rest(prometheus: Promet
     kept = prometheus.query('gputop_process_memory_used_bytes{gpu="0"}')
     assert sorted(result["metric"]["pid"] for result in kept) == ["4400001", "4400002"]
     assert _by_gpu(prometheus.query("gputop_gpu_other_processes")) == {"0": 2.0, "1": 0.0}
+    (job,) = prometheus.query('gputop_process_memory_used_bytes{gpu="1"}')
+    assert float(job["value"][1]) == 300.0 * MIB
     others = prometheus.query("gputop_gpu_other_processes_memory_used_bytes")
     assert _by_gpu(others) == {"0": 1500.0 * MIB, "1": 0.0}
-    assert _by_gpu(prometheus.query("gputop_gpu_processes")) == {"0": 4.0, "1": 0.0}
+    assert _by_gpu(prometheus.query("gputop_gpu_processes")) == {"0": 4.0, "1": 1.0}
 
 
 def test_process_series_name_user_and_command_cleaned(prometheus: Prometheus) -> None:
@@ -162,7 +190,8 @@ def test_process_series_name_user_and_command_cleaned(prometheus: Prometheus) ->
 
 def test_users_totals_count_every_process_and_memory_held_idle(prometheus: Prometheus) -> None:
     def by_user(name: str) -> dict[str, float]:
-        return {r["metric"]["user"]: float(r["value"][1]) for r in prometheus.query(name)}
+        found = {r["metric"]["user"]: float(r["value"][1]) for r in prometheus.query(name)}
+        return {user: value for user, value in found.items() if user in ("alice", bob, "carol")}
 
     bob = clean(HOSTILE_USER)
     assert by_user("gputop_user_memory_used_bytes") == {
@@ -178,7 +207,7 @@ def test_users_totals_count_every_process_and_memory_held_idle(prometheus: Prome
     assert by_user("gputop_user_processes") == {"alice": 2.0, bob: 1.0, "carol": 1.0}
     assert _by_gpu(prometheus.query("gputop_gpu_idle_held_memory_bytes")) == {
         "0": 4500.0 * MIB,
-        "1": 0.0,
+        "1": 300.0 * MIB,
     }
 
 
@@ -255,20 +284,37 @@ def test_a_run_shorter_than_idle_min_is_not_held_idle(prometheus: Prometheus) ->
     assert rows and all(row.idle_held_seconds == 0.0 for row in rows)
 
 
+@pytest.mark.usefixtures("local_pids")
 @pytest.mark.parametrize("by", list(ReportBy))
-def test_every_report_promql_is_accepted_by_prometheus(
-    prometheus: Prometheus, by: ReportBy
+def test_the_report_holds_each_holder_prometheus_has(
+    prometheus: Prometheus, by: ReportBy, job_process: subprocess.Popen[bytes]
 ) -> None:
     now = _enough_history(prometheus, 3)
     rows = prometheus_report(prometheus.url, ReportQuery(now - 3, now, by), step_s=1.0)
-    keys = {row.key for row in rows}
+    me = pwd.getpwuid(os.getuid()).pw_name
+    host = clean(f"host{HOSTILE}")
     expected = {
-        ReportBy.USER: {"alice", clean(HOSTILE_USER)},
-        ReportBy.GPU: {clean(f"host{HOSTILE}") + ":0"},
-        ReportBy.JOB: set(),  # no process of the scenario belongs to a job
-        ReportBy.PROCESS: {4400001, 4400002},
+        ReportBy.USER: {"alice", clean(HOSTILE_USER), me},
+        ReportBy.GPU: {f"{host}:0", f"{host}:1"},
+        ReportBy.JOB: {"gputop:17"},  # its gputop job before its Slurm job, as the store's
+        ReportBy.PROCESS: {4400001, 4400002, job_process.pid},
     }
-    assert keys == expected[by]
+    assert {row.key for row in rows} == expected[by]
+
+
+@pytest.mark.usefixtures("local_pids")
+def test_the_job_process_is_labelled_with_both_its_jobs(
+    prometheus: Prometheus, job_process: subprocess.Popen[bytes]
+) -> None:
+    (series,) = prometheus.query(f'gputop_process_memory_used_bytes{{pid="{job_process.pid}"}}')
+    assert (series["metric"]["gputop_job"], series["metric"]["slurm_job"]) == ("17", "4242")
+    now = _enough_history(prometheus, 4)
+    (job,) = prometheus_report(
+        prometheus.url, ReportQuery(now - 4, now, ReportBy.JOB, idle_min_s=2.0), step_s=1.0
+    )
+    assert job.key == "gputop:17"
+    assert job.mean_memory_bytes == 300 * MIB
+    assert job.idle_held_seconds == job.gpu_seconds > 0
 
 
 def test_gputop_report_prometheus_prints_the_reports_json(
@@ -280,7 +326,7 @@ def test_gputop_report_prometheus_prints_the_reports_json(
     document = json.loads(capsys.readouterr().out)
     assert document["by"] == "process"
     rows = {row["key"]: row for row in document["rows"]}
-    assert set(rows) == {4400001, 4400002}
+    assert {4400001, 4400002} <= set(rows)
     assert rows[4400002]["user"] == clean(HOSTILE_USER)  # the exporter's label, cleaned
     assert rows[4400002]["mean_memory_bytes"] == 4000 * MIB
     assert main(args) == 0

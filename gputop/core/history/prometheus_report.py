@@ -13,10 +13,9 @@ Only processes the exporter wrote one by one are seen (its ``--top`` per card). 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gputop.core.history.prometheus_api import MAX_POINTS, Series, query_range
+from gputop.core.history.prometheus_api import MAX_POINTS, query_range
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow
 
 IDLE_SM_PERCENT = 5
@@ -32,8 +31,6 @@ HOLDER_LABELS = {
     ReportBy.JOB: ("gputop_job", "slurm_job"),
     ReportBy.PROCESS: ("pid", "user", "command"),
 }
-
-Query = Callable[[str, float, float, float], list[Series]]
 
 
 def report_promql(by: ReportBy) -> dict[str, str]:
@@ -60,18 +57,11 @@ def step_for(query: ReportQuery) -> float:
     return max(MIN_STEP_S, (query.until - query.since) / MAX_POINTS)
 
 
-def prometheus_report(
-    url: str, query: ReportQuery, step_s: float | None = None, fetch: Query | None = None
-) -> list[ReportRow]:
+def prometheus_report(url: str, query: ReportQuery, step_s: float | None = None) -> list[ReportRow]:
     """The report's rows for ``query`` from the Prometheus server at ``url``."""
     step = step_s if step_s is not None else step_for(query)
-
-    def run(promql: str, start: float, end: float, step: float) -> list[Series]:
-        return query_range(url, promql, start, end, step)
-
-    ask = fetch or run
     figures = {
-        name: ask(promql, query.since, query.until, step)
+        name: query_range(url, promql, query.since, query.until, step)
         for name, promql in report_promql(query.by).items()
     }
     holders: dict[tuple[str, ...], _Holder] = {}

@@ -78,6 +78,18 @@ def test_a_lost_gpu_is_counted_and_marked(fake_backend: Callable[..., NvmlBacken
     assert "2" not in {s.labels["gpu"] for s in temperatures}  # no reading, no series
 
 
+def test_entries_with_impossible_pids_are_counted_per_gpu(
+    scenario_file: Callable[..., str], fake_backend: Callable[..., NvmlBackend]
+) -> None:
+    def process(pid: int) -> dict[str, object]:
+        return {"pid": pid, "used_memory_mib": 10, "type": "C", "user": "u", "cmd": ["x"]}
+
+    path = scenario_file([minimal_gpu(processes=[process(0), process(2**31), process(4400001)])])
+    collector = collected(fake_backend(path).sample())
+    assert [s.value for s in samples(collector, "gputop_gpu_processes_dropped")] == [2.0]
+    assert [s.value for s in samples(collector, "gputop_gpu_processes")] == [1.0]
+
+
 def test_failed_samples_are_counted_and_the_last_good_one_still_served(
     fake_backend: Callable[..., NvmlBackend],
 ) -> None:

@@ -169,3 +169,13 @@ def test_tls_serves_the_metrics_over_https_with_the_given_certificate(tmp_path: 
 def test_tls_needs_both_files(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["exporter", "--fake", "demo", "--tls-cert", "x.pem"]) == 2
     assert "--tls-cert and --tls-key go together" in capsys.readouterr().err
+
+
+def test_scrapes_are_answered_from_the_newest_sample_never_by_sampling_again() -> None:
+    args = ("--fake", "demo", "--listen", "127.0.0.1:0", "--interval", "3600")
+    with running_exporter(*args) as exporter:
+        for _ in range(5):
+            exposition = exporter.scrape()
+    assert 'gputop_samples_total{Hostname="' in exposition
+    (count,) = [line for line in exposition.splitlines() if line.startswith("gputop_samples_total")]
+    assert count.endswith(" 1.0")  # five scrapes, one sample (taken at start)

@@ -11,6 +11,7 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 
 from gputop.cli.arg_types import count, seconds
@@ -75,13 +76,16 @@ def run(args: argparse.Namespace) -> int:
         collector = SnapshotCollector(top=args.top)
         stop = threading.Event()
         _stop_on_signals(stop)
+        sampled_at = time.monotonic()
         problem = sample_once(backend.sample, collector)  # the first scrape has a sample
         if problem is not None:
             _say(problem)
         with serve(collector, address, args.tls_cert, args.tls_key) as port:
             scheme = "https" if args.tls_cert else "http"
             _announce(address, address.url(port, scheme))
-            sample_until(backend.sample, collector, args.interval, stop, _say)
+            sample_until(
+                backend.sample, collector, args.interval, stop, _say, sampled_at=sampled_at
+            )
     finally:
         backend.close()
     return 0

@@ -93,10 +93,16 @@ def sample_until(
     interval_s: float,
     stop: threading.Event,
     report: Callable[[str], None],
+    *,
+    sampled_at: float | None = None,
 ) -> None:
     """Sample every ``interval_s`` until ``stop`` is set; a failure is counted, said once
-    through ``report`` until a sample succeeds again, and retried at the next interval."""
+    through ``report`` until a sample succeeds again, and retried at the next interval.
+    ``sampled_at`` (``time.monotonic()``): a sample was just taken, the first waits for its
+    interval to end."""
     said_failure = False
+    if sampled_at is not None:
+        stop.wait(max(0.0, interval_s - (time.monotonic() - sampled_at)))
     while not stop.is_set():
         started = time.monotonic()
         problem = sample_once(sample, collector)

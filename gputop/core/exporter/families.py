@@ -151,6 +151,10 @@ def _gpu_state_families(
     no_access = gauge("gputop_gpu_no_access", "1 when NVML refused this process the GPU.")
     failed = gauge("gputop_gpu_sample_error", "1 when the newest reading of the GPU failed.")
     processes = gauge("gputop_gpu_processes", "Processes on the GPU (every one, kept or not).")
+    dropped = gauge(
+        "gputop_gpu_processes_dropped",
+        "Entries NVML listed with an impossible pid (0, or 2**31 and above), left out.",
+    )
     idle = gauge(
         "gputop_gpu_idle_held_memory_bytes",
         "Memory held by processes whose SM utilization is under 5 %.",
@@ -176,11 +180,12 @@ def _gpu_state_families(
         if held is None:  # NVML would not list them: unknown, not none
             continue
         processes.add_metric(labels, float(len(held.top) + held.other_count))
+        dropped.add_metric(labels, float(gpu.processes_dropped))
         idle.add_metric(labels, float(held.idle_held_bytes))
         others.add_metric(labels, float(held.other_count))
         other_memory.add_metric(labels, float(held.other_memory_bytes))
         other_sm.add_metric(labels, float(held.other_sm_percent))
-    return [lost, no_access, failed, processes, idle, others, other_memory, other_sm]
+    return [lost, no_access, failed, processes, dropped, idle, others, other_memory, other_sm]
 
 
 def _process_families(

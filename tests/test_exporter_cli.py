@@ -179,3 +179,14 @@ def test_scrapes_are_answered_from_the_newest_sample_never_by_sampling_again() -
     assert 'gputop_samples_total{Hostname="' in exposition
     (count,) = [line for line in exposition.splitlines() if line.startswith("gputop_samples_total")]
     assert count.endswith(" 1.0")  # five scrapes, one sample (taken at start)
+
+
+def test_report_prometheus_at_a_server_that_is_not_prometheus_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ("--fake", "demo", "--listen", "127.0.0.1:0", "--interval", "3600")
+    with running_exporter(*args) as exporter:  # answers text, not the API's JSON
+        server = exporter.url.removesuffix("/metrics")
+        assert main(["report", "--prometheus", server]) == 1
+    error = capsys.readouterr().err
+    assert f"{server} did not answer as Prometheus's API does (not JSON)" in error

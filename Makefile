@@ -35,11 +35,13 @@ check: $(STAMP)
 	$(BIN)/mypy
 
 ## make bench: start-up, CPU, bytes, memory and key latency on dgx-h100 with 200 live
-## processes, beside a bare Textual app (and nvitop, with NVITOP_PYTHON=a Python that has it)
+## processes, beside a bare Textual app (and nvitop, with NVITOP_PYTHON=a Python that has it);
+## then the exporter's scrape time and CPU on the same scenario (tests/bench/exporter_bench.py)
 NVITOP_PYTHON ?=
 bench: $(STAMP)
 	$(BIN)/python tests/bench/dashboard_bench.py $(if $(NVITOP_PYTHON),--nvitop $(NVITOP_PYTHON))
 	$(BIN)/python tests/bench/history_bench.py
+	$(BIN)/python tests/bench/exporter_bench.py
 
 ## make dist: the sdist and the wheel of gputop-dash in dist/ (README, Install)
 dist: $(STAMP)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from gputop.cli import (
     agent_command,
     dashboard,
+    exporter_command,
     hosts_command,
     jobs_command,
     map_command,
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     hosts_command.add_parser(commands, common)
     record_command.add_parser(commands, common)
     report_command.add_parser(commands, common)
+    exporter_command.add_parser(commands, common)
     return parser
 
 

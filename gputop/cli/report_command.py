@@ -48,6 +48,12 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     add_db_argument(parser)
     parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="answer from this Prometheus server (every host it scrapes with 'gputop "
+        "exporter') instead of the local store; see docs/exporter.md",
+    )
+    parser.add_argument(
         "--since",
         default="24h",
         metavar="WHEN",
@@ -90,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
             "that starts before it ends, e.g. --since 7d --until 1d."
         )
     query = ReportQuery(since, until, ReportBy(args.by), args.idle_min)
+    if args.prometheus is not None:
+        return _print_prometheus_report(args, query)
     path = args.db if args.db is not None else default_history_path()
     connection = open_for_reading(path)
     try:
@@ -118,6 +126,22 @@ def _print_report(
         if args.plot:
             print()
             print(render_plot(series, *(span or (since, until)), columns))
+    return 0
+
+
+def _print_prometheus_report(args: argparse.Namespace, query: ReportQuery) -> int:
+    from gputop.core.history.prometheus_api import check_url
+    from gputop.core.history.prometheus_report import prometheus_report
+
+    if args.db is not None or args.plot:
+        raise UsageError("--prometheus answers from Prometheus: --db and --plot read the store.")
+    rows = prometheus_report(check_url(args.prometheus), query)
+    if args.json:
+        print(strict_json(report_to_json(query, rows), indent=2))
+    elif args.csv:
+        _write_csv(rows)
+    else:
+        print(render_table(query, rows))
     return 0
 
 

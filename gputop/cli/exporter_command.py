@@ -1,0 +1,114 @@
+"""``gputop exporter``: serve this machine's GPUs as Prometheus metrics (docs/exporter.md).
+
+One sampling loop reads the GPUs every ``--interval`` through the one sampler; each scrape
+of ``/metrics`` is answered from the newest sample, in the text format prometheus_client
+writes. SIGTERM or Ctrl-C stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+
+from gputop.cli.arg_types import count, seconds
+from gputop.core.errors import UsageError
+from gputop.core.exporter.listen import DEFAULT_LISTEN, ListenAddress, parse_listen
+from gputop.core.exporter.processes import DEFAULT_TOP, MAX_TOP
+from gputop.core.safe_text import clean
+from gputop.core.sampling.source import open_backend
+
+DEFAULT_INTERVAL_S = 15.0
+MIN_INTERVAL_S = 0.2
+MAX_INTERVAL_S = 3600.0
+
+
+def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "exporter",
+        parents=[parent],
+        help="serve this machine's GPUs, processes, users and jobs as Prometheus metrics",
+        description="Serve /metrics for Prometheus: dcgm-exporter's GPU metrics and labels, "
+        "and gputop's own (processes with their users and jobs, memory held idle, per-user "
+        "totals, lost GPUs). Listens on this machine only unless --listen says otherwise; "
+        "see docs/exporter.md.",
+    )
+    parser.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve on (default {DEFAULT_LISTEN}: this machine only; port 0 "
+        "picks a free one)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),
+        default=DEFAULT_INTERVAL_S,
+        metavar="SECONDS",
+        help=f"seconds between samples of the GPUs (default {DEFAULT_INTERVAL_S:g}, "
+        f"{MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g})",
+    )
+    parser.add_argument(
+        "--top",
+        type=count(1, MAX_TOP),
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"processes per GPU exported one by one, the largest first (default {DEFAULT_TOP});"
+        " the rest are summed",
+    )
+    parser.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
+    parser.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    address = parse_listen(args.listen)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise UsageError("--tls-cert and --tls-key go together: give both, or neither.")
+    from gputop.core.exporter.collector import SnapshotCollector, sample_once, sample_until
+    from gputop.core.exporter.server import serve
+
+    backend = open_backend(args.fake)
+    try:
+        collector = SnapshotCollector(top=args.top)
+        stop = threading.Event()
+        _stop_on_signals(stop)
+        sampled_at = time.monotonic()
+        problem = sample_once(backend.sample, collector)  # the first scrape has a sample
+        if problem is not None:
+            _say(problem)
+        with serve(collector, address, args.tls_cert, args.tls_key) as port:
+            scheme = "https" if args.tls_cert else "http"
+            _announce(address, address.url(port, scheme))
+            sample_until(
+                backend.sample, collector, args.interval, stop, _say, sampled_at=sampled_at
+            )
+    finally:
+        backend.close()
+    return 0
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def _announce(address: ListenAddress, url: str) -> None:
+    print(f"gputop exporter: serving {url}", file=sys.stderr, flush=True)
+    if not address.is_loopback:
+        print(
+            "gputop exporter: this address is reachable from other machines; the metrics name "
+            "users and commands (docs/exporter.md shows an SSH tunnel or a reverse proxy).",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _say(message: str) -> None:
+    print(f"gputop exporter: {clean(message)}", file=sys.stderr, flush=True)

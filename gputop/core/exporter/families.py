@@ -1,0 +1,291 @@
+"""One snapshot as Prometheus metric families, under dcgm-exporter's names where they overlap.
+
+A dashboard built for NVIDIA's dcgm-exporter charts ``DCGM_FI_DEV_*`` with the labels
+``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName`` and ``Hostname``, in
+dcgm-exporter's units (MiB, MHz, W, °C, %): gputop writes those the same way, so such a
+dashboard works unchanged. What only gputop knows (processes with their users and jobs,
+memory held idle, per-user totals, lost GPUs, sampling errors) is under ``gputop_``, in
+base units. A reading that is not available is left out, never written as 0 or NaN.
+Every label value from outside passes ``labels.label``. The list is docs/exporter.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from gputop.core.exporter.jobs import NO_JOBS, ProcessJobs
+from gputop.core.exporter.labels import command_label, label
+from gputop.core.exporter.processes import (
+    GpuProcesses,
+    ProcessUse,
+    bound_processes,
+    process_uses,
+    user_totals,
+)
+from gputop.core.model import GpuSample, Snapshot
+
+MIB = 1 << 20
+GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+PROCESS_LABELS = ("gpu", "UUID", "Hostname", "pid", "user", "command", "gputop_job", "slurm_job")
+USER_LABELS = ("Hostname", "user")
+HOST_LABELS = ("Hostname",)
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What the sampling loop counted since the exporter started."""
+
+    samples: int = 0
+    sampling_errors: int = 0
+    last_sample_duration_s: float | None = None
+
+
+Reading = Callable[[GpuSample], "float | int | None"]
+
+
+def _mib(value: int | None) -> float | None:
+    return None if value is None else value / MIB
+
+
+DCGM_GAUGES: tuple[tuple[str, str, Reading], ...] = (
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda g: g.utilization_gpu_percent),
+    (
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "Memory utilization (in %).",
+        lambda g: g.utilization_memory_percent,
+    ),
+    ("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", lambda g: g.encoder_util_percent),
+    ("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", lambda g: g.decoder_util_percent),
+    (
+        "DCGM_FI_DEV_FB_USED",
+        "Framebuffer memory used (in MiB).",
+        lambda g: _mib(g.memory_used_bytes),
+    ),
+    (
+        "DCGM_FI_DEV_FB_FREE",
+        "Framebuffer memory free (in MiB).",
+        lambda g: _mib(g.memory_free_bytes),
+    ),
+    (
+        "DCGM_FI_DEV_FB_TOTAL",
+        "Framebuffer memory total (in MiB).",
+        lambda g: _mib(g.memory_total_bytes),
+    ),
+    (
+        "DCGM_FI_DEV_FB_RESERVED",
+        "Framebuffer memory reserved (in MiB).",
+        lambda g: _mib(g.memory_reserved_bytes),
+    ),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda g: g.temperature_c),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda g: g.power_w),
+    (
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "Power management limit (in W).",
+        lambda g: g.power_limit_w,
+    ),
+    ("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in % of its rated speed).", lambda g: g.fan_percent),
+    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda g: g.clocks.sm_mhz),
+    ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", lambda g: g.clocks.memory_mhz),
+    ("DCGM_FI_DEV_PSTATE", "Performance state (0 to 15).", lambda g: g.performance_state),
+    (
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "Uncorrectable (double-bit) ECC errors since the driver loaded.",
+        lambda g: g.ecc_uncorrected_volatile,
+    ),
+)
+
+
+def gpu_labels(gpu: GpuSample, host: str) -> list[str]:
+    """dcgm-exporter's labels for one GPU: ``device`` is ``nvidia<physical index>``."""
+    return [
+        str(gpu.physical_index),
+        label(gpu.uuid),
+        label(gpu.pci_bus_id),
+        f"nvidia{gpu.physical_index}",
+        label(gpu.name),
+        host,
+    ]
+
+
+def snapshot_families(
+    snapshot: Snapshot,
+    *,
+    top: int,
+    jobs: Mapping[int, ProcessJobs],
+    counts: Counts,
+) -> list[Metric]:
+    """Every family for ``snapshot``, at most ``top`` process series per GPU."""
+    host = label(snapshot.host)
+    families = list(_dcgm_families(snapshot, host))
+    per_gpu = [(gpu, process_uses(gpu)) for gpu in snapshot.gpus if gpu.processes_listed]
+    bounded = {gpu.physical_index: bound_processes(uses, top) for gpu, uses in per_gpu}
+    families += _gpu_state_families(snapshot, host, bounded)
+    families += _process_families(snapshot, host, bounded, jobs)
+    families += _user_families(host, per_gpu)
+    families += _exporter_families(snapshot, host, counts)
+    return families
+
+
+def _dcgm_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
+    labelled = [(gpu, gpu_labels(gpu, host)) for gpu in snapshot.gpus]
+    for name, help_text, reading in DCGM_GAUGES:
+        family = GaugeMetricFamily(name, help_text, labels=GPU_LABELS)
+        for gpu, labels in labelled:
+            value = reading(gpu)
+            if value is not None and math.isfinite(value):
+                family.add_metric(labels, float(value))
+        yield family
+
+
+def _gpu_state_families(
+    snapshot: Snapshot, host: str, bounded: Mapping[int, GpuProcesses]
+) -> list[Metric]:
+    def gauge(name: str, help_text: str) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, help_text, labels=GPU_LABELS)
+
+    lost = gauge("gputop_gpu_lost", "1 when the GPU fell off the bus or stopped answering.")
+    no_access = gauge("gputop_gpu_no_access", "1 when NVML refused this process the GPU.")
+    failed = gauge("gputop_gpu_sample_error", "1 when the newest reading of the GPU failed.")
+    processes = gauge("gputop_gpu_processes", "Processes on the GPU (every one, kept or not).")
+    dropped = gauge(
+        "gputop_gpu_processes_dropped",
+        "Entries NVML listed with an impossible pid (0, or 2**31 and above), left out.",
+    )
+    idle = gauge(
+        "gputop_gpu_idle_held_memory_bytes",
+        "Memory held by processes whose SM utilization is under 5 %.",
+    )
+    others = gauge(
+        "gputop_gpu_other_processes",
+        "Processes past the exporter's --top on this GPU, not exported one by one.",
+    )
+    other_memory = gauge(
+        "gputop_gpu_other_processes_memory_used_bytes",
+        "GPU memory of the processes past --top, summed.",
+    )
+    other_sm = gauge(
+        "gputop_gpu_other_processes_sm_util_percent",
+        "SM utilization of the processes past --top, summed (in %).",
+    )
+    for gpu in snapshot.gpus:
+        labels = gpu_labels(gpu, host)
+        lost.add_metric(labels, 1.0 if gpu.lost else 0.0)
+        no_access.add_metric(labels, 1.0 if gpu.no_access else 0.0)
+        failed.add_metric(labels, 1.0 if gpu.sample_error is not None else 0.0)
+        held = bounded.get(gpu.physical_index)
+        if held is None:  # NVML would not list them: unknown, not none
+            continue
+        processes.add_metric(labels, float(len(held.top) + held.other_count))
+        dropped.add_metric(labels, float(gpu.processes_dropped))
+        idle.add_metric(labels, float(held.idle_held_bytes))
+        others.add_metric(labels, float(held.other_count))
+        other_memory.add_metric(labels, float(held.other_memory_bytes))
+        other_sm.add_metric(labels, float(held.other_sm_percent))
+    return [lost, no_access, failed, processes, dropped, idle, others, other_memory, other_sm]
+
+
+def _process_families(
+    snapshot: Snapshot,
+    host: str,
+    bounded: Mapping[int, GpuProcesses],
+    jobs: Mapping[int, ProcessJobs],
+) -> list[Metric]:
+    memory = GaugeMetricFamily(
+        "gputop_process_memory_used_bytes",
+        "GPU memory a process holds on a GPU.",
+        labels=PROCESS_LABELS,
+    )
+    sm = GaugeMetricFamily(
+        "gputop_process_sm_util_percent",
+        "SM utilization of a process on a GPU (in %).",
+        labels=PROCESS_LABELS,
+    )
+    for gpu in snapshot.gpus:
+        held = bounded.get(gpu.physical_index)
+        if held is None:
+            continue
+        for use in held.top:
+            labels = _process_labels(gpu, host, use, jobs.get(use.process.pid, NO_JOBS))
+            if use.memory_used_bytes is not None:
+                memory.add_metric(labels, float(use.memory_used_bytes))
+            if use.sm_util_percent is not None:
+                sm.add_metric(labels, float(use.sm_util_percent))
+    return [memory, sm]
+
+
+def _process_labels(gpu: GpuSample, host: str, use: ProcessUse, jobs: ProcessJobs) -> list[str]:
+    process = use.process
+    return [
+        str(gpu.physical_index),
+        label(gpu.uuid),
+        host,
+        str(process.pid),
+        label(process.user),
+        command_label(process.command),
+        "" if jobs.gputop_job is None else str(jobs.gputop_job),
+        "" if jobs.slurm_job is None else str(jobs.slurm_job),
+    ]
+
+
+def _user_families(host: str, per_gpu: list[tuple[GpuSample, list[ProcessUse]]]) -> list[Metric]:
+    memory = GaugeMetricFamily(
+        "gputop_user_memory_used_bytes",
+        "GPU memory a user's processes hold, over every GPU.",
+        labels=USER_LABELS,
+    )
+    idle = GaugeMetricFamily(
+        "gputop_user_idle_held_memory_bytes",
+        "GPU memory a user's processes hold while their SM utilization is under 5 %.",
+        labels=USER_LABELS,
+    )
+    processes = GaugeMetricFamily(
+        "gputop_user_processes", "A user's GPU processes.", labels=USER_LABELS
+    )
+    gpus = GaugeMetricFamily(
+        "gputop_user_gpus", "GPUs on which a user has a process.", labels=USER_LABELS
+    )
+    totals = user_totals((gpu.physical_index, uses) for gpu, uses in per_gpu)
+    for user, total in sorted(totals.items()):
+        labels = [host, label(user)]
+        memory.add_metric(labels, float(total.memory_used_bytes))
+        idle.add_metric(labels, float(total.idle_held_bytes))
+        processes.add_metric(labels, float(len(total.pids)))
+        gpus.add_metric(labels, float(len(total.gpus)))
+    return [memory, idle, processes, gpus]
+
+
+def _exporter_families(snapshot: Snapshot, host: str, counts: Counts) -> list[Metric]:
+    samples = CounterMetricFamily(
+        "gputop_samples", "Samples the exporter took of every GPU.", labels=HOST_LABELS
+    )
+    samples.add_metric([host], float(counts.samples))
+    errors = CounterMetricFamily(
+        "gputop_sampling_errors",
+        "Samples that failed, and GPU readings that failed within a sample.",
+        labels=HOST_LABELS,
+    )
+    errors.add_metric([host], float(counts.sampling_errors))
+    lost = GaugeMetricFamily(
+        "gputop_gpus_lost", "GPUs lost, in the newest sample.", labels=HOST_LABELS
+    )
+    lost.add_metric([host], float(sum(gpu.lost for gpu in snapshot.gpus)))
+    stamp = GaugeMetricFamily(
+        "gputop_last_sample_timestamp_seconds",
+        "When the newest sample was taken (seconds since the epoch).",
+        labels=HOST_LABELS,
+    )
+    stamp.add_metric([host], snapshot.timestamp)
+    families: list[Metric] = [samples, errors, lost, stamp]
+    if counts.last_sample_duration_s is not None:
+        duration = GaugeMetricFamily(
+            "gputop_sample_duration_seconds",
+            "How long the newest sample took.",
+            labels=HOST_LABELS,
+        )
+        duration.add_metric([host], counts.last_sample_duration_s)
+        families.append(duration)
+    return families

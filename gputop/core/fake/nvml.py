@@ -22,6 +22,7 @@ from gputop.core.fake.device_calls import DeviceCalls
 from gputop.core.fake.mig_calls import MigCalls
 from gputop.core.fake.process_calls import SimulatedProcess
 from gputop.core.fake.scenario_types import Scenario
+from gputop.core.fake.usage_calls import UsageCalls
 
 __all__ = ["FakeDeviceHandle", "FakeNvml", "SimulatedProcess"]
 
@@ -29,7 +30,7 @@ _PYNVML_HELPERS = frozenset({"nvmlStructToFriendlyObject", "nvmlExceptionClass"}
 """pynvml functions named ``nvml*`` that are pure Python, not calls into the library."""
 
 
-class FakeNvml(DeviceCalls, MigCalls, CCalls):
+class FakeNvml(DeviceCalls, MigCalls, CCalls, UsageCalls):
     """A pynvml-shaped object simulating the GPUs of ``scenario``.
 
     ``frozen_time`` pins the scenario clock (seconds since the scenario started) so that

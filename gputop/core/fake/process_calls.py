@@ -18,7 +18,9 @@ from typing import Any
 import pynvml
 
 from gputop.core.fake.base import FakeDeviceHandle, FakeNvmlBase, nvml_error, nvml_function
+from gputop.core.fake.pinned import PinnedScanner
 from gputop.core.fake.scenario_types import ScenarioProcess
+from gputop.core.fake.signals import Signal
 
 NOT_ON_MIG = 0xFFFFFFFF
 """The instance id NVML reports for a process that is not on a MIG device."""
@@ -163,12 +165,52 @@ class ProcessCalls(FakeNvmlBase):
         gpu = self._gpu(handle)
         mig = self._mig(handle)
         if mig is not None:
-            for process in mig.processes:
+            for process in (*mig.processes, *self._pinned_to(mig.uuid, mig.processes)):
                 yield process, (mig.gpu_instance_id, mig.compute_instance_id)
             return
-        for process in gpu.processes:
+        for process in (*gpu.processes, *self._pinned_to(gpu.uuid, gpu.processes)):
             yield process, (NOT_ON_MIG, NOT_ON_MIG)
         if gpu.mig_mode is not None and gpu.mig_mode[0] == 1:
             for device in gpu.mig_devices:
-                for process in device.processes:
+                pinned = self._pinned_to(device.uuid, device.processes)
+                for process in (*device.processes, *pinned):
                     yield process, (device.gpu_instance_id, device.compute_instance_id)
+
+    @functools.cached_property
+    def _pinned_scanner(self) -> PinnedScanner | None:
+        """Only a scenario with a ``job_profile`` lists live pinned processes (pinned.py)."""
+        if self._scenario.job_profile is None:
+            return None
+        uuids = [gpu.uuid for gpu in self._scenario.gpus]
+        uuids += [mig.uuid for gpu in self._scenario.gpus for mig in gpu.mig_devices]
+        return PinnedScanner(uuids)
+
+    def _pinned_to(
+        self, uuid: str, listed: tuple[ScenarioProcess, ...]
+    ) -> tuple[ScenarioProcess, ...]:
+        """The live processes pinned to the card ``uuid``, as compute processes with the
+        scenario's job profile at their age (times the fake's speed)."""
+        scanner = self._pinned_scanner
+        profile = self._scenario.job_profile
+        if scanner is None or profile is None:
+            return ()
+        taken = {process.pid for process in listed}
+        result = []
+        for pinned in scanner.processes():
+            if uuid not in pinned.uuids or pinned.pid in taken:
+                continue
+            age = pinned.age_s * self.speed
+
+            def at_age(signal: Signal | None, age: float = age) -> Signal | None:
+                return None if signal is None else Signal.constant(signal.value_at(age))
+
+            result.append(
+                ScenarioProcess(
+                    pid=pinned.pid,
+                    type="C",
+                    used_memory_mib=at_age(profile.used_memory_mib),
+                    sm_util=at_age(profile.sm_util),
+                    mem_util=at_age(profile.mem_util),
+                )
+            )
+        return tuple(result)

@@ -16,10 +16,15 @@ Extensions to the contract, all optional:
 - top level and per GPU ``function_errors`` (``{"nvmlX": "NOT_SUPPORTED"}``): the NVML
   error a function returns (all GPUs, or that GPU), e.g. LIBRARY_NOT_FOUND for
   ``nvmlSystemGetCudaDriverVersion_v2`` in a container without libcuda;
+- per GPU ``accounting_mode`` (true/false): the driver's accounting mode, for
+  ``nvmlDeviceGetAccountingStats`` (fake/usage_calls.py);
 - per GPU ``memory_reserved_mib``: memory the driver sets aside (in v1 "used", apart in v2);
 - process ``type`` ``"M+C"``: an MPS client, listed by the MPS call only; ``pid`` 0 and
   pids of 2**31 and above are accepted to imitate a driver reporting impossible pids;
 - ``performance_state`` 32 (unknown), ``nvlink_count`` up to 255;
+- top level ``job_profile`` (``used_memory_mib``, ``sm_util``, ``mem_util``: signals on
+  the process's age): a live process pinned to simulated cards by UUID is listed on them
+  (fake/pinned.py), so a launched job appears on its cards;
 - any key starting with ``_`` is ignored, for comments. Other unknown keys are errors, so a
   misspelt field is caught instead of reading as "not supported".
 
@@ -45,6 +50,7 @@ from gputop.core.fake.scenario_types import (
     DEFAULT_START_TIME,
     PROCESS_TYPES,
     ClockSignals,
+    JobProfile,
     MaxClocks,
     Scenario,
     ScenarioGpu,
@@ -89,6 +95,7 @@ _TOP_KEYS = (
     "missing_functions",
     "function_errors",
     "start_time",
+    "job_profile",
     "gpus",
 )
 _READINGS = (
@@ -131,9 +138,11 @@ _GPU_KEYS = (
     "lost_after_s",
     "no_permission",
     "function_errors",
+    "accounting_mode",
     *_READINGS,
 )
 _CLOCK_KEYS = ("graphics", "sm", "mem", "video")
+_JOB_PROFILE_KEYS = ("used_memory_mib", "sm_util", "mem_util")
 _PROCESS_KEYS = (
     "pid",
     "used_memory_mib",
@@ -231,7 +240,15 @@ def parse_scenario(data: Any, path: str) -> Scenario:
         missing_functions=_function_names(top, "missing_functions"),
         function_errors=_function_errors(top, "function_errors"),
         start_time=DEFAULT_START_TIME if start_time is None else start_time,
+        job_profile=_job_profile(top),
     )
+
+
+def _job_profile(top: ObjectReader) -> JobProfile | None:
+    profile = top.child("job_profile", _JOB_PROFILE_KEYS)
+    if profile is None:
+        return None
+    return JobProfile(**{key: profile.signal(key) for key in _JOB_PROFILE_KEYS})
 
 
 def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
@@ -291,6 +308,7 @@ def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
         lost_after_s=gpu.number("lost_after_s"),
         no_permission=_function_names(gpu, "no_permission"),
         function_errors=_function_errors(gpu, "function_errors"),
+        accounting_mode=gpu.flag("accounting_mode"),
         **readings,
     )
 

@@ -48,6 +48,16 @@ class ScenarioProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class JobProfile:
+    """What a live process pinned to simulated cards shows on each (fake/pinned.py); the
+    signals run on the process's age in seconds, not on the scenario clock."""
+
+    used_memory_mib: Signal | None = None
+    sm_util: Signal | None = None
+    mem_util: Signal | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClockSignals:
     graphics: Signal | None = None
     sm: Signal | None = None
@@ -126,6 +136,8 @@ class ScenarioGpu:
     no_permission: frozenset[str] = frozenset()
     function_errors: Mapping[str, int] = field(default_factory=dict)
     """NVML function name -> the NVML error code it returns on this GPU."""
+    accounting_mode: bool | None = None
+    """The driver's accounting mode; ``None``: the board has none (fake/usage_calls.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,3 +154,5 @@ class Scenario:
     """NVML function name -> the NVML error code it returns, on every GPU."""
     start_time: float = DEFAULT_START_TIME
     """Epoch seconds of scenario t=0 when the clock is frozen."""
+    job_profile: JobProfile | None = None
+    """Set: live processes pinned to simulated cards are listed on them (fake/pinned.py)."""

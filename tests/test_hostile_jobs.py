@@ -299,9 +299,9 @@ def test_a_version_1_store_is_migrated_keeping_every_job(state_dir: Path) -> Non
         assert store.history() == ["python old.py"]
     assert (old.name, old.status_text, old.physical_indices) == ("old.py", "failed 3", (1,))
     assert old.boot_id is None and old.token is None and old.session_id is None
-    assert old.slurm_job_id is None
+    assert old.slurm_job_id is None and old.usage is None
     connection = sqlite3.connect(state_dir / "jobs.sqlite3")
-    assert connection.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == 4
     connection.close()
     listed = run_cli("jobs", env={**os.environ})
     assert listed.returncode == 0 and "old.py" in listed.stdout and "failed 3" in listed.stdout

@@ -87,6 +87,7 @@ def test_a_store_of_schema_2_gains_the_slurm_column_and_keeps_its_jobs(
         )
     with sqlite3.connect(private_state_dir / "jobs.sqlite3") as connection:
         connection.execute("ALTER TABLE jobs DROP COLUMN slurm_job_id")
+        connection.execute("ALTER TABLE jobs DROP COLUMN usage")  # added in version 4
         connection.execute("PRAGMA user_version = 2")
 
     with JobStore.open(private_state_dir) as store:

@@ -52,6 +52,7 @@ def _with_pending_ends(store: JobStore, jobs: list[Job]) -> list[Job]:
                     note=end.note,
                     stopped=end.stopped or None,
                     ended_at=end.ended_at,
+                    usage=end.usage,
                 )
             except StoreError as error:
                 if error.fault is None:

@@ -14,7 +14,10 @@ import signal as signal_module
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gputop.core.jobs.usage import JobUsage
 
 DEFAULT_GRACE_S = 10.0
 """Seconds between SIGTERM and SIGKILL when a job is stopped."""
@@ -106,6 +109,9 @@ class Job:
     slurm_job_id: int | None = None
     """Set for a job submitted through ``sbatch`` (docs/slurm.md): Slurm runs and stops it,
     Slurm chose its cards; its state here follows what Slurm reports."""
+    usage: JobUsage | None = None
+    """What it used, per card and in total, as its supervisor measured it (usage.py);
+    ``None``: not measured (no NVML, no cards, a Slurm job, or not sampled yet)."""
 
     @property
     def log_cut(self) -> bool:
@@ -195,4 +201,5 @@ class Job:
             "host": self.host,
             "note": self.note,
             "slurm_job_id": self.slurm_job_id,
+            "usage": self.usage.to_json() if self.usage is not None else None,
         }

@@ -28,6 +28,7 @@ from gputop.core.jobs.private_files import (
     open_private_file,
     open_private_subdir,
 )
+from gputop.core.jobs.usage import JobUsage, usage_from_json
 from gputop.core.numbers import is_ascii_digits
 
 RUN_DIR = "run"
@@ -47,10 +48,14 @@ class RecordedEnd:
     signal: int | None = None
     stopped: bool = False
     note: str | None = None
+    usage: JobUsage | None = None
+    """What the job used (usage_meter.py): kept with its end, as the end itself."""
 
     def to_bytes(self) -> bytes:
+        """The record, at most RESERVED_BYTES: a usage that does not fit is left out
+        (the end matters more), never cut into JSON nobody can read."""
         note = self.note[:MAX_NOTE_CHARS] if self.note else None
-        data = {
+        data: dict[str, object] = {
             "job": self.job_id,
             "ended_at": self.ended_at,
             "exit_code": self.exit_code,
@@ -58,7 +63,12 @@ class RecordedEnd:
             "stopped": self.stopped,
             "note": note,
         }
-        return json.dumps(data, allow_nan=False, ensure_ascii=True).encode()
+        plain = json.dumps(data, allow_nan=False, ensure_ascii=True).encode()
+        if self.usage is None:
+            return plain
+        data["usage"] = self.usage.to_json()
+        full = json.dumps(data, allow_nan=False, ensure_ascii=True).encode()
+        return full if len(full) <= RESERVED_BYTES else plain
 
 
 class EndReservation:
@@ -230,6 +240,7 @@ def _checked(record: object, job_id: int) -> RecordedEnd | None:
         signal=signal,
         stopped=stopped,
         note=note[:MAX_NOTE_CHARS] if note else None,
+        usage=usage_from_json(record.get("usage")),
     )
 
 
@@ -247,4 +258,5 @@ def ended_as_kept(job: Job, end: RecordedEnd) -> Job:
         ended_at=end.ended_at,
         note=end.note or job.note,
         stop_requested=job.stop_requested or end.stopped,
+        usage=end.usage or job.usage,
     )

@@ -37,6 +37,7 @@ from gputop.core.jobs.store_file import (
     store_identity,
 )
 from gputop.core.jobs.store_rows import job_columns, row_to_job
+from gputop.core.jobs.usage import JobUsage
 from gputop.core.process_control import current_boot_id
 from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
@@ -283,6 +284,10 @@ class JobStore:
             ),
         )
 
+    def set_usage(self, job_id: int, usage: JobUsage) -> None:
+        """What the job used so far, as its supervisor measured it (usage_meter.py)."""
+        self._update(job_id, "usage = ?", (usage.to_text(),), states=_NOT_ENDED)
+
     def claim_cards(self, job_id: int) -> Job | None:
         """Move a waiting job to running unless a running job of this host holds its cards.
 
@@ -413,24 +418,27 @@ class JobStore:
         note: str | None = None,
         stopped: bool | None = None,
         ended_at: float | None = None,
+        usage: JobUsage | None = None,
     ) -> None:
         """Record how the job ended. Also ends a job taken as lost: the end is the truth.
 
         ``stopped``: whether a stop request ended it (``None``: leave as recorded). A job
         that ended by itself while a stop was on its way did not end because of it.
         ``ended_at``: when it ended, if not now (an end kept while the disk was full).
+        ``usage``: what it used in all (``None``: leave as recorded).
         """
         stop_flag = "" if stopped is None else f", stop_requested = {int(stopped)}"
         self._update(
             job_id,
-            "state = ?, exit_code = ?, signal = ?, note = COALESCE(?, note), ended_at = ?"
-            + stop_flag,
+            "state = ?, exit_code = ?, signal = ?, note = COALESCE(?, note), ended_at = ?, "
+            "usage = COALESCE(?, usage)" + stop_flag,
             (
                 JobState.ENDED.value,
                 exit_code,
                 signal,
                 note,
                 time.time() if ended_at is None else ended_at,
+                usage.to_text() if usage is not None else None,
             ),
             states=_NOT_ENDED,
         )

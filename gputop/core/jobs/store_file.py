@@ -36,7 +36,7 @@ from gputop.core.write_faults import write_fault_of
 
 __all__ = ["STATE_DIR_ENV", "StoreError", "StorePermissionError", "default_state_dir"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_NAME = "jobs.sqlite3"
 LOGS_DIR = "logs"
 LOCK_NAME = "jobs.lock"
@@ -81,7 +81,8 @@ CREATE TABLE jobs (
     session_id INTEGER,
     supervisor_session_id INTEGER,
     token TEXT,
-    slurm_job_id INTEGER
+    slurm_job_id INTEGER,
+    usage TEXT
 );
 CREATE INDEX jobs_state ON jobs(state);
 CREATE TABLE history (
@@ -104,6 +105,9 @@ _MIGRATIONS = {
     # version 2 -> 3: a job submitted through sbatch (docs/slurm.md) is Slurm's to run;
     # its row records Slurm's job id. NULL for every job gputop runs itself.
     2: ("ALTER TABLE jobs ADD COLUMN slurm_job_id INTEGER",),
+    # version 3 -> 4: what the job used, per card (usage.py, docs/history.md), as strict
+    # JSON its supervisor writes while it runs. NULL: not measured (jobs of older versions).
+    3: ("ALTER TABLE jobs ADD COLUMN usage TEXT",),
 }
 
 

@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 from gputop.core.jobs.model import Job, JobState, RunMode
+from gputop.core.jobs.usage import usage_from_text
 
 
 def row_to_job(row: sqlite3.Row) -> Job:
@@ -46,6 +47,7 @@ def row_to_job(row: sqlite3.Row) -> Job:
         supervisor_session_id=row["supervisor_session_id"],
         token=row["token"],
         slurm_job_id=row["slurm_job_id"],
+        usage=usage_from_text(row["usage"]),
     )
 
 
@@ -87,4 +89,5 @@ def job_columns(job: Job) -> dict[str, Any]:
         "supervisor_session_id": job.supervisor_session_id,
         "token": job.token,
         "slurm_job_id": job.slurm_job_id,
+        "usage": job.usage.to_text() if job.usage is not None else None,
     }

@@ -35,6 +35,8 @@ from gputop.core.jobs.pending_end import EndReservation, RecordedEnd, ended_as_k
 from gputop.core.jobs.private_files import append_to_log, open_log_append, read_env_file
 from gputop.core.jobs.procgroup import end_group, process_start_time, session_of
 from gputop.core.jobs.store import JobStore, StoreError
+from gputop.core.jobs.usage import JobUsage
+from gputop.core.jobs.usage_meter import Measuring
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.wakeup import Wakeup
 from gputop.core.numbers import parse_seconds
@@ -124,6 +126,8 @@ class Supervisor:
         self._end: EndReservation | None = None
         self._fault_said = False
         self._log_limits = limits_from(environ, log_max)
+        self._measuring: Measuring | None = None
+        """Measures what the job uses of its cards while it runs (usage_meter.py)."""
 
     def run(self) -> int:
         job = self.store.get(self.job_id)
@@ -196,10 +200,11 @@ class Supervisor:
         signal: int | None = None,
         note: str | None = None,
         stopped: bool | None = None,
+        usage: JobUsage | None = None,
     ) -> RecordedEnd:
         """Record the job's end: first in its reserved file, then in the store; retried
         while the store refuses (a full disk), and kept in the file if it must give up."""
-        end = RecordedEnd(self.job_id, time.time(), exit_code, signal, bool(stopped), note)
+        end = RecordedEnd(self.job_id, time.time(), exit_code, signal, bool(stopped), note, usage)
         if self._end is not None:
             self._end.keep(end)
         self._record(
@@ -210,6 +215,7 @@ class Supervisor:
                 note=note,
                 stopped=stopped,
                 ended_at=end.ended_at,
+                usage=usage,
             )
         )
         deadline = time.monotonic() + _give_up_s(self.environ)
@@ -289,14 +295,16 @@ class Supervisor:
         self._last = self.store.get(job.id)
         if job.wait_for_free:
             self._notify(STARTED, background=True)  # as recorded: started
+        self._measuring = Measuring(self.store, self._last, self.environ, self._say)
         returncode = self._supervise(child)
         child.finish()
         self._child = None
+        usage = self._measuring.finish()
         self._ensure_recorded()  # its end must land in the store it is recorded in
         if returncode < 0:
-            end = self._record_end(signal=-returncode, stopped=self._stopped)
+            end = self._record_end(signal=-returncode, stopped=self._stopped, usage=usage)
         else:
-            end = self._record_end(exit_code=returncode, stopped=self._stopped)
+            end = self._record_end(exit_code=returncode, stopped=self._stopped, usage=usage)
         ended = self.store.get(job.id)
         if ended.is_active:  # not recorded (the disk stayed full)
             ended = ended_as_kept(ended, end)
@@ -344,11 +352,14 @@ class Supervisor:
                     self._ensure_recorded()
                     self._flush()
                     checked = time.monotonic()
+                if self._measuring is not None:
+                    self._measuring.tick()
                 said = cap.check()
                 if said is not None:
                     self._say(f"job {self.job_id}'s {said}")
                     self._record(functools.partial(self.store.set_note, self.job_id, said))
-                child.wait_for_event(CHECK_S)
+                due = self._measuring.wait_s if self._measuring is not None else None
+                child.wait_for_event(CHECK_S if due is None else min(CHECK_S, due))
             cap.check()
         finally:
             cap.close()

@@ -112,6 +112,14 @@ class NvmlBackend:
     def process_lister(self) -> ProcessLister:
         return self._processes
 
+    def device_handle(self, physical_index: int) -> Any | None:
+        """The NVML handle of a card, for a reading beyond the snapshot (nvml_usage.py);
+        ``None`` for a card that is lost, refused or not there."""
+        if not 0 <= physical_index < len(self._gpus):
+            return None
+        state = self._gpus[physical_index]
+        return None if state.lost or state.no_access else state.handle
+
     def sample(self) -> Snapshot:
         """Read every GPU once and describe their processes from the host."""
         readings = [self._sample_gpu(state) for state in self._gpus]

@@ -1,0 +1,150 @@
+"""What a job used, per card and in total: its supervisor measures it (usage_meter.py).
+
+Recorded in the job's row as JSON and read back range-checked, as everything read from the
+store's files: a value out of range makes the whole record "not measured" (``None``),
+never a number no renderer expects (docs/history.md, "What each job used").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from gputop.core.numbers import strict_json, within
+
+MAX_BYTES = 2**60
+"""No card holds an exabyte: a larger memory reading is a broken one."""
+MAX_SECONDS = 10 * 365 * 86400.0
+MAX_ENERGY_J = 1e15
+MAX_CARDS = 64
+PEAK_FROM_SAMPLES = "samples"
+PEAK_FROM_ACCOUNTING = "accounting"
+"""The driver's accounting stats: the exact per-process peak (accounting mode on)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CardUsage:
+    """One card's share of a job."""
+
+    physical_index: int
+    uuid: str
+    peak_memory_bytes: int | None
+    """The most memory the job's processes held on it at once (``None``: never known)."""
+    mean_sm_percent: float | None
+    """The job's SM use, averaged over the time it was on the card."""
+    gpu_seconds: float
+    """Seconds the job had a process on the card."""
+    energy_j: float | None
+    """The card's energy counter over the job's run: the whole card's, whoever used it."""
+    peak_from: str = PEAK_FROM_SAMPLES
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu": self.physical_index,
+            "uuid": self.uuid,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "mean_sm_percent": self.mean_sm_percent,
+            "gpu_seconds": self.gpu_seconds,
+            "energy_j": self.energy_j,
+            "peak_from": self.peak_from,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class JobUsage:
+    per_card: tuple[CardUsage, ...]
+    peak_memory_bytes: int | None
+    """The most memory the job held on all its cards at once."""
+    samples: int
+    """How many times its supervisor sampled the cards."""
+
+    @property
+    def gpu_seconds(self) -> float:
+        return sum(card.gpu_seconds for card in self.per_card)
+
+    @property
+    def energy_j(self) -> float | None:
+        known = [card.energy_j for card in self.per_card if card.energy_j is not None]
+        return sum(known) if known else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``usage`` object of ``gputop jobs --json``. Fields are only ever added."""
+        return {
+            "per_card": [card.to_json() for card in self.per_card],
+            "gpu_seconds": self.gpu_seconds,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "energy_j": self.energy_j,
+            "samples": self.samples,
+        }
+
+    def to_text(self) -> str:
+        """The stored form: strict JSON."""
+        return strict_json(self.to_json())
+
+
+def usage_from_text(text: str | None) -> JobUsage | None:
+    """The stored form back, every number range-checked; ``None`` when absent or not sane."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return usage_from_json(data)
+
+
+def usage_from_json(data: object) -> JobUsage | None:
+    if not isinstance(data, dict):
+        return None
+    cards_data = data.get("per_card")
+    samples = data.get("samples")
+    peak = data.get("peak_memory_bytes")
+    if not isinstance(cards_data, list) or len(cards_data) > MAX_CARDS:
+        return None
+    if not _int_in(samples, 0, 2**40) or not _optional_int(peak, MAX_BYTES):
+        return None
+    cards = [_card(item) for item in cards_data]
+    if any(card is None for card in cards):
+        return None
+    return JobUsage(tuple(c for c in cards if c is not None), peak, samples)
+
+
+def _card(item: object) -> CardUsage | None:
+    if not isinstance(item, dict):
+        return None
+    index, uuid = item.get("gpu"), item.get("uuid")
+    peak, sm = item.get("peak_memory_bytes"), item.get("mean_sm_percent")
+    seconds, energy = item.get("gpu_seconds"), item.get("energy_j")
+    peak_from = item.get("peak_from")
+    if not _int_in(index, 0, 4096) or not isinstance(uuid, str) or len(uuid) > 200:
+        return None
+    if not _optional_int(peak, MAX_BYTES) or not _number(seconds, MAX_SECONDS):
+        return None
+    if sm is not None and not _number(sm, 100):
+        return None
+    if energy is not None and not _number(energy, MAX_ENERGY_J):
+        return None
+    if peak_from not in (PEAK_FROM_SAMPLES, PEAK_FROM_ACCOUNTING):
+        return None
+    return CardUsage(
+        physical_index=index,
+        uuid=uuid,
+        peak_memory_bytes=peak,
+        mean_sm_percent=None if sm is None else float(sm),
+        gpu_seconds=float(seconds),
+        energy_j=None if energy is None else float(energy),
+        peak_from=peak_from,
+    )
+
+
+def _int_in(value: object, low: int, high: int) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _optional_int(value: object, high: int) -> TypeGuard[int | None]:
+    return value is None or _int_in(value, 0, high)
+
+
+def _number(value: object, high: float) -> TypeGuard[int | float]:
+    return within(value, 0, high)

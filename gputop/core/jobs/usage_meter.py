@@ -1,0 +1,252 @@
+"""Measuring what a running job uses, from its supervisor (docs/history.md).
+
+Every few seconds (``GPUTOP_USAGE_POLL_S``, default 5) the supervisor samples the cards
+through the one backend every gputop view uses, real or simulated (``GPUTOP_FAKE``), and
+adds up, for each card the job is pinned to, the job's own processes there: those of the
+job's session, which every process it starts shares. Per card it keeps the peak memory
+(the driver's exact per-process peak where its accounting mode is on), the mean SM use over
+the time the job was there, the GPU-seconds (time with at least one process there) and the
+card's energy counter over the run. With no NVML at all nothing is measured (``None``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gputop.core.errors import GputopError, UsageError
+from gputop.core.jobs.model import Job
+from gputop.core.jobs.private_files import StoreError
+from gputop.core.jobs.procgroup import session_of
+from gputop.core.jobs.usage import (
+    MAX_BYTES,
+    PEAK_FROM_ACCOUNTING,
+    PEAK_FROM_SAMPLES,
+    CardUsage,
+    JobUsage,
+)
+from gputop.core.model import ProcessOrigin
+from gputop.core.numbers import parse_seconds, within
+
+if TYPE_CHECKING:
+    from gputop.core.jobs.store import JobStore
+    from gputop.core.model import GpuProcess
+    from gputop.core.sampling.nvml_backend import NvmlBackend
+
+USAGE_POLL_ENV = "GPUTOP_USAGE_POLL_S"
+DEFAULT_USAGE_POLL_S = 5.0
+LONGEST_INTERVAL_S = 30.0
+"""A longer gap between samples (a suspended machine, a stalled driver) counts as this
+long (or three polls, if longer): time nobody saw is not counted as time on the card."""
+
+
+def usage_poll_s(environ: Mapping[str, str]) -> float:
+    """``GPUTOP_USAGE_POLL_S`` (tests make it short): 0.05 to 300 s, else the default."""
+    text = environ.get(USAGE_POLL_ENV, "").strip()
+    if not text:
+        return DEFAULT_USAGE_POLL_S
+    try:
+        return parse_seconds(text, USAGE_POLL_ENV, 0.05, 300.0)
+    except UsageError:
+        return DEFAULT_USAGE_POLL_S
+
+
+@dataclass(slots=True)
+class _CardTally:
+    physical_index: int
+    uuid: str
+    accounting: bool
+    energy_first_mj: int | None
+    energy_last_mj: int | None
+    energy_before_mj: int = 0
+    """Energy counted before the counter went back (a driver reload)."""
+    peak_bytes: int | None = None
+    sm_percent_seconds: float = 0.0
+    sm_seconds: float = 0.0
+    seconds: float = 0.0
+    accounted: dict[int, int] = field(default_factory=dict)
+    """The driver's peak for each of the job's pids seen there (accounting on)."""
+
+    def usage(self) -> CardUsage:
+        exact = sum(self.accounted.values()) if self.accounted else None
+        energy = None
+        if self.energy_first_mj is not None and self.energy_last_mj is not None:
+            used = self.energy_before_mj + self.energy_last_mj - self.energy_first_mj
+            energy = max(0, used) / 1000.0
+        return CardUsage(
+            physical_index=self.physical_index,
+            uuid=self.uuid,
+            peak_memory_bytes=exact if exact is not None else self.peak_bytes,
+            mean_sm_percent=(
+                round(self.sm_percent_seconds / self.sm_seconds, 1) if self.sm_seconds else None
+            ),
+            gpu_seconds=round(self.seconds, 3),
+            energy_j=None if energy is None else round(energy, 3),
+            peak_from=PEAK_FROM_ACCOUNTING if exact is not None else PEAK_FROM_SAMPLES,
+        )
+
+
+class UsageMeter:
+    """Adds up one running job's use of its cards, one sample at a time."""
+
+    def __init__(self, job: Job, backend: NvmlBackend, poll_s: float) -> None:
+        from gputop.core.sampling.nvml_usage import accounting_on, energy_mj
+
+        self.job = job
+        self.poll_s = poll_s
+        self._backend = backend
+        self._last = time.monotonic()
+        self._samples = 0
+        self._peak_total: int | None = None
+        self._cards = []
+        for position, index in enumerate(job.physical_indices):
+            uuid = job.uuids[position] if position < len(job.uuids) else ""
+            energy = energy_mj(backend, index)
+            on = accounting_on(backend, index)
+            self._cards.append(_CardTally(index, uuid, on, energy, energy))
+
+    def sample(self) -> None:
+        """One look at the cards: the job's processes there, and the energy counters."""
+        now = time.monotonic()
+        interval = min(now - self._last, max(LONGEST_INTERVAL_S, 3 * self.poll_s))
+        self._last = now
+        snapshot = self._backend.sample()
+        by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
+        total: int | None = None
+        for card in self._cards:
+            gpu = by_index.get(card.physical_index)
+            mine = [p for p in gpu.processes if self._is_job(p)] if gpu else []
+            memory = self._count(card, mine, interval)
+            if memory is not None:
+                total = memory + (total or 0)
+            self._read_energy(card)
+        if total is not None:
+            self._peak_total = max(total, self._peak_total or 0)
+        self._samples += 1
+
+    def finish(self) -> JobUsage:
+        """The usage so far, with the energy counters read once more (the job has ended)."""
+        for card in self._cards:
+            self._read_energy(card)
+        return self.usage()
+
+    def usage(self) -> JobUsage:
+        return JobUsage(
+            per_card=tuple(card.usage() for card in self._cards),
+            peak_memory_bytes=self._peak_total,
+            samples=self._samples,
+        )
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def _count(self, card: _CardTally, mine: list[GpuProcess], interval: float) -> int | None:
+        """Add one sample of the job's processes on ``card``; their memory now, if known."""
+        if not mine:
+            return None
+        card.seconds += interval
+        memories = [p.used_memory_bytes for p in mine if within(p.used_memory_bytes, 0, MAX_BYTES)]
+        memory = sum(m for m in memories if m is not None) if memories else None
+        if memory is not None:
+            card.peak_bytes = max(memory, card.peak_bytes or 0)
+        sms = [p.sm_util_percent for p in mine if within(p.sm_util_percent, 0, 100)]
+        if sms:
+            card.sm_percent_seconds += min(100, sum(s for s in sms if s is not None)) * interval
+            card.sm_seconds += interval
+        if card.accounting:
+            from gputop.core.sampling.nvml_usage import accounted_peak_bytes
+
+            for process in mine:
+                peak = accounted_peak_bytes(self._backend, card.physical_index, process.pid)
+                if peak is not None:
+                    card.accounted[process.pid] = max(peak, card.accounted.get(process.pid, 0))
+        return memory
+
+    def _read_energy(self, card: _CardTally) -> None:
+        from gputop.core.sampling.nvml_usage import energy_mj
+
+        if card.energy_first_mj is None:
+            return
+        now = energy_mj(self._backend, card.physical_index)
+        if now is None or card.energy_last_mj is None:
+            return
+        if now < card.energy_last_mj:  # the counter started again (the driver reloaded)
+            card.energy_before_mj += card.energy_last_mj - card.energy_first_mj
+            card.energy_first_mj = 0
+        card.energy_last_mj = now
+
+    def _is_job(self, process: GpuProcess) -> bool:
+        """The job's own process: of this machine, in the job's session (it leads its own;
+        tracking.py finds a job's processes the same way)."""
+        if process.origin is not ProcessOrigin.HOST:
+            return False
+        if process.pid == self.job.pid:
+            return True
+        session = self.job.session_id
+        return session is not None and session_of(process.pid) == session
+
+
+def open_meter(job: Job, environ: Mapping[str, str]) -> UsageMeter | None:
+    """A meter for ``job`` on the GPUs it sees (``None``: no NVML, or no cards pinned)."""
+    from gputop.core.sampling.source import open_backend
+
+    if not job.physical_indices:
+        return None
+    try:
+        backend = open_backend(environ=environ)
+    except GputopError:
+        return None
+    except Exception:  # a broken driver binding must not stop the job
+        return None
+    return UsageMeter(job, backend, usage_poll_s(environ))
+
+
+class Measuring:
+    """A supervisor's measuring of its running job: a sample when one is due, what the job
+    used so far recorded after each, and the total at its end. A write the store refuses
+    (a full disk) is skipped: the next carries it, and the end keeps the last
+    (pending_end.py)."""
+
+    def __init__(
+        self, store: JobStore, job: Job, environ: Mapping[str, str], say: Callable[[str], None]
+    ) -> None:
+        self._store = store
+        self._job_id = job.id
+        self._say = say
+        self._meter = open_meter(job, environ)
+        self._sampled = time.monotonic()
+
+    @property
+    def wait_s(self) -> float | None:
+        """The longest the supervisor may wait before the next ``tick`` (None: no limit)."""
+        return self._meter.poll_s if self._meter is not None else None
+
+    def tick(self) -> None:
+        meter = self._meter
+        if meter is None or time.monotonic() - self._sampled < meter.poll_s:
+            return
+        self._sampled = time.monotonic()
+        try:
+            meter.sample()
+        except Exception as error:  # measuring must never disturb the job it measures
+            self._say(f"job {self._job_id}: stopped measuring its GPU use: {error}")
+            self._meter = None
+            meter.close()
+            return
+        with contextlib.suppress(StoreError):
+            self._store.set_usage(self._job_id, meter.usage())
+
+    def finish(self) -> JobUsage | None:
+        """What the job used in all (``None``: not measured); measuring ends."""
+        meter, self._meter = self._meter, None
+        if meter is None:
+            return None
+        try:
+            return meter.finish()
+        except Exception:  # the last energy reading only: what was measured stands
+            return meter.usage()
+        finally:
+            meter.close()

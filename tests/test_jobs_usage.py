@@ -32,6 +32,7 @@ from gputop.core.jobs.usage import (
     JobUsage,
     usage_from_text,
 )
+from gputop.core.units import duration
 
 MIB = 1024 * 1024
 SCENARIOS = Path(__file__).parent.parent / "gputop" / "core" / "fake" / "scenarios"
@@ -51,8 +52,11 @@ def scenario_file(tmp_path: Path, profile: dict[str, object] | None) -> Path:
 
 
 @pytest.fixture(name="measured")
-def measured_fixture(state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Simulated v100x4 cards on a running clock, measured every 0.1 s."""
+def measured_fixture(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host_pid_namespace: None
+) -> Path:
+    """Simulated v100x4 cards on a running clock, measured every 0.1 s (the job's pid is
+    taken as the driver's: see conftest's host_pid_namespace)."""
     monkeypatch.setenv("GPUTOP_FAKE", str(scenario_file(tmp_path, PROFILE)))
     monkeypatch.delenv("GPUTOP_FAKE_TIME")
     monkeypatch.setenv("GPUTOP_USAGE_POLL_S", "0.1")
@@ -181,3 +185,23 @@ def test_a_store_of_schema_3_gains_the_usage_column_and_keeps_its_jobs(state_dir
     assert (kept.name, kept.usage, measured.usage) == ("old.py", None, USAGE)
     with sqlite3.connect(state_dir / "jobs.sqlite3") as connection:
         assert connection.execute("PRAGMA user_version").fetchone()[0] == 4
+
+
+def test_gputop_jobs_gives_each_job_its_usage(
+    measured: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gputop.cli.main import main
+
+    ended = wait_until_ended(measured, launch(measured, sleeper(1.5), gpus=(1, 2)).id)
+    assert main(["jobs", "--json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    usage = record["usage"]
+    assert ended.usage is not None and usage == ended.usage.to_json()
+    assert [card["gpu"] for card in usage["per_card"]] == [1, 2]
+    assert usage["gpu_seconds"] == sum(card["gpu_seconds"] for card in usage["per_card"]) > 0
+    assert usage["peak_memory_bytes"] >= max(c["peak_memory_bytes"] for c in usage["per_card"])
+    assert main(["jobs"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    time_at, peak_at = header.index("GPU TIME"), header.index("PEAK MEM")
+    assert row[time_at:].split()[0] == duration(ended.usage.gpu_seconds)
+    assert row[peak_at:].split()[0].endswith("G")

@@ -25,12 +25,22 @@ from gputop.core.jobs.store import JobStore
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits, strict_json
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.sync import sync_slurm_jobs
-from gputop.core.units import duration
+from gputop.core.units import duration, human_bytes
 
 FOLLOW_POLL_S = 0.25
 STATE_POLL_S = 1.0
 STOP_WAIT_EXTRA_S = 5.0
-COLUMNS = ("ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "LAST LINE")
+COLUMNS = (
+    "ID",
+    "NAME",
+    "GPUS",
+    "STATUS",
+    "STARTED",
+    "DURATION",
+    "GPU TIME",
+    "PEAK MEM",
+    "LAST LINE",
+)
 
 
 def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -157,19 +167,31 @@ def render_table(jobs: list[Job], now: float, width: int | None = None) -> str:
             clean(job.status_text),
             _clock(job.started_at, now),
             _duration_or_dash(job.duration_s(now)),
+            *usage_cells(job),
             clean(_detail(job)),
         )
         for job in jobs
     ]
-    widths = [max(len(COLUMNS[i]), *(len(row[i]) for row in rows)) for i in range(6)]
+    last = len(COLUMNS) - 1
+    widths = [max(len(COLUMNS[i]), *(len(row[i]) for row in rows)) for i in range(last)]
     lines = []
     for row in [COLUMNS, *rows]:
-        cells = [row[0].rjust(widths[0])] + [row[i].ljust(widths[i]) for i in range(1, 6)]
-        line = "  ".join([*cells, row[6]]).rstrip()
+        cells = [row[0].rjust(widths[0])] + [row[i].ljust(widths[i]) for i in range(1, last)]
+        line = "  ".join([*cells, row[last]]).rstrip()
         if width is not None and len(line) > width:
             line = line[: max(width - 1, 0)] + "…"
         lines.append(line)
     return "\n".join(lines)
+
+
+def usage_cells(job: Job) -> tuple[str, str]:
+    """GPU time (summed over its cards) and peak memory (all cards at once); a dash where
+    it was not measured (docs/history.md)."""
+    usage = job.usage
+    if usage is None:
+        return "-", "-"
+    peak = usage.peak_memory_bytes
+    return duration(usage.gpu_seconds), "-" if peak is None else human_bytes(peak)
 
 
 def _detail(job: Job) -> str:

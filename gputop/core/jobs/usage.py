@@ -148,3 +148,35 @@ def _optional_int(value: object, high: int) -> TypeGuard[int | None]:
 
 def _number(value: object, high: float) -> TypeGuard[int | float]:
     return within(value, 0, high)
+
+
+def usage_summary(usage: JobUsage | None) -> str:
+    """One line for a person (the job's log view): per card, then in total."""
+    from gputop.core.units import duration, human_bytes
+
+    if usage is None:
+        return "GPU use: not measured"
+    parts = []
+    for card in usage.per_card:
+        words = [f"GPU {card.physical_index}: {duration(card.gpu_seconds)} GPU time"]
+        if card.peak_memory_bytes is not None:
+            exact = " (driver accounting)" if card.peak_from == PEAK_FROM_ACCOUNTING else ""
+            words.append(f"peak {human_bytes(card.peak_memory_bytes)}{exact}")
+        if card.mean_sm_percent is not None:
+            words.append(f"SM {card.mean_sm_percent:.0f} %")
+        if card.energy_j is not None:
+            words.append(f"{energy_text(card.energy_j)}")
+        parts.append(", ".join(words))
+    total = f"in all {duration(usage.gpu_seconds)} GPU time"
+    if usage.peak_memory_bytes is not None:
+        total += f", peak {human_bytes(usage.peak_memory_bytes)}"
+    return "GPU use: " + "; ".join([*parts, total])
+
+
+def energy_text(joules: float) -> str:
+    """``310 J``, ``12.4 kJ``, ``3.1 MJ``."""
+    if joules >= 1e6:
+        return f"{joules / 1e6:.1f} MJ"
+    if joules >= 1e3:
+        return f"{joules / 1e3:.1f} kJ"
+    return f"{joules:.0f} J"

@@ -19,6 +19,7 @@ from textual.worker import Worker
 
 from gputop.core.jobs.log_follow import LogFollower, LogRead
 from gputop.core.jobs.model import Job
+from gputop.core.jobs.usage import usage_summary
 from gputop.core.safe_text import clean
 from gputop.tui.safe import plain, plain_content
 from gputop.tui.workers import ReportsWorkerFailures
@@ -64,6 +65,8 @@ class JobLogScreen(ReportsWorkerFailures, ModalScreen[None]):
             f") on GPU {job.gpus_text}: ",
             plain(job.status_text),
             ("   escape closes", "dim"),
+            "\n",
+            (usage_summary(job.usage), "dim"),
         )
 
     def update_job(self, job: Job) -> None:

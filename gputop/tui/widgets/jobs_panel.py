@@ -13,11 +13,21 @@ from rich.text import Text
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.tracking import JobsView
 from gputop.core.slurm.queue import SlurmJob
-from gputop.core.units import duration, duration_coarse
+from gputop.core.units import duration, duration_coarse, human_bytes
 from gputop.tui.safe import plain
 from gputop.tui.widgets.jobs_table import JobRequest, JobsTable
 
-COLUMNS = ("ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "LAST LOG LINE")
+COLUMNS = (
+    "ID",
+    "NAME",
+    "GPUS",
+    "STATUS",
+    "STARTED",
+    "DURATION",
+    "GPU TIME",
+    "PEAK",
+    "LAST LOG LINE",
+)
 
 STATUS_STYLES = {
     "waiting": "yellow",
@@ -44,6 +54,19 @@ def duration_text(job: Job, now: float) -> str:
     return duration_coarse(seconds, seconds_below_minute=True)
 
 
+def usage_texts(job: Job) -> tuple[Text, Text]:
+    """GPU time over its cards and peak memory on all at once (docs/history.md); a dash
+    where nothing was measured."""
+    usage = job.usage
+    if usage is None:
+        return Text("-"), Text("-")
+    peak = usage.peak_memory_bytes
+    return (
+        Text(duration_coarse(usage.gpu_seconds, seconds_below_minute=True)),
+        Text("-" if peak is None else human_bytes(peak)),
+    )
+
+
 def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
     """A job's row. Text, never str: a str cell is read as markup (``exp[/]1`` would raise)."""
     return (
@@ -53,6 +76,7 @@ def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
         plain(job.status_text, style=STATUS_STYLES.get(job.status, "")),
         Text(started_text(job, now)),
         Text(duration_text(job, now)),
+        *usage_texts(job),
         plain(f"(log cut) {last_line}" if job.log_cut else last_line, style="dim"),
     )
 
@@ -68,6 +92,8 @@ def slurm_cells(job: SlurmJob, now: float) -> tuple[Text, ...]:
         plain(job.status_text, style="bold cyan" if job.state == "RUNNING" else "yellow"),
         Text("-" if started is None else time.strftime("%H:%M:%S", time.localtime(started))),
         Text("-" if started is None else duration_coarse(max(0.0, now - started))),
+        Text("-"),
+        Text("-"),
         plain(
             f"Slurm job on {job.nodes or '-'}"
             + ("" if left is None else f", {duration(left)} left"),

@@ -1,0 +1,53 @@
+"""The dashboard shows what each job used: in the jobs panel and in the job's log view.
+
+A real job on simulated cards (the scenario's ``job_profile`` puts it on them), measured by
+its real supervisor; the dashboard only reads the store.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from dashboard_helpers import first_sample, make_app, plain_text
+from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+    launch,
+    state_dir_fixture,
+    wait_until_ended,
+)
+from test_jobs_usage import scenario_file, sleeper
+
+from gputop.tui.screens.job_log import JobLogScreen
+from gputop.tui.widgets.jobs_panel import COLUMNS, JobsPanel
+
+BIG = (160, 48)
+
+
+async def test_the_jobs_panel_and_the_log_view_show_what_a_job_used(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host_pid_namespace: None
+) -> None:
+    scenario = scenario_file(tmp_path, {"used_memory_mib": 1536, "sm_util": 60})
+    monkeypatch.setenv("GPUTOP_FAKE", str(scenario))
+    monkeypatch.setenv("GPUTOP_USAGE_POLL_S", "0.1")
+    ended = wait_until_ended(state_dir, launch(state_dir, sleeper(1.5), gpus=(1,)).id)
+    assert ended.usage is not None and ended.usage.peak_memory_bytes == 1536 * 1024 * 1024
+    app = make_app(str(scenario))
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        await pilot.press("J")
+        panel = app.query_one(JobsPanel)
+        deadline = time.monotonic() + 20
+        while panel.current_job is None:
+            assert time.monotonic() < deadline, "the jobs panel never listed the job"
+            await pilot.pause(0.1)
+        cells = (str(cell) for cell in panel.get_row_at(panel.cursor_row))
+        row = dict(zip(COLUMNS, cells, strict=True))
+        assert row["PEAK"] == "1.5G"
+        assert row["GPU TIME"].endswith("s") and row["GPU TIME"] != "0s"
+        await pilot.press("enter")
+        assert isinstance(app.screen, JobLogScreen)
+        title = plain_text(app.screen.query_one("#log-title"), width=200)
+        assert "GPU use: GPU 1: 0:0" in title
+        assert "peak 1.5G (driver accounting), SM 60 %" in title
+        assert "in all 0:0" in title and title.rstrip().endswith("peak 1.5G")

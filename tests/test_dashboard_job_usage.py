@@ -18,6 +18,8 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
 )
 from test_jobs_usage import scenario_file, sleeper
 
+from gputop.tui.lab.lab_jobs import RemoteJob
+from gputop.tui.lab.lab_jobs import usage_cells as lab_usage_cells
 from gputop.tui.screens.job_log import JobLogScreen
 from gputop.tui.widgets.jobs_panel import COLUMNS, JobsPanel
 
@@ -51,3 +53,30 @@ async def test_the_jobs_panel_and_the_log_view_show_what_a_job_used(
         assert "GPU use: GPU 1: 0:0" in title
         assert "peak 1.5G (driver accounting), SM 60 %" in title
         assert "in all 0:0" in title and title.rstrip().endswith("peak 1.5G")
+
+
+USAGE_RECORD = {
+    "per_card": [
+        {"gpu": 0, "uuid": "GPU-x", "peak_memory_bytes": 1536 * 1024**2, "mean_sm_percent": 60,
+         "gpu_seconds": 42.0, "energy_j": 300.0, "peak_from": "samples"},
+    ],
+    "gpu_seconds": 42.0,
+    "peak_memory_bytes": 1536 * 1024**2,
+    "energy_j": 300.0,
+    "samples": 9,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("usage", "cells"),
+    [
+        (USAGE_RECORD, ["42s", "1.5G"]),
+        (None, ["-", "-"]),
+        ({**USAGE_RECORD, "peak_memory_bytes": -1}, ["-", "-"]),
+        ({**USAGE_RECORD, "per_card": [{"gpu_seconds": float("nan")}]}, ["-", "-"]),
+        ("[/]\x1b[31m", ["-", "-"]),
+    ],
+)
+def test_the_lab_shows_what_a_hosts_job_used_once_checked(usage: object, cells: list[str]) -> None:
+    job = RemoteJob(0, "node1", {"id": 3, "status": "exited", "usage": usage})
+    assert [str(cell) for cell in lab_usage_cells(job)] == cells

@@ -14,12 +14,13 @@ from typing import Any
 
 from rich.text import Text
 
-from gputop.core.units import duration_coarse
+from gputop.core.jobs.usage import JobUsage, usage_from_json
+from gputop.core.units import duration_coarse, human_bytes
 from gputop.tui.safe import plain
 from gputop.tui.widgets.jobs_panel import STATUS_STYLES
 from gputop.tui.widgets.jobs_table import JobRequest, JobsTable
 
-COLUMNS = ("HOST", "ID", "NAME", "GPUS", "STATUS", "DURATION")
+COLUMNS = ("HOST", "ID", "NAME", "GPUS", "STATUS", "DURATION", "GPU TIME", "PEAK")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class RemoteJob:
     def text(self) -> str:
         return str(self.record.get("status_text") or self.status)
 
+    @property
+    def usage(self) -> JobUsage | None:
+        """What it used, as its host measured it: range-checked here, where it enters."""
+        return usage_from_json(self.record.get("usage"))
+
     def field(self, name: str) -> str:
         value = self.record.get(name)
         return "" if value is None else str(value)
@@ -75,6 +81,17 @@ def _duration(job: RemoteJob, now: float) -> str:
     end = ended if isinstance(ended, (int, float)) else now
     seconds = max(0.0, end - started)
     return duration_coarse(seconds, seconds_below_minute=True)
+
+
+def usage_cells(job: RemoteJob) -> tuple[Text, Text]:
+    usage = job.usage
+    if usage is None:
+        return Text("-"), Text("-")
+    peak = usage.peak_memory_bytes
+    return (
+        Text(duration_coarse(usage.gpu_seconds, seconds_below_minute=True)),
+        Text("-" if peak is None else human_bytes(peak)),
+    )
 
 
 def _gpus(job: RemoteJob) -> str:
@@ -106,6 +123,7 @@ class LabJobsPanel(JobsTable[RemoteJob]):
                 Text(_gpus(job)),
                 plain(job.text, style=STATUS_STYLES.get(job.status, "")),
                 Text(_duration(job, now)),
+                *usage_cells(job),
             )
             for key, job in by_key.items()
         }

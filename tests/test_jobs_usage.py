@@ -13,9 +13,16 @@ from pathlib import Path
 import pytest
 from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     PYTHON,
+    gone,
     launch,
     state_dir_fixture,
+    wait_for,
+    wait_for_job,
     wait_until_ended,
+)
+from small_filesystems import (  # noqa: F401  (small_state_dir_fixture: small_state_dir)
+    fill,
+    small_state_dir_fixture,
 )
 
 from gputop.core.jobs.pending_end import (
@@ -83,7 +90,7 @@ def test_a_job_records_what_it_used_on_each_card(measured: Path) -> None:
     assert 500 * MIB <= sampled.peak_memory_bytes <= 1500 * MIB
     for card in usage.per_card:
         assert card.mean_sm_percent == 60.0
-        assert took - 1.2 <= card.gpu_seconds <= took + 0.5  # seen within 0.5 s + a poll
+        assert took / 2 <= card.gpu_seconds <= took + 0.5  # seen within 0.5 s + a poll
         # GPU 1 draws 80 to 140 W, GPU 2 55 W (v100x4.json), over about the job's run.
         assert card.energy_j is not None
     assert 80 * 1.5 <= exact.energy_j <= 140 * (took + 1)  # type: ignore[operator]
@@ -95,8 +102,6 @@ def test_a_job_records_what_it_used_on_each_card(measured: Path) -> None:
 
 
 def test_a_running_job_has_its_usage_so_far(measured: Path) -> None:
-    from jobs_helpers import wait_for_job
-
     launched = launch(measured, sleeper(30), gpus=(3,))
     running = wait_for_job(
         measured, launched.id, lambda j: j.usage and j.usage.gpu_seconds >= 0.5, "usage"
@@ -205,3 +210,39 @@ def test_gputop_jobs_gives_each_job_its_usage(
     time_at, peak_at = header.index("GPU TIME"), header.index("PEAK MEM")
     assert row[time_at:].split()[0] == duration(ended.usage.gpu_seconds)
     assert row[peak_at:].split()[0].endswith("G")
+
+
+def test_a_supervisor_that_gives_up_on_a_full_disk_keeps_the_usage_with_the_end(
+    small_state_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    host_pid_namespace: None,
+) -> None:
+    from gputop.cli.main import main
+
+    monkeypatch.setenv("GPUTOP_FAKE", str(scenario_file(tmp_path, PROFILE)))
+    monkeypatch.setenv("GPUTOP_USAGE_POLL_S", "0.1")
+    monkeypatch.setenv("GPUTOP_RECORD_GIVE_UP_S", "0")
+    freed = small_state_dir.parent / "ballast"
+    freed.write_bytes(b"\0" * 512 * 1024)
+    go = tmp_path / "go"
+    quiet = [PYTHON, str(Path(__file__).with_name("chatty_job.py")), "--lines", "1"]
+    started = launch(small_state_dir, [*quiet, "--until", str(go)], gpus=(1,))
+    running = wait_for_job(
+        small_state_dir, started.id, lambda j: j.usage and j.usage.gpu_seconds > 0, "usage"
+    )
+    fill(small_state_dir.parent)  # the disk is full from here on
+    go.touch()
+    assert running.supervisor_pid is not None
+    wait_for(lambda: gone(running.supervisor_pid), "the supervisor to give up and exit")
+    kept = read_pending_ends(small_state_dir)[started.id]
+    assert kept.usage is not None and running.usage is not None
+    assert kept.usage.gpu_seconds >= running.usage.gpu_seconds > 0
+
+    freed.unlink()
+    assert main(["jobs", "--json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    assert record["usage"] == kept.usage.to_json()
+    with JobStore.open(small_state_dir) as store:
+        assert store.reread(started.id).usage == kept.usage

@@ -246,3 +246,13 @@ def test_a_supervisor_that_gives_up_on_a_full_disk_keeps_the_usage_with_the_end(
     assert record["usage"] == kept.usage.to_json()
     with JobStore.open(small_state_dir) as store:
         assert store.reread(started.id).usage == kept.usage
+
+
+def test_where_nvml_cannot_be_opened_the_job_runs_unmeasured(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUTOP_FAKE", str(tmp_path / "gone.json"))  # cannot be opened
+    monkeypatch.setenv("GPUTOP_USAGE_POLL_S", "0.1")
+    launched = launch(state_dir, sleeper(0.5), gpus=(1,))
+    ended = wait_until_ended(state_dir, launched.id)
+    assert ended.status_text == "exited 0" and ended.usage is None

@@ -277,3 +277,25 @@ def test_temperature_is_read_through_temperature_v_where_the_driver_has_it(
     assert result.returncode == 0, result.stderr
     temperatures = [gpu["temperature_c"] for gpu in json.loads(result.stdout)["gpus"][1:]]
     assert temperatures == [45, 45]
+
+
+ENERGY_PROBE = (
+    "import json; from gputop.core.sampling.source import open_backend; "
+    "from gputop.core.sampling.nvml_usage import accounting_on, energy_mj; "
+    "b = open_backend(environ={}); "
+    "print(json.dumps([[energy_mj(b, i), accounting_on(b, i)] for i in range(3)]))"
+)
+"""What a job's supervisor reads beyond a snapshot (gputop/core/jobs/usage_meter.py)."""
+
+
+@combinations
+def test_the_energy_counter_is_read_through_the_real_binding(
+    c_nvml: CNvml, sleepers: list[int], generation: str, binding: str
+) -> None:
+    data = c_nvml.data_file("machine", machine(sleepers), generation)
+    result = c_nvml.run(["-c", ENERGY_PROBE], generation=generation, binding=binding, data=data)
+    assert result.returncode == 0, result.stderr
+    # The refused card has no handle; the H100s drew 300 W for the 30 s to the data's time.
+    # The library has no accounting calls: accounting reads as off.
+    h100 = [300 * 30 * 1000, False]
+    assert json.loads(result.stdout) == [[None, False], h100, h100]

@@ -154,6 +154,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *p
     return read_uint(device, "power_mw", power_mw);
 }
 
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                       unsigned long long *energy_mj) {
+    DEVICE("nvmlDeviceGetTotalEnergyConsumption");
+    return read_ull(device, "energy_mj", energy_mj);
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit_mw) {
     DEVICE("nvmlDeviceGetEnforcedPowerLimit");
     return read_uint(device, "power_limit_mw", limit_mw);

@@ -19,6 +19,7 @@ from typing import Any
 from gputop.core.fake import Scenario
 from gputop.core.fake.scenario import ScenarioGpu, ScenarioProcess
 from gputop.core.fake.signals import Signal
+from gputop.core.fake.usage_calls import energy_j
 
 MIB = 1024 * 1024
 NVML_ERROR_NO_PERMISSION = 4
@@ -93,6 +94,8 @@ def _gpu_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
     reading("temperature_c", gpu.temperature_c)
     reading("fan_percent", gpu.fan_percent)
     reading("power_mw", gpu.power_w, 1000)
+    if gpu.power_w is not None:  # as the fake counts it (gputop/core/fake/usage_calls.py)
+        entries.append(("energy_mj", round(energy_j(gpu.power_w, t) * 1000)))
     if gpu.power_limit_w is not None:
         fixed("power_limit_mw", round(gpu.power_limit_w * 1000))
     for name in ("graphics", "sm", "mem", "video"):

@@ -35,7 +35,8 @@ class UsageCalls(ProcessCalls):
         power = self._gpu(handle).power_w
         if power is None:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return round(self._energy_j(handle.gpu, power, self.now()) * 1000)
+        sums = self._energy_sums.setdefault(handle.gpu, [0.0])
+        return round(energy_j(power, self.now(), sums) * 1000)
 
     @nvml_function()
     def nvmlDeviceGetAccountingMode(self, handle: FakeDeviceHandle) -> int:
@@ -64,18 +65,22 @@ class UsageCalls(ProcessCalls):
         stats.isRunning = 1
         return stats
 
-    def _energy_j(self, gpu: int, power: Signal, t: float) -> float:
-        """Joules from scenario t=0 to ``t``: whole seconds summed once, then kept."""
-        sums = self._energy_sums.setdefault(gpu, [0.0])
-        whole = max(0, math.floor(t))
-        while len(sums) <= whole:
-            sums.append(sums[-1] + max(0.0, power.value_at(len(sums) - 1)))
-        return sums[whole] + max(0.0, power.value_at(whole)) * max(0.0, t - whole)
-
     @functools.cached_property
     def _energy_sums(self) -> dict[int, list[float]]:
         """Joules up to each whole second, by GPU."""
         return {}
+
+
+def energy_j(power: Signal, t: float, sums: list[float] | None = None) -> float:
+    """Joules from scenario t=0 to ``t``, each whole second at the power of its start.
+
+    ``sums`` (starting ``[0.0]``) keeps the sums up to each whole second between calls.
+    """
+    sums = [0.0] if sums is None else sums
+    whole = max(0, math.floor(t))
+    while len(sums) <= whole:
+        sums.append(sums[-1] + max(0.0, power.value_at(len(sums) - 1)))
+    return sums[whole] + max(0.0, power.value_at(whole)) * max(0.0, t - whole)
 
 
 def _over_life(signal: Signal | None, age: float) -> list[float]:

@@ -161,6 +161,8 @@ async def test_a_remote_jobs_log_is_followed_and_k_stops_it_on_its_host(
         app.action_toggle_jobs()
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, RemoteLogScreen), "the log view")
+        title = str(app.screen.query_one("#log-title").render())
+        assert "\nGPU use: " in title  # what it used, as its host's gputop jobs --json says
         log = app.screen.query_one(RichLog)
         await until(
             pilot,

@@ -24,7 +24,7 @@ from gputop.core.history.lock import RecorderLock
 from gputop.core.history.recorder import DEFAULT_INTERVAL_S, Recorder, RecorderOptions
 from gputop.core.history.retention import Retention
 from gputop.core.history.store import default_history_path, open_for_recording
-from gputop.core.history.writer import HistoryWriter, WriteFailures
+from gputop.core.history.writer import HistoryWriter
 from gputop.core.safe_text import clean_lines
 from gputop.core.sampling.source import open_backend
 
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         for notice in notices:
             _say(notice)
         try:
-            writer = HistoryWriter(connection, WriteFailures(path, _say), job_of=job_of_process)
+            writer = HistoryWriter(connection, path, _say, job_of=job_of_process)
             options = RecorderOptions(
                 interval_s=args.interval, retention=retention, speed=speed, max_samples=args.count
             )

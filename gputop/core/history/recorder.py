@@ -95,6 +95,10 @@ class Recorder:
         try:
             apply_retention(self._connection, now, self._options.retention)
         except sqlite3.Error as error:
+            fault = self._writer.fault_of(error)
+            if fault is not None:  # a full or read-only disk: said once, with the writes'
+                self._writer.faults.failed(fault)
+                return
             if not self._retention_failed:
                 self._report(f"Rolling up old samples failed ({error}); will retry.")
             self._retention_failed = True

@@ -4,8 +4,10 @@ The recorder hands every snapshot to ``add``; ``flush`` writes what is pending i
 transaction (the GPU readings of each sample, and the process spans it extended: spans.py),
 so a SIGKILL loses at most the samples since the last flush and SQLite's WAL keeps the file
 whole. A write that fails (a full disk, a store made read-only) keeps the samples pending
-(up to ``max_pending``, then the oldest go) and is retried at the next flush; the person is
-told once, and told again when writing works (``WriteFailures``).
+(up to ``max_pending``, then the oldest go) and is retried at the next flush. A full or
+read-only disk is told apart and said once, and once more when writing works again, by the
+one piece every writer of gputop's state uses (write_faults.py, docs/faults.md); any other
+failure is said once per cause.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from gputop.core.history.schema import RAW
 from gputop.core.history.spans import OpenSpan
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
+from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
 
 MAX_CACHED_STRINGS = 10_000
 DEFAULT_MAX_PENDING = 720
@@ -32,61 +35,33 @@ class PendingSample:
     duration_s: float
 
 
-class WriteFailures:
-    """Says once that writing fails and once that it works again; never once per sample.
-
-    The one place that words a write failure, so that a shared "disk full / read-only,
-    reported once" helper can take its place (docs/history.md).
-    """
-
-    def __init__(self, path: Path, report: Callable[[str], None]) -> None:
-        self._path = path
-        self._report = report
-        self._failing: str | None = None
-
-    @property
-    def failing(self) -> bool:
-        return self._failing is not None
-
-    def failed(self, error: sqlite3.Error | OSError, pending: int) -> None:
-        cause = describe_write_failure(error)
-        if self._failing == cause:
-            return
-        self._failing = cause
-        self._report(
-            f"Cannot write to the history store {self._path}: {cause}. gputop keeps sampling "
-            f"and retries at every batch; {pending} sample(s) wait in memory (the oldest are "
-            "dropped after an hour)."
-        )
-
-    def succeeded(self) -> None:
-        if self._failing is not None:
-            self._failing = None
-            self._report(f"Writing to the history store {self._path} works again.")
-
-
-def describe_write_failure(error: sqlite3.Error | OSError) -> str:
-    text = str(error).lower()
-    if "full" in text or getattr(error, "errno", None) == 28:
-        return "the disk is full"
-    if "readonly" in text or "read-only" in text or "read only" in text:
-        return "the store or its directory is read-only"
-    return clean(str(error)) or type(error).__name__
-
-
 class HistoryWriter:
-    """Turns snapshots into rows; remembers the ids of strings and processes it wrote."""
+    """Turns snapshots into rows; remembers the ids of strings and processes it wrote.
+
+    ``path`` is the store's file (named in what is said, and its directory asked whether
+    the disk is full or read-only when SQLite only says "disk I/O error"); ``say`` receives
+    what a person must be told.
+    """
 
     def __init__(
         self,
         connection: sqlite3.Connection,
-        failures: WriteFailures,
+        path: Path,
+        say: Callable[[str], None],
         max_pending: int = DEFAULT_MAX_PENDING,
         job_of: Callable[[GpuProcess], str | None] | None = None,
     ) -> None:
         self._connection = connection
+        self._path = path
+        self._say = say
         self._job_of = job_of
-        self._failures = failures
+        self.faults = FaultReporter(
+            f"the history store {path}",
+            "gputop keeps sampling, keeps the samples in memory (the oldest are dropped "
+            f"beyond {max_pending}) and writes them when the store can be written again.",
+            say,
+        )
+        self._other_failure: str | None = None
         self._pending: deque[PendingSample] = deque(maxlen=max_pending)
         self._strings: dict[str, int] = {}
         self._processes: dict[tuple[int, float | None], int] = {}
@@ -124,12 +99,36 @@ class HistoryWriter:
             self._processes.clear()
             self._open.clear()
             self._closed.clear()
-            self._failures.failed(error, len(self._pending))
+            self._failed(error)
             return False
         self._pending.clear()
-        self._failures.succeeded()
+        self._succeeded()
         self._forget_gone()
         return True
+
+    def fault_of(self, error: sqlite3.Error | OSError) -> WriteFault | None:
+        """The full or read-only disk ``error`` shows, if any (write_faults.py)."""
+        return write_fault_of(error, self._path.parent)
+
+    def _failed(self, error: sqlite3.Error | OSError) -> None:
+        """Said once: a full or read-only disk through ``faults``, anything else per cause."""
+        fault = self.fault_of(error)
+        if fault is not None:
+            self._other_failure = None
+            self.faults.failed(fault)
+            return
+        cause = clean(str(error)) or type(error).__name__
+        if cause != self._other_failure:
+            self._other_failure = cause
+            self._say(
+                f"Cannot write the history store {self._path}: {cause}. {self.faults.consequence}"
+            )
+
+    def _succeeded(self) -> None:
+        if self._other_failure is not None and self.faults.fault is None:
+            self._say(f"The history store {self._path} can be written again.")
+        self._other_failure = None
+        self.faults.succeeded()
 
     def _forget_gone(self) -> None:
         """Keep the id caches to what is on the cards now: a recorder runs for months."""

@@ -89,11 +89,11 @@ def wait_for(condition: object, what: str) -> None:
         time.sleep(0.02)
 
 
-def sample_times(store: Path) -> list[float]:
+def sample_times(store: Path, options: str = "mode=ro") -> list[float]:
     """The samples' times a reader sees now (none before the schema exists)."""
     if not store.exists():
         return []
-    connection = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    connection = sqlite3.connect(f"file:{store}?{options}", uri=True)
     try:
         return [row[0] for row in connection.execute("SELECT t FROM samples ORDER BY t")]
     except sqlite3.OperationalError:  # the schema is being created
@@ -153,3 +153,24 @@ def test_a_full_disk_is_said_once_and_the_samples_taken_meanwhile_are_written_wh
     rows = report(store)
     assert rows["bob"]["gpu_seconds"] == pytest.approx(recorded_s, abs=INTERVAL_S)
     assert rows["alice"]["gpu_seconds"] == pytest.approx(2 * recorded_s, abs=2 * INTERVAL_S)
+
+
+def test_the_report_reads_a_store_on_a_read_only_file_system(
+    read_only_view: tuple[Path, Path], tmp_path: Path, recorders: list[RecorderProcess]
+) -> None:
+    source, view = read_only_view
+    recorder = start(recorders, tmp_path, source / "state" / "history.sqlite3")
+    wait_for(lambda: len(sample_times(source / "state" / "history.sqlite3")) >= 12, "samples")
+    assert recorder.stop() == 0, recorder.stderr
+    store = view / "state" / "history.sqlite3"
+    # The same file, read where it is writable, creating no -wal or -shm file either.
+    times = sample_times(source / "state" / "history.sqlite3", "immutable=1")
+    recorded_s = times[-1] - times[0] + INTERVAL_S
+    # SQLite reads a WAL store through a -shm file it cannot create here: without the
+    # immutable open this said "unable to open database file".
+    rows = report(store)
+    assert rows["bob"]["gpu_seconds"] == pytest.approx(recorded_s, abs=INTERVAL_S)
+    assert sorted(path.name for path in store.parent.iterdir()) == [
+        "history.sqlite3",
+        "history.sqlite3.lock",
+    ]

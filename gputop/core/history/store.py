@@ -29,6 +29,7 @@ from gputop.core.jobs.private_files import (
     open_private_file,
 )
 from gputop.core.jobs.store_file import default_state_dir
+from gputop.core.write_faults import write_fault_of
 
 DB_NAME = "history.sqlite3"
 BUSY_TIMEOUT_S = 5.0
@@ -106,13 +107,17 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
         )
     uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
     try:
-        connection = sqlite3.connect(
-            uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
-        connection.execute("PRAGMA trusted_schema = OFF")
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        connection, version = _read_only(uri)
     except sqlite3.Error as error:
-        raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
+        if write_fault_of(error, path.parent) is None or _wal_bytes(path) > 0:
+            raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
+        # A full or read-only disk where SQLite cannot create the -shm file it reads a WAL
+        # store through: with no -wal content everything is in the main file, which
+        # nothing can change now (docs/faults.md).
+        try:
+            connection, version = _read_only(uri + "&immutable=1")
+        except sqlite3.Error as second:
+            raise HistoryError(f"Cannot read the history store {path}: {second}.") from None
     _refuse_newer(connection, path, version)
     if version < SCHEMA_VERSION:
         connection.close()
@@ -121,6 +126,25 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
             "run 'gputop record' once to bring it up to date."
         )
     return connection
+
+
+def _read_only(uri: str) -> tuple[sqlite3.Connection, int]:
+    connection = sqlite3.connect(
+        uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    try:
+        connection.execute("PRAGMA trusted_schema = OFF")
+        return connection, int(connection.execute("PRAGMA user_version").fetchone()[0])
+    except BaseException:
+        connection.close()
+        raise
+
+
+def _wal_bytes(path: Path) -> int:
+    try:
+        return os.stat(f"{path}-wal", follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _refuse_newer(connection: sqlite3.Connection, path: Path, version: int) -> None:

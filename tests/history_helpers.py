@@ -117,7 +117,7 @@ def record_stepped(
             max_samples=samples,
         )
         writer = HistoryWriter(connection, store, print)
-        Recorder(sample, writer, connection, options, print).run(threading.Event())
+        Recorder(sample, writer, options, print).run(threading.Event())
         return last[-1]
     finally:
         connection.close()

@@ -90,12 +90,12 @@ def wait_for(condition: object, what: str) -> None:
 
 
 def sample_times(store: Path, options: str = "mode=ro") -> list[float]:
-    """The samples' times a reader sees now (none before the schema exists)."""
+    """The samples' times a reader sees now, as written (none before the schema exists)."""
     if not store.exists():
         return []
     connection = sqlite3.connect(f"file:{store}?{options}", uri=True)
     try:
-        return [row[0] for row in connection.execute("SELECT t FROM samples ORDER BY t")]
+        return [row[0] for row in connection.execute("SELECT t FROM samples ORDER BY id")]
     except sqlite3.OperationalError:  # the schema is being created
         return []
     finally:
@@ -174,3 +174,41 @@ def test_the_report_reads_a_store_on_a_read_only_file_system(
         "history.sqlite3",
         "history.sqlite3.lock",
     ]
+
+
+def test_a_recorder_on_a_read_only_file_system_says_so_once_and_writes_when_it_is_writable(
+    read_only_view: tuple[Path, Path], tmp_path: Path, recorders: list[RecorderProcess]
+) -> None:
+    """A file system cannot be remounted read-only while a file on it is open for writing
+    (the kernel says "busy"): the store is recorded first, then the recorder starts on it
+    read-only, as after a reboot onto a file system in maintenance."""
+    source, view = read_only_view
+    first = start(recorders, tmp_path, source / "state" / "history.sqlite3")
+    wait_for(lambda: len(sample_times(source / "state" / "history.sqlite3")) >= 12, "samples")
+    assert first.stop() == 0, first.stderr
+    written = sample_times(source / "state" / "history.sqlite3", "immutable=1")
+
+    store = view / "state" / "history.sqlite3"
+    recorder = start(recorders, tmp_path, store)
+    recorder.wait_to_say(READ_ONLY)
+    rows = report(store)  # the report reads what is there meanwhile
+    recorded_s = written[-1] - written[0] + INTERVAL_S
+    assert rows["bob"]["gpu_seconds"] == pytest.approx(recorded_s, abs=INTERVAL_S)
+    assert recorder.process.poll() is None, recorder.stderr
+    made_writable = subprocess.run(
+        ["mount", "-o", "remount,bind,rw", str(view)], capture_output=True, text=True, check=False
+    )
+    assert made_writable.returncode == 0, made_writable.stderr
+    recorder.wait_to_say(f"{store} {AGAIN}")
+    assert recorder.stop() == 0, recorder.stderr
+
+    stderr = recorder.stderr
+    assert stderr.count("Cannot write") == 1, stderr
+    assert "Traceback" not in stderr
+    taken = int(stderr.split("stopped after ")[1].split(" sample")[0])
+    times = sample_times(store)
+    assert times[: len(written)] == written  # nothing already written lost
+    # Every sample taken while the store was read-only is kept (the simulated clock
+    # starts again with each recorder: the two recorders' times overlap).
+    assert len(times) == len(written) + taken
+    assert_every_sample_kept(times[len(written) :])

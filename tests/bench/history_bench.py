@@ -110,7 +110,7 @@ def main() -> None:
         options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=samples)
         writer = HistoryWriter(connection, store, print)
         started = time.process_time()
-        Recorder(clock.sample, writer, connection, options, print).run(threading.Event())
+        Recorder(clock.sample, writer, options, print).run(threading.Event())
         cpu_per_sample = (time.process_time() - started) / samples
         processes = connection.execute("SELECT COUNT(*) FROM processes").fetchone()[0]
         last = connection.execute("SELECT MAX(t) FROM samples").fetchone()[0]

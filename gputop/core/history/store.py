@@ -29,7 +29,7 @@ from gputop.core.jobs.private_files import (
     open_private_file,
 )
 from gputop.core.jobs.store_file import default_state_dir
-from gputop.core.write_faults import write_fault_of
+from gputop.core.write_faults import WriteFault, write_fault_of
 
 DB_NAME = "history.sqlite3"
 BUSY_TIMEOUT_S = 5.0
@@ -39,7 +39,20 @@ _SQLITE_NOTADB = 26
 
 
 class HistoryError(GputopError):
-    """The history store cannot be used: the message names the path and the cause."""
+    """The history store cannot be used: the message names the path and the cause.
+
+    ``fault`` is set when the cause is a full or read-only disk (write_faults.py): the
+    recorder then keeps sampling and tries again (docs/faults.md).
+    """
+
+    def __init__(self, message: str, fault: WriteFault | None = None) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+
+def history_error(error: StoreError) -> HistoryError:
+    """The private-files helpers' refusal, for the history store (its fault kept)."""
+    return HistoryError(str(error), error.fault)
 
 
 def default_history_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -54,9 +67,9 @@ def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
     """
     path = Path(os.path.abspath(path))
     try:
-        dir_fd = open_private_dir(path.parent)
+        dir_fd = open_private_dir(path.parent, store="history store")
     except StoreError as error:
-        raise HistoryError(str(error).replace("job store", "history store")) from None
+        raise history_error(error) from None
     try:
         _prepare_files(dir_fd, path)
         connection = _sqlite(str(path))
@@ -65,7 +78,7 @@ def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
         except sqlite3.DatabaseError as error:
             connection.close()
             if not _is_corruption(error):
-                raise HistoryError(f"Cannot open the history store {path}: {error}.") from None
+                raise _cannot_open(path, error) from None
             notices.append(_move_aside(path, str(error)))
             _prepare_files(dir_fd, path)
             connection = _sqlite(str(path))
@@ -83,7 +96,7 @@ def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
                 migrate(connection, version)
         except sqlite3.Error as error:
             connection.close()
-            raise HistoryError(f"Cannot open the history store {path}: {error}.") from None
+            raise _cannot_open(path, error) from None
         return connection
     finally:
         os.close(dir_fd)
@@ -128,6 +141,12 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
     return connection
 
 
+def _cannot_open(path: Path, error: sqlite3.Error) -> HistoryError:
+    return HistoryError(
+        f"Cannot open the history store {path}: {error}.", write_fault_of(error, path.parent)
+    )
+
+
 def _read_only(uri: str) -> tuple[sqlite3.Connection, int]:
     connection = sqlite3.connect(
         uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
@@ -163,7 +182,7 @@ def _prepare_files(dir_fd: int, path: Path) -> None:
         for suffix in COMPANIONS:
             check_companion(dir_fd, path.parent, path.name + suffix, "history store file")
     except StoreError as error:
-        raise HistoryError(str(error)) from None
+        raise history_error(error) from None
 
 
 def _sqlite(path: str) -> sqlite3.Connection:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gputop.core.history.schema import RAW
 from gputop.core.history.spans import OpenSpan
+from gputop.core.history.store import HistoryError
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
@@ -40,18 +41,21 @@ class HistoryWriter:
 
     ``path`` is the store's file (named in what is said, and its directory asked whether
     the disk is full or read-only when SQLite only says "disk I/O error"); ``say`` receives
-    what a person must be told.
+    what a person must be told. Without a ``connection`` (the store could not be opened for
+    a full or read-only disk), ``connect`` opens it at each flush until it works.
     """
 
     def __init__(
         self,
-        connection: sqlite3.Connection,
+        connection: sqlite3.Connection | None,
         path: Path,
         say: Callable[[str], None],
         max_pending: int = DEFAULT_MAX_PENDING,
         job_of: Callable[[GpuProcess], str | None] | None = None,
+        connect: Callable[[], sqlite3.Connection] | None = None,
     ) -> None:
         self._connection = connection
+        self._connect = connect
         self._path = path
         self._say = say
         self._job_of = job_of
@@ -73,6 +77,26 @@ class HistoryWriter:
     def pending(self) -> int:
         return len(self._pending)
 
+    @property
+    def connection(self) -> sqlite3.Connection | None:
+        return self._connection
+
+    def open_store(self) -> bool:
+        """Open the store with ``connect`` where it is not open; False (said once) while a
+        full or read-only disk keeps it from opening. Any other refusal is raised."""
+        if self._connection is not None:
+            return True
+        if self._connect is None:
+            return False
+        try:
+            self._connection = self._connect()
+        except HistoryError as error:
+            if error.fault is None:
+                raise
+            self.faults.failed(error.fault)
+            return False
+        return True
+
     def add(self, snapshot: Snapshot, duration_s: float) -> None:
         self._pending.append(PendingSample(snapshot, duration_s))
 
@@ -80,7 +104,10 @@ class HistoryWriter:
         """Write every pending sample in one transaction; False (kept pending) on failure."""
         if not self._pending:
             return True
+        if not self.open_store():
+            return False
         connection = self._connection
+        assert connection is not None
         try:
             connection.execute("BEGIN IMMEDIATE")
             try:
@@ -130,6 +157,11 @@ class HistoryWriter:
         self._other_failure = None
         self.faults.succeeded()
 
+    def _db(self) -> sqlite3.Connection:
+        """The open store, inside ``flush``."""
+        assert self._connection is not None
+        return self._connection
+
     def _forget_gone(self) -> None:
         """Keep the id caches to what is on the cards now: a recorder runs for months."""
         live = {process_id for process_id, _card in self._open}
@@ -139,7 +171,7 @@ class HistoryWriter:
 
     def _write(self, pending: PendingSample) -> None:
         snapshot = pending.snapshot
-        cursor = self._connection.execute(
+        cursor = self._db().execute(
             "INSERT INTO samples (t, duration_s, resolution_s) VALUES (?, ?, ?)",
             (snapshot.timestamp, pending.duration_s, RAW),
         )
@@ -164,9 +196,7 @@ class HistoryWriter:
             self._extend_spans(gpu, snapshot.timestamp, pending.duration_s, seen)
         for key in [key for key in self._open if key not in seen]:
             self._closed.append(self._open.pop(key))
-        self._connection.executemany(
-            "INSERT INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)", gpu_rows
-        )
+        self._db().executemany("INSERT INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)", gpu_rows)
 
     def _extend_spans(
         self, gpu: GpuSample, end_t: float, duration_s: float, seen: set[tuple[int, int]]
@@ -187,11 +217,11 @@ class HistoryWriter:
     def _save_spans(self) -> None:
         for span in self._closed:
             if span.dirty:
-                span.save(self._connection)
+                span.save(self._db())
         self._closed.clear()
         for span in self._open.values():
             if span.dirty:
-                span.save(self._connection)
+                span.save(self._db())
 
     def _string_id(self, text: str | None) -> int | None:
         if text is None:
@@ -199,8 +229,8 @@ class HistoryWriter:
         known = self._strings.get(text)
         if known is not None:
             return known
-        self._connection.execute("INSERT OR IGNORE INTO strings (text) VALUES (?)", (text,))
-        row = self._connection.execute("SELECT id FROM strings WHERE text = ?", (text,)).fetchone()
+        self._db().execute("INSERT OR IGNORE INTO strings (text) VALUES (?)", (text,))
+        row = self._db().execute("SELECT id FROM strings WHERE text = ?", (text,)).fetchone()
         self._strings[text] = int(row[0])
         return self._strings[text]
 
@@ -210,16 +240,18 @@ class HistoryWriter:
         known = self._processes.get(key)
         if known is not None:
             return known
-        row = self._connection.execute(
-            "SELECT id FROM processes WHERE pid = ? AND start_time IS ?", key
-        ).fetchone()
+        row = (
+            self._db()
+            .execute("SELECT id FROM processes WHERE pid = ? AND start_time IS ?", key)
+            .fetchone()
+        )
         if row is not None:
             process_id = int(row[0])
         else:
             user_id = self._string_id(clean(process.user) if process.user is not None else None)
             command = clean_argv(process.command) if process.command else None
             job = self._job_of(process) if self._job_of is not None else None
-            cursor = self._connection.execute(
+            cursor = self._db().execute(
                 "INSERT INTO processes (pid, start_time, user_id, command_id, job) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (process.pid, process.start_time, user_id, self._string_id(command), job),

@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -80,8 +80,7 @@ def start(recorders: list[RecorderProcess], tmp_path: Path, store: Path) -> Reco
     return recorder
 
 
-def wait_for(condition: object, what: str) -> None:
-    assert callable(condition)
+def wait_for(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + WAIT_S
     while not condition():
         if time.monotonic() > deadline:

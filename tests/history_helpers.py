@@ -13,7 +13,7 @@ from conftest import minimal_gpu
 from gputop.core.history.recorder import Recorder, RecorderOptions
 from gputop.core.history.retention import Retention
 from gputop.core.history.store import open_for_recording
-from gputop.core.history.writer import HistoryWriter, WriteFailures
+from gputop.core.history.writer import HistoryWriter
 from gputop.core.model import Snapshot
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.source import open_backend
@@ -116,8 +116,8 @@ def record_stepped(
             speed=1e9,  # no waiting: the clock is stepped
             max_samples=samples,
         )
-        writer = HistoryWriter(connection, WriteFailures(store, print))
-        Recorder(sample, writer, connection, options, print).run(threading.Event())
+        writer = HistoryWriter(connection, store, print)
+        Recorder(sample, writer, options, print).run(threading.Event())
         return last[-1]
     finally:
         connection.close()

@@ -146,3 +146,29 @@ async def test_h_in_the_process_table_shows_that_processs_history(tmp_path: Path
             "idle",
             "1:00:00",
         ]
+
+
+async def test_a_process_detail_shows_what_the_recorder_stored_of_it(tmp_path: Path) -> None:
+    from dashboard_helpers import first_sample, make_app, plain_text
+
+    from gputop.tui.screens.process_detail import ProcessDetailScreen
+    from gputop.tui.widgets.process_table import ProcessTable
+
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, default_history_path(), samples=720)  # the hour to t=3600 s
+    app = make_app(scenario, at_s="3600")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("tab")
+        table = app.query_one(ProcessTable)
+        while table.current_process is None or table.current_process.user != "bob":
+            await pilot.press("down")
+        await pilot.press("enter")
+        screen = app.screen
+        assert isinstance(screen, ProcessDetailScreen)
+        while screen.history is None:
+            await pilot.pause(0.05)
+        body = plain_text(screen.query_one("#detail-history"), width=160).splitlines()
+        assert body[0].startswith("mem   █")
+        assert body[2].split()[:3] == ["GPU", "time", "1:00:00"]
+        assert body[2].split()[-2:] == ["idle", "1:00:00"]  # bob held it idle all hour

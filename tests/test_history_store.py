@@ -12,10 +12,11 @@ import pytest
 from history_helpers import BOB_NOTEBOOK, GIB_MIB, MIB, holders_scenario, record_stepped
 
 from gputop.core.errors import UsageError
+from gputop.core.history.lock import RecorderLock
 from gputop.core.history.report import ReportBy, ReportQuery, build_report
 from gputop.core.history.retention import Retention, apply_retention
 from gputop.core.history.store import HistoryError, open_for_reading, open_for_recording
-from gputop.core.history.writer import HistoryWriter, WriteFailures
+from gputop.core.history.writer import HistoryWriter
 from gputop.core.sampling.source import open_backend
 
 
@@ -31,7 +32,7 @@ def test_a_full_store_is_reported_once_and_its_samples_written_when_space_return
     connection = open_for_recording(store, [])
     backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": "0"})
     told: list[str] = []
-    writer = HistoryWriter(connection, WriteFailures(store, told.append))
+    writer = HistoryWriter(connection, store, told.append)
     try:
         pages = connection.execute("PRAGMA page_count").fetchone()[0]
         connection.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "disk full"
@@ -43,12 +44,14 @@ def test_a_full_store_is_reported_once_and_its_samples_written_when_space_return
         failed_from = results.index(False)
         assert not any(results[failed_from:])
         assert writer.pending == 200 - failed_from
-        assert len(told) == 1
-        assert "the disk is full" in told[0] and str(store) in told[0]
-        assert "keeps sampling and retries" in told[0]
+        assert told == [
+            f"Cannot write the history store {store}: the disk (or your quota) holding it is "
+            "full. gputop keeps sampling, keeps the samples in memory (the oldest are dropped "
+            "beyond 720) and writes them when the store can be written again."
+        ]
         connection.execute("PRAGMA max_page_count = 1073741823")
         assert writer.flush()
-        assert told[1] == f"Writing to the history store {store} works again."
+        assert told[1:] == [f"The history store {store} can be written again."]
         assert connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 200
     finally:
         backend.close()
@@ -60,12 +63,14 @@ def test_a_read_only_store_is_named_as_such(tmp_path: Path, scenario: str) -> No
     connection = open_for_recording(store, [])
     backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": "0"})
     told: list[str] = []
-    writer = HistoryWriter(connection, WriteFailures(store, told.append))
+    writer = HistoryWriter(connection, store, told.append)
     try:
         connection.execute("PRAGMA query_only = ON")
         writer.add(backend.sample(), 1.0)
         assert not writer.flush()
-        assert "read-only" in told[0]
+        assert not writer.flush()
+        assert len(told) == 1
+        assert f"history store {store}: it is on a read-only file system" in told[0]
         assert writer.pending == 1
     finally:
         backend.close()
@@ -191,8 +196,8 @@ def test_samples_taken_before_an_unexpected_error_are_written(
         taken.append(1)
         return clock.sample()
 
-    writer = HistoryWriter(connection, WriteFailures(store, print))
-    recorder = Recorder(sample, writer, connection, RecorderOptions(speed=1e9), print)
+    writer = HistoryWriter(connection, store, print)
+    recorder = Recorder(sample, writer, RecorderOptions(speed=1e9), print)
     try:
         with pytest.raises(RuntimeError):
             recorder.run(threading.Event())
@@ -221,3 +226,42 @@ def test_retention_limits_out_of_order_are_refused(
     assert code == 2
     assert "Give --keep-full no longer than --keep-minutes" in capsys.readouterr().err
     assert not (tmp_path / "h.sqlite3").exists()
+
+
+def test_a_linked_store_directory_is_refused_naming_the_history_store(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "state"
+    link.symlink_to(real)
+    with pytest.raises(HistoryError, match=f"The history store directory {link} is a symbolic"):
+        open_for_recording(link / "history.sqlite3", [])
+    with pytest.raises(HistoryError, match=f"The history store directory {link} is a symbolic"):
+        RecorderLock(link / "history.sqlite3").acquire()
+    assert list(real.iterdir()) == []
+
+
+def test_another_write_failure_is_said_once_and_its_end_once(tmp_path: Path, scenario: str) -> None:
+    store = tmp_path / "state" / "history.sqlite3"
+    connection = open_for_recording(store, [])
+    backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": "0"})
+    told: list[str] = []
+    writer = HistoryWriter(connection, store, told.append)
+    try:
+        connection.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON samples BEGIN SELECT RAISE(ABORT, 'no'); END"
+        )
+        for _ in range(3):
+            writer.add(backend.sample(), 1.0)
+            assert not writer.flush()
+        connection.execute("DROP TRIGGER refuse")
+        assert writer.flush()
+        assert told == [
+            f"Cannot write the history store {store}: no. gputop keeps sampling, keeps the "
+            "samples in memory (the oldest are dropped beyond 720) and writes them when the "
+            "store can be written again.",
+            f"The history store {store} can be written again.",
+        ]
+        assert connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 3
+    finally:
+        backend.close()
+        connection.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sqlite3
 import stat
 import sys
 import threading
@@ -24,7 +25,7 @@ from gputop.core.history.lock import RecorderLock
 from gputop.core.history.recorder import DEFAULT_INTERVAL_S, Recorder, RecorderOptions
 from gputop.core.history.retention import Retention
 from gputop.core.history.store import default_history_path, open_for_recording
-from gputop.core.history.writer import HistoryWriter, WriteFailures
+from gputop.core.history.writer import HistoryWriter
 from gputop.core.safe_text import clean_lines
 from gputop.core.sampling.source import open_backend
 
@@ -106,29 +107,24 @@ def run(args: argparse.Namespace) -> int:
     if args.db is not None:
         _refuse_open_directory(Path(os.path.abspath(path)).parent)
     lock = RecorderLock(path)
-    lock.acquire()
     stop = threading.Event()
     previous = {
         number: signal.signal(number, _setter(stop)) for number in (signal.SIGTERM, signal.SIGINT)
     }
+    writer: HistoryWriter | None = None
     try:
         backend = open_backend(args.fake)
-        speed = float(getattr(backend.nvml, "speed", 1.0))  # GPUTOP_FAKE_SPEED, simulated only
-        notices: list[str] = []
         try:
-            connection = open_for_recording(path, notices)
-        except BaseException:
-            backend.close()
-            raise
-        for notice in notices:
-            _say(notice)
-        try:
-            writer = HistoryWriter(connection, WriteFailures(path, _say), job_of=job_of_process)
+            speed = float(getattr(backend.nvml, "speed", 1.0))  # GPUTOP_FAKE_SPEED, simulated
+            writer = HistoryWriter(
+                None, path, _say, job_of=job_of_process, connect=_opener(path, lock)
+            )
+            writer.open_store()  # a full or read-only disk: said, and tried at every batch
             options = RecorderOptions(
                 interval_s=args.interval, retention=retention, speed=speed, max_samples=args.count
             )
             _say(f"recording every {args.interval:g} s into {path} (Ctrl-C or SIGTERM to stop).")
-            recorder = Recorder(backend.sample, writer, connection, options, _say)
+            recorder = Recorder(backend.sample, writer, options, _say)
             taken = recorder.run(stop)
             if writer.pending:
                 _say(f"{writer.pending} sample(s) could not be written before stopping.")
@@ -136,12 +132,28 @@ def run(args: argparse.Namespace) -> int:
             _say(f"stopped after {taken} sample(s).")
         finally:
             backend.close()
-            connection.close()
+            if writer is not None and writer.connection is not None:
+                writer.connection.close()
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
         lock.release()
     return 0
+
+
+def _opener(path: Path, lock: RecorderLock) -> Callable[[], sqlite3.Connection]:
+    """Takes the lock and opens the store; the writer calls it again at each batch while a
+    full or read-only disk refuses either (docs/faults.md)."""
+
+    def open_store() -> sqlite3.Connection:
+        lock.acquire()
+        notices: list[str] = []
+        connection = open_for_recording(path, notices)
+        for notice in notices:
+            _say(notice)
+        return connection
+
+    return open_store
 
 
 def _refuse_open_directory(directory: Path) -> None:

@@ -394,7 +394,9 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
 
     def on_process_table_detail_requested(self, message: ProcessTable.DetailRequested) -> None:
         if self.snapshot is not None:
-            self.push_screen(ProcessDetailScreen(self.snapshot, message.process))
+            self.push_screen(
+                ProcessDetailScreen(self.snapshot, message.process, self.history_store, self._now)
+            )
 
     def on_gpu_grid_selection_changed(self, message: GpuGrid.SelectionChanged) -> None:
         table = self.query_one(ProcessTable)

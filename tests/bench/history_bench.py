@@ -34,7 +34,7 @@ from gputop.core.history.recorder import Recorder, RecorderOptions
 from gputop.core.history.report import ReportBy, ReportQuery, build_report
 from gputop.core.history.retention import Retention, apply_retention
 from gputop.core.history.store import open_for_recording
-from gputop.core.history.writer import HistoryWriter, WriteFailures
+from gputop.core.history.writer import HistoryWriter
 from gputop.core.sampling.source import open_backend
 
 HOURS = 4
@@ -108,9 +108,9 @@ def main() -> None:
         connection = open_for_recording(store, [])
         clock = SteppedClock(backend, INTERVAL_S)
         options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=samples)
-        writer = HistoryWriter(connection, WriteFailures(store, print))
+        writer = HistoryWriter(connection, store, print)
         started = time.process_time()
-        Recorder(clock.sample, writer, connection, options, print).run(threading.Event())
+        Recorder(clock.sample, writer, options, print).run(threading.Event())
         cpu_per_sample = (time.process_time() - started) / samples
         processes = connection.execute("SELECT COUNT(*) FROM processes").fetchone()[0]
         last = connection.execute("SELECT MAX(t) FROM samples").fetchone()[0]

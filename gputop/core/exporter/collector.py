@@ -17,9 +17,10 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from gputop.core.exporter.families import Counts, snapshot_families
-from gputop.core.exporter.jobs import JobLabels, ProcessJobs
+from gputop.core.exporter.jobs import JobLabels
 from gputop.core.exporter.processes import DEFAULT_TOP
 from gputop.core.model import Snapshot
+from gputop.core.process_jobs import ProcessJobs
 
 
 class SnapshotCollector(Collector):

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gputop.core.exporter.jobs import NO_JOBS, ProcessJobs
 from gputop.core.exporter.labels import command_label, label
 from gputop.core.exporter.processes import (
     GpuProcesses,
@@ -27,6 +26,7 @@ from gputop.core.exporter.processes import (
     user_totals,
 )
 from gputop.core.model import GpuSample, Snapshot
+from gputop.core.process_jobs import NO_JOBS, ProcessJobs
 
 MIB = 1 << 20
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")

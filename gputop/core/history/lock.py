@@ -12,7 +12,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from gputop.core.history.store import HistoryError
+from gputop.core.history.store import HistoryError, history_error
 from gputop.core.jobs.private_files import StoreError, open_private_dir, open_private_file
 
 MAX_PID_TEXT = 32
@@ -34,9 +34,12 @@ class RecorderLock:
         return self._store_path.with_name(self._store_path.name + ".lock")
 
     def acquire(self) -> None:
+        """Take the lock (held already: nothing to do); refused with ``RecorderBusy``."""
+        if self._fd is not None:
+            return
         directory = self._store_path.parent
         try:
-            dir_fd = open_private_dir(directory)
+            dir_fd = open_private_dir(directory, store="history store")
             try:
                 fd = open_private_file(
                     dir_fd, directory, self.path.name, os.O_RDWR, "history recorder lock file"
@@ -44,7 +47,7 @@ class RecorderLock:
             finally:
                 os.close(dir_fd)
         except StoreError as error:
-            raise HistoryError(str(error).replace("job store", "history store")) from None
+            raise history_error(error) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:

@@ -44,13 +44,11 @@ class Recorder:
         self,
         sample: Callable[[], Snapshot],
         writer: HistoryWriter,
-        connection: sqlite3.Connection,
         options: RecorderOptions,
         report: Callable[[str], None],
     ) -> None:
         self._sample = sample
         self._writer = writer
-        self._connection = connection
         self._options = options
         self._report = report
         self._retention_failed = False
@@ -90,11 +88,16 @@ class Recorder:
         return taken
 
     def _apply_retention(self, now: float) -> None:
-        if self._writer.pending:  # rolled-up buckets must not be written into afterwards
-            return
+        connection = self._writer.connection
+        if self._writer.pending or connection is None:  # rolled-up buckets must not be
+            return  # written into afterwards; a store not open yet has nothing to roll up
         try:
-            apply_retention(self._connection, now, self._options.retention)
+            apply_retention(connection, now, self._options.retention)
         except sqlite3.Error as error:
+            fault = self._writer.fault_of(error)
+            if fault is not None:  # a full or read-only disk: said once, with the writes'
+                self._writer.faults.failed(fault)
+                return
             if not self._retention_failed:
                 self._report(f"Rolling up old samples failed ({error}); will retry.")
             self._retention_failed = True

@@ -29,6 +29,7 @@ from gputop.core.jobs.private_files import (
     open_private_file,
 )
 from gputop.core.jobs.store_file import default_state_dir
+from gputop.core.write_faults import WriteFault, write_fault_of
 
 DB_NAME = "history.sqlite3"
 BUSY_TIMEOUT_S = 5.0
@@ -38,7 +39,20 @@ _SQLITE_NOTADB = 26
 
 
 class HistoryError(GputopError):
-    """The history store cannot be used: the message names the path and the cause."""
+    """The history store cannot be used: the message names the path and the cause.
+
+    ``fault`` is set when the cause is a full or read-only disk (write_faults.py): the
+    recorder then keeps sampling and tries again (docs/faults.md).
+    """
+
+    def __init__(self, message: str, fault: WriteFault | None = None) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+
+def history_error(error: StoreError) -> HistoryError:
+    """The private-files helpers' refusal, for the history store (its fault kept)."""
+    return HistoryError(str(error), error.fault)
 
 
 def default_history_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -53,9 +67,9 @@ def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
     """
     path = Path(os.path.abspath(path))
     try:
-        dir_fd = open_private_dir(path.parent)
+        dir_fd = open_private_dir(path.parent, store="history store")
     except StoreError as error:
-        raise HistoryError(str(error).replace("job store", "history store")) from None
+        raise history_error(error) from None
     try:
         _prepare_files(dir_fd, path)
         connection = _sqlite(str(path))
@@ -64,7 +78,7 @@ def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
         except sqlite3.DatabaseError as error:
             connection.close()
             if not _is_corruption(error):
-                raise HistoryError(f"Cannot open the history store {path}: {error}.") from None
+                raise _cannot_open(path, error) from None
             notices.append(_move_aside(path, str(error)))
             _prepare_files(dir_fd, path)
             connection = _sqlite(str(path))
@@ -82,7 +96,7 @@ def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
                 migrate(connection, version)
         except sqlite3.Error as error:
             connection.close()
-            raise HistoryError(f"Cannot open the history store {path}: {error}.") from None
+            raise _cannot_open(path, error) from None
         return connection
     finally:
         os.close(dir_fd)
@@ -106,13 +120,17 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
         )
     uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
     try:
-        connection = sqlite3.connect(
-            uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
-        connection.execute("PRAGMA trusted_schema = OFF")
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        connection, version = _read_only(uri)
     except sqlite3.Error as error:
-        raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
+        if write_fault_of(error, path.parent) is None or _wal_bytes(path) > 0:
+            raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
+        # A full or read-only disk where SQLite cannot create the -shm file it reads a WAL
+        # store through: with no -wal content everything is in the main file, which
+        # nothing can change now (docs/faults.md).
+        try:
+            connection, version = _read_only(uri + "&immutable=1")
+        except sqlite3.Error as second:
+            raise HistoryError(f"Cannot read the history store {path}: {second}.") from None
     _refuse_newer(connection, path, version)
     if version < SCHEMA_VERSION:
         connection.close()
@@ -121,6 +139,31 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
             "run 'gputop record' once to bring it up to date."
         )
     return connection
+
+
+def _cannot_open(path: Path, error: sqlite3.Error) -> HistoryError:
+    return HistoryError(
+        f"Cannot open the history store {path}: {error}.", write_fault_of(error, path.parent)
+    )
+
+
+def _read_only(uri: str) -> tuple[sqlite3.Connection, int]:
+    connection = sqlite3.connect(
+        uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    try:
+        connection.execute("PRAGMA trusted_schema = OFF")
+        return connection, int(connection.execute("PRAGMA user_version").fetchone()[0])
+    except BaseException:
+        connection.close()
+        raise
+
+
+def _wal_bytes(path: Path) -> int:
+    try:
+        return os.stat(f"{path}-wal", follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _refuse_newer(connection: sqlite3.Connection, path: Path, version: int) -> None:
@@ -139,7 +182,7 @@ def _prepare_files(dir_fd: int, path: Path) -> None:
         for suffix in COMPANIONS:
             check_companion(dir_fd, path.parent, path.name + suffix, "history store file")
     except StoreError as error:
-        raise HistoryError(str(error)) from None
+        raise history_error(error) from None
 
 
 def _sqlite(path: str) -> sqlite3.Connection:

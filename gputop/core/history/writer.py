@@ -4,8 +4,10 @@ The recorder hands every snapshot to ``add``; ``flush`` writes what is pending i
 transaction (the GPU readings of each sample, and the process spans it extended: spans.py),
 so a SIGKILL loses at most the samples since the last flush and SQLite's WAL keeps the file
 whole. A write that fails (a full disk, a store made read-only) keeps the samples pending
-(up to ``max_pending``, then the oldest go) and is retried at the next flush; the person is
-told once, and told again when writing works (``WriteFailures``).
+(up to ``max_pending``, then the oldest go) and is retried at the next flush. A full or
+read-only disk is told apart and said once, and once more when writing works again, by the
+one piece every writer of gputop's state uses (write_faults.py, docs/faults.md); any other
+failure is said once per cause.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from pathlib import Path
 
 from gputop.core.history.schema import RAW
 from gputop.core.history.spans import OpenSpan
+from gputop.core.history.store import HistoryError
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
+from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
 
 MAX_CACHED_STRINGS = 10_000
 DEFAULT_MAX_PENDING = 720
@@ -32,61 +36,36 @@ class PendingSample:
     duration_s: float
 
 
-class WriteFailures:
-    """Says once that writing fails and once that it works again; never once per sample.
-
-    The one place that words a write failure, so that a shared "disk full / read-only,
-    reported once" helper can take its place (docs/history.md).
-    """
-
-    def __init__(self, path: Path, report: Callable[[str], None]) -> None:
-        self._path = path
-        self._report = report
-        self._failing: str | None = None
-
-    @property
-    def failing(self) -> bool:
-        return self._failing is not None
-
-    def failed(self, error: sqlite3.Error | OSError, pending: int) -> None:
-        cause = describe_write_failure(error)
-        if self._failing == cause:
-            return
-        self._failing = cause
-        self._report(
-            f"Cannot write to the history store {self._path}: {cause}. gputop keeps sampling "
-            f"and retries at every batch; {pending} sample(s) wait in memory (the oldest are "
-            "dropped after an hour)."
-        )
-
-    def succeeded(self) -> None:
-        if self._failing is not None:
-            self._failing = None
-            self._report(f"Writing to the history store {self._path} works again.")
-
-
-def describe_write_failure(error: sqlite3.Error | OSError) -> str:
-    text = str(error).lower()
-    if "full" in text or getattr(error, "errno", None) == 28:
-        return "the disk is full"
-    if "readonly" in text or "read-only" in text or "read only" in text:
-        return "the store or its directory is read-only"
-    return clean(str(error)) or type(error).__name__
-
-
 class HistoryWriter:
-    """Turns snapshots into rows; remembers the ids of strings and processes it wrote."""
+    """Turns snapshots into rows; remembers the ids of strings and processes it wrote.
+
+    ``path`` is the store's file (named in what is said, and its directory asked whether
+    the disk is full or read-only when SQLite only says "disk I/O error"); ``say`` receives
+    what a person must be told. Without a ``connection`` (the store could not be opened for
+    a full or read-only disk), ``connect`` opens it at each flush until it works.
+    """
 
     def __init__(
         self,
-        connection: sqlite3.Connection,
-        failures: WriteFailures,
+        connection: sqlite3.Connection | None,
+        path: Path,
+        say: Callable[[str], None],
         max_pending: int = DEFAULT_MAX_PENDING,
         job_of: Callable[[GpuProcess], str | None] | None = None,
+        connect: Callable[[], sqlite3.Connection] | None = None,
     ) -> None:
         self._connection = connection
+        self._connect = connect
+        self._path = path
+        self._say = say
         self._job_of = job_of
-        self._failures = failures
+        self.faults = FaultReporter(
+            f"the history store {path}",
+            "gputop keeps sampling, keeps the samples in memory (the oldest are dropped "
+            f"beyond {max_pending}) and writes them when the store can be written again.",
+            say,
+        )
+        self._other_failure: str | None = None
         self._pending: deque[PendingSample] = deque(maxlen=max_pending)
         self._strings: dict[str, int] = {}
         self._processes: dict[tuple[int, float | None], int] = {}
@@ -98,6 +77,26 @@ class HistoryWriter:
     def pending(self) -> int:
         return len(self._pending)
 
+    @property
+    def connection(self) -> sqlite3.Connection | None:
+        return self._connection
+
+    def open_store(self) -> bool:
+        """Open the store with ``connect`` where it is not open; False (said once) while a
+        full or read-only disk keeps it from opening. Any other refusal is raised."""
+        if self._connection is not None:
+            return True
+        if self._connect is None:
+            return False
+        try:
+            self._connection = self._connect()
+        except HistoryError as error:
+            if error.fault is None:
+                raise
+            self.faults.failed(error.fault)
+            return False
+        return True
+
     def add(self, snapshot: Snapshot, duration_s: float) -> None:
         self._pending.append(PendingSample(snapshot, duration_s))
 
@@ -105,7 +104,10 @@ class HistoryWriter:
         """Write every pending sample in one transaction; False (kept pending) on failure."""
         if not self._pending:
             return True
+        if not self.open_store():
+            return False
         connection = self._connection
+        assert connection is not None
         try:
             connection.execute("BEGIN IMMEDIATE")
             try:
@@ -124,12 +126,41 @@ class HistoryWriter:
             self._processes.clear()
             self._open.clear()
             self._closed.clear()
-            self._failures.failed(error, len(self._pending))
+            self._failed(error)
             return False
         self._pending.clear()
-        self._failures.succeeded()
+        self._succeeded()
         self._forget_gone()
         return True
+
+    def fault_of(self, error: sqlite3.Error | OSError) -> WriteFault | None:
+        """The full or read-only disk ``error`` shows, if any (write_faults.py)."""
+        return write_fault_of(error, self._path.parent)
+
+    def _failed(self, error: sqlite3.Error | OSError) -> None:
+        """Said once: a full or read-only disk through ``faults``, anything else per cause."""
+        fault = self.fault_of(error)
+        if fault is not None:
+            self._other_failure = None
+            self.faults.failed(fault)
+            return
+        cause = clean(str(error)) or type(error).__name__
+        if cause != self._other_failure:
+            self._other_failure = cause
+            self._say(
+                f"Cannot write the history store {self._path}: {cause}. {self.faults.consequence}"
+            )
+
+    def _succeeded(self) -> None:
+        if self._other_failure is not None and self.faults.fault is None:
+            self._say(f"The history store {self._path} can be written again.")
+        self._other_failure = None
+        self.faults.succeeded()
+
+    def _db(self) -> sqlite3.Connection:
+        """The open store, inside ``flush``."""
+        assert self._connection is not None
+        return self._connection
 
     def _forget_gone(self) -> None:
         """Keep the id caches to what is on the cards now: a recorder runs for months."""
@@ -140,7 +171,7 @@ class HistoryWriter:
 
     def _write(self, pending: PendingSample) -> None:
         snapshot = pending.snapshot
-        cursor = self._connection.execute(
+        cursor = self._db().execute(
             "INSERT INTO samples (t, duration_s, resolution_s) VALUES (?, ?, ?)",
             (snapshot.timestamp, pending.duration_s, RAW),
         )
@@ -165,9 +196,7 @@ class HistoryWriter:
             self._extend_spans(gpu, snapshot.timestamp, pending.duration_s, seen)
         for key in [key for key in self._open if key not in seen]:
             self._closed.append(self._open.pop(key))
-        self._connection.executemany(
-            "INSERT INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)", gpu_rows
-        )
+        self._db().executemany("INSERT INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)", gpu_rows)
 
     def _extend_spans(
         self, gpu: GpuSample, end_t: float, duration_s: float, seen: set[tuple[int, int]]
@@ -188,11 +217,11 @@ class HistoryWriter:
     def _save_spans(self) -> None:
         for span in self._closed:
             if span.dirty:
-                span.save(self._connection)
+                span.save(self._db())
         self._closed.clear()
         for span in self._open.values():
             if span.dirty:
-                span.save(self._connection)
+                span.save(self._db())
 
     def _string_id(self, text: str | None) -> int | None:
         if text is None:
@@ -200,8 +229,8 @@ class HistoryWriter:
         known = self._strings.get(text)
         if known is not None:
             return known
-        self._connection.execute("INSERT OR IGNORE INTO strings (text) VALUES (?)", (text,))
-        row = self._connection.execute("SELECT id FROM strings WHERE text = ?", (text,)).fetchone()
+        self._db().execute("INSERT OR IGNORE INTO strings (text) VALUES (?)", (text,))
+        row = self._db().execute("SELECT id FROM strings WHERE text = ?", (text,)).fetchone()
         self._strings[text] = int(row[0])
         return self._strings[text]
 
@@ -211,16 +240,18 @@ class HistoryWriter:
         known = self._processes.get(key)
         if known is not None:
             return known
-        row = self._connection.execute(
-            "SELECT id FROM processes WHERE pid = ? AND start_time IS ?", key
-        ).fetchone()
+        row = (
+            self._db()
+            .execute("SELECT id FROM processes WHERE pid = ? AND start_time IS ?", key)
+            .fetchone()
+        )
         if row is not None:
             process_id = int(row[0])
         else:
             user_id = self._string_id(clean(process.user) if process.user is not None else None)
             command = clean_argv(process.command) if process.command else None
             job = self._job_of(process) if self._job_of is not None else None
-            cursor = self._connection.execute(
+            cursor = self._db().execute(
                 "INSERT INTO processes (pid, start_time, user_id, command_id, job) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (process.pid, process.start_time, user_id, self._string_id(command), job),

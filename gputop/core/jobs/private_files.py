@@ -33,6 +33,7 @@ from gputop.core.write_faults import WriteFault, write_fault_of
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
 STATE_DIR_ENV = "GPUTOP_STATE_DIR"
+JOB_STORE = "job store"
 ADVICE = f"set {STATE_DIR_ENV} (or XDG_STATE_HOME) to a directory of your own"
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -74,21 +75,21 @@ def _refuse_symlink(path: Path, what: str) -> StoreError:
     )
 
 
-def _check_dir(fd: int, path: Path) -> None:
+def _check_dir(fd: int, path: Path, store: str = JOB_STORE) -> None:
     """Owned by us and not writable by anyone else; readable by others: made private."""
     info = os.fstat(fd)
     if not stat.S_ISDIR(info.st_mode):
-        raise StoreError(f"Cannot use {path} for the job store: it is not a directory; {ADVICE}.")
+        raise StoreError(f"Cannot use {path} for the {store}: it is not a directory; {ADVICE}.")
     if info.st_uid != os.geteuid():
         raise StoreError(
-            f"The job store directory {path} belongs to {owner_name(info.st_uid)}, not to "
+            f"The {store} directory {path} belongs to {owner_name(info.st_uid)}, not to "
             f"you ({owner_name(os.geteuid())}): another user may have created it to read or "
             f"change your jobs, so gputop will not use it; {ADVICE}."
         )
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o022:
         raise StoreError(
-            f"The job store directory {path} is writable by other users (mode {mode:04o}): "
+            f"The {store} directory {path} is writable by other users (mode {mode:04o}): "
             f"they could plant files in it, so gputop will not use it. Make it private "
             f"(chmod 700 {path}) and check what is in it, or {ADVICE}."
         )
@@ -96,38 +97,39 @@ def _check_dir(fd: int, path: Path) -> None:
         _make_private(fd, mode & PRIVATE_DIR_MODE)
     if mode & PRIVATE_DIR_MODE != PRIVATE_DIR_MODE and os.geteuid() != 0:
         raise StorePermissionError(
-            f"The job store directory {path} is not readable and writable by you (mode "
+            f"The {store} directory {path} is not readable and writable by you (mode "
             f"{mode:04o}): fix it with chmod 700 {path}, or {ADVICE}."
         )
 
 
-def open_private_dir(path: Path, *, create: bool = True) -> int:
+def open_private_dir(path: Path, *, create: bool = True, store: str = JOB_STORE) -> int:
     """An ``O_DIRECTORY`` descriptor of ``path`` (an absolute path), created 0700 if
-    missing, after the ownership and permission checks. The caller closes it."""
+    missing, after the ownership and permission checks. The caller closes it. ``store``
+    ("history store") names what the directory holds in errors."""
     if create:
         try:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except FileExistsError:  # a file where a parent directory should be
                 raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
-            _check_parent(path)
+            _check_parent(path, store)
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, PRIVATE_DIR_MODE)
         except PermissionError as error:
             raise StorePermissionError(
-                f"Cannot create the job store directory {path}: {_cause(error)}; {ADVICE}."
+                f"Cannot create the {store} directory {path}: {_cause(error)}; {ADVICE}."
             ) from None
         except OSError as error:
             raise StoreError(
-                f"Cannot create the job store directory {path}: {_cause(error)}; {ADVICE}.",
+                f"Cannot create the {store} directory {path}: {_cause(error)}; {ADVICE}.",
                 write_fault_of(error),
             ) from None
     else:
-        _check_parent(path)
-    return _open_dir(lambda: os.open(path, _DIR_FLAGS), path)
+        _check_parent(path, store)
+    return _open_dir(lambda: os.open(path, _DIR_FLAGS), path, store)
 
 
-def _check_parent(path: Path) -> None:
+def _check_parent(path: Path, store: str) -> None:
     """Whoever may write the parent may rename the state directory away and put their own
     in its place, unless the parent is sticky like /tmp (then only the owner may)."""
     try:
@@ -136,7 +138,7 @@ def _check_parent(path: Path) -> None:
         return  # the directory itself cannot be opened either; that error says why
     if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
         raise StoreError(
-            f"The job store directory {path} is in {path.parent}, which every user may write "
+            f"The {store} directory {path} is in {path.parent}, which every user may write "
             f"(mode {stat.S_IMODE(info.st_mode):04o}, without the sticky bit /tmp has): anyone "
             f"could replace the store, so gputop will not use it; {ADVICE}."
         )
@@ -156,23 +158,23 @@ def open_private_subdir(parent_fd: int, parent: Path, name: str) -> int:
     return _open_dir(lambda: os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path)
 
 
-def _open_dir(opener: Callable[[], int], path: Path) -> int:
+def _open_dir(opener: Callable[[], int], path: Path, store: str = JOB_STORE) -> int:
     try:
         fd = opener()
     except OSError as error:
         if error.errno == errno.ELOOP or os.path.islink(path):
-            raise _refuse_symlink(path, "job store directory") from None
+            raise _refuse_symlink(path, f"{store} directory") from None
         if error.errno == errno.ENOTDIR:
             raise StoreError(
-                f"Cannot use {path} for the job store: it is not a directory; {ADVICE}."
+                f"Cannot use {path} for the {store}: it is not a directory; {ADVICE}."
             ) from None
         if error.errno == errno.EACCES:
             raise StorePermissionError(
-                f"Cannot open the job store directory {path}: {_cause(error)}; {ADVICE}."
+                f"Cannot open the {store} directory {path}: {_cause(error)}; {ADVICE}."
             ) from None
-        raise StoreError(f"Cannot open the job store directory {path}: {_cause(error)}.") from None
+        raise StoreError(f"Cannot open the {store} directory {path}: {_cause(error)}.") from None
     try:
-        _check_dir(fd, path)
+        _check_dir(fd, path, store)
     except BaseException:
         os.close(fd)
         raise

@@ -1,0 +1,32 @@
+"""The jobs of a real process, read from its /proc directory (gputop/core/process_jobs.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gputop.core.process_jobs import NO_JOBS, ProcessJobs, read_process_jobs
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    environ = {**os.environ, "GPUTOP_JOB_ID": "17", "SLURM_JOB_ID": "4242"}
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=environ)
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_a_process_names_its_gputop_job_and_its_slurm_job(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    assert read_process_jobs(Path(f"/proc/{sleeper.pid}")) == ProcessJobs(17, 4242)
+
+
+def test_a_process_gone_names_no_job(tmp_path: Path) -> None:
+    assert read_process_jobs(tmp_path / "4300001") == NO_JOBS

@@ -16,7 +16,7 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
     state_dir_fixture,
     wait_until_ended,
 )
-from test_jobs_usage import scenario_file, sleeper
+from usage_helpers import scenario_file, sleeper
 
 from gputop.tui.lab.lab_jobs import RemoteJob
 from gputop.tui.lab.lab_jobs import usage_cells as lab_usage_cells

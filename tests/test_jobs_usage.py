@@ -24,6 +24,7 @@ from small_filesystems import (  # noqa: F401  (small_state_dir_fixture: small_s
     fill,
     small_state_dir_fixture,
 )
+from usage_helpers import scenario_file, sleeper
 
 from gputop.core.jobs.pending_end import (
     RESERVED_BYTES,
@@ -42,20 +43,8 @@ from gputop.core.jobs.usage import (
 from gputop.core.units import duration
 
 MIB = 1024 * 1024
-SCENARIOS = Path(__file__).parent.parent / "gputop" / "core" / "fake" / "scenarios"
 PROFILE = {"used_memory_mib": {"base": 1000, "amp": 500, "period": 4}, "sm_util": 60}
 """1000 MiB +- 500 over 4 s of the process's age: 1500 MiB at an age of 1 s, 13 s, ..."""
-
-
-def scenario_file(tmp_path: Path, profile: dict[str, object] | None) -> Path:
-    """v100x4 with a job profile, and accounting mode on for GPU 1."""
-    document = json.loads((SCENARIOS / "v100x4.json").read_text())
-    if profile is not None:
-        document["job_profile"] = profile
-    document["gpus"][1]["accounting_mode"] = True
-    path = tmp_path / "jobs.json"
-    path.write_text(json.dumps(document))
-    return path
 
 
 @pytest.fixture(name="measured")
@@ -68,10 +57,6 @@ def measured_fixture(
     monkeypatch.delenv("GPUTOP_FAKE_TIME")
     monkeypatch.setenv("GPUTOP_USAGE_POLL_S", "0.1")
     return state_dir
-
-
-def sleeper(seconds: float) -> list[str]:
-    return [PYTHON, "-c", f"import time; time.sleep({seconds})"]
 
 
 def test_a_job_records_what_it_used_on_each_card(measured: Path) -> None:

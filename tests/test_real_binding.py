@@ -299,3 +299,24 @@ def test_the_energy_counter_is_read_through_the_real_binding(
     # The library has no accounting calls: accounting reads as off.
     h100 = [300 * 30 * 1000, False]
     assert json.loads(result.stdout) == [[None, False], h100, h100]
+
+
+PROBE_THREAD = (
+    "import json, sys, threading; from gputop.core.sampling.source import open_backend; "
+    "from gputop.core.sampling.nvml_backend import SamplingOptions; "
+    "b = open_backend(environ={}, options=SamplingOptions(driver_probe=sys.argv[1] == 'on')); "
+    "b.sample(); "
+    "print(json.dumps(any(t.name == 'process-driver-probe' for t in threading.enumerate())))"
+)
+
+
+@pytest.mark.parametrize("probe", ["on", "off"])
+def test_a_supervisors_backend_starts_no_driver_probe(
+    c_nvml: CNvml, sleepers: list[int], probe: str
+) -> None:
+    """A job's supervisor samples with the driver probe off (usage_meter.py): no child that
+    loads libcuda per job. The dashboard's backend (on) does start it."""
+    data = c_nvml.data_file("machine", machine(sleepers), "R550")
+    result = c_nvml.run(["-c", PROBE_THREAD, probe], generation="R550", binding=NEWEST, data=data)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) is (probe == "on")

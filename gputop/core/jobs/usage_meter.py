@@ -191,12 +191,13 @@ class UsageMeter:
 
 def open_meter(job: Job, environ: Mapping[str, str]) -> UsageMeter | None:
     """A meter for ``job`` on the GPUs it sees (``None``: no NVML, or no cards pinned)."""
+    from gputop.core.sampling.nvml_backend import SamplingOptions
     from gputop.core.sampling.source import open_backend
 
     if not job.physical_indices:
         return None
     try:
-        backend = open_backend(environ=environ)
+        backend = open_backend(environ=environ, options=SamplingOptions(driver_probe=False))
     except GputopError:
         return None
     except Exception:  # a broken driver binding must not stop the job

@@ -41,6 +41,10 @@ class SamplingOptions:
     """
 
     pcie_throughput: bool = False
+    driver_probe: bool = True
+    """Ask the driver (a child process that loads libcuda, gputop.core.probes) how each GPU
+    process's ``CUDA_VISIBLE_DEVICES`` enumerates, on real GPUs. Off for a job's supervisor
+    (gputop.core.jobs.usage_meter), which reads no CUDA view."""
 
 
 _GpuReading = tuple[GpuSample, "tuple[NvmlProcess, ...]", "dict[int, ProcessUtilization]"]

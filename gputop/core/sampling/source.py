@@ -139,7 +139,9 @@ def _open_real(options: SamplingOptions | None) -> NvmlBackend:
         pynvml,
         options=options,
         host_processes=HostProcessTable(guard=local_pid_guard()),
-        driver_answer=BackgroundDriverProbe().answer,
+        driver_answer=(
+            BackgroundDriverProbe().answer if options is None or options.driver_probe else None
+        ),
     )
 
 

@@ -38,10 +38,11 @@ import ctypes, json, sys
 try:
     cuda = ctypes.CDLL(sys.argv[1])
 except OSError as error:
-    print(json.dumps({"status": "no-libcuda", "detail": str(error)})); sys.exit(0)
+    print(json.dumps({"status": "no-libcuda", "detail": str(error)}, allow_nan=False)); sys.exit(0)
 def check(code, what):
     if code:
-        print(json.dumps({"status": "cuda-error", "code": code, "detail": what})); sys.exit(0)
+        answer = {"status": "cuda-error", "code": code, "detail": what}
+        print(json.dumps(answer, allow_nan=False)); sys.exit(0)
 check(cuda.cuInit(0), "cuInit")
 count = ctypes.c_int(0)
 check(cuda.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
@@ -60,7 +61,7 @@ for ordinal in range(count.value):
     bus_ok = get_bus_id is not None and get_bus_id(bus, 64, device) == 0
     devices.append({"uuid": bytes(raw).hex(), "sms": sms.value if ok else None,
                     "pci": bus.value.decode("ascii", "replace") if bus_ok else None})
-print(json.dumps({"status": "ok", "devices": devices}))
+print(json.dumps({"status": "ok", "devices": devices}, allow_nan=False))
 """.replace("ATTRIBUTE", str(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))
 
 

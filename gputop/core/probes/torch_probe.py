@@ -19,7 +19,8 @@ import json, sys
 try:
     import torch
 except Exception as error:
-    print(json.dumps({"status": "no-torch", "detail": f"{type(error).__name__}: {error}"}))
+    detail = f"{type(error).__name__}: {error}"
+    print(json.dumps({"status": "no-torch", "detail": detail}, allow_nan=False))
     sys.exit(0)
 info = {"status": "ok", "version": torch.__version__, "cuda": torch.version.cuda,
         "compiled": bool(torch.cuda._is_compiled()), "devices": []}
@@ -31,7 +32,7 @@ if info["compiled"]:
         if uuid and not uuid.startswith(("GPU-", "MIG-")):
             uuid = "GPU-" + uuid
         info["devices"].append({"name": p.name, "uuid": uuid})
-print(json.dumps(info))
+print(json.dumps(info, allow_nan=False))
 """
 
 

@@ -18,8 +18,9 @@ one process held one card, at most ``SPAN_MAX_S`` long. It keeps the sums the re
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
+
+from gputop.core import sqlite_files
 
 SCHEMA_VERSION = 1
 
@@ -87,30 +88,15 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {}
 
 def create_schema(connection: sqlite3.Connection) -> None:
     """Create the tables of an empty store (version 0) in one transaction."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        if int(connection.execute("PRAGMA user_version").fetchone()[0]) == 0:
+    with sqlite_files.immediate(connection):
+        if sqlite_files.user_version(connection) == 0:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        connection.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            connection.execute("ROLLBACK")
-        raise
 
 
 def migrate(connection: sqlite3.Connection, version: int) -> None:
     """Bring an older store up to SCHEMA_VERSION in one transaction, keeping every row."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        for step in range(version, SCHEMA_VERSION):
-            for statement in MIGRATIONS[step]:
-                connection.execute(statement)
-        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        connection.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            connection.execute("ROLLBACK")
-        raise
+    del version  # the transaction reads the store's own version
+    sqlite_files.migrate(connection, MIGRATIONS, SCHEMA_VERSION)

@@ -11,11 +11,9 @@ See docs/history.md.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import stat
-import time
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,13 +27,12 @@ from gputop.core.jobs.private_files import (
     open_private_file,
 )
 from gputop.core.jobs.store_file import default_state_dir
+from gputop.core.sqlite_files import is_corruption, move_aside, os_cause
 from gputop.core.write_faults import WriteFault, write_fault_of
 
 DB_NAME = "history.sqlite3"
 BUSY_TIMEOUT_S = 5.0
 COMPANIONS = ("-wal", "-shm", "-journal")
-_SQLITE_CORRUPT = 11
-_SQLITE_NOTADB = 26
 
 
 class HistoryError(GputopError):
@@ -77,7 +74,7 @@ def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
             version = _check(connection)
         except sqlite3.DatabaseError as error:
             connection.close()
-            if not _is_corruption(error):
+            if not is_corruption(error):
                 raise _cannot_open(path, error) from None
             notices.append(_move_aside(path, str(error)))
             _prepare_files(dir_fd, path)
@@ -112,7 +109,7 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
             f"No history store at {path}: start 'gputop record' (or give --db PATH)."
         ) from None
     except OSError as error:
-        raise HistoryError(f"Cannot open the history store {path}: {_cause(error)}.") from None
+        raise HistoryError(f"Cannot open the history store {path}: {os_cause(error)}.") from None
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
         raise HistoryError(
             f"The history store {path} is not a regular file (a link or something else): "
@@ -213,34 +210,13 @@ def _check(connection: sqlite3.Connection) -> int:
     return version
 
 
-def _is_corruption(error: sqlite3.DatabaseError) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
-    text = str(error).lower()
-    return "not a database" in text or "malformed" in text
-
-
-def _cause(error: OSError) -> str:
-    return error.strerror.lower() if error.strerror else str(error)
-
-
 def _move_aside(path: Path, problem: str) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.corrupt-{stamp}")
-    counter = 1
-    while target.exists():
-        counter += 1
-        target = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
     try:
-        os.rename(path, target)
-        for suffix in COMPANIONS:
-            with contextlib.suppress(FileNotFoundError):
-                os.rename(f"{path}{suffix}", f"{target}{suffix}")
+        target = move_aside(path, COMPANIONS)
     except OSError as error:
         raise HistoryError(
             f"The history store {path} is damaged ({problem}) and could not be moved aside: "
-            f"{_cause(error)}. Move it away yourself to start a new store."
+            f"{os_cause(error)}. Move it away yourself to start a new store."
         ) from None
     return (
         f"The history store {path} was damaged ({problem}); it was moved aside to {target} "

@@ -19,7 +19,6 @@ import contextlib
 import fcntl
 import os
 import sqlite3
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -32,6 +31,14 @@ from gputop.core.jobs.private_files import (
     open_private_file,
     open_private_subdir,
 )
+from gputop.core.sqlite_files import (
+    immediate,
+    is_corruption,
+    migrate,
+    move_aside,
+    os_cause,
+    user_version,
+)
 from gputop.core.write_faults import write_fault_of
 
 __all__ = ["STATE_DIR_ENV", "StoreError", "StorePermissionError", "default_state_dir"]
@@ -43,8 +50,6 @@ LOCK_NAME = "jobs.lock"
 BUSY_TIMEOUT_S = 30.0
 COMPANIONS = ("-wal", "-shm", "-journal")
 
-_SQLITE_CORRUPT = 11
-_SQLITE_NOTADB = 26
 
 _SCHEMA = """
 CREATE TABLE jobs (
@@ -245,7 +250,7 @@ def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connec
         version = _check(connection)
     except sqlite3.DatabaseError as error:
         connection.close()
-        if not _is_corruption(error):
+        if not is_corruption(error):
             raise StoreError(
                 f"Cannot open the job store {path}: {error}.", write_fault_of(error, directory)
             ) from None
@@ -269,7 +274,7 @@ def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connec
         if version == 0:
             _create_schema(connection, directory / LOGS_DIR)
         elif version < SCHEMA_VERSION:
-            _migrate(connection, version)
+            migrate(connection, _MIGRATIONS, SCHEMA_VERSION)
     except sqlite3.Error as error:
         connection.close()
         raise StoreError(
@@ -328,35 +333,13 @@ def _check(connection: sqlite3.Connection) -> int:
     return version
 
 
-def _is_corruption(error: sqlite3.DatabaseError) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
-    text = str(error).lower()
-    return "not a database" in text or "malformed" in text
-
-
-def _cause(error: OSError) -> str:
-    return error.strerror.lower() if error.strerror else str(error)
-
-
 def _move_aside(path: Path, problem: str, logs_dir: Path) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.corrupt-{stamp}")
-    counter = 1
-    while target.exists():
-        counter += 1
-        target = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
     try:
-        os.rename(path, target)
-        for suffix in COMPANIONS:
-            companion = Path(f"{path}{suffix}")
-            if companion.exists():
-                os.rename(companion, f"{target}{suffix}")
+        target = move_aside(path, COMPANIONS)
     except OSError as error:
         raise StoreError(
             f"The job store {path} is damaged ({problem}) and could not be moved aside: "
-            f"{_cause(error)}. Move it away yourself to start a new store."
+            f"{os_cause(error)}. Move it away yourself to start a new store."
         ) from None
     return (
         f"The job store {path} was damaged ({problem}); it was moved aside to {target} and "
@@ -364,26 +347,9 @@ def _move_aside(path: Path, problem: str, logs_dir: Path) -> str:
     )
 
 
-def _migrate(connection: sqlite3.Connection, version: int) -> None:
-    """Bring an older store up to SCHEMA_VERSION in one transaction, keeping every row."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        current = int(connection.execute("PRAGMA user_version").fetchone()[0])
-        for step in range(current, SCHEMA_VERSION):
-            for statement in _MIGRATIONS[step]:
-                connection.execute(statement)
-        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        connection.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            connection.execute("ROLLBACK")
-        raise
-
-
 def _create_schema(connection: sqlite3.Connection, logs_dir: Path | None) -> None:
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        if int(connection.execute("PRAGMA user_version").fetchone()[0]) == 0:
+    with immediate(connection):
+        if user_version(connection) == 0:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     connection.execute(statement)
@@ -395,11 +361,6 @@ def _create_schema(connection: sqlite3.Connection, logs_dir: Path | None) -> Non
                     "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)", (highest,)
                 )
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        connection.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            connection.execute("ROLLBACK")
-        raise
 
 
 def _highest_log_id(logs_dir: Path) -> int:

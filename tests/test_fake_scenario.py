@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from other_user import gputop_as_other_user
 
 from gputop.core.errors import ScenarioError
 from gputop.core.fake import BUILTIN_SCENARIOS, resolve_scenario_path
@@ -435,3 +436,17 @@ def test_each_mistake_gets_a_message_naming_file_and_field(
     assert error.field == field
     assert problem in error.problem
     assert str(error).startswith(f"Bad scenario {path}: ")
+
+
+def test_a_scenario_the_user_may_not_reach_is_a_clear_error_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A file in a folder the user cannot enter: Path.is_file raises PermissionError there,
+    which used to end in gputop's "internal error" (exit 70)."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    path = write(private, {"gpus": [gpu()]})
+    done = gputop_as_other_user("snapshot", "--fake", str(path), env={})
+    assert done.returncode == 2, done.stderr
+    assert "cannot read the file: Permission denied" in done.stderr
+    assert "internal error" not in done.stderr

@@ -36,10 +36,14 @@ def resolve_scenario_path(name_or_path: str) -> Path:
         packaged = resources.files(__package__) / "scenarios" / f"{name_or_path}.json"
         return Path(str(packaged))
     path = Path(name_or_path).expanduser()
-    if path.is_file():
-        return path
     builtin = f"built-in scenarios: {', '.join(BUILTIN_SCENARIOS)}"
-    if path.exists():
+    try:  # Path.is_file raises on EACCES (a file in a folder the user cannot enter)
+        if path.is_file():
+            return path
+        exists = path.exists()
+    except OSError as error:
+        raise ScenarioError(name_or_path, f"cannot read the file: {error.strerror}") from None
+    if exists:
         problem = f"not a file ({builtin})"
     elif path.suffix == "" and len(path.parts) == 1:
         problem = f"no built-in scenario of that name, and no such file ({builtin})"

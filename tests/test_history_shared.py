@@ -34,6 +34,7 @@ from gputop.cli.main import main
 from gputop.core.history.store import HistoryError, open_for_reading
 
 WAIT_S = 60.0
+RECORD = (sys.executable, "-m", "gputop", "record", "--interval", "1", "--fake")
 WINDOW = ("--since", "2000-01-01", "--until", "2100-01-01")
 """Every sample: a recorder on a fast simulated clock dates them ahead of real time."""
 READ_AS_DASHBOARD = """
@@ -101,8 +102,7 @@ def test_another_user_reads_a_live_shared_store_without_writing_or_blocking_it(
     directory = reachable / "gputop-history"
     store = directory / "history.sqlite3"
     recorder = subprocess.Popen(
-        [sys.executable, "-m", "gputop", "record", "--fake", scenario, "--db", str(store)]
-        + ["--readable-by", "all", "--interval", "1"],
+        [*RECORD, scenario, "--db", str(store), "--readable-by", "all"],
         env={**os.environ, "GPUTOP_FAKE_SPEED": "100", "GPUTOP_STATE_DIR": str(tmp_path)},
         stderr=subprocess.PIPE,
         text=True,
@@ -161,8 +161,7 @@ def test_a_group_shared_store_is_read_by_its_group_and_a_private_one_by_nobody_e
     group = grp.getgrgid(OTHER_GID).gr_name  # the other user's own group (nogroup)
     shared = reachable / "by-group" / "history.sqlite3"
     recorded = subprocess.run(
-        [sys.executable, "-m", "gputop", "record", "--fake", scenario, "--db", str(shared)]
-        + ["--readable-by", group, "--count", "3", "--interval", "1"],
+        [*RECORD, scenario, "--db", str(shared), "--readable-by", group, "--count", "3"],
         env={**os.environ, "GPUTOP_FAKE_SPEED": "100", "GPUTOP_STATE_DIR": str(tmp_path)},
         capture_output=True,
         text=True,

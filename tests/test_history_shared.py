@@ -191,7 +191,18 @@ def test_a_reader_refuses_a_store_others_could_have_changed(
 ) -> None:
     store = reachable / "history" / "history.sqlite3"
     record_stepped(holders_scenario(tmp_path / "holders.json"), store, 3)
-    open_for_reading(store).close()  # as recorded: fine
+    # another user's stopped store, read by root: fine, and nothing created beside it
+    for path in (store.parent, store):
+        os.chown(path, OTHER_UID, OTHER_GID)
+    store.chmod(0o644)
+    store.parent.chmod(0o755)
+    connection = open_for_reading(store)
+    assert connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 3
+    connection.close()
+    assert os.listdir(store.parent) == ["history.sqlite3"]
+    for path in (store.parent, store):
+        os.chown(path, 0, 0)
+    open_for_reading(store).close()  # root's own: fine too
 
     def refusal() -> str:
         with pytest.raises(HistoryError) as refused:

@@ -38,8 +38,9 @@ class UnsafeStore(GputopError):
     """The store is not read: the message names the path and why."""
 
 
-def check_for_reading(path: Path, companions: Sequence[str]) -> None:
-    """Raise ``UnsafeStore`` (with a person's message) unless ``path`` may be read."""
+def check_for_reading(path: Path, companions: Sequence[str]) -> os.stat_result:
+    """The store's own ``lstat``; raises ``UnsafeStore`` (with a person's message) unless
+    ``path`` may be read."""
     info = _lstat(
         path, missing=f"No history store at {path}: start 'gputop record' (or give --db PATH)."
     )
@@ -67,13 +68,14 @@ def check_for_reading(path: Path, companions: Sequence[str]) -> None:
     try:
         parent = os.stat(directory.parent)
     except OSError:
-        return
+        return info
     if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX:
         raise UnsafeStore(
             f"The history store {path} is in {directory}, inside {directory.parent}, which "
             "every user may write (without the sticky bit /tmp has): anyone could replace "
             "the store, so gputop will not read it."
         )
+    return info
 
 
 def _lstat(path: Path, missing: str) -> os.stat_result:

@@ -117,10 +117,14 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
     opened ``mode=ro``, and this process creates nothing beside it that it cannot."""
     path = Path(os.path.abspath(path))
     try:
-        check_for_reading(path, COMPANIONS)
+        info = check_for_reading(path, COMPANIONS)
     except GputopError as error:
         raise HistoryError(str(error)) from None
     uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+    if info.st_uid != os.geteuid() and not os.path.lexists(f"{path}-wal"):
+        # Another user's store, its recorder stopped: read the main file as it is, so that
+        # even root creates no -shm beside it (docs/history.md, "A shared store").
+        uri += "&immutable=1"
     try:
         connection, version = _read_only(uri)
     except sqlite3.Error as error:

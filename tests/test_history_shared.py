@@ -177,6 +177,19 @@ def test_a_group_shared_store_is_read_by_its_group_and_a_private_one_by_nobody_e
     assert read.returncode == 0, read.stderr
     assert json.loads(read.stdout)["rows"]
 
+    # a recorder may share its store only with a group it belongs to
+    sticky = reachable / "sticky"
+    sticky.mkdir(mode=0o1777)
+    sticky.chmod(0o1777)
+    outsider = gputop_as_other_user(
+        "record", "--fake", "demo", "--count", "1", "--db", str(sticky / "h" / "history.sqlite3"),
+        "--readable-by", grp.getgrgid(0).gr_name,
+        env={"HOME": "/nonexistent", "GPUTOP_STATE_DIR": str(sticky / "state")},
+    )  # fmt: skip
+    assert outsider.returncode == 1
+    assert "operation not permitted (you must be a member of that group)" in outsider.stderr
+    assert "Traceback" not in outsider.stderr
+
     private = reachable / "private" / "history.sqlite3"
     record_stepped(scenario, private, 3)  # without --readable-by: 0700 and 0600, as before
     assert stat.S_IMODE(private.parent.stat().st_mode) == 0o700

@@ -257,3 +257,10 @@ def test_readable_by_is_refused_where_it_cannot_work(
     assert main(["record", "--fake", "demo", "--db", store, "--readable-by", "no-such-grp"]) == 2
     assert "--readable-by: no group named 'no-such-grp'" in capsys.readouterr().err
     assert not (tmp_path / "shared").exists()
+    # GPUTOP_HISTORY_DB is a place of the user's choosing, like --db: an open one is refused
+    (tmp_path / "open").mkdir(mode=0o755)
+    (tmp_path / "open").chmod(0o755)
+    monkeypatch.setenv("GPUTOP_HISTORY_DB", str(tmp_path / "open" / "history.sqlite3"))
+    assert main(["record", "--fake", "demo", "--count", "1"]) == 2
+    assert "is open to other users (mode 0755)" in capsys.readouterr().err
+    assert stat.S_IMODE((tmp_path / "open").stat().st_mode) == 0o755

@@ -25,7 +25,11 @@ from gputop.core.history.jobs import job_of_process
 from gputop.core.history.lock import RecorderLock
 from gputop.core.history.recorder import DEFAULT_INTERVAL_S, Recorder, RecorderOptions
 from gputop.core.history.retention import Retention
-from gputop.core.history.store import default_history_path, open_for_recording
+from gputop.core.history.store import (
+    HISTORY_DB_ENV,
+    default_history_path,
+    open_for_recording,
+)
 from gputop.core.history.writer import HistoryWriter
 from gputop.core.jobs.private_files import Sharing
 from gputop.core.jobs.store_file import default_state_dir
@@ -115,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         )
     path = args.db if args.db is not None else default_history_path()
     sharing = _sharing(args.readable_by, path)
-    if args.db is not None and sharing is None:
+    chosen = args.db is not None or bool(os.environ.get(HISTORY_DB_ENV))  # not gputop's own
+    if chosen and sharing is None:
         _refuse_open_directory(Path(os.path.abspath(path)).parent)
     lock = RecorderLock(path, sharing)
     stop = threading.Event()

@@ -197,3 +197,18 @@ async def test_a_host_with_an_older_gputop_says_so_on_its_line_and_once_in_full(
         "jobs, launching and signals (gputop jobs, run --json, signal)); update it: gputop "
         "hosts install gpu01"
     ]
+
+
+async def test_h_on_a_remote_process_says_its_own_history_is_not_shown_yet() -> None:
+    from gputop.tui.screens.process_history import ProcessHistoryScreen
+
+    app = make_lab_app(count=2)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_lab_sample(pilot)
+        app.query_one(LabProcessTable).focus()
+        await pilot.press("H")
+        await pilot.pause()
+        notes = [str(n.message) for n in app._notifications]
+        shown = app.screen
+    assert not isinstance(shown, ProcessHistoryScreen)  # never this machine's store
+    assert any("A remote process's own history is not shown yet" in note for note in notes)

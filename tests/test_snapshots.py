@@ -34,3 +34,36 @@ def test_lab_dashboard_looks_as_approved(snap_compare, label: str) -> None:  # t
     assert snap_compare(
         build_lab_app(LAB_HOSTS[label]), terminal_size=SIZES[label], run_before=first_lab_sample
     )
+
+
+def test_lab_card_history_looks_as_approved(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """``H`` on gpu01's card 1: the host's answer, plots and holders (a canned answer)."""
+    from textual.pilot import Pilot
+
+    from gputop.core.history.card_history import CardHistory
+    from gputop.core.history.report import ReportRow
+    from gputop.core.history.series import GpuSeries
+    from gputop.tui.lab.remote_history import RemoteCardHistoryScreen
+
+    app = build_lab_app(LAB_HOSTS["160x48"])
+    gib = 2**30
+    utilization = tuple(None if i < 20 else float((i * 7) % 100) for i in range(120))
+    memory = tuple(None if i < 20 else float(min(i, 90) * gib / 8) for i in range(120))
+    app.source.histories[0] = CardHistory(
+        1,
+        0.0,
+        3600.0,
+        GpuSeries(1, None, utilization, memory, 16 * gib),
+        (
+            ReportRow("bob", 3000.0, 3000.0, 10 * gib, 10 * gib, 0.0),
+            ReportRow("alice\x1b[2J", 2400.0, 0.0, 4 * gib, 5 * gib, 61.0),
+        ),
+    )
+
+    async def open_history(pilot: Pilot[None]) -> None:
+        await first_lab_sample(pilot)
+        await pilot.press("right", "H")
+        while not (isinstance(app.screen, RemoteCardHistoryScreen) and app.screen.shown):
+            await pilot.pause(0.05)  # a condition: the worker's answer is drawn
+
+    assert snap_compare(app, terminal_size=SIZES["160x48"], run_before=open_history)

@@ -8,6 +8,7 @@ store is refused, naming the pid of the first.
 from __future__ import annotations
 
 import argparse
+import grp
 import os
 import signal
 import sqlite3
@@ -24,9 +25,15 @@ from gputop.core.history.jobs import job_of_process
 from gputop.core.history.lock import RecorderLock
 from gputop.core.history.recorder import DEFAULT_INTERVAL_S, Recorder, RecorderOptions
 from gputop.core.history.retention import Retention
-from gputop.core.history.store import default_history_path, open_for_recording
+from gputop.core.history.store import (
+    HISTORY_DB_ENV,
+    default_history_path,
+    open_for_recording,
+)
 from gputop.core.history.writer import HistoryWriter
-from gputop.core.safe_text import clean_lines
+from gputop.core.jobs.private_files import Sharing
+from gputop.core.jobs.store_file import default_state_dir
+from gputop.core.safe_text import clean, clean_lines
 from gputop.core.sampling.source import open_backend
 
 MIN_INTERVAL_S = 0.5
@@ -73,6 +80,13 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="keep one sample per hour this long (default 365d), then nothing",
     )
     parser.add_argument(
+        "--readable-by",
+        default=None,
+        metavar="all|GROUP",
+        help="a shared store (with --db): every user (all), or the members of GROUP, may "
+        "read it with 'gputop report --db PATH'; only you write it (default: private)",
+    )
+    parser.add_argument(
         "--count",
         type=count(1),
         default=None,
@@ -104,9 +118,11 @@ def run(args: argparse.Namespace) -> int:
             "than --keep-hours (e.g. 48h, 30d, 365d)."
         )
     path = args.db if args.db is not None else default_history_path()
-    if args.db is not None:
+    sharing = _sharing(args.readable_by, path)
+    chosen = args.db is not None or bool(os.environ.get(HISTORY_DB_ENV))  # not gputop's own
+    if chosen and sharing is None:
         _refuse_open_directory(Path(os.path.abspath(path)).parent)
-    lock = RecorderLock(path)
+    lock = RecorderLock(path, sharing)
     stop = threading.Event()
     previous = {
         number: signal.signal(number, _setter(stop)) for number in (signal.SIGTERM, signal.SIGINT)
@@ -117,13 +133,17 @@ def run(args: argparse.Namespace) -> int:
         try:
             speed = float(getattr(backend.nvml, "speed", 1.0))  # GPUTOP_FAKE_SPEED, simulated
             writer = HistoryWriter(
-                None, path, _say, job_of=job_of_process, connect=_opener(path, lock)
+                None, path, _say, job_of=job_of_process, connect=_opener(path, lock, sharing)
             )
             writer.open_store()  # a full or read-only disk: said, and tried at every batch
             options = RecorderOptions(
                 interval_s=args.interval, retention=retention, speed=speed, max_samples=args.count
             )
-            _say(f"recording every {args.interval:g} s into {path} (Ctrl-C or SIGTERM to stop).")
+            readers = "" if sharing is None else f", readable by {args.readable_by}"
+            _say(
+                f"recording every {args.interval:g} s into {path}{readers} (Ctrl-C or SIGTERM "
+                "to stop)."
+            )
             recorder = Recorder(backend.sample, writer, options, _say)
             taken = recorder.run(stop)
             if writer.pending:
@@ -141,19 +161,45 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _opener(path: Path, lock: RecorderLock) -> Callable[[], sqlite3.Connection]:
+def _opener(
+    path: Path, lock: RecorderLock, sharing: Sharing | None
+) -> Callable[[], sqlite3.Connection]:
     """Takes the lock and opens the store; the writer calls it again at each batch while a
     full or read-only disk refuses either (docs/faults.md)."""
 
     def open_store() -> sqlite3.Connection:
         lock.acquire()
         notices: list[str] = []
-        connection = open_for_recording(path, notices)
+        connection = open_for_recording(path, notices, sharing)
         for notice in notices:
             _say(notice)
         return connection
 
     return open_store
+
+
+def _sharing(readable_by: str | None, path: Path) -> Sharing | None:
+    """``--readable-by all|GROUP``: checked, and only for a store in a directory of its own
+    (gputop's state directory holds the job store, which stays private)."""
+    if readable_by is None:
+        return None
+    directory = Path(os.path.abspath(path)).parent
+    if directory == Path(os.path.abspath(default_state_dir())):
+        raise UsageError(
+            f"--readable-by: the store is in gputop's state directory {directory}, which holds "
+            "your jobs too: give --db PATH in a directory for the shared store only (e.g. "
+            "--db /var/lib/gputop-history/history.sqlite3)."
+        )
+    if readable_by == "all":
+        return Sharing()
+    try:
+        group = grp.getgrnam(readable_by)
+    except KeyError:
+        raise UsageError(
+            f"--readable-by: no group named {clean(readable_by)!r}: give 'all' or a group "
+            "name (e.g. --readable-by gpu-users)."
+        ) from None
+    return Sharing(group.gr_gid, group.gr_name)
 
 
 def _refuse_open_directory(directory: Path) -> None:

@@ -50,6 +50,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("C", "collapse every host, or expand them all"),
             ("h", "show only the highlighted host's processes (again: every host)"),
             ("l K enter t T", "act on the highlighted card's or job's host, through ssh"),
+            ("H", "a host's card: its history, asked of that host (its own gputop record)"),
         ],
     ),
     (

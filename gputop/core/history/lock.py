@@ -13,7 +13,12 @@ import os
 from pathlib import Path
 
 from gputop.core.history.store import HistoryError, history_error
-from gputop.core.jobs.private_files import StoreError, open_private_dir, open_private_file
+from gputop.core.jobs.private_files import (
+    Sharing,
+    StoreError,
+    open_private_dir,
+    open_private_file,
+)
 
 MAX_PID_TEXT = 32
 
@@ -25,8 +30,10 @@ class RecorderBusy(HistoryError):
 class RecorderLock:
     """Held from ``acquire`` until ``release`` (or the process's end)."""
 
-    def __init__(self, store_path: Path) -> None:
+    def __init__(self, store_path: Path, sharing: Sharing | None = None) -> None:
         self._store_path = Path(os.path.abspath(store_path))
+        self._sharing = sharing
+        """A shared store's directory stays shared; the lock file itself stays private."""
         self._fd: int | None = None
 
     @property
@@ -39,7 +46,7 @@ class RecorderLock:
             return
         directory = self._store_path.parent
         try:
-            dir_fd = open_private_dir(directory, store="history store")
+            dir_fd = open_private_dir(directory, store="history store", sharing=self._sharing)
             try:
                 fd = open_private_file(
                     dir_fd, directory, self.path.name, os.O_RDWR, "history recorder lock file"

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
 from gputop.core.errors import GputopError
+from gputop.core.history.reading import check_for_reading, foreign_objects
 from gputop.core.history.schema import SCHEMA_VERSION, create_schema, migrate
 from gputop.core.jobs.private_files import (
+    Sharing,
     StoreError,
     check_companion,
     open_private_dir,
@@ -31,6 +32,9 @@ from gputop.core.sqlite_files import is_corruption, move_aside, os_cause
 from gputop.core.write_faults import WriteFault, write_fault_of
 
 DB_NAME = "history.sqlite3"
+HISTORY_DB_ENV = "GPUTOP_HISTORY_DB"
+"""Where the history is read from by default (and recorded, without --db): a shared store
+an admin runs, for every gputop of the machine (docs/history.md, "A shared store")."""
 BUSY_TIMEOUT_S = 5.0
 COMPANIONS = ("-wal", "-shm", "-journal")
 
@@ -53,22 +57,29 @@ def history_error(error: StoreError) -> HistoryError:
 
 
 def default_history_path(environ: Mapping[str, str] = os.environ) -> Path:
-    """``history.sqlite3`` in the state directory (``GPUTOP_STATE_DIR``, XDG, ``~/.local``)."""
+    """``GPUTOP_HISTORY_DB``, else ``history.sqlite3`` in the state directory
+    (``GPUTOP_STATE_DIR``, XDG, ``~/.local``)."""
+    chosen = environ.get(HISTORY_DB_ENV, "")
+    if chosen:
+        return Path(os.path.abspath(chosen))
     return default_state_dir(environ) / DB_NAME
 
 
-def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
+def open_for_recording(
+    path: Path, notices: list[str], sharing: Sharing | None = None
+) -> sqlite3.Connection:
     """A connection for the one recorder: the store created, migrated or recovered.
 
     Appends to ``notices`` what a person must be told (a damaged store moved aside).
+    ``sharing``: a store others may read (``--readable-by``), else private.
     """
     path = Path(os.path.abspath(path))
     try:
-        dir_fd = open_private_dir(path.parent, store="history store")
+        dir_fd = open_private_dir(path.parent, store="history store", sharing=sharing)
     except StoreError as error:
         raise history_error(error) from None
     try:
-        _prepare_files(dir_fd, path)
+        _prepare_files(dir_fd, path, sharing)
         connection = _sqlite(str(path))
         try:
             version = _check(connection)
@@ -77,7 +88,7 @@ def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
             if not is_corruption(error):
                 raise _cannot_open(path, error) from None
             notices.append(_move_aside(path, str(error)))
-            _prepare_files(dir_fd, path)
+            _prepare_files(dir_fd, path, sharing)
             connection = _sqlite(str(path))
             version = 0
         except HistoryError:
@@ -100,35 +111,45 @@ def open_for_recording(path: Path, notices: list[str]) -> sqlite3.Connection:
 
 
 def open_for_reading(path: Path) -> sqlite3.Connection:
-    """A read-only connection; an error naming the path when there is no usable store."""
+    """A read-only connection; an error naming the path when there is no usable store.
+
+    The store may be another user's (a shared store): it is checked first (reading.py),
+    opened ``mode=ro``, and this process creates nothing beside it that it cannot."""
     path = Path(os.path.abspath(path))
     try:
-        info = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        raise HistoryError(
-            f"No history store at {path}: start 'gputop record' (or give --db PATH)."
-        ) from None
-    except OSError as error:
-        raise HistoryError(f"Cannot open the history store {path}: {os_cause(error)}.") from None
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
-        raise HistoryError(
-            f"The history store {path} is not a regular file (a link or something else): "
-            "gputop reads only a store file itself, never through a link."
-        )
+        info = check_for_reading(path, COMPANIONS)
+    except GputopError as error:
+        raise HistoryError(str(error)) from None
     uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+    if info.st_uid != os.geteuid() and not os.path.lexists(f"{path}-wal"):
+        # Another user's store, its recorder stopped: read the main file as it is, so that
+        # even root creates no -shm beside it (docs/history.md, "A shared store").
+        uri += "&immutable=1"
     try:
         connection, version = _read_only(uri)
     except sqlite3.Error as error:
         if write_fault_of(error, path.parent) is None or _wal_bytes(path) > 0:
             raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
-        # A full or read-only disk where SQLite cannot create the -shm file it reads a WAL
-        # store through: with no -wal content everything is in the main file, which
-        # nothing can change now (docs/faults.md).
+        # A full or read-only disk, or another user's store in a directory this user may
+        # not write (SQLite says "readonly directory"), where SQLite cannot create the -shm
+        # file it reads a WAL store through: with no -wal content everything is in the main
+        # file, which no recorder is changing (docs/faults.md, docs/history.md).
         try:
             connection, version = _read_only(uri + "&immutable=1")
         except sqlite3.Error as second:
             raise HistoryError(f"Cannot read the history store {path}: {second}.") from None
     _refuse_newer(connection, path, version)
+    try:
+        found = foreign_objects(connection)
+    except sqlite3.Error as error:
+        connection.close()
+        raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
+    if found:
+        connection.close()
+        raise HistoryError(
+            f"The history store {path} contains {found}, which gputop never creates: someone "
+            "changed it. Nothing in it was run."
+        )
     if version < SCHEMA_VERSION:
         connection.close()
         raise HistoryError(
@@ -173,11 +194,15 @@ def _refuse_newer(connection: sqlite3.Connection, path: Path, version: int) -> N
         )
 
 
-def _prepare_files(dir_fd: int, path: Path) -> None:
+def _prepare_files(dir_fd: int, path: Path, sharing: Sharing | None = None) -> None:
     try:
-        os.close(open_private_file(dir_fd, path.parent, path.name, os.O_RDWR, "history store"))
+        os.close(
+            open_private_file(
+                dir_fd, path.parent, path.name, os.O_RDWR, "history store", sharing=sharing
+            )
+        )
         for suffix in COMPANIONS:
-            check_companion(dir_fd, path.parent, path.name + suffix, "history store file")
+            check_companion(dir_fd, path.parent, path.name + suffix, "history store file", sharing)
     except StoreError as error:
         raise history_error(error) from None
 
@@ -198,11 +223,8 @@ def _check(connection: sqlite3.Connection) -> int:
         result = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
         if result != "ok":
             raise sqlite3.DatabaseError(f"database disk image is malformed ({result})")
-        found = connection.execute(
-            "SELECT type, name FROM sqlite_master WHERE type NOT IN ('table', 'index')"
-        ).fetchall()
-        if found:  # gputop never creates a trigger or a view: someone else put it there
-            names = ", ".join(f"{kind} {name!r}" for kind, name in found)
+        names = foreign_objects(connection)
+        if names:  # gputop never creates a trigger or a view: someone else put it there
             raise HistoryError(
                 f"The history store contains {names}, which gputop never creates: someone "
                 "changed it. It was left untouched and nothing in it was run."

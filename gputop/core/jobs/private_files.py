@@ -13,6 +13,10 @@ not provably ours:
 - permissions are only ever changed through a descriptor of something checked to be ours,
   never through a path (gputop run as root once ``chmod``'ed ``/dev/null`` that way).
 
+One exception, asked for by name: a history store an admin shares (``gputop record
+--readable-by all|GROUP``, ``Sharing``) keeps its directory and files readable by everyone or
+by one group, and still writable by its owner only (docs/history.md, "A shared store").
+
 See docs/security.md, part two.
 """
 
@@ -25,6 +29,7 @@ import os
 import pwd
 import stat
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.errors import GputopError
@@ -37,6 +42,23 @@ JOB_STORE = "job store"
 ADVICE = f"set {STATE_DIR_ENV} (or XDG_STATE_HOME) to a directory of your own"
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """Who besides the owner may read a shared store: every user (``group_id`` None: 0755
+    and 0644), or the members of one group (0750 and 0640, the group set to it)."""
+
+    group_id: int | None = None
+    group_name: str | None = None
+
+    @property
+    def dir_mode(self) -> int:
+        return 0o755 if self.group_id is None else 0o750
+
+    @property
+    def file_mode(self) -> int:
+        return 0o644 if self.group_id is None else 0o640
 
 
 class StoreError(GputopError):
@@ -75,8 +97,9 @@ def _refuse_symlink(path: Path, what: str) -> StoreError:
     )
 
 
-def _check_dir(fd: int, path: Path, store: str = JOB_STORE) -> None:
-    """Owned by us and not writable by anyone else; readable by others: made private."""
+def _check_dir(fd: int, path: Path, store: str = JOB_STORE, sharing: Sharing | None = None) -> None:
+    """Owned by us and not writable by anyone else; readable by others: made private
+    (shared as ``sharing`` says, where given)."""
     info = os.fstat(fd)
     if not stat.S_ISDIR(info.st_mode):
         raise StoreError(f"Cannot use {path} for the {store}: it is not a directory; {ADVICE}.")
@@ -93,7 +116,9 @@ def _check_dir(fd: int, path: Path, store: str = JOB_STORE) -> None:
             f"they could plant files in it, so gputop will not use it. Make it private "
             f"(chmod 700 {path}) and check what is in it, or {ADVICE}."
         )
-    if mode & 0o077:
+    if sharing is not None:
+        _share(fd, path, info, sharing.dir_mode, sharing)
+    elif mode & 0o077:
         _make_private(fd, mode & PRIVATE_DIR_MODE)
     if mode & PRIVATE_DIR_MODE != PRIVATE_DIR_MODE and os.geteuid() != 0:
         raise StorePermissionError(
@@ -102,10 +127,13 @@ def _check_dir(fd: int, path: Path, store: str = JOB_STORE) -> None:
         )
 
 
-def open_private_dir(path: Path, *, create: bool = True, store: str = JOB_STORE) -> int:
+def open_private_dir(
+    path: Path, *, create: bool = True, store: str = JOB_STORE, sharing: Sharing | None = None
+) -> int:
     """An ``O_DIRECTORY`` descriptor of ``path`` (an absolute path), created 0700 if
     missing, after the ownership and permission checks. The caller closes it. ``store``
-    ("history store") names what the directory holds in errors."""
+    ("history store") names what the directory holds in errors; ``sharing``: a shared
+    store's directory, readable by others."""
     if create:
         try:
             try:
@@ -126,7 +154,7 @@ def open_private_dir(path: Path, *, create: bool = True, store: str = JOB_STORE)
             ) from None
     else:
         _check_parent(path, store)
-    return _open_dir(lambda: os.open(path, _DIR_FLAGS), path, store)
+    return _open_dir(lambda: os.open(path, _DIR_FLAGS), path, store, sharing)
 
 
 def _check_parent(path: Path, store: str) -> None:
@@ -158,7 +186,9 @@ def open_private_subdir(parent_fd: int, parent: Path, name: str) -> int:
     return _open_dir(lambda: os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path)
 
 
-def _open_dir(opener: Callable[[], int], path: Path, store: str = JOB_STORE) -> int:
+def _open_dir(
+    opener: Callable[[], int], path: Path, store: str = JOB_STORE, sharing: Sharing | None = None
+) -> int:
     try:
         fd = opener()
     except OSError as error:
@@ -174,7 +204,7 @@ def _open_dir(opener: Callable[[], int], path: Path, store: str = JOB_STORE) -> 
             ) from None
         raise StoreError(f"Cannot open the {store} directory {path}: {_cause(error)}.") from None
     try:
-        _check_dir(fd, path, store)
+        _check_dir(fd, path, store, sharing)
     except BaseException:
         os.close(fd)
         raise
@@ -182,12 +212,20 @@ def _open_dir(opener: Callable[[], int], path: Path, store: str = JOB_STORE) -> 
 
 
 def open_private_file(
-    dir_fd: int, directory: Path, name: str, flags: int, what: str, *, create: bool = True
+    dir_fd: int,
+    directory: Path,
+    name: str,
+    flags: int,
+    what: str,
+    *,
+    create: bool = True,
+    sharing: Sharing | None = None,
 ) -> int:
     """``directory/name`` opened with ``flags`` through ``dir_fd``, never through a link.
 
     A new file is created exclusively (0600); an existing one must be a regular file of
-    ours with a single link. ``what`` ("job log") names it in errors.
+    ours with a single link. ``what`` ("job log") names it in errors. ``sharing``: a shared
+    store's file, readable by others.
     """
     path = directory / name
     base = flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: a planted FIFO
@@ -211,7 +249,7 @@ def open_private_file(
             f"Cannot open the {what} {path}: {_cause(error)}.", write_fault_of(error)
         ) from None
     try:
-        _check_file(fd, path, what)
+        _check_file(fd, path, what, sharing)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -219,7 +257,7 @@ def open_private_file(
     return fd
 
 
-def _check_file(fd: int, path: Path, what: str) -> None:
+def _check_file(fd: int, path: Path, what: str, sharing: Sharing | None = None) -> None:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         raise StoreError(
@@ -237,7 +275,9 @@ def _check_file(fd: int, path: Path, what: str) -> None:
             f"yours under a second name, so gputop will not write to it. Remove it, or "
             f"{ADVICE}."
         )
-    if stat.S_IMODE(info.st_mode) & 0o077:
+    if sharing is not None:
+        _share(fd, path, info, sharing.file_mode, sharing)
+    elif stat.S_IMODE(info.st_mode) & 0o077:
         _make_private(fd, PRIVATE_FILE_MODE)
 
 
@@ -251,7 +291,27 @@ def _make_private(fd: int, mode: int) -> None:
             raise
 
 
-def check_companion(dir_fd: int, directory: Path, name: str, what: str) -> None:
+def _share(fd: int, path: Path, info: os.stat_result, mode: int, sharing: Sharing) -> None:
+    """Give something of ours (checked) the shared store's group and mode, by descriptor."""
+    try:
+        if sharing.group_id is not None and info.st_gid != sharing.group_id:
+            os.fchown(fd, -1, sharing.group_id)
+        if stat.S_IMODE(info.st_mode) != mode:
+            os.fchmod(fd, mode)
+    except OSError as error:
+        if error.errno == errno.EROFS:
+            return
+        group = f" to the group {sharing.group_name}" if sharing.group_name else ""
+        raise StorePermissionError(
+            f"Cannot share {path}{group} (mode {mode:04o}): {_cause(error)}"
+            + (" (you must be a member of that group)" if group else "")
+            + "."
+        ) from None
+
+
+def check_companion(
+    dir_fd: int, directory: Path, name: str, what: str, sharing: Sharing | None = None
+) -> None:
     """A file SQLite will open by path (``-wal``, ``-shm``): absent, or ours and regular.
 
     SQLite removes them when the last connection to the store closes, which another thread
@@ -265,7 +325,11 @@ def check_companion(dir_fd: int, directory: Path, name: str, what: str) -> None:
     if stat.S_ISLNK(info.st_mode):
         raise _refuse_symlink(directory / name, what)
     try:
-        os.close(open_private_file(dir_fd, directory, name, os.O_RDONLY, what, create=False))
+        os.close(
+            open_private_file(
+                dir_fd, directory, name, os.O_RDONLY, what, create=False, sharing=sharing
+            )
+        )
     except StoreError:
         try:
             os.stat(name, dir_fd=dir_fd, follow_symlinks=False)

@@ -4,11 +4,15 @@ host, from the host's history store (docs/history.md, docs/lab.md).
 A request is one line on the agent's stdin::
 
     {"type": "history_request", "id": 1, "window_s": 86400, "by": "user",
-     "idle_min_s": 1800, "physical_index": null}
+     "idle_min_s": 1800, "physical_index": null, "columns": 120}
 
 and the answer one line on its stdout, after its next snapshot::
 
-    {"type": "history", "id": 1, "report": {...} | null, "error": TEXT | null}
+    {"type": "history", "id": 1, "report": {...} | null, "error": TEXT | null,
+     "series": {...} | null}
+
+``columns`` (optional, with a ``physical_index``) asks for that card's utilisation and memory
+in that many slices of the window as well: ``series`` holds them (the lab's ``H``).
 
 Every field of a request is checked (it comes from the network); a bad one is answered
 with an error naming it, never a traceback. The window ends at the agent's sampling clock.
@@ -33,6 +37,7 @@ from gputop.core.history.report import (
     build_report,
     report_to_json,
 )
+from gputop.core.history.series import GpuSeries, gpu_series
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
 from gputop.core.remote.protocol import ProtocolError, decode, encode
@@ -42,6 +47,8 @@ MAX_PENDING = 8
 MAX_WINDOW_S = 366 * 86400.0
 MAX_ID = 2**53
 MAX_ROWS = 10_000
+MIN_COLUMNS, MAX_COLUMNS = 10, 1000
+MAX_MEMORY_BYTES = float(2**60)
 
 
 class HistoryRequests:
@@ -96,16 +103,56 @@ def answer(request: dict[str, Any], now: float, store: Path | None = None) -> st
         or not (0 <= request_id <= MAX_ID)
     ):
         request_id = None
+    series: dict[str, object] | None = None
     try:
         query = _query(request, now)
+        columns = _columns(request)
         connection = open_for_reading(store or default_history_path())
         try:
             rows = build_report(connection, query)
+            if columns is not None and query.physical_index is not None:
+                found = [
+                    one
+                    for one in gpu_series(connection, query.since, query.until, columns)
+                    if one.physical_index == query.physical_index
+                ]
+                series = _series_json(found[0]) if found else None
         finally:
             connection.close()
     except (GputopError, sqlite3.Error, OSError) as error:
-        return encode("history", id=request_id, report=None, error=str(error))
-    return encode("history", id=request_id, report=report_to_json(query, rows), error=None)
+        return encode("history", id=request_id, report=None, error=str(error), series=None)
+    return encode(
+        "history",
+        id=request_id,
+        report=report_to_json(query, rows),
+        error=None,
+        series=series,
+    )
+
+
+def _columns(request: dict[str, Any]) -> int | None:
+    columns = request.get("columns")
+    if columns is None:
+        return None
+    if (
+        isinstance(columns, bool)
+        or not isinstance(columns, int)
+        or not MIN_COLUMNS <= columns <= MAX_COLUMNS
+    ):
+        raise GputopError(
+            f"history request: 'columns' must be a whole number from {MIN_COLUMNS} "
+            f"to {MAX_COLUMNS}, or null"
+        )
+    return columns
+
+
+def _series_json(series: GpuSeries) -> dict[str, object]:
+    return {
+        "physical_index": series.physical_index,
+        "utilization_percent": list(series.utilization_percent),
+        "memory_used_bytes": list(series.memory_used_bytes),
+        "memory_total_bytes": series.memory_total_bytes,
+    }
 
 
 def _query(request: dict[str, Any], now: float) -> ReportQuery:
@@ -146,6 +193,8 @@ class HistoryAnswer:
 
     rows: tuple[ReportRow, ...] | None
     error: str | None
+    series: GpuSeries | None = None
+    """The card's readings over the window, where asked for (``columns``) and recorded."""
 
 
 def answer_from_json(body: dict[str, Any]) -> HistoryAnswer:
@@ -154,7 +203,43 @@ def answer_from_json(body: dict[str, Any]) -> HistoryAnswer:
     rows = report.get("rows") if isinstance(report, dict) else None
     if not isinstance(rows, list):
         return HistoryAnswer(None, error if isinstance(error, str) else "no report in the answer")
-    return HistoryAnswer(tuple(row for row in map(_row_from_json, rows[:MAX_ROWS]) if row), None)
+    return HistoryAnswer(
+        tuple(row for row in map(_row_from_json, rows[:MAX_ROWS]) if row),
+        None,
+        _series_from_json(body.get("series")),
+    )
+
+
+def _series_from_json(document: object) -> GpuSeries | None:
+    """A card's series from another machine: slices that are not a reading in range are
+    unknown (a gap), a series of the wrong shape is none at all."""
+    if not isinstance(document, dict):
+        return None
+    index = document.get("physical_index")
+    utilization, memory = document.get("utilization_percent"), document.get("memory_used_bytes")
+    if (
+        isinstance(index, bool)
+        or not isinstance(index, int)
+        or not 0 <= index < 1024
+        or not isinstance(utilization, list)
+        or not isinstance(memory, list)
+        or not 0 < len(utilization) <= MAX_COLUMNS
+        or len(memory) != len(utilization)
+    ):
+        return None
+    total = _reading(document.get("memory_total_bytes"), MAX_MEMORY_BYTES)
+    return GpuSeries(
+        index,
+        None,
+        tuple(_reading(value, 100.0) for value in utilization),
+        tuple(_reading(value, MAX_MEMORY_BYTES) for value in memory),
+        None if total is None else int(total),
+    )
+
+
+def _reading(value: object, top: float) -> float | None:
+    number = _seconds(value)
+    return number if number is not None and number <= top else None
 
 
 def _row_from_json(document: object) -> ReportRow | None:

@@ -118,10 +118,15 @@ class HostLink:
     # --- the thread -----------------------------------------------------------------------
 
     def request_history(
-        self, window_s: float, by: str = "user", physical_index: int | None = None
+        self,
+        window_s: float,
+        by: str = "user",
+        physical_index: int | None = None,
+        columns: int | None = None,
     ) -> int | None:
-        """Ask the host's agent for its history report (docs/lab.md); the request's id, or
-        ``None`` where no agent is connected (reduced mode, or not connected now)."""
+        """Ask the host's agent for its history report (docs/lab.md), and with ``columns``
+        the card's readings in that many slices; the request's id, or ``None`` where no
+        agent is connected (reduced mode, or not connected now)."""
         with self._changed:
             process = self._process
             if process is None or process.stdin is None or self._status.mode is not Mode.FULL:
@@ -133,6 +138,7 @@ class HostLink:
                 window_s=window_s,
                 by=by,
                 physical_index=physical_index,
+                **({} if columns is None else {"columns": columns}),
             )
             try:
                 process.stdin.write(line.encode())

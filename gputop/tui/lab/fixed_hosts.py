@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from gputop.core.history.card_history import CardHistory
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure
 from gputop.core.sampling.source import open_backend
@@ -23,6 +24,8 @@ class FixedHosts:
     def __init__(self, statuses: Sequence[HostStatus]) -> None:
         self._lock = threading.Lock()
         self._statuses = list(statuses)
+        self.histories: dict[int, CardHistory] = {}
+        """What ``H`` shows for a host, by position (none: the host says it has no store)."""
 
     def statuses(self) -> list[HostStatus]:
         with self._lock:
@@ -31,6 +34,23 @@ class FixedHosts:
     def set(self, position: int, status: HostStatus) -> None:
         with self._lock:
             self._statuses[position] = status
+
+    def card_history(
+        self,
+        position: int,
+        physical_index: int,
+        window_s: float,
+        now: float,
+        columns: int,
+        timeout_s: float = 0.0,
+    ) -> CardHistory:
+        with self._lock:
+            found = self.histories.get(position)
+        if found is not None:
+            return found
+        return CardHistory(
+            physical_index, now - window_s, now, problem="No history store on this simulated host."
+        )
 
 
 def simulated_status(

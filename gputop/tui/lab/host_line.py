@@ -7,6 +7,8 @@ changes (docs/speed.md, "The lab").
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from itertools import pairwise
 
 from rich.console import Console
@@ -18,6 +20,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop.core.remote.host_summary import HostSummary
+from gputop.core.remote.status import HostStatus
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
 
@@ -166,3 +169,19 @@ def _segments(text: Text, base: Style, console: Console) -> list[Segment]:
     if position < len(plain):
         segments.append(Segment(plain[position:], over))
     return segments
+
+
+def lab_status_line(statuses: Sequence[HostStatus], interval_s: float, now: float) -> Text:
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status.state.value] = counts.get(status.state.value, 0) + 1
+    gpus = sum(len(s.snapshot.gpus) for s in statuses if s.snapshot is not None)
+    line = Text.assemble(("gputop", "bold"), f"  lab: {len(statuses)} hosts, {gpus} GPUs")
+    for state in ("live", "connecting", "stale", "unreachable"):
+        if counts.get(state):
+            style = "" if state == "live" else "bold yellow"
+            line.append(f"  {counts[state]} {state}", style=style)
+    line.append(f"  {time.strftime('%H:%M:%S', time.localtime(now))}")
+    line.append(f"  every {interval_s:g} s", style="dim")
+    line.truncate(300)
+    return line

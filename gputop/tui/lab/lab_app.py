@@ -24,21 +24,26 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Static
 
+from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_summary import summarize
+from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S
 from gputop.core.remote.remote_jobs import run_remote, signal_argv
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.safe_text import clean
 from gputop.core.sampling.history import UtilizationHistory
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.tui.app import MIN_TABLE_ROWS, GputopApp
+from gputop.tui.lab.host_line import lab_status_line
 from gputop.tui.lab.lab_grid import LabGrid
-from gputop.tui.lab.lab_jobs import LabJobsPanel, RemoteJob, jobs_of
+from gputop.tui.lab.lab_jobs import ActiveJob, LabJobsPanel, RemoteJob, jobs_of
 from gputop.tui.lab.lab_processes import HostRows, LabProcessTable
+from gputop.tui.lab.remote_history import RemoteCardHistoryScreen
 from gputop.tui.lab.remote_screens import RemoteLaunchScreen, RemoteLogScreen, stop_remote_job
 from gputop.tui.safe import plain, plain_argv
+from gputop.tui.screens.card_history import CardHistoryScreen
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.launch import LaunchContext
 from gputop.tui.widgets.key_bar import KeyBar
@@ -51,6 +56,18 @@ COMPACT_BELOW_HEIGHT = 40
 class HostSource(Protocol):
     def statuses(self) -> list[HostStatus]: ...
 
+    def card_history(
+        self,
+        position: int,
+        physical_index: int,
+        window_s: float,
+        now: float,
+        columns: int,
+        timeout_s: float = HISTORY_TIMEOUT_S,
+    ) -> CardHistory:
+        """A host's card history, asked of its agent; waits (call it from a worker)."""
+        ...
+
 
 class LabSampled(Message):
     def __init__(self, statuses: list[HostStatus]) -> None:
@@ -59,22 +76,6 @@ class LabSampled(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, LabSampled)
-
-
-def lab_status_line(statuses: Sequence[HostStatus], interval_s: float, now: float) -> Text:
-    counts: dict[str, int] = {}
-    for status in statuses:
-        counts[status.state.value] = counts.get(status.state.value, 0) + 1
-    gpus = sum(len(s.snapshot.gpus) for s in statuses if s.snapshot is not None)
-    line = Text.assemble(("gputop", "bold"), f"  lab: {len(statuses)} hosts, {gpus} GPUs")
-    for state in ("live", "connecting", "stale", "unreachable"):
-        if counts.get(state):
-            style = "" if state == "live" else "bold yellow"
-            line.append(f"  {counts[state]} {state}", style=style)
-    line.append(f"  {time.strftime('%H:%M:%S', time.localtime(now))}")
-    line.append(f"  every {interval_s:g} s", style="dim")
-    line.truncate(300)
-    return line
 
 
 class LabApp(GputopApp):
@@ -115,6 +116,8 @@ class LabApp(GputopApp):
         self.remote_jobs: list[RemoteJob] = []
         self._said: dict[int, str] = {}
         """The last problem said about each host (said once per change, not every tick)."""
+        self.history_timeout_s = HISTORY_TIMEOUT_S
+        """How long ``H`` waits for a host's answer (docs/lab.md)."""
 
     # -- layout --------------------------------------------------------------------------
 
@@ -269,6 +272,35 @@ class LabApp(GputopApp):
         elif panel.has_focus:
             self.query_one(LabGrid).focus()
 
+    def action_card_history(self) -> None:
+        grid = self.query_one(LabGrid)
+        position, card = grid.host, grid.highlighted
+        status = self.statuses[position] if position < len(self.statuses) else None
+        if status is None or card is None:
+            self.notify("No card highlighted: move to a card of a host (g / G, arrows).")
+            return
+        if status.mode is Mode.LOCAL:
+            self.push_screen(CardHistoryScreen(card, self.history_store))
+            return
+        source, timeout_s = self.source, self.history_timeout_s
+
+        def read(physical_index: int, window_s: float, now: float, columns: int) -> CardHistory:
+            return source.card_history(position, physical_index, window_s, now, columns, timeout_s)
+
+        self.push_screen(RemoteCardHistoryScreen(status.host, card, read))
+
+    def action_process_history(self) -> None:
+        position = self.query_one(LabProcessTable).current_host
+        shown = position is not None and position < len(self.statuses)
+        status = self.statuses[position] if shown and position is not None else None
+        if status is not None and status.mode is not Mode.LOCAL:
+            self.notify(
+                "A remote process's own history is not shown yet: H on its card shows "
+                "who held the card, from that host's recorder."
+            )
+            return
+        super().action_process_history()
+
     def action_launch(self) -> None:
         grid = self.query_one(LabGrid)
         position = grid.selection_host
@@ -292,7 +324,7 @@ class LabApp(GputopApp):
             snapshot=status.snapshot,
             physical_indices=cards,
             user=self._user_of(status),
-            active_jobs=cast(tuple, _ActiveJobs.of(active)),
+            active_jobs=cast(tuple, ActiveJob.of(active)),
             cwd=self.jobs_service.cwd if status.mode is Mode.LOCAL else "",
             environ=self.jobs_service.job_environ() if status.mode is Mode.LOCAL else {},
             jobs=self.jobs_service,  # this machine's: history for the dialog, local launches
@@ -382,17 +414,3 @@ class LabApp(GputopApp):
             self.notify(f"{where}: {result.message or f'sent {signal_name} to {pid}'}")
         else:
             self.notify(f"{where}: {result.message}", severity="error")
-
-
-class _ActiveJobs:
-    """A host's active jobs in the shape the launch warnings read (id, name, cards)."""
-
-    def __init__(self, job: RemoteJob) -> None:
-        self.id = job.id
-        self.name = job.field("name")
-        gpus = job.record.get("gpus") or ()
-        self.physical_indices = tuple(int(g) for g in gpus if isinstance(g, int))
-
-    @classmethod
-    def of(cls, jobs: Sequence[RemoteJob]) -> tuple[_ActiveJobs, ...]:
-        return tuple(cls(job) for job in jobs)

@@ -130,3 +130,17 @@ class LabJobsPanel(JobsTable[RemoteJob]):
         active = sum(1 for job in newest if job.active)
         count = f"{len(newest)} job" + ("" if len(newest) == 1 else "s")
         self.put_rows(by_key, cells, f"{count}, {active} active · enter log · K stop")
+
+
+class ActiveJob:
+    """A host's active jobs in the shape the launch warnings read (id, name, cards)."""
+
+    def __init__(self, job: RemoteJob) -> None:
+        self.id = job.id
+        self.name = job.field("name")
+        gpus = job.record.get("gpus") or ()
+        self.physical_indices = tuple(int(g) for g in gpus if isinstance(g, int))
+
+    @classmethod
+    def of(cls, jobs: Sequence[RemoteJob]) -> tuple[ActiveJob, ...]:
+        return tuple(cls(job) for job in jobs)

@@ -20,7 +20,8 @@ class CardHistoryScreen(HistoryWindowScreen):
     def __init__(
         self, physical_index: int, store: Path, clock: Callable[[], float] = time.time
     ) -> None:
-        super().__init__(store, clock)
+        super().__init__(clock)
+        self.store = store
         self.physical_index = physical_index
 
     def subject(self) -> Text:

@@ -1,12 +1,11 @@
 """What the history screens share (``H`` on a card, ``H`` on a process): a window of the last
-hour, day or week (keys 1, 2, 3), read from the recorder's store in a worker thread and
-shown as plain text (docs/history.md)."""
+hour, day or week (keys 1, 2, 3), read in a worker thread (from the recorder's store, or in
+the lab from a host's agent) and shown as plain text (docs/history.md)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from rich.text import Text
 from textual import work
@@ -31,9 +30,8 @@ class HistoryWindowScreen(ReportsWorkerFailures, ModalScreen[None]):
         Binding("3", "window('3')", "7 days"),
     ]
 
-    def __init__(self, store: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
-        self.store = store
         self._clock = clock
         self.window = "1"
         self.shown: object | None = None

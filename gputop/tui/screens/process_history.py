@@ -21,7 +21,8 @@ class ProcessHistoryScreen(HistoryWindowScreen):
     def __init__(
         self, process: GpuProcess, store: Path, clock: Callable[[], float] = time.time
     ) -> None:
-        super().__init__(store, clock)
+        super().__init__(clock)
+        self.store = store
         self.process = process
 
     def subject(self) -> Text:

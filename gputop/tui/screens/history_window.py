@@ -11,6 +11,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -38,8 +39,9 @@ class HistoryWindowScreen(ReportsWorkerFailures, ModalScreen[None]):
         """What the last read found (a test waits for it)."""
 
     def compose(self) -> ComposeResult:
-        yield Static(self._title(), id="history-title")
-        yield Static(Text("Reading the history…", style="dim"), id="history-body")
+        with VerticalScroll(id="history"):
+            yield Static(self._title(), id="history-title")
+            yield Static(Text("Reading the history…", style="dim"), id="history-body")
 
     def on_mount(self) -> None:
         self.action_window(self.window)

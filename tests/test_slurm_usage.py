@@ -1,0 +1,228 @@
+"""What a Slurm job used: ``gputop run --slurm`` jobs on the real one-node cluster
+(tests/slurm_cluster.py), measured on their node by gputop's usage wrapper on simulated
+cards (docs/slurm.md, "What a Slurm job used").
+
+Slurm gives each job a card by index (``SLURM_JOB_GPUS``); the job's command pins itself
+to that simulated card by UUID and ``exec``'s itself, so the fake lists the batch step's own
+process on the card (docs/scenario.md, "Jobs on simulated cards") with the usage profile.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slurm_cli import gputop, jobs_json, wait_for
+from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
+    SlurmCluster,
+    slurm_cluster_fixture,
+    slurm_fixture,
+)
+from usage_helpers import scenario_file
+
+from gputop.core.jobs.usage import CardUsage, JobUsage, usage_note_from_text
+from gputop.core.slurm.submit import batch_script, node_meter
+from gputop.core.slurm.usage_file import NOT_DELIVERED, read_report, report_name, write_report
+
+MIB = 1024 * 1024
+PROFILE = {"used_memory_mib": 1200, "sm_util": 40}
+PINNED_JOB = """\
+import json, os, signal, sys, time
+if "--pinned" not in sys.argv:
+    uuids = json.loads(sys.argv[1])
+    cards = ",".join(uuids[int(i)] for i in os.environ["SLURM_JOB_GPUS"].split(","))
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=cards)
+    os.execve(sys.executable, [*sys.orig_argv, "--pinned"], env)
+def term(signum, frame):
+    print("SIGTERM reached the command", os.getpid(), flush=True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+signal.signal(signal.SIGTERM, term)
+print("command pid", os.getpid(), flush=True)
+time.sleep(float(sys.argv[2]))
+sys.exit(int(sys.argv[3]))
+"""
+"""``python -c PINNED_JOB UUIDS SECONDS EXIT``: on its Slurm cards, by UUID, for SECONDS."""
+
+
+@pytest.fixture(name="simulated")
+def simulated_fixture(
+    slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host_pid_namespace: None
+) -> list[str]:
+    """The cluster, simulated v100x4 cards on a running clock for the jobs (sbatch passes
+    the environment on), sampled every 0.1 s; the cards' UUIDs by node index."""
+    scenario = scenario_file(tmp_path, PROFILE)
+    monkeypatch.setenv("GPUTOP_FAKE", str(scenario))
+    monkeypatch.delenv("GPUTOP_FAKE_TIME", raising=False)
+    monkeypatch.setenv("GPUTOP_USAGE_POLL_S", "0.1")
+    return [gpu["uuid"] for gpu in json.loads(scenario.read_text())["gpus"]]
+
+
+def submit(capsys: pytest.CaptureFixture[str], uuids: list[str], seconds: float, code: int) -> int:
+    argv = [sys.executable, "-c", PINNED_JOB, json.dumps(uuids), str(seconds), str(code)]
+    status, out, err = gputop(capsys, "run", "--slurm", "--gpus", "1", "--", *argv)
+    assert status == 0, err
+    match = re.search(r"^Job (\d+) ", out, re.MULTILINE)
+    assert match, out
+    return int(match.group(1))
+
+
+def job(capsys: pytest.CaptureFixture[str], job_id: int) -> dict[str, Any]:
+    return next(j for j in jobs_json(capsys) if j["id"] == job_id)
+
+
+def ended(
+    capsys: pytest.CaptureFixture[str], job_id: int, note: str | None = None
+) -> dict[str, Any]:
+    """The job once it ended with its usage, or with a ``usage_note`` that starts with
+    ``note``: the node's last report may come just after Slurm reports the end."""
+
+    def check() -> dict[str, Any] | None:
+        record = job(capsys, job_id)
+        if record["status"] in ("waiting", "running"):
+            return None
+        if note is None:
+            return record if record["usage"] is not None else None
+        return record if (record["usage_note"] or "").startswith(note) else None
+
+    return wait_for(f"job {job_id} to end and its usage report", check)
+
+
+def test_a_slurm_job_records_what_it_used_on_its_card_and_its_own_exit_status(
+    simulated: list[str], capsys: pytest.CaptureFixture[str], private_state_dir: Path
+) -> None:
+    job_id = submit(capsys, simulated, 2.5, 3)
+
+    record = ended(capsys, job_id)
+
+    assert (record["status"], record["exit_code"], record["signal"]) == ("failed", 3, None)
+    usage = record["usage"]
+    (card,) = usage["per_card"]
+    assert card["gpu"] == record["gpus"][0]
+    assert card["uuid"] == simulated[card["gpu"]]
+    assert card["peak_memory_bytes"] == 1200 * MIB
+    assert card["mean_sm_percent"] == 40.0
+    assert 1.0 <= card["gpu_seconds"] <= 4.0
+    assert card["energy_j"] is not None and card["energy_j"] > 0
+    assert usage["gpu_seconds"] == card["gpu_seconds"]
+    assert usage["peak_memory_bytes"] == 1200 * MIB
+    assert usage["samples"] >= 5
+    assert record["usage_note"] is None
+    slurm_id = record["slurm_job_id"]
+    assert not (private_state_dir / "logs" / report_name(slurm_id)).exists()
+    code, out, _ = gputop(capsys, "jobs")
+    assert code == 0
+    assert re.search(rf"^\s*{job_id}\s.*0:0\d\s+1\.2G", out, re.MULTILINE), out
+
+
+def test_a_cancelled_slurm_job_gets_slurms_sigterm_in_its_command_and_keeps_its_usage(
+    simulated: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_id = submit(capsys, simulated, 600, 0)
+
+    def measured() -> dict[str, Any] | None:
+        record = job(capsys, job_id)
+        usage = record["usage"]
+        return record if usage and usage["gpu_seconds"] >= 0.5 else None
+
+    measuring = wait_for("its usage so far", measured)
+    assert measuring["status"] == "running"
+    pid = re.search(r"command pid (\d+)", Path(measuring["log_path"]).read_text())
+    assert pid, "the command printed its pid"
+
+    code, _, err = gputop(capsys, "jobs", "stop", "--yes", str(job_id))
+
+    assert code == 0, err
+    record = ended(capsys, job_id)
+    assert (record["status"], record["status_text"]) == ("killed", "Cancelled")
+    assert (record["signal"], record["exit_code"]) == (signal.SIGTERM, None)
+    assert record["usage"] is not None
+    assert record["usage"]["per_card"][0]["gpu_seconds"] >= 0.5
+    assert f"SIGTERM reached the command {pid.group(1)}" in Path(record["log_path"]).read_text()
+
+
+@pytest.mark.parametrize("node_lacks", ["the-interpreter", "nvml"])
+def test_where_the_node_cannot_measure_the_command_runs_as_before_with_no_usage_and_why(
+    simulated: list[str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    node_lacks: str,
+) -> None:
+    if node_lacks == "the-interpreter":
+        monkeypatch.setattr(sys, "executable", str(tmp_path / "no" / "python3"))
+        why = NOT_DELIVERED
+    else:
+        monkeypatch.setenv("GPUTOP_FAKE", str(tmp_path / "no-such-scenario.json"))
+        why = "not measured on gputopnode: NVML cannot be read there: "
+    words = ["a b", "$HOME", "it's"]
+    status, out, err = gputop(
+        capsys,
+        "run",
+        "--slurm",
+        "--gpus",
+        "1",
+        "--",
+        "/bin/sh",
+        "-c",
+        'printf "%s|" "$@"; echo "|pid $$"; exit 4',
+        "sh",
+        *words,
+    )
+    assert status == 0, err
+    job_id = int(out.split()[1])
+
+    record = ended(capsys, job_id, why)
+
+    assert (record["status"], record["exit_code"]) == ("failed", 4)
+    assert Path(record["log_path"]).read_text().startswith("a b|$HOME|it's||pid ")
+    assert record["usage"] is None
+
+
+def test_the_batch_script_runs_the_wrapper_only_where_its_interpreter_starts(
+    tmp_path: Path,
+) -> None:
+    meter = node_meter(tmp_path)
+    assert meter is not None and meter.python == sys.executable
+    script = batch_script(["python3", "-c", "print('$HOME')"], meter)
+    lines = script.splitlines()
+    assert lines[-1] == "exec python3 -c 'print('\"'\"'$HOME'\"'\"')'"
+    assert any(line.startswith(f"if {sys.executable} -E -c ''") for line in lines)
+
+
+def test_a_report_is_read_only_as_the_users_own_regular_file_with_sane_numbers(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o700)
+    card = CardUsage(2, "GPU-x", 5 * MIB, 30.0, 12.5, 40.0)
+    usage = JobUsage(per_card=(card,), peak_memory_bytes=5 * MIB, samples=9)
+    write_report(logs, 77, "node07", usage=usage)
+    assert read_report(logs, 77) == usage.to_text()
+    assert read_report(logs, 78) is None
+
+    report = logs / report_name(77)
+    body = json.loads(report.read_text())
+    body["usage"]["per_card"][0]["gpu_seconds"] = -1
+    report.write_text(json.dumps(body))
+    assert usage_note_from_text(read_report(logs, 77)) == (
+        "not measured: the node's usage report is not a valid report"
+    )
+
+    elsewhere = tmp_path / "elsewhere.json"
+    write_report(logs, 77, "node07", not_measured="not measured on node07: \x1b]0;owned\x07")
+    report.rename(elsewhere)
+    report.symlink_to(elsewhere)
+    note = usage_note_from_text(read_report(logs, 77))
+    assert note is not None and note.startswith("not measured: the usage report was refused")
+
+    report.unlink()
+    elsewhere.rename(report)
+    assert usage_note_from_text(read_report(logs, 77)) == (
+        "not measured on node07: \\e]0;owned\\x07"
+    )

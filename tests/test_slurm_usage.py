@@ -184,6 +184,37 @@ def test_where_the_node_cannot_measure_the_command_runs_as_before_with_no_usage_
     assert record["usage"] is None
 
 
+def environment_in(log_path: str) -> dict[bytes, bytes]:
+    """What ``env -0`` printed, but the variables Slurm sets for each job on its own."""
+    printed = Path(log_path).read_bytes().split(b"\0")
+    pairs = dict(item.split(b"=", 1) for item in printed if b"=" in item)
+    return {k: b"" if k.startswith(b"SLURM_") else v for k, v in pairs.items()}
+
+
+def test_the_wrapper_leaves_the_commands_environment_exactly_as_it_was(
+    slurm: SlurmCluster,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("LANG", "LC_ALL", "LC_CTYPE"):  # the C locale, which Python's start coerces
+        monkeypatch.delenv(name, raising=False)
+    ids = []
+    for python in (sys.executable, str(tmp_path / "no" / "python3")):
+        monkeypatch.setattr(sys, "executable", python)
+        status, out, err = gputop(capsys, "run", "--slurm", "--", "env", "-0")
+        assert status == 0, err
+        ids.append(int(out.split()[1]))
+    wrapped_id, plain_id = ids
+
+    wrapped = ended(capsys, wrapped_id, "not measured on gputopnode: Slurm gave the job no GPUs")
+    plain = ended(capsys, plain_id, NOT_DELIVERED)
+
+    assert wrapped["status"] == plain["status"] == "exited"
+    assert b"LC_CTYPE" not in environment_in(wrapped["log_path"])
+    assert environment_in(wrapped["log_path"]) == environment_in(plain["log_path"])
+
+
 def test_the_batch_script_runs_the_wrapper_only_where_its_interpreter_starts(
     tmp_path: Path,
 ) -> None:

@@ -21,6 +21,7 @@ the command does.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import select
 import signal
@@ -63,8 +64,12 @@ def start_meter(logs_dir: str, command_pid: int) -> None:
     middle = os.fork()
     if middle == 0:
         try:
+            pidfd = -1
+            with contextlib.suppress(OSError, AttributeError):
+                # Opened while the command's process waits for this one: it is that process.
+                pidfd = os.pidfd_open(command_pid)
             if os.fork() == 0:
-                _meter_process(Path(logs_dir), command_pid)
+                _meter_process(Path(logs_dir), command_pid, pidfd)
         finally:
             os._exit(0)
     os.waitpid(middle, 0)
@@ -78,22 +83,28 @@ def _stop(signum: int, frame: object) -> None:
     raise _Stop
 
 
-def _meter_process(logs_dir: Path, command_pid: int) -> None:
+def _meter_process(logs_dir: Path, command_pid: int, pidfd: int) -> None:
     """The meter: never returns, never raises, never writes to the job's streams."""
     try:
+        if 0 <= pidfd <= 2:  # the job started with a standard stream closed
+            pidfd = fcntl.fcntl(pidfd, fcntl.F_DUPFD_CLOEXEC, 3)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        os.closerange(3, 1024)
+        if pidfd > 2:
+            os.closerange(3, pidfd)
+            os.closerange(pidfd + 1, 1024)
+        else:
+            os.closerange(3, 1024)
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, _stop)
-        _measure(logs_dir, command_pid, os.environ)
+        _measure(logs_dir, _CommandWatch(command_pid, pidfd if pidfd > 2 else None), os.environ)
     except BaseException:
         pass
     os._exit(0)
 
 
-def _measure(logs_dir: Path, command_pid: int, environ: Mapping[str, str]) -> None:
+def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -> None:
     from gputop.core.errors import GputopError
     from gputop.core.jobs.usage_meter import MeteredCards, UsageMeter, usage_poll_s
     from gputop.core.sampling.nvml_backend import SamplingOptions
@@ -107,7 +118,10 @@ def _measure(logs_dir: Path, command_pid: int, environ: Mapping[str, str]) -> No
         with contextlib.suppress(Exception):
             write_report(logs_dir, job_id, node, not_measured=f"not measured on {node}: {reason}")
 
-    watch = _CommandWatch(command_pid)
+    given = slurm_given(environ)
+    if not given:
+        report_not_measured("Slurm gave the job no GPUs there (no SLURM_JOB_GPUS)")
+        return
     try:
         backend = open_backend(environ=environ, options=SamplingOptions(driver_probe=False))
     except GputopError as error:
@@ -118,14 +132,17 @@ def _measure(logs_dir: Path, command_pid: int, environ: Mapping[str, str]) -> No
         return
     try:
         gpus = {gpu.physical_index: gpu for gpu in backend.sample().gpus}
-        cards = job_cards(environ, sorted(gpus))
+        cards = job_cards(given, sorted(gpus))
         if not cards:
-            report_not_measured("Slurm named no GPUs of this node for the job (SLURM_JOB_GPUS)")
+            shown = ",".join(str(index) for index in given)
+            report_not_measured(
+                f"NVML there sees none of the cards Slurm gave the job (SLURM_JOB_GPUS={shown})"
+            )
             return
         job = MeteredCards(
             physical_indices=tuple(nvml for nvml, _ in cards),
             uuids=tuple(gpus[nvml].uuid or "" for nvml, _ in cards),
-            pid=command_pid,
+            pid=watch.pid,
         )
         meter = UsageMeter(job, backend, usage_poll_s(environ), owns=watch.owns)
         to_node = dict(cards)
@@ -150,18 +167,21 @@ def _measure(logs_dir: Path, command_pid: int, environ: Mapping[str, str]) -> No
         backend.close()
 
 
-def job_cards(environ: Mapping[str, str], nvml_indices: list[int]) -> list[tuple[int, int]]:
+def slurm_given(environ: Mapping[str, str]) -> tuple[int, ...]:
+    """The node's indices of the cards Slurm gave the job (the whole job's, not a step's)."""
+    for name in ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS"):
+        parts = [part.strip() for part in environ.get(name, "").split(",")]
+        if all(part.isdigit() and len(part) <= 6 for part in parts):
+            return tuple(int(part) for part in parts)
+    return ()
+
+
+def job_cards(given: tuple[int, ...], nvml_indices: list[int]) -> list[tuple[int, int]]:
     """(NVML index here, the node's index) of each card Slurm gave the job.
 
     Slurm names them in the node's numbering (``SLURM_JOB_GPUS``); where NVML here sees
     exactly that many cards and they are not 0..k-1, a device cgroup renumbered them from 0
     (docs/slurm.md, "Inside an allocation"): the k-th of Slurm's, in order, is NVML's k."""
-    given: tuple[int, ...] = ()
-    for name in ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS"):
-        parts = [part.strip() for part in environ.get(name, "").split(",")]
-        if parts and all(part.isdigit() and len(part) <= 6 for part in parts):
-            given = tuple(int(part) for part in parts)
-            break
     ordered = sorted(set(given))
     if len(nvml_indices) == len(ordered) and ordered != list(range(len(ordered))):
         return list(zip(sorted(nvml_indices), ordered, strict=True))
@@ -171,11 +191,9 @@ def job_cards(environ: Mapping[str, str], nvml_indices: list[int]) -> list[tuple
 class _CommandWatch:
     """The command's process: when it ends, and whether a pid is it or below it."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, pidfd: int | None) -> None:
         self.pid = pid
-        self._pidfd: int | None = None
-        with contextlib.suppress(OSError, AttributeError):
-            self._pidfd = os.pidfd_open(pid)
+        self._pidfd = pidfd
         try:
             self._session: int | None = pid if os.getsid(pid) == pid else None
         except OSError:

@@ -28,6 +28,7 @@ from usage_helpers import scenario_file
 from gputop.core.jobs.usage import CardUsage, JobUsage, usage_note_from_text
 from gputop.core.slurm.submit import batch_script, node_meter
 from gputop.core.slurm.usage_file import NOT_DELIVERED, read_report, report_name, write_report
+from gputop.core.slurm.usage_wrapper import job_cards, slurm_given
 
 MIB = 1024 * 1024
 PROFILE = {"used_memory_mib": 1200, "sm_util": 40}
@@ -257,3 +258,21 @@ def test_a_report_is_read_only_as_the_users_own_regular_file_with_sane_numbers(
     assert usage_note_from_text(read_report(logs, 77)) == (
         "not measured on node07: \\e]0;owned\\x07"
     )
+
+
+@pytest.mark.parametrize(
+    ("variables", "nvml_sees", "cards"),
+    [
+        ({"SLURM_JOB_GPUS": "2,3"}, [0, 1, 2, 3], [(2, 2), (3, 3)]),
+        ({"SLURM_JOB_GPUS": "3,1"}, [0, 1], [(0, 1), (1, 3)]),
+        ({"SLURM_JOB_GPUS": "0,1"}, [0, 1], [(0, 0), (1, 1)]),
+        ({"SLURM_STEP_GPUS": "1"}, [0, 1, 2, 3], [(1, 1)]),
+        ({"SLURM_JOB_GPUS": "7"}, [0, 1, 2, 3], []),
+        ({"SLURM_JOB_GPUS": "0;rm"}, [0], []),
+    ],
+    ids=["every-card-seen", "renumbered", "first-cards", "a-step", "not-seen", "not-indices"],
+)
+def test_the_meter_takes_the_cards_slurm_gave_in_nvmls_numbering_where_it_runs(
+    variables: dict[str, str], nvml_sees: list[int], cards: list[tuple[int, int]]
+) -> None:
+    assert job_cards(slurm_given(variables), nvml_sees) == cards

@@ -99,7 +99,8 @@ class NodeMeter:
     and the logs directory its report goes to (docs/slurm.md, "What a Slurm job used")."""
 
     python: str
-    package_parent: str
+    package_dir: str
+    """The ``gputop`` package's own directory."""
     logs_dir: str
 
 
@@ -110,7 +111,7 @@ def node_meter(logs_dir: Path) -> NodeMeter | None:
     python = sys.executable
     if not python or not os.path.isabs(python):
         return None
-    return NodeMeter(python, str(Path(gputop.__file__).resolve().parent.parent), str(logs_dir))
+    return NodeMeter(python, str(Path(gputop.__file__).resolve().parent), str(logs_dir))
 
 
 def batch_script(argv: Sequence[str], meter: NodeMeter | None = None) -> str:
@@ -127,7 +128,7 @@ def batch_script(argv: Sequence[str], meter: NodeMeter | None = None) -> str:
         from gputop.core.slurm.usage_wrapper import BOOTSTRAP
 
         python = shlex.quote(meter.python)
-        wrapped = [meter.python, "-E", "-c", BOOTSTRAP, meter.package_parent, meter.logs_dir]
+        wrapped = [meter.python, "-E", "-c", BOOTSTRAP, meter.package_dir, meter.logs_dir]
         lines += [
             "# Where this node can start the gputop that submitted the job, its usage wrapper",
             "# measures the job's cards and then runs the command in its own place.",

@@ -34,7 +34,12 @@ BOOTSTRAP = """\
 import os, signal, sys
 command = sys.argv[3:]
 try:
-    sys.path[:] = [sys.argv[1]] + [p for p in sys.path if p not in ("", ".")]
+    import importlib.util
+    sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    spec = importlib.util.spec_from_file_location("gputop", sys.argv[1] + "/__init__.py")
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["gputop"] = package
+    spec.loader.exec_module(package)
     from gputop.core.slurm.usage_wrapper import start_meter
     start_meter(sys.argv[2], os.getpid())
 except BaseException:
@@ -52,9 +57,11 @@ except OSError as error:
     sys.stderr.write(f"{command[0]}: {error.strerror}\\n")
     os._exit(127 if isinstance(error, FileNotFoundError) else 126)
 """
-"""Stdlib only up to ``start_meter``: run with ``python -E -c BOOTSTRAP PACKAGE_PARENT
-LOGS_DIR COMMAND...``. Python ignores SIGPIPE and SIGXFSZ; both go back to the default
-before the ``exec``, as ``subprocess`` does for its children."""
+"""Stdlib only up to ``start_meter``: run with ``python -E -c BOOTSTRAP PACKAGE_DIR LOGS_DIR
+COMMAND...``. The ``gputop`` package is loaded from PACKAGE_DIR, the submitting gputop's,
+without putting its parent (a whole site-packages) ahead of the standard library; the job's
+working directory is not searched. Python ignores SIGPIPE and SIGXFSZ; both go back to the
+default before the ``exec``, as ``subprocess`` does for its children."""
 
 
 def start_meter(logs_dir: str, command_pid: int) -> None:

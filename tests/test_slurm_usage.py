@@ -94,14 +94,32 @@ def ended(
     return wait_for(f"job {job_id} to end and its usage report", check)
 
 
+def slurm_times(slurm: SlurmCluster, slurm_job_id: int) -> tuple[float, float]:
+    """(start, end) of a job as ``squeue --json`` gives them (22.05: numbers; 23.02+:
+    ``{"number": N}``)."""
+    listed = json.loads(slurm.command("squeue", "--json", "--states=all").stdout)["jobs"]
+    record = next(job for job in listed if job["job_id"] == slurm_job_id)
+    start, end = (
+        float(value["number"] if isinstance(value, dict) else value)
+        for value in (record["start_time"], record["end_time"])
+    )
+    return start, end
+
+
 def test_a_slurm_job_records_what_it_used_on_its_card_and_its_own_exit_status(
-    simulated: list[str], capsys: pytest.CaptureFixture[str], private_state_dir: Path
+    slurm: SlurmCluster,
+    simulated: list[str],
+    capsys: pytest.CaptureFixture[str],
+    private_state_dir: Path,
 ) -> None:
     job_id = submit(capsys, simulated, 2.5, 3)
 
     record = ended(capsys, job_id)
 
     assert (record["status"], record["exit_code"], record["signal"]) == ("failed", 3, None)
+    assert (record["started_at"], record["ended_at"]) == slurm_times(
+        slurm, record["slurm_job_id"]
+    ), "the job's wall time is Slurm's"
     usage = record["usage"]
     (card,) = usage["per_card"]
     assert card["gpu"] == record["gpus"][0]

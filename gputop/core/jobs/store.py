@@ -388,12 +388,17 @@ class JobStore:
         exit_code: int | None = None,
         signal: int | None = None,
         usage: str | None = None,
+        ended_at: float | None = None,
     ) -> None:
         """Copy what Slurm reports about a submitted job into its row (not once ended).
 
         ``usage``: the stored form of what it used so far, or of why that is not measured
-        (usage.py), as its node's wrapper reported it (``None``: leave as recorded)."""
-        ended_at = time.time() if state is JobState.ENDED else None
+        (usage.py), as its node's wrapper reported it (``None``: leave as recorded).
+        ``ended_at``: when Slurm says it ended (``None``: now, for an ended job)."""
+        if state is not JobState.ENDED:
+            ended_at = None
+        elif ended_at is None:
+            ended_at = time.time()
         self._update(
             job_id,
             "state = ?, note = ?, physical_indices = ?, started_at = COALESCE(started_at, ?), "

@@ -100,6 +100,9 @@ def _apply(store: JobStore, job: Job, slurm: SlurmJob | None) -> None:
     started = slurm.start_time if state is not JobState.WAITING else None
     if started is not None and started > time.time() + 60:
         started = None  # a pending job's start_time is Slurm's estimate, not a start
+    ended = slurm.end_time if state is JobState.ENDED else None
+    if ended is not None and (ended > time.time() + 60 or (started and ended < started)):
+        ended = None  # not an end Slurm saw: the row takes the time it learnt of it
     store.update_slurm_job(
         job.id,
         state=state,
@@ -109,4 +112,5 @@ def _apply(store: JobStore, job: Job, slurm: SlurmJob | None) -> None:
         exit_code=slurm.exit_code if state is JobState.ENDED else None,
         signal=slurm.signal if state is JobState.ENDED else None,
         usage=_usage(store, job, state, job.started_at is not None or slurm.state in _RAN),
+        ended_at=ended,
     )

@@ -10,9 +10,12 @@ process on the card (docs/scenario.md, "Jobs on simulated cards") with the usage
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +297,38 @@ def test_the_meter_takes_the_cards_slurm_gave_in_nvmls_numbering_where_it_runs(
     variables: dict[str, str], nvml_sees: list[int], cards: list[tuple[int, int]]
 ) -> None:
     assert job_cards(slurm_given(variables), nvml_sees) == cards
+
+
+@pytest.mark.parametrize("wrapper", ["runs", "cannot-import-gputop"])
+def test_the_wrapped_command_has_the_same_streams_and_dies_by_the_same_signal(
+    tmp_path: Path, wrapper: str
+) -> None:
+    """The batch script run as slurmd runs it (``sh SCRIPT``), wrapped and not: the command
+    reads the same stdin, writes the same stdout and stderr, and its death by a signal is
+    the script's own, whether the wrapper measures or cannot even import gputop."""
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o700)
+    meter = node_meter(logs)
+    assert meter is not None
+    if wrapper == "cannot-import-gputop":
+        meter = replace(meter, package_dir=str(tmp_path / "no-gputop"))
+    command = ["/bin/sh", "-c", 'cat; echo "to stderr $0" >&2; kill -USR1 $$', "it's"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["SLURM_JOB_ID"] = "99"  # and no GPUs: the meter says so and ends
+    results = []
+    for script in (batch_script(command, meter), batch_script(command)):
+        path = tmp_path / "script.sh"
+        path.write_text(script)
+        done = subprocess.run(
+            ["/bin/sh", str(path)], input=b"from stdin\n", capture_output=True, env=env, timeout=30
+        )
+        results.append((done.returncode, done.stdout, done.stderr))
+
+    wrapped, plain = results
+    assert plain == (-signal.SIGUSR1, b"from stdin\n", b"to stderr it's\n")
+    assert wrapped == plain
+    if wrapper == "runs":  # the meter ran beside the command: it said why it measured nothing
+        note = wait_for("the meter's report", lambda: read_report(logs, 99))
+        assert "no GPUs" in (usage_note_from_text(note) or "")
+    else:
+        assert read_report(logs, 99) is None

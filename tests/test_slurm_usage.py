@@ -142,6 +142,23 @@ def test_a_slurm_job_records_what_it_used_on_its_card_and_its_own_exit_status(
     assert re.search(rf"^\s*{job_id}\s.*0:0\d\s+1\.2G", out, re.MULTILINE), out
 
 
+def test_the_processes_of_a_jobs_srun_step_count_as_the_jobs(
+    simulated: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``srun`` asks slurmd for a step: its processes are not below the command."""
+    argv = [sys.executable, "-c", PINNED_JOB, json.dumps(simulated), "2.5", "0"]
+    status, out, err = gputop(
+        capsys, "run", "--slurm", "--gpus", "1", "--", "srun", "--ntasks=1", *argv
+    )
+    assert status == 0, err
+
+    record = ended(capsys, int(out.split()[1]))
+
+    assert record["status"] == "exited", Path(record["log_path"]).read_text()
+    assert record["usage"]["peak_memory_bytes"] == 1200 * MIB
+    assert record["usage"]["gpu_seconds"] >= 1.0
+
+
 def test_a_cancelled_slurm_job_gets_slurms_sigterm_in_its_command_and_keeps_its_usage(
     simulated: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

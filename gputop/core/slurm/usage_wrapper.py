@@ -12,10 +12,10 @@ script had. Whatever fails in the bootstrap or the meter, the command still runs
 ``start_meter`` forks the meter twice over, so it is nobody's child the command could reap
 by surprise. The meter closes the job's standard streams, reads NVML through the same
 backend as every gputop view, measures the cards Slurm gave the job with the usage meter
-of local jobs (``gputop/core/jobs/usage_meter.py``), counting the command and every process
-below it, and rewrites the job's report after each sample (usage_file.py): the node may
-kill it the moment the command ends, and then the last sample stands. It ends itself when
-the command does.
+of local jobs (``gputop/core/jobs/usage_meter.py``), counting the command, every process
+below it and the job's ``srun`` steps, and rewrites the job's report after each sample
+(usage_file.py): the node may kill it the moment the command ends, and then the last
+sample stands. It ends itself when the command does.
 """
 
 from __future__ import annotations
@@ -151,7 +151,9 @@ def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -
             uuids=tuple(gpus[nvml].uuid or "" for nvml, _ in cards),
             pid=watch.pid,
         )
-        meter = UsageMeter(job, backend, usage_poll_s(environ), owns=watch.owns)
+        meter = UsageMeter(
+            job, backend, usage_poll_s(environ), owns=lambda pid: watch.owns(pid, job_id)
+        )
         to_node = dict(cards)
         running = True
         while running:
@@ -229,14 +231,21 @@ class _CommandWatch:
             return True
         return True
 
-    def owns(self, pid: int) -> bool:
+    def owns(self, pid: int, slurm_job_id: int) -> bool:
+        """The command, a process below it or in its session, or one of the job's ``srun``
+        steps (Slurm starts those, not the command): in the job's cgroup, or, without
+        cgroups, with the job's ``SLURM_JOB_ID`` (cgroup.py)."""
         if pid == self.pid:
             return True
         import psutil
 
+        from gputop.core.slurm.cgroup import slurm_job_of_pid
+
         try:
             if self._session is not None and os.getsid(pid) == self._session:
                 return True
-            return any(parent.pid == self.pid for parent in psutil.Process(pid).parents())
+            if any(parent.pid == self.pid for parent in psutil.Process(pid).parents()):
+                return True
         except (OSError, psutil.Error):
-            return False
+            pass
+        return slurm_job_of_pid(pid) == slurm_job_id

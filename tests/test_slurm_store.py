@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.store import NEVER_STARTED_AFTER_S, JobStore
-from gputop.core.jobs.usage import not_measured_text
+from gputop.core.jobs.usage import not_measured_text, usage_summary
 
 
 def record(store: JobStore, slurm_job_id: int = 41) -> int:
@@ -116,6 +116,7 @@ def test_why_a_slurm_jobs_use_was_not_measured_is_kept_and_moves_with_the_job(
         job = store.get(job_id)
     assert (job.usage, job.usage_note) == (None, why)
     assert (job.to_json()["usage"], job.to_json()["usage_note"]) == (None, why)
+    assert usage_summary(job.usage, job.usage_note) == f"GPU use: {why}"  # the log view
 
     with JobStore.open(tmp_path / "other") as other:
         assert other.adopt(job)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.store import NEVER_STARTED_AFTER_S, JobStore
+from gputop.core.jobs.usage import not_measured_text, usage_summary
 
 
 def record(store: JobStore, slurm_job_id: int = 41) -> int:
@@ -95,3 +96,28 @@ def test_a_store_of_schema_2_gains_the_slurm_column_and_keeps_its_jobs(
         new = store.get(record(store))
 
     assert (kept.name, kept.slurm_job_id, new.slurm_job_id) == ("old.py", None, 41)
+
+
+def test_why_a_slurm_jobs_use_was_not_measured_is_kept_and_moves_with_the_job(
+    private_state_dir: Path, tmp_path: Path
+) -> None:
+    why = "not measured on node07: NVML cannot be read there"
+    with JobStore.open(private_state_dir) as store:
+        job_id = record(store)
+        store.update_slurm_job(
+            job_id,
+            state=JobState.ENDED,
+            note="Completed",
+            physical_indices=[2],
+            started_at=5.0,
+            exit_code=0,
+            usage=not_measured_text(why),
+        )
+        job = store.get(job_id)
+    assert (job.usage, job.usage_note) == (None, why)
+    assert (job.to_json()["usage"], job.to_json()["usage_note"]) == (None, why)
+    assert usage_summary(job.usage, job.usage_note) == f"GPU use: {why}"  # the log view
+
+    with JobStore.open(tmp_path / "other") as other:
+        assert other.adopt(job)
+        assert other.get(job_id).usage_note == why

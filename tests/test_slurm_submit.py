@@ -13,12 +13,11 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from slurm_cli import DEADLINE_S, gputop, jobs_json, wait_for
 from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     GPU_COUNT,
     SlurmCluster,
@@ -27,34 +26,9 @@ from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster
     slurm_fixture,
 )
 
-from gputop.cli.main import main
 from gputop.core.jobs.store import JobStore
 
-DEADLINE_S = 30.0
-T = TypeVar("T")
 REPORT = "echo CVD=$CUDA_VISIBLE_DEVICES JOB_GPUS=$SLURM_JOB_GPUS; exec sleep 600"
-
-
-def gputop(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def wait_for(what: str, check: Callable[[], T | None]) -> T:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def jobs_json(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
-    code, out, _ = gputop(capsys, "jobs", "--json")
-    assert code == 0
-    return list(json.loads(out))
 
 
 def submit_reporting_job(capsys: pytest.CaptureFixture[str], name: str) -> int:

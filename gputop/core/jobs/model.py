@@ -111,7 +111,10 @@ class Job:
     Slurm chose its cards; its state here follows what Slurm reports."""
     usage: JobUsage | None = None
     """What it used, per card and in total, as its supervisor measured it (usage.py);
-    ``None``: not measured (no NVML, no cards, a Slurm job, or not sampled yet)."""
+    ``None``: not measured (no NVML, no cards, not sampled yet, or see ``usage_note``)."""
+    usage_note: str | None = None
+    """Why ``usage`` is ``None`` where that is known: a Slurm job whose node could not
+    measure it, or sent nothing back (docs/slurm.md, "What a Slurm job used")."""
 
     @property
     def log_cut(self) -> bool:
@@ -202,4 +205,5 @@ class Job:
             "note": self.note,
             "slurm_job_id": self.slurm_job_id,
             "usage": self.usage.to_json() if self.usage is not None else None,
+            "usage_note": self.usage_note,
         }

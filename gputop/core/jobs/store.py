@@ -387,13 +387,22 @@ class JobStore:
         started_at: float | None,
         exit_code: int | None = None,
         signal: int | None = None,
+        usage: str | None = None,
+        ended_at: float | None = None,
     ) -> None:
-        """Copy what Slurm reports about a submitted job into its row (not once ended)."""
-        ended_at = time.time() if state is JobState.ENDED else None
+        """Copy what Slurm reports about a submitted job into its row (not once ended).
+
+        ``usage``: the stored form of what it used so far, or of why that is not measured
+        (usage.py), as its node's wrapper reported it (``None``: leave as recorded).
+        ``ended_at``: when Slurm says it ended (``None``: now, for an ended job)."""
+        if state is not JobState.ENDED:
+            ended_at = None
+        elif ended_at is None:
+            ended_at = time.time()
         self._update(
             job_id,
             "state = ?, note = ?, physical_indices = ?, started_at = COALESCE(started_at, ?), "
-            "ended_at = ?, exit_code = ?, signal = ?",
+            "ended_at = ?, exit_code = ?, signal = ?, usage = COALESCE(?, usage)",
             (
                 state.value,
                 note,
@@ -402,9 +411,14 @@ class JobStore:
                 ended_at,
                 exit_code,
                 signal,
+                usage,
             ),
             states=_NOT_ENDED,
         )
+
+    def set_slurm_usage(self, job_id: int, usage: str) -> None:
+        """A Slurm job's usage report that came after its end (usage_file.py): any state."""
+        self._update(job_id, "usage = ?", (usage,), states=None)
 
     def has_job(self, job_id: int) -> bool:
         return bool(self._rows("SELECT 1 FROM jobs WHERE id = ?", (job_id,)))

@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.usage import usage_from_text
+from gputop.core.jobs.usage import not_measured_text, usage_from_text, usage_note_from_text
 
 
 def row_to_job(row: sqlite3.Row) -> Job:
@@ -48,6 +48,7 @@ def row_to_job(row: sqlite3.Row) -> Job:
         token=row["token"],
         slurm_job_id=row["slurm_job_id"],
         usage=usage_from_text(row["usage"]),
+        usage_note=usage_note_from_text(row["usage"]),
     )
 
 
@@ -89,5 +90,12 @@ def job_columns(job: Job) -> dict[str, Any]:
         "supervisor_session_id": job.supervisor_session_id,
         "token": job.token,
         "slurm_job_id": job.slurm_job_id,
-        "usage": job.usage.to_text() if job.usage is not None else None,
+        "usage": usage_column(job),
     }
+
+
+def usage_column(job: Job) -> str | None:
+    """The ``usage`` column: what the job used, or why that was not measured."""
+    if job.usage is not None:
+        return job.usage.to_text()
+    return not_measured_text(job.usage_note) if job.usage_note else None

@@ -83,6 +83,31 @@ class JobUsage:
         return strict_json(self.to_json())
 
 
+NOT_MEASURED = "not_measured"
+"""The key of a record that says why a job's use was not measured (a Slurm job whose node
+could not run gputop's wrapper): kept in the same column, read back as ``usage`` None."""
+MAX_NOTE_CHARS = 300
+
+
+def not_measured_text(reason: str) -> str:
+    """The stored form of "not measured, because ``reason``"."""
+    return strict_json({NOT_MEASURED: reason[:MAX_NOTE_CHARS]})
+
+
+def usage_note_from_text(text: str | None) -> str | None:
+    """Why the job's use was not measured, where that was recorded (cleaned), else None."""
+    from gputop.core.safe_text import clean
+
+    if not text or NOT_MEASURED not in text:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    reason = data.get(NOT_MEASURED) if isinstance(data, dict) else None
+    return clean(reason[:MAX_NOTE_CHARS]) if isinstance(reason, str) and reason else None
+
+
 def usage_from_text(text: str | None) -> JobUsage | None:
     """The stored form back, every number range-checked; ``None`` when absent or not sane."""
     if not text:
@@ -150,12 +175,13 @@ def _number(value: object, high: float) -> TypeGuard[int | float]:
     return within(value, 0, high)
 
 
-def usage_summary(usage: JobUsage | None) -> str:
-    """One line for a person (the job's log view): per card, then in total."""
+def usage_summary(usage: JobUsage | None, note: str | None = None) -> str:
+    """One line for a person (the job's log view): per card, then in total; where nothing
+    was measured, why (``note``: a job's cleaned ``usage_note``) if known."""
     from gputop.core.units import duration, human_bytes
 
     if usage is None:
-        return "GPU use: not measured"
+        return f"GPU use: {note}" if note else "GPU use: not measured"
     parts = []
     for card in usage.per_card:
         words = [f"GPU {card.physical_index}: {duration(card.gpu_seconds)} GPU time"]

@@ -54,6 +54,17 @@ def usage_poll_s(environ: Mapping[str, str]) -> float:
         return DEFAULT_USAGE_POLL_S
 
 
+@dataclass(frozen=True, slots=True)
+class MeteredCards:
+    """What a meter needs of a job it does not supervise (a Slurm job on its node): its
+    cards, as NVML numbers them where the meter runs, and its own process."""
+
+    physical_indices: tuple[int, ...]
+    uuids: tuple[str, ...]
+    pid: int
+    session_id: int | None = None
+
+
 @dataclass(slots=True)
 class _CardTally:
     physical_index: int
@@ -92,11 +103,20 @@ class _CardTally:
 class UsageMeter:
     """Adds up one running job's use of its cards, one sample at a time."""
 
-    def __init__(self, job: Job, backend: NvmlBackend, poll_s: float) -> None:
+    def __init__(
+        self,
+        job: Job | MeteredCards,
+        backend: NvmlBackend,
+        poll_s: float,
+        owns: Callable[[int], bool] | None = None,
+    ) -> None:
+        """``owns(pid)``: whether a process is the job's; by default its pid or session
+        (a Slurm job's wrapper counts the command's process tree: slurm/usage_wrapper.py)."""
         from gputop.core.sampling.nvml_usage import accounting_on, energy_mj
 
         self.job = job
         self.poll_s = poll_s
+        self._owns = owns
         self._backend = backend
         self._last = time.monotonic()
         self._samples = 0
@@ -183,6 +203,8 @@ class UsageMeter:
         tracking.py finds a job's processes the same way)."""
         if process.origin is not ProcessOrigin.HOST:
             return False
+        if self._owns is not None:
+            return self._owns(process.pid)
         if process.pid == self.job.pid:
             return True
         session = self.job.session_id

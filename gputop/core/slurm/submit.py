@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,13 +92,52 @@ def check_gres(gres: str) -> str:
     return gres
 
 
-def batch_script(argv: Sequence[str]) -> str:
-    """The batch script: one ``exec`` of the command, every word quoted by ``shlex``."""
-    return (
-        "#!/bin/sh\n"
-        "# Written by gputop run --slurm (docs/slurm.md): the command, quoted by shlex.join.\n"
-        f"exec {shlex.join(argv)}\n"
-    )
+@dataclass(frozen=True, slots=True)
+class NodeMeter:
+    """How the job's node may measure what it uses: the interpreter and the package of the
+    gputop that submits it, where the node has them too (a shared home or software tree),
+    and the logs directory its report goes to (docs/slurm.md, "What a Slurm job used")."""
+
+    python: str
+    package_dir: str
+    """The ``gputop`` package's own directory."""
+    logs_dir: str
+
+
+def node_meter(logs_dir: Path) -> NodeMeter | None:
+    """This gputop's own interpreter and package (``None``: not known, nothing to offer)."""
+    import gputop
+
+    python = sys.executable
+    if not python or not os.path.isabs(python):
+        return None
+    return NodeMeter(python, str(Path(gputop.__file__).resolve().parent), str(logs_dir))
+
+
+def batch_script(argv: Sequence[str], meter: NodeMeter | None = None) -> str:
+    """The batch script: one ``exec`` of the command, every word quoted by ``shlex``.
+
+    With ``meter``, where the node can start that interpreter the command is ``exec``'d
+    through gputop's usage wrapper instead (usage_wrapper.py), which measures the job's
+    cards and runs the command in its own place; elsewhere, as without it."""
+    lines = [
+        "#!/bin/sh",
+        "# Written by gputop run --slurm (docs/slurm.md): the command, quoted by shlex.join.",
+    ]
+    if meter is not None:
+        from gputop.core.slurm.usage_wrapper import BOOTSTRAP
+
+        python = shlex.quote(meter.python)
+        wrapped = [meter.python, "-E", "-c", BOOTSTRAP, meter.package_dir, meter.logs_dir]
+        lines += [
+            "# Where this node can start the gputop that submitted the job, its usage wrapper",
+            "# measures the job's cards and then runs the command in its own place.",
+            f"if {python} -E -c '' </dev/null >/dev/null 2>&1; then",
+            f"  exec {shlex.join([*wrapped, *argv])}",
+            "fi",
+        ]
+    lines.append(f"exec {shlex.join(argv)}")
+    return "\n".join(lines) + "\n"
 
 
 def output_path(logs_dir: Path, slurm_job_id: int) -> str:
@@ -120,7 +160,7 @@ def submit(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Submit through ``sbatch``; Slurm's job id, or ``SlurmError`` with Slurm's message."""
-    script = _write_script(state_dir, batch_script(request.argv))
+    script = _write_script(state_dir, batch_script(request.argv, node_meter(logs_dir)))
     try:
         argv = [
             "sbatch",

@@ -66,7 +66,7 @@ class JobLogScreen(ReportsWorkerFailures, ModalScreen[None]):
             plain(job.status_text),
             ("   escape closes", "dim"),
             "\n",
-            (usage_summary(job.usage), "dim"),
+            (usage_summary(job.usage, job.usage_note), "dim"),
         )
 
     def update_job(self, job: Job) -> None:

@@ -78,8 +78,12 @@ async def test_h_shows_the_highlighted_cards_use_and_who_held_it_idle_first(
         while screen.shown is None:
             await pilot.pause(0.05)
         body = plain_text(screen.query_one("#history-body"), width=160).splitlines()
-        assert body[0].startswith("util  ") and body[1].startswith("mem   ")
-        holders = [line.split() for line in body[4:] if line.strip()]
+        assert body[0] == "utilisation  mean 50 %  peak 50 %"  # the card ran at 50 % all hour
+        assert body[1].startswith("  100%┤") and body[4].startswith("    0%┤")
+        assert body[2].strip("┤ ") == "" and set(body[3][7:]) == {"█"}  # two rows of four
+        assert body[5].startswith("memory  peak ")
+        assert body[10].split() == ["-1h", "-30m", "now"]
+        holders = [line.split() for line in body[13:] if line.strip()]
         assert holders[0][:4] == ["!", "bob", "held", "1:00:00"]
         assert holders[0][-2:] == ["idle", "1:00:00"]
         assert holders[1][:3] == ["alice", "held", "1:00:00"]
@@ -131,8 +135,12 @@ async def test_h_in_the_process_table_shows_that_processs_history(tmp_path: Path
             await pilot.pause(0.05)
         assert "Process 4300003 bob jupyter-lab" in plain_text(screen.query_one("#history-title"))
         body = plain_text(screen.query_one("#history-body"), width=160).splitlines()
-        assert body[0].startswith("mem   █")  # 10 GiB all hour: its own peak, every slice
-        assert body[2].split() == [
+        assert body[0] == "GPU memory (all its cards)"
+        assert body[1].startswith(" 10.0G┤") and body[4].startswith("    0M┤")
+        # 10 GiB all hour: its own peak, every slice, every row
+        assert all(set(line[7:].rstrip()) == {"█"} for line in body[1:5])
+        assert body[5].split() == ["-1h", "-30m", "now"]
+        assert body[7].split() == [
             "GPU",
             "time",
             "1:00:00",
@@ -169,6 +177,7 @@ async def test_a_process_detail_shows_what_the_recorder_stored_of_it(tmp_path: P
         while screen.history is None:
             await pilot.pause(0.05)
         body = plain_text(screen.query_one("#detail-history"), width=160).splitlines()
-        assert body[0].startswith("mem   █")
-        assert body[2].split()[:3] == ["GPU", "time", "1:00:00"]
-        assert body[2].split()[-2:] == ["idle", "1:00:00"]  # bob held it idle all hour
+        assert body[0] == "GPU memory (all its cards)"
+        assert all(set(line[7:].rstrip()) == {"█"} for line in body[1:5])
+        assert body[7].split()[:3] == ["GPU", "time", "1:00:00"]
+        assert body[7].split()[-2:] == ["idle", "1:00:00"]  # bob held it idle all hour

@@ -67,3 +67,25 @@ def test_lab_card_history_looks_as_approved(snap_compare) -> None:  # type: igno
             await pilot.pause(0.05)  # a condition: the worker's answer is drawn
 
     assert snap_compare(app, terminal_size=SIZES["160x48"], run_before=open_history)
+
+
+def test_card_history_looks_as_approved(snap_compare, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``H`` on GPU 1 after a recorded hour (a real store): the plots, bob idle first."""
+    from dashboard_helpers import make_app
+    from history_helpers import holders_scenario, record_stepped
+    from textual.pilot import Pilot
+
+    from gputop.core.history.store import default_history_path
+    from gputop.tui.screens.card_history import CardHistoryScreen
+
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, default_history_path(), samples=720)  # the hour to t=3600 s
+    app = make_app(scenario, at_s="3600")
+
+    async def open_history(pilot: Pilot[None]) -> None:
+        await first_sample(pilot)
+        await pilot.press("right", "H")
+        while not (isinstance(app.screen, CardHistoryScreen) and app.screen.shown):
+            await pilot.pause(0.05)  # a condition: the worker's answer is drawn
+
+    assert snap_compare(app, terminal_size=SIZES["160x48"], run_before=open_history)

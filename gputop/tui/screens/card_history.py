@@ -10,10 +10,10 @@ from pathlib import Path
 from rich.text import Text
 
 from gputop.core.history.card_history import CardHistory, read_card_history
-from gputop.core.history.series import bars
+from gputop.core.history.plot import time_axis
 from gputop.core.units import NA, duration, human_bytes
 from gputop.tui.safe import plain
-from gputop.tui.screens.history_window import HistoryWindowScreen
+from gputop.tui.screens.history_window import PLOT_LABEL_WIDTH, HistoryWindowScreen, plot_lines
 
 
 class CardHistoryScreen(HistoryWindowScreen):
@@ -43,10 +43,24 @@ def render_card_history(history: CardHistory) -> Text:
     lines: list[Text] = []
     series = history.series
     if series is not None:
-        lines.append(Text.assemble(("util  ", "bold"), bars(series.utilization_percent, 100.0)))
+        util = series.utilization_percent
+        known_util = [value for value in util if value is not None]
+        figures = (
+            f"mean {sum(known_util) / len(known_util):.0f} %  peak {max(known_util):.0f} %"
+            if known_util
+            else "nothing recorded"
+        )
+        lines.append(Text.assemble(("utilisation  ", "bold"), figures))
+        lines += plot_lines(util, 100.0, lambda value: f"{value:.0f}%")
         known = [value for value in series.memory_used_bytes if value is not None]
         top = series.memory_total_bytes or (max(known) if known else None)
-        lines.append(Text.assemble(("mem   ", "bold"), bars(series.memory_used_bytes, top)))
+        total = f" of {human_bytes(series.memory_total_bytes)}" if series.memory_total_bytes else ""
+        figures = f"peak {human_bytes(int(max(known)))}{total}" if known else "nothing recorded"
+        lines.append(Text.assemble(("memory  ", "bold"), figures))
+        lines += plot_lines(series.memory_used_bytes, top, lambda value: human_bytes(int(value)))
+        lines.append(
+            Text(time_axis(history.since, history.until, len(util), PLOT_LABEL_WIDTH), "dim")
+        )
         lines.append(Text(""))
     lines.append(Text("Held by (idle: SM under 5 % for 30 minutes or more)", style="bold"))
     for row in history.holders:

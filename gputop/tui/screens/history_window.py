@@ -5,7 +5,7 @@ the lab from a host's agent) and shown as plain text (docs/history.md)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rich.text import Text
 from textual import work
@@ -16,10 +16,16 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputop.core.history.card_history import WINDOWS_S
+from gputop.core.history.plot import labelled_plot
 from gputop.tui.workers import ReportsWorkerFailures
 
-LABEL_WIDTH = 6
+PLOT_LABEL_WIDTH = 6
+"""The scale left of a plot: ``100%``, ``40.0G``."""
+PLOT_HEIGHT = 4
+"""Rows a plot: 32 levels, and a card's plots and holders still fit 80x24."""
 MIN_COLUMNS = 10
+FRAME_WIDTH = 6
+"""The panel's border and padding, the axis, and a spare cell."""
 WINDOW_NAMES = {"1": "last hour", "2": "last 24 hours", "3": "last 7 days"}
 
 
@@ -49,7 +55,7 @@ class HistoryWindowScreen(ReportsWorkerFailures, ModalScreen[None]):
     def action_window(self, key: str) -> None:
         self.window = key
         self.query_one("#history-title", Static).update(self._title())
-        self._read(key, max(MIN_COLUMNS, self.app.size.width - LABEL_WIDTH - 24))
+        self._read(key, max(MIN_COLUMNS, self.app.size.width - PLOT_LABEL_WIDTH - FRAME_WIDTH))
 
     def _title(self) -> Text:
         return Text.assemble(
@@ -76,3 +82,14 @@ class HistoryWindowScreen(ReportsWorkerFailures, ModalScreen[None]):
 
     def render_history(self, found: object) -> Text:
         raise NotImplementedError
+
+
+def plot_lines(
+    values: Sequence[float | None], top: float | None, label: Callable[[float], str]
+) -> list[Text]:
+    """A series as a plot ``PLOT_HEIGHT`` rows high with its scale (core/history/plot.py)."""
+    rows = labelled_plot(values, top, PLOT_HEIGHT, label, PLOT_LABEL_WIDTH)
+    return [
+        Text.assemble((row[: PLOT_LABEL_WIDTH + 1], "dim"), row[PLOT_LABEL_WIDTH + 1 :])
+        for row in rows
+    ]

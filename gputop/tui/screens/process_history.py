@@ -9,12 +9,12 @@ from pathlib import Path
 
 from rich.text import Text
 
+from gputop.core.history.plot import time_axis
 from gputop.core.history.process_history import ProcessHistory, read_process_history
-from gputop.core.history.series import bars
 from gputop.core.model import GpuProcess
 from gputop.core.units import NA, duration, human_bytes
 from gputop.tui.safe import plain, plain_argv
-from gputop.tui.screens.history_window import HistoryWindowScreen
+from gputop.tui.screens.history_window import PLOT_LABEL_WIDTH, HistoryWindowScreen, plot_lines
 
 
 class ProcessHistoryScreen(HistoryWindowScreen):
@@ -56,7 +56,17 @@ def render_process_history(history: ProcessHistory) -> Text:
     sm = NA if summary.mean_sm_util is None else f"{summary.mean_sm_util:.0f} %"
     return Text("\n").join(
         [
-            Text.assemble(("mem   ", "bold"), bars(history.memory_used_bytes, top)),
+            Text("GPU memory (all its cards)", style="bold"),
+            *plot_lines(history.memory_used_bytes, top, lambda value: human_bytes(int(value))),
+            Text(
+                time_axis(
+                    history.since,
+                    history.until,
+                    len(history.memory_used_bytes),
+                    PLOT_LABEL_WIDTH,
+                ),
+                "dim",
+            ),
             Text(""),
             Text.assemble(
                 f"GPU time {duration(summary.gpu_seconds)}",

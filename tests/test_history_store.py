@@ -104,6 +104,44 @@ def test_roll_ups_keep_each_holders_time_peak_and_idle_in_one_span_a_day(
     assert after[BOB_NOTEBOOK].idle_held_seconds == pytest.approx(3600, abs=60)
 
 
+def test_a_recorder_merging_every_10_minutes_keeps_one_span_a_process_and_day(
+    tmp_path: Path, scenario: str
+) -> None:
+    """The recorder rolls up every 10 minutes of store time: what ended since the last time
+    must join the day's merged span, or a month of 15-minute spans stays (ten times the spans,
+    and a report ten times slower)."""
+    merged_store = tmp_path / "merged" / "history.sqlite3"
+    plain_store = tmp_path / "plain" / "history.sqlite3"
+    record_stepped(scenario, merged_store, samples=720, retention=Retention(full_s=60.0))
+    record_stepped(scenario, plain_store, samples=720)
+    query = ReportQuery(0.0, 4e9, ReportBy.PROCESS, 1800.0)
+    merged, plain = open_for_recording(merged_store, []), open_for_recording(plain_store, [])
+    try:
+        by_resolution = dict(
+            merged.execute(
+                "SELECT resolution_s, COUNT(*) FROM process_spans GROUP BY resolution_s"
+            ).fetchall()
+        )
+        pairs = merged.execute(
+            "SELECT COUNT(DISTINCT process_id || '/' || physical_index) FROM process_spans"
+        ).fetchone()[0]
+        after = {row.key: row for row in build_report(merged, query)}
+        before = {row.key: row for row in build_report(plain, query)}
+    finally:
+        merged.close()
+        plain.close()
+    assert pairs == 5
+    assert by_resolution[86400] == pairs  # the hour (all on 2026-01-01): one span a pair
+    assert by_resolution.get(0, 0) <= pairs  # and what the last 10 minutes had not merged
+    assert set(after) == set(before)
+    for key, row in before.items():
+        assert after[key].gpu_seconds == pytest.approx(row.gpu_seconds)
+        assert after[key].peak_memory_bytes == row.peak_memory_bytes
+        assert after[key].mean_sm_util == pytest.approx(row.mean_sm_util)
+        assert after[key].idle_held_seconds == pytest.approx(row.idle_held_seconds)
+    assert after[BOB_NOTEBOOK].idle_held_seconds == pytest.approx(3600, abs=60)
+
+
 def test_minutes_roll_up_to_hours_and_old_hours_are_deleted(tmp_path: Path, scenario: str) -> None:
     store = tmp_path / "state" / "history.sqlite3"
     last = record_stepped(scenario, store, samples=720)

@@ -20,6 +20,9 @@ from typing import Any
 from gputop.core.history.schema import DAY, HOUR, MINUTE, RAW
 from gputop.core.history.spans import decode_runs, encode_runs, keep_run
 
+_SAME_TIME_S = 1e-6
+"""Two span ends this close are the same moment (the writer's and the report's rule)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Retention:
@@ -122,11 +125,20 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
     start on the same (UTC) day become one (marked ``resolution_s`` 86400), their idle runs
     joined (spans.py). The report over a month then reads a row per process and day."""
     columns = "id, process_id, physical_index, start_t, end_t, idle_runs, peak_memory_bytes, "
+    select = f"SELECT {columns}{', '.join(_SPAN_SUMS)} FROM process_spans "
     found = connection.execute(
-        f"SELECT {columns}{', '.join(_SPAN_SUMS)} FROM process_spans "
-        "WHERE resolution_s = 0 AND end_t < ? ORDER BY process_id, physical_index, start_t",
-        (older_than,),
+        select + "WHERE resolution_s = 0 AND end_t < ?", (older_than,)
     ).fetchall()
+    if not found:
+        return
+    # The recorder merges every 10 minutes: what ended since then continues the day's span
+    # merged last time, which ends where the earliest of them starts (or later).
+    earliest = min(float(row[3]) for row in found)
+    found += connection.execute(
+        select + "WHERE resolution_s = ? AND end_t >= ? AND end_t < ?",
+        (DAY, earliest - _SAME_TIME_S, older_than),
+    ).fetchall()
+    found.sort(key=lambda row: (row[1], row[2], row[3]))
     merged: list[list[Any]] = []
     runs: list[list[tuple[float, float]]] = []
     originals: list[tuple[int]] = []
@@ -139,7 +151,7 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
             last is not None
             and last[1] == row[1]
             and last[2] == row[2]
-            and abs(last[4] - start) < 1e-6
+            and abs(last[4] - start) < _SAME_TIME_S
             and math.floor(last[3] / DAY) == math.floor(start / DAY)
         ):
             shift = start - last[3]

@@ -57,6 +57,7 @@ sys.path[:0] = [str(REPO / "tests"), str(Path(__file__).resolve().parent)]
 
 from floor_app import KEYS_LABEL  # noqa: E402
 from pty_terminal import PtyTerminal  # noqa: E402
+from recorder_store import RECORD_INTERVAL_S, recorder_store  # noqa: E402
 from stand_ins import live_scenario  # noqa: E402
 
 COLUMNS, ROWS = 200, 50
@@ -148,9 +149,13 @@ class Subject:
     """Where the down arrows have got to, as the screen shows it."""
     down_key: bytes = DOWN
     """The down arrow as the terminal sends it to this app."""
+    environ: tuple[tuple[str, str], ...] = ()
+    """Variables set for this app on top of the bench's own."""
 
 
-def subjects(scenario: Path) -> tuple[Subject, Subject]:
+def subjects(scenario: Path, state_dir: Path) -> tuple[Subject, Subject]:
+    """gputop, whose state directory holds a recorder's store (``recorder_store.py``), and
+    the floor."""
     interval = ["--interval", f"{INTERVAL_S:g}"]
     gputop = Subject(
         "gputop",
@@ -158,6 +163,7 @@ def subjects(scenario: Path) -> tuple[Subject, Subject]:
         gputop_frame_complete,
         TAB,
         gputop_cursor_row,
+        environ=(("GPUTOP_STATE_DIR", str(state_dir)),),
     )
     floor = Subject(
         "floor",
@@ -211,7 +217,7 @@ def _floor_keys_pressed(terminal: PtyTerminal) -> int | None:
 
 
 def spawn(subject: Subject) -> PtyTerminal:
-    env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor")
+    env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", **dict(subject.environ))
     # As installed: bytecode cached (pip compiles it, Python writes it on a first run).
     for name in (
         "PYTHONDONTWRITEBYTECODE",
@@ -467,9 +473,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
-    with live_scenario(SCENARIO) as (scenario, stand_ins):
+    with live_scenario(SCENARIO) as (scenario, stand_ins), recorder_store(scenario) as state:
         print(f"  {stand_ins} live stand-in processes for the scenario's GPU processes")
-        apps = subjects(scenario)
+        print(f"  gputop record every {RECORD_INTERVAL_S:g} s into gputop's store ({state})")
+        apps = subjects(scenario, state)
         if args.nvitop:
             apps = (*apps, nvitop_subject(args.nvitop, scenario))
         results = {app.name: Figures() for app in apps}

@@ -58,6 +58,28 @@ def test_one_changed_character_is_sent_alone_in_its_colour() -> None:
     assert update == "\x1b[38;2;255;0;0m\x1b[1;7H4\x1b[0m"
 
 
+def test_a_change_on_the_next_row_is_reached_by_the_shorter_relative_move() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "GPU 2"), (1, 0, RED, "MEM 12")), SIZE)
+    assert update == RED + "\x1b[1;5H2\x1b[B2\x1b[0m"
+
+
+def test_unchanged_box_characters_are_moved_over_not_resent() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "1│││1")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "2│││2")), SIZE)
+    assert update == RED + "\x1b[1H2\x1b[3C2\x1b[0m"  # 4 bytes, not 9 of box characters
+
+
+def test_after_the_last_column_the_next_move_is_absolute() -> None:
+    """A terminal's cursor waits to wrap there; a relative move from it is not portable."""
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "abcdefghijk1"), (1, 0, RED, "abcdefghijk1")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "abcdefghijk2"), (1, 0, RED, "abcdefghijk2")), SIZE)
+    assert update == RED + "\x1b[1;12H2\x1b[2;12H2\x1b[0m"
+
+
 def test_the_cursor_is_put_back_where_textual_left_it() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "GPU  93%")) + "\x1b[4;1H", SIZE)

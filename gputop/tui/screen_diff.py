@@ -35,7 +35,8 @@ Run = tuple[int, int, str, str]
 
 RESET = "\x1b[0m"
 MERGE_GAP = 4
-"""Unchanged cells between two changes that are cheaper to resend than a cursor move."""
+"""At most this many unchanged cells between two changes are resent instead of moved over,
+where that is fewer bytes than the move."""
 
 _TOKEN = re.compile(
     r"\x1b\[(?P<params>[0-9;]*)(?P<final>[Hfm])"  # cursor position, colours
@@ -185,6 +186,7 @@ class ScreenDiff:
             for x in sorted(changed[y]):
                 if chars[x]:  # the right half of a wide character is sent with its left
                     groups.setdefault(sgrs[x] or "", []).append((y, x))
+        columns = self._size[0]
         out: list[str] = []
         pen: _Pen | None = _RESET_PEN
         row, column = -1, -1  # where the terminal's cursor is
@@ -195,14 +197,10 @@ class ScreenDiff:
                 pen = target
             for y, x in cells:
                 chars, sgrs = self._chars[y], self._sgrs[y]
-                if (
-                    y == row
-                    and column < x <= column + MERGE_GAP
-                    and all(_narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x))
-                ):
-                    out.append("".join(chars[g] or "" for g in range(column, x)))
-                elif (y, x) != (row, column):
-                    out.append(_move(y, x, column if y == row else -1))
+                if (y, x) != (row, column):
+                    move = _move(y, x, row, column, columns)
+                    gap = self._resendable(y, column, x, sgr) if y == row else None
+                    out.append(move if gap is None or _bytes(gap) > _bytes(move) else gap)
                 char = chars[x] or ""
                 out.append(char)
                 row, column = y, x + (1 if char.isascii() else cell_len(char))
@@ -210,13 +208,47 @@ class ScreenDiff:
             out.append(RESET)
         return out
 
+    def _resendable(self, y: int, column: int, x: int, sgr: str) -> str | None:
+        """The cells from ``column`` up to ``x`` on row ``y``, to resend instead of moving
+        over them, where they are known, narrow and in the pen ``sgr``; else None."""
+        if not 0 <= column < x or x - column > MERGE_GAP:
+            return None
+        chars, sgrs = self._chars[y], self._sgrs[y]
+        if all(_narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x)):
+            return "".join(chars[g] or "" for g in range(column, x))
+        return None
 
-def _move(y: int, x: int, column: int) -> str:
-    """Put the cursor at row ``y``, column ``x`` (0-based), from ``column`` on that row."""
-    if 0 <= column < x:
-        step = x - column
-        return "\x1b[C" if step == 1 else f"\x1b[{step}C"
-    return f"\x1b[{y + 1};{x + 1}H"
+
+def _move(y: int, x: int, row: int, column: int, columns: int) -> str:
+    """The shortest sequence that puts the cursor at row ``y``, column ``x`` (0-based) from
+    row ``row``, column ``column`` (``row`` -1: unknown).
+
+    Absolute (CUP) or relative (CUU/CUD, CUF/CUB, carriage return), as curses chooses. A
+    relative move needs a known cursor inside the screen: after a write to the last column
+    the terminal's cursor waits to wrap, and where it then is differs between terminals.
+    """
+    best = f"\x1b[{y + 1}H" if x == 0 else f"\x1b[{y + 1};{x + 1}H"
+    if row < 0 or not 0 <= column < columns:
+        return best
+    down = y - row
+    vertical = "" if not down else _step(abs(down), "B" if down > 0 else "A")
+    if x == column:
+        horizontal = ""
+    elif x == 0:
+        horizontal = "\r"
+    else:
+        horizontal = _step(abs(x - column), "C" if x > column else "D")
+    relative = vertical + horizontal
+    return relative if len(relative) < len(best) else best
+
+
+def _step(count: int, final: str) -> str:
+    return f"\x1b[{final}" if count == 1 else f"\x1b[{count}{final}"
+
+
+def _bytes(text: str) -> int:
+    """What ``text`` costs on the wire (UTF-8)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 _Pen = tuple[frozenset[int], str, str]

@@ -80,6 +80,44 @@ def test_after_the_last_column_the_next_move_is_absolute() -> None:
     assert update == RED + "\x1b[1;12H2\x1b[2;12H2\x1b[0m"
 
 
+def test_a_scrolling_sparkline_is_shifted_by_the_terminal() -> None:
+    """Delete a character at its left end, insert one at its right end: the rest of the row
+    (the card's border, the next card) stays in place, and one new point is written."""
+    wide = (40, 2)
+    old = "│ ▇█▇██▇█▇▇█▇ ││ x │"
+    new = "│ █▇██▇█▇▇█▇▁ ││ x │"
+    textual, ours, diff = Terminal(*wide), Terminal(*wide), ScreenDiff()
+    for line in (old, new):
+        data = frame((0, 0, RED, line.ljust(wide[0])), (1, 0, BLUE, "status"))
+        textual.feed(data)
+        ours.feed(diff.filter(data, wide))
+    assert ours.cells == textual.cells
+    update = ScreenDiff()
+    update.filter(frame((0, 0, RED, old.ljust(wide[0]))), wide)
+    sent = update.filter(frame((0, 0, RED, new.ljust(wide[0]))), wide)
+    assert sent == "\x1b[1;3H\x1b[P\x1b[10C\x1b[@" + RED + "▁\x1b[0m"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet="▁▇█ ab│", min_size=12, max_size=12),
+    st.integers(0, 10),
+    st.integers(1, 12),
+    st.sampled_from("▁▇█ "),
+)
+def test_a_row_shifted_left_shows_what_textual_wrote(
+    row: str, start: int, length: int, new_point: str
+) -> None:
+    end = min(start + length, SIZE[0] - 1)
+    shifted = row[:start] + row[start + 1 : end + 1] + new_point + row[end + 1 :]
+    textual, ours, diff = Terminal(*SIZE), Terminal(*SIZE), ScreenDiff()
+    for line in (row, shifted):
+        data = frame((1, 0, RED, line[: SIZE[0]]), (2, 3, BLUE, "x"))
+        textual.feed(data)
+        ours.feed(diff.filter(data, SIZE))
+        assert ours.cells == textual.cells
+
+
 def test_the_cursor_is_put_back_where_textual_left_it() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "GPU  93%")) + "\x1b[4;1H", SIZE)

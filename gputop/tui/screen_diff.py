@@ -34,6 +34,9 @@ Run = tuple[int, int, str, str]
 """Text a frame writes: row, column, the characters, and the SGR sequences before them."""
 
 RESET = "\x1b[0m"
+SHIFT_MIN_CELLS = 6
+"""Changed cells a row's one-cell shift must account for before it is sent as a shift (two
+moves, DCH and ICH: about 16 bytes, against at least 3 a cell and its moves)."""
 MERGE_GAP = 4
 """At most this many unchanged cells between two changes are resent instead of moved over,
 where that is fewer bytes than the move."""
@@ -96,6 +99,7 @@ class ScreenDiff:
             self._cursor = cursor or self._cursor
             return data
         columns, rows = self._size
+        before = [row[:] for row in self._chars], [row[:] for row in self._sgrs]
         changed = self._apply(runs)
         if changed is None:
             self.forget()
@@ -103,7 +107,7 @@ class ScreenDiff:
         if len(changed) == rows and sum(map(len, changed.values())) >= columns * rows:
             self._cursor = cursor  # every cell new (the first frame, after ctrl+l): as it is
             return data
-        update = self._update(changed)
+        update = self._update(changed, self._shifts(changed, *before))
         if cursor is not None and (update or cursor != self._cursor):
             update.append(cursor)
             self._cursor = cursor
@@ -169,7 +173,49 @@ class ScreenDiff:
             x += width
         return True
 
-    def _update(self, changed: dict[int, set[int]]) -> list[str]:
+    def _shifts(
+        self,
+        changed: dict[int, set[int]],
+        chars_before: list[list[str | None]],
+        sgrs_before: list[list[str | None]],
+    ) -> list[tuple[int, int, int]]:
+        """Runs of a row that moved one cell left (a sparkline scrolling), as (row, first,
+        last column): the terminal shifts them itself, by deleting a character at the first
+        column and inserting one at the last (DCH, ICH; as curses does with ``idcok``), and
+        only the last cell is written. Those cells leave ``changed``, the last one joins it.
+
+        Only rows of known, narrow characters: the shift must not cut a wide one.
+        """
+        shifts: list[tuple[int, int, int]] = []
+        columns = self._size[0]
+        for y, row_changed in changed.items():
+            if len(row_changed) < SHIFT_MIN_CELLS:
+                continue
+            chars, sgrs = self._chars[y], self._sgrs[y]
+            old_chars, old_sgrs = chars_before[y], sgrs_before[y]
+            x = 0
+            while x < columns - 1:
+                end = x
+                while (
+                    end < columns - 1
+                    and chars[end] == old_chars[end + 1]
+                    and sgrs[end] == old_sgrs[end + 1]
+                ):
+                    end += 1
+                saved = sum(1 for i in range(x, end) if i in row_changed)
+                if saved >= SHIFT_MIN_CELLS:
+                    # the terminal shifts everything right of x: all of it one cell wide
+                    if not all(map(_narrow, chars[x:])) or not all(map(_narrow, old_chars[x:])):
+                        break
+                    shifts.append((y, x, end))
+                    row_changed.difference_update(range(x, end))
+                    row_changed.add(end)
+                x = end + 1
+        return shifts
+
+    def _update(
+        self, changed: dict[int, set[int]], shifts: list[tuple[int, int, int]]
+    ) -> list[str]:
         """The changed cells, grouped by colour, each colour change sent as what changes.
 
         Cells are independent once the cursor is on them, so all the cells of one colour are
@@ -190,6 +236,10 @@ class ScreenDiff:
         out: list[str] = []
         pen: _Pen | None = _RESET_PEN
         row, column = -1, -1  # where the terminal's cursor is
+        for y, first, last in shifts:  # before any pen change: the blanks come and go
+            out.append(_move(y, first, row, column, columns) + "\x1b[P")
+            out.append(_move(y, last, y, first, columns) + "\x1b[@")
+            row, column = y, last
         for sgr, cells in groups.items():
             target = _pen(sgr)
             if target != pen:

@@ -156,11 +156,22 @@ def report(name: str, byte_map: ByteMap, seconds: float, region: Callable[[int, 
         print(f"  {label:28} {count / seconds:7.0f} B/s  {count / total:6.1%}")
 
 
+def report_rows(byte_map: ByteMap, seconds: float, lines: list[str], top: int) -> None:
+    """The ``top`` screen rows by bytes, with what they show."""
+    by_row: Counter[int] = Counter()
+    for (_, y, _), count in byte_map.bytes.items():
+        by_row[y] += count
+    for y, count in by_row.most_common(top):
+        shown = lines[y][:110] if 0 <= y < len(lines) else "(off the screen)"
+        print(f"  row {y:2} {count / seconds:6.0f} B/s  {shown}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--nvitop", metavar="PYTHON", help="a Python with nvitop installed")
     parser.add_argument("--warmup", type=float, default=50.0)
     parser.add_argument("--window", type=float, default=25.0)
+    parser.add_argument("--rows", type=int, default=0, help="also the N busiest screen rows")
     args = parser.parse_args(argv)
     with live_scenario(SCENARIO) as (scenario, _), recorder_store(scenario) as state_dir:
         apps = [subjects(scenario, state_dir)[0]]
@@ -185,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     for app in apps:
         pick = gputop_region if app.name == "gputop" else nvitop_region
         report(app.name, maps[app.name], seconds, pick(screens[app.name]))
+        if args.rows:
+            report_rows(maps[app.name], seconds, screens[app.name], args.rows)
     return 0
 
 

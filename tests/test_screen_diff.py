@@ -63,6 +63,8 @@ def test_a_change_on_the_next_row_is_reached_by_the_shorter_relative_move() -> N
     diff.filter(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")), SIZE)
     update = diff.filter(frame((0, 0, RED, "GPU 2"), (1, 0, RED, "MEM 12")), SIZE)
     assert update == RED + "\x1b[1;5H2\x1b[B2\x1b[0m"
+    update = diff.filter(frame((0, 0, RED, "GPU 3"), (1, 0, RED, "MEM 23")), SIZE)
+    assert update == RED + "\x1b[1;5H3\x1b[B\b23\x1b[0m"  # one cell back: a backspace
 
 
 def test_unchanged_box_characters_are_moved_over_not_resent() -> None:

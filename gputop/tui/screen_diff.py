@@ -273,9 +273,10 @@ def _move(y: int, x: int, row: int, column: int, columns: int) -> str:
     """The shortest sequence that puts the cursor at row ``y``, column ``x`` (0-based) from
     row ``row``, column ``column`` (``row`` -1: unknown).
 
-    Absolute (CUP) or relative (CUU/CUD, CUF/CUB, carriage return), as curses chooses. A
-    relative move needs a known cursor inside the screen: after a write to the last column
-    the terminal's cursor waits to wrap, and where it then is differs between terminals.
+    Absolute (CUP) or relative (CUU/CUD, CUF/CUB, carriage return, backspace), as curses
+    chooses. A relative move needs a known cursor inside the screen: after a write to the
+    last column the terminal's cursor waits to wrap, and where it then is differs between
+    terminals.
     """
     best = f"\x1b[{y + 1}H" if x == 0 else f"\x1b[{y + 1};{x + 1}H"
     if row < 0 or not 0 <= column < columns:
@@ -286,6 +287,8 @@ def _move(y: int, x: int, row: int, column: int, columns: int) -> str:
         horizontal = ""
     elif x == 0:
         horizontal = "\r"
+    elif column - 3 <= x < column:
+        horizontal = "\b" * (column - x)  # backspaces: one byte a cell
     else:
         horizontal = _step(abs(x - column), "C" if x > column else "D")
     relative = vertical + horizontal

@@ -34,7 +34,7 @@ Run = tuple[int, int, str, str]
 """Text a frame writes: row, column, the characters, and the SGR sequences before them."""
 
 RESET = "\x1b[0m"
-SHIFT_MIN_CELLS = 6
+SHIFT_MIN_CELLS = 4
 """Changed cells a row's one-cell shift must account for before it is sent as a shift (two
 moves, DCH and ICH: about 16 bytes, against at least 3 a cell and its moves)."""
 MERGE_GAP = 4
@@ -240,7 +240,8 @@ class ScreenDiff:
             out.append(_move(y, first, row, column, columns) + "\x1b[P")
             out.append(_move(y, last, y, first, columns) + "\x1b[@")
             row, column = y, last
-        for sgr, cells in groups.items():
+        for sgr in _pen_order(groups):
+            cells = groups[sgr]
             target = _pen(sgr)
             if target != pen:
                 out.append(_change_pen(pen, target, sgr))
@@ -267,6 +268,23 @@ class ScreenDiff:
         if all(_narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x)):
             return "".join(chars[g] or "" for g in range(column, x))
         return None
+
+
+def _pen_order(groups: dict[str, list[tuple[int, int]]]) -> list[str]:
+    """The colours in the order that changes the pen with the fewest bytes: each time the
+    one nearest to the last (the same background, say, needs only the foreground), from a
+    reset pen; in screen order where they cost the same."""
+    left = list(groups)
+    if len(left) < 3:
+        return left
+    order: list[str] = []
+    pen: _Pen | None = _RESET_PEN
+    while left:
+        sgr = min(left, key=lambda s: len(_change_pen(pen, _pen(s), s)))
+        left.remove(sgr)
+        order.append(sgr)
+        pen = _pen(sgr)
+    return order
 
 
 def _move(y: int, x: int, row: int, column: int, columns: int) -> str:

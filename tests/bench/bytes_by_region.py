@@ -189,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             pump_all(terminals, started + args.window)
             seconds = time.monotonic() - started
+            for terminal in terminals:
+                terminal.tap = None  # nvitop prints its processes as it quits
             screens = {app.name: terminal.lines() for app, terminal in running}
         finally:
             for terminal in terminals:

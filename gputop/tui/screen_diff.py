@@ -4,8 +4,9 @@ Textual repaints a dirty line of a widget from the widget's left edge, and write
 segment as a complete colour sequence followed by a reset. On a busy machine every card and
 most process rows change every second: about 40 KB/s, which is felt over SSH. ``ScreenDiff``
 remembers what the terminal shows and rewrites each frame into the cells that differ, with a
-colour sequence only where the colour changes; ``DiffingLinuxDriver`` puts it between
-Textual and the terminal.
+colour sequence only where the colour changes, the shortest cursor moves, and a row that
+moved by one cell (a sparkline) shifted by the terminal; ``DiffingLinuxDriver`` puts it
+between Textual and the terminal.
 
 Anything it does not follow is passed through unchanged and makes it forget what the
 terminal shows, so at worst the terminal gets exactly what Textual wrote; so does a resize.
@@ -216,13 +217,15 @@ class ScreenDiff:
     def _update(
         self, changed: dict[int, set[int]], shifts: list[tuple[int, int, int]]
     ) -> list[str]:
-        """The changed cells, grouped by colour, each colour change sent as what changes.
+        """The shifts, then the changed cells grouped by colour, each colour change sent as
+        what changes (docs/screen-diff.md, "What an update is made of").
 
         Cells are independent once the cursor is on them, so all the cells of one colour are
         sent together, whatever their rows: a busy frame changes a handful of colours but
-        switches between them dozens of times in screen order. Within a colour, a short gap
-        of unchanged cells of the same colour is resent rather than moved over, and a move
-        along a row is relative where that is shorter. The terminal's colours are reset
+        switches between them dozens of times in screen order. The colours go in the order
+        that changes the pen with the fewest bytes. Within a colour, a short gap of
+        unchanged cells of the same colour is resent where that is fewer bytes than moving
+        over it, and each move is the shortest one. The terminal's colours are reset
         between writes (Textual ends each segment with a reset, and so does this), so the
         pen starts reset.
         """

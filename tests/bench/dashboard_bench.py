@@ -27,10 +27,17 @@ terminal emulator (pyte, ``tests/pty_terminal.py``), and the bench measures:
   **peak RSS** (``VmHWM``), in ``--steady-runs`` runs of each app side by side: after a
   warm-up in which the cards' sparklines fill up (50 s), over a window (25 s).
 
-Each figure is given as median (min-max) for gputop and the floor, against the targets of
-issue 11. The bench exits 1 when a target is missed: it is a check, not only a report. A
-benchmark, not a test: its name keeps pytest from collecting it. CPU and start-up move with
-whatever else the machine does: the load average is printed; run it more than once.
+The dashboards start with a recorder's store present (issue 19): ``gputop record`` runs on
+the same scenario through the whole bench, into the default store of a private state
+directory that gputop is given too (``recorder_store.py``), so its sparklines start from the
+store. nvitop (``--nvitop PYTHON``; ``make bench`` makes ``.venv-nvitop`` with a pinned
+nvitop, never a dependency of gputop) runs on the same simulated GPUs (``nvitop_on_fake.py``).
+
+Each figure is given as median (min-max) for gputop, the floor and nvitop, against the
+targets of issues 11 and 19 (bytes: at most 1 KB/s and at most nvitop's median). The
+bench exits 1 when a target is missed: it is a check, not only a report. A benchmark, not a
+test: its name keeps pytest from collecting it. CPU and start-up move with whatever else the
+machine does: the load average is printed; run it more than once.
 """
 
 from __future__ import annotations

@@ -183,7 +183,8 @@ class ScreenDiff:
         """Runs of a row that moved one cell left (a sparkline scrolling), as (row, first,
         last column): the terminal shifts them itself, by deleting a character at the first
         column and inserting one at the last (DCH, ICH; as curses does with ``idcok``), and
-        only the last cell is written. Those cells leave ``changed``, the last one joins it.
+        only the last cell is written, straight after the insert, where the cursor already
+        is (``_update``). Those cells leave ``changed``, the last one joins it.
 
         Only rows of known, narrow characters: the shift must not cut a wide one.
         """
@@ -217,8 +218,9 @@ class ScreenDiff:
     def _update(
         self, changed: dict[int, set[int]], shifts: list[tuple[int, int, int]]
     ) -> list[str]:
-        """The shifts, then the changed cells grouped by colour, each colour change sent as
-        what changes (docs/screen-diff.md, "What an update is made of").
+        """The changed cells grouped by colour, each colour change sent as what changes, a
+        shifted run just before its last cell (docs/screen-diff.md, "What an update is made
+        of").
 
         Cells are independent once the cursor is on them, so all the cells of one colour are
         sent together, whatever their rows: a busy frame changes a handful of colours but
@@ -239,10 +241,7 @@ class ScreenDiff:
         out: list[str] = []
         pen: _Pen | None = _RESET_PEN
         row, column = -1, -1  # where the terminal's cursor is
-        for y, first, last in shifts:  # before any pen change: the blanks come and go
-            out.append(_move(y, first, row, column, columns) + "\x1b[P")
-            out.append(_move(y, last, y, first, columns) + "\x1b[@")
-            row, column = y, last
+        shift_ending_at = {(y, last): first for y, first, last in shifts}
         for sgr in _pen_order(groups):
             cells = groups[sgr]
             target = _pen(sgr)
@@ -251,7 +250,12 @@ class ScreenDiff:
                 pen = target
             for y, x in cells:
                 chars, sgrs = self._chars[y], self._sgrs[y]
-                if (y, x) != (row, column):
+                first = shift_ending_at.get((y, x))
+                if first is not None:  # the run shifts, then its new cell is written here
+                    out.append(_move(y, first, row, column, columns) + "\x1b[P")
+                    out.append(_move(y, x, y, first, columns) + "\x1b[@")
+                    row, column = y, x
+                elif (y, x) != (row, column):
                     move = _move(y, x, row, column, columns)
                     gap = self._resendable(y, column, x, sgr) if y == row else None
                     out.append(move if gap is None or _bytes(gap) > _bytes(move) else gap)

@@ -250,9 +250,9 @@ class ScreenDiff:
                 pen = target
             for y, x in cells:
                 chars, sgrs = self._chars[y], self._sgrs[y]
-                # A resent gap never reaches into a run still to shift: the cursor is never
-                # inside one, and a gap past its last cell would hold that cell, which is of
-                # the gap's colour only if it is in this group, so sent (and shifted) already.
+                # A resent gap never reaches into a run still to shift: no cell of a run is
+                # written before it shifts, and a gap past its last cell would hold that cell,
+                # of the gap's colour only if it is in this group, so sent (shifted) already.
                 first = shift_ending_at.get((y, x))
                 if first is not None:  # the run shifts, then its new cell is written here
                     out.append(_move(y, first, row, column, columns) + "\x1b[P")

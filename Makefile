@@ -35,11 +35,21 @@ check: $(STAMP)
 	$(BIN)/mypy
 
 ## make bench: start-up, CPU, bytes, memory and key latency on dgx-h100 with 200 live
-## processes, beside a bare Textual app (and nvitop, with NVITOP_PYTHON=a Python that has it);
-## then the exporter's scrape time and CPU on the same scenario (tests/bench/exporter_bench.py)
-NVITOP_PYTHON ?=
-bench: $(STAMP)
-	$(BIN)/python tests/bench/dashboard_bench.py $(if $(NVITOP_PYTHON),--nvitop $(NVITOP_PYTHON))
+## processes and a recorder's store, beside a bare Textual app and nvitop (pinned, in its own
+## virtualenv .venv-nvitop: never a dependency of gputop; NVITOP_PYTHON= names another Python
+## that has it); then the history and the exporter benches on the same scenario
+NVITOP_VERSION := 1.7.2
+NVITOP_VENV ?= .venv-nvitop
+NVITOP_PYTHON ?= $(NVITOP_VENV)/bin/python
+NVITOP_STAMP := $(NVITOP_VENV)/.installed-$(NVITOP_VERSION)
+
+$(NVITOP_STAMP):
+	test -x $(NVITOP_VENV)/bin/python || $(PYTHON) -m venv $(NVITOP_VENV)
+	$(NVITOP_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'nvitop==$(NVITOP_VERSION)'
+	touch $(NVITOP_STAMP)
+
+bench: $(STAMP) $(if $(filter $(NVITOP_VENV)/bin/python,$(NVITOP_PYTHON)),$(NVITOP_STAMP))
+	$(BIN)/python tests/bench/dashboard_bench.py --nvitop $(NVITOP_PYTHON)
 	$(BIN)/python tests/bench/history_bench.py
 	$(BIN)/python tests/bench/exporter_bench.py
 
@@ -49,7 +59,7 @@ dist: $(STAMP)
 	$(BIN)/python -m build --outdir dist .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist build
+	rm -rf $(VENV) $(NVITOP_VENV) .pytest_cache .mypy_cache .ruff_cache dist build
 
 ## make screenshots: regenerate the SVGs in screenshots/ from the built-in scenarios
 screenshots: $(STAMP)

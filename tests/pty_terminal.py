@@ -39,6 +39,8 @@ class PtyTerminal:
         self.last_read_at = started
         """Monotonic time of the last chunk read."""
         self.ended = False
+        self.tap: Callable[[bytes], None] | None = None
+        """Given every chunk read, before the emulator (``tests/bench/bytes_by_region.py``)."""
 
     @classmethod
     def spawn(
@@ -90,6 +92,8 @@ class PtyTerminal:
             return
         self.last_read_at = read_at
         self.bytes_read += len(data)
+        if self.tap is not None:
+            self.tap(data)
         self._stream.feed(data)
 
     def wait_unthrottled(self, done: Callable[[], bool], timeout_s: float) -> float | None:

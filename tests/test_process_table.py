@@ -18,10 +18,16 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 
 from gputop.core.jobs.tracking import JobsView
-from gputop.core.model import Snapshot
+from gputop.core.model import GpuProcess, ProcessType, Snapshot
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.confirm import ConfirmScreen
-from gputop.tui.widgets.process_rows import JOB_MARK_STYLE, OWN_USER_STYLE
+from gputop.tui.widgets.process_rows import (
+    COLUMNS,
+    JOB_MARK_STYLE,
+    OWN_USER_STYLE,
+    ProcessRow,
+    column_widths,
+)
 from gputop.tui.widgets.process_table import ProcessTable
 
 WriteScenario = Callable[..., str]
@@ -108,6 +114,24 @@ async def test_columns_are_as_wide_as_their_widest_cell() -> None:
         widest_pid = max(len(row.text(1)) for row in processes.rows)
         # " GPU " then " PID" padded to the widest pid, then " USER"
         assert header.index("USER") == header.index("PID") + widest_pid + 2
+
+
+def test_a_process_reaching_100_percent_moves_no_column() -> None:
+    """SM and CPU are as wide as "100%" from the start: otherwise every column right of them
+    moves on every row whenever one process reaches 100 % and back (docs/speed.md)."""
+
+    def widths_with(sm: str, cpu: str) -> tuple[int, ...]:
+        texts = ["0", "4242", "alice", "C", "1.0G", sm, cpu, "8M", "1m", "python"]
+        process = GpuProcess(
+            pid=4242, physical_index=0, type=ProcessType.COMPUTE, used_memory_bytes=1
+        )
+        cells = tuple(((text, ""),) for text in texts)
+        row = ProcessRow("0:4242:None", process, cells, tuple(len(text) for text in texts))
+        return column_widths([row])
+
+    assert widths_with("9%", "0%") == widths_with("100%", "100%")
+    assert widths_with("100%", "1250%")[COLUMNS.index("CPU")] == 5  # wider still where needed
+    assert column_widths([], ("HOST", *COLUMNS))[1:] == column_widths([])
 
 
 # -- the highlight --------------------------------------------------------------------------

@@ -58,6 +58,69 @@ def test_one_changed_character_is_sent_alone_in_its_colour() -> None:
     assert update == "\x1b[38;2;255;0;0m\x1b[1;7H4\x1b[0m"
 
 
+def test_a_change_on_the_next_row_is_reached_by_the_shorter_relative_move() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "GPU 2"), (1, 0, RED, "MEM 12")), SIZE)
+    assert update == RED + "\x1b[1;5H2\x1b[B2\x1b[0m"
+    update = diff.filter(frame((0, 0, RED, "GPU 3"), (1, 0, RED, "MEM 23")), SIZE)
+    assert update == RED + "\x1b[1;5H3\x1b[B\b23\x1b[0m"  # one cell back: a backspace
+
+
+def test_unchanged_box_characters_are_moved_over_not_resent() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "1│││1")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "2│││2")), SIZE)
+    assert update == RED + "\x1b[1H2\x1b[3C2\x1b[0m"  # 4 bytes, not 9 of box characters
+
+
+def test_after_the_last_column_the_next_move_is_absolute() -> None:
+    """A terminal's cursor waits to wrap there; a relative move from it is not portable."""
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "abcdefghijk1"), (1, 0, RED, "abcdefghijk1")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "abcdefghijk2"), (1, 0, RED, "abcdefghijk2")), SIZE)
+    assert update == RED + "\x1b[1;12H2\x1b[2;12H2\x1b[0m"
+
+
+def test_a_scrolling_sparkline_is_shifted_by_the_terminal() -> None:
+    """Delete a character at its left end, insert one at its right end: the rest of the row
+    (the card's border, the next card) stays in place, and one new point is written."""
+    wide = (40, 2)
+    old = "│ ▇█▇██▇█▇▇█▇ ││ x │"
+    new = "│ █▇██▇█▇▇█▇▁ ││ x │"
+    textual, ours, diff = Terminal(*wide), Terminal(*wide), ScreenDiff()
+    for line in (old, new):
+        data = frame((0, 0, RED, line.ljust(wide[0])), (1, 0, BLUE, "status"))
+        textual.feed(data)
+        ours.feed(diff.filter(data, wide))
+    assert ours.cells == textual.cells
+    update = ScreenDiff()
+    update.filter(frame((0, 0, RED, old.ljust(wide[0]))), wide)
+    sent = update.filter(frame((0, 0, RED, new.ljust(wide[0]))), wide)
+    # the colour first: the new point is written straight after the insert
+    assert sent == RED + "\x1b[1;3H\x1b[P\x1b[10C\x1b[@▁\x1b[0m"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet="▁▇█ ab│", min_size=12, max_size=12),
+    st.integers(0, 10),
+    st.integers(1, 12),
+    st.sampled_from("▁▇█ "),
+)
+def test_a_row_shifted_left_shows_what_textual_wrote(
+    row: str, start: int, length: int, new_point: str
+) -> None:
+    end = min(start + length, SIZE[0] - 1)
+    shifted = row[:start] + row[start + 1 : end + 1] + new_point + row[end + 1 :]
+    textual, ours, diff = Terminal(*SIZE), Terminal(*SIZE), ScreenDiff()
+    for line in (row, shifted):
+        data = frame((1, 0, RED, line[: SIZE[0]]), (2, 3, BLUE, "x"))
+        textual.feed(data)
+        ours.feed(diff.filter(data, SIZE))
+        assert ours.cells == textual.cells
+
+
 def test_the_cursor_is_put_back_where_textual_left_it() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "GPU  93%")) + "\x1b[4;1H", SIZE)

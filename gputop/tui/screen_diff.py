@@ -4,8 +4,9 @@ Textual repaints a dirty line of a widget from the widget's left edge, and write
 segment as a complete colour sequence followed by a reset. On a busy machine every card and
 most process rows change every second: about 40 KB/s, which is felt over SSH. ``ScreenDiff``
 remembers what the terminal shows and rewrites each frame into the cells that differ, with a
-colour sequence only where the colour changes; ``DiffingLinuxDriver`` puts it between
-Textual and the terminal.
+colour sequence only where the colour changes, the shortest cursor moves, and a row that
+moved by one cell (a sparkline) shifted by the terminal; ``DiffingLinuxDriver`` puts it
+between Textual and the terminal.
 
 Anything it does not follow is passed through unchanged and makes it forget what the
 terminal shows, so at worst the terminal gets exactly what Textual wrote; so does a resize.
@@ -34,8 +35,12 @@ Run = tuple[int, int, str, str]
 """Text a frame writes: row, column, the characters, and the SGR sequences before them."""
 
 RESET = "\x1b[0m"
+SHIFT_MIN_CELLS = 4
+"""Changed cells a row's one-cell shift must account for before it is sent as a shift (two
+moves, DCH and ICH: about 16 bytes, against at least 3 a cell and its moves)."""
 MERGE_GAP = 4
-"""Unchanged cells between two changes that are cheaper to resend than a cursor move."""
+"""At most this many unchanged cells between two changes are resent instead of moved over,
+where that is fewer bytes than the move."""
 
 _TOKEN = re.compile(
     r"\x1b\[(?P<params>[0-9;]*)(?P<final>[Hfm])"  # cursor position, colours
@@ -95,6 +100,7 @@ class ScreenDiff:
             self._cursor = cursor or self._cursor
             return data
         columns, rows = self._size
+        before = [row[:] for row in self._chars], [row[:] for row in self._sgrs]
         changed = self._apply(runs)
         if changed is None:
             self.forget()
@@ -102,7 +108,7 @@ class ScreenDiff:
         if len(changed) == rows and sum(map(len, changed.values())) >= columns * rows:
             self._cursor = cursor  # every cell new (the first frame, after ctrl+l): as it is
             return data
-        update = self._update(changed)
+        update = self._update(changed, self._shifts(changed, *before))
         if cursor is not None and (update or cursor != self._cursor):
             update.append(cursor)
             self._cursor = cursor
@@ -168,14 +174,60 @@ class ScreenDiff:
             x += width
         return True
 
-    def _update(self, changed: dict[int, set[int]]) -> list[str]:
-        """The changed cells, grouped by colour, each colour change sent as what changes.
+    def _shifts(
+        self,
+        changed: dict[int, set[int]],
+        chars_before: list[list[str | None]],
+        sgrs_before: list[list[str | None]],
+    ) -> list[tuple[int, int, int]]:
+        """Runs of a row that moved one cell left (a sparkline scrolling), as (row, first,
+        last column): the terminal shifts them itself, by deleting a character at the first
+        column and inserting one at the last (DCH, ICH; as curses does with ``idcok``), and
+        only the last cell is written, straight after the insert, where the cursor already
+        is (``_update``). Those cells leave ``changed``, the last one joins it.
+
+        Only rows of known, narrow characters: the shift must not cut a wide one.
+        """
+        shifts: list[tuple[int, int, int]] = []
+        columns = self._size[0]
+        for y, row_changed in changed.items():
+            if len(row_changed) < SHIFT_MIN_CELLS:
+                continue
+            chars, sgrs = self._chars[y], self._sgrs[y]
+            old_chars, old_sgrs = chars_before[y], sgrs_before[y]
+            x = 0
+            while x < columns - 1:
+                end = x
+                while (
+                    end < columns - 1
+                    and chars[end] == old_chars[end + 1]
+                    and sgrs[end] == old_sgrs[end + 1]
+                ):
+                    end += 1
+                saved = sum(1 for i in range(x, end) if i in row_changed)
+                if saved >= SHIFT_MIN_CELLS:
+                    # the terminal shifts everything right of x: all of it one cell wide
+                    if not all(map(_narrow, chars[x:])) or not all(map(_narrow, old_chars[x:])):
+                        break
+                    shifts.append((y, x, end))
+                    row_changed.difference_update(range(x, end))
+                    row_changed.add(end)
+                x = end + 1
+        return shifts
+
+    def _update(
+        self, changed: dict[int, set[int]], shifts: list[tuple[int, int, int]]
+    ) -> list[str]:
+        """The changed cells grouped by colour, each colour change sent as what changes, a
+        shifted run just before its last cell (docs/screen-diff.md, "What an update is made
+        of").
 
         Cells are independent once the cursor is on them, so all the cells of one colour are
         sent together, whatever their rows: a busy frame changes a handful of colours but
-        switches between them dozens of times in screen order. Within a colour, a short gap
-        of unchanged cells of the same colour is resent rather than moved over, and a move
-        along a row is relative where that is shorter. The terminal's colours are reset
+        switches between them dozens of times in screen order. The colours go in the order
+        that changes the pen with the fewest bytes. Within a colour, a short gap of
+        unchanged cells of the same colour is resent where that is fewer bytes than moving
+        over it, and each move is the shortest one. The terminal's colours are reset
         between writes (Textual ends each segment with a reset, and so does this), so the
         pen starts reset.
         """
@@ -185,24 +237,31 @@ class ScreenDiff:
             for x in sorted(changed[y]):
                 if chars[x]:  # the right half of a wide character is sent with its left
                     groups.setdefault(sgrs[x] or "", []).append((y, x))
+        columns = self._size[0]
         out: list[str] = []
         pen: _Pen | None = _RESET_PEN
         row, column = -1, -1  # where the terminal's cursor is
-        for sgr, cells in groups.items():
+        shift_ending_at = {(y, last): first for y, first, last in shifts}
+        for sgr in _pen_order(groups):
+            cells = groups[sgr]
             target = _pen(sgr)
             if target != pen:
                 out.append(_change_pen(pen, target, sgr))
                 pen = target
             for y, x in cells:
                 chars, sgrs = self._chars[y], self._sgrs[y]
-                if (
-                    y == row
-                    and column < x <= column + MERGE_GAP
-                    and all(_narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x))
-                ):
-                    out.append("".join(chars[g] or "" for g in range(column, x)))
+                # A resent gap never reaches into a run still to shift: no cell of a run is
+                # written before it shifts, and a gap past its last cell would hold that cell,
+                # of the gap's colour only if it is in this group, so sent (shifted) already.
+                first = shift_ending_at.get((y, x))
+                if first is not None:  # the run shifts, then its new cell is written here
+                    out.append(_move(y, first, row, column, columns) + "\x1b[P")
+                    out.append(_move(y, x, y, first, columns) + "\x1b[@")
+                    row, column = y, x
                 elif (y, x) != (row, column):
-                    out.append(_move(y, x, column if y == row else -1))
+                    move = _move(y, x, row, column, columns)
+                    gap = self._resendable(y, column, x, sgr) if y == row else None
+                    out.append(move if gap is None or _bytes(gap) > _bytes(move) else gap)
                 char = chars[x] or ""
                 out.append(char)
                 row, column = y, x + (1 if char.isascii() else cell_len(char))
@@ -210,13 +269,67 @@ class ScreenDiff:
             out.append(RESET)
         return out
 
+    def _resendable(self, y: int, column: int, x: int, sgr: str) -> str | None:
+        """The cells from ``column`` up to ``x`` on row ``y``, to resend instead of moving
+        over them, where they are known, narrow and in the pen ``sgr``; else None."""
+        if not 0 <= column < x or x - column > MERGE_GAP:
+            return None
+        chars, sgrs = self._chars[y], self._sgrs[y]
+        if all(_narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x)):
+            return "".join(chars[g] or "" for g in range(column, x))
+        return None
 
-def _move(y: int, x: int, column: int) -> str:
-    """Put the cursor at row ``y``, column ``x`` (0-based), from ``column`` on that row."""
-    if 0 <= column < x:
-        step = x - column
-        return "\x1b[C" if step == 1 else f"\x1b[{step}C"
-    return f"\x1b[{y + 1};{x + 1}H"
+
+def _pen_order(groups: dict[str, list[tuple[int, int]]]) -> list[str]:
+    """The colours in the order that changes the pen with the fewest bytes: each time the
+    one nearest to the last (the same background, say, needs only the foreground), from a
+    reset pen; in screen order where they cost the same."""
+    left = list(groups)
+    if len(left) < 3:
+        return left
+    order: list[str] = []
+    pen: _Pen | None = _RESET_PEN
+    while left:
+        sgr = min(left, key=lambda s: len(_change_pen(pen, _pen(s), s)))
+        left.remove(sgr)
+        order.append(sgr)
+        pen = _pen(sgr)
+    return order
+
+
+def _move(y: int, x: int, row: int, column: int, columns: int) -> str:
+    """The shortest sequence that puts the cursor at row ``y``, column ``x`` (0-based) from
+    row ``row``, column ``column`` (``row`` -1: unknown).
+
+    Absolute (CUP) or relative (CUU/CUD, CUF/CUB, carriage return, backspace), as curses
+    chooses. A relative move needs a known cursor inside the screen: after a write to the
+    last column the terminal's cursor waits to wrap, and where it then is differs between
+    terminals.
+    """
+    best = f"\x1b[{y + 1}H" if x == 0 else f"\x1b[{y + 1};{x + 1}H"
+    if row < 0 or not 0 <= column < columns:
+        return best
+    down = y - row
+    vertical = "" if not down else _step(abs(down), "B" if down > 0 else "A")
+    if x == column:
+        horizontal = ""
+    elif x == 0:
+        horizontal = "\r"
+    elif column - 3 <= x < column:
+        horizontal = "\b" * (column - x)  # backspaces: one byte a cell
+    else:
+        horizontal = _step(abs(x - column), "C" if x > column else "D")
+    relative = vertical + horizontal
+    return relative if len(relative) < len(best) else best
+
+
+def _step(count: int, final: str) -> str:
+    return f"\x1b[{final}" if count == 1 else f"\x1b[{count}{final}"
+
+
+def _bytes(text: str) -> int:
+    """What ``text`` costs on the wire (UTF-8)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 _Pen = tuple[frozenset[int], str, str]

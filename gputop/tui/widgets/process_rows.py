@@ -69,7 +69,17 @@ class ProcessRow:
         return "".join(text for text, _ in self.cells[column])
 
 
-HEADER_WIDTHS = tuple(cell_len(name) for name in COLUMNS)
+STEADY_WIDTHS = {"SM": cell_len("100%"), "CPU": cell_len("100%")}
+"""Columns as wide as a percentage of 100 from the start: a process reaching 100 % would
+otherwise widen its column and move every column right of it, on every row, and back when
+it drops (a busy server sends that to the terminal every few seconds; docs/speed.md)."""
+
+
+def _title_width(name: str) -> int:
+    return max(cell_len(name), STEADY_WIDTHS.get(name, 0))
+
+
+HEADER_WIDTHS = tuple(_title_width(name) for name in COLUMNS)
 
 
 def row_key(process: GpuProcess) -> str:
@@ -77,8 +87,10 @@ def row_key(process: GpuProcess) -> str:
 
 
 def column_widths(rows: list[ProcessRow], columns: tuple[str, ...] = COLUMNS) -> tuple[int, ...]:
-    """Each column as wide as its widest cell or its title."""
-    widths = [cell_len(name) for name in columns] if columns is not COLUMNS else list(HEADER_WIDTHS)
+    """Each column as wide as its widest cell or its title (SM and CPU: at least "100%")."""
+    widths = (
+        [_title_width(name) for name in columns] if columns is not COLUMNS else list(HEADER_WIDTHS)
+    )
     for row in rows:
         for column, width in enumerate(row.widths):
             if width > widths[column]:

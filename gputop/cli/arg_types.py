@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 from gputop.core.errors import UsageError
 from gputop.core.history.periods import parse_duration
@@ -53,3 +54,14 @@ def duration(minimum_s: float = 0.0, shortest: str = "") -> Callable[[str], floa
         return value
 
     return parse
+
+
+def add_db_argument(parser: argparse.ArgumentParser) -> None:
+    """``--db PATH``: the history store, for ``record`` and ``report``."""
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the history store (default: history.sqlite3 in gputop's state directory)",
+    )

@@ -3,28 +3,44 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
+from typing import NoReturn
 
-from gputop.cli import (
-    agent_command,
-    dashboard,
-    exporter_command,
-    hosts_command,
-    jobs_command,
-    map_command,
-    pick_command,
-    record_command,
-    report_command,
-    run_command,
-    signal_command,
-    snapshot,
-)
 from gputop.core.errors import GputopError
 from gputop.core.safe_text import clean, clean_lines
 
 INTERNAL_ERROR_EXIT = 70
+
+COMMAND_MODULES = {
+    "snapshot": "gputop.cli.snapshot",
+    "map": "gputop.cli.map_command",
+    "pick": "gputop.cli.pick_command",
+    "run": "gputop.cli.run_command",
+    "jobs": "gputop.cli.jobs_command",
+    "agent": "gputop.cli.agent_command",
+    "signal": "gputop.cli.signal_command",
+    "hosts": "gputop.cli.hosts_command",
+    "record": "gputop.cli.record_command",
+    "report": "gputop.cli.report_command",
+    "exporter": "gputop.cli.exporter_command",
+}
+"""Each command and the module that adds its parser, in ``--help``'s order. ``gputop report``
+imports only ``report_command`` (and what it needs), not the dashboard and the sampling of
+every other command: about 100 ms less for a command that is over in a second
+(``_parse``; a test checks this table against what the modules add)."""
+
+
+class _NotThisWay(Exception):
+    """The parser of one command could not take the command line; the whole one will."""
+
+
+class _OneCommandParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _NotThisWay(message)
 
 
 class _VersionAction(argparse.Action):
@@ -40,8 +56,11 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``only``, one that parses just that command (every other
+    command's module left unimported) and raises ``_NotThisWay`` where it cannot."""
+    parser_class = argparse.ArgumentParser if only is None else _OneCommandParser
+    common = parser_class(add_help=False)
     common.add_argument(
         "--fake",
         metavar="NAME|PATH",
@@ -49,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="use simulated GPUs from a built-in scenario (demo, v100x4, dgx-h100, mixed, "
         "mig, faulty) or a scenario file; also GPUTOP_FAKE",
     )
-    parser = argparse.ArgumentParser(
+    parser = parser_class(
         prog="gputop",
         parents=[common],
         description="A terminal dashboard for NVIDIA GPUs. Without a command, opens the live "
@@ -61,26 +80,48 @@ def build_parser() -> argparse.ArgumentParser:
         action=_VersionAction,
         help="print the distribution, its version and, from a git checkout, the commit",
     )
-    dashboard.add_arguments(parser)
-    parser.set_defaults(run=dashboard.run)
+    if only is None:
+        dashboard = _module("gputop.cli.dashboard")
+        dashboard.add_arguments(parser)
+        parser.set_defaults(run=dashboard.run)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    snapshot.add_parser(commands, common)
-    map_command.add_parser(commands, common)
-    pick_command.add_parser(commands, common)
-    run_command.add_parser(commands, common)
-    jobs_command.add_parser(commands, common)
-    agent_command.add_parser(commands, common)
-    signal_command.add_parser(commands, common)
-    hosts_command.add_parser(commands, common)
-    record_command.add_parser(commands, common)
-    report_command.add_parser(commands, common)
-    exporter_command.add_parser(commands, common)
+    for name, module in COMMAND_MODULES.items():
+        if only is None or name == only:
+            _module(module).add_parser(commands, common)
     return parser
 
 
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(name)
+
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The command a command line names, if its first word that is not an option (nor
+    ``--fake``'s value) is one."""
+    words = iter(argv)
+    for word in words:
+        if word == "--fake":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in COMMAND_MODULES else None
+    return None
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Parsed by the named command's parser alone where it can; anything it cannot take (a
+    dashboard option before the command, a mistake) goes to the whole parser, which parses
+    it or says what is wrong exactly as it always did."""
+    command = _named_command(argv)
+    if command is not None:
+        try:
+            return build_parser(only=command).parse_args(argv)
+        except _NotThisWay:
+            pass
+    return build_parser().parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(sys.argv[1:] if argv is None else argv)
     if not hasattr(args, "fake"):
         args.fake = None
     try:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from gputop.cli.arg_types import count, duration, seconds
+from gputop.cli.arg_types import add_db_argument, count, duration, seconds
 from gputop.core.errors import UsageError
 from gputop.core.history.jobs import job_of_process
 from gputop.core.history.lock import RecorderLock
@@ -94,16 +94,6 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="stop after N samples (default: until stopped)",
     )
     parser.set_defaults(run=run)
-
-
-def add_db_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--db",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="the history store (default: history.sqlite3 in gputop's state directory)",
-    )
 
 
 def _say(message: str) -> None:

@@ -14,8 +14,7 @@ import sqlite3
 import sys
 import time
 
-from gputop.cli.arg_types import duration
-from gputop.cli.record_command import add_db_argument
+from gputop.cli.arg_types import add_db_argument, duration
 from gputop.cli.report_plot import plot_columns, render_plot
 from gputop.core.errors import UsageError
 from gputop.core.history.periods import parse_moment

@@ -1,0 +1,67 @@
+"""The command line is parsed by the named command's parser alone where it can be, and by
+the whole parser otherwise, with the same result (gputop/cli/main.py, ``_parse``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from gputop.cli.main import COMMAND_MODULES, _parse, build_parser
+
+
+def test_the_table_of_commands_is_what_the_modules_add() -> None:
+    for name, module in COMMAND_MODULES.items():
+        parser = argparse.ArgumentParser(add_help=False)
+        commands = parser.add_subparsers()
+        importlib.import_module(module).add_parser(
+            commands, argparse.ArgumentParser(add_help=False)
+        )
+        assert list(commands.choices) == [name]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "--since", "7d", "--by", "gpu", "--json"],
+        ["--fake", "demo", "snapshot", "--json"],
+        ["--interval", "2", "snapshot"],  # a dashboard option before the command
+        ["--hosts", "report", "report"],  # a host named like a command
+        ["jobs", "log", "3"],
+        ["run", "--gpus", "0", "--", "python", "train.py", "--lr", "3e-4"],
+    ],
+)
+def test_a_command_line_parses_as_the_whole_parser_parses_it(argv: list[str]) -> None:
+    quick = vars(_parse(argv))
+    whole = vars(build_parser().parse_args(argv))
+    assert quick.keys() <= whole.keys()
+    assert {key: whole[key] for key in quick} == quick
+    assert quick["run"] == whole["run"]
+
+
+def test_a_mistake_is_told_by_the_whole_parser(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _parse(["report", "--by", "team"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("usage: gputop report")
+    assert "argument --by: invalid choice: 'team'" in error
+
+
+def test_report_imports_neither_the_dashboard_nor_the_sampling() -> None:
+    code = (
+        "import sys\n"
+        "from gputop.cli.main import main\n"
+        "main(['report', '--db', '/nonexistent/history.sqlite3'])\n"
+        "loaded = [m for m in ('gputop.cli.dashboard', 'gputop.core.sampling.source', "
+        "'textual', 'pynvml') if m in sys.modules]\n"
+        "print(','.join(loaded) or 'none')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip().splitlines()[-1] == "none", done.stderr
+    assert "No history store at /nonexistent/history.sqlite3" in done.stderr

@@ -142,20 +142,26 @@ def all_jobs(directory: Path) -> list[Job]:
         store.close()
 
 
-def wait_for_job(directory: Path, job_id: int, test: Callable[[Job], object], what: str) -> Job:
+def wait_for_job(
+    directory: Path,
+    job_id: int,
+    test: Callable[[Job], object],
+    what: str,
+    timeout_s: float = DEADLINE_S,
+) -> Job:
     """The job, read again until ``test(job)`` holds."""
 
     def check() -> Job | None:
         found = job(directory, job_id)
         return found if test(found) else None
 
-    found = wait_for(check, f"job {job_id}: {what}")
+    found = wait_for(check, f"job {job_id}: {what}", timeout_s)
     assert found is not None
     return found
 
 
-def wait_until_ended(directory: Path, job_id: int) -> Job:
-    return wait_for_job(directory, job_id, lambda j: not j.is_active, "to end")
+def wait_until_ended(directory: Path, job_id: int, timeout_s: float = DEADLINE_S) -> Job:
+    return wait_for_job(directory, job_id, lambda j: not j.is_active, "to end", timeout_s)
 
 
 def wait_until_running(directory: Path, job_id: int) -> Job:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyte
+from pty_terminal import terminal_env
 
 GPUTOP = [sys.executable, "-m", "gputop"]
 DEADLINE_S = 30.0
@@ -67,7 +68,7 @@ def run_in_pty(
         stdin=slave,
         stdout=slave,
         stderr=slave,
-        env=dict(env),
+        env=terminal_env(env),
         start_new_session=True,
         close_fds=True,
     )

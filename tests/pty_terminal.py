@@ -23,6 +23,17 @@ import pyte
 QUIET_S = 0.01
 """A pause in a program's output long enough to parse what it wrote (``wait_unthrottled``)."""
 
+SIZE_VARIABLES = ("COLUMNS", "LINES")
+"""Sizes a program takes over its terminal's own (Python's ``shutil.get_terminal_size``,
+so Textual and Rich): never passed on, the pty's size is the one a test asks for. A test
+runner may set them (pytest-xdist's workers have ``COLUMNS=80 LINES=24``)."""
+
+
+def terminal_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without ``SIZE_VARIABLES``: a program on a pty reads the pty's size."""
+    return {key: value for key, value in env.items() if key not in SIZE_VARIABLES}
+
+
 Cell = tuple[str, str, str, bool, bool, bool, bool, bool]
 """One cell as the terminal shows it: character, foreground, background and attributes."""
 
@@ -47,12 +58,13 @@ class PtyTerminal:
         cls, command: Sequence[str], env: Mapping[str, str], columns: int, rows: int
     ) -> PtyTerminal:
         """Start ``command`` in a new session with the pty as its controlling terminal."""
+        environment = terminal_env(env)
         started = time.monotonic()
         pid, fd = pty.fork()
         if pid == 0:  # the child: set the size before the program asks for it
             try:
                 fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-                os.execvpe(command[0], list(command), dict(env))
+                os.execvpe(command[0], list(command), environment)
             finally:
                 os._exit(127)
         return cls(pid, fd, started, columns, rows)

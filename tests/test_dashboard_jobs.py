@@ -364,11 +364,14 @@ def test_a_jobs_child_processes_are_recognised_by_their_session() -> None:
 
 
 async def test_processes_of_a_job_are_marked_in_the_process_table() -> None:
-    app = make_app("v100x4")
+    # One sample in the test's time: a later one would show its own jobs (none) over these.
+    app = make_app("v100x4", interval_s=3600.0)
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         table = app.query_one(ProcessTable)
-        first_pid = table.current_process.pid if table.current_process else 0
+        await wait_for(pilot, lambda: table.current_process is not None)
+        assert table.current_process is not None
+        first_pid = table.current_process.pid
         app._show_jobs(JobsView(job_of_pid={first_pid: 12}))
         await pilot.pause()
         assert table.rows[0].text(-1).startswith("[job 12] ")

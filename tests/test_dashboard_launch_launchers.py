@@ -65,7 +65,9 @@ async def test_a_job_that_ends_while_the_dashboard_is_open_gets_a_toast(tmp_path
         screen = app.screen
         assert isinstance(screen, LaunchScreen)
         screen.query_one("#cwd", Input).value = str(tmp_path)
-        command = f"{sys.executable} -c 'import time, sys; time.sleep(1); sys.exit(4)'"
+        # Long enough for the dashboard to read it running on a busy machine: a job first
+        # seen ended is no news (gputop/core/jobs/notify.py), so it would get no toast.
+        command = f"{sys.executable} -c 'import time, sys; time.sleep(3); sys.exit(4)'"
         screen.query_one("#command", Input).value = command
         screen.query_one("#command", Input).focus()
         await pilot.press("enter")

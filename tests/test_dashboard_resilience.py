@@ -166,8 +166,6 @@ def dashboard_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         GPUTOP_FAKE_TIME="30",
         GPUTOP_STATE_DIR=str(tmp_path / "state"),
         TERM="xterm-256color",
-        COLUMNS="160",
-        LINES="48",
     )
     env.update(extra)
     return env

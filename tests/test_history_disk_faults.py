@@ -114,10 +114,19 @@ def report(store: Path) -> dict[str, dict[str, float]]:
     return {row["key"]: row for row in json.loads(result.stdout)["rows"]}
 
 
+MAX_GAP_S = 6 * INTERVAL_S
+"""The longest gap between two kept samples that is not a loss. At ``SPEED`` an interval is
+42 ms of real time, and a recorder that falls behind (a busy machine: another test file runs
+beside this one) skips to now rather than bursting (gputop/core/history/recorder.py), so a
+250 ms stall leaves a gap of 6 intervals. The disk stays full for about 24 intervals, and
+read-only while ``gputop report`` starts and runs (more than 250 ms): a recorder that stopped
+sampling, or dropped what it sampled, meanwhile leaves a longer gap."""
+
+
 def assert_every_sample_kept(times: list[float]) -> None:
-    """One sample every interval from the first to the last: none was lost."""
+    """A sample every interval or so from the first to the last: none was lost."""
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-    assert max(gaps) < 2 * INTERVAL_S, f"a gap of {max(gaps)} s: samples were lost"
+    assert max(gaps) < MAX_GAP_S, f"a gap of {max(gaps)} s: samples were lost"
 
 
 def test_a_full_disk_is_said_once_and_the_samples_taken_meanwhile_are_written_when_space_returns(

@@ -218,10 +218,14 @@ def test_no_control_character_of_any_text_reaches_the_dashboard(text: str) -> No
         assert drawn_controls(output, BIG[1]) == []
 
 
-async def test_a_hostile_working_directory_is_shown_cleaned_and_used_as_it_is(
-    tmp_path: Path,
-) -> None:
-    directory = tmp_path / f"runs{OSC0}"
+async def test_a_hostile_working_directory_is_shown_cleaned_and_used_as_it_is() -> None:
+    # A short parent of its own, not tmp_path: the dialog cuts a path at its width, and
+    # tmp_path's length depends on the runner (pytest-xdist adds a folder per worker).
+    with tempfile.TemporaryDirectory(prefix="gputop-") as parent:
+        await _hostile_working_directory(Path(parent) / f"runs{OSC0}")
+
+
+async def _hostile_working_directory(directory: Path) -> None:
     directory.mkdir()
     app = make_app("v100x4", cwd=str(directory))
     async with app.run_test(size=BIG) as pilot:

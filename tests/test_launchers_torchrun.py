@@ -25,6 +25,9 @@ from gputop.cli.main import main
 
 DDP = str(Path(__file__).with_name("ddp_probe.py"))
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+TORCH_JOB_S = 90.0
+"""How long a torchrun job may take to end: each of its processes imports torch (seconds of
+CPU each), and two jobs at once start six of them, beside another test file's work."""
 
 
 @pytest.fixture
@@ -54,7 +57,7 @@ def test_torchrun_on_two_cards_starts_two_ranks_that_all_reduce_and_see_their_ca
     assert "--nproc_per_node=2" in printed
     assert "local rank 0 → cuda:0 → GPU 3" in printed
     assert "local rank 1 → cuda:1 → GPU 1" in printed
-    ended = wait_until_ended(state_dir, 1)
+    ended = wait_until_ended(state_dir, 1, TORCH_JOB_S)
     assert ended.exit_code == 0, (state_dir / "logs" / "1.log").read_text()
     reports = ranks(tmp_path)
     assert [r["world_size"] for r in reports] == [2, 2]
@@ -74,7 +77,7 @@ def test_two_torchrun_jobs_at_once_each_get_their_own_port_and_group(
     assert gputop_run(capsys, "--gpus", "0,1", "--", torchrun, DDP, str(first))[0] == 0
     assert gputop_run(capsys, "--gpus", "2,3", "--", torchrun, DDP, str(second))[0] == 0
     for job_id in (1, 2):
-        ended = wait_until_ended(state_dir, job_id)
+        ended = wait_until_ended(state_dir, job_id, TORCH_JOB_S)
         assert ended.exit_code == 0, (state_dir / "logs" / f"{job_id}.log").read_text()
     a, b = ranks(first), ranks(second)
     assert [r["sum"] for r in a + b] == [3.0] * 4
@@ -89,6 +92,6 @@ def test_the_torch_distributed_run_module_is_given_a_process_per_card_too(
     argv = ["--gpus", "0,2", "--", sys.executable, "-m", "torch.distributed.run", DDP]
     code, printed, _ = gputop_run(capsys, *argv, str(tmp_path))
     assert code == 0 and "-m torch.distributed.run --nproc_per_node=2 --master_port=" in printed
-    ended = wait_until_ended(state_dir, 1)
+    ended = wait_until_ended(state_dir, 1, TORCH_JOB_S)
     assert ended.exit_code == 0, (state_dir / "logs" / "1.log").read_text()
     assert [r["sum"] for r in ranks(tmp_path)] == [3.0, 3.0]

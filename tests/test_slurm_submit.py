@@ -177,10 +177,13 @@ def test_a_submission_slurm_refuses_shows_slurms_message_and_records_nothing(
 def point_at_a_dead_controller(
     slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same cluster's configuration with the controller on a port nobody listens on."""
+    """The same cluster's configuration with the controller on a port nobody listens on.
+
+    Slurm's commands retry a controller that refuses for ``MessageTimeout`` (10 s by
+    default) before they give up: 2 s here, the same refusal sooner."""
     conf = re.sub(
         r"^SlurmctldPort=\d+$",
-        f"SlurmctldPort={free_port()}",
+        f"SlurmctldPort={free_port()}\nMessageTimeout=2",
         slurm.conf.read_text(),
         flags=re.MULTILINE,
     )

@@ -18,6 +18,9 @@ from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.process_table import ProcessTable
 
 BIG = (160, 48)
+ONE_SAMPLE_S = 3600.0
+"""An interval no test outlasts: whatever the sampling thread reads meanwhile is the first
+sample, however busy the machine (another test file runs beside this one)."""
 
 
 def frozen_backend(scenario: str = "v100x4") -> NvmlBackend:
@@ -53,7 +56,10 @@ async def test_a_ready_first_sample_is_in_the_first_frame_and_not_posted_again()
     backend = frozen_backend()
     early = EarlySample.start(backend)
     early.wait()
-    app = GputopApp(backend, probes=False, user="alice", environ={}, first_sample=early)
+    # No second sample in the test's time, however slow the machine: any posted is the first.
+    app = GputopApp(
+        backend, interval_s=ONE_SAMPLE_S, probes=False, user="alice", environ={}, first_sample=early
+    )
     posted: list[SnapshotSampled] = []
     real_post = app.post_message
 
@@ -67,7 +73,7 @@ async def test_a_ready_first_sample_is_in_the_first_frame_and_not_posted_again()
         # on_mount showed it: nothing had to come from the sampling thread
         assert app.snapshot is not None
         assert app.query_one(ProcessTable).row_count == 2
-        # the sampling thread reads the next one a second later, not the same one again
+        # the sampling thread reads the next one an interval later, not the same one again
         assert await stays_true(pilot, lambda: not posted, 0.5)
 
 
@@ -84,7 +90,9 @@ async def test_a_first_sample_still_being_read_is_waited_for_by_the_sampling_thr
 
     backend.sample = slow_sample  # type: ignore[method-assign]
     early = EarlySample.start(backend)
-    app = GputopApp(backend, probes=False, user="alice", environ={}, first_sample=early)
+    app = GputopApp(
+        backend, interval_s=ONE_SAMPLE_S, probes=False, user="alice", environ={}, first_sample=early
+    )
     async with app.run_test(size=BIG) as pilot:
         assert app.snapshot is None  # "waiting for the first sample"
         release.set()

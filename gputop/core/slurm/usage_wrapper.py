@@ -223,13 +223,17 @@ class _CommandWatch:
         return not self._alive()
 
     def _alive(self) -> bool:
+        """Still running: not gone and not a zombie (its parent, Slurm's step, reaps it; this
+        meter cannot). Read from /proc, never by a signal: every signal gputop sends goes
+        out from process_control.py."""
+        import psutil
+
         try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
             return False
-        except OSError:
+        except psutil.Error:
             return True
-        return True
 
     def owns(self, pid: int, slurm_job_id: int) -> bool:
         """The command, a process below it or in its session, or one of the job's ``srun``

@@ -151,6 +151,9 @@ def test_job_events_are_ends_and_starts_after_waiting_never_old_news(state_dir: 
     ended = wait_until_ended(state_dir, running.id)
     assert [e.kind for e in job_events([running], [ended])] == [ENDED]
     assert job_events([], [ended]) == [] and job_events([ended], [ended]) == []
+    # ... unless the reader launched it: a job that ends before the next read is its news
+    assert [e.kind for e in job_events([], [ended], launched={ended.id})] == [ENDED]
+    assert job_events([ended], [ended], launched={ended.id}) == []
     waiting = replace(running, state=JobState.WAITING)
     started = replace(running, state=JobState.RUNNING)
     (event,) = job_events([waiting], [started])
@@ -227,3 +230,32 @@ def test_a_job_that_waited_for_its_card_sends_word_when_it_starts_and_when_it_en
         assert time.monotonic() < deadline, "no word of the start and the end"
         time.sleep(0.05)
     assert out.read_text() == "started\nended\n"
+
+
+async def test_a_read_of_the_jobs_arriving_late_never_hides_a_newer_one(state_dir: Path) -> None:
+    """The sampling thread and a worker read the jobs at once; the older read, posted last,
+    must not replace the newer one: the job would vanish, then end unannounced."""
+    from dashboard_helpers import first_sample, make_app
+
+    from gputop.tui.jobs_actions import JobsRead
+
+    running = launch(state_dir, python_job("import time; time.sleep(0.2)"))
+    ended = wait_until_ended(state_dir, running.id)
+    app = make_app("v100x4")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        newest = 10**9  # above any read of the app's own
+        app.post_message(JobsRead(JobsView(jobs=(running,), read_number=newest)))
+        app.post_message(JobsRead(JobsView(jobs=(), read_number=newest - 1)))
+        deadline = time.monotonic() + 10
+        while app.jobs_service.view.read_number < newest and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        await pilot.pause()
+        assert app.jobs_service.view.jobs == (running,)
+        app.post_message(JobsRead(JobsView(jobs=(ended,), read_number=newest + 1)))
+        ends: list[str] = []
+        deadline = time.monotonic() + 10
+        while not ends and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+            ends = [n.message for n in app._notifications if f"Job {ended.id} (" in n.message]
+        assert ends and "exited 0" in ends[0], "no word of the job's end"

@@ -41,7 +41,9 @@ class JobsRead(Message):
         self.jobs = jobs
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, JobsRead)
+        """This read, waiting to be shown, gives way to ``message`` (posted after it) only
+        where that is a newer read, never an older one that arrived late."""
+        return isinstance(message, JobsRead) and message.jobs.read_number >= self.jobs.read_number
 
 
 class JobStoreProblem(Message):
@@ -58,6 +60,8 @@ class JobsActions(App[None]):
 
     jobs_service: JobsService
     snapshot: Snapshot | None
+    _launched_here: frozenset[int] = frozenset()
+    """Jobs launched from this dashboard: their end is news even if no read saw them run."""
     _job_peaks: Mapping[int, int] = MappingProxyType({})
     """Job id → the most GPU memory its processes held together, as seen here (replaced,
     never changed in place)."""
@@ -84,8 +88,12 @@ class JobsActions(App[None]):
         self.notify(message.text, severity=message.severity, timeout=10)
 
     def _show_jobs(self, jobs: JobsView) -> None:
+        shown = self.jobs_service.view
+        if jobs.read_number < shown.read_number:
+            return  # read before what is shown, arrived after it: it would show the past
         peaks = self._job_peaks = job_memory_peaks(self._job_peaks, self.snapshot, jobs)
-        for event in job_events(self.jobs_service.view.jobs, jobs.jobs, peaks):
+        launched = self._launched_here
+        for event in job_events(shown.jobs, jobs.jobs, peaks, launched):
             # Plain text (markup=False): the job's name is the user's, cleaned in the event.
             severity: SeverityLevel = "warning" if event.failed else "information"
             self.notify(event.text, severity=severity, timeout=10, markup=False)
@@ -131,6 +139,7 @@ class JobsActions(App[None]):
             if job is None:
                 return
             gpus = ",".join(str(i) for i in job.physical_indices)
+            self._launched_here = self._launched_here | {job.id}
             self.notify(f"Job {job.id} ({job.name}) launched on GPU {gpus}. Log: {job.log_path}")
             self.set_class(True, "-jobs-shown")
             self.query_one(JobsPanel).focus()  # enter now follows the new job's log

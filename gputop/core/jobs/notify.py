@@ -14,7 +14,7 @@ import contextlib
 import os
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
@@ -58,17 +58,25 @@ class JobEvent:
 
 
 def job_events(
-    before: Sequence[Job], after: Sequence[Job], peaks: Mapping[int, int] | None = None
+    before: Sequence[Job],
+    after: Sequence[Job],
+    peaks: Mapping[int, int] | None = None,
+    launched: Collection[int] = (),
 ) -> list[JobEvent]:
     """What changed between two reads: jobs that ended, and waiting jobs that started.
 
-    A job first seen already ended is no news (it ended before this reader looked).
-    ``peaks``: job id → the most GPU memory seen held by its processes (the dashboard's).
+    A job first seen already ended is no news (it ended before this reader looked), unless
+    this reader launched it (``launched``: a job that ends before the next read is still
+    the launcher's news). ``peaks``: job id → the most GPU memory seen held by its processes
+    (the dashboard's).
     """
     earlier = {job.id: job for job in before}
     events: list[JobEvent] = []
     for job in after:
         was = earlier.get(job.id)
+        if was is None and job.id in launched and not job.is_active:
+            events.append(JobEvent(ENDED, job, (peaks or {}).get(job.id)))
+            continue
         if was is None or not was.is_active:
             continue
         if not job.is_active:

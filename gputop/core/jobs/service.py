@@ -10,6 +10,7 @@ the widget that owns it. Nothing here imports Textual.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -49,6 +50,7 @@ class JobsService:
         self._report = report
         self._tails = LogTails()
         self._tails_lock = threading.Lock()
+        self._read_numbers = itertools.count(1)
         self.view = JobsView()
         """The jobs last shown; replaced on the UI thread only."""
 
@@ -71,12 +73,13 @@ class JobsService:
         """The jobs with their last log lines and GPU processes; None when unreadable."""
         if store is None:
             return None
+        number = next(self._read_numbers)  # before reading: a later read, a larger number
         try:
             jobs = store.list_jobs()
             for notice in store.take_notices():
                 self._report(notice, "warning")
             with self._tails_lock:
-                return read_jobs_view(jobs, snapshot, self._tails)
+                return read_jobs_view(jobs, snapshot, self._tails, number)
         except GputopError as error:
             self._report(f"Jobs unavailable: {error}", "error")
             return None

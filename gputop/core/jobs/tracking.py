@@ -26,6 +26,9 @@ class JobsView:
     last_lines: Mapping[int, str] = field(default_factory=dict)
     job_of_pid: Mapping[int, int] = field(default_factory=dict)
     """GPU process pid -> id of the running job it belongs to."""
+    read_number: int = 0
+    """Reads are numbered as they start: a view with a lower number is older, however late
+    it arrives (a sampling thread and a worker read at once)."""
 
     @property
     def active(self) -> tuple[Job, ...]:
@@ -80,9 +83,12 @@ def job_processes(snapshot: Snapshot, jobs: Sequence[Job]) -> dict[int, int]:
     return found
 
 
-def read_jobs_view(jobs: Sequence[Job], snapshot: Snapshot | None, tails: LogTails) -> JobsView:
+def read_jobs_view(
+    jobs: Sequence[Job], snapshot: Snapshot | None, tails: LogTails, read_number: int = 0
+) -> JobsView:
     """Everything the jobs panel and the process table need, in one immutable value."""
     return JobsView(
+        read_number=read_number,
         jobs=tuple(jobs),
         last_lines=tails.last_lines(jobs),
         job_of_pid=job_processes(snapshot, jobs) if snapshot is not None else {},

@@ -182,3 +182,28 @@ def test_the_process_detail_shows_a_hostile_environment_as_visible_escapes(
     text = "\n".join(line.text for line in describe_process(snapshot, process))
     assert "rendezvous evil\\e[2J:1" in text and "CUDA_DEVICE_ORDER=X\\e]0;t\\x07" in text
     assert "\x1b" not in text and "\x07" not in text
+
+
+def test_a_sampler_that_shows_no_cuda_view_resolves_none(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+) -> None:
+    """The recorder and a job's usage meter sample with ``cuda_views=False``: the same
+    processes, no per-process ``cuda:N`` resolution (a fifth of the recorder's CPU)."""
+    from gputop.core.sampling.nvml_backend import SamplingOptions
+    from gputop.core.sampling.source import open_backend
+
+    process = start_process(CUDA_VISIBLE_DEVICES=UUIDS[2])
+    scenario = scenario_file(four_cards({2: [process.pid]}))
+    views = {}
+    for shown in (True, False):
+        options = SamplingOptions(driver_probe=False, cuda_views=shown)
+        backend = open_backend(scenario, environ={}, options=options)
+        try:
+            (found,) = backend.sample().gpus[2].processes
+        finally:
+            backend.close()
+        assert found.pid == process.pid
+        views[shown] = found.cuda
+    assert views[True] is not None and views[True].devices == (2,)
+    assert views[False] is None

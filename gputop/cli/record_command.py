@@ -34,6 +34,7 @@ from gputop.core.history.writer import HistoryWriter
 from gputop.core.jobs.private_files import Sharing
 from gputop.core.jobs.store_file import default_state_dir
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.sampling.nvml_backend import SamplingOptions
 from gputop.core.sampling.source import open_backend
 
 MIN_INTERVAL_S = 0.5
@@ -119,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
     }
     writer: HistoryWriter | None = None
     try:
-        backend = open_backend(args.fake)
+        # The recorder keeps no CUDA view: neither the driver probe nor cuda:N resolution.
+        backend = open_backend(
+            args.fake, options=SamplingOptions(driver_probe=False, cuda_views=False)
+        )
         try:
             speed = float(getattr(backend.nvml, "speed", 1.0))  # GPUTOP_FAKE_SPEED, simulated
             writer = HistoryWriter(

@@ -219,7 +219,9 @@ def open_meter(job: Job, environ: Mapping[str, str]) -> UsageMeter | None:
     if not job.physical_indices:
         return None
     try:
-        backend = open_backend(environ=environ, options=SamplingOptions(driver_probe=False))
+        backend = open_backend(
+            environ=environ, options=SamplingOptions(driver_probe=False, cuda_views=False)
+        )
     except GputopError:
         return None
     except Exception:  # a broken driver binding must not stop the job

@@ -45,6 +45,9 @@ class SamplingOptions:
     """Ask the driver (a child process that loads libcuda, gputop.core.probes) how each GPU
     process's ``CUDA_VISIBLE_DEVICES`` enumerates, on real GPUs. Off for a job's supervisor
     (gputop.core.jobs.usage_meter), which reads no CUDA view."""
+    cuda_views: bool = True
+    """Resolve each GPU process's own ``cuda:N`` view from its environment (docs/multi-card.md).
+    Off where nothing shows it: the history recorder, a job's usage meter."""
 
 
 _GpuReading = tuple[GpuSample, "tuple[NvmlProcess, ...]", "dict[int, ProcessUtilization]"]
@@ -135,8 +138,9 @@ class NvmlBackend:
             else gpu
             for gpu, processes, usage in readings
         ]
-        environments = {pid: fact.environment for pid, fact in facts.items()}
-        gpus = attach_cuda_views(gpus, environments, self._driver_version, self._driver_answer)
+        if self._options.cuda_views:
+            environments = {pid: fact.environment for pid, fact in facts.items()}
+            gpus = attach_cuda_views(gpus, environments, self._driver_version, self._driver_answer)
         return Snapshot(
             host=self._hostname,
             driver_version=self._driver_version,

@@ -130,7 +130,9 @@ def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -
         report_not_measured("Slurm gave the job no GPUs there (no SLURM_JOB_GPUS)")
         return
     try:
-        backend = open_backend(environ=environ, options=SamplingOptions(driver_probe=False))
+        backend = open_backend(
+            environ=environ, options=SamplingOptions(driver_probe=False, cuda_views=False)
+        )
     except GputopError as error:
         report_not_measured(f"NVML cannot be read there: {error}")
         return

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import functools
 import itertools
 import math
 import sqlite3
@@ -266,12 +267,19 @@ def _idle_pieces(
 ) -> tuple[tuple[float, float], ...]:
     """A span's idle runs as (start, end) epoch seconds, clipped to the window."""
     pieces = []
-    for offset, length in decode_runs(runs, end - start):
+    for offset, length in _decoded(runs, end - start):
         piece_start = max(start + offset, inside_start)
         piece_end = min(start + offset + length, inside_end)
         if piece_end > piece_start:
             pieces.append((piece_start, piece_end))
     return tuple(pieces)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded(runs: object, span_s: float) -> tuple[tuple[float, float], ...]:
+    """``decode_runs``, once per distinct text and length: most spans of a month share a few
+    (a 15-minute span idle in its first sample, a day idle throughout)."""
+    return tuple(decode_runs(runs, span_s))
 
 
 def _measure(value: object) -> float | None:

@@ -45,11 +45,8 @@ from gputop.tui.jobs_actions import JobsActions, JobsRead, JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
 from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
-from gputop.tui.screens.card_history import CardHistoryScreen
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
-from gputop.tui.screens.process_detail import ProcessDetailScreen
-from gputop.tui.screens.process_history import ProcessHistoryScreen
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
@@ -394,6 +391,10 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
 
     def on_process_table_detail_requested(self, message: ProcessTable.DetailRequested) -> None:
         if self.snapshot is not None:
+            # Imported at first use, as the history screens below: not on the way to the
+            # first frame (docs/speed.md).
+            from gputop.tui.screens.process_detail import ProcessDetailScreen
+
             self.push_screen(
                 ProcessDetailScreen(self.snapshot, message.process, self.history_store, self._now)
             )
@@ -419,6 +420,8 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         if highlighted is None:
             self.notify("No card highlighted.")
             return
+        from gputop.tui.screens.card_history import CardHistoryScreen
+
         self.push_screen(CardHistoryScreen(highlighted, self.history_store, self._now))
 
     def action_process_history(self) -> None:
@@ -426,6 +429,8 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         if process is None:
             self.notify("No process highlighted.")
             return
+        from gputop.tui.screens.process_history import ProcessHistoryScreen
+
         self.push_screen(ProcessHistoryScreen(process, self.history_store, self._now))
 
     def _now(self) -> float:

@@ -95,7 +95,9 @@ def test_a_job_outlives_its_launcher_and_the_launchers_terminal(
             os.kill(terminal_pid, signal.SIGKILL)
     job_id = int(report["env"]["GPUTOP_JOB_ID"])
     assert process_alive(report["pid"], None)
-    assert job(state_dir, job_id).state is JobState.RUNNING
+    # The supervisor records the start after the spawn: on a busy machine the job can report
+    # (and the launcher exit) first.
+    wait_for(lambda: job(state_dir, job_id).state is JobState.RUNNING, "the start recorded")
     with JobStore.open(state_dir) as store:
         stop_job(store, job_id, grace_s=1, wait_s=10)
     assert job(state_dir, job_id).status_text == "killed (SIGTERM)"

@@ -372,7 +372,7 @@ async def test_processes_of_a_job_are_marked_in_the_process_table() -> None:
         await wait_for(pilot, lambda: table.current_process is not None)
         assert table.current_process is not None
         first_pid = table.current_process.pid
-        app._show_jobs(JobsView(job_of_pid={first_pid: 12}))
+        app._show_jobs(JobsView(job_of_pid={first_pid: 12}, read_number=10**9))
         await pilot.pause()
         assert table.rows[0].text(-1).startswith("[job 12] ")
 

@@ -252,7 +252,7 @@ async def test_the_processes_of_a_job_are_marked_in_the_job_style() -> None:
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         pid = table(app).rows[1].process.pid
-        app._show_jobs(JobsView(job_of_pid={pid: 7}))
+        app._show_jobs(JobsView(job_of_pid={pid: 7}, read_number=10**9))
         await pilot.pause()
         mark, *_ = table(app).rows[1].cells[-1]
         assert mark == ("[job 7] ", JOB_MARK_STYLE)

@@ -9,12 +9,10 @@ from __future__ import annotations
 import os
 import re
 import socket
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
+from slurm_cli import wait_for
 from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     NODE_NAME,
     SlurmCluster,
@@ -25,19 +23,6 @@ from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster
 from gputop.core.slurm.cgroup import job_in_cgroup, job_in_environ, slurm_job_of_pid
 from gputop.core.slurm.node import card_holders, node_for_host, this_node
 from gputop.core.slurm.queue import read_queue
-
-T = TypeVar("T")
-DEADLINE_S = 30.0
-
-
-def wait_for(what: str, check: Callable[[], T | None]) -> T:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def sbatch_reporting(slurm: SlurmCluster, output: Path, gpus: int = 1) -> int:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
+from slurm_cli import wait_for
 from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     NODE_NAME,
     SlurmCluster,
@@ -19,19 +17,6 @@ from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster
 
 from gputop.core.slurm.detect import slurm_commands_here
 from gputop.core.slurm.watch import SlurmWatch
-
-T = TypeVar("T")
-DEADLINE_S = 30.0
-
-
-def wait_for(what: str, check: Callable[[], T | None]) -> T:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def started_job(slurm: SlurmCluster, output: Path) -> tuple[int, int, int]:

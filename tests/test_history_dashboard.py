@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from history_helpers import holders_scenario, record_stepped
 
@@ -113,21 +114,29 @@ async def test_h_without_a_store_says_how_to_start_one(tmp_path: Path) -> None:
         assert "start 'gputop record'" in plain_text(screen.query_one("#history-body"))
 
 
+async def highlight_bobs_notebook(app: Any, pilot: Any) -> None:
+    """After the first sample: the process table focused, bob's notebook highlighted."""
+    from dashboard_helpers import first_sample
+
+    from gputop.tui.widgets.process_table import ProcessTable
+
+    await first_sample(pilot)
+    await pilot.press("tab")
+    table = app.query_one(ProcessTable)
+    while table.current_process is None or table.current_process.user != "bob":
+        await pilot.press("down")
+
+
 async def test_h_in_the_process_table_shows_that_processs_history(tmp_path: Path) -> None:
-    from dashboard_helpers import first_sample, make_app, plain_text
+    from dashboard_helpers import make_app, plain_text
 
     from gputop.tui.screens.process_history import ProcessHistoryScreen
-    from gputop.tui.widgets.process_table import ProcessTable
 
     scenario = holders_scenario(tmp_path / "holders.json")
     record_stepped(scenario, default_history_path(), samples=720)  # the hour to t=3600 s
     app = make_app(scenario, at_s="3600")
     async with app.run_test(size=(160, 48)) as pilot:
-        await first_sample(pilot)
-        await pilot.press("tab")
-        table = app.query_one(ProcessTable)
-        while table.current_process is None or table.current_process.user != "bob":
-            await pilot.press("down")
+        await highlight_bobs_notebook(app, pilot)
         await pilot.press("H")
         screen = app.screen
         assert isinstance(screen, ProcessHistoryScreen)
@@ -157,20 +166,15 @@ async def test_h_in_the_process_table_shows_that_processs_history(tmp_path: Path
 
 
 async def test_a_process_detail_shows_what_the_recorder_stored_of_it(tmp_path: Path) -> None:
-    from dashboard_helpers import first_sample, make_app, plain_text
+    from dashboard_helpers import make_app, plain_text
 
     from gputop.tui.screens.process_detail import ProcessDetailScreen
-    from gputop.tui.widgets.process_table import ProcessTable
 
     scenario = holders_scenario(tmp_path / "holders.json")
     record_stepped(scenario, default_history_path(), samples=720)  # the hour to t=3600 s
     app = make_app(scenario, at_s="3600")
     async with app.run_test(size=(160, 48)) as pilot:
-        await first_sample(pilot)
-        await pilot.press("tab")
-        table = app.query_one(ProcessTable)
-        while table.current_process is None or table.current_process.user != "bob":
-            await pilot.press("down")
+        await highlight_bobs_notebook(app, pilot)
         await pilot.press("enter")
         screen = app.screen
         assert isinstance(screen, ProcessDetailScreen)

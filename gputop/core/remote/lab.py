@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from gputop.core.history.card_history import CardHistory
 from gputop.core.remote.host_link import HostLink
 from gputop.core.remote.hosts import HostEntry
-from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S, remote_card_history
+from gputop.core.remote.lab_history import HistoryAsk, remote_card_history
 from gputop.core.remote.local_link import LocalLink
 from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.remote.transport import Failure
@@ -94,21 +94,11 @@ class Lab:
     def statuses(self) -> list[HostStatus]:
         return [link.status() for link in self.links]
 
-    def card_history(
-        self,
-        position: int,
-        physical_index: int,
-        window_s: float,
-        now: float,
-        columns: int,
-        timeout_s: float = HISTORY_TIMEOUT_S,
-    ) -> CardHistory:
-        """Card ``physical_index`` of the host at ``position``, asked of its agent (waits up
-        to ``timeout_s``: call it from a worker thread). docs/lab.md."""
+    def card_history(self, position: int, ask: HistoryAsk) -> CardHistory:
+        """``ask`` of the host at ``position``, asked of its agent (waits up to
+        ``ask.timeout_s``: call it from a worker thread). docs/lab.md."""
         link = self.links[position]
-        return remote_card_history(
-            link, link.status(), physical_index, window_s, now, columns, timeout_s
-        )
+        return remote_card_history(link, link.status(), ask)
 
     def wait_all(self, condition: Callable[[HostStatus], bool], timeout_s: float) -> bool:
         """Wait until ``condition`` holds for every host; False when time ran out first."""

@@ -8,6 +8,8 @@ Runs in a worker thread: it waits up to ``timeout_s`` for the answer. Every way 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_command
 from gputop.core.remote.agent_history import MAX_COLUMNS, MIN_COLUMNS
@@ -22,22 +24,29 @@ on a busy host, and the answer follows the agent's next snapshot)."""
 MAX_PROBLEM_CHARS = 500
 
 
-def remote_card_history(
-    link: object,
-    status: HostStatus,
-    physical_index: int,
-    window_s: float,
-    now: float,
-    columns: int,
-    timeout_s: float = HISTORY_TIMEOUT_S,
-) -> CardHistory:
-    """Card ``physical_index`` of the host behind ``link`` over the last ``window_s`` seconds
-    (of the host's clock: ``now`` only dates what is returned)."""
-    since = now - window_s
-    host = clean(status.host)
+@dataclass(frozen=True, slots=True)
+class HistoryAsk:
+    """What ``H`` asks of a host: card ``physical_index`` over the last ``window_s`` seconds
+    (of the host's clock: ``now`` only dates what is returned), in ``columns`` slices,
+    waiting up to ``timeout_s`` for the answer."""
 
-    def problem(text: str) -> CardHistory:
-        return CardHistory(physical_index, since, now, problem=text)
+    physical_index: int
+    window_s: float
+    now: float
+    columns: int
+    timeout_s: float = HISTORY_TIMEOUT_S
+
+    def problem(self, text: str) -> CardHistory:
+        """Nothing to show, and why (for a person)."""
+        return CardHistory(self.physical_index, self.now - self.window_s, self.now, problem=text)
+
+
+def remote_card_history(link: object, status: HostStatus, ask: HistoryAsk) -> CardHistory:
+    """``ask``, asked of the host behind ``link``."""
+    physical_index, now, timeout_s = ask.physical_index, ask.now, ask.timeout_s
+    since = now - ask.window_s
+    host = clean(status.host)
+    problem = ask.problem
 
     if status.mode is Mode.REDUCED:
         return problem(
@@ -50,10 +59,10 @@ def remote_card_history(
             f"{host} has no gputop agent to ask for a history ({clean(status.describe())})."
         )
     request = link.request_history(
-        window_s,
+        ask.window_s,
         "user",
         physical_index,
-        columns=max(MIN_COLUMNS, min(MAX_COLUMNS, columns)),
+        columns=max(MIN_COLUMNS, min(MAX_COLUMNS, ask.columns)),
     )
     if request is None:
         return problem(

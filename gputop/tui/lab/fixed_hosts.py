@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputop.core.history.card_history import CardHistory
+from gputop.core.remote.lab_history import HistoryAsk
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure
 from gputop.core.sampling.source import open_backend
@@ -35,22 +36,12 @@ class FixedHosts:
         with self._lock:
             self._statuses[position] = status
 
-    def card_history(
-        self,
-        position: int,
-        physical_index: int,
-        window_s: float,
-        now: float,
-        columns: int,
-        timeout_s: float = 0.0,
-    ) -> CardHistory:
+    def card_history(self, position: int, ask: HistoryAsk) -> CardHistory:
         with self._lock:
             found = self.histories.get(position)
         if found is not None:
             return found
-        return CardHistory(
-            physical_index, now - window_s, now, problem="No history store on this simulated host."
-        )
+        return ask.problem("No history store on this simulated host.")
 
 
 def simulated_status(

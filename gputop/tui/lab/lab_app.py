@@ -29,7 +29,7 @@ from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_summary import summarize
-from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S
+from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S, HistoryAsk
 from gputop.core.remote.remote_jobs import run_remote, signal_argv
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.safe_text import clean
@@ -56,15 +56,7 @@ COMPACT_BELOW_HEIGHT = 40
 class HostSource(Protocol):
     def statuses(self) -> list[HostStatus]: ...
 
-    def card_history(
-        self,
-        position: int,
-        physical_index: int,
-        window_s: float,
-        now: float,
-        columns: int,
-        timeout_s: float = HISTORY_TIMEOUT_S,
-    ) -> CardHistory:
+    def card_history(self, position: int, ask: HistoryAsk) -> CardHistory:
         """A host's card history, asked of its agent; waits (call it from a worker)."""
         ...
 
@@ -285,7 +277,8 @@ class LabApp(GputopApp):
         source, timeout_s = self.source, self.history_timeout_s
 
         def read(physical_index: int, window_s: float, now: float, columns: int) -> CardHistory:
-            return source.card_history(position, physical_index, window_s, now, columns, timeout_s)
+            ask = HistoryAsk(physical_index, window_s, now, columns, timeout_s)
+            return source.card_history(position, ask)
 
         self.push_screen(RemoteCardHistoryScreen(status.host, card, read))
 

@@ -8,6 +8,7 @@ server would, and runs gputop as a victim without root's powers where a mode mus
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -233,10 +234,14 @@ def test_a_companion_file_that_stays_unopenable_is_still_an_error(
     (state_dir / "jobs.sqlite3-shm").write_bytes(b"")
     (state_dir / "jobs.sqlite3-shm").chmod(0o600)
 
-    def fails(*args: object, **kw: object) -> int:
-        raise StoreError("Cannot open the job store file: input/output error.")
+    real_open = os.open
 
-    monkeypatch.setattr(private_files, "open_private_file", fails)
+    def fails(name: str, flags: int, *args: object, **kw: object) -> int:
+        if flags & os.O_PATH:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_open(name, flags, *args, **kw)
+
+    monkeypatch.setattr(private_files.os, "open", fails)
     with pytest.raises(StoreError, match="input/output error"):
         private_files.check_companion(
             os.open(state_dir, os.O_RDONLY), state_dir, "jobs.sqlite3-shm", "job store file"

@@ -24,8 +24,8 @@ from gputop.core.jobs.private_files import (
     Sharing,
     StoreError,
     check_companion,
+    check_store_file,
     open_private_dir,
-    open_private_file,
 )
 from gputop.core.jobs.store_file import default_state_dir
 from gputop.core.sqlite_files import is_corruption, move_aside, os_cause
@@ -196,10 +196,8 @@ def _refuse_newer(connection: sqlite3.Connection, path: Path, version: int) -> N
 
 def _prepare_files(dir_fd: int, path: Path, sharing: Sharing | None = None) -> None:
     try:
-        os.close(
-            open_private_file(
-                dir_fd, path.parent, path.name, os.O_RDWR, "history store", sharing=sharing
-            )
+        check_store_file(
+            dir_fd, path.parent, path.name, "history store", create=True, sharing=sharing
         )
         for suffix in COMPANIONS:
             check_companion(dir_fd, path.parent, path.name + suffix, "history store file", sharing)

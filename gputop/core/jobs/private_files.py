@@ -237,17 +237,7 @@ def open_private_file(
         if fd < 0:
             fd = os.open(name, base, dir_fd=dir_fd)
     except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise _refuse_symlink(path, what) from None
-        if error.errno in (errno.EACCES, errno.EPERM):
-            raise StorePermissionError(
-                f"Cannot open the {what} {path}: {_cause(error)}. It was left as it is (it is "
-                f"not damaged): give it back to yourself and make it private (chmod 600 "
-                f"{path}), or {ADVICE}."
-            ) from None
-        raise StoreError(
-            f"Cannot open the {what} {path}: {_cause(error)}.", write_fault_of(error)
-        ) from None
+        raise _open_error(error, path, what) from None
     try:
         _check_file(fd, path, what, sharing)
         os.set_blocking(fd, True)
@@ -281,11 +271,31 @@ def _check_file(fd: int, path: Path, what: str, sharing: Sharing | None = None) 
         _make_private(fd, PRIVATE_FILE_MODE)
 
 
+def _chmod(fd: int, mode: int) -> None:
+    """``fchmod``, also for an ``O_PATH`` descriptor (which ``fchmod`` refuses): through
+    its ``/proc/self/fd`` entry, which names the very inode the descriptor holds."""
+    try:
+        os.fchmod(fd, mode)
+    except OSError as error:
+        if error.errno != errno.EBADF:
+            raise
+        os.chmod(f"/proc/self/fd/{fd}", mode)
+
+
+def _chgrp(fd: int, group_id: int) -> None:
+    try:
+        os.fchown(fd, -1, group_id)
+    except OSError as error:
+        if error.errno != errno.EBADF:
+            raise
+        os.chown(f"/proc/self/fd/{fd}", -1, group_id)
+
+
 def _make_private(fd: int, mode: int) -> None:
     """``fchmod`` something of ours, reached without following a link. On a read-only
     file system it cannot change, and nobody can plant anything there either."""
     try:
-        os.fchmod(fd, mode)
+        _chmod(fd, mode)
     except OSError as error:
         if error.errno != errno.EROFS:
             raise
@@ -295,9 +305,9 @@ def _share(fd: int, path: Path, info: os.stat_result, mode: int, sharing: Sharin
     """Give something of ours (checked) the shared store's group and mode, by descriptor."""
     try:
         if sharing.group_id is not None and info.st_gid != sharing.group_id:
-            os.fchown(fd, -1, sharing.group_id)
+            _chgrp(fd, sharing.group_id)
         if stat.S_IMODE(info.st_mode) != mode:
-            os.fchmod(fd, mode)
+            _chmod(fd, mode)
     except OSError as error:
         if error.errno == errno.EROFS:
             return
@@ -315,27 +325,92 @@ def check_companion(
     """A file SQLite will open by path (``-wal``, ``-shm``): absent, or ours and regular.
 
     SQLite removes them when the last connection to the store closes, which another thread
-    or gputop process may do while this one looks: a file gone by the time it is opened is
-    absent, not an error.
+    or gputop process may do while this one looks: a file gone by the time it is looked at
+    is absent, not an error. Checked without opening it for I/O (``check_store_file``).
     """
-    try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(info.st_mode):
-        raise _refuse_symlink(directory / name, what)
-    try:
-        os.close(
-            open_private_file(
-                dir_fd, directory, name, os.O_RDONLY, what, create=False, sharing=sharing
-            )
-        )
-    except StoreError:
+    check_store_file(dir_fd, directory, name, what, create=False, sharing=sharing)
+
+
+def check_store_file(
+    dir_fd: int,
+    directory: Path,
+    name: str,
+    what: str,
+    *,
+    create: bool,
+    sharing: Sharing | None = None,
+) -> bool:
+    """Create (``create``: 0600, exclusively) or check one of a SQLite store's files
+    without ever opening it for reading or writing; True when it exists now.
+
+    POSIX locks belong to a process and an inode, and closing *any* ordinary descriptor
+    of a file drops every lock the process holds on it, SQLite's included: a check that
+    opened and closed the store while another connection of this process read it took
+    that reader's locks away (docs/sqlite.md). So an existing file is looked at through an
+    ``O_PATH`` descriptor, whose close drops no lock, and a new one is created exclusively:
+    a new inode, on which this process holds nothing. The checks are those of
+    ``open_private_file``: never through a link, a regular file of ours with one link.
+    """
+    path = directory / name
+    if create:
         try:
-            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return  # removed between the look and the open
-        raise
+            fd = os.open(
+                name,
+                os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                PRIVATE_FILE_MODE,
+                dir_fd=dir_fd,
+            )
+        except FileExistsError:
+            pass
+        except OSError as error:
+            raise _open_error(error, path, what) from None
+        else:
+            try:
+                _check_file(fd, path, what, sharing)
+            finally:
+                os.close(fd)
+            return True
+    try:
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if create:  # removed between the exclusive create and this look: try once more
+            return check_store_file(dir_fd, directory, name, what, create=False, sharing=sharing)
+        return False
+    except OSError as error:
+        raise _open_error(error, path, what) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISLNK(info.st_mode):
+            raise _refuse_symlink(path, what)
+        _check_file(fd, path, what, sharing)
+        _check_access(info, write=create)
+    except OSError as error:
+        raise _open_error(error, path, what) from None
+    finally:
+        os.close(fd)  # an O_PATH descriptor: its close drops no lock
+    return True
+
+
+def _check_access(info: os.stat_result, *, write: bool) -> None:
+    """What opening it would have refused: a file of ours (checked) whose owner bits deny
+    reading (or writing) is a permission problem, never damage. Root is not refused."""
+    if os.geteuid() == 0:
+        return
+    needed = stat.S_IRUSR | (stat.S_IWUSR if write else 0)
+    if info.st_mode & needed != needed:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+
+def _open_error(error: OSError, path: Path, what: str) -> StoreError:
+    if error.errno == errno.ELOOP:
+        return _refuse_symlink(path, what)
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return StorePermissionError(
+            f"Cannot open the {what} {path}: {_cause(error)}. It was left as it is (it is "
+            f"not damaged): give it back to yourself and make it private (chmod 600 "
+            f"{path}), or {ADVICE}."
+        )
+    return StoreError(f"Cannot open the {what} {path}: {_cause(error)}.", write_fault_of(error))
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from gputop.core.jobs.private_files import (
     StoreError,
     StorePermissionError,
     check_companion,
+    check_store_file,
     open_private_dir,
     open_private_file,
     open_private_subdir,
@@ -156,9 +157,8 @@ def open_read_only(directory: Path) -> sqlite3.Connection:
     path = directory / DB_NAME
     dir_fd = open_private_dir(directory, create=False)
     try:
-        os.close(
-            open_private_file(dir_fd, directory, DB_NAME, os.O_RDONLY, "job store", create=False)
-        )
+        if not check_store_file(dir_fd, directory, DB_NAME, "job store", create=False):
+            raise StoreError(f"There is no job store at {path}.")
         for suffix in COMPANIONS:
             check_companion(dir_fd, directory, DB_NAME + suffix, "job store file")
         has_wal = _size(dir_fd, DB_NAME + "-wal") > 0
@@ -291,8 +291,7 @@ def _prepare_files(dir_fd: int, directory: Path) -> None:
 
     A file we may not open is a permission problem (StorePermissionError), never damage.
     """
-    fd = open_private_file(dir_fd, directory, DB_NAME, os.O_RDWR, "job store")
-    os.close(fd)
+    check_store_file(dir_fd, directory, DB_NAME, "job store", create=True)
     for suffix in COMPANIONS:
         check_companion(dir_fd, directory, DB_NAME + suffix, "job store file")
 

@@ -100,14 +100,16 @@ def test_with_no_jobs_the_list_says_how_to_launch_one(
     assert code == 0 and "No jobs yet" in out and "gputop run" in out
 
 
-def test_a_corrupt_store_notice_goes_to_stderr(
+def test_a_reader_refuses_a_damaged_store_and_leaves_it(
     state_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state_dir.mkdir(mode=0o700)
     (state_dir / "jobs.sqlite3").write_bytes(b"garbage" * 100)
-    code, out, err = gputop(capsys, "jobs", "--json")
-    assert code == 0 and json.loads(out) == []
-    assert err.startswith("gputop: notice: The job store") and "moved aside to" in err
+    code, out, err = gputop(capsys, "jobs", "--json")  # a reader: never moves it aside
+    assert code == 1 and out == ""
+    assert "file is not a database" in err and "It was left as it is" in err
+    assert (state_dir / "jobs.sqlite3").read_bytes() == b"garbage" * 100
+    assert not list(state_dir.glob("jobs.sqlite3.corrupt-*"))
 
 
 def test_log_prints_the_jobs_log(finished: Job, capsys: pytest.CaptureFixture[str]) -> None:

@@ -105,13 +105,19 @@ def test_a_corrupt_store_is_moved_aside_with_a_notice_and_a_new_one_started(
     garbage = b"this is not a database, just garbage " * 200
     (state_dir / "jobs.sqlite3").write_bytes(garbage)
 
-    with JobStore.open() as store:
+    with pytest.raises(StoreError, match="It was left as it is"):
+        JobStore.open()  # a reader never moves a store aside
+    assert (state_dir / "jobs.sqlite3").read_bytes() == garbage
+    with JobStore.open(repair=True) as store:
         (notice,) = store.notices
         moved = [p for p in state_dir.iterdir() if p.name.startswith("jobs.sqlite3.corrupt-")]
         assert len(moved) == 1
         assert moved[0].read_bytes() == garbage
         assert str(moved[0]) in notice and "moved aside" in notice
-        assert store.list_jobs() == []
+        assert "0 jobs read back from it and 1 rebuilt from their logs" in notice
+        (rebuilt,) = store.list_jobs()
+        assert rebuilt.id == 7 and rebuilt.state is JobState.LOST
+        assert rebuilt.log_path == str(state_dir / "logs" / "7.log")
         assert make_job(store).id == 8  # after the old logs' ids: no old log is appended to
     assert (state_dir / "logs" / "7.log").read_text() == "an old job's output\n"
 

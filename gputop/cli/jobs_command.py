@@ -111,9 +111,11 @@ def open_store(create: bool = True) -> JobStore:
     """The user's job store; what it has to tell a person goes to stderr.
 
     ``create=False`` (commands that only read or stop): where no store was ever created,
-    an empty one in memory, so that nothing is written on disk.
+    an empty one in memory, so that nothing is written on disk; a store that reads as
+    damaged is refused, never moved aside. ``create=True`` (commands that record jobs):
+    one that an integrity check proves damaged is moved aside, what it holds kept.
     """
-    store = JobStore.open() if create else JobStore.open_existing()
+    store = JobStore.open(repair=True) if create else JobStore.open_existing()
     if store is None:
         return JobStore.in_memory_store()
     _say_notices(store)

@@ -1,6 +1,11 @@
 """What gputop's two SQLite stores (the job store, the history store) do alike: tell a damaged
-file from other errors, move a damaged store aside, run schema work in one transaction.
-Each store keeps its own messages and schema (docs/security.md, docs/history.md)."""
+file from other errors, prove damage before acting on it, move a damaged store aside, read
+what a damaged store still gives, run schema work in one transaction. Each store keeps its
+own messages and schema (docs/sqlite.md, docs/security.md, docs/history.md).
+
+The rules every store follows are in docs/sqlite.md; the first of them: gputop never opens
+and closes a descriptor of a database file (or its ``-wal``/``-shm``) while a connection to
+it may exist in the process (private_files.check_store_file looks through ``O_PATH``)."""
 
 from __future__ import annotations
 
@@ -8,11 +13,17 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
+CHECK_ATTEMPTS = 3
+"""How often a store that reads as damaged is opened and checked again before anything is
+done about it: a read error is retried, never taken as proof (docs/sqlite.md)."""
+CHECK_PAUSE_S = 0.2
+MAX_SALVAGE_IDS = 1_000_000
+"""The most row ids tried one by one where a damaged table cannot be read in one pass."""
 
 
 def is_corruption(error: sqlite3.DatabaseError) -> bool:
@@ -72,3 +83,103 @@ def migrate(
             for statement in migrations[step]:
                 connection.execute(statement)
         connection.execute(f"PRAGMA user_version = {target}")
+
+
+def first_check(
+    connect: Callable[[], sqlite3.Connection], check: Callable[[sqlite3.Connection], int]
+) -> tuple[sqlite3.Connection | None, int, str | None]:
+    """Open and ``check`` a store, again up to CHECK_ATTEMPTS times while it reads as
+    damaged: (connection, version, None), or (None, 0, what the last attempt said).
+
+    Errors that are not damage (locked, full, no permission) are raised at once."""
+    problem = ""
+    for attempt in range(CHECK_ATTEMPTS):
+        if attempt:
+            time.sleep(CHECK_PAUSE_S * attempt)
+        connection = connect()
+        try:
+            return connection, check(connection), None
+        except sqlite3.DatabaseError as error:
+            connection.close()
+            if not is_corruption(error):
+                raise
+            problem = str(error)
+        except BaseException:
+            connection.close()
+            raise
+    return None, 0, problem
+
+
+def proven_damage(connect: Callable[[], sqlite3.Connection]) -> str | None:
+    """What ``PRAGMA integrity_check`` finds wrong, run inside a write transaction (no
+    other process can change the store meanwhile); ``None``: the store is sound.
+
+    The caller holds its store's exclusive open lock, so no other gputop is opening or
+    repairing it. Only this proof may lead to a store being moved aside."""
+    connection = connect()
+    try:
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as error:
+            if is_corruption(error):
+                return str(error)
+            raise
+        try:
+            rows = connection.execute("PRAGMA integrity_check(10)").fetchall()
+        except sqlite3.DatabaseError as error:
+            if is_corruption(error):
+                return str(error)
+            raise
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+        found = [str(row[0]) for row in rows]
+        if found == ["ok"]:
+            return None
+        return "integrity check: " + "; ".join(found[:3])
+    finally:
+        connection.close()
+
+
+def readable_rows(
+    connection: sqlite3.Connection, table: str, more_ids: Iterable[int] = ()
+) -> list[sqlite3.Row]:
+    """Every row of ``table`` (a rowid table) that a damaged store still returns.
+
+    One pass where it reads whole; else the ids read before the damage, ``more_ids`` and
+    every id up to the highest known, each asked for alone (a lookup by rowid reaches the
+    pages that are still sound)."""
+    rows: list[sqlite3.Row] = []
+    try:
+        for row in connection.execute(f"SELECT * FROM {table} ORDER BY rowid"):
+            rows.append(row)
+        return rows
+    except sqlite3.DatabaseError:
+        pass
+    ids = {int(row[0]) for row in rows} | {int(value) for value in more_ids}
+    with contextlib.suppress(sqlite3.DatabaseError):
+        for (rowid,) in connection.execute(f"SELECT rowid FROM {table}"):
+            ids.add(int(rowid))
+    highest = min(max(ids, default=0), MAX_SALVAGE_IDS)
+    kept: list[sqlite3.Row] = []
+    for rowid in range(1, highest + 1):
+        try:
+            row = connection.execute(
+                f"SELECT * FROM {table} WHERE rowid = ?",
+                (rowid,),
+            ).fetchone()
+        except sqlite3.DatabaseError:
+            continue
+        if row is not None:
+            kept.append(row)
+    return kept
+
+
+def refuse_foreign_version(version: int, path: Path, store: str) -> str | None:
+    """Why ``version`` cannot be a gputop store's (``None``: it can)."""
+    if version < 0:
+        return (
+            f"The {store} {path} has store version {version}, which no gputop writes: it "
+            "is not a gputop store, or it was changed by hand. It was left untouched."
+        )
+    return None

@@ -108,7 +108,7 @@ class JobsService:
     def launch(self, request: LaunchRequest, snapshot: Snapshot, environ: Mapping[str, str]) -> Job:
         """Check and start a job (``launch_job``). Raises GputopError, or OSError when the
         supervisor cannot be started."""
-        store = JobStore.open(self.state_dir)
+        store = JobStore.open(self.state_dir, repair=True)
         try:
             return launch_job(store, request, snapshot, environ)
         finally:

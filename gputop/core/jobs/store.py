@@ -37,8 +37,10 @@ from gputop.core.jobs.store_file import (
     store_identity,
 )
 from gputop.core.jobs.store_rows import job_columns, row_to_job
+from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.process_control import current_boot_id
+from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption
 from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
 __all__ = [
@@ -66,6 +68,10 @@ class JobNotFound(GputopError):
     """No job has that id."""
 
 
+class _ReadsAsDamaged(StoreError):
+    """A read that SQLite answered "malformed" or "not a database": retried, never proof."""
+
+
 class JobStore:
     """Read and record jobs. Safe to share between threads; one per process is enough."""
 
@@ -88,14 +94,18 @@ class JobStore:
         self._notices_taken = 0
 
     @classmethod
-    def open(cls, state_dir: Path | str | None = None) -> JobStore:
+    def open(cls, state_dir: Path | str | None = None, *, repair: bool = False) -> JobStore:
         """The store, for reading and writing; read-only where nothing can be written (a
-        full disk, a read-only file system), which is said once in ``notices``."""
+        full disk, a read-only file system), which is said once in ``notices``.
+
+        ``repair``: for commands that record jobs (a launch, a supervisor): a store that
+        reads as damaged is checked under its lock, and moved aside only where the check
+        proves it, keeping what it still holds (docs/sqlite.md). Readers never repair."""
         directory = Path(state_dir) if state_dir is not None else default_state_dir()
         directory = directory.expanduser().absolute()
         notices: list[str] = []
         try:
-            connection = open_connection(directory, notices)
+            connection = open_connection(directory, notices, repair=repair)
         except StoreError as error:
             if error.fault is None or not os.path.lexists(directory / DB_NAME):
                 raise
@@ -328,11 +338,16 @@ class JobStore:
 
     def adopt(self, job: Job) -> bool:
         """Record ``job`` again, as it was, in a store that has lost it (a damaged store
-        was moved aside while it ran). False when its id is taken by another job."""
+        was moved aside while it ran), in place of a row rebuilt from its log. False when
+        its id is taken by another job."""
         columns = job_columns(job)
         names = ", ".join(columns)
         marks = ", ".join("?" for _ in columns)
         with self._writing() as conn:
+            conn.execute(
+                "DELETE FROM jobs WHERE id = ? AND token IS NULL AND note = ?",
+                (job.id, REBUILT_NOTE),
+            )
             cursor = conn.execute(
                 f"INSERT OR IGNORE INTO jobs ({names}) VALUES ({marks})", tuple(columns.values())
             )
@@ -421,7 +436,14 @@ class JobStore:
         self._update(job_id, "usage = ?", (usage,), states=None)
 
     def has_job(self, job_id: int) -> bool:
-        return bool(self._rows("SELECT 1 FROM jobs WHERE id = ?", (job_id,)))
+        """Whether the store records this job (a row rebuilt from its log does not count:
+        its supervisor records the job again over it)."""
+        return bool(
+            self._rows(
+                "SELECT 1 FROM jobs WHERE id = ? AND NOT (token IS NULL AND note IS ?)",
+                (job_id, REBUILT_NOTE),
+            )
+        )
 
     def mark_ended(
         self,
@@ -507,16 +529,36 @@ class JobStore:
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """Run a query; where reading needs a write SQLite cannot make (its ``-shm`` file
         on a full disk), read again through a read-only connection."""
-        for attempt in (1, 2):
+        for attempt in range(1, CHECK_ATTEMPTS + 1):
             try:
                 with self._reading():
                     return list(self._conn.execute(sql, params).fetchall())
+            except _ReadsAsDamaged:
+                # A read error is retried on a new connection, never taken as proof of
+                # damage: only a command that records jobs moves a store aside, after an
+                # integrity check under the open lock (docs/sqlite.md).
+                if attempt == CHECK_ATTEMPTS or self.in_memory:
+                    raise
+                time.sleep(CHECK_PAUSE_S * attempt)
+                with self._lock:
+                    self._reconnect()
             except StoreError as error:
-                if error.fault is None or self._read_only or self.in_memory or attempt == 2:
+                if error.fault is None or self._read_only or self.in_memory or attempt > 1:
                     raise
                 with self._lock:
                     self._switch_to_read_only(error.fault)
         raise AssertionError("unreachable")
+
+    def _reconnect(self) -> None:
+        """A new connection in place of one that read the store as damaged."""
+        if self._read_only:
+            connection = open_read_only(self.state_dir)
+        else:
+            connection = open_connection(self.state_dir, self.notices)
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = connection
+        self._file = store_identity(self.state_dir)
 
     def _became_read_only(self, fault: WriteFault) -> None:
         self._read_only = True
@@ -568,6 +610,12 @@ class JobStore:
             try:
                 yield
             except sqlite3.Error as error:
+                if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+                    raise _ReadsAsDamaged(
+                        f"Cannot read the job store {self.db_path}: {error}. It was left as "
+                        "it is: a store is moved aside only once an integrity check under "
+                        "its lock proves it damaged (docs/sqlite.md)."
+                    ) from None
                 raise StoreError(
                     f"Cannot read the job store {self.db_path}: {error}.",
                     write_fault_of(error, self.state_dir),

@@ -32,12 +32,15 @@ from gputop.core.jobs.private_files import (
     open_private_file,
     open_private_subdir,
 )
+from gputop.core.jobs.store_salvage import carry_over
 from gputop.core.sqlite_files import (
+    first_check,
     immediate,
-    is_corruption,
     migrate,
     move_aside,
     os_cause,
+    proven_damage,
+    refuse_foreign_version,
     user_version,
 )
 from gputop.core.write_faults import write_fault_of
@@ -129,16 +132,21 @@ def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(home) / ".local" / "state" / "gputop"
 
 
-def open_connection(directory: Path, notices: list[str]) -> sqlite3.Connection:
-    """A connection to ``directory``'s store, created, migrated or recovered as needed.
+def open_connection(
+    directory: Path, notices: list[str], *, repair: bool = False
+) -> sqlite3.Connection:
+    """A connection to ``directory``'s store, created or migrated as needed.
 
+    ``repair``: a store that reads as damaged is checked under the open lock and, where
+    the check proves it, moved aside with what it still holds carried over (only commands
+    that record jobs repair; a reader is refused with a message, docs/sqlite.md).
     Appends to ``notices`` what a person must be told (a damaged store moved aside).
     """
     dir_fd = open_private_dir(directory)
     try:
         os.close(open_private_subdir(dir_fd, directory, LOGS_DIR))
         with _open_lock(dir_fd, directory):
-            return _connect(dir_fd, directory, notices)
+            return _connect(dir_fd, directory, notices, repair)
     finally:
         os.close(dir_fd)
 
@@ -241,25 +249,51 @@ def _open_lock(dir_fd: int, directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connection:
+def _connect(dir_fd: int, directory: Path, notices: list[str], repair: bool) -> sqlite3.Connection:
+    """Under the open lock: the store checked (again, while it reads as damaged), and moved
+    aside only where ``repair`` and an integrity check prove it damaged (docs/sqlite.md)."""
     path = directory / DB_NAME
     _prepare_files(dir_fd, directory)
-    connection = _sqlite(str(path))
-    problem = None
     try:
-        version = _check(connection)
+        connection, version, problem = first_check(lambda: _sqlite(str(path)), _check)
     except sqlite3.DatabaseError as error:
-        connection.close()
-        if not is_corruption(error):
+        raise StoreError(
+            f"Cannot open the job store {path}: {error}.", write_fault_of(error, directory)
+        ) from None
+    if connection is None:
+        proof = _proof(path, problem, directory) if repair else None
+        if proof is None:
             raise StoreError(
-                f"Cannot open the job store {path}: {error}.", write_fault_of(error, directory)
-            ) from None
-        problem = str(error)
-    if problem is not None:
-        notices.append(_move_aside(path, problem, directory / LOGS_DIR))
+                f"Cannot read the job store {path}: {problem}. It was left as it is: "
+                + (
+                    "an integrity check found it sound, so this was a passing error; try again."
+                    if repair
+                    else "a store is moved aside only once an integrity check under its "
+                    "lock proves it damaged, which the next command that records jobs "
+                    "(gputop run, a launch) does, keeping every job it can read."
+                )
+            )
+        target = _move_aside(path, proof)
         _prepare_files(dir_fd, directory)
         connection = _sqlite(str(path))
-        version = 0
+        try:
+            _create_schema(connection, directory / LOGS_DIR)
+            with immediate(connection):
+                carried = carry_over(target, connection, directory)
+                _continue_ids_after(connection, directory / LOGS_DIR)
+        except BaseException:
+            connection.close()
+            raise
+        notices.append(
+            f"The job store {path} was damaged ({proof}); it was moved aside to {target} and "
+            f"a new store was started: {carried.describe()}. Job logs in "
+            f"{directory / LOGS_DIR} are untouched."
+        )
+        version = SCHEMA_VERSION
+    foreign = refuse_foreign_version(version, path, "job store")
+    if foreign is not None:
+        connection.close()
+        raise ForeignStoreError(f"{foreign} Set {STATE_DIR_ENV} to use another store.")
     if version > SCHEMA_VERSION:
         connection.close()
         raise StoreError(
@@ -269,6 +303,8 @@ def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connec
         )
     try:
         _refuse_foreign_objects(connection, path)
+        if version == 0:
+            _refuse_foreign_tables(connection, path)
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
         if version == 0:
@@ -284,6 +320,34 @@ def _connect(dir_fd: int, directory: Path, notices: list[str]) -> sqlite3.Connec
         connection.close()
         raise
     return connection
+
+
+def _proof(path: Path, problem: str | None, directory: Path) -> str | None:
+    """The integrity check's finding, or ``None`` where the store is sound after all."""
+    try:
+        return proven_damage(lambda: _sqlite(str(path)))
+    except sqlite3.Error as error:
+        raise StoreError(
+            f"Cannot check the job store {path} ({problem}): {error}. It was left as it is.",
+            write_fault_of(error, directory),
+        ) from None
+
+
+class ForeignStoreError(StoreError):
+    """The file is a SQLite database gputop did not write: refused, left untouched."""
+
+    exit_code = 2
+
+
+def _refuse_foreign_tables(connection: sqlite3.Connection, path: Path) -> None:
+    """Version 0 with tables in it: someone else's database, never made a job store."""
+    names = [row[0] for row in connection.execute("SELECT name FROM sqlite_master")]
+    if names:
+        raise ForeignStoreError(
+            f"The job store {path} is a database gputop did not create (it holds "
+            f"{', '.join(repr(name) for name in names[:5])}). It was left untouched: move it "
+            f"away, or set {STATE_DIR_ENV} to use another store."
+        )
 
 
 def _prepare_files(dir_fd: int, directory: Path) -> None:
@@ -325,25 +389,21 @@ def _sqlite(path: str) -> sqlite3.Connection:
 def _check(connection: sqlite3.Connection) -> int:
     """The store's schema version; raises DatabaseError when the file is damaged."""
     version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-    if version <= SCHEMA_VERSION:
+    if 0 <= version <= SCHEMA_VERSION:
         result = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
         if result != "ok":
             raise sqlite3.DatabaseError(f"database disk image is malformed ({result})")
     return version
 
 
-def _move_aside(path: Path, problem: str, logs_dir: Path) -> str:
+def _move_aside(path: Path, problem: str) -> Path:
     try:
-        target = move_aside(path, COMPANIONS)
+        return move_aside(path, COMPANIONS)
     except OSError as error:
         raise StoreError(
             f"The job store {path} is damaged ({problem}) and could not be moved aside: "
             f"{os_cause(error)}. Move it away yourself to start a new store."
         ) from None
-    return (
-        f"The job store {path} was damaged ({problem}); it was moved aside to {target} and "
-        f"a new, empty store was started. Job logs in {logs_dir} are untouched."
-    )
 
 
 def _create_schema(connection: sqlite3.Connection, logs_dir: Path | None) -> None:
@@ -352,14 +412,21 @@ def _create_schema(connection: sqlite3.Connection, logs_dir: Path | None) -> Non
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     connection.execute(statement)
-            # After a store was moved aside, new ids continue after the old logs' ids so
-            # that a new job never appends to an old job's log.
-            highest = _highest_log_id(logs_dir) if logs_dir is not None else 0
-            if highest:
-                connection.execute(
-                    "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)", (highest,)
-                )
+            if logs_dir is not None:
+                _continue_ids_after(connection, logs_dir)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _continue_ids_after(connection: sqlite3.Connection, logs_dir: Path) -> None:
+    """After a store was moved aside, new ids continue after every id known (the old
+    logs', the jobs carried over), so that a new job never appends to an old job's log."""
+    highest = max(
+        _highest_log_id(logs_dir),
+        int(connection.execute("SELECT COALESCE(MAX(id), 0) FROM jobs").fetchone()[0]),
+    )
+    if highest:
+        connection.execute("DELETE FROM sqlite_sequence WHERE name = 'jobs'")
+        connection.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)", (highest,))
 
 
 def _highest_log_id(logs_dir: Path) -> int:

@@ -507,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wake.install()
     environ = _base_environment(args.env_file)
     try:
-        store = JobStore.open(args.state_dir)
+        store = JobStore.open(args.state_dir, repair=True)
     except GputopError as error:
         print(f"gputop supervisor: {error}", file=sys.stderr)
         return 1

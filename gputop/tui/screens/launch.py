@@ -280,7 +280,7 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         try:
             if request is None or not request.argv:
                 raise UsageError("Type the command to run first.")
-            store = JobStore.open(self.context.jobs.state_dir)
+            store = JobStore.open(self.context.jobs.state_dir, repair=True)
             job = submit_and_record(store, request, command.strip(), self.context.environ)
         except GputopError as error:
             self.app.call_from_thread(self._failed, str(error))

@@ -1,0 +1,184 @@
+"""What a damaged job store still holds, carried into the new one (docs/sqlite.md).
+
+A store is moved aside only once an integrity check under its lock proves it damaged
+(store_file.py). Then every job row SQLite can still return is recorded again, as it was;
+a job whose row is lost but whose log remains is rebuilt from the log and from the end its
+supervisor kept beside the store (``run/<id>.end``, pending_end.py); the launch dialog's
+remembered commands are carried too. The person is told how many jobs were kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from gputop.core.jobs.model import DEFAULT_GRACE_S, JobState, RunMode
+from gputop.core.jobs.pending_end import read_pending_ends
+from gputop.core.jobs.store_rows import row_to_job
+from gputop.core.numbers import is_ascii_digits
+from gputop.core.sqlite_files import readable_rows
+
+REBUILT_NOTE = (
+    "rebuilt from its log after the job store was damaged: its command and cards are not known"
+)
+"""The note of a job rebuilt from its log; its supervisor, if it still runs, records the
+job again over it (JobStore.adopt)."""
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What was carried from a damaged store into the new one."""
+
+    kept: int
+    """Job rows read back whole."""
+    rebuilt: int
+    """Jobs whose row was lost, rebuilt from their logs."""
+    commands: int
+    """Remembered commands (the launch dialog's history)."""
+    unreadable: str | None = None
+    """Why nothing at all could be read from the damaged file (``None``: it could)."""
+
+    def describe(self) -> str:
+        jobs = f"{self.kept} job{'s' if self.kept != 1 else ''} read back from it"
+        if self.rebuilt:
+            jobs += f" and {self.rebuilt} rebuilt from their logs"
+        text = f"{jobs} were kept in the new store"
+        if self.unreadable:
+            text += f" (nothing could be read from the damaged file: {self.unreadable})"
+        return text
+
+
+def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -> Carried:
+    """Record in ``connection`` (the new, empty store) what ``damaged`` still holds."""
+    logs_dir = state_dir / "logs"
+    log_ids = _log_ids(logs_dir)
+    job_rows: list[sqlite3.Row] = []
+    history_rows: list[sqlite3.Row] = []
+    unreadable = None
+    try:
+        old = sqlite3.connect(
+            f"file:{urllib.parse.quote(str(damaged))}?mode=ro", uri=True, isolation_level=None
+        )
+    except sqlite3.Error as error:
+        old, unreadable = None, str(error)
+    if old is not None:
+        try:
+            old.row_factory = sqlite3.Row
+            old.execute("PRAGMA trusted_schema = OFF")
+            with contextlib.suppress(sqlite3.DatabaseError):
+                job_rows = readable_rows(old, "jobs", log_ids)
+            with contextlib.suppress(sqlite3.DatabaseError):
+                history_rows = readable_rows(old, "history")
+            if not job_rows and not history_rows:
+                try:
+                    old.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                except sqlite3.DatabaseError as error:
+                    unreadable = str(error)
+        finally:
+            old.close()
+    columns = [row[1] for row in connection.execute("PRAGMA table_info(jobs)")]
+    kept = _insert_jobs(connection, job_rows, columns)
+    rebuilt = _rebuild_from_logs(connection, logs_dir, log_ids, state_dir)
+    commands = _insert_history(connection, history_rows)
+    return Carried(kept=kept, rebuilt=rebuilt, commands=commands, unreadable=unreadable)
+
+
+def _log_ids(logs_dir: Path) -> set[int]:
+    ids: set[int] = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(logs_dir):
+            stem, _, suffix = entry.name.partition(".")
+            if suffix == "log" and is_ascii_digits(stem) and len(stem) <= 18:
+                ids.add(int(stem))
+    return ids
+
+
+def _insert_jobs(
+    connection: sqlite3.Connection, rows: list[sqlite3.Row], columns: list[str]
+) -> int:
+    """Each readable row as it was; a row whose values no longer make a job is left out."""
+    kept = 0
+    for row in rows:
+        names = [name for name in row.keys() if name in columns]  # noqa: SIM118
+        if "id" not in names:
+            continue
+        try:
+            connection.execute("SAVEPOINT carry")
+            connection.execute(
+                f"INSERT OR IGNORE INTO jobs ({', '.join(names)}) "
+                f"VALUES ({', '.join('?' for _ in names)})",
+                tuple(row[name] for name in names),
+            )
+            again = connection.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone()
+            row_to_job(again)
+        except (sqlite3.Error, ValueError, TypeError, KeyError):
+            connection.execute("ROLLBACK TO carry")
+            connection.execute("RELEASE carry")
+            continue
+        connection.execute("RELEASE carry")
+        kept += 1
+    return kept
+
+
+def _rebuild_from_logs(
+    connection: sqlite3.Connection, logs_dir: Path, log_ids: set[int], state_dir: Path
+) -> int:
+    """A job for each log whose row is gone: lost, or ended as its kept end says."""
+    present = {int(row[0]) for row in connection.execute("SELECT id FROM jobs")}
+    missing = sorted(log_ids - present)
+    if not missing:
+        return 0
+    ends = read_pending_ends(state_dir)
+    host = socket.gethostname()
+    for job_id in missing:
+        log_path = logs_dir / f"{job_id}.log"
+        try:
+            created = os.stat(log_path, follow_symlinks=False).st_mtime
+        except OSError:
+            created = 0.0
+        end = ends.get(job_id)
+        connection.execute(
+            "INSERT OR IGNORE INTO jobs (id, name, command, command_text, uses_shell, cwd, "
+            "physical_indices, uuids, env, mode, state, log_path, created_at, ended_at, "
+            "exit_code, signal, note, host, grace_s, wait_for_free) "
+            "VALUES (?, ?, '[]', ?, 0, '', '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            (
+                job_id,
+                f"job {job_id}",
+                "(not known)",
+                RunMode.DETACHED.value,
+                (JobState.ENDED if end is not None else JobState.LOST).value,
+                str(log_path),
+                end.ended_at if end is not None and end.ended_at < created else created,
+                end.ended_at if end is not None else None,
+                end.exit_code if end is not None else None,
+                end.signal if end is not None else None,
+                REBUILT_NOTE,
+                host,
+                DEFAULT_GRACE_S,
+            ),
+        )
+    return len(missing)
+
+
+def _insert_history(connection: sqlite3.Connection, rows: list[sqlite3.Row]) -> int:
+    carried = 0
+    for row in rows:
+        try:
+            text, seq, used_at = row["command_text"], row["seq"], row["used_at"]
+        except (IndexError, KeyError):
+            continue
+        if not isinstance(text, str) or not isinstance(seq, int):
+            continue
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute(
+                "INSERT OR IGNORE INTO history (command_text, seq, used_at) VALUES (?, ?, ?)",
+                (text, seq, used_at if isinstance(used_at, (int, float)) else 0.0),
+            )
+            carried += 1
+    return carried

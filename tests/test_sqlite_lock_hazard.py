@@ -77,8 +77,10 @@ def _open_every_way_jobs(state_dir: Path) -> None:
 
 def test_opening_the_job_store_keeps_this_process_locks(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
-    holder = JobStore.open(state_dir)
-    holder.add_history("echo one")
+    with JobStore.open(state_dir) as holder:
+        holder.add_history("echo one")
+    # A JobStore open in this process would be shared by every open below: the reader is
+    # a connection of its own, so that each open really checks and connects.
     reader = sqlite3.connect(state_dir / "jobs.sqlite3", isolation_level=None)
     try:
         reader.execute("BEGIN")
@@ -100,7 +102,6 @@ def test_opening_the_job_store_keeps_this_process_locks(tmp_path: Path) -> None:
     finally:
         reader.execute("COMMIT")
         reader.close()
-        holder.close()
 
 
 def test_opening_the_history_store_keeps_this_process_locks(tmp_path: Path) -> None:

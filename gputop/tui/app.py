@@ -57,6 +57,8 @@ from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 MIN_TABLE_ROWS = 12
 CARD_HEIGHT = 8
+STORE_RETRY_S = 5.0
+"""How often the sampler tries again to open a job store it could not open (said once)."""
 
 
 class SlurmRead(Message):
@@ -295,10 +297,13 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
     @work(thread=True, exclusive=True, group="sampler", exit_on_error=False)
     def _sample_forever(self) -> None:
         store = self.jobs_service.open_store()
+        reopen_at = time.monotonic() + STORE_RETRY_S
         jobs_failed = False
         try:
             while not self._stop.is_set():
                 started = time.monotonic()
+                if store is None and started >= reopen_at:  # unusable at first: try again
+                    store, reopen_at = self.jobs_service.open_store(), started + STORE_RETRY_S
                 try:
                     snapshot, shown = self._next_sample()
                 except GputopError as error:

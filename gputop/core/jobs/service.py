@@ -51,6 +51,7 @@ class JobsService:
         self._tails = LogTails()
         self._tails_lock = threading.Lock()
         self._read_numbers = itertools.count(1)
+        self._problem: str | None = None
         self.view = JobsView()
         """The jobs last shown; replaced on the UI thread only."""
 
@@ -63,11 +64,18 @@ class JobsService:
         try:
             store = JobStore.open(self.state_dir)
         except GputopError as error:
-            self._report(f"Jobs unavailable: {error}", "error")
+            self._unavailable(str(error))
             return None
         for notice in store.take_notices():
             self._report(notice, "warning")
         return store
+
+    def _unavailable(self, why: str) -> None:
+        """Said once, not at every refresh, until the jobs can be read again."""
+        text = f"Jobs unavailable: {why}"
+        if text != self._problem:
+            self._problem = text
+            self._report(text, "error")
 
     def read(self, store: JobStore | None, snapshot: Snapshot | None) -> JobsView | None:
         """The jobs with their last log lines and GPU processes; None when unreadable."""
@@ -78,10 +86,11 @@ class JobsService:
             jobs = store.list_jobs()
             for notice in store.take_notices():
                 self._report(notice, "warning")
+            self._problem = None
             with self._tails_lock:
                 return read_jobs_view(jobs, snapshot, self._tails, number)
         except GputopError as error:
-            self._report(f"Jobs unavailable: {error}", "error")
+            self._unavailable(str(error))
             return None
 
     def read_now(self, snapshot: Snapshot | None) -> JobsView | None:

@@ -72,8 +72,15 @@ class _ReadsAsDamaged(StoreError):
     """A read that SQLite answered "malformed" or "not a database": retried, never proof."""
 
 
+_OPEN: dict[Path, JobStore] = {}
+"""The store open in this process, per state directory: every ``JobStore.open`` of the same
+directory shares it (docs/sqlite.md: one connection per store per process)."""
+_OPEN_LOCK = threading.Lock()
+
+
 class JobStore:
-    """Read and record jobs. Safe to share between threads; one per process is enough."""
+    """Read and record jobs. Safe to share between threads; one per process and state
+    directory (``open`` hands out the same one; it closes when its last user closes it)."""
 
     def __init__(self, state_dir: Path, connection: sqlite3.Connection, notices: list[str]):
         self.state_dir = state_dir
@@ -92,6 +99,8 @@ class JobStore:
         self._read_only = False
         self._writable_tried = 0.0
         self._notices_taken = 0
+        self._users = 1
+        self._pid = os.getpid()
 
     @classmethod
     def open(cls, state_dir: Path | str | None = None, *, repair: bool = False) -> JobStore:
@@ -103,6 +112,30 @@ class JobStore:
         proves it, keeping what it still holds (docs/sqlite.md). Readers never repair."""
         directory = Path(state_dir) if state_dir is not None else default_state_dir()
         directory = directory.expanduser().absolute()
+        shared = cls._share(directory)
+        if shared is not None:
+            return shared
+        store = cls._open_new(directory, repair)
+        with _OPEN_LOCK:
+            other = _OPEN.get(directory)
+            if other is not None and other._pid == store._pid and other._users > 0:
+                other._users += 1  # another thread opened it meanwhile: one is enough
+                store._close_connection()
+                return other
+            _OPEN[directory] = store
+        return store
+
+    @staticmethod
+    def _share(directory: Path) -> JobStore | None:
+        with _OPEN_LOCK:
+            store = _OPEN.get(directory)
+            if store is None or store._pid != os.getpid() or store._users <= 0:
+                return None
+            store._users += 1
+            return store
+
+    @classmethod
+    def _open_new(cls, directory: Path, repair: bool) -> JobStore:
         notices: list[str] = []
         try:
             connection = open_connection(directory, notices, repair=repair)
@@ -152,6 +185,16 @@ class JobStore:
         return cls.open(directory)  # refuses (names the problem) what is not usable
 
     def close(self) -> None:
+        """This user is done; the connection closes with the last of them."""
+        with _OPEN_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                return
+            if _OPEN.get(self.state_dir) is self:
+                del _OPEN[self.state_dir]
+        self._close_connection()
+
+    def _close_connection(self) -> None:
         with self._lock:
             self._conn.close()
 

@@ -117,7 +117,8 @@ def record_stepped(
             max_samples=samples,
         )
         writer = HistoryWriter(connection, store, print)
-        Recorder(sample, writer, options, print).run(threading.Event())
+        # batches timed on the stepped clock itself: no clock step here
+        Recorder(sample, writer, options, print, clock=lambda: clock.t).run(threading.Event())
         return last[-1]
     finally:
         connection.close()

@@ -235,7 +235,7 @@ def test_samples_taken_before_an_unexpected_error_are_written(
         return clock.sample()
 
     writer = HistoryWriter(connection, store, print)
-    recorder = Recorder(sample, writer, RecorderOptions(speed=1e9), print)
+    recorder = Recorder(sample, writer, RecorderOptions(speed=1e9), print, clock=lambda: clock.t)
     try:
         with pytest.raises(RuntimeError):
             recorder.run(threading.Event())

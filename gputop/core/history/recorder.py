@@ -2,9 +2,13 @@
 
 It runs in the foreground (a terminal, tmux, a systemd unit). ``stop`` is an event the
 command's SIGTERM and SIGINT handlers set: the loop then writes what is pending and returns,
-so both signals end with everything recorded. Time is the backend's clock (the scenario's on
-simulated GPUs, which ``GPUTOP_FAKE_SPEED`` runs faster: the loop then waits ``interval_s /
-speed`` real seconds). See docs/history.md.
+so both signals end with everything recorded. Samples carry the backend's clock (the
+scenario's on simulated GPUs, which ``GPUTOP_FAKE_SPEED`` runs faster: the loop then waits
+``interval_s / speed`` real seconds). When to write a batch and when to roll up is timed on
+the machine's monotonic clock (``CLOCK_BOOTTIME``, which counts a suspend too), never on the
+wall clock: a wall clock stepped back a day (an NTP correction, a restored VM) used to stop
+every write until it caught up. A step is said once and kept in the store as a marker
+(``clock_steps``). See docs/history.md, docs/faults.md.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from gputop.core.history.retention import Retention, apply_retention
 from gputop.core.history.writer import HistoryWriter
 from gputop.core.model import Snapshot
+from gputop.core.units import duration
 
 DEFAULT_INTERVAL_S = 5.0
 DEFAULT_BATCH_S = 30.0
@@ -26,6 +31,17 @@ MAX_GAP_INTERVALS = 3.0
 MIN_GAP_S = 30.0
 RETENTION_EVERY_S = 600.0
 """How often (store time) old samples are rolled up."""
+MIN_STEP_S = 60.0
+"""The least difference between the wall clock's advance and the monotonic clock's that is
+taken for a step of the wall clock (smaller ones are a busy machine's jitter)."""
+
+
+def steady_clock() -> float:
+    """Seconds on a clock no one can set: CLOCK_BOOTTIME (a suspend counts), else monotonic."""
+    try:
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (AttributeError, OSError):
+        return time.monotonic()
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +62,15 @@ class Recorder:
         writer: HistoryWriter,
         options: RecorderOptions,
         report: Callable[[str], None],
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._sample = sample
         self._writer = writer
         self._options = options
         self._report = report
+        self._clock = clock or (lambda: steady_clock() * options.speed)
+        """Store seconds on a clock no one can set (real seconds times ``speed``; a test's
+        simulated clock)."""
         self._retention_failed = False
 
     def run(self, stop: threading.Event) -> int:
@@ -59,6 +79,7 @@ class Recorder:
         wait_s = options.interval_s / options.speed
         taken = 0
         previous: float | None = None
+        previous_steady = 0.0
         last_flush: float | None = None
         last_retention: float | None = None
         next_at = time.monotonic()
@@ -66,15 +87,18 @@ class Recorder:
             while not stop.is_set():
                 snapshot = self._sample()
                 now = snapshot.timestamp
+                steady = self._clock()  # store seconds, never set back
+                if previous is not None:
+                    self._notice_step(previous, now, steady - previous_steady)
                 self._writer.add(snapshot, sample_duration(previous, now, options.interval_s))
-                previous = now
+                previous, previous_steady = now, steady
                 taken += 1
-                if last_flush is None or now - last_flush >= options.batch_s:
+                if last_flush is None or steady - last_flush >= options.batch_s:
                     self._writer.flush()
-                    last_flush = now
-                if last_retention is None or now - last_retention >= RETENTION_EVERY_S:
+                    last_flush = steady
+                if last_retention is None or steady - last_retention >= RETENTION_EVERY_S:
                     self._apply_retention(now)
-                    last_retention = now
+                    last_retention = steady
                 if options.max_samples is not None and taken >= options.max_samples:
                     break
                 next_at += wait_s
@@ -86,6 +110,19 @@ class Recorder:
         finally:  # stopped, or an unexpected error: what was sampled is written first
             self._writer.flush()
         return taken
+
+    def _notice_step(self, previous: float, now: float, steady_s: float) -> None:
+        """The wall clock moved ``now - previous`` while ``steady_s`` really passed: a step
+        beyond jitter is said once and kept in the store (with the next batch)."""
+        step = (now - previous) - steady_s
+        if abs(step) < max(MIN_STEP_S, 3 * self._options.interval_s):
+            return
+        way = "back" if step < 0 else "forward"
+        self._report(
+            f"the clock stepped {way} by {duration(abs(step))} (between two samples); every "
+            "sample is kept, each with the time the clock gave it (docs/history.md)."
+        )
+        self._writer.add_clock_step(now, step)
 
     def _apply_retention(self, now: float) -> None:
         connection = self._writer.connection

@@ -22,7 +22,7 @@ import sqlite3
 
 from gputop.core import sqlite_files
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 RAW = 0
 MINUTE = 60
@@ -80,10 +80,18 @@ CREATE TABLE process_spans (
 );
 CREATE INDEX process_spans_by_end ON process_spans(end_t);
 CREATE INDEX process_spans_to_merge ON process_spans(resolution_s, end_t);
+CREATE TABLE clock_steps (
+    t REAL NOT NULL,
+    step_s REAL NOT NULL
+);
 """
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {}
-"""version N -> N+1 statements, as the job store keeps them (none yet)."""
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # version 1 -> 2: the wall clock's steps the recorder saw (recorder.py): at ``t`` (the
+    # time of the first sample after it) the clock jumped ``step_s`` seconds (< 0: back).
+    1: ("CREATE TABLE clock_steps (t REAL NOT NULL, step_s REAL NOT NULL)",),
+}
+"""version N -> N+1 statements, as the job store keeps them."""
 
 
 def create_schema(connection: sqlite3.Connection) -> None:

@@ -28,8 +28,18 @@ from gputop.core.jobs.private_files import (
     open_private_dir,
 )
 from gputop.core.jobs.store_file import default_state_dir
-from gputop.core.sqlite_files import is_corruption, move_aside, os_cause
+from gputop.core.sqlite_files import (
+    first_check,
+    move_aside,
+    os_cause,
+    proven_damage,
+    refuse_foreign_version,
+)
 from gputop.core.write_faults import WriteFault, write_fault_of
+
+TRUNCATE_AT = 4 * 1024 * 1024
+"""The size the ``-wal`` goes back to when it starts over (``journal_size_limit``), and
+past which the recorder truncates it once no reader holds it (wal_bound.py)."""
 
 DB_NAME = "history.sqlite3"
 HISTORY_DB_ENV = "GPUTOP_HISTORY_DB"
@@ -80,24 +90,30 @@ def open_for_recording(
         raise history_error(error) from None
     try:
         _prepare_files(dir_fd, path, sharing)
-        connection = _sqlite(str(path))
         try:
-            version = _check(connection)
+            connection, version, problem = first_check(lambda: _sqlite(str(path)), _check)
+            if connection is None:
+                # Retried, and still damaged? Proven by an integrity check in a write
+                # transaction (the recorder's lock is held: no other recorder), or left.
+                proof = proven_damage(lambda: _sqlite(str(path)))
+                if proof is None:
+                    raise HistoryError(
+                        f"Cannot read the history store {path}: {problem}. An integrity "
+                        "check found it sound, so it was left as it is; try again."
+                    )
+                notices.append(_move_aside(path, proof))
+                _prepare_files(dir_fd, path, sharing)
+                connection = _sqlite(str(path))
+                version = 0
         except sqlite3.DatabaseError as error:
-            connection.close()
-            if not is_corruption(error):
-                raise _cannot_open(path, error) from None
-            notices.append(_move_aside(path, str(error)))
-            _prepare_files(dir_fd, path, sharing)
-            connection = _sqlite(str(path))
-            version = 0
-        except HistoryError:
-            connection.close()
-            raise
+            raise _cannot_open(path, error) from None
+        _refuse_foreign(connection, path, version)
         _refuse_newer(connection, path, version)
         try:
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
+            # the -wal goes back to this size when it starts over (wal_bound.py)
+            connection.execute(f"PRAGMA journal_size_limit = {TRUNCATE_AT}")
             if version == 0:
                 create_schema(connection)
             elif version < SCHEMA_VERSION:
@@ -138,6 +154,7 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
             connection, version = _read_only(uri + "&immutable=1")
         except sqlite3.Error as second:
             raise HistoryError(f"Cannot read the history store {path}: {second}.") from None
+    _refuse_foreign(connection, path, version)
     _refuse_newer(connection, path, version)
     try:
         found = foreign_objects(connection)
@@ -184,6 +201,19 @@ def _wal_bytes(path: Path) -> int:
         return 0
 
 
+class ForeignHistoryError(HistoryError):
+    """Not a store gputop writes (a negative version): refused, left untouched."""
+
+    exit_code = 2
+
+
+def _refuse_foreign(connection: sqlite3.Connection, path: Path, version: int) -> None:
+    why = refuse_foreign_version(version, path, "history store")
+    if why is not None:
+        connection.close()
+        raise ForeignHistoryError(f"{why} Give --db PATH to use another store.")
+
+
 def _refuse_newer(connection: sqlite3.Connection, path: Path, version: int) -> None:
     if version > SCHEMA_VERSION:
         connection.close()
@@ -217,7 +247,7 @@ def _sqlite(path: str) -> sqlite3.Connection:
 def _check(connection: sqlite3.Connection) -> int:
     """The store's schema version; raises DatabaseError when the file is damaged."""
     version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-    if version <= SCHEMA_VERSION:
+    if 0 <= version <= SCHEMA_VERSION:
         result = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
         if result != "ok":
             raise sqlite3.DatabaseError(f"database disk image is malformed ({result})")

@@ -21,6 +21,7 @@ from pathlib import Path
 from gputop.core.history.schema import RAW
 from gputop.core.history.spans import OpenSpan
 from gputop.core.history.store import HistoryError
+from gputop.core.history.wal_bound import WalBound
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
@@ -72,6 +73,8 @@ class HistoryWriter:
         self._open: dict[tuple[int, int], OpenSpan] = {}
         """The span each (process id, physical index) is in, from the last sample."""
         self._closed: list[OpenSpan] = []
+        self._clock_steps: list[tuple[float, float]] = []
+        self.wal = WalBound(path, say)
 
     @property
     def pending(self) -> int:
@@ -100,6 +103,10 @@ class HistoryWriter:
     def add(self, snapshot: Snapshot, duration_s: float) -> None:
         self._pending.append(PendingSample(snapshot, duration_s))
 
+    def add_clock_step(self, t: float, step_s: float) -> None:
+        """A step of the wall clock, written with the next batch (a marker in the store)."""
+        self._clock_steps.append((t, step_s))
+
     def flush(self) -> bool:
         """Write every pending sample in one transaction; False (kept pending) on failure."""
         if not self._pending:
@@ -108,12 +115,17 @@ class HistoryWriter:
             return False
         connection = self._connection
         assert connection is not None
+        if not self.wal.room(connection):
+            return False  # a reader holds the -wal back: kept pending, said once
         try:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 for pending in self._pending:
                     self._write(pending)
                 self._save_spans()
+                connection.executemany(
+                    "INSERT INTO clock_steps (t, step_s) VALUES (?, ?)", self._clock_steps
+                )
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
@@ -129,8 +141,10 @@ class HistoryWriter:
             self._failed(error)
             return False
         self._pending.clear()
+        self._clock_steps.clear()
         self._succeeded()
         self._forget_gone()
+        self.wal.after_write(connection)
         return True
 
     def fault_of(self, error: sqlite3.Error | OSError) -> WriteFault | None:

@@ -1,0 +1,114 @@
+"""The recorder and a wall clock that steps (docs/history.md, docs/faults.md).
+
+Batches are timed on a clock nobody can set, so a wall clock stepped back a day (an NTP
+correction, a restored VM) or forward an hour loses nothing: every sample is stored, each
+with the time the wall clock gave it, and each step is said once and kept as a marker.
+Before, the recorder compared the wall-clock sample times with its last write: after a step
+back nothing was written until the clock caught up, and of 2,000 samples 739 were stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+from history_helpers import holders_scenario
+
+from gputop.core.history.recorder import Recorder, RecorderOptions
+from gputop.core.history.store import open_for_recording
+from gputop.core.history.writer import HistoryWriter
+from gputop.core.model import Snapshot
+from gputop.core.sampling.source import open_backend
+
+SAMPLES = 2000
+INTERVAL_S = 5.0
+BACK_AT, FORWARD_AT = 700, 1400
+DAY, HOUR = 86400.0, 3600.0
+START = 1.8e9
+
+
+def test_a_clock_stepped_back_a_day_and_forward_an_hour_loses_no_sample(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "state" / "history.sqlite3"
+    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
+    base = backend.sample()
+    said: list[str] = []
+    steady = [0.0]
+    wall_times: list[float] = []
+
+    def sample() -> Snapshot:
+        n = len(wall_times)
+        steady[0] += INTERVAL_S  # the clock nobody can set: always one interval on
+        wall = START + n * INTERVAL_S
+        if n >= BACK_AT:
+            wall -= DAY
+        if n >= FORWARD_AT:
+            wall += HOUR
+        wall_times.append(wall)
+        return dataclasses.replace(base, timestamp=wall)
+
+    connection = open_for_recording(store, [])
+    try:
+        writer = HistoryWriter(connection, store, said.append)
+        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=SAMPLES)
+        taken = Recorder(sample, writer, options, said.append, clock=lambda: steady[0]).run(
+            threading.Event()
+        )
+        assert taken == SAMPLES
+        stored = [row[0] for row in connection.execute("SELECT t FROM samples ORDER BY id")]
+        steps = connection.execute("SELECT t, step_s FROM clock_steps ORDER BY t").fetchall()
+    finally:
+        connection.close()
+        backend.close()
+
+    assert stored == wall_times  # every sample, each with the time the clock gave it
+    assert sorted(steps) == sorted([(wall_times[BACK_AT], -DAY), (wall_times[FORWARD_AT], HOUR)])
+    back = [text for text in said if "stepped back" in text]
+    forward = [text for text in said if "stepped forward" in text]
+    assert len(back) == 1 and "1-00:00:00" in back[0]
+    assert len(forward) == 1 and "1:00:00" in forward[0]
+
+
+def test_jitter_is_no_step(tmp_path: Path) -> None:
+    """A busy machine's late samples (the wall clock and the steady one agree) say nothing."""
+    store = tmp_path / "h.sqlite3"
+    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
+    base = backend.sample()
+    said: list[str] = []
+    clock = [0.0]
+
+    def sample() -> Snapshot:
+        clock[0] += INTERVAL_S * (1 if len(said) % 2 else 7)  # late now and then
+        return dataclasses.replace(base, timestamp=START + clock[0])
+
+    connection = open_for_recording(store, [])
+    try:
+        writer = HistoryWriter(connection, store, said.append)
+        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=50)
+        Recorder(sample, writer, options, said.append, clock=lambda: clock[0]).run(
+            threading.Event()
+        )
+        assert connection.execute("SELECT COUNT(*) FROM clock_steps").fetchone()[0] == 0
+        assert connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 50
+    finally:
+        connection.close()
+        backend.close()
+    assert not [text for text in said if "stepped" in text]
+
+
+def test_a_store_of_version_1_is_migrated_keeping_its_samples(tmp_path: Path) -> None:
+    store = tmp_path / "h.sqlite3"
+    connection = open_for_recording(store, [])
+    connection.execute("INSERT INTO samples (t, duration_s, resolution_s) VALUES (1, 5, 0)")
+    connection.execute("DROP TABLE clock_steps")
+    connection.execute("PRAGMA user_version = 1")
+    connection.close()
+    again = open_for_recording(store, [])
+    try:
+        assert again.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert again.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 1
+        assert again.execute("SELECT COUNT(*) FROM clock_steps").fetchone()[0] == 0
+    finally:
+        again.close()

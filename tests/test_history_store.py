@@ -303,3 +303,25 @@ def test_another_write_failure_is_said_once_and_its_end_once(tmp_path: Path, sce
     finally:
         backend.close()
         connection.close()
+
+
+@pytest.mark.parametrize("command", ["record", "report"])
+def test_a_negative_store_version_is_refused_with_exit_2(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It used to end in ``KeyError: -5`` (record) or advice to run record (report)."""
+    from gputop.cli.main import main
+
+    store = tmp_path / "state" / "history.sqlite3"
+    open_for_recording(store, []).close()
+    connection = sqlite3.connect(store)
+    connection.execute("PRAGMA user_version = -5")
+    connection.commit()
+    connection.close()
+    before = store.read_bytes()
+    extra = ["--count", "1", "--fake", "v100x4"] if command == "record" else []
+    code = main([command, "--db", str(store), *extra])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "store version -5, which no gputop writes" in err and "Traceback" not in err
+    assert store.read_bytes() == before

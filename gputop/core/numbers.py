@@ -16,12 +16,31 @@ from typing import Any
 from gputop.core.errors import UsageError
 
 MAX_ID_DIGITS = 18
-"""Job ids and indices longer than this cannot name anything (SQLite integers are 64-bit)."""
+"""Indices and pids longer than this cannot name anything (SQLite integers are 64-bit)."""
+MAX_ID = 2**63 - 1
+"""The largest job id: SQLite's largest integer. Ids are checked by value (``parse_id``),
+so ``0000000000000000000001`` is job 1 and ``9223372036854775808`` is no job."""
+_MAX_ID_TEXT = len(str(MAX_ID))
 
 
 def is_ascii_digits(text: str) -> bool:
     """``0``-``9`` only: ``"²"``, ``"٣"`` and ``"３"`` are digits to Python, not to gputop."""
     return bool(text) and text.isascii() and text.isdigit()
+
+
+def parse_id(text: str) -> int | None:
+    """A job id written in ASCII digits (leading zeros allowed), 0 to ``MAX_ID``; else None.
+
+    The one rule for job ids, wherever they come from (the command line, ``GPUTOP_JOB_ID``
+    and ``SLURM_JOB_ID`` in a process's environment): never ``int()`` on a text of any length.
+    """
+    if not is_ascii_digits(text):
+        return None
+    significant = text.lstrip("0") or "0"
+    if len(significant) > _MAX_ID_TEXT:
+        return None
+    value = int(significant)
+    return value if value <= MAX_ID else None
 
 
 def parse_seconds(text: str, what: str, minimum: float, maximum: float) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from gputop.core.errors import UsageError
@@ -73,18 +74,46 @@ def parse_count(text: str, what: str, minimum: int, maximum: int | None = None) 
 
 
 def finite_or_none(value: Any) -> Any:
-    """``value`` with every NaN or infinite float (at any depth) replaced by ``None``."""
+    """``value`` with every NaN or infinite float (at any depth) replaced by ``None``, and
+    every string (values and keys) made valid Unicode (``valid_text``)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return valid_text(value)
     if isinstance(value, dict):
-        return {key: finite_or_none(item) for key, item in value.items()}
+        return {
+            valid_text(key) if isinstance(key, str) else key: finite_or_none(item)
+            for key, item in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [finite_or_none(item) for item in value]
     return value
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` without lone surrogates, which no UTF-8 can hold: a byte that was not UTF-8,
+    kept by Python's ``surrogateescape`` (a command line, a path), becomes ``\\xNN`` as the
+    sanitiser shows it; any other lone surrogate becomes U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(_replace_surrogate, text)
+    return text
+
+
+def _replace_surrogate(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+
 def strict_json(value: Any, **options: Any) -> str:
-    """JSON any parser accepts: no ``NaN``/``Infinity`` (an unknown number is ``null``)."""
+    """JSON any parser accepts: no ``NaN``/``Infinity`` (an unknown number is ``null``), and
+    valid UTF-8 once encoded (no lone surrogate, even escaped)."""
     return json.dumps(finite_or_none(value), allow_nan=False, **options)
 
 

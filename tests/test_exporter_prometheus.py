@@ -296,7 +296,8 @@ def test_the_report_holds_each_holder_prometheus_has(
     expected = {
         ReportBy.USER: {"alice", clean(HOSTILE_USER), me},
         ReportBy.GPU: {f"{host}:0", f"{host}:1"},
-        ReportBy.JOB: {"gputop:17"},  # its gputop job before its Slurm job, as the store's
+        ReportBy.JOB: {f"{host}:gputop:17"},  # its gputop job before its Slurm job, as the
+        # store's; a job's key holds its host (and its row its user): ids are per host and user
         ReportBy.PROCESS: {4400001, 4400002, job_process.pid},
     }
     assert {row.key for row in rows} == expected[by]
@@ -312,7 +313,8 @@ def test_the_job_process_is_labelled_with_both_its_jobs(
     (job,) = prometheus_report(
         prometheus.url, ReportQuery(now - 4, now, ReportBy.JOB, idle_min_s=2.0), step_s=1.0
     )
-    assert job.key == "gputop:17"
+    assert job.key == f"{clean(f'host{HOSTILE}')}:gputop:17"
+    assert job.user == pwd.getpwuid(os.getuid()).pw_name
     assert job.mean_memory_bytes == 300 * MIB
     assert job.idle_held_seconds == job.gpu_seconds > 0
 

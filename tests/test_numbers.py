@@ -208,9 +208,33 @@ def test_a_23_digit_job_id_is_no_such_job_and_writes_nothing(
 ) -> None:
     code, _, err = gputop(capsys, "jobs", "stop", "1" * 23, "--yes")
     assert code == 2
-    assert f"there is no job {'1' * 23}: job ids are at most 18 digits" in err
+    assert f"there is no job '{'1' * 23}': job ids are at most 9223372036854775807" in err
     assert "internal error" not in err
     assert not state_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "value"),
+    [
+        ("1000000000000000000", 10**18),  # 19 digits: a job id SQLite can hold
+        ("00000000000000000007", 7),  # 20 digits, zero-padded: job 7
+        ("9223372036854775807", 2**63 - 1),
+        ("0" * 5000 + "42", 42),
+    ],
+)
+def test_a_job_id_is_checked_by_its_value_not_its_length(given: str, value: int) -> None:
+    from gputop.cli.jobs_command import job_id
+
+    assert job_id(given) == value
+
+
+@pytest.mark.parametrize("given", ["9223372036854775808", "1" * 20, "9" * 5000])
+def test_a_job_id_past_sqlites_integers_is_no_job(
+    capsys: pytest.CaptureFixture[str], state_dir: Path, given: str
+) -> None:
+    code, _, err = gputop(capsys, "jobs", "log", given)
+    assert code == 2 and "job ids are at most 9223372036854775807" in err
+    assert len(err) < 300 and not state_dir.exists()
 
 
 @pytest.mark.parametrize("value", ["²", "٣", "-1", "1e3"])

@@ -99,6 +99,7 @@ def test_each_rank_reports_its_own_cuda_devices_rank_and_world_size(
         "devices": [3, 1],
         "mismatch": False,
         "devices_from": "rules",
+        "unknown": None,
     }
     assert processes[rank1.pid]["cuda"]["rank"] == 1
     assert processes[rank1.pid]["cuda"]["mismatch"] is False

@@ -22,7 +22,7 @@ from gputop.core.jobs.logs import last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
-from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits, strict_json
+from gputop.core.numbers import MAX_ID, is_ascii_digits, parse_id, strict_json
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.sync import sync_slurm_jobs
 from gputop.core.units import duration, human_bytes
@@ -92,19 +92,26 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 
 def job_id(text: str) -> int:
-    """A job id as ``gputop jobs`` shows it: ASCII digits, at most 18 of them (SQLite's
-    integers are 64-bit: a longer number cannot name a job, and must not reach the store)."""
+    """A job id as ``gputop jobs`` shows it: ASCII digits, checked by value (``parse_id``:
+    SQLite's integers are 64-bit, so a larger number cannot name a job, and must not reach
+    the store), whatever its leading zeros."""
     value = text.strip().lstrip("#")
     if not is_ascii_digits(value):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a job id (a number in digits 0-9, as in gputop jobs)"
+            f"{_shown(text)} is not a job id (a number in digits 0-9, as in gputop jobs)"
         )
-    if len(value.lstrip("0")) > MAX_ID_DIGITS:
+    number = parse_id(value)
+    if number is None:
         raise argparse.ArgumentTypeError(
-            f"there is no job {value}: job ids are at most {MAX_ID_DIGITS} digits "
+            f"there is no job {_shown(value)}: job ids are at most {MAX_ID} "
             "(gputop jobs lists them)"
         )
-    return int(value)
+    return number
+
+
+def _shown(text: str) -> str:
+    """``text`` for a message: quoted, and cut where a person would stop reading."""
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
 
 
 def open_store(create: bool = True) -> JobStore:

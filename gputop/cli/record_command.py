@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import grp
 import os
+import pwd
 import signal
 import sqlite3
 import stat
@@ -26,6 +27,7 @@ from gputop.core.history.lock import RecorderLock
 from gputop.core.history.recorder import DEFAULT_INTERVAL_S, Recorder, RecorderOptions
 from gputop.core.history.retention import Retention
 from gputop.core.history.store import (
+    DB_NAME,
     HISTORY_DB_ENV,
     default_history_path,
     open_for_recording,
@@ -206,10 +208,36 @@ def _refuse_open_directory(directory: Path) -> None:
     mode = stat.S_IMODE(info.st_mode)
     if stat.S_ISDIR(info.st_mode) and mode & 0o077:
         raise UsageError(
-            f"--db: the directory {directory} is open to other users (mode {mode:04o}), and "
-            "the history names every user's processes and commands: give a path in a "
-            f"private directory (chmod 700 {directory}, or a new one gputop will create)."
+            f"--db: the directory {clean(str(directory))} is open to other users (mode "
+            f"{mode:04o}), and the history names every user's processes and commands: "
+            + _private_advice(directory, info)
         )
+
+
+def _private_advice(directory: Path, info: os.stat_result) -> str:
+    """What to do: ``chmod 700`` only for a directory of the user's own (for root: under
+    its home), never for ``/``, ``/tmp``, ``/dev`` or another directory others use."""
+    home, real = _home(), Path(os.path.realpath(directory))
+    inside_home = home is not None and (real == home or home in real.parents)
+    own = info.st_uid == os.geteuid() and not info.st_mode & (stat.S_ISVTX | stat.S_IWOTH)
+    if own and real != Path("/") and (os.geteuid() != 0 or inside_home):
+        return (
+            f"give a path in a private directory (chmod 700 {clean(str(directory))}, or a new "
+            "one gputop will create)."
+        )
+    default = default_state_dir() / DB_NAME
+    return (
+        f"give a path in a new directory of your own, which gputop creates private (e.g. "
+        f"--db {clean(str(default))}, the default without --db). Do not make "
+        f"{clean(str(directory))} private: others use it."
+    )
+
+
+def _home() -> Path | None:
+    try:
+        return Path(os.path.realpath(pwd.getpwuid(os.geteuid()).pw_dir))
+    except (KeyError, OSError):
+        return None
 
 
 def _setter(stop: threading.Event) -> Callable[[int, FrameType | None], None]:

@@ -14,10 +14,11 @@ import sqlite3
 import sys
 import time
 
-from gputop.cli.arg_types import add_db_argument, duration
+from gputop.cli.arg_types import add_db_argument, duration, seconds
 from gputop.cli.report_plot import plot_columns, render_plot
 from gputop.core.errors import UsageError
 from gputop.core.history.periods import parse_moment
+from gputop.core.history.prometheus_api import MAX_TIMEOUT_S, TIMEOUT_S, check_url
 from gputop.core.history.report import (
     DEFAULT_IDLE_MIN_S,
     ROW_FIELDS,
@@ -43,7 +44,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="who used the GPUs, and who held them idle, from the recorded history",
         description="Sum up what 'gputop record' recorded: GPU time, memory and SM use per "
         "user, GPU, job or process, and who held a card idle (memory held while SM stayed "
-        "under 5 %% for at least --idle-min). Idle holders come first.",
+        "under 5 % for at least --idle-min). Idle holders come first.",
     )
     add_db_argument(parser)
     parser.add_argument(
@@ -51,6 +52,14 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         metavar="URL",
         help="answer from this Prometheus server (every host it scrapes with 'gputop "
         "exporter') instead of the local store; see docs/exporter.md",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=seconds(1, MAX_TIMEOUT_S),
+        default=None,
+        metavar="SECONDS",
+        help=f"with --prometheus: the most seconds the whole report may take, every query "
+        f"and every byte of the answers together, not each read (default {TIMEOUT_S:g})",
     )
     parser.add_argument(
         "--since",
@@ -86,6 +95,8 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.timeout is not None and args.prometheus is None:
+        raise UsageError("--timeout goes with --prometheus: reading the store takes no network.")
     now = time.time()
     since = parse_moment(args.since, "--since", now)
     until = parse_moment(args.until, "--until", now) if args.until is not None else now
@@ -129,12 +140,12 @@ def _print_report(
 
 
 def _print_prometheus_report(args: argparse.Namespace, query: ReportQuery) -> int:
-    from gputop.core.history.prometheus_api import check_url
     from gputop.core.history.prometheus_report import prometheus_report
 
     if args.db is not None or args.plot:
         raise UsageError("--prometheus answers from Prometheus: --db and --plot read the store.")
-    rows = prometheus_report(check_url(args.prometheus), query)
+    timeout_s = args.timeout if args.timeout is not None else TIMEOUT_S
+    rows = prometheus_report(check_url(args.prometheus), query, timeout_s=timeout_s)
     if args.json:
         print(strict_json(report_to_json(query, rows), indent=2))
     elif args.csv:

@@ -62,10 +62,10 @@ def slurm_request(args: argparse.Namespace, command: list[str]) -> SlurmRequest:
         gpus = int(args.gpus)
     if gpus is not None and args.gres:
         raise UsageError("Give either --gpus N or --gres gpu:TYPE:N, not both.")
-    plan = plan_command(command)
     cwd = os.path.abspath(os.path.expanduser(args.cwd)) if args.cwd else os.getcwd()
     if not os.path.isdir(cwd):
         raise UsageError(f"The working directory {cwd} does not exist.")
+    plan = plan_command(command, cwd=cwd)
     return SlurmRequest(
         argv=plan.argv,
         name=args.name or default_name(plan),
@@ -80,7 +80,7 @@ def slurm_request(args: argparse.Namespace, command: list[str]) -> SlurmRequest:
 
 def run_slurm_submit(args: argparse.Namespace, command: list[str]) -> int:
     request = slurm_request(args, command)
-    text = plan_command(command).text or " ".join(command)
+    text = plan_command(command, cwd=request.cwd).text or " ".join(command)
     store = open_store()
     try:
         if not store.writable:

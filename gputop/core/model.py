@@ -76,6 +76,10 @@ class ProcessCuda:
     """NVML shows the process on a card that its own CUDA_VISIBLE_DEVICES excludes."""
     devices_from_driver: bool = False
     """``devices`` is the driver probe's enumeration for its environment, not the rules'."""
+    unknown: str | None = None
+    """Why its view cannot be known (``"environment too large"``: the read of its
+    environment was cut before the CUDA variables could be seen whole); ``devices`` is then
+    empty and ``mismatch`` false: unknown, never "unset"."""
 
 
 @dataclass(frozen=True, slots=True)

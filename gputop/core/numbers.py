@@ -11,17 +11,37 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from gputop.core.errors import UsageError
 
 MAX_ID_DIGITS = 18
-"""Job ids and indices longer than this cannot name anything (SQLite integers are 64-bit)."""
+"""Indices and pids longer than this cannot name anything (SQLite integers are 64-bit)."""
+MAX_ID = 2**63 - 1
+"""The largest job id: SQLite's largest integer. Ids are checked by value (``parse_id``),
+so ``0000000000000000000001`` is job 1 and ``9223372036854775808`` is no job."""
+_MAX_ID_TEXT = len(str(MAX_ID))
 
 
 def is_ascii_digits(text: str) -> bool:
     """``0``-``9`` only: ``"²"``, ``"٣"`` and ``"３"`` are digits to Python, not to gputop."""
     return bool(text) and text.isascii() and text.isdigit()
+
+
+def parse_id(text: str) -> int | None:
+    """A job id written in ASCII digits (leading zeros allowed), 0 to ``MAX_ID``; else None.
+
+    The one rule for job ids, wherever they come from (the command line, ``GPUTOP_JOB_ID``
+    and ``SLURM_JOB_ID`` in a process's environment): never ``int()`` on a text of any length.
+    """
+    if not is_ascii_digits(text):
+        return None
+    significant = text.lstrip("0") or "0"
+    if len(significant) > _MAX_ID_TEXT:
+        return None
+    value = int(significant)
+    return value if value <= MAX_ID else None
 
 
 def parse_seconds(text: str, what: str, minimum: float, maximum: float) -> float:
@@ -54,18 +74,46 @@ def parse_count(text: str, what: str, minimum: int, maximum: int | None = None) 
 
 
 def finite_or_none(value: Any) -> Any:
-    """``value`` with every NaN or infinite float (at any depth) replaced by ``None``."""
+    """``value`` with every NaN or infinite float (at any depth) replaced by ``None``, and
+    every string (values and keys) made valid Unicode (``valid_text``)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return valid_text(value)
     if isinstance(value, dict):
-        return {key: finite_or_none(item) for key, item in value.items()}
+        return {
+            valid_text(key) if isinstance(key, str) else key: finite_or_none(item)
+            for key, item in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [finite_or_none(item) for item in value]
     return value
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` without lone surrogates, which no UTF-8 can hold: a byte that was not UTF-8,
+    kept by Python's ``surrogateescape`` (a command line, a path), becomes ``\\xNN`` as the
+    sanitiser shows it; any other lone surrogate becomes U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(_replace_surrogate, text)
+    return text
+
+
+def _replace_surrogate(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+
 def strict_json(value: Any, **options: Any) -> str:
-    """JSON any parser accepts: no ``NaN``/``Infinity`` (an unknown number is ``null``)."""
+    """JSON any parser accepts: no ``NaN``/``Infinity`` (an unknown number is ``null``), and
+    valid UTF-8 once encoded (no lone surrogate, even escaped)."""
     return json.dumps(finite_or_none(value), allow_nan=False, **options)
 
 

@@ -61,6 +61,15 @@ def describe_process(snapshot: Snapshot, process: GpuProcess) -> list[DetailLine
             )
         )
         return lines
+    if cuda.unknown is not None:  # a cut read: unknown, never "unset" (process_env.py)
+        lines.append(
+            DetailLine(
+                f"Its own CUDA view: unknown ({clean(cuda.unknown)}: CUDA_VISIBLE_DEVICES "
+                "and CUDA_DEVICE_ORDER could not be read whole).",
+                "dim",
+            )
+        )
+        return lines
     lines.append(
         DetailLine("Its own CUDA view (from the environment it was started with):", "heading")
     )

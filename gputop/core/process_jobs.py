@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
+from gputop.core.numbers import parse_id
 from gputop.core.slurm.cgroup import ENVIRON_LIMIT_BYTES, job_in_cgroup, job_in_environ
 
 GPUTOP_JOB_ENV = b"GPUTOP_JOB_ID"
@@ -47,7 +47,5 @@ def _gputop_job(environ: bytes) -> int | None:
     for entry in environ.split(b"\0"):
         name, _, value = entry.partition(b"=")
         if name == GPUTOP_JOB_ENV:
-            text = value.decode("ascii", "replace")
-            if is_ascii_digits(text) and len(text) <= MAX_ID_DIGITS:
-                return int(text)
+            return parse_id(value.decode("ascii", "replace"))
     return None

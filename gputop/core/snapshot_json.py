@@ -118,4 +118,5 @@ def _cuda(cuda: ProcessCuda | None) -> dict[str, Any] | None:
         "devices": list(cuda.devices),
         "mismatch": cuda.mismatch,
         "devices_from": "driver" if cuda.devices_from_driver else "rules",
+        "unknown": cuda.unknown,
     }

@@ -28,7 +28,9 @@ class ListenAddress:
 
     @property
     def is_loopback(self) -> bool:
-        return ipaddress.ip_address(self.host).is_loopback
+        address = ipaddress.ip_address(self.host)
+        mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 is 127.0.0.1
+        return (mapped or address).is_loopback
 
     def url(self, port: int, scheme: str = "http") -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -55,4 +57,7 @@ def parse_listen(text: str) -> ListenAddress:
             f"{DEFAULT_HOST} (this machine only) or 0.0.0.0 (every interface)."
         ) from None
     port = parse_count(port_text, "--listen port", 0, 65535)
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:  # [::ffff:127.0.0.1] is 127.0.0.1: listened on as IPv4 itself
+        address = mapped
     return ListenAddress(str(address), port)

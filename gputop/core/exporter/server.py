@@ -11,11 +11,12 @@ import contextlib
 import errno
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client import ProcessCollector, start_http_server
 
 from gputop.core.errors import GputopError
 from gputop.core.exporter.collector import SnapshotCollector
 from gputop.core.exporter.listen import ListenAddress
+from gputop.core.exporter.registry import MetricsRegistry
 
 
 class ServeError(GputopError):
@@ -30,7 +31,7 @@ def serve(
     keyfile: str | None = None,
 ) -> Iterator[int]:
     """Serve ``collector`` on ``address`` while the block runs; gives the port it got."""
-    registry = CollectorRegistry(auto_describe=False)
+    registry = MetricsRegistry(auto_describe=False)  # ?name[]= works (registry.py)
     registry.register(collector)
     registry.register(ProcessCollector(registry=None))
     try:

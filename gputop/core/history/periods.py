@@ -10,11 +10,17 @@ import datetime as dt
 import re
 
 from gputop.core.errors import UsageError
+from gputop.core.numbers import LATEST_TIME_S
 
 UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_DURATION_S = 100 * 365 * 86400.0
 _DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
 _ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9:.+\-Z]+)?")
+EARLIEST_S = 0.0
+"""1970-01-01T00:00Z: nothing was recorded before it; a duration that reaches further back
+means since then."""
+LATEST_S = LATEST_TIME_S - 2 * 86400
+"""Two days before the end of year 9999: any time zone can still show it as a date."""
 DURATION_FORMS = "a number and a unit: 90s, 90m, 24h, 7d or 2w"
 TIME_FORMS = (
     f"a duration ago ({DURATION_FORMS}) or an ISO date or date and time: 2026-11-24, "
@@ -38,7 +44,7 @@ def parse_moment(text: str, what: str, now: float) -> float:
     names an offset)."""
     stripped = text.strip()
     if _DURATION.fullmatch(stripped) and stripped.isascii():
-        return now - parse_duration(stripped, what)
+        return max(EARLIEST_S, now - parse_duration(stripped, what))
     moment = None
     if stripped.isascii() and _ISO.fullmatch(stripped):
         try:
@@ -47,6 +53,15 @@ def parse_moment(text: str, what: str, now: float) -> float:
             moment = None
     if moment is None:
         raise UsageError(f"{what} {text!r} is not a time: give {TIME_FORMS}.")
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # a naive time is local time
-    return moment.timestamp()
+    try:
+        if moment.tzinfo is None:
+            moment = moment.astimezone()  # a naive time is local time
+        epoch = moment.timestamp()
+    except (ValueError, OverflowError, OSError):  # year 1 in local time, say
+        epoch = None
+    if epoch is None or not EARLIEST_S <= epoch <= LATEST_S:
+        raise UsageError(
+            f"{what} {text!r} is outside the times gputop reports on: give a time from "
+            "1970-01-01 to 9999-12-29."
+        )
+    return epoch

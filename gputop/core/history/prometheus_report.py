@@ -8,27 +8,48 @@ memory series; its memory and SM % there are its processes' sums (SM capped at 1
 holds the card idle at a step where every one of its processes there holds memory with SM
 known and under 5 %, and such steps count once they form a run of ``idle_min_s`` or more.
 Only processes the exporter wrote one by one are seen (its ``--top`` per card). A GPU is
-``HOST:INDEX``, since several hosts have a GPU 0. See docs/exporter.md.
+``HOST:INDEX``, since several hosts have a GPU 0; a job is ``HOST:gputop:ID`` (or
+``HOST:slurm:ID``) with its user, since job ids are per user and per host.
+
+A point at time ``t`` is what Prometheus saw last at ``t`` (its newest sample then), so it
+stands for the time since the point before (at most one step), inside the window only: a
+holder present all of a one-hour window holds 1:00:00 (the point at its start stands for
+time before it), and a server sending extra points cannot make a holder hold a card longer
+than the window.
+See docs/exporter.md.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from gputop.core.history.prometheus_api import MAX_POINTS, query_range
+from gputop.core.history.prometheus_api import (
+    MAX_POINTS,
+    NO_MAXIMUM,
+    TIMEOUT_S,
+    Budget,
+    query_range,
+)
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow
+from gputop.core.numbers import MAX_ID_DIGITS
 
 IDLE_SM_PERCENT = 5
 MIN_STEP_S = 15.0
 """Prometheus's default scrape interval: a finer step repeats the same samples."""
 
+MAX_MEMORY_BYTES = float(2**50)
+"""1 PiB, as for a lab host's values (gputop/core/remote/host_values.py): more than any card
+holds; a larger value is unknown."""
+MAX_PROCESSES = 1e6
+MAXIMA = {"memory": MAX_MEMORY_BYTES, "processes": MAX_PROCESSES, "idle": MAX_PROCESSES}
 MEMORY = "gputop_process_memory_used_bytes"
 SM = "gputop_process_sm_util_percent"
 CARD = ("Hostname", "gpu")
 HOLDER_LABELS = {
     ReportBy.USER: ("user",),
     ReportBy.GPU: (),
-    ReportBy.JOB: ("gputop_job", "slurm_job"),
+    ReportBy.JOB: ("gputop_job", "slurm_job", "user"),
     ReportBy.PROCESS: ("pid", "user", "command"),
 }
 
@@ -57,11 +78,17 @@ def step_for(query: ReportQuery) -> float:
     return max(MIN_STEP_S, (query.until - query.since) / MAX_POINTS)
 
 
-def prometheus_report(url: str, query: ReportQuery, step_s: float | None = None) -> list[ReportRow]:
-    """The report's rows for ``query`` from the Prometheus server at ``url``."""
+def prometheus_report(
+    url: str, query: ReportQuery, step_s: float | None = None, timeout_s: float = TIMEOUT_S
+) -> list[ReportRow]:
+    """The report's rows for ``query`` from the Prometheus server at ``url``, all its
+    queries within ``timeout_s`` and one memory bound together (prometheus_api.Budget)."""
     step = step_s if step_s is not None else step_for(query)
+    budget = Budget(timeout_s)
     figures = {
-        name: query_range(url, promql, query.since, query.until, step)
+        name: query_range(
+            url, promql, query.since, query.until, step, budget, MAXIMA.get(name, NO_MAXIMUM)
+        )
         for name, promql in report_promql(query.by).items()
     }
     holders: dict[tuple[str, ...], _Holder] = {}
@@ -75,7 +102,7 @@ def prometheus_report(url: str, query: ReportQuery, step_s: float | None = None)
             holders.setdefault(key, _Holder(series.labels))
             cards.setdefault((key, card), _Card()).figures[name] = series.points
     for (key, _card), card_figures in cards.items():
-        holders[key].add_card(card_figures, step, query.idle_min_s)
+        holders[key].add_card(card_figures, step, query)
     rows = [holder.row(query.by, key) for key, holder in holders.items()]
     return sorted(rows, key=lambda row: (-row.idle_held_seconds, -row.gpu_seconds, str(row.key)))
 
@@ -83,18 +110,19 @@ def prometheus_report(url: str, query: ReportQuery, step_s: float | None = None)
 def _holder_key(by: ReportBy, labels: dict[str, str]) -> tuple[str, ...] | None:
     if by is ReportBy.GPU:
         return (labels.get("Hostname", ""), labels.get("gpu", ""))
-    if by is ReportBy.JOB:
+    if by is ReportBy.JOB:  # ids are per user and per host: both are part of the key
+        host, user = labels.get("Hostname", ""), labels.get("user", "")
         if labels.get("gputop_job"):
-            return (f"gputop:{labels['gputop_job']}",)
+            return (f"{host}:gputop:{labels['gputop_job']}", user)
         if labels.get("slurm_job"):
-            return (f"slurm:{labels['slurm_job']}",)
+            return (f"{host}:slurm:{labels['slurm_job']}", user)
         return None
     return tuple(labels.get(name, "") for name in HOLDER_LABELS[by])
 
 
 @dataclass
 class _Card:
-    figures: dict[str, dict[float, float]] = field(default_factory=dict)
+    figures: dict[str, dict[float, float | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,7 +136,9 @@ class _Holder:
     sm_weight: float = 0.0
     peak: float | None = None
 
-    def add_card(self, card: _Card, step: float, idle_min_s: float) -> None:
+    def add_card(self, card: _Card, step: float, query: ReportQuery) -> None:
+        """Each point held counts from the point before to its own time, at most a step,
+        and only inside the window."""
         memory = card.figures.get("memory", {})
         counted = card.figures.get("processes", {})
         sm = card.figures.get("sm", {})
@@ -116,28 +146,39 @@ class _Holder:
         run_s = 0.0
         previous: float | None = None
         for at in sorted(memory):
-            self.gpu_seconds += step
-            self.memory_sum += memory[at] * step
-            self.memory_weight += step
-            self.peak = memory[at] if self.peak is None else max(self.peak, memory[at])
-            if at in sm:
-                self.sm_sum += min(sm[at], 100.0) * step
-                self.sm_weight += step
-            all_idle = at in counted and idle.get(at, 0.0) >= counted[at]
+            since_before = -math.inf if previous is None else previous
+            weight = min(at, query.until) - max(since_before, at - step, query.since)
+            if weight <= 0:  # the point at the window's start stands for time before it
+                previous = at
+                continue
+            self.gpu_seconds += weight
+            held = memory[at]
+            if held is not None:
+                self.memory_sum += held * weight
+                self.memory_weight += weight
+                self.peak = held if self.peak is None else max(self.peak, held)
+            busy = sm.get(at)
+            if busy is not None:
+                self.sm_sum += min(busy, 100.0) * weight
+                self.sm_weight += weight
+            processes, idle_processes = counted.get(at), idle.get(at)
+            all_idle = processes is not None and (idle_processes or 0.0) >= processes
             if not all_idle or (previous is not None and at - previous > step * 1.5):
-                self.idle_s += run_s if run_s >= idle_min_s else 0.0
+                self.idle_s += run_s if run_s >= query.idle_min_s else 0.0
                 run_s = 0.0
             if all_idle:
-                run_s += step
+                run_s += weight
             previous = at
-        self.idle_s += run_s if run_s >= idle_min_s else 0.0
+        self.idle_s += run_s if run_s >= query.idle_min_s else 0.0
 
     def row(self, by: ReportBy, key: tuple[str, ...]) -> ReportRow:
         shown: str | int = ":".join(key) if by is ReportBy.GPU else key[0]
         user = command = None
         if by is ReportBy.PROCESS:
-            shown = int(key[0]) if key[0].isascii() and key[0].isdigit() else key[0]
+            shown = _pid(key[0])
             user, command = key[1], key[2]
+        elif by is ReportBy.JOB:
+            user = key[1]
         return ReportRow(
             key=shown,
             gpu_seconds=self.gpu_seconds,
@@ -150,3 +191,10 @@ class _Holder:
             user=user,
             command=command,
         )
+
+
+def _pid(label: str) -> int | str:
+    """A pid label as the number it is; any other text (5,000 digits, say) as it came."""
+    if label.isascii() and label.isdigit() and len(label) <= MAX_ID_DIGITS:
+        return int(label)
+    return label

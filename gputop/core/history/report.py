@@ -69,7 +69,9 @@ class ReportRow:
     peak_memory_bytes: int | None
     mean_sm_util: float | None
     user: str | None = None
-    """For ``--by process``: whose it was, and its command (cleaned when recorded)."""
+    """For ``--by process``: whose it was, and its command (cleaned when recorded). For
+    ``--by job``: whose job it is (a job id is its user's, and one host's: two users'
+    ``gputop:1`` are two rows)."""
     command: str | None = None
     start_time: float | None = None
 
@@ -212,6 +214,9 @@ def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
     return peak, idle_total
 
 
+_Key = str | int | tuple[str, str]
+"""A holder: a user, a GPU index, a process's row id, or (job, its user)."""
+
 _CHECKED = "CASE WHEN {0} BETWEEN 0 AND 1e300 THEN {0} END"
 """A number read back from the store, checked where it enters: finite (SQLite keeps no NaN)
 and not negative, else unknown; a text where a number belongs is unknown too."""
@@ -224,7 +229,8 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
     only_card = "AND p.physical_index = ?" if query.physical_index is not None else ""
     card = () if query.physical_index is None else (query.physical_index,)
     rows = connection.execute(
-        f"SELECT {holder} AS holder, p.physical_index, p.start_t, p.end_t, p.idle_runs, "
+        f"SELECT {holder} AS holder, COALESCE(users.text, '?'), p.physical_index, p.start_t, "
+        "p.end_t, p.idle_runs, "
         f"{_CHECKED.format('p.memory_byte_seconds')}, {_CHECKED.format('p.peak_memory_bytes')}, "
         f"{_CHECKED.format('p.sm_percent_seconds')} "
         "FROM process_spans p JOIN processes r ON r.id = p.process_id "
@@ -237,8 +243,10 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
         (query.since, query.until, *card),
     )
     since, until = query.since, query.until
-    by_card: dict[tuple[str | int, int], list[_Span]] = {}
-    for key, card, start, end, runs, memory_s, peak, sm_s in rows:
+    by_card: dict[tuple[_Key, int], list[_Span]] = {}
+    for holder_key, owner, card, start, end, runs, memory_s, peak, sm_s in rows:
+        # a job's id is its user's (each user has a store of jobs): the user is in the key
+        key: _Key = (holder_key, owner) if query.by is ReportBy.JOB else holder_key
         inside_start, inside_end = max(start, since), min(end, until)
         if inside_end <= inside_start:
             continue
@@ -253,7 +261,7 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
             by_card[(key, card)] = [span]
         else:
             spans.append(span)
-    holders: dict[str | int, _Holder] = {}
+    holders: dict[_Key, _Holder] = {}
     for (key, _card), spans in by_card.items():
         holders.setdefault(key, _Holder()).add_card(spans, query.idle_min_s)
     result = [_row(key, summed) for key, summed in holders.items()]
@@ -290,7 +298,10 @@ def _measure(value: object) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
-def _row(key: str | int, summed: _Holder) -> ReportRow:
+def _row(key: _Key, summed: _Holder) -> ReportRow:
+    user = None
+    if isinstance(key, tuple):  # a job, with its user
+        key, user = key
     return ReportRow(
         key=key,
         gpu_seconds=summed.gpu_seconds,
@@ -300,6 +311,7 @@ def _row(key: str | int, summed: _Holder) -> ReportRow:
         else None,
         peak_memory_bytes=int(summed.peak) if summed.peak is not None else None,
         mean_sm_util=min(100.0, summed.sm_sum / summed.sm_weight) if summed.sm_weight else None,
+        user=user,
     )
 
 

@@ -5,6 +5,12 @@ directly, with no shell in between, so nothing in it is ever interpreted twice. 
 the text uses something only a shell can do (pipes, redirections, ``&&``, ``;``, globs,
 ``$VAR``, backticks, subshells, ``VAR=value cmd``) does it run under the user's
 ``$SHELL -c``, and the plan says so, for the preview to show.
+
+Never a shell by accident: a command that, taken whole, names a file that exists (in the
+job's working directory, or by its absolute path) runs that file, whatever characters its
+name holds (``./train;touch INJECTED``), and the plan says so. A script calling ``gputop run
+-- "$file"`` cannot be made to run a shell through a file's name (docs/security.md,
+"A command is never a shell by accident").
 """
 
 from __future__ import annotations
@@ -43,24 +49,31 @@ class CommandPlan:
     display: str
     text: str = ""
     """The command as the user would type it again: kept in the history, shown in tables."""
+    note: str | None = None
+    """For the person launching, before it starts: why it runs as it does (a file whose
+    name looks like a command line)."""
 
 
 def plan_command(
-    command: str | Sequence[str], environ: Mapping[str, str] = os.environ
+    command: str | Sequence[str],
+    environ: Mapping[str, str] = os.environ,
+    cwd: str | None = None,
 ) -> CommandPlan:
     """Split a typed command (``str``) or take an argv (``Sequence``, from ``gputop run --``).
 
     An argv runs as it is, never under a shell, except a single argument that is itself a
     command line (``gputop run --gpus 0 -- "python a.py | tee log"``): that is planned like
-    typed text. Raises UsageError for an empty command or a bad quote.
+    typed text. A command that names an existing file as a whole runs that file (``cwd``:
+    the job's working directory, default the current one). Raises UsageError for an empty
+    command or a bad quote.
     """
     if isinstance(command, str):
-        return _plan_text(command, environ)
+        return _plan_text(command, environ, cwd)
     argv = list(command)
     if not argv or not argv[0].strip():
         raise UsageError("The command is empty: give the program to run and its arguments.")
     if len(argv) == 1 and _is_command_line(argv[0]):
-        return _plan_text(argv[0], environ)
+        return _plan_text(argv[0], environ, cwd)
     return CommandPlan(tuple(argv), False, shlex.join(argv), shlex.join(argv))
 
 
@@ -112,16 +125,45 @@ def default_name(plan: CommandPlan) -> str:
 
 
 def _is_command_line(argument: str) -> bool:
-    """One quoted argument holding a whole command, not one program path with a space."""
-    if needs_shell(argument):
-        return True
-    return any(c.isspace() for c in argument.strip()) and not os.path.exists(argument)
+    """One quoted argument that may hold a whole command (it has a space or shell syntax);
+    ``_plan_text`` still runs it as one file where a file of that name exists."""
+    return needs_shell(argument) or any(c.isspace() for c in argument.strip())
 
 
-def _plan_text(text: str, environ: Mapping[str, str]) -> CommandPlan:
+def _existing_file(text: str, cwd: str | None) -> str | None:
+    """``text`` as a path to run, where it names something that exists (relative to
+    ``cwd``); a bare name gets ``./``, since ``execvp`` would search ``PATH`` for it."""
+    if not text or "\0" in text:
+        return None
+    base = cwd if cwd is not None else os.curdir
+    try:
+        found = os.path.lexists(os.path.join(base, text))
+    except (OSError, ValueError):  # a name too long for the file system, say
+        return None
+    if not found:
+        return None
+    return text if os.sep in text else os.curdir + os.sep + text
+
+
+def _file_plan(text: str, path: str) -> CommandPlan:
+    shown = shlex.join([path])
+    note = (
+        f"{shown} is the name of a file that exists: it runs that file, as one program "
+        "with no arguments, never a shell (quote it, or give a command line without such a "
+        "file, to mean something else)."
+    )
+    return CommandPlan((path,), False, shown, shlex.join([text]), note)
+
+
+def _plan_text(text: str, environ: Mapping[str, str], cwd: str | None = None) -> CommandPlan:
     stripped = text.strip()
     if not stripped:
         raise UsageError("The command is empty: give the program to run and its arguments.")
+    if needs_shell(text) or any(c.isspace() or c in "'\"\\" for c in text):
+        for name in dict.fromkeys((text, stripped)):  # as given, then without its spaces
+            path = _existing_file(name, cwd)
+            if path is not None:  # a file's name, not a command line: never a shell
+                return _file_plan(name, path)
     try:
         words = shlex.split(stripped)
     except ValueError as error:

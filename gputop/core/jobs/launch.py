@@ -150,16 +150,20 @@ def prepare_launch(
     A rejected launch must write nothing: callers prepare first and open the store after.
     A multi-card launcher gets its process count and a free port (gputop.core.jobs.launchers).
     """
-    typed = plan_command(request.command, environ)
+    cwd = _working_directory(request.cwd)
+    typed = plan_command(request.command, environ, cwd)
     cards = request.wait_count or len(request.physical_indices)
     launcher = plan_launcher(typed, cards, environ, port_finder)
     plan = typed
     if launcher is not None:
         plan = replace(typed, argv=launcher.argv, display=shlex.join(launcher.argv))
     python_note = plain_python_note(typed, cards)
-    notes = (*(launcher.notes if launcher else ()), *((python_note,) if python_note else ()))
+    notes = (
+        *((typed.note,) if typed.note else ()),
+        *(launcher.notes if launcher else ()),
+        *((python_note,) if python_note else ()),
+    )
     warnings = launcher.warnings if launcher else ()
-    cwd = _working_directory(request.cwd)
     name = _job_name(request.name, plan)
     grace_s = _grace(request.grace_s)
     tmux = _tmux(environ) if request.mode is RunMode.TMUX else None

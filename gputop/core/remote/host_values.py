@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop.core.model import GpuProcess, GpuSample, MigDevice, Snapshot
-from gputop.core.numbers import LATEST_TIME_S, within
+from gputop.core.numbers import LATEST_TIME_S, MAX_ID, within
 
 CLOCK_SKEW_LIMIT_S = 120.0
 """A snapshot stamped further than this from its arrival comes from a clock that is off."""
@@ -24,7 +24,8 @@ MAX_MEMORY_BYTES = 2**50
 """1 PiB: more than any card or host holds."""
 MAX_GPU_INDEX = 4095
 MAX_PID = 2**31 - 1
-MAX_JOB_ID = 10**18 - 1
+MAX_JOB_ID = MAX_ID
+"""As a job id is checked where it is typed or read (gputop.core.numbers.parse_id)."""
 MAX_CLOCK_MHZ = 100_000
 MAX_POWER_W = 10_000.0
 MAX_FAN_PERCENT = 255

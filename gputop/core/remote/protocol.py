@@ -220,6 +220,7 @@ def _process_cuda(value: Any, where: str) -> ProcessCuda | None:
         ),
         mismatch=bool(_bool(cuda.get("mismatch"), f"{where}.mismatch")),
         devices_from_driver=cuda.get("devices_from") == "driver",
+        unknown=(_str(cuda.get("unknown"), f"{where}.unknown") or "")[:200] or None,
     )
 
 

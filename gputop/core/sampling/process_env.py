@@ -5,7 +5,12 @@ was started with, not on gputop's. Linux shows a process's initial environment i
 ``/proc/PID/environ`` to its owner and to root; gputop reads the few variables below from it,
 once per (pid, start time) when the process is first seen, on the sampler thread (never the
 UI's), at most ``ENVIRON_LIMIT_BYTES``. A process that vanished or refuses is "unknown"
-(``None``). The variables are mapped with the same resolver as ``gputop map``; a process that
+(``None``). A read cut at the limit (an environment may hold several MiB: 128 KiB is the
+limit of one string, not of all) says nothing of the variables it did not reach, and a
+value longer than ``TEXT_LIMIT`` is not read whole: such a process's CUDA view is "unknown
+(environment too large)", never "unset" (docs/cuda-visibility.md). Values are decoded as
+UTF-8 with undecodable bytes replaced, so no JSON gputop writes holds a lone surrogate.
+The variables are mapped with the same resolver as ``gputop map``; a process that
 NVML shows on a card its own list excludes is flagged. docs/cuda-visibility.md explains it.
 """
 
@@ -26,7 +31,9 @@ DriverAnswer = Callable[[str | None, str | None], DriverProbeResult | None]
 
 ENVIRON_LIMIT_BYTES = 256 * 1024
 """More than any real environment holds (Linux limits one string to 128 KiB)."""
-_TEXT_LIMIT = 4096
+TEXT_LIMIT = 4096
+TOO_LARGE = "environment too large"
+CUDA_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 MAX_RANK = 1 << 24
 MAX_PORT = 65535
 WATCHED = (
@@ -40,6 +47,9 @@ class CudaEnvironment:
     """The watched variables as the process was started with them; absent ones left out."""
 
     values: tuple[tuple[str, str], ...]
+    cut: tuple[str, ...] = ()
+    """Watched names whose value is not known: beyond a cut read, or longer than
+    ``TEXT_LIMIT``."""
 
     def get(self, name: str) -> str | None:
         return dict(self.values).get(name)
@@ -69,19 +79,27 @@ def read_cuda_environment(pid: int, limit: int = ENVIRON_LIMIT_BYTES) -> CudaEnv
 
 
 def parse_environ(data: bytes, truncated: bool = False) -> CudaEnvironment:
-    """``NAME=value\\0`` entries; the last one is dropped when the read was cut short."""
+    """``NAME=value\\0`` entries; the last one is dropped when the read was cut short, and
+    every watched name not seen before the cut is unknown (``cut``), as is a value longer
+    than ``TEXT_LIMIT``. The first entry of a name is the one ``getenv`` gives."""
     entries = data.split(b"\0")
     if truncated and entries:
         entries = entries[:-1]
     wanted = {name.encode(): name for name in WATCHED}
     found: dict[str, str] = {}
+    cut: set[str] = set()
     for entry in entries:
         raw_name, equals, raw_value = entry.partition(b"=")
         name = wanted.get(raw_name)
-        if name is None or not equals or name in found:
+        if name is None or not equals or name in found or name in cut:
             continue
-        found[name] = os.fsdecode(raw_value[:_TEXT_LIMIT])
-    return CudaEnvironment(tuple(sorted(found.items())))
+        if len(raw_value) > TEXT_LIMIT:
+            cut.add(name)
+            continue
+        found[name] = raw_value.decode("utf-8", "replace")
+    if truncated:
+        cut.update(name for name in WATCHED if name not in found)
+    return CudaEnvironment(tuple(sorted(found.items())), tuple(sorted(cut)))
 
 
 def process_cuda(
@@ -96,6 +114,8 @@ def process_cuda(
     ``driver`` gives the driver probe's answer for an environment where it has one: that
     enumeration is then the mapping (gputop.core.probes.driver_mapping), the rules' otherwise.
     """
+    if any(name in environment.cut for name in CUDA_VARIABLES):
+        return _unknown_view(environment)
     visible = environment.get("CUDA_VISIBLE_DEVICES")
     order = environment.get("CUDA_DEVICE_ORDER")
     seen = resolve_visibility(gpus, driver_version, visible, order)
@@ -116,6 +136,23 @@ def process_cuda(
         devices=devices,
         mismatch=physical_index not in devices,
         devices_from_driver=from_driver is not None,
+    )
+
+
+def _unknown_view(environment: CudaEnvironment) -> ProcessCuda:
+    """The CUDA variables were not read whole: which cards it sees is unknown."""
+    return ProcessCuda(
+        visible_devices=None,
+        device_order=None,
+        rank=_number(environment.get("RANK"), 0, MAX_RANK),
+        local_rank=_number(environment.get("LOCAL_RANK"), 0, MAX_RANK),
+        world_size=_number(environment.get("WORLD_SIZE"), 1, MAX_RANK),
+        master_addr=environment.get("MASTER_ADDR"),
+        master_port=_number(environment.get("MASTER_PORT"), 1, MAX_PORT),
+        run_id=environment.get("TORCHELASTIC_RUN_ID"),
+        devices=(),
+        mismatch=False,
+        unknown=TOO_LARGE,
     )
 
 

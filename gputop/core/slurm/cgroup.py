@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from gputop.core.numbers import parse_id
+
 _JOB_IN_PATH = re.compile(r"/job_([0-9]{1,18})(?:/|$)")
 ENVIRON_LIMIT_BYTES = 1 << 20
 
@@ -31,8 +33,10 @@ def job_in_environ(environ_bytes: bytes) -> int | None:
     """``SLURM_JOB_ID`` from a ``/proc/PID/environ`` (NUL-separated) text, if any."""
     for entry in environ_bytes.split(b"\0"):
         name, _, value = entry.partition(b"=")
-        if name in (b"SLURM_JOB_ID", b"SLURM_JOBID") and value.isdigit() and len(value) <= 18:
-            return int(value)
+        if name in (b"SLURM_JOB_ID", b"SLURM_JOBID"):
+            found = parse_id(value.decode("ascii", "replace"))
+            if found is not None:
+                return found
     return None
 
 

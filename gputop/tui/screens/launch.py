@@ -149,7 +149,7 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
             return slurm_preview(slurm, command, context.environ)
         if command.strip():
             try:
-                plan = plan_command(command, context.environ)
+                plan = plan_command(command, context.environ, self._cwd() or context.cwd)
             except GputopError as error:
                 parts.append(Text(f"✗ {clean(str(error))}", style="red"))
             else:
@@ -190,6 +190,8 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         shown = shlex.join(launcher.argv) if launcher is not None else plan.display
         how = "Runs under a shell: " if plan.uses_shell else "Runs: "
         parts: list[RenderableType] = [Text.assemble((how, "dim"), (clean(shown), "bold"))]
+        if plan.note is not None:  # a file's name that looks like a command line
+            parts.append(Text(f"ℹ {clean(plan.note)}", style="cyan"))
         if launcher is not None:
             labels = [card_label(snapshot.gpus, card) for card in cards]
             parts.append(Text(clean_lines("\n".join(rank_lines(launcher, labels))), style="cyan"))

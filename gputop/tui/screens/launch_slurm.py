@@ -55,7 +55,7 @@ def slurm_request_from(
     if not slurm_chosen(screen):
         return None
     try:
-        plan = plan_command(command, environ) if command.strip() else None
+        plan = plan_command(command, environ, cwd or None) if command.strip() else None
     except GputopError:
         plan = None
     return SlurmRequest(
@@ -74,12 +74,14 @@ def slurm_preview(
     parts: list[RenderableType] = []
     if command.strip():
         try:
-            plan = plan_command(command, environ)
+            plan = plan_command(command, environ, request.cwd)
         except GputopError as error:
             parts.append(Text(f"✗ {clean(str(error))}", style="red"))
         else:
             how = "Runs under a shell: " if plan.uses_shell else "Runs: "
             parts.append(Text.assemble((how, "dim"), (clean(plan.display), "bold")))
+            if plan.note is not None:  # a file's name that looks like a command line
+                parts.append(Text(f"ℹ {clean(plan.note)}", style="cyan"))
     parts.append(Text.assemble(("Submits through sbatch: ", "dim"), (request.asks_text, "bold")))
     parts.append(
         Text(

@@ -1,0 +1,45 @@
+"""The exporter's registry: ``/metrics?name[]=X`` answers the series named X.
+
+prometheus_client's exposition hands ``name[]`` to ``registry.restricted_registry``, whose
+default finds collectors by the names they describe at registration. The snapshot collector
+describes none (its series follow each snapshot), so the default answered every such scrape
+with an empty 200. Here the filter runs on what the collectors give at that scrape: a family
+is kept with the samples whose names were asked for, as prometheus_client's own filter
+keeps them. Whatever serves the page (the HTTP server in
+server.py, or a WSGI server over ``prometheus_client.make_wsgi_app``) gets it through the
+registry alone. See docs/exporter.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+
+MAX_NAMES = 1000
+"""More names than any exporter has series: the rest are ignored."""
+
+
+class MetricsRegistry(CollectorRegistry):
+    """A ``CollectorRegistry`` whose ``name[]`` filter works for collectors that describe
+    nothing in advance."""
+
+    def restricted_registry(self, names: Iterable[str]) -> NamedOnly:  # type: ignore[override]
+        return NamedOnly(self, names)
+
+
+class NamedOnly:
+    """The samples of ``registry`` whose names are in ``names``, by family."""
+
+    def __init__(self, registry: CollectorRegistry, names: Iterable[str]) -> None:
+        self._registry = registry
+        self._names = frozenset(name for name, _ in zip(names, range(MAX_NAMES), strict=False))
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            samples = [sample for sample in family.samples if sample.name in self._names]
+            if samples:
+                kept = Metric(family.name, family.documentation, family.type, family.unit)
+                kept.samples = samples
+                yield kept

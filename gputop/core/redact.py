@@ -25,10 +25,16 @@ Redacting twice gives the same text as once, and redacting never fails.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
+from typing import Literal
 
 REDACTED = "***"
+CommandForm = Literal["redacted", "name", "none"]
+"""How a command line is written for others (``--command-label``): its secrets taken out,
+its program's name only, or nothing."""
+COMMAND_FORMS: tuple[CommandForm, ...] = ("redacted", "name", "none")
 
 _SECRET_ENDINGS = ("token", "key", "secret", "secrets", "credential", "credentials", "creds")
 _SECRET_PARTS = ("secret", "passw", "credential")
@@ -137,3 +143,22 @@ def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
         word, value_next = _word(arg)
         redacted.append(word)
     return tuple(redacted)
+
+
+def argv_for_others(argv: Sequence[str], form: CommandForm = "redacted") -> tuple[str, ...]:
+    """An argv as ``form`` writes it for other people (``()`` for ``none``)."""
+    if form == "none" or not argv:
+        return ()
+    if form == "name":
+        return redact_argv((os.path.basename(argv[0]),))
+    return redact_argv(argv)
+
+
+def text_for_others(text: str | None, form: CommandForm = "redacted") -> str | None:
+    """A command line kept as one string, as ``form`` writes it for other people."""
+    if text is None or form == "none":
+        return None
+    if form == "name":
+        first = text.split(maxsplit=1)
+        return redact_text(os.path.basename(first[0])) if first else text
+    return redact_text(text)

@@ -41,6 +41,7 @@ DESCRIPTORS = 1024
 IDLE, HALF = 1100, 1000
 HOLD_S = 20.0
 CONNECT_LIMIT_S = 30.0
+BATCH, PACE_S = 4, 0.005
 SCRAPE_TIMEOUT_S = 5.0
 RECOVERY_LIMIT_S = 120.0
 HALF_REQUEST = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
@@ -117,7 +118,24 @@ def flood(kind: str, waitress_path: str | None, hold_s: float) -> dict[str, obje
     selector = selectors.DefaultSelector()
     socks: list[socket.socket] = []
     half: list[socket.socket] = []
+    half_set: set[socket.socket] = set()
+    started, established = time.monotonic(), 0
+
+    def settle(timeout: float) -> None:
+        nonlocal established
+        for key, _ in selector.select(timeout=timeout):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            selector.unregister(sock)
+            if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                established += 1
+                if sock in half_set:
+                    with contextlib.suppress(OSError):
+                        sock.send(HALF_REQUEST)
+
     try:
+        # Paced, BATCH at a time, so that the server's listen queue takes each in: a flood
+        # all at once leaves most connects waiting in the kernel, never reaching the server.
         for number in range(IDLE + HALF):
             sock = socket.socket()
             sock.setblocking(False)
@@ -126,17 +144,12 @@ def flood(kind: str, waitress_path: str | None, hold_s: float) -> dict[str, obje
             selector.register(sock, selectors.EVENT_WRITE)
             if number >= IDLE:
                 half.append(sock)
+                half_set.add(sock)
+            if number % BATCH == BATCH - 1:
+                settle(PACE_S)
         # Held means established: wait for every connect to end (or CONNECT_LIMIT_S)
-        started, established = time.monotonic(), 0
         while selector.get_map() and time.monotonic() - started < CONNECT_LIMIT_S:
-            for key, _ in selector.select(timeout=0.5):
-                sock = key.fileobj  # type: ignore[assignment]
-                selector.unregister(sock)
-                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
-                    established += 1
-                    if sock in half:
-                        with contextlib.suppress(OSError):
-                            sock.send(HALF_REQUEST)
+            settle(0.5)
         connecting_s = time.monotonic() - started
         cpu, since = _cpu(server), time.monotonic()
         took: list[float | None] = []
@@ -172,7 +185,6 @@ def flood(kind: str, waitress_path: str | None, hold_s: float) -> dict[str, obje
         "max_s": round(max(answered), 3) if answered else None,
         "threads_max": threads,
         "descriptors_max": descriptors,
-        "answered_after_s": [round(t, 1) for t in took if t is not None][-3:],
         "timeline": "".join("." if t is not None else "x" for t in took),
         "cpu_share_held": round(share, 3),
         "recovery_s": round(recovery, 2),

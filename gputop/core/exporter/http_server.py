@@ -50,6 +50,8 @@ RESERVED_DESCRIPTORS = 128
 """Kept for the rest of the exporter (/proc reads, NVML, the store of jobs)."""
 BACKLOG = 128
 MAX_CACHED_PAGES = 16
+LINGER_S = 1.0
+LINGER_BYTES = 256 * 1024
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -138,9 +140,10 @@ def wsgi_page(app: WsgiApp) -> Callable[[dict[str, Any]], Page]:
 
 
 class _Connection:
-    __slots__ = ("answering", "writer")
+    __slots__ = ("answering", "reader", "writer")
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader: asyncio.StreamReader | None = reader
         self.writer = writer
         self.answering = False
 
@@ -232,7 +235,7 @@ class BoundedServer:
         self._waiting[connection] = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = _Connection(writer)
+        connection = _Connection(reader, writer)
         self._admit(connection)
         try:
             while True:
@@ -308,7 +311,26 @@ class BoundedServer:
         connection.writer.write(head + page.body)
         await asyncio.wait_for(connection.writer.drain(), WRITE_DEADLINE_S)
         if not keep_alive:
+            await self._linger(connection)
             connection.writer.close()
+
+    async def _linger(self, connection: _Connection) -> None:
+        """Before closing: say no more comes, and read what the client still sends (a body,
+        the rest of a head too large) for a moment, so that closing with it unread does not
+        reset the connection before the client reads the answer. Bounded in bytes and time."""
+        writer = connection.writer
+        reader = connection.reader
+        if reader is None or not writer.can_write_eof():
+            return
+        with contextlib.suppress(OSError, asyncio.TimeoutError):
+            writer.write_eof()
+            deadline = time.monotonic() + LINGER_S
+            left = LINGER_BYTES
+            while left > 0 and (wait := deadline - time.monotonic()) > 0:
+                chunk = await asyncio.wait_for(reader.read(min(left, 65536)), wait)
+                if not chunk:
+                    return
+                left -= len(chunk)
 
 
 async def _rest_of_head(first: bytes, reader: asyncio.StreamReader) -> bytes | None:

@@ -14,10 +14,7 @@ or ``none`` (an empty label).
 
 from __future__ import annotations
 
-import os
-from typing import Literal
-
-from gputop.core.redact import redact_argv
+from gputop.core.redact import COMMAND_FORMS, CommandForm, argv_for_others, redact_argv
 from gputop.core.safe_text import clean, clean_argv
 
 MAX_LABEL_CHARS = 128
@@ -26,8 +23,8 @@ ELLIPSIS = "…"
 MAX_REDACTED_ARG_CHARS = 4096
 """Each shown argument is redacted whole up to this: a token cut before redaction could
 show its first characters."""
-CommandLabel = Literal["redacted", "name", "none"]
-COMMAND_LABELS: tuple[CommandLabel, ...] = ("redacted", "name", "none")
+CommandLabel = CommandForm
+COMMAND_LABELS = COMMAND_FORMS
 
 
 def label(text: str | None, limit: int = MAX_LABEL_CHARS) -> str:
@@ -46,7 +43,7 @@ def command_label(
     if mode == "none" or not argv:
         return ""
     if mode == "name":
-        return label(redact_argv((os.path.basename(argv[0]),))[0], limit)
+        return label(argv_for_others(argv, "name")[0], limit)
     shown: list[str] = []
     length = 0
     for arg in argv:  # only the arguments that can show: a long argv costs no more

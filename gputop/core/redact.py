@@ -96,6 +96,9 @@ def _unquoted_word(word: str) -> tuple[str, bool]:
             if has_value is None:
                 return word, True
             return (f"{name}={REDACTED}" if value else word), False
+        header = _HEADER.match(value or "")
+        if header is not None and secret_name(header.group(1)):  # --header=Authorization: V
+            return word, True
         return _shapes(word), False
     header = _HEADER.match(word)
     if header is not None and secret_name(header.group(1)):
@@ -113,8 +116,13 @@ def _takes_value(word: str) -> bool:
 
 def redact_text(text: str) -> str:
     """A command line as one string (words separated by blanks), its secrets taken out."""
+    return _redact_words(text, False)[0]
+
+
+def _redact_words(text: str, value_next: bool) -> tuple[str, bool]:
+    """``text`` word by word; ``value_next``: its first word is a secret option's value.
+    Gives whether the word after ``text`` is one."""
     pieces = _SPACES.split(text)
-    value_next = False
     for position in range(0, len(pieces), 2):  # even positions are words, odd are blanks
         word = pieces[position]
         if not word:
@@ -124,7 +132,7 @@ def redact_text(text: str) -> str:
             pieces[position] = word if value_next else REDACTED
             continue
         pieces[position], value_next = _word(word)
-    return "".join(pieces)
+    return "".join(pieces), value_next
 
 
 def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
@@ -137,8 +145,8 @@ def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
             redacted.append(arg if value_next else REDACTED)
             continue
         if _SPACES.search(arg):
-            redacted.append(redact_text(arg))
-            value_next = False
+            text, value_next = _redact_words(arg, False)
+            redacted.append(text)
             continue
         word, value_next = _word(arg)
         redacted.append(word)

@@ -2,10 +2,10 @@
 
 Three servers of the same page (the collector over the ``demo`` scenario), each run as a
 service runs it (``RLIMIT_NOFILE`` 1,024), each flooded the same way from this process on
-loopback: IDLE idle connections and HALF half-finished requests (each connect waited for,
-up to CONNECT_LIMIT_S) held for HOLD seconds
-while a scrape (5 s timeout) is tried every half second; then every half-finished request
-completed at once, and the time until a scrape answers again.
+loopback: IDLE idle connections and HALF half-finished requests (paced, each connect waited
+for, up to CONNECT_LIMIT_S), held for HOLD seconds while a scrape (5 s timeout) is tried
+every half second; then every half-finished request completed at once, and the time until
+a scrape answers again.
 
 - ``gputop``: the exporter's own server (gputop/core/exporter/http_server.py);
 - ``threaded``: prometheus_client's ``start_http_server`` (a thread per connection), the
@@ -14,7 +14,7 @@ completed at once, and the time until a scrape answers again.
   ``connection_limit`` 256 and ``channel_timeout`` 5 s. waitress is not a dependency:
   install it apart (``pip install --target DIR waitress``) and give ``--waitress-path DIR``.
 
-    python tests/bench/exporter_flood_bench.py [--waitress-path DIR] [SERVER ...]
+    python tests/bench/exporter_flood_bench.py [--waitress-path DIR] [--hold S] [SERVER ...]
 
 A benchmark, not a test: its name keeps pytest from collecting it.
 """

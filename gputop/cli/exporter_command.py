@@ -16,6 +16,7 @@ from types import FrameType
 
 from gputop.cli.arg_types import count, seconds
 from gputop.core.errors import UsageError
+from gputop.core.exporter.labels import COMMAND_LABELS
 from gputop.core.exporter.listen import DEFAULT_LISTEN, ListenAddress, parse_listen
 from gputop.core.exporter.processes import DEFAULT_TOP, MAX_TOP
 from gputop.core.safe_text import clean
@@ -59,6 +60,15 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help=f"processes per GPU exported one by one, the largest first (default {DEFAULT_TOP});"
         " the rest are summed",
     )
+    parser.add_argument(
+        "--command-label",
+        choices=COMMAND_LABELS,
+        default="redacted",
+        help="how a process's command line is labelled: redacted (default: values of "
+        "options named token, key, secret, password, auth or credential, URL passwords and "
+        "known token shapes replaced by ***), name (the program only) or none; every local "
+        "user can read the metrics (docs/security.md)",
+    )
     parser.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
     parser.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert")
     parser.set_defaults(run=run)
@@ -73,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     backend = open_backend(args.fake)
     try:
-        collector = SnapshotCollector(top=args.top)
+        collector = SnapshotCollector(top=args.top, command=args.command_label)
         stop = threading.Event()
         _stop_on_signals(stop)
         sampled_at = time.monotonic()

@@ -35,6 +35,7 @@ from gputop.core.history.store import (
 from gputop.core.history.writer import HistoryWriter
 from gputop.core.jobs.private_files import Sharing
 from gputop.core.jobs.store_file import default_state_dir
+from gputop.core.redact import COMMAND_FORMS, CommandForm
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.sampling.nvml_backend import SamplingOptions
 from gputop.core.sampling.source import open_backend
@@ -90,6 +91,15 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "read it with 'gputop report --db PATH'; only you write it (default: private)",
     )
     parser.add_argument(
+        "--command-label",
+        choices=COMMAND_FORMS,
+        default=None,
+        help="how a command line is kept: redacted (the default with --readable-by: values "
+        "of options named token, key, secret, password, auth or credential, URL passwords "
+        "and known token shapes replaced by ***), name (the program only) or none; a "
+        "private store keeps it whole unless this is given (docs/security.md)",
+    )
+    parser.add_argument(
         "--count",
         type=count(1),
         default=None,
@@ -129,7 +139,12 @@ def run(args: argparse.Namespace) -> int:
         try:
             speed = float(getattr(backend.nvml, "speed", 1.0))  # GPUTOP_FAKE_SPEED, simulated
             writer = HistoryWriter(
-                None, path, _say, job_of=job_of_process, connect=_opener(path, lock, sharing)
+                None,
+                path,
+                _say,
+                job_of=job_of_process,
+                connect=_opener(path, lock, sharing),
+                command_form=_command_form(args.command_label, sharing),
             )
             writer.open_store()  # a full or read-only disk: said, and tried at every batch
             options = RecorderOptions(
@@ -155,6 +170,14 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(number, handler)
         lock.release()
     return 0
+
+
+def _command_form(given: CommandForm | None, sharing: Sharing | None) -> CommandForm | None:
+    """A shared store writes commands redacted unless told otherwise; a private one keeps
+    them whole unless told otherwise."""
+    if given is not None:
+        return given
+    return "redacted" if sharing is not None else None
 
 
 def _opener(

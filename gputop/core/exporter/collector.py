@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from gputop.core.exporter.families import Counts, snapshot_families
 from gputop.core.exporter.jobs import JobLabels
+from gputop.core.exporter.labels import CommandLabel
 from gputop.core.exporter.processes import DEFAULT_TOP
 from gputop.core.model import Snapshot
 from gputop.core.process_jobs import ProcessJobs
@@ -26,14 +27,27 @@ from gputop.core.process_jobs import ProcessJobs
 class SnapshotCollector(Collector):
     """A prometheus_client collector over the newest snapshot the loop recorded."""
 
-    def __init__(self, top: int = DEFAULT_TOP, job_labels: JobLabels | None = None) -> None:
+    def __init__(
+        self,
+        top: int = DEFAULT_TOP,
+        job_labels: JobLabels | None = None,
+        command: CommandLabel = "redacted",
+    ) -> None:
         self._top = top
+        self._command: CommandLabel = command
         self._job_labels = job_labels if job_labels is not None else JobLabels()
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._jobs: dict[int, ProcessJobs] = {}
         self._counts = Counts()
         self._families: list[Metric] | None = None
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """Counts what changed the metrics (samples, failures): a page built for one
+        generation is the page of any scrape until the next (http_server.PageCache)."""
+        return self._generation
 
     def record(self, snapshot: Snapshot, duration_s: float) -> None:
         """A new sample (called by the sampling loop, never by a scrape)."""
@@ -49,6 +63,7 @@ class SnapshotCollector(Collector):
                 last_sample_duration_s=duration_s,
             )
             self._families = None
+            self._generation += 1
 
     def record_failure(self) -> None:
         """A sample that failed as a whole: counted; the last good one is still served."""
@@ -59,6 +74,7 @@ class SnapshotCollector(Collector):
                 last_sample_duration_s=self._counts.last_sample_duration_s,
             )
             self._families = None
+            self._generation += 1
 
     @property
     def counts(self) -> Counts:
@@ -71,7 +87,11 @@ class SnapshotCollector(Collector):
                 return iter(())
             if self._families is None:
                 self._families = snapshot_families(
-                    self._snapshot, top=self._top, jobs=self._jobs, counts=self._counts
+                    self._snapshot,
+                    top=self._top,
+                    jobs=self._jobs,
+                    counts=self._counts,
+                    command=self._command,
                 )
             return iter(self._families)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gputop.core.exporter.labels import command_label, label
+from gputop.core.exporter.labels import CommandLabel, command_label, label
 from gputop.core.exporter.processes import (
     GpuProcesses,
     ProcessUse,
@@ -117,14 +117,16 @@ def snapshot_families(
     top: int,
     jobs: Mapping[int, ProcessJobs],
     counts: Counts,
+    command: CommandLabel = "redacted",
 ) -> list[Metric]:
-    """Every family for ``snapshot``, at most ``top`` process series per GPU."""
+    """Every family for ``snapshot``, at most ``top`` process series per GPU; ``command``:
+    how a process's command line is written (labels.command_label)."""
     host = label(snapshot.host)
     families = list(_dcgm_families(snapshot, host))
     per_gpu = [(gpu, process_uses(gpu)) for gpu in snapshot.gpus if gpu.processes_listed]
     bounded = {gpu.physical_index: bound_processes(uses, top) for gpu, uses in per_gpu}
     families += _gpu_state_families(snapshot, host, bounded)
-    families += _process_families(snapshot, host, bounded, jobs)
+    families += _process_families(snapshot, host, bounded, jobs, command)
     families += _user_families(host, per_gpu)
     families += _exporter_families(snapshot, host, counts)
     return families
@@ -193,6 +195,7 @@ def _process_families(
     host: str,
     bounded: Mapping[int, GpuProcesses],
     jobs: Mapping[int, ProcessJobs],
+    command: CommandLabel,
 ) -> list[Metric]:
     memory = GaugeMetricFamily(
         "gputop_process_memory_used_bytes",
@@ -209,7 +212,7 @@ def _process_families(
         if held is None:
             continue
         for use in held.top:
-            labels = _process_labels(gpu, host, use, jobs.get(use.process.pid, NO_JOBS))
+            labels = _process_labels(gpu, host, use, jobs.get(use.process.pid, NO_JOBS), command)
             if use.memory_used_bytes is not None:
                 memory.add_metric(labels, float(use.memory_used_bytes))
             if use.sm_util_percent is not None:
@@ -217,7 +220,9 @@ def _process_families(
     return [memory, sm]
 
 
-def _process_labels(gpu: GpuSample, host: str, use: ProcessUse, jobs: ProcessJobs) -> list[str]:
+def _process_labels(
+    gpu: GpuSample, host: str, use: ProcessUse, jobs: ProcessJobs, command: CommandLabel
+) -> list[str]:
     process = use.process
     return [
         str(gpu.physical_index),
@@ -225,7 +230,7 @@ def _process_labels(gpu: GpuSample, host: str, use: ProcessUse, jobs: ProcessJob
         host,
         str(process.pid),
         label(process.user),
-        command_label(process.command),
+        command_label(process.command, mode=command),
         "" if jobs.gputop_job is None else str(jobs.gputop_job),
         "" if jobs.slurm_job is None else str(jobs.slurm_job),
     ]

@@ -5,15 +5,26 @@ the text format; what it leaves alone (escape sequences, C1 controls, bidirectio
 overrides, bytes that are not UTF-8) would still reach a terminal or a Grafana panel as they
 are. Every value therefore passes the one sanitiser first (gputop/core/safe_text.py) and is
 cut to a bound, so a command line of a megabyte is one short series, not a huge one.
+
+A command line goes to whoever can reach the exporter (on loopback, every local user: see
+docs/security.md), so it is written as ``--command-label`` says: ``redacted`` (the
+default: gputop/core/redact.py takes its secrets out), ``name`` (the program's name only)
+or ``none`` (an empty label).
 """
 
 from __future__ import annotations
 
+from gputop.core.redact import COMMAND_FORMS, CommandForm, argv_for_others, redact_argv
 from gputop.core.safe_text import clean, clean_argv
 
 MAX_LABEL_CHARS = 128
 """The longest label value gputop writes (a command is cut to this, with an ellipsis)."""
 ELLIPSIS = "…"
+MAX_REDACTED_ARG_CHARS = 4096
+"""Each shown argument is redacted whole up to this: a token cut before redaction could
+show its first characters."""
+CommandLabel = CommandForm
+COMMAND_LABELS = COMMAND_FORMS
 
 
 def label(text: str | None, limit: int = MAX_LABEL_CHARS) -> str:
@@ -25,14 +36,22 @@ def label(text: str | None, limit: int = MAX_LABEL_CHARS) -> str:
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + ELLIPSIS
 
 
-def command_label(argv: tuple[str, ...], limit: int = MAX_LABEL_CHARS) -> str:
-    """A process's command line as one cleaned, bounded label value."""
+def command_label(
+    argv: tuple[str, ...], limit: int = MAX_LABEL_CHARS, mode: CommandLabel = "redacted"
+) -> str:
+    """A process's command line as one cleaned, bounded label value, as ``mode`` says."""
+    if mode == "none" or not argv:
+        return ""
+    if mode == "name":
+        return label(argv_for_others(argv, "name")[0], limit)
     shown: list[str] = []
     length = 0
     for arg in argv:  # only the arguments that can show: a long argv costs no more
         if length > limit:
             break
-        shown.append(arg[: limit + 1])
+        shown.append(arg[:MAX_REDACTED_ARG_CHARS])
         length += len(shown[-1]) + 1
-    text = clean_argv(shown)
+    if len(shown) < len(argv):  # the value of a secret option that is the last one shown
+        shown.append(argv[len(shown)][:MAX_REDACTED_ARG_CHARS])
+    text = clean_argv([arg[: limit + 1] for arg in redact_argv(shown)])
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS

@@ -1,20 +1,24 @@
-"""The HTTP(S) server of ``/metrics``: prometheus_client's own, over gputop's collector only.
+"""The HTTP(S) server of ``/metrics``: gputop's bounded server over prometheus_client's app.
 
 The registry holds the snapshot collector and prometheus_client's process collector
 (``process_cpu_seconds_total`` and the like: what the exporter itself costs), not the
-library's global registry. TLS is prometheus_client's (``certfile``/``keyfile``).
+library's global registry. prometheus_client's WSGI app writes each page; the connections,
+deadlines and threads are http_server.py's, which a local user cannot starve
+(docs/exporter.md, "Serving under a flood").
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import ssl
 from collections.abc import Iterator
 
-from prometheus_client import ProcessCollector, start_http_server
+from prometheus_client import ProcessCollector, make_wsgi_app
 
 from gputop.core.errors import GputopError
 from gputop.core.exporter.collector import SnapshotCollector
+from gputop.core.exporter.http_server import BoundedServer
 from gputop.core.exporter.listen import ListenAddress
 from gputop.core.exporter.registry import MetricsRegistry
 
@@ -29,17 +33,34 @@ def serve(
     address: ListenAddress,
     certfile: str | None = None,
     keyfile: str | None = None,
+    max_connections: int | None = None,
 ) -> Iterator[int]:
     """Serve ``collector`` on ``address`` while the block runs; gives the port it got."""
     registry = MetricsRegistry(auto_describe=False)  # ?name[]= works (registry.py)
     registry.register(collector)
     registry.register(ProcessCollector(registry=None))
+    where = f"{address.host}:{address.port}"
+    context: ssl.SSLContext | None = None
+    if certfile and keyfile:
+        try:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(certfile=certfile, keyfile=keyfile)
+        except OSError as error:  # ssl.SSLError is one
+            raise ServeError(
+                f"Cannot serve metrics on {where}: cannot load --tls-cert {certfile!r} with "
+                f"--tls-key {keyfile!r}: {error.strerror or error}."
+            ) from None
+    server = BoundedServer(
+        make_wsgi_app(registry),
+        lambda: collector.generation,
+        address.host,
+        address.port,
+        context,
+        max_connections,
+    )
     try:
-        server, thread = start_http_server(
-            address.port, address.host, registry, certfile=certfile, keyfile=keyfile
-        )
+        port = server.start()
     except OSError as error:
-        where = f"{address.host}:{address.port}"
         raise ServeError(
             f"Cannot serve metrics on {where}: {error.strerror or error}. "
             + (
@@ -49,8 +70,6 @@ def serve(
             )
         ) from None
     try:
-        yield int(server.server_port)
+        yield port
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+        server.stop()

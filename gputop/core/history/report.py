@@ -24,11 +24,14 @@ import enum
 import functools
 import itertools
 import math
+import os
 import sqlite3
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gputop.core.history.spans import decode_runs
+from gputop.core.redact import text_for_others
 
 DEFAULT_IDLE_MIN_S = 30 * 60.0
 _SAME_TIME_S = 1e-6
@@ -318,7 +321,10 @@ def _row(key: _Key, summed: _Holder) -> ReportRow:
 def _with_process_facts(
     connection: sqlite3.Connection, rows: list[ReportRow]
 ) -> Iterable[ReportRow]:
-    """``--by process``: the key becomes the pid, with the process's user and command."""
+    """``--by process``: the key becomes the pid, with the process's user and command.
+    A store that is not the reader's own private one gives its commands redacted, whatever
+    its recorder kept (docs/security.md)."""
+    redact = not _private_to_reader(connection)
     for row in rows:
         found = connection.execute(
             "SELECT r.pid, r.start_time, users.text, commands.text FROM processes r "
@@ -337,9 +343,21 @@ def _with_process_facts(
             peak_memory_bytes=row.peak_memory_bytes,
             mean_sm_util=row.mean_sm_util,
             user=user,
-            command=command,
+            command=text_for_others(command) if redact else command,
             start_time=_measure(start_time),
         )
+
+
+def _private_to_reader(connection: sqlite3.Connection) -> bool:
+    """Whether the store's file is this user's and no one else may read it."""
+    try:
+        files = [row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "main"]
+        info = os.stat(files[0]) if files and files[0] else None
+    except (sqlite3.Error, OSError):
+        return False
+    if info is None:
+        return True  # an in-memory store: made by this process
+    return info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) & 0o077 == 0
 
 
 JSON_SCHEMA = 1

@@ -23,6 +23,7 @@ from gputop.core.history.spans import OpenSpan
 from gputop.core.history.store import HistoryError
 from gputop.core.history.wal_bound import WalBound
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
+from gputop.core.redact import CommandForm, argv_for_others
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
 
@@ -44,6 +45,8 @@ class HistoryWriter:
     the disk is full or read-only when SQLite only says "disk I/O error"); ``say`` receives
     what a person must be told. Without a ``connection`` (the store could not be opened for
     a full or read-only disk), ``connect`` opens it at each flush until it works.
+    ``command_form``: how a command line is written in a store others read (redact.py);
+    ``None`` keeps it whole (a private store).
     """
 
     def __init__(
@@ -54,8 +57,10 @@ class HistoryWriter:
         max_pending: int = DEFAULT_MAX_PENDING,
         job_of: Callable[[GpuProcess], str | None] | None = None,
         connect: Callable[[], sqlite3.Connection] | None = None,
+        command_form: CommandForm | None = None,
     ) -> None:
         self._connection = connection
+        self._command_form = command_form
         self._connect = connect
         self._path = path
         self._say = say
@@ -263,7 +268,10 @@ class HistoryWriter:
             process_id = int(row[0])
         else:
             user_id = self._string_id(clean(process.user) if process.user is not None else None)
-            command = clean_argv(process.command) if process.command else None
+            argv = process.command
+            if self._command_form is not None:  # a shared store: others read it
+                argv = argv_for_others(argv, self._command_form)
+            command = clean_argv(argv) if argv else None
             job = self._job_of(process) if self._job_of is not None else None
             cursor = self._db().execute(
                 "INSERT INTO processes (pid, start_time, user_id, command_id, job) "

@@ -9,6 +9,9 @@ started it. Lines follow gputop/core/remote/protocol.py; docs/lab.md describes t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
+import pwd
 import sqlite3
 import sys
 import threading
@@ -18,6 +21,8 @@ from typing import IO, Any
 
 from gputop import __version__
 from gputop.core.errors import GputopError
+from gputop.core.model import GpuProcess, Snapshot
+from gputop.core.redact import redact_argv
 from gputop.core.remote.agent_history import HistoryRequests
 from gputop.core.remote.agent_history import answer as answer_history
 from gputop.core.remote.protocol import PROTOCOL_VERSION, encode
@@ -65,15 +70,17 @@ def run_agent(
         "interval_s": interval_s,
     }
     last_jobs: str | None = None
+    reader = own_user_name()
     try:
         out.write(encode("hello", **hello))
         out.flush()
         while not stop.is_set():
             started = time.monotonic()
             snapshot = backend.sample()
-            out.write(encode("snapshot", snapshot=snapshot_to_json(snapshot)))
+            shown = for_reader(snapshot, reader)
+            out.write(encode("snapshot", snapshot=snapshot_to_json(shown)))
             for request in requests.pending() if requests is not None else ():
-                out.write(answer_history(request, snapshot.timestamp))
+                out.write(answer_history(request, snapshot.timestamp, reader=reader))
             jobs, error = read_jobs()
             jobs_line = encode("jobs", jobs=jobs, error=error)
             if jobs_line != last_jobs:  # jobs change rarely: spare the wire
@@ -83,6 +90,39 @@ def run_agent(
             stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
     except BrokenPipeError:
         return
+
+
+def own_user_name() -> str:
+    """The name of the user the agent runs as, by its uid (not LOGNAME, which the caller
+    sets): the one whose processes it sends whole."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+def shows_whole(user: str | None, reader: str) -> bool:
+    """Whether a command line of ``user``'s goes whole to the agent's ``reader``: only the
+    reader's own, and never from an agent run as root (it runs for someone else)."""
+    return user is not None and user == reader and reader != "root"
+
+
+def for_reader(snapshot: Snapshot, reader: str) -> Snapshot:
+    """``snapshot`` with the command line of every process not the reader's own redacted
+    (gputop/core/redact.py; docs/security.md)."""
+
+    def shown(process: GpuProcess) -> GpuProcess:
+        if not process.command or shows_whole(process.user, reader):
+            return process
+        return dataclasses.replace(process, command=redact_argv(process.command))
+
+    gpus = tuple(
+        dataclasses.replace(gpu, processes=tuple(shown(p) for p in gpu.processes))
+        if gpu.processes
+        else gpu
+        for gpu in snapshot.gpus
+    )
+    return dataclasses.replace(snapshot, gpus=gpus)
 
 
 def report_fatal(out: IO[str], message: str) -> None:

@@ -21,6 +21,7 @@ with an error naming it, never a traceback. The window ends at the agent's sampl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import queue
 import sqlite3
@@ -40,6 +41,7 @@ from gputop.core.history.report import (
 from gputop.core.history.series import GpuSeries, gpu_series
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
+from gputop.core.redact import text_for_others
 from gputop.core.remote.protocol import ProtocolError, decode, encode
 
 MAX_REQUEST_BYTES = 4096
@@ -94,8 +96,11 @@ class HistoryRequests:
                 return found
 
 
-def answer(request: dict[str, Any], now: float, store: Path | None = None) -> str:
-    """The ``history`` line for one request (its error named in it, if any)."""
+def answer(
+    request: dict[str, Any], now: float, store: Path | None = None, reader: str | None = None
+) -> str:
+    """The ``history`` line for one request (its error named in it, if any). ``reader``:
+    the user the agent runs for; a command of anyone else's is redacted (redact.py)."""
     request_id = request.get("id")
     if (
         not isinstance(request_id, int)
@@ -110,6 +115,8 @@ def answer(request: dict[str, Any], now: float, store: Path | None = None) -> st
         connection = open_for_reading(store or default_history_path())
         try:
             rows = build_report(connection, query)
+            if reader is not None:
+                rows = [_for_reader(row, reader) for row in rows]
             if columns is not None and query.physical_index is not None:
                 found = [
                     one
@@ -128,6 +135,12 @@ def answer(request: dict[str, Any], now: float, store: Path | None = None) -> st
         error=None,
         series=series,
     )
+
+
+def _for_reader(row: ReportRow, reader: str) -> ReportRow:
+    if row.command is None or (row.user == reader and reader != "root"):
+        return row
+    return dataclasses.replace(row, command=text_for_others(row.command))
 
 
 def _columns(request: dict[str, Any]) -> int | None:

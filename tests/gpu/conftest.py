@@ -85,6 +85,7 @@ def machine_facts() -> dict[str, Any]:
         "python": platform.python_version(),
         "gputop": _output([sys.executable, "-m", "gputop", "--version"]),
         "nvidia-ml-py": _distribution_version("nvidia-ml-py"),
+        "kit": os.environ.get("GPUTOP_GPU_KIT", "none: run from a checkout"),
     }
     if not DRIVER.present:
         facts["driver"] = DRIVER.reason

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo run test check bench screenshots clean dist
+.PHONY: demo run test check bench screenshots clean dist gpu-check gpu-kit
 
 # The distribution was named gputop until it became gputop-dash (README, Install): an
 # editable install under the old name is removed, so one name owns the gputop command.
@@ -68,3 +68,23 @@ clean:
 ## make screenshots: regenerate the SVGs in screenshots/ from the built-in scenarios
 screenshots: $(STAMP)
 	$(BIN)/python -m gputop.tui.screenshots screenshots
+
+## make gpu-check: on a machine with an NVIDIA driver, the real-GPU suite (tests/gpu,
+## docs/real-gpu.md): gputop against nvidia-smi and a CUDA process of its own; writes
+## gpu-check-report.md and .json in GPU_CHECK_REPORT (default here). Without a driver it
+## says so once and checks nothing.
+GPU_CHECK_REPORT ?= .
+gpu-check: $(STAMP)
+	$(BIN)/python tests/gpu/run_check.py --report-dir $(GPU_CHECK_REPORT)
+
+## make gpu-kit: dist/gputop-gpu-kit.tar.gz, to run that suite on a GPU machine without
+## network: gputop's wheel, every wheel it and the suite need for CPython KIT_PYTHON on
+## KIT_PLATFORM, nvitop KIT_NVITOP beside it, torch with KIT_TORCH=1, and run.sh
+## (docs/real-gpu.md)
+KIT_PYTHON ?= 3.12
+KIT_PLATFORM ?= manylinux2014_x86_64
+KIT_NVITOP ?= $(NVITOP_VERSION)
+gpu-kit: $(STAMP)
+	$(BIN)/python tests/gpu/build_kit.py --python-version $(KIT_PYTHON) \
+		$(foreach p,$(KIT_PLATFORM),--platform $(p)) --out dist/gputop-gpu-kit.tar.gz \
+		$(if $(KIT_NVITOP),--nvitop $(KIT_NVITOP)) $(if $(KIT_TORCH),--with-torch)

@@ -26,6 +26,7 @@ COMPUTE_MODE_PROHIBITED = 2
 COMPUTE_MODE_EXCLUSIVE_PROCESS = 3
 
 _NO_JOBS: Mapping[int, Sequence[int]] = MappingProxyType({})
+_NO_CLAIMS: Mapping[int, str] = MappingProxyType({})
 
 
 def gib(value_bytes: int | None) -> str:
@@ -105,18 +106,30 @@ def judge_cards(
     policy: FreePolicy,
     user: str,
     active_job_gpus: Mapping[int, Sequence[int]] = _NO_JOBS,
+    claimed: Mapping[int, str] = _NO_CLAIMS,
 ) -> list[CardVerdict]:
     """One verdict per card, in physical order.
 
     ``active_job_gpus``: ``{job id: physical indices}`` of the gputop jobs still waiting or
     running; their cards are taken even before their processes show up in NVML.
+    ``claimed``: ``{physical index: why}`` for cards another user's claim holds
+    (docs/claims.md).
     """
     jobs_by_card: dict[int, list[int]] = {}
     for job_id, indices in sorted(active_job_gpus.items()):
         for index in indices:
             jobs_by_card.setdefault(index, []).append(job_id)
     gpus = sorted(snapshot.gpus, key=lambda g: g.physical_index)
-    return [_judge(gpu, policy, user, jobs_by_card.get(gpu.physical_index, [])) for gpu in gpus]
+    return [
+        _judge(
+            gpu,
+            policy,
+            user,
+            jobs_by_card.get(gpu.physical_index, []),
+            claimed.get(gpu.physical_index),
+        )
+        for gpu in gpus
+    ]
 
 
 def pick_free(
@@ -125,6 +138,7 @@ def pick_free(
     policy: FreePolicy,
     user: str,
     active_job_gpus: Mapping[int, Sequence[int]] = _NO_JOBS,
+    claimed: Mapping[int, str] = _NO_CLAIMS,
 ) -> list[int]:
     """The ``count`` best free cards, in physical order.
 
@@ -133,7 +147,7 @@ def pick_free(
     """
     if count < 1:
         raise UsageError(f"Cannot pick {count} GPUs: ask for at least 1.")
-    verdicts = judge_cards(snapshot, policy, user, active_job_gpus)
+    verdicts = judge_cards(snapshot, policy, user, active_job_gpus, claimed)
     free = [v for v in verdicts if v.free]
     if len(free) < count:
         raise NotEnoughFreeGpus(count, verdicts, policy)
@@ -202,12 +216,14 @@ def _mig_warnings(
     return [] if verdict.free else [f"{target.label} is busy: " + ", ".join(verdict.reasons)]
 
 
-def _judge(gpu: GpuSample, policy: FreePolicy, user: str, job_ids: list[int]) -> CardVerdict:
+def _judge(
+    gpu: GpuSample, policy: FreePolicy, user: str, job_ids: list[int], claim: str | None = None
+) -> CardVerdict:
     if gpu.lost:
         return CardVerdict(gpu.physical_index, False, ("lost",), None, None)
     free_bytes = _free_bytes(gpu)
     utilization = gpu.utilization_gpu_percent
-    reasons: list[str] = []
+    reasons: list[str] = [claim] if claim else []
     if gpu.mig_mode_current:
         reasons.append("in MIG mode (pin one of its MIG instances instead)")
     reasons.extend(f"in use by gputop job {job_id}" for job_id in job_ids)

@@ -253,9 +253,12 @@ class ClaimBook:
         mine = {claim.name: claim for claim in scan.claims}
         return [mine[name] for name in made if name in mine]
 
-    def extend(self, uuids: Iterable[str] | None, for_s: float) -> list[Claim]:
-        """This user's claims on these cards (default: all of them, jobs' excepted) last
-        ``for_s`` from now; a card another user has meanwhile won is lost (and said)."""
+    def extend(
+        self, uuids: Iterable[str] | None, for_s: float, job: int | None = None
+    ) -> list[Claim]:
+        """This user's claims on these cards (default: all of them; a person's, or with
+        ``job`` that job's) last ``for_s`` from now; a card another user has meanwhile won is
+        lost (and said)."""
         scan = self.scan()
         self.tidy(scan)
         wanted = None if uuids is None else {card_key(u) for u in uuids}
@@ -264,7 +267,7 @@ class ClaimBook:
             claim
             for claim in scan.claims
             if claim.uid == self.uid
-            and claim.job is None
+            and claim.job == job
             and (wanted is None or card_key(claim.uuid) in wanted)
             and holders[card_key(claim.uuid)].uid == self.uid
         ]

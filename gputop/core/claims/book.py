@@ -25,6 +25,7 @@ from gputop.core.claims.directory import (
 )
 from gputop.core.claims.files import (
     CONTENT_BYTES,
+    MAX_NOTE,
     SUFFIX,
     Claim,
     Suspicious,
@@ -37,6 +38,7 @@ from gputop.core.claims.files import (
     user_name,
 )
 from gputop.core.errors import GputopError
+from gputop.core.safe_text import clean
 from gputop.core.units import duration
 
 PENDING_S = 2.0
@@ -232,6 +234,7 @@ class ClaimBook:
                 f"The claims directory {self.dir.path} is not writable by users (mode 1777 "
                 f"is needed): {setup_line(self.dir.path)}"
             )
+        note = clean(note)[:MAX_NOTE]  # a note is shown on every user's terminal
         scan = self.scan()
         self.tidy(scan)
         self._refuse_held(scan, cards, mine_too=job is None)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from gputop.core.claims.book import ClaimBook, Scan, until_text
 from gputop.core.claims.directory import UnsafeClaimsDir, claims_path
 from gputop.core.claims.files import Claim, card_key
 from gputop.core.errors import GputopError
-from gputop.core.model import GpuSample, Snapshot
+from gputop.core.model import GpuClaim, GpuSample, Snapshot
 from gputop.core.safe_text import clean
 from gputop.core.units import duration
 
@@ -143,3 +143,52 @@ def read_claims(environ: Mapping[str, str] | None = None, tidy: bool = True) -> 
     finally:
         book.close()
     return ClaimsView(READY, scan=scan, now=time.time())
+
+
+def attach_claims(gpus: Sequence[GpuSample], view: ClaimsView) -> list[GpuSample]:
+    """The GPUs with who claimed each and who uses it without a claim."""
+    if view.state != READY:
+        return list(gpus)
+    attached = []
+    for gpu in gpus:
+        claim = view.gpu_claim(gpu)
+        attached.append(
+            replace(
+                gpu,
+                claim=None
+                if claim is None
+                else GpuClaim(claim.user, claim.until, claim.note, claim.job),
+                unclaimed_users=tuple(view.unclaimed_users(gpu)),
+            )
+        )
+    return attached
+
+
+def left_text(seconds: float) -> str:
+    """``2h``, ``45m``, ``1d 4h``: how long a claim has left, as a card says it."""
+    seconds = max(0.0, seconds)
+    if seconds >= 86400:
+        days, rest = divmod(round(seconds / 3600), 24)
+        return f"{days}d {rest}h" if rest else f"{days}d"
+    if seconds >= 3600 - 30:
+        return f"{round(seconds / 3600)}h"
+    return f"{max(1, round(seconds / 60))}m"
+
+
+def card_claim_text(gpu: GpuSample, now: float) -> str | None:
+    """``claimed by ana · 2h left · note`` and ``in use without a claim: bob`` for a card;
+    None where it has neither. Cleaned (the text may come from another host)."""
+    parts = []
+    claim = gpu.claim
+    if claim is not None:
+        parts.append(f"claimed by {clean(claim.user)}")
+        parts.append(f"{left_text(claim.until - now)} left")
+        if claim.job is not None:
+            parts.append(f"job {claim.job}")
+        if claim.note:
+            parts.append(clean(claim.note))
+    if gpu.unclaimed_users:
+        users = ", ".join(clean(user) for user in gpu.unclaimed_users[:3])
+        more = len(gpu.unclaimed_users) - 3
+        parts.append(f"in use without a claim: {users}" + (f" +{more}" if more > 0 else ""))
+    return " · ".join(parts) if parts else None

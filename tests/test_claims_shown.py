@@ -130,3 +130,21 @@ def test_an_agent_sends_its_machines_claims(claims_dir: Path, tmp_path: Path) ->
 def test_time_left_is_said_coarsely(seconds: float, said: str) -> None:
     assert left_text(seconds) == said
     assert not math.isnan(seconds)
+
+
+async def test_the_launch_dialog_shows_another_users_claim(claims_dir: Path) -> None:
+    """The dashboard's user is alice (build_app); root claimed GPU 1."""
+    from dashboard_helpers import plain_text
+    from textual.widgets import Static
+
+    from gputop.tui.screens.launch import LaunchScreen
+
+    claim_as_root(claims_dir, 1, GPU1, 3600, "")
+    app = build_app("v100x4")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("right", "l")
+        await pilot.pause()
+        assert isinstance(app.screen, LaunchScreen)
+        preview = plain_text(app.screen.query_one("#preview", Static), width=200)
+        assert "⚠ GPU 1 is claimed by root (1h left): the job will not start there" in preview

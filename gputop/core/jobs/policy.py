@@ -11,6 +11,7 @@ themselves: the memory and utilisation they cause still do.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.model import GpuSample, ProcessType, Snapshot
+from gputop.core.model import GpuClaim, GpuSample, ProcessType, Snapshot
 from gputop.core.units import MIB, NA
 
 GIB = 1024 * MIB
@@ -192,6 +193,8 @@ def launch_warnings(
                 if gpu.mig_devices
                 else f"GPU {index} is in MIG mode with no instances"
             )
+        if gpu.claim is not None and gpu.claim.user != user:
+            warnings.append(f"GPU {index} {_user_claim(gpu.claim)}")
         for job in active_jobs:
             if index in job.physical_indices:
                 warnings.append(f"GPU {index} {_job_claim(job)}")
@@ -211,6 +214,9 @@ def _mig_warnings(
     target = mig_target_by_uuid(snapshot.gpus, mig_uuid)
     if target is None:
         return [f"MIG device {mig_uuid} is not on this machine"]
+    claim = target.gpu.claim
+    if claim is not None and claim.user != user:
+        return [f"{target.label}: its GPU {_user_claim(claim)}"]
     holders = [job.id for job in jobs if mig_uuid in getattr(job, "uuids", ())]
     verdict = judge_mig_instance(target, policy.min_free_bytes, user, holders)
     return [] if verdict.free else [f"{target.label} is busy: " + ", ".join(verdict.reasons)]
@@ -314,6 +320,17 @@ def _busy_details(gpu: GpuSample, policy: FreePolicy, user: str) -> list[str]:
     if own:
         details.append(f"{own} of your processes")
     return details
+
+
+def _user_claim(claim: GpuClaim) -> str:
+    """``is claimed by ana (2h left): …``: another user's claim (docs/claims.md)."""
+    from gputop.core.claims.view import left_text
+
+    left = left_text(claim.until - time.time())
+    return (
+        f"is claimed by {claim.user} ({left} left): the job will not start there unless it "
+        "waits for the claim to end"
+    )
 
 
 def _job_claim(job: ActiveJob) -> str:

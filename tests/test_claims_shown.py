@@ -148,3 +148,15 @@ async def test_the_launch_dialog_shows_another_users_claim(claims_dir: Path) -> 
         assert isinstance(app.screen, LaunchScreen)
         preview = plain_text(app.screen.query_one("#preview", Static), width=200)
         assert "⚠ GPU 1 is claimed by root (1h left): the job will not start there" in preview
+
+
+def test_the_exporter_exports_who_claimed_each_gpu(claims_dir: Path, fake_backend) -> None:
+    from exporter_helpers import samples
+
+    from gputop.core.exporter.collector import SnapshotCollector
+
+    claim_as_root(claims_dir, 1, GPU1, 3600, "")
+    collector = SnapshotCollector(top=5)
+    collector.record(fake_backend("v100x4").sample(), 0.01)
+    claimed = samples(collector, "gputop_gpu_claimed")
+    assert [(s.labels["gpu"], s.labels["user"], s.value) for s in claimed] == [("1", "root", 1.0)]

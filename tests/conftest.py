@@ -32,6 +32,8 @@ def private_state_dir(
     """Every test gets its own job store: none may read or write the user's real one."""
     state_dir = tmp_path_factory.mktemp("state") / "gputop"
     monkeypatch.setenv("GPUTOP_STATE_DIR", str(state_dir))
+    # nor the machine's claims (docs/claims.md): a directory that does not exist
+    monkeypatch.setenv("GPUTOP_CLAIMS_DIR", str(state_dir.parent / "no-claims"))
     return state_dir
 
 

@@ -37,9 +37,9 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         parents=[parent],
         help="print free GPUs as a CUDA_VISIBLE_DEVICES value",
         description="Pick free GPUs and print them as a CUDA_VISIBLE_DEVICES value. A GPU is "
-        "free with enough free memory, low utilisation, no other user's processes and no "
-        "running gputop job; the ones with most free memory win. Exits 1, saying why, when "
-        "not enough are free.",
+        "free with enough free memory, low utilisation, no other user's processes or claim "
+        "(docs/claims.md) and no running gputop job; the ones with most free memory win. "
+        "Exits 1, saying why, when not enough are free.",
         epilog="Example: export CUDA_VISIBLE_DEVICES=$(gputop pick -n 2)",
     )
     parser.add_argument(
@@ -91,7 +91,14 @@ def run(args: argparse.Namespace) -> int:
         snapshot = backend.sample()
     finally:
         backend.close()
-    picked = pick_free(snapshot, args.count, policy, current_user(), active_job_gpus())
+    picked = pick_free(
+        snapshot,
+        args.count,
+        policy,
+        current_user(),
+        active_job_gpus(),
+        claimed=claims_in_the_way(snapshot),
+    )
     pinning = pin_environment(
         snapshot.gpus,
         picked,
@@ -145,6 +152,17 @@ def active_job_gpus() -> dict[int, tuple[int, ...]]:
         return {}
     finally:
         store.close()
+
+
+def claims_in_the_way(snapshot: Snapshot) -> dict[int, str]:
+    """``{physical index: why}`` for the cards another user's claim holds (docs/claims.md);
+    an unsafe claims directory is said and ignored, a missing one is claims not set up."""
+    from gputop.core.claims.view import UNSAFE, read_claims
+
+    view = read_claims()
+    if view.state == UNSAFE:
+        _warn(view.message)
+    return view.blocked_cards(snapshot)
 
 
 def index_order_warning(

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 
 from gputop.cli.arg_types import count, seconds
 from gputop.cli.jobs_command import open_store
@@ -25,6 +26,8 @@ from gputop.cli.slurm_run import (
     run_slurm_submit,
     slurm_options_without_slurm,
 )
+from gputop.core.claims.jobs import IGNORED_ENV, claims_in_the_way
+from gputop.core.claims.view import UNSAFE, ClaimsView, read_claims
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import (
     LaunchRequest,
@@ -133,6 +136,12 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="cap the job's log at SIZE (bytes, or 64k, 512M, 2G; at least 64k): its "
         "beginning and newest lines are kept (default $GPUTOP_LOG_MAX, else 1G)",
     )
+    parser.add_argument(
+        "--ignore-claims",
+        action="store_true",
+        help="launch even on cards another user claimed (docs/claims.md): warned, and the job "
+        "is marked so (GPUTOP_IGNORED_CLAIMS in its environment)",
+    )
     parser.add_argument("--json", action="store_true", help="print the job as JSON instead")
     add_hosts_arguments(parser)
     add_slurm_arguments(parser)
@@ -182,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         return run_launch(args, command)
     policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
     environ = environment_for_jobs(args.fake)
+    environ.pop(IGNORED_ENV, None)  # a mark of the job this runs in, if any, is not this one's
     if args.wait:
         check_wait_poll(environ)
     # Everything is checked before the store is opened: a rejected run writes nothing, not
@@ -189,17 +199,31 @@ def run(args: argparse.Namespace) -> int:
     snapshot = _sample(args.fake)
     wait_count = None
     indices: list[int | str]
+    claims = read_claims(environ)
+    if claims.state == UNSAFE:
+        print(f"gputop: warning: {clean(claims.message)}", file=sys.stderr)
     if args.auto is not None:
         check_gpu_count(snapshot, args.auto)
         active = active_job_gpus()
+        blocked = {} if args.ignore_claims else claims.blocked_cards(snapshot)
         try:
-            indices = list(pick_free(snapshot, args.auto, policy, current_user(), active))
+            indices = list(
+                pick_free(snapshot, args.auto, policy, current_user(), active, claimed=blocked)
+            )
         except NotEnoughFreeGpus:
             if not args.wait:
                 raise
             indices, wait_count = [], args.auto
     else:
         indices = resolve_gpus(snapshot, [args.gpus])
+    in_the_way = claims_in_the_way(claims, snapshot, indices, os.geteuid())
+    if in_the_way and not args.ignore_claims and not args.wait:
+        raise GputopError(
+            "Nothing was launched: "
+            + "; ".join(in_the_way)
+            + ". Choose other cards, add --wait to start once the claim ends, or "
+            "--ignore-claims to launch anyway (the job is marked so)."
+        )
     request = LaunchRequest(
         command=command,
         physical_indices=indices,
@@ -214,6 +238,14 @@ def run(args: argparse.Namespace) -> int:
         log_max_bytes=args.log_max,
     )
     prepared = prepare_launch(request, snapshot, environ)
+    if args.ignore_claims and in_the_way:
+        marks = ", ".join(_claim_marks(claims, snapshot, indices))
+        prepared = replace(prepared, env={**prepared.env, IGNORED_ENV: marks})
+        for said in in_the_way:
+            print(
+                f"gputop: warning: {clean(said)}; launched anyway (--ignore-claims)",
+                file=sys.stderr,
+            )
     store = open_store()
     if not store.writable:
         store.close()
@@ -250,6 +282,23 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(f"gputop: warning: {clean(warning)}", file=sys.stderr)
     return 0
+
+
+def _claim_marks(view: ClaimsView, snapshot: Snapshot, targets: list[int | str]) -> list[str]:
+    """``GPU 2 (ana)`` for each card another user claimed: the job's mark."""
+    marks = []
+    for gpu in snapshot.gpus:
+        for target in targets:
+            mig = target if isinstance(target, str) else None
+            if mig is None and target != gpu.physical_index:
+                continue
+            if mig is not None and all(m.uuid != mig for m in gpu.mig_devices):
+                continue
+            claim = view.blocking(gpu, os.geteuid(), mig)
+            if claim is not None:
+                where = f"GPU {gpu.physical_index}" if mig is None else mig
+                marks.append(f"{where} ({claim.user})")
+    return marks
 
 
 def mig_pinning_warnings(snapshot: Snapshot, job: Job) -> list[str]:

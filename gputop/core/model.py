@@ -110,6 +110,18 @@ class GpuProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuClaim:
+    """Who claimed a GPU, until when (docs/claims.md)."""
+
+    user: str
+    until: float
+    """Epoch seconds."""
+    note: str = ""
+    job: int | None = None
+    """The gputop job holding the claim, or ``None`` for a person's."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     physical_index: int
     uuid: str | None
@@ -162,6 +174,11 @@ class GpuSample:
     processes_dropped: int = 0
     """Entries NVML listed with an impossible pid (0, or 2**31 and above: a struct layout the
     driver and gputop disagree on), left out of ``processes``."""
+    claim: GpuClaim | None = None
+    """Who holds the card by a claim (docs/claims.md); ``None``: unclaimed, or claims not set
+    up here."""
+    unclaimed_users: tuple[str, ...] = ()
+    """Users whose processes run here without a claim of theirs, while claims are in use."""
 
     @property
     def short_uuid(self) -> str | None:

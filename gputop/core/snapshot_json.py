@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, ProcessCuda, Snapshot
+from gputop.core.model import (
+    Clocks,
+    GpuClaim,
+    GpuProcess,
+    GpuSample,
+    MigDevice,
+    ProcessCuda,
+    Snapshot,
+)
 
 SCHEMA_VERSION = 1
 
@@ -60,7 +68,15 @@ def _gpu(gpu: GpuSample) -> dict[str, Any]:
         "processes": [_process(process) for process in gpu.processes]
         if gpu.processes_listed
         else None,
+        "claim": _claim(gpu.claim),
+        "unclaimed_users": list(gpu.unclaimed_users),
     }
+
+
+def _claim(claim: GpuClaim | None) -> dict[str, Any] | None:
+    if claim is None:
+        return None
+    return {"user": claim.user, "until": claim.until, "note": claim.note, "job": claim.job}
 
 
 def _clocks(clocks: Clocks) -> dict[str, int | None]:

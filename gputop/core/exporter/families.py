@@ -173,8 +173,15 @@ def _gpu_state_families(
         "gputop_gpu_other_processes_sm_util_percent",
         "SM utilization of the processes past --top, summed (in %).",
     )
+    claimed = GaugeMetricFamily(
+        "gputop_gpu_claimed",
+        "1 while a user's gputop claim holds the GPU (docs/claims.md); no series when none does.",
+        labels=(*GPU_LABELS, "user"),
+    )
     for gpu in snapshot.gpus:
         labels = gpu_labels(gpu, host)
+        if gpu.claim is not None:
+            claimed.add_metric([*labels, label(gpu.claim.user)], 1.0)
         lost.add_metric(labels, 1.0 if gpu.lost else 0.0)
         no_access.add_metric(labels, 1.0 if gpu.no_access else 0.0)
         failed.add_metric(labels, 1.0 if gpu.sample_error is not None else 0.0)
@@ -187,7 +194,18 @@ def _gpu_state_families(
         others.add_metric(labels, float(held.other_count))
         other_memory.add_metric(labels, float(held.other_memory_bytes))
         other_sm.add_metric(labels, float(held.other_sm_percent))
-    return [lost, no_access, failed, processes, dropped, idle, others, other_memory, other_sm]
+    return [
+        lost,
+        no_access,
+        failed,
+        processes,
+        dropped,
+        idle,
+        others,
+        other_memory,
+        other_sm,
+        claimed,
+    ]
 
 
 def _process_families(

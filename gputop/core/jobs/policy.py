@@ -11,6 +11,7 @@ themselves: the memory and utilisation they cause still do.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.model import GpuSample, ProcessType, Snapshot
+from gputop.core.model import GpuClaim, GpuSample, ProcessType, Snapshot
 from gputop.core.units import MIB, NA
 
 GIB = 1024 * MIB
@@ -26,6 +27,7 @@ COMPUTE_MODE_PROHIBITED = 2
 COMPUTE_MODE_EXCLUSIVE_PROCESS = 3
 
 _NO_JOBS: Mapping[int, Sequence[int]] = MappingProxyType({})
+_NO_CLAIMS: Mapping[int, str] = MappingProxyType({})
 
 
 def gib(value_bytes: int | None) -> str:
@@ -105,18 +107,30 @@ def judge_cards(
     policy: FreePolicy,
     user: str,
     active_job_gpus: Mapping[int, Sequence[int]] = _NO_JOBS,
+    claimed: Mapping[int, str] = _NO_CLAIMS,
 ) -> list[CardVerdict]:
     """One verdict per card, in physical order.
 
     ``active_job_gpus``: ``{job id: physical indices}`` of the gputop jobs still waiting or
     running; their cards are taken even before their processes show up in NVML.
+    ``claimed``: ``{physical index: why}`` for cards another user's claim holds
+    (docs/claims.md).
     """
     jobs_by_card: dict[int, list[int]] = {}
     for job_id, indices in sorted(active_job_gpus.items()):
         for index in indices:
             jobs_by_card.setdefault(index, []).append(job_id)
     gpus = sorted(snapshot.gpus, key=lambda g: g.physical_index)
-    return [_judge(gpu, policy, user, jobs_by_card.get(gpu.physical_index, [])) for gpu in gpus]
+    return [
+        _judge(
+            gpu,
+            policy,
+            user,
+            jobs_by_card.get(gpu.physical_index, []),
+            claimed.get(gpu.physical_index),
+        )
+        for gpu in gpus
+    ]
 
 
 def pick_free(
@@ -125,6 +139,7 @@ def pick_free(
     policy: FreePolicy,
     user: str,
     active_job_gpus: Mapping[int, Sequence[int]] = _NO_JOBS,
+    claimed: Mapping[int, str] = _NO_CLAIMS,
 ) -> list[int]:
     """The ``count`` best free cards, in physical order.
 
@@ -133,7 +148,7 @@ def pick_free(
     """
     if count < 1:
         raise UsageError(f"Cannot pick {count} GPUs: ask for at least 1.")
-    verdicts = judge_cards(snapshot, policy, user, active_job_gpus)
+    verdicts = judge_cards(snapshot, policy, user, active_job_gpus, claimed)
     free = [v for v in verdicts if v.free]
     if len(free) < count:
         raise NotEnoughFreeGpus(count, verdicts, policy)
@@ -178,6 +193,8 @@ def launch_warnings(
                 if gpu.mig_devices
                 else f"GPU {index} is in MIG mode with no instances"
             )
+        if gpu.claim is not None and gpu.claim.user != user:
+            warnings.append(f"GPU {index} {_user_claim(gpu.claim)}")
         for job in active_jobs:
             if index in job.physical_indices:
                 warnings.append(f"GPU {index} {_job_claim(job)}")
@@ -197,17 +214,22 @@ def _mig_warnings(
     target = mig_target_by_uuid(snapshot.gpus, mig_uuid)
     if target is None:
         return [f"MIG device {mig_uuid} is not on this machine"]
+    claim = target.gpu.claim
+    if claim is not None and claim.user != user:
+        return [f"{target.label}: its GPU {_user_claim(claim)}"]
     holders = [job.id for job in jobs if mig_uuid in getattr(job, "uuids", ())]
     verdict = judge_mig_instance(target, policy.min_free_bytes, user, holders)
     return [] if verdict.free else [f"{target.label} is busy: " + ", ".join(verdict.reasons)]
 
 
-def _judge(gpu: GpuSample, policy: FreePolicy, user: str, job_ids: list[int]) -> CardVerdict:
+def _judge(
+    gpu: GpuSample, policy: FreePolicy, user: str, job_ids: list[int], claim: str | None = None
+) -> CardVerdict:
     if gpu.lost:
         return CardVerdict(gpu.physical_index, False, ("lost",), None, None)
     free_bytes = _free_bytes(gpu)
     utilization = gpu.utilization_gpu_percent
-    reasons: list[str] = []
+    reasons: list[str] = [claim] if claim else []
     if gpu.mig_mode_current:
         reasons.append("in MIG mode (pin one of its MIG instances instead)")
     reasons.extend(f"in use by gputop job {job_id}" for job_id in job_ids)
@@ -298,6 +320,17 @@ def _busy_details(gpu: GpuSample, policy: FreePolicy, user: str) -> list[str]:
     if own:
         details.append(f"{own} of your processes")
     return details
+
+
+def _user_claim(claim: GpuClaim) -> str:
+    """``is claimed by ana (2h left): …``: another user's claim (docs/claims.md)."""
+    from gputop.core.claims.view import left_text
+
+    left = left_text(claim.until - time.time())
+    return (
+        f"is claimed by {claim.user} ({left} left): the job will not start there unless it "
+        "waits for the claim to end"
+    )
 
 
 def _job_claim(job: ActiveJob) -> str:

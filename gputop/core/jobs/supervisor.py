@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from gputop.core.claims.jobs import JobClaim
 from gputop.core.errors import GputopError
 from gputop.core.jobs.log_cap import CHECK_S, LogCap, limits_from, parse_size
 from gputop.core.jobs.logs import gputop_line
@@ -126,6 +127,8 @@ class Supervisor:
         self._end: EndReservation | None = None
         self._fault_said = False
         self._log_limits = limits_from(environ, log_max)
+        self._claim: JobClaim | None = None
+        """The claim on the job's cards while it runs (gputop.core.claims.jobs)."""
         self._measuring: Measuring | None = None
         """Measures what the job uses of its cards while it runs (usage_meter.py)."""
 
@@ -161,6 +164,7 @@ class Supervisor:
             while (returncode := self._child.poll()) is None:
                 self._child.wait_for_event(RUNNING_POLL_S)
             self._child.finish()
+        self._release_claim()
         note = f"gputop's supervisor failed: {error}"
         if returncode is None:
             self._record_end(exit_code=SUPERVISOR_FAILED_EXIT, note=note)
@@ -276,6 +280,9 @@ class Supervisor:
         if not os.path.isdir(job.cwd):
             return self._could_not_start(job, 1, f"the working directory {job.cwd} is gone")
         env = job_environment(self.environ, job)
+        refused = self._take_claim(job)
+        if refused is not None:
+            return self._could_not_start(job, 1, refused)
         self._say(f"job {job.id} ({job.name}) starting: {_describe(job)}")
         try:
             child = self._spawn(job, env)
@@ -299,6 +306,7 @@ class Supervisor:
         returncode = self._supervise(child)
         child.finish()
         self._child = None
+        self._release_claim()
         usage = self._measuring.finish()
         self._ensure_recorded()  # its end must land in the store it is recorded in
         if returncode < 0:
@@ -317,6 +325,31 @@ class Supervisor:
             if not ended.stop_requested:
                 wait_for_enter(self.wake)
         return 0
+
+    def _take_claim(self, job: Job) -> str | None:
+        """Claim the job's cards while it runs (docs/claims.md); why it must not start."""
+        from gputop.core.claims.directory import claims_path
+        from gputop.core.claims.jobs import IGNORED_ENV, JobClaim, job_cards
+        from gputop.core.sampling.source import open_backend
+
+        self._claim = JobClaim(job.id, self.environ)
+        if not os.path.isdir(claims_path(self.environ)):
+            return None  # claims are not set up here
+        if job.env.get(IGNORED_ENV):
+            self._say(f"job {job.id} ignores other users' claims: {job.env[IGNORED_ENV]}")
+            return None
+        try:
+            backend = open_backend(environ=self.environ)
+            try:
+                snapshot = backend.sample()
+            finally:
+                backend.close()
+        except GputopError as error:
+            self._say(f"job {job.id}'s cards are not claimed: cannot read the GPUs: {error}")
+            return None
+        cards = job_cards(snapshot, job.physical_indices, job.uuids)
+        refused = self._claim.take(cards, job.name)
+        return None if refused is None else f"its cards were claimed meanwhile: {refused}"
 
     def _spawn(self, job: Job, env: dict[str, str]) -> Child:
         if self.tty:
@@ -354,6 +387,8 @@ class Supervisor:
                     checked = time.monotonic()
                 if self._measuring is not None:
                     self._measuring.tick()
+                if self._claim is not None and (said := self._claim.renew()):
+                    self._say(f"job {self.job_id}: {said}")
                 said = cap.check()
                 if said is not None:
                     self._say(f"job {self.job_id}'s {said}")
@@ -404,7 +439,13 @@ class Supervisor:
             child.wait_for_event(0.1)
         return -signal.SIGKILL if returncode is None else returncode
 
+    def _release_claim(self) -> None:
+        if self._claim is not None:
+            with contextlib.suppress(GputopError, OSError):
+                self._claim.release()
+
     def _could_not_start(self, job: Job, code: int, why: str) -> int:
+        self._release_claim()
         self._say(f"job {job.id} could not start: {why}")
         self._record_end(exit_code=code, note=why)
         self._notify(ENDED)

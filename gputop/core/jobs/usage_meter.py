@@ -220,7 +220,8 @@ def open_meter(job: Job, environ: Mapping[str, str]) -> UsageMeter | None:
         return None
     try:
         backend = open_backend(
-            environ=environ, options=SamplingOptions(driver_probe=False, cuda_views=False)
+            environ=environ,
+            options=SamplingOptions(driver_probe=False, cuda_views=False, claims=False),
         )
     except GputopError:
         return None

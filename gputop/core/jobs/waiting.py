@@ -46,22 +46,32 @@ def wait_decision(
     user: str,
     running_job_gpus: Mapping[int, Sequence[int]],
     running_job_uuids: Mapping[int, Sequence[str]] | None = None,
+    claimed: Mapping[int, str] | None = None,
+    claimed_instances: Mapping[str, str] | None = None,
 ) -> WaitDecision:
     """May the job start now, and on which cards?
 
     ``running_job_uuids``: the running jobs' pinned UUIDs, so a MIG instance another job
     is pinned to counts as taken (gputop.core.jobs.mig_targets has the MIG policy).
+    ``claimed``, ``claimed_instances``: why cards and MIG instances another user claimed
+    are not free (docs/claims.md).
     """
+    claimed = claimed or {}
+    claimed_instances = claimed_instances or {}
     from gputop.core.jobs.mig_targets import judge_mig_instance, mig_target_by_uuid
     from gputop.core.jobs.policy import NotEnoughFreeGpus, judge_cards, pick_free
 
     if job.wait_count is not None and not job.physical_indices:
         try:
-            chosen = pick_free(snapshot, job.wait_count, policy, user, running_job_gpus)
+            chosen = pick_free(
+                snapshot, job.wait_count, policy, user, running_job_gpus, claimed=claimed
+            )
         except NotEnoughFreeGpus as error:
             return WaitDecision(False, (), str(error).splitlines()[0])
         return WaitDecision(True, tuple(chosen), "")
-    verdicts = {v.physical_index: v for v in judge_cards(snapshot, policy, user, running_job_gpus)}
+    verdicts = {
+        v.physical_index: v for v in judge_cards(snapshot, policy, user, running_job_gpus, claimed)
+    }
     problems = []
     for position, index in enumerate(job.physical_indices):
         uuid = job.uuids[position] if position < len(job.uuids) else ""
@@ -69,6 +79,9 @@ def wait_decision(
             target = mig_target_by_uuid(snapshot.gpus, uuid)
             if target is None:
                 problems.append(f"MIG device {uuid} is not on this machine")
+                continue
+            if uuid in claimed_instances:
+                problems.append(f"{target.label}: {claimed_instances[uuid]}")
                 continue
             holders = [i for i, u in (running_job_uuids or {}).items() if uuid in u]
             mig = judge_mig_instance(target, policy.min_free_bytes, user, holders)
@@ -151,7 +164,17 @@ class CardWaiter:
             for other in self.store.active_jobs()
             if other.id != job.id and other.state is JobState.RUNNING
         }
-        decision = wait_decision(snapshot, job, job_policy(job), self._user, running, running_uuids)
+        claimed, claimed_instances = self._claims(snapshot, job)
+        decision = wait_decision(
+            snapshot,
+            job,
+            job_policy(job),
+            self._user,
+            running,
+            running_uuids,
+            claimed,
+            claimed_instances,
+        )
         if not decision.ready:
             return None, decision.reason
         if not job.physical_indices:
@@ -164,14 +187,30 @@ class CardWaiter:
                 job.id,
                 [device.physical_index for device in pinning.devices],
                 [device.uuid or "" for device in pinning.devices],
-                pinning.env,
+                {**pinning.env, **_ignored_mark(job)},
             )
         holder = self.store.claim_cards(job.id)
         if holder is not None:
             return None, f"job {holder.id} ({holder.name}) has just taken a card"
         return self.store.get(job.id), ""
 
+    def _claims(self, snapshot: Snapshot, job: Job) -> tuple[dict[int, str], dict[str, str]]:
+        """Cards and instances other users' claims keep this job off (docs/claims.md)."""
+        from gputop.core.claims.view import read_claims
+
+        if _ignored_mark(job):
+            return {}, {}
+        view = read_claims(self.environ)
+        return view.blocked_cards(snapshot), view.blocked_instances(snapshot)
+
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
             self._backend = None
+
+
+def _ignored_mark(job: Job) -> dict[str, str]:
+    """The ``--ignore-claims`` mark of a job, kept when its cards are fixed."""
+    from gputop.core.claims.jobs import IGNORED_ENV
+
+    return {IGNORED_ENV: job.env[IGNORED_ENV]} if IGNORED_ENV in job.env else {}

@@ -171,8 +171,15 @@ def _gpu(gpu: GpuSample, where: str, findings: _Findings, trust_times: bool) -> 
     if capability is not None and not all(within(part, 0, 99) for part in capability):
         findings.places.append(f"{where}.compute_capability")
         capability = None
+    claim = gpu.claim
+    if claim is not None and not (
+        within(claim.until, *TIME) and (claim.job is None or within(claim.job, 1, MAX_JOB_ID))
+    ):
+        findings.places.append(f"{where}.claim")
+        claim = None
     return replace(
         gpu,
+        claim=claim,
         clocks=findings.checked(gpu.clocks, CLOCK_RANGES, f"{where}.clocks_mhz"),
         max_clocks=findings.checked(gpu.max_clocks, CLOCK_RANGES, f"{where}.max_clocks_mhz"),
         compute_capability=capability,

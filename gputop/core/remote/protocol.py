@@ -25,6 +25,7 @@ from typing import Any
 
 from gputop.core.model import (
     Clocks,
+    GpuClaim,
     GpuProcess,
     GpuSample,
     MigDevice,
@@ -37,6 +38,10 @@ from gputop.core.numbers import strict_json
 from gputop.core.sampling.process_env import MAX_PORT, MAX_RANK
 
 PROTOCOL_VERSION = 1
+MAX_CLAIM_TEXT = 200
+"""A claim's user and note from a host are cut here (docs/claims.md allows 200)."""
+MAX_USERS = 64
+"""At most this many users "in use without a claim" are taken from a host, per GPU."""
 
 
 class ProtocolError(ValueError):
@@ -137,6 +142,30 @@ def _gpu(value: Any, position: int) -> GpuSample:
             for i, p in enumerate(_list(processes or [], f"{where}.processes"))
         ),
         processes_listed=processes is not None,
+        claim=_claim(gpu.get("claim"), f"{where}.claim"),
+        unclaimed_users=tuple(
+            _str(u, f"{where}.unclaimed_users[{i}]") or "?"
+            for i, u in enumerate(
+                _list(gpu.get("unclaimed_users") or [], f"{where}.unclaimed_users")[:MAX_USERS]
+            )
+        ),
+    )
+
+
+def _claim(value: Any, where: str) -> GpuClaim | None:
+    """A host's ``claim`` of a GPU (docs/claims.md): its text is shown only cleaned; its
+    numbers are checked for meaning with the rest (host_values.py)."""
+    if value is None:
+        return None
+    claim = _object(value, where)
+    until = _float(claim.get("until"), f"{where}.until")
+    if until is None:
+        raise ProtocolError(f"{where}.until is missing")
+    return GpuClaim(
+        user=(_str(claim.get("user"), f"{where}.user") or "?")[:MAX_CLAIM_TEXT],
+        until=until,
+        note=(_str(claim.get("note"), f"{where}.note") or "")[:MAX_CLAIM_TEXT],
+        job=_int(claim.get("job"), f"{where}.job"),
     )
 
 

@@ -48,6 +48,9 @@ class SamplingOptions:
     cuda_views: bool = True
     """Resolve each GPU process's own ``cuda:N`` view from its environment (docs/multi-card.md).
     Off where nothing shows it: the history recorder, a job's usage meter."""
+    claims: bool = True
+    """Say who claimed each card (docs/claims.md): a few file reads. Off where nothing shows
+    it: a job's usage meter."""
 
 
 _GpuReading = tuple[GpuSample, "tuple[NvmlProcess, ...]", "dict[int, ProcessUtilization]"]
@@ -141,6 +144,10 @@ class NvmlBackend:
         if self._options.cuda_views:
             environments = {pid: fact.environment for pid, fact in facts.items()}
             gpus = attach_cuda_views(gpus, environments, self._driver_version, self._driver_answer)
+        if self._options.claims:
+            from gputop.core.claims.view import attach_claims, read_claims
+
+            gpus = attach_claims(gpus, read_claims())
         return Snapshot(
             host=self._hostname,
             driver_version=self._driver_version,

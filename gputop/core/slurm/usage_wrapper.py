@@ -131,7 +131,8 @@ def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -
         return
     try:
         backend = open_backend(
-            environ=environ, options=SamplingOptions(driver_probe=False, cuda_views=False)
+            environ=environ,
+            options=SamplingOptions(driver_probe=False, cuda_views=False, claims=False),
         )
     except GputopError as error:
         report_not_measured(f"NVML cannot be read there: {error}")

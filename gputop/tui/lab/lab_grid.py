@@ -11,6 +11,7 @@ docs/lab.md.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -19,6 +20,7 @@ from textual.containers import Grid, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 
+from gputop.core.claims.view import card_claim_text
 from gputop.core.model import GpuSample
 from gputop.core.remote.host_summary import HostSummary
 from gputop.core.remote.status import HostStatus
@@ -371,6 +373,7 @@ class LabGrid(VerticalScroll, can_focus=True):
             highlighted=highlighted,
             selected=position == self._selected_host and gpu.physical_index in self._selected,
             compact=self.compact,
+            claim=card_claim_text(gpu, time.time()),
         )
 
     def _changed(self) -> None:

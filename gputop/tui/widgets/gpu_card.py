@@ -52,6 +52,9 @@ class CardView:
     """The utilisation's colour, kept steady by the grid (``sticky_level_style``)."""
     slurm: str | None = None
     """The Slurm job holding the card (``slurm 123 alice train 1:02:03 left``), cleaned."""
+    claim: str | None = None
+    """Who claimed the card (``claimed by ana · 2h left · note``), and who uses it without a
+    claim (docs/claims.md), cleaned."""
 
 
 class GpuCard(Widget):
@@ -201,10 +204,8 @@ def _title(view: CardView) -> str:
 
 
 def _subtitle(view: CardView) -> str | None:
-    state = _state(view.gpu)
-    if view.slurm is None:
-        return state
-    return view.slurm if state is None else f"{view.slurm} · {state}"
+    parts = [part for part in (view.claim, view.slurm, _state(view.gpu)) if part]
+    return " · ".join(parts) if parts else None
 
 
 def _state(gpu: GpuSample) -> str | None:

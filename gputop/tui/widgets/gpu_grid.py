@@ -9,12 +9,14 @@ instance is what space selects and what a launch pins (by its MIG UUID).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 
 from textual.binding import Binding
 from textual.containers import Grid
 from textual.message import Message
 
+from gputop.core.claims.view import card_claim_text
 from gputop.core.model import GpuSample, MigDevice, Snapshot
 from gputop.core.sampling.history import UtilizationHistory
 from gputop.tui.render import sticky_level_style
@@ -199,6 +201,7 @@ class GpuGrid(Grid, can_focus=True):
                     ),
                     util_style=util_style,
                     slurm=self.slurm_labels.get(gpu.physical_index),
+                    claim=card_claim_text(gpu, time.time()),
                 )
             )
 

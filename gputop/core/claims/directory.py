@@ -1,0 +1,135 @@
+"""Where claims live: one directory every user shares, owned by root, sticky (docs/claims.md).
+
+``GPUTOP_CLAIMS_DIR``, default ``/var/lib/gputop/claims``. The directory and every directory
+above it must be root's and not rewritable by another user: writable by others only with the
+sticky bit, as /tmp is, so that a user can create files there and remove only their own. A
+missing directory means claims are not set up on this machine (gputop works as without them);
+an unsafe one is refused with the command an administrator runs to make it right.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gputop.core.errors import GputopError
+
+CLAIMS_DIR_ENV = "GPUTOP_CLAIMS_DIR"
+DEFAULT_CLAIMS_DIR = "/var/lib/gputop/claims"
+DIR_MODE = 0o1777
+
+
+class UnsafeClaimsDir(GputopError):
+    """The claims directory exists but another user could rewrite it: it is not used."""
+
+    exit_code = 1
+
+
+def claims_path(environ: Mapping[str, str] | None = None) -> str:
+    """The claims directory this gputop uses (absolute, as given)."""
+    environ = os.environ if environ is None else environ
+    given = (environ.get(CLAIMS_DIR_ENV) or "").strip()
+    return os.path.abspath(given) if given else DEFAULT_CLAIMS_DIR
+
+
+def setup_line(path: str) -> str:
+    """The one command an administrator runs to make the directory."""
+    return f"sudo gputop claims --setup  (or: sudo install -d -m 1777 -o root -g root {path})"
+
+
+@dataclass(frozen=True)
+class OpenDir:
+    """The checked directory, held open: every later operation is relative to ``fd``."""
+
+    path: str
+    fd: int
+    writable: bool
+    """Others may create files here (mode 1777): claims can be made, not only read."""
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def open_claims_dir(path: str) -> OpenDir | None:
+    """The directory, checked and open; None where it does not exist (claims not set up).
+
+    Raises UnsafeClaimsDir where it, or a directory above it, is not root's, is rewritable by
+    another user (writable by group or others without the sticky bit), or is a symbolic link.
+    """
+    try:
+        seen = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise UnsafeClaimsDir(
+            f"The claims directory {path} cannot be read ({error.strerror}); claims are not "
+            f"used. An administrator can make it with: {setup_line(path)}"
+        ) from None
+    problem = _unsafe(seen, path, itself=True)
+    parent = os.path.dirname(path)
+    while problem is None and parent and parent != os.path.dirname(parent):
+        try:
+            problem = _unsafe(os.stat(parent), parent, itself=False)
+        except OSError as error:
+            problem = f"{parent} cannot be read ({error.strerror})"
+        parent = os.path.dirname(parent)
+    if problem is None:
+        problem = _unsafe(os.stat("/"), "/", itself=False)
+    if problem is not None:
+        raise UnsafeClaimsDir(
+            f"The claims directory {path} is not safe: {problem}, so another user could "
+            f"rewrite or replace other people's claims. Claims are not used until an "
+            f"administrator fixes it: {setup_line(path)}"
+        )
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    held = os.fstat(fd)
+    if (held.st_dev, held.st_ino) != (seen.st_dev, seen.st_ino):
+        os.close(fd)
+        raise UnsafeClaimsDir(f"The claims directory {path} was replaced while it was checked.")
+    writable = bool(held.st_mode & stat.S_IWOTH)
+    return OpenDir(path, fd, writable)
+
+
+def _unsafe(info: os.stat_result, path: str, *, itself: bool) -> str | None:
+    if itself and stat.S_ISLNK(info.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{path} is not a directory"
+    if info.st_uid != 0:
+        return f"{path} belongs to uid {info.st_uid}, not root"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        return f"{path} is writable by other users without the sticky bit (mode {_mode(info)})"
+    return None
+
+
+def _mode(info: os.stat_result) -> str:
+    return f"{stat.S_IMODE(info.st_mode):04o}"
+
+
+def set_up(path: str) -> str:
+    """``gputop claims --setup`` (as root): make the directory root's, mode 1777; say what
+    was done. Directories above it that do not exist are made 0755."""
+    if os.geteuid() != 0:
+        raise GputopError(f"Only root can set up the claims directory; run: {setup_line(path)}")
+    parent = os.path.dirname(path)
+    os.makedirs(parent, mode=0o755, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+        made = True
+    except FileExistsError:
+        made = False
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise GputopError(f"{path} exists and is not a directory; remove it first.")
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, 0, 0)
+        os.fchmod(fd, DIR_MODE)
+    finally:
+        os.close(fd)
+    open_claims_dir(path)  # the directories above it are checked too
+    return f"{'Made' if made else 'Fixed'} the claims directory {path} (root's, mode 1777)."

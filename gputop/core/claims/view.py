@@ -1,0 +1,194 @@
+"""Claims as the rest of gputop reads them: per card, never raising (docs/claims.md).
+
+``pick``, ``run``, ``--wait``, the dashboard, ``snapshot --json`` and the exporter ask the
+same questions: is this card claimed, by whom, until when; does a claim of another user's
+keep this user off it; who uses a card without a claim. A claim on a whole GPU covers its
+MIG instances, and a claim on an instance keeps others off the whole GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from gputop.core.claims.book import ClaimBook, Scan, until_text
+from gputop.core.claims.directory import UnsafeClaimsDir, claims_path
+from gputop.core.claims.files import Claim, card_key
+from gputop.core.errors import GputopError
+from gputop.core.model import GpuClaim, GpuSample, Snapshot
+from gputop.core.safe_text import clean
+from gputop.core.units import duration
+
+NOT_SET_UP = "not set up"
+UNSAFE = "unsafe"
+READY = "ready"
+
+
+@dataclass
+class ClaimsView:
+    """The claims of this machine as read once."""
+
+    state: str
+    message: str = ""
+    """For a person: why claims are not used (not set up here, unsafe directory)."""
+    scan: Scan = field(default_factory=Scan)
+    now: float = 0.0
+
+    @property
+    def in_use(self) -> bool:
+        """Claims are set up and someone holds one: unclaimed use is worth pointing out."""
+        return self.state == READY and bool(self.scan.claims)
+
+    def holder(self, uuid: str | None) -> Claim | None:
+        if not uuid or self.state != READY:
+            return None
+        return self.scan.holders().get(card_key(uuid))
+
+    def gpu_claim(self, gpu: GpuSample) -> Claim | None:
+        """Who holds this GPU: its own claim, else the first claim on one of its instances."""
+        own = self.holder(gpu.uuid)
+        if own is not None:
+            return own
+        held = [c for m in gpu.mig_devices if (c := self.holder(m.uuid)) is not None]
+        return min(held, key=lambda c: c.order) if held else None
+
+    def blocking(self, gpu: GpuSample, uid: int, mig_uuid: str | None = None) -> Claim | None:
+        """Another user's claim that keeps ``uid`` off this GPU (or this instance of it)."""
+        if self.state != READY:
+            return None
+        if mig_uuid is not None:
+            candidates = [self.holder(mig_uuid), self.holder(gpu.uuid)]
+        else:
+            candidates = [self.holder(gpu.uuid)] + [self.holder(m.uuid) for m in gpu.mig_devices]
+        others = [c for c in candidates if c is not None and c.uid != uid]
+        return min(others, key=lambda c: c.order) if others else None
+
+    def reason(self, claim: Claim) -> str:
+        """``claimed by ana until 2026-01-02 14:05 (2h left)``."""
+        return f"claimed by {clean(claim.user)} {until_text(claim.until, self.now)}"
+
+    def blocked_cards(self, snapshot: Snapshot, uid: int | None = None) -> dict[int, str]:
+        """``{physical index: why}`` for the GPUs another user's claim keeps ``uid`` (default:
+        this process's) off."""
+        uid = os.geteuid() if uid is None else uid
+        found = {}
+        for gpu in snapshot.gpus:
+            claim = self.blocking(gpu, uid)
+            if claim is not None:
+                found[gpu.physical_index] = self.reason(claim)
+        return found
+
+    def blocked_instances(self, snapshot: Snapshot, uid: int | None = None) -> dict[str, str]:
+        """``{MIG uuid: why}`` for instances another user's claim keeps ``uid`` off."""
+        uid = os.geteuid() if uid is None else uid
+        found = {}
+        for gpu in snapshot.gpus:
+            for mig in gpu.mig_devices:
+                if mig.uuid and (claim := self.blocking(gpu, uid, mig.uuid)) is not None:
+                    found[mig.uuid] = self.reason(claim)
+        return found
+
+    def unclaimed_users(self, gpu: GpuSample) -> list[str]:
+        """Users whose processes run on this GPU without a claim of theirs on it (only
+        while claims are in use on this machine)."""
+        if not self.in_use:
+            return []
+        holders = {c.user for c in self.scan.claims if card_key(c.uuid) in _keys(gpu)}
+        users = {p.user for p in gpu.processes if p.user is not None}
+        return sorted(users - holders)
+
+    def summary(self, claim: Claim) -> str:
+        """``claimed by ana · 2h left · note`` for a card."""
+        parts = [
+            f"claimed by {clean(claim.user)}",
+            f"{duration(max(0.0, claim.until - self.now))} left",
+        ]
+        if claim.job is not None:
+            parts.append(f"job {claim.job}")
+        if claim.note:
+            parts.append(clean(claim.note))
+        return " · ".join(parts)
+
+
+def _keys(gpu: GpuSample) -> set[str]:
+    keys = {card_key(gpu.uuid)} if gpu.uuid else set()
+    keys.update(card_key(m.uuid) for m in gpu.mig_devices if m.uuid)
+    return keys
+
+
+def read_claims(environ: Mapping[str, str] | None = None, tidy: bool = True) -> ClaimsView:
+    """The claims now; never raises. ``tidy``: remove this user's expired claims on the way
+    (their owner's next gputop does, docs/claims.md)."""
+    environ = os.environ if environ is None else environ
+    try:
+        book = ClaimBook.open(environ)
+    except UnsafeClaimsDir as error:
+        return ClaimsView(UNSAFE, str(error), now=time.time())
+    except OSError as error:
+        return ClaimsView(UNSAFE, f"claims cannot be read: {error}", now=time.time())
+    if book is None:
+        return ClaimsView(
+            NOT_SET_UP,
+            f"claims are not set up here ({claims_path(environ)} does not exist)",
+            now=time.time(),
+        )
+    try:
+        scan = book.scan()
+        if tidy:
+            book.tidy(scan)
+    except GputopError as error:
+        return ClaimsView(UNSAFE, str(error), now=time.time())
+    finally:
+        book.close()
+    return ClaimsView(READY, scan=scan, now=time.time())
+
+
+def attach_claims(gpus: Sequence[GpuSample], view: ClaimsView) -> list[GpuSample]:
+    """The GPUs with who claimed each and who uses it without a claim."""
+    if view.state != READY:
+        return list(gpus)
+    attached = []
+    for gpu in gpus:
+        claim = view.gpu_claim(gpu)
+        attached.append(
+            replace(
+                gpu,
+                claim=None
+                if claim is None
+                else GpuClaim(claim.user, claim.until, claim.note, claim.job),
+                unclaimed_users=tuple(view.unclaimed_users(gpu)),
+            )
+        )
+    return attached
+
+
+def left_text(seconds: float) -> str:
+    """``2h``, ``45m``, ``1d 4h``: how long a claim has left, as a card says it."""
+    seconds = max(0.0, seconds)
+    if seconds >= 86400:
+        days, rest = divmod(round(seconds / 3600), 24)
+        return f"{days}d {rest}h" if rest else f"{days}d"
+    if seconds >= 3600 - 30:
+        return f"{round(seconds / 3600)}h"
+    return f"{max(1, round(seconds / 60))}m"
+
+
+def card_claim_text(gpu: GpuSample, now: float) -> str | None:
+    """``claimed by ana · 2h left · note`` and ``in use without a claim: bob`` for a card;
+    None where it has neither. Cleaned (the text may come from another host)."""
+    parts = []
+    claim = gpu.claim
+    if claim is not None:
+        parts.append(f"claimed by {clean(claim.user)}")
+        parts.append(f"{left_text(claim.until - now)} left")
+        if claim.job is not None:
+            parts.append(f"job {claim.job}")
+        if claim.note:
+            parts.append(clean(claim.note))
+    if gpu.unclaimed_users:
+        users = ", ".join(clean(user) for user in gpu.unclaimed_users[:3])
+        more = len(gpu.unclaimed_users) - 3
+        parts.append(f"in use without a claim: {users}" + (f" +{more}" if more > 0 else ""))
+    return " · ".join(parts) if parts else None

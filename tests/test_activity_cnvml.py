@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from cnvml.fixtures import BINDINGS, NEWEST, OLDEST, CNvml
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_helpers import running_exporter, wait_for
 
 from gputop.core.model import ACTIVITY_KEYS
 
@@ -215,3 +217,40 @@ def test_per_process_sm_from_the_r550_call_leaves_a_process_without_samples_unkn
         assert sm == {busy: 70, idle: 0, unmeasured: None}
     else:
         assert sm == {busy: 70, idle: 0, unmeasured: 0}
+
+
+def _prof_samples(text: str) -> dict[tuple[str, str, str, str], float]:
+    return {
+        (s.name, s.labels["gpu"], s.labels.get("GPU_I_ID", ""), s.labels.get("GPU_I_PROFILE", "")):
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("DCGM_FI_PROF_")
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_the_exporter_gives_the_drivers_figures_in_dcgm_exporters_units(
+    c_nvml: CNvml, binding: str
+) -> None:
+    data = c_nvml.data_file("exporter", machine(), "R550")
+    env = c_nvml.environment(generation="R550", binding=binding, data=data)
+    args = ("--listen", "127.0.0.1:0", "--interval", "0.5")
+    with running_exporter(*args, frozen_at_s=None, env=env) as exporter:
+
+        def with_activity() -> str | None:
+            text = exporter.scrape()
+            return text if "DCGM_FI_PROF_SM_ACTIVE{" in text else None
+
+        text = wait_for(with_activity, "the exporter's second GPM sample")
+    prof = _prof_samples(text)
+    assert prof[("DCGM_FI_PROF_SM_ACTIVE", "0", "", "")] == pytest.approx(0.615)
+    assert prof[("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "0", "", "")] == pytest.approx(0.445)
+    assert prof[("DCGM_FI_PROF_PCIE_TX_BYTES", "0", "", "")] == 12.5 * MIB
+    assert prof[("DCGM_FI_PROF_NVLINK_TX_BYTES", "0", "", "")] == 8500 * MIB
+    assert prof[("DCGM_FI_PROF_SM_ACTIVE", "2", "1", "4g.40gb")] == pytest.approx(0.885)
+    assert prof[("DCGM_FI_PROF_SM_ACTIVE", "2", "2", "2g.20gb")] == pytest.approx(0.035)
+    assert prof[("DCGM_FI_PROF_DRAM_ACTIVE", "2", "1", "4g.40gb")] == pytest.approx(0.35)
+    assert not [key for key in prof if key[1] == "1"]  # the A100: absent, never 0
+    assert ("DCGM_FI_PROF_DRAM_ACTIVE", "2", "2", "2g.20gb") not in prof  # not answered
+    assert len({key for key in prof if key[0] == "DCGM_FI_PROF_SM_ACTIVE"}) == 4

@@ -211,6 +211,8 @@ class GpuSample:
     throttled_since: float | None = None
     """Epoch seconds since when a throttling reason (power cap, thermal, hardware slowdown)
     has held without a break, as gputop saw it; ``None`` when none holds."""
+    throttled_for_s: float | None = None
+    """How long that is at this sample's time (for the card's badge)."""
     processes: tuple[GpuProcess, ...] = ()
     processes_listed: bool = True
     """False when NVML would not list this GPU's processes: "unknown", not "none"."""

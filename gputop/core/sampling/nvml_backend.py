@@ -90,6 +90,7 @@ class NvmlBackend:
         host_processes: HostProcessTable | None = None,
         options: SamplingOptions | None = None,
         driver_answer: DriverAnswer | None = None,
+        activity_clock: Callable[[], float] | None = None,
     ) -> None:
         self._nvml = nvml
         self._driver_answer = driver_answer
@@ -111,7 +112,7 @@ class NvmlBackend:
         self._nvml_version = text(read("nvmlSystemGetNVMLVersion"))
         self._processes = ProcessLister(nvml, self._driver_version)
         self._memory_v2 = self._processes.symbols.exports(MEMORY_V2_SYMBOL)
-        self._activity = ActivitySampler(nvml, self._reader)
+        self._activity = ActivitySampler(nvml, self._reader, activity_clock or time.monotonic)
         self._now = 0.0
         """When the sample in progress began (``clock``): its timestamp."""
         count = read("nvmlDeviceGetCount") or 0
@@ -321,6 +322,9 @@ class NvmlBackend:
             activity=activity,
             clock_event_mask=mask,
             throttled_since=state.throttled_since,
+            throttled_for_s=None
+            if state.throttled_since is None
+            else max(0.0, self._now - state.throttled_since),
             encoder_util_percent=convert(encoder, lambda e: int(e[0])),
             decoder_util_percent=convert(decoder, lambda d: int(d[0])),
             bar1_total_bytes=attribute_int(bar1, "bar1Total"),

@@ -61,9 +61,12 @@ class Exporter:
 
 
 @contextmanager
-def running_exporter(*args: str, frozen_at_s: float | None = 30.0) -> Iterator[Exporter]:
-    """``gputop exporter ARGS`` until the block ends (then SIGTERM, and it must exit 0)."""
-    env = dict(os.environ)
+def running_exporter(
+    *args: str, frozen_at_s: float | None = 30.0, env: dict[str, str] | None = None
+) -> Iterator[Exporter]:
+    """``gputop exporter ARGS`` until the block ends (then SIGTERM, and it must exit 0);
+    ``env``: its whole environment instead of this process's."""
+    env = dict(os.environ if env is None else env)
     if frozen_at_s is not None:
         env["GPUTOP_FAKE_TIME"] = str(frozen_at_s)
     process = subprocess.Popen(

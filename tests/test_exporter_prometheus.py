@@ -356,3 +356,123 @@ def test_report_prometheus_refuses_a_bad_query_in_prometheuss_words(
 
     with pytest.raises(PrometheusError, match="refused the query"):
         query_range(prometheus.url, "sum by (", time.time() - 10, time.time(), 1.0)
+
+
+# -- NVIDIA's dashboard 12239 over a simulated Hopper server (docs/activity.md) -------------
+
+DASHBOARD_12239 = (
+    'max(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)',
+    'avg(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"})',
+    'max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)',
+    'sum(max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (gpu))',
+    'max(DCGM_FI_DEV_SM_CLOCK{Hostname=~"$Hostname", gpu=~"$gpu"} * 1000000)'
+    " by (Hostname, UUID, gpu)",
+    'max(DCGM_FI_PROF_GR_ENGINE_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"})'
+    " by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)",
+    'max(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"})'
+    " by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)",
+    'max(DCGM_FI_DEV_FB_USED{Hostname=~"$Hostname", gpu=~"$gpu"})'
+    " by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)",
+)
+"""The eight panels' queries of NVIDIA's Grafana dashboard for dcgm-exporter (id 12239), as
+it writes them; its two variables are ``label_values`` of DCGM_FI_DEV_FB_FREE by Hostname
+and by gpu."""
+H100_MIG_UUIDS = (
+    "MIG-aaaaaaaa-5b6a-4789-8a9b-0c1d2e3f4a5b",
+    "MIG-bbbbbbbb-5b6a-4789-8a9b-0c1d2e3f4a5b",
+)
+
+
+def write_hopper_scenario(directory: Path) -> str:
+    """An H100, an H100 in MIG mode with two GPU instances, and an A100 (no GPM)."""
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "cuda_compute_capability": [9, 0]}
+    gpus = [
+        minimal_gpu(**h100, activity={"graphics": 93, "sm_active": 64.5, "tensor_active": 41,
+                                      "dram_active": 55, "pcie_tx_mib_s": 2,
+                                      "nvlink_rx_mib_s": 9000},
+                    clock_event_reasons=[{"reasons": ["sw_power_cap"], "until_s": 1e6}]),
+        minimal_gpu(**h100, uuid=UUID_1, pci_bus_id="00000000:08:00.0",
+                    activity={"graphics": 50, "sm_active": 30}, mig_mode=[1, 1],
+                    mig_devices=[
+                        {"uuid": H100_MIG_UUIDS[0], "gpu_instance_id": 1,
+                         "compute_instance_id": 0, "memory_total_mib": 40000,
+                         "profile": "3g.40gb", "multiprocessor_count": 60,
+                         "activity": {"graphics": 80, "tensor_active": 70}},
+                        {"uuid": H100_MIG_UUIDS[1], "gpu_instance_id": 2,
+                         "compute_instance_id": 0, "memory_total_mib": 20000,
+                         "profile": "2g.20gb", "multiprocessor_count": 32,
+                         "activity": {"graphics": 10, "tensor_active": 0}},
+                    ]),
+        minimal_gpu(uuid="GPU-33333333-aaaa-bbbb-cccc-000000000000",
+                    pci_bus_id="00000000:09:00.0"),
+    ]  # fmt: skip
+    path = directory / "hopper.json"
+    path.write_text(
+        json.dumps({"driver_version": "550.127.05", "hostname": "hopper-1", "gpus": gpus}),
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def hopper_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    scenario = write_hopper_scenario(tmp_path_factory.mktemp("hopper"))
+    args = ("--fake", scenario, "--listen", "127.0.0.1:0", "--interval", "1")
+    with running_exporter(*args) as exporter:
+        target = exporter.url.removeprefix("http://").removesuffix("/metrics")
+        with running_prometheus(tmp_path_factory.mktemp("prometheus"), target) as prometheus:
+            wait_for(
+                lambda: prometheus.query("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"),
+                "Prometheus to scrape the Hopper exporter's activity",
+                timeout_s=60,
+            )
+            yield prometheus
+
+
+def _series(results: list[dict[str, Any]]) -> dict[tuple[str, str, str], float]:
+    return {
+        (r["metric"]["gpu"], r["metric"].get("GPU_I_ID", ""), r["metric"].get("GPU_I_PROFILE", "")):
+        float(r["value"][1])
+        for r in results
+    }  # fmt: skip
+
+
+def test_every_panel_of_dashboard_12239_answers_over_a_hopper_server(
+    hopper_prometheus: Prometheus,
+) -> None:
+    for query in DASHBOARD_12239:
+        answer = hopper_prometheus.query(query.replace("$Hostname", ".*").replace("$gpu", ".*"))
+        assert answer, f"no data for the panel {query}"
+    for variable in ("DCGM_FI_DEV_FB_FREE", 'DCGM_FI_DEV_FB_FREE{Hostname=~".*"}'):
+        assert hopper_prometheus.query(variable)
+    utilisation = _series(hopper_prometheus.query(DASHBOARD_12239[5].replace("$Hostname", ".*")
+                                                  .replace("$gpu", ".*")))  # fmt: skip
+    assert utilisation == {
+        ("0", "", ""): 0.93,
+        ("1", "", ""): 0.5,
+        ("1", "1", "3g.40gb"): 0.8,
+        ("1", "2", "2g.20gb"): 0.1,
+    }
+
+
+def test_activity_series_have_dcgm_exporters_names_and_units_and_none_where_gpm_is_absent(
+    hopper_prometheus: Prometheus,
+) -> None:
+    def one(query: str) -> dict[tuple[str, str, str], float]:
+        return _series(hopper_prometheus.query(query))
+
+    assert one("DCGM_FI_PROF_SM_ACTIVE") == {("0", "", ""): 0.645, ("1", "", ""): 0.3}
+    assert one("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") == {
+        ("0", "", ""): 0.41,
+        ("1", "1", "3g.40gb"): 0.7,
+        ("1", "2", "2g.20gb"): 0.0,
+    }
+    assert one("DCGM_FI_PROF_DRAM_ACTIVE") == {("0", "", ""): 0.55}
+    assert one("DCGM_FI_PROF_PCIE_TX_BYTES") == {("0", "", ""): 2 * MIB}
+    assert one("DCGM_FI_PROF_NVLINK_RX_BYTES") == {("0", "", ""): 9000 * MIB}
+    assert one('{__name__=~"DCGM_FI_PROF_.*", gpu="2"}') == {}  # the A100: absent, not 0
+    assert one("DCGM_FI_DEV_CLOCKS_EVENT_REASONS") == {
+        ("0", "", ""): 4.0,
+        ("1", "", ""): 0.0,
+        ("2", "", ""): 0.0,
+    }

@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_once(backend: NvmlBackend, as_json: bool) -> None:
+    backend.settle_activity()  # GPM figures need two samples 100 ms apart (docs/activity.md)
     snapshot = backend.sample()
     if as_json:
         print(strict_json(snapshot_to_json(snapshot), indent=2))

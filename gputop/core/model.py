@@ -41,6 +41,56 @@ class Clocks:
     video_mhz: int | None = None
 
 
+ACTIVITY_KEYS = (
+    "graphics_percent",
+    "sm_active_percent",
+    "sm_occupancy_percent",
+    "tensor_active_percent",
+    "dram_active_percent",
+    "fp64_percent",
+    "fp32_percent",
+    "fp16_percent",
+    "pcie_tx_bytes_per_s",
+    "pcie_rx_bytes_per_s",
+    "nvlink_rx_bytes_per_s",
+    "nvlink_tx_bytes_per_s",
+)
+"""The figures of ``Activity``, in the order ``snapshot --json`` writes them (docs/activity.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What the SMs, tensor pipes and memory of a GPU or a MIG GPU instance really do, from
+    NVML's GPM (Hopper and newer); ``None`` where unknown. Percentages are 0-100 over the
+    time between two GPM samples, rates in bytes per second. See docs/activity.md."""
+
+    graphics_percent: float | None = None
+    sm_active_percent: float | None = None
+    sm_occupancy_percent: float | None = None
+    tensor_active_percent: float | None = None
+    dram_active_percent: float | None = None
+    fp64_percent: float | None = None
+    fp32_percent: float | None = None
+    fp16_percent: float | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    nvlink_rx_bytes_per_s: float | None = None
+    nvlink_tx_bytes_per_s: float | None = None
+    gpm: bool = False
+    """GPM answers for this GPU or instance; False: "not available on this GPU" (pre-Hopper,
+    a driver without GPM, a vGPU profile without it), and only PCIe rates may be known."""
+    reused: bool = False
+    """The figures are the previous tick's: the tick came sooner than NVML's 100 ms between
+    two GPM samples (gputop/core/sampling/activity.py)."""
+
+    def values(self) -> tuple[float | None, ...]:
+        """The figures in ``ACTIVITY_KEYS`` order."""
+        return tuple(getattr(self, key) for key in ACTIVITY_KEYS)
+
+
+NO_ACTIVITY = Activity()
+
+
 @dataclass(frozen=True, slots=True)
 class MigDevice:
     """One MIG instance of a GPU in MIG mode."""
@@ -54,6 +104,8 @@ class MigDevice:
     multiprocessor_count: int | None
     name: str | None = None
     """As NVML names it, with the profile: "NVIDIA A100-SXM4-80GB MIG 3g.40gb"."""
+    activity: Activity = NO_ACTIVITY
+    """Of its GPU instance (every compute instance of one GPU instance shares it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +220,15 @@ class GpuSample:
     bar1_used_bytes: int | None = None
     ecc_uncorrected_volatile: int | None = None
     nvlink_count: int | None = None
+    activity: Activity = NO_ACTIVITY
+    clock_event_mask: int | None = None
+    """NVML's clock event (throttle) reasons, a bit mask (gputop/core/clock_events.py);
+    ``None`` where the driver does not say."""
+    throttled_since: float | None = None
+    """Epoch seconds since when a throttling reason (power cap, thermal, hardware slowdown)
+    has held without a break, as gputop saw it; ``None`` when none holds."""
+    throttled_for_s: float | None = None
+    """How long that is at this sample's time (for the card's badge)."""
     processes: tuple[GpuProcess, ...] = ()
     processes_listed: bool = True
     """False when NVML would not list this GPU's processes: "unknown", not "none"."""

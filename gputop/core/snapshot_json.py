@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gputop.core.clock_events import reason_names
 from gputop.core.model import (
+    ACTIVITY_KEYS,
+    Activity,
     Clocks,
     GpuClaim,
     GpuProcess,
@@ -65,6 +68,11 @@ def _gpu(gpu: GpuSample) -> dict[str, Any]:
         "sample_error": gpu.sample_error,
         "memory_reserved_bytes": gpu.memory_reserved_bytes,
         "processes_dropped": gpu.processes_dropped,
+        "activity": activity_json(gpu.activity),
+        "clock_event_reasons": None
+        if gpu.clock_event_mask is None
+        else reason_names(gpu.clock_event_mask),
+        "throttled_since": gpu.throttled_since,
         "processes": [_process(process) for process in gpu.processes]
         if gpu.processes_listed
         else None,
@@ -97,7 +105,13 @@ def _mig(mig: MigDevice) -> dict[str, Any]:
         "memory_total_bytes": mig.memory_total_bytes,
         "memory_used_bytes": mig.memory_used_bytes,
         "multiprocessor_count": mig.multiprocessor_count,
+        "activity": activity_json(mig.activity),
     }
+
+
+def activity_json(activity: Activity) -> dict[str, float | None]:
+    """Exactly ``ACTIVITY_KEYS``; ``null`` where unknown (docs/activity.md)."""
+    return dict(zip(ACTIVITY_KEYS, activity.values(), strict=True))
 
 
 def _process(process: GpuProcess) -> dict[str, Any]:

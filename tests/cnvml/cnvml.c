@@ -3,6 +3,7 @@
 #include "cnvml.h"
 
 static struct nvmlDevice_st gpus[MAX_GPUS];
+static struct nvmlDevice_st migs[MAX_GPUS][MAX_MIG];
 static unsigned int gpu_count;
 static entry_t system_entries[MAX_KEYS];
 static int system_count;
@@ -28,6 +29,7 @@ static const char *lookup(const entry_t *entries, int count, const char *key) {
  * One record a line, fields separated by one space, the last field running to the end:
  *   system KEY VALUE...
  *   gpu INDEX KEY VALUE...
+ *   mig INDEX SLOT KEY VALUE...    (a MIG device of GPU INDEX)
  *   process INDEX KIND PID USED_BYTES|- SM|- MEM|-
  * KEY "error:FUNCTION" with VALUE CODE makes FUNCTION return CODE (system or per GPU).
  */
@@ -58,6 +60,19 @@ static int load(const char *path) {
             struct nvmlDevice_st *gpu = &gpus[index];
             put(gpu->entries, &gpu->entry_count, key, value);
             if (index + 1 > gpu_count) gpu_count = (unsigned int)index + 1;
+        } else if (strncmp(line, "mig ", 4) == 0) {
+            unsigned int index, slot;
+            int used = 0;
+            if (sscanf(line + 4, "%u %u %n", &index, &slot, &used) != 2 || used == 0 ||
+                index >= MAX_GPUS || slot >= MAX_MIG)
+                continue;
+            char *key = line + 4 + used;
+            char *value = strchr(key, ' ');
+            if (value == NULL) continue;
+            *value++ = '\0';
+            struct nvmlDevice_st *mig = &migs[index][slot];
+            mig->present = 1;
+            put(mig->entries, &mig->entry_count, key, value);
         } else if (strncmp(line, "process ", 8) == 0) {
             unsigned int index, pid;
             char kind, used[32], sm[16], mem[16];
@@ -76,7 +91,14 @@ static int load(const char *path) {
         }
     }
     fclose(file);
-    for (unsigned int i = 0; i < MAX_GPUS; i++) gpus[i].index = i;
+    for (unsigned int i = 0; i < MAX_GPUS; i++) {
+        gpus[i].index = i;
+        gpus[i].parent = -1;
+        for (unsigned int j = 0; j < MAX_MIG; j++) {
+            migs[i][j].index = j;
+            migs[i][j].parent = (int)i;
+        }
+    }
     return 1;
 }
 
@@ -93,6 +115,12 @@ static nvmlReturn_t error_for(const entry_t *entries, int count, const char *fun
 
 /* -- the checks a driver makes before answering ------------------------------------- */
 
+static int is_mig(nvmlDevice_t device) {
+    const struct nvmlDevice_st *first = &migs[0][0];
+    return device >= first && device < first + MAX_GPUS * MAX_MIG && device->present;
+}
+
+
 nvmlReturn_t system_check(const char *function) {
     if (init_count == 0) return NVML_ERROR_UNINITIALIZED;
     return error_for(system_entries, system_count, function);
@@ -100,11 +128,30 @@ nvmlReturn_t system_check(const char *function) {
 
 nvmlReturn_t device_check(nvmlDevice_t device, const char *function) {
     if (init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    if (device != NULL && is_mig(device)) return NVML_ERROR_NOT_SUPPORTED;
     if (device == NULL || device < gpus || device >= gpus + gpu_count)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (gpu_value(device, "lost") != NULL) return NVML_ERROR_GPU_IS_LOST;
     return error_for(device->entries, device->entry_count, function);
 }
+
+/* A MIG device answers what its GPU answers for the checks: lost, the GPU's errors. */
+nvmlReturn_t any_check(nvmlDevice_t device, const char *function) {
+    if (init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    if (device != NULL && is_mig(device)) {
+        nvmlReturn_t parent = device_check(&gpus[device->parent], function);
+        if (parent != NVML_SUCCESS) return parent;
+        return error_for(device->entries, device->entry_count, function);
+    }
+    return device_check(device, function);
+}
+
+struct nvmlDevice_st *mig_device(unsigned int index, unsigned int slot) {
+    if (index >= MAX_GPUS || slot >= MAX_MIG || !migs[index][slot].present) return NULL;
+    return &migs[index][slot];
+}
+
+const char *system_value(const char *key) { return lookup(system_entries, system_count, key); }
 
 nvmlReturn_t copy_text(const char *value, char *out, unsigned int length) {
     if (value == NULL) return NVML_ERROR_NOT_SUPPORTED;
@@ -245,4 +292,53 @@ EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
     if (index == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     *index = device->index;
     return NVML_SUCCESS;
+}
+
+/* -- MIG devices (every generation: MIG came with R450) -------------------------------- */
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
+    DEVICE("nvmlDeviceGetMaxMigDeviceCount");
+    const char *mode = gpu_value(device, "mig_mode");
+    if (mode == NULL) return NVML_ERROR_NOT_SUPPORTED;
+    if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    *count = mode[0] == '1' ? MAX_MIG : 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                       nvmlDevice_t *mig) {
+    DEVICE("nvmlDeviceGetMigDeviceHandleByIndex");
+    if (gpu_value(device, "mig_mode") == NULL) return NVML_ERROR_NOT_SUPPORTED;
+    if (index >= MAX_MIG || mig == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    struct nvmlDevice_st *found = mig_device(device->index, index);
+    if (found == NULL) return NVML_ERROR_NOT_FOUND;
+    *mig = found;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *answer) {
+    ANY_DEVICE("nvmlDeviceIsMigDeviceHandle");
+    if (answer == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    *answer = (unsigned int)is_mig(device);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t device,
+                                                                nvmlDevice_t *parent) {
+    ANY_DEVICE("nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+    if (!is_mig(device) || parent == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    *parent = &gpus[device->parent];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
+    ANY_DEVICE("nvmlDeviceGetGpuInstanceId");
+    if (!is_mig(device)) return NVML_ERROR_INVALID_ARGUMENT;
+    return read_uint(device, "gpu_instance_id", id);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
+    ANY_DEVICE("nvmlDeviceGetComputeInstanceId");
+    if (!is_mig(device)) return NVML_ERROR_INVALID_ARGUMENT;
+    return read_uint(device, "compute_instance_id", id);
 }

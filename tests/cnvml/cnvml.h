@@ -40,7 +40,8 @@
 #define EXPORT __attribute__((visibility("default")))
 
 #define MAX_GPUS 16
-#define MAX_KEYS 96
+#define MAX_MIG 7
+#define MAX_KEYS 128
 #define MAX_PROCESSES 64
 #define KEY_LEN 96
 #define VALUE_LEN 256
@@ -69,6 +70,8 @@ typedef struct {
 
 struct nvmlDevice_st {
     unsigned int index;
+    int parent; /* -1: a whole GPU; else a MIG device of GPU `parent` (docs/c-nvml.md) */
+    int present; /* a MIG slot the data file fills */
     entry_t entries[MAX_KEYS];
     int entry_count;
     process_t processes[MAX_PROCESSES];
@@ -81,6 +84,11 @@ const char *gpu_value(const struct nvmlDevice_st *gpu, const char *key);
  * data file's error for this function. */
 nvmlReturn_t system_check(const char *function);
 nvmlReturn_t device_check(nvmlDevice_t device, const char *function);
+/* As device_check, for the calls a driver also answers on a MIG device handle. */
+nvmlReturn_t any_check(nvmlDevice_t device, const char *function);
+/* The MIG device in `slot` of GPU `index`, or NULL when the slot is empty. */
+struct nvmlDevice_st *mig_device(unsigned int index, unsigned int slot);
+const char *system_value(const char *key);
 /* A value from the data file, or NOT_SUPPORTED when the scenario leaves it out. */
 nvmlReturn_t copy_text(const char *value, char *out, unsigned int length);
 nvmlReturn_t read_ull(nvmlDevice_t device, const char *key, unsigned long long *out);
@@ -95,6 +103,12 @@ nvmlReturn_t read_uint(nvmlDevice_t device, const char *key, unsigned int *out);
 #define DEVICE(function)                                      \
     do {                                                      \
         nvmlReturn_t check_ = device_check(device, function); \
+        if (check_ != NVML_SUCCESS) return check_;            \
+    } while (0)
+
+#define ANY_DEVICE(function)                                  \
+    do {                                                      \
+        nvmlReturn_t check_ = any_check(device, function);    \
         if (check_ != NVML_SUCCESS) return check_;            \
     } while (0)
 

@@ -2,12 +2,12 @@
 #include "cnvml.h"
 
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
-    DEVICE("nvmlDeviceGetName");
+    ANY_DEVICE("nvmlDeviceGetName");
     return copy_text(gpu_value(device, "name"), name, length);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
-    DEVICE("nvmlDeviceGetUUID");
+    ANY_DEVICE("nvmlDeviceGetUUID");
     return copy_text(gpu_value(device, "uuid"), uuid, length);
 }
 
@@ -55,7 +55,7 @@ static nvmlReturn_t memory(nvmlDevice_t device, unsigned long long *total,
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *out) {
-    DEVICE("nvmlDeviceGetMemoryInfo");
+    ANY_DEVICE("nvmlDeviceGetMemoryInfo");
     unsigned long long total, reserved, used;
     nvmlReturn_t result = memory(device, &total, &reserved, &used);
     if (result != NVML_SUCCESS) return result;
@@ -68,7 +68,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *o
 
 #if CNVML_GEN >= 535
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *out) {
-    DEVICE("nvmlDeviceGetMemoryInfo_v2");
+    ANY_DEVICE("nvmlDeviceGetMemoryInfo_v2");
     if (out == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (out->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     unsigned long long total, reserved, used;
@@ -232,13 +232,21 @@ EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int 
     return NVML_SUCCESS;
 }
 
-/* Whole-GPU attributes: the driver answers only for MIG devices, which this library has
- * none of (docs/c-nvml.md). */
+/* Attributes: the driver answers only for MIG devices (NOT_SUPPORTED on a whole GPU,
+ * docs/c-nvml.md). */
 EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
                                               nvmlDeviceAttributes_t *attributes) {
-    DEVICE("nvmlDeviceGetAttributes_v2");
-    (void)attributes;
-    return NVML_ERROR_NOT_SUPPORTED;
+    ANY_DEVICE("nvmlDeviceGetAttributes_v2");
+    if (device->parent < 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (attributes == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    memset(attributes, 0, sizeof *attributes);
+    unsigned long long memory_total = 0;
+    read_uint(device, "multiprocessor_count", &attributes->multiprocessorCount);
+    read_uint(device, "slices", &attributes->gpuInstanceSliceCount);
+    attributes->computeInstanceSliceCount = attributes->gpuInstanceSliceCount;
+    if (read_ull(device, "memory_total", &memory_total) == NVML_SUCCESS)
+        attributes->memorySizeMB = memory_total / (1024 * 1024);
+    return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,

@@ -4,8 +4,10 @@ The scenario is loaded by gputop's own loader (``load_scenario``) and its signal
 evaluated with the same ``Signal.value_at`` the Python fake uses, so the C library and the
 fake report the same numbers for the same scenario and time. The file format is read by
 ``cnvml.c`` (its ``load``): ``system KEY VALUE``, ``gpu INDEX KEY VALUE`` and
-``process INDEX KIND PID USED_BYTES SM MEM``; ``error FUNCTION CODE`` makes a function
-return an NVML error code.
+``process INDEX KIND PID USED_BYTES SM MEM``, ``mig INDEX SLOT KEY VALUE`` (a MIG device);
+``error FUNCTION CODE`` makes a function return an NVML error code. GPM's answers are
+``gpm 1`` (supported) and ``gpm_<metric id> VALUE`` per GPU and MIG device, evaluated as the
+Python fake evaluates them (gputop/core/fake/gpm_calls.py).
 
 What the generation decides (driver, NVML and CUDA versions; which symbols exist) comes from
 the library's build, not from the scenario: its ``driver_version`` is not used.
@@ -17,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.fake import Scenario
-from gputop.core.fake.scenario import ScenarioGpu, ScenarioProcess
+from gputop.core.fake.gpm_calls import METRIC_SIGNALS
+from gputop.core.fake.scenario import ScenarioGpu, ScenarioMigDevice, ScenarioProcess
+from gputop.core.fake.scenario_types import ActivitySignals
 from gputop.core.fake.signals import Signal
 from gputop.core.fake.usage_calls import energy_j
 
@@ -57,6 +61,8 @@ def data_file_text(
         lines.extend(f"gpu {index} error:{f} {code}" for f, code in sorted(errors.items()))
         lines.extend(f"gpu {index} {key} {value}" for key, value in _gpu_entries(gpu, t))
         lines.extend(_process_line(index, process, t) for process in gpu.processes)
+        for slot, mig in enumerate(gpu.mig_devices):
+            lines.extend(f"mig {index} {slot} {k} {v}" for k, v in _mig_entries(gpu, mig, t))
     return "\n".join(lines) + "\n"
 
 
@@ -66,9 +72,45 @@ def write_data_file(path: Path, scenario: Scenario, t: float, **options: Any) ->
     return path
 
 
+def gpm_entries(activity: ActivitySignals | None, t: float) -> list[tuple[str, object]]:
+    """``gpm_<metric id>`` for each signal: percent capped at 100, MiB/s as GPM answers."""
+    entries: list[tuple[str, object]] = []
+    if activity is None:
+        return entries
+    for metric_id, key in METRIC_SIGNALS.items():
+        signal = getattr(activity, key)
+        if signal is not None:
+            value = max(0.0, signal.value_at(t))
+            entries.append(
+                (f"gpm_{metric_id}", repr(min(100.0, value) if metric_id < 20 else value))
+            )
+    return entries
+
+
+def _mig_entries(gpu: ScenarioGpu, mig: ScenarioMigDevice, t: float) -> list[tuple[str, object]]:
+    name = f"{gpu.name} MIG {mig.profile}" if mig.profile else f"{gpu.name} MIG"
+    entries: list[tuple[str, object]] = [
+        ("uuid", mig.uuid),
+        ("name", _one_line(name)),
+        ("gpu_instance_id", mig.gpu_instance_id),
+        ("compute_instance_id", mig.compute_instance_id),
+    ]
+    if mig.memory_total_mib is not None:
+        entries.append(("memory_total", mig.memory_total_mib * MIB))
+        used = 0 if mig.memory_used_mib is None else round(mig.memory_used_mib.value_at(t) * MIB)
+        entries.append(("memory_used", max(0, min(used, mig.memory_total_mib * MIB))))
+    if mig.multiprocessor_count is not None:
+        entries.append(("multiprocessor_count", mig.multiprocessor_count))
+    if mig.gpu_slice_count is not None:
+        entries.append(("slices", mig.gpu_slice_count))
+    # GPM answers per GPU instance: the first device of the instance with activity gives it
+    same = [m for m in gpu.mig_devices if m.gpu_instance_id == mig.gpu_instance_id]
+    activity = next((m.activity for m in same if m.activity is not None), None)
+    entries.extend(gpm_entries(activity, t))
+    return entries
+
+
 def _gpu_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
-    if gpu.mig_devices:
-        raise ValueError(f"{gpu.name}: the C NVML does not imitate MIG devices")
     entries: list[tuple[str, object]] = [("name", _one_line(gpu.name)), ("uuid", gpu.uuid)]
 
     def fixed(key: str, value: object) -> None:
@@ -120,6 +162,17 @@ def _gpu_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
         reading("decoder_util", gpu.decoder_util, cap=100)
     if gpu.mig_mode is not None:
         entries.append(("mig_mode", "{} {}".format(*gpu.mig_mode)))
+    capability = gpu.cuda_compute_capability
+    if (capability is not None and capability >= (9, 0)) or (
+        capability is None and gpu.activity is not None
+    ):
+        entries.append(("gpm", 1))
+        entries.extend(gpm_entries(gpu.activity, t))
+    mask = 0
+    for window in gpu.clock_event_reasons:
+        if window.holds_at(t):
+            mask |= window.mask
+    entries.append(("clock_event_reasons", mask))
     if gpu.lost_after_s is not None and t >= gpu.lost_after_s:
         entries.append(("lost", 1))
     return entries

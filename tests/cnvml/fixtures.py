@@ -85,6 +85,17 @@ class CNvml:
         self, argv: Sequence[str], *, generation: str, binding: str, data: Path
     ) -> subprocess.CompletedProcess[str]:
         """``python <argv>`` with the C NVML of ``generation`` and the chosen binding."""
+        return subprocess.run(
+            [sys.executable, *argv],
+            capture_output=True,
+            text=True,
+            env=self.environment(generation=generation, binding=binding, data=data),
+            cwd=build.REPO,
+            timeout=60,
+        )
+
+    def environment(self, *, generation: str, binding: str, data: Path) -> dict[str, str]:
+        """The environment of a process on the C NVML of ``generation`` and ``binding``."""
         env = {k: v for k, v in os.environ.items() if k not in CLEARED_ENV}
         env["LD_LIBRARY_PATH"] = str(self.library_dirs[generation])
         env["GPUTOP_CNVML_DATA"] = str(data)
@@ -93,14 +104,7 @@ class CNvml:
             env["PYTHONPATH"] = os.pathsep.join(
                 [str(binding_dir), *filter(None, [env.get("PYTHONPATH")])]
             )
-        return subprocess.run(
-            [sys.executable, *argv],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=build.REPO,
-            timeout=60,
-        )
+        return env
 
     def gputop_json(
         self, argv: Sequence[str], *, generation: str, binding: str, data: Path

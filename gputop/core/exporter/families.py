@@ -25,11 +25,14 @@ from gputop.core.exporter.processes import (
     process_uses,
     user_totals,
 )
-from gputop.core.model import GpuSample, Snapshot
+from gputop.core.model import Activity, GpuSample, MigDevice, Snapshot
 from gputop.core.process_jobs import NO_JOBS, ProcessJobs
 
 MIB = 1 << 20
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+PROF_LABELS = (*GPU_LABELS, "GPU_I_ID", "GPU_I_PROFILE")
+"""dcgm-exporter's labels for profiling fields: a MIG GPU instance adds its id and profile
+(both empty, so absent in Prometheus, for a whole GPU)."""
 PROCESS_LABELS = ("gpu", "UUID", "Hostname", "pid", "user", "command", "gputop_job", "slurm_job")
 USER_LABELS = ("Hostname", "user")
 HOST_LABELS = ("Hostname",)
@@ -96,7 +99,85 @@ DCGM_GAUGES: tuple[tuple[str, str, Reading], ...] = (
         "Uncorrectable (double-bit) ECC errors since the driver loaded.",
         lambda g: g.ecc_uncorrected_volatile,
     ),
+    (
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "Clock event (throttle) reasons, NVML's bit mask.",
+        lambda g: g.clock_event_mask,
+    ),
 )
+
+ActivityReading = Callable[[Activity], "float | None"]
+
+
+def _ratio(value: float | None) -> float | None:
+    return None if value is None else value / 100.0
+
+
+DCGM_PROF_GAUGES: tuple[tuple[str, str, ActivityReading], ...] = (
+    (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "Ratio of time the graphics engine is active.",
+        lambda a: _ratio(a.graphics_percent),
+    ),
+    (
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+        lambda a: _ratio(a.sm_active_percent),
+    ),
+    (
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        "The ratio of number of warps resident on an SM.",
+        lambda a: _ratio(a.sm_occupancy_percent),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+        lambda a: _ratio(a.tensor_active_percent),
+    ),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        lambda a: _ratio(a.dram_active_percent),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+        "Ratio of cycles the fp64 pipes are active.",
+        lambda a: _ratio(a.fp64_percent),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+        "Ratio of cycles the fp32 pipes are active.",
+        lambda a: _ratio(a.fp32_percent),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+        "Ratio of cycles the fp16 pipes are active.",
+        lambda a: _ratio(a.fp16_percent),
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "The rate of data transmitted over the PCIe bus (in B/s).",
+        lambda a: a.pcie_tx_bytes_per_s,
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "The rate of data received over the PCIe bus (in B/s).",
+        lambda a: a.pcie_rx_bytes_per_s,
+    ),
+    (
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "The rate of data transmitted over NVLink (in B/s).",
+        lambda a: a.nvlink_tx_bytes_per_s,
+    ),
+    (
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "The rate of data received over NVLink (in B/s).",
+        lambda a: a.nvlink_rx_bytes_per_s,
+    ),
+)
+"""dcgm-exporter's profiling fields, from GPM (docs/activity.md): only where GPM answers,
+never from another NVML reading (DCGM's own figures before Hopper come from a profiling
+module NVML cannot reproduce)."""
 
 
 def gpu_labels(gpu: GpuSample, host: str) -> list[str]:
@@ -123,6 +204,7 @@ def snapshot_families(
     how a process's command line is written (labels.command_label)."""
     host = label(snapshot.host)
     families = list(_dcgm_families(snapshot, host))
+    families += _prof_families(snapshot, host)
     per_gpu = [(gpu, process_uses(gpu)) for gpu in snapshot.gpus if gpu.processes_listed]
     bounded = {gpu.physical_index: bound_processes(uses, top) for gpu, uses in per_gpu}
     families += _gpu_state_families(snapshot, host, bounded)
@@ -138,6 +220,41 @@ def _dcgm_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
         family = GaugeMetricFamily(name, help_text, labels=GPU_LABELS)
         for gpu, labels in labelled:
             value = reading(gpu)
+            if value is not None and math.isfinite(value):
+                family.add_metric(labels, float(value))
+        yield family
+
+
+def mig_profile(mig: MigDevice) -> str:
+    """``3g.40gb`` from NVML's MIG device name (``NVIDIA H100 80GB HBM3 MIG 3g.40gb``)."""
+    name = mig.name or ""
+    return name.rsplit(" MIG ", 1)[1] if " MIG " in name else ""
+
+
+def _activity_series(snapshot: Snapshot, host: str) -> list[tuple[Activity, list[str]]]:
+    """Each GPU's and each MIG GPU instance's activity (once per instance), labelled."""
+    series: list[tuple[Activity, list[str]]] = []
+    for gpu in snapshot.gpus:
+        if gpu.lost or not gpu.activity.gpm:
+            continue
+        labels = gpu_labels(gpu, host)
+        series.append((gpu.activity, [*labels, "", ""]))
+        seen: set[int] = set()
+        for mig in gpu.mig_devices:
+            instance = mig.gpu_instance_id
+            if instance is None or instance in seen or not mig.activity.gpm:
+                continue
+            seen.add(instance)
+            series.append((mig.activity, [*labels, str(instance), label(mig_profile(mig))]))
+    return series
+
+
+def _prof_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
+    series = _activity_series(snapshot, host)
+    for name, help_text, reading in DCGM_PROF_GAUGES:
+        family = GaugeMetricFamily(name, help_text, labels=PROF_LABELS)
+        for activity, labels in series:
+            value = reading(activity)
             if value is not None and math.isfinite(value):
                 family.add_metric(labels, float(value))
         yield family

@@ -25,6 +25,10 @@ Extensions to the contract, all optional:
 - top level ``job_profile`` (``used_memory_mib``, ``sm_util``, ``mem_util``: signals on
   the process's age): a live process pinned to simulated cards by UUID is listed on them
   (fake/pinned.py), so a launched job appears on its cards;
+- per GPU and per MIG device ``activity`` (signals, docs/scenario.md "Activity"): what
+  NVML's GPM answers, Hopper and newer only; ``job_profile.activity`` for a job's cards;
+- per GPU ``clock_event_reasons`` (windows of named reasons): the clock event (throttle)
+  reasons the driver reports;
 - any key starting with ``_`` is ignored, for comments. Other unknown keys are errors, so a
   misspelt field is caught instead of reading as "not supported".
 
@@ -44,11 +48,15 @@ from typing import Any
 
 import pynvml
 
+from gputop.core.clock_events import REASONS, mask_from_names
 from gputop.core.errors import ScenarioError
 from gputop.core.fake.json_fields import ObjectReader
 from gputop.core.fake.scenario_types import (
+    ACTIVITY_SIGNALS,
     DEFAULT_START_TIME,
     PROCESS_TYPES,
+    ActivitySignals,
+    ClockEventWindow,
     ClockSignals,
     JobProfile,
     MaxClocks,
@@ -139,10 +147,15 @@ _GPU_KEYS = (
     "no_permission",
     "function_errors",
     "accounting_mode",
+    "activity",
+    "clock_event_reasons",
     *_READINGS,
 )
 _CLOCK_KEYS = ("graphics", "sm", "mem", "video")
-_JOB_PROFILE_KEYS = ("used_memory_mib", "sm_util", "mem_util")
+_JOB_PROFILE_KEYS = ("used_memory_mib", "sm_util", "mem_util", "activity")
+_CLOCK_WINDOW_KEYS = ("reasons", "from_s", "until_s", "period_s")
+HOPPER = (9, 0)
+"""GPM answers on compute capability 9.0 and newer."""
 _PROCESS_KEYS = (
     "pid",
     "used_memory_mib",
@@ -164,6 +177,7 @@ _MIG_KEYS = (
     "multiprocessor_count",
     "profile",
     "processes",
+    "activity",
 )
 
 
@@ -248,7 +262,41 @@ def _job_profile(top: ObjectReader) -> JobProfile | None:
     profile = top.child("job_profile", _JOB_PROFILE_KEYS)
     if profile is None:
         return None
-    return JobProfile(**{key: profile.signal(key) for key in _JOB_PROFILE_KEYS})
+    return JobProfile(
+        **{key: profile.signal(key) for key in _JOB_PROFILE_KEYS if key != "activity"},
+        activity=_activity(profile),
+    )
+
+
+def _activity(owner: ObjectReader) -> ActivitySignals | None:
+    activity = owner.child("activity", ACTIVITY_SIGNALS)
+    if activity is None:
+        return None
+    return ActivitySignals(**{key: activity.signal(key) for key in ACTIVITY_SIGNALS})
+
+
+def _clock_event_reasons(gpu: ObjectReader) -> tuple[ClockEventWindow, ...]:
+    windows = []
+    for where, item in gpu.items("clock_event_reasons"):
+        window = ObjectReader(gpu.path, item, where, _CLOCK_WINDOW_KEYS)
+        names = window.strings("reasons")
+        try:
+            mask = mask_from_names(names)
+        except ValueError as error:
+            known = ", ".join(name for _, name, _ in REASONS)
+            raise window.error(
+                "reasons", f"{str(error)!r} is not a clock event reason (known: {known})"
+            ) from None
+        start = window.number("from_s") or 0.0
+        until = window.number("until_s", required=True)
+        assert until is not None
+        if until <= start:
+            raise window.error("until_s", f"must be after from_s ({start:g}), got {until:g}")
+        period = window.number("period_s")
+        if period is not None and period < until:
+            raise window.error("period_s", f"must be at least until_s ({until:g})")
+        windows.append(ClockEventWindow(mask, start, until, period))
+    return tuple(windows)
 
 
 def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
@@ -278,6 +326,16 @@ def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
             ],
             "(gpu_instance_id, compute_instance_id)",
         )
+    capability = _compute_capability(gpu)
+    if capability is not None and capability < HOPPER:
+        for j, mig in enumerate(mig_devices):
+            if mig.activity is not None:
+                raise ScenarioError(
+                    path,
+                    "GPM activity needs a Hopper or newer GPU (cuda_compute_capability 9.0 "
+                    f"or more), got {capability[0]}.{capability[1]}",
+                    f"{gpu.field('mig_devices')}[{j}].activity",
+                )
     clocks = gpu.child("clocks_mhz", _CLOCK_KEYS)
     max_clocks = gpu.child("max_clocks_mhz", _CLOCK_KEYS)
     readings = {key: gpu.signal(key) for key in _READINGS}
@@ -309,8 +367,23 @@ def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
         no_permission=_function_names(gpu, "no_permission"),
         function_errors=_function_errors(gpu, "function_errors"),
         accounting_mode=gpu.flag("accounting_mode"),
+        activity=_hopper_activity(gpu),
+        clock_event_reasons=_clock_event_reasons(gpu),
         **readings,
     )
+
+
+def _hopper_activity(gpu: ObjectReader) -> ActivitySignals | None:
+    """GPM figures exist on Hopper and newer only, as on a real driver."""
+    activity = _activity(gpu)
+    capability = _compute_capability(gpu)
+    if activity is not None and capability is not None and capability < HOPPER:
+        raise gpu.error(
+            "activity",
+            "GPM activity needs a Hopper or newer GPU (cuda_compute_capability 9.0 or more), "
+            f"got {capability[0]}.{capability[1]}",
+        )
+    return activity
 
 
 def _parse_mig(path: str, where: str, data: Any) -> ScenarioMigDevice:
@@ -333,6 +406,7 @@ def _parse_mig(path: str, where: str, data: Any) -> ScenarioMigDevice:
         multiprocessor_count=mig.integer("multiprocessor_count", minimum=1),
         profile=mig.string("profile"),
         processes=_parse_processes(mig),
+        activity=_activity(mig),
     )
 
 

@@ -47,6 +47,59 @@ class ScenarioProcess:
         return self.type == "M+C"
 
 
+ACTIVITY_SIGNALS = (
+    "graphics",
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "dram_active",
+    "fp64",
+    "fp32",
+    "fp16",
+    "pcie_tx_mib_s",
+    "pcie_rx_mib_s",
+    "nvlink_rx_mib_s",
+    "nvlink_tx_mib_s",
+)
+"""A scenario's ``activity`` keys: percent, then MiB/s, in the order of GPM's metrics
+(docs/scenario.md, "Activity")."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActivitySignals:
+    """What GPM answers for a GPU or MIG instance; an absent signal is that metric's own
+    NOT_SUPPORTED."""
+
+    graphics: Signal | None = None
+    sm_active: Signal | None = None
+    sm_occupancy: Signal | None = None
+    tensor_active: Signal | None = None
+    dram_active: Signal | None = None
+    fp64: Signal | None = None
+    fp32: Signal | None = None
+    fp16: Signal | None = None
+    pcie_tx_mib_s: Signal | None = None
+    pcie_rx_mib_s: Signal | None = None
+    nvlink_rx_mib_s: Signal | None = None
+    nvlink_tx_mib_s: Signal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClockEventWindow:
+    """Clock event reasons that hold from ``from_s`` until ``until_s`` (scenario seconds),
+    every ``period_s`` when set."""
+
+    mask: int
+    from_s: float
+    until_s: float
+    period_s: float | None = None
+
+    def holds_at(self, t: float) -> bool:
+        if self.period_s is not None:
+            t = t % self.period_s
+        return self.from_s <= t < self.until_s
+
+
 @dataclass(frozen=True, slots=True)
 class JobProfile:
     """What a live process pinned to simulated cards shows on each (fake/pinned.py); the
@@ -55,6 +108,9 @@ class JobProfile:
     used_memory_mib: Signal | None = None
     sm_util: Signal | None = None
     mem_util: Signal | None = None
+    activity: ActivitySignals | None = None
+    """What GPM answers for a card the job's process is pinned to (a Hopper card only), on
+    the oldest such process's age; replaces the card's own ``activity``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +140,8 @@ class ScenarioMigDevice:
     profile: str | None = None
     """e.g. ``"3g.40gb"``: names the device (``<GPU name> MIG 3g.40gb``) and its slices."""
     processes: tuple[ScenarioProcess, ...] = ()
+    activity: ActivitySignals | None = None
+    """GPM's answers for its GPU instance (the first device of an instance gives them)."""
 
     @property
     def gpu_slice_count(self) -> int | None:
@@ -138,6 +196,10 @@ class ScenarioGpu:
     """NVML function name -> the NVML error code it returns on this GPU."""
     accounting_mode: bool | None = None
     """The driver's accounting mode; ``None``: the board has none (fake/usage_calls.py)."""
+    activity: ActivitySignals | None = None
+    """GPM's answers (Hopper and newer only, docs/scenario.md)."""
+    clock_event_reasons: tuple[ClockEventWindow, ...] = ()
+    """When which clock event (throttle) reasons hold; none: no reason (mask 0)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
+from gputop.core.clock_events import throttling, valid_mask
+from gputop.core.model import Activity, Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
+from gputop.core.sampling.activity import ActivitySampler
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
 from gputop.core.sampling.nvml_processes import (
@@ -41,6 +43,10 @@ class SamplingOptions:
     """
 
     pcie_throughput: bool = False
+    """Read PCIe throughput on every GPU; without it, only where GPM does not give PCIe
+    rates (docs/activity.md)."""
+    activity: bool = True
+    """Read GPM activity where the GPU has it (gputop/core/sampling/activity.py)."""
     driver_probe: bool = True
     """Ask the driver (a child process that loads libcuda, gputop.core.probes) how each GPU
     process's ``CUDA_VISIBLE_DEVICES`` enumerates, on real GPUs. Off for a job's supervisor
@@ -63,6 +69,12 @@ class _GpuState:
     static: GpuSample
     lost: bool = False
     no_access: bool = False
+    throttled_since: float | None = None
+
+
+SETTLE_MARGIN_S = 0.01
+PCIE_KB = 1000
+"""nvmlDeviceGetPcieThroughput answers in KB/s (nvml.h)."""
 
 
 class NvmlBackend:
@@ -81,6 +93,7 @@ class NvmlBackend:
         host_processes: HostProcessTable | None = None,
         options: SamplingOptions | None = None,
         driver_answer: DriverAnswer | None = None,
+        activity_clock: Callable[[], float] | None = None,
     ) -> None:
         self._nvml = nvml
         self._driver_answer = driver_answer
@@ -102,6 +115,9 @@ class NvmlBackend:
         self._nvml_version = text(read("nvmlSystemGetNVMLVersion"))
         self._processes = ProcessLister(nvml, self._driver_version)
         self._memory_v2 = self._processes.symbols.exports(MEMORY_V2_SYMBOL)
+        self._activity = ActivitySampler(nvml, self._reader, activity_clock or time.monotonic)
+        self._now = 0.0
+        """When the sample in progress began (``clock``): its timestamp."""
         count = read("nvmlDeviceGetCount") or 0
         self._gpus = [self._open_gpu(physical_index) for physical_index in range(int(count))]
 
@@ -112,7 +128,19 @@ class NvmlBackend:
 
     def close(self) -> None:
         """Release NVML; the backend must not be used afterwards."""
+        self._activity.close()
         self._reader.read("nvmlShutdown")
+
+    def settle_activity(self) -> None:
+        """For a one-shot reading: take a first GPM sample of every GPU and MIG instance and
+        wait the 100 ms NVML needs before the next, so the next ``sample`` has figures.
+        Nothing happens (no wait) where no GPU has GPM."""
+        if not self._activity.any():
+            return
+        self.sample()
+        wait = self._activity.ready_in()
+        if wait > 0:
+            time.sleep(wait + SETTLE_MARGIN_S)
 
     @property
     def reader(self) -> FieldReader:
@@ -132,6 +160,7 @@ class NvmlBackend:
 
     def sample(self) -> Snapshot:
         """Read every GPU once and describe their processes from the host."""
+        self._now = self._clock()
         readings = [self._sample_gpu(state) for state in self._gpus]
         pids = {p.pid for _, processes, _ in readings for p in processes}
         facts = self._host_processes.describe(pids)
@@ -153,7 +182,7 @@ class NvmlBackend:
             driver_version=self._driver_version,
             cuda_driver_version=self._cuda_driver_version,
             nvml_version=self._nvml_version,
-            timestamp=self._clock(),
+            timestamp=self._now,
             gpus=tuple(gpus),
             simulated=self._simulated,
         )
@@ -174,7 +203,10 @@ class NvmlBackend:
         except Exception:  # GPU_IS_LOST, or anything else: this card only
             return _GpuState(None, unknown, lost=True)
         try:
-            return _GpuState(handle, self._static_facts(physical_index, handle))
+            state = _GpuState(handle, self._static_facts(physical_index, handle))
+            if self._options.activity:
+                self._activity.open_gpu(physical_index, handle)
+            return state
         except GpuLostError:
             return _GpuState(None, unknown, lost=True)
         except Exception as error:  # a binding bug must not hide other cards
@@ -237,6 +269,34 @@ class NvmlBackend:
             usage = read_utilization(
                 self._reader, handle, (p.pid for p in processes), self._clock()
             )
+        index = state.static.physical_index
+        activity = self._activity.gpu(index)
+        if mig_devices and activity.gpm:
+            mig_devices = tuple(
+                replace(mig, activity=self._activity.instance(index, handle, gi))
+                if (gi := mig.gpu_instance_id) is not None
+                else mig
+                for mig in mig_devices
+            )
+        pcie_tx, pcie_rx = self._pcie_both(handle, activity)
+        if not activity.gpm and (pcie_tx is not None or pcie_rx is not None):
+            activity = Activity(
+                pcie_tx_bytes_per_s=None if pcie_tx is None else float(pcie_tx * PCIE_KB),
+                pcie_rx_bytes_per_s=None if pcie_rx is None else float(pcie_rx * PCIE_KB),
+            )
+        mask = valid_mask(
+            self._reader.read_first(
+                (
+                    "nvmlDeviceGetCurrentClocksEventReasons",
+                    "nvmlDeviceGetCurrentClocksThrottleReasons",
+                ),
+                handle,
+            )
+        )
+        if not throttling(mask):
+            state.throttled_since = None
+        elif state.throttled_since is None:
+            state.throttled_since = self._now
         sample = replace(
             state.static,
             memory_total_bytes=attribute_int(memory, "total", state.static.memory_total_bytes),
@@ -264,8 +324,14 @@ class NvmlBackend:
             mig_mode_current=mig_current,
             mig_mode_pending=bool(mig_mode[1]) if mig_mode is not None else None,
             mig_devices=mig_devices,
-            pcie_tx_kbps=self._pcie(handle, "NVML_PCIE_UTIL_TX_BYTES"),
-            pcie_rx_kbps=self._pcie(handle, "NVML_PCIE_UTIL_RX_BYTES"),
+            pcie_tx_kbps=pcie_tx,
+            pcie_rx_kbps=pcie_rx,
+            activity=activity,
+            clock_event_mask=mask,
+            throttled_since=state.throttled_since,
+            throttled_for_s=None
+            if state.throttled_since is None
+            else max(0.0, self._now - state.throttled_since),
             encoder_util_percent=convert(encoder, lambda e: int(e[0])),
             decoder_util_percent=convert(decoder, lambda d: int(d[0])),
             bar1_total_bytes=attribute_int(bar1, "bar1Total"),
@@ -302,9 +368,23 @@ class NvmlBackend:
             video_mhz=convert(read(function, handle, nvml.NVML_CLOCK_VIDEO), int),
         )
 
+    def _pcie_both(self, handle: Any, activity: Activity) -> tuple[int | None, int | None]:
+        """PCIe TX and RX in KB/s from nvmlDeviceGetPcieThroughput: on every GPU when asked
+        for, else only where GPM gives no PCIe rates (each call blocks about 20 ms on real
+        hardware while the driver measures: docs/activity.md)."""
+        if not self._options.pcie_throughput and (
+            not self._options.activity or activity.gpm or self._nvml_has_no_pcie
+        ):
+            return None, None
+        tx = self._pcie(handle, "NVML_PCIE_UTIL_TX_BYTES")
+        rx = self._pcie(handle, "NVML_PCIE_UTIL_RX_BYTES")
+        return tx, rx
+
+    @property
+    def _nvml_has_no_pcie(self) -> bool:
+        return not self._reader.has("nvmlDeviceGetPcieThroughput")
+
     def _pcie(self, handle: Any, counter: str) -> int | None:
-        if not self._options.pcie_throughput:
-            return None
         value = self._reader.read(
             "nvmlDeviceGetPcieThroughput", handle, getattr(self._nvml, counter)
         )

@@ -6,8 +6,11 @@ with an impossible pid (0, or 2**31 and above, which no Linux pid reaches) are d
 counted: they mean the driver wrote a layout gputop did not expect, and must never reach
 psutil or a signal.
 
-Per-process SM utilisation comes from NVML's sample buffer, which holds samples only for
-processes that ran kernels recently and answers NOT_FOUND when none did. So each refresh
+Per-process SM utilisation comes from NVML's sample buffer. Drivers from R550 answer
+``nvmlDeviceGetProcessesUtilizationInfo``, asked first; there a process without a sample is
+unknown, never 0 (a silent 0 would mark every job on such a driver idle: docs/activity.md).
+Older drivers answer ``nvmlDeviceGetProcessUtilization``, whose buffer holds samples only for
+processes that ran kernels recently and answers NOT_FOUND when none did: there each refresh
 asks for the samples of the last ``SAMPLE_WINDOW_S`` and a process without one reads 0.
 """
 
@@ -174,6 +177,8 @@ class ProcessUtilization:
 
 
 IDLE = ProcessUtilization(0, 0)
+INFO_CALL = "nvmlDeviceGetProcessesUtilizationInfo"
+"""R550 and newer; absent from nvidia-ml-py before 12.550 (docs/activity.md)."""
 
 
 def read_utilization(
@@ -181,11 +186,20 @@ def read_utilization(
 ) -> dict[int, ProcessUtilization]:
     """SM and memory utilisation of each of ``pids`` over the last ``SAMPLE_WINDOW_S``.
 
-    A process without a sample in the window was idle and reads 0; NOT_FOUND (no process
-    ran) reads 0 for all. Any other failure (not supported) leaves every process unknown.
+    With ``nvmlDeviceGetProcessesUtilizationInfo`` a process without a sample is unknown
+    (left out). With the older call a process without a sample in the window was idle and
+    reads 0, and NOT_FOUND (no process ran) reads 0 for all. Any other failure of both (not
+    supported) leaves every process unknown.
     """
     since_us = max(0, int((now_s - SAMPLE_WINDOW_S) * 1_000_000))
-    samples = reader.read("nvmlDeviceGetProcessUtilization", handle, since_us, not_found=())
+    absent: ProcessUtilization | None = IDLE
+    samples = None
+    if reader.has(INFO_CALL):
+        samples = reader.read(INFO_CALL, handle, since_us, not_found=())
+        absent = None
+    if samples is None:
+        absent = IDLE
+        samples = reader.read("nvmlDeviceGetProcessUtilization", handle, since_us, not_found=())
     if samples is None:
         return {}
     newest: dict[int, tuple[int, ProcessUtilization]] = {}
@@ -196,4 +210,6 @@ def read_utilization(
                 newest[pid] = (stamp, ProcessUtilization(int(sample.smUtil), int(sample.memUtil)))
     except (TypeError, ValueError, OverflowError, AttributeError):
         return {}
-    return {pid: newest[pid][1] if pid in newest else IDLE for pid in pids}
+    if absent is None:
+        return {pid: newest[pid][1] for pid in pids if pid in newest}
+    return {pid: newest[pid][1] if pid in newest else absent for pid in pids}

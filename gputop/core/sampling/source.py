@@ -111,14 +111,31 @@ def _open_fake(
             start_time=process.start_time,
         )
 
-    return NvmlBackend(
+    backend = NvmlBackend(
         nvml,
         clock=nvml.epoch_time,
         hostname=nvml.scenario.hostname,
         simulated=nvml.scenario.description or f"simulated GPUs from {name}",
         host_processes=HostProcessTable(simulated=simulated, guard=local_pid_guard()),
         options=options,
+        activity_clock=_Ticks() if frozen_time is not None else None,
     )
+    if frozen_time is not None:
+        # A frozen clock reads the same every sample: GPM's figures too, from the first one
+        # (a test or a screenshot must not depend on how soon a second sample comes).
+        backend.settle_activity()
+    return backend
+
+
+class _Ticks:
+    """A clock for GPM's 100 ms rule under a frozen scenario: a second passes per reading."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+
+    def __call__(self) -> float:
+        self._now += 1.0
+        return self._now
 
 
 def _open_real(options: SamplingOptions | None) -> NvmlBackend:

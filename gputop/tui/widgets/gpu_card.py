@@ -21,9 +21,10 @@ from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
-from gputop.core.model import GpuSample
+from gputop.core.clock_events import badge_labels
+from gputop.core.model import Activity, GpuSample
 from gputop.core.safe_text import clean
-from gputop.core.units import NA, mib
+from gputop.core.units import NA, duration_coarse, mib
 from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
 from gputop.tui.safe import plain
 
@@ -204,8 +205,45 @@ def _title(view: CardView) -> str:
 
 
 def _subtitle(view: CardView) -> str | None:
-    parts = [part for part in (view.claim, view.slurm, _state(view.gpu)) if part]
+    parts = [
+        part
+        for part in (view.claim, view.slurm, _state(view.gpu), throttle_badge(view.gpu))
+        if part
+    ]
     return " · ".join(parts) if parts else None
+
+
+def throttle_badge(gpu: GpuSample) -> str | None:
+    """``power cap 3m``: the throttling clock event reasons and how long they have held
+    (docs/activity.md); ``None`` when the card runs unthrottled."""
+    labels = badge_labels(gpu.clock_event_mask)
+    if not labels or gpu.lost:
+        return None
+    held = duration_coarse(gpu.throttled_for_s, seconds_below_minute=True)
+    return f"⚠ {'+'.join(labels)} {held}"
+
+
+ACTIVITY_FIGURES = (("SM", "sm_active_percent"), ("TC", "tensor_active_percent"),
+                    ("DRAM", "dram_active_percent"))  # fmt: skip
+"""What a Hopper card shows beside its utilisation: SM active, tensor active, DRAM."""
+
+
+def activity_text(activity: Activity, *, tight: bool = False) -> Text | None:
+    """``SM 72 TC 46 DRAM 58`` (``SM72 TC46 DR58`` when ``tight``): GPM's SM active, tensor
+    active and DRAM bandwidth in percent; ``--`` until two samples gave figures; ``None``
+    where GPM is absent (docs/activity.md)."""
+    if not activity.gpm:
+        return None
+    text = Text()
+    for position, (name, key) in enumerate(ACTIVITY_FIGURES):
+        value = getattr(activity, key)
+        if position:
+            text.append(" ")
+        text.append(name[:2] if tight else f"{name} ", style="dim")
+        text.append(
+            "--" if value is None else f"{value:2.0f}", style="dim" if value is None else "cyan"
+        )
+    return text
 
 
 def _state(gpu: GpuSample) -> str | None:
@@ -235,9 +273,15 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
         return lines
     util = gpu.utilization_gpu_percent
     util_text = NA if util is None else f"{util:3d}%"
-    bar_width = width - 4 - 1 - len(util_text)
+    activity = activity_text(gpu.activity, tight=width < 44)
+    extra = 0 if activity is None else activity.cell_len + 1
+    bar_width = width - 4 - 1 - len(util_text) - extra
     style = view.util_style or level_style(util)
-    lines.append(Text.assemble("GPU ", bar(util, bar_width, style), " ", (util_text, style)))
+    line = Text.assemble("GPU ", bar(util, bar_width, style), " ", (util_text, style))
+    if activity is not None:
+        line.append(" ")
+        line.append_text(activity)
+    lines.append(line)
     lines.append(sparkline(view.history, width))
     used_pct = percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
     mem_text = f"{mib(gpu.memory_used_bytes)}/{mib(gpu.memory_total_bytes)}M"
@@ -273,6 +317,10 @@ def _mig_line(view: CardView) -> Text:
         profile = clean((device.name or "?").rsplit(" ", 1)[-1])
         style = "reverse" if position == view.mig_cursor else ("bold" if selected else "")
         line.append(("●" if selected else "") + profile, style=style)
+        sm = device.activity.sm_active_percent
+        if device.activity.gpm:  # GPM's SM active of its GPU instance (docs/activity.md)
+            line.append(" SM", style="dim")
+            line.append("--" if sm is None else f"{sm:.0f}", style="dim" if sm is None else "cyan")
     return line
 
 
@@ -293,9 +341,9 @@ def _compact_line(view: CardView, width: int) -> Text:
     cursor = "▶" if view.highlighted else " "
     mark = "●" if view.selected else "○"
     name = clean((gpu.name or "unknown").replace("NVIDIA ", ""))
-    line = Text.assemble(
-        (cursor, "bold"), mark, f" {gpu.physical_index} ", (f"{name[:18]:<18}", "bold"), " "
-    )
+    throttled = throttle_badge(gpu) is not None
+    shown = f"{name[:16]:<16} ⚠" if throttled else f"{name[:18]:<18}"
+    line = Text.assemble((cursor, "bold"), mark, f" {gpu.physical_index} ", (shown, "bold"), " ")
     if gpu.lost:
         line.append("LOST: NVML cannot reach this GPU", style="bold red")
         return line
@@ -307,12 +355,20 @@ def _compact_line(view: CardView, width: int) -> Text:
     temperature = NA if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
     power = NA if gpu.power_w is None else f"{gpu.power_w:.0f}W"
     tail = Text.assemble(
-        (NA if util is None else f"{util:3d}%", view.util_style or level_style(util)),
-        memory,
-        " ",
-        (f"{temperature:>5}", temperature_style(gpu.temperature_c)),
-        f" {power:>5}",
+        (NA if util is None else f"{util:3d}%", view.util_style or level_style(util))
     )
+    tail.append_text(
+        Text.assemble(
+            memory,
+            " ",
+            (f"{temperature:>5}", temperature_style(gpu.temperature_c)),
+            f" {power:>5}",
+        )
+    )
+    activity = activity_text(gpu.activity, tight=True)
+    if activity is not None and width - line.cell_len - tail.cell_len - activity.cell_len >= 6:
+        util_cells = 4 if util is None or util < 1000 else len(f"{util}%")
+        tail = Text.assemble(tail[:util_cells], " ", activity, tail[util_cells:])
     room = width - line.cell_len - tail.cell_len - 1
     spark_width = max(0, min(room // 2, 30))
     line.append_text(bar(util, max(room - spark_width - 1, 0), view.util_style))

@@ -386,3 +386,36 @@ def test_jobs_of_a_simulated_dashboard_see_the_same_scenario(
     assert environment_for_jobs("v100x4", {})["GPUTOP_FAKE"] == "v100x4"
     assert environment_for_jobs("box.json", {})["GPUTOP_FAKE"] == str(tmp_path / "box.json")
     assert "GPUTOP_FAKE" not in environment_for_jobs(None, {"PATH": "/bin"})
+
+
+async def test_after_a_launch_the_jobs_panel_highlights_the_new_job(
+    probe: Path, tmp_path: Path
+) -> None:
+    """Job 1 highlighted, job 2 launched: enter and K act on job 2, not job 1 (issue 28)."""
+    app = make_app("v100x4")
+    async with app.run_test(size=BIG) as pilot:
+        panel = app.query_one(JobsPanel)
+        await open_launch_dialog(app, pilot, "right", "right")
+        await launch(app, pilot, f"{sys.executable} {probe} {tmp_path / 'a.json'} 60", tmp_path)
+        await wait_for(pilot, lambda: panel.current_job is not None and panel.current_job.id == 1)
+        app.query_one("#cards").focus()
+        await pilot.press("right", "l")
+        await pilot.pause()
+        assert isinstance(app.screen, LaunchScreen)
+        await launch(app, pilot, f"{sys.executable} {probe} {tmp_path / 'b.json'} 60", tmp_path)
+
+        def two_shown() -> bool:
+            """both jobs are in the panel"""
+            return panel.row_count == 2
+
+        await wait_for(pilot, two_shown)
+        assert panel.current_job is not None and panel.current_job.id == 2
+        assert app.focused is panel
+        await pilot.press("enter")
+        assert isinstance(app.screen, JobLogScreen)
+        assert app.screen.job.id == 2
+        await pilot.press("escape")
+        await pilot.press("K")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "Stop job 2 " in app.screen._question
+        await pilot.press("n")

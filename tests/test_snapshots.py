@@ -89,3 +89,26 @@ def test_card_history_looks_as_approved(snap_compare, tmp_path) -> None:  # type
             await pilot.pause(0.05)  # a condition: the worker's answer is drawn
 
     assert snap_compare(app, terminal_size=SIZES["160x48"], run_before=open_history)
+
+
+RESIZES = {"200x50-to-80x24": [(200, 50), (80, 24)], "80x24-to-200x50": [(80, 24), (200, 50)]}
+
+
+@pytest.mark.parametrize("label", sorted(RESIZES))
+def test_dashboard_after_a_resize_looks_as_approved(snap_compare, label: str) -> None:  # type: ignore[no-untyped-def]
+    """Started at one size, resized to the other: the layout of the new size (issue 28).
+
+    tests/test_dashboard_resize.py checks that each is exactly a fresh start's screen."""
+    from textual.pilot import Pilot
+
+    start, end = RESIZES[label]
+    app = build_app("demo", interval_s=3600.0)
+
+    async def resize(pilot: Pilot[None]) -> None:
+        await first_sample(pilot)
+        await pilot.resize_terminal(*end)
+        while app.screen.size != end or app.query_one("#cards").size.width != end[0]:
+            await pilot.pause(0.02)  # a condition: the new size's layout is drawn
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=start, run_before=resize)

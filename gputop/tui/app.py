@@ -17,12 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.driver import Driver
+from textual.geometry import Size
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.worker import Worker
@@ -277,12 +278,14 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
     def on_unmount(self) -> None:
         self._stop.set()
 
-    def on_resize(self) -> None:
-        self._apply_size()
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size, not ``self.size``: this handler runs before the app records the
+        # new size, and the layout would follow the size before the resize.
+        self._apply_size(event.size)
 
-    def _apply_size(self) -> None:
+    def _apply_size(self, size: Size | None = None) -> None:
         count = len(self.snapshot.gpus) if self.snapshot else 0
-        width, height = self.size
+        width, height = size or self.size
         columns = max(1, min(max(count, 1), width // MIN_CARD_WIDTH))
         card_rows = math.ceil(max(count, 1) / columns) * CARD_HEIGHT
         compact = width < 100 or height - card_rows - 2 < MIN_TABLE_ROWS

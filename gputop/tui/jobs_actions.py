@@ -142,7 +142,9 @@ class JobsActions(App[None]):
             self._launched_here = self._launched_here | {job.id}
             self.notify(f"Job {job.id} ({job.name}) launched on GPU {gpus}. Log: {job.log_path}")
             self.set_class(True, "-jobs-shown")
-            self.query_one(JobsPanel).focus()  # enter now follows the new job's log
+            panel = self.query_one(JobsPanel)
+            panel.highlight(str(job.id))  # enter and K now act on the new job
+            panel.focus()
             self._refresh_jobs()
 
         self.push_screen(LaunchScreen(context), launched)

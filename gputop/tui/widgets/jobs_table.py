@@ -44,6 +44,8 @@ class JobsTable(DataTable[Any], Generic[J]):
         self._jobs: dict[str, J] = {}
         self._order: list[str] = []
         self._cells: dict[str, tuple[Any, ...]] = {}
+        self._to_highlight: str | None = None
+        """A job to highlight once it is shown (the one just launched)."""
 
     def on_mount(self) -> None:
         self.border_title = self._title
@@ -55,6 +57,18 @@ class JobsTable(DataTable[Any], Generic[J]):
         if not self._order or not 0 <= self.cursor_row < len(self._order):
             return None
         return self._jobs.get(self._order[self.cursor_row])
+
+    def highlight(self, key: str) -> None:
+        """Move the highlight to job ``key`` now, or as soon as a later ``put_rows`` shows it:
+        after a launch, ``enter`` and ``K`` act on the job just launched."""
+        self._to_highlight = key
+        self._highlight_pending()
+
+    def _highlight_pending(self) -> None:
+        key = self._to_highlight
+        if key is not None and key in self._order:
+            self._to_highlight = None
+            self.move_cursor(row=self._order.index(key), animate=False)
 
     def put_rows(
         self, jobs: dict[str, J], cells: Mapping[str, tuple[Any, ...]], subtitle: str
@@ -73,6 +87,7 @@ class JobsTable(DataTable[Any], Generic[J]):
                     if old is None or old[column] != value:
                         self.update_cell(key, self._columns[column], value, update_width=True)
         self._cells = dict(cells)
+        self._highlight_pending()
         if subtitle != self.border_subtitle:  # setting it, even to itself, repaints
             self.border_subtitle = subtitle
 

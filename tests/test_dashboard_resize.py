@@ -1,0 +1,100 @@
+"""A resize gives exactly the layout of a fresh start at the new size (issue 28, item 1).
+
+The dashboard picks its layout (compact one-line cards below 100 columns or when the process
+table would get too few rows) from the terminal's size. Started at 200x50 and resized to 80x24,
+then back, it must show what a dashboard started at that size shows, cell for cell.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import re
+import time
+
+import pytest
+from dashboard_helpers import first_sample, make_app
+from textual.pilot import Pilot
+
+from gputop.tui.app import GputopApp
+
+LARGE, SMALL = (200, 50), (80, 24)
+SETTLE_TIMEOUT_S = 30.0
+ONE_SAMPLE_S = 3600.0
+"""Sample once: the utilisation history (sparklines) is then the same in every app."""
+
+
+def _normalised(svg: str) -> str:
+    """The screenshot without its content-derived CSS class names."""
+    return re.sub(r"terminal-\d+", "terminal", svg)
+
+
+def _text(svg: str) -> list[str]:
+    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+
+
+async def _settled(pilot: Pilot[None], app: GputopApp, size: tuple[int, int]) -> None:
+    """The screen has the new size, and the layout made for it has been drawn."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while app.screen.size != size or app.query_one("#cards").size.width != size[0]:
+        assert time.monotonic() < deadline, f"the screen never took the size {size}"
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+async def _fresh_screen(scenario: str, size: tuple[int, int]) -> str:
+    app = make_app(scenario, interval_s=ONE_SAMPLE_S)
+    async with app.run_test(size=size) as pilot:
+        await first_sample(pilot)
+        return await _stable_screenshot(pilot, app)
+
+
+async def _stable_screenshot(pilot: Pilot[None], app: GputopApp) -> str:
+    """A screenshot once two in a row agree (the selection reaches the PyTorch view after the
+    first frame)."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    before = _normalised(app.export_screenshot())
+    while True:
+        await pilot.pause(0.05)
+        now = _normalised(app.export_screenshot())
+        if now == before or time.monotonic() > deadline:
+            return now
+        before = now
+
+
+async def _becomes(pilot: Pilot[None], app: GputopApp, expected: str) -> None:
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while (shown := _normalised(app.export_screenshot())) != expected:
+        if time.monotonic() > deadline:
+            diff = "\n".join(difflib.unified_diff(_text(expected), _text(shown), lineterm=""))
+            raise AssertionError(f"after the resize the screen differs from a fresh start:\n{diff}")
+        await pilot.pause(0.05)
+
+
+@pytest.mark.parametrize("scenario", ["demo", "dgx-h100", "faulty"])
+async def test_resize_gives_the_layout_of_a_fresh_start(scenario: str) -> None:
+    fresh_small = await _fresh_screen(scenario, SMALL)
+    fresh_large = await _fresh_screen(scenario, LARGE)
+    app = make_app(scenario, interval_s=ONE_SAMPLE_S)
+    async with app.run_test(size=LARGE) as pilot:
+        await first_sample(pilot)
+        await _becomes(pilot, app, fresh_large)
+        await pilot.resize_terminal(*SMALL)
+        await _settled(pilot, app, SMALL)
+        assert app.compact, "80x24 is the compact layout"
+        await _becomes(pilot, app, fresh_small)
+        await pilot.resize_terminal(*LARGE)
+        await _settled(pilot, app, LARGE)
+        assert not app.compact, "200x50 is the full layout"
+        await _becomes(pilot, app, fresh_large)
+
+
+async def test_a_resize_to_the_same_layout_keeps_it() -> None:
+    """A resize that keeps the layout class (200x50 to 180x50) still redraws for its width."""
+    app = make_app("demo", interval_s=ONE_SAMPLE_S)
+    fresh = await _fresh_screen("demo", (180, 50))
+    async with app.run_test(size=LARGE) as pilot:
+        await first_sample(pilot)
+        await pilot.resize_terminal(180, 50)
+        await _settled(pilot, app, (180, 50))
+        await _becomes(pilot, app, fresh)

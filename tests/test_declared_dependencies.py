@@ -21,7 +21,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parent.parent
 # Imported only where present, with a message saying what to install (never a hard need).
-OPTIONAL = {"torch"}
+OPTIONAL = {"torch", "cupy"}
 # Run by another interpreter, never this one: make bench's nvitop runs in its own virtualenv
 # (tests/bench/nvitop_on_fake.py, NVITOP_PYTHON); waitress, the server the exporter's flood
 # bench compares with, from a directory given to it (tests/bench/exporter_flood_bench.py).

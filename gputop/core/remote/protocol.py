@@ -23,7 +23,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.core.clock_events import mask_from_names
 from gputop.core.model import (
+    ACTIVITY_KEYS,
+    NO_ACTIVITY,
+    Activity,
     Clocks,
     GpuClaim,
     GpuProcess,
@@ -142,6 +146,9 @@ def _gpu(value: Any, position: int) -> GpuSample:
             for i, p in enumerate(_list(processes or [], f"{where}.processes"))
         ),
         processes_listed=processes is not None,
+        activity=_activity(gpu.get("activity"), f"{where}.activity"),
+        clock_event_mask=_clock_events(gpu.get("clock_event_reasons"), f"{where}"),
+        throttled_since=_float(gpu.get("throttled_since"), f"{where}.throttled_since"),
         claim=_claim(gpu.get("claim"), f"{where}.claim"),
         unclaimed_users=tuple(
             _str(u, f"{where}.unclaimed_users[{i}]") or "?"
@@ -192,7 +199,37 @@ def _mig(value: Any, position: int, where: str) -> MigDevice:
         memory_total_bytes=_int(mig.get("memory_total_bytes"), f"{where}.memory_total_bytes"),
         memory_used_bytes=_int(mig.get("memory_used_bytes"), f"{where}.memory_used_bytes"),
         multiprocessor_count=_int(mig.get("multiprocessor_count"), f"{where}.multiprocessor_count"),
+        activity=_activity(mig.get("activity"), f"{where}.activity"),
     )
+
+
+MAX_RATE_BYTES_PER_S = 10**15
+"""No link moves a petabyte a second: a larger rate from a host is unknown."""
+
+
+def _activity(value: Any, where: str) -> Activity:
+    """A host's ``activity`` (docs/activity.md): each figure range-checked, ``None`` where
+    out of range; GPM answered where any figure but PCIe's is known."""
+    if value is None:
+        return NO_ACTIVITY
+    document = _object(value, where)
+    figures: dict[str, float | None] = {}
+    for key in ACTIVITY_KEYS:
+        number = _float(document.get(key), f"{where}.{key}")
+        limit = MAX_RATE_BYTES_PER_S if key.endswith("_per_s") else 100.0
+        figures[key] = number if number is not None and 0 <= number <= limit else None
+    gpm = any(value is not None for key, value in figures.items() if not key.startswith("pcie"))
+    return Activity(**figures, gpm=gpm)
+
+
+def _clock_events(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    names = [_str(name, f"{where}.clock_event_reasons") or "" for name in _list(value, where)]
+    try:
+        return mask_from_names(names[:64])
+    except ValueError:
+        raise ProtocolError(f"{where}.clock_event_reasons holds an unknown reason") from None
 
 
 def _process(value: Any, physical_index: int, where: str) -> GpuProcess:

@@ -4,6 +4,7 @@ stalled handshake cannot block. On loopback; docs/exporter.md, "Serving under a 
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 import socket
 import ssl
@@ -27,6 +28,7 @@ from gputop.core.exporter.http_server import (
 )
 
 PAGE = b"# a page\nup 1\n"
+CONCURRENT_SCRAPES = 200
 
 
 class SlowApp:
@@ -228,3 +230,17 @@ def test_a_stalled_tls_handshake_blocks_nobody(tmp_path: Path) -> None:
         finally:
             for sock in silent:
                 sock.close()
+
+
+def test_two_hundred_concurrent_scrapes_are_all_answered() -> None:
+    args = ("--fake", "demo", "--listen", "127.0.0.1:0", "--interval", "3600")
+    with running_exporter(*args) as exporter:
+        barrier = threading.Barrier(CONCURRENT_SCRAPES)
+
+        def scrape(_: int) -> str:
+            barrier.wait(timeout=60)
+            return http_get(exporter.url, timeout_s=30)
+
+        with concurrent.futures.ThreadPoolExecutor(CONCURRENT_SCRAPES) as pool:
+            pages = list(pool.map(scrape, range(CONCURRENT_SCRAPES)))
+    assert all("DCGM_FI_DEV_GPU_UTIL" in page for page in pages)

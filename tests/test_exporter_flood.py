@@ -94,6 +94,10 @@ def _service_exporter() -> Iterator[tuple[subprocess.Popen[str], str]]:
             process.kill()
             process.wait()
             raise AssertionError("gputop exporter did not stop on SIGTERM") from None
+    assert process.stderr is not None
+    said = process.stderr.read()
+    assert said == "", said  # nothing said about the flood (asyncio's errors, tracebacks)
+    assert process.returncode == 0
 
 
 class Flood:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputop.core.exporter.labels import MAX_LABEL_CHARS, command_label
+from gputop.core.history.report import ReportBy
 from gputop.core.redact import (
     REDACTED,
     argv_for_others,
@@ -213,3 +214,11 @@ def test_the_agent_sends_its_users_commands_whole_and_everyone_elses_redacted(
             assert process.command == expected, (reader, process.user)
     assert shows_whole("alice", "alice") and not shows_whole("root", "root")
     assert not shows_whole(None, "alice")
+
+
+def test_a_report_from_prometheus_redacts_what_an_older_exporter_labelled() -> None:
+    from gputop.core.history.prometheus_report import _Holder
+
+    holder = _Holder(labels={})
+    row = holder.row(ReportBy.PROCESS, ("12", "alice", "python t.py --hf-token hf_SECRETVALUE1"))
+    assert row.command == "python t.py --hf-token ***"

@@ -174,7 +174,7 @@ class BoundedServer:
         self._waiting: collections.OrderedDict[_Connection, None] = collections.OrderedDict()
         self._open: set[_Connection] = set()
         self.shed = 0
-        self._server: asyncio.base_events.Server | None = None
+        self._server: asyncio.Server | None = None
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="gputop-exporter-http", daemon=True
         )
@@ -196,7 +196,7 @@ class BoundedServer:
             self._port,
             ssl=self._ssl,
             ssl_handshake_timeout=HEAD_DEADLINE_S if self._ssl is not None else None,
-            backlog=BACKLOG,
+            backlog=min(BACKLOG, self.max_connections),  # accepted at once, past the cap
             limit=MAX_HEAD_BYTES,
             reuse_address=True,
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from gputop.core.history.prometheus_api import MAX_POINTS, query_range
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow
+from gputop.core.redact import text_for_others
 
 IDLE_SM_PERCENT = 5
 MIN_STEP_S = 15.0
@@ -148,5 +149,5 @@ class _Holder:
             peak_memory_bytes=int(self.peak) if self.peak is not None else None,
             mean_sm_util=self.sm_sum / self.sm_weight if self.sm_weight else None,
             user=user,
-            command=command,
+            command=text_for_others(command),  # an older exporter's label may hold secrets
         )

@@ -39,6 +39,7 @@ SCRAPE_EVERY_S = 0.1
 MAX_THREADS = 6
 """The main thread (sampling), the loop, two page builders, and room for the runtime's own."""
 MAX_CORE_SHARE = 0.5
+BATCH, PACE_S = 50, 0.005
 HALF_REQUEST = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 
 
@@ -94,6 +95,10 @@ def _service_exporter() -> Iterator[tuple[subprocess.Popen[str], str]]:
             process.kill()
             process.wait()
             raise AssertionError("gputop exporter did not stop on SIGTERM") from None
+    assert process.stderr is not None
+    said = process.stderr.read()
+    assert said == "", said  # nothing said about the flood (asyncio's errors, tracebacks)
+    assert process.returncode == 0
 
 
 class Flood:
@@ -113,12 +118,19 @@ class Flood:
         return sock
 
     def open(self, idle: int, half: int) -> None:
-        self.idle = [self._connect() for _ in range(idle)]
-        for _ in range(half):
+        """Every connection, BATCH at a time with a short pause between batches: all at
+        once, most connects would wait in the kernel's full listen queue (retried after 1 s,
+        3 s, ...), never reaching the exporter, and a scrape's connect with them."""
+        for number in range(idle + half):
             sock = self._connect()
-            self.half.append(sock)
-            self._unsent.add(sock)
-            self.selector.register(sock, selectors.EVENT_WRITE)
+            if number < idle:
+                self.idle.append(sock)
+            else:
+                self.half.append(sock)
+                self._unsent.add(sock)
+                self.selector.register(sock, selectors.EVENT_WRITE)
+            if number % BATCH == BATCH - 1:
+                self.hold(PACE_S)
         self.send_pending(timeout_s=10.0)
 
     def send_pending(self, timeout_s: float) -> None:
@@ -126,17 +138,18 @@ class Flood:
         (the listen queue holds some back for a while: no more than ``timeout_s``)."""
         deadline = time.monotonic() + timeout_s
         while self._unsent and time.monotonic() < deadline:
-            for key, _ in self.selector.select(timeout=0.2):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                self.selector.unregister(sock)
-                self._unsent.discard(sock)
-                with suppress(OSError):  # shed already: the exporter closed it
-                    sock.send(HALF_REQUEST)
+            self.hold(0.2)
 
     def hold(self, seconds: float) -> None:
-        """Keeps every connection as it is for ``seconds`` (the pace of the scrapes)."""
-        self.selector.select(timeout=seconds)
+        """Waits ``seconds`` at most (the pace of the connects and the scrapes), writing the
+        first part of each half-finished request whose connect is done meanwhile."""
+        for key, _ in self.selector.select(timeout=seconds):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            self.selector.unregister(sock)
+            self._unsent.discard(sock)
+            with suppress(OSError):  # shed already: the exporter closed it
+                sock.send(HALF_REQUEST)
 
     def finish_every_request(self) -> None:
         """The rest of every half-finished request, all at once (those the exporter shed
@@ -175,14 +188,15 @@ def test_a_flood_of_idle_and_half_finished_connections_does_not_starve_scrapes()
         flood = Flood((parsed.hostname, parsed.port))
         try:
             flood.open(IDLE, HALF_FINISHED)
-            took = [_timed_scrape(url)]  # while the exporter still takes the flood in
+            threads = [exporter.num_threads()]
+            took = [_timed_scrape(url)]
             # Held: the exporter keeps at most its cap of them, the oldest shed
             wait_for(
                 lambda: exporter.num_fds() <= descriptors_before + cap,
                 "the exporter to shed connections past its cap",
             )
             cpu_before, held_since = _cpu_s(exporter), time.monotonic()
-            threads = [exporter.num_threads()]
+            threads.append(exporter.num_threads())
             while time.monotonic() - held_since < HOLD_S:
                 took.append(_timed_scrape(url))
                 threads.append(exporter.num_threads())

@@ -4,6 +4,7 @@ stalled handshake cannot block. On loopback; docs/exporter.md, "Serving under a 
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 import socket
 import ssl
@@ -27,6 +28,7 @@ from gputop.core.exporter.http_server import (
 )
 
 PAGE = b"# a page\nup 1\n"
+CONCURRENT_SCRAPES = 200
 
 
 class SlowApp:
@@ -228,3 +230,34 @@ def test_a_stalled_tls_handshake_blocks_nobody(tmp_path: Path) -> None:
         finally:
             for sock in silent:
                 sock.close()
+
+
+def test_two_hundred_concurrent_scrapes_are_all_answered() -> None:
+    args = ("--fake", "demo", "--listen", "127.0.0.1:0", "--interval", "3600")
+    with running_exporter(*args) as exporter:
+        barrier = threading.Barrier(CONCURRENT_SCRAPES)
+
+        def scrape(_: int) -> str:
+            barrier.wait(timeout=60)
+            return http_get(exporter.url, timeout_s=30)
+
+        with concurrent.futures.ThreadPoolExecutor(CONCURRENT_SCRAPES) as pool:
+            pages = list(pool.map(scrape, range(CONCURRENT_SCRAPES)))
+    assert all("DCGM_FI_DEV_GPU_UTIL" in page for page in pages)
+
+
+def test_a_page_that_fails_to_build_is_a_500_and_the_next_one_is_built_again() -> None:
+    class Failing(SlowApp):
+        def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+            self.builds += 1
+            if self.builds == 1:
+                raise RuntimeError("a collector failed")
+            return super().__call__(environ, start_response)
+
+    app = Failing()
+    with _server(app) as (_, port):
+        first = _exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert first.startswith(b"HTTP/1.1 500 ") and b"RuntimeError" in first
+        assert b"Connection: close" in first
+        again = _exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert again.startswith(b"HTTP/1.1 200 OK") and again.endswith(PAGE)

@@ -5,12 +5,16 @@ that a token it knows never survives it."""
 from __future__ import annotations
 
 import string
+import time
+from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputop.core.exporter.labels import MAX_LABEL_CHARS, command_label
+from gputop.core.history.report import ReportBy
 from gputop.core.redact import (
     REDACTED,
     argv_for_others,
@@ -19,6 +23,8 @@ from gputop.core.redact import (
     secret_name,
     text_for_others,
 )
+from gputop.core.remote.agent import for_reader, shows_whole
+from gputop.core.sampling.nvml_backend import NvmlBackend
 
 
 @pytest.mark.parametrize(
@@ -172,3 +178,47 @@ def test_a_marked_secret_never_survives(case: tuple[list[str], str]) -> None:
     assert secret not in redact_text(" ".join(argv))
     assert secret not in command_label(tuple(argv))
     assert REDACTED in " ".join(redact_argv(argv))
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["a" * 1_000_000, "a-" * 500_000, "--a" * 300_000, "://" * 300_000, "--token " * 100_000],
+    ids=["letters", "dashed", "options", "url-marks", "secret-options"],
+)
+def test_a_huge_argument_takes_time_in_its_length_not_its_square(hostile: str) -> None:
+    """A pattern that tried each position as the start of a URL took minutes on a megabyte
+    (the square of its length); a linear pass takes well under a second. The bound is
+    generous: it tells linear from quadratic, not fast from slow."""
+    started = time.process_time()
+    redact_argv(["x", hostile, "y"])
+    redact_text(hostile)
+    assert time.process_time() - started < 20.0
+
+
+def test_the_agent_sends_its_users_commands_whole_and_everyone_elses_redacted(
+    fake_backend: Callable[..., NvmlBackend],
+) -> None:
+    snapshot = fake_backend("demo").sample()
+    argv = ("python", "t.py", "--hf-token", "SECRETVALUE")
+    users = ["alice", "bob", None]
+    gpu = snapshot.gpus[0]
+    processes = tuple(
+        replace(gpu.processes[0], pid=100 + n, user=user, command=argv)
+        for n, user in enumerate(users)
+    )
+    snapshot = replace(snapshot, gpus=(replace(gpu, processes=processes), *snapshot.gpus[1:]))
+    for reader, whole in (("alice", {"alice"}), ("root", set())):
+        shown = for_reader(snapshot, reader)
+        for process in shown.gpus[0].processes:
+            expected = argv if process.user in whole else redact_argv(argv)
+            assert process.command == expected, (reader, process.user)
+    assert shows_whole("alice", "alice") and not shows_whole("root", "root")
+    assert not shows_whole(None, "alice")
+
+
+def test_a_report_from_prometheus_redacts_what_an_older_exporter_labelled() -> None:
+    from gputop.core.history.prometheus_report import _Holder
+
+    holder = _Holder(labels={})
+    row = holder.row(ReportBy.PROCESS, ("12", "alice", "python t.py --hf-token hf_SECRETVALUE1"))
+    assert row.command == "python t.py --hf-token ***"

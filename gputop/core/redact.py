@@ -36,23 +36,24 @@ CommandForm = Literal["redacted", "name", "none"]
 its program's name only, or nothing."""
 COMMAND_FORMS: tuple[CommandForm, ...] = ("redacted", "name", "none")
 
+MAX_NAME_CHARS = 256
 _SECRET_ENDINGS = ("token", "key", "secret", "secrets", "credential", "credentials", "creds")
 _SECRET_PARTS = ("secret", "passw", "credential")
 _NOT_AUTH = frozenset({"author", "authors", "authored", "authoring"})
 _NAME_PARTS = re.compile(r"[-_.:/]+")
 _ASSIGNMENT = re.compile(r"^([+~]*[A-Za-z_][A-Za-z0-9_.\-]*)=(.*)$", re.DOTALL)
 _OPTION = re.compile(r"^(-{1,2}[A-Za-z0-9][A-Za-z0-9_.\-]*)(=(.*))?$", re.DOTALL)
-_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@?#]+@")
-# Known token shapes; the prefix (group 1) is kept. Not after a letter or digit (so
-# "mask-rcnn-…" keeps its "sk-"), except after an escape the sanitiser wrote (\n, \t…).
-_BEFORE = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrte])|(?<=\\x[0-9a-f]{2})|(?<=\\u[0-9a-f]{4}))"
+# From "://" on only: a pattern that matched the scheme too would try every letter of a long
+# word as a scheme's start, and take time in the square of its length.
+_URL_USERINFO = re.compile(r"://[^/\s@?#]+@")
+# Known token shapes; the prefix (group 1 or 3) is kept. Not after a letter or digit (so
+# "mask-rcnn-…" keeps its "sk-"), except after an escape the sanitiser wrote (\n, \x07…):
+# checked on what precedes a match (_after_a_word), which keeps the pattern a plain scan.
 _TOKENS = re.compile(
-    _BEFORE
-    + r"(hf_|gh[pousr]_|github_pat_|glpat-|sk-|xox[a-z]-)[A-Za-z0-9_\-]{8,}"
-    + r"|"
-    + _BEFORE
-    + r"((?:AKIA|ASIA))[A-Z0-9]{16}"
+    r"(hf_|gh[pousr]_|github_pat_|glpat-|sk-|xox[a-z]-)[A-Za-z0-9_\-]{8,}"
+    r"|(AKIA|ASIA)[A-Z0-9]{16}"
 )
+_ESCAPE_BEFORE = re.compile(r"\\(?:[nrte]|x[0-9a-f]{2}|u[0-9a-f]{4})$")
 _SPACES = re.compile(r"(\s+)")
 _HEADER = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*):$")
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
@@ -60,7 +61,10 @@ _SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
 
 
 def secret_name(name: str) -> bool:
-    """Whether an option or variable called ``name`` holds a secret by its name."""
+    """Whether an option or variable called ``name`` holds a secret by its name (one
+    longer than any real name is taken as one: redacting it costs nothing)."""
+    if len(name) > MAX_NAME_CHARS:
+        return True
     for part in _NAME_PARTS.split(name.lower()):
         if not part:
             continue
@@ -73,8 +77,16 @@ def secret_name(name: str) -> bool:
 
 def _shapes(text: str) -> str:
     """Known token shapes and URL user-info taken out of ``text``, wherever they are."""
-    text = _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
-    return _TOKENS.sub(lambda m: (m.group(1) or m.group(2)) + REDACTED, text)
+    text = _URL_USERINFO.sub("://" + REDACTED + "@", text)
+    return _TOKENS.sub(lambda m: _token(m, text), text)
+
+
+def _token(match: re.Match[str], text: str) -> str:
+    start = match.start()
+    inside_a_word = start > 0 and text[start - 1].isascii() and text[start - 1].isalnum()
+    if inside_a_word and not _ESCAPE_BEFORE.search(text, max(0, start - 6), start):
+        return match.group()  # "mask-rcnn-…"
+    return (match.group(1) or match.group(2)) + REDACTED
 
 
 def _word(text: str) -> tuple[str, bool]:

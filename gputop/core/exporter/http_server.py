@@ -97,7 +97,10 @@ class PageCache:
         now = time.monotonic()
         with self._lock:
             known = self._pages.get(full_key)
-            if known is not None and (not known[1].done() or now - known[0] < PAGE_CACHE_S):
+            if known is not None and (
+                not known[1].done()
+                or (now - known[0] < PAGE_CACHE_S and known[1].exception() is None)
+            ):
                 return known[1]
             for old in [k for k, (at, f) in self._pages.items() if f.done()]:
                 if old[0] != full_key[0] or now - self._pages[old][0] >= PAGE_CACHE_S:
@@ -174,7 +177,7 @@ class BoundedServer:
         self._waiting: collections.OrderedDict[_Connection, None] = collections.OrderedDict()
         self._open: set[_Connection] = set()
         self.shed = 0
-        self._server: asyncio.base_events.Server | None = None
+        self._server: asyncio.Server | None = None
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="gputop-exporter-http", daemon=True
         )
@@ -196,7 +199,7 @@ class BoundedServer:
             self._port,
             ssl=self._ssl,
             ssl_handshake_timeout=HEAD_DEADLINE_S if self._ssl is not None else None,
-            backlog=BACKLOG,
+            backlog=min(BACKLOG, self.max_connections),  # accepted at once, past the cap
             limit=MAX_HEAD_BYTES,
             reuse_address=True,
         )
@@ -253,9 +256,13 @@ class BoundedServer:
                 except _BadRequest as bad:
                     await self._answer(connection, _error_page(bad.status, bad.detail), False)
                     return
-                page = await asyncio.wrap_future(self._page(request))
                 keep = request.keep_alive and request.method in ("GET", "OPTIONS")
                 keep = keep and not request.has_body
+                try:
+                    page = await asyncio.wrap_future(self._page(request))
+                except Exception as error:  # a collector that failed: said, not a hang
+                    detail = f"the page could not be built ({type(error).__name__})"
+                    page, keep = _error_page("500 Internal Server Error", detail), False
                 await self._answer(connection, page, keep)
                 if not keep:
                     return

@@ -33,6 +33,7 @@ from gputop.core.history.prometheus_api import (
 )
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow
 from gputop.core.numbers import MAX_ID_DIGITS
+from gputop.core.redact import text_for_others
 
 IDLE_SM_PERCENT = 5
 MIN_STEP_S = 15.0
@@ -189,7 +190,7 @@ class _Holder:
             peak_memory_bytes=int(self.peak) if self.peak is not None else None,
             mean_sm_util=self.sm_sum / self.sm_weight if self.sm_weight else None,
             user=user,
-            command=command,
+            command=text_for_others(command),  # an older exporter's label may hold secrets
         )
 
 

@@ -107,6 +107,11 @@ def shows_whole(user: str | None, reader: str) -> bool:
     return user is not None and user == reader and reader != "root"
 
 
+MAX_REDACTED = 1024
+_REDACTED: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""Command lines already redacted: a process keeps its own from sample to sample."""
+
+
 def for_reader(snapshot: Snapshot, reader: str) -> Snapshot:
     """``snapshot`` with the command line of every process not the reader's own redacted
     (gputop/core/redact.py; docs/security.md)."""
@@ -114,7 +119,12 @@ def for_reader(snapshot: Snapshot, reader: str) -> Snapshot:
     def shown(process: GpuProcess) -> GpuProcess:
         if not process.command or shows_whole(process.user, reader):
             return process
-        return dataclasses.replace(process, command=redact_argv(process.command))
+        redacted = _REDACTED.get(process.command)
+        if redacted is None:
+            if len(_REDACTED) >= MAX_REDACTED:
+                _REDACTED.clear()
+            redacted = _REDACTED[process.command] = redact_argv(process.command)
+        return dataclasses.replace(process, command=redacted)
 
     gpus = tuple(
         dataclasses.replace(gpu, processes=tuple(shown(p) for p in gpu.processes))

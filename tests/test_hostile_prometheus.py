@@ -226,10 +226,19 @@ def test_a_5000_digit_value_is_unknown_and_a_5000_digit_time_is_no_answer(
     assert code == 1 and "did not answer as Prometheus's API does (not JSON)" in err
 
 
+@pytest.mark.parametrize(
+    "where",
+    [
+        b'{"status":"success","data":%s}',
+        b'{"status":"success","data":{"resultType":"matrix","result":[%s]}}',
+        b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":%s}]}}',
+    ],
+    ids=["data", "series", "labels"],
+)
 def test_deeply_nested_json_is_no_answer(
-    server: FakePrometheus, capsys: pytest.CaptureFixture[str]
+    server: FakePrometheus, capsys: pytest.CaptureFixture[str], where: bytes
 ) -> None:
-    nested = b'{"status":"success","data":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    nested = where % (b"[" * 200_000 + b"]" * 200_000)
     server.answer = lambda handler, params: handler.send_body(nested)
     code, _, err = report(capsys, "--prometheus", server.url, *HOUR)
     assert code == 1 and "(JSON nested too deeply)" in err
@@ -324,6 +333,17 @@ def test_the_memory_bound_is_for_all_answers_together(
     code, _, err = report(capsys, "--prometheus", server.url, *HOUR)
     assert code == 1 and "answered more than 1 MiB in all for this report" in err
     assert len(server.requests) == 3  # each answer ~0.4 MiB: two fit, the third does not
+
+
+def test_the_series_bound_is_for_all_answers_together(
+    server: FakePrometheus, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prometheus_api, "MAX_SERIES", 150)
+    many = [{**ALICE, "user": f"user{n}"} for n in range(70)]
+    server.answer = holders({"memory": str(GIB), "processes": "1", "sm": "1"}, many)
+    code, _, err = report(capsys, "--prometheus", server.url, *HOUR)
+    assert code == 1 and "answered more than 150 series in all for this report" in err
+    assert len(server.requests) == 3  # 70 series each: two answers fit, the third does not
 
 
 # -- what a person types ---------------------------------------------------------------------

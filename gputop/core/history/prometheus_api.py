@@ -6,9 +6,10 @@ back is outside data, from a server that may be broken or hostile (docs/security
 
 - one ``Budget`` bounds the whole report, all its queries together: a deadline
   (``--timeout``, for the whole of every request, not each read: a server that sends a byte
-  every half second is cut off at it) and a number of bytes read in all;
-- the document must have the shape the API documents; one nested too deeply or holding a
-  number too long for Python is "not an answer", never an internal error;
+  every half second is cut off at it), bytes read and series kept in all;
+- the document must have the shape the API documents; it is walked one series at a time
+  (never parsed whole: Python objects cost about ten times the text), one nested too deeply
+  or holding a number of more than 400 digits is "not an answer", never an internal error;
 - every point is checked where it enters: its time inside the window asked for, its value
   finite, not negative and at most the figure's maximum (memory: 1 PiB, as for lab hosts),
   else that value is unknown;
@@ -363,7 +364,15 @@ class _Answer:
         return self.series
 
 
-_DECODER = json.JSONDecoder()
+def _bounded_int(text: str) -> int:
+    """A JSON integer of at most ``MAX_VALUE_CHARS`` digits (Python 3.11 and later refuse
+    more than 4,300 themselves; 3.10 would spend quadratic time on them)."""
+    if len(text) > MAX_VALUE_CHARS:
+        raise ValueError("an integer too long")
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(parse_int=_bounded_int)
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 

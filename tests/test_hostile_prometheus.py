@@ -272,10 +272,17 @@ def test_job_rows_are_per_user_and_per_host(
 
 
 def trickle(handler: Handler, headers_too: bool) -> None:
-    """One byte every half second, for up to a minute or until the report hangs up."""
-    handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+    """One byte every half second (of a header, or of the body after whole headers), for up
+    to a minute or until the report hangs up."""
+    if headers_too:
+        handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        text = b"X-Slow: " + b"a" * 200 + b"\r\n"
+    else:
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        text = b'{"status":"success","data":{"resultType":"matrix","result":[' + b" " * 900
     handler.wfile.flush()
-    text = b"X-Slow: " + b"a" * 200 + b"\r\n" if headers_too else b"Content-Length: 1000\r\n\r\n"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for byte in text:

@@ -148,9 +148,8 @@ def _existing_file(text: str, cwd: str | None) -> str | None:
 def _file_plan(text: str, path: str) -> CommandPlan:
     shown = shlex.join([path])
     note = (
-        f"{shown} is the name of a file that exists: it runs that file, as one program "
-        "with no arguments, never a shell (quote it, or give a command line without such a "
-        "file, to mean something else)."
+        f"{shown} names a file that exists: gputop runs that file, with no arguments, "
+        "never a shell (to run a command line, rename or move the file)."
     )
     return CommandPlan((path,), False, shown, shlex.join([text]), note)
 

@@ -316,6 +316,7 @@ class _Answer:
         self.error: object = None
         self.result_type: object = None
         self.series: list[Series] | None = None
+        self.items = 0
 
     def top(self, key: str, text: str, at: int) -> int:
         if key == "data" and text.startswith("{", at):
@@ -341,6 +342,9 @@ class _Answer:
         return at
 
     def add(self, item: object) -> None:
+        self.items += 1
+        if self.items % 1024 == 0 and self.budget.seconds_left() <= 0:
+            raise _too_slow(self.url, self.budget)  # the deadline holds while reading, too
         series = _one(item, self.first, self.last, self.maximum)
         if series is None or self.series is None:
             return

@@ -331,6 +331,21 @@ def test_an_api_error_is_said_in_one_line(
     assert err.count("\n") == 1 and len(err) < 300 and "\x1b" not in err
 
 
+@pytest.mark.parametrize("target", ["ftp://127.0.0.1/x", "file:///etc/passwd"])
+def test_a_redirect_away_from_http_is_not_followed(
+    server: FakePrometheus, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    def redirect(handler: Handler, params: dict[str, str]) -> None:
+        handler.send_response(302)
+        handler.send_header("Location", target)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    server.answer = redirect
+    code, _, err = report(capsys, "--prometheus", server.url, *HOUR)
+    assert code == 1 and "answered HTTP 302" in err
+
+
 def test_the_memory_bound_is_for_all_answers_together(
     server: FakePrometheus, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -208,7 +208,15 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
 class _HTTPOnly(urllib.request.HTTPRedirectHandler):
     """Redirects are followed to http:// and https:// only (not ftp:, which urllib would)."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
         if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
             return None  # urllib then reports the redirect as the HTTP error it is
         return super().redirect_request(req, fp, code, msg, headers, newurl)

@@ -66,6 +66,15 @@ def test_a_file_is_looked_for_in_the_jobs_working_directory_not_gputops(
     assert plan_command([HOSTILE_NAME], {}, str(elsewhere)).uses_shell
 
 
+def test_another_hosts_files_are_not_looked_for_here(tmp_path: Path) -> None:
+    """The lab's dialog for another host: that host's gputop decides (it gets the text as
+    one argument); a file of this machine must not make the preview claim "no shell"."""
+    make_script(tmp_path)
+    plan = plan_command(f"./{HOSTILE_NAME}", {}, str(tmp_path), look_for_file=False)
+    assert plan.uses_shell and plan.note is None
+    assert not plan_command(f"./{HOSTILE_NAME}", {}, str(tmp_path)).uses_shell
+
+
 def test_gputop_run_runs_the_file_and_no_shell_runs_its_name(
     state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -226,10 +226,19 @@ def test_a_5000_digit_value_is_unknown_and_a_5000_digit_time_is_no_answer(
     assert code == 1 and "did not answer as Prometheus's API does (not JSON)" in err
 
 
+@pytest.mark.parametrize(
+    "where",
+    [
+        b'{"status":"success","data":%s}',
+        b'{"status":"success","data":{"resultType":"matrix","result":[%s]}}',
+        b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":%s}]}}',
+    ],
+    ids=["data", "series", "labels"],
+)
 def test_deeply_nested_json_is_no_answer(
-    server: FakePrometheus, capsys: pytest.CaptureFixture[str]
+    server: FakePrometheus, capsys: pytest.CaptureFixture[str], where: bytes
 ) -> None:
-    nested = b'{"status":"success","data":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    nested = where % (b"[" * 200_000 + b"]" * 200_000)
     server.answer = lambda handler, params: handler.send_body(nested)
     code, _, err = report(capsys, "--prometheus", server.url, *HOUR)
     assert code == 1 and "(JSON nested too deeply)" in err
@@ -263,10 +272,17 @@ def test_job_rows_are_per_user_and_per_host(
 
 
 def trickle(handler: Handler, headers_too: bool) -> None:
-    """One byte every half second, for up to a minute or until the report hangs up."""
-    handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+    """One byte every half second (of a header, or of the body after whole headers), for up
+    to a minute or until the report hangs up."""
+    if headers_too:
+        handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        text = b"X-Slow: " + b"a" * 200 + b"\r\n"
+    else:
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        text = b'{"status":"success","data":{"resultType":"matrix","result":[' + b" " * 900
     handler.wfile.flush()
-    text = b"X-Slow: " + b"a" * 200 + b"\r\n" if headers_too else b"Content-Length: 1000\r\n\r\n"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for byte in text:
@@ -315,6 +331,21 @@ def test_an_api_error_is_said_in_one_line(
     assert err.count("\n") == 1 and len(err) < 300 and "\x1b" not in err
 
 
+@pytest.mark.parametrize("target", ["ftp://127.0.0.1/x", "file:///etc/passwd"])
+def test_a_redirect_away_from_http_is_not_followed(
+    server: FakePrometheus, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    def redirect(handler: Handler, params: dict[str, str]) -> None:
+        handler.send_response(302)
+        handler.send_header("Location", target)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    server.answer = redirect
+    code, _, err = report(capsys, "--prometheus", server.url, *HOUR)
+    assert code == 1 and "answered HTTP 302" in err
+
+
 def test_the_memory_bound_is_for_all_answers_together(
     server: FakePrometheus, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -324,6 +355,17 @@ def test_the_memory_bound_is_for_all_answers_together(
     code, _, err = report(capsys, "--prometheus", server.url, *HOUR)
     assert code == 1 and "answered more than 1 MiB in all for this report" in err
     assert len(server.requests) == 3  # each answer ~0.4 MiB: two fit, the third does not
+
+
+def test_the_series_bound_is_for_all_answers_together(
+    server: FakePrometheus, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prometheus_api, "MAX_SERIES", 150)
+    many = [{**ALICE, "user": f"user{n}"} for n in range(70)]
+    server.answer = holders({"memory": str(GIB), "processes": "1", "sm": "1"}, many)
+    code, _, err = report(capsys, "--prometheus", server.url, *HOUR)
+    assert code == 1 and "answered more than 150 series in all for this report" in err
+    assert len(server.requests) == 3  # 70 series each: two answers fit, the third does not
 
 
 # -- what a person types ---------------------------------------------------------------------

@@ -6,9 +6,10 @@ back is outside data, from a server that may be broken or hostile (docs/security
 
 - one ``Budget`` bounds the whole report, all its queries together: a deadline
   (``--timeout``, for the whole of every request, not each read: a server that sends a byte
-  every half second is cut off at it) and a number of bytes read in all;
-- the document must have the shape the API documents; one nested too deeply or holding a
-  number too long for Python is "not an answer", never an internal error;
+  every half second is cut off at it), bytes read and series kept in all;
+- the document must have the shape the API documents; it is walked one series at a time
+  (never parsed whole: Python objects cost about ten times the text), one nested too deeply
+  or holding a number of more than 400 digits is "not an answer", never an internal error;
 - every point is checked where it enters: its time inside the window asked for, its value
   finite, not negative and at most the figure's maximum (memory: 1 PiB, as for lab hosts),
   else that value is unknown;
@@ -22,12 +23,16 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import math
+import re
 import socket
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +48,8 @@ MAX_TOTAL_BYTES = 128 << 20
 """What all the answers of one report may hold together (a report asks four queries): each
 answer is read, checked and dropped before the next query, its points kept as numbers
 only; docs/exporter.md has the memory this costs at most."""
+MAX_SERIES = 200_000
+"""Series in all the answers of one report: a few hundred hosts' processes, card by card."""
 MAX_ERROR_BYTES = 64 << 10
 """What is read of an answer that is an HTTP error."""
 MAX_MESSAGE_CHARS = 200
@@ -61,9 +68,18 @@ class PrometheusError(GputopError):
 @dataclass(frozen=True, slots=True)
 class Series:
     labels: dict[str, str]
-    points: dict[float, float | None]
-    """Evaluation time (seconds since the epoch) -> value, for the points inside the window;
-    ``None`` where the value was out of range (unknown, the point still present)."""
+    times: array[float]
+    """Evaluation times (seconds since the epoch) of the points inside the window."""
+    values: array[float]
+    """Their values; NaN where the value was out of range (unknown, the point present)."""
+
+    @property
+    def points(self) -> dict[float, float | None]:
+        """Time -> value, ``None`` where unknown."""
+        return {
+            at: None if math.isnan(value) else value
+            for at, value in zip(self.times, self.values, strict=True)
+        }
 
 
 @dataclass
@@ -75,6 +91,7 @@ class Budget:
     """0: ``MAX_TOTAL_BYTES``."""
     deadline: float = field(init=False)
     bytes_read: int = field(default=0, init=False)
+    series: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.deadline = time.monotonic() + self.timeout_s
@@ -129,10 +146,8 @@ def query_range(
         {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
     )
     address = f"{check_url(url)}/api/v1/query_range?{params}"
-    body = _fetch(url, address, budget)
-    document = _document(url, body)
-    del body  # the answer's text, dropped before its series are kept
-    return _series(url, document, start, end, maximum)
+    answer = _Answer(url, start, end, maximum, budget)
+    return _parse(url, _fetch(url, address, budget), answer)
 
 
 class _Watch:
@@ -193,7 +208,15 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
 class _HTTPOnly(urllib.request.HTTPRedirectHandler):
     """Redirects are followed to http:// and https:// only (not ftp:, which urllib would)."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
         if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
             return None  # urllib then reports the redirect as the HTTP error it is
         return super().redirect_request(req, fp, code, msg, headers, newurl)
@@ -287,34 +310,148 @@ def _api_error(body: bytes) -> str | None:
     return None
 
 
-def _document(url: str, body: bytes) -> object:
+class _Answer:
+    """One answer, read one series at a time (``_parse``): only the envelope's few small
+    values and each series in turn are ever Python objects, never the whole document; each
+    series is kept compact (``Series``) at once. What it said is checked at the end."""
+
+    def __init__(self, url: str, start: float, end: float, maximum: float, budget: Budget):
+        self.url = url
+        self.first, self.last = start - _TIME_SLACK_S, end + _TIME_SLACK_S
+        self.maximum = maximum
+        self.budget = budget
+        self.status: object = None
+        self.error: object = None
+        self.result_type: object = None
+        self.series: list[Series] | None = None
+        self.items = 0
+
+    def top(self, key: str, text: str, at: int) -> int:
+        if key == "data" and text.startswith("{", at):
+            return _object(text, at, self.data)
+        value, at = _DECODER.raw_decode(text, at)  # anything else: decoded whole, then checked
+        if key == "status":
+            self.status = value
+        elif key == "error":
+            self.error = value
+        elif key == "data":
+            self.result_type = None  # not an object: no matrix
+        return at
+
+    def data(self, key: str, text: str, at: int) -> int:
+        if key == "result" and text.startswith("[", at):
+            self.series = []
+            return _array(text, at, self.add)
+        value, at = _DECODER.raw_decode(text, at)
+        if key == "resultType":
+            self.result_type = value
+        elif key == "result":
+            self.series = None  # not a list: said below
+        return at
+
+    def add(self, item: object) -> None:
+        self.items += 1
+        if self.items % 1024 == 0 and self.budget.seconds_left() <= 0:
+            raise _too_slow(self.url, self.budget)  # the deadline holds while reading, too
+        series = _one(item, self.first, self.last, self.maximum)
+        if series is None or self.series is None:
+            return
+        self.budget.series += 1
+        if self.budget.series > MAX_SERIES:
+            raise PrometheusError(
+                f"Prometheus at {self.url} answered more than {MAX_SERIES:,} series in all for "
+                "this report: shorten --since, or ask --by user or gpu."
+            )
+        self.series.append(series)
+
+    def checked(self) -> list[Series]:
+        url = self.url
+        if self.status != "success":
+            text = one_line(self.error) if isinstance(self.error, str) else "no reason given"
+            raise PrometheusError(f"Prometheus at {url} refused the query: {text}.")
+        if self.result_type != "matrix":
+            raise PrometheusError(f"{url} did not answer a range query with a matrix.")
+        if self.series is None:
+            raise PrometheusError(f"{url} did not answer a range query with a list of series.")
+        return self.series
+
+
+def _bounded_int(text: str) -> int:
+    """A JSON integer of at most ``MAX_VALUE_CHARS`` digits (Python 3.11 and later refuse
+    more than 4,300 themselves; 3.10 would spend quadratic time on them)."""
+    if len(text) > MAX_VALUE_CHARS:
+        raise ValueError("an integer too long")
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(parse_int=_bounded_int)
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _parse(url: str, body: bytes, answer: _Answer) -> list[Series]:
+    """The answer's series, the document walked by hand down to ``data.result`` and each of
+    its items decoded alone (a whole document of small series costs ten times its size as
+    Python objects)."""
     try:
-        return json.loads(body)
+        text = body.decode("utf-8")
+        del body
+        at = _object(text, _skip(text, 0), answer.top)
+        if _skip(text, at) != len(text):
+            raise ValueError("more after the document")
     except RecursionError:
         raise PrometheusError(
             f"{url} did not answer as Prometheus's API does (JSON nested too deeply)."
         ) from None
-    except ValueError:  # not JSON, not UTF-8, or a number too long for Python
+    except (ValueError, IndexError, TypeError):  # not JSON, not UTF-8, digits past Python's
         raise PrometheusError(
             f"{url} did not answer as Prometheus's API does (not JSON)."
         ) from None
+    return answer.checked()
 
 
-def _series(url: str, document: object, start: float, end: float, maximum: float) -> list[Series]:
-    if not isinstance(document, dict):
-        raise PrometheusError(f"{url} did not answer as Prometheus's API does.")
-    if document.get("status") != "success":
-        error = document.get("error")
-        text = one_line(error) if isinstance(error, str) else "no reason given"
-        raise PrometheusError(f"Prometheus at {url} refused the query: {text}.")
-    data = document.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "matrix":
-        raise PrometheusError(f"{url} did not answer a range query with a matrix.")
-    result = data.get("result")
-    if not isinstance(result, list):
-        raise PrometheusError(f"{url} did not answer a range query with a list of series.")
-    first, last = start - _TIME_SLACK_S, end + _TIME_SLACK_S
-    return [series for item in result if (series := _one(item, first, last, maximum))]
+def _skip(text: str, at: int) -> int:
+    match = _SPACE.match(text, at)
+    return match.end() if match else at
+
+
+def _object(text: str, at: int, value: Callable[[str, str, int], int]) -> int:
+    """An object at ``at``: ``value(key, text, position)`` reads each value and gives the
+    position after it. Gives the position after the object."""
+    if not text.startswith("{", at):
+        raise ValueError("not an object")
+    at = _skip(text, at + 1)
+    if text.startswith("}", at):
+        return at + 1
+    while True:
+        key, at = _DECODER.raw_decode(text, at)
+        if not isinstance(key, str):
+            raise ValueError("a key that is not a string")
+        at = _skip(text, at)
+        if not text.startswith(":", at):
+            raise ValueError("no colon")
+        at = _skip(text, value(key, text, _skip(text, at + 1)))
+        if text.startswith(",", at):
+            at = _skip(text, at + 1)
+        elif text.startswith("}", at):
+            return at + 1
+        else:
+            raise ValueError("no comma")
+
+
+def _array(text: str, at: int, item: Callable[[object], None]) -> int:
+    at = _skip(text, at + 1)
+    if text.startswith("]", at):
+        return at + 1
+    while True:
+        value, at = _DECODER.raw_decode(text, at)
+        item(value)
+        at = _skip(text, at)
+        if text.startswith(",", at):
+            at = _skip(text, at + 1)
+        elif text.startswith("]", at):
+            return at + 1
+        else:
+            raise ValueError("no comma")
 
 
 def _one(item: object, first: float, last: float, maximum: float) -> Series | None:
@@ -324,15 +461,17 @@ def _one(item: object, first: float, last: float, maximum: float) -> Series | No
     if not isinstance(metric, dict) or not isinstance(values, list):
         return None
     labels = {str(k): v for k, v in metric.items() if isinstance(v, str)}
-    points: dict[float, float | None] = {}
+    times, numbers = array("d"), array("d")
     for value in values:
         if not isinstance(value, list) or len(value) != 2:
             continue
         at, text = value
         if not within(at, first, last):  # outside the window asked for: not counted
             continue
-        points[float(at)] = _value(text, maximum)
-    return Series(labels, points)
+        number = _value(text, maximum)
+        times.append(float(at))
+        numbers.append(math.nan if number is None else number)
+    return Series(labels, times, numbers)
 
 
 def _value(text: object, maximum: float) -> float | None:

@@ -29,6 +29,7 @@ from gputop.core.history.prometheus_api import (
     NO_MAXIMUM,
     TIMEOUT_S,
     Budget,
+    Series,
     query_range,
 )
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow
@@ -101,7 +102,7 @@ def prometheus_report(
                 continue
             card = (series.labels.get("Hostname", ""), series.labels.get("gpu", ""))
             holders.setdefault(key, _Holder(series.labels))
-            cards.setdefault((key, card), _Card()).figures[name] = series.points
+            cards.setdefault((key, card), _Card()).figures[name] = series
     for (key, _card), card_figures in cards.items():
         holders[key].add_card(card_figures, step, query)
     rows = [holder.row(query.by, key) for key, holder in holders.items()]
@@ -123,7 +124,12 @@ def _holder_key(by: ReportBy, labels: dict[str, str]) -> tuple[str, ...] | None:
 
 @dataclass
 class _Card:
-    figures: dict[str, dict[float, float | None]] = field(default_factory=dict)
+    figures: dict[str, Series] = field(default_factory=dict)
+    """Each figure's series, kept compact until its card is summed."""
+
+    def points(self, name: str) -> dict[float, float | None]:
+        series = self.figures.get(name)
+        return series.points if series is not None else {}
 
 
 @dataclass
@@ -140,10 +146,8 @@ class _Holder:
     def add_card(self, card: _Card, step: float, query: ReportQuery) -> None:
         """Each point held counts from the point before to its own time, at most a step,
         and only inside the window."""
-        memory = card.figures.get("memory", {})
-        counted = card.figures.get("processes", {})
-        sm = card.figures.get("sm", {})
-        idle = card.figures.get("idle", {})
+        memory, counted = card.points("memory"), card.points("processes")
+        sm, idle = card.points("sm"), card.points("idle")
         run_s = 0.0
         previous: float | None = None
         for at in sorted(memory):

@@ -58,15 +58,19 @@ def plan_command(
     command: str | Sequence[str],
     environ: Mapping[str, str] = os.environ,
     cwd: str | None = None,
+    look_for_file: bool = True,
 ) -> CommandPlan:
     """Split a typed command (``str``) or take an argv (``Sequence``, from ``gputop run --``).
 
     An argv runs as it is, never under a shell, except a single argument that is itself a
     command line (``gputop run --gpus 0 -- "python a.py | tee log"``): that is planned like
     typed text. A command that names an existing file as a whole runs that file (``cwd``:
-    the job's working directory, default the current one). Raises UsageError for an empty
+    the job's working directory, default the current one; ``look_for_file=False`` where the
+    files are another machine's, whose gputop decides). Raises UsageError for an empty
     command or a bad quote.
     """
+    if not look_for_file:
+        cwd = _NOWHERE
     if isinstance(command, str):
         return _plan_text(command, environ, cwd)
     argv = list(command)
@@ -130,10 +134,14 @@ def _is_command_line(argument: str) -> bool:
     return needs_shell(argument) or any(c.isspace() for c in argument.strip())
 
 
+_NOWHERE = "\0"
+"""A ``cwd`` in which no file is looked for."""
+
+
 def _existing_file(text: str, cwd: str | None) -> str | None:
     """``text`` as a path to run, where it names something that exists (relative to
     ``cwd``); a bare name gets ``./``, since ``execvp`` would search ``PATH`` for it."""
-    if not text or "\0" in text:
+    if not text or "\0" in text or cwd == _NOWHERE:
         return None
     base = cwd if cwd is not None else os.curdir
     try:
@@ -148,9 +156,8 @@ def _existing_file(text: str, cwd: str | None) -> str | None:
 def _file_plan(text: str, path: str) -> CommandPlan:
     shown = shlex.join([path])
     note = (
-        f"{shown} is the name of a file that exists: it runs that file, as one program "
-        "with no arguments, never a shell (quote it, or give a command line without such a "
-        "file, to mean something else)."
+        f"{shown} names a file that exists: gputop runs that file, with no arguments, "
+        "never a shell (to run a command line, rename or move the file)."
     )
     return CommandPlan((path,), False, shown, shlex.join([text]), note)
 

@@ -39,6 +39,8 @@ class RemoteLaunchScreen(LaunchScreen):
     """The launch dialog for cards of another host; dismissed with None, the outcome
     notified (the job lives in that host's store, and its agent reports it)."""
 
+    FILES_HERE = False  # that host's gputop looks for a file of the command's name
+
     def __init__(
         self, context: LaunchContext, host: str, ssh_environ: Mapping[str, str] | None
     ) -> None:

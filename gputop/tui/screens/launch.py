@@ -65,12 +65,21 @@ class LaunchContext:
         return bool(self.environ.get("TMUX"))
 
 
+REMOTE_FILE_NOTE = (
+    "where that host has a file of exactly this name in the directory, its gputop runs that "
+    "file instead, never a shell"
+)
+
+
 class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
         Binding("up", "history(-1)", "Earlier command", show=False),
         Binding("down", "history(1)", "Later command", show=False),
     ]
+    FILES_HERE = True
+    """The job's files are this machine's: a command that names one runs it (the preview
+    says so; gputop/core/jobs/command.py). False for another host's dialog."""
 
     def __init__(self, context: LaunchContext) -> None:
         super().__init__()
@@ -149,7 +158,8 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
             return slurm_preview(slurm, command, context.environ)
         if command.strip():
             try:
-                plan = plan_command(command, context.environ, self._cwd() or context.cwd)
+                cwd = self._cwd() or context.cwd
+                plan = plan_command(command, context.environ, cwd, self.FILES_HERE)
             except GputopError as error:
                 parts.append(Text(f"✗ {clean(str(error))}", style="red"))
             else:
@@ -192,6 +202,8 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         parts: list[RenderableType] = [Text.assemble((how, "dim"), (clean(shown), "bold"))]
         if plan.note is not None:  # a file's name that looks like a command line
             parts.append(Text(f"ℹ {clean(plan.note)}", style="cyan"))
+        elif plan.uses_shell and not self.FILES_HERE:
+            parts.append(Text(f"ℹ {REMOTE_FILE_NOTE}", style="dim"))
         if launcher is not None:
             labels = [card_label(snapshot.gpus, card) for card in cards]
             parts.append(Text(clean_lines("\n".join(rank_lines(launcher, labels))), style="cyan"))

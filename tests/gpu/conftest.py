@@ -68,7 +68,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     folder = os.environ.get(REPORT_DIR_ENV)
     if not folder or hasattr(session.config, "workerinput"):
         return
-    machine = machine_facts()
+    try:
+        machine = machine_facts()
+    except Exception as error:  # the report is written whatever the machine is missing
+        machine = {"facts": f"could not be read: {type(error).__name__}: {error}"}
     results = list(_results.values())
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)

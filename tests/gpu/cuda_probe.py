@@ -348,7 +348,8 @@ def cuda_driver_version() -> int | None:
     except OSError:
         return None
     version = ctypes.c_int(0)
-    return version.value if cuda.cuDriverGetVersion(ctypes.byref(version)) == 0 else None
+    call = getattr(cuda, "cuDriverGetVersion", None)
+    return version.value if call is not None and call(ctypes.byref(version)) == 0 else None
 
 
 def main(argv: list[str] | None = None) -> int:

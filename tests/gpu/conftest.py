@@ -38,6 +38,17 @@ if not DRIVER.present:
 _results: dict[str, compare.Result] = {}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA driver (docs/real-gpu.md)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every check here is marked ``gpu``: ``pytest -m 'not gpu'`` leaves them out anywhere."""
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.gpu)
+
+
 @pytest.fixture
 def result(request: pytest.FixtureRequest) -> compare.Result:
     """This check's entry in the report: add comparisons and numbers to it."""

@@ -109,7 +109,9 @@ def _cpu_percent(pid: int, seconds: float) -> float:
     return 100.0 * used / (ended - started)
 
 
-def test_dashboard_cpu_over_30_s(result, tmux, dashboard) -> None:
+def test_dashboard_cpu_over_30_s(result, tmux, dashboard, request) -> None:
+    if hasattr(request.config, "workerinput"):
+        pytest.skip("measured by make gpu-check alone: other tests share this machine's CPUs here")
     ours = _cpu_percent(dashboard["pid"], MEASURE_S)
     result.numbers["gputop CPU, % of a core"] = round(ours, 2)
     nvitop = shutil.which("nvitop") or os.environ.get("NVITOP")

@@ -174,3 +174,20 @@ def test_the_suite_runs_its_checks_and_writes_the_report(machine, tmp_path) -> N
         "| snapshot: snapshot_matches_nvidia_smi | passed | 22 | 0 |"
         in (report / "gpu-check-report.md").read_text()
     )
+
+
+def test_the_suites_energy_counter_reads_the_drivers(machine, tmp_path) -> None:
+    """cuda_probe.energy_mj, through ctypes on libnvidia-ml.so.1 (in a child: the library
+    must not stay loaded in this process, where the driver check would then find it)."""
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); from gpu.cuda_probe import energy_mj;"
+        "print(json.dumps([energy_mj(u) for u in sys.argv[2:]]))"
+    )
+    unknown = "GPU-99999999-9999-4999-8999-999999999999"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "tests"), GPUS[0][0], unknown],
+        capture_output=True, text=True, env=machine, cwd=tmp_path, timeout=120, check=True,
+    )  # fmt: skip
+    known, missing = json.loads(done.stdout)
+    assert isinstance(known, int) and known > 0
+    assert missing is None

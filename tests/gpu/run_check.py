@@ -30,17 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     report = Path(args.report_dir).resolve()
     env = dict(os.environ)
     env["GPUTOP_GPU_REPORT_DIR"] = str(report)
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(HERE),
-        "-p",
-        "no:cacheprovider",
-        "-v",
-        "-rs",
-        *pytest_args,
-    ]
+    # --confcutdir: from a checkout as from the kit, only this folder's conftest.py.
+    command = [sys.executable, "-m", "pytest", str(HERE), "-p", "no:cacheprovider", "-v"]
+    command += ["-rs", "--confcutdir", str(HERE), *pytest_args]
     status = subprocess.run(command, env=env, cwd=HERE.parent.parent, check=False).returncode
     if not DRIVER.present:
         print(f"gpu-check: {DRIVER.reason}; nothing was checked.")

@@ -5,8 +5,10 @@ for libcuda, and a small ``nvidia-smi`` written here answers from the same C NVM
 nvidia-ml-py. Both sides of every comparison then read one imitation, so agreement proves
 nothing about gputop; what this proves is the suite itself: that its checks collect, run,
 reach their comparisons, pass where the two sides agree and write the report
-(docs/real-gpu.md). The checks that need a process the driver really lists (processes, run)
-or time (the dashboard's CPU) are left out; activity skips for want of GPM.
+(docs/real-gpu.md). The suite's own CUDA process is put in the C NVML's listing as it starts
+(the data file rewritten, as a driver would list it). Left out: the job's usage (its
+supervisor reads the C NVML once, before the job's process exists) and the dashboard's CPU
+(30 s of time); activity skips for want of GPM.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 from cnvml.fixtures import CNvml
 from conftest import minimal_gpu
-from fake_libcuda import SOURCE, devices_spec
+from fake_libcuda import MEMORY_SOURCE, SOURCE, devices_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -76,9 +82,34 @@ GPUS = [
 ]
 
 
+PROBE_OVERHEAD_MIB = 300
+"""What the rehearsal's "driver" adds to what the suite's CUDA process holds (its context)."""
+
+
+@dataclass
+class Machine:
+    env: dict[str, str]
+    c_nvml: CNvml
+    scenario: dict[str, Any]
+    data: Path
+    listed: tuple[int, ...] = ()
+
+    def list_on_gpu0(self, pids: tuple[int, ...], held_mib: int) -> None:
+        """Rewrite the C NVML's data so that these pids hold ``held_mib`` + the overhead on
+        GPU 0 (each later nvmlInit reads it), as the driver lists a process that allocated."""
+        scenario = json.loads(json.dumps(self.scenario))
+        scenario["gpus"][0]["processes"] += [
+            {"pid": pid, "used_memory_mib": held_mib + PROBE_OVERHEAD_MIB, "sm_util": 0}
+            for pid in pids
+        ]
+        fresh = self.c_nvml.data_file(f"rehearsal-{len(pids)}-{pids[-1:]}", scenario, "R550")
+        os.replace(fresh, self.data)
+        self.listed = pids
+
+
 @pytest.fixture(scope="module")
-def machine(c_nvml: CNvml, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The environment of a two-card Hopper server made of imitations."""
+def machine(c_nvml: CNvml, tmp_path_factory: pytest.TempPathFactory) -> Machine:
+    """A two-card Hopper server made of imitations."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (the dashboard check needs it)")
     folder = tmp_path_factory.mktemp("machine")
@@ -109,9 +140,7 @@ def machine(c_nvml: CNvml, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     data = c_nvml.data_file("rehearsal", scenario, "R550")
     libcuda = folder / "libcuda"
     libcuda.mkdir()
-    (libcuda / "libcuda.c").write_text(
-        SOURCE + "int cuDriverGetVersion(int *v) { *v = 12040; return 0; }\n"
-    )
+    (libcuda / "libcuda.c").write_text(SOURCE + MEMORY_SOURCE)
     subprocess.run(
         ["cc", "-shared", "-fPIC", "-o", str(libcuda / "libcuda.so.1"), str(libcuda / "libcuda.c")],
         check=True,
@@ -128,24 +157,60 @@ def machine(c_nvml: CNvml, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         FAKE_CUDA_DEVICES=devices_spec(*((u, s, b[4:].lower()) for u, s, b in GPUS)),
         PATH=f"{bin_dir}:{env['PATH']}",
     )
-    yield env
+    yield Machine(env, c_nvml, scenario, data)
     sleeper.terminate()
     sleeper.wait()
 
 
+def list_the_suites_processes(
+    machine: Machine, suite: subprocess.Popen[str], stop: threading.Event
+) -> None:
+    """While the suite runs: each CUDA process it starts holding memory on one card (its own,
+    found among the suite's descendants) is put in the C NVML's listing."""
+    try:
+        while not stop.wait(0.05):  # looked at 20 times a second until the suite ends
+            try:
+                children = psutil.Process(suite.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                return
+            holding = []
+            for child in children:
+                try:
+                    argv = child.cmdline()
+                except psutil.Error:
+                    continue
+                probe = any(a.endswith("cuda_probe.py") for a in argv)
+                if probe and "hold" in argv and "--all" not in argv:
+                    holding.append(child.pid)
+            if holding and tuple(holding) != machine.listed:
+                machine.list_on_gpu0(tuple(holding), held_mib=1024)
+    except Exception:  # the suite's own checks then fail, saying what they did not see
+        return
+
+
 def test_the_suite_runs_its_checks_and_writes_the_report(machine, tmp_path) -> None:
     report = tmp_path / "report"
-    done = subprocess.run(
+    suite = subprocess.Popen(
         [
             sys.executable, str(ROOT / "tests" / "gpu" / "run_check.py"),
             "--report-dir", str(report), "-p", "no:xdist",
-            "-k", "not cpu_over and not processes and not test_gpu_run "
+            "-k", "not cpu_over and not usage_matches "
             "and (not mapping or reversed or duplicate or empty)",
         ],
-        capture_output=True, text=True, env=machine, cwd=tmp_path, timeout=600, check=False,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=machine.env, cwd=tmp_path,
     )  # fmt: skip
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output
+    stop = threading.Event()
+    watcher = threading.Thread(target=list_the_suites_processes, args=(machine, suite, stop))
+    watcher.start()
+    try:
+        output, _ = suite.communicate(timeout=600)
+    finally:
+        stop.set()
+        if suite.poll() is None:
+            suite.kill()
+            suite.wait()
+        watcher.join(timeout=60)
+    assert suite.returncode == 0, output
     document = json.loads((report / "gpu-check-report.json").read_text())
     outcomes = {result["name"]: result["outcome"] for result in document["results"]}
     by_name = {result["name"]: result for result in document["results"]}
@@ -153,6 +218,13 @@ def test_the_suite_runs_its_checks_and_writes_the_report(machine, tmp_path) -> N
     assert outcomes["snapshot: snapshot_matches_nvidia_smi"] == "passed"
     assert outcomes["exporter: exporter_values_equal_nvidia_smi"] == "passed"
     assert outcomes["dashboard: dashboard_shows_every_card_name_and_uuid"] == "passed"
+    assert outcomes["processes: cuda_process_listed_with_pid_user_memory"] == "passed"
+    assert outcomes["run: run_job_sees_exactly_the_pinned_cards"] == "passed"
+    process = by_name["processes: cuda_process_listed_with_pid_user_memory"]
+    assert process["numbers"]["backend"] == "ctypes"
+    assert [c["ok"] for c in process["comparisons"]] == [True] * 4
+    run = by_name["run: run_job_sees_exactly_the_pinned_cards"]["comparisons"][0]
+    assert run["gputop"] == run["reference"] == [GPUS[1][0], GPUS[0][0]]
     mapping = sorted(name for name in outcomes if name.startswith("mapping: "))
     assert mapping == [
         f"mapping: map_matches_cuda_enumeration[{form}-{order}]"
@@ -186,7 +258,7 @@ def test_the_suites_energy_counter_reads_the_drivers(machine, tmp_path) -> None:
     unknown = "GPU-99999999-9999-4999-8999-999999999999"
     done = subprocess.run(
         [sys.executable, "-c", code, str(ROOT / "tests"), GPUS[0][0], unknown],
-        capture_output=True, text=True, env=machine, cwd=tmp_path, timeout=120, check=True,
+        capture_output=True, text=True, env=machine.env, cwd=tmp_path, timeout=120, check=True,
     )  # fmt: skip
     known, missing = json.loads(done.stdout)
     assert isinstance(known, int) and known > 0

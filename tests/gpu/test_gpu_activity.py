@@ -75,8 +75,15 @@ def hopper(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for gpu in document["gpus"]:
         capability = gpu.get("compute_capability") or [0, 0]
         if capability[0] >= 9 and gpu.get("mig_mode") != 1:
-            return {"gpu": gpu, "env": env}
-    pytest.skip("no Hopper or newer GPU outside MIG mode here: GPM activity needs one")
+            break
+    else:
+        pytest.skip("no Hopper or newer GPU outside MIG mode here: GPM activity needs one")
+    if not _activity(_watch(env, 5), gpu["uuid"], "sm_active_percent"):
+        pytest.skip(
+            f"GPU {gpu['index']} is Hopper or newer but gputop reads no SM activity on it "
+            "(activity null: GPM refused, as in some virtual machines)"
+        )
+    return {"gpu": gpu, "env": env}
 
 
 def _activity(documents: list[dict[str, Any]], uuid: str, key: str) -> list[float]:

@@ -2,8 +2,9 @@
 installed with no index from the tarball alone into a fresh virtualenv, where the real-GPU
 suite reports that there is no NVIDIA driver (docs/real-gpu.md).
 
-Building it downloads the wheels once (pip's ordinary client); installing it is offline:
-pip's configuration is cut off and its index pointed at a closed port. Torch is never in it.
+Building it downloads the wheels once (pip's ordinary client; where no package index answers
+the tests skip, or fail under GPUTOP_REQUIRE_REAL); installing it is offline: pip's
+configuration is cut off and its index pointed at a closed port. Torch is never in it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from gpu import build_kit, driver
+from real_components import cannot
 
 ROOT = Path(__file__).resolve().parent.parent
 KIT = "gputop-gpu-kit"
@@ -38,6 +40,9 @@ def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
+    if done.returncode != 0 and "['pip', 'download'] failed" in done.stderr:
+        tail = " / ".join(done.stderr.strip().splitlines()[-3:])
+        cannot(f"the kit's wheels cannot be downloaded here (no package index?): {tail}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"gpu-kit: {out} for CPython {THIS_PYTHON}" in done.stdout
     return out

@@ -156,6 +156,7 @@ def machine(c_nvml: CNvml, tmp_path_factory: pytest.TempPathFactory) -> Machine:
         GPUTOP_CNVML_DATA=str(data),
         FAKE_CUDA_DEVICES=devices_spec(*((u, s, b[4:].lower()) for u, s, b in GPUS)),
         PATH=f"{bin_dir}:{env['PATH']}",
+        GPUTOP_GPU_PROBE="ctypes",  # the C libcuda answers ctypes; a torch here has no CUDA
     )
     yield Machine(env, c_nvml, scenario, data)
     sleeper.terminate()

@@ -92,9 +92,13 @@ def choose_backend(wanted: str) -> str:
         return wanted
     import importlib.util
 
-    for module in ("torch", "cupy"):
-        if importlib.util.find_spec(module) is not None:
-            return module
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        if torch.cuda.is_available():  # not a CPU-only build
+            return "torch"
+    if importlib.util.find_spec("cupy") is not None:
+        return "cupy"
     # Not nvcc unless asked: a toolkit newer than the driver builds a program the driver
     # refuses, while ctypes on libcuda always speaks the driver's own version.
     return "ctypes"

@@ -145,6 +145,10 @@ def test_activity_idle_card_low(result, hopper) -> None:
 def test_activity_matmul_tensor_and_sm_high(result, hopper, loaded) -> None:
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed: the bf16 matrix-product loop needs it")
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("this torch has no CUDA (a CPU-only build): the bf16 loop needs it")
     loaded("matmul", 20)
     documents = _watch(hopper["env"], 8)
     uuid = hopper["gpu"]["uuid"]

@@ -121,6 +121,27 @@ int cuDeviceGetPCIBusId(char *bus, int len, int d) {
 """
 
 
+MEMORY_SOURCE = r"""
+#include <stdint.h>
+int cuDevicePrimaryCtxRetain(void **ctx, int d) { *ctx = (void *)(intptr_t)(d + 1); return 0; }
+int cuCtxSetCurrent(void *ctx) { return ctx ? 0 : 201; }
+int cuMemAlloc_v2(uint64_t *p, size_t n) {
+    int code = fail("cuMemAlloc"); if (code) return code;
+    void *m = malloc(n); if (!m) return 2; *p = (uint64_t)(uintptr_t)m; return 0;
+}
+int cuMemsetD8_v2(uint64_t p, unsigned char v, size_t n) {
+    memset((void *)(uintptr_t)p, v, n); return 0;
+}
+int cuMemcpyDtoD_v2(uint64_t d, uint64_t s, size_t n) {
+    memcpy((void *)(uintptr_t)d, (void *)(uintptr_t)s, n); return 0;
+}
+int cuCtxSynchronize(void) { return 0; }
+int cuDriverGetVersion(int *v) { *v = 12040; return 0; }
+"""
+"""Appended to SOURCE where a test needs memory: contexts, allocations (host memory, so a
+test's "GPU" bytes are real bytes), copies and the driver version (tests/test_gpu_probe.py)."""
+
+
 def build_fake_libcuda(folder: Path) -> str:
     """Compile the fake driver into ``folder/libcuda.so.1``; skip where no C compiler is."""
     compiler = shutil.which("cc") or shutil.which("gcc")

@@ -20,7 +20,8 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef,unused-ignore]
 
 ROOT = Path(__file__).resolve().parent.parent
-# Imported only where present, with a message saying what to install (never a hard need).
+# Imported only where present, with a message saying what to install (never a hard need);
+# the real-GPU suite's CUDA process uses CuPy where it is there (docs/real-gpu.md).
 OPTIONAL = {"torch", "cupy"}
 # Run by another interpreter, never this one: make bench's nvitop runs in its own virtualenv
 # (tests/bench/nvitop_on_fake.py, NVITOP_PYTHON); waitress, the server the exporter's flood

@@ -278,7 +278,7 @@ def test_report_is_strict_json_and_readable_markdown() -> None:
         ),
         compare.Result("activity: copy", "skipped", note="no activity object"),
     ]
-    machine = {"driver": "550.127.05", "gpus": ["GPU 0: H100"]}
+    machine = {"driver": "550.127.05", "gpus": ["GPU 0: H100 \x1b[2J\x1b]0;owned\x07"]}
     document = json.loads(compare.report_json(machine, results))
     assert document["summary"] == {"passed": 1, "skipped": 1}
     assert document["results"][0]["comparisons"][0]["gputop"] is None
@@ -288,3 +288,5 @@ def test_report_is_strict_json_and_readable_markdown() -> None:
     assert "| GPU 0 power.draw | — | 70.1 | ±15 W | **NO** | x y |" in text
     assert "| activity: copy | skipped | 0 | 0 | no activity object |" in text
     assert "**Summary**: no check ran" in compare.report_markdown(machine, [])
+    assert "\x1b" not in text and "\x07" not in text  # a driver's odd text stays inert
+    assert document["machine"]["gpus"] == ["GPU 0: H100 \x1b[2J\x1b]0;owned\x07"]  # as seen

@@ -2,8 +2,9 @@
 installed with no index from the tarball alone into a fresh virtualenv, where the real-GPU
 suite reports that there is no NVIDIA driver (docs/real-gpu.md).
 
-Building it downloads the wheels once (pip's ordinary client); installing it is offline:
-pip's configuration is cut off and its index pointed at a closed port. Torch is never in it.
+Building it downloads the wheels once (pip's ordinary client; where no package index answers
+the tests skip, or fail under GPUTOP_REQUIRE_REAL); installing it is offline: pip's
+configuration is cut off and its index pointed at a closed port. Torch is never in it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from gpu import build_kit, driver
+from real_components import cannot
 
 ROOT = Path(__file__).resolve().parent.parent
 KIT = "gputop-gpu-kit"
@@ -38,6 +40,9 @@ def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
+    if done.returncode != 0 and "['pip', 'download'] failed" in done.stderr:
+        tail = " / ".join(done.stderr.strip().splitlines()[-3:])
+        cannot(f"the kit's wheels cannot be downloaded here (no package index?): {tail}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"gpu-kit: {out} for CPython {THIS_PYTHON}" in done.stdout
     return out
@@ -89,7 +94,7 @@ def test_kit_holds_gputop_the_suite_and_every_wheel(tarball: Path) -> None:
 
 
 def test_kit_installs_offline_and_the_suite_says_no_driver(tarball: Path, tmp_path: Path) -> None:
-    kit = extract(tarball, tmp_path / "machine")
+    kit = extract(tarball, tmp_path / "a user's kit $HOME")  # quoted everywhere it is used
     report = tmp_path / "report"
     done = subprocess.run(
         [str(kit / "run.sh"), "--report-dir", str(report)],
@@ -123,6 +128,24 @@ def test_kit_refuses_another_python_with_a_clear_message(tarball: Path, tmp_path
     assert "this kit holds wheels for Python 3.99" in done.stderr
     assert "make gpu-kit KIT_PYTHON=X.Y" in done.stderr
     assert not (kit / "venv").exists()
+
+
+def test_make_targets_pass_the_interpreter_and_platforms_named() -> None:
+    done = subprocess.run(
+        [
+            "make", "-n", "--no-print-directory", "gpu-kit", "gpu-check", "KIT_PYTHON=3.10",
+            "KIT_PLATFORM=manylinux2014_aarch64 manylinux_2_28_aarch64", "KIT_TORCH=1",
+            "KIT_NVITOP=", "GPU_CHECK_REPORT=docs/real-gpu/x",
+        ],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    )  # fmt: skip
+    commands = " ".join(done.stdout.replace("\\\n", " ").split())
+    assert (
+        "tests/gpu/build_kit.py --python-version 3.10 --platform manylinux2014_aarch64 "
+        "--platform manylinux_2_28_aarch64 --out dist/gputop-gpu-kit.tar.gz --with-torch"
+    ) in commands
+    assert "--nvitop" not in commands
+    assert "tests/gpu/run_check.py --report-dir docs/real-gpu/x" in commands
 
 
 @pytest.mark.parametrize(

@@ -12,28 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_libcuda import SOURCE, devices_spec
+from fake_libcuda import MEMORY_SOURCE, SOURCE, devices_spec
 from gpu import cuda_probe, driver
 
 PROBE = Path(cuda_probe.__file__)
 
-MEMORY_CALLS = r"""
-#include <stdint.h>
-int cuDevicePrimaryCtxRetain(void **ctx, int d) { *ctx = (void *)(intptr_t)(d + 1); return 0; }
-int cuCtxSetCurrent(void *ctx) { return ctx ? 0 : 201; }
-int cuMemAlloc_v2(uint64_t *p, size_t n) {
-    int code = fail("cuMemAlloc"); if (code) return code;
-    void *m = malloc(n); if (!m) return 2; *p = (uint64_t)(uintptr_t)m; return 0;
-}
-int cuMemsetD8_v2(uint64_t p, unsigned char v, size_t n) {
-    memset((void *)(uintptr_t)p, v, n); return 0;
-}
-int cuMemcpyDtoD_v2(uint64_t d, uint64_t s, size_t n) {
-    memcpy((void *)(uintptr_t)d, (void *)(uintptr_t)s, n); return 0;
-}
-int cuCtxSynchronize(void) { return 0; }
-int cuDriverGetVersion(int *v) { *v = 12040; return 0; }
-"""
 
 GPUS = [
     ("GPU-aaaaaaaa-0000-4000-8000-000000000001", 132, "0000:18:00.0"),
@@ -48,7 +31,7 @@ def libcuda(tmp_path_factory: pytest.TempPathFactory) -> str:
     if compiler is None:
         pytest.skip("a C compiler (cc or gcc) is needed to build the test libcuda")
     folder = tmp_path_factory.mktemp("libcuda")
-    (folder / "libcuda.c").write_text(SOURCE + MEMORY_CALLS)
+    (folder / "libcuda.c").write_text(SOURCE + MEMORY_SOURCE)
     library = folder / "libcuda.so.1"
     subprocess.run(
         [compiler, "-shared", "-fPIC", "-O0", "-o", str(library), str(folder / "libcuda.c")],

@@ -602,7 +602,9 @@ def report_markdown(machine: Mapping[str, Any], results: Sequence[Result]) -> st
     for result in results:
         if not result.comparisons and not result.numbers:
             continue
-        lines += ["", f"## {_cell(result.name)}: {result.outcome}", ""]
+        lines += ["", f"## {_cell(result.name)}: {result.outcome}"]
+        if result.numbers:
+            lines.append("")
         for key, value in result.numbers.items():
             lines.append(f"- {_cell(key)}: {_cell(_show(value))}")
         if result.comparisons:

@@ -38,6 +38,17 @@ if not DRIVER.present:
 _results: dict[str, compare.Result] = {}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA driver (docs/real-gpu.md)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every check here is marked ``gpu``: ``pytest -m 'not gpu'`` leaves them out anywhere."""
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.gpu)
+
+
 @pytest.fixture
 def result(request: pytest.FixtureRequest) -> compare.Result:
     """This check's entry in the report: add comparisons and numbers to it."""
@@ -68,7 +79,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     folder = os.environ.get(REPORT_DIR_ENV)
     if not folder or hasattr(session.config, "workerinput"):
         return
-    machine = machine_facts()
+    try:
+        machine = machine_facts()
+    except Exception as error:  # the report is written whatever the machine is missing
+        machine = {"facts": f"could not be read: {type(error).__name__}: {error}"}
     results = list(_results.values())
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)

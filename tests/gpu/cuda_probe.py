@@ -92,9 +92,13 @@ def choose_backend(wanted: str) -> str:
         return wanted
     import importlib.util
 
-    for module in ("torch", "cupy"):
-        if importlib.util.find_spec(module) is not None:
-            return module
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        if torch.cuda.is_available():  # not a CPU-only build
+            return "torch"
+    if importlib.util.find_spec("cupy") is not None:
+        return "cupy"
     # Not nvcc unless asked: a toolkit newer than the driver builds a program the driver
     # refuses, while ctypes on libcuda always speaks the driver's own version.
     return "ctypes"
@@ -348,7 +352,8 @@ def cuda_driver_version() -> int | None:
     except OSError:
         return None
     version = ctypes.c_int(0)
-    return version.value if cuda.cuDriverGetVersion(ctypes.byref(version)) == 0 else None
+    call = getattr(cuda, "cuDriverGetVersion", None)
+    return version.value if call is not None and call(ctypes.byref(version)) == 0 else None
 
 
 def main(argv: list[str] | None = None) -> int:

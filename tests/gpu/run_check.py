@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from gpu.driver import DRIVER  # noqa: E402
+from gputop.core.safe_text import clean  # noqa: E402
 
 NO_TESTS_COLLECTED = 5
 
@@ -30,23 +31,15 @@ def main(argv: list[str] | None = None) -> int:
     report = Path(args.report_dir).resolve()
     env = dict(os.environ)
     env["GPUTOP_GPU_REPORT_DIR"] = str(report)
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(HERE),
-        "-p",
-        "no:cacheprovider",
-        "-v",
-        "-rs",
-        *pytest_args,
-    ]
+    # --confcutdir: from a checkout as from the kit, only this folder's conftest.py.
+    command = [sys.executable, "-m", "pytest", str(HERE), "-p", "no:cacheprovider", "-v"]
+    command += ["-rs", "--confcutdir", str(HERE), *pytest_args]
     status = subprocess.run(command, env=env, cwd=HERE.parent.parent, check=False).returncode
     if not DRIVER.present:
-        print(f"gpu-check: {DRIVER.reason}; nothing was checked.")
+        print(f"gpu-check: {clean(DRIVER.reason)}; nothing was checked.")
         if status == NO_TESTS_COLLECTED:  # the one module skipped at collection: that is all
             status = 0
-    print(f"gpu-check: report in {report / 'gpu-check-report.md'} (and .json)")
+    print(f"gpu-check: report in {clean(str(report / 'gpu-check-report.md'))} (and .json)")
     return status
 
 

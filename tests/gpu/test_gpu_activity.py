@@ -75,8 +75,15 @@ def hopper(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for gpu in document["gpus"]:
         capability = gpu.get("compute_capability") or [0, 0]
         if capability[0] >= 9 and gpu.get("mig_mode") != 1:
-            return {"gpu": gpu, "env": env}
-    pytest.skip("no Hopper or newer GPU outside MIG mode here: GPM activity needs one")
+            break
+    else:
+        pytest.skip("no Hopper or newer GPU outside MIG mode here: GPM activity needs one")
+    if not _activity(_watch(env, 5), gpu["uuid"], "sm_active_percent"):
+        pytest.skip(
+            f"GPU {gpu['index']} is Hopper or newer but gputop reads no SM activity on it "
+            "(activity null: GPM refused, as in some virtual machines)"
+        )
+    return {"gpu": gpu, "env": env}
 
 
 def _activity(documents: list[dict[str, Any]], uuid: str, key: str) -> list[float]:
@@ -138,6 +145,10 @@ def test_activity_idle_card_low(result, hopper) -> None:
 def test_activity_matmul_tensor_and_sm_high(result, hopper, loaded) -> None:
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed: the bf16 matrix-product loop needs it")
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("this torch has no CUDA (a CPU-only build): the bf16 loop needs it")
     loaded("matmul", 20)
     documents = _watch(hopper["env"], 8)
     uuid = hopper["gpu"]["uuid"]

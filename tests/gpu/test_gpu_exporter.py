@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import selectors
 import subprocess
 import sys
 import time
@@ -33,9 +34,11 @@ def exporter(env: dict[str, str]) -> Iterator[str]:
     )
     try:
         assert process.stderr is not None
-        line = process.stderr.readline()
+        ready = selectors.DefaultSelector()
+        ready.register(process.stderr, selectors.EVENT_READ)
+        line = process.stderr.readline() if ready.select(timeout=120) else ""
         match = SERVING.search(line)
-        assert match, f"the exporter did not say where it serves: {line!r}"
+        assert match, f"the exporter did not say where it serves within 120 s: {line!r}"
         yield match.group(1).rstrip("/") + "/metrics"
     finally:
         process.terminate()

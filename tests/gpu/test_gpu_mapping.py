@@ -23,7 +23,8 @@ ORDERS = ("FASTEST_FIRST", "PCI_BUS_ID")
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "form" in metafunc.fixturenames:
         forms = compare.visible_device_forms(smi_list())
-        metafunc.parametrize("form", forms, ids=[label for label, _ in forms])
+        ids = [label.replace(",", "").replace(" ", "-") for label, _ in forms]
+        metafunc.parametrize("form", forms, ids=ids)
         metafunc.parametrize("order", ORDERS)
 
 

@@ -27,8 +27,11 @@ HELD_BYTES = 512 << 20
 HOLD_S = 10.0
 POLL_S = 0.5
 GPU_SECONDS_SLACK_S = 2 * POLL_S + 3.0
-"""The supervisor counts a card from the first poll that sees the process (context made,
-before the allocation) to the last (after the free): two polls and context set-up/teardown."""
+"""The supervisor counts a card from the first poll that sees the process (its context made
+on that card) to the last (after the free): two polls and context set-up/teardown."""
+GPU_SECONDS_SHORT_S = 2 * POLL_S + 2.0
+"""A card's context may be made up to a couple of seconds after the first allocation began
+(the cards are taken one after the other)."""
 
 
 def _gputop(environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -84,7 +87,10 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             str(HOLD_S),
         ).stdout
     )
-    _gputop(environ, "jobs", "wait", str(launched["id"]), "--timeout", "300")
+    waited = subprocess.run(
+        [sys.executable, "-m", "gputop", "jobs", "wait", str(launched["id"]), "--timeout", "300"],
+        capture_output=True, text=True, env=environ, timeout=400, check=False,
+    )  # fmt: skip
     window_end = time.time()
     energy_after = {gpu["uuid"]: energy_mj(gpu["uuid"]) for gpu in pinned}
     jobs = json.loads(_gputop(environ, "jobs", "--json").stdout)
@@ -98,7 +104,8 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "energy_after": energy_after,
         "window_s": window_end - window_start,
         "power_limit_w": {u: r["power.limit"] for u, r in smi_query().items()},
-        "log": Path(record["log_path"]).read_text(errors="replace")[-2000:],
+        "log": f"jobs wait: {waited.returncode} {waited.stdout.strip()}; the job's log: "
+        + Path(record["log_path"]).read_text(errors="replace")[-2000:],
     }
 
 
@@ -148,8 +155,9 @@ def test_run_usage_matches_probe_and_energy_counter(result, job) -> None:
                 f"{label} GPU-seconds",
                 card["gpu_seconds"],
                 held_s,
-                f"from the hold - {2 * POLL_S:g} s to the hold + {GPU_SECONDS_SLACK_S:g} s",
-                held_s - 2 * POLL_S <= card["gpu_seconds"] <= held_s + GPU_SECONDS_SLACK_S,
+                f"from the hold - {GPU_SECONDS_SHORT_S:g} s "
+                f"to the hold + {GPU_SECONDS_SLACK_S:g} s",
+                held_s - GPU_SECONDS_SHORT_S <= card["gpu_seconds"] <= held_s + GPU_SECONDS_SLACK_S,
             )
         )
         before, after = job["energy_before"][gpu["uuid"]], job["energy_after"][gpu["uuid"]]

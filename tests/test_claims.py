@@ -248,6 +248,7 @@ def test_setup_makes_the_directory_as_root_and_only_as_root(
         ["claim", "-n", "0"],
         ["claim"],
         ["claim", "--extend", "--note", "x"],
+        ["claim", "--extend", "-n", "1"],
         ["claim", "--gpus", "9"],
     ],
 )

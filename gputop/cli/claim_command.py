@@ -42,7 +42,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     which.add_argument(
         "-n", "--count", type=count(1, 4096), metavar="N", help="N free, unclaimed GPUs"
     )
-    which.add_argument(
+    parser.add_argument(
         "--extend",
         action="store_true",
         help="make your claims (all, or those --gpus names) last --for from now",
@@ -62,6 +62,8 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     for_s = DEFAULT_FOR_S if args.for_s is None else args.for_s
     if args.extend:
+        if args.count is not None:
+            raise UsageError("--extend makes your claims last longer: name them with --gpus.")
         if args.note:
             raise UsageError("--note is set when claiming; --extend keeps it.")
         with open_book() as book:

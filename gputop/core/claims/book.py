@@ -407,7 +407,7 @@ class ClaimBook:
         ``strict``: this very file must be the earliest (a person's claim); otherwise one
         of this user's (a job's claim, an extension)."""
         deadline = time.monotonic() + PENDING_S + 1.0
-        keys = {card_key(card.uuid) for card in cards}
+        keys = {card_key(u) for card in cards for u in (card.uuid, *card.related)}
         while True:
             scan = self.scan()
             waiting = [

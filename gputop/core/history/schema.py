@@ -21,8 +21,9 @@ from __future__ import annotations
 import sqlite3
 
 from gputop.core import sqlite_files
+from gputop.core.history.claim_spans import SCHEMA as CLAIM_SCHEMA
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 RAW = 0
 MINUTE = 60
@@ -82,8 +83,9 @@ CREATE INDEX process_spans_by_end ON process_spans(end_t);
 CREATE INDEX process_spans_to_merge ON process_spans(resolution_s, end_t);
 """
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {}
-"""version N -> N+1 statements, as the job store keeps them (none yet)."""
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: CLAIM_SCHEMA}
+"""version N -> N+1 statements, as the job store keeps them: 2 records claims
+(claim_spans.py, docs/claims.md)."""
 
 
 def create_schema(connection: sqlite3.Connection) -> None:
@@ -93,6 +95,8 @@ def create_schema(connection: sqlite3.Connection) -> None:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     connection.execute(statement)
+            for statement in CLAIM_SCHEMA:
+                connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -69,6 +69,11 @@ def test_snapshot_json_carries_the_claim_of_each_gpu(
     assert 4 * 3600 - 60 < claim["until"] - time.time() <= 4 * 3600
     assert [g["claim"] for g in gpus if g["index"] != 1] == [None, None, None]
     assert gpus[0]["unclaimed_users"] == ["ubuntu"]  # the scenario's processes
+    text = gputop_as(bob, claims_dir, "snapshot").stdout.splitlines()
+    assert text[text.index(next(line for line in text if line.startswith("[1]"))) + 1] == (
+        f"    claimed by {ana.name} · 4h left · n"
+    )
+    assert "    in use without a claim: ubuntu" in text
 
 
 def test_the_lab_protocol_carries_claims_and_checks_them(fake_backend) -> None:
@@ -125,7 +130,15 @@ def test_an_agent_sends_its_machines_claims(claims_dir: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("seconds", "said"),
-    [(7199, "2h"), (5400, "2h"), (3000, "50m"), (20, "1m"), (-5, "1m"), (90000, "1d 1h")],
+    [
+        (7199, "2h"),
+        (5400, "2h"),
+        (3000, "50m"),
+        (20, "1m"),
+        (-5, "1m"),
+        (90000, "1d 1h"),
+        (86399, "1d"),
+    ],
 )
 def test_time_left_is_said_coarsely(seconds: float, said: str) -> None:
     assert left_text(seconds) == said

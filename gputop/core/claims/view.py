@@ -167,7 +167,7 @@ def attach_claims(gpus: Sequence[GpuSample], view: ClaimsView) -> list[GpuSample
 def left_text(seconds: float) -> str:
     """``2h``, ``45m``, ``1d 4h``: how long a claim has left, as a card says it."""
     seconds = max(0.0, seconds)
-    if seconds >= 86400:
+    if seconds >= 86400 - 1800:
         days, rest = divmod(round(seconds / 3600), 24)
         return f"{days}d {rest}h" if rest else f"{days}d"
     if seconds >= 3600 - 30:

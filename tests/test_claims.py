@@ -93,6 +93,10 @@ def test_pick_skips_a_card_another_user_claimed(
     picked = gputop_as(bob, claims_dir, "claim", "-n", "1")
     assert picked.returncode == 0, picked.stderr
     assert "Claimed GPU 2 " in picked.stdout
+    none_left = gputop_as(bob, claims_dir, "claim", "-n", "1")
+    assert none_left.returncode == 1
+    assert "GPU 2: already claimed by you" in none_left.stderr
+    assert f"GPU 3: claimed by {ana.name}" in none_left.stderr
 
 
 def test_run_refuses_a_card_another_user_claimed_unless_told_to_ignore_claims(

@@ -173,3 +173,23 @@ def test_the_exporter_exports_who_claimed_each_gpu(claims_dir: Path, fake_backen
     collector.record(fake_backend("v100x4").sample(), 0.01)
     claimed = samples(collector, "gputop_gpu_claimed")
     assert [(s.labels["gpu"], s.labels["user"], s.value) for s in claimed] == [("1", "root", 1.0)]
+
+
+async def test_the_lab_cards_say_who_claimed_them(claims_dir: Path) -> None:
+    """The lab's simulated hosts sample this machine's claims as an agent would."""
+    from lab_dashboard_helpers import first_lab_sample
+
+    from gputop.tui.lab.fixed_hosts import LAB_SCENARIOS, simulated_status
+    from gputop.tui.screenshots import build_lab_app
+    from gputop.tui.widgets.gpu_card import GpuCard
+
+    status = simulated_status("gpu01", LAB_SCENARIOS[0])
+    assert status.snapshot is not None
+    gpu = status.snapshot.gpus[1]
+    assert gpu.uuid is not None
+    claim_as_root(claims_dir, 1, gpu.uuid, 3 * 3600, "lab")
+    app = build_lab_app(5)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_lab_sample(pilot)
+        said = [str(card.border_subtitle) for card in app.query(GpuCard) if card.border_subtitle]
+        assert any(text.startswith("claimed by root · 3h left · lab") for text in said), said

@@ -8,6 +8,7 @@ user holds a card (docs/claims.md).
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from gputop.cli.arg_types import count
@@ -97,10 +98,16 @@ def _cards(args: argparse.Namespace, gpus: str) -> list[Card]:
 def _pick(snapshot: Snapshot, wanted: int) -> list[int]:
     """``-n N``: by pick's rules, other users' claims and this user's jobs' cards excluded."""
     from gputop.cli.pick_command import active_job_gpus, claims_in_the_way
+    from gputop.core.claims.view import read_claims
     from gputop.core.jobs.policy import FreePolicy, pick_free
     from gputop.core.users import current_user
 
     blocked = claims_in_the_way(snapshot)
+    view = read_claims()
+    for gpu in snapshot.gpus:  # already this user's: another claim of them would be refused
+        mine = view.gpu_claim(gpu)
+        if mine is not None and mine.uid == os.geteuid():
+            blocked.setdefault(gpu.physical_index, "already claimed by you")
     return pick_free(
         snapshot, wanted, FreePolicy(), current_user(), active_job_gpus(), claimed=blocked
     )

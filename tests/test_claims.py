@@ -221,6 +221,10 @@ def test_without_the_directory_gputop_works_and_says_claims_are_not_set_up(
     assert refused.returncode == 1
     assert "Claims are not set up here" in refused.stderr
     assert gputop_as(bob, missing, "pick").returncode == 0
+    listed = gputop_as(bob, missing, "claims", "--json")
+    assert (listed.returncode, listed.stdout) == (0, "[]\n")
+    assert "claims are not set up here" in listed.stderr
+    assert not missing.exists()
 
 
 def test_setup_makes_the_directory_as_root_and_only_as_root(

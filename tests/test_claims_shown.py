@@ -132,7 +132,7 @@ def test_an_agent_sends_its_machines_claims(claims_dir: Path, tmp_path: Path) ->
     ("seconds", "said"),
     [
         (7199, "2h"),
-        (5400, "2h"),
+        (5500, "2h"),
         (3000, "50m"),
         (20, "1m"),
         (-5, "1m"),
@@ -193,3 +193,19 @@ async def test_the_lab_cards_say_who_claimed_them(claims_dir: Path) -> None:
         await first_lab_sample(pilot)
         said = [str(card.border_subtitle) for card in app.query(GpuCard) if card.border_subtitle]
         assert any(text.startswith("claimed by root · 3h left · lab") for text in said), said
+
+
+def test_a_hosts_snapshot_with_a_claim_makes_its_card_taken_for_the_labs_pick(
+    fake_backend,
+) -> None:
+    """``pick --hosts`` and the lab's host summary judge a host's cards from its snapshot."""
+    from gputop.core.jobs.policy import FreePolicy, judge_cards
+
+    snapshot = fake_backend("v100x4").sample()
+    gpus = list(snapshot.gpus)
+    gpus[2] = replace(gpus[2], claim=GpuClaim("ana", time.time() + 7000))
+    claimed = replace(snapshot, gpus=tuple(gpus))
+    verdicts = {v.physical_index: v for v in judge_cards(claimed, FreePolicy(), "bob")}
+    assert not verdicts[2].free
+    assert verdicts[2].reasons == ("claimed by ana (2h left)",)
+    assert {v.physical_index: v for v in judge_cards(claimed, FreePolicy(), "ana")}[2].free

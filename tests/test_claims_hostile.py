@@ -81,7 +81,7 @@ def test_planted_links_fifos_and_directories_are_never_followed_nor_block(
     assert reasons == ["not a claim's name", *["not a regular file"] * 3]
 
 
-def test_a_half_written_file_is_waited_for_briefly_then_ignored_and_removed_by_its_owner(
+def test_a_half_written_file_is_never_a_claim_and_its_owners_gputop_removes_it(
     two_users: tuple[User, User], claims_dir: Path
 ) -> None:
     ana, bob = two_users
@@ -163,3 +163,43 @@ def test_a_mig_instance_claim_keeps_others_off_its_gpu_but_not_off_other_instanc
     assert run.returncode == 1 and f"claimed by {ana.name}" in run.stderr
     assert gputop_as(ana, claims_dir, "release").returncode == 0
     assert gputop_as(ana, claims_dir, "claim", "--gpus", "0", fake="mig").returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("ctime_ns", "step"),
+    [(1_700_000_000_000_000_000, 1_000_000_000), (1_700_000_000_123_000_000, 1_000_000), (7, 1)],
+)
+def test_the_decision_waits_out_the_file_systems_time_step(ctime_ns: int, step: int) -> None:
+    """Whole-second stamps (ext3) make a claimer wait for the next second before it looks:
+    a file written in the same second would tie with its own (docs/claims.md)."""
+    from gputop.core.claims.book import _granularity_ns
+
+    assert _granularity_ns(ctime_ns) == step
+
+
+def test_a_claimer_decides_only_once_the_clock_has_passed_its_files_change_time(
+    claims_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gputop.core.claims import book as book_module
+
+    looks: list[int] = []
+    made: list[int] = []
+    real_scan = ClaimBook.scan
+
+    def scan(self: ClaimBook) -> object:
+        looks.append(book_module._coarse_now_ns())
+        return real_scan(self)
+
+    monkeypatch.setattr(ClaimBook, "scan", scan)
+    real_create = ClaimBook._create
+
+    def create(self: ClaimBook, name: str, data: bytes) -> None:
+        real_create(self, name, data)
+        made.append(os.stat(claims_dir / name).st_ctime_ns)
+
+    monkeypatch.setattr(ClaimBook, "_create", create)
+    assert book_module.PAST_WAIT_S > 0
+    with book_of(claims_dir) as book:
+        book.claim([Card("GPU-" + "3" * 32, 3, "GPU 3")], 3600)
+    decision_look = looks[1]  # the first look is before writing; the second decides
+    assert decision_look > made[0]

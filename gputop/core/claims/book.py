@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,9 +43,13 @@ from gputop.core.safe_text import clean
 from gputop.core.units import duration
 
 PENDING_S = 2.0
-"""A file not yet complete (created, content not yet written) this recently is waited for
-by a deciding claimer; an older one is ignored (a claimer that died half-way)."""
-DECIDE_POLL_S = 0.005
+"""A file not yet complete (created, content not yet written) this recently is being
+written; an older one was left by a claimer that stopped half-way, and its owner's next
+gputop removes it. Neither is ever a claim."""
+DECIDE_POLL_S = 0.001
+PAST_WAIT_S = 2.0
+CLOCK_REALTIME_COARSE = 5
+"""Linux's clock id for it (<time.h>); Python's time module does not name it."""
 SETTLED_S = PENDING_S + 5.0
 """A lost claim this old was left behind by a claimer that stopped before removing it; a
 younger one is left to its own claimer, still deciding."""
@@ -403,21 +408,12 @@ class ClaimBook:
             os.close(fd)
 
     def _decide(self, cards: Sequence[Card], made: Sequence[str], strict: bool) -> None:
-        """Wait until no other file on these cards is half-written, then apply the rule.
-        ``strict``: this very file must be the earliest (a person's claim); otherwise one
-        of this user's (a job's claim, an extension)."""
-        deadline = time.monotonic() + PENDING_S + 1.0
-        keys = {card_key(u) for card in cards for u in (card.uuid, *card.related)}
-        while True:
-            scan = self.scan()
-            waiting = [
-                name
-                for name, _ in scan.pending
-                if name not in made and (parsed := parse_name(name)) and parsed.uuid in keys
-            ]
-            if not waiting or time.monotonic() > deadline:
-                break
-            time.sleep(DECIDE_POLL_S)
+        """Once the kernel's clock has passed these files' change time, read the directory
+        and apply the rule (docs/claims.md, "Why exactly one claimer wins"). ``strict``: this
+        very file must be the earliest (a person's claim); otherwise one of this user's (a
+        job's claim, an extension)."""
+        self._wait_past(made)
+        scan = self.scan()
         holders = scan.holders()
         present = {claim.name: claim for claim in scan.claims}
         now = self.clock()
@@ -448,6 +444,27 @@ class ClaimBook:
                 )
         if lost:
             raise ClaimRefused("Nothing was claimed: " + "; ".join(lost) + ".")
+
+    def _wait_past(self, made: Sequence[str]) -> None:
+        """Wait until every change time the kernel gives from now on is later than these
+        files' (at most ``PAST_WAIT_S``: a clock stepped back is not waited out). Any file
+        this user's next look does not find complete is then written after it, so it is
+        later than these; none can tie with them."""
+        latest = 0
+        for name in made:
+            try:
+                latest = max(
+                    latest, os.stat(name, dir_fd=self.dir.fd, follow_symlinks=False).st_ctime_ns
+                )
+            except OSError:
+                continue
+        step = _granularity_ns(latest)
+        deadline = time.monotonic() + PAST_WAIT_S
+        while time.monotonic() < deadline:
+            now = _coarse_now_ns()
+            if now - now % step > latest:
+                return
+            time.sleep(DECIDE_POLL_S)
 
     def _wait_for_others(self, cards: Sequence[Card]) -> None:
         """Before an extension moves this user's change time: no other user's file may be
@@ -483,3 +500,20 @@ class ClaimBook:
                     os.unlink(name, dir_fd=self.dir.fd)
             except OSError:
                 continue
+
+
+def _coarse_now_ns() -> int:
+    """The clock the kernel stamps inode times from (the coarse one, which lags the precise
+    one: a stamp made later is never earlier than it)."""
+    if sys.platform.startswith("linux"):
+        return time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
+    return time.time_ns()
+
+
+def _granularity_ns(ctime_ns: int) -> int:
+    """The file system's time step as a stamp shows it: whole seconds on file systems that
+    keep no more (ext3), else a millisecond or a nanosecond."""
+    for step in (1_000_000_000, 1_000_000):
+        if ctime_ns % step == 0:
+            return step
+    return 1

@@ -171,7 +171,9 @@ def parse_content(data: bytes, name: str, parsed: ParsedName, info: os.stat_resu
         return f"it names user {clean(str(user))[:40]}, but belongs to {user_name(info.st_uid)}"
     if type(gpu) is not int or not 0 <= gpu <= MAX_GPU_INDEX:
         return "its GPU index is out of range"
-    if type(until) not in (int, float) or not math.isfinite(until):
+    if isinstance(until, bool) or not isinstance(until, (int, float)):
+        return "its end time is not a number"
+    if not math.isfinite(until):
         return "its end time is not a number"
     changed = info.st_ctime_ns / 1e9
     if until > changed + MAX_FOR_S + CLOCK_SLACK_S:

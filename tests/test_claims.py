@@ -115,6 +115,16 @@ def test_run_refuses_a_card_another_user_claimed_unless_told_to_ignore_claims(
     assert forced.returncode == 0, forced.stderr
     assert f"GPU 2 is claimed by {ana.name}" in forced.stderr
     assert json.loads(forced.stdout)["env"]["GPUTOP_IGNORED_CLAIMS"] == f"GPU 2 ({ana.name})"
+    deadline = time.monotonic() + 60
+    while True:  # it runs, though ana holds the card, and claims nothing
+        listed = gputop_as(bob, claims_dir, "jobs", "--json")
+        (job,) = json.loads(listed.stdout)
+        if job["status"] != "running" and job["status"] != "waiting":
+            break
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+    assert job["status_text"] == "exited 0", job
+    assert [c["user"] for c in claims_json(bob, claims_dir)] == [ana.name]
 
 
 def test_a_forged_file_is_ignored_and_shown_to_root(

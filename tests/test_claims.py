@@ -31,7 +31,7 @@ def test_a_claim_is_refused_to_the_other_user_naming_who_and_until_when(
     refused = gputop_as(bob, claims_dir, "claim", "--gpus", "1")
     assert refused.returncode == 1
     assert f"GPU 1 is claimed by {ana.name} until " in refused.stderr
-    assert "left" in refused.stderr
+    assert "(2h left)" in refused.stderr
     listed = claims_json(bob, claims_dir)
     assert [(c["gpu"], c["user"], c["note"], c["job"]) for c in listed] == [
         (1, ana.name, "sweep", None)

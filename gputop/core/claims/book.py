@@ -40,7 +40,6 @@ from gputop.core.claims.files import (
 )
 from gputop.core.errors import GputopError
 from gputop.core.safe_text import clean
-from gputop.core.units import duration
 
 PENDING_S = 2.0
 """A file not yet complete (created, content not yet written) this recently is being
@@ -107,9 +106,20 @@ class Card:
 
 
 def until_text(until: float, now: float) -> str:
-    """``until 14:05 (2h left)``."""
-    left = max(0.0, until - now)
-    return f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(until))} ({duration(left)} left)"
+    """``until 2026-01-02 14:05 (2h left)``."""
+    moment = time.strftime("%Y-%m-%d %H:%M", time.localtime(until))
+    return f"until {moment} ({left_text(until - now)} left)"
+
+
+def left_text(seconds: float) -> str:
+    """``2h``, ``45m``, ``1d 4h``: how long a claim has left, as a card says it."""
+    seconds = max(0.0, seconds)
+    if seconds >= 86400 - 1800:
+        days, rest = divmod(round(seconds / 3600), 24)
+        return f"{days}d {rest}h" if rest else f"{days}d"
+    if seconds >= 3600 - 30:
+        return f"{round(seconds / 3600)}h"
+    return f"{max(1, round(seconds / 60))}m"
 
 
 class ClaimBook:

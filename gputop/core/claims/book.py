@@ -28,6 +28,7 @@ from gputop.core.claims.files import (
     CONTENT_BYTES,
     MAX_NOTE,
     SUFFIX,
+    UNREADABLE,
     Claim,
     Suspicious,
     card_key,
@@ -210,7 +211,7 @@ class ClaimBook:
                 return
         parsed_claim = parse_content(claim, name, parsed, info)
         if isinstance(parsed_claim, str):
-            if young:  # an extension being written this very moment
+            if young and parsed_claim == UNREADABLE:  # an extension being written right now
                 result.pending.append((name, info.st_uid))
             else:
                 result.suspicious.append(Suspicious(name, info.st_uid, parsed_claim))

@@ -34,6 +34,7 @@ DEFAULT_FOR_S = 4 * 3600.0
 CLOCK_SLACK_S = 5.0
 """How far a written time may lead the file's change time (both read the same clock)."""
 MAX_NOTE = 200
+UNREADABLE = "not a claim (unreadable content)"
 MAX_GPU_INDEX = 4096
 MAX_JOB_ID = 2**53
 _NAME = re.compile(r"([A-Za-z0-9_-]{1,96})\.([0-9]{1,10})\.([cj])([0-9a-f]{16})\.claim")
@@ -157,7 +158,7 @@ def parse_content(data: bytes, name: str, parsed: ParsedName, info: os.stat_resu
     try:
         document = json.loads(data.decode("ascii"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError):
-        return "not a claim (unreadable content)"
+        return UNREADABLE
     if not isinstance(document, dict) or document.get("v") != 1:
         return "not a claim (unknown format)"
     uuid, gpu, uid = document.get("uuid"), document.get("gpu"), document.get("uid")

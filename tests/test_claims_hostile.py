@@ -203,3 +203,21 @@ def test_a_claimer_decides_only_once_the_clock_has_passed_its_files_change_time(
         book.claim([Card("GPU-" + "3" * 32, 3, "GPU 3")], 3600)
     decision_look = looks[1]  # the first look is before writing; the second decides
     assert decision_look > made[0]
+
+
+def test_a_flooded_directory_is_refused_naming_how_to_see_whose_files(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    ana, bob = two_users
+    flood = (
+        "import os, sys\n"
+        "for i in range(10_001):\n"
+        "    os.close(os.open(os.path.join(sys.argv[1], f'x{i}'), os.O_CREAT | os.O_WRONLY))\n"
+    )
+    run_as(bob, flood, str(claims_dir))
+    refused = gputop_as(ana, claims_dir, "claim", "--gpus", "1")
+    assert refused.returncode == 1
+    assert "holds more than 10000 entries: someone flooded it" in refused.stderr
+    assert f"ls -ln {claims_dir}" in refused.stderr
+    picked = gputop_as(ana, claims_dir, "pick", "--format", "index")
+    assert picked.returncode == 0 and "flooded" in picked.stderr  # gputop goes on without

@@ -47,14 +47,16 @@ PENDING_S = 2.0
 written; an older one was left by a claimer that stopped half-way, and its owner's next
 gputop removes it. Neither is ever a claim."""
 DECIDE_POLL_S = 0.001
+OTHERS_POLL_S = 0.05
 PAST_WAIT_S = 2.0
 CLOCK_REALTIME_COARSE = 5
 """Linux's clock id for it (<time.h>); Python's time module does not name it."""
 SETTLED_S = PENDING_S + 5.0
 """A lost claim this old was left behind by a claimer that stopped before removing it; a
 younger one is left to its own claimer, still deciding."""
-MAX_ENTRIES = 100_000
-"""More entries than this in the directory: it is flooded, and claims are not used."""
+MAX_ENTRIES = 10_000
+"""More entries than this in the directory: it is flooded, and claims are not used (each
+entry costs every reader a stat, every refresh; 10 000 is a few milliseconds)."""
 MAX_FILES_PER_USER = 256
 """More claim files than this of one uid: all of that uid's files are ignored."""
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -499,7 +501,7 @@ class ClaimBook:
                     + ", ".join(who)
                     + " is on the same card (a lost race not yet cleaned up); try again later."
                 )
-            time.sleep(DECIDE_POLL_S)
+            time.sleep(OTHERS_POLL_S)
 
     def _remove_names(self, names: Iterable[str]) -> None:
         """Remove files, each only if it is this user's (root may remove anyone's in a

@@ -12,6 +12,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +29,17 @@ class User:
 
 
 def _useradd(name: str) -> User:
-    made = subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    argv = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
+    deadline = time.monotonic() + 30
+    while True:  # another worker may hold /etc/passwd's lock for a moment
+        made = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if made.returncode == 0 or time.monotonic() > deadline:
+            break
+        if "lock" not in made.stderr:
+            break
+        time.sleep(0.2)
     if made.returncode != 0:
-        pytest.skip(f"useradd {name} failed: {made.stderr.strip()}")
+        pytest.fail(f"useradd {name} failed: {made.stderr.strip()}")
     entry = pwd.getpwnam(name)
     return User(name, entry.pw_uid, entry.pw_gid)
 

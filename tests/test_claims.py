@@ -31,7 +31,7 @@ def test_a_claim_is_refused_to_the_other_user_naming_who_and_until_when(
     refused = gputop_as(bob, claims_dir, "claim", "--gpus", "1")
     assert refused.returncode == 1
     assert f"GPU 1 is claimed by {ana.name} until " in refused.stderr
-    assert "left" in refused.stderr
+    assert "(2h left)" in refused.stderr
     listed = claims_json(bob, claims_dir)
     assert [(c["gpu"], c["user"], c["note"], c["job"]) for c in listed] == [
         (1, ana.name, "sweep", None)
@@ -93,6 +93,10 @@ def test_pick_skips_a_card_another_user_claimed(
     picked = gputop_as(bob, claims_dir, "claim", "-n", "1")
     assert picked.returncode == 0, picked.stderr
     assert "Claimed GPU 2 " in picked.stdout
+    none_left = gputop_as(bob, claims_dir, "claim", "-n", "1")
+    assert none_left.returncode == 1
+    assert "GPU 2: already claimed by you" in none_left.stderr
+    assert f"GPU 3: claimed by {ana.name}" in none_left.stderr
 
 
 def test_run_refuses_a_card_another_user_claimed_unless_told_to_ignore_claims(
@@ -111,6 +115,16 @@ def test_run_refuses_a_card_another_user_claimed_unless_told_to_ignore_claims(
     assert forced.returncode == 0, forced.stderr
     assert f"GPU 2 is claimed by {ana.name}" in forced.stderr
     assert json.loads(forced.stdout)["env"]["GPUTOP_IGNORED_CLAIMS"] == f"GPU 2 ({ana.name})"
+    deadline = time.monotonic() + 60
+    while True:  # it runs, though ana holds the card, and claims nothing
+        listed = gputop_as(bob, claims_dir, "jobs", "--json")
+        (job,) = json.loads(listed.stdout)
+        if job["status"] != "running" and job["status"] != "waiting":
+            break
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+    assert job["status_text"] == "exited 0", job
+    assert [c["user"] for c in claims_json(bob, claims_dir)] == [ana.name]
 
 
 def test_a_forged_file_is_ignored_and_shown_to_root(
@@ -217,6 +231,10 @@ def test_without_the_directory_gputop_works_and_says_claims_are_not_set_up(
     assert refused.returncode == 1
     assert "Claims are not set up here" in refused.stderr
     assert gputop_as(bob, missing, "pick").returncode == 0
+    listed = gputop_as(bob, missing, "claims", "--json")
+    assert (listed.returncode, listed.stdout) == (0, "[]\n")
+    assert "claims are not set up here" in listed.stderr
+    assert not missing.exists()
 
 
 def test_setup_makes_the_directory_as_root_and_only_as_root(
@@ -248,6 +266,7 @@ def test_setup_makes_the_directory_as_root_and_only_as_root(
         ["claim", "-n", "0"],
         ["claim"],
         ["claim", "--extend", "--note", "x"],
+        ["claim", "--extend", "-n", "1"],
         ["claim", "--gpus", "9"],
     ],
 )

@@ -79,3 +79,24 @@ def test_a_waiting_job_waits_for_another_users_claim_to_end(
     flag.touch()
     wait_until_ended(state_dir, job_id)
     assert live_claims(claims_dir) == []
+
+
+def test_a_job_whose_card_another_user_claimed_meanwhile_does_not_start(
+    state_dir: Path, claims_dir: Path, tmp_path: Path, two_users: tuple[User, User]
+) -> None:
+    """Launched as the dashboard launches (no check by gputop run): the supervisor's claim
+    is refused, and the job never runs."""
+    from jobs_helpers import launch
+
+    ana, _ = two_users
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "1").returncode == 0
+    flag = tmp_path / "ran"
+    job = launch(state_dir, [PYTHON, "-c", f"open({str(flag)!r}, 'w').close()"], gpus=(1,))
+    ended = wait_until_ended(state_dir, job.id)
+    assert ended.status_text == "failed 1"
+    assert (
+        f"its cards were claimed meanwhile: Nothing was claimed: GPU 1 is claimed by {ana.name}"
+        in (ended.note or "")
+    )
+    assert not flag.exists()
+    assert live_claims(claims_dir) == [(1, ana.name, None)]

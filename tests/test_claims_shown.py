@@ -69,6 +69,11 @@ def test_snapshot_json_carries_the_claim_of_each_gpu(
     assert 4 * 3600 - 60 < claim["until"] - time.time() <= 4 * 3600
     assert [g["claim"] for g in gpus if g["index"] != 1] == [None, None, None]
     assert gpus[0]["unclaimed_users"] == ["ubuntu"]  # the scenario's processes
+    text = gputop_as(bob, claims_dir, "snapshot").stdout.splitlines()
+    assert text[text.index(next(line for line in text if line.startswith("[1]"))) + 1] == (
+        f"    claimed by {ana.name} · 4h left · n"
+    )
+    assert "    in use without a claim: ubuntu" in text
 
 
 def test_the_lab_protocol_carries_claims_and_checks_them(fake_backend) -> None:
@@ -125,7 +130,15 @@ def test_an_agent_sends_its_machines_claims(claims_dir: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("seconds", "said"),
-    [(7199, "2h"), (5400, "2h"), (3000, "50m"), (20, "1m"), (-5, "1m"), (90000, "1d 1h")],
+    [
+        (7199, "2h"),
+        (5500, "2h"),
+        (3000, "50m"),
+        (20, "1m"),
+        (-5, "1m"),
+        (90000, "1d 1h"),
+        (86399, "1d"),
+    ],
 )
 def test_time_left_is_said_coarsely(seconds: float, said: str) -> None:
     assert left_text(seconds) == said
@@ -160,3 +173,39 @@ def test_the_exporter_exports_who_claimed_each_gpu(claims_dir: Path, fake_backen
     collector.record(fake_backend("v100x4").sample(), 0.01)
     claimed = samples(collector, "gputop_gpu_claimed")
     assert [(s.labels["gpu"], s.labels["user"], s.value) for s in claimed] == [("1", "root", 1.0)]
+
+
+async def test_the_lab_cards_say_who_claimed_them(claims_dir: Path) -> None:
+    """The lab's simulated hosts sample this machine's claims as an agent would."""
+    from lab_dashboard_helpers import first_lab_sample
+
+    from gputop.tui.lab.fixed_hosts import LAB_SCENARIOS, simulated_status
+    from gputop.tui.screenshots import build_lab_app
+    from gputop.tui.widgets.gpu_card import GpuCard
+
+    status = simulated_status("gpu01", LAB_SCENARIOS[0])
+    assert status.snapshot is not None
+    gpu = status.snapshot.gpus[1]
+    assert gpu.uuid is not None
+    claim_as_root(claims_dir, 1, gpu.uuid, 3 * 3600, "lab")
+    app = build_lab_app(5)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_lab_sample(pilot)
+        said = [str(card.border_subtitle) for card in app.query(GpuCard) if card.border_subtitle]
+        assert any(text.startswith("claimed by root · 3h left · lab") for text in said), said
+
+
+def test_a_hosts_snapshot_with_a_claim_makes_its_card_taken_for_the_labs_pick(
+    fake_backend,
+) -> None:
+    """``pick --hosts`` and the lab's host summary judge a host's cards from its snapshot."""
+    from gputop.core.jobs.policy import FreePolicy, judge_cards
+
+    snapshot = fake_backend("v100x4").sample()
+    gpus = list(snapshot.gpus)
+    gpus[2] = replace(gpus[2], claim=GpuClaim("ana", time.time() + 7000))
+    claimed = replace(snapshot, gpus=tuple(gpus))
+    verdicts = {v.physical_index: v for v in judge_cards(claimed, FreePolicy(), "bob")}
+    assert not verdicts[2].free
+    assert verdicts[2].reasons == ("claimed by ana (2h left)",)
+    assert {v.physical_index: v for v in judge_cards(claimed, FreePolicy(), "ana")}[2].free

@@ -8,6 +8,7 @@ user holds a card (docs/claims.md).
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from gputop.cli.arg_types import count
@@ -42,7 +43,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     which.add_argument(
         "-n", "--count", type=count(1, 4096), metavar="N", help="N free, unclaimed GPUs"
     )
-    which.add_argument(
+    parser.add_argument(
         "--extend",
         action="store_true",
         help="make your claims (all, or those --gpus names) last --for from now",
@@ -62,6 +63,8 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     for_s = DEFAULT_FOR_S if args.for_s is None else args.for_s
     if args.extend:
+        if args.count is not None:
+            raise UsageError("--extend makes your claims last longer: name them with --gpus.")
         if args.note:
             raise UsageError("--note is set when claiming; --extend keeps it.")
         with open_book() as book:
@@ -95,10 +98,16 @@ def _cards(args: argparse.Namespace, gpus: str) -> list[Card]:
 def _pick(snapshot: Snapshot, wanted: int) -> list[int]:
     """``-n N``: by pick's rules, other users' claims and this user's jobs' cards excluded."""
     from gputop.cli.pick_command import active_job_gpus, claims_in_the_way
+    from gputop.core.claims.view import read_claims
     from gputop.core.jobs.policy import FreePolicy, pick_free
     from gputop.core.users import current_user
 
     blocked = claims_in_the_way(snapshot)
+    view = read_claims()
+    for gpu in snapshot.gpus:  # already this user's: another claim of them would be refused
+        mine = view.gpu_claim(gpu)
+        if mine is not None and mine.uid == os.geteuid():
+            blocked.setdefault(gpu.physical_index, "already claimed by you")
     return pick_free(
         snapshot, wanted, FreePolicy(), current_user(), active_job_gpus(), claimed=blocked
     )

@@ -7,9 +7,8 @@ import os
 import sys
 import time
 
-from gputop.cli.claims_common import open_book
-from gputop.core.claims.book import until_text
-from gputop.core.claims.directory import claims_path, set_up
+from gputop.core.claims.book import ClaimBook, until_text
+from gputop.core.claims.directory import claims_path, set_up, setup_line
 from gputop.core.errors import GputopError
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
@@ -43,7 +42,18 @@ def run(args: argparse.Namespace) -> int:
     if args.setup:
         print(set_up(claims_path()))
         return 0
-    with open_book() as book:
+    book = ClaimBook.open()
+    if book is None:  # gputop works as without claims, and says so
+        path = claims_path()
+        print(
+            f"gputop: claims are not set up here ({path} does not exist); an administrator "
+            f"makes it with: {setup_line(path)}",
+            file=sys.stderr,
+        )
+        if args.json:
+            print("[]")
+        return 0
+    with book:
         scan = book.scan()
         book.tidy(scan)
     holders = scan.holders()

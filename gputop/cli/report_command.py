@@ -17,6 +17,7 @@ import time
 from gputop.cli.arg_types import add_db_argument, duration, seconds
 from gputop.cli.report_plot import plot_columns, render_plot
 from gputop.core.errors import UsageError
+from gputop.core.history.claim_spans import ClaimedTime, claimed_time
 from gputop.core.history.periods import parse_moment
 from gputop.core.history.prometheus_api import MAX_TIMEOUT_S, TIMEOUT_S, check_url
 from gputop.core.history.report import (
@@ -127,12 +128,18 @@ def _print_report(
     columns = plot_columns(width)
     span = recorded_span(connection, since, until) if args.plot else None
     series = gpu_series(connection, *span, columns) if span is not None else []
+    claimed = claimed_time(connection, since, until)
     if args.json:
-        print(strict_json(report_to_json(query, rows), indent=2))
+        document = report_to_json(query, rows)
+        document["claims"] = [one.to_json() for one in claimed]
+        print(strict_json(document, indent=2))
     elif args.csv:
         _write_csv(rows)
     else:
         print(render_table(query, rows))
+        if claimed:
+            print()
+            print(render_claims(claimed))
         if args.plot:
             print()
             print(render_plot(series, *(span or (since, until)), columns))
@@ -202,6 +209,20 @@ def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
         cells = [line[0].ljust(widths[0]), line[1].ljust(widths[1])]
         cells += [cell.rjust(width) for cell, width in zip(line[2:], widths[2:], strict=True)]
         text.append("  ".join(cells).rstrip())
+    return "\n".join(text)
+
+
+def render_claims(claimed: list[ClaimedTime]) -> str:
+    """Claimed GPU time per user, and how much of it the cards sat idle (docs/claims.md)."""
+    lines = [("user", "claimed", "idle")]
+    lines += [(clean(c.user), elapsed(c.claimed_s), elapsed(c.idle_s)) for c in claimed]
+    widths = [max(len(line[i]) for line in lines) for i in range(3)]
+    text = ["Claimed GPU time per user (idle: utilisation under 5 %)"]
+    for user, claimed_text, idle_text in lines:
+        text.append(
+            f"{user.ljust(widths[0])}  {claimed_text.rjust(widths[1])}  "
+            f"{idle_text.rjust(widths[2])}"
+        )
     return "\n".join(text)
 
 

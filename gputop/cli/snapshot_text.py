@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from gputop.core.claims.view import card_claim_text
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import NA, celsius, duration, human_bytes, memory_pair, mib, percent, watts
@@ -21,6 +22,9 @@ def render_snapshot(snapshot: Snapshot, width: int | None = None) -> str:
     lines = [_header(snapshot)]
     for gpu in snapshot.gpus:
         lines.append(_gpu_line(gpu))
+        claimed = card_claim_text(gpu, time.time())
+        if claimed:
+            lines.append(f"{'':4}{claimed}")  # docs/claims.md
         lines.extend(_mig_lines(gpu))
         if gpu.lost or gpu.no_access:
             continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from gputop.core.claims.files import (
     CONTENT_BYTES,
     MAX_NOTE,
     SUFFIX,
+    UNREADABLE,
     Claim,
     Suspicious,
     card_key,
@@ -39,17 +41,22 @@ from gputop.core.claims.files import (
 )
 from gputop.core.errors import GputopError
 from gputop.core.safe_text import clean
-from gputop.core.units import duration
 
 PENDING_S = 2.0
-"""A file not yet complete (created, content not yet written) this recently is waited for
-by a deciding claimer; an older one is ignored (a claimer that died half-way)."""
-DECIDE_POLL_S = 0.005
+"""A file not yet complete (created, content not yet written) this recently is being
+written; an older one was left by a claimer that stopped half-way, and its owner's next
+gputop removes it. Neither is ever a claim."""
+DECIDE_POLL_S = 0.001
+OTHERS_POLL_S = 0.05
+PAST_WAIT_S = 2.0
+CLOCK_REALTIME_COARSE = 5
+"""Linux's clock id for it (<time.h>); Python's time module does not name it."""
 SETTLED_S = PENDING_S + 5.0
 """A lost claim this old was left behind by a claimer that stopped before removing it; a
 younger one is left to its own claimer, still deciding."""
-MAX_ENTRIES = 100_000
-"""More entries than this in the directory: it is flooded, and claims are not used."""
+MAX_ENTRIES = 10_000
+"""More entries than this in the directory: it is flooded, and claims are not used (each
+entry costs every reader a stat, every refresh; 10 000 is a few milliseconds)."""
 MAX_FILES_PER_USER = 256
 """More claim files than this of one uid: all of that uid's files are ignored."""
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -102,9 +109,20 @@ class Card:
 
 
 def until_text(until: float, now: float) -> str:
-    """``until 14:05 (2h left)``."""
-    left = max(0.0, until - now)
-    return f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(until))} ({duration(left)} left)"
+    """``until 2026-01-02 14:05 (2h left)``."""
+    moment = time.strftime("%Y-%m-%d %H:%M", time.localtime(until))
+    return f"until {moment} ({left_text(until - now)} left)"
+
+
+def left_text(seconds: float) -> str:
+    """``2h``, ``45m``, ``1d 4h``: how long a claim has left, as a card says it."""
+    seconds = max(0.0, seconds)
+    if seconds >= 86400 - 1800:
+        days, rest = divmod(round(seconds / 3600), 24)
+        return f"{days}d {rest}h" if rest else f"{days}d"
+    if seconds >= 3600 - 30:
+        return f"{round(seconds / 3600)}h"
+    return f"{max(1, round(seconds / 60))}m"
 
 
 class ClaimBook:
@@ -195,7 +213,7 @@ class ClaimBook:
                 return
         parsed_claim = parse_content(claim, name, parsed, info)
         if isinstance(parsed_claim, str):
-            if young:  # an extension being written this very moment
+            if young and parsed_claim == UNREADABLE:  # an extension being written right now
                 result.pending.append((name, info.st_uid))
             else:
                 result.suspicious.append(Suspicious(name, info.st_uid, parsed_claim))
@@ -403,21 +421,12 @@ class ClaimBook:
             os.close(fd)
 
     def _decide(self, cards: Sequence[Card], made: Sequence[str], strict: bool) -> None:
-        """Wait until no other file on these cards is half-written, then apply the rule.
-        ``strict``: this very file must be the earliest (a person's claim); otherwise one
-        of this user's (a job's claim, an extension)."""
-        deadline = time.monotonic() + PENDING_S + 1.0
-        keys = {card_key(card.uuid) for card in cards}
-        while True:
-            scan = self.scan()
-            waiting = [
-                name
-                for name, _ in scan.pending
-                if name not in made and (parsed := parse_name(name)) and parsed.uuid in keys
-            ]
-            if not waiting or time.monotonic() > deadline:
-                break
-            time.sleep(DECIDE_POLL_S)
+        """Once the kernel's clock has passed these files' change time, read the directory
+        and apply the rule (docs/claims.md, "Why exactly one claimer wins"). ``strict``: this
+        very file must be the earliest (a person's claim); otherwise one of this user's (a
+        job's claim, an extension)."""
+        self._wait_past(made)
+        scan = self.scan()
         holders = scan.holders()
         present = {claim.name: claim for claim in scan.claims}
         now = self.clock()
@@ -449,6 +458,27 @@ class ClaimBook:
         if lost:
             raise ClaimRefused("Nothing was claimed: " + "; ".join(lost) + ".")
 
+    def _wait_past(self, made: Sequence[str]) -> None:
+        """Wait until every change time the kernel gives from now on is later than these
+        files' (at most ``PAST_WAIT_S``: a clock stepped back is not waited out). Any file
+        this user's next look does not find complete is then written after it, so it is
+        later than these; none can tie with them."""
+        latest = 0
+        for name in made:
+            try:
+                latest = max(
+                    latest, os.stat(name, dir_fd=self.dir.fd, follow_symlinks=False).st_ctime_ns
+                )
+            except OSError:
+                continue
+        step = _granularity_ns(latest)
+        deadline = time.monotonic() + PAST_WAIT_S
+        while time.monotonic() < deadline:
+            now = _coarse_now_ns()
+            if now - now % step > latest:
+                return
+            time.sleep(DECIDE_POLL_S)
+
     def _wait_for_others(self, cards: Sequence[Card]) -> None:
         """Before an extension moves this user's change time: no other user's file may be
         on the card (a race's loser about to leave), or the order could flip."""
@@ -471,7 +501,7 @@ class ClaimBook:
                     + ", ".join(who)
                     + " is on the same card (a lost race not yet cleaned up); try again later."
                 )
-            time.sleep(DECIDE_POLL_S)
+            time.sleep(OTHERS_POLL_S)
 
     def _remove_names(self, names: Iterable[str]) -> None:
         """Remove files, each only if it is this user's (root may remove anyone's in a
@@ -483,3 +513,20 @@ class ClaimBook:
                     os.unlink(name, dir_fd=self.dir.fd)
             except OSError:
                 continue
+
+
+def _coarse_now_ns() -> int:
+    """The clock the kernel stamps inode times from (the coarse one, which lags the precise
+    one: a stamp made later is never earlier than it)."""
+    if sys.platform.startswith("linux"):
+        return time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
+    return time.time_ns()
+
+
+def _granularity_ns(ctime_ns: int) -> int:
+    """The file system's time step as a stamp shows it: whole seconds on file systems that
+    keep no more (ext3), else a millisecond or a nanosecond."""
+    for step in (1_000_000_000, 1_000_000):
+        if ctime_ns % step == 0:
+            return step
+    return 1

@@ -34,6 +34,7 @@ DEFAULT_FOR_S = 4 * 3600.0
 CLOCK_SLACK_S = 5.0
 """How far a written time may lead the file's change time (both read the same clock)."""
 MAX_NOTE = 200
+UNREADABLE = "not a claim (unreadable content)"
 MAX_GPU_INDEX = 4096
 MAX_JOB_ID = 2**53
 _NAME = re.compile(r"([A-Za-z0-9_-]{1,96})\.([0-9]{1,10})\.([cj])([0-9a-f]{16})\.claim")
@@ -157,7 +158,7 @@ def parse_content(data: bytes, name: str, parsed: ParsedName, info: os.stat_resu
     try:
         document = json.loads(data.decode("ascii"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError):
-        return "not a claim (unreadable content)"
+        return UNREADABLE
     if not isinstance(document, dict) or document.get("v") != 1:
         return "not a claim (unknown format)"
     uuid, gpu, uid = document.get("uuid"), document.get("gpu"), document.get("uid")
@@ -171,7 +172,9 @@ def parse_content(data: bytes, name: str, parsed: ParsedName, info: os.stat_resu
         return f"it names user {clean(str(user))[:40]}, but belongs to {user_name(info.st_uid)}"
     if type(gpu) is not int or not 0 <= gpu <= MAX_GPU_INDEX:
         return "its GPU index is out of range"
-    if type(until) not in (int, float) or not math.isfinite(until):
+    if isinstance(until, bool) or not isinstance(until, (int, float)):
+        return "its end time is not a number"
+    if not math.isfinite(until):
         return "its end time is not a number"
     changed = info.st_ctime_ns / 1e9
     if until > changed + MAX_FOR_S + CLOCK_SLACK_S:

@@ -47,9 +47,12 @@ def claims_in_the_way(
     return said
 
 
-def job_cards(snapshot: Snapshot, indices: Sequence[int], uuids: Sequence[str]) -> list[Card]:
-    """The cards a job is pinned to, as claims name them."""
-    by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
+def job_cards(
+    snapshot: Snapshot | None, indices: Sequence[int], uuids: Sequence[str]
+) -> list[Card]:
+    """The cards a job is pinned to, as claims name them: by the UUIDs recorded at launch,
+    with their MIG relations where ``snapshot`` gives them."""
+    by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus} if snapshot else {}
     cards = []
     for position, index in enumerate(indices):
         uuid = uuids[position] if position < len(uuids) else ""
@@ -57,9 +60,11 @@ def job_cards(snapshot: Snapshot, indices: Sequence[int], uuids: Sequence[str]) 
         if uuid.startswith("MIG-"):
             parent = (gpu.uuid,) if gpu is not None and gpu.uuid else ()
             cards.append(Card(uuid, index, f"GPU {index} ({uuid})", parent))
-        elif gpu is not None and gpu.uuid:
-            mig = tuple(m.uuid for m in gpu.mig_devices if m.uuid)
-            cards.append(Card(gpu.uuid, index, f"GPU {index}", mig))
+            continue
+        uuid = uuid or (gpu.uuid if gpu is not None and gpu.uuid else "")
+        if uuid:
+            mig = tuple(m.uuid for m in gpu.mig_devices if m.uuid) if gpu is not None else ()
+            cards.append(Card(uuid, index, f"GPU {index}", mig))
     return cards
 
 

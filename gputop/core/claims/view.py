@@ -13,13 +13,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from gputop.core.claims.book import ClaimBook, Scan, until_text
+from gputop.core.claims.book import ClaimBook, Scan, left_text, until_text
 from gputop.core.claims.directory import UnsafeClaimsDir, claims_path
 from gputop.core.claims.files import Claim, card_key
 from gputop.core.errors import GputopError
 from gputop.core.model import GpuClaim, GpuSample, Snapshot
 from gputop.core.safe_text import clean
-from gputop.core.units import duration
 
 NOT_SET_UP = "not set up"
 UNSAFE = "unsafe"
@@ -99,18 +98,6 @@ class ClaimsView:
         users = {p.user for p in gpu.processes if p.user is not None}
         return sorted(users - holders)
 
-    def summary(self, claim: Claim) -> str:
-        """``claimed by ana · 2h left · note`` for a card."""
-        parts = [
-            f"claimed by {clean(claim.user)}",
-            f"{duration(max(0.0, claim.until - self.now))} left",
-        ]
-        if claim.job is not None:
-            parts.append(f"job {claim.job}")
-        if claim.note:
-            parts.append(clean(claim.note))
-        return " · ".join(parts)
-
 
 def _keys(gpu: GpuSample) -> set[str]:
     keys = {card_key(gpu.uuid)} if gpu.uuid else set()
@@ -162,17 +149,6 @@ def attach_claims(gpus: Sequence[GpuSample], view: ClaimsView) -> list[GpuSample
             )
         )
     return attached
-
-
-def left_text(seconds: float) -> str:
-    """``2h``, ``45m``, ``1d 4h``: how long a claim has left, as a card says it."""
-    seconds = max(0.0, seconds)
-    if seconds >= 86400:
-        days, rest = divmod(round(seconds / 3600), 24)
-        return f"{days}d {rest}h" if rest else f"{days}d"
-    if seconds >= 3600 - 30:
-        return f"{round(seconds / 3600)}h"
-    return f"{max(1, round(seconds / 60))}m"
 
 
 def card_claim_text(gpu: GpuSample, now: float) -> str | None:

@@ -103,6 +103,7 @@ def _delete_before(connection: sqlite3.Connection, resolution: int, before: floa
     old = "SELECT id FROM samples WHERE resolution_s = ? AND t < ?"
     connection.execute(f"DELETE FROM gpu_samples WHERE sample_id IN ({old})", (resolution, before))
     connection.execute("DELETE FROM samples WHERE resolution_s = ? AND t < ?", (resolution, before))
+    connection.execute("DELETE FROM claim_spans WHERE end_t < ?", (before,))
     deleted = connection.execute("DELETE FROM process_spans WHERE end_t < ?", (before,)).rowcount
     if deleted > 0:  # processes seen only in what was deleted
         connection.execute(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 
 from gputop.core import sqlite_files
+from gputop.core.history.claim_spans import SCHEMA as CLAIM_SCHEMA
 
 SCHEMA_VERSION = 2
 
@@ -87,9 +88,10 @@ CREATE TABLE clock_steps (
 """
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
-    # version 1 -> 2: the wall clock's steps the recorder saw (recorder.py): at ``t`` (the
-    # time of the first sample after it) the clock jumped ``step_s`` seconds (< 0: back).
-    1: ("CREATE TABLE clock_steps (t REAL NOT NULL, step_s REAL NOT NULL)",),
+    # version 1 -> 2: the wall clock's steps the recorder saw (recorder.py: at ``t``, the
+    # time of the first sample after it, the clock jumped ``step_s`` seconds, < 0 back),
+    # and the claims recorded (claim_spans.py, docs/claims.md).
+    1: ("CREATE TABLE clock_steps (t REAL NOT NULL, step_s REAL NOT NULL)", *CLAIM_SCHEMA),
 }
 """version N -> N+1 statements, as the job store keeps them."""
 
@@ -101,6 +103,8 @@ def create_schema(connection: sqlite3.Connection) -> None:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     connection.execute(statement)
+            for statement in CLAIM_SCHEMA:
+                connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -167,13 +167,18 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
             f"The history store {path} contains {found}, which gputop never creates: someone "
             "changed it. Nothing in it was run."
         )
-    if version < SCHEMA_VERSION:
+    if version < READABLE_FROM:
         connection.close()
         raise HistoryError(
             f"The history store {path} is empty or from an older gputop (version {version}): "
             "run 'gputop record' once to bring it up to date."
         )
     return connection
+
+
+READABLE_FROM = 1
+"""The oldest store version the report reads as it is: version 2 only added claims
+(claim_spans.py), which a version 1 store simply has none of."""
 
 
 def _cannot_open(path: Path, error: sqlite3.Error) -> HistoryError:

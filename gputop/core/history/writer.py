@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputop.core.history.claim_spans import OpenClaimSpan
 from gputop.core.history.schema import RAW
 from gputop.core.history.spans import OpenSpan
 from gputop.core.history.store import HistoryError
@@ -80,6 +81,9 @@ class HistoryWriter:
         self._closed: list[OpenSpan] = []
         self._clock_steps: list[tuple[float, float]] = []
         self.wal = WalBound(path, say)
+        self._claims: dict[tuple[int, int], OpenClaimSpan] = {}
+        """The claim span each (user id, physical index) is in (claim_spans.py)."""
+        self._claims_closed: list[OpenClaimSpan] = []
 
     @property
     def pending(self) -> int:
@@ -143,6 +147,8 @@ class HistoryWriter:
             self._processes.clear()
             self._open.clear()
             self._closed.clear()
+            self._claims.clear()
+            self._claims_closed.clear()
             self._failed(error)
             return False
         self._pending.clear()
@@ -197,6 +203,7 @@ class HistoryWriter:
         sample_id = cursor.lastrowid
         gpu_rows = []
         seen: set[tuple[int, int]] = set()
+        claimed: set[tuple[int, int]] = set()
         for gpu in snapshot.gpus:
             if gpu.lost or gpu.no_access:
                 continue
@@ -213,8 +220,11 @@ class HistoryWriter:
                 )
             )
             self._extend_spans(gpu, snapshot.timestamp, pending.duration_s, seen)
+            self._extend_claim(gpu, snapshot.timestamp, pending.duration_s, claimed)
         for key in [key for key in self._open if key not in seen]:
             self._closed.append(self._open.pop(key))
+        for key in [key for key in self._claims if key not in claimed]:
+            self._claims_closed.append(self._claims.pop(key))
         self._db().executemany("INSERT INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)", gpu_rows)
 
     def _extend_spans(
@@ -233,7 +243,29 @@ class HistoryWriter:
                 span = self._open[key] = OpenSpan(key[0], key[1], start_t, start_t)
             span.add(end_t, duration_s, process.used_memory_bytes, process.sm_util_percent)
 
+    def _extend_claim(
+        self, gpu: GpuSample, end_t: float, duration_s: float, claimed: set[tuple[int, int]]
+    ) -> None:
+        if gpu.claim is None:
+            return
+        user_id = self._string_id(clean(gpu.claim.user))
+        assert user_id is not None
+        key = (user_id, gpu.physical_index)
+        claimed.add(key)
+        start_t = end_t - duration_s
+        span = self._claims.get(key)
+        if span is None or not span.continues(start_t):
+            if span is not None:
+                self._claims_closed.append(span)
+            span = OpenClaimSpan(user_id, self._string_id(gpu.uuid), key[1], start_t, start_t)
+            self._claims[key] = span
+        span.add(gpu, end_t, duration_s)
+
     def _save_spans(self) -> None:
+        for claim in [*self._claims_closed, *self._claims.values()]:
+            if claim.dirty:
+                claim.save(self._db())
+        self._claims_closed.clear()
         for span in self._closed:
             if span.dirty:
                 span.save(self._db())

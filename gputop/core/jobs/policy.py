@@ -229,6 +229,8 @@ def _judge(
         return CardVerdict(gpu.physical_index, False, ("lost",), None, None)
     free_bytes = _free_bytes(gpu)
     utilization = gpu.utilization_gpu_percent
+    if claim is None and gpu.claim is not None and gpu.claim.user != user:
+        claim = f"claimed by {gpu.claim.user} ({_left(gpu.claim)} left)"  # a host's snapshot
     reasons: list[str] = [claim] if claim else []
     if gpu.mig_mode_current:
         reasons.append("in MIG mode (pin one of its MIG instances instead)")
@@ -322,11 +324,15 @@ def _busy_details(gpu: GpuSample, policy: FreePolicy, user: str) -> list[str]:
     return details
 
 
-def _user_claim(claim: GpuClaim) -> str:
-    """``is claimed by ana (2h left): …``: another user's claim (docs/claims.md)."""
+def _left(claim: GpuClaim) -> str:
     from gputop.core.claims.view import left_text
 
-    left = left_text(claim.until - time.time())
+    return left_text(claim.until - time.time())
+
+
+def _user_claim(claim: GpuClaim) -> str:
+    """``is claimed by ana (2h left): …``: another user's claim (docs/claims.md)."""
+    left = _left(claim)
     return (
         f"is claimed by {claim.user} ({left} left): the job will not start there unless it "
         "waits for the claim to end"

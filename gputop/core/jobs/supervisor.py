@@ -338,15 +338,14 @@ class Supervisor:
         if job.env.get(IGNORED_ENV):
             self._say(f"job {job.id} ignores other users' claims: {job.env[IGNORED_ENV]}")
             return None
-        try:
+        try:  # for the MIG instances of its GPUs, and theirs of its instances
             backend = open_backend(environ=self.environ)
             try:
                 snapshot = backend.sample()
             finally:
                 backend.close()
-        except GputopError as error:
-            self._say(f"job {job.id}'s cards are not claimed: cannot read the GPUs: {error}")
-            return None
+        except GputopError:
+            snapshot = None  # its cards by the UUIDs recorded at launch, alone
         cards = job_cards(snapshot, job.physical_indices, job.uuids)
         refused = self._claim.take(cards, job.name)
         return None if refused is None else f"its cards were claimed meanwhile: {refused}"

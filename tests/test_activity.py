@@ -458,3 +458,69 @@ def test_a_job_profile_sets_the_activity_of_the_card_its_process_is_pinned_to(
     assert gpus[0]["activity"]["tensor_active_percent"] == 7
     assert gpus[0]["activity"]["graphics_percent"] is None  # the profile's, not the card's
     assert gpus[1]["activity"]["sm_active_percent"] == 64.5
+
+
+# -- the lab: a host's activity through the protocol ---------------------------------------
+
+
+def test_a_hosts_activity_and_throttle_come_through_the_lab_protocol() -> None:
+    from gputop.core.remote.host_values import check_snapshot
+    from gputop.core.remote.protocol import snapshot_from_json
+
+    gpu = hopper_mig_gpu()
+    gpu["clock_event_reasons"] = [{"reasons": ["hw_slowdown"], "until_s": 100}]
+    nvml = make_nvml(gpu, at=10.0)
+    backend = NvmlBackend(nvml, clock=lambda: 2_000_000_000.0)
+    backend.settle_activity()
+    sent = backend.sample()
+    backend.close()
+    document = json.loads(json.dumps(snapshot_to_json(sent), allow_nan=False))
+    received = check_snapshot(snapshot_from_json(document), 2_000_000_000.0)
+    assert received.impossible == ()
+    got = received.snapshot.gpus[0]
+    assert got.activity == sent.gpus[0].activity
+    assert [m.activity for m in got.mig_devices] == [m.activity for m in sent.gpus[0].mig_devices]
+    assert got.clock_event_mask == 0x8 and got.throttled_for_s == 0.0
+
+
+@pytest.mark.parametrize(
+    ("figure", "value"),
+    [("sm_active_percent", 250.0), ("tensor_active_percent", -1.0),
+     ("pcie_tx_bytes_per_s", 1e300), ("dram_active_percent", math.nan)],
+)  # fmt: skip
+def test_a_hosts_impossible_figures_are_unknown_and_counted(figure: str, value: float) -> None:
+    from gputop.core.remote.host_values import check_snapshot
+    from gputop.core.remote.protocol import snapshot_from_json
+
+    document = sampled(make_nvml(hopper_gpu()))
+    document["gpus"][0]["activity"][figure] = value
+    checked = check_snapshot(snapshot_from_json(document), document["timestamp"])
+    assert getattr(checked.snapshot.gpus[0].activity, figure) is None
+    assert checked.impossible == (f"gpus[0].activity.{figure}",)
+    assert checked.snapshot.gpus[0].activity.graphics_percent == 91
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("activity", "busy", "gpus\\[0\\].activity is not an object"),
+     ("activity", {"sm_active_percent": "high"}, "sm_active_percent is not a number"),
+     ("clock_event_reasons", "sw_power_cap", "clock_event_reasons is not a list"),
+     ("clock_event_reasons", [7], "clock_event_reasons\\[0\\] is not a string")],
+)  # fmt: skip
+def test_a_hosts_malformed_activity_is_a_protocol_error(
+    field: str, value: Any, message: str
+) -> None:
+    from gputop.core.remote.protocol import ProtocolError, snapshot_from_json
+
+    document = sampled(make_nvml(hopper_gpu()))
+    document["gpus"][0][field] = value
+    with pytest.raises(ProtocolError, match=message):
+        snapshot_from_json(document)
+
+
+def test_reasons_a_newer_host_names_are_left_out_not_an_error() -> None:
+    from gputop.core.remote.protocol import snapshot_from_json
+
+    document = sampled(make_nvml(hopper_gpu()))
+    document["gpus"][0]["clock_event_reasons"] = ["sw_power_cap", "from_the_future", "bit_40"]
+    assert snapshot_from_json(document).gpus[0].clock_event_mask == 0x4 | 1 << 40

@@ -19,11 +19,16 @@ speak nvidia-smi CSV instead (gputop/core/remote/reduced.py). See docs/lab.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.core.clock_events import mask_from_names
 from gputop.core.model import (
+    ACTIVITY_KEYS,
+    NO_ACTIVITY,
+    Activity,
     Clocks,
     GpuProcess,
     GpuSample,
@@ -137,7 +142,35 @@ def _gpu(value: Any, position: int) -> GpuSample:
             for i, p in enumerate(_list(processes or [], f"{where}.processes"))
         ),
         processes_listed=processes is not None,
+        activity=_activity(gpu.get("activity"), f"{where}.activity"),
+        clock_event_mask=_clock_event_mask(gpu.get("clock_event_reasons"), where),
+        throttled_since=_float(gpu.get("throttled_since"), f"{where}.throttled_since"),
     )
+
+
+def _activity(value: Any, where: str) -> Activity:
+    """A host's activity figures; GPM answered where any figure but PCIe is known."""
+    if value is None:
+        return NO_ACTIVITY
+    activity = _object(value, where)
+    figures: dict[str, Any] = {
+        key: _float(activity.get(key), f"{where}.{key}") for key in ACTIVITY_KEYS
+    }
+    gpm = any(v is not None for k, v in figures.items() if not k.startswith("pcie"))
+    return Activity(gpm=gpm, **figures)
+
+
+def _clock_event_mask(value: Any, where: str) -> int | None:
+    """The mask of the reasons a host names; names this gputop does not know are left out
+    (a newer host may know more)."""
+    if value is None:
+        return None
+    mask = 0
+    for i, name in enumerate(_list(value, f"{where}.clock_event_reasons")):
+        text = _str(name, f"{where}.clock_event_reasons[{i}]")
+        with contextlib.suppress(ValueError):
+            mask |= mask_from_names([text or ""])
+    return mask
 
 
 def _clocks(value: Any, where: str) -> Clocks:
@@ -163,6 +196,7 @@ def _mig(value: Any, position: int, where: str) -> MigDevice:
         memory_total_bytes=_int(mig.get("memory_total_bytes"), f"{where}.memory_total_bytes"),
         memory_used_bytes=_int(mig.get("memory_used_bytes"), f"{where}.memory_used_bytes"),
         multiprocessor_count=_int(mig.get("multiprocessor_count"), f"{where}.multiprocessor_count"),
+        activity=_activity(mig.get("activity"), f"{where}.activity"),
     )
 
 

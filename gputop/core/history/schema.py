@@ -22,7 +22,7 @@ import sqlite3
 
 from gputop.core import sqlite_files
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 RAW = 0
 MINUTE = 60
@@ -60,6 +60,10 @@ CREATE TABLE gpu_samples (
     memory_total_bytes INTEGER,
     power_w REAL,
     temperature_c REAL,
+    sm_active_percent REAL,
+    tensor_active_percent REAL,
+    dram_active_percent REAL,
+    throttled REAL,
     PRIMARY KEY (sample_id, physical_index)
 ) WITHOUT ROWID;
 CREATE TABLE process_spans (
@@ -82,8 +86,19 @@ CREATE INDEX process_spans_by_end ON process_spans(end_t);
 CREATE INDEX process_spans_to_merge ON process_spans(resolution_s, end_t);
 """
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {}
-"""version N -> N+1 statements, as the job store keeps them (none yet)."""
+ACTIVITY_COLUMNS = (
+    "sm_active_percent",
+    "tensor_active_percent",
+    "dram_active_percent",
+    "throttled",
+)
+"""Version 2: GPM's SM active, tensor active and DRAM (percent, docs/activity.md), and the
+share of the sample's time a throttling clock event reason held (0 or 1 raw)."""
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: tuple(f"ALTER TABLE gpu_samples ADD COLUMN {column} REAL" for column in ACTIVITY_COLUMNS),
+}
+"""version N -> N+1 statements, as the job store keeps them."""
 
 
 def create_schema(connection: sqlite3.Connection) -> None:

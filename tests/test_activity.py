@@ -524,3 +524,23 @@ def test_reasons_a_newer_host_names_are_left_out_not_an_error() -> None:
     document = sampled(make_nvml(hopper_gpu()))
     document["gpus"][0]["clock_event_reasons"] = ["sw_power_cap", "from_the_future", "bit_40"]
     assert snapshot_from_json(document).gpus[0].clock_event_mask == 0x4 | 1 << 40
+
+
+def test_snapshot_text_shows_activity_and_throttling_on_hopper_only() -> None:
+    from gputop.cli.snapshot_text import render_snapshot
+    from gputop.core.sampling.source import open_backend
+
+    def lines(name: str) -> list[str]:
+        backend = open_backend(name, environ={"GPUTOP_FAKE_TIME": "30"})
+        try:
+            text = render_snapshot(backend.sample())
+        finally:
+            backend.close()
+        return [line for line in text.splitlines() if line.startswith("[")]
+
+    hopper = lines("dgx-h100")
+    assert hopper[7].endswith("P0  SM 8% TC 1% DRAM 1%")
+    assert hopper[3].endswith("throttled: power cap")
+    assert all("SM" not in line and "throttled" not in line for line in lines("v100x4"))
+    migs = sampled(make_nvml(hopper_mig_gpu()))
+    assert migs["gpus"][0]["mig_devices"][0]["activity"]["sm_active_percent"] == 80

@@ -542,5 +542,22 @@ def test_snapshot_text_shows_activity_and_throttling_on_hopper_only() -> None:
     assert hopper[7].endswith("P0  SM 8% TC 1% DRAM 1%")
     assert hopper[3].endswith("throttled: power cap")
     assert all("SM" not in line and "throttled" not in line for line in lines("v100x4"))
-    migs = sampled(make_nvml(hopper_mig_gpu()))
-    assert migs["gpus"][0]["mig_devices"][0]["activity"]["sm_active_percent"] == 80
+
+
+def test_a_hostile_mig_profile_is_a_cleaned_bounded_label() -> None:
+    from exporter_helpers import samples
+
+    from gputop.core.exporter.collector import SnapshotCollector
+
+    gpu = hopper_mig_gpu()
+    gpu["mig_devices"][0]["profile"] = "3g\x1b[2J\u202e" + "x" * 500
+    nvml = make_nvml(gpu)
+    backend = NvmlBackend(nvml)
+    backend.settle_activity()
+    collector = SnapshotCollector()
+    collector.record(backend.sample(), 0.01)
+    backend.close()
+    profiles = {s.labels["GPU_I_PROFILE"] for s in samples(collector, "DCGM_FI_PROF_SM_ACTIVE")}
+    hostile = next(p for p in profiles if p.startswith("3g"))
+    assert "\x1b" not in hostile and "\u202e" not in hostile and len(hostile) <= 128
+    assert profiles == {"", hostile, "2g.20gb"}

@@ -561,3 +561,32 @@ def test_a_hostile_mig_profile_is_a_cleaned_bounded_label() -> None:
     hostile = next(p for p in profiles if p.startswith("3g"))
     assert "\x1b" not in hostile and "\u202e" not in hostile and len(hostile) <= 128
     assert profiles == {"", hostile, "2g.20gb"}
+
+
+def _watch_lines(scenario: str, count: int) -> tuple[list[dict[str, Any]], str]:
+    """``count`` documents of ``snapshot --watch 0.1 --json`` and what it said on stderr."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GPUTOP_FAKE_TIME": "30"}
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "gputop", "snapshot", "--fake", scenario, "--watch", "0.1",
+         "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert watch.stdout is not None
+        documents = [json.loads(watch.stdout.readline()) for _ in range(count)]
+    finally:
+        watch.terminate()
+        _, err = watch.communicate(timeout=20)
+    return documents, err
+
+
+def test_a_watch_quicker_than_gpm_allows_says_that_figures_repeat() -> None:
+    documents, said = _watch_lines("dgx-h100", 4)
+    assert "repeat the previous sample's" in said
+    figures = {d["gpus"][7]["activity"]["sm_active_percent"] for d in documents}
+    assert None not in figures  # repeated, never dropped
+    _, said = _watch_lines("v100x4", 2)
+    assert "repeat" not in said  # no GPM there: nothing to say

@@ -128,6 +128,11 @@ class NvmlBackend:
         self._activity.close()
         self._reader.read("nvmlShutdown")
 
+    @property
+    def has_activity(self) -> bool:
+        """Some GPU answers GPM (docs/activity.md)."""
+        return self._activity.any()
+
     def settle_activity(self) -> None:
         """For a one-shot reading: take a first GPM sample of every GPU and MIG instance and
         wait the 100 ms NVML needs before the next, so the next ``sample`` has figures.

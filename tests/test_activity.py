@@ -458,3 +458,135 @@ def test_a_job_profile_sets_the_activity_of_the_card_its_process_is_pinned_to(
     assert gpus[0]["activity"]["tensor_active_percent"] == 7
     assert gpus[0]["activity"]["graphics_percent"] is None  # the profile's, not the card's
     assert gpus[1]["activity"]["sm_active_percent"] == 64.5
+
+
+# -- the lab: a host's activity through the protocol ---------------------------------------
+
+
+def test_a_hosts_activity_and_throttle_come_through_the_lab_protocol() -> None:
+    from gputop.core.remote.host_values import check_snapshot
+    from gputop.core.remote.protocol import snapshot_from_json
+
+    gpu = hopper_mig_gpu()
+    gpu["clock_event_reasons"] = [{"reasons": ["hw_slowdown"], "until_s": 100}]
+    nvml = make_nvml(gpu, at=10.0)
+    backend = NvmlBackend(nvml, clock=lambda: 2_000_000_000.0)
+    backend.settle_activity()
+    sent = backend.sample()
+    backend.close()
+    document = json.loads(json.dumps(snapshot_to_json(sent), allow_nan=False))
+    received = check_snapshot(snapshot_from_json(document), 2_000_000_000.0)
+    assert received.impossible == ()
+    got = received.snapshot.gpus[0]
+    assert got.activity == sent.gpus[0].activity
+    assert [m.activity for m in got.mig_devices] == [m.activity for m in sent.gpus[0].mig_devices]
+    assert got.clock_event_mask == 0x8 and got.throttled_for_s == 0.0
+
+
+@pytest.mark.parametrize(
+    ("figure", "value"),
+    [("sm_active_percent", 250.0), ("tensor_active_percent", -1.0),
+     ("pcie_tx_bytes_per_s", 1e300), ("dram_active_percent", math.nan)],
+)  # fmt: skip
+def test_a_hosts_impossible_figures_are_unknown_and_counted(figure: str, value: float) -> None:
+    from gputop.core.remote.host_values import check_snapshot
+    from gputop.core.remote.protocol import snapshot_from_json
+
+    document = sampled(make_nvml(hopper_gpu()))
+    document["gpus"][0]["activity"][figure] = value
+    checked = check_snapshot(snapshot_from_json(document), document["timestamp"])
+    assert getattr(checked.snapshot.gpus[0].activity, figure) is None
+    assert checked.impossible == (f"gpus[0].activity.{figure}",)
+    assert checked.snapshot.gpus[0].activity.graphics_percent == 91
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("activity", "busy", "gpus\\[0\\].activity is not an object"),
+     ("activity", {"sm_active_percent": "high"}, "sm_active_percent is not a number"),
+     ("clock_event_reasons", "sw_power_cap", "clock_event_reasons is not a list"),
+     ("clock_event_reasons", [7], "clock_event_reasons\\[0\\] is not a string")],
+)  # fmt: skip
+def test_a_hosts_malformed_activity_is_a_protocol_error(
+    field: str, value: Any, message: str
+) -> None:
+    from gputop.core.remote.protocol import ProtocolError, snapshot_from_json
+
+    document = sampled(make_nvml(hopper_gpu()))
+    document["gpus"][0][field] = value
+    with pytest.raises(ProtocolError, match=message):
+        snapshot_from_json(document)
+
+
+def test_reasons_a_newer_host_names_are_left_out_not_an_error() -> None:
+    from gputop.core.remote.protocol import snapshot_from_json
+
+    document = sampled(make_nvml(hopper_gpu()))
+    document["gpus"][0]["clock_event_reasons"] = ["sw_power_cap", "from_the_future", "bit_40"]
+    assert snapshot_from_json(document).gpus[0].clock_event_mask == 0x4 | 1 << 40
+
+
+def test_snapshot_text_shows_activity_and_throttling_on_hopper_only() -> None:
+    from gputop.cli.snapshot_text import render_snapshot
+    from gputop.core.sampling.source import open_backend
+
+    def lines(name: str) -> list[str]:
+        backend = open_backend(name, environ={"GPUTOP_FAKE_TIME": "30"})
+        try:
+            text = render_snapshot(backend.sample())
+        finally:
+            backend.close()
+        return [line for line in text.splitlines() if line.startswith("[")]
+
+    hopper = lines("dgx-h100")
+    assert hopper[7].endswith("P0  SM 8% TC 1% DRAM 1%")
+    assert hopper[3].endswith("throttled: power cap")
+    assert all("SM" not in line and "throttled" not in line for line in lines("v100x4"))
+
+
+def test_a_hostile_mig_profile_is_a_cleaned_bounded_label() -> None:
+    from exporter_helpers import samples
+
+    from gputop.core.exporter.collector import SnapshotCollector
+
+    gpu = hopper_mig_gpu()
+    gpu["mig_devices"][0]["profile"] = "3g\x1b[2J\u202e" + "x" * 500
+    nvml = make_nvml(gpu)
+    backend = NvmlBackend(nvml)
+    backend.settle_activity()
+    collector = SnapshotCollector()
+    collector.record(backend.sample(), 0.01)
+    backend.close()
+    profiles = {s.labels["GPU_I_PROFILE"] for s in samples(collector, "DCGM_FI_PROF_SM_ACTIVE")}
+    hostile = next(p for p in profiles if p.startswith("3g"))
+    assert "\x1b" not in hostile and "\u202e" not in hostile and len(hostile) <= 128
+    assert profiles == {"", hostile, "2g.20gb"}
+
+
+def _watch_lines(scenario: str, count: int) -> tuple[list[dict[str, Any]], str]:
+    """``count`` documents of ``snapshot --watch 0.1 --json`` and what it said on stderr."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GPUTOP_FAKE_TIME": "30"}
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "gputop", "snapshot", "--fake", scenario, "--watch", "0.1",
+         "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert watch.stdout is not None
+        documents = [json.loads(watch.stdout.readline()) for _ in range(count)]
+    finally:
+        watch.terminate()
+        _, err = watch.communicate(timeout=20)
+    return documents, err
+
+
+def test_a_watch_quicker_than_gpm_allows_says_that_figures_repeat() -> None:
+    documents, said = _watch_lines("dgx-h100", 4)
+    assert "repeat the previous sample's" in said
+    figures = {d["gpus"][7]["activity"]["sm_active_percent"] for d in documents}
+    assert None not in figures  # repeated, never dropped
+    _, said = _watch_lines("v100x4", 2)
+    assert "repeat" not in said  # no GPM there: nothing to say

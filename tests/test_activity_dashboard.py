@@ -104,3 +104,23 @@ def test_before_two_samples_the_labels_show_no_figure_and_without_gpm_nothing_sh
     assert tight is not None and tight.plain == "SM100 TC-- DR--"
     assert activity_text(NO_ACTIVITY) is None
     assert activity_text(Activity(pcie_tx_bytes_per_s=1e6)) is None  # PCIe only: pre-Hopper
+
+
+async def test_the_lab_shows_a_hopper_hosts_figures_and_badges() -> None:
+    from lab_dashboard_helpers import first_lab_sample
+
+    from gputop.tui.lab.fixed_hosts import FixedHosts, simulated_status
+    from gputop.tui.lab.lab_app import LabApp
+
+    statuses = [simulated_status("gpu02", "dgx-h100")]
+    app = LabApp(FixedHosts(statuses), ["gpu02"], user="alice")
+    async with app.run_test(size=SIZES["200x50"]) as pilot:
+        await first_lab_sample(pilot)
+        while not app.query(GpuCard):
+            await pilot.pause(0.05)
+        await pilot.pause()
+        cards = {card.physical_index: card for card in app.query(GpuCard)}
+        texts = {i: str(card.render()) + f" [{card.border_subtitle}]" for i, card in cards.items()}
+    assert "SM 76 TC 51 DRAM 61" in texts[0]
+    assert "⚠ power cap" in texts[3] and "⚠ thermal" in texts[5]
+    assert "SM  8 TC  1 DRAM  1" in texts[7]  # "busy" at 92 % util, SMs almost idle

@@ -74,8 +74,8 @@ def test_the_table_shows_each_job_with_its_last_log_line(
     header, row = out.splitlines()
     assert code == 0
     assert header.split() == [
-        "ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "GPU", "TIME", "PEAK", "MEM", "LAST",
-        "LINE",
+        "ID", "NAME", "GPUS", "STATUS", "STARTED", "DURATION", "GPU", "TIME", "PEAK", "MEM", "SM",
+        "ACTIVE", "LAST", "LINE",
     ]  # fmt: skip
     assert row.split()[:5] == [str(finished.id), "job_probe.py", "3,1", "exited", "0"]
     assert row.endswith("final words")

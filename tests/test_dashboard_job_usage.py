@@ -70,11 +70,11 @@ USAGE_RECORD = {
 @pytest.mark.parametrize(
     ("usage", "cells"),
     [
-        (USAGE_RECORD, ["42s", "1.5G"]),
-        (None, ["-", "-"]),
-        ({**USAGE_RECORD, "peak_memory_bytes": -1}, ["-", "-"]),
-        ({**USAGE_RECORD, "per_card": [{"gpu_seconds": float("nan")}]}, ["-", "-"]),
-        ("[/]\x1b[31m", ["-", "-"]),
+        (USAGE_RECORD, ["42s", "1.5G", "-"]),
+        (None, ["-", "-", "-"]),
+        ({**USAGE_RECORD, "peak_memory_bytes": -1}, ["-", "-", "-"]),
+        ({**USAGE_RECORD, "per_card": [{"gpu_seconds": float("nan")}]}, ["-", "-", "-"]),
+        ("[/]\x1b[31m", ["-", "-", "-"]),
     ],
 )
 def test_the_lab_shows_what_a_hosts_job_used_once_checked(usage: object, cells: list[str]) -> None:

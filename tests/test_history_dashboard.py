@@ -84,7 +84,8 @@ async def test_h_shows_the_highlighted_cards_use_and_who_held_it_idle_first(
         assert body[2].strip("┤ ") == "" and set(body[3][7:]) == {"█"}  # two rows of four
         assert body[5].startswith("memory  peak ")
         assert body[10].split() == ["-1h", "-30m", "now"]
-        holders = [line.split() for line in body[13:] if line.strip()]
+        assert body[11] == "activity (SM, tensor, DRAM): not available on this GPU"  # an A100
+        holders = [line.split() for line in body[14:] if line.strip()]
         assert holders[0][:4] == ["!", "bob", "held", "1:00:00"]
         assert holders[0][-2:] == ["idle", "1:00:00"]
         assert holders[1][:3] == ["alice", "held", "1:00:00"]

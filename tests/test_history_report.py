@@ -153,6 +153,9 @@ def test_the_table_puts_the_idle_holder_first_and_marks_it(
         "MEM",
         "MEAN",
         "SM",
+        "SM",
+        "ACTIVE",
+        "TENSOR",
     ]
     assert lines[2].split()[:4] == ["!", "bob", "1:00:00", "1:00:00"]
     assert lines[3].split()[:2] == ["alice", "2:00:00"]

@@ -22,6 +22,7 @@ from gputop.core.jobs.logs import last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.usage import activity_cell
 from gputop.core.numbers import MAX_ID, is_ascii_digits, parse_id, strict_json
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.sync import sync_slurm_jobs
@@ -39,6 +40,7 @@ COLUMNS = (
     "DURATION",
     "GPU TIME",
     "PEAK MEM",
+    "SM ACTIVE",
     "LAST LINE",
 )
 
@@ -193,14 +195,18 @@ def render_table(jobs: list[Job], now: float, width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def usage_cells(job: Job) -> tuple[str, str]:
-    """GPU time (summed over its cards) and peak memory (all cards at once); a dash where
-    it was not measured (docs/history.md)."""
+def usage_cells(job: Job) -> tuple[str, str, str]:
+    """GPU time (summed over its cards), peak memory (all cards at once) and its cards' SM
+    active (docs/activity.md); a dash where it was not measured (docs/history.md)."""
     usage = job.usage
     if usage is None:
-        return "-", "-"
+        return "-", "-", "-"
     peak = usage.peak_memory_bytes
-    return duration(usage.gpu_seconds), "-" if peak is None else human_bytes(peak)
+    return (
+        duration(usage.gpu_seconds),
+        "-" if peak is None else human_bytes(peak),
+        activity_cell(usage),
+    )
 
 
 def _detail(job: Job) -> str:

@@ -174,7 +174,10 @@ def _write_csv(rows: list[ReportRow]) -> None:
         )
 
 
-HEADERS = ("", "WHO", "GPU TIME", "IDLE HELD", "MEAN MEM", "PEAK MEM", "MEAN SM")
+HEADERS = (
+    "", "WHO", "GPU TIME", "IDLE HELD", "MEAN MEM", "PEAK MEM", "MEAN SM", "SM ACTIVE", "TENSOR"
+)  # fmt: skip
+"""SM ACTIVE and TENSOR: GPM's, of the cards held (docs/activity.md); N/A without GPM."""
 
 
 def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
@@ -201,6 +204,8 @@ def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
                 human_bytes(row.mean_memory_bytes),
                 human_bytes(row.peak_memory_bytes),
                 NA if row.mean_sm_util is None else f"{row.mean_sm_util:.0f} %",
+                _percent(row.mean_sm_active_percent),
+                _percent(row.mean_tensor_active_percent),
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(HEADERS))]
@@ -224,6 +229,10 @@ def render_claims(claimed: list[ClaimedTime]) -> str:
             f"{idle_text.rjust(widths[2])}"
         )
     return "\n".join(text)
+
+
+def _percent(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f} %"
 
 
 def _iso(epoch: float) -> str:

@@ -17,6 +17,8 @@ from gputop.core.snapshot_json import snapshot_to_json
 
 CLEAR_HOME = "\x1b[H\x1b[J"
 MIN_WATCH_S = 0.1
+GPM_INTERVAL_S = 0.15
+"""Below this, sleeping to the interval can bring two GPM samples within NVML's 100 ms."""
 MAX_WATCH_S = 86400.0
 
 
@@ -79,6 +81,12 @@ def _terminal_width() -> int | None:
 
 def _watch(backend: NvmlBackend, interval_s: float, as_json: bool) -> None:
     """Reprint until interrupted; JSON mode writes one document per line (JSON Lines)."""
+    if interval_s <= GPM_INTERVAL_S and backend.has_activity:
+        print(
+            f"gputop: at --watch {interval_s:g} a GPU's activity figures repeat the previous "
+            "sample's where two samples come closer than NVML's 100 ms (docs/activity.md).",
+            file=sys.stderr,
+        )
     try:
         while True:
             started = time.monotonic()

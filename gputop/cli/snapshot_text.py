@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from gputop.core.claims.view import card_claim_text
-from gputop.core.model import GpuProcess, GpuSample, Snapshot
+from gputop.core.clock_events import badge_labels
+from gputop.core.model import Activity, GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import NA, celsius, duration, human_bytes, memory_pair, mib, percent, watts
 
@@ -69,8 +70,25 @@ def _gpu_line(gpu: GpuSample) -> str:
     return (
         f"{ident}  {celsius(gpu.temperature_c):>5}  {fan}  "
         f"util {percent(gpu.utilization_gpu_percent)}  {memory:>16}  "
-        f"{power:>11}  {pstate}{mig}"
+        f"{power:>11}  {pstate}{mig}{_activity(gpu.activity)}{_throttle(gpu)}"
     )
+
+
+def _activity(activity: Activity) -> str:
+    """GPM's SM active, tensor active and DRAM (docs/activity.md); nothing without GPM."""
+    if not activity.gpm:
+        return ""
+    figures = (
+        ("SM", activity.sm_active_percent),
+        ("TC", activity.tensor_active_percent),
+        ("DRAM", activity.dram_active_percent),
+    )
+    return "  " + " ".join(f"{name} {NA if v is None else f'{v:.0f}%'}" for name, v in figures)
+
+
+def _throttle(gpu: GpuSample) -> str:
+    labels = badge_labels(gpu.clock_event_mask)
+    return f"  throttled: {', '.join(labels)}" if labels else ""
 
 
 def _number(value: float | None) -> str:
@@ -82,6 +100,7 @@ def _mig_lines(gpu: GpuSample) -> list[str]:
         f"{'':4}MIG {mig.mig_index}  GI {mig.gpu_instance_id}  CI {mig.compute_instance_id}  "
         f"{clean(_profile(mig.name)):<10} {clean(mig.uuid or NA)}  "
         f"{memory_pair(mig.memory_used_bytes, mig.memory_total_bytes)}"
+        f"{_activity(mig.activity)}"
         for mig in gpu.mig_devices
     ]
 

@@ -64,7 +64,8 @@ class GpmCalls(FakeNvmlBase):
         match = re.match(r"(\d+)\.", self._scenario.driver_version or "")
         return match is not None and int(match[1]) < branch
 
-    def _gpm_check(self, name: str) -> None:
+    def _gpm_ready(self) -> None:
+        """FUNCTION_NOT_FOUND before R520; the sample book kept from the first call."""
         if self._driver_before(GPM_DRIVER):
             nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         if not hasattr(self, "_gpm_buffers"):
@@ -78,7 +79,7 @@ class GpmCalls(FakeNvmlBase):
 
     @nvml_function()
     def nvmlGpmQueryDeviceSupport(self, handle: FakeDeviceHandle) -> Any:
-        self._gpm_check("nvmlGpmQueryDeviceSupport")
+        self._gpm_ready()
         support = pynvml.c_nvmlGpmSupport_t()
         support.version = pynvml.NVML_GPM_SUPPORT_VERSION
         support.isSupportedDevice = int(self._gpm_supported(self._gpu(handle)))
@@ -86,14 +87,14 @@ class GpmCalls(FakeNvmlBase):
 
     @nvml_function("none")
     def nvmlGpmSampleAlloc(self) -> Any:
-        self._gpm_check("nvmlGpmSampleAlloc")
+        self._gpm_ready()
         buffer = (ctypes.c_char * 16)()
         self._gpm_buffers[ctypes.addressof(buffer)] = buffer
         return ctypes.cast(buffer, pynvml.c_nvmlGpmSample_t)
 
     @nvml_function("none")
     def nvmlGpmSampleFree(self, sample: Any) -> None:
-        self._gpm_check("nvmlGpmSampleFree")
+        self._gpm_ready()
         address = self._gpm_address(sample)
         if self._gpm_buffers.pop(address, None) is None:
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
@@ -102,7 +103,7 @@ class GpmCalls(FakeNvmlBase):
     @nvml_function("any")
     def nvmlGpmSampleGet(self, handle: FakeDeviceHandle, sample: Any) -> Any:
         """A whole GPU, or (a MIG device handle) its GPU instance."""
-        self._gpm_check("nvmlGpmSampleGet")
+        self._gpm_ready()
         gpu = self._gpu(handle)
         if not self._gpm_supported(gpu):
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -113,7 +114,7 @@ class GpmCalls(FakeNvmlBase):
 
     @nvml_function()
     def nvmlGpmMigSampleGet(self, handle: FakeDeviceHandle, gpu_instance_id: int, sample: Any):
-        self._gpm_check("nvmlGpmMigSampleGet")
+        self._gpm_ready()
         gpu = self._gpu(handle)
         if not self._gpm_supported(gpu):
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -127,7 +128,7 @@ class GpmCalls(FakeNvmlBase):
 
     @nvml_function("none")
     def nvmlGpmMetricsGet(self, request: Any) -> Any:
-        self._gpm_check("nvmlGpmMetricsGet")
+        self._gpm_ready()
         if request.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
             nvml_error(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
         count = int(request.numMetrics)

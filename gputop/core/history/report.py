@@ -77,6 +77,10 @@ class ReportRow:
     ``gputop:1`` are two rows)."""
     command: str | None = None
     start_time: float | None = None
+    mean_sm_active_percent: float | None = None
+    """GPM's SM active of the cards it held, time-weighted over the seconds it held them
+    where GPM answered (docs/activity.md); ``None`` where it never did."""
+    mean_tensor_active_percent: float | None = None
 
     @property
     def idle(self) -> bool:
@@ -107,6 +111,12 @@ class _Holder:
         self.sm_sum = 0.0
         self.sm_weight = 0.0
         self.peak: float | None = None
+        self.activity = [0.0, 0.0, 0.0, 0.0]
+        """SM active and tensor active: percent-seconds and seconds known, each."""
+
+    def add_activity(self, card: _CardActivity, spans: list[_Span]) -> None:
+        for position, value in enumerate(card.integrate(_merged(spans))):
+            self.activity[position] += value
 
     def add_card(self, spans: list[_Span], idle_min_s: float) -> None:
         spans.sort(key=_start)
@@ -156,6 +166,59 @@ class _Holder:
 
 def _start(span: _Span) -> float:
     return span.start_t
+
+
+def _merged(spans: list[_Span]) -> list[tuple[float, float]]:
+    """The seconds the spans cover, as sorted intervals that do not overlap."""
+    intervals: list[tuple[float, float]] = []
+    for span in sorted(spans, key=_start):
+        if intervals and span.start_t <= intervals[-1][1]:
+            intervals[-1] = (intervals[-1][0], max(intervals[-1][1], span.end_t))
+        else:
+            intervals.append((span.start_t, span.end_t))
+    return intervals
+
+
+class _CardActivity:
+    """One card's recorded GPM SM active and tensor active in the window, in time order:
+    each sample holds for the ``duration_s`` before its ``t`` (docs/history.md)."""
+
+    def __init__(self, connection: sqlite3.Connection, card: int, since: float, until: float):
+        rows = connection.execute(
+            "SELECT s.t - s.duration_s, s.t, "
+            f"{_CHECKED.format('g.sm_active_percent')}, "
+            f"{_CHECKED.format('g.tensor_active_percent')} "
+            "FROM samples s JOIN gpu_samples g ON g.sample_id = s.id "
+            "WHERE g.physical_index = ? AND s.t > ? AND s.t - s.duration_s < ? "
+            "AND s.t BETWEEN 0 AND 1e300 AND s.duration_s BETWEEN 0 AND 1e300 "
+            "AND (g.sm_active_percent IS NOT NULL OR g.tensor_active_percent IS NOT NULL) "
+            "ORDER BY s.t",
+            (card, since, until),
+        )
+        self.samples = [(start, end, _capped(sm), _capped(tc)) for start, end, sm, tc in rows]
+
+    def integrate(self, intervals: list[tuple[float, float]]) -> tuple[float, float, float, float]:
+        """Percent-seconds and known seconds of SM active, then tensor active, over
+        ``intervals`` (sorted, not overlapping): one sweep of both lists."""
+        sm_sum = sm_known = tc_sum = tc_known = 0.0
+        position = 0
+        samples = self.samples
+        for start, end in intervals:
+            while position < len(samples) and samples[position][1] <= start:
+                position += 1
+            look = position
+            while look < len(samples) and samples[look][0] < end:
+                sample_start, sample_end, sm, tc = samples[look]
+                overlap = min(end, sample_end) - max(start, sample_start)
+                if overlap > 0:
+                    if sm is not None:
+                        sm_sum += sm * overlap
+                        sm_known += overlap
+                    if tc is not None:
+                        tc_sum += tc * overlap
+                        tc_known += overlap
+                look += 1
+        return sm_sum, sm_known, tc_sum, tc_known
 
 
 def _union_s(spans: list[_Span]) -> float:
@@ -265,8 +328,15 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
         else:
             spans.append(span)
     holders: dict[_Key, _Holder] = {}
-    for (key, _card), spans in by_card.items():
-        holders.setdefault(key, _Holder()).add_card(spans, query.idle_min_s)
+    cards: dict[int, _CardActivity] = {}
+    for (key, index), spans in by_card.items():
+        summed = holders.setdefault(key, _Holder())
+        summed.add_card(spans, query.idle_min_s)
+        activity = cards.get(index)
+        if activity is None:
+            activity = cards[index] = _CardActivity(connection, index, since, until)
+        if activity.samples:
+            summed.add_activity(activity, spans)
     result = [_row(key, summed) for key, summed in holders.items()]
     if query.by is ReportBy.PROCESS:
         result = list(_with_process_facts(connection, result))
@@ -315,7 +385,17 @@ def _row(key: _Key, summed: _Holder) -> ReportRow:
         peak_memory_bytes=int(summed.peak) if summed.peak is not None else None,
         mean_sm_util=min(100.0, summed.sm_sum / summed.sm_weight) if summed.sm_weight else None,
         user=user,
+        mean_sm_active_percent=_mean(summed.activity[0], summed.activity[1]),
+        mean_tensor_active_percent=_mean(summed.activity[2], summed.activity[3]),
     )
+
+
+def _capped(percent: float | None) -> float | None:
+    return None if percent is None else min(float(percent), 100.0)
+
+
+def _mean(total: float, seconds: float) -> float | None:
+    return min(100.0, total / seconds) if seconds > 0 else None
 
 
 def _with_process_facts(
@@ -345,6 +425,8 @@ def _with_process_facts(
             user=user,
             command=text_for_others(command) if redact else command,
             start_time=_measure(start_time),
+            mean_sm_active_percent=row.mean_sm_active_percent,
+            mean_tensor_active_percent=row.mean_tensor_active_percent,
         )
 
 
@@ -370,6 +452,8 @@ ROW_FIELDS = (
     "mean_sm_util",
     "user",
     "command",
+    "mean_sm_active_percent",
+    "mean_tensor_active_percent",
 )
 
 

@@ -17,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.core.history.schema import DAY, HOUR, MINUTE, RAW
+from gputop.core.history.schema import ACTIVITY_COLUMNS, DAY, HOUR, MINUTE, RAW
 from gputop.core.history.spans import decode_runs, encode_runs, keep_run
 
 _SAME_TIME_S = 1e-6
@@ -89,7 +89,9 @@ def _roll_up(connection: sqlite3.Connection, source: int, target: int, older_tha
         "INSERT INTO gpu_samples SELECT b.new_id, g.physical_index, MAX(g.uuid_id), "
         f"{_weighted('g.utilization_gpu_percent', d)}, "
         f"{_weighted('g.memory_used_bytes', d, integer=True)}, MAX(g.memory_total_bytes), "
-        f"{_weighted('g.power_w', d)}, {_weighted('g.temperature_c', d)} "
+        f"{_weighted('g.power_w', d)}, {_weighted('g.temperature_c', d)}, "
+        + ", ".join(_weighted(f"g.{column}", d) for column in ACTIVITY_COLUMNS)
+        + " "
         "FROM temp.rolled r JOIN gpu_samples g ON g.sample_id = r.sample_id "
         "JOIN temp.buckets b ON b.bucket = r.bucket GROUP BY b.new_id, g.physical_index"
     )

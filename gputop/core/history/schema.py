@@ -61,6 +61,10 @@ CREATE TABLE gpu_samples (
     memory_total_bytes INTEGER,
     power_w REAL,
     temperature_c REAL,
+    sm_active_percent REAL,
+    tensor_active_percent REAL,
+    dram_active_percent REAL,
+    throttled REAL,
     PRIMARY KEY (sample_id, physical_index)
 ) WITHOUT ROWID;
 CREATE TABLE process_spans (
@@ -87,11 +91,25 @@ CREATE TABLE clock_steps (
 );
 """
 
+ACTIVITY_COLUMNS = (
+    "sm_active_percent",
+    "tensor_active_percent",
+    "dram_active_percent",
+    "throttled",
+)
+"""Version 2: GPM's SM active, tensor active and DRAM (percent, docs/activity.md), and the
+share of the sample's time a throttling clock event reason held (0 or 1 raw)."""
+
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     # version 1 -> 2: the wall clock's steps the recorder saw (recorder.py: at ``t``, the
     # time of the first sample after it, the clock jumped ``step_s`` seconds, < 0 back),
-    # and the claims recorded (claim_spans.py, docs/claims.md).
-    1: ("CREATE TABLE clock_steps (t REAL NOT NULL, step_s REAL NOT NULL)", *CLAIM_SCHEMA),
+    # the claims recorded (claim_spans.py, docs/claims.md), and GPM's activity per card
+    # (ACTIVITY_COLUMNS, docs/activity.md).
+    1: (
+        "CREATE TABLE clock_steps (t REAL NOT NULL, step_s REAL NOT NULL)",
+        *CLAIM_SCHEMA,
+        *(f"ALTER TABLE gpu_samples ADD COLUMN {column} REAL" for column in ACTIVITY_COLUMNS),
+    ),
 }
 """version N -> N+1 statements, as the job store keeps them."""
 

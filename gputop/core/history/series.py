@@ -18,6 +18,11 @@ class GpuSeries:
     utilization_percent: tuple[float | None, ...]
     memory_used_bytes: tuple[float | None, ...]
     memory_total_bytes: int | None
+    sm_active_percent: tuple[float | None, ...] = ()
+    """GPM's SM active, tensor active and DRAM per column (docs/activity.md); ``None`` where
+    nothing was recorded, all ``None`` on a card without GPM."""
+    tensor_active_percent: tuple[float | None, ...] = ()
+    dram_active_percent: tuple[float | None, ...] = ()
 
 
 def _finite(value: object, top: float | None = None) -> float | None:
@@ -42,26 +47,42 @@ def gpu_series(
         "SUM(CASE WHEN g.utilization_gpu_percent IS NOT NULL THEN s.duration_s END), "
         "SUM(g.memory_used_bytes * s.duration_s) / "
         "SUM(CASE WHEN g.memory_used_bytes IS NOT NULL THEN s.duration_s END), "
-        "MAX(g.memory_total_bytes) "
-        "FROM samples s JOIN gpu_samples g ON g.sample_id = s.id "
+        "MAX(g.memory_total_bytes), "
+        + ", ".join(_WEIGHTED.format(column) for column in _ACTIVITY)
+        + " FROM samples s JOIN gpu_samples g ON g.sample_id = s.id "
         "LEFT JOIN strings uuids ON uuids.id = g.uuid_id "
         "WHERE s.t >= ? AND s.t < ? GROUP BY g.physical_index, col ORDER BY g.physical_index",
         (since, width, since, until),
     )
-    found: dict[int, tuple[str | None, list[float | None], list[float | None], list[int]]] = {}
-    for index, uuid, column, utilization, memory, total in rows:
+    found: dict[int, tuple[str | None, list[list[float | None]], list[int]]] = {}
+    for index, uuid, column, utilization, memory, total, *activity in rows:
         if not isinstance(index, int) or not isinstance(column, int) or not 0 <= column < columns:
             continue
-        entry = found.setdefault(index, (uuid, [None] * columns, [None] * columns, []))
-        entry[1][column] = _finite(utilization, 100.0)
-        entry[2][column] = _finite(memory)
+        entry = found.setdefault(index, (uuid, [[None] * columns for _ in range(5)], []))
+        entry[1][0][column] = _finite(utilization, 100.0)
+        entry[1][1][column] = _finite(memory)
+        for position, value in enumerate(activity, start=2):
+            entry[1][position][column] = _finite(value, 100.0)
         total_bytes = _finite(total)
         if total_bytes is not None:
-            entry[3].append(int(total_bytes))
+            entry[2].append(int(total_bytes))
     return [
-        GpuSeries(index, uuid, tuple(util), tuple(memory), max(totals) if totals else None)
-        for index, (uuid, util, memory, totals) in sorted(found.items())
+        GpuSeries(
+            index,
+            uuid,
+            tuple(util),
+            tuple(memory),
+            max(totals) if totals else None,
+            tuple(sm),
+            tuple(tensor),
+            tuple(dram),
+        )
+        for index, (uuid, (util, memory, sm, tensor, dram), totals) in sorted(found.items())
     ]
+
+
+_ACTIVITY = ("sm_active_percent", "tensor_active_percent", "dram_active_percent")
+_WEIGHTED = "SUM(g.{0} * s.duration_s) / SUM(CASE WHEN g.{0} IS NOT NULL THEN s.duration_s END)"
 
 
 def recorded_span(

@@ -90,9 +90,19 @@ class OpenSpan:
             abs(sample_start - self.end_t) < _SAME_TIME_S and self.end_t - self.start_t < SPAN_MAX_S
         )
 
-    def add(self, end_t: float, duration_s: float, memory: int | None, sm: int | None) -> None:
+    def add(
+        self,
+        end_t: float,
+        duration_s: float,
+        memory: int | None,
+        sm: int | None,
+        *,
+        idle_sm: float | None = None,
+    ) -> None:
+        """One sample; ``idle_sm``: the card's GPM SM active where the process is alone on
+        it, which judges idleness instead of its own SM % (docs/activity.md)."""
         start = end_t - duration_s
-        if is_idle(memory, sm):
+        if is_idle(memory, sm if idle_sm is None else idle_sm):
             if self.idle_from is None:
                 self.idle_from = start
         elif self.idle_from is not None:

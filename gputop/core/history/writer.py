@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputop.core.clock_events import throttling
 from gputop.core.history.claim_spans import OpenClaimSpan
 from gputop.core.history.schema import RAW
 from gputop.core.history.spans import OpenSpan
@@ -217,6 +218,10 @@ class HistoryWriter:
                     gpu.memory_total_bytes,
                     gpu.power_w,
                     gpu.temperature_c,
+                    gpu.activity.sm_active_percent,
+                    gpu.activity.tensor_active_percent,
+                    gpu.activity.dram_active_percent,
+                    _throttled(gpu),
                 )
             )
             self._extend_spans(gpu, snapshot.timestamp, pending.duration_s, seen)
@@ -225,12 +230,14 @@ class HistoryWriter:
             self._closed.append(self._open.pop(key))
         for key in [key for key in self._claims if key not in claimed]:
             self._claims_closed.append(self._claims.pop(key))
-        self._db().executemany("INSERT INTO gpu_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)", gpu_rows)
+        marks = ", ".join("?" * len(gpu_rows[0])) if gpu_rows else ""
+        self._db().executemany(f"INSERT INTO gpu_samples VALUES ({marks})", gpu_rows)
 
     def _extend_spans(
         self, gpu: GpuSample, end_t: float, duration_s: float, seen: set[tuple[int, int]]
     ) -> None:
         start_t = end_t - duration_s
+        alone = _alone_activity(gpu)
         for process in gpu.processes:
             key = (self._process_id(process), gpu.physical_index)
             if key in seen:  # a MIG device's process listed twice: once is enough
@@ -241,7 +248,13 @@ class HistoryWriter:
                 if span is not None:
                     self._closed.append(span)
                 span = self._open[key] = OpenSpan(key[0], key[1], start_t, start_t)
-            span.add(end_t, duration_s, process.used_memory_bytes, process.sm_util_percent)
+            span.add(
+                end_t,
+                duration_s,
+                process.used_memory_bytes,
+                process.sm_util_percent,
+                idle_sm=alone.get((process.pid, process.gpu_instance_id)),
+            )
 
     def _extend_claim(
         self, gpu: GpuSample, end_t: float, duration_s: float, claimed: set[tuple[int, int]]
@@ -313,3 +326,33 @@ class HistoryWriter:
             process_id = int(cursor.lastrowid or 0)
         self._processes[key] = process_id
         return process_id
+
+
+def _alone_activity(gpu: GpuSample) -> dict[tuple[int, int | None], float]:
+    """GPM's SM active for each process alone on its card or MIG GPU instance: what judges
+    it idle there, as per-process SM % cannot tell a process stuck in a collective from one
+    at work (docs/activity.md). Elsewhere per-process SM % judges."""
+    found: dict[tuple[int, int | None], float] = {}
+    pids: dict[int | None, set[int]] = {}
+    for process in gpu.processes:
+        pids.setdefault(process.gpu_instance_id, set()).add(process.pid)
+    for instance, members in pids.items():
+        if len(members) != 1:
+            continue
+        if instance is None:
+            activity = gpu.activity
+        else:
+            owner = next((m for m in gpu.mig_devices if m.gpu_instance_id == instance), None)
+            if owner is None:
+                continue
+            activity = owner.activity
+        if activity.gpm and activity.sm_active_percent is not None:
+            found[(next(iter(members)), instance)] = activity.sm_active_percent
+    return found
+
+
+def _throttled(gpu: GpuSample) -> float | None:
+    """1 while a throttling clock event reason holds, 0 when none does; unknown: None."""
+    if gpu.clock_event_mask is None:
+        return None
+    return 1.0 if throttling(gpu.clock_event_mask) else 0.0

@@ -38,6 +38,14 @@ class CardUsage:
     energy_j: float | None
     """The card's energy counter over the job's run: the whole card's, whoever used it."""
     peak_from: str = PEAK_FROM_SAMPLES
+    mean_sm_active_percent: float | None = None
+    """The card's GPM SM active over the job's run (docs/activity.md): the whole card's,
+    whoever used it; ``None`` where GPM never answered (before Hopper)."""
+    mean_tensor_active_percent: float | None = None
+    mean_dram_active_percent: float | None = None
+    throttled_seconds: float | None = None
+    """Seconds of the run in which a throttling clock event reason held (power cap, thermal,
+    hardware slowdown); ``None`` where the driver never said."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +56,10 @@ class CardUsage:
             "gpu_seconds": self.gpu_seconds,
             "energy_j": self.energy_j,
             "peak_from": self.peak_from,
+            "mean_sm_active_percent": self.mean_sm_active_percent,
+            "mean_tensor_active_percent": self.mean_tensor_active_percent,
+            "mean_dram_active_percent": self.mean_dram_active_percent,
+            "throttled_seconds": self.throttled_seconds,
         }
 
 
@@ -68,6 +80,19 @@ class JobUsage:
         known = [card.energy_j for card in self.per_card if card.energy_j is not None]
         return sum(known) if known else None
 
+    @property
+    def mean_sm_active_percent(self) -> float | None:
+        """The mean of its cards' GPM SM active over the run, where GPM answered."""
+        known = [c.mean_sm_active_percent for c in self.per_card]
+        values = [value for value in known if value is not None]
+        return sum(values) / len(values) if values else None
+
+    @property
+    def throttled_seconds(self) -> float | None:
+        """The longest any of its cards was throttled during the run."""
+        known = [c.throttled_seconds for c in self.per_card if c.throttled_seconds is not None]
+        return max(known) if known else None
+
     def to_json(self) -> dict[str, Any]:
         """The ``usage`` object of ``gputop jobs --json``. Fields are only ever added."""
         return {
@@ -81,6 +106,16 @@ class JobUsage:
     def to_text(self) -> str:
         """The stored form: strict JSON."""
         return strict_json(self.to_json())
+
+
+def activity_cell(usage: JobUsage | None) -> str:
+    """``72 %`` (its cards' SM active over the run), ``⚠`` after it where a card was
+    throttled, a dash where GPM never answered (docs/activity.md)."""
+    if usage is None:
+        return "-"
+    sm = usage.mean_sm_active_percent
+    text = "-" if sm is None else f"{sm:.0f} %"
+    return f"{text} ⚠" if usage.throttled_seconds else text
 
 
 NOT_MEASURED = "not_measured"
@@ -152,6 +187,12 @@ def _card(item: object) -> CardUsage | None:
         return None
     if peak_from not in (PEAK_FROM_SAMPLES, PEAK_FROM_ACCOUNTING):
         return None
+    activity = [item.get(key) for key in ACTIVITY_KEYS]  # absent from older records
+    if not all(value is None or _number(value, 100) for value in activity):
+        return None
+    throttled = item.get("throttled_seconds")
+    if throttled is not None and not _number(throttled, MAX_SECONDS):
+        return None
     return CardUsage(
         physical_index=index,
         uuid=uuid,
@@ -160,7 +201,14 @@ def _card(item: object) -> CardUsage | None:
         gpu_seconds=float(seconds),
         energy_j=None if energy is None else float(energy),
         peak_from=peak_from,
+        mean_sm_active_percent=None if activity[0] is None else float(activity[0]),
+        mean_tensor_active_percent=None if activity[1] is None else float(activity[1]),
+        mean_dram_active_percent=None if activity[2] is None else float(activity[2]),
+        throttled_seconds=None if throttled is None else float(throttled),
     )
+
+
+ACTIVITY_KEYS = ("mean_sm_active_percent", "mean_tensor_active_percent", "mean_dram_active_percent")
 
 
 def _int_in(value: object, low: int, high: int) -> TypeGuard[int]:
@@ -192,11 +240,31 @@ def usage_summary(usage: JobUsage | None, note: str | None = None) -> str:
             words.append(f"SM {card.mean_sm_percent:.0f} %")
         if card.energy_j is not None:
             words.append(f"{energy_text(card.energy_j)}")
+        words += activity_words(card)
         parts.append(", ".join(words))
     total = f"in all {duration(usage.gpu_seconds)} GPU time"
     if usage.peak_memory_bytes is not None:
         total += f", peak {human_bytes(usage.peak_memory_bytes)}"
     return "GPU use: " + "; ".join([*parts, total])
+
+
+def activity_words(card: CardUsage) -> list[str]:
+    """``SM active 72 %``, ``tensor 41 %``, ``DRAM 55 %``, ``throttled 3:20``: the card's
+    GPM figures over the run and its throttled time, where known (docs/activity.md)."""
+    from gputop.core.units import duration
+
+    words = [
+        f"{name} {value:.0f} %"
+        for name, value in (
+            ("SM active", card.mean_sm_active_percent),
+            ("tensor", card.mean_tensor_active_percent),
+            ("DRAM", card.mean_dram_active_percent),
+        )
+        if value is not None
+    ]
+    if card.throttled_seconds:
+        words.append(f"throttled {duration(card.throttled_seconds)}")
+    return words
 
 
 def energy_text(joules: float) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gputop.core.clock_events import throttling
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.private_files import StoreError
@@ -28,7 +29,7 @@ from gputop.core.jobs.usage import (
     CardUsage,
     JobUsage,
 )
-from gputop.core.model import ProcessOrigin
+from gputop.core.model import GpuSample, ProcessOrigin
 from gputop.core.numbers import parse_seconds, within
 
 if TYPE_CHECKING:
@@ -80,6 +81,10 @@ class _CardTally:
     seconds: float = 0.0
     accounted: dict[int, int] = field(default_factory=dict)
     """The driver's peak for each of the job's pids seen there (accounting on)."""
+    activity: list[float] = field(default_factory=lambda: [0.0] * 6)
+    """GPM's SM active, tensor active, DRAM: percent-seconds and known seconds, each, over
+    every sample of the run (docs/activity.md)."""
+    throttled_s: float | None = None
 
     def usage(self) -> CardUsage:
         exact = sum(self.accounted.values()) if self.accounted else None
@@ -97,7 +102,30 @@ class _CardTally:
             gpu_seconds=round(self.seconds, 3),
             energy_j=None if energy is None else round(energy, 3),
             peak_from=PEAK_FROM_ACCOUNTING if exact is not None else PEAK_FROM_SAMPLES,
+            mean_sm_active_percent=_mean(self.activity[0], self.activity[1]),
+            mean_tensor_active_percent=_mean(self.activity[2], self.activity[3]),
+            mean_dram_active_percent=_mean(self.activity[4], self.activity[5]),
+            throttled_seconds=None if self.throttled_s is None else round(self.throttled_s, 3),
         )
+
+    def add_activity(self, gpu: GpuSample, interval: float) -> None:
+        """The card's GPM figures and throttling for one sample of the run."""
+        figures = (
+            gpu.activity.sm_active_percent,
+            gpu.activity.tensor_active_percent,
+            gpu.activity.dram_active_percent,
+        )
+        for position, value in enumerate(figures):
+            if within(value, 0, 100):
+                self.activity[2 * position] += float(value or 0.0) * interval
+                self.activity[2 * position + 1] += interval
+        if gpu.clock_event_mask is not None:
+            held = interval if throttling(gpu.clock_event_mask) else 0.0
+            self.throttled_s = (self.throttled_s or 0.0) + held
+
+
+def _mean(total: float, seconds: float) -> float | None:
+    return round(min(100.0, total / seconds), 1) if seconds > 0 else None
 
 
 class UsageMeter:
@@ -139,6 +167,8 @@ class UsageMeter:
         for card in self._cards:
             gpu = by_index.get(card.physical_index)
             mine = [p for p in gpu.processes if self._is_job(p)] if gpu else []
+            if gpu is not None and not gpu.lost:
+                card.add_activity(gpu, interval)
             memory = self._count(card, mine, interval)
             if memory is not None:
                 total = memory + (total or 0)

@@ -165,7 +165,12 @@ def _series_json(series: GpuSeries) -> dict[str, object]:
         "utilization_percent": list(series.utilization_percent),
         "memory_used_bytes": list(series.memory_used_bytes),
         "memory_total_bytes": series.memory_total_bytes,
+        **{key: list(getattr(series, key)) for key in ACTIVITY_SERIES},
     }
+
+
+ACTIVITY_SERIES = ("sm_active_percent", "tensor_active_percent", "dram_active_percent")
+"""GPM's figures per column (docs/activity.md): absent from an older agent's answer."""
 
 
 def _query(request: dict[str, Any], now: float) -> ReportQuery:
@@ -241,12 +246,20 @@ def _series_from_json(document: object) -> GpuSeries | None:
     ):
         return None
     total = _reading(document.get("memory_total_bytes"), MAX_MEMORY_BYTES)
+    activity = []
+    for key in ACTIVITY_SERIES:
+        values = document.get(key)
+        if isinstance(values, list) and len(values) == len(utilization):
+            activity.append(tuple(_reading(v, 100.0) for v in values))
+        else:
+            activity.append(())
     return GpuSeries(
         index,
         None,
         tuple(_reading(value, 100.0) for value in utilization),
         tuple(_reading(value, MAX_MEMORY_BYTES) for value in memory),
         None if total is None else int(total),
+        *activity,
     )
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gputop.core.model import GpuProcess, GpuSample, MigDevice, Snapshot
+from gputop.core.model import ACTIVITY_KEYS, GpuProcess, GpuSample, MigDevice, Snapshot
 from gputop.core.numbers import LATEST_TIME_S, MAX_ID, within
 
 CLOCK_SKEW_LIMIT_S = 120.0
@@ -62,6 +62,11 @@ GPU_RANGES: dict[str, tuple[float, float]] = {
     "bar1_used_bytes": MEMORY,
     "ecc_uncorrected_volatile": (0, 2**63 - 1),
     "nvlink_count": (0, 1024),
+}
+MAX_RATE_BYTES_PER_S = 1e13
+ACTIVITY_RANGES: dict[str, tuple[float, float]] = {
+    key: (0, MAX_RATE_BYTES_PER_S) if key.endswith("bytes_per_s") else PERCENT
+    for key in ACTIVITY_KEYS
 }
 WITHIN_TOTAL = ("memory_used_bytes", "memory_free_bytes", "memory_reserved_bytes")
 CLOCK_RANGES = {
@@ -139,14 +144,16 @@ def check_snapshot(snapshot: Snapshot, arrived_at: float) -> CheckedSnapshot:
         if not within(gpu.physical_index, 0, MAX_GPU_INDEX):
             findings.places.append(f"{where}.index")
             continue
-        gpus.append(_gpu(gpu, where, findings, trust_times=skew is None))
+        gpus.append(_gpu(gpu, where, findings, trust_times=skew is None, timestamp=timestamp))
     checked = findings.checked(snapshot, SNAPSHOT_RANGES, "snapshot")
     return CheckedSnapshot(
         replace(checked, timestamp=timestamp, gpus=tuple(gpus)), tuple(findings.places), skew
     )
 
 
-def _gpu(gpu: GpuSample, where: str, findings: _Findings, trust_times: bool) -> GpuSample:
+def _gpu(
+    gpu: GpuSample, where: str, findings: _Findings, trust_times: bool, timestamp: float
+) -> GpuSample:
     gpu = findings.checked(gpu, GPU_RANGES, where)
     total = gpu.memory_total_bytes
     if total is not None:
@@ -177,9 +184,19 @@ def _gpu(gpu: GpuSample, where: str, findings: _Findings, trust_times: bool) -> 
     ):
         findings.places.append(f"{where}.claim")
         claim = None
+    since, held = gpu.throttled_since, None
+    if since is not None and not (trust_times and within(since, *TIME)):
+        if trust_times:
+            findings.places.append(f"{where}.throttled_since")
+        since = None
+    if since is not None:
+        held = max(0.0, timestamp - since) if timestamp is not None else None
     return replace(
         gpu,
         claim=claim,
+        activity=findings.checked(gpu.activity, ACTIVITY_RANGES, f"{where}.activity"),
+        throttled_since=since,
+        throttled_for_s=held,
         clocks=findings.checked(gpu.clocks, CLOCK_RANGES, f"{where}.clocks_mhz"),
         max_clocks=findings.checked(gpu.max_clocks, CLOCK_RANGES, f"{where}.max_clocks_mhz"),
         compute_capability=capability,
@@ -194,6 +211,9 @@ def _gpu(gpu: GpuSample, where: str, findings: _Findings, trust_times: bool) -> 
 
 def _mig(mig: MigDevice, where: str, findings: _Findings) -> MigDevice:
     mig = findings.checked(mig, MIG_RANGES, where)
+    mig = replace(
+        mig, activity=findings.checked(mig.activity, ACTIVITY_RANGES, f"{where}.activity")
+    )
     if (mig.memory_used_bytes or 0) > (mig.memory_total_bytes or MAX_MEMORY_BYTES):
         findings.places.append(f"{where}.memory_used_bytes")
         mig = replace(mig, memory_used_bytes=None)

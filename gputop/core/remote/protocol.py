@@ -19,6 +19,7 @@ speak nvidia-smi CSV instead (gputop/core/remote/reduced.py). See docs/lab.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -147,7 +148,7 @@ def _gpu(value: Any, position: int) -> GpuSample:
         ),
         processes_listed=processes is not None,
         activity=_activity(gpu.get("activity"), f"{where}.activity"),
-        clock_event_mask=_clock_events(gpu.get("clock_event_reasons"), f"{where}"),
+        clock_event_mask=_clock_event_mask(gpu.get("clock_event_reasons"), where),
         throttled_since=_float(gpu.get("throttled_since"), f"{where}.throttled_since"),
         claim=_claim(gpu.get("claim"), f"{where}.claim"),
         unclaimed_users=tuple(
@@ -176,6 +177,31 @@ def _claim(value: Any, where: str) -> GpuClaim | None:
     )
 
 
+def _activity(value: Any, where: str) -> Activity:
+    """A host's activity figures; GPM answered where any figure but PCIe is known."""
+    if value is None:
+        return NO_ACTIVITY
+    activity = _object(value, where)
+    figures: dict[str, Any] = {
+        key: _float(activity.get(key), f"{where}.{key}") for key in ACTIVITY_KEYS
+    }
+    gpm = any(v is not None for k, v in figures.items() if not k.startswith("pcie"))
+    return Activity(gpm=gpm, **figures)
+
+
+def _clock_event_mask(value: Any, where: str) -> int | None:
+    """The mask of the reasons a host names; names this gputop does not know are left out
+    (a newer host may know more)."""
+    if value is None:
+        return None
+    mask = 0
+    for i, name in enumerate(_list(value, f"{where}.clock_event_reasons")):
+        text = _str(name, f"{where}.clock_event_reasons[{i}]")
+        with contextlib.suppress(ValueError):
+            mask |= mask_from_names([text or ""])
+    return mask
+
+
 def _clocks(value: Any, where: str) -> Clocks:
     if value is None:
         return Clocks()
@@ -201,35 +227,6 @@ def _mig(value: Any, position: int, where: str) -> MigDevice:
         multiprocessor_count=_int(mig.get("multiprocessor_count"), f"{where}.multiprocessor_count"),
         activity=_activity(mig.get("activity"), f"{where}.activity"),
     )
-
-
-MAX_RATE_BYTES_PER_S = 10**15
-"""No link moves a petabyte a second: a larger rate from a host is unknown."""
-
-
-def _activity(value: Any, where: str) -> Activity:
-    """A host's ``activity`` (docs/activity.md): each figure range-checked, ``None`` where
-    out of range; GPM answered where any figure but PCIe's is known."""
-    if value is None:
-        return NO_ACTIVITY
-    document = _object(value, where)
-    figures: dict[str, float | None] = {}
-    for key in ACTIVITY_KEYS:
-        number = _float(document.get(key), f"{where}.{key}")
-        limit = MAX_RATE_BYTES_PER_S if key.endswith("_per_s") else 100.0
-        figures[key] = number if number is not None and 0 <= number <= limit else None
-    gpm = any(value is not None for key, value in figures.items() if not key.startswith("pcie"))
-    return Activity(**figures, gpm=gpm)
-
-
-def _clock_events(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    names = [_str(name, f"{where}.clock_event_reasons") or "" for name in _list(value, where)]
-    try:
-        return mask_from_names(names[:64])
-    except ValueError:
-        raise ProtocolError(f"{where}.clock_event_reasons holds an unknown reason") from None
 
 
 def _process(value: Any, physical_index: int, where: str) -> GpuProcess:

@@ -131,6 +131,11 @@ class NvmlBackend:
         self._activity.close()
         self._reader.read("nvmlShutdown")
 
+    @property
+    def has_activity(self) -> bool:
+        """Some GPU answers GPM (docs/activity.md)."""
+        return self._activity.any()
+
     def settle_activity(self) -> None:
         """For a one-shot reading: take a first GPM sample of every GPU and MIG instance and
         wait the 100 ms NVML needs before the next, so the next ``sample`` has figures.
@@ -272,9 +277,15 @@ class NvmlBackend:
         index = state.static.physical_index
         activity = self._activity.gpu(index)
         if mig_devices and activity.gpm:
+            # one reading per GPU instance: its compute instances share it
+            instances = {
+                gi: self._activity.instance(index, handle, gi)
+                for gi in dict.fromkeys(m.gpu_instance_id for m in mig_devices)
+                if gi is not None
+            }
             mig_devices = tuple(
-                replace(mig, activity=self._activity.instance(index, handle, gi))
-                if (gi := mig.gpu_instance_id) is not None
+                replace(mig, activity=instances[mig.gpu_instance_id])
+                if mig.gpu_instance_id is not None
                 else mig
                 for mig in mig_devices
             )

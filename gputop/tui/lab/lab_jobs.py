@@ -14,13 +14,13 @@ from typing import Any
 
 from rich.text import Text
 
-from gputop.core.jobs.usage import JobUsage, usage_from_json
+from gputop.core.jobs.usage import JobUsage, activity_cell, usage_from_json
 from gputop.core.units import duration_coarse, human_bytes
 from gputop.tui.safe import plain
 from gputop.tui.widgets.jobs_panel import STATUS_STYLES
 from gputop.tui.widgets.jobs_table import JobRequest, JobsTable
 
-COLUMNS = ("HOST", "ID", "NAME", "GPUS", "STATUS", "DURATION", "GPU TIME", "PEAK")
+COLUMNS = ("HOST", "ID", "NAME", "GPUS", "STATUS", "DURATION", "GPU TIME", "PEAK", "SM ACT")
 
 
 @dataclass(frozen=True)
@@ -83,14 +83,15 @@ def _duration(job: RemoteJob, now: float) -> str:
     return duration_coarse(seconds, seconds_below_minute=True)
 
 
-def usage_cells(job: RemoteJob) -> tuple[Text, Text]:
+def usage_cells(job: RemoteJob) -> tuple[Text, Text, Text]:
     usage = job.usage
     if usage is None:
-        return Text("-"), Text("-")
+        return Text("-"), Text("-"), Text("-")
     peak = usage.peak_memory_bytes
     return (
         Text(duration_coarse(usage.gpu_seconds, seconds_below_minute=True)),
         Text("-" if peak is None else human_bytes(peak)),
+        Text(activity_cell(usage)),
     )
 
 

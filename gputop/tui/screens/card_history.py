@@ -11,6 +11,7 @@ from rich.text import Text
 
 from gputop.core.history.card_history import CardHistory, read_card_history
 from gputop.core.history.plot import time_axis
+from gputop.core.history.series import GpuSeries
 from gputop.core.units import NA, duration, human_bytes
 from gputop.tui.safe import plain
 from gputop.tui.screens.history_window import PLOT_LABEL_WIDTH, HistoryWindowScreen, plot_lines
@@ -58,9 +59,12 @@ def render_card_history(history: CardHistory) -> Text:
         figures = f"peak {human_bytes(int(max(known)))}{total}" if known else "nothing recorded"
         lines.append(Text.assemble(("memory  ", "bold"), figures))
         lines += plot_lines(series.memory_used_bytes, top, lambda value: human_bytes(int(value)))
-        lines.append(
-            Text(time_axis(history.since, history.until, len(util), PLOT_LABEL_WIDTH), "dim")
-        )
+        axis = Text(time_axis(history.since, history.until, len(util), PLOT_LABEL_WIDTH), "dim")
+        lines.append(axis)
+        activity = _activity_lines(series)
+        lines += activity
+        if len(activity) > 1:  # plots: their own time axis under them
+            lines.append(axis.copy())
         lines.append(Text(""))
     lines.append(Text("Held by (idle: SM under 5 % for 30 minutes or more)", style="bold"))
     for row in history.holders:
@@ -76,3 +80,32 @@ def render_card_history(history: CardHistory) -> Text:
             )
         )
     return Text("\n").join(lines)
+
+
+ACTIVITY_PLOTS = (
+    ("SM active", "sm_active_percent"),
+    ("tensor active", "tensor_active_percent"),
+    ("DRAM", "dram_active_percent"),
+)
+"""GPM's figures the history plots (docs/activity.md)."""
+
+
+def _activity_lines(series: GpuSeries) -> list[Text]:
+    """A plot each of SM active, tensor active and DRAM where GPM answered; once, that it is
+    not available, where it never did in the window; nothing from a host too old to say."""
+    if not any(getattr(series, key) for _, key in ACTIVITY_PLOTS):
+        return []
+    if not any(v is not None for _, key in ACTIVITY_PLOTS for v in getattr(series, key)):
+        return [Text("activity (SM, tensor, DRAM): not available on this GPU", style="dim")]
+    lines: list[Text] = []
+    for title, key in ACTIVITY_PLOTS:
+        values = getattr(series, key)
+        known = [value for value in values if value is not None]
+        figures = (
+            f"mean {sum(known) / len(known):.0f} %  peak {max(known):.0f} %"
+            if known
+            else "nothing recorded"
+        )
+        lines.append(Text.assemble((f"{title}  ", "bold"), figures))
+        lines += plot_lines(values, 100.0, lambda value: f"{value:.0f}%")
+    return lines

@@ -214,12 +214,13 @@ def _subtitle(view: CardView) -> str | None:
 
 
 def throttle_badge(gpu: GpuSample) -> str | None:
-    """``power cap 3m``: the throttling clock event reasons and how long they have held
+    """``⚠ power cap 3m``: the throttling clock event reasons and how long they have held
     (docs/activity.md); ``None`` when the card runs unthrottled."""
     labels = badge_labels(gpu.clock_event_mask)
     if not labels or gpu.lost:
         return None
-    held = duration_coarse(gpu.throttled_for_s, seconds_below_minute=True)
+    # to the minute: the border title repaints the whole card, so not every second
+    held = duration_coarse(gpu.throttled_for_s)
     return f"⚠ {'+'.join(labels)} {held}"
 
 

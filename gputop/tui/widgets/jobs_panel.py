@@ -12,6 +12,7 @@ from rich.text import Text
 
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.tracking import JobsView
+from gputop.core.jobs.usage import activity_cell
 from gputop.core.slurm.queue import SlurmJob
 from gputop.core.units import duration, duration_coarse, human_bytes
 from gputop.tui.safe import plain
@@ -26,6 +27,7 @@ COLUMNS = (
     "DURATION",
     "GPU TIME",
     "PEAK",
+    "SM ACT",
     "LAST LOG LINE",
 )
 
@@ -54,16 +56,17 @@ def duration_text(job: Job, now: float) -> str:
     return duration_coarse(seconds, seconds_below_minute=True)
 
 
-def usage_texts(job: Job) -> tuple[Text, Text]:
-    """GPU time over its cards and peak memory on all at once (docs/history.md); a dash
-    where nothing was measured."""
+def usage_texts(job: Job) -> tuple[Text, Text, Text]:
+    """GPU time over its cards, peak memory on all at once (docs/history.md) and its cards'
+    SM active (docs/activity.md); a dash where nothing was measured."""
     usage = job.usage
     if usage is None:
-        return Text("-"), Text("-")
+        return Text("-"), Text("-"), Text("-")
     peak = usage.peak_memory_bytes
     return (
         Text(duration_coarse(usage.gpu_seconds, seconds_below_minute=True)),
         Text("-" if peak is None else human_bytes(peak)),
+        Text(activity_cell(usage)),
     )
 
 

@@ -129,3 +129,21 @@ def read_only(store: Path) -> sqlite3.Connection:
     from gputop.core.history.store import open_for_reading
 
     return open_for_reading(store)
+
+
+def make_version_1(store: Path) -> None:
+    """Turn a store of today into the shape gputop's history store had at version 1 (before
+    clock_steps, claim_spans and the activity columns), its rows kept: what an older
+    recorder left behind, for the migration tests."""
+    from gputop.core.history.schema import ACTIVITY_COLUMNS
+
+    connection = sqlite3.connect(store)
+    try:
+        connection.execute("DROP TABLE IF EXISTS clock_steps")
+        connection.execute("DROP TABLE IF EXISTS claim_spans")
+        for column in ACTIVITY_COLUMNS:
+            connection.execute(f"ALTER TABLE gpu_samples DROP COLUMN {column}")
+        connection.execute("PRAGMA user_version = 1")
+        connection.commit()
+    finally:
+        connection.close()

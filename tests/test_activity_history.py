@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from conftest import minimal_gpu
-from history_helpers import GIB_MIB, process, read_only, record_stepped
+from history_helpers import GIB_MIB, make_version_1, process, read_only, record_stepped
 
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, build_report
 from gputop.core.history.retention import Retention
-from gputop.core.history.schema import ACTIVITY_COLUMNS, SCHEMA_VERSION
+from gputop.core.history.schema import SCHEMA_VERSION
 from gputop.core.history.series import gpu_series
 from gputop.core.history.store import open_for_recording
 
@@ -212,10 +212,11 @@ def test_a_version_1_store_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
     store = tmp_path / "old.db"
     connection = open_for_recording(store, [])
     connection.execute("INSERT INTO samples (t, duration_s, resolution_s) VALUES (100, 5, 0)")
-    for column in ACTIVITY_COLUMNS:
-        connection.execute(f"ALTER TABLE gpu_samples DROP COLUMN {column}")
+    connection.close()
+    make_version_1(store)
+    connection = sqlite3.connect(store)
     connection.execute("INSERT INTO gpu_samples VALUES (1, 0, NULL, 40, 10, 20, 100, 50)")
-    connection.execute("PRAGMA user_version = 1")
+    connection.commit()
     connection.close()
     connection = open_for_recording(store, [])
     try:

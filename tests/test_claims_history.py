@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from claims_helpers import claims_dir
-from history_helpers import record_stepped
+from history_helpers import make_version_1, record_stepped
 
 from gputop.cli.main import main
 from gputop.core.claims.book import Card, ClaimBook
@@ -106,9 +106,9 @@ def test_a_store_without_claims_reports_none(tmp_path: Path) -> None:
 def test_a_store_of_version_1_is_brought_up_to_date_keeping_its_rows(tmp_path: Path) -> None:
     store = tmp_path / "history.sqlite3"
     record_stepped("v100x4", store, samples=3)
+    make_version_1(store)
     connection = sqlite3.connect(store)
     try:
-        connection.executescript("DROP TABLE claim_spans; PRAGMA user_version = 1;")
         (before,) = connection.execute("SELECT COUNT(*) FROM samples").fetchone()
     finally:
         connection.close()
@@ -122,16 +122,17 @@ def test_a_store_of_version_1_is_brought_up_to_date_keeping_its_rows(tmp_path: P
         connection.close()
 
 
-def test_the_report_reads_a_store_of_version_1_as_it_is(
+def test_the_report_asks_for_a_store_of_version_1_to_be_brought_up_to_date(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Version 2 added the activity columns the report reads: a version 1 store is brought
+    up to date by the recorder (the next `gputop record`), then read with its claims."""
     store = tmp_path / "history.sqlite3"
     record_stepped("v100x4", store, samples=3)
-    connection = sqlite3.connect(store)
-    try:
-        connection.executescript("DROP TABLE claim_spans; PRAGMA user_version = 1;")
-    finally:
-        connection.close()
+    make_version_1(store)
+    assert main(["report", "--db", str(store), "--since", "2000-01-01", "--json"]) == 1
+    assert "run 'gputop record' once" in capsys.readouterr().err
+    record_stepped("v100x4", store, samples=3, start_s=60)
     assert main(["report", "--db", str(store), "--since", "2000-01-01", "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["claims"] == [] and document["rows"]

@@ -13,7 +13,7 @@ import dataclasses
 import threading
 from pathlib import Path
 
-from history_helpers import holders_scenario
+from history_helpers import holders_scenario, make_version_1
 
 from gputop.core.history.recorder import Recorder, RecorderOptions
 from gputop.core.history.store import open_for_recording
@@ -102,9 +102,8 @@ def test_a_store_of_version_1_is_migrated_keeping_its_samples(tmp_path: Path) ->
     store = tmp_path / "h.sqlite3"
     connection = open_for_recording(store, [])
     connection.execute("INSERT INTO samples (t, duration_s, resolution_s) VALUES (1, 5, 0)")
-    connection.execute("DROP TABLE clock_steps")
-    connection.execute("PRAGMA user_version = 1")
     connection.close()
+    make_version_1(store)
     again = open_for_recording(store, [])
     try:
         assert again.execute("PRAGMA user_version").fetchone()[0] == 2

@@ -176,9 +176,10 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
     return connection
 
 
-READABLE_FROM = 1
-"""The oldest store version the report reads as it is: version 2 only added claims
-(claim_spans.py), which a version 1 store simply has none of."""
+READABLE_FROM = SCHEMA_VERSION
+"""The oldest store version the report reads as it is: version 2 added the activity columns
+the report's queries read (docs/activity.md), so a version 1 store is brought up to date
+by 'gputop record' first."""
 
 
 def _cannot_open(path: Path, error: sqlite3.Error) -> HistoryError:

@@ -112,3 +112,41 @@ def test_a_store_of_version_1_is_migrated_keeping_its_samples(tmp_path: Path) ->
         assert again.execute("SELECT COUNT(*) FROM clock_steps").fetchone()[0] == 0
     finally:
         again.close()
+
+
+def test_a_clock_stepped_forward_two_years_rolls_up_and_deletes_nothing(tmp_path: Path) -> None:
+    """Roll-ups are due by the time the machine really counted, never by a wall clock stepped
+    forward (a restored VM, a bad RTC): before, a step forward of two years, ten minutes
+    long, rolled every raw sample into hours and then deleted them all as a year old."""
+    store = tmp_path / "h.sqlite3"
+    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
+    base = backend.sample()
+    said: list[str] = []
+    steady = [0.0]
+    wall_times: list[float] = []
+    ahead_from, ahead_to = 300, 600  # 25 minutes on a clock two years ahead
+
+    def sample() -> Snapshot:
+        n = len(wall_times)
+        steady[0] += INTERVAL_S
+        wall = START + n * INTERVAL_S + (2 * 365 * DAY if ahead_from <= n < ahead_to else 0.0)
+        wall_times.append(wall)
+        return dataclasses.replace(base, timestamp=wall)
+
+    connection = open_for_recording(store, [])
+    try:
+        writer = HistoryWriter(connection, store, said.append)
+        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=900)
+        Recorder(sample, writer, options, said.append, clock=lambda: steady[0]).run(
+            threading.Event()
+        )
+        raw = [
+            row[0]
+            for row in connection.execute("SELECT t FROM samples WHERE resolution_s = 0 ORDER BY t")
+        ]
+    finally:
+        connection.close()
+        backend.close()
+    assert raw == sorted(wall_times)  # every sample, at full resolution
+    assert len([text for text in said if "stepped forward" in text]) == 1
+    assert len([text for text in said if "stepped back" in text]) == 1

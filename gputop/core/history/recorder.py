@@ -82,6 +82,7 @@ class Recorder:
         previous_steady = 0.0
         last_flush: float | None = None
         last_retention: float | None = None
+        counted: float | None = None
         next_at = time.monotonic()
         try:
             while not stop.is_set():
@@ -90,6 +91,7 @@ class Recorder:
                 steady = self._clock()  # store seconds, never set back
                 if previous is not None:
                     self._notice_step(previous, now, steady - previous_steady)
+                counted = roll_up_time(counted, now, steady - previous_steady)
                 self._writer.add(snapshot, sample_duration(previous, now, options.interval_s))
                 previous, previous_steady = now, steady
                 taken += 1
@@ -97,7 +99,7 @@ class Recorder:
                     self._writer.flush()
                     last_flush = steady
                 if last_retention is None or steady - last_retention >= RETENTION_EVERY_S:
-                    self._apply_retention(now)
+                    self._apply_retention(counted)
                     last_retention = steady
                 if options.max_samples is not None and taken >= options.max_samples:
                     break
@@ -140,6 +142,17 @@ class Recorder:
             self._retention_failed = True
         else:
             self._retention_failed = False
+
+
+def roll_up_time(counted: float | None, now: float, steady_s: float) -> float:
+    """What is old is judged by the time the machine counted, never by a wall clock stepped
+    ahead: the wall clock's ``now``, but no later than the last such time plus the
+    ``steady_s`` that really passed since. A wall clock stepped forward two years would
+    otherwise have rolled up every sample and deleted them as a year old; one stepped back
+    is followed at once (it rolls up less, never more). docs/history.md."""
+    if counted is None:
+        return now
+    return min(now, counted + steady_s)
 
 
 def sample_duration(previous: float | None, now: float, interval_s: float) -> float:

@@ -22,8 +22,6 @@ CHECK_ATTEMPTS = 3
 """How often a store that reads as damaged is opened and checked again before anything is
 done about it: a read error is retried, never taken as proof (docs/sqlite.md)."""
 CHECK_PAUSE_S = 0.2
-MAX_SALVAGE_IDS = 1_000_000
-"""The most row ids tried one by one where a damaged table cannot be read in one pass."""
 
 
 def is_corruption(error: sqlite3.DatabaseError) -> bool:
@@ -143,36 +141,88 @@ def proven_damage(connect: Callable[[], sqlite3.Connection]) -> str | None:
 
 def readable_rows(
     connection: sqlite3.Connection, table: str, more_ids: Iterable[int] = ()
-) -> list[sqlite3.Row]:
-    """Every row of ``table`` (a rowid table) that a damaged store still returns.
+) -> list[dict[str, object]]:
+    """Every row of ``table`` (a rowid table) that a damaged store still returns, as
+    ``{column: value}`` in rowid order.
 
-    One pass where it reads whole; else the ids read before the damage, ``more_ids`` and
-    every id up to the highest known, each asked for alone (a lookup by rowid reaches the
-    pages that are still sound)."""
-    rows: list[sqlite3.Row] = []
+    Rows are read in runs, forward by rowid, each until the end or a damaged page. Past a
+    damaged page the next run starts at the first row a lookup reaches again, found by
+    doubling the step (a lookup by rowid goes down the tree to the pages still sound); the
+    rows between the damage and there are read backwards. So the time grows with the rows
+    and the damaged places (64 lookups at most each), never with how large the ids are.
+    ``more_ids`` (ids known from elsewhere: the job logs) are looked up alone as well."""
+    found: dict[int, dict[str, object]] = {}
+    position = _LOWEST_ROWID
+    while position is not None:
+        last, whole = _read_run(connection, table, found, position, forward=True)
+        if whole:
+            break
+        # the row that failed is the first after ``last`` (at or after ``position`` when
+        # none was read): the next run starts beyond it, so every run makes progress
+        position = _past_damage(connection, table, found, (position if last is None else last) + 1)
+    for rowid in sorted({int(value) for value in more_ids} - found.keys()):
+        if _LOWEST_ROWID <= rowid <= _HIGHEST_ROWID:
+            _read_run(connection, table, found, rowid, forward=True, limit=1, exact=True)
+    return [found[rowid] for rowid in sorted(found)]
+
+
+_LOWEST_ROWID = -(2**63)
+_HIGHEST_ROWID = 2**63 - 1
+
+
+def _read_run(
+    connection: sqlite3.Connection,
+    table: str,
+    found: dict[int, dict[str, object]],
+    start: int,
+    *,
+    forward: bool,
+    limit: int = -1,
+    exact: bool = False,
+) -> tuple[int | None, bool]:
+    """Rows from ``start`` on (backwards: from ``start`` down) into ``found``, until the
+    end, a row already found, or damage: (the last rowid read, whether it ended unharmed)."""
+    where = "=" if exact else (">=" if forward else "<=")
+    order = "" if forward else " DESC"
+    last = None
     try:
-        for row in connection.execute(f"SELECT * FROM {table} ORDER BY rowid"):
-            rows.append(row)
-        return rows
+        cursor = connection.execute(
+            f"SELECT rowid, * FROM {table} WHERE rowid {where} ? ORDER BY rowid{order} LIMIT ?",
+            (start, limit),
+        )
+        names = [column[0] for column in cursor.description[1:]]
+        for row in cursor:
+            rowid, *values = tuple(row)
+            if rowid in found:
+                break
+            found[rowid] = dict(zip(names, values, strict=True))
+            last = rowid
     except sqlite3.DatabaseError:
-        pass
-    ids = {int(row[0]) for row in rows} | {int(value) for value in more_ids}
-    with contextlib.suppress(sqlite3.DatabaseError):
-        for (rowid,) in connection.execute(f"SELECT rowid FROM {table}"):
-            ids.add(int(rowid))
-    highest = min(max(ids, default=0), MAX_SALVAGE_IDS)
-    kept: list[sqlite3.Row] = []
-    for rowid in range(1, highest + 1):
+        return last, False
+    return last, True
+
+
+def _past_damage(
+    connection: sqlite3.Connection, table: str, found: dict[int, dict[str, object]], start: int
+) -> int | None:
+    """The rowid where reading forward can go on after damage met at ``start`` (``None``:
+    nothing after it can be reached); the rows just before it are read backwards."""
+    step = 1
+    while start <= _HIGHEST_ROWID:
+        probe = min(start + step - 1, _HIGHEST_ROWID)
         try:
             row = connection.execute(
-                f"SELECT * FROM {table} WHERE rowid = ?",
-                (rowid,),
+                f"SELECT rowid FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (probe,)
             ).fetchone()
         except sqlite3.DatabaseError:
+            if probe == _HIGHEST_ROWID:
+                return None
+            step *= 2
             continue
-        if row is not None:
-            kept.append(row)
-    return kept
+        if probe > start:  # what lies between the damage and the probe, read backwards
+            _read_run(connection, table, found, probe - 1, forward=False)
+        return None if row is None else int(row[0])
+    return None
 
 
 def refuse_foreign_version(version: int, path: Path, store: str) -> str | None:

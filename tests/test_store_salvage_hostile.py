@@ -1,0 +1,172 @@
+"""What a damaged job store holds is kept, however hostile what it holds (docs/sqlite.md).
+
+Real stores on disk with real damage (one leaf page of a table overwritten, found through
+SQLite's ``dbstat``): the remembered commands of the launch dialog damaged mid-table, job
+ids far beyond the ids tried one by one, and the time salvage takes when a damaged page
+makes the highest id look absurd.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_salvage import REBUILT_NOTE
+from gputop.core.sqlite_files import readable_rows
+
+PAGE = 4096
+
+
+def _job(store: JobStore, n: int) -> int:
+    job = store.create_job(
+        name=f"job-{n}",
+        command=["python", f"train{n}.py"],
+        command_text=f"python train{n}.py",
+        uses_shell=False,
+        cwd="/",
+        physical_indices=[0],
+        uuids=["GPU-0"],
+        env={"PAD": f"{n:04d}" * 200},
+    )
+    store.mark_ended(job.id, exit_code=n % 3)
+    return job.id
+
+
+def _checkpoint(path: Path) -> None:
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+
+
+def _damage_leaf_of(path: Path, table: str) -> None:
+    """Overwrite the middle leaf page of ``table`` (not its first nor its last)."""
+    connection = sqlite3.connect(path)
+    pages = [
+        row[0]
+        for row in connection.execute(
+            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY path",
+            (table,),
+        )
+    ]
+    connection.close()
+    assert len(pages) >= 3, pages
+    page = pages[len(pages) // 2]
+    with open(path, "r+b") as handle:
+        handle.seek((page - 1) * PAGE)
+        handle.write(bytes(range(256)) * (PAGE // 256))
+
+
+def test_remembered_commands_damaged_mid_table_lose_no_job(tmp_path: Path) -> None:
+    """Before, the commands read before the damage were taken for row ids (``int`` of a
+    command's text): a ValueError after the store was moved aside, every job forgotten."""
+    state_dir = tmp_path / "state"
+    with JobStore.open(state_dir) as store:
+        ids = [_job(store, n) for n in range(20)]
+        for n in range(600):
+            store.add_history(f"python train.py --seed {n} " + "x" * 200)
+    path = state_dir / "jobs.sqlite3"
+    _checkpoint(path)
+    _damage_leaf_of(path, "history")
+
+    with JobStore.open(state_dir, repair=True) as store:
+        (notice,) = store.notices
+        jobs = store.list_jobs()
+        history = store.history(limit=1000)
+    assert "20 jobs read back from it" in notice, notice
+    assert [job.id for job in jobs] == ids and not [j for j in jobs if j.note == REBUILT_NOTE]
+    assert len(history) >= 600 - 20  # a 4 KiB page holds at most ~17 of these commands
+    assert list(state_dir.glob("jobs.sqlite3.corrupt-*"))
+
+
+def test_ids_beyond_those_tried_one_by_one_are_kept(tmp_path: Path) -> None:
+    """A job whose id is beyond MAX_SALVAGE_IDS (or not positive) and that SQLite still
+    returns is kept as it was, not rebuilt from its log as '(not known)'."""
+    state_dir = tmp_path / "state"
+    with JobStore.open(state_dir) as store:
+        ids = [_job(store, n) for n in range(200)]
+        connection = store._conn
+        connection.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'jobs'", (2**62,))
+        far = _job(store, 1000)
+        connection.execute(
+            "INSERT INTO jobs SELECT -7, name, command, command_text, uses_shell, cwd, "
+            "physical_indices, uuids, env, mode, state, log_path, created_at, started_at, "
+            "ended_at, pid, pid_start_time, supervisor_pid, supervisor_start_time, exit_code, "
+            "signal, note, host, grace_s, wait_for_free, wait_count, wait_min_free_mib, "
+            "wait_max_util_percent, stop_requested, boot_id, session_id, "
+            "supervisor_session_id, token, slurm_job_id, usage FROM jobs WHERE id = 1"
+        )
+    assert far == 2**62 + 1
+    path = state_dir / "jobs.sqlite3"
+    _checkpoint(path)
+    _damage_leaf_of(path, "jobs")
+
+    with JobStore.open(state_dir, repair=True) as store:
+        jobs = {job.id: job for job in store.list_jobs()}
+    assert jobs[far].name == "job-1000" and jobs[far].note != REBUILT_NOTE
+    assert jobs[-7].name == "job-0"
+    assert len([i for i in ids if i in jobs]) >= 200 - 10
+
+
+def test_salvage_time_is_bounded_when_ids_look_absurd(tmp_path: Path) -> None:
+    """Rows 1 to 49, then 2**62, and a table that cannot be read in one pass: before,
+    every id up to a million was looked up one by one (under the open lock that every
+    other gputop waits on), and the row at 2**62 was never reached."""
+    connection = sqlite3.connect(tmp_path / "s.sqlite3")
+    connection.row_factory = sqlite3.Row
+    connection.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT)")
+    connection.executemany("INSERT INTO t VALUES (?, ?)", [(n, "x" * 10) for n in range(1, 50)])
+    connection.execute("INSERT INTO t VALUES (?, 'far')", (2**62,))
+    connection.commit()
+    started = time.monotonic()
+    rows = readable_rows(_FailingAt(connection, 20), "t")  # type: ignore[arg-type]
+    took = time.monotonic() - started
+    assert [row["id"] for row in rows] == [*range(1, 20), *range(21, 50), 2**62]
+    assert rows[-1]["x"] == "far"
+    assert took < 1.0, f"{took:.1f} s"
+
+
+class _FailingAt:
+    """A connection whose row ``bad`` cannot be read, as on a damaged page: a read that
+    reaches it fails; a lookup of another row works."""
+
+    def __init__(self, connection: sqlite3.Connection, bad: int) -> None:
+        self._connection = connection
+        self._bad = bad
+
+    def execute(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        cursor = self._connection.execute(sql, params)
+        return _Cursor(cursor, self._bad)
+
+
+class _Cursor:
+    def __init__(self, cursor: sqlite3.Cursor, bad: int) -> None:
+        self._cursor = cursor
+        self._bad = bad
+        self.description = cursor.description
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for row in self._cursor:
+            if row[0] == self._bad:
+                raise sqlite3.DatabaseError("database disk image is malformed")
+            yield row
+
+    def fetchone(self):  # type: ignore[no-untyped-def]
+        return next(iter(self), None)
+
+
+@pytest.mark.parametrize("name", ["99999999999999999999.log", "9223372036854775807.log", "².log"])
+def test_a_stray_log_name_never_stops_a_store_being_created(tmp_path: Path, name: str) -> None:
+    """New ids continue after the logs' ids, as far as an id can go: before, a log named
+    with 20 digits ended in an OverflowError (a traceback), one named 2**63-1 made every
+    launch fail as 'database or disk is full', and '².log' in a ValueError."""
+    state_dir = tmp_path / "state"
+    (state_dir / "logs").mkdir(parents=True, mode=0o700)
+    state_dir.chmod(0o700)
+    (state_dir / "logs" / name).touch()
+    with JobStore.open(state_dir, repair=True) as store:
+        assert _job(store, 1) >= 1
+        assert store.faults.fault is None

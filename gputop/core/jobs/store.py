@@ -121,6 +121,8 @@ class JobStore:
             if other is not None and other._pid == store._pid and other._users > 0:
                 other._users += 1  # another thread opened it meanwhile: one is enough
                 store._close_connection()
+                with other._lock:  # what this opening learnt (a store moved aside) is said
+                    other.notices.extend(store.notices)
                 return other
             _OPEN[directory] = store
         return store

@@ -134,3 +134,32 @@ def test_a_reader_holding_a_transaction_cannot_grow_the_wal_past_its_bound(
     assert written_after <= CAP_MB * 1024 * 1024 + SLACK
     assert recorder.returncode in (0, 1), said  # 1: samples dropped beyond the bound, said
     assert "Traceback" not in said
+
+
+@pytest.mark.parametrize("value", ["0", "65537", "-5", "1.5", "64MB", "nan", "١٢"])
+def test_an_absurd_wal_bound_is_refused_exit_2(tmp_path: Path, value: str) -> None:
+    """A bound the recorder cannot keep is a usage error, never quietly 64 MiB."""
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop", "record", "--fake", "v100x4", "--count", "1"],
+        env={
+            **os.environ,
+            "GPUTOP_STATE_DIR": str(tmp_path / "state"),
+            "GPUTOP_HISTORY_MAX_WAL_MB": value,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "GPUTOP_HISTORY_MAX_WAL_MB" in result.stderr and "1 to 65536" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "state" / "history.sqlite3").exists()
+
+
+def test_a_wal_bound_in_range_is_taken(tmp_path: Path) -> None:
+    from gputop.core.history.wal_bound import max_wal_bytes
+
+    assert max_wal_bytes({"GPUTOP_HISTORY_MAX_WAL_MB": " 12 "}) == 12 * 1024 * 1024
+    assert max_wal_bytes({"GPUTOP_HISTORY_MAX_WAL_MB": ""}) == 64 * 1024 * 1024
+    assert max_wal_bytes({}) == 64 * 1024 * 1024

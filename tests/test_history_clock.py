@@ -150,3 +150,39 @@ def test_a_clock_stepped_forward_two_years_rolls_up_and_deletes_nothing(tmp_path
     assert raw == sorted(wall_times)  # every sample, at full resolution
     assert len([text for text in said if "stepped forward" in text]) == 1
     assert len([text for text in said if "stepped back" in text]) == 1
+
+
+def test_a_clock_stepping_at_every_sample_is_kept_but_not_said_every_time(
+    tmp_path: Path,
+) -> None:
+    """A broken clock flipping a day back and forth at every sample: every sample and every
+    step stored, but stderr is not flooded (a line every 5 s, day and night, before)."""
+    store = tmp_path / "h.sqlite3"
+    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
+    base = backend.sample()
+    said: list[str] = []
+    steady = [0.0]
+    wall_times: list[float] = []
+
+    def sample() -> Snapshot:
+        n = len(wall_times)
+        steady[0] += INTERVAL_S
+        wall_times.append(START + n * INTERVAL_S - (DAY if n % 2 else 0.0))
+        return dataclasses.replace(base, timestamp=wall_times[-1])
+
+    connection = open_for_recording(store, [])
+    try:
+        writer = HistoryWriter(connection, store, said.append)
+        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=200)
+        Recorder(sample, writer, options, said.append, clock=lambda: steady[0]).run(
+            threading.Event()
+        )
+        stored = [row[0] for row in connection.execute("SELECT t FROM samples ORDER BY id")]
+        steps = connection.execute("SELECT COUNT(*) FROM clock_steps").fetchone()[0]
+    finally:
+        connection.close()
+        backend.close()
+    assert stored == wall_times and steps == 199
+    stepped = [text for text in said if "stepped" in text]
+    assert 1 <= len(stepped) <= 11, len(stepped)
+    assert "not said" in stepped[-1] and "clock_steps" in stepped[-1]

@@ -34,6 +34,8 @@ RETENTION_EVERY_S = 600.0
 MIN_STEP_S = 60.0
 """The least difference between the wall clock's advance and the monotonic clock's that is
 taken for a step of the wall clock (smaller ones are a busy machine's jitter)."""
+MAX_STEPS_SAID = 10
+"""Steps said on stderr in one run; a clock that keeps stepping has the rest kept only."""
 
 
 def steady_clock() -> float:
@@ -72,6 +74,7 @@ class Recorder:
         """Store seconds on a clock no one can set (real seconds times ``speed``; a test's
         simulated clock)."""
         self._retention_failed = False
+        self._steps = 0
 
     def run(self, stop: threading.Event) -> int:
         """Record until ``stop`` is set (or ``max_samples``); returns the samples taken."""
@@ -119,12 +122,21 @@ class Recorder:
         step = (now - previous) - steady_s
         if abs(step) < max(MIN_STEP_S, 3 * self._options.interval_s):
             return
+        self._writer.add_clock_step(now, step)
+        self._steps += 1
+        if self._steps > MAX_STEPS_SAID:
+            return  # a clock that keeps stepping: kept in the store, not said every time
         way = "back" if step < 0 else "forward"
+        more = (
+            f" It stepped {MAX_STEPS_SAID} times: further steps are kept in the store "
+            "(clock_steps) but not said."
+            if self._steps == MAX_STEPS_SAID
+            else ""
+        )
         self._report(
             f"the clock stepped {way} by {duration(abs(step))} (between two samples); every "
-            "sample is kept, each with the time the clock gave it (docs/history.md)."
+            f"sample is kept, each with the time the clock gave it (docs/history.md).{more}"
         )
-        self._writer.add_clock_step(now, step)
 
     def _apply_retention(self, now: float) -> None:
         connection = self._writer.connection

@@ -8,7 +8,10 @@ makes the highest id look absurd.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -170,3 +173,55 @@ def test_a_stray_log_name_never_stops_a_store_being_created(tmp_path: Path, name
     with JobStore.open(state_dir, repair=True) as store:
         assert _job(store, 1) >= 1
         assert store.faults.fault is None
+
+
+def test_rows_that_make_no_job_are_left_out_and_the_rest_kept(tmp_path: Path) -> None:
+    """Rows SQLite still returns but whose values make no job (a command nested 100,000
+    deep, a state no gputop writes, a blob for a name) are left out, one by one: before,
+    the nesting raised a RecursionError after the store was moved aside, and every job was
+    forgotten."""
+    state_dir = tmp_path / "state"
+    with JobStore.open(state_dir) as store:
+        ids = [_job(store, n) for n in range(200)]
+        connection = store._conn
+        connection.execute(
+            "UPDATE jobs SET command = ? WHERE id = 3", ("[" * 100_000 + "]" * 100_000,)
+        )
+        connection.execute("UPDATE jobs SET state = 'bogus' WHERE id = 4")
+        connection.execute("UPDATE jobs SET usage = ? WHERE id = 5", (b"\xff\x00",))
+    path = state_dir / "jobs.sqlite3"
+    _checkpoint(path)
+    _damage_leaf_of(path, "jobs")
+
+    with JobStore.open(state_dir, repair=True) as store:
+        (notice,) = store.notices
+        jobs = {job.id: job for job in store.list_jobs()}
+    assert "moved aside" in notice
+    assert jobs[3].note == REBUILT_NOTE and jobs[4].note == REBUILT_NOTE  # from their logs
+    assert len([i for i in ids if i in jobs and jobs[i].note != REBUILT_NOTE]) >= 200 - 12
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("command", "[" * 100_000 + "]" * 100_000), ("state", "bogus\x1b[2J"), ("env", "{")],
+    ids=["nested", "state", "env"],
+)
+def test_a_row_changed_by_hand_is_named_never_an_internal_error(
+    tmp_path: Path, column: str, value: str
+) -> None:
+    state_dir = tmp_path / "state"
+    with JobStore.open(state_dir) as store:
+        _job(store, 1)
+        store._conn.execute(f"UPDATE jobs SET {column} = ? WHERE id = 1", (value,))
+    for argv in (["jobs"], ["jobs", "--json"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "gputop", *argv],
+            env={**os.environ, "GPUTOP_STATE_DIR": str(state_dir)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 1, result.stderr
+        assert "holds a row for job 1 that no gputop wrote" in result.stderr
+        assert "internal error" not in result.stderr and "\x1b" not in result.stderr

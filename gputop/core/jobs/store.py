@@ -40,6 +40,7 @@ from gputop.core.jobs.store_rows import job_columns, row_to_job
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.process_control import current_boot_id
+from gputop.core.safe_text import clean
 from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption
 from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
@@ -569,7 +570,18 @@ class JobStore:
             conn.execute(sql, params)
 
     def _select(self, sql: str, params: tuple[Any, ...] = ()) -> list[Job]:
-        return [row_to_job(row) for row in self._rows(sql, params)]
+        jobs = []
+        for row in self._rows(sql, params):
+            try:
+                jobs.append(row_to_job(row))
+            except Exception as error:
+                raise StoreError(
+                    f"The job store {self.db_path} holds a row for job {row['id']} that no "
+                    f"gputop wrote ({type(error).__name__}: {clean(str(error))[:200]}). It "
+                    "was left as it is: someone changed it by hand; remove that row, or set "
+                    "GPUTOP_STATE_DIR to use another store."
+                ) from None
+        return jobs
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """Run a query; where reading needs a write SQLite cannot make (its ``-shm`` file

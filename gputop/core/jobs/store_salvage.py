@@ -119,7 +119,7 @@ def _insert_jobs(
             )
             again = connection.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone()
             row_to_job(again)
-        except (sqlite3.Error, ValueError, TypeError, KeyError):
+        except Exception:
             connection.execute("ROLLBACK TO carry")
             connection.execute("RELEASE carry")
             continue

@@ -162,3 +162,39 @@ def test_the_lab_agent_closes_a_store_it_gives_up(
     (again,) = store_module._OPEN.values()
     assert again is not store
     again.close()
+
+
+def test_a_launch_beside_a_reader_repairs_a_store_proven_damaged(tmp_path: Path) -> None:
+    """The dashboard's sampler holds the shared store when it turns out damaged: a launch
+    (a command that records jobs) proves the damage and moves it aside as a launch from a
+    CLI does, keeping the jobs; before, every launch from the dashboard failed with
+    'database disk image is malformed' until a gputop run elsewhere repaired the store."""
+    from test_store_damage import _damage_a_middle_page, _fill
+
+    from gputop.core.jobs.store import StoreError
+
+    state_dir = tmp_path / "state"
+    _fill(state_dir)
+    sampler = JobStore.open(state_dir)
+    sampler.list_jobs()
+    _damage_a_middle_page(state_dir / "jobs.sqlite3")
+    other = sqlite3.connect(state_dir / "jobs.sqlite3")  # another process's write: the
+    other.execute("INSERT INTO history VALUES ('echo other', 9999, 0)")  # cache is stale
+    other.commit()
+    other.close()
+    try:
+        with pytest.raises(StoreError, match="malformed"):
+            sampler.list_jobs()
+        launcher = JobStore.open(state_dir, repair=True)
+        assert launcher is sampler
+        try:
+            new = _create(launcher, "after the damage")
+            (notice,) = [text for text in launcher.take_notices() if "moved aside" in text]
+            assert "jobs read back from it" in notice
+        finally:
+            launcher.close()
+        jobs = sampler.list_jobs()
+        assert new == 301 and len(jobs) >= 290 and jobs[-1].name == "after the damage"
+    finally:
+        sampler.close()
+    assert list(state_dir.glob("jobs.sqlite3.corrupt-*"))

@@ -102,6 +102,9 @@ class JobStore:
         self._notices_taken = 0
         self._users = 1
         self._pid = os.getpid()
+        self._damaged = False
+        """A read or write found the store damaged, and no new connection read it since:
+        the next opening that may repair (a launch) checks it under the open lock."""
 
     @classmethod
     def open(cls, state_dir: Path | str | None = None, *, repair: bool = False) -> JobStore:
@@ -115,6 +118,12 @@ class JobStore:
         directory = directory.expanduser().absolute()
         shared = cls._share(directory)
         if shared is not None:
+            if repair and shared._damaged:  # a command that records jobs proves it
+                try:
+                    shared._repair()
+                except BaseException:
+                    shared.close()
+                    raise
             return shared
         store = cls._open_new(directory, repair)
         with _OPEN_LOCK:
@@ -616,6 +625,23 @@ class JobStore:
             self._conn.close()
         self._conn = connection
         self._file = store_identity(self.state_dir)
+        self._damaged = False
+
+    def _repair(self) -> None:
+        """What ``open_connection`` does for a command that records jobs: the store
+        checked under the open lock, moved aside only where the check proves it damaged,
+        what it holds carried over (docs/sqlite.md); every user of this store then uses the
+        new connection."""
+        with self._lock:
+            if not self._damaged:
+                return
+            connection = open_connection(self.state_dir, self.notices, repair=True)
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = connection
+            self._file = store_identity(self.state_dir)
+            self._read_only = False
+            self._damaged = False
 
     def _became_read_only(self, fault: WriteFault) -> None:
         self._read_only = True
@@ -668,6 +694,7 @@ class JobStore:
                 yield
             except sqlite3.Error as error:
                 if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+                    self._damaged = True
                     raise _ReadsAsDamaged(
                         f"Cannot read the job store {self.db_path}: {error}. It was left as "
                         "it is: a store is moved aside only once an integrity check under "
@@ -718,4 +745,6 @@ class JobStore:
         fault = write_fault_of(error, self.state_dir)
         if fault is not None:
             self.faults.failed(fault)
+        if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+            self._damaged = True
         return StoreError(f"Cannot write the job store {self.db_path}: {error}.", fault)

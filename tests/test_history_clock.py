@@ -186,3 +186,39 @@ def test_a_clock_stepping_at_every_sample_is_kept_but_not_said_every_time(
     stepped = [text for text in said if "stepped" in text]
     assert 1 <= len(stepped) <= 11, len(stepped)
     assert "not said" in stepped[-1] and "clock_steps" in stepped[-1]
+
+
+def test_a_recorder_started_on_a_clock_years_ahead_deletes_nothing(tmp_path: Path) -> None:
+    """A machine booted with its clock two years ahead starts the recorder before NTP sets
+    it right: the first roll-up waits ten minutes on the clock nobody can set, so the
+    stored history is judged by the corrected clock (before: the first sample's roll-up
+    deleted every sample stored before as a year old)."""
+    store = tmp_path / "h.sqlite3"
+    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
+    base = backend.sample()
+    steady = [0.0]
+    wall_times: list[float] = []
+    ahead_until = [0]
+
+    def sample() -> Snapshot:
+        n = len(wall_times)
+        steady[0] += INTERVAL_S
+        ahead = 2 * 365 * DAY if n < ahead_until[0] else 0.0
+        wall_times.append(START + n * INTERVAL_S + ahead)
+        return dataclasses.replace(base, timestamp=wall_times[-1])
+
+    connection = open_for_recording(store, [])
+    try:
+        for samples, ahead in ((100, 0), (200, 100 + 25)):  # two runs of the recorder
+            ahead_until[0] = ahead
+            writer = HistoryWriter(connection, store, print)
+            options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=samples)
+            Recorder(sample, writer, options, print, clock=lambda: steady[0]).run(threading.Event())
+        raw = [
+            row[0]
+            for row in connection.execute("SELECT t FROM samples WHERE resolution_s = 0 ORDER BY t")
+        ]
+    finally:
+        connection.close()
+        backend.close()
+    assert raw == sorted(wall_times)

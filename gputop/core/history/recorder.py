@@ -101,7 +101,9 @@ class Recorder:
                 if last_flush is None or steady - last_flush >= options.batch_s:
                     self._writer.flush()
                     last_flush = steady
-                if last_retention is None or steady - last_retention >= RETENTION_EVERY_S:
+                if last_retention is None:  # the first roll-up waits: a machine may start
+                    last_retention = steady  # with its clock wrong until NTP sets it
+                elif steady - last_retention >= RETENTION_EVERY_S:
                     self._apply_retention(counted)
                     last_retention = steady
                 if options.max_samples is not None and taken >= options.max_samples:

@@ -79,9 +79,9 @@ class WalBound:
             self._say(
                 f"Not writing to the history store {self._path} for now: its -wal reached "
                 f"{_mb(self.size())}, its bound of {_mb(self.max_bytes)} ({MAX_WAL_ENV}), "
-                "because a reader holds a read transaction open and no checkpoint can pass "
-                "it. gputop keeps sampling and keeps the samples in memory until the reader "
-                "lets go (docs/history.md, 'A shared store')."
+                "because a reader holds it (a read transaction or a lock left open) and no "
+                "checkpoint can pass it. gputop keeps sampling and keeps the samples in "
+                "memory until the reader lets go (docs/history.md, 'A shared store')."
             )
         return False
 

@@ -146,28 +146,69 @@ def readable_rows(
     ``{column: value}`` in rowid order.
 
     Rows are read in runs, forward by rowid, each until the end or a damaged page. Past a
-    damaged page the next run starts at the first row a lookup reaches again, found by
-    doubling the step (a lookup by rowid goes down the tree to the pages still sound); the
-    rows between the damage and there are read backwards. So the time grows with the rows
-    and the damaged places (64 lookups at most each), never with how large the ids are.
-    ``more_ids`` (ids known from elsewhere: the job logs) are looked up alone as well."""
+    damaged page the next run starts at the first row a lookup reaches again (a lookup by
+    rowid goes down the tree to the pages still sound): the next LINEAR_PROBES ids one by
+    one, then doubling the step; the ids a doubled step skipped are read backwards, and
+    what lies below where that stops is searched the same way. So the time grows with the
+    rows and the damaged places (at most LINEAR_PROBES and 64 lookups each), never with how
+    large the ids are. ``more_ids`` (ids
+    known from elsewhere: the job logs) are looked up alone as well."""
     found: dict[int, dict[str, object]] = {}
-    position = _LOWEST_ROWID
-    while position is not None:
-        last, whole = _read_run(connection, table, found, position, forward=True)
-        if whole:
-            break
-        # the row that failed is the first after ``last`` (at or after ``position`` when
-        # none was read): the next run starts beyond it, so every run makes progress
-        position = _past_damage(connection, table, found, (position if last is None else last) + 1)
+    _read_between(connection, table, found, _LOWEST_ROWID, _HIGHEST_ROWID)
     for rowid in sorted({int(value) for value in more_ids} - found.keys()):
         if _LOWEST_ROWID <= rowid <= _HIGHEST_ROWID:
-            _read_run(connection, table, found, rowid, forward=True, limit=1, exact=True)
+            _read_run(connection, table, found, rowid, rowid, forward=True)
     return [found[rowid] for rowid in sorted(found)]
 
 
 _LOWEST_ROWID = -(2**63)
 _HIGHEST_ROWID = 2**63 - 1
+LINEAR_PROBES = 4096
+"""Ids looked up one by one past a damaged page before the step doubles: job ids follow one
+another, so a sound page among damaged ones is found; far ones are reached by doubling."""
+
+
+def _read_between(
+    connection: sqlite3.Connection,
+    table: str,
+    found: dict[int, dict[str, object]],
+    low: int,
+    high: int,
+) -> None:
+    """Every row with ``low <= rowid <= high`` that can still be read, into ``found``."""
+    while low <= high:
+        last, whole = _read_run(connection, table, found, low, high, forward=True)
+        if whole:
+            return
+        # the row that failed is the first after ``last`` (at or after ``low`` when none
+        # was read): go on beyond it, so that every run makes progress
+        start = (low if last is None else last) + 1
+        if start > high:
+            return
+        probe, previous = start, start - 1
+        while True:
+            try:
+                row = connection.execute(
+                    f"SELECT rowid FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1",
+                    (probe,),
+                ).fetchone()
+            except sqlite3.DatabaseError:
+                if probe >= high:
+                    return
+                gap = probe - start
+                previous, probe = probe, min(probe + (1 if gap < LINEAR_PROBES else gap), high)
+                continue
+            break
+        if probe > previous + 1:  # ids skipped between the last failed probe and this one:
+            lowest, whole = _read_run(  # read backwards, and what lies below, once more
+                connection, table, found, probe - 1, previous + 1, forward=False
+            )
+            if not whole:
+                below = probe if lowest is None else lowest
+                _read_between(connection, table, found, previous + 1, below - 2)
+        if row is None or int(row[0]) > high:
+            return
+        low = int(row[0])
 
 
 def _read_run(
@@ -175,20 +216,20 @@ def _read_run(
     table: str,
     found: dict[int, dict[str, object]],
     start: int,
+    end: int,
     *,
     forward: bool,
-    limit: int = -1,
-    exact: bool = False,
 ) -> tuple[int | None, bool]:
-    """Rows from ``start`` on (backwards: from ``start`` down) into ``found``, until the
-    end, a row already found, or damage: (the last rowid read, whether it ended unharmed)."""
-    where = "=" if exact else (">=" if forward else "<=")
-    order = "" if forward else " DESC"
+    """Rows from ``start`` to ``end`` (backwards: from ``start`` down to ``end``) into
+    ``found``, until ``end``, a row already found, or damage: (the last rowid read,
+    whether it ended unharmed)."""
+    low, high = (start, end) if forward else (end, start)
     last = None
     try:
         cursor = connection.execute(
-            f"SELECT rowid, * FROM {table} WHERE rowid {where} ? ORDER BY rowid{order} LIMIT ?",
-            (start, limit),
+            f"SELECT rowid, * FROM {table} WHERE rowid BETWEEN ? AND ? "
+            f"ORDER BY rowid{'' if forward else ' DESC'}",
+            (low, high),
         )
         names = [column[0] for column in cursor.description[1:]]
         for row in cursor:
@@ -200,29 +241,6 @@ def _read_run(
     except sqlite3.DatabaseError:
         return last, False
     return last, True
-
-
-def _past_damage(
-    connection: sqlite3.Connection, table: str, found: dict[int, dict[str, object]], start: int
-) -> int | None:
-    """The rowid where reading forward can go on after damage met at ``start`` (``None``:
-    nothing after it can be reached); the rows just before it are read backwards."""
-    step = 1
-    while start <= _HIGHEST_ROWID:
-        probe = min(start + step - 1, _HIGHEST_ROWID)
-        try:
-            row = connection.execute(
-                f"SELECT rowid FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (probe,)
-            ).fetchone()
-        except sqlite3.DatabaseError:
-            if probe == _HIGHEST_ROWID:
-                return None
-            step *= 2
-            continue
-        if probe > start:  # what lies between the damage and the probe, read backwards
-            _read_run(connection, table, found, probe - 1, forward=False)
-        return None if row is None else int(row[0])
-    return None
 
 
 def refuse_foreign_version(version: int, path: Path, store: str) -> str | None:

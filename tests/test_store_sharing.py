@@ -146,7 +146,7 @@ def test_the_lab_agent_closes_a_store_it_gives_up(
     JobStore.open(state_dir).close()
     read = read_jobs_from_store()
     assert read() == ([], None)
-    (store,) = store_module._OPEN.values()
+    store = store_module._OPEN[state_dir.absolute()]
     failures = iter([True])
 
     def list_jobs_once_failing() -> list:  # type: ignore[type-arg]
@@ -159,7 +159,7 @@ def test_the_lab_agent_closes_a_store_it_gives_up(
     assert jobs is None and problem is not None
     assert store._users == 0 and store.state_dir.absolute() not in store_module._OPEN
     assert read() == ([], None)
-    (again,) = store_module._OPEN.values()
+    again = store_module._OPEN[state_dir.absolute()]
     assert again is not store
     again.close()
 

@@ -198,3 +198,51 @@ def test_a_launch_beside_a_reader_repairs_a_store_proven_damaged(tmp_path: Path)
     finally:
         sampler.close()
     assert list(state_dir.glob("jobs.sqlite3.corrupt-*"))
+
+
+def test_a_forked_child_opens_its_own_store(tmp_path: Path) -> None:
+    """A child forked while another thread was opening the store (holding the registry's
+    lock) opens a store of its own: the parent's connection is never used across the
+    fork, and the child does not wait for ever on a lock whose holder it did not inherit."""
+    import multiprocessing
+
+    state_dir = tmp_path / "state"
+    parent = JobStore.open(state_dir)
+    _create(parent, "before the fork")
+    holding = threading.Event()
+    release = threading.Event()
+
+    def hold_the_registry() -> None:
+        with store_module._OPEN_LOCK:
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold_the_registry)
+    holder.start()
+    holding.wait(10)
+    try:
+        context = multiprocessing.get_context("fork")
+        results = context.Queue()
+        child = context.Process(target=_child_reads, args=(state_dir, id(parent), results))
+        child.start()
+        child.join(30)
+        alive = child.is_alive()
+        if alive:
+            child.kill()
+            child.join()
+    finally:
+        release.set()
+        holder.join()
+    assert not alive, "the child waited for ever on the parent's registry lock"
+    assert results.get(timeout=5) == (False, 1)
+    assert len(parent.list_jobs()) == 2  # the child's job, seen by the parent
+    parent.close()
+
+
+def _child_reads(state_dir: Path, parent_store: int, results: object) -> None:
+    store = JobStore.open(state_dir)
+    try:
+        _create(store, "in the child")
+        results.put((id(store) == parent_store, store._users))  # type: ignore[attr-defined]
+    finally:
+        store.close()

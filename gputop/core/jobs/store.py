@@ -79,6 +79,17 @@ directory shares it (docs/sqlite.md: one connection per store per process)."""
 _OPEN_LOCK = threading.Lock()
 
 
+def _forget_open_stores() -> None:
+    """In a forked child: the parent's stores are not its own (a SQLite connection must not
+    cross a fork), and the registry's lock may have been held by a thread it did not get."""
+    global _OPEN_LOCK
+    _OPEN_LOCK = threading.Lock()
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_forget_open_stores)
+
+
 class JobStore:
     """Read and record jobs. Safe to share between threads; one per process and state
     directory (``open`` hands out the same one; it closes when its last user closes it)."""

@@ -154,9 +154,12 @@ def readable_rows(
     large the ids are. ``more_ids`` (ids
     known from elsewhere: the job logs) are looked up alone as well."""
     found: dict[int, dict[str, object]] = {}
-    _read_between(connection, table, found, _LOWEST_ROWID, _HIGHEST_ROWID)
+    read: list[tuple[int, int]] = []
+    _read_between(connection, table, found, _LOWEST_ROWID, _HIGHEST_ROWID, read)
     for rowid in sorted({int(value) for value in more_ids} - found.keys()):
-        if _LOWEST_ROWID <= rowid <= _HIGHEST_ROWID:
+        if _LOWEST_ROWID <= rowid <= _HIGHEST_ROWID and not any(
+            low <= rowid <= high for low, high in read
+        ):
             _read_run(connection, table, found, rowid, rowid, forward=True)
     return [found[rowid] for rowid in sorted(found)]
 
@@ -174,11 +177,14 @@ def _read_between(
     found: dict[int, dict[str, object]],
     low: int,
     high: int,
+    read: list[tuple[int, int]],
 ) -> None:
-    """Every row with ``low <= rowid <= high`` that can still be read, into ``found``."""
+    """Every row with ``low <= rowid <= high`` that can still be read, into ``found``;
+    the ranges read whole, with no damage, are added to ``read``."""
     while low <= high:
         last, whole = _read_run(connection, table, found, low, high, forward=True)
         if whole:
+            read.append((low, high))
             return
         # the row that failed is the first after ``last`` (at or after ``low`` when none
         # was read): go on beyond it, so that every run makes progress
@@ -203,9 +209,11 @@ def _read_between(
             lowest, whole = _read_run(  # read backwards, and what lies below, once more
                 connection, table, found, probe - 1, previous + 1, forward=False
             )
-            if not whole:
+            if whole:
+                read.append((previous + 1, probe - 1))
+            else:
                 below = probe if lowest is None else lowest
-                _read_between(connection, table, found, previous + 1, below - 2)
+                _read_between(connection, table, found, previous + 1, below - 2, read)
         if row is None or int(row[0]) > high:
             return
         low = int(row[0])
@@ -221,8 +229,7 @@ def _read_run(
     forward: bool,
 ) -> tuple[int | None, bool]:
     """Rows from ``start`` to ``end`` (backwards: from ``start`` down to ``end``) into
-    ``found``, until ``end``, a row already found, or damage: (the last rowid read,
-    whether it ended unharmed)."""
+    ``found``, until ``end`` or damage: (the last rowid read, whether it ended unharmed)."""
     low, high = (start, end) if forward else (end, start)
     last = None
     try:
@@ -234,8 +241,6 @@ def _read_run(
         names = [column[0] for column in cursor.description[1:]]
         for row in cursor:
             rowid, *values = tuple(row)
-            if rowid in found:
-                break
             found[rowid] = dict(zip(names, values, strict=True))
             last = rowid
     except sqlite3.DatabaseError:

@@ -138,6 +138,7 @@ def _rebuild_from_logs(
         return 0
     ends = read_pending_ends(state_dir)
     host = socket.gethostname()
+    rows = []
     for job_id in missing:
         log_path = logs_dir / f"{job_id}.log"
         try:
@@ -145,11 +146,7 @@ def _rebuild_from_logs(
         except OSError:
             created = 0.0
         end = ends.get(job_id)
-        connection.execute(
-            "INSERT OR IGNORE INTO jobs (id, name, command, command_text, uses_shell, cwd, "
-            "physical_indices, uuids, env, mode, state, log_path, created_at, ended_at, "
-            "exit_code, signal, note, host, grace_s, wait_for_free) "
-            "VALUES (?, ?, '[]', ?, 0, '', '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+        rows.append(
             (
                 job_id,
                 f"job {job_id}",
@@ -164,8 +161,15 @@ def _rebuild_from_logs(
                 REBUILT_NOTE,
                 host,
                 DEFAULT_GRACE_S,
-            ),
+            )
         )
+    connection.executemany(  # at once: a user of years may have 100,000 logs
+        "INSERT OR IGNORE INTO jobs (id, name, command, command_text, uses_shell, cwd, "
+        "physical_indices, uuids, env, mode, state, log_path, created_at, ended_at, "
+        "exit_code, signal, note, host, grace_s, wait_for_free) "
+        "VALUES (?, ?, '[]', ?, 0, '', '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+        rows,
+    )
     return len(missing)
 
 

@@ -111,3 +111,113 @@ def test_a_store_of_version_1_is_migrated_keeping_its_samples(tmp_path: Path) ->
         assert again.execute("SELECT COUNT(*) FROM clock_steps").fetchone()[0] == 0
     finally:
         again.close()
+
+
+def test_a_clock_stepped_forward_two_years_rolls_up_and_deletes_nothing(tmp_path: Path) -> None:
+    """Roll-ups are due by the time the machine really counted, never by a wall clock stepped
+    forward (a restored VM, a bad RTC): before, a step forward of two years, ten minutes
+    long, rolled every raw sample into hours and then deleted them all as a year old."""
+    store = tmp_path / "h.sqlite3"
+    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
+    base = backend.sample()
+    said: list[str] = []
+    steady = [0.0]
+    wall_times: list[float] = []
+    ahead_from, ahead_to = 300, 600  # 25 minutes on a clock two years ahead
+
+    def sample() -> Snapshot:
+        n = len(wall_times)
+        steady[0] += INTERVAL_S
+        wall = START + n * INTERVAL_S + (2 * 365 * DAY if ahead_from <= n < ahead_to else 0.0)
+        wall_times.append(wall)
+        return dataclasses.replace(base, timestamp=wall)
+
+    connection = open_for_recording(store, [])
+    try:
+        writer = HistoryWriter(connection, store, said.append)
+        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=900)
+        Recorder(sample, writer, options, said.append, clock=lambda: steady[0]).run(
+            threading.Event()
+        )
+        raw = [
+            row[0]
+            for row in connection.execute("SELECT t FROM samples WHERE resolution_s = 0 ORDER BY t")
+        ]
+    finally:
+        connection.close()
+        backend.close()
+    assert raw == sorted(wall_times)  # every sample, at full resolution
+    assert len([text for text in said if "stepped forward" in text]) == 1
+    assert len([text for text in said if "stepped back" in text]) == 1
+
+
+def test_a_clock_stepping_at_every_sample_is_kept_but_not_said_every_time(
+    tmp_path: Path,
+) -> None:
+    """A broken clock flipping a day back and forth at every sample: every sample and every
+    step stored, but stderr is not flooded (a line every 5 s, day and night, before)."""
+    store = tmp_path / "h.sqlite3"
+    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
+    base = backend.sample()
+    said: list[str] = []
+    steady = [0.0]
+    wall_times: list[float] = []
+
+    def sample() -> Snapshot:
+        n = len(wall_times)
+        steady[0] += INTERVAL_S
+        wall_times.append(START + n * INTERVAL_S - (DAY if n % 2 else 0.0))
+        return dataclasses.replace(base, timestamp=wall_times[-1])
+
+    connection = open_for_recording(store, [])
+    try:
+        writer = HistoryWriter(connection, store, said.append)
+        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=200)
+        Recorder(sample, writer, options, said.append, clock=lambda: steady[0]).run(
+            threading.Event()
+        )
+        stored = [row[0] for row in connection.execute("SELECT t FROM samples ORDER BY id")]
+        steps = connection.execute("SELECT COUNT(*) FROM clock_steps").fetchone()[0]
+    finally:
+        connection.close()
+        backend.close()
+    assert stored == wall_times and steps == 199
+    stepped = [text for text in said if "stepped" in text]
+    assert 1 <= len(stepped) <= 11, len(stepped)
+    assert "not said" in stepped[-1] and "clock_steps" in stepped[-1]
+
+
+def test_a_recorder_started_on_a_clock_years_ahead_deletes_nothing(tmp_path: Path) -> None:
+    """A machine booted with its clock two years ahead starts the recorder before NTP sets
+    it right: the first roll-up waits ten minutes on the clock nobody can set, so the
+    stored history is judged by the corrected clock (before: the first sample's roll-up
+    deleted every sample stored before as a year old)."""
+    store = tmp_path / "h.sqlite3"
+    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
+    base = backend.sample()
+    steady = [0.0]
+    wall_times: list[float] = []
+    ahead_until = [0]
+
+    def sample() -> Snapshot:
+        n = len(wall_times)
+        steady[0] += INTERVAL_S
+        ahead = 2 * 365 * DAY if n < ahead_until[0] else 0.0
+        wall_times.append(START + n * INTERVAL_S + ahead)
+        return dataclasses.replace(base, timestamp=wall_times[-1])
+
+    connection = open_for_recording(store, [])
+    try:
+        for samples, ahead in ((100, 0), (200, 100 + 25)):  # two runs of the recorder
+            ahead_until[0] = ahead
+            writer = HistoryWriter(connection, store, print)
+            options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=samples)
+            Recorder(sample, writer, options, print, clock=lambda: steady[0]).run(threading.Event())
+        raw = [
+            row[0]
+            for row in connection.execute("SELECT t FROM samples WHERE resolution_s = 0 ORDER BY t")
+        ]
+    finally:
+        connection.close()
+        backend.close()
+    assert raw == sorted(wall_times)

@@ -325,3 +325,32 @@ def test_a_negative_store_version_is_refused_with_exit_2(
     assert code == 2, err
     assert "store version -5, which no gputop writes" in err and "Traceback" not in err
     assert store.read_bytes() == before
+
+
+def test_samples_dropped_while_the_store_cannot_be_written_are_said_and_counted(
+    tmp_path: Path, scenario: str
+) -> None:
+    """Held back long enough (a full disk, a reader pinning the -wal at its bound), the
+    oldest samples kept in memory go: said when it starts, and how many when writing works
+    again (before: nothing said while the -wal was at its bound)."""
+    store = tmp_path / "state" / "history.sqlite3"
+    connection = open_for_recording(store, [])
+    backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": "0"})
+    told: list[str] = []
+    writer = HistoryWriter(connection, store, told.append, max_pending=5)
+    try:
+        connection.execute("PRAGMA query_only = ON")  # nothing can be written for now
+        for t in range(12):
+            backend.nvml.set_time(float(t))
+            writer.add(backend.sample(), 1.0)
+            writer.flush()
+        assert writer.pending == 5
+        dropping = [text for text in told if "dropping" in text.lower()]
+        assert len(dropping) == 1 and "5 samples" in dropping[0], told
+        connection.execute("PRAGMA query_only = OFF")
+        assert writer.flush()
+        assert any("7 samples were dropped" in text for text in told), told
+        assert connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 5
+    finally:
+        backend.close()
+        connection.close()

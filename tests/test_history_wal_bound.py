@@ -134,3 +134,106 @@ def test_a_reader_holding_a_transaction_cannot_grow_the_wal_past_its_bound(
     assert written_after <= CAP_MB * 1024 * 1024 + SLACK
     assert recorder.returncode in (0, 1), said  # 1: samples dropped beyond the bound, said
     assert "Traceback" not in said
+
+
+@pytest.mark.parametrize("value", ["0", "65537", "-5", "1.5", "64MB", "nan", "١٢"])
+def test_an_absurd_wal_bound_is_refused_exit_2(tmp_path: Path, value: str) -> None:
+    """A bound the recorder cannot keep is a usage error, never quietly 64 MiB."""
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop", "record", "--fake", "v100x4", "--count", "1"],
+        env={
+            **os.environ,
+            "GPUTOP_STATE_DIR": str(tmp_path / "state"),
+            "GPUTOP_HISTORY_MAX_WAL_MB": value,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "GPUTOP_HISTORY_MAX_WAL_MB" in result.stderr and "1 to 65536" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "state" / "history.sqlite3").exists()
+
+
+def test_a_wal_bound_in_range_is_taken(tmp_path: Path) -> None:
+    from gputop.core.history.wal_bound import max_wal_bytes
+
+    assert max_wal_bytes({"GPUTOP_HISTORY_MAX_WAL_MB": " 12 "}) == 12 * 1024 * 1024
+    assert max_wal_bytes({"GPUTOP_HISTORY_MAX_WAL_MB": ""}) == 64 * 1024 * 1024
+    assert max_wal_bytes({}) == 64 * 1024 * 1024
+
+
+HOLD_THE_CHECKPOINT_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1] + "-shm", os.O_RDONLY)
+fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 121)  # SQLite's checkpointer lock
+print("holding", flush=True)
+time.sleep(float(sys.argv[2]))
+os.close(fd)
+print("released", flush=True)
+"""
+
+
+def test_a_reader_holding_the_checkpoint_lock_cannot_grow_the_wal_either(
+    reachable: Path, tmp_path: Path
+) -> None:
+    """Another user takes a read lock on the -shm's checkpointer byte (no transaction at
+    all): no checkpoint can run, so the -wal grows as under a held read; it stays within
+    its bound all the same, the recorder says why, nothing is moved aside, and it writes
+    again when the lock goes."""
+    found = other_user_python()
+    if found is None:
+        pytest.skip(f"no Python that uid {OTHER_UID} may execute")
+    python, pythonpath = found
+    store = reachable / "history" / "history.sqlite3"
+    recorder = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "gputop", "record", "--interval", "1"),
+            *("--fake", "dgx-h100", "--db", str(store), "--readable-by", "all"),
+        ],
+        env={
+            **os.environ,
+            "GPUTOP_FAKE_SPEED": "2000",
+            "GPUTOP_STATE_DIR": str(tmp_path),
+            "GPUTOP_HISTORY_MAX_WAL_MB": str(CAP_MB),
+        },
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    holder_result: list[subprocess.CompletedProcess[str]] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not os.path.exists(f"{store}-shm"):
+            assert recorder.poll() is None, recorder.communicate()[1]
+            assert time.monotonic() < deadline, "the recorder wrote nothing"
+            time.sleep(0.05)
+        holder = threading.Thread(
+            target=lambda: holder_result.append(
+                as_other_user(
+                    [python, "-c", HOLD_THE_CHECKPOINT_LOCK, str(store), "10"],
+                    {"PYTHONPATH": pythonpath, "HOME": "/nonexistent"},
+                )
+            )
+        )
+        holder.start()
+        largest = 0
+        while holder.is_alive():
+            largest = max(largest, _wal_size(store))
+            assert recorder.poll() is None
+            time.sleep(0.05)
+        holder.join()
+        deadline = time.monotonic() + WAIT_S
+        while _wal_size(store) >= CAP_MB * 1024 * 1024 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        recorder.send_signal(signal.SIGTERM)
+        _, said = recorder.communicate(timeout=WAIT_S)
+    (held,) = holder_result
+    assert held.returncode == 0 and "released" in held.stdout, held.stderr
+    assert CAP_MB * 1024 * 1024 <= largest <= CAP_MB * 1024 * 1024 + SLACK, largest
+    assert said.count("Not writing to the history store") == 1, said
+    assert "under its bound again" in said, said
+    assert not list(store.parent.glob("*.corrupt-*"))
+    assert "Traceback" not in said

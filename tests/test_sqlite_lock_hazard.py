@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jobs_helpers import state_dir_fixture  # noqa: F401  (the fixture state_dir)
 
 from gputop.core.history.store import open_for_reading, open_for_recording
 from gputop.core.jobs.store import JobStore
@@ -146,3 +147,73 @@ def test_the_checks_still_refuse_a_planted_link(tmp_path: Path, companion: str) 
 
     with pytest.raises(StoreError, match="symbolic link"):
         JobStore.open(state_dir)
+
+
+def test_every_command_and_reader_in_process_keeps_this_process_locks(
+    state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The paths beyond opening: launching, listing, waiting, stopping, the dashboard's
+    service, the lab agent's reads, kept ends, the log tails, and every reader of the
+    history store (report, card and process history, the sparklines' start), all in the
+    process of a reader holding a transaction on both stores."""
+    from history_helpers import holders_scenario, record_stepped
+
+    from gputop.cli.main import main
+    from gputop.core.history.card_history import read_card_history
+    from gputop.core.history.process_history import read_process_history
+    from gputop.core.history.recent import stored_utilization
+    from gputop.core.jobs.pending_end import RecordedEnd, keep_end, read_pending_ends
+    from gputop.core.jobs.service import JobsService
+    from gputop.core.jobs.tracking import LogTails, read_jobs_view
+    from gputop.core.remote.agent import read_jobs_from_store
+
+    history = tmp_path / "hist" / "history.sqlite3"
+    history.parent.mkdir(mode=0o700)
+    last = record_stepped(holders_scenario(tmp_path / "s.json"), history, 40)
+    with JobStore.open(state_dir) as holder:
+        holder.add_history("echo one")
+    readers = []
+    for path in (state_dir / "jobs.sqlite3", history):
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        readers.append(reader)
+    try:
+        before = _my_locks()
+        assert len({line.split()[-3] for line in before}) >= 2  # on both stores
+
+        assert main(["run", "--fake", "v100x4", "--gpus", "0", "--", "true"]) == 0
+        assert main(["run", "--fake", "v100x4", "--gpus", "1", "--", "sleep", "60"]) == 0
+        assert main(["jobs", "wait", "1"]) == 0
+        assert main(["jobs", "--json"]) == 0
+        assert main(["jobs", "stop", "2", "--yes"]) == 0
+        service = JobsService(state_dir, user="me", cwd="/", job_environ={}, report=print)
+        view = service.read_now(None)
+        assert view is not None and service.history()
+        jobs, problem = read_jobs_from_store()()
+        assert problem is None and jobs is not None and len(jobs) == 2
+        with JobStore.open(state_dir) as store:
+            read_jobs_view(store.list_jobs(), None, LogTails())
+        keep_end(state_dir, RecordedEnd(job_id=1, ended_at=1.8e9, exit_code=0))
+        assert read_pending_ends(state_dir)
+        assert main(["report", "--db", str(history), "--since", "1h"]) in (0, 1)
+        now = last.timestamp
+        assert read_card_history(history, 0, 3600.0, now, 60).problem is None
+        assert read_process_history(history, 1, None, 3600.0, now, 60).problem is None
+        stored_utilization(history, now, 60)
+        capsys.readouterr()
+
+        assert _my_locks() == before
+        for path, insert in (
+            (
+                state_dir / "jobs.sqlite3",
+                "INSERT INTO history (command_text, seq, used_at) VALUES ('x' || ?, 1000, 0)",
+            ),
+            (history, "INSERT INTO strings (text) VALUES ('probe ' || ?)"),
+        ):
+            busy, _log, _done = _checkpoint_from_another_process(path, insert)
+            assert busy == 1, path
+    finally:
+        for reader in readers:
+            reader.execute("COMMIT")
+            reader.close()

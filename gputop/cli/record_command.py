@@ -32,6 +32,7 @@ from gputop.core.history.store import (
     default_history_path,
     open_for_recording,
 )
+from gputop.core.history.wal_bound import max_wal_bytes
 from gputop.core.history.writer import HistoryWriter
 from gputop.core.jobs.private_files import Sharing
 from gputop.core.jobs.store_file import default_state_dir
@@ -120,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
             "Give --keep-full no longer than --keep-minutes, and --keep-minutes no longer "
             "than --keep-hours (e.g. 48h, 30d, 365d)."
         )
+    max_wal_bytes()  # a bad GPUTOP_HISTORY_MAX_WAL_MB is refused before anything starts
     path = args.db if args.db is not None else default_history_path()
     sharing = _sharing(args.readable_by, path)
     chosen = args.db is not None or bool(os.environ.get(HISTORY_DB_ENV))  # not gputop's own

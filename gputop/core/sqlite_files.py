@@ -22,8 +22,6 @@ CHECK_ATTEMPTS = 3
 """How often a store that reads as damaged is opened and checked again before anything is
 done about it: a read error is retried, never taken as proof (docs/sqlite.md)."""
 CHECK_PAUSE_S = 0.2
-MAX_SALVAGE_IDS = 1_000_000
-"""The most row ids tried one by one where a damaged table cannot be read in one pass."""
 
 
 def is_corruption(error: sqlite3.DatabaseError) -> bool:
@@ -143,36 +141,111 @@ def proven_damage(connect: Callable[[], sqlite3.Connection]) -> str | None:
 
 def readable_rows(
     connection: sqlite3.Connection, table: str, more_ids: Iterable[int] = ()
-) -> list[sqlite3.Row]:
-    """Every row of ``table`` (a rowid table) that a damaged store still returns.
+) -> list[dict[str, object]]:
+    """Every row of ``table`` (a rowid table) that a damaged store still returns, as
+    ``{column: value}`` in rowid order.
 
-    One pass where it reads whole; else the ids read before the damage, ``more_ids`` and
-    every id up to the highest known, each asked for alone (a lookup by rowid reaches the
-    pages that are still sound)."""
-    rows: list[sqlite3.Row] = []
+    Rows are read in runs, forward by rowid, each until the end or a damaged page. Past a
+    damaged page the next run starts at the first row a lookup reaches again (a lookup by
+    rowid goes down the tree to the pages still sound): the next LINEAR_PROBES ids one by
+    one, then doubling the step; the ids a doubled step skipped are read backwards, and
+    what lies below where that stops is searched the same way. So the time grows with the
+    rows and the damaged places (at most LINEAR_PROBES and 64 lookups each), never with how
+    large the ids are. ``more_ids`` (ids
+    known from elsewhere: the job logs) are looked up alone as well."""
+    found: dict[int, dict[str, object]] = {}
+    read: list[tuple[int, int]] = []
+    _read_between(connection, table, found, _LOWEST_ROWID, _HIGHEST_ROWID, read)
+    for rowid in sorted({int(value) for value in more_ids} - found.keys()):
+        if _LOWEST_ROWID <= rowid <= _HIGHEST_ROWID and not any(
+            low <= rowid <= high for low, high in read
+        ):
+            _read_run(connection, table, found, rowid, rowid, forward=True)
+    return [found[rowid] for rowid in sorted(found)]
+
+
+_LOWEST_ROWID = -(2**63)
+_HIGHEST_ROWID = 2**63 - 1
+LINEAR_PROBES = 4096
+"""Ids looked up one by one past a damaged page before the step doubles: job ids follow one
+another, so a sound page among damaged ones is found; far ones are reached by doubling."""
+
+
+def _read_between(
+    connection: sqlite3.Connection,
+    table: str,
+    found: dict[int, dict[str, object]],
+    low: int,
+    high: int,
+    read: list[tuple[int, int]],
+) -> None:
+    """Every row with ``low <= rowid <= high`` that can still be read, into ``found``;
+    the ranges read whole, with no damage, are added to ``read``."""
+    while low <= high:
+        last, whole = _read_run(connection, table, found, low, high, forward=True)
+        if whole:
+            read.append((low, high))
+            return
+        # the row that failed is the first after ``last`` (at or after ``low`` when none
+        # was read): go on beyond it, so that every run makes progress
+        start = (low if last is None else last) + 1
+        if start > high:
+            return
+        probe, previous = start, start - 1
+        while True:
+            try:
+                row = connection.execute(
+                    f"SELECT rowid FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1",
+                    (probe,),
+                ).fetchone()
+            except sqlite3.DatabaseError:
+                if probe >= high:
+                    return
+                gap = probe - start
+                previous, probe = probe, min(probe + (1 if gap < LINEAR_PROBES else gap), high)
+                continue
+            break
+        if probe > previous + 1:  # ids skipped between the last failed probe and this one:
+            lowest, whole = _read_run(  # read backwards, and what lies below, once more
+                connection, table, found, probe - 1, previous + 1, forward=False
+            )
+            if whole:
+                read.append((previous + 1, probe - 1))
+            else:
+                below = probe if lowest is None else lowest
+                _read_between(connection, table, found, previous + 1, below - 2, read)
+        if row is None or int(row[0]) > high:
+            return
+        low = int(row[0])
+
+
+def _read_run(
+    connection: sqlite3.Connection,
+    table: str,
+    found: dict[int, dict[str, object]],
+    start: int,
+    end: int,
+    *,
+    forward: bool,
+) -> tuple[int | None, bool]:
+    """Rows from ``start`` to ``end`` (backwards: from ``start`` down to ``end``) into
+    ``found``, until ``end`` or damage: (the last rowid read, whether it ended unharmed)."""
+    low, high = (start, end) if forward else (end, start)
+    last = None
     try:
-        for row in connection.execute(f"SELECT * FROM {table} ORDER BY rowid"):
-            rows.append(row)
-        return rows
+        cursor = connection.execute(
+            f"SELECT rowid, * FROM {table} WHERE rowid BETWEEN ? AND ? "
+            f"ORDER BY rowid{'' if forward else ' DESC'}",
+            (low, high),
+        )
+        names = [column[0] for column in cursor.description[1:]]
+        for row in cursor:
+            rowid, *values = tuple(row)
+            found[rowid] = dict(zip(names, values, strict=True))
+            last = rowid
     except sqlite3.DatabaseError:
-        pass
-    ids = {int(row[0]) for row in rows} | {int(value) for value in more_ids}
-    with contextlib.suppress(sqlite3.DatabaseError):
-        for (rowid,) in connection.execute(f"SELECT rowid FROM {table}"):
-            ids.add(int(rowid))
-    highest = min(max(ids, default=0), MAX_SALVAGE_IDS)
-    kept: list[sqlite3.Row] = []
-    for rowid in range(1, highest + 1):
-        try:
-            row = connection.execute(
-                f"SELECT * FROM {table} WHERE rowid = ?",
-                (rowid,),
-            ).fetchone()
-        except sqlite3.DatabaseError:
-            continue
-        if row is not None:
-            kept.append(row)
-    return kept
+        return last, False
+    return last, True
 
 
 def refuse_foreign_version(version: int, path: Path, store: str) -> str | None:

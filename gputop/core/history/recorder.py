@@ -34,6 +34,8 @@ RETENTION_EVERY_S = 600.0
 MIN_STEP_S = 60.0
 """The least difference between the wall clock's advance and the monotonic clock's that is
 taken for a step of the wall clock (smaller ones are a busy machine's jitter)."""
+MAX_STEPS_SAID = 10
+"""Steps said on stderr in one run; a clock that keeps stepping has the rest kept only."""
 
 
 def steady_clock() -> float:
@@ -72,6 +74,7 @@ class Recorder:
         """Store seconds on a clock no one can set (real seconds times ``speed``; a test's
         simulated clock)."""
         self._retention_failed = False
+        self._steps = 0
 
     def run(self, stop: threading.Event) -> int:
         """Record until ``stop`` is set (or ``max_samples``); returns the samples taken."""
@@ -82,6 +85,7 @@ class Recorder:
         previous_steady = 0.0
         last_flush: float | None = None
         last_retention: float | None = None
+        counted: float | None = None
         next_at = time.monotonic()
         try:
             while not stop.is_set():
@@ -90,14 +94,17 @@ class Recorder:
                 steady = self._clock()  # store seconds, never set back
                 if previous is not None:
                     self._notice_step(previous, now, steady - previous_steady)
+                counted = roll_up_time(counted, now, steady - previous_steady)
                 self._writer.add(snapshot, sample_duration(previous, now, options.interval_s))
                 previous, previous_steady = now, steady
                 taken += 1
                 if last_flush is None or steady - last_flush >= options.batch_s:
                     self._writer.flush()
                     last_flush = steady
-                if last_retention is None or steady - last_retention >= RETENTION_EVERY_S:
-                    self._apply_retention(now)
+                if last_retention is None:  # the first roll-up waits: a machine may start
+                    last_retention = steady  # with its clock wrong until NTP sets it
+                elif steady - last_retention >= RETENTION_EVERY_S:
+                    self._apply_retention(counted)
                     last_retention = steady
                 if options.max_samples is not None and taken >= options.max_samples:
                     break
@@ -117,12 +124,21 @@ class Recorder:
         step = (now - previous) - steady_s
         if abs(step) < max(MIN_STEP_S, 3 * self._options.interval_s):
             return
+        self._writer.add_clock_step(now, step)
+        self._steps += 1
+        if self._steps > MAX_STEPS_SAID:
+            return  # a clock that keeps stepping: kept in the store, not said every time
         way = "back" if step < 0 else "forward"
+        more = (
+            f" It stepped {MAX_STEPS_SAID} times: further steps are kept in the store "
+            "(clock_steps) but not said."
+            if self._steps == MAX_STEPS_SAID
+            else ""
+        )
         self._report(
             f"the clock stepped {way} by {duration(abs(step))} (between two samples); every "
-            "sample is kept, each with the time the clock gave it (docs/history.md)."
+            f"sample is kept, each with the time the clock gave it (docs/history.md).{more}"
         )
-        self._writer.add_clock_step(now, step)
 
     def _apply_retention(self, now: float) -> None:
         connection = self._writer.connection
@@ -140,6 +156,17 @@ class Recorder:
             self._retention_failed = True
         else:
             self._retention_failed = False
+
+
+def roll_up_time(counted: float | None, now: float, steady_s: float) -> float:
+    """What is old is judged by the time the machine counted, never by a wall clock stepped
+    ahead: the wall clock's ``now``, but no later than the last such time plus the
+    ``steady_s`` that really passed since. A wall clock stepped forward two years would
+    otherwise have rolled up every sample and deleted them as a year old; one stepped back
+    is followed at once (it rolls up less, never more). docs/history.md."""
+    if counted is None:
+        return now
+    return min(now, counted + steady_s)
 
 
 def sample_duration(previous: float | None, now: float, interval_s: float) -> float:

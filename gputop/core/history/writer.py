@@ -75,12 +75,15 @@ class HistoryWriter:
         )
         self._other_failure: str | None = None
         self._pending: deque[PendingSample] = deque(maxlen=max_pending)
+        self._dropped = 0
+        """Samples dropped (the oldest, beyond ``max_pending``) since the last write."""
         self._strings: dict[str, int] = {}
         self._processes: dict[tuple[int, float | None], int] = {}
         self._open: dict[tuple[int, int], OpenSpan] = {}
         """The span each (process id, physical index) is in, from the last sample."""
         self._closed: list[OpenSpan] = []
-        self._clock_steps: list[tuple[float, float]] = []
+        self._clock_steps: deque[tuple[float, float]] = deque(maxlen=max_pending)
+        """Steps to write with the next batch: one per sample at most, so as many as those."""
         self.wal = WalBound(path, say)
         self._claims: dict[tuple[int, int], OpenClaimSpan] = {}
         """The claim span each (user id, physical index) is in (claim_spans.py)."""
@@ -111,6 +114,14 @@ class HistoryWriter:
         return True
 
     def add(self, snapshot: Snapshot, duration_s: float) -> None:
+        if len(self._pending) == self._pending.maxlen:  # the oldest goes: said once
+            self._dropped += 1
+            if self._dropped == 1:
+                self._say(
+                    f"Dropping the oldest samples: {self._pending.maxlen} samples are waiting "
+                    f"in memory to be written to the history store {self._path}, as many as "
+                    "are kept (how many were dropped is said when writing works again)."
+                )
         self._pending.append(PendingSample(snapshot, duration_s))
 
     def add_clock_step(self, t: float, step_s: float) -> None:
@@ -155,6 +166,12 @@ class HistoryWriter:
         self._pending.clear()
         self._clock_steps.clear()
         self._succeeded()
+        if self._dropped:
+            self._say(
+                f"{self._dropped} samples were dropped while the history store {self._path} "
+                "could not be written; it is written again."
+            )
+            self._dropped = 0
         self._forget_gone()
         self.wal.after_write(connection)
         return True

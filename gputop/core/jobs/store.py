@@ -40,6 +40,7 @@ from gputop.core.jobs.store_rows import job_columns, row_to_job
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.process_control import current_boot_id
+from gputop.core.safe_text import clean
 from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption
 from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
@@ -78,6 +79,17 @@ directory shares it (docs/sqlite.md: one connection per store per process)."""
 _OPEN_LOCK = threading.Lock()
 
 
+def _forget_open_stores() -> None:
+    """In a forked child: the parent's stores are not its own (a SQLite connection must not
+    cross a fork), and the registry's lock may have been held by a thread it did not get."""
+    global _OPEN_LOCK
+    _OPEN_LOCK = threading.Lock()
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_forget_open_stores)
+
+
 class JobStore:
     """Read and record jobs. Safe to share between threads; one per process and state
     directory (``open`` hands out the same one; it closes when its last user closes it)."""
@@ -101,6 +113,9 @@ class JobStore:
         self._notices_taken = 0
         self._users = 1
         self._pid = os.getpid()
+        self._damaged = False
+        """A read or write found the store damaged, and no new connection read it since:
+        the next opening that may repair (a launch) checks it under the open lock."""
 
     @classmethod
     def open(cls, state_dir: Path | str | None = None, *, repair: bool = False) -> JobStore:
@@ -114,6 +129,12 @@ class JobStore:
         directory = directory.expanduser().absolute()
         shared = cls._share(directory)
         if shared is not None:
+            if repair and shared._damaged:  # a command that records jobs proves it
+                try:
+                    shared._repair()
+                except BaseException:
+                    shared.close()
+                    raise
             return shared
         store = cls._open_new(directory, repair)
         with _OPEN_LOCK:
@@ -121,6 +142,8 @@ class JobStore:
             if other is not None and other._pid == store._pid and other._users > 0:
                 other._users += 1  # another thread opened it meanwhile: one is enough
                 store._close_connection()
+                with other._lock:  # what this opening learnt (a store moved aside) is said
+                    other.notices.extend(store.notices)
                 return other
             _OPEN[directory] = store
         return store
@@ -567,7 +590,18 @@ class JobStore:
             conn.execute(sql, params)
 
     def _select(self, sql: str, params: tuple[Any, ...] = ()) -> list[Job]:
-        return [row_to_job(row) for row in self._rows(sql, params)]
+        jobs = []
+        for row in self._rows(sql, params):
+            try:
+                jobs.append(row_to_job(row))
+            except Exception as error:
+                raise StoreError(
+                    f"The job store {self.db_path} holds a row for job {row['id']} that no "
+                    f"gputop wrote ({type(error).__name__}: {clean(str(error))[:200]}). It "
+                    "was left as it is: someone changed it by hand; remove that row, or set "
+                    "GPUTOP_STATE_DIR to use another store."
+                ) from None
+        return jobs
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """Run a query; where reading needs a write SQLite cannot make (its ``-shm`` file
@@ -602,6 +636,23 @@ class JobStore:
             self._conn.close()
         self._conn = connection
         self._file = store_identity(self.state_dir)
+        self._damaged = False
+
+    def _repair(self) -> None:
+        """What ``open_connection`` does for a command that records jobs: the store
+        checked under the open lock, moved aside only where the check proves it damaged,
+        what it holds carried over (docs/sqlite.md); every user of this store then uses the
+        new connection."""
+        with self._lock:
+            if not self._damaged:
+                return
+            connection = open_connection(self.state_dir, self.notices, repair=True)
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = connection
+            self._file = store_identity(self.state_dir)
+            self._read_only = False
+            self._damaged = False
 
     def _became_read_only(self, fault: WriteFault) -> None:
         self._read_only = True
@@ -654,6 +705,7 @@ class JobStore:
                 yield
             except sqlite3.Error as error:
                 if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+                    self._damaged = True
                     raise _ReadsAsDamaged(
                         f"Cannot read the job store {self.db_path}: {error}. It was left as "
                         "it is: a store is moved aside only once an integrity check under "
@@ -704,4 +756,6 @@ class JobStore:
         fault = write_fault_of(error, self.state_dir)
         if fault is not None:
             self.faults.failed(fault)
+        if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+            self._damaged = True
         return StoreError(f"Cannot write the job store {self.db_path}: {error}.", fault)

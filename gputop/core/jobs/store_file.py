@@ -32,7 +32,8 @@ from gputop.core.jobs.private_files import (
     open_private_file,
     open_private_subdir,
 )
-from gputop.core.jobs.store_salvage import carry_over
+from gputop.core.jobs.store_salvage import MAX_LOG_ID_DIGITS, carry_over
+from gputop.core.numbers import is_ascii_digits
 from gputop.core.sqlite_files import (
     first_check,
     immediate,
@@ -430,10 +431,12 @@ def _continue_ids_after(connection: sqlite3.Connection, logs_dir: Path) -> None:
 
 
 def _highest_log_id(logs_dir: Path) -> int:
+    """The highest id a job log is named after. At most 18 digits: an id SQLite can still
+    count on from (a log named 2**63-1 made every launch fail as "disk is full")."""
     highest = 0
     with contextlib.suppress(OSError):
         for entry in os.scandir(logs_dir):
             stem = entry.name.split(".", 1)[0]
-            if stem.isdigit():
+            if is_ascii_digits(stem) and len(stem) <= MAX_LOG_ID_DIGITS:
                 highest = max(highest, int(stem))
     return highest

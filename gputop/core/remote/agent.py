@@ -46,6 +46,9 @@ def read_jobs_from_store() -> JobsReader:
                 store = JobStore.open()
             return [job.to_json() for job in store.list_jobs()], None
         except (GputopError, OSError, sqlite3.Error) as error:
+            if store is not None:  # the next read opens the store again
+                with contextlib.suppress(GputopError, OSError, sqlite3.Error):
+                    store.close()
             store = None
             return None, f"cannot read gputop's jobs: {error}"
 

@@ -98,3 +98,25 @@ async def test_a_resize_to_the_same_layout_keeps_it() -> None:
         await pilot.resize_terminal(180, 50)
         await _settled(pilot, app, (180, 50))
         await _becomes(pilot, app, fresh)
+
+
+async def test_the_dashboard_across_hosts_follows_a_resize_too() -> None:
+    """``gputop --hosts`` has its own layout rule; a resize follows it the same way."""
+    from lab_dashboard_helpers import first_lab_sample
+
+    from gputop.tui.screenshots import build_lab_app
+
+    async def fresh(size: tuple[int, int]) -> str:
+        app = build_lab_app(5)
+        async with app.run_test(size=size) as pilot:
+            await first_lab_sample(pilot)
+            return await _stable_screenshot(pilot, app)
+
+    fresh_small, fresh_large = await fresh(SMALL), await fresh(LARGE)
+    app = build_lab_app(5)
+    async with app.run_test(size=LARGE) as pilot:
+        await first_lab_sample(pilot)
+        await pilot.resize_terminal(*SMALL)
+        await _becomes(pilot, app, fresh_small)
+        await pilot.resize_terminal(*LARGE)
+        await _becomes(pilot, app, fresh_large)

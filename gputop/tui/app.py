@@ -13,12 +13,12 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from rich.text import Text
 from textual import events, work
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
@@ -26,6 +26,7 @@ from textual.driver import Driver
 from textual.geometry import Size
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.worker import Worker
 
 from gputop.core.errors import GputopError
@@ -109,6 +110,8 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         Binding("a", "select_all", "All cards"),
         Binding("escape", "clear_selection", "Clear selection", show=False),
         Binding("f", "filter_card", "Filter"),
+        Binding("slash", "filter_text", "Filter by text", show=False),
+        Binding("u", "only_mine", "Only mine", show=False),
         Binding("s", "cycle_sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse sort", show=False),
         Binding("p", "toggle_torch", "PyTorch view"),
@@ -408,6 +411,14 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
             table.toggle_filter(message.highlighted, follow=True)
         self.query_one(TorchPanel).set_selection(message.cards)
 
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """Textual's commands, and every gputop action by name (gputop.tui.palette)."""
+        from gputop.tui.palette import palette_commands
+
+        yield from super().get_system_commands(screen)
+        if screen is self.screen_stack[0]:  # the dashboard, not a dialog over it
+            yield from palette_commands(self, screen)
+
     # -- actions -------------------------------------------------------------------------
 
     def action_redraw(self) -> None:
@@ -453,6 +464,23 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
     def action_filter_card(self) -> None:
         table = self.query_one(ProcessTable)
         table.toggle_filter(self.query_one(GpuGrid).highlighted)
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_filter_text(self) -> None:
+        from gputop.tui.screens.filter import FilterScreen
+
+        table = self.query_one(ProcessTable)
+
+        def answered(text: str | None) -> None:
+            if text is not None:
+                table.set_text_filter(text)
+                self.notify(table.describe_view(), timeout=2)
+
+        self.push_screen(FilterScreen(table.text_filter), answered)
+
+    def action_only_mine(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.toggle_only_mine()
         self.notify(table.describe_view(), timeout=2)
 
     def action_cycle_sort(self) -> None:

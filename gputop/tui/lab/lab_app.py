@@ -21,6 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.geometry import Size
 from textual.message import Message
 from textual.widgets import Static
 
@@ -131,8 +132,8 @@ class LabApp(GputopApp):
         self._apply_size()
         self._sample_forever()
 
-    def _apply_size(self) -> None:
-        width, height = self.size
+    def _apply_size(self, size: Size | None = None) -> None:
+        width, height = size or self.size  # a resize's own size (GputopApp.on_resize)
         compact = width < COMPACT_BELOW_WIDTH or height < COMPACT_BELOW_HEIGHT
         lower = 8 if compact else MIN_TABLE_ROWS
         self.compact = compact

@@ -202,6 +202,11 @@ def _title(view: CardView) -> str:
 
 def _subtitle(view: CardView) -> str | None:
     state = _state(view.gpu)
+    gpu = view.gpu
+    if not gpu.processes_listed and not (gpu.lost or gpu.no_access):
+        # NVML would not list its processes: the table cannot say who uses this card.
+        unlisted = "processes: not listed"
+        state = unlisted if state is None else f"{unlisted} · {state}"
     if view.slurm is None:
         return state
     return view.slurm if state is None else f"{view.slurm} · {state}"

@@ -39,7 +39,12 @@ from gputop.core.jobs.log_cap import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, parse
 from gputop.core.jobs.mig_targets import card_label
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.notify import notify_argv
-from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, launch_warnings, pick_free
+from gputop.core.jobs.policy import (
+    FreePolicy,
+    NotEnoughFreeGpus,
+    launch_warnings,
+    pick_free_targets,
+)
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.waiting import check_wait_poll
 from gputop.core.model import Snapshot
@@ -194,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
         check_gpu_count(snapshot, args.auto)
         active = active_job_gpus()
         try:
-            indices = list(pick_free(snapshot, args.auto, policy, current_user(), active))
+            indices = pick_free_targets(snapshot, args.auto, policy, current_user(), active)
         except NotEnoughFreeGpus:
             if not args.wait:
                 raise

@@ -53,11 +53,13 @@ from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.process_table import ProcessTable
-from gputop.tui.widgets.status_bar import StatusBar
+from gputop.tui.widgets.status_bar import HostBar, StatusBar
 from gputop.tui.widgets.torch_panel import TorchPanel
 from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 MIN_TABLE_ROWS = 12
+FIXED_LINES = 3
+"""The status line, the host line and the key bar."""
 CARD_HEIGHT = 8
 
 
@@ -230,6 +232,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
+        yield HostBar(id="host")
         yield GpuGrid(id="cards")
         with Horizontal(id="lower"):
             with Vertical(id="left"):
@@ -289,7 +292,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         width, height = size or self.size
         columns = max(1, min(max(count, 1), width // MIN_CARD_WIDTH))
         card_rows = math.ceil(max(count, 1) / columns) * CARD_HEIGHT
-        compact = width < 100 or height - card_rows - 2 < MIN_TABLE_ROWS
+        compact = width < 100 or height - card_rows - FIXED_LINES < MIN_TABLE_ROWS
         if compact != self.compact:
             self.compact = compact
             self.set_class(compact, "-compact")
@@ -391,6 +394,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
 
     def _render_snapshot(self, snapshot: Snapshot) -> None:
         self.query_one(StatusBar).show(snapshot, self.interval_s)
+        self.query_one(HostBar).show(snapshot)
         self.query_one(GpuGrid).show(snapshot, self.history, self.compact)
         self.query_one(ProcessTable).show(snapshot)
         self.query_one(TorchPanel).show(snapshot)

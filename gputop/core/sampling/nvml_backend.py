@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gputop.core.host_stats import HostStats, read_host_stats
 from gputop.core.model import Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
@@ -78,8 +79,11 @@ class NvmlBackend:
         host_processes: HostProcessTable | None = None,
         options: SamplingOptions | None = None,
         driver_answer: DriverAnswer | None = None,
+        host_stats: Callable[[float], HostStats | None] | None = None,
     ) -> None:
         self._nvml = nvml
+        self._host_stats = host_stats or read_host_stats
+        """The host line's reading, given the sample's time (simulated on simulated GPUs)."""
         self._driver_answer = driver_answer
         """The driver probe's answers for processes' environments (real GPUs only)."""
         self._reader = FieldReader(nvml)
@@ -141,14 +145,20 @@ class NvmlBackend:
         if self._options.cuda_views:
             environments = {pid: fact.environment for pid, fact in facts.items()}
             gpus = attach_cuda_views(gpus, environments, self._driver_version, self._driver_answer)
+        now = self._clock()
+        try:
+            host_stats = self._host_stats(now)
+        except Exception:  # the host line is a courtesy: it never costs a sample
+            host_stats = None
         return Snapshot(
             host=self._hostname,
             driver_version=self._driver_version,
             cuda_driver_version=self._cuda_driver_version,
             nvml_version=self._nvml_version,
-            timestamp=self._clock(),
+            timestamp=now,
             gpus=tuple(gpus),
             simulated=self._simulated,
+            host_stats=host_stats,
         )
 
     # -- one GPU -------------------------------------------------------------------------

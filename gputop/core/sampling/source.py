@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import NvmlUnavailableError, UsageError
+from gputop.core.host_stats import HostStats, simulated_host_stats
 from gputop.core.model import ProcessOrigin
 from gputop.core.numbers import parse_seconds
 from gputop.core.probes.background import BackgroundDriverProbe
@@ -111,6 +112,14 @@ def _open_fake(
             start_time=process.start_time,
         )
 
+    def host_stats(now: float) -> HostStats:
+        processes = list(nvml.simulated_processes().values())
+        return simulated_host_stats(
+            (p.cpu_percent for p in processes),
+            (p.host_memory_bytes for p in processes),
+            uptime_s=nvml.simulated_uptime_s(),
+        )
+
     return NvmlBackend(
         nvml,
         clock=nvml.epoch_time,
@@ -118,6 +127,7 @@ def _open_fake(
         simulated=nvml.scenario.description or f"simulated GPUs from {name}",
         host_processes=HostProcessTable(simulated=simulated, guard=local_pid_guard()),
         options=options,
+        host_stats=host_stats,
     )
 
 

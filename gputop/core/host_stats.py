@@ -95,7 +95,7 @@ def simulated_host_stats(
 
 
 def _gib_pair(used: int | None, total: int | None) -> str:
-    """``12.3 / 62.7 GiB``: the format of docs/units.md."""
+    """``12.3 / 62.7 GiB``: used / total, spaced as every pair gputop shows."""
     if used is None or total is None:
         return "N/A"
     return f"{used / GIB:.1f} / {total / GIB:.1f} GiB"

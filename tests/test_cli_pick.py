@@ -134,7 +134,7 @@ def test_indices_on_a_mixed_box_warn_to_export_pci_bus_id(
     code, out, err = run_pick(capsys, "--fake", "mixed", "--format", "index")
     assert (code, out) == (0, "3\n")
     assert "CUDA_DEVICE_ORDER is unset" in err
-    assert "may read 3 as other GPUs" in err
+    assert "would read 3 as GPU 2 (Tesla T4)" in err  # fastest first: 3 is the T4
     assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID" in err
 
 

@@ -113,6 +113,14 @@ class ProcessCalls(FakeNvmlBase):
         """Host facts for every described process of the scenario, now (the host line)."""
         return {pid: self._host_facts(p) for pid, p in self._described_processes.items()}
 
+    def simulated_sm_count(self, physical_index: int) -> int | None:
+        """A whole GPU's SM count as a simulated CUDA driver gives it (cuDeviceGetAttribute):
+        the scenario's, so CUDA's fastest-first order can be estimated (docs/scenario.md)."""
+        gpus = self._scenario.gpus
+        if not 0 <= physical_index < len(gpus):
+            return None
+        return gpus[physical_index].multiprocessor_count
+
     def simulated_uptime_s(self) -> float:
         """How long the simulated machine has been up: it booted a day before its oldest
         process started, so no simulated process predates its boot."""

@@ -80,8 +80,12 @@ class NvmlBackend:
         options: SamplingOptions | None = None,
         driver_answer: DriverAnswer | None = None,
         host_stats: Callable[[float], HostStats | None] | None = None,
+        cuda_sm_counts: Callable[[int], int | None] | None = None,
     ) -> None:
         self._nvml = nvml
+        self._cuda_sm_counts = cuda_sm_counts
+        """A whole GPU's SM count as CUDA gives it, where known without the driver probe:
+        simulated GPUs (the scenario's). NVML gives it for MIG devices only."""
         self._host_stats = host_stats or read_host_stats
         """The host line's reading, given the sample's time (simulated on simulated GPUs)."""
         self._driver_answer = driver_answer
@@ -202,7 +206,8 @@ class NvmlBackend:
             memory_total_bytes=attribute_int(memory, "total"),
             max_clocks=self._clocks("nvmlDeviceGetMaxClockInfo", handle),
             compute_capability=convert(capability, lambda c: (int(c[0]), int(c[1]))),
-            multiprocessor_count=attribute_int(attributes, "multiprocessorCount"),
+            multiprocessor_count=attribute_int(attributes, "multiprocessorCount")
+            or (self._cuda_sm_counts(physical_index) if self._cuda_sm_counts else None),
             nvlink_count=self._nvlink_count(handle),
         )
 

@@ -128,6 +128,7 @@ def _open_fake(
         host_processes=HostProcessTable(simulated=simulated, guard=local_pid_guard()),
         options=options,
         host_stats=host_stats,
+        cuda_sm_counts=nvml.simulated_sm_count,
     )
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
+from conftest import minimal_gpu
 
 from gputop.cli.main import main
 
@@ -43,9 +45,36 @@ def test_visible_and_order_options_override_the_environment(
 
 
 def test_the_default_order_on_a_mixed_box_warns(capsys: pytest.CaptureFixture[str]) -> None:
-    # NVML gives no SM count for a whole GPU, so without the driver probe the speed order
-    # cannot be estimated: nvidia-smi's order is assumed, and said to be uncertain.
+    """mixed: the simulated CUDA gives each card's SM count, so fastest-first is estimated,
+    and it is not nvidia-smi's order (issue 28): index 0 is the H100, GPU 3."""
     _, out, _ = run_map(capsys, "--fake", "mixed", "--visible", "0")
+    assert "cuda:0 → GPU 3  NVIDIA H100 PCIe" in out
+    assert "warning: CUDA_DEVICE_ORDER is unset, so CUDA numbers GPUs fastest first" in out
+    _, out, _ = run_map(capsys, "--fake", "mixed")
+    order = [
+        line.split()[3] for line in out.splitlines() if line.startswith("cuda:") and "→" in line
+    ]
+    assert order == ["3", "1", "0", "2"]  # not nvidia-smi's 0, 1, 2, 3
+
+
+def test_without_sm_counts_the_default_order_is_said_to_be_uncertain(
+    capsys: pytest.CaptureFixture[str], scenario_file: Callable[..., str]
+) -> None:
+    # NVML gives no SM count for a whole GPU, so without the driver probe (and a scenario
+    # that gives none) the speed order cannot be estimated: nvidia-smi's order is assumed,
+    # and said to be uncertain.
+    gpus = [
+        minimal_gpu(name="NVIDIA GeForce RTX 3060", cuda_compute_capability=[8, 6]),
+        minimal_gpu(
+            name="NVIDIA H100 PCIe",
+            uuid="GPU-22222222-aaaa-bbbb-cccc-000000000000",
+            pci_bus_id="00000000:08:00.0",
+            cuda_compute_capability=[9, 0],
+        ),
+    ]
+    for gpu in gpus:
+        del gpu["multiprocessor_count"]
+    _, out, _ = run_map(capsys, "--fake", scenario_file(gpus), "--visible", "0")
     assert "cuda:0 → GPU 0  NVIDIA GeForce RTX 3060" in out
     assert "warning: CUDA_DEVICE_ORDER is unset" in out
     assert "cannot be sure" in out

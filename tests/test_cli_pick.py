@@ -57,6 +57,7 @@ def idle_gpu(position: int, **overrides: Any) -> dict[str, Any]:
 class FakeJob:
     id: int
     physical_indices: tuple[int, ...]
+    uuids: tuple[str, ...] = ()
 
 
 @dataclass
@@ -133,7 +134,7 @@ def test_indices_on_a_mixed_box_warn_to_export_pci_bus_id(
     code, out, err = run_pick(capsys, "--fake", "mixed", "--format", "index")
     assert (code, out) == (0, "3\n")
     assert "CUDA_DEVICE_ORDER is unset" in err
-    assert "may read 3 as other GPUs" in err
+    assert "would read 3 as GPU 2 (Tesla T4)" in err  # fastest first: 3 is the T4
     assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID" in err
 
 
@@ -314,7 +315,12 @@ def test_an_unusable_state_directory_only_warns(
     assert "gputop: warning: cannot read gputop's jobs" in err
 
 
-def record_job(state_dir: Path, physical_indices: tuple[int, ...], ended: bool = False) -> int:
+def record_job(
+    state_dir: Path,
+    physical_indices: tuple[int, ...],
+    ended: bool = False,
+    uuids: tuple[str, ...] = (),
+) -> int:
     """A job in the real store, supervised (as far as liveness checks go) by this process."""
     store_module = pytest.importorskip("gputop.core.jobs.store")
     store = store_module.JobStore.open(state_dir)
@@ -326,7 +332,7 @@ def record_job(state_dir: Path, physical_indices: tuple[int, ...], ended: bool =
             uses_shell=False,
             cwd=str(state_dir),
             physical_indices=physical_indices,
-            uuids=(),
+            uuids=uuids,
             env={},
         )
         store.mark_supervisor(job.id, os.getpid(), psutil.Process().create_time())
@@ -351,3 +357,56 @@ def test_cards_of_ended_jobs_are_free_again(
     record_job(tmp_path / "state", (2,), ended=True)
     _, out, _ = run_pick(capsys, "--fake", "v100x4", "--format", "index")
     assert out == "2\n"
+
+
+# --- MIG instances (issue 28) ---------------------------------------------------------------
+
+MIG_2G = "MIG-4fd95d93-9b6c-cbc0-9143-9fb3322c58bd"
+"""--fake mig: GPU 0's 2g.20gb instance, 13 MiB used, nobody on it: free."""
+
+
+def test_pick_picks_a_free_mig_instance_when_no_whole_card_is_free(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_pick(capsys, "--fake", "mig")
+    assert (code, out, err) == (0, f"{MIG_2G}\n", "")
+    code, out, _ = run_pick(capsys, "--fake", "mig", "--json")
+    document = json.loads(out)
+    assert document == {
+        "physical_indices": [0],
+        "uuids": [MIG_2G],
+        "cuda_visible_devices": MIG_2G,
+    }
+    code, out, err = run_pick(capsys, "--fake", "mig", "--format", "index")
+    assert (code, out, err) == (0, f"{MIG_2G}\n", "")  # an instance has no index
+
+
+def test_a_mig_instance_held_by_a_gputop_job_is_not_picked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    record_job(tmp_path / "state", (0,), uuids=(MIG_2G,))
+    code, out, err = run_pick(capsys, "--fake", "mig")
+    assert code == 1 and out == ""
+    assert "none is free" in err
+
+
+def test_a_mig_instance_with_too_little_free_memory_is_not_picked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run_pick(capsys, "--fake", "mig", "--min-free-mib", "30000")
+    assert code == 1 and out == ""
+
+
+def test_two_cards_are_never_made_of_mig_instances(capsys: pytest.CaptureFixture[str]) -> None:
+    """CUDA uses only the first MIG instance a process is given."""
+    code, out, err = run_pick(capsys, "--fake", "mig", "-n", "2")
+    assert code == 1 and out == "" and "Asked for 2 free GPUs" in err
+
+
+def test_run_auto_picks_the_free_mig_instance(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = main(["run", "--fake", "mig", "--auto", "1", "--json", "--", "true"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0 and document["uuids"] == [MIG_2G]
+    assert document["env"]["CUDA_VISIBLE_DEVICES"] == MIG_2G

@@ -27,7 +27,7 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
 )
 
 from gputop.cli.main import main
-from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.procgroup import process_alive
 from gputop.core.jobs.stop import stop_job
 from gputop.core.jobs.store import JobStore
@@ -233,3 +233,81 @@ def test_json_prints_the_launched_job(state_dir: Path, capsys: pytest.CaptureFix
     document = json.loads(printed)
     assert code == 0 and document["id"] == 1 and document["name"] == "n"
     assert document["gpus"] == [3, 1] and document["uuids"] == [V100[3], V100[1]]
+
+
+def test_run_onto_a_busy_card_warns_as_the_launch_dialog_does(
+    state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GPU 0 of v100x4: ubuntu's two processes at 70 % (issue 28). The job still starts."""
+    from gputop.core.jobs.policy import FreePolicy, launch_warnings
+    from gputop.core.sampling.source import open_backend
+    from gputop.core.users import current_user
+
+    backend = open_backend("v100x4", environ={})
+    try:
+        dialog = launch_warnings(backend.sample(), [0], current_user(), [], policy=FreePolicy())
+    finally:
+        backend.close()
+    assert dialog and dialog[0].startswith("GPU 0 is busy: ")
+    code, printed, err = gputop_run(capsys, "--gpus", "0", "--", "sleep", "20")
+    assert code == 0 and "Job 1 " in printed
+    warned = [line for line in err.splitlines() if line.startswith("gputop: warning: GPU 0 ")]
+    assert [w.split(":")[1:3] for w in warned] == [[" warning", " GPU 0 is busy"]]
+    assert "ubuntu" in warned[0] or "utilisation" in warned[0], warned
+    stop_job_now(state_dir, 1)
+
+    code, _, err = gputop_run(capsys, "--gpus", "2", "--", "sleep", "20")  # free: no word
+    assert code == 0 and "GPU 2 is busy" not in err
+    code, _, err = gputop_run(capsys, "--gpus", "2", "--", "sleep", "20")  # job 2 holds it
+    claims = ("GPU 2 is in use by job 2 (sleep)", "GPU 2 is wanted by job 2 (sleep)")
+    assert code == 0 and any(claim in err for claim in claims), err  # starting, or started
+    for job_id in (2, 3):
+        stop_job_now(state_dir, job_id)
+
+
+def test_run_wait_onto_a_busy_card_says_it_waits_instead_of_warning(
+    state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, printed, err = gputop_run(capsys, "--gpus", "0", "--wait", "--", "true")
+    assert code == 0 and "It waits until GPU 0 is free" in printed
+    assert "is busy" not in err
+    wait_until_waiting(state_dir, 1)
+    assert main(["jobs"]) == 0
+    listed = capsys.readouterr().out
+    (row,) = [line for line in listed.splitlines() if line.lstrip().startswith("1 ")]
+    assert " waiting " in row and "GPU 0: 2 processes of ubuntu, utilisation" in row, row
+    stop_job_now(state_dir, 1)
+
+
+def stop_job_now(state_dir: Path, job_id: int) -> None:
+    assert main(["jobs", "stop", str(job_id), "--yes"]) == 0
+    wait_until_ended(state_dir, job_id)
+
+
+def test_a_waiting_job_says_why() -> None:
+    from dataclasses import replace
+
+    base = Job(
+        id=1,
+        name="t",
+        command=("true",),
+        command_text="true",
+        uses_shell=False,
+        cwd="/",
+        physical_indices=(0,),
+        uuids=("GPU-x",),
+        env={},
+        mode=RunMode.DETACHED,
+        state=JobState.WAITING,
+        log_path="/nonexistent.log",
+        created_at=0.0,
+    )
+    assert base.status == "waiting"
+    assert base.waiting_reason == "starting (its supervisor has not started it yet)"
+    assert replace(base, wait_for_free=True).waiting_reason == "for its GPUs to be free"
+    assert replace(base, wait_count=3).waiting_reason == "for 3 free GPUs"
+    assert replace(base, note="GPU 0: busy").waiting_reason == "GPU 0: busy"
+    from gputop.cli.jobs_command import render_table
+
+    listed = render_table([base], 0.0).splitlines()[1]
+    assert "waiting" in listed and "starting (its supervisor has not started it yet)" in listed

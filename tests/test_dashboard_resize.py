@@ -24,13 +24,39 @@ ONE_SAMPLE_S = 3600.0
 """Sample once: the utilisation history (sparklines) is then the same in every app."""
 
 
+CELL_WIDTH, LINE_HEIGHT = 12.2, 24.4
+"""Where Textual's SVG screenshots put a cell: its x and y are multiples of these."""
+TEXT = re.compile(r'<text class="([^"]*)" x="([\d.]+)" y="([\d.]+)"[^>]*>([^<]*)</text>')
+
+
 def _normalised(svg: str) -> str:
-    """The screenshot without its content-derived CSS class names."""
-    return re.sub(r"terminal-\d+", "terminal", svg)
+    """The screen as rows of characters, each run with its style's class number.
+
+    Class names are numbered in the order styles first appear, so two screens that show the
+    same cells get the same numbers; trailing blanks (which Rich keeps or drops depending on
+    how a wrapped text was last cut) are not part of the layout.
+    """
+    numbering: dict[str, int] = {}
+    rows: dict[int, dict[int, tuple[str, int]]] = {}
+    for classes, x, y, text in TEXT.findall(svg):
+        style = numbering.setdefault(re.sub(r"terminal-\d+-", "", classes), len(numbering))
+        column, row = round(float(x) / CELL_WIDTH), round(float(y) / LINE_HEIGHT)
+        rows.setdefault(row, {})[column] = (html.unescape(text), style)
+    lines = []
+    for row in sorted(rows):
+        runs = sorted(rows[row].items())
+        cells: list[str] = []
+        for column, (text, _) in runs:
+            cells.extend(" " * (column - len(cells)))
+            cells[column:] = list(text)
+        line = "".join(cells)
+        styles = [style for _, (text, style) in runs if text.strip()]
+        lines.append(f"{line.rstrip()}  {styles}")
+    return "\n".join(lines)
 
 
-def _text(svg: str) -> list[str]:
-    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+def _text(screen: str) -> list[str]:
+    return screen.splitlines()
 
 
 async def _settled(pilot: Pilot[None], app: GputopApp, size: tuple[int, int]) -> None:
@@ -98,3 +124,25 @@ async def test_a_resize_to_the_same_layout_keeps_it() -> None:
         await pilot.resize_terminal(180, 50)
         await _settled(pilot, app, (180, 50))
         await _becomes(pilot, app, fresh)
+
+
+async def test_the_dashboard_across_hosts_follows_a_resize_too() -> None:
+    """``gputop --hosts`` has its own layout rule; a resize follows it the same way."""
+    from lab_dashboard_helpers import first_lab_sample
+
+    from gputop.tui.screenshots import build_lab_app
+
+    async def fresh(size: tuple[int, int]) -> str:
+        app = build_lab_app(5)
+        async with app.run_test(size=size) as pilot:
+            await first_lab_sample(pilot)
+            return await _stable_screenshot(pilot, app)
+
+    fresh_small, fresh_large = await fresh(SMALL), await fresh(LARGE)
+    app = build_lab_app(5)
+    async with app.run_test(size=LARGE) as pilot:
+        await first_lab_sample(pilot)
+        await pilot.resize_terminal(*SMALL)
+        await _becomes(pilot, app, fresh_small)
+        await pilot.resize_terminal(*LARGE)
+        await _becomes(pilot, app, fresh_large)

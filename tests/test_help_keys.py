@@ -27,6 +27,7 @@ SHOWN_AS = {
     "pageup": "pgup",
     "pagedown": "pgdn",
     "question_mark": "?",
+    "slash": "/",
 }
 # Second names of a key the help already lists under its first name.
 ALIASES = {"ctrl+home", "ctrl+end"}
@@ -48,8 +49,14 @@ def _every_bound_key() -> set[str]:
 
 
 def _help_keys() -> set[str]:
+    """Keys as the help lists them; "/" separates keys ("s / S"), but a row of "/" alone
+    is the slash key."""
     return {
-        key for _, rows in KEY_HELP for keys, _ in rows for key in re.split(r"[\s/]+", keys) if key
+        key
+        for _, rows in KEY_HELP
+        for keys, _ in rows
+        for key in ([keys] if keys == "/" else re.split(r"[\s/]+", keys))
+        if key
     }
 
 

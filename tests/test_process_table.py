@@ -451,15 +451,27 @@ async def test_the_mouse_wheel_scrolls_the_rows_under_a_fixed_header() -> None:
         assert line_text(processes.render_line(HEADER)).split()[1] == processes.rows[top].text(1)
 
 
-async def test_right_and_left_scroll_long_commands_sideways() -> None:
+async def test_right_and_left_scroll_only_the_command_column() -> None:
+    """GPU, PID, USER and the numbers stay; the command moves (issue 28)."""
     app = make_app("dgx-h100")
     async with app.run_test(size=SMALL) as pilot:
         processes = await focused(app, pilot)
-        await pilot.press("right", "right")
-        assert processes.scroll_offset.x > 0
-        assert not line_text(processes.render_line(0)).startswith(" GPU")
-        await pilot.press("left", "left")
+        header = line_text(processes.render_line(0))
+        before = line_text(processes.render_line(HEADER))
+        command_at = header.index("COMMAND")
+        row = processes.rows[0]
+        await pilot.press(*["right"] * 20)
+        shift = round(processes.scroll_offset.x)
+        assert shift > 0
+        after = line_text(processes.render_line(HEADER))
+        assert line_text(processes.render_line(0)) == header
+        assert after[:command_at] == before[:command_at]
+        assert after.split()[:3] == [row.text(0), row.text(1), row.text(2)]
+        command = row.text(len(row.cells) - 1)
+        assert after[command_at:].rstrip() == command[shift : shift + len(after) - command_at]
+        await pilot.press(*["left"] * 20)
         assert processes.scroll_offset.x == 0
+        assert line_text(processes.render_line(HEADER)) == before
 
 
 async def test_wide_characters_keep_the_columns_aligned(scenario_file: WriteScenario) -> None:

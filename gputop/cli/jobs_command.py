@@ -211,7 +211,9 @@ def usage_cells(job: Job) -> tuple[str, str, str]:
 
 def _detail(job: Job) -> str:
     """Why a job waits or was lost; otherwise the last line it printed."""
-    if job.state in (JobState.WAITING, JobState.LOST) and job.note:
+    if job.state is JobState.WAITING:
+        return job.waiting_reason
+    if job.state is JobState.LOST and job.note:
         return job.note
     line = last_line(job.log_path) or ""
     if job.log_cut:

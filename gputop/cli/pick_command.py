@@ -18,7 +18,8 @@ from typing import Any
 from gputop.cli.arg_types import count
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.core.errors import GputopError
-from gputop.core.jobs.policy import FreePolicy, pick_free
+from gputop.core.jobs.mig_targets import target_keys
+from gputop.core.jobs.policy import FreePolicy, pick_free_targets
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         snapshot = backend.sample()
     finally:
         backend.close()
-    picked = pick_free(
+    picked = pick_free_targets(
         snapshot,
         args.count,
         policy,
@@ -106,13 +107,15 @@ def run(args: argparse.Namespace) -> int:
         driver_version=snapshot.driver_version,
     )
     value = pinning.env["CUDA_VISIBLE_DEVICES"]
-    if args.format == "index":
-        warning = index_order_warning(snapshot, value, picked, os.environ.get(ORDER))
+    whole = [target for target in picked if isinstance(target, int)]
+    if args.format == "index" and whole:  # a MIG instance is named by its UUID either way
+        warning = index_order_warning(snapshot, value, whole, os.environ.get(ORDER))
         if warning:
             _warn(warning)
     if args.json:
-        uuids = [device.uuid for device in pinning.devices]
-        document = {"physical_indices": picked, "uuids": uuids, "cuda_visible_devices": value}
+        uuids = [device.mig_uuid or device.uuid for device in pinning.devices]
+        indices = [device.physical_index for device in pinning.devices]  # a MIG one's GPU
+        document = {"physical_indices": indices, "uuids": uuids, "cuda_visible_devices": value}
         print(strict_json(document))
     else:
         print(clean(value))  # a UUID with control characters is no UUID: never raw
@@ -130,8 +133,9 @@ def open_job_store() -> Any:
     return JobStore.open_existing()
 
 
-def active_job_gpus() -> dict[int, tuple[int, ...]]:
-    """``{job id: physical indices}`` of gputop jobs still waiting or running.
+def active_job_gpus() -> dict[int, tuple[int | str, ...]]:
+    """``{job id: what it holds}`` of gputop jobs still waiting or running: physical
+    indices, and the ``MIG-`` UUIDs of MIG instances it is pinned to.
 
     pick must still work when the store cannot be read (a read-only home, a store written by
     a newer gputop): it says so and picks without knowing about jobs.
@@ -146,7 +150,10 @@ def active_job_gpus() -> dict[int, tuple[int, ...]]:
     try:
         for notice in store.notices:
             _warn(notice)
-        return {job.id: tuple(job.physical_indices) for job in store.active_jobs()}
+        return {
+            job.id: tuple(target_keys(job.physical_indices, job.uuids))
+            for job in store.active_jobs()
+        }
     except (GputopError, OSError, sqlite3.Error) as error:
         _warn(f"cannot read gputop's jobs ({error}); GPUs its jobs use may be picked")
         return {}

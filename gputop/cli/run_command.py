@@ -42,7 +42,13 @@ from gputop.core.jobs.log_cap import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, parse
 from gputop.core.jobs.mig_targets import card_label
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.notify import notify_argv
-from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
+from gputop.core.jobs.policy import (
+    FreePolicy,
+    NotEnoughFreeGpus,
+    launch_warnings,
+    pick_free_targets,
+)
+from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.waiting import check_wait_poll
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
@@ -207,8 +213,8 @@ def run(args: argparse.Namespace) -> int:
         active = active_job_gpus()
         blocked = {} if args.ignore_claims else claims.blocked_cards(snapshot)
         try:
-            indices = list(
-                pick_free(snapshot, args.auto, policy, current_user(), active, claimed=blocked)
+            indices = pick_free_targets(
+                snapshot, args.auto, policy, current_user(), active, claimed=blocked
             )
         except NotEnoughFreeGpus:
             if not args.wait:
@@ -260,6 +266,7 @@ def run(args: argparse.Namespace) -> int:
             "same command again to launch with the new store."
         )
     try:
+        busy = [] if args.wait else busy_warnings(snapshot, indices, policy, store)
         job = launch_job(store, prepared, snapshot, environ)
     finally:
         store.close()
@@ -274,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
         print(describe_launch(job, snapshot, policy, prepared, driver_seen))
     if rules_wrong is not None:
         print(f"gputop: warning: {clean(rules_wrong)}", file=sys.stderr)
-    for said in prepared.warnings:
+    for said in (*prepared.warnings, *busy):
         print(f"gputop: warning: {clean(said)}", file=sys.stderr)
     for hidden in mig_pinning_warnings(snapshot, job):
         print(f"gputop: warning: {clean(hidden)}", file=sys.stderr)
@@ -299,6 +306,16 @@ def _claim_marks(view: ClaimsView, snapshot: Snapshot, targets: list[int | str])
                 where = f"GPU {gpu.physical_index}" if mig is None else mig
                 marks.append(f"{where} ({claim.user})")
     return marks
+
+
+def busy_warnings(
+    snapshot: Snapshot, indices: list[int | str], policy: FreePolicy, store: JobStore
+) -> list[str]:
+    """What the launch dialog warns of on these cards (busy, claimed by a gputop job, in MIG
+    mode), by the same policy code: ``run`` launches anyway, as the dialog does. Read before
+    the job is recorded, so it is not its own claim."""
+    active = [job for job in store.list_jobs() if job.is_active]
+    return launch_warnings(snapshot, indices, current_user(), active, policy=policy)
 
 
 def mig_pinning_warnings(snapshot: Snapshot, job: Job) -> list[str]:

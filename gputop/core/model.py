@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gputop.core.host_stats import HostStats
 
 
 class ProcessType(str, enum.Enum):
@@ -263,6 +267,8 @@ class Snapshot:
     gpus: tuple[GpuSample, ...]
     simulated: str | None = None
     """The scenario's description when the GPUs are simulated; ``None`` on real hardware."""
+    host_stats: HostStats | None = None
+    """CPU load, memory, swap and uptime (gputop.core.host_stats); ``None`` where unread."""
 
     @property
     def cuda_driver_version_text(self) -> str | None:

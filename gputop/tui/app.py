@@ -13,12 +13,12 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from rich.text import Text
 from textual import events, work
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
@@ -26,6 +26,7 @@ from textual.driver import Driver
 from textual.geometry import Size
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.worker import Worker
 
 from gputop.core.errors import GputopError
@@ -52,11 +53,13 @@ from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.process_table import ProcessTable
-from gputop.tui.widgets.status_bar import StatusBar
+from gputop.tui.widgets.status_bar import HostBar, StatusBar
 from gputop.tui.widgets.torch_panel import TorchPanel
 from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 MIN_TABLE_ROWS = 12
+FIXED_LINES = 3
+"""The status line, the host line and the key bar."""
 CARD_HEIGHT = 8
 STORE_RETRY_S = 5.0
 """How often the sampler tries again to open a job store it could not open (said once)."""
@@ -111,6 +114,8 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         Binding("a", "select_all", "All cards"),
         Binding("escape", "clear_selection", "Clear selection", show=False),
         Binding("f", "filter_card", "Filter"),
+        Binding("slash", "filter_text", "Filter by text", show=False),
+        Binding("u", "only_mine", "Only mine", show=False),
         Binding("s", "cycle_sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse sort", show=False),
         Binding("p", "toggle_torch", "PyTorch view"),
@@ -229,6 +234,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
+        yield HostBar(id="host")
         yield GpuGrid(id="cards")
         with Horizontal(id="lower"):
             with Vertical(id="left"):
@@ -288,7 +294,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         width, height = size or self.size
         columns = max(1, min(max(count, 1), width // MIN_CARD_WIDTH))
         card_rows = math.ceil(max(count, 1) / columns) * CARD_HEIGHT
-        compact = width < 100 or height - card_rows - 2 < MIN_TABLE_ROWS
+        compact = width < 100 or height - card_rows - FIXED_LINES < MIN_TABLE_ROWS
         if compact != self.compact:
             self.compact = compact
             self.set_class(compact, "-compact")
@@ -393,6 +399,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
 
     def _render_snapshot(self, snapshot: Snapshot) -> None:
         self.query_one(StatusBar).show(snapshot, self.interval_s)
+        self.query_one(HostBar).show(snapshot)
         self.query_one(GpuGrid).show(snapshot, self.history, self.compact)
         self.query_one(ProcessTable).show(snapshot)
         self.query_one(TorchPanel).show(snapshot)
@@ -412,6 +419,14 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         if table.only_gpu is not None and message.highlighted is not None:
             table.toggle_filter(message.highlighted, follow=True)
         self.query_one(TorchPanel).set_selection(message.cards)
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """Textual's commands, and every gputop action by name (gputop.tui.palette)."""
+        from gputop.tui.palette import palette_commands
+
+        yield from super().get_system_commands(screen)
+        if screen is self.screen_stack[0]:  # the dashboard, not a dialog over it
+            yield from palette_commands(self, screen)
 
     # -- actions -------------------------------------------------------------------------
 
@@ -458,6 +473,23 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
     def action_filter_card(self) -> None:
         table = self.query_one(ProcessTable)
         table.toggle_filter(self.query_one(GpuGrid).highlighted)
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_filter_text(self) -> None:
+        from gputop.tui.screens.filter import FilterScreen
+
+        table = self.query_one(ProcessTable)
+
+        def answered(text: str | None) -> None:
+            if text is not None:
+                table.set_text_filter(text)
+                self.notify(table.describe_view(), timeout=2)
+
+        self.push_screen(FilterScreen(table.text_filter), answered)
+
+    def action_only_mine(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.toggle_only_mine()
         self.notify(table.describe_view(), timeout=2)
 
     def action_cycle_sort(self) -> None:

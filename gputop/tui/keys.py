@@ -1,4 +1,4 @@
-"""Every key of the dashboard, for the help screen (``?``) and the README's table.
+"""Every key of the dashboard, for the help screen (``?``); the README shows the everyday ones.
 
 tests/test_help_keys.py ties this list to the bindings both ways: every key bound on the
 dashboard is here, and every key here is bound.
@@ -24,8 +24,10 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
         [
             ("tab", "move between the cards, the process table and the jobs"),
             ("↑/↓ pgup/pgdn home/end", "in the processes: move the highlight (to first/last)"),
-            ("←/→", "in the processes: scroll long command lines sideways"),
+            ("←/→", "in the processes: scroll the command column sideways"),
             ("f", "show only the highlighted card's processes (again: all)"),
+            ("/", "show only processes with some text (a user, a command, a pid)"),
+            ("u", "show only your own processes (again: everyone's)"),
             ("s / S", "next sort column / reverse the order"),
             ("enter", "in the processes: its detail (its own cuda:N, rank, its job's ranks)"),
             ("r", "in the processes: collapse a distributed job's ranks to one line, or expand"),

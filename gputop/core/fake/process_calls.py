@@ -22,6 +22,8 @@ from gputop.core.fake.pinned import PinnedScanner
 from gputop.core.fake.scenario_types import ScenarioProcess
 from gputop.core.fake.signals import Signal
 
+SIMULATED_UP_BEFORE_S = 86400.0
+"""The simulated machine was up this long before its oldest process started."""
 NOT_ON_MIG = 0xFFFFFFFF
 """The instance id NVML reports for a process that is not on a MIG device."""
 SAMPLE_PERIOD_S = 1.0
@@ -106,6 +108,26 @@ class ProcessCalls(FakeNvmlBase):
         """
         process = self._described_processes.get(pid)
         return self._host_facts(process) if process is not None else None
+
+    def simulated_processes(self) -> dict[int, SimulatedProcess]:
+        """Host facts for every described process of the scenario, now (the host line)."""
+        return {pid: self._host_facts(p) for pid, p in self._described_processes.items()}
+
+    def simulated_sm_count(self, physical_index: int) -> int | None:
+        """A whole GPU's SM count as a simulated CUDA driver gives it (cuDeviceGetAttribute):
+        the scenario's, so CUDA's fastest-first order can be estimated (docs/scenario.md)."""
+        gpus = self._scenario.gpus
+        if not 0 <= physical_index < len(gpus):
+            return None
+        return gpus[physical_index].multiprocessor_count
+
+    def simulated_uptime_s(self) -> float:
+        """How long the simulated machine has been up: it booted a day before its oldest
+        process started, so no simulated process predates its boot."""
+        oldest = max(
+            (p.started_s_ago or 0.0 for p in self._described_processes.values()), default=0.0
+        )
+        return max(0.0, self.now()) + oldest + SIMULATED_UP_BEFORE_S
 
     @functools.cached_property
     def _described_processes(self) -> dict[int, ScenarioProcess]:

@@ -16,7 +16,8 @@ Free-card policy for an instance: it is free when its GPU is reachable, no other
 process (nor one of unknown owner) runs on it, no running gputop job is pinned to it, and its
 free memory meets the policy's minimum. Utilisation is not judged: NVML measures it for the
 whole GPU only, not per MIG instance, and another instance's work does not slow this one's
-SMs. ``--auto N`` picks whole GPUs only; a MIG instance is always chosen by name.
+SMs. ``gputop pick`` and ``run --auto 1`` take a free instance where no whole card is free
+(``pick_free_targets`` in policy.py); ``--auto N`` for more picks whole GPUs only.
 """
 
 from __future__ import annotations

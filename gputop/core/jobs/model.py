@@ -161,6 +161,18 @@ class Job:
             return "killed"
         return status
 
+    @property
+    def waiting_reason(self) -> str:
+        """Why a waiting job has not started, for a person: the supervisor's note where it
+        wrote one (which cards are busy, and with what), else what it waits for."""
+        if self.note:
+            return self.note
+        if self.wait_count is not None:
+            return f"for {self.wait_count} free GPU" + ("" if self.wait_count == 1 else "s")
+        if self.wait_for_free:
+            return "for its GPUs to be free"
+        return "starting (its supervisor has not started it yet)"
+
     def duration_s(self, now: float | None = None) -> float | None:
         """Run time so far (running) or in all (ended); ``None`` before it started."""
         if self.started_at is None:

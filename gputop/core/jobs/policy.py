@@ -159,6 +159,68 @@ def pick_free(
     return sorted(v.physical_index for v in ranked[:count])
 
 
+def pick_free_targets(
+    snapshot: Snapshot,
+    count: int,
+    policy: FreePolicy,
+    user: str,
+    active_job_gpus: Mapping[int, Sequence[int | str]] = _NO_JOBS,
+    claimed: Mapping[int, str] = _NO_CLAIMS,
+) -> list[int | str]:
+    """``pick_free``, and for one card a free MIG instance (by its ``MIG-`` UUID) where no
+    whole card is free: ``gputop pick`` and ``run --auto 1``.
+
+    Whole free cards come first. A MIG instance is judged by the MIG rule
+    (gputop.core.jobs.mig_targets: no other user's process, enough free memory; utilisation
+    is not measured per instance) and the one with the most free memory wins. Only for one
+    card: a CUDA process uses the first MIG instance of its CUDA_VISIBLE_DEVICES only.
+    ``active_job_gpus`` values may hold MIG UUIDs: the instances gputop jobs are pinned to.
+    """
+    try:
+        whole = _whole_cards(active_job_gpus)
+        return list(pick_free(snapshot, count, policy, user, whole, claimed))
+    except NotEnoughFreeGpus:
+        if count != 1:
+            raise
+        instance = _free_mig_instance(snapshot, policy, user, active_job_gpus, claimed)
+        if instance is None:
+            raise
+        return [instance]
+
+
+def _whole_cards(active: Mapping[int, Sequence[int | str]]) -> dict[int, tuple[int, ...]]:
+    return {job: tuple(i for i in held if isinstance(i, int)) for job, held in active.items()}
+
+
+def _free_mig_instance(
+    snapshot: Snapshot,
+    policy: FreePolicy,
+    user: str,
+    active_job_gpus: Mapping[int, Sequence[int | str]],
+    claimed: Mapping[int, str] = _NO_CLAIMS,
+) -> str | None:
+    from gputop.core.jobs.mig_targets import MigTarget, judge_mig_instance
+
+    candidates: list[tuple[int, int, int, str]] = []
+    for gpu in sorted(snapshot.gpus, key=lambda g: g.physical_index):
+        if not gpu.mig_mode_current or gpu.lost or gpu.no_access:
+            continue
+        if gpu.physical_index in claimed:  # another user's claim on it or an instance
+            continue
+        if any(_compute_mode_reasons(gpu)):
+            continue
+        for device in gpu.mig_devices:
+            if not device.uuid:
+                continue
+            holders = [job for job, held in sorted(active_job_gpus.items()) if device.uuid in held]
+            target = MigTarget(gpu, device)
+            if not judge_mig_instance(target, policy.min_free_bytes, user, holders).free:
+                continue
+            total, used = device.memory_total_bytes or 0, device.memory_used_bytes or 0
+            candidates.append((-(total - used), gpu.physical_index, device.mig_index, device.uuid))
+    return min(candidates)[3] if candidates else None
+
+
 def launch_warnings(
     snapshot: Snapshot,
     physical_indices: Sequence[int | str],

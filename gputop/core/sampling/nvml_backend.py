@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop.core.clock_events import throttling, valid_mask
+from gputop.core.host_stats import HostStats, read_host_stats
 from gputop.core.model import Activity, Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
 from gputop.core.sampling.activity import ActivitySampler
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
@@ -94,8 +95,15 @@ class NvmlBackend:
         options: SamplingOptions | None = None,
         driver_answer: DriverAnswer | None = None,
         activity_clock: Callable[[], float] | None = None,
+        host_stats: Callable[[float], HostStats | None] | None = None,
+        cuda_sm_counts: Callable[[int], int | None] | None = None,
     ) -> None:
         self._nvml = nvml
+        self._cuda_sm_counts = cuda_sm_counts
+        """A whole GPU's SM count as CUDA gives it, where known without the driver probe:
+        simulated GPUs (the scenario's). NVML gives it for MIG devices only."""
+        self._host_stats = host_stats or read_host_stats
+        """The host line's reading, given the sample's time (simulated on simulated GPUs)."""
         self._driver_answer = driver_answer
         """The driver probe's answers for processes' environments (real GPUs only)."""
         self._reader = FieldReader(nvml)
@@ -182,6 +190,10 @@ class NvmlBackend:
             from gputop.core.claims.view import attach_claims, read_claims
 
             gpus = attach_claims(gpus, read_claims())
+        try:
+            host_stats = self._host_stats(self._now)
+        except Exception:  # the host line is a courtesy: it never costs a sample
+            host_stats = None
         return Snapshot(
             host=self._hostname,
             driver_version=self._driver_version,
@@ -190,6 +202,7 @@ class NvmlBackend:
             timestamp=self._now,
             gpus=tuple(gpus),
             simulated=self._simulated,
+            host_stats=host_stats,
         )
 
     # -- one GPU -------------------------------------------------------------------------
@@ -236,7 +249,8 @@ class NvmlBackend:
             memory_total_bytes=attribute_int(memory, "total"),
             max_clocks=self._clocks("nvmlDeviceGetMaxClockInfo", handle),
             compute_capability=convert(capability, lambda c: (int(c[0]), int(c[1]))),
-            multiprocessor_count=attribute_int(attributes, "multiprocessorCount"),
+            multiprocessor_count=attribute_int(attributes, "multiprocessorCount")
+            or (self._cuda_sm_counts(physical_index) if self._cuda_sm_counts else None),
             nvlink_count=self._nvlink_count(handle),
         )
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import NvmlUnavailableError, UsageError
+from gputop.core.host_stats import HostStats, simulated_host_stats
 from gputop.core.model import ProcessOrigin
 from gputop.core.numbers import parse_seconds
 from gputop.core.probes.background import BackgroundDriverProbe
@@ -111,6 +112,14 @@ def _open_fake(
             start_time=process.start_time,
         )
 
+    def host_stats(now: float) -> HostStats:
+        processes = list(nvml.simulated_processes().values())
+        return simulated_host_stats(
+            (p.cpu_percent for p in processes),
+            (p.host_memory_bytes for p in processes),
+            uptime_s=nvml.simulated_uptime_s(),
+        )
+
     backend = NvmlBackend(
         nvml,
         clock=nvml.epoch_time,
@@ -119,6 +128,8 @@ def _open_fake(
         host_processes=HostProcessTable(simulated=simulated, guard=local_pid_guard()),
         options=options,
         activity_clock=_Ticks() if frozen_time is not None else None,
+        host_stats=host_stats,
+        cuda_sm_counts=nvml.simulated_sm_count,
     )
     if frozen_time is not None:
         # A frozen clock reads the same every sample: GPM's figures too, from the first one

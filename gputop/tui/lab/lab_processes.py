@@ -124,4 +124,13 @@ class LabProcessTable(ProcessTable):
             scope = f"host {clean(self.host_names[self.only_host])} only"
         if self.only_gpu is not None and self.gpu_host is not None:
             scope = f"GPU {self.only_gpu} of {clean(self.host_names[self.gpu_host])} only"
-        return f"Processes: {scope}, by {self.sort_key.name} ({direction})"
+        return f"Processes: {scope}{self.describe_filters()}, by {self.sort_key.name} ({direction})"
+
+    def unlisted_cards(self) -> list[str]:
+        return [
+            f"{self._clean_name(position)} GPU {gpu.physical_index}"
+            for position, host in enumerate(self._hosts)
+            if host.snapshot is not None
+            for gpu in host.snapshot.gpus
+            if not gpu.processes_listed and not gpu.lost and not gpu.no_access
+        ]

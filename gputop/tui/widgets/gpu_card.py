@@ -205,11 +205,13 @@ def _title(view: CardView) -> str:
 
 
 def _subtitle(view: CardView) -> str | None:
-    parts = [
-        part
-        for part in (view.claim, view.slurm, _state(view.gpu), throttle_badge(view.gpu))
-        if part
-    ]
+    state = _state(view.gpu)
+    gpu = view.gpu
+    if not gpu.processes_listed and not (gpu.lost or gpu.no_access):
+        # NVML would not list its processes: the table cannot say who uses this card.
+        unlisted = "processes: not listed"
+        state = unlisted if state is None else f"{unlisted} · {state}"
+    parts = [part for part in (view.claim, view.slurm, state, throttle_badge(gpu)) if part]
     return " · ".join(parts) if parts else None
 
 

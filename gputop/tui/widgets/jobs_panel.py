@@ -72,6 +72,8 @@ def usage_texts(job: Job) -> tuple[Text, Text, Text]:
 
 def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
     """A job's row. Text, never str: a str cell is read as markup (``exp[/]1`` would raise)."""
+    if job.status == "waiting" and not last_line:
+        last_line = job.waiting_reason  # why it has not started (gputop jobs says the same)
     return (
         Text(str(job.id)),
         plain(job.name),

@@ -63,6 +63,8 @@ class ProcessRow:
     """Each cell's width in terminal cells (wide characters count two)."""
     group: tuple[GpuProcess, ...] = ()
     """For a collapsed job's line (rank_groups.py): its ranks; such a line is no process."""
+    mine: bool = False
+    """The process is the user's own (``u`` shows only these)."""
 
     def text(self, column: int) -> str:
         """What cell ``column`` shows, as plain text."""
@@ -202,7 +204,7 @@ class RowMaker:
         )
         if self._lead is not None:
             cells, widths = (self._lead[0], *cells), (self._lead[1], *widths)
-        return ProcessRow(key, process, cells, widths)
+        return ProcessRow(key, process, cells, widths, mine=process.user == self.me)
 
     def _fixed_cells(
         self, process: GpuProcess, job_id: int | None, slurm_id: int | None = None

@@ -26,6 +26,7 @@ from textual.strip import Strip
 
 from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.process_detail import rendezvous_key
+from gputop.core.safe_text import clean
 from gputop.tui.widgets.process_rows import (
     COLUMNS,
     SORT_KEYS,
@@ -42,6 +43,8 @@ __all__ = ["COLUMNS", "SORT_KEYS", "ProcessTable", "SortKey"]
 CELL_PADDING = 1
 """Blank cells each side of a cell's text."""
 HEADER_LINES = 1
+MIN_COMMAND_CELLS = 8
+"""Below this much room for COMMAND, ←/→ scroll the whole row, not the command alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,11 @@ class ProcessTable(ScrollView, can_focus=True):
         self._painted: LRUCache[tuple[object, ...], Strip] = LRUCache(maxsize=1024)
         self.collapsed_jobs: set[GroupKey] = set()
         """Distributed jobs whose ranks show as one line (rank_groups.py)."""
+        self.text_filter = ""
+        """Show only rows with this text in a cell (``/``), ignoring case; "" shows all."""
+        self.only_mine = False
+        """Show only the user's own processes (``u``)."""
+        self._title: str | None = None
 
     # -- what is shown -------------------------------------------------------------------
 
@@ -167,12 +175,57 @@ class ProcessTable(ScrollView, can_focus=True):
     def describe_view(self) -> str:
         direction = "ascending" if self.sort_key.descending == self.reverse else "descending"
         scope = "all GPUs" if self.only_gpu is None else f"GPU {self.only_gpu} only"
-        return f"Processes: {scope}, by {self.sort_key.name} ({direction})"
+        return f"Processes: {scope}{self.describe_filters()}, by {self.sort_key.name} ({direction})"
+
+    def describe_filters(self) -> str:
+        """The text filter and "only mine", as shown after the scope ("" when neither)."""
+        parts = [" yours only"] if self.only_mine else []
+        if self.text_filter:
+            parts.append(f' matching "{clean(self.text_filter)}"')
+        return ",".join(parts)
+
+    def unlisted_cards(self) -> list[str]:
+        """The cards whose processes NVML would not list: their process list is unknown."""
+        gpus = self._snapshot.gpus if self._snapshot is not None else ()
+        return [
+            f"GPU {gpu.physical_index}"
+            for gpu in gpus
+            if not gpu.processes_listed and not gpu.lost and not gpu.no_access
+        ]
+
+    def set_text_filter(self, text: str) -> None:
+        self.text_filter = text.strip()
+        self.refresh_view()
+
+    def toggle_only_mine(self) -> None:
+        self.only_mine = not self.only_mine
+        self.refresh_view()
+
+    def _passes(self, row: ProcessRow) -> bool:
+        if self.only_mine and not row.mine:
+            return False
+        if not self.text_filter:
+            return True
+        wanted = self.text_filter.casefold()
+        return any(wanted in row.text(column).casefold() for column in range(len(row.cells)))
+
+    def _count_title(self, shown: list[ProcessRow], every: list[ProcessRow]) -> str:
+        """``12 processes`` (``5 of 12`` when filtered), and which cards' lists are unknown."""
+        total = len(every)
+        count = sum(max(len(row.group), 1) for row in shown)
+        noun = "process" if total == 1 else "processes"
+        title = f"{count} of {total} {noun}" if count != total else f"{total} {noun}"
+        unlisted = self.unlisted_cards()
+        if unlisted:
+            title += f" · {', '.join(unlisted)}: process list unavailable (NVML will not list it)"
+        return title
 
     def show(self, snapshot: Snapshot) -> None:
         """Show ``snapshot``'s processes; the highlight stays on the same process."""
         self._snapshot = snapshot
-        rows = group_ranks(self._make_rows(snapshot), self.collapsed_jobs)
+        every = self._make_rows(snapshot)
+        shown = [row for row in every if self._passes(row)]
+        rows = group_ranks(shown, self.collapsed_jobs)
         old_rows, old_widths, old_cursor = self._rows, self._widths, self._cursor
         highlighted = old_rows[old_cursor].key if old_cursor < len(old_rows) else None
         self._rows = rows
@@ -188,6 +241,10 @@ class ProcessTable(ScrollView, can_focus=True):
             self._refresh_changed_lines(old_rows, old_cursor)
         if self._cursor != old_cursor:
             self._scroll_to_cursor()
+        title = self._count_title(rows, every)
+        if title != self._title:  # a new border title repaints the whole table
+            self._title = title
+            self.border_title = title
         subtitle = self.describe_view()
         if subtitle != self._subtitle:  # a new border subtitle repaints the whole table
             self._subtitle = subtitle
@@ -380,6 +437,7 @@ class ProcessTable(ScrollView, can_focus=True):
         width = palette.width
         if y < HEADER_LINES:
             style = palette.base + palette.header
+            scroll_x = 0  # the header stays: COMMAND names its column however far it scrolls
             key: tuple[object, ...] = ("header", self._widths, style, scroll_x, width)
             cells: tuple[Cell, ...] = tuple(((name, ""),) for name in self.columns)
             over = Style.null()
@@ -399,8 +457,21 @@ class ProcessTable(ScrollView, can_focus=True):
         strip = self._painted.get(key)
         if strip is None:
             whole = self._paint(cells, style, over)
-            strip = self._painted[key] = whole.crop_extend(scroll_x, scroll_x + width, style + over)
+            strip = self._painted[key] = self._window(whole, scroll_x, width, style + over)
         return strip
+
+    def _window(self, whole: Strip, scroll_x: int, width: int, style: Style) -> Strip:
+        """What shows of a row: the columns before COMMAND stay, only COMMAND scrolls.
+
+        ``virtual_size`` is the whole row's width, so scrolling right by ``scroll_x`` shows
+        COMMAND from its ``scroll_x``-th cell on. A window too narrow for the fixed columns
+        and a few cells of the command scrolls the whole row, so every column can be read.
+        """
+        fixed = sum(w + 2 * CELL_PADDING for w in self._widths[:-1]) + CELL_PADDING
+        if fixed + MIN_COMMAND_CELLS > width:
+            return whole.crop_extend(scroll_x, scroll_x + width, style)
+        command = whole.crop(fixed + scroll_x, scroll_x + width)
+        return Strip.join([whole.crop(0, fixed), command]).crop_extend(0, width, style)
 
     def _paint(self, cells: tuple[Cell, ...], base: Style, over: Style) -> Strip:
         """A whole row, every column laid out; ``render_line`` crops it to the window."""

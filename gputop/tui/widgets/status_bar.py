@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.widgets import Static
 
+from gputop.core.host_stats import host_line
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
 
@@ -46,3 +47,19 @@ class StatusBar(Static):
         line = self._line.copy()
         line.truncate(max(self.size.width, 1), overflow="ellipsis")
         return line
+
+
+class HostBar(Static):
+    """The host line: CPU load, memory, swap, uptime (gputop.core.host_stats)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.auto_links = False
+        self._shown: str | None = None
+
+    def show(self, snapshot: Snapshot) -> None:
+        stats = snapshot.host_stats
+        text = "host: not read" if stats is None else host_line(stats)
+        if text != self._shown:  # a steady host repaints nothing
+            self._shown = text
+            self.update(Text(text, style="dim", no_wrap=True, overflow="ellipsis"), layout=False)

@@ -9,7 +9,7 @@ until it answers, or where it cannot, that order is gputop's estimate and says s
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -34,6 +34,8 @@ from gputop.tui.workers import ReportsWorkerFailures
 
 CVD = "CUDA_VISIBLE_DEVICES"
 ORDER = "CUDA_DEVICE_ORDER"
+PREVIEW_WIDTH = 48
+"""The narrowest the panel's text gets (its min-width, less border, padding and gutter)."""
 
 
 class ProbeFinished(Message):
@@ -161,7 +163,10 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
                 _shown(self.cuda_device_order),
             )
         ]
-        parts.append(_mapping_table(self._driver_seen(visibility) or visibility))
+        shown = self._driver_seen(visibility) or visibility
+        lost = {gpu.physical_index for gpu in self._snapshot.gpus if gpu.lost}
+        parts.append(_mapping_table(shown, lost))
+        parts.extend(_lost_warnings(shown, lost))
         for warning in visibility.warnings:
             parts.append(Text(f"⚠ {clean(warning.message)}", style="yellow"))
         parts.extend(self._allocation_lines(visibility))
@@ -238,11 +243,18 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
         lines.append(":\n")
         for key, value in pinning.env.items():
             lines.append(f"  {key}=", style="dim")
-            lines.append(f"{clean(value)}\n")
+            entries = clean(value).split(",")
+            if len(key) + len(clean(value)) + 3 > PREVIEW_WIDTH and len(entries) > 1:
+                # One UUID a line (the value is still one, comma-separated): a UUID cut in
+                # the middle by the wrap cannot be read, nor copied.
+                lines.append("\n")
+                lines.append(",\n".join(f"    {entry}" for entry in entries))
+                lines.append("\n")
+            else:
+                lines.append(f"{clean(value)}\n")
         lines.append(
-            "  "
-            + ", ".join(
-                f"cuda:{d.logical_index} → "
+            "\n".join(  # one mapping a line: "cuda:3 → GPU" and "3" never split
+                f"  cuda:{d.logical_index} → "
                 + target_label(snapshot.gpus, d.mig_uuid or d.physical_index)
                 for d in pinning.devices
             )
@@ -260,7 +272,22 @@ def _shown(value: str | None) -> Text:
     )
 
 
-def _mapping_table(visibility: Visibility) -> RenderableType:
+def _lost_warnings(visibility: Visibility, lost: Set[int]) -> list[Text]:
+    """A lost GPU still listed: CUDA cannot use it, and a program started now will likely
+    not number it, so every cuda:N after it would move."""
+    return [
+        Text(
+            f"⚠ cuda:{device.logical_index} is GPU {device.physical_index}, which is LOST "
+            "(NVML cannot reach it): a program cannot use it, and one started now may not "
+            "count it, numbering the cards after it one lower.",
+            style="bold red",
+        )
+        for device in visibility.devices
+        if device.physical_index in lost
+    ]
+
+
+def _mapping_table(visibility: Visibility, lost: Set[int] = frozenset()) -> RenderableType:
     if not visibility.devices:
         return Text("No CUDA device is visible with this setting.", style="bold red")
     table = Table(box=None, padding=(0, 1), show_header=True, header_style="dim")
@@ -273,7 +300,11 @@ def _mapping_table(visibility: Visibility) -> RenderableType:
         table.add_row(  # Text cells: a str cell of a Rich table is read as markup
             Text(f"cuda:{device.logical_index}"),
             Text(str(device.physical_index)),
-            plain((device.name or "?").replace("NVIDIA ", "")),
+            plain((device.name or "?").replace("NVIDIA ", ""))
+            if device.physical_index not in lost
+            else Text.assemble(
+                ("LOST ", "bold red"), plain((device.name or "?").replace("NVIDIA ", ""))
+            ),
             plain(uuid),
         )
     return table

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gputop.cli.arg_types import count, seconds
-from gputop.cli.jobs_command import open_store
+from gputop.cli.job_store import open_store
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.pick_command import active_job_gpus
 from gputop.cli.slurm_run import (

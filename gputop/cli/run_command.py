@@ -39,11 +39,11 @@ from gputop.core.jobs.launch import (
 )
 from gputop.core.jobs.launchers import rank_lines
 from gputop.core.jobs.log_cap import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, parse_size
-from gputop.core.jobs.mig_targets import card_label
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.notify import notify_argv
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.jobs.waiting import check_wait_poll
+from gputop.core.mig_targets import card_label
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
 from gputop.core.probes import DriverProbe

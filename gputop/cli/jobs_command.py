@@ -25,6 +25,7 @@ from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.numbers import MAX_ID, is_ascii_digits, parse_id, strict_json
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.slurm.submit import cancel
 from gputop.core.slurm.sync import sync_slurm_jobs
 from gputop.core.units import duration, human_bytes
 
@@ -315,7 +316,9 @@ def run_stop(args: argparse.Namespace) -> int:
             print("Not stopped.")
             return 1
         grace = job.grace_s if args.grace is None else args.grace
-        print(clean_lines(stop_job(store, job.id, args.grace, wait_s=grace + STOP_WAIT_EXTRA_S)))
+        wait_s = grace + STOP_WAIT_EXTRA_S
+        said = stop_job(store, job.id, args.grace, wait_s=wait_s, cancel_in_slurm=cancel)
+        print(clean_lines(said))
     finally:
         close_store(store)
     return 0

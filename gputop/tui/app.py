@@ -40,6 +40,7 @@ from gputop.core.safe_text import clean, clean_lines
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.history import UtilizationHistory, initial_history
 from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.slurm.submit import cancel as cancel_slurm_job
 from gputop.core.slurm.watch import SlurmView, SlurmWatch
 from gputop.core.users import current_user
 from gputop.tui.jobs_actions import JobsActions, JobsRead, JobStoreProblem
@@ -162,6 +163,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
             cwd=cwd or os.getcwd(),
             job_environ=job_environ,
             report=self.report_jobs_problem,
+            cancel_in_slurm=cancel_slurm_job,
         )
         self._stop = threading.Event()
         self.slurm_watch = SlurmWatch.for_environment(

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 import psutil
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.pending_end import RecordedEnd, keep_end
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.process_control import (
@@ -38,8 +38,6 @@ from gputop.core.process_control import (
     signal_own_process,
 )
 
-JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
-JOB_ID_ENV = "GPUTOP_JOB_ID"
 AFTER_KILL_WAIT_S = 5.0
 WAIT_POLL_S = 0.1
 

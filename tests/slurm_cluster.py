@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 from real_components import cannot
 
+from gputop.core.jobs.launchers import free_port  # one helper for every test
+
 GPU_COUNT = 4
 NODE_NAME = "gputopnode"
 CPUS = 8
@@ -35,12 +37,6 @@ CPUS = 8
 must be limited by GPUs, never by CPUs."""
 START_DEADLINE_S = 30.0
 PROGRAMS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _program(name: str) -> str | None:

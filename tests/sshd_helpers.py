@@ -25,6 +25,8 @@ import psutil
 import pytest
 from real_components import cannot
 
+from gputop.core.jobs.launchers import free_port  # one helper for every test
+
 VENV_BIN = Path(sys.executable).parent
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
 
@@ -96,12 +98,6 @@ def find_sshd() -> str | None:
     if found:
         return found
     return next((path for path in SSHD_CANDIDATES if os.access(path, os.X_OK)), None)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -9,10 +9,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pynvml
 import pytest
 
+import gputop.core
 from gputop.cli.main import main
 
 WriteScenario = Callable[..., str]
@@ -169,15 +171,44 @@ def test_version_and_help_list_the_subcommands() -> None:
     assert helptext.returncode == 0 and "snapshot" in helptext.stdout
 
 
-def test_importing_the_core_imports_neither_textual_nor_torch() -> None:
-    probe = (
-        "import sys, gputop.core.sampling.source, gputop.core.sampling.nvml_backend, "
-        "gputop.core.fake, gputop.core.snapshot_json; "
-        "bad = [m for m in ('textual', 'torch') if m in sys.modules]; "
-        "print(bad); sys.exit(1 if bad else 0)"
+UI_AND_TORCH = ("textual", "rich", "torch")
+"""What no module of the core may bring in at run time (docs/architecture.md)."""
+EVERY_CORE_MODULE = (
+    "import importlib, json, pkgutil, sys\n"
+    "import gputop.core\n"
+    "names = sorted(m.name for m in pkgutil.walk_packages(gputop.core.__path__, 'gputop.core.'))\n"
+    "for name in names:\n"
+    "    importlib.import_module(name)\n"
+    "loaded = [m for m in sys.modules if m.split('.')[0] in sys.argv[1:]]\n"
+    "print(json.dumps({'imported': names, 'loaded': sorted(loaded)}))\n"
+)
+
+
+def _import_in_a_fresh_interpreter(script: str, *args: str) -> dict[str, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert done.returncode == 0, done.stderr
+    result: dict[str, list[str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_importing_every_core_module_imports_neither_textual_nor_rich_nor_torch() -> None:
+    """Every package and module under gputop/core, not a chosen few: the import-linter
+    contract reads the source; this proves what a headless process really loads."""
+    result = _import_in_a_fresh_interpreter(EVERY_CORE_MODULE, *UI_AND_TORCH)
+    core_files = list((Path(gputop.core.__file__).parent).rglob("*.py"))
+    assert len(result["imported"]) >= len(core_files) - 1  # every file but the core's __init__
+    assert result["loaded"] == [], f"the core imported {result['loaded']}"
+
+
+def test_the_run_time_import_check_sees_what_a_module_imports() -> None:
+    """The check above can fail: importing Rich, as gputop.tui.safe does, is seen."""
+    script = EVERY_CORE_MODULE.replace(
+        "for name in names:", "import gputop.tui.safe\nfor name in []:"
+    )
+    loaded = _import_in_a_fresh_interpreter(script, *UI_AND_TORCH)["loaded"]
+    assert "rich" in loaded and "textual" in loaded
 
 
 def test_watch_reprints_in_place_until_ctrl_c() -> None:

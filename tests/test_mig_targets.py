@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop.core.jobs.mig_targets import find_mig_target, judge_mig_instance, target_keys
+from gputop.core.mig_targets import find_mig_target, judge_mig_instance, target_keys
 from gputop.core.model import Snapshot
 from gputop.core.sampling.source import open_backend
 

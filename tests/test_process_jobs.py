@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from gputop.core.jobs.model import JOB_ID_ENV
 from gputop.core.process_jobs import NO_JOBS, ProcessJobs, read_process_jobs
 
 
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    environ = {**os.environ, "GPUTOP_JOB_ID": "17", "SLURM_JOB_ID": "4242"}
+    environ = {**os.environ, JOB_ID_ENV: "17", "SLURM_JOB_ID": "4242"}  # as a launch sets it
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=environ)
     yield process
     process.kill()

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.drivers.linux_driver import LinuxDriver
 
-from gputop.tui.screen_diff import DiffingLinuxDriver, ScreenDiff, driver_with_screen_diff
+from gputop.tui.screen_diff import (
+    DIFFED,
+    NOT_FOLLOWED,
+    UNCHANGED,
+    WHOLE,
+    DiffingLinuxDriver,
+    ScreenDiff,
+    driver_with_screen_diff,
+)
 
 SIZE = (12, 4)
 RED = "\x1b[38;2;255;0;0m"
@@ -235,3 +243,33 @@ def test_gputop_screen_diff_0_keeps_textuals_own_driver(setting: str) -> None:
 
 def test_other_drivers_are_kept() -> None:
     assert driver_with_screen_diff(HeadlessDriver, {}) is HeadlessDriver
+
+
+# -- what the diff did, for the pty test to check (tests/test_screen_diff_pty.py) ------------
+
+
+def test_a_frame_of_every_cell_is_sent_whole_and_a_later_change_is_diffed() -> None:
+    diff = ScreenDiff()
+    every_cell = frame(*((y, 0, RED, "x" * SIZE[0]) for y in range(SIZE[1])))
+    assert diff.filter(every_cell, SIZE) == every_cell
+    assert diff.last_outcome == WHOLE
+    diff.filter(frame((0, 0, RED, "y")), SIZE)
+    assert diff.last_outcome == DIFFED
+
+
+def test_a_sequence_the_diff_does_not_know_is_said_as_not_followed() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
+    erase_line = "\x1b[1;1H\x1b[2KGPU  94%"  # Textual never writes EL; a new Textual might
+    assert diff.filter(erase_line, SIZE) == erase_line
+    assert diff.last_outcome == NOT_FOLLOWED
+    # what the terminal shows was forgotten: the next frame's cells are all sent again
+    assert "GPU  95%" in diff.filter(frame((0, 0, RED, "GPU  95%")), SIZE)
+
+
+def test_modes_and_cursor_moves_are_passed_on_as_unchanged() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU")), SIZE)
+    for data in ("\x1b[?25l", "\x1b[?2026$p", "\x1b[2;3H"):
+        assert diff.filter(data, SIZE) == data
+        assert diff.last_outcome == UNCHANGED

@@ -5,6 +5,12 @@ Two dashboards run side by side on the same scenario and frozen clock, one with 
 (the default) and one with ``GPUTOP_SCREEN_DIFF=0``, which writes what Textual writes. Both
 get the same keys; after each step, once each screen shows the step's effect, the two
 emulated terminals (pyte) must become identical, colours and attributes included.
+
+The diffing dashboards also log what the diff did with each write (``ScreenDiff``'s
+``last_outcome``): once the first frame is shown, no frame may pass through undiffed (a
+change in Textual's output that the diff does not follow would otherwise silently send
+everything whole); and a dashboard left refreshing on a live clock must be sent at most a
+tenth of the bytes Textual wrote for it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from pathlib import Path
 import pytest
 from pty_terminal import PtyTerminal, differing_rows
 
+from gputop.tui.screen_diff import DIFFED, NOT_FOLLOWED, UNCHANGED, WHOLE
+
 COLUMNS, ROWS = 120, 40
 HOST = "dgx-h100-07"
 HELP_LINE = "move the highlight across cards"
@@ -28,9 +36,45 @@ TORCH_LINE = "CUDA_VISIBLE_DEVICES="
 DEFAULT_SORT = "by GPU memory"
 DOWN, TAB, ESCAPE, CTRL_L = b"\x1b[B", b"\t", b"\x1b", b"\x0c"
 TIMEOUT_S = 20.0
+MOST_OF_TEXTUALS_BYTES = 0.10
+"""The diff writes at most this share of the bytes Textual gives it while the dashboard
+refreshes (docs/screen-diff.md: about 5 % measured at one refresh a second)."""
+LIVE_FRAMES = 40
+"""Refreshes of the live dashboard measured (0.2 s apart)."""
+
+LOGGING_OUTCOMES = """
+import runpy, sys
+from gputop.tui import screen_diff
+log = open(sys.argv.pop(1), "a", encoding="utf-8", buffering=1)
+diff_frame = screen_diff.ScreenDiff.filter
+def logged(self, data, size):
+    out = diff_frame(self, data, size)
+    log.write(f"{self.last_outcome}\\t{len(data.encode())}\\t{len(out.encode())}\\n")
+    return out
+screen_diff.ScreenDiff.filter = logged
+sys.argv[0] = "gputop"
+runpy.run_module("gputop", run_name="__main__", alter_sys=True)
+"""
+"""``python -m gputop`` with each write's outcome logged: outcome, bytes in, bytes out."""
 
 
-def dashboard(state_dir: Path, screen_diff: bool) -> PtyTerminal:
+@dataclass(frozen=True)
+class Write:
+    outcome: str
+    textual_bytes: int
+    sent_bytes: int
+
+
+def outcomes(log: Path) -> list[Write]:
+    """The writes logged so far (a line still being written is left for later)."""
+    text = log.read_text(encoding="utf-8") if log.exists() else ""
+    lines = text.split("\n")[:-1]
+    return [Write(o, int(i), int(n)) for o, i, n in (line.split("\t") for line in lines)]
+
+
+def dashboard(
+    state_dir: Path, screen_diff: bool, log: Path | None = None, frozen: bool = True
+) -> PtyTerminal:
     env = dict(
         os.environ,
         TERM="xterm-256color",
@@ -40,7 +84,13 @@ def dashboard(state_dir: Path, screen_diff: bool) -> PtyTerminal:
         GPUTOP_SCREEN_DIFF="1" if screen_diff else "0",
     )
     env.pop("NO_COLOR", None)
-    command = [sys.executable, "-m", "gputop", "--fake", "dgx-h100", "--interval", "0.2"]
+    if not frozen:
+        del env["GPUTOP_FAKE_TIME"]  # the simulated cards change at every refresh
+    options = ["--fake", "dgx-h100", "--interval", "0.2"]
+    if log is None:
+        command = [sys.executable, "-m", "gputop", *options]
+    else:
+        command = [sys.executable, "-c", LOGGING_OUTCOMES, str(log), *options]
     return PtyTerminal.spawn(command, env, COLUMNS, ROWS)
 
 
@@ -85,6 +135,8 @@ class Session:
     """Rows where the diffed terminal differed from the plain one, by step."""
     bytes_with_diff: int = 0
     bytes_without_diff: int = 0
+    steady: list[Write] = field(default_factory=list)
+    """What the diff did with each write once the first frame was shown."""
 
 
 def wait_for_both(
@@ -114,10 +166,12 @@ def wait_until_identical(with_diff: PtyTerminal, without_diff: PtyTerminal) -> l
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     """Both dashboards driven through ``STEPS``."""
-    with_diff = dashboard(tmp_path_factory.mktemp("state-diff"), screen_diff=True)
+    log = tmp_path_factory.mktemp("outcomes") / "writes.tsv"
+    with_diff = dashboard(tmp_path_factory.mktemp("state-diff"), screen_diff=True, log=log)
     without_diff = dashboard(tmp_path_factory.mktemp("state-plain"), screen_diff=False)
     terminals = [with_diff, without_diff]
     result = Session()
+    start_up = 0
     try:
         for step in STEPS:
             for terminal in terminals:
@@ -127,6 +181,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
                 terminals, lambda terminal, step=step: step.shown(terminal.text()), step.name
             )
             result.differences[step.name] = wait_until_identical(with_diff, without_diff)
+            if step is STEPS[0]:
+                start_up = len(outcomes(log))
+        result.steady = outcomes(log)[start_up:]
         result.bytes_with_diff = with_diff.bytes_read
         result.bytes_without_diff = without_diff.bytes_read
         yield result
@@ -145,6 +202,55 @@ def test_the_terminal_shows_exactly_what_textual_drew_with_the_screen_diff(
 def test_the_screen_diff_sends_fewer_bytes_for_the_same_screens(session: Session) -> None:
     assert session.bytes_with_diff < session.bytes_without_diff, (
         f"{session.bytes_with_diff} bytes with the diff, {session.bytes_without_diff} without"
+    )
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> list[Write]:
+    """A diffing dashboard on a live clock: its writes over ``LIVE_FRAMES`` refreshes after
+    the first frame."""
+    log = tmp_path_factory.mktemp("outcomes-live") / "writes.tsv"
+    terminal = dashboard(tmp_path_factory.mktemp("state-live"), True, log=log, frozen=False)
+    try:
+        wait_for_both([terminal], lambda t: first_frame(t.text()), "first frame")
+        start_up = len(outcomes(log))
+
+        def refreshed() -> bool:
+            return sum(w.outcome == DIFFED for w in outcomes(log)[start_up:]) >= LIVE_FRAMES
+
+        if not terminal.wait_for(refreshed, TIMEOUT_S + LIVE_FRAMES):
+            pytest.fail(f"fewer than {LIVE_FRAMES} refreshes: {outcomes(log)[start_up:]}")
+        return outcomes(log)[start_up:]
+    finally:
+        terminal.stop()
+
+
+def outcomes_of(writes: list[Write]) -> set[str]:
+    found = {write.outcome for write in writes}
+    assert found <= {DIFFED, UNCHANGED, WHOLE, NOT_FOLLOWED}
+    return found
+
+
+def test_once_the_first_frame_is_shown_every_frame_of_the_keys_is_followed(
+    session: Session,
+) -> None:
+    """None falls back to Textual's output. Closing the help screen changes every cell: that
+    frame may go whole (``WHOLE``), as nothing of it is on the terminal already."""
+    assert sum(write.outcome == DIFFED for write in session.steady) >= len(STEPS) - 1
+    assert NOT_FOLLOWED not in outcomes_of(session.steady)
+
+
+def test_no_refresh_of_a_live_dashboard_passes_through_undiffed(live: list[Write]) -> None:
+    assert outcomes_of(live) <= {DIFFED, UNCHANGED}, [write.outcome for write in live]
+
+
+def test_a_refreshing_dashboard_is_sent_at_most_a_tenth_of_textuals_bytes(
+    live: list[Write],
+) -> None:
+    textuals = sum(write.textual_bytes for write in live)
+    sent = sum(write.sent_bytes for write in live)
+    assert sent <= MOST_OF_TEXTUALS_BYTES * textuals, (
+        f"{sent} bytes sent for Textual's {textuals} ({sent / textuals:.1%})"
     )
 
 

@@ -12,7 +12,7 @@ from gputop.core.claims.directory import claims_path, setup_line
 from gputop.core.claims.files import MAX_FOR_S, MAX_NOTE, MIN_FOR_S
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.history.periods import parse_duration
-from gputop.core.jobs.mig_targets import mig_target_by_uuid
+from gputop.core.mig_targets import mig_target_by_uuid
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import open_backend

@@ -16,6 +16,7 @@ from typing import Any
 
 from gputop.cli import jobs_wait
 from gputop.cli.arg_types import seconds
+from gputop.cli.job_store import close_store, open_store
 from gputop.core.errors import UsageError
 from gputop.core.jobs.log_follow import TerminalLogFilter
 from gputop.core.jobs.logs import last_line, open_log
@@ -25,6 +26,7 @@ from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.usage import activity_cell
 from gputop.core.numbers import MAX_ID, is_ascii_digits, parse_id, strict_json
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.slurm.submit import cancel
 from gputop.core.slurm.sync import sync_slurm_jobs
 from gputop.core.units import duration, human_bytes
 
@@ -114,32 +116,6 @@ def job_id(text: str) -> int:
 def _shown(text: str) -> str:
     """``text`` for a message: quoted, and cut where a person would stop reading."""
     return repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
-
-
-def open_store(create: bool = True) -> JobStore:
-    """The user's job store; what it has to tell a person goes to stderr.
-
-    ``create=False`` (commands that only read or stop): where no store was ever created,
-    an empty one in memory, so that nothing is written on disk; a store that reads as
-    damaged is refused, never moved aside. ``create=True`` (commands that record jobs):
-    one that an integrity check proves damaged is moved aside, what it holds kept.
-    """
-    store = JobStore.open(repair=True) if create else JobStore.open_existing()
-    if store is None:
-        return JobStore.in_memory_store()
-    _say_notices(store)
-    return store
-
-
-def close_store(store: JobStore) -> None:
-    """Close it, after saying what came up meanwhile (a disk found full, once)."""
-    _say_notices(store)
-    store.close()
-
-
-def _say_notices(store: JobStore) -> None:
-    for notice in store.take_notices():
-        print(f"gputop: notice: {clean(notice)}", file=sys.stderr)
 
 
 # --- gputop jobs -----------------------------------------------------------------------------
@@ -348,7 +324,9 @@ def run_stop(args: argparse.Namespace) -> int:
             print("Not stopped.")
             return 1
         grace = job.grace_s if args.grace is None else args.grace
-        print(clean_lines(stop_job(store, job.id, args.grace, wait_s=grace + STOP_WAIT_EXTRA_S)))
+        wait_s = grace + STOP_WAIT_EXTRA_S
+        said = stop_job(store, job.id, args.grace, wait_s=wait_s, cancel_in_slurm=cancel)
+        print(clean_lines(said))
     finally:
         close_store(store)
     return 0

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from gputop.cli.arg_types import seconds
+from gputop.cli.job_store import open_store
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.notify import (
     JobEvent,
@@ -62,8 +63,6 @@ def add_parser(actions: argparse._SubParsersAction, job_id: Callable[[str], int]
 
 
 def run_wait(args: argparse.Namespace) -> int:
-    from gputop.cli.jobs_command import open_store
-
     argv = notify_argv(args.notify_command) if args.notify_command else None
     wanted = list(dict.fromkeys(args.job_ids))
     deadline = None if args.timeout is None else time.monotonic() + args.timeout

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gputop.cli.arg_types import count, seconds
-from gputop.cli.jobs_command import open_store
+from gputop.cli.job_store import open_store
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.pick_command import active_job_gpus
 from gputop.cli.slurm_run import (
@@ -39,7 +39,6 @@ from gputop.core.jobs.launch import (
 )
 from gputop.core.jobs.launchers import rank_lines
 from gputop.core.jobs.log_cap import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, parse_size
-from gputop.core.jobs.mig_targets import card_label
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.notify import notify_argv
 from gputop.core.jobs.policy import (
@@ -50,6 +49,7 @@ from gputop.core.jobs.policy import (
 )
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.waiting import check_wait_poll
+from gputop.core.mig_targets import card_label
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
 from gputop.core.probes import DriverProbe

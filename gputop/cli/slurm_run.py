@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from gputop.cli.jobs_command import open_store
+from gputop.cli.job_store import open_store
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.command import default_name, plan_command
 from gputop.core.jobs.model import Job

@@ -16,6 +16,8 @@ from gputop.core.numbers import parse_id
 from gputop.core.slurm.cgroup import ENVIRON_LIMIT_BYTES, job_in_cgroup, job_in_environ
 
 GPUTOP_JOB_ENV = b"GPUTOP_JOB_ID"
+"""``gputop.core.jobs.model.JOB_ID_ENV`` as bytes, written out: importing the jobs package
+would load the job store into the exporter, which never opens it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from gputop.core.safe_text import clean, clean_lines
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.history import UtilizationHistory, initial_history
 from gputop.core.sampling.nvml_backend import NvmlBackend
+from gputop.core.slurm.submit import cancel as cancel_slurm_job
 from gputop.core.slurm.watch import SlurmView, SlurmWatch
 from gputop.core.users import current_user
 from gputop.tui.jobs_actions import JobsActions, JobsRead, JobStoreProblem
@@ -49,6 +50,7 @@ from gputop.tui.safe import plain_argv
 from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
+from gputop.tui.textual_compat import ExceptionHook, app_closing, textual_handles_exception
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
@@ -102,7 +104,7 @@ class _ReportedByGputop(Exception):
         return Text()
 
 
-class GputopApp(ReportsWorkerFailures, JobsActions):
+class GputopApp(ExceptionHook, ReportsWorkerFailures, JobsActions):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = True
@@ -167,6 +169,7 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
             cwd=cwd or os.getcwd(),
             job_environ=job_environ,
             report=self.report_jobs_problem,
+            cancel_in_slurm=cancel_slurm_job,
         )
         self._stop = threading.Event()
         self.slurm_watch = SlurmWatch.for_environment(
@@ -210,21 +213,21 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
         self._failures_reported.add(worker.group)
         self.notify(failure_message(worker), severity="error", timeout=10)
 
-    def _handle_exception(self, error: Exception) -> None:
+    def exception_reached_textual(self, error: Exception) -> None:
         """An exception reached Textual: keep the terminal, end with one line, not a traceback.
 
-        Textual has no public hook for this, so this one method is overridden, and it only
+        Textual has no public hook for this (gputop/tui/textual_compat.py), and this only
         hands Textual an exception that renders as nothing (Textual then exits through its
         public ``panic``, restoring the terminal, with status 1); ``gputop`` prints one line
         naming the real error. ``GPUTOP_DEBUG=1`` shows Textual's traceback instead.
         Checked against the pinned Textual by tests/test_dashboard_resilience.py.
         """
         if os.environ.get("GPUTOP_DEBUG"):
-            super()._handle_exception(error)
+            textual_handles_exception(self, error)
             return
         if self.fatal_error is None:
             self.fatal_error = error
-        super()._handle_exception(_ReportedByGputop(error))
+        textual_handles_exception(self, _ReportedByGputop(error))
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, writing only changed cells unless ``GPUTOP_SCREEN_DIFF=0``."""
@@ -361,14 +364,14 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
             self.query_one(ProcessTable).set_slurm_jobs(view.process_jobs)
             self.query_one(JobsPanel).show_slurm(view.user_jobs)
         except NoMatches:
-            if self.is_running and not (self._exit or self._closing):
+            if self.is_running and not app_closing(self):
                 raise
 
     def on_snapshot_sampled(self, message: SnapshotSampled) -> None:
         try:
             self._show_sample(message)
         except NoMatches:
-            if self.is_running and not (self._exit or self._closing):
+            if self.is_running and not app_closing(self):
                 raise
             # A sample that arrives while the app closes finds its widgets gone: drop it.
 

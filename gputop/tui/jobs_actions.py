@@ -28,6 +28,7 @@ from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.job_log import JobLogScreen
 from gputop.tui.screens.launch import LaunchContext, LaunchScreen
+from gputop.tui.textual_compat import app_closing
 from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.process_table import ProcessTable
@@ -80,7 +81,7 @@ class JobsActions(App[None]):
         try:
             self._show_jobs(message.jobs)
         except NoMatches:
-            if self.is_running and not (self._exit or self._closing):
+            if self.is_running and not app_closing(self):
                 raise
             # Jobs read while the app closes find the panel gone: nothing to show them in.
 

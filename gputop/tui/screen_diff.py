@@ -2,11 +2,12 @@
 
 Textual repaints a dirty line of a widget from the widget's left edge, and writes each
 segment as a complete colour sequence followed by a reset. On a busy machine every card and
-most process rows change every second: about 40 KB/s, which is felt over SSH. ``ScreenDiff``
-remembers what the terminal shows and rewrites each frame into the cells that differ, with a
-colour sequence only where the colour changes, the shortest cursor moves, and a row that
-moved by one cell (a sparkline) shifted by the terminal; ``DiffingLinuxDriver`` puts it
-between Textual and the terminal.
+most process rows change every second: about 15 KB/s from Textual as it is on the bench's
+server (dgx-h100, 200 live processes), which is felt over SSH; under 1 KB/s with the diff
+(docs/speed.md). ``ScreenDiff`` remembers what the terminal shows and rewrites each frame
+into the cells that differ, with a colour sequence only where the colour changes, the
+shortest cursor moves, and a row that moved by one cell (a sparkline) shifted by the
+terminal; ``DiffingLinuxDriver`` puts it between Textual and the terminal.
 
 Anything it does not follow is passed through unchanged and makes it forget what the
 terminal shows, so at worst the terminal gets exactly what Textual wrote; so does a resize.
@@ -29,12 +30,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.cells import cell_len, get_character_cell_size
-from textual.drivers.linux_driver import LinuxDriver
+
+from gputop.tui.textual_compat import LinuxDriver, terminal_fd
 
 Run = tuple[int, int, str, str]
 """Text a frame writes: row, column, the characters, and the SGR sequences before them."""
 
 RESET = "\x1b[0m"
+
+DIFFED = "diffed"
+"""A frame rewritten into the cells that changed."""
+WHOLE = "whole"
+"""A frame that changed every cell (the first, after ctrl+l or a resize): sent as it is."""
+NOT_FOLLOWED = "not followed"
+"""Output the diff does not follow (a sequence it does not know, a frame it cannot place):
+sent as it is, and what the terminal shows is forgotten. Outside start-up, a resize and
+``ctrl+l`` this means Textual writes something new (tests/test_screen_diff_pty.py)."""
+UNCHANGED = "unchanged"
+"""Modes, queries, titles, cursor moves: sent as they are, nothing to diff."""
 SHIFT_MIN_CELLS = 4
 """Changed cells a row's one-cell shift must account for before it is sent as a shift (two
 moves, DCH and ICH: about 16 bytes, against at least 3 a cell and its moves)."""
@@ -73,6 +86,8 @@ class ScreenDiff:
         self._chars: list[list[str | None]] = []
         self._sgrs: list[list[str | None]] = []
         self._cursor: str | None = None
+        self.last_outcome = UNCHANGED
+        """What ``filter`` did with the last output it was given (``DIFFED``, ...)."""
 
     def forget(self, size: tuple[int, int] | None = None) -> None:
         """Every cell unknown, e.g. after the terminal was resized or cleared."""
@@ -87,27 +102,35 @@ class ScreenDiff:
         """What to write instead of ``data`` for a terminal of ``size`` (columns, rows)."""
         if size is None:
             self.forget((0, 0))
+            self.last_outcome = NOT_FOLLOWED
             return data
         if size != self._size:
             self.forget(size)
         parsed = _parse(data)
         if parsed is None:  # not a frame: modes, queries, titles are harmless
-            if not _HARMLESS.match(data):
+            if _HARMLESS.match(data):
+                self.last_outcome = UNCHANGED
+            else:
                 self.forget()
+                self.last_outcome = NOT_FOLLOWED
             return data
         runs, cursor = parsed
         if not runs:  # only moves the cursor
             self._cursor = cursor or self._cursor
+            self.last_outcome = UNCHANGED
             return data
         columns, rows = self._size
         before = [row[:] for row in self._chars], [row[:] for row in self._sgrs]
         changed = self._apply(runs)
         if changed is None:
             self.forget()
+            self.last_outcome = NOT_FOLLOWED
             return data
         if len(changed) == rows and sum(map(len, changed.values())) >= columns * rows:
             self._cursor = cursor  # every cell new (the first frame, after ctrl+l): as it is
+            self.last_outcome = WHOLE
             return data
+        self.last_outcome = DIFFED
         update = self._update(changed, self._shifts(changed, *before))
         if cursor is not None and (update or cursor != self._cursor):
             update.append(cursor)
@@ -410,11 +433,6 @@ def _change_pen(current: _Pen | None, target: _Pen | None, sgr: str) -> str:
     return delta if len(delta) < len(full) else full
 
 
-def _cells(text: str) -> int:
-    """How many cells ``text`` takes."""
-    return len(text) if text.isascii() else cell_len(text)
-
-
 def _wide(char: str | None) -> bool:
     return char is not None and not char.isascii() and cell_len(char) == 2
 
@@ -493,7 +511,7 @@ class DiffingLinuxDriver(LinuxDriver):
 
     def _terminal_size(self) -> tuple[int, int] | None:
         try:
-            size = os.get_terminal_size(self.fileno)
+            size = os.get_terminal_size(terminal_fd(self))
         except OSError:
             return None
         return size.columns, size.lines

@@ -25,7 +25,7 @@ def claims_in_the_way(
     view: ClaimsView, snapshot: Snapshot, targets: Sequence[int | str], uid: int
 ) -> list[str]:
     """``GPU 2 is claimed by ana until … (2h left)`` for each target another user holds."""
-    from gputop.core.jobs.mig_targets import mig_target_by_uuid
+    from gputop.core.mig_targets import mig_target_by_uuid
 
     by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
     said = []

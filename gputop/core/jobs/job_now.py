@@ -5,33 +5,61 @@ supervisor could not write it, the disk was full) is the job's end. An active jo
 supervisor is gone is lost. Both are recorded in the store when it can be written, and
 otherwise applied to what is returned only, so that reading never needs writing
 (docs/faults.md).
+
+The store hands itself in as a ``RowStore`` (what this module needs of it), so that the
+store imports this module and not the other way round (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.pending_end import ended_as_kept, forget_pending_end, read_pending_ends
 from gputop.core.jobs.private_files import StoreError
 from gputop.core.jobs.procgroup import process_alive
+from gputop.core.jobs.usage import JobUsage
 from gputop.core.process_control import from_earlier_boot
-
-if TYPE_CHECKING:
-    from gputop.core.jobs.store import JobStore
 
 NEVER_STARTED_AFTER_S = 120.0
 """A job whose supervisor has not reported by then is taken as lost."""
 
 
-def current_jobs(store: JobStore, jobs: list[Job]) -> list[Job]:
+class RowStore(Protocol):
+    """What reading jobs as they are now needs of the job store (store.py's ``JobStore``)."""
+
+    in_memory: bool
+    state_dir: Path
+
+    @property
+    def host(self) -> str: ...
+
+    def reread(self, job_id: int) -> Job: ...
+
+    def mark_ended(
+        self,
+        job_id: int,
+        *,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        note: str | None = None,
+        stopped: bool | None = None,
+        ended_at: float | None = None,
+        usage: JobUsage | None = None,
+    ) -> None: ...
+
+    def mark_lost(self, job_id: int, note: str, supervisor_pid: int | None) -> bool: ...
+
+
+def current_jobs(store: RowStore, jobs: list[Job]) -> list[Job]:
     """``jobs`` (rows just read from ``store``) as they are now."""
     return _refresh_liveness(store, _with_pending_ends(store, jobs))
 
 
-def _with_pending_ends(store: JobStore, jobs: list[Job]) -> list[Job]:
+def _with_pending_ends(store: RowStore, jobs: list[Job]) -> list[Job]:
     if store.in_memory:
         return jobs
     pending = read_pending_ends(store.state_dir)
@@ -65,7 +93,7 @@ def _with_pending_ends(store: JobStore, jobs: list[Job]) -> list[Job]:
     return result
 
 
-def _refresh_liveness(store: JobStore, jobs: list[Job]) -> list[Job]:
+def _refresh_liveness(store: RowStore, jobs: list[Job]) -> list[Job]:
     """Mark lost the active jobs of this host whose supervisor is gone: in the store, or
     (where it cannot be written) in the list returned."""
     result = []

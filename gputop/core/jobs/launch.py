@@ -29,11 +29,11 @@ from gputop.core.jobs.launchers import (
     plain_python_note,
     plan_launcher,
 )
-from gputop.core.jobs.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode
 from gputop.core.jobs.private_files import open_log_append, write_env_file
 from gputop.core.jobs.procgroup import process_start_time, session_of
 from gputop.core.jobs.store import JobStore
+from gputop.core.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.model import Snapshot
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
 from gputop.core.visibility import pin_environment
@@ -68,7 +68,7 @@ class LaunchRequest:
     command: str | Sequence[str]
     physical_indices: Sequence[int | str]
     """In the cuda order wanted: the first becomes ``cuda:0``. A whole GPU by physical
-    index, or a MIG instance by its full ``MIG-`` UUID (gputop.core.jobs.mig_targets)."""
+    index, or a MIG instance by its full ``MIG-`` UUID (gputop.core.mig_targets)."""
     name: str | None = None
     cwd: str | None = None
     """Default: the caller's current directory."""
@@ -93,7 +93,7 @@ def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
 
     A token is a physical index or a unique UUID prefix (``GPU-5a9e`` or ``5a9e``): a whole
     GPU, as its index; or a MIG instance (``MIG-4fd9`` or ``GPU:DEVICE`` such as ``0:1``,
-    defined in gputop.core.jobs.mig_targets), as its full MIG UUID.
+    defined in gputop.core.mig_targets), as its full MIG UUID.
     """
     known = _known_gpus(snapshot)
     parts = [(token, part.strip()) for token in tokens for part in str(token).split(",")]

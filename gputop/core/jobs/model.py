@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 DEFAULT_GRACE_S = 10.0
 """Seconds between SIGTERM and SIGKILL when a job is stopped."""
 MAX_GRACE_S = 24 * 3600.0
+JOB_ID_ENV = "GPUTOP_JOB_ID"
+"""Set in every launched job's environment to its id (process_jobs.py reads it back)."""
+JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
+"""Set to the job's ``token``: proves a left-over process is the job's (stop.py)."""
 LOG_CUT_NOTE = "log cut"
 """How the note of a job whose log was cut begins (log_cap.py)."""
 

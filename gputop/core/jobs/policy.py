@@ -270,8 +270,8 @@ def launch_warnings(
 def _mig_warnings(
     snapshot: Snapshot, mig_uuid: str, policy: FreePolicy, user: str, jobs: Sequence[ActiveJob]
 ) -> list[str]:
-    """A MIG instance is judged alone (gputop.core.jobs.mig_targets has the rule)."""
-    from gputop.core.jobs.mig_targets import judge_mig_instance, mig_target_by_uuid
+    """A MIG instance is judged alone (gputop.core.mig_targets has the rule)."""
+    from gputop.core.mig_targets import judge_mig_instance, mig_target_by_uuid
 
     target = mig_target_by_uuid(snapshot.gpus, mig_uuid)
     if target is None:

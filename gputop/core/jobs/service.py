@@ -20,7 +20,7 @@ from typing import Literal
 from gputop.core.errors import GputopError
 from gputop.core.jobs.launch import LaunchRequest, launch_job
 from gputop.core.jobs.model import Job
-from gputop.core.jobs.stop import stop_job
+from gputop.core.jobs.stop import SlurmCanceller, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView, LogTails, read_jobs_view
 from gputop.core.model import Snapshot
@@ -40,6 +40,7 @@ class JobsService:
         cwd: str,
         job_environ: Mapping[str, str] | None,
         report: ReportProblem,
+        cancel_in_slurm: SlurmCanceller | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.user = user
@@ -48,6 +49,8 @@ class JobsService:
         """Where a launch runs by default: where gputop was started."""
         self._job_environ = dict(job_environ) if job_environ is not None else None
         self._report = report
+        self.cancel_in_slurm = cancel_in_slurm
+        """How a job Slurm runs is stopped (``gputop.core.slurm.submit.cancel``)."""
         self._tails = LogTails()
         self._tails_lock = threading.Lock()
         self._read_numbers = itertools.count(1)
@@ -127,6 +130,6 @@ class JobsService:
         """Stop a job (``stop_job``); what happened, for a person. Raises GputopError."""
         store = JobStore.open(self.state_dir)
         try:
-            return stop_job(store, job_id)
+            return stop_job(store, job_id, cancel_in_slurm=self.cancel_in_slurm)
         finally:
             store.close()

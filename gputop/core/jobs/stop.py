@@ -6,6 +6,9 @@ job's processes directly. On every path a process is signalled only when it is p
 the one recorded (process_control.py: same boot, start time, session, user); a process
 left over from a lost job must also carry the job's token in its environment. When that
 cannot be proven, nothing is signalled and the message says why (docs/security.md, part two).
+
+A job Slurm runs is cancelled through the canceller the caller hands in
+(``gputop.core.slurm.submit.cancel``): jobs know nothing of Slurm (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable, Iterator
 import psutil
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.pending_end import RecordedEnd, keep_end
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.process_control import (
@@ -34,12 +37,13 @@ from gputop.core.process_control import (
     send,
     signal_own_process,
 )
-from gputop.core.slurm.submit import cancel
 
-JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
-JOB_ID_ENV = "GPUTOP_JOB_ID"
 AFTER_KILL_WAIT_S = 5.0
 WAIT_POLL_S = 0.1
+
+SlurmCanceller = Callable[[int], None]
+"""Cancels a job in Slurm by Slurm's job id; a GputopError with Slurm's words where Slurm
+refuses (``gputop.core.slurm.submit.cancel``)."""
 
 
 class JobNotRunning(GputopError):
@@ -47,18 +51,25 @@ class JobNotRunning(GputopError):
 
 
 def stop_job(
-    store: JobStore, job_id: int, grace_s: float | None = None, *, wait_s: float | None = None
+    store: JobStore,
+    job_id: int,
+    grace_s: float | None = None,
+    *,
+    wait_s: float | None = None,
+    cancel_in_slurm: SlurmCanceller | None = None,
 ) -> str:
     """Stop job ``job_id``; returns what happened, for a person.
 
     ``grace_s`` overrides the job's grace period. ``wait_s``: wait up to that long for the
     supervisor to record the end (the CLI does; the dashboard refreshes instead).
+    ``cancel_in_slurm``: how a job Slurm runs is cancelled; without it such a job is
+    refused with a message.
     """
     if grace_s is not None and not 0 <= grace_s <= 24 * 3600:
         raise UsageError(f"The grace period must be between 0 and 86400 seconds, not {grace_s}.")
     job = store.get(job_id)
     if job.slurm_job_id is not None and job.state is not JobState.ENDED:
-        return _cancel_in_slurm(store, job)  # from any host of the cluster
+        return _cancel_in_slurm(store, job, cancel_in_slurm)  # from any host of the cluster
     here = socket.gethostname()
     if job.host and job.host != here:
         raise GputopError(f"Job {job.id} runs on {job.host}, not on {here}: stop it from there.")
@@ -113,8 +124,13 @@ def _with_record_note(store: JobStore, text: str) -> str:
     )
 
 
-def _cancel_in_slurm(store: JobStore, job: Job) -> str:
+def _cancel_in_slurm(store: JobStore, job: Job, cancel: SlurmCanceller | None) -> str:
     """Slurm runs it: ``scancel`` (docs/slurm.md); Slurm's own message where it refuses."""
+    if cancel is None:
+        raise GputopError(
+            f"Job {job.id} runs in Slurm (job {job.slurm_job_id}): stop it with "
+            f"gputop jobs stop {job.id}, or scancel {job.slurm_job_id}."
+        )
     cancel(job.slurm_job_id or 0)
     store.request_stop(job.id)
     return f"Job {job.id} cancelled in Slurm (scancel {job.slurm_job_id})."

@@ -30,7 +30,7 @@ from gputop.core.claims.jobs import JobClaim
 from gputop.core.errors import GputopError
 from gputop.core.jobs.log_cap import CHECK_S, LogCap, limits_from, parse_size
 from gputop.core.jobs.logs import gputop_line
-from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
 from gputop.core.jobs.pending_end import EndReservation, RecordedEnd, ended_as_kept
 from gputop.core.jobs.private_files import append_to_log, open_log_append, read_env_file
@@ -44,8 +44,6 @@ from gputop.core.numbers import parse_seconds
 from gputop.core.units import duration
 
 RUNNING_POLL_S = 5.0
-JOB_ID_ENV = "GPUTOP_JOB_ID"
-JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
 PANE_VARIABLES = ("TERM", "TMUX_PANE", "COLUMNS", "LINES")
 LEADER_REAP_S = 5.0
 SUPERVISOR_FAILED_EXIT = 70

@@ -52,14 +52,14 @@ def wait_decision(
     """May the job start now, and on which cards?
 
     ``running_job_uuids``: the running jobs' pinned UUIDs, so a MIG instance another job
-    is pinned to counts as taken (gputop.core.jobs.mig_targets has the MIG policy).
+    is pinned to counts as taken (gputop.core.mig_targets has the MIG policy).
     ``claimed``, ``claimed_instances``: why cards and MIG instances another user claimed
     are not free (docs/claims.md).
     """
     claimed = claimed or {}
     claimed_instances = claimed_instances or {}
-    from gputop.core.jobs.mig_targets import judge_mig_instance, mig_target_by_uuid
     from gputop.core.jobs.policy import NotEnoughFreeGpus, judge_cards, pick_free
+    from gputop.core.mig_targets import judge_mig_instance, mig_target_by_uuid
 
     if job.wait_count is not None and not job.physical_indices:
         try:

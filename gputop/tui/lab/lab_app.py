@@ -47,6 +47,7 @@ from gputop.tui.safe import plain, plain_argv
 from gputop.tui.screens.card_history import CardHistoryScreen
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.launch import LaunchContext
+from gputop.tui.textual_compat import app_closing
 from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.torch_panel import TorchPanel
 
@@ -158,7 +159,7 @@ class LabApp(GputopApp):
         try:
             self._show_lab(message.statuses)
         except NoMatches:
-            if self.is_running and not (self._exit or self._closing):
+            if self.is_running and not app_closing(self):
                 raise
 
     def _show_lab(self, statuses: list[HostStatus]) -> None:

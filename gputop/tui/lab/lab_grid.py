@@ -172,10 +172,6 @@ class LabGrid(VerticalScroll, can_focus=True):
         return group.physical[self._stop.card]
 
     @property
-    def selected_host(self) -> int | None:
-        return self._selected_host if self._selected else None
-
-    @property
     def selection(self) -> tuple[int, ...]:
         """The selected cards of the selection's host, or the highlighted card."""
         if self._selected:

@@ -27,11 +27,11 @@ from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.command import CommandPlan, plan_command
 from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.launchers import plain_python_note, plan_launcher, rank_lines
-from gputop.core.jobs.mig_targets import card_label, target_label
 from gputop.core.jobs.model import Job, RunMode
 from gputop.core.jobs.policy import launch_warnings
 from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
+from gputop.core.mig_targets import card_label, target_label
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.record import submit_and_record

@@ -18,7 +18,6 @@ from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
-from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from gputop.core.clock_events import badge_labels
@@ -27,6 +26,7 @@ from gputop.core.safe_text import clean
 from gputop.core.units import NA, duration_coarse, mib
 from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
 from gputop.tui.safe import plain
+from gputop.tui.textual_compat import visual_strips
 
 
 class _Paint(NamedTuple):
@@ -154,7 +154,7 @@ class GpuCard(Widget):
         # The line alone, on its row (text selection reads the row from the styles): the
         # blank lines above it are cheap.
         text = Text("\n").join([*(Text() for _ in range(y)), line.copy()])
-        strip = Visual.to_strips(self, visualize(self, text), width, y + 1, visual_style)[y]
+        strip = visual_strips(self, text, width, y + 1, visual_style)[y]
         if one_cell_each and "".join(segment.text for segment in strip) == plain:
             if len(self._shapes) > 64:
                 self._shapes.clear()

@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.mig_targets import target_label
+from gputop.core.mig_targets import target_label
 from gputop.core.model import Snapshot
 from gputop.core.probes import DriverProbe, compare_with_rules, order_note, probe_torch
 from gputop.core.probes.driver_mapping import driver_visibility, rules_error

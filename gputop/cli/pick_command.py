@@ -18,8 +18,8 @@ from typing import Any
 from gputop.cli.arg_types import count
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.core.errors import GputopError
-from gputop.core.jobs.mig_targets import target_keys
 from gputop.core.jobs.policy import FreePolicy, pick_free_targets
+from gputop.core.mig_targets import target_keys
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean

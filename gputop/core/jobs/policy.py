@@ -171,7 +171,7 @@ def pick_free_targets(
     whole card is free: ``gputop pick`` and ``run --auto 1``.
 
     Whole free cards come first. A MIG instance is judged by the MIG rule
-    (gputop.core.jobs.mig_targets: no other user's process, enough free memory; utilisation
+    (gputop.core.mig_targets: no other user's process, enough free memory; utilisation
     is not measured per instance) and the one with the most free memory wins. Only for one
     card: a CUDA process uses the first MIG instance of its CUDA_VISIBLE_DEVICES only.
     ``active_job_gpus`` values may hold MIG UUIDs: the instances gputop jobs are pinned to.
@@ -199,7 +199,7 @@ def _free_mig_instance(
     active_job_gpus: Mapping[int, Sequence[int | str]],
     claimed: Mapping[int, str] = _NO_CLAIMS,
 ) -> str | None:
-    from gputop.core.jobs.mig_targets import MigTarget, judge_mig_instance
+    from gputop.core.mig_targets import MigTarget, judge_mig_instance
 
     candidates: list[tuple[int, int, int, str]] = []
     for gpu in sorted(snapshot.gpus, key=lambda g: g.physical_index):

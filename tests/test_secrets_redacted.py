@@ -87,7 +87,13 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
     ]
     try:
         for process, (_args, secrets) in zip(started, CORPUS, strict=True):
-            argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().decode()
+            # Popen returns once forked; until the child's exec, /proc shows pytest's argv
+            deadline = time.monotonic() + 30
+            while True:
+                argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().decode()
+                if all(secret in argv for secret in secrets) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
             assert all(secret in argv for secret in secrets)  # the corpus is what it says
         gpus = [
             minimal_gpu(

@@ -270,6 +270,10 @@ class BoundedServer:
                 self._waiting[connection] = None  # waits again: the newest
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ssl.SSLError):
             return
+        except asyncio.CancelledError:
+            # Stopping: the connection ends here. Not raised on: Python 3.11's stream
+            # callback asks a cancelled task for its exception and prints a traceback.
+            return
         finally:
             self._waiting.pop(connection, None)
             self._open.discard(connection)

@@ -119,7 +119,10 @@ class ProcessCalls(FakeNvmlBase):
         gpus = self._scenario.gpus
         if not 0 <= physical_index < len(gpus):
             return None
-        return gpus[physical_index].multiprocessor_count
+        gpu = gpus[physical_index]
+        if gpu.mig_mode is not None and gpu.mig_mode[0] == 1:
+            return None  # in MIG mode CUDA sees the instances, never the whole card
+        return gpu.multiprocessor_count
 
     def simulated_uptime_s(self) -> float:
         """How long the simulated machine has been up: it booted a day before its oldest

@@ -289,7 +289,15 @@ def _connect(dir_fd: int, directory: Path, notices: list[str], repair: bool) -> 
         except BaseException as error:
             # a new store without what the damaged one holds would read as sound, and every
             # job would be forgotten: the damaged store goes back, as it was
-            _put_back(target, path)
+            try:
+                _put_back(target, path)
+            except OSError as undo:
+                raise StoreError(
+                    f"The job store {path} is damaged ({proof}); carrying what it holds into "
+                    f"a new store failed ({error}), and so did putting it back ({os_cause(undo)})"
+                    f": it is {target}. Move it back to {path} (and its -wal), and run the "
+                    "command again."
+                ) from None
             if not isinstance(error, (sqlite3.Error, OSError)):
                 raise
             raise StoreError(

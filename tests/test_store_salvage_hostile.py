@@ -258,3 +258,37 @@ def test_a_row_changed_by_hand_is_named_never_an_internal_error(
         assert result.returncode == 1, result.stderr
         assert "holds a row for job 1 that no gputop wrote" in result.stderr
         assert "internal error" not in result.stderr and "\x1b" not in result.stderr
+
+
+def test_a_salvage_that_fails_puts_the_damaged_store_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills while what a damaged store holds is carried over: the damaged store
+    goes back where it was, untouched, and the next recording command carries it all.
+    Before, the new store (its schema committed, no job in it) stayed, read as sound, and
+    every job was forgotten, after an internal error."""
+    from gputop.core.jobs import store_salvage
+    from gputop.core.jobs.store import StoreError
+
+    state_dir = tmp_path / "state"
+    with JobStore.open(state_dir) as store:
+        ids = [_job(store, n) for n in range(200)]
+    path = state_dir / "jobs.sqlite3"
+    _checkpoint(path)
+    _damage_leaf_of(path, "jobs")
+    damaged = path.read_bytes()
+
+    def full(*args: object) -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store_salvage, "_rebuild_from_logs", full)
+    with pytest.raises(StoreError, match="put back as it was") as error:
+        JobStore.open(state_dir, repair=True)
+    assert error.value.fault is not None
+    assert path.read_bytes() == damaged
+    assert not list(state_dir.glob("jobs.sqlite3.corrupt-*"))
+    monkeypatch.undo()
+    with JobStore.open(state_dir, repair=True) as store:
+        (notice,) = store.notices
+        jobs = {job.id for job in store.list_jobs()}
+    assert "moved aside" in notice and jobs == set(ids)

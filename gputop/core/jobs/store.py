@@ -165,7 +165,11 @@ class JobStore:
         except StoreError as error:
             if error.fault is None or not os.path.lexists(directory / DB_NAME):
                 raise
-            store = cls(directory, open_read_only(directory), notices)
+            try:
+                connection = open_read_only(directory)
+            except StoreError:
+                raise error from None  # why it could not be opened says more (a repair)
+            store = cls(directory, connection, notices)
             store._became_read_only(error.fault)
             return store
         store = cls(directory, connection, notices)

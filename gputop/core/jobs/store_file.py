@@ -275,16 +275,37 @@ def _connect(dir_fd: int, directory: Path, notices: list[str], repair: bool) -> 
                 )
             )
         target = _move_aside(path, proof)
-        _prepare_files(dir_fd, directory)
-        connection = _sqlite(str(path))
         try:
-            _create_schema(connection, directory / LOGS_DIR)
-            with immediate(connection):
-                carried = carry_over(target, connection, directory)
-                _continue_ids_after(connection, directory / LOGS_DIR)
-        except BaseException:
-            connection.close()
-            raise
+            _prepare_files(dir_fd, directory)
+            connection = _sqlite(str(path))
+            try:
+                _create_schema(connection, directory / LOGS_DIR)
+                with immediate(connection):
+                    carried = carry_over(target, connection, directory)
+                    _continue_ids_after(connection, directory / LOGS_DIR)
+            except BaseException:
+                connection.close()
+                raise
+        except BaseException as error:
+            # a new store without what the damaged one holds would read as sound, and every
+            # job would be forgotten: the damaged store goes back, as it was
+            try:
+                _put_back(target, path)
+            except OSError as undo:
+                raise StoreError(
+                    f"The job store {path} is damaged ({proof}); carrying what it holds into "
+                    f"a new store failed ({error}), and so did putting it back ({os_cause(undo)})"
+                    f": it is {target}. Move it back to {path} (and its -wal), and run the "
+                    "command again."
+                ) from None
+            if not isinstance(error, (sqlite3.Error, OSError)):
+                raise
+            raise StoreError(
+                f"The job store {path} is damaged ({proof}); carrying what it holds into a "
+                f"new store failed ({error}), so it was put back as it was. The next command "
+                "that records jobs tries again.",
+                write_fault_of(error, directory),
+            ) from None
         notices.append(
             f"The job store {path} was damaged ({proof}); it was moved aside to {target} and "
             f"a new store was started: {carried.describe()}. Job logs in "
@@ -395,6 +416,18 @@ def _check(connection: sqlite3.Connection) -> int:
         if result != "ok":
             raise sqlite3.DatabaseError(f"database disk image is malformed ({result})")
     return version
+
+
+def _put_back(target: Path, path: Path) -> None:
+    """Undo ``_move_aside``: the new store's files removed, the damaged one renamed back
+    (the open lock is held: no other gputop opened the new one)."""
+    for suffix in ("", *COMPANIONS):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+    os.rename(target, path)
+    for suffix in COMPANIONS:
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(f"{target}{suffix}", f"{path}{suffix}")
 
 
 def _move_aside(path: Path, problem: str) -> Path:

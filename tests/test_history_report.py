@@ -142,7 +142,7 @@ def test_the_table_puts_the_idle_holder_first_and_marks_it(
 ) -> None:
     lines = run_report(hour_store, capsys=capsys).splitlines()
     assert lines[1].split() == [
-        "WHO",
+        "USER",
         "GPU",
         "TIME",
         "IDLE",

@@ -523,6 +523,13 @@ class GputopApp(ReportsWorkerFailures, JobsActions):
                 markup=False,
             )
             return
+        if process.origin is ProcessOrigin.SIMULATED:
+            self.notify(
+                f"Process {process.pid} is simulated (--fake): there is no such process on "
+                "this machine to signal. A job you launch here (l) is real, and t reaches it.",
+                severity="warning",
+            )
+            return
         if process.user != self.user:
             self.notify(
                 f"Process {process.pid} belongs to {clean(process.user or 'another user')}; "

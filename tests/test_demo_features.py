@@ -11,6 +11,7 @@ from dashboard_helpers import first_sample, make_app
 
 from gputop.core.model import ProcessOrigin
 from gputop.core.sampling.source import open_backend
+from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.widgets.process_table import ProcessTable
 
 BIG = (160, 48)
@@ -68,6 +69,8 @@ async def test_t_on_a_simulated_process_says_it_is_simulated() -> None:
         assert table.rows[row].process.origin is ProcessOrigin.SIMULATED
         table.move_cursor(row)
         await pilot.press("t")
+        assert isinstance(app.screen, ConfirmScreen)  # what it would send, as for a real one
+        await pilot.press("y")
         assert any("is simulated (--fake)" in m for m in messages), messages
         assert not any("restarted" in m for m in messages)
 

@@ -16,7 +16,9 @@ $(STAMP): pyproject.toml
 
 ## make demo: the dashboard on simulated GPUs (no NVIDIA driver needed)
 demo: $(STAMP)
+	@echo "gputop is installed in .venv: the command is $(BIN)/gputop (README, Start here)."
 	$(BIN)/gputop --fake demo
+	@echo "Again: $(BIN)/gputop --fake demo   (every command: $(BIN)/gputop --help)"
 
 ## make run: the dashboard on this machine's real GPUs
 run: $(STAMP)

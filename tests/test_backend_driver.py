@@ -261,8 +261,14 @@ def test_performance_state_32_is_unknown(
 def test_a_whole_gpu_has_no_sm_count_from_nvml_and_a_mig_device_has_its_own(
     fake_backend: OpenFake,
 ) -> None:
-    mig_gpu = fake_backend("mig").sample().gpus[0]
-    assert mig_gpu.multiprocessor_count is None
+    backend = fake_backend("mig")
+    nvml = backend.nvml
+    with pytest.raises(pynvml.NVMLError):  # NVML: MIG devices only, as real drivers answer
+        nvml.nvmlDeviceGetAttributes_v2(nvml.nvmlDeviceGetHandleByIndex(0))
+    mig_gpu = backend.sample().gpus[0]
+    # The whole GPU's count is what CUDA gives (cuDeviceGetAttribute): here the simulated
+    # CUDA's, the scenario's; on real GPUs the driver probe's, or none.
+    assert mig_gpu.multiprocessor_count == nvml.simulated_sm_count(0)
     assert all(m.multiprocessor_count for m in mig_gpu.mig_devices)
 
 

@@ -41,7 +41,7 @@ def test_snapshot_of_v100x4_shows_four_v100s_and_both_processes_under_gpu_0(
     assert code == 0
     assert len(gpu_lines) == 4
     assert all("Tesla V100-SXM2-16GB" in lines[i] for i in gpu_lines)
-    assert "8124/16130 MiB" in lines[gpu_lines[0]]
+    assert "8124 / 16130 MiB" in lines[gpu_lines[0]] and "55 / 300 W" in lines[gpu_lines[0]]
     under_gpu0 = "\n".join(lines[gpu_lines[0] : gpu_lines[1]])
     assert "4202277" in under_gpu0 and "python train.py" in under_gpu0
     assert "4327232" in under_gpu0 and "python eval.py" in under_gpu0

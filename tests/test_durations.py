@@ -1,4 +1,4 @@
-"""One duration formatter for the whole project: ps style in the CLI, coarse on screen."""
+"""One notation for elapsed time (docs/units.md): exact in the CLI, one unit shorter on screen."""
 
 from __future__ import annotations
 
@@ -9,14 +9,23 @@ from gputop.core.units import NA, duration, duration_coarse
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0, "0:00"), (42.9, "0:42"), (3 * 60 + 7, "3:07"), (3 * 3600 + 12 * 60 + 5, "3:12:05")],
+    [(0, "0s"), (42.9, "42s"), (3 * 60 + 7, "3m07s"), (3 * 3600 + 12 * 60 + 5, "3h12m05s")],
 )
-def test_the_cli_writes_elapsed_time_as_ps_does(seconds: float, text: str) -> None:
+def test_the_cli_writes_elapsed_time_to_the_second_with_its_units(
+    seconds: float, text: str
+) -> None:
     assert duration(seconds) == text
 
 
-def test_the_cli_writes_days_before_a_dash_as_ps_does() -> None:
-    assert duration(2 * 86400 + 4 * 3600) == "2-04:00:00"
+def test_the_cli_writes_days_to_the_minute() -> None:
+    assert duration(2 * 86400 + 4 * 3600 + 5 * 60 + 9) == "2d04h05m"
+
+
+@pytest.mark.parametrize("seconds", [38, 38 * 60, 5 * 3600 + 20 * 60 + 37, 21 * 86400 + 5])
+def test_the_screen_shows_the_cli_s_notation_one_unit_shorter(seconds: float) -> None:
+    """Never ambiguous: "held 0:38" could be seconds or minutes; 38s and 38m cannot."""
+    exact, coarse = duration(seconds), duration_coarse(seconds, seconds_below_minute=True)
+    assert exact.startswith(coarse)
 
 
 @pytest.mark.parametrize(

@@ -86,9 +86,9 @@ async def test_h_shows_the_highlighted_cards_use_and_who_held_it_idle_first(
         assert body[10].split() == ["-1h", "-30m", "now"]
         assert body[11] == "activity (SM, tensor, DRAM): not available on this GPU"  # an A100
         holders = [line.split() for line in body[14:] if line.strip()]
-        assert holders[0][:4] == ["!", "bob", "held", "1:00:00"]
-        assert holders[0][-2:] == ["idle", "1:00:00"]
-        assert holders[1][:3] == ["alice", "held", "1:00:00"]
+        assert holders[0][:4] == ["!", "bob", "held", "1h00m00s"]
+        assert holders[0][-2:] == ["idle", "1h00m00s"]
+        assert holders[1][:3] == ["alice", "held", "1h00m00s"]
         assert "carol" not in "\n".join(body)  # she held GPU 2, not this one
         screen.shown = None
         await pilot.press("3")
@@ -153,7 +153,7 @@ async def test_h_in_the_process_table_shows_that_processs_history(tmp_path: Path
         assert body[7].split() == [
             "GPU",
             "time",
-            "1:00:00",
+            "1h00m00s",
             "mean",
             "10.0G",
             "peak",
@@ -162,7 +162,7 @@ async def test_h_in_the_process_table_shows_that_processs_history(tmp_path: Path
             "0",
             "%",
             "idle",
-            "1:00:00",
+            "1h00m00s",
         ]
 
 
@@ -184,5 +184,5 @@ async def test_a_process_detail_shows_what_the_recorder_stored_of_it(tmp_path: P
         body = plain_text(screen.query_one("#detail-history"), width=160).splitlines()
         assert body[0] == "GPU memory (all its cards)"
         assert all(set(line[7:].rstrip()) == {"█"} for line in body[1:5])
-        assert body[7].split()[:3] == ["GPU", "time", "1:00:00"]
-        assert body[7].split()[-2:] == ["idle", "1:00:00"]  # bob held it idle all hour
+        assert body[7].split()[:3] == ["GPU", "time", "1h00m00s"]
+        assert body[7].split()[-2:] == ["idle", "1h00m00s"]  # bob held it idle all hour

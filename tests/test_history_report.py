@@ -142,7 +142,7 @@ def test_the_table_puts_the_idle_holder_first_and_marks_it(
 ) -> None:
     lines = run_report(hour_store, capsys=capsys).splitlines()
     assert lines[1].split() == [
-        "WHO",
+        "USER",
         "GPU",
         "TIME",
         "IDLE",
@@ -157,8 +157,8 @@ def test_the_table_puts_the_idle_holder_first_and_marks_it(
         "ACTIVE",
         "TENSOR",
     ]
-    assert lines[2].split()[:4] == ["!", "bob", "1:00:00", "1:00:00"]
-    assert lines[3].split()[:2] == ["alice", "2:00:00"]
+    assert lines[2].split()[:4] == ["!", "bob", "1h00m00s", "1h00m00s"]
+    assert lines[3].split()[:2] == ["alice", "2h00m00s"]
 
 
 @pytest.mark.parametrize(

@@ -112,3 +112,17 @@ def test_dashboard_after_a_resize_looks_as_approved(snap_compare, label: str) ->
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=start, run_before=resize)
+
+
+def test_help_at_80x24_looks_as_approved(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The help window fits an 80-column terminal, its right border included (issue 28)."""
+    from textual.pilot import Pilot
+
+    async def open_help(pilot: Pilot[None]) -> None:
+        await first_sample(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(
+        build_app("demo", interval_s=3600.0), terminal_size=SIZES["80x24"], run_before=open_help
+    )

@@ -137,6 +137,8 @@ def _print_report(
         _write_csv(rows)
     else:
         print(render_table(query, rows))
+        for hint in window_hints(connection, query, rows):
+            print(hint)
         if claimed:
             print()
             print(render_claims(claimed))
@@ -144,6 +146,43 @@ def _print_report(
             print()
             print(render_plot(series, *(span or (since, until)), columns))
     return 0
+
+
+def window_hints(
+    connection: sqlite3.Connection, query: ReportQuery, rows: list[ReportRow]
+) -> list[str]:
+    """What a person needs when the window misses what was recorded: samples after its end
+    (a simulated clock run faster, ``GPUTOP_FAKE_SPEED``, records ahead of real time) or,
+    with nothing in it, only before its start; and ``--by job`` with no job in it."""
+    hints = []
+    later, latest = connection.execute(
+        "SELECT COUNT(*), MAX(t) FROM samples WHERE t >= ?", (query.until,)
+    ).fetchone()
+    if later:
+        hints.append(
+            f"Note: {later} sample(s) were recorded after this window ends, up to "
+            f"{_iso(latest)}: add --until {_iso(latest + 1)} (and --since) to include them."
+        )
+    if not rows:
+        earlier, last = connection.execute(
+            "SELECT COUNT(*), MAX(t) FROM samples WHERE t < ?", (query.since,)
+        ).fetchone()
+        if earlier:
+            hints.append(
+                f"Note: the store has samples before this window, the last at {_iso(last)}: "
+                "widen --since to include them."
+            )
+    if query.by is ReportBy.JOB and not rows:
+        (spans,) = connection.execute(
+            "SELECT COUNT(*) FROM process_spans WHERE end_t > ? AND start_t < ?",
+            (query.since, query.until),
+        ).fetchone()
+        if spans:
+            hints.append(
+                "Processes were recorded in this window, but none belonged to a gputop job "
+                "(launched with gputop run or the dashboard): see --by user or --by process."
+            )
+    return hints
 
 
 def _print_prometheus_report(args: argparse.Namespace, query: ReportQuery) -> int:
@@ -178,6 +217,12 @@ HEADERS = (
     "", "WHO", "GPU TIME", "IDLE HELD", "MEAN MEM", "PEAK MEM", "MEAN SM", "SM ACTIVE", "TENSOR"
 )  # fmt: skip
 """SM ACTIVE and TENSOR: GPM's, of the cards held (docs/activity.md); N/A without GPM."""
+FIRST_COLUMN = {
+    ReportBy.USER: "USER",
+    ReportBy.GPU: "GPU",
+    ReportBy.JOB: "JOB",
+    ReportBy.PROCESS: "PROCESS",
+}
 
 
 def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
@@ -187,12 +232,11 @@ def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
         f"(idle: SM under 5 % for {elapsed(query.idle_min_s)} or more)"
     )
     if not rows:
-        return f"{title}\nNothing was recorded in this window."
-    lines = [HEADERS]
+        nothing = "No gputop job" if query.by is ReportBy.JOB else "Nothing was recorded"
+        return f"{title}\n{nothing} in this window."
+    lines = [("", FIRST_COLUMN.get(query.by, "WHO"), *HEADERS[2:])]
     for row in rows:
         who = clean(str(row.key))
-        if query.by is ReportBy.GPU:
-            who = f"GPU {who}"
         if row.user is not None or row.command is not None:
             who = f"{who} {clean(row.user or '?')} {clean(row.command or '')}".rstrip()
         lines.append(

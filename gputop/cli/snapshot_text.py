@@ -8,7 +8,7 @@ from gputop.core.claims.view import card_claim_text
 from gputop.core.clock_events import badge_labels
 from gputop.core.model import Activity, GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
-from gputop.core.units import NA, celsius, duration, human_bytes, memory_pair, mib, percent, watts
+from gputop.core.units import NA, celsius, duration, human_bytes, memory_pair, percent, power_pair
 
 PROCESS_HEADER = (
     f"{'PID':>9}  {'USER':<10} {'TYPE':<4} {'GPU MEM':>9} {'SM':>4} {'CPU':>5} "
@@ -63,14 +63,14 @@ def _gpu_line(gpu: GpuSample) -> str:
     if gpu.no_access:
         return f"{ident}  NO ACCESS: NVML refused this GPU (no permission; a cgroup or container)"
     fan = "fan N/A" if gpu.fan_percent is None else f"fan {gpu.fan_percent:>3}%"
-    power = f"{_number(gpu.power_w)}/{watts(gpu.power_limit_w)}"
+    power = power_pair(gpu.power_w, gpu.power_limit_w)
     pstate = NA if gpu.performance_state is None else f"P{gpu.performance_state}"
     mig = "  MIG" if gpu.mig_mode_current else ""
-    memory = f"{mib(gpu.memory_used_bytes)}/{mib(gpu.memory_total_bytes)} MiB"
+    memory = memory_pair(gpu.memory_used_bytes, gpu.memory_total_bytes)
     return (
         f"{ident}  {celsius(gpu.temperature_c):>5}  {fan}  "
-        f"util {percent(gpu.utilization_gpu_percent)}  {memory:>16}  "
-        f"{power:>11}  {pstate}{mig}{_activity(gpu.activity)}{_throttle(gpu)}"
+        f"util {percent(gpu.utilization_gpu_percent)}  {memory:>18}  "
+        f"{power:>13}  {pstate}{mig}{_activity(gpu.activity)}{_throttle(gpu)}"
     )
 
 

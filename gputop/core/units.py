@@ -11,7 +11,15 @@ def mib(value_bytes: int | None) -> str:
 
 
 def memory_pair(used_bytes: int | None, total_bytes: int | None) -> str:
+    """Used / total GPU memory, in MiB as nvidia-smi counts it (docs/units.md)."""
     return f"{mib(used_bytes)} / {mib(total_bytes)} MiB"
+
+
+def power_pair(draw_w: float | None, limit_w: float | None) -> str:
+    """Draw / limit: ``155 / 350 W``, ``N/A / 350 W`` (docs/units.md)."""
+    draw = NA if draw_w is None else f"{draw_w:.0f}"
+    limit = NA if limit_w is None else f"{limit_w:.0f}"
+    return f"{draw} / {limit} W"
 
 
 def human_bytes(value_bytes: int | None) -> str:
@@ -36,7 +44,9 @@ def celsius(value: int | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """Elapsed time as ps shows it, for the CLI: 42:07, 3:12:05, 2-04:00:00."""
+    """Elapsed time, exact to the second, in the one notation of docs/units.md: 42s, 3m07s,
+    3h12m05s, 2d04h00m (days: to the minute). The dashboard's ``duration_coarse`` writes
+    the same notation one unit shorter."""
     if seconds is None or seconds < 0:
         return NA
     total = int(seconds)
@@ -44,10 +54,12 @@ def duration(seconds: float | None) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+        return f"{days}d{hours:02d}h{minutes:02d}m"
     if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
 
 
 def duration_coarse(seconds: float | None, *, seconds_below_minute: bool = False) -> str:

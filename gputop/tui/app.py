@@ -547,6 +547,14 @@ class GputopApp(ExceptionHook, ReportsWorkerFailures, JobsActions):
         def answered(yes: bool | None) -> None:
             if not yes:
                 return
+            if process.origin is ProcessOrigin.SIMULATED:  # the dialog shows what it would do
+                self.notify(
+                    f"Process {process.pid} is simulated (--fake): there is no such process "
+                    "on this machine, so nothing was sent. A job you launch here (l) is real, "
+                    "and t reaches it.",
+                    severity="warning",
+                )
+                return
             try:
                 signal_own_process(process.pid, process.start_time, signum)
             except GputopError as error:

@@ -39,6 +39,8 @@ class SimulatedProcess:
     host_memory_bytes: int | None
     start_time: float | None
     """Seconds since the epoch."""
+    environment: tuple[tuple[str, str], ...] = ()
+    """The watched variables it was started with (the scenario's ``env``)."""
 
 
 class ProcessCalls(FakeNvmlBase):
@@ -159,6 +161,7 @@ class ProcessCalls(FakeNvmlBase):
                 if process.started_s_ago is not None
                 else None
             ),
+            environment=process.env,
         )
 
     def _running(self, handle: FakeDeviceHandle, *, compute: bool) -> list[Any]:

@@ -167,7 +167,20 @@ _PROCESS_KEYS = (
     "cpu_percent",
     "host_memory_mib",
     "started_s_ago",
+    "env",
 )
+_ENV_KEYS = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+)
+"""What a simulated process's ``env`` may give: the variables gputop reads of a process
+(gputop.core.sampling.process_env.WATCHED)."""
 _MIG_KEYS = (
     "uuid",
     "gpu_instance_id",
@@ -437,9 +450,18 @@ def _parse_processes(owner: ObjectReader) -> tuple[ScenarioProcess, ...]:
                 cpu_percent=process.signal("cpu_percent"),
                 host_memory_mib=process.signal("host_memory_mib"),
                 started_s_ago=process.number("started_s_ago"),
+                env=_environment(process),
             )
         )
     return tuple(processes)
+
+
+def _environment(process: ObjectReader) -> tuple[tuple[str, str], ...]:
+    """``env``: the variables the process was started with, strings only."""
+    env = process.child("env", _ENV_KEYS)
+    if env is None:
+        return ()
+    return tuple((name, value) for name in _ENV_KEYS if (value := env.string(name)) is not None)
 
 
 def _pci_bus_id(gpu: ObjectReader) -> str | None:

@@ -33,6 +33,8 @@ class ScenarioProcess:
     cpu_percent: Signal | None = None
     host_memory_mib: Signal | None = None
     started_s_ago: float | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    """The CUDA and launcher variables it was started with (a rank's RANK, WORLD_SIZE...)."""
 
     @property
     def is_compute(self) -> bool:

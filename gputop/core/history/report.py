@@ -288,8 +288,40 @@ _CHECKED = "CASE WHEN {0} BETWEEN 0 AND 1e300 THEN {0} END"
 and not negative, else unknown; a text where a number belongs is unknown too."""
 
 
+DISPLAY_SERVERS = frozenset(
+    {
+        "Xorg",
+        "X",
+        "Xwayland",
+        "gnome-shell",
+        "gdm-x-session",
+        "kwin_x11",
+        "kwin_wayland",
+        "plasmashell",
+        "mutter",
+        "sway",
+        "weston",
+        "Hyprland",
+        "cinnamon",
+        "xfwm4",
+        "compiz",
+    }
+)
+"""Display servers and desktop shells: they hold a little memory on the card that drives a
+screen, by design. They are never idle holders (a display server is not a hog)."""
+
+
+def is_display_server(command: str | None) -> bool:
+    """Whether a recorded command line starts a display server (its program's base name)."""
+    if not command:
+        return False
+    program = command.split(maxsplit=1)[0].rsplit("/", 1)[-1]
+    return program in DISPLAY_SERVERS
+
+
 def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[ReportRow]:
-    """The rows of the report, idle holders first, then by GPU time."""
+    """The rows of the report, idle holders first, then by GPU time. By GPU: every card
+    sampled in the window, a card nobody used included (with no GPU time)."""
     holder = _HOLDER[query.by]
     only_jobs = "AND r.job IS NOT NULL" if query.by is ReportBy.JOB else ""
     only_card = "AND p.physical_index = ?" if query.physical_index is not None else ""
@@ -298,9 +330,10 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
         f"SELECT {holder} AS holder, COALESCE(users.text, '?'), p.physical_index, p.start_t, "
         "p.end_t, p.idle_runs, "
         f"{_CHECKED.format('p.memory_byte_seconds')}, {_CHECKED.format('p.peak_memory_bytes')}, "
-        f"{_CHECKED.format('p.sm_percent_seconds')} "
+        f"{_CHECKED.format('p.sm_percent_seconds')}, commands.text "
         "FROM process_spans p JOIN processes r ON r.id = p.process_id "
         "LEFT JOIN strings users ON users.id = r.user_id "
+        "LEFT JOIN strings commands ON commands.id = r.command_id "
         f"WHERE p.end_t > ? AND p.start_t < ? {only_jobs} {only_card} "
         # a damaged row (not numbers, not finite, ending before it starts) counts nothing
         "AND p.start_t BETWEEN 0 AND 1e300 AND p.end_t BETWEEN p.start_t AND 1e300 "
@@ -310,9 +343,11 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
     )
     since, until = query.since, query.until
     by_card: dict[tuple[_Key, int], list[_Span]] = {}
-    for holder_key, owner, card, start, end, runs, memory_s, peak, sm_s in rows:
+    for holder_key, owner, card, start, end, runs, memory_s, peak, sm_s, command in rows:
         # a job's id is its user's (each user has a store of jobs): the user is in the key
         key: _Key = (holder_key, owner) if query.by is ReportBy.JOB else holder_key
+        if is_display_server(command if isinstance(command, str) else None):
+            runs = None  # never an idle holder
         inside_start, inside_end = max(start, since), min(end, until)
         if inside_end <= inside_start:
             continue
@@ -338,9 +373,28 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
         if activity.samples:
             summed.add_activity(activity, spans)
     result = [_row(key, summed) for key, summed in holders.items()]
+    if query.by is ReportBy.GPU:
+        result.extend(_unused_cards(connection, query, set(holders)))
     if query.by is ReportBy.PROCESS:
         result = list(_with_process_facts(connection, result))
     return sorted(result, key=lambda row: (-row.idle_held_seconds, -row.gpu_seconds, str(row.key)))
+
+
+def _unused_cards(
+    connection: sqlite3.Connection, query: ReportQuery, used: set[str | int]
+) -> list[ReportRow]:
+    """Cards sampled in the window that no process held: a week-long unused card is news."""
+    only_card = "AND g.physical_index = ?" if query.physical_index is not None else ""
+    card = () if query.physical_index is None else (query.physical_index,)
+    sampled = connection.execute(
+        "SELECT DISTINCT g.physical_index FROM gpu_samples g JOIN samples s ON s.id = g.sample_id "
+        f"WHERE s.t > ? AND s.t - s.duration_s < ? AND typeof(g.physical_index) = 'integer' "
+        f"{only_card}",
+        (query.since, query.until, *card),
+    )
+    return [
+        ReportRow(index, 0.0, 0.0, None, None, None) for (index,) in sampled if index not in used
+    ]
 
 
 def _idle_pieces(

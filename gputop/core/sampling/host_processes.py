@@ -23,7 +23,7 @@ from gputop.core.sampling import proc_counters
 from gputop.core.sampling.pid_namespace import LocalPidGuard
 from gputop.core.sampling.process_env import CudaEnvironment, read_cuda_environment
 
-FOREIGN_HINT = "not visible here (another PID namespace, e.g. a container)"
+FOREIGN_HINT = "not visible here: another PID namespace, e.g. a container"
 DENIED_HINT = "no permission to read this process"
 
 

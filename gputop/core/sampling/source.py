@@ -24,6 +24,7 @@ from gputop.core.probes.background import BackgroundDriverProbe
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
 from gputop.core.sampling.pid_namespace import local_pid_guard
+from gputop.core.sampling.process_env import CudaEnvironment
 
 FAKE_ENV = "GPUTOP_FAKE"
 FAKE_TIME_ENV = "GPUTOP_FAKE_TIME"
@@ -110,6 +111,7 @@ def _open_fake(
             cpu_percent=process.cpu_percent,
             host_memory_bytes=process.host_memory_bytes,
             start_time=process.start_time,
+            environment=CudaEnvironment(process.environment) if process.environment else None,
         )
 
     def host_stats(now: float) -> HostStats:

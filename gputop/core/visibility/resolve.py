@@ -149,7 +149,27 @@ def _select(
             return [], None, uses_integers
         named_at[key] = position
         chosen.append(target)
+        if isinstance(entry, IntegerEntry) and entry.ignored:
+            warnings.append(_ignored_rest(position, raw, entry))
     return chosen, None, uses_integers
+
+
+def _ignored_rest(position: int, raw: str, entry: IntegerEntry) -> VisibilityWarning:
+    """An entry the driver reads as a number and a rest it drops: ``1 2``, ``0:1``."""
+    if entry.ignored.startswith(":"):
+        why = (
+            "it looks like a MIG device (GPU:instance), but the driver has no such form: "
+            "name a MIG instance by its MIG- UUID"
+        )
+    elif entry.ignored.lstrip(" \t").isdigit() or " " in entry.ignored:
+        why = "GPUs are separated by commas only"
+    else:
+        why = "the driver reads a number up to its first other character"
+    return VisibilityWarning(
+        "ignored-rest",
+        f"{CVD} entry {position + 1} ({raw!r}) is read as {entry.value}, ignoring "
+        f"{entry.ignored!r}: {why}.",
+    )
 
 
 def _lookup(

@@ -20,6 +20,9 @@ _LEGACY_MIG = re.compile(r"^MIG-(GPU-[^/]+)/(\d+)/(\d+)$")
 @dataclass(frozen=True, slots=True)
 class IntegerEntry:
     value: int
+    ignored: str = ""
+    """What follows the number, which the driver ignores (``1 2`` is 1, `` 2`` ignored);
+    blanks alone are not counted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ def _strtoul(raw: str, text: str) -> Entry:
         if not char.isascii() or not char.isdigit():
             break
         digits += char
+    rest = text[len(digits) :]
     if not digits:
         if not raw.strip(_WHITESPACE):
             return InvalidEntry("is empty")
@@ -81,4 +85,4 @@ def _strtoul(raw: str, text: str) -> Entry:
     value = int(digits)
     if sign == "-" and value != 0:
         return InvalidEntry(f"is negative ({sign}{digits}), which the driver reads as invalid")
-    return IntegerEntry(value)
+    return IntegerEntry(value, rest if rest.strip(_WHITESPACE) else "")

@@ -23,7 +23,7 @@ from textual.widget import Widget
 from gputop.core.clock_events import badge_labels
 from gputop.core.model import Activity, GpuSample
 from gputop.core.safe_text import clean
-from gputop.core.units import NA, duration_coarse, mib
+from gputop.core.units import NA, duration_coarse, memory_pair, mib, power_pair
 from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
 from gputop.tui.safe import plain
 from gputop.tui.textual_compat import visual_strips
@@ -287,7 +287,7 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
     lines.append(line)
     lines.append(sparkline(view.history, width))
     used_pct = percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
-    mem_text = f"{mib(gpu.memory_used_bytes)}/{mib(gpu.memory_total_bytes)}M"
+    mem_text = memory_pair(gpu.memory_used_bytes, gpu.memory_total_bytes)
     mem_bar = bar(used_pct, max(width - 4 - 1 - len(mem_text), 4), level_style(used_pct, 80, 95))
     lines.append(Text.assemble("MEM ", mem_bar, " ", mem_text))
     lines.append(_sensors(gpu))
@@ -297,12 +297,10 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
 
 def _sensors(gpu: GpuSample) -> Text:
     temperature = NA if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
-    power = "N/A" if gpu.power_w is None else f"{gpu.power_w:.0f}"
-    limit = "N/A" if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
     fan = NA if gpu.fan_percent is None else f"{gpu.fan_percent}%"
     return Text.assemble(
         (temperature, temperature_style(gpu.temperature_c)),
-        f"  {power}/{limit} W",
+        f"  {power_pair(gpu.power_w, gpu.power_limit_w)}",
         ("  fan ", "dim"),
         fan,
     )
@@ -354,19 +352,15 @@ def _compact_line(view: CardView, width: int) -> Text:
         line.append("NO ACCESS: NVML refused this GPU", style="bold yellow")
         return line
     util = gpu.utilization_gpu_percent
-    memory = f" {mib(gpu.memory_used_bytes):>6}/{mib(gpu.memory_total_bytes):<6}M"
+    memory = f" {mib(gpu.memory_used_bytes):>6} / {mib(gpu.memory_total_bytes):<6}MiB"
     temperature = NA if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
-    power = NA if gpu.power_w is None else f"{gpu.power_w:.0f}W"
+    power = NA if gpu.power_w is None else f"{gpu.power_w:.0f} W"
     tail = Text.assemble(
-        (NA if util is None else f"{util:3d}%", view.util_style or level_style(util))
-    )
-    tail.append_text(
-        Text.assemble(
-            memory,
-            " ",
-            (f"{temperature:>5}", temperature_style(gpu.temperature_c)),
-            f" {power:>5}",
-        )
+        (NA if util is None else f"{util:3d}%", view.util_style or level_style(util)),
+        memory,
+        " ",
+        (f"{temperature:>5}", temperature_style(gpu.temperature_c)),
+        f" {power:>6}",
     )
     activity = activity_text(gpu.activity, tight=True)
     if activity is not None and width - line.cell_len - tail.cell_len - activity.cell_len >= 6:

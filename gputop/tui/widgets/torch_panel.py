@@ -244,7 +244,7 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
         for key, value in pinning.env.items():
             lines.append(f"  {key}=", style="dim")
             entries = clean(value).split(",")
-            if len(key) + len(clean(value)) + 3 > PREVIEW_WIDTH and len(entries) > 1:
+            if len(key) + len(clean(value)) + 3 > PREVIEW_WIDTH:
                 # One UUID a line (the value is still one, comma-separated): a UUID cut in
                 # the middle by the wrap cannot be read, nor copied.
                 lines.append("\n")

@@ -363,7 +363,8 @@ def _compact_line(view: CardView, width: int) -> Text:
         f" {power:>6}",
     )
     activity = activity_text(gpu.activity, tight=True)
-    if activity is not None and width - line.cell_len - tail.cell_len - activity.cell_len >= 6:
+    # GPM's figures before the sparkline: at 80 columns the bar and sparkline give way
+    if activity is not None and width - line.cell_len - tail.cell_len - activity.cell_len >= 3:
         util_cells = 4 if util is None or util < 1000 else len(f"{util}%")
         tail = Text.assemble(tail[:util_cells], " ", activity, tail[util_cells:])
     room = width - line.cell_len - tail.cell_len - 1

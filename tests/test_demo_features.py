@@ -3,12 +3,15 @@ simulated cards, and a plain word where a key cannot act on a simulated process.
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from dashboard_helpers import first_sample, make_app
 
+from gputop.core.fake import resolve_scenario_path
 from gputop.core.model import ProcessOrigin
 from gputop.core.sampling.source import open_backend
 from gputop.tui.screens.confirm import ConfirmScreen
@@ -87,17 +90,33 @@ def test_simulated_processes_started_after_the_simulated_machine_booted() -> Non
     assert starts and min(starts) > booted
 
 
+def demo_with_own_uuids(directory: Path) -> str:
+    """The demo scenario with UUIDs of this test's own: a process pinned to its cards is
+    listed by no other test's demo (another file's snapshot may run meanwhile)."""
+    document = json.loads(resolve_scenario_path("demo").read_text())
+    assert document["job_profile"]  # what lists a job on the simulated cards
+    for gpu in document["gpus"]:
+        gpu["uuid"] = f"GPU-{uuid.uuid4()}"
+    path = directory / "demo-own.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
 async def test_a_job_on_the_demo_s_cards_shows_there_marked_as_a_job(
-    private_state_dir: Path, host_pid_namespace: None, capsys: pytest.CaptureFixture[str]
+    private_state_dir: Path,
+    host_pid_namespace: None,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     """A job launched on the demo's simulated GPU 4 is a real process; the demo's
     job_profile lists it on that card, and the table marks it [job 1]."""
     from gputop.cli.main import main
 
-    assert main(["run", "--fake", "demo", "--gpus", "4", "--", "sleep", "60"]) == 0
+    scenario = demo_with_own_uuids(tmp_path)
+    assert main(["run", "--fake", scenario, "--gpus", "4", "--", "sleep", "60"]) == 0
     capsys.readouterr()
     try:
-        app = make_app("demo", interval_s=0.5)
+        app = make_app(scenario, interval_s=0.5)
         async with app.run_test(size=BIG) as pilot:
             await first_sample(pilot)
             table = app.query_one(ProcessTable)

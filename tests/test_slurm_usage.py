@@ -139,7 +139,7 @@ def test_a_slurm_job_records_what_it_used_on_its_card_and_its_own_exit_status(
     assert not (private_state_dir / "logs" / report_name(slurm_id)).exists()
     code, out, _ = gputop(capsys, "jobs")
     assert code == 0
-    assert re.search(rf"^\s*{job_id}\s.*0:0\d\s+1\.2G", out, re.MULTILINE), out
+    assert re.search(rf"^\s*{job_id}\s.*\d+s\s+1\.2G", out, re.MULTILINE), out
 
 
 def test_the_processes_of_a_jobs_srun_step_count_as_the_jobs(

@@ -49,7 +49,7 @@ def test_a_card_says_which_job_holds_it_whose_user_name_and_time_left(
 
     label = view.card_label(card)
     assert label is not None
-    assert re.fullmatch(rf"slurm {job_id} root train (9|10):\d\d left", label), label
+    assert re.fullmatch(rf"slurm {job_id} root train (9m\d\ds|10m00s) left", label), label
     assert [index for index in range(4) if view.card_label(index)] == [card]
     assert view.node == NODE_NAME
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gputop.core.model import GpuSample, ProcessCuda
 from gputop.core.numbers import is_ascii_digits
@@ -127,16 +128,23 @@ def process_cuda(
     return ProcessCuda(
         visible_devices=visible,
         device_order=order,
-        rank=_number(environment.get("RANK"), 0, MAX_RANK),
-        local_rank=_number(environment.get("LOCAL_RANK"), 0, MAX_RANK),
-        world_size=_number(environment.get("WORLD_SIZE"), 1, MAX_RANK),
-        master_addr=environment.get("MASTER_ADDR"),
-        master_port=_number(environment.get("MASTER_PORT"), 1, MAX_PORT),
-        run_id=environment.get("TORCHELASTIC_RUN_ID"),
+        **_launcher_fields(environment),
         devices=devices,
         mismatch=physical_index not in devices,
         devices_from_driver=from_driver is not None,
     )
+
+
+def _launcher_fields(environment: CudaEnvironment) -> dict[str, Any]:
+    """What a distributed launcher set (rank, world, rendezvous), each range-checked."""
+    return {
+        "rank": _number(environment.get("RANK"), 0, MAX_RANK),
+        "local_rank": _number(environment.get("LOCAL_RANK"), 0, MAX_RANK),
+        "world_size": _number(environment.get("WORLD_SIZE"), 1, MAX_RANK),
+        "master_addr": environment.get("MASTER_ADDR"),
+        "master_port": _number(environment.get("MASTER_PORT"), 1, MAX_PORT),
+        "run_id": environment.get("TORCHELASTIC_RUN_ID"),
+    }
 
 
 def _unknown_view(environment: CudaEnvironment) -> ProcessCuda:
@@ -144,12 +152,7 @@ def _unknown_view(environment: CudaEnvironment) -> ProcessCuda:
     return ProcessCuda(
         visible_devices=None,
         device_order=None,
-        rank=_number(environment.get("RANK"), 0, MAX_RANK),
-        local_rank=_number(environment.get("LOCAL_RANK"), 0, MAX_RANK),
-        world_size=_number(environment.get("WORLD_SIZE"), 1, MAX_RANK),
-        master_addr=environment.get("MASTER_ADDR"),
-        master_port=_number(environment.get("MASTER_PORT"), 1, MAX_PORT),
-        run_id=environment.get("TORCHELASTIC_RUN_ID"),
+        **_launcher_fields(environment),
         devices=(),
         mismatch=False,
         unknown=TOO_LARGE,

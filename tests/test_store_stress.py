@@ -27,7 +27,7 @@ from textual.widgets import Input, Static
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.launch import LaunchScreen
 
-STRESS_S = 25.0
+STRESS_S = 20.0
 """How long the CLI launchers and readers run beside the dashboard."""
 DASHBOARD_LAUNCHES = 6
 CLI_LAUNCHERS = 2

@@ -25,10 +25,10 @@ run: $(STAMP)
 	$(BIN)/gputop
 
 ## make test: lint, the import contract and the test suite, on TEST_WORKERS processes
-## (pytest-xdist, each test file whole on one of them: docs/testing.md): one more than the
-## CPUs, at most 4; make test TEST_WORKERS=0 runs them in this one process.
+## (pytest-xdist, each test file whole on one of them: docs/testing.md): twice the CPUs,
+## at most 4; make test TEST_WORKERS=0 runs them in this one process.
 CPUS := $(shell nproc 2>/dev/null || echo 1)
-TEST_WORKERS ?= $(shell n=$$(( $(CPUS) + 1 )); [ $$n -gt 4 ] && n=4; echo $$n)
+TEST_WORKERS ?= $(shell n=$$(( $(CPUS) * 2 )); [ $$n -gt 4 ] && n=4; echo $$n)
 test: $(STAMP)
 	$(BIN)/ruff check gputop tests
 	$(BIN)/ruff format --check gputop tests

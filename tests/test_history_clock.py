@@ -10,7 +10,9 @@ back nothing was written until the clock caught up, and of 2,000 samples 739 wer
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from history_helpers import holders_scenario, make_version_1
@@ -29,40 +31,58 @@ DAY, HOUR = 86400.0, 3600.0
 START = 1.8e9
 
 
+class SteppedWall:
+    """One simulated machine whose wall clock reads ``wall(n)`` at its n-th sample, while
+    the clock nobody can set moves one interval a sample; records into an open store."""
+
+    def __init__(self, tmp_path: Path, wall: Callable[[int], float]) -> None:
+        self.backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
+        self.base = self.backend.sample()
+        self.wall = wall
+        self.times: list[float] = []
+        """The wall clock's time of each sample taken."""
+        self.steady = 0.0
+
+    def sample(self) -> Snapshot:
+        self.steady += INTERVAL_S
+        self.times.append(self.wall(len(self.times)))
+        return dataclasses.replace(self.base, timestamp=self.times[-1])
+
+    def record(
+        self, connection: sqlite3.Connection, store: Path, samples: int, say: Callable[[str], None]
+    ) -> int:
+        writer = HistoryWriter(connection, store, say)
+        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=samples)
+        recorder = Recorder(self.sample, writer, options, say, clock=lambda: self.steady)
+        return recorder.run(threading.Event())
+
+
+def _raw_times(connection: sqlite3.Connection) -> list[float]:
+    rows = connection.execute("SELECT t FROM samples WHERE resolution_s = 0 ORDER BY t")
+    return [row[0] for row in rows]
+
+
 def test_a_clock_stepped_back_a_day_and_forward_an_hour_loses_no_sample(
     tmp_path: Path,
 ) -> None:
     store = tmp_path / "state" / "history.sqlite3"
-    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
-    base = backend.sample()
     said: list[str] = []
-    steady = [0.0]
-    wall_times: list[float] = []
 
-    def sample() -> Snapshot:
-        n = len(wall_times)
-        steady[0] += INTERVAL_S  # the clock nobody can set: always one interval on
-        wall = START + n * INTERVAL_S
-        if n >= BACK_AT:
-            wall -= DAY
-        if n >= FORWARD_AT:
-            wall += HOUR
-        wall_times.append(wall)
-        return dataclasses.replace(base, timestamp=wall)
+    def wall(n: int) -> float:
+        return (
+            START + n * INTERVAL_S - (DAY if n >= BACK_AT else 0) + (HOUR if n >= FORWARD_AT else 0)
+        )
 
+    machine = SteppedWall(tmp_path, wall)
     connection = open_for_recording(store, [])
     try:
-        writer = HistoryWriter(connection, store, said.append)
-        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=SAMPLES)
-        taken = Recorder(sample, writer, options, said.append, clock=lambda: steady[0]).run(
-            threading.Event()
-        )
-        assert taken == SAMPLES
+        assert machine.record(connection, store, SAMPLES, said.append) == SAMPLES
         stored = [row[0] for row in connection.execute("SELECT t FROM samples ORDER BY id")]
         steps = connection.execute("SELECT t, step_s FROM clock_steps ORDER BY t").fetchall()
     finally:
         connection.close()
-        backend.close()
+        machine.backend.close()
+    wall_times = machine.times
 
     assert stored == wall_times  # every sample, each with the time the clock gave it
     assert sorted(steps) == sorted([(wall_times[BACK_AT], -DAY), (wall_times[FORWARD_AT], HOUR)])
@@ -119,34 +139,20 @@ def test_a_clock_stepped_forward_two_years_rolls_up_and_deletes_nothing(tmp_path
     forward (a restored VM, a bad RTC): before, a step forward of two years, ten minutes
     long, rolled every raw sample into hours and then deleted them all as a year old."""
     store = tmp_path / "h.sqlite3"
-    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
-    base = backend.sample()
     said: list[str] = []
-    steady = [0.0]
-    wall_times: list[float] = []
     ahead_from, ahead_to = 300, 600  # 25 minutes on a clock two years ahead
-
-    def sample() -> Snapshot:
-        n = len(wall_times)
-        steady[0] += INTERVAL_S
-        wall = START + n * INTERVAL_S + (2 * 365 * DAY if ahead_from <= n < ahead_to else 0.0)
-        wall_times.append(wall)
-        return dataclasses.replace(base, timestamp=wall)
-
+    machine = SteppedWall(
+        tmp_path,
+        lambda n: START + n * INTERVAL_S + (2 * 365 * DAY if ahead_from <= n < ahead_to else 0),
+    )
     connection = open_for_recording(store, [])
     try:
-        writer = HistoryWriter(connection, store, said.append)
-        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=900)
-        Recorder(sample, writer, options, said.append, clock=lambda: steady[0]).run(
-            threading.Event()
-        )
-        raw = [
-            row[0]
-            for row in connection.execute("SELECT t FROM samples WHERE resolution_s = 0 ORDER BY t")
-        ]
+        machine.record(connection, store, 900, said.append)
+        raw = _raw_times(connection)
     finally:
         connection.close()
-        backend.close()
+        machine.backend.close()
+    wall_times = machine.times
     assert raw == sorted(wall_times)  # every sample, at full resolution
     assert len([text for text in said if "stepped forward" in text]) == 1
     assert len([text for text in said if "stepped back" in text]) == 1
@@ -158,30 +164,17 @@ def test_a_clock_stepping_at_every_sample_is_kept_but_not_said_every_time(
     """A broken clock flipping a day back and forth at every sample: every sample and every
     step stored, but stderr is not flooded (a line every 5 s, day and night, before)."""
     store = tmp_path / "h.sqlite3"
-    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
-    base = backend.sample()
     said: list[str] = []
-    steady = [0.0]
-    wall_times: list[float] = []
-
-    def sample() -> Snapshot:
-        n = len(wall_times)
-        steady[0] += INTERVAL_S
-        wall_times.append(START + n * INTERVAL_S - (DAY if n % 2 else 0.0))
-        return dataclasses.replace(base, timestamp=wall_times[-1])
-
+    machine = SteppedWall(tmp_path, lambda n: START + n * INTERVAL_S - (DAY if n % 2 else 0.0))
     connection = open_for_recording(store, [])
     try:
-        writer = HistoryWriter(connection, store, said.append)
-        options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=200)
-        Recorder(sample, writer, options, said.append, clock=lambda: steady[0]).run(
-            threading.Event()
-        )
+        machine.record(connection, store, 200, said.append)
         stored = [row[0] for row in connection.execute("SELECT t FROM samples ORDER BY id")]
         steps = connection.execute("SELECT COUNT(*) FROM clock_steps").fetchone()[0]
     finally:
         connection.close()
-        backend.close()
+        machine.backend.close()
+    wall_times = machine.times
     assert stored == wall_times and steps == 199
     stepped = [text for text in said if "stepped" in text]
     assert 1 <= len(stepped) <= 11, len(stepped)
@@ -194,31 +187,18 @@ def test_a_recorder_started_on_a_clock_years_ahead_deletes_nothing(tmp_path: Pat
     stored history is judged by the corrected clock (before: the first sample's roll-up
     deleted every sample stored before as a year old)."""
     store = tmp_path / "h.sqlite3"
-    backend = open_backend(holders_scenario(tmp_path / "s.json"), environ={})
-    base = backend.sample()
-    steady = [0.0]
-    wall_times: list[float] = []
     ahead_until = [0]
-
-    def sample() -> Snapshot:
-        n = len(wall_times)
-        steady[0] += INTERVAL_S
-        ahead = 2 * 365 * DAY if n < ahead_until[0] else 0.0
-        wall_times.append(START + n * INTERVAL_S + ahead)
-        return dataclasses.replace(base, timestamp=wall_times[-1])
-
+    machine = SteppedWall(
+        tmp_path,
+        lambda n: START + n * INTERVAL_S + (2 * 365 * DAY if n < ahead_until[0] else 0.0),
+    )
     connection = open_for_recording(store, [])
     try:
         for samples, ahead in ((100, 0), (200, 100 + 25)):  # two runs of the recorder
             ahead_until[0] = ahead
-            writer = HistoryWriter(connection, store, print)
-            options = RecorderOptions(interval_s=INTERVAL_S, speed=1e9, max_samples=samples)
-            Recorder(sample, writer, options, print, clock=lambda: steady[0]).run(threading.Event())
-        raw = [
-            row[0]
-            for row in connection.execute("SELECT t FROM samples WHERE resolution_s = 0 ORDER BY t")
-        ]
+            machine.record(connection, store, samples, print)
+        raw = _raw_times(connection)
     finally:
         connection.close()
-        backend.close()
-    assert raw == sorted(wall_times)
+        machine.backend.close()
+    assert raw == sorted(machine.times)

@@ -185,7 +185,8 @@ def test_a_pid_reused_by_a_new_process_gets_fresh_static_facts() -> None:
         pytest.skip("giving a new process a chosen pid needs root (/proc/sys/kernel/ns_last_pid)")
     table = HostProcessTable()
     for _ in range(20):  # other processes on the machine may take the pid first
-        first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        first = subprocess.Popen([*SECOND, "first"], stdout=PIPE)
+        assert first.stdout is not None and first.stdout.readline() == b"ready\n"  # exec done
         pid = first.pid
         before = table.describe([pid])[pid]
         first.kill()
@@ -205,9 +206,36 @@ def test_a_pid_reused_by_a_new_process_gets_fresh_static_facts() -> None:
     finally:
         second.kill()
         second.wait()
-    assert before.command[0] == sys.executable
+    assert before.command[0] == sys.executable and before.command[-1] == "first"
     assert after.command[-1] == "second"
     assert after.cpu_percent is None
+
+
+def test_a_process_caught_mid_exec_is_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between a process's exec and the kernel setting up its arguments, its command line
+    reads empty; that reading is not kept for its lifetime."""
+    sleeper = subprocess.Popen([*SECOND, "third"], stdout=PIPE)
+    try:
+        assert sleeper.stdout is not None and sleeper.stdout.readline() == b"ready\n"
+        real = psutil.Process.cmdline
+        calls = []
+
+        def empty_once(self: psutil.Process) -> list[str]:
+            calls.append(self.pid)
+            return [] if len(calls) == 1 else real(self)
+
+        monkeypatch.setattr(psutil.Process, "cmdline", empty_once)
+        table = HostProcessTable()
+        first = table.describe([sleeper.pid])[sleeper.pid]
+        assert first.command[0].startswith("[") and first.command[0].endswith("]")
+        second = table.describe([sleeper.pid])[sleeper.pid]
+        assert second.command[-1] == "third"
+        assert second.cpu_percent is not None  # the same process: its CPU counter went on
+        third = table.describe([sleeper.pid])[sleeper.pid]
+        assert len(calls) == 2 and third.command == second.command  # settled: not read again
+    finally:
+        sleeper.kill()
+        sleeper.wait()
 
 
 def test_cpu_percent_is_cpu_time_over_wall_time_between_refreshes() -> None:

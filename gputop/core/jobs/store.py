@@ -399,11 +399,15 @@ class JobStore:
         pid: int,
         pid_start_time: float | None,
         session_id: int | None = None,
+        started_at: float | None = None,
     ) -> None:
+        """Running as ``pid``; ``started_at`` is when it was spawned (default now), so its
+        run time is never shorter than the process's own."""
+        when = time.time() if started_at is None else started_at
         self._update(
             job_id,
             "state = ?, pid = ?, pid_start_time = ?, session_id = ?, started_at = ?, note = NULL",
-            (JobState.RUNNING.value, pid, pid_start_time, session_id, time.time()),
+            (JobState.RUNNING.value, pid, pid_start_time, session_id, when),
         )
 
     def adopt(self, job: Job) -> bool:

@@ -203,12 +203,17 @@ class Supervisor:
         note: str | None = None,
         stopped: bool | None = None,
         usage: JobUsage | None = None,
+        announce: Callable[[RecordedEnd], None] | None = None,
     ) -> RecordedEnd:
         """Record the job's end: first in its reserved file, then in the store; retried
-        while the store refuses (a full disk), and kept in the file if it must give up."""
+        while the store refuses (a full disk), and kept in the file if it must give up.
+        ``announce`` writes the end to the log before the store has it, so whoever waits on
+        the store (``gputop jobs wait``) finds the log complete."""
         end = RecordedEnd(self.job_id, time.time(), exit_code, signal, bool(stopped), note, usage)
         if self._end is not None:
             self._end.keep(end)
+        if announce is not None:
+            announce(end)
         self._record(
             lambda: self.store.mark_ended(
                 self.job_id,
@@ -282,6 +287,7 @@ class Supervisor:
         if refused is not None:
             return self._could_not_start(job, 1, refused)
         self._say(f"job {job.id} ({job.name}) starting: {_describe(job)}")
+        spawned_at = time.time()
         try:
             child = self._spawn(job, env)
         except StoreError as error:  # its log is refused (a planted link, another's file)
@@ -295,7 +301,7 @@ class Supervisor:
                 job, 126, f"{job.command[0]}: cannot run it: {error.strerror or error}"
             )
         self._child = child
-        started = (child.pid, process_start_time(child.pid), session_of(child.pid))
+        started = (child.pid, process_start_time(child.pid), session_of(child.pid), spawned_at)
         self._record(lambda: self.store.mark_started(job.id, *started))
         self._last = self.store.get(job.id)
         if job.wait_for_free:
@@ -307,15 +313,23 @@ class Supervisor:
         self._release_claim()
         usage = self._measuring.finish()
         self._ensure_recorded()  # its end must land in the store it is recorded in
+        as_seen = self._last or job
+
+        def announce(end: RecordedEnd) -> None:
+            seen = ended_as_kept(self._stored_or(as_seen), end)
+            self._say(f"job {job.id} {seen.status_text} after {duration(seen.duration_s() or 0.0)}")
+
         if returncode < 0:
-            end = self._record_end(signal=-returncode, stopped=self._stopped, usage=usage)
+            end = self._record_end(
+                signal=-returncode, stopped=self._stopped, usage=usage, announce=announce
+            )
         else:
-            end = self._record_end(exit_code=returncode, stopped=self._stopped, usage=usage)
+            end = self._record_end(
+                exit_code=returncode, stopped=self._stopped, usage=usage, announce=announce
+            )
         ended = self.store.get(job.id)
         if ended.is_active:  # not recorded (the disk stayed full)
             ended = ended_as_kept(ended, end)
-        took = ended.duration_s() or 0.0
-        self._say(f"job {job.id} {ended.status_text} after {duration(took)}")
         self._notify(ENDED, ended)
         if self.tty:
             from gputop.core.jobs.ptyrelay import wait_for_enter
@@ -323,6 +337,13 @@ class Supervisor:
             if not ended.stop_requested:
                 wait_for_enter(self.wake)
         return 0
+
+    def _stored_or(self, job: Job) -> Job:
+        """The job as the store has it now (a stop asked meanwhile shows), else ``job``."""
+        try:
+            return self.store.get(self.job_id)
+        except StoreError:
+            return job
 
     def _take_claim(self, job: Job) -> str | None:
         """Claim the job's cards while it runs (docs/claims.md); why it must not start."""

@@ -60,6 +60,8 @@ class _Tracked:
     cpu_time_s: float | None = None
     """CPU time at the previous refresh, and when that was (monotonic seconds)."""
     read_at: float = 0.0
+    settled: bool = True
+    """False while its command line read empty (caught mid-exec, or a kernel thread)."""
 
 
 class HostProcessTable:
@@ -128,6 +130,8 @@ class HostProcessTable:
         tracked = self._tracked.get(pid)
         if tracked is None or tracked.start_mark != counters.start_mark:
             tracked = self._track(pid, counters)  # a new process, or its pid was reused
+        elif not tracked.settled:  # caught in the middle of its exec: read it again
+            tracked = self._track(pid, counters, tracked)
         now = self.now()
         cpu_percent = None
         if tracked.cpu_time_s is not None and now > tracked.read_at:
@@ -145,8 +149,12 @@ class HostProcessTable:
             environment=tracked.environment,
         )
 
-    def _track(self, pid: int, counters: proc_counters.Counters) -> _Tracked:
-        """Read the facts that do not change while the process lives."""
+    def _track(
+        self, pid: int, counters: proc_counters.Counters, earlier: _Tracked | None = None
+    ) -> _Tracked:
+        """Read the facts that do not change while the process lives. A process read in
+        the instant between its exec and the kernel setting up its arguments has an empty
+        command line and environment: those are read again at its next refresh."""
         process = psutil.Process(pid)
         user: str | None
         command: tuple[str, ...]
@@ -156,13 +164,20 @@ class HostProcessTable:
                 user = process.username()
             except (psutil.AccessDenied, KeyError):
                 user = None
+            settled = True
             try:
-                command = tuple(process.cmdline()) or (f"[{process.name()}]",)
+                command = tuple(process.cmdline())
+                if not command:
+                    command, settled = (f"[{process.name()}]",), False
             except psutil.AccessDenied:
                 command, hint = (), DENIED_HINT
             create_time = process.create_time()
         # Read once per (pid, start): an environment never changes after exec.
         environment = read_cuda_environment(pid)
-        tracked = _Tracked(counters.start_mark, create_time, user, command, hint, environment)
+        tracked = _Tracked(
+            counters.start_mark, create_time, user, command, hint, environment, settled=settled
+        )
+        if earlier is not None:  # the same process: its CPU counter goes on
+            tracked.cpu_time_s, tracked.read_at = earlier.cpu_time_s, earlier.read_at
         self._tracked[pid] = tracked
         return tracked

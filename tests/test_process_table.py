@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from conftest import minimal_gpu
 from dashboard_helpers import first_sample, make_app
+from jobs_helpers import snapshot_of
 from rich.cells import cell_len
 from textual import events
 from textual.geometry import Region
@@ -25,8 +27,11 @@ from gputop.tui.widgets.process_rows import (
     COLUMNS,
     JOB_MARK_STYLE,
     OWN_USER_STYLE,
+    SORT_KEYS,
     ProcessRow,
+    RowMaker,
     column_widths,
+    shown_bytes,
 )
 from gputop.tui.widgets.process_table import ProcessTable
 
@@ -74,7 +79,46 @@ async def test_rows_are_sorted_by_gpu_memory_largest_first() -> None:
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         used = [row.process.used_memory_bytes or 0 for row in table(app).rows]
-        assert len(used) > 20 and used == sorted(used, reverse=True)
+        shown = [shown_bytes(value) for value in used]
+        assert len(used) > 20 and shown == sorted(shown, reverse=True)
+        assert len(set(shown)) > 10  # the sizes differ: an order that means something
+
+
+def _with_memory(process: GpuProcess, mib: int) -> GpuProcess:
+    return dataclasses.replace(process, used_memory_bytes=mib * 1024 * 1024)
+
+
+def test_rows_whose_shown_values_tie_keep_their_order_as_readings_move() -> None:
+    """A reading that moves below what is shown never reorders the table; one that moves
+    past another's shown value does."""
+    maker = RowMaker("alice")
+    a, b, c = (
+        GpuProcess(pid=pid, physical_index=0, type=ProcessType.COMPUTE, used_memory_bytes=0)
+        for pid in (11, 22, 33)
+    )
+
+    base = snapshot_of("v100x4")
+
+    def order(*sizes_gib: float) -> list[int]:
+        gpu = dataclasses.replace(
+            base.gpus[0],
+            processes=tuple(
+                _with_memory(p, round(size * 1024))
+                for p, size in zip((a, b, c), sizes_gib, strict=True)
+            ),
+        )
+        snapshot = dataclasses.replace(base, gpus=(gpu,))
+        rows = maker.rows(
+            snapshot, only_gpu=None, sort_key=SORT_KEYS[0], reverse=False, job_of_pid={}
+        )
+        return [row.process.pid for row in rows]
+
+    assert order(6.02, 6.04, 2.0) == [11, 22, 33]  # both show 6.0G: the order they came in
+    assert order(6.04, 6.01, 2.0) == [11, 22, 33]  # 22 now less, still 6.0G: nothing moves
+    assert order(6.01, 6.04, 2.0) == [11, 22, 33]
+    assert order(6.0, 6.2, 2.0) == [22, 11, 33]  # 6.2G against 6.0G: shown larger, first
+    assert order(6.03, 6.01, 2.0) == [22, 11, 33]  # a tie again: 22 keeps its place
+    assert order(6.0, 6.0, 7.0) == [33, 22, 11]
 
 
 async def test_S_reverses_the_order_of_the_rows() -> None:

@@ -218,8 +218,11 @@ class ScreenDiff:
                 continue
             chars, sgrs = self._chars[y], self._sgrs[y]
             old_chars, old_sgrs = chars_before[y], sgrs_before[y]
-            x = 0
-            while x < columns - 1:
+            # A run saves only the changed cells in it: none starts before the first changed
+            # cell or after the last (unchanged cells before it equal their right neighbour,
+            # so leaving them unshifted shows the same).
+            x, last = min(row_changed), max(row_changed)
+            while x < columns - 1 and x <= last:
                 end = x
                 while (
                     end < columns - 1

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+from busy_scenario import busy  # noqa: E402
 from dashboard_bench import (  # noqa: E402
     SCENARIO,
     nvitop_subject,
@@ -172,8 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=50.0)
     parser.add_argument("--window", type=float, default=25.0)
     parser.add_argument("--rows", type=int, default=0, help="also the N busiest screen rows")
+    parser.add_argument(
+        "--busy", action="store_true", help="the busy server (busy_scenario.py, issue 29)"
+    )
     args = parser.parse_args(argv)
-    with live_scenario(SCENARIO) as (scenario, _), recorder_store(scenario) as state_dir:
+    transform = busy if args.busy else None
+    with (
+        live_scenario(SCENARIO, transform) as (scenario, _),
+        recorder_store(scenario) as state_dir,
+    ):
         apps = [subjects(scenario, state_dir)[0]]
         if args.nvitop:
             apps.append(nvitop_subject(args.nvitop, scenario))

@@ -62,6 +62,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "tests"), str(Path(__file__).resolve().parent)]
 
+from busy_scenario import busy  # noqa: E402
 from floor_app import KEYS_LABEL  # noqa: E402
 from pty_terminal import PtyTerminal  # noqa: E402
 from recorder_store import RECORD_INTERVAL_S, recorder_store  # noqa: E402
@@ -83,6 +84,13 @@ TARGET_BYTES_PER_S = 1024.0
 TARGET_FRAME_OVER_FLOOR_S = 0.15
 TARGET_RSS_OVER_FLOOR = 1.5
 TARGET_KEY_MS = 30.0
+
+BUSY_CPU_OVER_NVITOP = 0.3
+BUSY_BYTES_OVER_NVITOP = 0.8
+BUSY_FRAME_OVER_FLOOR = 1.5
+BUSY_RSS_OVER_FLOOR = 1.4
+"""Issue 29's targets on the busy server (``--busy``, ``busy_scenario.py``): against nvitop
+and the floor measured in the same run."""
 
 PROCESS_ROW = re.compile(r"^\s*\d+\s+\d+\s+\S+\s+[CGM]\+?G?\s")
 """A process table row, inside its borders: GPU, PID, user, type (C, G, C+G, M...)."""
@@ -456,6 +464,60 @@ def report(results: dict[str, Figures]) -> list[Row]:
     ]
 
 
+def busy_report(results: dict[str, Figures]) -> list[Row]:
+    """Issue 29's targets on the busy server: each a ratio to nvitop or to the floor of the
+    same run; key-to-screen as on the standard case."""
+    g, f, n = results["gputop"], results["floor"], results["nvitop"]
+    median = statistics.median
+    frame_limit = median(f.first_frame_s) * BUSY_FRAME_OVER_FLOOR
+    cpu_limit = median(n.cpu_per_wall) * BUSY_CPU_OVER_NVITOP
+    bytes_limit = median(n.bytes_per_s) * BUSY_BYTES_OVER_NVITOP
+    rss_limit = median(f.peak_rss_mib) * BUSY_RSS_OVER_FLOOR
+
+    def each(pick: Callable[[Figures], list[float]], *style: object) -> dict[str, str]:
+        return {name: spread(pick(figures), *style) for name, figures in results.items()}  # type: ignore[arg-type]
+
+    def ratio(value: float, base: float) -> str:
+        return f"{value / base:.2f}x" if base > 0 else "-"
+
+    return [
+        Row(
+            "first complete frame",
+            each(lambda x: x.first_frame_s, "s"),
+            f"<= {BUSY_FRAME_OVER_FLOOR:g}x floor = {frame_limit:.2f} s "
+            f"(is {ratio(median(g.first_frame_s), median(f.first_frame_s))})",
+            median(g.first_frame_s) <= frame_limit,
+        ),
+        Row(
+            "CPU, % of a core",
+            each(lambda x: x.cpu_per_wall, "%", 100, 1),
+            f"<= {BUSY_CPU_OVER_NVITOP:g}x nvitop = {cpu_limit:.1%} "
+            f"(is {ratio(median(g.cpu_per_wall), median(n.cpu_per_wall))})",
+            median(g.cpu_per_wall) <= cpu_limit,
+        ),
+        Row(
+            "bytes to the terminal",
+            each(lambda x: x.bytes_per_s, "KB/s", 1 / 1024),
+            f"<= {BUSY_BYTES_OVER_NVITOP:g}x nvitop = {bytes_limit / 1024:.2f} KB/s "
+            f"(is {ratio(median(g.bytes_per_s), median(n.bytes_per_s))})",
+            median(g.bytes_per_s) <= bytes_limit,
+        ),
+        Row(
+            "peak RSS",
+            each(lambda x: x.peak_rss_mib, "MiB", 1, 0),
+            f"<= {BUSY_RSS_OVER_FLOOR:g}x floor = {rss_limit:.0f} MiB "
+            f"(is {ratio(median(g.peak_rss_mib), median(f.peak_rss_mib))})",
+            median(g.peak_rss_mib) <= rss_limit,
+        ),
+        Row(
+            "key-to-screen",
+            each(lambda x: x.key_to_screen_ms, "ms", 1, 0),
+            f"<= {TARGET_KEY_MS:g} ms median",
+            median(g.key_to_screen_ms) <= TARGET_KEY_MS,
+        ),
+    ]
+
+
 def print_report(rows: list[Row], header: str) -> None:
     print(header)
     apps = list(rows[0].by_app)
@@ -486,9 +548,22 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure nvitop, run by this Python (one with nvitop installed)",
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="issue 29's busy server: every reading moves every second, each process has "
+        "its own CUDA_VISIBLE_DEVICES (busy_scenario.py); targets against nvitop and the "
+        "floor of the same run (needs --nvitop)",
+    )
     args = parser.parse_args(argv)
+    if args.busy and not args.nvitop:
+        parser.error("--busy measures against nvitop: give --nvitop PYTHON")
     load_before = os.getloadavg()
-    with live_scenario(SCENARIO) as (scenario, stand_ins), recorder_store(scenario) as state:
+    transform = busy if args.busy else None
+    with (
+        live_scenario(SCENARIO, transform) as (scenario, stand_ins),
+        recorder_store(scenario) as state,
+    ):
         print(f"  {stand_ins} live stand-in processes for the scenario's GPU processes")
         print(f"  gputop record every {RECORD_INTERVAL_S:g} s into gputop's store ({state})")
         apps = subjects(scenario, state)
@@ -499,7 +574,8 @@ def main(argv: list[str] | None = None) -> int:
         measure_steady(apps, max(args.steady_runs, 1), args.warmup, args.window, results)
     load_after = os.getloadavg()
     header = (
-        f"dgx-h100 with {stand_ins} live GPU processes, {COLUMNS}x{ROWS} pty, "
+        f"dgx-h100{' (busy: every reading moves)' if args.busy else ''} with {stand_ins} "
+        f"live GPU processes, {COLUMNS}x{ROWS} pty, "
         f"{INTERVAL_S:g} s refresh; {args.runs} starts, {args.steady_runs} steady runs of "
         f"{args.window:g} s after {args.warmup:g} s, side by side; median (min-max)\n"
         f"{os.cpu_count()}-core {platform.machine()}, Python {platform.python_version()}, "
@@ -507,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after"
     )
-    rows = report(results)
+    rows = busy_report(results) if args.busy else report(results)
     print_report(rows, header)
     if args.json:
         data = {"header": header, "figures": {k: asdict(v) for k, v in results.items()}}

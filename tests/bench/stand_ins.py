@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +93,17 @@ def _exists(account: str) -> bool:
 
 
 @contextlib.contextmanager
-def live_scenario(scenario_path: Path) -> Iterator[tuple[Path, int]]:
-    """A copy of the scenario whose processes are live stand-ins: (its path, how many).
+def live_scenario(
+    scenario_path: Path, transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> Iterator[tuple[Path, int]]:
+    """A copy of the scenario (made by ``transform`` where given, e.g.
+    ``busy_scenario.busy``) whose processes are live stand-ins: (its path, how many).
 
     Every stand-in is gone when this exits, however it exits.
     """
     scenario = json.loads(scenario_path.read_text())
+    if transform is not None:
+        scenario = transform(scenario)
     processes = scenario_processes(scenario)
     work = Path(tempfile.mkdtemp(prefix="gputop-bench-"))
     code = work / "code"
@@ -130,7 +135,7 @@ def live_scenario(scenario_path: Path) -> Iterator[tuple[Path, int]]:
                 stderr=subprocess.DEVNULL,
                 pass_fds=(ready_write,),
                 cwd=work,
-                env=env,
+                env={**env, **_own_environment(process)},
                 user=accounts.get(str(process.get("user") or "")),
                 **_join_group(group),
             )
@@ -158,6 +163,15 @@ def live_scenario(scenario_path: Path) -> Iterator[tuple[Path, int]]:
         shutil.rmtree(work, ignore_errors=True)
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
+
+
+def _own_environment(process: dict[str, Any]) -> dict[str, str]:
+    """The scenario's ``env`` of a process (its CUDA and rank variables): a stand-in is
+    started with them, so ``/proc/PID/environ`` holds them as a real job's does."""
+    env = process.get("env")
+    if not isinstance(env, dict):
+        return {}
+    return {str(name): str(value) for name, value in env.items()}
 
 
 def _join_group(group: int) -> dict[str, Any]:

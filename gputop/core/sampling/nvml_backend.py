@@ -27,7 +27,7 @@ from gputop.core.sampling.nvml_processes import (
     ProcessUtilization,
     read_utilization,
 )
-from gputop.core.sampling.process_env import DriverAnswer, attach_cuda_views
+from gputop.core.sampling.process_env import CudaViews, DriverAnswer
 
 MIB = 1024 * 1024
 PSTATE_UNKNOWN = 32
@@ -111,6 +111,8 @@ class NvmlBackend:
         self._hostname = hostname or socket.gethostname()
         self._simulated = simulated
         self._host_processes = host_processes or HostProcessTable()
+        self._cuda_views = CudaViews()
+        """Each process's CUDA view, kept per (environment, card) (process_env.py)."""
         self._options = options or SamplingOptions()
         read = self._reader.read
         self._driver_version = text(read("nvmlSystemGetDriverVersion"))
@@ -185,7 +187,9 @@ class NvmlBackend:
         ]
         if self._options.cuda_views:
             environments = {pid: fact.environment for pid, fact in facts.items()}
-            gpus = attach_cuda_views(gpus, environments, self._driver_version, self._driver_answer)
+            gpus = self._cuda_views.attach(
+                gpus, environments, self._driver_version, self._driver_answer
+            )
         if self._options.claims:
             from gputop.core.claims.view import attach_claims, read_claims
 

@@ -119,8 +119,20 @@ def process_cuda(
         return _unknown_view(environment)
     visible = environment.get("CUDA_VISIBLE_DEVICES")
     order = environment.get("CUDA_DEVICE_ORDER")
-    seen = resolve_visibility(gpus, driver_version, visible, order)
     answer = driver(visible, order) if driver is not None else None
+    return _mapped(environment, gpus, driver_version, physical_index, answer)
+
+
+def _mapped(
+    environment: CudaEnvironment,
+    gpus: Sequence[GpuSample],
+    driver_version: str | None,
+    physical_index: int,
+    answer: DriverProbeResult | None,
+) -> ProcessCuda:
+    visible = environment.get("CUDA_VISIBLE_DEVICES")
+    order = environment.get("CUDA_DEVICE_ORDER")
+    seen = resolve_visibility(gpus, driver_version, visible, order)
     from_driver = driver_visibility(seen, answer, gpus) if answer is not None else None
     if from_driver is not None:
         seen = from_driver
@@ -159,26 +171,107 @@ def _unknown_view(environment: CudaEnvironment) -> ProcessCuda:
     )
 
 
+class CudaViews:
+    """Each process's CUDA view, worked out once per (environment, card) while the machine's
+    cards stay as they are, and the driver probe's answer stays the same.
+
+    A view depends only on the process's variables, the card NVML shows it on, the cards'
+    identities (index, UUID, bus id, name, MIG instances...) and the driver; not on any
+    reading that moves. On a server of 200 processes that is a few dozen distinct views, so
+    the sampler resolves a view when a new environment appears, not 200 times a second
+    (docs/speed.md, "The busy server")."""
+
+    LIMIT = 4096
+    """Views kept at most; more (a machine that starts processes without end) starts over."""
+
+    def __init__(self) -> None:
+        self._layout: object = None
+        self._views: dict[tuple[CudaEnvironment, int], tuple[object, ProcessCuda]] = {}
+
+    def attach(
+        self,
+        gpus: Sequence[GpuSample],
+        environments: Mapping[int, CudaEnvironment | None],
+        driver_version: str | None,
+        driver: DriverAnswer | None = None,
+    ) -> list[GpuSample]:
+        """Each GPU with its processes' CUDA views filled in where their environment was
+        read."""
+        layout = (driver_version, tuple(_identity(gpu) for gpu in gpus))
+        if layout != self._layout or len(self._views) > self.LIMIT:
+            self._layout = layout
+            self._views.clear()
+        result = []
+        for gpu in gpus:
+            if not any(environments.get(p.pid) for p in gpu.processes):
+                result.append(gpu)
+                continue
+            processes = tuple(
+                replace(p, cuda=self._view(env, gpus, driver_version, gpu.physical_index, driver))
+                if (env := environments.get(p.pid)) is not None
+                else p
+                for p in gpu.processes
+            )
+            result.append(replace(gpu, processes=processes))
+        return result
+
+    def _view(
+        self,
+        environment: CudaEnvironment,
+        gpus: Sequence[GpuSample],
+        driver_version: str | None,
+        physical_index: int,
+        driver: DriverAnswer | None,
+    ) -> ProcessCuda:
+        if any(name in environment.cut for name in CUDA_VARIABLES):
+            answer = None
+        elif driver is not None:
+            answer = driver(
+                environment.get("CUDA_VISIBLE_DEVICES"), environment.get("CUDA_DEVICE_ORDER")
+            )
+        else:
+            answer = None
+        key = (environment, physical_index)
+        kept = self._views.get(key)
+        if kept is not None and kept[0] is answer:
+            return kept[1]
+        if any(name in environment.cut for name in CUDA_VARIABLES):
+            view = _unknown_view(environment)
+        else:
+            view = _mapped(environment, gpus, driver_version, physical_index, answer)
+        self._views[key] = (answer, view)
+        return view
+
+
+def _identity(gpu: GpuSample) -> tuple[object, ...]:
+    """What of a card a CUDA view depends on: never a reading that moves."""
+    return (
+        gpu.physical_index,
+        gpu.uuid,
+        gpu.pci_bus_id,
+        gpu.name,
+        gpu.compute_capability,
+        gpu.multiprocessor_count,
+        gpu.max_clocks,
+        gpu.lost,
+        gpu.no_access,
+        gpu.mig_mode_current,
+        tuple(
+            (m.uuid, m.gpu_instance_id, m.compute_instance_id, m.name, m.multiprocessor_count)
+            for m in gpu.mig_devices
+        ),
+    )
+
+
 def attach_cuda_views(
     gpus: Sequence[GpuSample],
     environments: Mapping[int, CudaEnvironment | None],
     driver_version: str | None,
     driver: DriverAnswer | None = None,
 ) -> list[GpuSample]:
-    """Each GPU with its processes' CUDA views filled in where their environment was read."""
-    result = []
-    for gpu in gpus:
-        if not any(environments.get(p.pid) for p in gpu.processes):
-            result.append(gpu)
-            continue
-        processes = tuple(
-            replace(p, cuda=process_cuda(env, gpus, driver_version, gpu.physical_index, driver))
-            if (env := environments.get(p.pid)) is not None
-            else p
-            for p in gpu.processes
-        )
-        result.append(replace(gpu, processes=processes))
-    return result
+    """Each GPU with its processes' CUDA views filled in where their environment was read
+    (once: a sampler keeps a ``CudaViews``)."""
+    return CudaViews().attach(gpus, environments, driver_version, driver)
 
 
 def _number(text: str | None, minimum: int, maximum: int) -> int | None:

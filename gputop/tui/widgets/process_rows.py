@@ -16,7 +16,7 @@ from rich.cells import cell_len
 
 from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.safe_text import clean, clean_argv
-from gputop.core.units import NA, duration_coarse, human_bytes
+from gputop.core.units import MIB, NA, duration_coarse, human_bytes
 
 COLUMNS = ("GPU", "PID", "USER", "TYPE", "GPU MEM", "SM", "CPU", "HOST MEM", "ELAPSED", "COMMAND")
 
@@ -40,15 +40,32 @@ class SortKey:
     descending: bool
 
 
+def shown_bytes(value: int | None) -> float:
+    """A size as ``human_bytes`` shows it (812M, 3.2G), for sorting by what is shown."""
+    if value is None:
+        return 0.0
+    if value >= 1024**3:
+        return round(value / 1024**3, 1) * 1024**3
+    return float(value // MIB * MIB)
+
+
+def shown_minutes(start_time: float | None) -> float:
+    """A start time to the minute, as the elapsed column shows it (``duration_coarse``)."""
+    return -(start_time or 0.0) // 60
+
+
+# Each key orders by the value as the table shows it: rows whose shown values are equal keep
+# the order they had (RowMaker.rows), so a reading that moves below what is shown never
+# reorders the table (docs/speed.md, "The busy server").
 SORT_KEYS = (
-    SortKey("GPU memory", lambda p: p.used_memory_bytes or 0, True),
-    SortKey("GPU", lambda p: (p.physical_index, -(p.used_memory_bytes or 0)), False),
-    SortKey("CPU", lambda p: p.cpu_percent or 0.0, True),
+    SortKey("GPU memory", lambda p: shown_bytes(p.used_memory_bytes), True),
+    SortKey("GPU", lambda p: (p.physical_index, -shown_bytes(p.used_memory_bytes)), False),
+    SortKey("CPU", lambda p: round(p.cpu_percent or 0.0), True),
     SortKey("SM", lambda p: p.sm_util_percent or 0, True),
-    SortKey("host memory", lambda p: p.host_memory_bytes or 0, True),
+    SortKey("host memory", lambda p: shown_bytes(p.host_memory_bytes), True),
     SortKey("user", lambda p: (p.user or "~", p.pid), False),
     SortKey("PID", lambda p: p.pid, False),
-    SortKey("elapsed", lambda p: -(p.start_time or 0.0), True),
+    SortKey("elapsed", lambda p: shown_minutes(p.start_time), True),
 )
 
 
@@ -108,6 +125,51 @@ def _plain(text: str) -> Cell:
     return ((text, ""),)
 
 
+_texts: dict[object, str] = {}
+_cells: dict[str, Cell] = {}
+_MEMO_LIMIT = 20_000
+"""Texts and cells kept at most; then both start over (a long run sees endless sizes)."""
+
+
+def _bytes_text(value: int | None, none: str = NA) -> str:
+    """``human_bytes`` of ``value``, made once per value."""
+    if value is None:
+        return none
+    text = _texts.get(value)
+    if text is None:
+        if len(_texts) > _MEMO_LIMIT:
+            _texts.clear()
+        text = _texts[value] = human_bytes(value)
+    return text
+
+
+def _percent_text(value: int | None) -> str:
+    """``42%``; made once per value."""
+    if value is None:
+        return NA
+    key = ("%", value)
+    text = _texts.get(key)
+    if text is None:
+        if len(_texts) > _MEMO_LIMIT:
+            _texts.clear()
+        text = _texts[key] = f"{value}%"
+    return text
+
+
+def _cell(text: str) -> Cell:
+    """A cell of plain ``text``, made once per text."""
+    cell = _cells.get(text)
+    if cell is None:
+        if len(_cells) > _MEMO_LIMIT:
+            _cells.clear()
+        cell = _cells[text] = ((text, ""),)
+    return cell
+
+
+def _place(process: GpuProcess) -> tuple[int, int, str | None]:
+    return (process.pid, process.physical_index, process.mig_uuid)
+
+
 class RowMaker:
     """Makes rows from snapshots; what depends only on the process itself is made once.
 
@@ -123,6 +185,8 @@ class RowMaker:
         """A first cell for every row and its width (the lab's HOST column), or None."""
         self._key_prefix = key_prefix
         """Before every row key (the lab's host position: keys are unique across hosts)."""
+        self._order: dict[tuple[int, int, str | None], int] = {}
+        """Each process's place at the last refresh: where shown values tie, it stays."""
 
     def rows(
         self,
@@ -140,7 +204,13 @@ class RowMaker:
             for p in gpu.processes
             if only_gpu is None or p.physical_index == only_gpu
         ]
+        # Equal shown values keep the order of the last refresh (Python's sort is stable,
+        # reversed too): ties are first put in that order.
+        earlier = self._order
+        unseen = len(earlier)
+        processes.sort(key=lambda p: earlier.get(_place(p), unseen))
         processes.sort(key=sort_key.key, reverse=sort_key.descending != reverse)
+        self._order = {_place(p): i for i, p in enumerate(processes)}
         known, self._fixed = self._fixed, {}
         slurm = slurm_of_pid or {}
         return [self._row(p, snapshot.timestamp, job_of_pid, known, slurm) for p in processes]
@@ -171,23 +241,24 @@ class RowMaker:
         self._fixed[identity] = fixed
         (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w), key = fixed
         elapsed = None if process.start_time is None else now - process.start_time
-        # Numbers formatted here are ASCII: one terminal cell a character.
+        # Numbers formatted here are ASCII: one terminal cell a character. Each text and
+        # its cell are made once (_texts): 200 rows a second repeat the same few hundred.
         kind = process.type.value
-        used = NA if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes)
-        sm = NA if process.sm_util_percent is None else f"{process.sm_util_percent}%"
-        cpu = NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%"
-        host = human_bytes(process.host_memory_bytes)
+        used = _bytes_text(process.used_memory_bytes)
+        sm = _percent_text(process.sm_util_percent)
+        cpu = _percent_text(None if process.cpu_percent is None else round(process.cpu_percent))
+        host = _bytes_text(process.host_memory_bytes, NA)
         age = duration_coarse(elapsed)
         cells: tuple[Cell, ...] = (
             gpu,
             pid,
             user,
-            ((kind, ""),),
-            ((used, ""),),
-            ((sm, ""),),
-            ((cpu, ""),),
-            ((host, ""),),
-            ((age, ""),),
+            _cell(kind),
+            _cell(used),
+            _cell(sm),
+            _cell(cpu),
+            _cell(host),
+            _cell(age),
             command,
         )
         widths: tuple[int, ...] = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from gputop.core.history.recorder import Recorder, RecorderOptions
 from gputop.core.history.retention import Retention
 from gputop.core.history.store import open_for_recording
 from gputop.core.history.writer import HistoryWriter
-from gputop.core.model import Snapshot
+from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.source import open_backend
 
@@ -97,9 +98,11 @@ def record_stepped(
     interval_s: float = 5.0,
     retention: Retention | None = None,
     start_s: float = 0.0,
+    job_of: Callable[[GpuProcess], str | None] | None = None,
 ) -> Snapshot:
     """Record ``samples`` samples ``interval_s`` apart (scenario time) into ``store``;
-    returns the last snapshot."""
+    returns the last snapshot. ``job_of`` attributes processes to jobs, as ``gputop record``
+    does with gputop.core.history.jobs.job_of_process."""
     backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": str(start_s)})
     connection = open_for_recording(store, [])
     try:
@@ -116,7 +119,7 @@ def record_stepped(
             speed=1e9,  # no waiting: the clock is stepped
             max_samples=samples,
         )
-        writer = HistoryWriter(connection, store, print)
+        writer = HistoryWriter(connection, store, print, job_of=job_of)
         # batches timed on the stepped clock itself: no clock step here
         Recorder(sample, writer, options, print, clock=lambda: clock.t).run(threading.Event())
         return last[-1]

@@ -90,8 +90,12 @@ def matrix(series: list[tuple[dict[str, str], list[list[Any]]]]) -> dict[str, An
 
 
 def figure(params: dict[str, str]) -> str:
-    """Which of the report's four queries this is (prometheus_report.report_promql)."""
+    """Which of the report's six queries this is (prometheus_report.report_promql)."""
     query = params["query"]
+    if "DCGM_FI_PROF_SM_ACTIVE" in query:
+        return "sm_active"
+    if "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" in query:
+        return "tensor_active"
     if query.startswith("count by") and " and on " in query:
         return "idle"
     if query.startswith("count by"):
@@ -149,7 +153,7 @@ def test_a_holder_present_all_hour_holds_it_one_hour_not_one_step_more(
     alice = rows_of(out)["alice"]
     assert alice["gpu_seconds"] == 3600.0  # 241 points 15 s apart: 240 steps, not 241
     assert alice["mean_memory_bytes"] == GIB and alice["mean_sm_util"] == 50.0
-    assert [float(r["step"]) for r in server.requests] == [15.0] * 4
+    assert [float(r["step"]) for r in server.requests] == [15.0] * 6
 
 
 def test_points_outside_the_window_and_extra_points_inside_count_nothing_more(
@@ -175,7 +179,9 @@ def test_memory_of_1e300_bytes_over_months_is_unknown_never_an_overflow(
     bob = {"user": "bob", "Hostname": "h1", "gpu": "1"}
 
     def answer(handler: Handler, params: dict[str, str]) -> None:
-        values = {"memory": "1e300", "processes": "1e300", "sm": "1e300", "idle": "1e300"}
+        values = dict.fromkeys(
+            ("memory", "processes", "sm", "idle", "sm_active", "tensor_active"), "1e300"
+        )
         points = [[t, values[figure(params)]] for t in grid(params)]
         fine = [
             [t, "1000000000000000" if figure(params) == "memory" else "1"] for t in grid(params)
@@ -191,10 +197,59 @@ def test_memory_of_1e300_bytes_over_months_is_unknown_never_an_overflow(
     assert alice["mean_memory_bytes"] is None and alice["peak_memory_bytes"] is None
     assert alice["mean_sm_util"] == 100.0  # capped, as for the store
     assert alice["idle_held_seconds"] == 0.0  # a count of 1e300 processes is unknown
+    assert alice["mean_sm_active_percent"] is None  # a ratio of 1e300: unknown
     assert bob_row["peak_memory_bytes"] == 10**15  # under 1 PiB: kept
     assert bob_row["mean_memory_bytes"] == pytest.approx(10**15, rel=1e-9)
     assert alice["gpu_seconds"] == pytest.approx(364 * 86400.0)
     code, out, _ = report(capsys, "--prometheus", server.url, *window)
+    assert code == 0 and len(max(out.split(), key=len)) < 40  # no 300-digit figure
+
+
+IMPOSSIBLE_RATIOS = ("NaN", "-0.25", "1.5", "1e300", "+Inf", "-Inf")
+
+
+def test_activity_is_a_ratio_0_to_1_and_anything_else_is_unknown_never_a_figure(
+    server: FakePrometheus, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``DCGM_FI_PROF_SM_ACTIVE`` and ``…PIPE_TENSOR_ACTIVE`` are ratios: NaN, infinities,
+    negatives and anything above 1 are unknown at that step (the mean is of the rest), and a
+    card with nothing else is null, never 0 or 1e302 %."""
+    bob = {"user": "bob", "Hostname": "h1", "gpu": "1"}
+    card_0, card_1 = {"Hostname": "h1", "gpu": "0"}, {"Hostname": "h1", "gpu": "1"}
+
+    def answer(handler: Handler, params: dict[str, str]) -> None:
+        name, times = figure(params), grid(params)
+        bad = [IMPOSSIBLE_RATIOS[k % len(IMPOSSIBLE_RATIOS)] for k in range(len(times))]
+        if name == "sm_active":  # card 0: every other step 0.25, the rest impossible
+            good = [bad[k] if k % 2 else "0.25" for k in range(len(times))]
+            series = [
+                (card_0, list(zip(times, good, strict=True))),
+                (card_1, list(zip(times, bad, strict=True))),
+            ]
+        elif name == "tensor_active":
+            series = [(card_0, [[t, "1"] for t in times])]
+        elif name == "idle":
+            series = []
+        else:
+            value = {"memory": str(GIB), "processes": "1", "sm": "50"}[name]
+            series = [(labels, [[t, value] for t in times]) for labels in (ALICE, bob)]
+        handler.send_json(
+            matrix([(labels, [list(p) for p in points]) for labels, points in series])
+        )
+
+    server.answer = answer
+    code, out, _ = report(capsys, "--prometheus", server.url, *HOUR, "--json")
+    assert code == 0
+    rows = rows_of(out)
+    assert rows["alice"]["mean_sm_active_percent"] == pytest.approx(25.0)
+    assert rows["alice"]["mean_tensor_active_percent"] == 100.0
+    assert rows["bob"]["mean_sm_active_percent"] is None
+    assert rows["bob"]["mean_tensor_active_percent"] is None  # no series: null, not 0
+    code, out, _ = report(capsys, "--prometheus", server.url, *HOUR, "--by", "gpu", "--json")
+    by_gpu = rows_of(out)
+    assert by_gpu["h1:0"]["mean_sm_active_percent"] == pytest.approx(25.0)
+    assert by_gpu["h1:1"]["mean_sm_active_percent"] is None
+    code, out, _ = report(capsys, "--prometheus", server.url, *HOUR)
     assert code == 0 and len(max(out.split(), key=len)) < 40  # no 300-digit figure
 
 

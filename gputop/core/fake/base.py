@@ -11,6 +11,7 @@ calls themselves only compute readings.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -113,6 +114,12 @@ class FakeNvmlBase:
         if self._speed != 1.0:
             return self._epoch_at_zero + self.now()
         return time.time()
+
+    def _driver_before(self, branch: int) -> bool:
+        """Whether the scenario's ``driver_version`` is of a branch older than ``branch``
+        (no version: not older, the newest generation)."""
+        match = re.match(r"(\d+)\.", self._scenario.driver_version or "")
+        return match is not None and int(match[1]) < branch
 
     def _epoch_at(self, t: float) -> float:
         """The epoch time of scenario time ``t``, on the same scale as ``epoch_time``."""

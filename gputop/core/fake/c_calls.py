@@ -1,4 +1,5 @@
-"""The simulated driver's C symbols: ``_nvmlGetFunctionPointer`` and the process lists.
+"""The simulated driver's C symbols: ``_nvmlGetFunctionPointer``, the process lists and the
+R550 per-process utilisation.
 
 gputop calls the running-process lists in C (``gputop.core.sampling.nvml_running``), because the
 entry layout depends on the driver. The fake therefore offers the binding's symbol lookup
@@ -8,12 +9,20 @@ simulated driver generation writes (docs/scenario.md, "Driver generations"): 16 
 the unversioned call, 24 for ``_v2`` and ``_v3``, 32 for ``_v3`` on drivers 535.43-535.86.
 The layouts are written here again from ``nvml.h`` rather than imported from the backend, so
 a mistake in one is caught by the other.
+
+``nvmlDeviceGetProcessesUtilizationInfo`` (R550 and later; FUNCTION_NOT_FOUND before) is
+answered the same way, in the C convention ``fn(handle, nvmlProcessesUtilizationInfo_t *)``
+with the sizing the binding's wrapper relies on: a first call without an array (or with too
+small a ``processSamplesCount``) gets the count and INSUFFICIENT_SIZE, the second the samples.
+Its pynvml-level function is the binding's wrapper over that symbol, and exists only where
+the installed nvidia-ml-py has it (12.550 and later).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -21,12 +30,16 @@ from typing import Any
 import pynvml
 
 from gputop.core.fake.base import nvml_error
-from gputop.core.fake.process_calls import ProcessCalls
+from gputop.core.fake.process_calls import SAMPLE_PERIOD_S, ProcessCalls
 from gputop.core.fake.scenario_types import ScenarioProcess
 
 NVML_SUCCESS = 0
 NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 NOT_ON_MIG = 0xFFFFFFFF
+UTILIZATION_INFO = "nvmlDeviceGetProcessesUtilizationInfo"
+UTILIZATION_INFO_DRIVER = 550
+"""The first driver branch that exports ``nvmlDeviceGetProcessesUtilizationInfo``."""
 
 
 class _DriverEntryV1(ctypes.Structure):
@@ -50,6 +63,36 @@ class _DriverEntryR535(ctypes.Structure):
         ("computeInstanceId", ctypes.c_uint),
         ("usedGpuCcProtectedMemory", ctypes.c_ulonglong),
     ]
+
+
+class _DriverUtilizationInfoV1(ctypes.Structure):
+    """nvml.h's ``nvmlProcessUtilizationInfo_v1_t``: one process's sample (40 bytes)."""
+
+    _fields_ = [
+        ("timeStamp", ctypes.c_ulonglong),
+        ("pid", ctypes.c_uint),
+        ("smUtil", ctypes.c_uint),
+        ("memUtil", ctypes.c_uint),
+        ("encUtil", ctypes.c_uint),
+        ("decUtil", ctypes.c_uint),
+        ("jpgUtil", ctypes.c_uint),
+        ("ofaUtil", ctypes.c_uint),
+    ]
+
+
+class _DriverProcessesUtilizationInfoV1(ctypes.Structure):
+    """nvml.h's ``nvmlProcessesUtilizationInfo_v1_t``: the caller's request and array."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("processSamplesCount", ctypes.c_uint),
+        ("lastSeenTimeStamp", ctypes.c_ulonglong),
+        ("procUtilArray", ctypes.c_void_p),
+    ]
+
+
+UTILIZATION_INFO_V1 = ctypes.sizeof(_DriverProcessesUtilizationInfoV1) | 1 << 24
+"""nvml.h's ``nvmlProcessesUtilizationInfo_v1``: NVML_STRUCT_VERSION(…, 1), 0x01000018."""
 
 
 _LISTS = {
@@ -96,6 +139,10 @@ class CCalls(ProcessCalls):
         if name in _PROCESS_SYMBOLS:
             kind, suffix = _PROCESS_SYMBOLS[name]
             return functools.partial(self._c_running, name, kind, self._entry_layout(suffix))
+        if name == UTILIZATION_INFO:
+            if self._driver_before(UTILIZATION_INFO_DRIVER):
+                nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+            return self._c_utilization_info
         if name in _OTHER_SYMBOLS or callable(getattr(type(self), name, None)):
             return functools.partial(_pynvml_level_only, name)
         nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
@@ -145,6 +192,80 @@ class CCalls(ProcessCalls):
                 slot.gpuInstanceId = gpu_instance_id
                 slot.computeInstanceId = compute_instance_id
         return NVML_SUCCESS
+
+    def nvmlDeviceGetProcessesUtilizationInfo(self, handle: Any, timeStamp: int) -> list[Any]:
+        """The binding's wrapper (nvidia-ml-py 12.550 and later) over the simulated symbol:
+        a call for the count, then one with an array that size. With an older binding
+        installed the function is not there: FUNCTION_NOT_FOUND, as for any call the fake
+        does not have."""
+        struct = getattr(pynvml, "c_nvmlProcessesUtilizationInfo_v1_t", None)
+        entry = getattr(pynvml, "c_nvmlProcessUtilizationInfo_v1_t", None)
+        if struct is None or entry is None:
+            nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        info = struct()
+        info.version = pynvml.ProcessesUtilizationInfo_v1
+        info.processSamplesCount = 0
+        info.lastSeenTimeStamp = timeStamp
+        fn = self._nvmlGetFunctionPointer(UTILIZATION_INFO)
+        code = fn(handle, ctypes.byref(info))
+        if code != NVML_ERROR_INSUFFICIENT_SIZE:
+            nvml_error(code)
+        samples = (entry * info.processSamplesCount)()
+        info.procUtilArray = samples
+        code = fn(handle, ctypes.byref(info))
+        if code != NVML_SUCCESS:
+            nvml_error(code)
+        return samples[0 : info.processSamplesCount]
+
+    def _c_utilization_info(self, handle: Any, info_ref: Any) -> int:
+        """``nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t,
+        nvmlProcessesUtilizationInfo_t *)``, as the R550 driver and the C imitation answer it.
+
+        Every process with an SM reading in the scenario has a sample (0 when idle), stamped
+        with the current one-second sample and given only if newer than
+        ``lastSeenTimeStamp``; a process without an SM reading has none (gputop must read it
+        as unknown). No sample at all is NOT_FOUND.
+        """
+        try:
+            self._check_call(UTILIZATION_INFO)
+            self._check_device(UTILIZATION_INFO, handle, allow_mig=True)
+        except pynvml.NVMLError as error:
+            return int(error.value)
+        info = _pointed_at(info_ref, _DriverProcessesUtilizationInfoV1)
+        if info is None:
+            return int(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if info.version != UTILIZATION_INFO_V1:
+            return NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+        measured = [p for p, _ids in self._processes(handle) if p.sm_util is not None]
+        sample_t = math.floor(self.now() / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S
+        stamp = round(self._epoch_at(sample_t) * 1_000_000)
+        if not measured or stamp <= info.lastSeenTimeStamp:
+            return int(pynvml.NVML_ERROR_NOT_FOUND)
+        if not info.procUtilArray or info.processSamplesCount < len(measured):
+            info.processSamplesCount = len(measured)
+            return NVML_ERROR_INSUFFICIENT_SIZE
+        array = (_DriverUtilizationInfoV1 * len(measured)).from_address(info.procUtilArray)
+        for slot, process in zip(array, measured, strict=True):
+            ctypes.memset(ctypes.addressof(slot), 0, ctypes.sizeof(slot))
+            slot.pid = process.pid
+            slot.timeStamp = stamp
+            slot.smUtil = self._percent(process.sm_util, sample_t)
+            slot.memUtil = self._percent_or_zero(process.mem_util, sample_t)
+        info.processSamplesCount = len(measured)
+        return NVML_SUCCESS
+
+
+def _pointed_at(reference: Any, layout: type[ctypes.Structure]) -> Any | None:
+    """The struct a C caller passed (``byref(s)`` or ``pointer(s)``), read as ``layout``."""
+    target = getattr(reference, "_obj", None)
+    if target is None:
+        try:
+            target = reference.contents
+        except (AttributeError, ValueError):
+            return None
+    if ctypes.sizeof(target) < ctypes.sizeof(layout):
+        return None
+    return layout.from_address(ctypes.addressof(target))
 
 
 def _in_list(process: ScenarioProcess, kind: str) -> bool:

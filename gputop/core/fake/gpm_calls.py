@@ -12,7 +12,6 @@ docs/scenario.md ("Activity") and docs/activity.md.
 from __future__ import annotations
 
 import ctypes
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,10 +58,6 @@ class GpmCalls(FakeNvmlBase):
 
     _gpm_buffers: dict[int, Any]
     _gpm_taken: dict[int, _Taken]
-
-    def _driver_before(self, branch: int) -> bool:
-        match = re.match(r"(\d+)\.", self._scenario.driver_version or "")
-        return match is not None and int(match[1]) < branch
 
     def _gpm_ready(self) -> None:
         """FUNCTION_NOT_FOUND before R520; the sample book kept from the first call."""

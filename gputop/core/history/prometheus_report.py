@@ -11,6 +11,14 @@ Only processes the exporter wrote one by one are seen (its ``--top`` per card). 
 ``HOST:INDEX``, since several hosts have a GPU 0; a job is ``HOST:gputop:ID`` (or
 ``HOST:slurm:ID``) with its user, since job ids are per user and per host.
 
+Each holder's ``mean_sm_active_percent`` and ``mean_tensor_active_percent`` are the cards'
+GPM figures, as the exporter gives them (dcgm-exporter's ``DCGM_FI_PROF_SM_ACTIVE`` and
+``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE``, ratios 0-1, of the whole GPU), at the steps the holder
+held each card, weighted as its seconds are: the local report's figures (docs/activity.md).
+A card without those series (no GPM, or an exporter that does not give them) adds nothing, and
+a holder none of whose cards has them has ``null``; a value that is not a ratio from 0 to 1
+(NaN, negative, above 1) is unknown at that step.
+
 A point at time ``t`` is what Prometheus saw last at ``t`` (its newest sample then), so it
 stands for the time since the point before (at most one step), inside the window only: a
 holder present all of a one-hour window holds 1:00:00 (the point at its start stands for
@@ -44,10 +52,23 @@ MAX_MEMORY_BYTES = float(2**50)
 """1 PiB, as for a lab host's values (gputop/core/remote/host_values.py): more than any card
 holds; a larger value is unknown."""
 MAX_PROCESSES = 1e6
-MAXIMA = {"memory": MAX_MEMORY_BYTES, "processes": MAX_PROCESSES, "idle": MAX_PROCESSES}
+MAX_RATIO = 1.0
+"""GPM's activity figures are ratios (dcgm-exporter's unit): above 1 is no reading."""
+MAXIMA = {
+    "memory": MAX_MEMORY_BYTES,
+    "processes": MAX_PROCESSES,
+    "idle": MAX_PROCESSES,
+    "sm_active": MAX_RATIO,
+    "tensor_active": MAX_RATIO,
+}
 MEMORY = "gputop_process_memory_used_bytes"
 SM = "gputop_process_sm_util_percent"
 CARD = ("Hostname", "gpu")
+ACTIVITY = {
+    "sm_active": "DCGM_FI_PROF_SM_ACTIVE",
+    "tensor_active": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+}
+"""The card figures of each holder's report: the whole GPU's (no ``GPU_I_ID``), per card."""
 HOLDER_LABELS = {
     ReportBy.USER: ("user",),
     ReportBy.GPU: (),
@@ -57,15 +78,20 @@ HOLDER_LABELS = {
 
 
 def report_promql(by: ReportBy) -> dict[str, str]:
-    """The PromQL of each figure, summed per holder and card."""
+    """The PromQL of each figure: summed per holder and card, or (activity) per card.
+
+    A card's activity is averaged over its series (one per exporter scraping it, usually
+    one); a MIG GPU instance's series (``GPU_I_ID``) are not the card's."""
     labels = ", ".join((*HOLDER_LABELS[by], *CARD))
     memory, sm = _of_holders(MEMORY, by), _of_holders(SM, by)
     idle = f"({memory} > 0) and on (Hostname, gpu, pid) ({sm} < {IDLE_SM_PERCENT})"
+    card = ", ".join(CARD)
     return {
         "memory": f"sum by ({labels}) ({memory})",
         "processes": f"count by ({labels}) ({memory})",
         "sm": f"sum by ({labels}) ({sm})",
         "idle": f"count by ({labels}) ({idle})",
+        **{name: f'avg by ({card}) ({metric}{{GPU_I_ID=""}})' for name, metric in ACTIVITY.items()},
     }
 
 
@@ -95,16 +121,21 @@ def prometheus_report(
     }
     holders: dict[tuple[str, ...], _Holder] = {}
     cards: dict[tuple[tuple[str, ...], tuple[str, str]], _Card] = {}
+    activity: dict[tuple[str, str], _Card] = {}
     for name, series_list in figures.items():
         for series in series_list:
+            if name in ACTIVITY:
+                card = (series.labels.get("Hostname", ""), series.labels.get("gpu", ""))
+                activity.setdefault(card, _Card()).figures[name] = series
+                continue
             key = _holder_key(query.by, series.labels)
             if key is None:
                 continue
             card = (series.labels.get("Hostname", ""), series.labels.get("gpu", ""))
             holders.setdefault(key, _Holder(series.labels))
             cards.setdefault((key, card), _Card()).figures[name] = series
-    for (key, _card), card_figures in cards.items():
-        holders[key].add_card(card_figures, step, query)
+    for (key, card), card_figures in cards.items():
+        holders[key].add_card(card_figures, activity.get(card, _Card()), step, query)
     rows = [holder.row(query.by, key) for key, holder in holders.items()]
     return sorted(rows, key=lambda row: (-row.idle_held_seconds, -row.gpu_seconds, str(row.key)))
 
@@ -142,12 +173,17 @@ class _Holder:
     sm_sum: float = 0.0
     sm_weight: float = 0.0
     peak: float | None = None
+    activity: dict[str, list[float]] = field(
+        default_factory=lambda: {name: [0.0, 0.0] for name in ACTIVITY}
+    )
+    """Per activity figure: percent-seconds and seconds known."""
 
-    def add_card(self, card: _Card, step: float, query: ReportQuery) -> None:
+    def add_card(self, card: _Card, activity: _Card, step: float, query: ReportQuery) -> None:
         """Each point held counts from the point before to its own time, at most a step,
-        and only inside the window."""
+        and only inside the window; the card's activity at that point counts as long."""
         memory, counted = card.points("memory"), card.points("processes")
         sm, idle = card.points("sm"), card.points("idle")
+        ratios = {name: activity.points(name) for name in ACTIVITY}
         run_s = 0.0
         previous: float | None = None
         for at in sorted(memory):
@@ -166,6 +202,11 @@ class _Holder:
             if busy is not None:
                 self.sm_sum += min(busy, 100.0) * weight
                 self.sm_weight += weight
+            for name, points in ratios.items():
+                ratio = points.get(at)
+                if ratio is not None:  # checked where it entered: 0 to 1
+                    self.activity[name][0] += ratio * 100.0 * weight
+                    self.activity[name][1] += weight
             processes, idle_processes = counted.get(at), idle.get(at)
             all_idle = processes is not None and (idle_processes or 0.0) >= processes
             if not all_idle or (previous is not None and at - previous > step * 1.5):
@@ -195,7 +236,13 @@ class _Holder:
             mean_sm_util=self.sm_sum / self.sm_weight if self.sm_weight else None,
             user=user,
             command=text_for_others(command),  # an older exporter's label may hold secrets
+            mean_sm_active_percent=self._mean("sm_active"),
+            mean_tensor_active_percent=self._mean("tensor_active"),
         )
+
+    def _mean(self, name: str) -> float | None:
+        total, known = self.activity[name]
+        return min(100.0, total / known) if known > 0 else None
 
 
 def _pid(label: str) -> int | str:

@@ -99,7 +99,7 @@ def _pick(snapshot: Snapshot, wanted: int) -> list[int]:
     """``-n N``: by pick's rules, other users' claims and this user's jobs' cards excluded."""
     from gputop.cli.pick_command import active_job_gpus, claims_in_the_way
     from gputop.core.claims.view import read_claims
-    from gputop.core.jobs.policy import FreePolicy, pick_free
+    from gputop.core.jobs.policy import FreePolicy, pick_free, whole_cards
     from gputop.core.users import current_user
 
     blocked = claims_in_the_way(snapshot)
@@ -109,7 +109,12 @@ def _pick(snapshot: Snapshot, wanted: int) -> list[int]:
         if mine is not None and mine.uid == os.geteuid():
             blocked.setdefault(gpu.physical_index, "already claimed by you")
     return pick_free(
-        snapshot, wanted, FreePolicy(), current_user(), active_job_gpus(), claimed=blocked
+        snapshot,
+        wanted,
+        FreePolicy(),
+        current_user(),
+        whole_cards(active_job_gpus()),
+        claimed=blocked,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -74,7 +75,7 @@ def bindings_of(node: DOMNode) -> Iterator[Binding]:
                 yield binding
 
 
-def palette_commands(app: App[object], screen: Screen[object]) -> Iterator[SystemCommand]:
+def palette_commands(app: App[Any], screen: Screen[object]) -> Iterator[SystemCommand]:
     """A command for every action bound on the app or a widget of ``screen``."""
     seen: set[str] = set()
     for node in (app, *screen.query("*")):

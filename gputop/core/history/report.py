@@ -381,7 +381,7 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
 
 
 def _unused_cards(
-    connection: sqlite3.Connection, query: ReportQuery, used: set[str | int]
+    connection: sqlite3.Connection, query: ReportQuery, used: set[_Key]
 ) -> list[ReportRow]:
     """Cards sampled in the window that no process held: a week-long unused card is news."""
     only_card = "AND g.physical_index = ?" if query.physical_index is not None else ""

@@ -177,7 +177,7 @@ def pick_free_targets(
     ``active_job_gpus`` values may hold MIG UUIDs: the instances gputop jobs are pinned to.
     """
     try:
-        whole = _whole_cards(active_job_gpus)
+        whole = whole_cards(active_job_gpus)
         return list(pick_free(snapshot, count, policy, user, whole, claimed))
     except NotEnoughFreeGpus:
         if count != 1:
@@ -188,7 +188,8 @@ def pick_free_targets(
         return [instance]
 
 
-def _whole_cards(active: Mapping[int, Sequence[int | str]]) -> dict[int, tuple[int, ...]]:
+def whole_cards(active: Mapping[int, Sequence[int | str]]) -> dict[int, tuple[int, ...]]:
+    """What jobs hold, without the MIG instances: the whole cards' physical indices."""
     return {job: tuple(i for i in held if isinstance(i, int)) for job, held in active.items()}
 
 

@@ -6,6 +6,7 @@ environments are real, started here with the variables a DDP rank gets.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -208,3 +209,41 @@ def test_a_sampler_that_shows_no_cuda_view_resolves_none(
         views[shown] = found.cuda
     assert views[True] is not None and views[True].devices == (2,)
     assert views[False] is None
+
+
+def test_a_view_is_worked_out_once_per_environment_and_card_while_the_cards_stay(
+    scenario_file: Callable[..., str],
+) -> None:
+    """docs/speed.md, "The busy server": the view depends on the variables, the card and
+    the cards' identities, never on a moving reading; a card lost, or the driver probe's
+    answer arriving, works it out again."""
+    from gputop.core.probes.driver import DriverProbeResult
+    from gputop.core.sampling.process_env import CudaViews
+    from gputop.core.sampling.source import open_backend
+
+    backend = open_backend(scenario_file(four_cards({})))
+    try:
+        gpus = backend.sample().gpus
+    finally:
+        backend.close()
+    pinned = parse_environ(f"CUDA_VISIBLE_DEVICES={UUIDS[2]},{UUIDS[0]}\0".encode())
+    same = parse_environ(f"CUDA_VISIBLE_DEVICES={UUIDS[2]},{UUIDS[0]}\0".encode())
+    answers: dict[tuple[str | None, str | None], DriverProbeResult | None] = {}
+    views = CudaViews()
+    view = views.views_for(gpus, "550.54", lambda v, o: answers.get((v, o)))
+    first = view(pinned, 2)
+    assert first.devices == (2, 0) and not first.mismatch
+    assert view(same, 2) is first  # an equal environment: the same view, not worked again
+    assert view(pinned, 1).mismatch  # another card: its own view
+    moved = [dataclasses.replace(g, temperature_c=(g.temperature_c or 0) + 9) for g in gpus]
+    assert views.views_for(moved, "550.54")(pinned, 2) is first  # readings move: kept
+    # The driver probe answers for these variables: its enumeration is the view from then on.
+    answers[(f"{UUIDS[2]},{UUIDS[0]}", None)] = DriverProbeResult("ok", (UUIDS[0], UUIDS[2]))
+    answered = view(pinned, 2)
+    assert answered.devices == (0, 2) and answered.devices_from_driver
+    assert view(pinned, 2) is answered
+    lost = [dataclasses.replace(gpus[0], lost=True), *gpus[1:]]
+    again = views.views_for(lost, "550.54")(pinned, 2)
+    assert again is not first  # a card lost: worked out again
+    expected = process_cuda(pinned, lost, "550.54", 2)
+    assert again == expected

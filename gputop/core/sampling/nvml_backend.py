@@ -16,7 +16,15 @@ from typing import Any
 
 from gputop.core.clock_events import throttling, valid_mask
 from gputop.core.host_stats import HostStats, read_host_stats
-from gputop.core.model import Activity, Clocks, GpuProcess, GpuSample, MigDevice, Snapshot
+from gputop.core.model import (
+    Activity,
+    Clocks,
+    GpuProcess,
+    GpuSample,
+    MigDevice,
+    ProcessCuda,
+    Snapshot,
+)
 from gputop.core.sampling.activity import ActivitySampler
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
@@ -27,7 +35,7 @@ from gputop.core.sampling.nvml_processes import (
     ProcessUtilization,
     read_utilization,
 )
-from gputop.core.sampling.process_env import CudaViews, DriverAnswer
+from gputop.core.sampling.process_env import CudaEnvironment, CudaViews, DriverAnswer
 
 MIB = 1024 * 1024
 PSTATE_UNKNOWN = 32
@@ -179,17 +187,18 @@ class NvmlBackend:
         readings = [self._sample_gpu(state) for state in self._gpus]
         pids = {p.pid for _, processes, _ in readings for p in processes}
         facts = self._host_processes.describe(pids)
+        view = None
+        if self._options.cuda_views:  # each process's cuda:N, made as the process is
+            bare = [gpu for gpu, _, _ in readings]
+            view = self._cuda_views.views_for(bare, self._driver_version, self._driver_answer)
         gpus = [
-            replace(gpu, processes=_gpu_processes(gpu.physical_index, processes, usage, facts))
+            replace(
+                gpu, processes=_gpu_processes(gpu.physical_index, processes, usage, facts, view)
+            )
             if processes
             else gpu
             for gpu, processes, usage in readings
         ]
-        if self._options.cuda_views:
-            environments = {pid: fact.environment for pid, fact in facts.items()}
-            gpus = self._cuda_views.attach(
-                gpus, environments, self._driver_version, self._driver_answer
-            )
         if self._options.claims:
             from gputop.core.claims.view import attach_claims, read_claims
 
@@ -490,12 +499,15 @@ def _gpu_processes(
     processes: tuple[NvmlProcess, ...],
     usage: dict[int, ProcessUtilization],
     facts: dict[int, HostFacts],
+    view: Callable[[CudaEnvironment, int], ProcessCuda] | None = None,
 ) -> tuple[GpuProcess, ...]:
-    """NVML's view of each process joined with the host's, built once per refresh."""
+    """NVML's view of each process joined with the host's and, with ``view``, its own CUDA
+    view where its environment was read; built once per refresh."""
     result = []
     for process in processes:
         util = usage.get(process.pid)
         fact = facts[process.pid]
+        environment = fact.environment
         result.append(
             GpuProcess(
                 pid=process.pid,
@@ -514,6 +526,9 @@ def _gpu_processes(
                 host_memory_bytes=fact.host_memory_bytes,
                 start_time=fact.start_time,
                 hint=fact.hint,
+                cuda=view(environment, physical_index)
+                if view is not None and environment is not None
+                else None,
             )
         )
     return tuple(result)

@@ -53,7 +53,10 @@ class CudaEnvironment:
     ``TEXT_LIMIT``."""
 
     def get(self, name: str) -> str | None:
-        return dict(self.values).get(name)
+        for key, value in self.values:  # at most a few entries: no dict to build
+            if key == name:
+                return value
+        return None
 
 
 def read_cuda_environment(pid: int, limit: int = ENVIRON_LIMIT_BYTES) -> CudaEnvironment | None:
@@ -197,23 +200,38 @@ class CudaViews:
     ) -> list[GpuSample]:
         """Each GPU with its processes' CUDA views filled in where their environment was
         read."""
-        layout = (driver_version, tuple(_identity(gpu) for gpu in gpus))
-        if layout != self._layout or len(self._views) > self.LIMIT:
-            self._layout = layout
-            self._views.clear()
+        view = self.views_for(gpus, driver_version, driver)
         result = []
         for gpu in gpus:
             if not any(environments.get(p.pid) for p in gpu.processes):
                 result.append(gpu)
                 continue
             processes = tuple(
-                replace(p, cuda=self._view(env, gpus, driver_version, gpu.physical_index, driver))
+                replace(p, cuda=view(env, gpu.physical_index))
                 if (env := environments.get(p.pid)) is not None
                 else p
                 for p in gpu.processes
             )
             result.append(replace(gpu, processes=processes))
         return result
+
+    def views_for(
+        self,
+        gpus: Sequence[GpuSample],
+        driver_version: str | None,
+        driver: DriverAnswer | None = None,
+    ) -> Callable[[CudaEnvironment, int], ProcessCuda]:
+        """The view of (environment, card NVML shows the process on) on these cards: the
+        sampler asks it as it builds each process, so a process is built once a refresh."""
+        layout = (driver_version, tuple(_identity(gpu) for gpu in gpus))
+        if layout != self._layout or len(self._views) > self.LIMIT:
+            self._layout = layout
+            self._views.clear()
+
+        def view(environment: CudaEnvironment, physical_index: int) -> ProcessCuda:
+            return self._view(environment, gpus, driver_version, physical_index, driver)
+
+        return view
 
     def _view(
         self,

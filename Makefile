@@ -43,7 +43,9 @@ check: $(STAMP)
 ## make bench: start-up, CPU, bytes, memory and key latency on dgx-h100 with 200 live
 ## processes and a recorder's store, beside a bare Textual app and nvitop (pinned, in its own
 ## virtualenv .venv-nvitop: never a dependency of gputop; NVITOP_PYTHON= names another Python
-## that has it); then the history and the exporter benches on the same scenario
+## that has it); the same on the busy server (--busy: every reading moving each second, each
+## process with its own CUDA_VISIBLE_DEVICES; docs/speed.md); then the history and the
+## exporter benches on the same scenario. Every bench runs; it fails if one missed a target
 NVITOP_VERSION := 1.7.2
 NVITOP_VENV ?= .venv-nvitop
 NVITOP_PYTHON ?= $(NVITOP_VENV)/bin/python
@@ -55,9 +57,12 @@ $(NVITOP_STAMP):
 	touch $(NVITOP_STAMP)
 
 bench: $(STAMP) $(if $(filter $(NVITOP_VENV)/bin/python,$(NVITOP_PYTHON)),$(NVITOP_STAMP))
-	$(BIN)/python tests/bench/dashboard_bench.py --nvitop $(NVITOP_PYTHON)
-	$(BIN)/python tests/bench/history_bench.py
-	$(BIN)/python tests/bench/exporter_bench.py
+	status=0; \
+	$(BIN)/python tests/bench/dashboard_bench.py --nvitop $(NVITOP_PYTHON) || status=1; \
+	$(BIN)/python tests/bench/dashboard_bench.py --busy --nvitop $(NVITOP_PYTHON) || status=1; \
+	$(BIN)/python tests/bench/history_bench.py || status=1; \
+	$(BIN)/python tests/bench/exporter_bench.py || status=1; \
+	exit $$status
 
 ## make dist: the sdist and the wheel of gputop-dash in dist/ (README, Install)
 dist: $(STAMP)

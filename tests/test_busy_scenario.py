@@ -54,8 +54,13 @@ def test_every_card_reading_moves_every_second_and_processes_carry_their_variabl
         )
         share = 0.5 if name == "temperature" else 0.75  # whole degrees: a step may round away
         assert moved >= share * 3 * len(samples[0].gpus), f"{name} moved only {moved} times"
-    sm = [p.sm_util_percent for s in samples for g in s.gpus for p in g.processes]
-    assert len(set(sm)) > 50
+    sm = [[p.sm_util_percent for g in s.gpus for p in g.processes] for s in samples]
+    pairs = [
+        (a, b)
+        for first, second in itertools.pairwise(sm)
+        for a, b in zip(first, second, strict=True)
+    ]
+    assert len(pairs) == 3 * 200 and sum(a != b for a, b in pairs) >= 0.5 * len(pairs)
     processes = [p for gpu in scenario["gpus"] for p in gpu["processes"]]
     with_cvd = [p for p in processes if "CUDA_VISIBLE_DEVICES" in p["env"]]
     assert len(with_cvd) >= 0.8 * len(processes)

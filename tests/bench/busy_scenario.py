@@ -70,10 +70,12 @@ def busy(scenario: dict[str, Any]) -> dict[str, Any]:
         clocks = gpu["clocks_mhz"]
         top = gpu.get("max_clocks_mhz", {})
         for name in ("graphics", "sm", "mem", "video"):
-            if name in clocks:
-                clocks[name] = moving(
-                    clocks[name], f"{key}{name}", jitter=20, high=float(top.get(name, 3000))
-                )
+            if name in clocks:  # every clock, the memory clock too (harsher than an H100,
+                high = float(top.get(name, 3000))  # whose HBM clock stays at its maximum)
+                value = clocks[name]
+                if not isinstance(value, dict):
+                    value = min(float(value), high - 60)
+                clocks[name] = moving(value, f"{key}{name}", jitter=20, high=high)
         for rank, process in enumerate(gpu.get("processes", [])):
             where = f"{key}p{rank}"
             used = process.get("used_memory_mib")

@@ -146,6 +146,13 @@ def test_extending_keeps_the_card_and_moves_its_end(
     theirs = gputop_as(bob, claims_dir, "claim", "--extend", "--gpus", "3")
     assert theirs.returncode == 1 and "You hold no claim on" in theirs.stderr
     assert gputop_as(bob, claims_dir, "claim", "--gpus", "3").returncode == 1
+    # Asking for less than is left never shortens a claim, and says it kept it.
+    shorter = gputop_as(ana, claims_dir, "claim", "--extend", "--for", "2h")
+    assert shorter.returncode == 0, shorter.stderr
+    assert "Extended" not in shorter.stdout and "Kept GPU 3" in shorter.stdout
+    with book_of(claims_dir) as book:
+        (kept,) = book.scan().holders().values()
+    assert kept.until == held.until and kept.ctime_ns == held.ctime_ns  # not even rewritten
 
 
 def test_a_mig_instance_claim_keeps_others_off_its_gpu_but_not_off_other_instances(

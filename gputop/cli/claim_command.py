@@ -46,7 +46,8 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     parser.add_argument(
         "--extend",
         action="store_true",
-        help="make your claims (all, or those --gpus names) last --for from now",
+        help="make your claims (all, or those --gpus names) last at least --for from now "
+        "(never shorter)",
     )
     parser.add_argument(
         "--for",
@@ -71,8 +72,15 @@ def run(args: argparse.Namespace) -> int:
             uuids = None
             if args.gpus is not None:
                 uuids = [card.uuid for card in _cards(args, args.gpus)]
+            asked_until = time.time() + for_s
             made = book.extend(uuids, for_s)
-        return _report(made, "Extended", args.json)
+        if args.json:
+            return _report(made, "Extended", True)
+        longer = [claim for claim in made if claim.until <= asked_until + 1]
+        kept = [claim for claim in made if claim.until > asked_until + 1]
+        _report(longer, "Extended", False)
+        why = "; it already lasts longer (gputop release gives it back)"
+        return _report(kept, "Kept", False, why)
     if args.gpus is None and args.count is None:
         raise UsageError("Say which GPUs: --gpus LIST or -n N (or --extend).")
     snapshot = sample(args.fake)
@@ -118,12 +126,13 @@ def _pick(snapshot: Snapshot, wanted: int) -> list[int]:
     )
 
 
-def _report(made: list[Claim], verb: str, as_json: bool) -> int:
+def _report(made: list[Claim], verb: str, as_json: bool, why: str = "") -> int:
     if as_json:
         print(strict_json([claim.to_json() for claim in made], indent=2))
         return 0
     now = time.time()
     for claim in made:
         note = f"  ({clean(claim.note)})" if claim.note else ""
-        print(f"{verb} GPU {claim.gpu} {clean(claim.uuid)} {until_text(claim.until, now)}{note}")
+        until = until_text(claim.until, now)
+        print(f"{verb} GPU {claim.gpu} {clean(claim.uuid)} {until}{note}{why}")
     return 0

@@ -278,8 +278,9 @@ class ClaimBook:
         self, uuids: Iterable[str] | None, for_s: float, job: int | None = None
     ) -> list[Claim]:
         """This user's claims on these cards (default: all of them; a person's, or with
-        ``job`` that job's) last ``for_s`` from now; a card another user has meanwhile won is
-        lost (and said)."""
+        ``job`` that job's) last at least ``for_s`` from now: a claim that already lasts
+        longer is kept as it is, never shortened (``release`` gives a card back). A card
+        another user has meanwhile won is lost (and said)."""
         scan = self.scan()
         self.tidy(scan)
         wanted = None if uuids is None else {card_key(u) for u in uuids}
@@ -301,16 +302,19 @@ class ClaimBook:
                 )
         if not mine:
             raise ClaimRefused("You hold no claim to extend.")
-        cards = [Card(claim.uuid, claim.gpu, f"GPU {claim.gpu}") for claim in mine]
-        self._wait_for_others(cards)
         until = self.clock() + for_s
-        for claim in mine:
+        longer = [claim for claim in mine if claim.until < until]
+        if not longer:  # each lasts longer already: nothing to write
+            return mine
+        cards = [Card(claim.uuid, claim.gpu, f"GPU {claim.gpu}") for claim in longer]
+        self._wait_for_others(cards)
+        for claim in longer:
             data = content(claim.uuid, claim.gpu, self.uid, self.user, until, claim.note, claim.job)
             self._rewrite(claim.name, data)
         try:
-            self._decide(cards, [claim.name for claim in mine], strict=False)
+            self._decide(cards, [claim.name for claim in longer], strict=False)
         except ClaimRefused:
-            self._remove_names([claim.name for claim in mine])
+            self._remove_names([claim.name for claim in longer])
             raise
         fresh = {claim.name: claim for claim in self.scan().claims}
         return [fresh[claim.name] for claim in mine if claim.name in fresh]

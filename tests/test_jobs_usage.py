@@ -86,6 +86,19 @@ def test_a_job_records_what_it_used_on_each_card(measured: Path) -> None:
     assert usage.samples >= 5
 
 
+def test_a_job_shorter_than_the_poll_interval_is_measured_too(
+    measured: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default poll is every 5 s; a 3-s job still gets samples (one, two seconds in),
+    as the dashboard saw it, rather than none."""
+    monkeypatch.delenv("GPUTOP_USAGE_POLL_S")
+    launched = launch(measured, sleeper(3.0), gpus=(2,))
+    ended = wait_until_ended(measured, launched.id)
+    assert ended.status_text == "exited 0" and ended.usage is not None
+    assert ended.usage.samples >= 2
+    assert ended.usage.peak_memory_bytes is not None and ended.usage.gpu_seconds > 0
+
+
 def test_a_running_job_has_its_usage_so_far(measured: Path) -> None:
     launched = launch(measured, sleeper(30), gpus=(3,))
     running = wait_for_job(

@@ -1,6 +1,7 @@
 """Measuring what a running job uses, from its supervisor (docs/history.md).
 
-Every few seconds (``GPUTOP_USAGE_POLL_S``, default 5) the supervisor samples the cards
+Every few seconds (``GPUTOP_USAGE_POLL_S``, default 5; the first samples one, two and four
+seconds in, so a short job is measured too) the supervisor samples the cards
 through the one backend every gputop view uses, real or simulated (``GPUTOP_FAKE``), and
 adds up, for each card the job is pinned to, the job's own processes there: those of the
 job's session, which every process it starts shares. Per card it keeps the peak memory
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from gputop.core.model import GpuProcess
     from gputop.core.sampling.nvml_backend import NvmlBackend
 
+FIRST_INTERVALS_S = (1.0, 1.0, 2.0)
+"""The first samples of a run, one, two and four seconds in; then every poll interval."""
 USAGE_POLL_ENV = "GPUTOP_USAGE_POLL_S"
 DEFAULT_USAGE_POLL_S = 5.0
 LONGEST_INTERVAL_S = 30.0
@@ -274,17 +277,26 @@ class Measuring:
         self._say = say
         self._meter = open_meter(job, environ)
         self._sampled = time.monotonic()
+        self._samples = 0
+
+    def _interval_s(self, meter: UsageMeter) -> float:
+        """Until the next sample: the first ones come sooner (``FIRST_INTERVALS_S``), so a
+        job of a few seconds is measured too, as the dashboard saw it."""
+        if self._samples < len(FIRST_INTERVALS_S):
+            return min(meter.poll_s, FIRST_INTERVALS_S[self._samples])
+        return meter.poll_s
 
     @property
     def wait_s(self) -> float | None:
         """The longest the supervisor may wait before the next ``tick`` (None: no limit)."""
-        return self._meter.poll_s if self._meter is not None else None
+        return self._interval_s(self._meter) if self._meter is not None else None
 
     def tick(self) -> None:
         meter = self._meter
-        if meter is None or time.monotonic() - self._sampled < meter.poll_s:
+        if meter is None or time.monotonic() - self._sampled < self._interval_s(meter):
             return
         self._sampled = time.monotonic()
+        self._samples += 1
         try:
             meter.sample()
         except Exception as error:  # measuring must never disturb the job it measures

@@ -229,6 +229,23 @@ def test_a_stretch_without_samples_is_a_gap_in_the_plot(tmp_path: Path) -> None:
     assert bars == "▄" * 10 + GAP * 20 + "▄" * 10
 
 
+def test_a_short_recording_is_plotted_one_column_per_sample_or_more_without_gaps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """25 s of 1-s samples on a 60-column plot: columns narrower than the samples showed
+    every other one empty, headed "one column: 0 s"."""
+    from gputop.cli.report_plot import GAP
+
+    store = tmp_path / "state" / "history.sqlite3"
+    record_stepped(holders_scenario(tmp_path / "holders.json"), store, 25, interval_s=1.0)
+    out = run_report(store, "--plot", "--by", "gpu", capsys=capsys)
+    plot = out.split("\n\n", 1)[1].splitlines()
+    column_s = float(plot[0].split("(one column: ")[1].split(" s;")[0])
+    assert 1.5 <= column_s <= 1.7  # at least one and a half samples a column
+    bars = plot[1].split()[3]
+    assert GAP not in bars and len(bars) == 16  # 25 s in columns of 1.56 s
+
+
 def test_an_idle_min_under_a_minute_is_refused_saying_why(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -29,7 +29,7 @@ from gputop.core.history.report import (
     build_report,
     report_to_json,
 )
-from gputop.core.history.series import gpu_series, recorded_span
+from gputop.core.history.series import gpu_series, plot_columns_for, recorded_span
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
 from gputop.core.numbers import strict_json
@@ -127,6 +127,8 @@ def _print_report(
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     columns = plot_columns(width)
     span = recorded_span(connection, since, until) if args.plot else None
+    if span is not None:
+        columns = plot_columns_for(connection, *span, columns)
     series = gpu_series(connection, *span, columns) if span is not None else []
     claimed = claimed_time(connection, since, until)
     if args.json:

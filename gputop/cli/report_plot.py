@@ -51,7 +51,7 @@ def _span(seconds: float) -> str:
         return f"{seconds / 3600:.1f} h"
     if seconds >= 60:
         return f"{seconds / 60:.1f} min"
-    return f"{seconds:.0f} s"
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
 def _local(epoch: float) -> str:

@@ -99,6 +99,20 @@ def recorded_span(
     return (start, end) if end > start else None
 
 
+def plot_columns_for(
+    connection: sqlite3.Connection, since: float, until: float, columns: int
+) -> int:
+    """At most ``columns``, each at least one and a half sample intervals wide: a column
+    narrower than the samples would show every other one empty (a short recording)."""
+    (mean,) = connection.execute(
+        "SELECT AVG(duration_s) FROM samples WHERE t >= ? AND t < ?", (since, until)
+    ).fetchone()
+    step = _finite(mean)
+    if step is None or step <= 0:
+        return columns
+    return max(1, min(columns, math.floor((until - since) / (1.5 * step))))
+
+
 def recent_utilization(
     connection: sqlite3.Connection, now: float, seconds: int
 ) -> dict[str, tuple[int | None, ...]]:

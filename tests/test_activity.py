@@ -19,7 +19,7 @@ from typing import Any
 import pynvml
 import pytest
 from conftest import minimal_gpu
-from fake_nvml_helpers import make_nvml
+from helpers.fake_nvml import make_nvml
 
 from gputop.core.clock_events import reason_names
 from gputop.core.errors import ScenarioError
@@ -545,7 +545,7 @@ def test_snapshot_text_shows_activity_and_throttling_on_hopper_only() -> None:
 
 
 def test_a_hostile_mig_profile_is_a_cleaned_bounded_label() -> None:
-    from exporter_helpers import samples
+    from helpers.exporter import samples
 
     from gputop.core.exporter.collector import SnapshotCollector
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import minimal_gpu
-from dashboard_helpers import first_sample, make_app
+from helpers.dashboard import first_sample, make_app
 from textual.pilot import Pilot
 
 from gputop.core.model import NO_ACTIVITY, Activity
@@ -107,7 +107,7 @@ def test_before_two_samples_the_labels_show_no_figure_and_without_gpm_nothing_sh
 
 
 async def test_the_lab_shows_a_hopper_hosts_figures_and_badges() -> None:
-    from lab_dashboard_helpers import first_lab_sample
+    from helpers.lab_dashboard import first_lab_sample
 
     from gputop.tui.lab.fixed_hosts import FixedHosts, simulated_status
     from gputop.tui.lab.lab_app import LabApp

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import minimal_gpu
-from history_helpers import GIB_MIB, make_version_1, process, read_only, record_stepped
+from helpers.history import GIB_MIB, make_version_1, process, read_only, record_stepped
 
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, build_report
 from gputop.core.history.retention import Retention

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from conftest import minimal_gpu
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     state_dir_fixture,
     wait_until_ended,
 )
-from usage_helpers import sleeper
+from helpers.usage import sleeper
 
 from gputop.core.jobs.launch import LaunchRequest, launch_job
 from gputop.core.jobs.model import Job

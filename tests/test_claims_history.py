@@ -8,8 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from claims_helpers import claims_dir
-from history_helpers import make_version_1, record_stepped
+from helpers.claims import claims_dir
+from helpers.history import make_version_1, record_stepped
 
 from gputop.cli.main import main
 from gputop.core.claims.book import Card, ClaimBook

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from claims_helpers import User, as_user, claims_dir, gputop_as, python_for_users, two_users
+from helpers.claims import User, as_user, claims_dir, gputop_as, python_for_users, two_users
 
 from gputop.core.claims.book import Card, ClaimBook, ClaimRefused
 from gputop.core.claims.files import MAX_FOR_S

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from claims_helpers import User, claims_dir, gputop_as, two_users
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.claims import User, claims_dir, gputop_as, two_users
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     PYTHON,
     state_dir_fixture,
     wait_for,
@@ -86,7 +86,7 @@ def test_a_job_whose_card_another_user_claimed_meanwhile_does_not_start(
 ) -> None:
     """Launched as the dashboard launches (no check by gputop run): the supervisor's claim
     is refused, and the job never runs."""
-    from jobs_helpers import launch
+    from helpers.jobs import launch
 
     ana, _ = two_users
     assert gputop_as(ana, claims_dir, "claim", "--gpus", "1").returncode == 0

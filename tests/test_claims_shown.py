@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from claims_helpers import User, claims_dir, gputop_as, two_users
-from dashboard_helpers import first_sample
+from helpers.claims import User, claims_dir, gputop_as, two_users
+from helpers.dashboard import first_sample
 
 from gputop.core.claims.book import Card, ClaimBook
 from gputop.core.claims.view import card_claim_text, left_text
@@ -147,7 +147,7 @@ def test_time_left_is_said_coarsely(seconds: float, said: str) -> None:
 
 async def test_the_launch_dialog_shows_another_users_claim(claims_dir: Path) -> None:
     """The dashboard's user is alice (build_app); root claimed GPU 1."""
-    from dashboard_helpers import plain_text
+    from helpers.dashboard import plain_text
     from textual.widgets import Static
 
     from gputop.tui.screens.launch import LaunchScreen
@@ -164,7 +164,7 @@ async def test_the_launch_dialog_shows_another_users_claim(claims_dir: Path) -> 
 
 
 def test_the_exporter_exports_who_claimed_each_gpu(claims_dir: Path, fake_backend) -> None:
-    from exporter_helpers import samples
+    from helpers.exporter import samples
 
     from gputop.core.exporter.collector import SnapshotCollector
 
@@ -177,7 +177,7 @@ def test_the_exporter_exports_who_claimed_each_gpu(claims_dir: Path, fake_backen
 
 async def test_the_lab_cards_say_who_claimed_them(claims_dir: Path) -> None:
     """The lab's simulated hosts sample this machine's claims as an agent would."""
-    from lab_dashboard_helpers import first_lab_sample
+    from helpers.lab_dashboard import first_lab_sample
 
     from gputop.tui.lab.fixed_hosts import LAB_SCENARIOS, simulated_status
     from gputop.tui.screenshots import build_lab_app

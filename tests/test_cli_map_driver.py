@@ -2,7 +2,7 @@
 mapping shown, and a disagreement is the rules' error.
 
 NVML is simulated (v100x4, through the real-driver path); the CUDA driver is a libcuda.so.1
-compiled from C at test time (tests/fake_libcuda.py), loaded by the probe's real child.
+compiled from C at test time (tests/helpers/fake_libcuda.py), loaded by the probe's real child.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fake_libcuda import build_fake_libcuda, devices_spec
-from jobs_helpers import state_dir_fixture  # noqa: F401  (the fixture state_dir)
+from helpers.fake_libcuda import build_fake_libcuda, devices_spec
+from helpers.jobs import state_dir_fixture  # noqa: F401  (the fixture state_dir)
 from test_process_cuda_view import (  # noqa: F401  (start_process_fixture: the fixture)
     minimal_gpu,
     start_process_fixture,
@@ -108,7 +108,7 @@ def test_where_the_driver_cannot_answer_the_rules_predict(
 async def test_the_pytorch_view_shows_the_drivers_list_and_the_rules_error(
     monkeypatch: pytest.MonkeyPatch, libcuda: str
 ) -> None:
-    from dashboard_helpers import first_sample, make_app, plain_text
+    from helpers.dashboard import first_sample, make_app, plain_text
     from textual.widgets import Static
 
     from gputop.tui.widgets import torch_panel

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     PROBE,
     PYTHON,
     V100,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from conftest import minimal_gpu
-from dashboard_helpers import first_sample, make_app, plain_text, stays_true
+from helpers.dashboard import first_sample, make_app, plain_text, stays_true
 from textual.pilot import Pilot
 
 from gputop.tui.app import GputopApp

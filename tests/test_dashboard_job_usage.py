@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from dashboard_helpers import first_sample, make_app, plain_text
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.dashboard import first_sample, make_app, plain_text
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     launch,
     state_dir_fixture,
     wait_until_ended,
 )
-from usage_helpers import scenario_file, sleeper
+from helpers.usage import scenario_file, sleeper
 
 from gputop.tui.lab.lab_jobs import RemoteJob
 from gputop.tui.lab.lab_jobs import usage_cells as lab_usage_cells

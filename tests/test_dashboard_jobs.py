@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_helpers import first_sample, make_app, plain_text, stays_true
+from helpers.dashboard import first_sample, make_app, plain_text, stays_true
 from textual.pilot import Pilot
 from textual.widgets import Input, RichLog, Static
 

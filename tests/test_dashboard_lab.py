@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from lab_dashboard_helpers import first_lab_sample, make_lab_app
+from helpers.lab_dashboard import first_lab_sample, make_lab_app
 from rich.style import Style
 from textual.geometry import Region
 from textual.strip import Strip

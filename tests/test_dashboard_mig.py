@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from dashboard_helpers import first_sample, make_app, plain_text
+from helpers.dashboard import first_sample, make_app, plain_text
 from rich.text import Text
 from textual.widgets import Static
 

@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from dashboard_helpers import first_sample, make_app, plain_text
+from helpers.dashboard import first_sample, make_app, plain_text
 from test_process_cuda_view import (  # noqa: F401  (start_process_fixture: the fixture)
     UUIDS,
     minimal_gpu,

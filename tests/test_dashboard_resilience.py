@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dashboard_helpers import first_sample, make_app
-from pty_helpers import GPUTOP, run_in_pty
+from helpers.dashboard import first_sample, make_app
+from helpers.pty_run import GPUTOP, run_in_pty
 from textual.pilot import Pilot
 
 from gputop.core.errors import NvmlUnavailableError

@@ -13,7 +13,7 @@ import re
 import time
 
 import pytest
-from dashboard_helpers import first_sample, make_app
+from helpers.dashboard import first_sample, make_app
 from textual.pilot import Pilot
 
 from gputop.tui.app import GputopApp
@@ -128,7 +128,7 @@ async def test_a_resize_to_the_same_layout_keeps_it() -> None:
 
 async def test_the_dashboard_across_hosts_follows_a_resize_too() -> None:
     """``gputop --hosts`` has its own layout rule; a resize follows it the same way."""
-    from lab_dashboard_helpers import first_lab_sample
+    from helpers.lab_dashboard import first_lab_sample
 
     from gputop.tui.screenshots import build_lab_app
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pty_terminal import terminal_env
+from helpers.pty_terminal import terminal_env
 
 TIMEOUT_S = 30.0
 POLL_S = 0.05

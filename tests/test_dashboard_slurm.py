@@ -3,7 +3,7 @@ card Slurm gave the job (docs/slurm.md)."""
 
 from __future__ import annotations
 
-from dashboard_helpers import first_sample, make_app, plain_text
+from helpers.dashboard import first_sample, make_app, plain_text
 from textual.widgets import Static
 
 from gputop.tui.widgets.torch_panel import TorchPanel

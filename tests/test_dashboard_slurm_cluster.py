@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import minimal_gpu
-from dashboard_helpers import first_sample
-from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
+from helpers.dashboard import first_sample
+from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     GPU_COUNT,
     SlurmCluster,
     slurm_cluster_fixture,

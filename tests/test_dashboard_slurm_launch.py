@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dashboard_helpers import first_sample, plain_text
-from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
+from helpers.dashboard import first_sample, plain_text
+from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     SlurmCluster,
     slurm_cluster_fixture,
     slurm_fixture,

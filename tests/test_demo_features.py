@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from dashboard_helpers import first_sample, make_app
+from helpers.dashboard import first_sample, make_app
 
 from gputop.core.fake import resolve_scenario_path
 from gputop.core.model import ProcessOrigin

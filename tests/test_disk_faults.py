@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from jobs_helpers import (
+from helpers import HELPERS
+from helpers.jobs import (
     gone,
     launch,
     probe_command,
@@ -20,7 +21,7 @@ from jobs_helpers import (
     wait_until_ended,
     wait_until_running,
 )
-from small_filesystems import (  # noqa: F401  (the fixtures read_only_view, small_state_dir)
+from helpers.small_filesystems import (  # noqa: F401  (the fixtures read_only_view, small_state_dir)
     fill,
     free_bytes,
     read_only_view_fixture,
@@ -33,7 +34,7 @@ from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
 from gputop.core.remote.agent import read_jobs_from_store
 
-CHATTY = str(Path(__file__).with_name("chatty_job.py"))
+CHATTY = str(HELPERS / "chatty_job.py")
 BALLAST_BYTES = 512 * 1024
 
 

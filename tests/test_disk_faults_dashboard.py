@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from dashboard_helpers import first_sample, make_app
-from jobs_helpers import launch, probe_command, supervisors_of, wait_for, wait_until_ended
-from small_filesystems import read_only_view_fixture  # noqa: F401  (read_only_view)
+from helpers.dashboard import first_sample, make_app
+from helpers.jobs import launch, probe_command, supervisors_of, wait_for, wait_until_ended
+from helpers.small_filesystems import read_only_view_fixture  # noqa: F401  (read_only_view)
 from textual.pilot import Pilot
 
 from gputop.tui.widgets.jobs_panel import JobsPanel

@@ -1,14 +1,14 @@
 """The driver probe as the source of CUDA's default order, SM counts and PCI bus ids.
 
 Every test runs the probe's real child process, which loads a ``libcuda.so.1`` compiled
-from C at test time (tests/fake_libcuda.py) instead of NVIDIA's.
+from C at test time (tests/helpers/fake_libcuda.py) instead of NVIDIA's.
 """
 
 from __future__ import annotations
 
 import pytest
-from fake_libcuda import build_fake_libcuda, devices_spec
-from visibility_machines import gpu, mixed
+from helpers.fake_libcuda import build_fake_libcuda, devices_spec
+from helpers.visibility_machines import gpu, mixed
 
 from gputop.core.model import GpuSample
 from gputop.core.probes import DriverProbe, order_note, run_driver_probe

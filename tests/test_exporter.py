@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import minimal_gpu
-from exporter_helpers import exposition, samples
+from helpers.exporter import exposition, samples
 
 from gputop.core.exporter.collector import SnapshotCollector, sample_until
 from gputop.core.exporter.labels import MAX_LABEL_CHARS, command_label, label

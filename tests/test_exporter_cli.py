@@ -18,8 +18,8 @@ import urllib.error
 from pathlib import Path
 
 import pytest
-from prometheus_helpers import http_get, running_exporter, wait_for
-from real_components import cannot
+from helpers.prometheus import http_get, running_exporter, wait_for
+from helpers.real_components import cannot
 
 from gputop.cli.main import main
 from gputop.core.exporter.listen import DEFAULT_PORT, parse_listen

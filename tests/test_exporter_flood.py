@@ -23,8 +23,8 @@ from contextlib import contextmanager, suppress
 
 import psutil
 import pytest
-from prometheus_helpers import _serving_url, http_get, wait_for
-from real_components import cannot
+from helpers.prometheus import _serving_url, http_get, wait_for
+from helpers.real_components import cannot
 
 from gputop.core.exporter.http_server import HEAD_DEADLINE_S, connection_cap
 

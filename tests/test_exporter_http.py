@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_helpers import http_get, running_exporter, wait_for
-from real_components import cannot
+from helpers.prometheus import http_get, running_exporter, wait_for
+from helpers.real_components import cannot
 
 from gputop.core.exporter.http_server import (
     MAX_HEADERS,

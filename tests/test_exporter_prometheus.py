@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 from conftest import minimal_gpu
-from hostile_helpers import HOSTILE
-from prometheus_helpers import (
+from helpers.hostile import HOSTILE
+from helpers.prometheus import (
     Prometheus,
     promtool_problems,
     running_exporter,

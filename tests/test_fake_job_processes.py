@@ -15,8 +15,8 @@ from typing import Any
 import psutil
 import pynvml
 import pytest
-from fake_nvml_helpers import FULL_GPU, MIB, SECOND_GPU, UUID_0, UUID_1, make_nvml
-from jobs_helpers import wait_for
+from helpers.fake_nvml import FULL_GPU, MIB, SECOND_GPU, UUID_0, UUID_1, make_nvml
+from helpers.jobs import wait_for
 
 from gputop.core.errors import ScenarioError
 from gputop.core.fake.scenario import parse_scenario

@@ -7,7 +7,7 @@ from typing import Any
 
 import pynvml
 import pytest
-from fake_nvml_helpers import (
+from helpers.fake_nvml import (
     BARE_GPU,
     FULL_GPU,
     MIB,

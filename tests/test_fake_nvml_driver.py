@@ -10,7 +10,7 @@ from typing import Any
 
 import pynvml
 import pytest
-from fake_nvml_helpers import FULL_GPU, MIB, MIG_GPU, first_handle, make_nvml
+from helpers.fake_nvml import FULL_GPU, MIB, MIG_GPU, first_handle, make_nvml
 
 from gputop.core.fake.nvml import FakeDeviceHandle
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from other_user import gputop_as_other_user
+from helpers.other_user import gputop_as_other_user
 
 from gputop.core.errors import ScenarioError
 from gputop.core.fake import BUILTIN_SCENARIOS, resolve_scenario_path

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from gpu import build_kit, driver
-from real_components import cannot
+from helpers.real_components import cannot
 
 ROOT = Path(__file__).resolve().parent.parent
 KIT = "gputop-gpu-kit"

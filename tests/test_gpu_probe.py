@@ -1,5 +1,5 @@
 """The real-GPU suite's CUDA process (tests/gpu/cuda_probe.py) and driver check, run here
-against the C libcuda imitation (tests/fake_libcuda.py) with memory calls added: what the
+against the C libcuda imitation (tests/helpers/fake_libcuda.py) with memory calls added: what the
 probe enumerates, holds and reports is what that library answers (docs/real-gpu.md)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_libcuda import MEMORY_SOURCE, SOURCE, devices_spec
 from gpu import cuda_probe, driver
+from helpers.fake_libcuda import MEMORY_SOURCE, SOURCE, devices_spec
 
 PROBE = Path(cuda_probe.__file__)
 

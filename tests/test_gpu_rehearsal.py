@@ -1,14 +1,14 @@
 """A rehearsal of the real-GPU suite on imitations: **not a result on a GPU**.
 
-The C NVML (docs/c-nvml.md) stands for the driver's NVML, the C libcuda (tests/fake_libcuda.py)
-for libcuda, and a small ``nvidia-smi`` written here answers from the same C NVML through
-nvidia-ml-py. Both sides of every comparison then read one imitation, so agreement proves
-nothing about gputop; what this proves is the suite itself: that its checks collect, run,
-reach their comparisons, pass where the two sides agree and write the report
-(docs/real-gpu.md). The suite's own CUDA process is put in the C NVML's listing as it starts
-(the data file rewritten, as a driver would list it). Left out: the job's usage (its
-supervisor reads the C NVML once, before the job's process exists) and the dashboard's CPU
-(30 s of time); activity skips for want of GPM.
+The C NVML (docs/c-nvml.md) stands for the driver's NVML, the C libcuda
+(tests/helpers/fake_libcuda.py) for libcuda, and a small ``nvidia-smi`` written here answers
+from the same C NVML through nvidia-ml-py. Both sides of every comparison then read one
+imitation, so agreement proves nothing about gputop; what this proves is the suite itself:
+that its checks collect, run, reach their comparisons, pass where the two sides agree and
+write the report (docs/real-gpu.md). The suite's own CUDA process is put in the C NVML's
+listing as it starts (the data file rewritten, as a driver would list it). Left out: the
+job's usage (its supervisor reads the C NVML once, before the job's process exists) and the
+dashboard's CPU (30 s of time); activity skips for want of GPM.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import psutil
 import pytest
 from cnvml.fixtures import CNvml
 from conftest import minimal_gpu
-from fake_libcuda import MEMORY_SOURCE, SOURCE, devices_spec
+from helpers.fake_libcuda import MEMORY_SOURCE, SOURCE, devices_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from history_helpers import holders_scenario, record_stepped
+from helpers.history import holders_scenario, record_stepped
 
 from gputop.core.history.store import default_history_path
 

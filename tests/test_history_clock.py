@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from history_helpers import holders_scenario, make_version_1
+from helpers.history import holders_scenario, make_version_1
 
 from gputop.core.history.recorder import Recorder, RecorderOptions
 from gputop.core.history.store import open_for_recording

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from history_helpers import holders_scenario, record_stepped
+from helpers.history import holders_scenario, record_stepped
 
 from gputop.core.history.recent import dashboard_history
 from gputop.core.history.store import default_history_path
@@ -64,7 +64,7 @@ def test_a_store_with_nothing_recent_is_no_history(tmp_path: Path) -> None:
 async def test_h_shows_the_highlighted_cards_use_and_who_held_it_idle_first(
     tmp_path: Path,
 ) -> None:
-    from dashboard_helpers import first_sample, make_app, plain_text
+    from helpers.dashboard import first_sample, make_app, plain_text
 
     from gputop.tui.screens.card_history import CardHistoryScreen
 
@@ -100,7 +100,7 @@ async def test_h_shows_the_highlighted_cards_use_and_who_held_it_idle_first(
 
 
 async def test_h_without_a_store_says_how_to_start_one(tmp_path: Path) -> None:
-    from dashboard_helpers import first_sample, make_app, plain_text
+    from helpers.dashboard import first_sample, make_app, plain_text
 
     from gputop.tui.screens.card_history import CardHistoryScreen
 
@@ -117,7 +117,7 @@ async def test_h_without_a_store_says_how_to_start_one(tmp_path: Path) -> None:
 
 async def highlight_bobs_notebook(app: Any, pilot: Any) -> None:
     """After the first sample: the process table focused, bob's notebook highlighted."""
-    from dashboard_helpers import first_sample
+    from helpers.dashboard import first_sample
 
     from gputop.tui.widgets.process_table import ProcessTable
 
@@ -129,7 +129,7 @@ async def highlight_bobs_notebook(app: Any, pilot: Any) -> None:
 
 
 async def test_h_in_the_process_table_shows_that_processs_history(tmp_path: Path) -> None:
-    from dashboard_helpers import make_app, plain_text
+    from helpers.dashboard import make_app, plain_text
 
     from gputop.tui.screens.process_history import ProcessHistoryScreen
 
@@ -167,7 +167,7 @@ async def test_h_in_the_process_table_shows_that_processs_history(tmp_path: Path
 
 
 async def test_a_process_detail_shows_what_the_recorder_stored_of_it(tmp_path: Path) -> None:
-    from dashboard_helpers import make_app, plain_text
+    from helpers.dashboard import make_app, plain_text
 
     from gputop.tui.screens.process_detail import ProcessDetailScreen
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from history_helpers import holders_scenario
-from small_filesystems import (  # noqa: F401  (the fixtures read_only_view, small_state_dir)
+from helpers.history import holders_scenario
+from helpers.small_filesystems import (  # noqa: F401  (the fixtures read_only_view, small_state_dir)
     fill,
     read_only_view_fixture,
     small_state_dir_fixture,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from history_helpers import holders_scenario
+from helpers.history import holders_scenario
 
 SPEED = "120"  # a 5-second interval every 42 ms
 WAIT_S = 30.0

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
-from history_helpers import (
+from helpers.history import (
     ALICE_TRAIN,
     BOB_NOTEBOOK,
     GIB_MIB,

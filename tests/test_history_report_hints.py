@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from history_helpers import record_stepped
+from helpers.history import record_stepped
 
 from gputop.cli.main import main
 from gputop.core.history.report import is_display_server

@@ -1,5 +1,5 @@
 """A shared history store (``gputop record --readable-by all|GROUP``): a live recorder writes
-it as root, and a real second user (uid 65534, tests/other_user.py) reads it with
+it as root, and a real second user (uid 65534, tests/helpers/other_user.py) reads it with
 ``gputop report`` and the dashboard's history readers, never writing or creating anything,
 never blocking the recorder; and what a reader refuses (docs/history.md, "A shared store")."""
 
@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from history_helpers import holders_scenario, record_stepped
-from other_user import (
+from helpers.history import holders_scenario, record_stepped
+from helpers.other_user import (
     OTHER_GID,
     OTHER_UID,
     as_other_user,

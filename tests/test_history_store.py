@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from history_helpers import BOB_NOTEBOOK, GIB_MIB, MIB, holders_scenario, record_stepped
+from helpers.history import BOB_NOTEBOOK, GIB_MIB, MIB, holders_scenario, record_stepped
 
 from gputop.core.errors import UsageError
 from gputop.core.history.lock import RecorderLock
@@ -218,7 +218,7 @@ def test_samples_taken_before_an_unexpected_error_are_written(
 ) -> None:
     import threading
 
-    from history_helpers import SteppedClock
+    from helpers.history import SteppedClock
 
     from gputop.core.history.recorder import Recorder, RecorderOptions
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from other_user import OTHER_UID, as_other_user, other_user_python, require_root
+from helpers.other_user import OTHER_UID, as_other_user, other_user_python, require_root
 
 HOLD_S = 12
 """Twelve real seconds at 4000x: thirteen recorded hours behind one open transaction."""

@@ -8,7 +8,7 @@ import time
 
 import psutil
 import pytest
-from dashboard_helpers import first_sample, make_app
+from helpers.dashboard import first_sample, make_app
 
 from gputop.core.host_stats import (
     GIB,

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from hostile_helpers import (
+from helpers.hostile import (
     HOSTILE,
     OSC0,
     add_job,

@@ -12,8 +12,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from dashboard_helpers import make_app
-from jobs_helpers import state_dir_fixture, wait_until_ended  # noqa: F401 (the fixture)
+from helpers.dashboard import make_app
+from helpers.jobs import state_dir_fixture, wait_until_ended  # noqa: F401 (the fixture)
 from test_dashboard_jobs import launch, open_launch_dialog, preview_text, wait_for
 from textual.widgets import Input
 

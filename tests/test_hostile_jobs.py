@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     V100,
     gone,
     job,

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 from conftest import minimal_gpu
-from hostile_helpers import CLEAR, OSC0, OSC52
-from pty_helpers import GPUTOP, PtyRun, run_in_pty
+from helpers.hostile import CLEAR, OSC0, OSC52
+from helpers.pty_run import GPUTOP, PtyRun, run_in_pty
 
 from gputop.core.jobs.store import JobStore
 

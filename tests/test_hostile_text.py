@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import minimal_gpu
-from dashboard_helpers import first_sample, make_app, plain_text
-from hostile_helpers import (
+from helpers.dashboard import first_sample, make_app, plain_text
+from helpers.hostile import (
     BIG,
     CLEAR,
     HOSTILE,

@@ -1,4 +1,4 @@
-"""``gputop hosts install`` through the real sshd of the lab tests (tests/sshd_helpers.py).
+"""``gputop hosts install`` through the real sshd of the lab tests (tests/helpers/sshd.py).
 
 The wheel is built from this checkout once per module. The "server" is an alias of the test
 sshd whose ``python3`` (first on its PATH through ``GPUTOP_PATH``) is a throwaway virtualenv
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd_helpers import SshServer, start_server
+from helpers.sshd import SshServer, start_server
 
 from gputop import DISTRIBUTION, __version__
 from gputop.cli.main import main

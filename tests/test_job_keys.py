@@ -2,7 +2,7 @@
 
 Job ids are per user (each user's job store counts from 1), and anyone can set
 ``GPUTOP_JOB_ID`` in their own environment. Two real users (root and uid 65534, see
-tests/other_user.py) each run a process of "gputop job 1" on simulated cards; a real
+tests/helpers/other_user.py) each run a process of "gputop job 1" on simulated cards; a real
 recorder records them and the report keeps them apart: the second user cannot join the
 first's row by naming its job. See docs/security.md, "Job rows are per user and host".
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import minimal_gpu
-from other_user import OTHER_GID, OTHER_UID, require_root
+from helpers.other_user import OTHER_GID, OTHER_UID, require_root
 
 WAIT_S = 60.0
 

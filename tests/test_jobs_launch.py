@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import minimal_gpu
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     PYTHON,
     V100,
     all_jobs,

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     gone,
     job,
     launch,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dashboard_helpers import make_app
+from helpers.dashboard import make_app
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import JobState

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     V100,
     all_jobs,
     launch,

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers import HELPERS
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     PYTHON,
     gone,
     launch,
@@ -20,11 +21,11 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
     wait_for_job,
     wait_until_ended,
 )
-from small_filesystems import (  # noqa: F401  (small_state_dir_fixture: small_state_dir)
+from helpers.small_filesystems import (  # noqa: F401  (small_state_dir_fixture: small_state_dir)
     fill,
     small_state_dir_fixture,
 )
-from usage_helpers import scenario_file, sleeper
+from helpers.usage import scenario_file, sleeper
 
 from gputop.core.jobs.pending_end import (
     RESERVED_BYTES,
@@ -212,7 +213,7 @@ def test_a_supervisor_that_gives_up_on_a_full_disk_keeps_the_usage_with_the_end(
     freed = small_state_dir.parent / "ballast"
     freed.write_bytes(b"\0" * 512 * 1024)
     go = tmp_path / "go"
-    quiet = [PYTHON, str(Path(__file__).with_name("chatty_job.py")), "--lines", "1"]
+    quiet = [PYTHON, str(HELPERS / "chatty_job.py"), "--lines", "1"]
     started = launch(small_state_dir, [*quiet, "--until", str(go)], gpus=(1,))
     running = wait_for_job(
         small_state_dir, started.id, lambda j: j.usage and j.usage.gpu_seconds > 0, "usage"

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     PYTHON,
     launch,
     state_dir_fixture,
@@ -235,7 +235,7 @@ def test_a_job_that_waited_for_its_card_sends_word_when_it_starts_and_when_it_en
 async def test_a_read_of_the_jobs_arriving_late_never_hides_a_newer_one(state_dir: Path) -> None:
     """The sampling thread and a worker read the jobs at once; the older read, posted last,
     must not replace the newer one: the job would vanish, then end unannounced."""
-    from dashboard_helpers import first_sample, make_app
+    from helpers.dashboard import first_sample, make_app
 
     from gputop.tui.jobs_actions import JobsRead
 

@@ -1,4 +1,4 @@
-"""The dashboard across hosts end to end, through a real sshd on 127.0.0.1 (tests/sshd_helpers.py).
+"""The dashboard across hosts end to end, through a real sshd on 127.0.0.1 (tests/helpers/sshd.py).
 
 Each alias reaches the test server as a different machine running ``gputop agent`` on its
 own simulated scenario and job store; the dashboard is driven with Pilot.
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sshd_helpers import SshServer, start_server
+from helpers.sshd import SshServer, start_server
 from textual.pilot import Pilot
 from textual.widgets import Input
 
@@ -197,7 +197,7 @@ def test_gputop_hosts_opens_the_dashboard_across_hosts_on_a_terminal(
 ) -> None:
     import os
 
-    from pty_helpers import GPUTOP, run_in_pty
+    from helpers.pty_run import GPUTOP, run_in_pty
 
     env = {k: v for k, v in os.environ.items() if k not in ("GPUTOP_DEBUG", "TMUX")}
     env.update(

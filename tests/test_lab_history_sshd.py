@@ -1,5 +1,5 @@
 """``H`` on a lab host's card: its history, asked of the host's agent through a real sshd on
-127.0.0.1 (tests/sshd_helpers.py) and answered from that host's own recorded store; and what
+127.0.0.1 (tests/helpers/sshd.py) and answered from that host's own recorded store; and what
 the screen says where a host cannot answer (docs/lab.md, docs/history.md)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from history_helpers import holders_scenario, record_stepped
-from sshd_helpers import SshServer, start_server
+from helpers.history import holders_scenario, record_stepped
+from helpers.sshd import SshServer, start_server
 from textual.pilot import Pilot
 from textual.widgets import Static
 

@@ -12,8 +12,8 @@ import copy
 import json
 from typing import Any
 
-from hostile_helpers import BIG, HOSTILE, controls_left, drawn_controls, terminal_bytes
-from hostile_hosts import (
+from helpers.hostile import BIG, HOSTILE, controls_left, drawn_controls, terminal_bytes
+from helpers.hostile_hosts import (
     GOOD,
     NOW,
     agent_lines,
@@ -21,8 +21,8 @@ from hostile_hosts import (
     raw_line,
     replay,
 )
+from helpers.lab_dashboard import first_lab_sample, make_lab_app
 from hypothesis import HealthCheck, given, settings
-from lab_dashboard_helpers import first_lab_sample, make_lab_app
 
 from gputop.cli.lab_pick import first_host_with
 from gputop.cli.lab_snapshot import lab_json, render_host

@@ -1,5 +1,5 @@
 """End to end: a host whose ``gputop`` prints absurd lines, over a real sshd, beside a
-healthy host (tests/sshd_helpers.py). See docs/security.md, "A host's values"."""
+healthy host (tests/helpers/sshd.py). See docs/security.md, "A host's values"."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hostile_helpers import controls_left
-from sshd_helpers import HOSTILE_ALIAS, SshServer, start_server
+from helpers.hostile import controls_left
+from helpers.sshd import HOSTILE_ALIAS, SshServer, start_server
 
 from gputop.cli.main import main
 from gputop.core.remote.transport import SSH_CONFIG_ENV

@@ -1,4 +1,4 @@
-"""The lab view end to end through a real sshd on 127.0.0.1 (tests/sshd_helpers.py)."""
+"""The lab view end to end through a real sshd on 127.0.0.1 (tests/helpers/sshd.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd_helpers import FAKE_UUID_1, REDUCED_ALIAS, SshServer, start_server
+from helpers.sshd import FAKE_UUID_1, REDUCED_ALIAS, SshServer, start_server
 
 from gputop.cli.main import main
 from gputop.core.jobs.store import JobStore
@@ -320,7 +320,7 @@ def test_run_hosts_wait_launches_once_a_host_comes_back(
 def test_a_link_asks_the_hosts_agent_for_its_history_through_ssh(
     server: SshServer, links: list[HostLink], tmp_path: Path
 ) -> None:
-    from history_helpers import holders_scenario, record_stepped
+    from helpers.history import holders_scenario, record_stepped
 
     # the hour before the host's frozen clock (2026-01-01 00:00:30): a scenario an hour earlier
     scenario = Path(holders_scenario(tmp_path / "holders.json"))

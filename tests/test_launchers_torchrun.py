@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers import HELPERS
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     V100,
     state_dir_fixture,
     wait_until_ended,
 )
-from real_components import cannot
+from helpers.real_components import cannot
 
 from gputop.cli.main import main
 
-DDP = str(Path(__file__).with_name("ddp_probe.py"))
+DDP = str(HELPERS / "ddp_probe.py")
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 TORCH_JOB_S = 90.0
 """How long a torchrun job may take to end: each of its processes imports torch (seconds of

@@ -8,14 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers import HELPERS
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     launch,
     state_dir_fixture,
     wait_for,
     wait_for_job,
     wait_until_running,
 )
-from small_filesystems import small_state_dir_fixture  # noqa: F401  (small_state_dir)
+from helpers.small_filesystems import small_state_dir_fixture  # noqa: F401  (small_state_dir)
 
 from gputop.cli.main import main
 from gputop.core.jobs.log_cap import parse_size
@@ -23,7 +24,7 @@ from gputop.core.jobs.logs import last_line
 from gputop.core.jobs.procgroup import process_alive
 from gputop.tui.widgets.jobs_panel import job_cells
 
-CHATTY = str(Path(__file__).with_name("chatty_job.py"))
+CHATTY = str(HELPERS / "chatty_job.py")
 MARK = b"bytes of output left out here"
 
 

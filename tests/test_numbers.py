@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobs_helpers import state_dir_fixture  # noqa: F401  (the fixture state_dir)
+from helpers.jobs import state_dir_fixture  # noqa: F401  (the fixture state_dir)
 
 from gputop.cli.main import main
 from gputop.core.fake.scenario import load_scenario

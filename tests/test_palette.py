@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from dashboard_helpers import first_sample, make_app
+from helpers.dashboard import first_sample, make_app
 from textual.command import CommandInput, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import OptionList
@@ -112,7 +112,7 @@ async def test_choosing_a_command_runs_it() -> None:
 
 
 async def test_the_dashboard_across_hosts_names_its_own_actions() -> None:
-    from lab_dashboard_helpers import first_lab_sample
+    from helpers.lab_dashboard import first_lab_sample
 
     from gputop.tui.screenshots import build_lab_app
 

@@ -7,7 +7,7 @@ have drawn for the whole card. (The process table's own tests are in test_proces
 from __future__ import annotations
 
 import pytest
-from dashboard_helpers import make_app
+from helpers.dashboard import make_app
 from textual.geometry import Region
 from textual.selection import Selection
 from textual.strip import Strip

@@ -2,7 +2,7 @@
 
 The end-to-end test starts a real nested PID namespace (``unshare``, as root) with a private
 tmpfs over /dev holding a file named /dev/nvidia0, and runs gputop's own backend there
-(tests/pid_namespace_scenario.py). The unit tests read a /proc tree built in a temporary
+(tests/helpers/pid_namespace_scenario.py). The unit tests read a /proc tree built in a temporary
 folder, which is how the module reads the real one.
 """
 
@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import HELPERS
 
 from gputop.core.sampling.pid_namespace import (
     NO_DEVICE_HINT,
@@ -25,7 +26,7 @@ from gputop.core.sampling.pid_namespace import (
     holds_nvidia_device,
 )
 
-SCRIPT = Path(__file__).with_name("pid_namespace_scenario.py")
+SCRIPT = HELPERS / "pid_namespace_scenario.py"
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -101,7 +102,7 @@ def unshare_or_skip() -> list[str]:
 
 def _nobody_python() -> dict[str, str]:
     """An interpreter and import path uid 65534 can use, for the unprivileged reader."""
-    from other_user import other_user_python
+    from helpers.other_user import other_user_python
 
     found = other_user_python() if os.geteuid() == 0 else None
     return {} if found is None else {"NOBODY_PYTHON": found[0], "NOBODY_PYTHONPATH": found[1]}

@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fake_libcuda import build_fake_libcuda
-from visibility_machines import gpu
+from helpers.fake_libcuda import build_fake_libcuda
+from helpers.visibility_machines import gpu
 
 from gputop.core.probes import DriverProbe, compare_with_rules, probe_torch, run_driver_probe
 from gputop.core.probes.driver import DriverProbeResult, format_uuid

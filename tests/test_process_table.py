@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from conftest import minimal_gpu
-from dashboard_helpers import first_sample, make_app
+from helpers.dashboard import first_sample, make_app
 from rich.cells import cell_len
 from textual import events
 from textual.geometry import Region

@@ -7,7 +7,7 @@ and a clear word where NVML will not list a card's processes (``--fake faulty``,
 from __future__ import annotations
 
 import pytest
-from dashboard_helpers import first_sample, make_app
+from helpers.dashboard import first_sample, make_app
 from textual.widgets import Input
 
 from gputop.tui.app import GputopApp

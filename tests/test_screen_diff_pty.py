@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from pty_terminal import PtyTerminal, differing_rows
+from helpers.pty_terminal import PtyTerminal, differing_rows
 
 from gputop.tui.screen_diff import DIFFED, NOT_FOLLOWED, UNCHANGED, WHOLE
 

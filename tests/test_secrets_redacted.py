@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 from conftest import minimal_gpu
-from other_user import gputop_as_other_user, require_root
-from prometheus_helpers import running_exporter
+from helpers.other_user import gputop_as_other_user, require_root
+from helpers.prometheus import running_exporter
 
 from gputop.core.redact import REDACTED
 

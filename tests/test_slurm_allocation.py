@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import minimal_gpu
-from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
+from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     GPU_COUNT,
     SlurmCluster,
     slurm_cluster_fixture,

@@ -1,6 +1,6 @@
 """On a node: which Slurm job holds which GPU, and which Slurm job a process is in.
 
-Against the real one-node cluster of tests/slurm_cluster.py (its node is named apart from
+Against the real one-node cluster of tests/helpers/slurm_cluster.py (its node is named apart from
 the host, as on many clusters), and the parsers on the texts Slurm and Linux write.
 """
 
@@ -12,8 +12,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from slurm_cli import wait_for
-from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
+from helpers.slurm_cli import wait_for
+from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     NODE_NAME,
     SlurmCluster,
     slurm_cluster_fixture,

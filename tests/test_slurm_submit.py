@@ -1,4 +1,4 @@
-"""``gputop run --slurm`` against a real one-node Slurm cluster (tests/slurm_cluster.py).
+"""``gputop run --slurm`` against a real one-node Slurm cluster (tests/helpers/slurm_cluster.py).
 
 Slurm chooses the cards; gputop records Slurm's job id, shows Slurm's state and reason,
 the card each job got, its output, and cancels with ``scancel``; what Slurm refuses is
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_cli import DEADLINE_S, gputop, jobs_json, wait_for
-from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
+from helpers.slurm_cli import DEADLINE_S, gputop, jobs_json, wait_for
+from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     GPU_COUNT,
     SlurmCluster,
     free_port,

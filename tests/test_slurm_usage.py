@@ -1,5 +1,5 @@
 """What a Slurm job used: ``gputop run --slurm`` jobs on the real one-node cluster
-(tests/slurm_cluster.py), measured on their node by gputop's usage wrapper on simulated
+(tests/helpers/slurm_cluster.py), measured on their node by gputop's usage wrapper on simulated
 cards (docs/slurm.md, "What a Slurm job used").
 
 Slurm gives each job a card by index (``SLURM_JOB_GPUS``); the job's command pins itself
@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_cli import gputop, jobs_json, wait_for
-from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
+from helpers.slurm_cli import gputop, jobs_json, wait_for
+from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     SlurmCluster,
     slurm_cluster_fixture,
     slurm_fixture,
 )
-from usage_helpers import scenario_file
+from helpers.usage import scenario_file
 
 from gputop.core.jobs.usage import CardUsage, JobUsage, usage_note_from_text
 from gputop.core.slurm.submit import batch_script, node_meter

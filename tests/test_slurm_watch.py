@@ -7,8 +7,8 @@ import os
 import re
 from pathlib import Path
 
-from slurm_cli import wait_for
-from slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
+from helpers.slurm_cli import wait_for
+from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     NODE_NAME,
     SlurmCluster,
     slurm_cluster_fixture,

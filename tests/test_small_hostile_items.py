@@ -10,8 +10,8 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from helpers.prometheus import http_get, running_exporter
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_helpers import http_get, running_exporter
 
 from gputop.cli.main import main
 from gputop.core.exporter.listen import ListenAddress, parse_listen

@@ -7,8 +7,8 @@ and look at the SVGs (or ``make screenshots``) before committing them.
 from __future__ import annotations
 
 import pytest
-from dashboard_helpers import first_sample
-from lab_dashboard_helpers import first_lab_sample
+from helpers.dashboard import first_sample
+from helpers.lab_dashboard import first_lab_sample
 
 from gputop.tui.screenshots import LAB_HOSTS, SCENARIOS, SIZES, build_app, build_lab_app
 
@@ -71,8 +71,8 @@ def test_lab_card_history_looks_as_approved(snap_compare) -> None:  # type: igno
 
 def test_card_history_looks_as_approved(snap_compare, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``H`` on GPU 1 after a recorded hour (a real store): the plots, bob idle first."""
-    from dashboard_helpers import make_app
-    from history_helpers import holders_scenario, record_stepped
+    from helpers.dashboard import make_app
+    from helpers.history import holders_scenario, record_stepped
     from textual.pilot import Pilot
 
     from gputop.core.history.store import default_history_path

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from jobs_helpers import state_dir_fixture  # noqa: F401  (the fixture state_dir)
+from helpers.jobs import state_dir_fixture  # noqa: F401  (the fixture state_dir)
 
 from gputop.core.history.store import open_for_reading, open_for_recording
 from gputop.core.jobs.store import JobStore
@@ -156,7 +156,7 @@ def test_every_command_and_reader_in_process_keeps_this_process_locks(
     service, the lab agent's reads, kept ends, the log tails, and every reader of the
     history store (report, card and process history, the sparklines' start), all in the
     process of a reader holding a transaction on both stores."""
-    from history_helpers import holders_scenario, record_stepped
+    from helpers.history import holders_scenario, record_stepped
 
     from gputop.cli.main import main
     from gputop.core.history.card_history import read_card_history

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from dashboard_helpers import first_sample, make_app, stays_true
+from helpers.dashboard import first_sample, make_app, stays_true
 from textual.pilot import Pilot
 
 from gputop.core.errors import GputopError

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     V100,
     job,
     launch,
@@ -31,7 +31,7 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
     wait_until_running,
     wait_until_waiting,
 )
-from other_user import (  # noqa: F401  (fixtures)
+from helpers.other_user import (  # noqa: F401  (fixtures)
     OTHER_UID,
     as_other_user,
     gputop_as_other_user,

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from dashboard_helpers import first_sample, make_app, plain_text
+from helpers.dashboard import first_sample, make_app, plain_text
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 

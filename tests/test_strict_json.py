@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
     launch,
     probe_command,
     state_dir_fixture,

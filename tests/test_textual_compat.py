@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from pty_helpers import run_in_pty
+from helpers.pty_run import run_in_pty
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.css.query import NoMatches

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from dashboard_helpers import first_sample, make_app
+from helpers.dashboard import first_sample, make_app
 from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import Static

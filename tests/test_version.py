@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from real_components import cannot
+from helpers.real_components import cannot
 
 from gputop import DISTRIBUTION, __version__
 from gputop.core.build_info import checkout_commit, version_line

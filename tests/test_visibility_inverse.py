@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from helpers.visibility_machines import MIG_B, MIG_C, four_same, gpu, mig_box, mixed
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from visibility_machines import MIG_B, MIG_C, four_same, gpu, mig_box, mixed
 
 from gputop.core.model import GpuSample
 from gputop.core.visibility import SelectionError, pin_environment, resolve_visibility

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from visibility_machines import U, gpu
+from helpers.visibility_machines import U, gpu
 
 from gputop.core.model import GpuSample
 from gputop.core.visibility import resolve_visibility

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from visibility_machines import MIG_A, MIG_B, MIG_C, U, four_same, gpu, mig_box, mixed
+from helpers.visibility_machines import MIG_A, MIG_B, MIG_C, U, four_same, gpu, mig_box, mixed
 
 from gputop.core.model import MigDevice
 from gputop.core.visibility import resolve_visibility

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from helpers.visibility_machines import U, four_same, mixed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from visibility_machines import U, four_same, mixed
 
 from gputop.core.visibility import resolve_visibility
 from gputop.core.visibility.torch_rules import (

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from real_components import cannot
-from sshd_helpers import free_port
+from helpers.real_components import cannot
+from helpers.sshd import free_port
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from jobs_helpers import kill_everything_in
-from real_components import cannot
+
+from helpers.jobs import kill_everything_in
+from helpers.real_components import cannot
 
 SMALL_FS_BYTES = 4 * 1024 * 1024
 FILLER = "filler"

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyte
-from pty_terminal import terminal_env
+
+from helpers.pty_terminal import terminal_env
 
 GPUTOP = [sys.executable, "-m", "gputop"]
 DEADLINE_S = 30.0

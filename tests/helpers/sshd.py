@@ -23,9 +23,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from real_components import cannot
 
 from gputop.core.jobs.launchers import free_port  # one helper for every test
+from helpers.real_components import cannot
 
 VENV_BIN = Path(sys.executable).parent
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")

@@ -24,7 +24,7 @@ import pytest
 
 OTHER_UID = 65534
 OTHER_GID = 65534
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def require_root() -> None:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from real_components import cannot
 
 from gputop.core.jobs.launchers import free_port  # one helper for every test
+from helpers.real_components import cannot
 
 GPU_COUNT = 4
 NODE_NAME = "gputopnode"

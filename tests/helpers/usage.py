@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-SCENARIOS = Path(__file__).parent.parent / "gputop" / "core" / "fake" / "scenarios"
+SCENARIOS = Path(__file__).parents[2] / "gputop" / "core" / "fake" / "scenarios"
 
 
 def scenario_file(tmp_path: Path, profile: dict[str, object] | None) -> Path:

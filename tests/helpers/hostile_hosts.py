@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from hostile_helpers import HOSTILE
 from hypothesis import strategies as st
 
 from gputop.core.remote.host_feed import HostFeed
 from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.sampling.source import open_backend
 from gputop.core.snapshot_json import snapshot_to_json
+from helpers.hostile import HOSTILE
 
 NOW = 1_767_225_630.0
 """Our wall clock in these tests: 2026-01-01 00:00:30 UTC."""

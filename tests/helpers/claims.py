@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from other_user import other_user_python, require_root
+
+from helpers.other_user import other_user_python, require_root
 
 
 @dataclass(frozen=True)

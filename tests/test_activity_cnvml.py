@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from cnvml.fixtures import BINDINGS, NEWEST, OLDEST, CNvml
-from helpers.prometheus import running_exporter, wait_for
+from helpers.prometheus import running_exporter
+from helpers.waiting import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop.core.model import ACTIVITY_KEYS

@@ -9,13 +9,20 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.dashboard import first_sample, make_app, plain_text, stays_true
-from textual.pilot import Pilot
+from helpers.dashboard import (
+    first_sample,
+    launch,
+    make_app,
+    open_launch_dialog,
+    plain_text,
+    preview_text,
+    stays_true,
+)
+from helpers.waiting import pilot_wait_for
 from textual.widgets import Input, RichLog, Static
 
 from gputop.core.jobs.model import Job, JobState, RunMode
@@ -23,7 +30,6 @@ from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.tracking import JobsView, job_processes
 from gputop.core.model import GpuProcess, GpuSample, ProcessOrigin, ProcessType, Snapshot
 from gputop.core.sampling.source import environment_for_jobs
-from gputop.tui.app import GputopApp
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.job_log import JobLogScreen
 from gputop.tui.screens.launch import LaunchScreen
@@ -70,35 +76,6 @@ def probe(tmp_path: Path) -> Path:
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     return script
-
-
-async def wait_for(pilot: Pilot[None], condition, timeout_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    """Let the dashboard run until ``condition()`` holds; fail with a clear message if not."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still not true after {timeout_s} s: {condition.__doc__}")
-        await pilot.pause(0.1)
-
-
-def preview_text(app: GputopApp) -> str:
-    return plain_text(app.screen.query_one("#preview", Static), width=200)
-
-
-async def open_launch_dialog(app: GputopApp, pilot: Pilot[None], *keys: str) -> LaunchScreen:
-    await first_sample(pilot)
-    await pilot.press(*keys, "l")
-    await pilot.pause()
-    assert isinstance(app.screen, LaunchScreen)
-    return app.screen
-
-
-async def launch(app: GputopApp, pilot: Pilot[None], command: str, cwd: Path) -> None:
-    screen = app.screen
-    screen.query_one("#cwd", Input).value = str(cwd)
-    screen.query_one("#command", Input).value = command
-    screen.query_one("#command", Input).focus()
-    await pilot.press("enter")
 
 
 # -- the launch dialog ---------------------------------------------------------------------
@@ -164,7 +141,7 @@ async def test_a_missing_working_directory_is_refused_in_the_dialog(tmp_path: Pa
     async with app.run_test(size=BIG) as pilot:
         await open_launch_dialog(app, pilot, "right", "right")
         await launch(app, pilot, "python train.py", tmp_path / "no-such-dir")
-        await wait_for(
+        await pilot_wait_for(
             pilot,
             lambda: "no-such-dir" in plain_text(app.screen.query_one("#launch-error", Static)),
         )
@@ -180,7 +157,7 @@ async def test_up_recalls_earlier_commands() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
         screen = await open_launch_dialog(app, pilot)
-        await wait_for(pilot, lambda: len(screen.history) == 2)  # read in a worker
+        await pilot_wait_for(pilot, lambda: len(screen.history) == 2)  # read in a worker
         await pilot.press("up")
         assert screen.query_one("#command", Input).value == "python newer.py"
         await pilot.press("up")
@@ -198,7 +175,7 @@ async def test_keys_to_a_finished_job_in_the_jobs_panel(probe: Path, tmp_path: P
     async with app.run_test(size=BIG) as pilot:
         await open_launch_dialog(app, pilot, "right")  # GPU 1
         await launch(app, pilot, f"{sys.executable} {probe} {out}", tmp_path)
-        await wait_for(pilot, lambda: not isinstance(app.screen, LaunchScreen))
+        await pilot_wait_for(pilot, lambda: not isinstance(app.screen, LaunchScreen))
         panel = app.query_one(JobsPanel)
         assert panel.display and app.focused is panel  # shown and focused after a launch
 
@@ -207,7 +184,7 @@ async def test_keys_to_a_finished_job_in_the_jobs_panel(probe: Path, tmp_path: P
             job = panel.current_job
             return job is not None and job.status_text == "exited 0"
 
-        await wait_for(pilot, finished)
+        await pilot_wait_for(pilot, finished)
         assert "probe says hello" in plain_text_of_row(panel)
     assert json.loads(out.read_text()) == {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
@@ -249,7 +226,7 @@ async def test_enter_on_a_job_follows_its_log(probe: Path, tmp_path: Path) -> No
     async with app.run_test(size=BIG) as pilot:
         await open_launch_dialog(app, pilot, "right", "right")
         await launch(app, pilot, f"{sys.executable} {probe} {tmp_path / 'o.json'} 30", tmp_path)
-        await wait_for(pilot, lambda: app.query_one(JobsPanel).current_job is not None)
+        await pilot_wait_for(pilot, lambda: app.query_one(JobsPanel).current_job is not None)
         await pilot.press("enter")  # the jobs panel has the focus after a launch
         assert isinstance(app.screen, JobLogScreen)
         log = app.screen.query_one(RichLog)
@@ -258,7 +235,7 @@ async def test_enter_on_a_job_follows_its_log(probe: Path, tmp_path: Path) -> No
             """the log screen shows what the job printed"""
             return any("probe says hello" in line.text for line in log.lines)
 
-        await wait_for(pilot, logged)
+        await pilot_wait_for(pilot, logged)
         await pilot.press("escape")
         assert not isinstance(app.screen, JobLogScreen)
 
@@ -274,7 +251,7 @@ async def test_K_then_y_stops_a_running_job(probe: Path, tmp_path: Path) -> None
             """the job is running"""
             return panel.current_job is not None and panel.current_job.status == "running"
 
-        await wait_for(pilot, running)
+        await pilot_wait_for(pilot, running)
         panel.focus()
         await pilot.press("K")
         assert isinstance(app.screen, ConfirmScreen)
@@ -285,7 +262,7 @@ async def test_K_then_y_stops_a_running_job(probe: Path, tmp_path: Path) -> None
             """the job shows as killed"""
             return panel.current_job is not None and panel.current_job.status == "killed"
 
-        await wait_for(pilot, killed)
+        await pilot_wait_for(pilot, killed)
 
 
 async def test_K_then_n_keeps_the_job(probe: Path, tmp_path: Path) -> None:
@@ -294,7 +271,7 @@ async def test_K_then_n_keeps_the_job(probe: Path, tmp_path: Path) -> None:
         await open_launch_dialog(app, pilot, "right", "right")
         await launch(app, pilot, f"{sys.executable} {probe} {tmp_path / 'o.json'} 60", tmp_path)
         panel = app.query_one(JobsPanel)
-        await wait_for(pilot, lambda: panel.current_job is not None)
+        await pilot_wait_for(pilot, lambda: panel.current_job is not None)
         panel.focus()
         await pilot.press("K", "n")
 
@@ -369,7 +346,7 @@ async def test_processes_of_a_job_are_marked_in_the_process_table() -> None:
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         table = app.query_one(ProcessTable)
-        await wait_for(pilot, lambda: table.current_process is not None)
+        await pilot_wait_for(pilot, lambda: table.current_process is not None)
         assert table.current_process is not None
         first_pid = table.current_process.pid
         app._show_jobs(JobsView(job_of_pid={first_pid: 12}, read_number=10**9))
@@ -397,7 +374,9 @@ async def test_after_a_launch_the_jobs_panel_highlights_the_new_job(
         panel = app.query_one(JobsPanel)
         await open_launch_dialog(app, pilot, "right", "right")
         await launch(app, pilot, f"{sys.executable} {probe} {tmp_path / 'a.json'} 60", tmp_path)
-        await wait_for(pilot, lambda: panel.current_job is not None and panel.current_job.id == 1)
+        await pilot_wait_for(
+            pilot, lambda: panel.current_job is not None and panel.current_job.id == 1
+        )
         app.query_one("#cards").focus()
         await pilot.press("right", "l")
         await pilot.pause()
@@ -408,7 +387,7 @@ async def test_after_a_launch_the_jobs_panel_highlights_the_new_job(
             """both jobs are in the panel"""
             return panel.row_count == 2
 
-        await wait_for(pilot, two_shown)
+        await pilot_wait_for(pilot, two_shown)
         assert panel.current_job is not None and panel.current_job.id == 2
         assert app.focused is panel
         await pilot.press("enter")

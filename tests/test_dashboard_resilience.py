@@ -12,14 +12,13 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.dashboard import first_sample, make_app
 from helpers.pty_run import GPUTOP, run_in_pty
-from textual.pilot import Pilot
+from helpers.waiting import pilot_wait_for
 
 from gputop.core.errors import NvmlUnavailableError
 from gputop.core.jobs.log_follow import LogFollower
@@ -30,14 +29,6 @@ from gputop.tui.screens.job_log import JobLogScreen
 from gputop.tui.widgets.torch_panel import DriverProbe
 
 BIG = (160, 48)
-
-
-async def wait_until(pilot: Pilot[None], condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 20
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.05)
 
 
 def messages(app: GputopApp) -> list[str]:
@@ -67,7 +58,7 @@ async def test_a_sampling_failure_is_said_once_and_its_recovery_too() -> None:
     backend.failing.set()
     app = GputopApp(backend, interval_s=0.2, probes=False, user="alice", environ={})  # type: ignore[arg-type]
     async with app.run_test(size=BIG) as pilot:
-        await wait_until(pilot, lambda: backend.failures >= 4, "four failed samples")
+        await pilot_wait_for(pilot, lambda: backend.failures >= 4, "four failed samples")
         await pilot.pause()
         failed = [m for m in messages(app) if m.startswith("Sampling failed")]
         assert failed == [
@@ -76,7 +67,7 @@ async def test_a_sampling_failure_is_said_once_and_its_recovery_too() -> None:
         ]
         assert app.is_running
         backend.failing.clear()
-        await wait_until(pilot, lambda: app.snapshot is not None, "a sample once it works")
+        await pilot_wait_for(pilot, lambda: app.snapshot is not None, "a sample once it works")
         await pilot.pause()
         assert messages(app).count("Sampling works again.") == 1
     backend.close()
@@ -96,7 +87,7 @@ async def test_a_worker_that_raises_is_said_once_and_the_dashboard_goes_on(
         def said() -> bool:
             return any("torch check failed" in m for m in messages(app))
 
-        await wait_until(pilot, said, "the failure notice")
+        await pilot_wait_for(pilot, said, "the failure notice")
         assert messages(app) == [
             "The CUDA and torch check failed (RuntimeError: probe exploded); the dashboard goes on."
         ]
@@ -132,7 +123,7 @@ async def test_a_worker_failing_again_and_again_is_said_once(
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         app.push_screen(JobLogScreen(job))
-        await wait_until(pilot, lambda: len(calls) >= 3, "three failed reads")
+        await pilot_wait_for(pilot, lambda: len(calls) >= 3, "three failed reads")
         await pilot.pause()
         assert [m for m in messages(app) if "log" in m] == [
             "Reading the job's log failed (ValueError: bad log); the dashboard goes on."

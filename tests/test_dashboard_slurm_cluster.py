@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm
     slurm_cluster_fixture,
     slurm_fixture,
 )
-from textual.pilot import Pilot
+from helpers.waiting import pilot_wait_for, wait_for
 
 from gputop.cli.main import main
 from gputop.tui.app import GputopApp
@@ -32,24 +31,6 @@ from gputop.tui.widgets.process_table import ProcessTable
 BIG = (160, 48)
 DEADLINE_S = 30.0
 REPORT = "echo PID=$$ JOB_GPUS=$SLURM_JOB_GPUS; exec sleep 600"
-
-
-async def wait_until(what: str, check: Any) -> Any:
-    """Before the app runs: poll without blocking the event loop."""
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def pilot_until(pilot: Pilot[None], what: str, check: Any) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still not true after {DEADLINE_S} s: {what}")
-        await pilot.pause(0.1)
 
 
 def printed(output: Path) -> tuple[int, int] | None:
@@ -91,11 +72,17 @@ async def test_cards_processes_and_jobs_show_slurms_jobs_and_K_cancels_one(
     capsys.readouterr()
     state_logs = Path(os.environ["GPUTOP_STATE_DIR"]) / "logs"
     logs = lambda: sorted(state_logs.glob("slurm-*.log"))  # noqa: E731
-    await wait_until(
-        "two gputop jobs' output", lambda: len(logs()) == 2 and all(map(printed, logs()))
+    # before the app runs: waited for in a thread, so that the event loop never blocks
+    await asyncio.to_thread(
+        wait_for,
+        lambda: len(logs()) == 2 and all(map(printed, logs())),
+        "two gputop jobs' output",
+        poll_s=0.2,
     )
     started = {path: printed(path) for path in [*logs(), outside]}
-    started[outside] = await wait_until("the outside job's output", lambda: printed(outside))
+    started[outside] = await asyncio.to_thread(
+        wait_for, lambda: printed(outside), "the outside job's output", poll_s=0.2
+    )
     pids_by_card = {card: pid for pid, card in started.values()}
     scenario = four_cards_running(pids_by_card, tmp_path / "four.json")
     outside_pid, outside_card = started[outside]
@@ -104,18 +91,18 @@ async def test_cards_processes_and_jobs_show_slurms_jobs_and_K_cancels_one(
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         card = app.query_one(f"#gpu-{outside_card}", GpuCard)
-        await pilot_until(
-            pilot, "the card names its Slurm job", lambda: "outside" in str(card.border_subtitle)
+        await pilot_wait_for(
+            pilot, lambda: "outside" in str(card.border_subtitle), "the card names its Slurm job"
         )
         assert re.match(r"slurm \d+ root outside (\d+h)?\d+m\d\ds left", str(card.border_subtitle))
 
         table = app.query_one(ProcessTable)
-        await pilot_until(pilot, "process marks", lambda: len(table.slurm_of_pid) == 3)
+        await pilot_wait_for(pilot, lambda: len(table.slurm_of_pid) == 3, "process marks")
         row = next(r for r in table.rows if r.process.pid == outside_pid)
         assert re.match(r"\[slurm \d+\] ", row.text(len(row.cells) - 1))
 
         panel = app.query_one(JobsPanel)
-        await pilot_until(pilot, "the outside job listed", lambda: panel.row_count == 3)
+        await pilot_wait_for(pilot, lambda: panel.row_count == 3, "the outside job listed")
         keys = [str(key.value) for key in panel.rows]
         assert sum(key.startswith("slurm-") for key in keys) == 1
         gputop_jobs = [panel._jobs[key] for key in keys if not key.startswith("slurm-")]
@@ -131,8 +118,8 @@ async def test_cards_processes_and_jobs_show_slurms_jobs_and_K_cancels_one(
         await pilot.press("K")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await pilot_until(
+        await pilot_wait_for(
             pilot,
-            "the job cancelled",
             lambda: panel._jobs[str(victim.id)].status_text == "Cancelled",
+            "the job cancelled",
         )

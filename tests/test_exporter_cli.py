@@ -18,8 +18,9 @@ import urllib.error
 from pathlib import Path
 
 import pytest
-from helpers.prometheus import http_get, running_exporter, wait_for
+from helpers.prometheus import http_get, running_exporter
 from helpers.real_components import cannot
+from helpers.waiting import wait_for
 
 from gputop.cli.main import main
 from gputop.core.exporter.listen import DEFAULT_PORT, parse_listen

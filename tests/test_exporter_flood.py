@@ -23,8 +23,9 @@ from contextlib import contextmanager, suppress
 
 import psutil
 import pytest
-from helpers.prometheus import _serving_url, http_get, wait_for
+from helpers.prometheus import _serving_url, http_get
 from helpers.real_components import cannot
+from helpers.waiting import wait_for
 
 from gputop.core.exporter.http_server import HEAD_DEADLINE_S, connection_cap
 

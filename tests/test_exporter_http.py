@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.prometheus import http_get, running_exporter, wait_for
+from helpers.prometheus import http_get, running_exporter
 from helpers.real_components import cannot
+from helpers.waiting import wait_for
 
 from gputop.core.exporter.http_server import (
     MAX_HEADERS,

@@ -16,7 +16,7 @@ import psutil
 import pynvml
 import pytest
 from helpers.fake_nvml import FULL_GPU, MIB, SECOND_GPU, UUID_0, UUID_1, make_nvml
-from helpers.jobs import wait_for
+from helpers.waiting import wait_for
 
 from gputop.core.errors import ScenarioError
 from gputop.core.fake.scenario import parse_scenario

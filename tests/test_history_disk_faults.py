@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from helpers.small_filesystems import (  # noqa: F401  (the fixtures read_only_v
     read_only_view_fixture,
     small_state_dir_fixture,
 )
+from helpers.waiting import wait_for
 
 GPUTOP = (sys.executable, "-m", "gputop")
 INTERVAL_S = 5.0
@@ -78,14 +79,6 @@ def start(recorders: list[RecorderProcess], tmp_path: Path, store: Path) -> Reco
     recorder = RecorderProcess(scenario, store, tmp_path / f"recorder{len(recorders)}.err")
     recorders.append(recorder)
     return recorder
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def sample_times(store: Path, options: str = "mode=ro") -> list[float]:

@@ -11,12 +11,12 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from helpers.history import holders_scenario
+from helpers.waiting import wait_for
 
 SPEED = "120"  # a 5-second interval every 42 ms
 WAIT_S = 30.0
@@ -75,14 +75,6 @@ def samples_in(store: Path) -> int:
         return 0
     finally:
         connection.close()
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def stopped_after(stderr: str) -> int:

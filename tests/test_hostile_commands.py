@@ -12,9 +12,9 @@ import stat
 from pathlib import Path
 
 import pytest
-from helpers.dashboard import make_app
+from helpers.dashboard import launch, make_app, open_launch_dialog, preview_text
 from helpers.jobs import state_dir_fixture, wait_until_ended  # noqa: F401 (the fixture)
-from test_dashboard_jobs import launch, open_launch_dialog, preview_text, wait_for
+from helpers.waiting import pilot_wait_for
 from textual.widgets import Input
 
 from gputop.cli.main import main
@@ -115,11 +115,11 @@ async def test_the_launch_dialog_previews_and_runs_the_file(
             """the preview says it runs the file, not under a shell"""
             return "never a shell" in preview_text(app)
 
-        await wait_for(pilot, previewed)
+        await pilot_wait_for(pilot, previewed)
         shown = preview_text(app)
         assert f"Runs: './{HOSTILE_NAME}'" in shown and "under a shell" not in shown
         await launch(app, pilot, f"./{HOSTILE_NAME}", tmp_path)
-        await wait_for(pilot, lambda: not isinstance(app.screen, LaunchScreen))
+        await pilot_wait_for(pilot, lambda: not isinstance(app.screen, LaunchScreen))
     ended = wait_until_ended(state_dir, 1)
     assert ended.exit_code == 0 and not ended.uses_shell
     assert ended.command == (f"./{HOSTILE_NAME}",)

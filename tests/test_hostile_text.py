@@ -29,8 +29,8 @@ from helpers.hostile import (
     hostile_scenario,
     screen_text,
     terminal_bytes,
-    wait_until,
 )
+from helpers.waiting import pilot_wait_for
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from textual.geometry import Region
@@ -54,7 +54,7 @@ async def test_a_job_named_like_markup_does_not_stop_the_dashboard_from_starting
         await first_sample(pilot)
         await pilot.press("J")
         panel = app.query_one(JobsPanel)
-        await wait_until(pilot, lambda: panel.row_count == 2, "both jobs in the panel")
+        await pilot_wait_for(pilot, lambda: panel.row_count == 2, "both jobs in the panel")
         await pilot.pause()
         shown = screen_text(app)
         assert "exp[/]1" in shown
@@ -68,7 +68,7 @@ async def test_a_click_action_in_a_job_name_is_text_not_an_action() -> None:
         await first_sample(pilot)
         await pilot.press("J")
         panel = app.query_one(JobsPanel)
-        await wait_until(pilot, lambda: panel.row_count == 1, "the job in the panel")
+        await pilot_wait_for(pilot, lambda: panel.row_count == 1, "the job in the panel")
         await pilot.pause()
         assert "[@click=app.quit]X[/]" in screen_text(app)
         strips = panel.render_lines(Region(0, 0, panel.size.width, panel.size.height))
@@ -89,7 +89,7 @@ async def test_the_stop_dialog_shows_a_command_with_brackets_as_written() -> Non
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         panel = app.query_one(JobsPanel)
-        await wait_until(pilot, lambda: panel.current_job is not None, "the job in the panel")
+        await pilot_wait_for(pilot, lambda: panel.current_job is not None, "the job in the panel")
         await pilot.press("J", "K")  # J shows the jobs and focuses them
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -127,7 +127,7 @@ async def test_notifications_quote_data_as_plain_text() -> None:
     async with app.run_test(size=BIG, notifications=True) as pilot:
         await first_sample(pilot)
         app.notify(f"Job 3 (exp[/]1 {OSC0}) launched")  # would raise as markup
-        await wait_until(pilot, lambda: bool(app.screen.query(Toast)), "the notification")
+        await pilot_wait_for(pilot, lambda: bool(app.screen.query(Toast)), "the notification")
         shown = app.screen.query_one(Toast).render().plain
         assert "Job 3 (exp[/]1 \\e]0;pwned-title\\x07) launched" in shown
 
@@ -155,7 +155,7 @@ async def test_a_job_log_keeps_its_colours_and_shows_other_escapes_as_text() -> 
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         app.push_screen(JobLogScreen(job))
-        await wait_until(pilot, lambda: "epoch 1" in screen_text(app), "the log's lines")
+        await pilot_wait_for(pilot, lambda: "epoch 1" in screen_text(app), "the log's lines")
         assert drawn_controls(terminal_bytes(app), BIG[1]) == []
         shown = screen_text(app)
         assert "red text \\e]52;c;aGVsbG8gY2xpcGJvYXJk\\x07" in shown
@@ -179,7 +179,7 @@ async def _dashboard_output(scenario: str, state_dir: Path) -> tuple[str, str]:
         await first_sample(pilot)
         await pilot.press("J")
         panel = app.query_one(JobsPanel)
-        await wait_until(pilot, lambda: panel.row_count == 1, "the job in the panel")
+        await pilot_wait_for(pilot, lambda: panel.row_count == 1, "the job in the panel")
         await pilot.pause()
         return terminal_bytes(app), screen_text(app)
 
@@ -244,6 +244,6 @@ async def _hostile_working_directory(directory: Path) -> None:
             finally:
                 store.close()
 
-        await wait_until(pilot, lambda: bool(recorded()), "the launched job")
+        await pilot_wait_for(pilot, lambda: bool(recorded()), "the launched job")
         (job,) = recorded()
         assert job.cwd == str(directory)

@@ -12,13 +12,14 @@ import socket
 from pathlib import Path
 
 import pytest
-from helpers.slurm_cli import wait_for
+from helpers.slurm_cli import POLL_S
 from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     NODE_NAME,
     SlurmCluster,
     slurm_cluster_fixture,
     slurm_fixture,
 )
+from helpers.waiting import wait_for
 
 from gputop.core.slurm.cgroup import job_in_cgroup, job_in_environ, slurm_job_of_pid
 from gputop.core.slurm.node import card_holders, node_for_host, this_node
@@ -54,7 +55,7 @@ def test_this_node_is_the_slurm_node_whose_host_is_this_one(
 def test_each_card_says_which_running_job_holds_it(slurm: SlurmCluster, tmp_path: Path) -> None:
     outputs = [tmp_path / "one.out", tmp_path / "two.out"]
     ids = [sbatch_reporting(slurm, outputs[0], gpus=1), sbatch_reporting(slurm, outputs[1], 2)]
-    cards = [wait_for("its cards", lambda o=o: reported(o))[1] for o in outputs]
+    cards = [wait_for(lambda o=o: reported(o), "its cards", poll_s=POLL_S)[1] for o in outputs]
 
     holders = card_holders(read_queue(), NODE_NAME)
 
@@ -69,7 +70,7 @@ def test_a_process_slurm_started_is_tied_to_its_slurm_job(
 ) -> None:
     output = tmp_path / "job.out"
     job_id = sbatch_reporting(slurm, output)
-    pid, _ = wait_for("its pid", lambda: reported(output))
+    pid, _ = wait_for(lambda: reported(output), "its pid", poll_s=POLL_S)
 
     assert slurm_job_of_pid(pid) == job_id
     assert slurm_job_of_pid(os.getpid()) is None

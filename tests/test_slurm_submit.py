@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.slurm_cli import DEADLINE_S, gputop, jobs_json, wait_for
+from helpers.slurm_cli import DEADLINE_S, POLL_S, gputop, jobs_json
 from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     GPU_COUNT,
     SlurmCluster,
@@ -25,6 +25,7 @@ from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm
     slurm_cluster_fixture,
     slurm_fixture,
 )
+from helpers.waiting import wait_for
 
 from gputop.core.jobs.store import JobStore
 
@@ -60,7 +61,7 @@ def test_four_of_five_one_gpu_jobs_run_each_on_the_card_it_reports_the_fifth_pen
         running = [job for job in jobs if job["status"] == "running" and job["gpus"]]
         return jobs if len(running) == GPU_COUNT else None
 
-    jobs = wait_for("four jobs running on cards", settled)
+    jobs = wait_for(settled, "four jobs running on cards", poll_s=POLL_S)
     running = [job for job in jobs if job["status"] == "running"]
     pending = [job for job in jobs if job["status"] == "waiting"]
     assert sorted(job["id"] for job in jobs) == ids
@@ -68,7 +69,11 @@ def test_four_of_five_one_gpu_jobs_run_each_on_the_card_it_reports_the_fifth_pen
     assert sorted(card for job in running for card in job["gpus"]) == list(range(GPU_COUNT))
     for job in running:
         log_path = job["log_path"]
-        reported = wait_for(f"job {job['id']}'s output", lambda: card_in_output(log_path))  # noqa: B023
+        reported = wait_for(
+            lambda: card_in_output(log_path),  # noqa: B023
+            f"job {job['id']}'s output",
+            poll_s=POLL_S,
+        )
         assert reported == (str(job["gpus"][0]), str(job["gpus"][0]))
 
 
@@ -78,11 +83,12 @@ def test_cancelling_a_running_job_frees_its_card_for_the_pending_one(
     ids = [submit_reporting_job(capsys, f"job{n}") for n in range(GPU_COUNT + 1)]
     waiting_id = ids[-1]
     wait_for(
-        "the fifth job pending",
         lambda: any(
             job["id"] == waiting_id and job["status_text"] == "Pending: Resources"
             for job in jobs_json(capsys)
         ),
+        "the fifth job pending",
+        poll_s=POLL_S,
     )
     victim = next(job for job in jobs_json(capsys) if job["id"] == ids[1])
     freed_card = victim["gpus"][0]
@@ -92,7 +98,6 @@ def test_cancelling_a_running_job_frees_its_card_for_the_pending_one(
     assert code == 0, err
     assert f"scancel {victim['slurm_job_id']}" in out
     started = wait_for(
-        "the pending job running",
         lambda: next(
             (
                 job
@@ -101,9 +106,11 @@ def test_cancelling_a_running_job_frees_its_card_for_the_pending_one(
             ),
             None,
         ),
+        "the pending job running",
+        poll_s=POLL_S,
     )
     assert started["gpus"] == [freed_card]
-    reported = wait_for("its output", lambda: card_in_output(started["log_path"]))
+    reported = wait_for(lambda: card_in_output(started["log_path"]), "its output", poll_s=POLL_S)
     assert reported == (str(freed_card), str(freed_card))
     cancelled = next(job for job in jobs_json(capsys) if job["id"] == ids[1])
     assert (cancelled["status"], cancelled["status_text"]) == ("killed", "Cancelled")
@@ -114,7 +121,7 @@ def test_jobs_log_prints_what_slurm_wrote_to_the_output_file(
 ) -> None:
     job_id = submit_reporting_job(capsys, "logged")
     log_path = next(job["log_path"] for job in jobs_json(capsys) if job["id"] == job_id)
-    wait_for("the job's output", lambda: card_in_output(log_path))
+    wait_for(lambda: card_in_output(log_path), "the job's output", poll_s=POLL_S)
 
     code, out, _ = gputop(capsys, "jobs", "log", str(job_id))
 
@@ -141,10 +148,11 @@ def test_every_word_of_the_command_reaches_the_job_unchanged(
     assert code == 0, err
     job_id = int(out.split()[1])
     ended = wait_for(
-        "the job to exit",
         lambda: next(
             (j for j in jobs_json(capsys) if j["id"] == job_id and j["status"] == "exited"), None
         ),
+        "the job to exit",
+        poll_s=POLL_S,
     )
     assert json.loads(Path(ended["log_path"]).read_text().strip()) == words
 
@@ -216,8 +224,9 @@ def test_listing_jobs_while_the_controller_is_down_keeps_the_last_state_and_says
 ) -> None:
     job_id = submit_reporting_job(capsys, "before")
     wait_for(
-        "it to run",
         lambda: any(j["id"] == job_id and j["status"] == "running" for j in jobs_json(capsys)),
+        "it to run",
+        poll_s=POLL_S,
     )
     point_at_a_dead_controller(slurm, tmp_path, monkeypatch)
 
@@ -247,10 +256,11 @@ def test_a_slurm_job_submitted_from_another_host_of_the_cluster_is_cancelled_fro
     assert code == 0, err
     assert "cancelled in Slurm" in out
     wait_for(
-        "Slurm to report it cancelled",
         lambda: any(
             j["id"] == job_id and j["status_text"] == "Cancelled" for j in jobs_json(capsys)
         ),
+        "Slurm to report it cancelled",
+        poll_s=POLL_S,
     )
 
 

@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.slurm_cli import gputop, jobs_json, wait_for
+from helpers.slurm_cli import POLL_S, gputop, jobs_json
 from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     SlurmCluster,
     slurm_cluster_fixture,
     slurm_fixture,
 )
 from helpers.usage import scenario_file
+from helpers.waiting import wait_for
 
 from gputop.core.jobs.usage import CardUsage, JobUsage, usage_note_from_text
 from gputop.core.slurm.submit import batch_script, node_meter
@@ -94,7 +95,7 @@ def ended(
             return record if record["usage"] is not None else None
         return record if (record["usage_note"] or "").startswith(note) else None
 
-    return wait_for(f"job {job_id} to end and its usage report", check)
+    return wait_for(check, f"job {job_id} to end and its usage report", poll_s=POLL_S)
 
 
 def slurm_times(slurm: SlurmCluster, slurm_job_id: int) -> tuple[float, float]:
@@ -169,7 +170,7 @@ def test_a_cancelled_slurm_job_gets_slurms_sigterm_in_its_command_and_keeps_its_
         usage = record["usage"]
         return record if usage and usage["gpu_seconds"] >= 0.5 else None
 
-    measuring = wait_for("its usage so far", measured)
+    measuring = wait_for(measured, "its usage so far", poll_s=POLL_S)
     assert measuring["status"] == "running"
     pid = re.search(r"command pid (\d+)", Path(measuring["log_path"]).read_text())
     assert pid, "the command printed its pid"
@@ -345,7 +346,7 @@ def test_the_wrapped_command_has_the_same_streams_and_dies_by_the_same_signal(
     assert plain == (-signal.SIGUSR1, b"from stdin\n", b"to stderr it's\n")
     assert wrapped == plain
     if wrapper == "runs":  # the meter ran beside the command: it said why it measured nothing
-        note = wait_for("the meter's report", lambda: read_report(logs, 99))
+        note = wait_for(lambda: read_report(logs, 99), "the meter's report", poll_s=POLL_S)
         assert "no GPUs" in (usage_note_from_text(note) or "")
     else:
         assert read_report(logs, 99) is None

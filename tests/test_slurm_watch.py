@@ -7,13 +7,14 @@ import os
 import re
 from pathlib import Path
 
-from helpers.slurm_cli import wait_for
+from helpers.slurm_cli import POLL_S
 from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
     NODE_NAME,
     SlurmCluster,
     slurm_cluster_fixture,
     slurm_fixture,
 )
+from helpers.waiting import wait_for
 
 from gputop.core.slurm.detect import slurm_commands_here
 from gputop.core.slurm.watch import SlurmWatch
@@ -34,7 +35,7 @@ def started_job(slurm: SlurmCluster, output: Path) -> tuple[int, int, int]:
         )
         return (int(found.group(1)), int(found.group(2))) if found else None
 
-    pid, card = wait_for("the job's pid and card", printed)
+    pid, card = wait_for(printed, "the job's pid and card", poll_s=POLL_S)
     return job_id, pid, card
 
 

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import io
 import re
-import time
 from collections.abc import Callable
 
 from conftest import minimal_gpu
 from rich.console import Console
-from textual.pilot import Pilot
 
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.store import JobStore
@@ -79,14 +77,6 @@ def screen_text(app: GputopApp) -> str:
 def terminal_bytes(app: GputopApp) -> str:
     """Exactly what Textual would write to the terminal for the current screen."""
     return app.screen._compositor.render_full_update().render_segments(app.console)
-
-
-async def wait_until(pilot: Pilot[None], condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 20
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.05)
 
 
 def hostile_scenario(write: Callable[..., str], **gpu: object) -> str:

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +25,7 @@ from gputop.core.jobs.procgroup import group_members, process_alive, process_sta
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import Snapshot
 from gputop.core.sampling.source import open_backend
+from helpers.waiting import wait_for
 
 PROBE = str(Path(__file__).with_name("job_probe.py"))
 PYTHON = sys.executable
@@ -86,18 +86,6 @@ def _left(job: Job) -> bool:
     return process_alive(job.pid, job.pid_start_time) or bool(group_members(job.pid))
 
 
-def wait_for(condition: Callable[[], T], what: str, timeout_s: float = DEADLINE_S) -> T:
-    """Poll ``condition`` until it returns something truthy; fail after the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.05)
-
-
 def snapshot_of(scenario: str = "v100x4") -> Snapshot:
     backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": "30"})
     try:
@@ -112,7 +100,7 @@ def probe_command(out: Path, *options: str) -> list[str]:
 
 def read_probe(out: Path) -> dict[str, Any]:
     """The probe's report, once it has written it."""
-    wait_for(out.exists, f"the probe to write {out}")
+    wait_for(out.exists, f"the probe to write {out}", DEADLINE_S)
     return json.loads(out.read_text())
 
 

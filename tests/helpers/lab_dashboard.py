@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from textual.pilot import Pilot
@@ -10,6 +9,7 @@ from textual.pilot import Pilot
 from gputop.core.remote.status import HostStatus
 from gputop.tui.lab.fixed_hosts import FixedHosts, lab_statuses
 from gputop.tui.lab.lab_app import LabApp
+from helpers.waiting import pilot_wait_for
 
 WAIT_S = 30.0
 
@@ -21,9 +21,7 @@ def make_lab_app(statuses: Sequence[HostStatus] | None = None, count: int = 5) -
 
 async def first_lab_sample(pilot: Pilot[None]) -> None:
     """Wait until every host's status has been drawn once."""
-    deadline = time.monotonic() + WAIT_S
-    while not getattr(pilot.app, "statuses", None):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no lab sample after {WAIT_S} s")
-        await pilot.pause(0.05)
+    await pilot_wait_for(
+        pilot, lambda: bool(getattr(pilot.app, "statuses", None)), "a lab sample", WAIT_S
+    )
     await pilot.pause()

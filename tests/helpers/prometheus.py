@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any
 
 from helpers.real_components import cannot
 from helpers.sshd import free_port
+from helpers.waiting import wait_for
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
@@ -32,18 +33,6 @@ SERVING = re.compile(r"serving (\S+)")
 DCGM_LABEL_LINT = re.compile(r"^\S+ label names should be written in 'snake_case' not 'camelCase'$")
 """promtool's one complaint it may make: dcgm-exporter's own labels (UUID, modelName,
 Hostname) are camelCase, and gputop keeps them so that its dashboards work unchanged."""
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = 30.0) -> Any:
-    """Poll ``condition`` until it returns something true; fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def http_get(url: str, timeout_s: float = 10.0, context: Any = None) -> str:

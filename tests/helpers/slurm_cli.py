@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -12,6 +10,8 @@ import pytest
 from gputop.cli.main import main
 
 DEADLINE_S = 30.0
+POLL_S = 0.2
+"""How often a Slurm test asks again: each question runs Slurm's commands."""
 T = TypeVar("T")
 
 
@@ -19,16 +19,6 @@ def gputop(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, st
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def wait_for(what: str, check: Callable[[], T | None]) -> T:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def jobs_json(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:

@@ -11,5 +11,7 @@ from pathlib import Path
 HELPERS = Path(__file__).resolve().parent
 """This folder, which also holds the programs the tests run: job_probe.py, chatty_job.py,
 ddp_probe.py, pid_namespace_scenario.py."""
-REPO = HELPERS.parents[1]
+TESTS = HELPERS.parent
+"""tests/: the kinds' folders, cnvml/, gpu/, gpu_recorded/."""
+REPO = TESTS.parent
 """The root of the checkout."""

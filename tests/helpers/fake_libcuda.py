@@ -139,7 +139,7 @@ int cuCtxSynchronize(void) { return 0; }
 int cuDriverGetVersion(int *v) { *v = 12040; return 0; }
 """
 """Appended to SOURCE where a test needs memory: contexts, allocations (host memory, so a
-test's "GPU" bytes are real bytes), copies and the driver version (tests/test_gpu_probe.py)."""
+test's "GPU" bytes are real bytes), copies and the driver version (tests/real/test_gpu_probe.py)."""
 
 
 def build_fake_libcuda(folder: Path) -> str:

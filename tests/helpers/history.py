@@ -8,8 +8,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from conftest import minimal_gpu
-
 from gputop.core.history.recorder import Recorder, RecorderOptions
 from gputop.core.history.retention import Retention
 from gputop.core.history.store import open_for_recording
@@ -17,6 +15,7 @@ from gputop.core.history.writer import HistoryWriter
 from gputop.core.model import Snapshot
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.source import open_backend
+from helpers.scenarios import minimal_gpu
 
 GIB_MIB = 1024
 MIB = 1024 * 1024

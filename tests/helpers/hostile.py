@@ -9,12 +9,12 @@ import io
 import re
 from collections.abc import Callable
 
-from conftest import minimal_gpu
 from rich.console import Console
 
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.store import JobStore
 from gputop.tui.app import GputopApp
+from helpers.scenarios import minimal_gpu
 
 OSC52 = "\x1b]52;c;aGVsbG8gY2xpcGJvYXJk\x07"
 OSC0 = "\x1b]0;pwned-title\x07"

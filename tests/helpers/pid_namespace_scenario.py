@@ -1,4 +1,5 @@
-"""Run by tests/test_pid_namespace.py inside ``unshare --pid --fork --mount-proc --mount``.
+"""Run by tests/multiuser/test_pid_namespace.py inside
+``unshare --pid --fork --mount-proc --mount``.
 
 In that fresh PID namespace it starts two local processes, one holding ``/dev/nvidia0``
 open (a plain file the caller created on a private tmpfs mounted over /dev), writes a

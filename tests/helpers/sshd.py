@@ -150,7 +150,7 @@ class SshServer:
                     "KbdInteractiveAuthentication no",
                     "PermitRootLogin prohibit-password",
                     # PYTHONUSERBASE: `hosts install` tests put `pip install --user` in a
-                    # private place (tests/test_hosts_install.py).
+                    # private place (tests/real/test_hosts_install.py).
                     "AcceptEnv GPUTOP_* PYTHONUSERBASE",
                     "PrintMotd no",
                     "LogLevel ERROR",

@@ -1,4 +1,7 @@
-"""Shared fixtures: backends on simulated GPUs with a frozen clock, scenario files."""
+"""The fixtures every kind of test shares (docs/testing.md): backends on simulated GPUs with a
+frozen clock, scenario files, a private job store, a claims directory, real processes with
+CUDA variables, the C NVML. Each kind's own fixtures are in its folder's conftest.py; the
+code behind them is in tests/helpers."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import claims, jobs
 from helpers.cuda_view import start_processes
 
 from gputop.core.sampling.nvml_backend import NvmlBackend
@@ -87,3 +91,16 @@ def scenario_file(tmp_path: Path) -> Callable[..., str]:
 def start_process() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """A real process with the given variables added to a clean environment (helpers.cuda_view)."""
     yield from start_processes()
+
+
+@pytest.fixture(name="state_dir")
+def state_dir_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private job store for the test, simulated GPUs frozen at t=30 s, fast wait polls;
+    afterwards every job recorded in it is killed with its whole process group."""
+    yield from jobs.job_state_dir(tmp_path, monkeypatch)
+
+
+@pytest.fixture(name="claims_dir")
+def claims_dir_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A claims directory as ``gputop claims --setup`` makes it; GPUTOP_CLAIMS_DIR names it."""
+    yield from claims.claims_dir(monkeypatch)

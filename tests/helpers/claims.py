@@ -45,7 +45,6 @@ def _useradd(name: str) -> User:
     return User(name, entry.pw_uid, entry.pw_gid)
 
 
-@pytest.fixture(scope="session")
 def two_users() -> Iterator[tuple[User, User]]:
     """Two fresh users, ``ana…`` and ``bob…``, with a suffix unique to this session."""
     require_root()
@@ -62,7 +61,6 @@ def two_users() -> Iterator[tuple[User, User]]:
             subprocess.run(["userdel", user.name], capture_output=True, check=False)
 
 
-@pytest.fixture
 def claims_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A claims directory as ``gputop claims --setup`` makes it (root's, 1777), under a
     root-owned 0755 directory every user can reach; GPUTOP_CLAIMS_DIR names it."""

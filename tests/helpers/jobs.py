@@ -41,8 +41,7 @@ DEADLINE_S = 20.0
 T = TypeVar("T")
 
 
-@pytest.fixture(name="state_dir")
-def state_dir_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def job_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private store for the test, simulated GPUs frozen at t=30 s, fast wait polls.
 
     Afterwards every job recorded in it is killed with its whole process group.

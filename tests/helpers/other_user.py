@@ -103,8 +103,7 @@ def gputop_as_other_user(*args: str, env: dict[str, str]) -> subprocess.Complete
     return as_other_user([python, "-m", "gputop", *args], {"PYTHONPATH": path, **env})
 
 
-@pytest.fixture(name="shared_dir")
-def shared_dir_fixture() -> Iterator[Path]:
+def shared_dir() -> Iterator[Path]:
     """A world-writable sticky directory, like /tmp, that both users can reach."""
     require_root()
     directory = Path(tempfile.mkdtemp(prefix="gputop-shared-", dir="/tmp"))
@@ -115,8 +114,7 @@ def shared_dir_fixture() -> Iterator[Path]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.fixture(name="other_users_dir")
-def other_users_dir_fixture(shared_dir: Path) -> Path:
+def other_users_dir(shared_dir: Path) -> Path:
     """A directory of the other user's, where it can run gputop with a store of its own."""
     home = shared_dir / "nobody-home"
     made = as_other_user(["mkdir", "-m", "700", str(home)])

@@ -222,8 +222,7 @@ def start_cluster(directory: Path) -> SlurmCluster:
     return cluster
 
 
-@pytest.fixture(scope="session", name="slurm_cluster")
-def slurm_cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+def session_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     directory = tmp_path_factory.mktemp("slurm")
     cluster = start_cluster(directory)
     try:
@@ -234,8 +233,7 @@ def slurm_cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         cluster.stop()
 
 
-@pytest.fixture(name="slurm")
-def slurm_fixture(
+def cluster_for_test(
     slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SlurmCluster]:
     """The cluster, ``SLURM_CONF`` set for this test, and no job left over afterwards."""

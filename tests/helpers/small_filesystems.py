@@ -61,8 +61,7 @@ def _unmount(path: Path) -> None:
     subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
 
 
-@pytest.fixture(name="small_state_dir")
-def small_state_dir_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def small_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A state directory on its own 4 MiB tmpfs; the test's environment points at it.
 
     The log floor is off, so that a job really fills the disk (a test of the floor sets
@@ -90,8 +89,7 @@ def small_state_dir_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
             _unmount(mount_point)
 
 
-@pytest.fixture(name="read_only_view")
-def read_only_view_fixture(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+def read_only_view(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """(source, view): ``view`` shows ``source`` through a read-only bind mount."""
     source, view = tmp_path / "source", tmp_path / "view"
     source.mkdir(mode=0o700)

@@ -9,11 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.claims import User, as_user, claims_dir, gputop_as, python_for_users, two_users
+from helpers.claims import User, as_user, gputop_as, python_for_users
 
 from gputop.core.claims.files import CONTENT_BYTES, content
-
-__all__ = ["claims_dir", "two_users"]  # fixtures
 
 
 def claims_json(user: User, directory: Path) -> list[dict]:

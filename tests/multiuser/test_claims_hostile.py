@@ -8,12 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.claims import User, as_user, claims_dir, gputop_as, python_for_users, two_users
+from helpers.claims import User, as_user, gputop_as, python_for_users
 
 from gputop.core.claims.book import Card, ClaimBook, ClaimRefused
 from gputop.core.claims.files import MAX_FOR_S
-
-__all__ = ["claims_dir", "two_users"]  # fixtures
 
 GPU2 = "GPU-b7f5a3c1"  # a prefix is enough for --gpus; the book needs the whole UUID
 

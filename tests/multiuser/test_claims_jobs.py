@@ -7,20 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from helpers.claims import User, claims_dir, gputop_as, two_users
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    PYTHON,
-    state_dir_fixture,
-    wait_for,
-    wait_until_ended,
-    wait_until_running,
-    wait_until_waiting,
-)
+from helpers.claims import User, gputop_as
+from helpers.jobs import PYTHON, wait_until_ended, wait_until_running, wait_until_waiting
+from helpers.waiting import wait_for
 
 from gputop.cli.main import main
 from gputop.core.claims.book import ClaimBook
-
-__all__ = ["claims_dir", "two_users"]  # fixtures
 
 
 def live_claims(directory: Path) -> list[tuple[int, str, int | None]]:

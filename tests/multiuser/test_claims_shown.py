@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers.claims import User, claims_dir, gputop_as, two_users
+from helpers.claims import User, gputop_as
 from helpers.dashboard import first_sample
 
 from gputop.core.claims.book import Card, ClaimBook
@@ -22,8 +22,6 @@ from gputop.core.remote.host_values import check_snapshot
 from gputop.core.remote.protocol import ProtocolError, snapshot_from_json
 from gputop.core.snapshot_json import snapshot_to_json
 from gputop.tui.screenshots import SIZES, build_app
-
-__all__ = ["claims_dir", "two_users"]  # fixtures
 
 GPU1 = "GPU-96870f72-ff47-4de2-1bb0-99f7d8338c12"  # v100x4's GPU 1
 

@@ -19,25 +19,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (
     V100,
     job,
     launch,
     probe_command,
     read_probe,
     run_cli,
-    state_dir_fixture,
-    wait_for,
     wait_until_running,
     wait_until_waiting,
 )
-from helpers.other_user import (  # noqa: F401  (fixtures)
-    OTHER_UID,
-    as_other_user,
-    gputop_as_other_user,
-    other_users_dir_fixture,
-    shared_dir_fixture,
-)
+from helpers.other_user import OTHER_UID, as_other_user, gputop_as_other_user
+from helpers.waiting import wait_for
 
 from gputop.core.jobs import private_files
 from gputop.core.jobs.launch import RUN_DIR

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from helpers.fake_libcuda import build_fake_libcuda, devices_spec
-from helpers.jobs import state_dir_fixture  # noqa: F401  (the fixture state_dir)
 from helpers.scenarios import minimal_gpu
 
 from gputop.cli import map_command, run_command

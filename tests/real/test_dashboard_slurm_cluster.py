@@ -12,12 +12,7 @@ from typing import Any
 
 from helpers.dashboard import first_sample
 from helpers.scenarios import minimal_gpu
-from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
-    GPU_COUNT,
-    SlurmCluster,
-    slurm_cluster_fixture,
-    slurm_fixture,
-)
+from helpers.slurm_cluster import GPU_COUNT, SlurmCluster
 from helpers.waiting import pilot_wait_for, wait_for
 
 from gputop.cli.main import main

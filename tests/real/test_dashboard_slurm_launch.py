@@ -10,11 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.dashboard import first_sample, plain_text
-from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
-    SlurmCluster,
-    slurm_cluster_fixture,
-    slurm_fixture,
-)
+from helpers.slurm_cluster import SlurmCluster
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, Input, Static
 

@@ -17,16 +17,11 @@ from helpers.jobs import (
     launch,
     probe_command,
     supervisors_of,
-    wait_for,
     wait_until_ended,
     wait_until_running,
 )
-from helpers.small_filesystems import (  # noqa: F401  (the fixtures read_only_view, small_state_dir)
-    fill,
-    free_bytes,
-    read_only_view_fixture,
-    small_state_dir_fixture,
-)
+from helpers.small_filesystems import fill, free_bytes
+from helpers.waiting import wait_for
 
 from gputop.cli.main import main
 from gputop.core.jobs.model import Job, JobState

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from helpers.dashboard import first_sample, make_app
 from helpers.jobs import launch, probe_command, supervisors_of, wait_until_ended
-from helpers.small_filesystems import read_only_view_fixture  # noqa: F401  (read_only_view)
 from helpers.waiting import wait_for
 from textual.pilot import Pilot
 

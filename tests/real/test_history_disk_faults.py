@@ -18,11 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers.history import holders_scenario
-from helpers.small_filesystems import (  # noqa: F401  (the fixtures read_only_view, small_state_dir)
-    fill,
-    read_only_view_fixture,
-    small_state_dir_fixture,
-)
+from helpers.small_filesystems import fill
 from helpers.waiting import wait_for
 
 GPUTOP = (sys.executable, "-m", "gputop")

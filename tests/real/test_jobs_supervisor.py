@@ -7,19 +7,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (
     PYTHON,
     job,
     launch,
     probe_command,
     read_probe,
     snapshot_of,
-    state_dir_fixture,
-    wait_for,
     wait_until_ended,
-    wait_until_running,
     wait_until_waiting,
 )
+from helpers.waiting import wait_for
 
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.policy import FreePolicy

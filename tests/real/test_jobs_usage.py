@@ -12,20 +12,10 @@ from pathlib import Path
 
 import pytest
 from helpers import HELPERS
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    PYTHON,
-    gone,
-    launch,
-    state_dir_fixture,
-    wait_for,
-    wait_for_job,
-    wait_until_ended,
-)
-from helpers.small_filesystems import (  # noqa: F401  (small_state_dir_fixture: small_state_dir)
-    fill,
-    small_state_dir_fixture,
-)
+from helpers.jobs import PYTHON, gone, launch, wait_for_job, wait_until_ended
+from helpers.small_filesystems import fill
 from helpers.usage import scenario_file, sleeper
+from helpers.waiting import wait_for
 
 from gputop.core.jobs.pending_end import (
     RESERVED_BYTES,

@@ -15,11 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import HELPERS
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    V100,
-    state_dir_fixture,
-    wait_until_ended,
-)
+from helpers.jobs import V100, wait_until_ended
 from helpers.real_components import cannot
 
 from gputop.cli.main import main

@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 from helpers import HELPERS
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    launch,
-    state_dir_fixture,
-    wait_for,
-    wait_for_job,
-    wait_until_running,
-)
-from helpers.small_filesystems import small_state_dir_fixture  # noqa: F401  (small_state_dir)
+from helpers.jobs import launch, wait_for_job, wait_until_running
+from helpers.waiting import wait_for
 
 from gputop.cli.main import main
 from gputop.core.jobs.log_cap import parse_size

@@ -15,12 +15,7 @@ from typing import Any
 import pytest
 from helpers import REPO
 from helpers.scenarios import minimal_gpu
-from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
-    GPU_COUNT,
-    SlurmCluster,
-    slurm_cluster_fixture,
-    slurm_fixture,
-)
+from helpers.slurm_cluster import GPU_COUNT, SlurmCluster
 
 from gputop.cli.main import main
 

@@ -13,12 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.slurm_cli import POLL_S
-from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
-    NODE_NAME,
-    SlurmCluster,
-    slurm_cluster_fixture,
-    slurm_fixture,
-)
+from helpers.slurm_cluster import NODE_NAME, SlurmCluster
 from helpers.waiting import wait_for
 
 from gputop.core.slurm.cgroup import job_in_cgroup, job_in_environ, slurm_job_of_pid

@@ -18,13 +18,7 @@ from typing import Any
 
 import pytest
 from helpers.slurm_cli import DEADLINE_S, POLL_S, gputop, jobs_json
-from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
-    GPU_COUNT,
-    SlurmCluster,
-    free_port,
-    slurm_cluster_fixture,
-    slurm_fixture,
-)
+from helpers.slurm_cluster import GPU_COUNT, SlurmCluster, free_port
 from helpers.waiting import wait_for
 
 from gputop.core.jobs.store import JobStore

@@ -21,11 +21,7 @@ from typing import Any
 
 import pytest
 from helpers.slurm_cli import POLL_S, gputop, jobs_json
-from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
-    SlurmCluster,
-    slurm_cluster_fixture,
-    slurm_fixture,
-)
+from helpers.slurm_cluster import SlurmCluster
 from helpers.usage import scenario_file
 from helpers.waiting import wait_for
 

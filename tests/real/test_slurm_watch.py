@@ -8,12 +8,7 @@ import re
 from pathlib import Path
 
 from helpers.slurm_cli import POLL_S
-from helpers.slurm_cluster import (  # noqa: F401  (the fixtures slurm and slurm_cluster)
-    NODE_NAME,
-    SlurmCluster,
-    slurm_cluster_fixture,
-    slurm_fixture,
-)
+from helpers.slurm_cluster import NODE_NAME, SlurmCluster
 from helpers.waiting import wait_for
 
 from gputop.core.slurm.detect import slurm_commands_here

@@ -12,11 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers.dashboard import first_sample, make_app, plain_text
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    launch,
-    state_dir_fixture,
-    wait_until_ended,
-)
+from helpers.jobs import launch, wait_until_ended
 from helpers.usage import scenario_file, sleeper
 
 from gputop.tui.lab.lab_jobs import RemoteJob

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.dashboard import launch, make_app, open_launch_dialog, preview_text
-from helpers.jobs import state_dir_fixture, wait_until_ended  # noqa: F401 (the fixture)
+from helpers.jobs import wait_until_ended
 from helpers.waiting import pilot_wait_for
 from textual.widgets import Input
 

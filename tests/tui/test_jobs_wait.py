@@ -15,12 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    PYTHON,
-    launch,
-    state_dir_fixture,
-    wait_until_ended,
-)
+from helpers.jobs import PYTHON, launch, wait_until_ended
 
 from gputop.cli.main import main
 from gputop.core.jobs.model import JobState

@@ -13,10 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    state_dir_fixture,
-    wait_until_ended,
-)
+from helpers.jobs import wait_until_ended
 from helpers.scenarios import minimal_gpu
 from helpers.usage import sleeper
 

@@ -8,14 +8,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers.claims import claims_dir
 from helpers.history import make_version_1, record_stepped
 
 from gputop.cli.main import main
 from gputop.core.claims.book import Card, ClaimBook
 from gputop.core.history.claim_spans import claimed_time
-
-__all__ = ["claims_dir"]  # fixtures
 
 GPU1 = "GPU-96870f72-ff47-4de2-1bb0-99f7d8338c12"
 INTERVAL_S = 5.0

@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (
     V100,
     job,
     launch,
     probe_command,
-    state_dir_fixture,
     wait_until_ended,
     wait_until_running,
     wait_until_waiting,

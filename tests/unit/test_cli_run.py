@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (
     PROBE,
     PYTHON,
     V100,
@@ -19,12 +19,11 @@ from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_
     job,
     probe_command,
     read_probe,
-    state_dir_fixture,
     supervisors_of,
-    wait_for,
     wait_until_ended,
     wait_until_waiting,
 )
+from helpers.waiting import wait_for
 
 from gputop.cli.main import main
 from gputop.core.jobs.model import Job, JobState, RunMode

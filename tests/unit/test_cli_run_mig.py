@@ -10,14 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    all_jobs,
-    job,
-    probe_command,
-    read_probe,
-    state_dir_fixture,
-    wait_until_waiting,
-)
+from helpers.jobs import all_jobs, job, probe_command, read_probe, wait_until_waiting
 
 from gputop.cli.main import main
 

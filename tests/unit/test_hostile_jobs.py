@@ -19,16 +19,8 @@ from typing import Any
 
 import psutil
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    V100,
-    gone,
-    job,
-    launch,
-    run_cli,
-    state_dir_fixture,
-    wait_for,
-    wait_until_running,
-)
+from helpers.jobs import V100, gone, job, launch, run_cli, wait_until_running
+from helpers.waiting import wait_for
 
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job

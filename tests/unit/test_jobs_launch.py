@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (
     PYTHON,
     V100,
     all_jobs,
@@ -16,7 +16,6 @@ from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_
     probe_command,
     read_probe,
     snapshot_of,
-    state_dir_fixture,
     supervisors_of,
     wait_until_ended,
 )

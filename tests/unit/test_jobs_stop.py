@@ -8,18 +8,17 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
+from helpers.jobs import (
     gone,
     job,
     launch,
     probe_command,
     read_probe,
-    state_dir_fixture,
-    wait_for,
     wait_until_ended,
     wait_until_running,
     wait_until_waiting,
 )
+from helpers.waiting import wait_for
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import JobState

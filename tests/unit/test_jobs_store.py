@@ -11,15 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    V100,
-    all_jobs,
-    launch,
-    probe_command,
-    state_dir_fixture,
-    wait_until_ended,
-    write_jobs,
-)
+from helpers.jobs import V100, all_jobs, launch, probe_command, wait_until_ended, write_jobs
 
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.procgroup import process_start_time

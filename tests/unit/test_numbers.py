@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from helpers import REPO
-from helpers.jobs import state_dir_fixture  # noqa: F401  (the fixture state_dir)
 
 from gputop.cli.main import main
 from gputop.core.fake.scenario import load_scenario

@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.jobs import state_dir_fixture  # noqa: F401  (the fixture state_dir)
 
 from gputop.core.history.store import open_for_reading, open_for_recording
 from gputop.core.jobs.store import JobStore

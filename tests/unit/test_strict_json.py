@@ -18,12 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import REPO
-from helpers.jobs import (  # noqa: F401  (state_dir_fixture: the fixture state_dir)
-    launch,
-    probe_command,
-    state_dir_fixture,
-    wait_until_ended,
-)
+from helpers.jobs import launch, probe_command, wait_until_ended
 
 from gputop.cli.main import main
 

@@ -1,15 +1,21 @@
-"""Shared fixtures: backends on simulated GPUs with a frozen clock, scenario files."""
+"""The fixtures every kind of test shares (docs/testing.md): backends on simulated GPUs with a
+frozen clock, scenario files, a private job store, a claims directory, real processes with
+CUDA variables, the C NVML. Each kind's own fixtures are in its folder's conftest.py; the
+code behind them is in tests/helpers."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import claims, jobs
+from helpers.cuda_view import start_processes
 
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.pid_namespace import detect_pid_namespace
@@ -62,31 +68,6 @@ def fake_backend() -> Callable[..., NvmlBackend]:
         backend.close()
 
 
-def minimal_gpu(**overrides: Any) -> dict[str, Any]:
-    """One GPU with every reading present, for scenarios that change one thing."""
-    gpu: dict[str, Any] = {
-        "name": "NVIDIA A100-SXM4-40GB",
-        "uuid": "GPU-11111111-aaaa-bbbb-cccc-000000000000",
-        "pci_bus_id": "00000000:07:00.0",
-        "memory_total_mib": 40960,
-        "memory_used_mib": 1024,
-        "utilization_gpu": 50,
-        "utilization_memory": 20,
-        "temperature_c": 40,
-        "power_w": 100,
-        "power_limit_w": 400,
-        "fan_percent": 30,
-        "clocks_mhz": {"graphics": 1410, "sm": 1410, "mem": 1215, "video": 1275},
-        "max_clocks_mhz": {"graphics": 1410, "sm": 1410, "mem": 1215, "video": 1275},
-        "cuda_compute_capability": [8, 0],
-        "multiprocessor_count": 108,
-        "performance_state": 0,
-        "processes": [],
-    }
-    gpu.update(overrides)
-    return gpu
-
-
 @pytest.fixture
 def scenario_file(tmp_path: Path) -> Callable[..., str]:
     """Write a scenario from GPU dicts (and top-level overrides); return its path."""
@@ -104,3 +85,22 @@ def scenario_file(tmp_path: Path) -> Callable[..., str]:
         return str(path)
 
     return write
+
+
+@pytest.fixture
+def start_process() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """A real process with the given variables added to a clean environment (helpers.cuda_view)."""
+    yield from start_processes()
+
+
+@pytest.fixture(name="state_dir")
+def state_dir_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private job store for the test, simulated GPUs frozen at t=30 s, fast wait polls;
+    afterwards every job recorded in it is killed with its whole process group."""
+    yield from jobs.job_state_dir(tmp_path, monkeypatch)
+
+
+@pytest.fixture(name="claims_dir")
+def claims_dir_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A claims directory as ``gputop claims --setup`` makes it; GPUTOP_CLAIMS_DIR names it."""
+    yield from claims.claims_dir(monkeypatch)

@@ -220,7 +220,7 @@ class GputopApp(ExceptionHook, ReportsWorkerFailures, JobsActions):
         hands Textual an exception that renders as nothing (Textual then exits through its
         public ``panic``, restoring the terminal, with status 1); ``gputop`` prints one line
         naming the real error. ``GPUTOP_DEBUG=1`` shows Textual's traceback instead.
-        Checked against the pinned Textual by tests/test_dashboard_resilience.py.
+        Checked against the pinned Textual by tests/tui/test_dashboard_resilience.py.
         """
         if os.environ.get("GPUTOP_DEBUG"):
             textual_handles_exception(self, error)

@@ -1,6 +1,6 @@
 """Every key of the dashboard, for the help screen (``?``); the README shows the everyday ones.
 
-tests/test_help_keys.py ties this list to the bindings both ways: every key bound on the
+tests/unit/test_help_keys.py ties this list to the bindings both ways: every key bound on the
 dashboard is here, and every key here is bound.
 """
 

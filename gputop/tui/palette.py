@@ -3,7 +3,7 @@
 Commands come from the dashboard's own bindings (the app's and those of its card grid,
 process table and jobs panel), so a key bound is an action named; ``ACTIONS`` gives each a
 title a person would search for ("launch", "sort", "select") and a line of help. Navigation
-(moving a highlight) is left to the keys. tests/test_palette.py ties ``ACTIONS`` to the
+(moving a highlight) is left to the keys. tests/tui/test_palette.py ties ``ACTIONS`` to the
 bindings both ways. Public Textual API only: ``App.get_system_commands`` and ``SystemCommand``.
 """
 

@@ -45,7 +45,7 @@ WHOLE = "whole"
 NOT_FOLLOWED = "not followed"
 """Output the diff does not follow (a sequence it does not know, a frame it cannot place):
 sent as it is, and what the terminal shows is forgotten. Outside start-up, a resize and
-``ctrl+l`` this means Textual writes something new (tests/test_screen_diff_pty.py)."""
+``ctrl+l`` this means Textual writes something new (tests/tui/test_screen_diff_pty.py)."""
 UNCHANGED = "unchanged"
 """Modes, queries, titles, cursor moves: sent as they are, nothing to diff."""
 SHIFT_MIN_CELLS = 4

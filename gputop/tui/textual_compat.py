@@ -2,7 +2,7 @@
 
 Everywhere else gputop uses Textual's public API (widgets, screens, messages, workers, the
 Line API, ``App.get_driver_class``). What follows is not public: each item says what gputop
-relies on, and tests/test_textual_compat.py checks each assumption against the installed
+relies on, and tests/tui/test_textual_compat.py checks each assumption against the installed
 Textual, one test per assumption (docs/architecture.md, "Textual's internals"). pyproject
 pins the minor version these were checked with.
 """

@@ -31,7 +31,7 @@ from dashboard_bench import (  # noqa: E402
     subjects,
     wait_for_frame,
 )
-from pty_terminal import PtyTerminal  # noqa: E402
+from helpers.pty_terminal import PtyTerminal  # noqa: E402
 from recorder_store import recorder_store  # noqa: E402
 from rich.cells import cell_len  # noqa: E402
 from stand_ins import live_scenario  # noqa: E402

@@ -7,7 +7,7 @@ same run, against the same GPUs and processes, the bench measures a *floor*: the
 Textual app does with the same samples (``floor_app.py``: one ``Static`` updated each
 second from the same ``NvmlBackend``). Both run in a 200x50 pseudo-terminal
 (``xterm-256color``, truecolor) at a 1 s refresh; everything they write is fed to a
-terminal emulator (pyte, ``tests/pty_terminal.py``), and the bench measures:
+terminal emulator (pyte, ``tests/helpers/pty_terminal.py``), and the bench measures:
 
 - **first complete frame**: from spawning the process to the moment the terminal receives
   the bytes after which it shows every panel with the first sample (gputop: status line,
@@ -64,7 +64,7 @@ sys.path[:0] = [str(REPO / "tests"), str(Path(__file__).resolve().parent)]
 
 from busy_scenario import busy  # noqa: E402
 from floor_app import KEYS_LABEL  # noqa: E402
-from pty_terminal import PtyTerminal  # noqa: E402
+from helpers.pty_terminal import PtyTerminal  # noqa: E402
 from recorder_store import RECORD_INTERVAL_S, recorder_store  # noqa: E402
 from stand_ins import live_scenario  # noqa: E402
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil
-from history_helpers import SteppedClock
+from helpers.history import SteppedClock
 from stand_ins import live_scenario
 
 from gputop.core.fake import resolve_scenario_path

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_components import cannot
+from helpers.real_components import cannot
 
 from cnvml import build
 from cnvml.data import write_data_file

@@ -3,6 +3,6 @@
 Everything here runs only where an NVIDIA driver answers; elsewhere the suite is skipped at
 collection with one reason. ``compare.py`` and ``cuda_probe.py`` know nothing of gputop: they
 are the independent side of every comparison, and the normal suite tests them against
-recorded ``nvidia-smi`` outputs (tests/test_gpu_compare.py) and the C libcuda imitation
-(tests/test_gpu_probe.py).
+recorded ``nvidia-smi`` outputs (tests/unit/test_gpu_compare.py) and the C libcuda imitation
+(tests/real/test_gpu_probe.py).
 """

@@ -6,7 +6,7 @@ process's own enumeration, and says for each figure whether they agree, with bot
 A value that moves (memory used, temperature, power, utilisation, clocks, P-state) is read by
 ``nvidia-smi`` just before and just after gputop; gputop's reading passes if it lies between
 the two, widened by the stated tolerance. A static value must be equal. docs/real-gpu.md.
-Unit-tested in the normal suite against recorded outputs (tests/test_gpu_compare.py).
+Unit-tested in the normal suite against recorded outputs (tests/unit/test_gpu_compare.py).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ gputop: it is the reference the suite compares gputop with (docs/real-gpu.md).
 - ``copy --seconds S``: device-to-device copies of a large buffer on cuda:0 (ctypes), to load
   DRAM; ``matmul --seconds S``: a bf16 matrix-product loop (torch), to load the tensor cores.
 
-``GPUTOP_GPU_LIBCUDA`` names another library (the tests' C imitation, tests/fake_libcuda.py).
+``GPUTOP_GPU_LIBCUDA`` names another library (the tests' C imitation,
+tests/helpers/fake_libcuda.py).
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ class HostLine(Widget):
         which Textual announces through ``notify_style_update``. The line has no border,
         tint or opacity, so it is painted without Textual's general styles machinery:
         padding in the background colour, the text, and the app's line filters, exactly
-        as Textual would (tests/test_dashboard_lab.py compares the two).
+        as Textual would (tests/tui/test_dashboard_lab.py compares the two).
         """
         key = (self._version, crop)
         if self._painted is not None and self._painted[0] == key:

@@ -1,0 +1,122 @@
+"""Two real users and a shared claims directory, for the claims tests (docs/claims.md).
+
+The users are made with ``useradd`` (the tests run as root) once per session, with names no
+other worker uses, and removed at the end; gputop runs as each of them in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from helpers.other_user import other_user_python, require_root
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    uid: int
+    gid: int
+
+
+def _useradd(name: str) -> User:
+    argv = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
+    deadline = time.monotonic() + 30
+    while True:  # another worker may hold /etc/passwd's lock for a moment
+        made = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if made.returncode == 0 or time.monotonic() > deadline:
+            break
+        if "lock" not in made.stderr:
+            break
+        time.sleep(0.2)
+    if made.returncode != 0:
+        pytest.fail(f"useradd {name} failed: {made.stderr.strip()}")
+    entry = pwd.getpwnam(name)
+    return User(name, entry.pw_uid, entry.pw_gid)
+
+
+def two_users() -> Iterator[tuple[User, User]]:
+    """Two fresh users, ``ana…`` and ``bob…``, with a suffix unique to this session."""
+    require_root()
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd is not installed")
+    suffix = secrets.token_hex(3)
+    made = []
+    try:
+        made.append(_useradd(f"ana{suffix}"))
+        made.append(_useradd(f"bob{suffix}"))
+        yield made[0], made[1]
+    finally:
+        for user in made:
+            subprocess.run(["userdel", user.name], capture_output=True, check=False)
+
+
+def claims_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A claims directory as ``gputop claims --setup`` makes it (root's, 1777), under a
+    root-owned 0755 directory every user can reach; GPUTOP_CLAIMS_DIR names it."""
+    require_root()
+    base = Path(tempfile.mkdtemp(prefix="gputop-claims-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    directory = base / "claims"
+    directory.mkdir()
+    os.chmod(directory, 0o1777)
+    monkeypatch.setenv("GPUTOP_CLAIMS_DIR", str(directory))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def as_user(
+    user: User, argv: list[str], env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        argv,
+        user=user.uid,
+        group=user.gid,
+        extra_groups=[],
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "TZ": "UTC", **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def python_for_users() -> tuple[str, str]:
+    found = other_user_python()
+    if found is None:
+        pytest.skip("no Python that another user may execute")
+    return found
+
+
+def gputop_as(
+    user: User, claims: Path, *args: str, fake: str = "v100x4", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``gputop --fake FAKE ARGS`` as ``user``, with ``claims`` as the claims directory and a
+    state directory of its own."""
+    python, path = python_for_users()
+    base = next(parent for parent in claims.parents if parent.exists())
+    state = base / f"state-{user.name}"
+    if not state.exists():
+        state.mkdir(mode=0o700)
+        os.chown(state, user.uid, user.gid)
+    environ = {
+        "PYTHONPATH": path,
+        "GPUTOP_CLAIMS_DIR": str(claims),
+        "GPUTOP_STATE_DIR": str(state),
+        "GPUTOP_FAKE_TIME": "30",
+        **(env or {}),
+    }
+    return as_user(user, [python, "-m", "gputop", "--fake", fake, *args], environ)

@@ -1,0 +1,105 @@
+"""Enter on a GPU process: its own CUDA view, its rank and its job's ranks, from real processes.
+
+The cards are simulated (a scenario naming the pids of real processes started here with
+the variables a DDP rank gets); the environments are read from /proc as on a real machine.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+from helpers.cuda_view import UUIDS
+from helpers.dashboard import first_sample, make_app, plain_text
+from helpers.scenarios import minimal_gpu
+from textual.widgets import Static
+
+from gputop.tui.screens.process_detail import ProcessDetailScreen
+from gputop.tui.widgets.process_table import ProcessTable
+
+BIG = (160, 48)
+
+
+def cards(processes: dict[int, list[tuple[int, int]]]) -> list[dict[str, Any]]:
+    """Four cards; ``processes[index]``: (pid, MiB) that NVML shows on it."""
+    return [
+        minimal_gpu(
+            uuid=UUIDS[index],
+            pci_bus_id=f"00000000:0{index + 1}:00.0",
+            processes=[
+                {"pid": pid, "used_memory_mib": mib, "type": "C"}
+                for pid, mib in processes.get(index, [])
+            ],
+        )
+        for index in range(4)
+    ]
+
+
+async def test_enter_on_a_rank_shows_its_cuda_view_and_its_jobs_ranks_with_their_memory(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+) -> None:
+    pinned = f"{UUIDS[3]},{UUIDS[1]}"
+    common = {"CUDA_VISIBLE_DEVICES": pinned, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    common |= {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "41234"}
+    rank0 = start_process(RANK="0", LOCAL_RANK="0", **common)
+    rank1 = start_process(RANK="1", LOCAL_RANK="1", **common)
+    stray = start_process(CUDA_VISIBLE_DEVICES=UUIDS[2])
+    scenario = scenario_file(
+        cards({3: [(rank0.pid, 3000)], 1: [(rank1.pid, 2000)], 0: [(stray.pid, 1000)]})
+    )
+    app = make_app(scenario)
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        table = app.query_one(ProcessTable)
+        assert [row.process.pid for row in table.rows] == [rank0.pid, rank1.pid, stray.pid]
+        assert "[rank 0/2]" in table.rows[0].text(9)
+        assert "[not its cuda card]" in table.rows[2].text(9)
+        table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ProcessDetailScreen)
+        detail = plain_text(app.screen.query_one("#process-detail", Static), width=200)
+        assert f"PID {rank0.pid}" in detail
+        assert "CUDA_VISIBLE_DEVICES=" + pinned in detail
+        assert "cuda:0 → GPU 3" in detail and "cuda:1 → GPU 1" in detail
+        assert "rank 0 of 2, local rank 0, rendezvous 127.0.0.1:41234" in detail
+        assert "Its job: 2 ranks here, 4.9G GPU memory" in detail
+        assert "excludes" not in detail
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ProcessDetailScreen)
+        await pilot.press("end", "enter")
+        await pilot.pause()
+        detail = plain_text(app.screen.query_one("#process-detail", Static), width=200)
+        assert "NVML shows it on GPU 0, which its own CUDA_VISIBLE_DEVICES excludes" in detail
+
+
+async def test_a_jobs_ranks_stay_together_and_r_collapses_them_into_one_line_with_its_memory(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+) -> None:
+    common = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "41234"}
+    rank0 = start_process(RANK="0", **common)
+    rank1 = start_process(RANK="1", **common)
+    other = start_process()
+    # By GPU memory the other process would come between the two ranks.
+    scenario = scenario_file(
+        cards({0: [(rank1.pid, 2000)], 1: [(other.pid, 2500)], 2: [(rank0.pid, 3000)]})
+    )
+    app = make_app(scenario)
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        table = app.query_one(ProcessTable)
+        assert [row.process.pid for row in table.rows] == [rank0.pid, rank1.pid, other.pid]
+        table.focus()
+        await pilot.press("r")
+        (summary, rest) = table.rows
+        assert rest.process.pid == other.pid
+        assert summary.text(0) == "2,0" and summary.text(1) == "▸ 2 ranks"
+        assert summary.text(4) == "4.9G"
+        assert summary.text(9).startswith("[ranks of 127.0.0.1:41234] ")
+        assert table.current_process is None  # t/T never act on a whole job's line
+        await pilot.press("enter")  # enter on the job's line opens it again
+        assert [row.process.pid for row in table.rows] == [rank0.pid, rank1.pid, other.pid]

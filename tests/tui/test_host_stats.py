@@ -1,0 +1,79 @@
+"""The host line (issue 28): CPU load, memory, swap, uptime; real here, simulated on fakes."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import psutil
+import pytest
+from helpers.dashboard import first_sample, make_app
+
+from gputop.core.host_stats import (
+    GIB,
+    HostStats,
+    host_line,
+    read_host_stats,
+    simulated_host_stats,
+)
+from gputop.core.sampling.source import open_backend
+from gputop.tui.widgets.status_bar import HostBar
+
+
+def test_this_machine_is_read_from_the_kernel() -> None:
+    now = time.time()
+    stats = read_host_stats(now)
+    assert stats.cpu_count == os.cpu_count()
+    assert stats.memory_total_bytes == psutil.virtual_memory().total
+    assert stats.memory_used_bytes is not None
+    assert 0 <= stats.memory_used_bytes <= stats.memory_total_bytes
+    assert stats.uptime_s is not None
+    assert abs(stats.uptime_s - (now - psutil.boot_time())) < 5
+    assert stats.load_1m is not None and stats.load_1m >= 0
+
+
+def test_the_line_has_every_reading_in_one_format() -> None:
+    stats = HostStats(1.234, 0.5, 0.25, 16, 12 * GIB, 64 * GIB, 0, 8 * GIB, 3 * 86400 + 4 * 3600)
+    assert host_line(stats) == (
+        "up 3d04h  load 1.23 0.50 0.25 / 16 CPUs  mem 12.0 / 64.0 GiB  swap 0.0 / 8.0 GiB"
+    )
+
+
+def test_readings_that_failed_show_as_n_a_never_as_nan() -> None:
+    stats = HostStats(math.nan, None, math.inf, None, None, 64 * GIB, None, None, None)
+    assert host_line(stats) == "up N/A  load N/A N/A N/A  mem N/A  swap N/A"
+
+
+def test_a_simulated_host_is_as_big_as_its_processes_need() -> None:
+    stats = simulated_host_stats([9000.0, None, 3000.0], [600 * GIB, None], uptime_s=10.0)
+    assert stats.load_1m == pytest.approx(120.0)
+    assert stats.cpu_count is not None and stats.cpu_count >= 180
+    assert stats.memory_used_bytes is not None and stats.memory_total_bytes is not None
+    assert stats.memory_used_bytes * 1.5 <= stats.memory_total_bytes
+
+
+def test_a_simulated_host_is_the_same_on_every_machine_and_up_before_its_processes() -> None:
+    backend = open_backend("demo", environ={"GPUTOP_FAKE_TIME": "30"})
+    try:
+        snapshot = backend.sample()
+    finally:
+        backend.close()
+    stats = snapshot.host_stats
+    assert stats is not None and stats.uptime_s is not None
+    oldest = min(p.start_time for g in snapshot.gpus for p in g.processes if p.start_time)
+    assert snapshot.timestamp - stats.uptime_s < oldest  # booted before every process
+    assert stats.cpu_count == 64  # not this machine's
+
+
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)])
+async def test_the_dashboard_shows_the_host_line_under_the_status_line(
+    size: tuple[int, int],
+) -> None:
+    app = make_app("demo")
+    async with app.run_test(size=size) as pilot:
+        await first_sample(pilot)
+        bar = app.query_one(HostBar)
+        assert app.snapshot is not None and app.snapshot.host_stats is not None
+        assert str(bar.render()).startswith("up ")
+        assert bar.region.y == 1 and bar.region.height == 1

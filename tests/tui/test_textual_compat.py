@@ -1,0 +1,260 @@
+"""What gputop assumes of Textual's internals, one test per assumption
+(gputop/tui/textual_compat.py). A Textual upgrade that breaks one fails here, by name."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import textwrap
+
+import pytest
+from helpers import REPO
+from helpers.pty_run import run_in_pty
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.css.query import NoMatches
+from textual.widget import Widget
+from textual.widgets import Static
+
+from gputop.tui.textual_compat import (
+    ExceptionHook,
+    LinuxDriver,
+    app_closing,
+    textual_handles_exception,
+    visual_strips,
+)
+
+SIZE = (50, 12)
+
+# -- the terminal driver ---------------------------------------------------------------------
+
+
+def test_textual_chooses_its_linux_driver_where_no_other_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import textual.constants
+
+    monkeypatch.setattr(textual.constants, "DRIVER", None)  # TEXTUAL_DRIVER unset
+    assert App().get_driver_class() is LinuxDriver
+
+
+RECORDING_APP = textwrap.dedent(
+    """
+    import os, sys
+    from textual.app import App
+    from textual.widgets import Static
+    from gputop.tui.textual_compat import LinuxDriver, terminal_fd
+
+    written = open(sys.argv[1], "w", encoding="utf-8", newline="")
+    size_seen = open(sys.argv[2], "w", encoding="utf-8")
+
+    class RecordingDriver(LinuxDriver):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            size = os.get_terminal_size(terminal_fd(self))
+            size_seen.write(f"{size.columns}x{size.lines}")
+            size_seen.close()
+
+        def write(self, data):
+            written.write(data)
+            written.flush()
+            super().write(data)
+
+    class Small(App):
+        def get_driver_class(self):
+            return RecordingDriver
+
+        def compose(self):
+            yield Static("gputop checks what Textual writes")
+
+        def on_mount(self):
+            self.call_after_refresh(self.exit)
+
+    Small().run()
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes, str]:
+    """A small app on a real pty whose driver records every ``write``: what the terminal
+    got, what went through ``write``, and the size the driver's descriptor reported."""
+    directory = tmp_path_factory.mktemp("driver")
+    written, size = directory / "written", directory / "size"
+    env = {key: value for key, value in os.environ.items() if key != "TEXTUAL_DRIVER"}
+    env["TERM"] = "xterm-256color"
+    run = run_in_pty([sys.executable, "-c", RECORDING_APP, str(written), str(size)], env, size=SIZE)
+    assert run.exit_code == 0, bytes(run.output).decode(errors="replace")
+    return bytes(run.output), written.read_bytes(), size.read_text()
+
+
+def test_everything_textual_sends_the_terminal_goes_through_the_drivers_write(
+    recorded: tuple[bytes, bytes, str],
+) -> None:
+    terminal_got, through_write, _ = recorded
+    assert b"gputop checks what Textual writes" in through_write
+    # The pty's line discipline turns each newline into CR LF (ONLCR), nothing else.
+    assert terminal_got.replace(b"\r\n", b"\n") == through_write
+
+
+def test_the_drivers_descriptor_is_the_terminal_whose_size_is_the_screens(
+    recorded: tuple[bytes, bytes, str],
+) -> None:
+    assert recorded[2] == f"{SIZE[0]}x{SIZE[1]}"
+
+
+# -- the app on its way out ------------------------------------------------------------------
+
+
+class Closing(App[None]):
+    """Records ``app_closing`` while it runs and while its widgets are taken down."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[str, bool] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Watcher()
+
+
+class Watcher(Static):
+    def on_unmount(self) -> None:
+        closing = self.app
+        assert isinstance(closing, Closing)
+        closing.seen["unmounting"] = app_closing(closing)
+
+
+async def test_an_app_is_closing_once_exit_is_called_and_while_textual_takes_it_down() -> None:
+    app = Closing()
+    async with app.run_test(size=SIZE) as pilot:
+        app.seen["running"] = app_closing(app)
+        app.exit()
+        app.seen["exit called"] = app_closing(app)
+        await pilot.pause()
+    assert app.seen == {"running": False, "exit called": True, "unmounting": True}
+
+
+async def test_a_message_handled_while_the_app_closes_finds_its_widgets_gone() -> None:
+    """Why gputop asks ``app_closing``: a late handler's query fails with NoMatches."""
+    found: list[str] = []
+
+    class Late(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Static(id="panel")
+
+        def on_unmount(self) -> None:
+            assert app_closing(self)
+            try:
+                self.query_one("#panel")
+            except NoMatches:
+                found.append("gone")
+
+    app = Late()
+    async with app.run_test(size=SIZE):
+        app.exit()
+    assert found == ["gone"]
+
+
+# -- an exception that reaches Textual -------------------------------------------------------
+
+
+class Failing(ExceptionHook, App[None]):
+    def __init__(self, hand_on: Exception | None) -> None:
+        super().__init__()
+        self.hand_on = hand_on
+        self.reached: list[Exception] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("failing")
+
+    def on_key(self) -> None:
+        raise KeyError("a bug in a handler")
+
+    def exception_reached_textual(self, error: Exception) -> None:
+        self.reached.append(error)
+        textual_handles_exception(self, self.hand_on or error)
+
+
+class RendersAsNothing(Exception):
+    def __rich__(self) -> Text:
+        return Text()
+
+
+async def test_an_exception_escaping_a_handler_reaches_the_hook_and_textual_exits_with_1() -> None:
+    handed = RendersAsNothing("handed on")
+    app = Failing(handed)
+    with pytest.raises(RendersAsNothing):  # run_test raises what Textual was handed
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("x")
+            await pilot.pause()
+    assert [repr(error) for error in app.reached] == [repr(KeyError("a bug in a handler"))]
+    assert app.return_code == 1
+    assert not app.is_running
+
+
+# -- a widget's text as Textual renders it ---------------------------------------------------
+
+
+class Lines(Widget):
+    DEFAULT_CSS = "Lines { height: 4; color: red; background: blue; }"
+
+    TEXT = Text.assemble(("bold ", "bold"), "plain\n", ("second", "green"), "\n\nlast")
+
+    def render(self) -> Text:
+        return self.TEXT
+
+
+async def test_visual_strips_are_the_strips_textual_renders_for_a_widgets_text() -> None:
+    class Holder(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Lines()
+
+    app = Holder()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        widget = app.query_one(Lines)
+        width, height = widget.size
+        ours = visual_strips(widget, Lines.TEXT, width, height, widget.visual_style)
+        textuals = [widget.render_line(y) for y in range(height)]
+        assert [strip.text for strip in ours] == [strip.text for strip in textuals]
+        assert [list(strip) for strip in ours] == [list(strip) for strip in textuals]
+
+
+PRIVATE_ATTRIBUTE = re.compile(r"\.(_[a-z]\w*)\b")
+DEFINED_PRIVATE = re.compile(
+    r"self\.(_\w+)\s*(?::[^=\n]*)?=[^=]|def (_\w+)|^\s*(_\w+)\s*[:=]|^class (_\w+)"
+    r"|import .*\b(_\w+)",
+    re.MULTILINE,
+)
+INTERNAL_MODULES = re.compile(r"textual\.(drivers|visual)\b|textual(\.\w+)*\._\w+")
+
+
+def test_no_module_of_the_dashboard_but_the_compat_one_reaches_into_textual() -> None:
+    """No module of gputop/tui or gputop/cli but textual_compat.py imports Textual's internal
+    modules, or reads an underscore name that gputop does not define itself (one of
+    Textual's: ``app._exit``), or overrides Textual's ``_handle_exception``."""
+    package = REPO / "gputop"
+    sources = {
+        path: path.read_text(encoding="utf-8")
+        for folder in ("tui", "cli")
+        for path in (package / folder).rglob("*.py")
+    }
+    ours = {
+        name
+        for source in sources.values()
+        for match in DEFINED_PRIVATE.finditer(source)
+        for name in match.groups()
+        if name
+    }
+    reaching = sorted(
+        f"{path.relative_to(package)}: {sorted(found)}"
+        for path, source in sources.items()
+        if path.name != "textual_compat.py"
+        and (
+            found := {name for name in PRIVATE_ATTRIBUTE.findall(source) if name not in ours}
+            | set(m.group(0) for m in INTERNAL_MODULES.finditer(source))
+            | ({"_handle_exception"} if "def _handle_exception" in source else set())
+        )
+    )
+    assert reaching == []

@@ -1,0 +1,275 @@
+"""Sending only the changed cells must leave the terminal showing what Textual drew."""
+
+from __future__ import annotations
+
+import pyte
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from textual.drivers.headless_driver import HeadlessDriver
+from textual.drivers.linux_driver import LinuxDriver
+
+from gputop.tui.screen_diff import (
+    DIFFED,
+    NOT_FOLLOWED,
+    UNCHANGED,
+    WHOLE,
+    DiffingLinuxDriver,
+    ScreenDiff,
+    driver_with_screen_diff,
+)
+
+SIZE = (12, 4)
+RED = "\x1b[38;2;255;0;0m"
+BLUE = "\x1b[38;2;0;0;255;48;2;9;9;9m"
+BOLD_ITALIC = "\x1b[1;3;38;2;0;255;0;48;2;9;9;9m"
+REVERSE = "\x1b[7;4m"
+
+
+class Terminal:
+    """A real terminal emulator (pyte): what a person would see, colours and attributes."""
+
+    def __init__(self, columns: int, rows: int) -> None:
+        self.screen = pyte.Screen(columns, rows)
+        self.stream = pyte.Stream(self.screen)
+
+    def feed(self, data: str) -> None:
+        self.stream.feed(data)
+
+    @property
+    def cells(self) -> list[list[tuple[object, ...]]]:
+        return [
+            [
+                (c.data, c.fg, c.bg, c.bold, c.italics, c.underscore, c.reverse)
+                for c in (self.screen.buffer[y][x] for x in range(self.screen.columns))
+            ]
+            for y in range(self.screen.lines)
+        ]
+
+
+def frame(*lines: tuple[int, int, str, str]) -> str:
+    """Textual's way: every line placed, every segment in its colour then reset."""
+    return "".join(f"\x1b[{y + 1};{x + 1}H{sgr}{text}\x1b[0m" for y, x, sgr, text in lines)
+
+
+def test_a_frame_that_changes_nothing_sends_nothing() -> None:
+    diff = ScreenDiff()
+    first = frame((0, 0, RED, "GPU  93%"), (1, 0, "", "mem"))
+    assert "GPU  93%" in diff.filter(first, SIZE)  # nothing known yet: all of it
+    assert diff.filter(first, SIZE) == ""
+
+
+def test_one_changed_character_is_sent_alone_in_its_colour() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "GPU  94%")), SIZE)
+    assert update == "\x1b[38;2;255;0;0m\x1b[1;7H4\x1b[0m"
+
+
+def test_a_change_on_the_next_row_is_reached_by_the_shorter_relative_move() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "GPU 2"), (1, 0, RED, "MEM 12")), SIZE)
+    assert update == RED + "\x1b[1;5H2\x1b[B2\x1b[0m"
+    update = diff.filter(frame((0, 0, RED, "GPU 3"), (1, 0, RED, "MEM 23")), SIZE)
+    assert update == RED + "\x1b[1;5H3\x1b[B\b23\x1b[0m"  # one cell back: a backspace
+
+
+def test_unchanged_box_characters_are_moved_over_not_resent() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "1│││1")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "2│││2")), SIZE)
+    assert update == RED + "\x1b[1H2\x1b[3C2\x1b[0m"  # 4 bytes, not 9 of box characters
+
+
+def test_after_the_last_column_the_next_move_is_absolute() -> None:
+    """A terminal's cursor waits to wrap there; a relative move from it is not portable."""
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "abcdefghijk1"), (1, 0, RED, "abcdefghijk1")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "abcdefghijk2"), (1, 0, RED, "abcdefghijk2")), SIZE)
+    assert update == RED + "\x1b[1;12H2\x1b[2;12H2\x1b[0m"
+
+
+def test_a_scrolling_sparkline_is_shifted_by_the_terminal() -> None:
+    """Delete a character at its left end, insert one at its right end: the rest of the row
+    (the card's border, the next card) stays in place, and one new point is written."""
+    wide = (40, 2)
+    old = "│ ▇█▇██▇█▇▇█▇ ││ x │"
+    new = "│ █▇██▇█▇▇█▇▁ ││ x │"
+    textual, ours, diff = Terminal(*wide), Terminal(*wide), ScreenDiff()
+    for line in (old, new):
+        data = frame((0, 0, RED, line.ljust(wide[0])), (1, 0, BLUE, "status"))
+        textual.feed(data)
+        ours.feed(diff.filter(data, wide))
+    assert ours.cells == textual.cells
+    update = ScreenDiff()
+    update.filter(frame((0, 0, RED, old.ljust(wide[0]))), wide)
+    sent = update.filter(frame((0, 0, RED, new.ljust(wide[0]))), wide)
+    # the colour first: the new point is written straight after the insert
+    assert sent == RED + "\x1b[1;3H\x1b[P\x1b[10C\x1b[@▁\x1b[0m"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet="▁▇█ ab│", min_size=12, max_size=12),
+    st.integers(0, 10),
+    st.integers(1, 12),
+    st.sampled_from("▁▇█ "),
+)
+def test_a_row_shifted_left_shows_what_textual_wrote(
+    row: str, start: int, length: int, new_point: str
+) -> None:
+    end = min(start + length, SIZE[0] - 1)
+    shifted = row[:start] + row[start + 1 : end + 1] + new_point + row[end + 1 :]
+    textual, ours, diff = Terminal(*SIZE), Terminal(*SIZE), ScreenDiff()
+    for line in (row, shifted):
+        data = frame((1, 0, RED, line[: SIZE[0]]), (2, 3, BLUE, "x"))
+        textual.feed(data)
+        ours.feed(diff.filter(data, SIZE))
+        assert ours.cells == textual.cells
+
+
+def test_the_cursor_is_put_back_where_textual_left_it() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%")) + "\x1b[4;1H", SIZE)
+    update = diff.filter(frame((0, 0, RED, "GPU  94%")) + "\x1b[4;1H", SIZE)
+    assert update.endswith("\x1b[4;1H")
+
+
+def test_a_first_full_repaint_goes_through_unchanged_and_a_repeat_sends_nothing() -> None:
+    # Textual paints the whole screen twice as it starts: the second costs nothing.
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    full = frame(*((y, 0, BLUE, "x" * columns) for y in range(rows)))
+    assert diff.filter(full, SIZE) == full
+    assert diff.filter(full, SIZE) == ""
+
+
+def test_a_full_repaint_of_wide_characters_goes_through_unchanged() -> None:
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    full = frame(*((y, 0, BLUE, "漢" * (columns // 2)) for y in range(rows)))
+    assert diff.filter(full, SIZE) == full
+    assert diff.filter(full, SIZE) == ""
+
+
+def test_a_full_repaint_after_forget_goes_through_whole() -> None:
+    # ctrl+l: the terminal may show something else; every cell must be sent again.
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    full = frame(*((y, 0, BLUE, "x" * columns) for y in range(rows)))
+    diff.filter(full, SIZE)
+    diff.forget()
+    assert diff.filter(full, SIZE) == full
+
+
+def test_a_full_repaint_that_changes_a_little_sends_only_that() -> None:
+    diff = ScreenDiff()
+    columns, rows = SIZE
+    diff.filter(frame(*((y, 0, BLUE, "x" * columns) for y in range(rows))), SIZE)
+    lines = [(y, 0, BLUE, "x" * columns) for y in range(rows)]
+    lines[2] = (2, 0, BLUE, "x" * (columns - 1) + "y")
+    update = diff.filter(frame(*lines), SIZE)
+    assert "y" in update and "x" not in update
+
+
+def test_a_resized_terminal_gets_whole_frames_again() -> None:
+    diff = ScreenDiff()
+    line = frame((0, 0, RED, "GPU  93%"))
+    diff.filter(line, SIZE)
+    assert "GPU  93%" in diff.filter(line, (20, 6))
+
+
+def test_leaving_the_alternate_screen_forgets_what_was_shown() -> None:
+    diff = ScreenDiff()
+    line = frame((0, 0, RED, "GPU  93%"))
+    diff.filter(line, SIZE)
+    assert diff.filter("\x1b[?1049l", SIZE) == "\x1b[?1049l"
+    assert "GPU  93%" in diff.filter(line, SIZE)
+
+
+def test_mode_changes_and_queries_keep_what_was_shown() -> None:
+    diff = ScreenDiff()
+    line = frame((0, 0, RED, "GPU  93%"))
+    diff.filter(line, SIZE)
+    for harmless in ("\x1b[?2026h", "\x1b[?1000h", "\x1b[?2026$p", "\x1b]22;default\x07"):
+        assert diff.filter(harmless, SIZE) == harmless
+    assert diff.filter(line, SIZE) == ""
+
+
+def test_a_change_beside_a_wide_character_sends_it_whole() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, "", "ab漢c")), SIZE)
+    update = diff.filter(frame((0, 0, "", "ab漢d")), SIZE)
+    assert update == "\x1b[1;5Hd"
+    update = diff.filter(frame((0, 0, "", "ab字d")), SIZE)
+    assert "字" in update
+
+
+segments = st.lists(
+    st.tuples(
+        st.integers(0, SIZE[1] - 1),
+        st.integers(0, SIZE[0] - 6),
+        st.sampled_from(["", RED, BLUE, BOLD_ITALIC, REVERSE]),
+        st.text(alphabet="ab %█漢", min_size=1, max_size=3),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(segments, min_size=1, max_size=8))
+def test_the_terminal_shows_what_textual_wrote(frames: list[list[tuple]]) -> None:
+    textual, ours = Terminal(*SIZE), Terminal(*SIZE)
+    diff = ScreenDiff()
+    for lines in frames:
+        data = frame(*lines)
+        textual.feed(data)
+        ours.feed(diff.filter(data, SIZE))
+        assert ours.cells == textual.cells
+
+
+@pytest.mark.parametrize("setting", [None, "", "1", "on"])
+def test_textuals_terminal_driver_gets_the_screen_diff_by_default(setting: str | None) -> None:
+    environ = {} if setting is None else {"GPUTOP_SCREEN_DIFF": setting}
+    assert driver_with_screen_diff(LinuxDriver, environ) is DiffingLinuxDriver
+
+
+@pytest.mark.parametrize("setting", ["0", "off", "no", "false", " OFF "])
+def test_gputop_screen_diff_0_keeps_textuals_own_driver(setting: str) -> None:
+    assert driver_with_screen_diff(LinuxDriver, {"GPUTOP_SCREEN_DIFF": setting}) is LinuxDriver
+
+
+def test_other_drivers_are_kept() -> None:
+    assert driver_with_screen_diff(HeadlessDriver, {}) is HeadlessDriver
+
+
+# -- what the diff did, for the pty test to check (tests/tui/test_screen_diff_pty.py) ------------
+
+
+def test_a_frame_of_every_cell_is_sent_whole_and_a_later_change_is_diffed() -> None:
+    diff = ScreenDiff()
+    every_cell = frame(*((y, 0, RED, "x" * SIZE[0]) for y in range(SIZE[1])))
+    assert diff.filter(every_cell, SIZE) == every_cell
+    assert diff.last_outcome == WHOLE
+    diff.filter(frame((0, 0, RED, "y")), SIZE)
+    assert diff.last_outcome == DIFFED
+
+
+def test_a_sequence_the_diff_does_not_know_is_said_as_not_followed() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
+    erase_line = "\x1b[1;1H\x1b[2KGPU  94%"  # Textual never writes EL; a new Textual might
+    assert diff.filter(erase_line, SIZE) == erase_line
+    assert diff.last_outcome == NOT_FOLLOWED
+    # what the terminal shows was forgotten: the next frame's cells are all sent again
+    assert "GPU  95%" in diff.filter(frame((0, 0, RED, "GPU  95%")), SIZE)
+
+
+def test_modes_and_cursor_moves_are_passed_on_as_unchanged() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU")), SIZE)
+    for data in ("\x1b[?25l", "\x1b[?2026$p", "\x1b[2;3H"):
+        assert diff.filter(data, SIZE) == data
+        assert diff.last_outcome == UNCHANGED

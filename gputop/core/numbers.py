@@ -61,16 +61,38 @@ def parse_seconds(text: str, what: str, minimum: float, maximum: float) -> float
     return value
 
 
+MAX_COUNT = 10**MAX_ID_DIGITS - 1
+"""The largest whole number ``parse_count`` takes where no smaller maximum is given."""
+
+
 def parse_count(text: str, what: str, minimum: int, maximum: int | None = None) -> int:
-    """A whole number in ASCII digits in ``[minimum, maximum]``."""
+    """A whole number in ASCII digits in ``[minimum, maximum]`` (``maximum``: at most
+    ``MAX_COUNT``). A whole number with more digits than that is too large (or too small),
+    said as such: never ``int()`` on a text of any length."""
     stripped = text.strip()
-    if not is_ascii_digits(stripped.removeprefix("-")) or len(stripped) > MAX_ID_DIGITS:
+    digits = stripped.removeprefix("-")
+    if not is_ascii_digits(digits):
         raise UsageError(f"{what} {text!r} is not a whole number (digits 0-9).")
+    if maximum is not None:
+        bounds = f"from {minimum} to {maximum}"
+    else:
+        bounds = f"{minimum} or more, at most {MAX_COUNT}"
+    if len(digits.lstrip("0")) > MAX_ID_DIGITS:
+        size = "too small" if stripped.startswith("-") else "too large"
+        raise UsageError(f"{what} {_digits_shown(stripped)} is {size}: give {bounds}.")
     value = int(stripped)
     if value < minimum or (maximum is not None and value > maximum):
-        bounds = f"from {minimum} to {maximum}" if maximum is not None else f"{minimum} or more"
+        if maximum is None:
+            bounds = f"{minimum} or more"
         raise UsageError(f"{what} {value} is out of range: give {bounds}.")
     return value
+
+
+def _digits_shown(digits: str) -> str:
+    """A long number as a message quotes it: whole up to 40 characters, else its start."""
+    if len(digits) <= 40:
+        return repr(digits)
+    return f"{digits[:24]!r}... ({len(digits)} characters)"
 
 
 def finite_or_none(value: Any) -> Any:

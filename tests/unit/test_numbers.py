@@ -296,3 +296,57 @@ def test_pick_and_jobs_read_without_creating_a_store(
     assert code == 0 and out.startswith("No jobs yet.")
     assert gputop(capsys, "jobs", "--json")[1] == "[]\n"
     assert not state_dir.exists()
+
+
+TOO_MANY_DIGITS = "99999999999999999999"
+
+
+@pytest.mark.parametrize(
+    ("argv", "complaint"),
+    [
+        (["pick", "--fake", "v100x4", "-n", TOO_MANY_DIGITS], "give 1 or more, at most"),
+        (["pick", "--fake", "v100x4", "--min-free-mib", TOO_MANY_DIGITS], "give 0 or more"),
+        (["pick", "--fake", "v100x4", "--max-util", TOO_MANY_DIGITS], "give from 0 to 100"),
+        (["run", "--fake", "v100x4", "--auto", TOO_MANY_DIGITS, "--", "true"], "at most"),
+        (["claim", "--fake", "v100x4", "-n", TOO_MANY_DIGITS], "give from 1 to 4096"),
+        (["exporter", "--listen", f"127.0.0.1:{TOO_MANY_DIGITS}"], "give from 0 to 65535"),
+    ],
+)
+def test_a_whole_number_with_too_many_digits_is_too_large_not_malformed(
+    capsys: pytest.CaptureFixture[str], state_dir: Path, argv: list[str], complaint: str
+) -> None:
+    code, out, err = gputop(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert f"'{TOO_MANY_DIGITS}' is too large" in err or f"{TOO_MANY_DIGITS} is too large" in err
+    assert complaint in err
+    assert "not a whole number" not in err and "internal error" not in err
+    assert not state_dir.exists()
+
+
+def test_a_negative_whole_number_with_too_many_digits_is_too_small(
+    capsys: pytest.CaptureFixture[str], state_dir: Path
+) -> None:
+    code, out, err = gputop(capsys, "pick", "--fake", "v100x4", "--min-free-mib", "-" + "9" * 30)
+    assert (code, out) == (2, "")
+    assert "is too small: give 0 or more" in err
+    assert "not a whole number" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "--since", "99999d"],
+        ["report", "--since", "999999999999d"],
+        ["report", "--since", "1" + "0" * 40 + "s"],
+        ["report", "--since", "7d", "--until", "999999999999d"],
+        ["claim", "--fake", "v100x4", "-n", "1", "--for", "999999999999d"],
+    ],
+)
+def test_a_duration_with_too_many_digits_is_too_long_not_malformed(
+    capsys: pytest.CaptureFixture[str], state_dir: Path, tmp_path: Path, argv: list[str]
+) -> None:
+    code, out, err = gputop(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert "is too long" in err
+    assert "is not a time" not in err and "is not a duration" not in err
+    assert "internal error" not in err

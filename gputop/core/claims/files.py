@@ -22,6 +22,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.core.numbers import valid_text
 from gputop.core.safe_text import clean
 
 SUFFIX = ".claim"
@@ -129,7 +130,7 @@ def content(
         "uid": uid,
         "user": user,
         "until": round(until, 3),
-        "note": note,
+        "note": valid_text(note),  # a job's name may hold bytes that are not UTF-8
         "job": job,
     }
     data = json.dumps(document, ensure_ascii=True, allow_nan=False).encode()

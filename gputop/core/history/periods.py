@@ -14,7 +14,9 @@ from gputop.core.numbers import LATEST_TIME_S
 
 UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_DURATION_S = 100 * 365 * 86400.0
-_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
+_DURATION = re.compile(r"([0-9]+)([smhdw])")
+_MAX_DURATION_DIGITS = 10
+"""More significant digits than this is longer than ``MAX_DURATION_S`` in any unit."""
 _ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9:.+\-Z]+)?")
 EARLIEST_S = 0.0
 """1970-01-01T00:00Z: nothing was recorded before it; a duration that reaches further back
@@ -33,10 +35,18 @@ def parse_duration(text: str, what: str) -> float:
     match = _DURATION.fullmatch(text.strip()) if text.isascii() else None
     if match is None:
         raise UsageError(f"{what} {text!r} is not a duration: give {DURATION_FORMS}.")
-    seconds = int(match.group(1)) * UNITS_S[match.group(2)]
+    digits = match.group(1).lstrip("0")
+    if len(digits) > _MAX_DURATION_DIGITS:  # a whole number, too large: never int() on it
+        raise UsageError(_too_long(what, text))
+    seconds = int(digits or "0") * UNITS_S[match.group(2)]
     if seconds > MAX_DURATION_S:
-        raise UsageError(f"{what} {text!r} is longer than a hundred years.")
+        raise UsageError(_too_long(what, text))
     return float(seconds)
+
+
+def _too_long(what: str, text: str) -> str:
+    shown = repr(text) if len(text) <= 40 else f"{text[:24]!r}... ({len(text)} characters)"
+    return f"{what} {shown} is too long: give at most a hundred years (36500d)."
 
 
 def parse_moment(text: str, what: str, now: float) -> float:

@@ -13,6 +13,8 @@ import stat
 import time
 from typing import BinaryIO
 
+from gputop.core.safe_text import clean
+
 LOG_PREFIX = "[gputop] "
 
 
@@ -34,9 +36,14 @@ def open_log(path: str | os.PathLike[str]) -> BinaryIO:
 
 
 def gputop_line(text: str) -> bytes:
-    """One line gputop writes into a job's log, stamped with the local time."""
+    """One line gputop writes into a job's log, stamped with the local time.
+
+    The whole text is cleaned (``safe_text.clean``): it quotes job names, commands, paths
+    and error messages, and a log is shown on terminals that keep its colours
+    (docs/security.md), so no ESC, newline or undecodable byte of theirs gets in: the line
+    is one line of valid UTF-8 with nothing a terminal obeys."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    return f"{LOG_PREFIX}{stamp} {text}\n".encode(errors="replace")
+    return f"{LOG_PREFIX}{stamp} {clean(text)}\n".encode()
 
 
 def last_line(path: str | os.PathLike[str], tail_bytes: int = 16384) -> str | None:

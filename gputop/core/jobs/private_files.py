@@ -473,7 +473,7 @@ def write_env_file(state_dir: Path, run_dir: str, job_id: int, environ: Mapping[
                 f"Cannot create {state_dir / run_dir / name}: {_cause(error)}."
             ) from None
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(dict(environ), handle, allow_nan=False)
+            json.dump(_env_record(environ), handle, allow_nan=False)
     finally:
         os.close(run_fd)
     return str(state_dir / run_dir / name)
@@ -495,12 +495,48 @@ def read_env_file(env_file: str) -> dict[str, str] | None:
             return None
         with os.fdopen(fd, encoding="utf-8") as handle:
             data = json.load(handle)
-        if not isinstance(data, dict):
-            return None
-        return {str(key): str(value) for key, value in data.items()}
+        return _env_from_record(data)
     except (OSError, ValueError):
         return None
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path.name, dir_fd=dir_fd)
         os.close(dir_fd)
+
+
+ENV_BYTES_KEY = ""
+"""In an env file, the variables whose name or value is not UTF-8, as hex of their bytes:
+no variable has an empty name, and the file stays strict JSON (no lone surrogate)."""
+
+
+def _env_record(environ: Mapping[str, str]) -> dict[str, object]:
+    record: dict[str, object] = {}
+    undecodable: list[list[str]] = []
+    for key, value in environ.items():
+        try:
+            key.encode("utf-8")
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            undecodable.append([os.fsencode(key).hex(), os.fsencode(value).hex()])
+        else:
+            record[key] = value
+    if undecodable:
+        record[ENV_BYTES_KEY] = undecodable
+    return record
+
+
+def _env_from_record(data: object) -> dict[str, str] | None:
+    """The environment an env file holds (``_env_record``); ``None`` if it holds none."""
+    if not isinstance(data, dict):
+        return None
+    undecodable = data.pop(ENV_BYTES_KEY, [])
+    environ = {str(key): str(value) for key, value in data.items()}
+    if not isinstance(undecodable, list):
+        return None
+    for pair in undecodable:
+        if not (isinstance(pair, list) and len(pair) == 2):
+            return None
+        if not all(isinstance(part, str) for part in pair):
+            return None
+        environ[os.fsdecode(bytes.fromhex(pair[0]))] = os.fsdecode(bytes.fromhex(pair[1]))
+    return environ

@@ -35,10 +35,11 @@ from gputop.core.jobs.store_file import (
     open_read_only,
     store_identity,
 )
-from gputop.core.jobs.store_rows import job_columns, row_to_job
+from gputop.core.jobs.store_rows import column_text, job_columns, row_to_job, text_column
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.mig_targets import target_keys
+from gputop.core.numbers import valid_text
 from gputop.core.process_control import current_boot_id
 from gputop.core.safe_text import clean
 from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption
@@ -63,6 +64,12 @@ FAULT_CONSEQUENCE = (
 
 _ACTIVE = (JobState.WAITING, JobState.RUNNING)
 _NOT_ENDED = (JobState.WAITING, JobState.RUNNING, JobState.LOST)
+
+
+def _note(note: str | None) -> str | None:
+    """A note as the store keeps it: valid UTF-8 (a path or a command it quotes may hold
+    bytes that are not UTF-8, kept as ``\\xNN``); notes are for a person, never run."""
+    return None if note is None else valid_text(note)
 
 
 class JobNotFound(GputopError):
@@ -258,7 +265,7 @@ class JobStore:
     def history(self, limit: int = 200) -> list[str]:
         """Commands launched before, oldest first and newest last, each once."""
         rows = self._rows("SELECT command_text FROM history ORDER BY seq DESC LIMIT ?", (limit,))
-        return [row[0] for row in reversed(rows)]
+        return [column_text(row[0]) for row in reversed(rows)]
 
     # --- writing -------------------------------------------------------------------------
 
@@ -289,11 +296,11 @@ class JobStore:
                 "boot_id, token) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    name,
+                    text_column(name),
                     json.dumps(list(command), allow_nan=False),
-                    command_text,
+                    text_column(command_text),
                     int(uses_shell),
-                    cwd,
+                    text_column(cwd),
                     json.dumps(list(physical_indices), allow_nan=False),
                     json.dumps(list(uuids), allow_nan=False),
                     json.dumps(dict(env), allow_nan=False),
@@ -318,7 +325,9 @@ class JobStore:
                 raise StoreError(
                     f"Cannot create the job log {log_path}: {error.strerror or error}."
                 ) from None
-            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (str(log_path), job_id))
+            conn.execute(
+                "UPDATE jobs SET log_path = ? WHERE id = ?", (text_column(str(log_path)), job_id)
+            )
         return self.get(job_id)
 
     def add_history(self, command_text: str) -> None:
@@ -330,7 +339,7 @@ class JobStore:
             conn.execute(
                 "INSERT OR REPLACE INTO history (command_text, seq, used_at) VALUES "
                 "(?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM history), ?)",
-                (text, time.time()),
+                (text_column(text), time.time()),
             )
             conn.execute(
                 "DELETE FROM history WHERE seq <= (SELECT MAX(seq) FROM history) - ?",
@@ -348,7 +357,7 @@ class JobStore:
         )
 
     def set_note(self, job_id: int, note: str | None) -> None:
-        self._update(job_id, "note = ?", (note,))
+        self._update(job_id, "note = ?", (_note(note),))
 
     def set_gpus(
         self, job_id: int, physical_indices: Sequence[int], uuids: Sequence[str], env: Mapping
@@ -449,13 +458,13 @@ class JobStore:
                 "grace_s, wait_for_free, boot_id, slurm_job_id) "
                 "VALUES (?, ?, ?, 0, ?, '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, 0, ?, ?)",
                 (
-                    name,
+                    text_column(name),
                     json.dumps(list(command), allow_nan=False),
-                    command_text,
-                    cwd,
+                    text_column(command_text),
+                    text_column(cwd),
                     RunMode.DETACHED.value,
                     JobState.WAITING.value,
-                    log_path,
+                    text_column(log_path),
                     time.time(),
                     self._host,
                     DEFAULT_GRACE_S,
@@ -494,7 +503,7 @@ class JobStore:
             "ended_at = ?, exit_code = ?, signal = ?, usage = COALESCE(?, usage)",
             (
                 state.value,
-                note,
+                _note(note),
                 json.dumps(list(physical_indices), allow_nan=False),
                 started_at,
                 ended_at,
@@ -546,7 +555,7 @@ class JobStore:
                 JobState.ENDED.value,
                 exit_code,
                 signal,
-                note,
+                _note(note),
                 time.time() if ended_at is None else ended_at,
                 usage.to_text() if usage is not None else None,
             ),
@@ -570,7 +579,7 @@ class JobStore:
                 "AND supervisor_pid IS ?",
                 (
                     JobState.LOST.value,
-                    note,
+                    _note(note),
                     job_id,
                     JobState.WAITING.value,
                     JobState.RUNNING.value,

@@ -8,23 +8,49 @@ from typing import Any
 
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.usage import not_measured_text, usage_from_text, usage_note_from_text
+from gputop.core.numbers import valid_text
+
+
+def text_column(text: str) -> str | bytes:
+    """``text`` as the store keeps it: as text where it is valid UTF-8, else as its exact
+    bytes (a BLOB). A command line or a path may hold bytes that are not UTF-8, which Python
+    keeps as lone surrogates (surrogateescape) and SQLite's text cannot hold: the job must
+    still run with those bytes (its argv, its working directory). A surrogate that stands
+    for no byte becomes U+FFFD (``valid_text``)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            return valid_text(text)
+    return text
+
+
+def column_text(value: str | bytes) -> str:
+    """A text column as ``text_column`` wrote it: its bytes back as Python keeps them."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return value
 
 
 def row_to_job(row: sqlite3.Row) -> Job:
     """A job from its row in the store."""
     return Job(
         id=row["id"],
-        name=row["name"],
+        name=column_text(row["name"]),
         command=tuple(json.loads(row["command"])),
-        command_text=row["command_text"],
+        command_text=column_text(row["command_text"]),
         uses_shell=bool(row["uses_shell"]),
-        cwd=row["cwd"],
+        cwd=column_text(row["cwd"]),
         physical_indices=tuple(json.loads(row["physical_indices"])),
         uuids=tuple(json.loads(row["uuids"])),
         env=json.loads(row["env"]),
         mode=RunMode(row["mode"]),
         state=JobState(row["state"]),
-        log_path=row["log_path"],
+        log_path=column_text(row["log_path"]),
         created_at=row["created_at"],
         started_at=row["started_at"],
         ended_at=row["ended_at"],
@@ -57,17 +83,17 @@ def job_columns(job: Job) -> dict[str, Any]:
     record = job.to_json()
     return {
         "id": job.id,
-        "name": job.name,
+        "name": text_column(job.name),
         "command": json.dumps(list(job.command), allow_nan=False),
-        "command_text": job.command_text,
+        "command_text": text_column(job.command_text),
         "uses_shell": int(job.uses_shell),
-        "cwd": job.cwd,
+        "cwd": text_column(job.cwd),
         "physical_indices": json.dumps(list(job.physical_indices), allow_nan=False),
         "uuids": json.dumps(list(job.uuids), allow_nan=False),
         "env": json.dumps(dict(job.env), allow_nan=False),
         "mode": job.mode.value,
         "state": job.state.value,
-        "log_path": job.log_path,
+        "log_path": text_column(job.log_path),
         "created_at": job.created_at,
         "started_at": job.started_at,
         "ended_at": job.ended_at,

@@ -180,7 +180,7 @@ def _insert_history(connection: sqlite3.Connection, rows: list[dict[str, object]
             text, seq, used_at = row["command_text"], row["seq"], row["used_at"]
         except (IndexError, KeyError):
             continue
-        if not isinstance(text, str) or not isinstance(seq, int):
+        if not isinstance(text, (str, bytes)) or not isinstance(seq, int):  # bytes: not UTF-8
             continue
         with contextlib.suppress(sqlite3.Error):
             connection.execute(

@@ -41,6 +41,7 @@ from gputop.core.jobs.usage_meter import Measuring
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.wakeup import Wakeup
 from gputop.core.numbers import parse_seconds
+from gputop.core.safe_text import clean, clean_lines
 from gputop.core.units import duration
 
 RUNNING_POLL_S = 5.0
@@ -156,7 +157,7 @@ class Supervisor:
         """Something broke in here (the store, most likely): say so, and never abandon a
         running job: wait for it, then record its end as well as still possible."""
         self._say(f"gputop's supervisor failed: {type(error).__name__}: {error}")
-        append_to_log(self.log_path, traceback.format_exc().encode(errors="replace"))
+        append_to_log(self.log_path, clean_lines(traceback.format_exc()).encode())
         returncode = None
         if self._child is not None:
             while (returncode := self._child.poll()) is None:
@@ -568,7 +569,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         store = JobStore.open(args.state_dir, repair=True)
     except GputopError as error:
-        print(f"gputop supervisor: {error}", file=sys.stderr)
+        print(f"gputop supervisor: {clean(str(error))}", file=sys.stderr)
         return 1
     try:
         return Supervisor(
@@ -576,7 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ).run()
     except GputopError as error:
         with contextlib.suppress(OSError):  # stderr is the job's log: the disk may be full
-            print(f"gputop supervisor: job {args.job}: {error}", file=sys.stderr)
+            print(f"gputop supervisor: job {args.job}: {clean(str(error))}", file=sys.stderr)
         return 1
     finally:
         store.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rich.cells import cell_len
+from rich.cells import cell_len, set_cell_size
 from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
@@ -380,13 +380,20 @@ def _clocks(gpu: GpuSample) -> Text:
     )
 
 
+def _cells(text: str, width: int) -> str:
+    """``text`` in exactly ``width`` cells: padded, or cut with an ellipsis."""
+    if cell_len(text) > width:
+        text = set_cell_size(text, width - 1).rstrip() + "…"
+    return set_cell_size(text, width)
+
+
 def _compact_line(view: CardView, width: int) -> Text:
     gpu = view.gpu
     cursor = "▶" if view.highlighted else " "
     mark = "●" if view.selected else "○"
     name = clean((gpu.name or "unknown").replace("NVIDIA ", ""))
     throttled = throttle_badge(gpu) is not None
-    shown = f"{name[:16]:<16} ⚠" if throttled else f"{name[:18]:<18}"
+    shown = f"{_cells(name, 16)} ⚠" if throttled else _cells(name, 18)
     line = Text.assemble((cursor, "bold"), mark, f" {gpu.physical_index} ", (shown, "bold"), " ")
     if gpu.lost:
         line.append("LOST: NVML cannot reach this GPU", style="bold red")

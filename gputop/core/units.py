@@ -69,7 +69,7 @@ def duration_coarse(seconds: float | None, *, seconds_below_minute: bool = False
     if seconds is None or seconds < 0:
         return NA
     if seconds_below_minute and seconds < 60:
-        return f"{seconds:.0f}s"
+        return f"{int(seconds)}s"  # truncated, as ``duration`` does: 38.6 s is 38s on both
     minutes = int(seconds // 60)
     if minutes < 60:
         return f"{minutes}m"

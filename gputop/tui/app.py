@@ -427,7 +427,14 @@ class GputopApp(ExceptionHook, ReportsWorkerFailures, JobsActions):
         """Textual's commands, and every gputop action by name (gputop.tui.palette)."""
         from gputop.tui.palette import palette_commands
 
-        yield from super().get_system_commands(screen)
+        textual_keys = (self.action_show_help_panel, self.action_hide_help_panel)
+        for command in super().get_system_commands(screen):
+            if command.callback in textual_keys:
+                # Textual's key panel lists Textual's keys (copy, ...) and escape leaves it
+                # open: "Keys" is gputop's help, as on ?
+                yield SystemCommand("Keys", "gputop's keys and what they do (?)", self.action_help)
+            else:
+                yield command
         if screen is self.screen_stack[0]:  # the dashboard, not a dialog over it
             yield from palette_commands(self, screen)
 
@@ -439,7 +446,8 @@ class GputopApp(ExceptionHook, ReportsWorkerFailures, JobsActions):
         self.screen.refresh(self.screen.region)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(KEY_HELP))
+        if not isinstance(self.screen, HelpScreen):  # the palette's Keys over the help
+            self.push_screen(HelpScreen(KEY_HELP))
 
     def action_card_history(self) -> None:
         highlighted = self.query_one(GpuGrid).highlighted

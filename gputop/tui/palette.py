@@ -31,7 +31,7 @@ NAVIGATION = frozenset(
         "cursor_first",
         "cursor_last",
         "quit",  # Textual's own palette already offers "Quit the application"
-        "help",  # ... and "Keys" (its own help panel); ours is on ?
+        "help",  # ... and "Keys", which GputopApp.get_system_commands makes ours (?)
     }
 )
 """Bound actions the palette leaves to their keys."""

@@ -190,7 +190,11 @@ async def test_the_lab_cards_say_who_claimed_them(claims_dir: Path) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await first_lab_sample(pilot)
         said = [str(card.border_subtitle) for card in app.query(GpuCard) if card.border_subtitle]
-        assert any(text.startswith("claimed by root · 3h left · lab") for text in said), said
+        # the claim text is cut to the card's width, its state kept (P0)
+        assert any(
+            text.startswith("claimed by root · 3h left") and text.endswith("… · P0")
+            for text in said
+        ), said
 
 
 def test_a_hosts_snapshot_with_a_claim_makes_its_card_taken_for_the_labs_pick(
@@ -207,3 +211,28 @@ def test_a_hosts_snapshot_with_a_claim_makes_its_card_taken_for_the_labs_pick(
     assert not verdicts[2].free
     assert verdicts[2].reasons == ("claimed by ana (2h left)",)
     assert {v.physical_index: v for v in judge_cards(claimed, FreePolicy(), "ana")}[2].free
+
+
+async def test_the_throttle_badge_keeps_its_place_beside_a_long_claim_text(
+    claims_dir: Path,
+) -> None:
+    """dgx-h100's GPU 3 runs power capped at the frozen second; claims are in use (root holds
+    GPU 7), so every card also says who uses it without a claim: that text is what gets cut."""
+    from textual.geometry import Region
+
+    from gputop.tui.widgets.gpu_card import GpuCard
+
+    claim_as_root(claims_dir, 7, "GPU-b164482d-41ea-cdf2-4e61-ef3c6bd37b15", 3600, "")
+    app = build_app("dgx-h100")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await first_sample(pilot)
+        card = app.query_one("#gpu-3", GpuCard)
+        width, height = card.outer_size
+        bottom = card.render_lines(Region(0, height - 1, width, 1))[0].text
+        assert bottom.startswith("╰─ in use without a ") and bottom.endswith(" ─╯"), bottom
+        assert "… · P0 · ⚠ power cap 0m ─╯" in bottom, bottom
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        width, height = card.outer_size
+        bottom = card.render_lines(Region(0, height - 1, width, 1))[0].text
+        assert bottom.endswith("… · P0 · ⚠ power cap 0m ─╯"), bottom

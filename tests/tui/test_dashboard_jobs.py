@@ -149,6 +149,37 @@ async def test_a_missing_working_directory_is_refused_in_the_dialog(tmp_path: Pa
     assert stored_jobs() == []
 
 
+async def test_enter_launches_with_the_focus_on_the_run_mode_or_a_checkbox(
+    probe: Path, tmp_path: Path
+) -> None:
+    """The hint says "enter launches": a RadioSet or Checkbox toggles on space alone."""
+    from textual.widgets import Checkbox, RadioSet
+
+    app = make_app("v100x4")
+    async with app.run_test(size=BIG) as pilot:
+        screen = await open_launch_dialog(app, pilot, "right", "right")
+        wait = screen.query_one("#wait", Checkbox)
+        wait.focus()
+        await pilot.press("enter")  # no command yet: the launch says so
+        await pilot_wait_for(
+            pilot,
+            lambda: "Type the command" in plain_text(screen.query_one("#launch-error", Static)),
+        )
+        assert wait.value is False
+        await pilot.press("space")
+        assert wait.value is True
+        await pilot.press("space")
+        assert wait.value is False
+
+        screen.query_one("#cwd", Input).value = str(tmp_path)
+        screen.query_one("#command", Input).value = f"{sys.executable} {probe} {tmp_path / 'o'}"
+        mode = screen.query_one("#mode", RadioSet)
+        mode.focus()
+        await pilot.press("enter")
+        await pilot_wait_for(pilot, lambda: not isinstance(app.screen, LaunchScreen))
+    assert [job.mode for job in stored_jobs()] == [RunMode.DETACHED]  # launched, not toggled
+
+
 async def test_up_recalls_earlier_commands() -> None:
     store = JobStore.open()
     store.add_history("python old.py")

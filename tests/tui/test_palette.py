@@ -124,3 +124,25 @@ async def test_the_dashboard_across_hosts_names_its_own_actions() -> None:
             word = title.split()[0].lower()
             found = await _search(app, pilot, word, lambda f, t=title: any(t in s for s in f))
             assert any(title in shown for shown in found), (title, found)
+
+
+async def test_the_palette_s_keys_entry_opens_gputop_s_help() -> None:
+    """Not Textual's key panel (it lists Textual's own keys and escape leaves it open)."""
+    from gputop.tui.screens.help import HelpScreen
+
+    app = make_app("demo")
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        found = await _search(app, pilot, "keys", lambda f: bool(f) and f[0].startswith("Keys"))
+        assert [shown for shown in found if shown.startswith("Keys")] == [found[0]], found
+        assert "focused widget" not in found[0], found
+        await pilot.press("enter")
+        deadline = time.monotonic() + WAIT_S
+        while not isinstance(app.screen, HelpScreen):
+            assert time.monotonic() < deadline, f"gputop's help did not open: {app.screen}"
+            await pilot.pause(0.05)
+        await pilot.press("escape")
+        while isinstance(app.screen, HelpScreen):
+            assert time.monotonic() < deadline, "escape left the help open"
+            await pilot.pause(0.05)
+        assert app.screen is app.screen_stack[0]

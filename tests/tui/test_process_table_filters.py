@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.dashboard import first_sample, make_app
+from textual.geometry import Region
 from textual.widgets import Input
 
 from gputop.tui.app import GputopApp
@@ -114,6 +115,18 @@ async def test_a_hostile_filter_is_shown_cleaned_and_matches_nothing_else() -> N
         assert table(app).row_count == 0
         subtitle = str(table(app).border_subtitle)
         assert "\x1b" not in subtitle and "\x07" not in subtitle
+
+
+async def test_a_filter_that_looks_like_markup_is_shown_as_written() -> None:
+    app = make_app("demo")
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        await filter_by(app, pilot, "[bold]x[/] [red")
+        shown = table(app)
+        width, height = shown.outer_size
+        bottom = shown.render_lines(Region(0, height - 1, width, 1))[0]
+        assert 'matching "[bold]x[/] [red", by' in bottom.text, bottom.text
+        assert not any(segment.style and segment.style.bold for segment in bottom)
 
 
 async def test_u_shows_only_your_own_processes_and_again_everyone_s() -> None:

@@ -28,6 +28,14 @@ def test_the_screen_shows_the_cli_s_notation_one_unit_shorter(seconds: float) ->
     assert exact.startswith(coarse)
 
 
+@pytest.mark.parametrize(("seconds", "text"), [(38.6, "38s"), (0.9, "0s"), (59.7, "59s")])
+def test_the_screen_and_the_cli_agree_on_a_fraction_of_a_second(seconds: float, text: str) -> None:
+    """Both truncate: a job 38.6 s old is 38s in the jobs panel, in `gputop jobs` and its log
+    (never 39s on one and 38s on the other, nor 60s below a minute)."""
+    assert duration(seconds) == text
+    assert duration_coarse(seconds, seconds_below_minute=True) == text
+
+
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [(59, "0m"), (3 * 60 + 59, "3m"), (5 * 3600 + 21 * 60, "5h21m"), (52 * 3600, "2d04h")],

@@ -43,6 +43,7 @@ from gputop.tui.screens.launch_slurm import (
     slurm_preview,
     slurm_request_from,
 )
+from gputop.tui.screens.launch_toggles import LaunchCheckbox, LaunchRadioSet
 from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 
@@ -74,6 +75,7 @@ REMOTE_FILE_NOTE = (
 class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
+        Binding("enter", "launch", "Launch", show=False),  # wherever enter means nothing else
         Binding("up", "history(-1)", "Earlier command", show=False),
         Binding("down", "history(1)", "Later command", show=False),
     ]
@@ -105,13 +107,13 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
             # An Input draws its value raw: a directory name is shown cleaned (see _cwd).
             yield Input(value=clean(self.context.cwd), id="cwd")
             yield Static(id="launch-error")
-            with RadioSet(id="mode"):
+            with LaunchRadioSet(id="mode"):
                 yield RadioButton("Detached: keeps running after you log out", value=True)
                 yield RadioButton(
                     "In a new tmux window" if self.context.in_tmux else "tmux (not inside tmux)",
                     disabled=not self.context.in_tmux,
                 )
-            yield Checkbox("Wait until these cards are free", id="wait")
+            yield LaunchCheckbox("Wait until these cards are free", id="wait")
             yield from slurm_fields(self.context.environ)
             yield Static(id="preview")
 

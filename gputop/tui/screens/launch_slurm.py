@@ -19,6 +19,7 @@ from gputop.core.jobs.command import default_name, plan_command
 from gputop.core.safe_text import clean
 from gputop.core.slurm.detect import slurm_commands_here
 from gputop.core.slurm.submit import SlurmRequest
+from gputop.tui.screens.launch_toggles import LaunchCheckbox
 
 _OPTIONS = ("#slurm-partition-label", "#slurm-partition", "#slurm-time-label", "#slurm-time")
 
@@ -27,7 +28,7 @@ def slurm_fields(environ: Mapping[str, str]) -> Iterator[Widget]:
     """The checkbox and options; nothing where Slurm's commands are not here."""
     if not slurm_commands_here(environ):
         return
-    yield Checkbox("Submit through Slurm (sbatch): Slurm chooses the cards", id="slurm")
+    yield LaunchCheckbox("Submit through Slurm (sbatch): Slurm chooses the cards", id="slurm")
     yield Label("Slurm partition (empty: the default)", id="slurm-partition-label")
     yield Input(placeholder="debug", id="slurm-partition")
     yield Label("Slurm time limit (empty: the partition's)", id="slurm-time-label")

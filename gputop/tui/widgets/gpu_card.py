@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rich.cells import cell_len
+from rich.cells import cell_len, set_cell_size
 from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
@@ -81,12 +81,21 @@ class GpuCard(Widget):
         self.set_class(view.selected, "-selected")
         self.set_class(view.gpu.lost, "-lost")
         self.set_class(view.compact, "-compact")
-        titles = (None, None) if view.compact else (_title(view), _subtitle(view))
+        self._show_titles(view)
+        self._repaint_changed_lines(view)
+
+    def on_resize(self) -> None:
+        if self._view is not None:
+            self._show_titles(self._view)  # the subtitle is fitted to the card's width
+
+    def _show_titles(self, view: CardView) -> None:
+        width = self.outer_size.width
+        room = width - LABEL_CELLS_RESERVED if width else None
+        titles = (None, None) if view.compact else (_title(view), _subtitle(view, room))
         if titles != self._titles:  # setting a border title repaints the whole card
             self._titles = titles
             self.border_title = None if titles[0] is None else Content(titles[0])
             self.border_subtitle = None if titles[1] is None else Content(titles[1])
-        self._repaint_changed_lines(view)
 
     def render(self) -> RenderableType:
         view = self._view
@@ -204,15 +213,49 @@ def _title(view: CardView) -> str:
     return f"{mark} {view.gpu.physical_index}  {uuid}"
 
 
-def _subtitle(view: CardView) -> str | None:
+LABEL_CELLS_RESERVED = 6
+"""Cells of a bordered card's width a border label cannot use: the two corners, a line
+beside each and a blank on each side of the label."""
+
+SEPARATOR = " · "
+
+
+def _subtitle(view: CardView, room: int | None = None) -> str | None:
+    """The card's bottom border: claim, Slurm job, state, throttle badge. Where ``room``
+    (cells) is short, the claim gives way first, then the Slurm job, each cut with an
+    ellipsis: the state and the throttle badge keep their place."""
     state = _state(view.gpu)
     gpu = view.gpu
     if not gpu.processes_listed and not (gpu.lost or gpu.no_access):
         # NVML would not list its processes: the table cannot say who uses this card.
         unlisted = "processes: not listed"
         state = unlisted if state is None else f"{unlisted} · {state}"
-    parts = [part for part in (view.claim, view.slurm, state, throttle_badge(gpu)) if part]
-    return " · ".join(parts) if parts else None
+    kept = [part for part in (state, throttle_badge(gpu)) if part]
+    cuttable = [part for part in (view.claim, view.slurm) if part]
+    return _fitted(cuttable, kept, room)
+
+
+def _fitted(cuttable: list[str], kept: list[str], room: int | None) -> str | None:
+    """``cuttable`` then ``kept``, joined, in ``room`` cells where it is given: the parts
+    of ``cuttable`` give way in their order, each cut with an ellipsis, or left out where
+    fewer than two of its cells would stay."""
+    shown: list[str | None] = list(cuttable)
+
+    def joined() -> str:
+        return SEPARATOR.join([part for part in shown if part] + kept)
+
+    for index, part in enumerate(cuttable):
+        over = cell_len(joined()) - room if room is not None else 0
+        if over <= 0:
+            break
+        keep = cell_len(part) - over
+        if keep >= 3:
+            cut = Text(part)
+            cut.truncate(keep - 1)
+            shown[index] = cut.plain.rstrip(" ·") + "…"
+        else:
+            shown[index] = None
+    return joined() or None
 
 
 def throttle_badge(gpu: GpuSample) -> str | None:
@@ -337,13 +380,20 @@ def _clocks(gpu: GpuSample) -> Text:
     )
 
 
+def _cells(text: str, width: int) -> str:
+    """``text`` in exactly ``width`` cells: padded, or cut with an ellipsis."""
+    if cell_len(text) > width:
+        text = set_cell_size(text, width - 1).rstrip() + "…"
+    return set_cell_size(text, width)
+
+
 def _compact_line(view: CardView, width: int) -> Text:
     gpu = view.gpu
     cursor = "▶" if view.highlighted else " "
     mark = "●" if view.selected else "○"
     name = clean((gpu.name or "unknown").replace("NVIDIA ", ""))
     throttled = throttle_badge(gpu) is not None
-    shown = f"{name[:16]:<16} ⚠" if throttled else f"{name[:18]:<18}"
+    shown = f"{_cells(name, 16)} ⚠" if throttled else _cells(name, 18)
     line = Text.assemble((cursor, "bold"), mark, f" {gpu.physical_index} ", (shown, "bold"), " ")
     if gpu.lost:
         line.append("LOST: NVML cannot reach this GPU", style="bold red")

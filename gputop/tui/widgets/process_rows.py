@@ -125,42 +125,28 @@ def _plain(text: str) -> Cell:
     return ((text, ""),)
 
 
-_texts: dict[object, str] = {}
+_percents = tuple(f"{value}%" for value in range(101))
 _cells: dict[str, Cell] = {}
-_MEMO_LIMIT = 20_000
-"""Texts and cells kept at most; then both start over (a long run sees endless sizes)."""
+_CELLS_LIMIT = 4096
+"""Cells kept at most (a shown text: 44.2G, 937M, 42%); then they start over."""
 
 
 def _bytes_text(value: int | None, none: str = NA) -> str:
-    """``human_bytes`` of ``value``, made once per value."""
-    if value is None:
-        return none
-    text = _texts.get(value)
-    if text is None:
-        if len(_texts) > _MEMO_LIMIT:
-            _texts.clear()
-        text = _texts[value] = human_bytes(value)
-    return text
+    return none if value is None else human_bytes(value)
 
 
 def _percent_text(value: int | None) -> str:
-    """``42%``; made once per value."""
+    """``42%``; made once for 0 to 100."""
     if value is None:
         return NA
-    key = ("%", value)
-    text = _texts.get(key)
-    if text is None:
-        if len(_texts) > _MEMO_LIMIT:
-            _texts.clear()
-        text = _texts[key] = f"{value}%"
-    return text
+    return _percents[value] if 0 <= value <= 100 else f"{value}%"
 
 
 def _cell(text: str) -> Cell:
     """A cell of plain ``text``, made once per text."""
     cell = _cells.get(text)
     if cell is None:
-        if len(_cells) > _MEMO_LIMIT:
+        if len(_cells) > _CELLS_LIMIT:
             _cells.clear()
         cell = _cells[text] = ((text, ""),)
     return cell
@@ -241,8 +227,8 @@ class RowMaker:
         self._fixed[identity] = fixed
         (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w), key = fixed
         elapsed = None if process.start_time is None else now - process.start_time
-        # Numbers formatted here are ASCII: one terminal cell a character. Each text and
-        # its cell are made once (_texts): 200 rows a second repeat the same few hundred.
+        # Numbers formatted here are ASCII: one terminal cell a character. Each shown text's
+        # cell is made once (_cells): 200 rows a second repeat the same few hundred.
         kind = process.type.value
         used = _bytes_text(process.used_memory_bytes)
         sm = _percent_text(process.sm_util_percent)

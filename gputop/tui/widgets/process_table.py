@@ -19,6 +19,7 @@ from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
+from textual.content import Content
 from textual.geometry import Offset, Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -244,11 +245,11 @@ class ProcessTable(ScrollView, can_focus=True):
         title = self._count_title(rows, every)
         if title != self._title:  # a new border title repaints the whole table
             self._title = title
-            self.border_title = title
+            self.border_title = Content(title)  # never markup: it may quote host names
         subtitle = self.describe_view()
         if subtitle != self._subtitle:  # a new border subtitle repaints the whole table
             self._subtitle = subtitle
-            self.border_subtitle = subtitle
+            self.border_subtitle = Content(subtitle)  # never markup: it quotes the filter
 
     def _make_rows(self, snapshot: Snapshot) -> list[ProcessRow]:
         """The rows to show, in order (the lab's table makes them from every host)."""

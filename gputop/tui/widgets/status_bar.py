@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from rich.cells import set_cell_size
 from rich.text import Text
 from textual.app import RenderResult
 from textual.widgets import Static
@@ -13,12 +14,32 @@ from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
 
 
-class StatusBar(Static):
+class OneLine(Static):
+    """A line cut to the width at paint time, with an ellipsis where it is cut: a line shown
+    before the first layout (the first sample's is) still fits the screen in the first
+    frame, and a resize cuts it again."""
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.auto_links = False
         self._line: Text | None = None
 
+    def show_line(self, line: Text) -> None:
+        self._line = line
+        self.update(line, layout=False)  # one line whatever it says: no layout pass
+
+    def render(self) -> RenderResult:
+        if self._line is None:
+            return super().render()
+        line = self._line.copy()
+        width = max(self.content_size.width, 1)
+        if line.cell_len > width:
+            # "8.0…", not "8.0 …"; the ellipsis takes the style of what it replaces
+            line.plain = set_cell_size(line.plain, width - 1).rstrip() + "…"
+        return line
+
+
+class StatusBar(OneLine):
     def show_waiting(self, interval_s: float) -> None:
         self.update(Text.assemble(("gputop", "bold"), "  waiting for the first sample…"))
 
@@ -36,25 +57,14 @@ class StatusBar(Static):
         )
         if snapshot.simulated:
             line.append(f"  simulated: {clean(snapshot.simulated)}", style="yellow")
-        self._line = line
-        self.update(line, layout=False)  # one line whatever it says: no layout pass
-
-    def render(self) -> RenderResult:
-        """The line cut to the width at paint time: a sample shown before the first layout
-        (the first one is) still fits the screen in the first frame."""
-        if self._line is None:
-            return super().render()
-        line = self._line.copy()
-        line.truncate(max(self.size.width, 1), overflow="ellipsis")
-        return line
+        self.show_line(line)
 
 
-class HostBar(Static):
+class HostBar(OneLine):
     """The host line: CPU load, memory, swap, uptime (gputop.core.host_stats)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.auto_links = False
         self._shown: str | None = None
 
     def show(self, snapshot: Snapshot) -> None:
@@ -62,4 +72,4 @@ class HostBar(Static):
         text = "host: not read" if stats is None else host_line(stats)
         if text != self._shown:  # a steady host repaints nothing
             self._shown = text
-            self.update(Text(text, style="dim", no_wrap=True, overflow="ellipsis"), layout=False)
+            self.show_line(Text(text, style="dim"))

@@ -143,7 +143,7 @@ def test_the_checks_still_refuse_a_planted_link(tmp_path: Path, companion: str) 
     if link.exists():
         link.unlink()
     link.symlink_to(target)
-    from gputop.core.jobs.private_files import StoreError
+    from gputop.core.private_files import StoreError
 
     with pytest.raises(StoreError, match="symbolic link"):
         JobStore.open(state_dir)

@@ -39,13 +39,13 @@ from other_user import (  # noqa: F401  (fixtures)
     shared_dir_fixture,
 )
 
-from gputop.core.jobs import private_files
+from gputop.core import private_files
 from gputop.core.jobs.launch import RUN_DIR
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.private_files import read_env_file, write_env_file
 from gputop.core.jobs.stop import stop_job
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.supervisor import _base_environment
+from gputop.core.private_files import read_env_file, write_env_file
 
 
 def make_job(store: JobStore, name: str = "train.py") -> Job:

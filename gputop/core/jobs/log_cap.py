@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gputop.core.jobs.logs import LOG_PREFIX
 from gputop.core.jobs.model import LOG_CUT_NOTE
-from gputop.core.jobs.private_files import StoreError, open_private_dir, open_private_file
+from gputop.core.private_files import StoreError, open_private_dir, open_private_file
 
 DEFAULT_LOG_MAX_BYTES = 1024**3
 MIN_LOG_MAX_BYTES = 64 * 1024

@@ -24,7 +24,6 @@ from typing import Any
 from gputop.core.errors import GputopError
 from gputop.core.jobs.job_now import NEVER_STARTED_AFTER_S, current_jobs
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
-from gputop.core.jobs.private_files import open_log_append
 from gputop.core.jobs.store_file import (
     DB_NAME,
     LOGS_DIR,
@@ -39,6 +38,7 @@ from gputop.core.jobs.store_rows import job_columns, row_to_job
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.mig_targets import target_keys
+from gputop.core.private_files import open_log_append
 from gputop.core.process_control import current_boot_id
 from gputop.core.safe_text import clean
 from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption

@@ -6,7 +6,7 @@ written by a newer gputop is refused and left exactly as it is; a directory that
 used is an error naming the path and the cause. Opening is serialised across processes
 with a lock file, so two processes never both "repair" the same store.
 
-Nothing found in the directory is trusted (private_files.py checks ownership, links and
+Nothing found in the directory is trusted (core/private_files.py checks ownership, links and
 modes); a store with a trigger or a view, which gputop never creates, is refused (a planted
 trigger would run SQL as the user on every write). A file that cannot be opened for lack of
 permission is not damaged: that is reported, never "repaired". Older stores are migrated in
@@ -22,7 +22,9 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from gputop.core.jobs.private_files import (
+from gputop.core.jobs.store_salvage import MAX_LOG_ID_DIGITS, carry_over
+from gputop.core.numbers import is_ascii_digits
+from gputop.core.private_files import (
     STATE_DIR_ENV,
     StoreError,
     StorePermissionError,
@@ -32,8 +34,6 @@ from gputop.core.jobs.private_files import (
     open_private_file,
     open_private_subdir,
 )
-from gputop.core.jobs.store_salvage import MAX_LOG_ID_DIGITS, carry_over
-from gputop.core.numbers import is_ascii_digits
 from gputop.core.sqlite_files import (
     first_check,
     immediate,

@@ -22,8 +22,8 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
 )
 
 from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.procgroup import process_start_time
 from gputop.core.jobs.store import JobNotFound, JobStore, StoreError, default_state_dir
+from gputop.core.process_control import process_start_time
 
 
 def make_job(store: JobStore, name: str = "train.py", **overrides: object) -> Job:

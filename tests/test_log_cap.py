@@ -20,7 +20,7 @@ from small_filesystems import small_state_dir_fixture  # noqa: F401  (small_stat
 from gputop.cli.main import main
 from gputop.core.jobs.log_cap import parse_size
 from gputop.core.jobs.logs import last_line
-from gputop.core.jobs.procgroup import process_alive
+from gputop.core.process_control import process_alive
 from gputop.tui.widgets.jobs_panel import job_cells
 
 CHATTY = str(Path(__file__).with_name("chatty_job.py"))

@@ -19,10 +19,9 @@ from typing import Protocol
 
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.pending_end import ended_as_kept, forget_pending_end, read_pending_ends
-from gputop.core.jobs.procgroup import process_alive
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.private_files import StoreError
-from gputop.core.process_control import from_earlier_boot
+from gputop.core.process_control import from_earlier_boot, process_alive
 
 NEVER_STARTED_AFTER_S = 120.0
 """A job whose supervisor has not reported by then is taken as lost."""

@@ -33,7 +33,6 @@ from gputop.core.jobs.logs import gputop_line
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
 from gputop.core.jobs.pending_end import EndReservation, RecordedEnd, ended_as_kept
-from gputop.core.jobs.procgroup import end_group, process_start_time, session_of
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.jobs.usage_meter import Measuring
@@ -41,6 +40,7 @@ from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.wakeup import Wakeup
 from gputop.core.numbers import parse_seconds
 from gputop.core.private_files import append_to_log, open_log_append, read_env_file
+from gputop.core.process_control import end_group, process_start_time, session_of
 from gputop.core.units import duration
 
 RUNNING_POLL_S = 5.0

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from gputop.core.clock_events import throttling
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.model import Job
-from gputop.core.jobs.procgroup import session_of
 from gputop.core.jobs.usage import (
     MAX_BYTES,
     PEAK_FROM_ACCOUNTING,
@@ -31,6 +30,7 @@ from gputop.core.jobs.usage import (
 from gputop.core.model import GpuSample, ProcessOrigin
 from gputop.core.numbers import parse_seconds, within
 from gputop.core.private_files import StoreError
+from gputop.core.process_control import session_of
 
 if TYPE_CHECKING:
     from gputop.core.jobs.store import JobStore

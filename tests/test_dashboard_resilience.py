@@ -22,7 +22,7 @@ from pty_helpers import GPUTOP, run_in_pty
 from textual.pilot import Pilot
 
 from gputop.core.errors import NvmlUnavailableError
-from gputop.core.jobs.log_follow import LogFollower
+from gputop.core.jobs.logs import LogFollower
 from gputop.core.jobs.store import JobStore
 from gputop.core.sampling.source import open_backend
 from gputop.tui.app import GputopApp

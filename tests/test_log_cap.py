@@ -18,8 +18,7 @@ from jobs_helpers import (  # noqa: F401  (state_dir_fixture: the fixture state_
 from small_filesystems import small_state_dir_fixture  # noqa: F401  (small_state_dir)
 
 from gputop.cli.main import main
-from gputop.core.jobs.log_cap import parse_size
-from gputop.core.jobs.logs import last_line
+from gputop.core.jobs.logs import last_line, parse_size
 from gputop.core.process_control import process_alive
 from gputop.tui.widgets.jobs_panel import job_cells
 

@@ -28,8 +28,7 @@ from typing import Protocol
 
 from gputop.core.claims.jobs import JobClaim
 from gputop.core.errors import GputopError
-from gputop.core.jobs.log_cap import CHECK_S, LogCap, limits_from, parse_size
-from gputop.core.jobs.logs import gputop_line
+from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from, parse_size
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
 from gputop.core.jobs.pending_end import EndReservation, RecordedEnd, ended_as_kept
@@ -392,7 +391,7 @@ class Supervisor:
 
     def _supervise(self, child: Child) -> int:
         """Wait for the job's end; a stop request on the way ends its whole group. Its log
-        is kept under its cap meanwhile (log_cap.py)."""
+        is kept under its cap meanwhile (logs.py, LogCap)."""
         cap = LogCap(self.log_path, *self._log_limits)
         checked = 0.0
         try:

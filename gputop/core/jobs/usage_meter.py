@@ -230,7 +230,7 @@ class UsageMeter:
 
     def _is_job(self, process: GpuProcess) -> bool:
         """The job's own process: of this machine, in the job's session (it leads its own;
-        tracking.py finds a job's processes the same way)."""
+        service.py finds a job's processes the same way)."""
         if process.origin is not ProcessOrigin.HOST:
             return False
         if self._owns is not None:

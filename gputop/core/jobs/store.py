@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.job_now import NEVER_STARTED_AFTER_S, current_jobs
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.store_file import (
     DB_NAME,
@@ -34,7 +33,7 @@ from gputop.core.jobs.store_file import (
     open_read_only,
     store_identity,
 )
-from gputop.core.jobs.store_rows import job_columns, row_to_job
+from gputop.core.jobs.store_rows import NEVER_STARTED_AFTER_S, current_jobs, job_columns, row_to_job
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.mig_targets import target_keys

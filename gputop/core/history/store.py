@@ -20,12 +20,12 @@ from pathlib import Path
 from gputop.core.errors import GputopError
 from gputop.core.history.reading import check_for_reading, foreign_objects
 from gputop.core.history.schema import SCHEMA_VERSION, create_schema, migrate
-from gputop.core.jobs.store_file import default_state_dir
 from gputop.core.private_files import (
     Sharing,
     StoreError,
     check_companion,
     check_store_file,
+    default_state_dir,
     open_private_dir,
 )
 from gputop.core.sqlite_files import (

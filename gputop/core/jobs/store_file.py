@@ -19,7 +19,7 @@ import contextlib
 import fcntl
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 from gputop.core.jobs.store_salvage import MAX_LOG_ID_DIGITS, carry_over
@@ -30,6 +30,7 @@ from gputop.core.private_files import (
     StorePermissionError,
     check_companion,
     check_store_file,
+    default_state_dir,
     open_private_dir,
     open_private_file,
     open_private_subdir,
@@ -119,18 +120,6 @@ _MIGRATIONS = {
     # JSON its supervisor writes while it runs. NULL: not measured (jobs of older versions).
     3: ("ALTER TABLE jobs ADD COLUMN usage TEXT",),
 }
-
-
-def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """``$GPUTOP_STATE_DIR``, else ``$XDG_STATE_HOME/gputop``, else ``~/.local/state/gputop``."""
-    explicit = environ.get(STATE_DIR_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = environ.get("XDG_STATE_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore a relative value
-        return Path(xdg) / "gputop"
-    home = environ.get("HOME") or os.path.expanduser("~")
-    return Path(home) / ".local" / "state" / "gputop"
 
 
 def open_connection(

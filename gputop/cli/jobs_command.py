@@ -18,8 +18,7 @@ from gputop.cli import jobs_wait
 from gputop.cli.arg_types import seconds
 from gputop.cli.job_store import close_store, open_store
 from gputop.core.errors import UsageError
-from gputop.core.jobs.log_follow import TerminalLogFilter
-from gputop.core.jobs.logs import last_line, open_log
+from gputop.core.jobs.logs import TerminalLogFilter, last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore

@@ -34,8 +34,7 @@ from gputop.core.history.store import (
 )
 from gputop.core.history.wal_bound import max_wal_bytes
 from gputop.core.history.writer import HistoryWriter
-from gputop.core.jobs.private_files import Sharing
-from gputop.core.jobs.store_file import default_state_dir
+from gputop.core.private_files import Sharing, default_state_dir
 from gputop.core.redact import COMMAND_FORMS, CommandForm
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.sampling.nvml_backend import SamplingOptions

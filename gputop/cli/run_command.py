@@ -38,7 +38,7 @@ from gputop.core.jobs.launch import (
     resolve_gpus,
 )
 from gputop.core.jobs.launchers import rank_lines
-from gputop.core.jobs.log_cap import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, parse_size
+from gputop.core.jobs.logs import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, parse_size
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.notify import notify_argv
 from gputop.core.jobs.policy import (

@@ -32,9 +32,8 @@ from textual.worker import Worker
 from gputop.core.errors import GputopError
 from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
 from gputop.core.history.store import default_history_path
-from gputop.core.jobs.service import JobsService
+from gputop.core.jobs.service import JobsService, JobsView
 from gputop.core.jobs.store import JobStore
-from gputop.core.jobs.tracking import JobsView
 from gputop.core.model import ProcessOrigin, Snapshot
 from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines

@@ -21,8 +21,7 @@ from textual.notifications import SeverityLevel
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.notify import job_events
-from gputop.core.jobs.service import JobsService, Severity
-from gputop.core.jobs.tracking import JobsView, job_memory_peaks
+from gputop.core.jobs.service import JobsService, JobsView, Severity, job_memory_peaks
 from gputop.core.model import Snapshot
 from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen

@@ -21,9 +21,9 @@ import pytest
 
 from gputop.core.jobs.launch import LaunchRequest, launch_job
 from gputop.core.jobs.model import Job
-from gputop.core.jobs.procgroup import group_members, process_alive, process_start_time
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import Snapshot
+from gputop.core.process_control import group_members, process_alive, process_start_time
 from gputop.core.sampling.source import open_backend
 from helpers.waiting import wait_for
 

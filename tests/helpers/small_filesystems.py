@@ -74,7 +74,7 @@ def small_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("GPUTOP_FAKE_TIME", "30")
     monkeypatch.setenv("GPUTOP_WAIT_POLL_S", "0.2")
-    monkeypatch.setenv("GPUTOP_LOG_FLOOR", "0")  # jobs fill the disk (log_cap.py's floor off)
+    monkeypatch.setenv("GPUTOP_LOG_FLOOR", "0")  # jobs fill the disk (logs.py's floor off)
     for name in ("GPUTOP_FAKE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TMUX"):
         monkeypatch.delenv(name, raising=False)
     try:

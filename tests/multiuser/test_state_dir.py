@@ -32,13 +32,13 @@ from helpers.jobs import (
 from helpers.other_user import OTHER_UID, as_other_user, gputop_as_other_user
 from helpers.waiting import wait_for
 
-from gputop.core.jobs import private_files
+from gputop.core import private_files
 from gputop.core.jobs.launch import RUN_DIR
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.private_files import read_env_file, write_env_file
 from gputop.core.jobs.stop import stop_job
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.supervisor import _base_environment
+from gputop.core.private_files import read_env_file, write_env_file
 
 
 def make_job(store: JobStore, name: str = "train.py") -> Job:

@@ -26,8 +26,8 @@ from helpers.waiting import pilot_wait_for
 from textual.widgets import Input, RichLog, Static
 
 from gputop.core.jobs.model import Job, JobState, RunMode
+from gputop.core.jobs.service import JobsView, job_processes
 from gputop.core.jobs.store import JobStore
-from gputop.core.jobs.tracking import JobsView, job_processes
 from gputop.core.model import GpuProcess, GpuSample, ProcessOrigin, ProcessType, Snapshot
 from gputop.core.sampling.source import environment_for_jobs
 from gputop.tui.screens.confirm import ConfirmScreen

@@ -21,7 +21,7 @@ from helpers.pty_run import GPUTOP, run_in_pty
 from helpers.waiting import pilot_wait_for
 
 from gputop.core.errors import NvmlUnavailableError
-from gputop.core.jobs.log_follow import LogFollower
+from gputop.core.jobs.logs import LogFollower
 from gputop.core.jobs.store import JobStore
 from gputop.core.sampling.source import open_backend
 from gputop.tui.app import GputopApp

@@ -27,7 +27,7 @@ from gputop.core.jobs.notify import (
     job_events,
     terminal_notification,
 )
-from gputop.core.jobs.tracking import JobsView, job_memory_peaks
+from gputop.core.jobs.service import JobsView, job_memory_peaks
 from gputop.core.model import GpuProcess, GpuSample, ProcessType, Snapshot
 
 RECORD = (

@@ -19,7 +19,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
 
-from gputop.core.jobs.tracking import JobsView
+from gputop.core.jobs.service import JobsView
 from gputop.core.model import GpuProcess, ProcessType, Snapshot
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.confirm import ConfirmScreen

@@ -27,9 +27,9 @@ from helpers.waiting import wait_for
 
 from gputop.cli.main import main
 from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.procgroup import process_alive
 from gputop.core.jobs.stop import stop_job
 from gputop.core.jobs.store import JobStore
+from gputop.core.process_control import process_alive
 
 
 def gputop_run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -16,6 +16,7 @@ from gputop.core.jobs.stop import SlurmCanceller, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.slurm import submit
 from gputop.core.slurm.commands import SlurmError
+from gputop.core.slurm.job_rows import record_slurm_job
 
 SLURM_JOB_ID = 4242
 
@@ -23,7 +24,8 @@ SLURM_JOB_ID = 4242
 def _slurm_job(state_dir: Path) -> int:
     store = JobStore.open(state_dir)
     try:
-        job = store.record_slurm_job(
+        job = record_slurm_job(
+            store,
             slurm_job_id=SLURM_JOB_ID,
             name="train",
             command=["python", "train.py"],

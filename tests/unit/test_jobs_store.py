@@ -14,8 +14,8 @@ import pytest
 from helpers.jobs import V100, all_jobs, launch, probe_command, wait_until_ended, write_jobs
 
 from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.procgroup import process_start_time
 from gputop.core.jobs.store import JobNotFound, JobStore, StoreError, default_state_dir
+from gputop.core.process_control import process_start_time
 
 
 def make_job(store: JobStore, name: str = "train.py", **overrides: object) -> Job:

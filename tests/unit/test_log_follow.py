@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.core.jobs.log_follow import LogFollower, TerminalLogFilter, shown_line
+from gputop.core.jobs.logs import LogFollower, TerminalLogFilter, shown_line
 
 BAR = "train: 40%|████      | 4/10"
 """tqdm's bar: every block is three bytes of UTF-8."""

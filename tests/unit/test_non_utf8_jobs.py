@@ -18,8 +18,8 @@ from helpers.waiting import wait_for
 from gputop.cli.main import main
 from gputop.core.claims.files import content
 from gputop.core.jobs.launch import RUN_DIR
-from gputop.core.jobs.private_files import read_env_file, write_env_file
 from gputop.core.jobs.store import JobStore
+from gputop.core.private_files import read_env_file, write_env_file
 
 PROBE = (
     "import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("

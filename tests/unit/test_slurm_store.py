@@ -8,10 +8,12 @@ from pathlib import Path
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.store import NEVER_STARTED_AFTER_S, JobStore
 from gputop.core.jobs.usage import not_measured_text, usage_summary
+from gputop.core.slurm.job_rows import record_slurm_job, update_slurm_job
 
 
 def record(store: JobStore, slurm_job_id: int = 41) -> int:
-    job = store.record_slurm_job(
+    job = record_slurm_job(
+        store,
         slurm_job_id=slurm_job_id,
         name="train",
         command=["python", "train.py"],
@@ -48,10 +50,16 @@ def test_a_slurm_job_without_a_supervisor_is_never_marked_lost(private_state_dir
 def test_slurms_cards_and_end_are_recorded_and_an_end_is_final(private_state_dir: Path) -> None:
     with JobStore.open(private_state_dir) as store:
         job_id = record(store)
-        store.update_slurm_job(
-            job_id, state=JobState.RUNNING, note="Running", physical_indices=[2], started_at=5.0
+        update_slurm_job(
+            store,
+            job_id,
+            state=JobState.RUNNING,
+            note="Running",
+            physical_indices=[2],
+            started_at=5.0,
         )
-        store.update_slurm_job(
+        update_slurm_job(
+            store,
             job_id,
             state=JobState.ENDED,
             note="Completed",
@@ -59,8 +67,13 @@ def test_slurms_cards_and_end_are_recorded_and_an_end_is_final(private_state_dir
             started_at=None,
             exit_code=0,
         )
-        store.update_slurm_job(
-            job_id, state=JobState.RUNNING, note="Running", physical_indices=[3], started_at=9.0
+        update_slurm_job(
+            store,
+            job_id,
+            state=JobState.RUNNING,
+            note="Running",
+            physical_indices=[3],
+            started_at=9.0,
         )
         job = store.get(job_id)
 
@@ -104,7 +117,8 @@ def test_why_a_slurm_jobs_use_was_not_measured_is_kept_and_moves_with_the_job(
     why = "not measured on node07: NVML cannot be read there"
     with JobStore.open(private_state_dir) as store:
         job_id = record(store)
-        store.update_slurm_job(
+        update_slurm_job(
+            store,
             job_id,
             state=JobState.ENDED,
             note="Completed",

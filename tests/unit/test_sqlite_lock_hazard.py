@@ -142,7 +142,7 @@ def test_the_checks_still_refuse_a_planted_link(tmp_path: Path, companion: str) 
     if link.exists():
         link.unlink()
     link.symlink_to(target)
-    from gputop.core.jobs.private_files import StoreError
+    from gputop.core.private_files import StoreError
 
     with pytest.raises(StoreError, match="symbolic link"):
         JobStore.open(state_dir)
@@ -162,8 +162,7 @@ def test_every_command_and_reader_in_process_keeps_this_process_locks(
     from gputop.core.history.process_history import read_process_history
     from gputop.core.history.recent import stored_utilization
     from gputop.core.jobs.pending_end import RecordedEnd, keep_end, read_pending_ends
-    from gputop.core.jobs.service import JobsService
-    from gputop.core.jobs.tracking import LogTails, read_jobs_view
+    from gputop.core.jobs.service import JobsService, LogTails, read_jobs_view
     from gputop.core.remote.agent import read_jobs_from_store
 
     history = tmp_path / "hist" / "history.sqlite3"

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from gputop.core.history.store import HistoryError, history_error
-from gputop.core.jobs.private_files import (
+from gputop.core.private_files import (
     Sharing,
     StoreError,
     open_private_dir,

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.private_files import owner_name
+from gputop.core.private_files import owner_name
 from gputop.core.safe_text import clean
 from gputop.core.sqlite_files import os_cause
 

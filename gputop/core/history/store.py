@@ -3,7 +3,7 @@
 The store is one SQLite file in WAL mode, by default ``history.sqlite3`` in gputop's state
 directory. The recorder opens it as the job store opens its own (jobs/store_file.py): the
 directory and the files are checked to be the user's own and private, never reached through
-a link (jobs/private_files.py); a damaged file is moved aside under a new name, never
+a link (core/private_files.py); a damaged file is moved aside under a new name, never
 deleted; a store written by a newer gputop is refused and left untouched. Readers (``gputop
 report``, the dashboard) open it read-only: in WAL mode they never block the recorder.
 See docs/history.md.
@@ -20,14 +20,14 @@ from pathlib import Path
 from gputop.core.errors import GputopError
 from gputop.core.history.reading import check_for_reading, foreign_objects
 from gputop.core.history.schema import SCHEMA_VERSION, create_schema, migrate
-from gputop.core.jobs.private_files import (
+from gputop.core.private_files import (
     Sharing,
     StoreError,
     check_companion,
     check_store_file,
+    default_state_dir,
     open_private_dir,
 )
-from gputop.core.jobs.store_file import default_state_dir
 from gputop.core.sqlite_files import (
     first_check,
     move_aside,

@@ -30,12 +30,12 @@ from gputop.core.jobs.launchers import (
     plan_launcher,
 )
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode
-from gputop.core.jobs.private_files import open_log_append, write_env_file
-from gputop.core.jobs.procgroup import process_start_time, session_of
 from gputop.core.jobs.store import JobStore
 from gputop.core.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.model import Snapshot
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
+from gputop.core.private_files import open_log_append, write_env_file
+from gputop.core.process_control import process_start_time, session_of
 from gputop.core.visibility import pin_environment
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class LaunchRequest:
     """An argv the supervisor runs when the job starts after waiting and when it ends,
     with the job's facts in its environment (gputop.core.jobs.notify)."""
     log_max_bytes: int | None = None
-    """The log's size cap (log_cap.py); default ``GPUTOP_LOG_MAX``, else 1 GiB."""
+    """The log's size cap (logs.py, LogCap); default ``GPUTOP_LOG_MAX``, else 1 GiB."""
 
 
 def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:

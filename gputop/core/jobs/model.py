@@ -27,7 +27,7 @@ JOB_ID_ENV = "GPUTOP_JOB_ID"
 JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
 """Set to the job's ``token``: proves a left-over process is the job's (stop.py)."""
 LOG_CUT_NOTE = "log cut"
-"""How the note of a job whose log was cut begins (log_cap.py)."""
+"""How the note of a job whose log was cut begins (logs.py, LogCap)."""
 
 
 class JobState(str, enum.Enum):

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.private_files import (
+from gputop.core.jobs.usage import JobUsage, usage_from_json
+from gputop.core.numbers import is_ascii_digits
+from gputop.core.private_files import (
     StoreError,
     open_private_dir,
     open_private_file,
     open_private_subdir,
 )
-from gputop.core.jobs.usage import JobUsage, usage_from_json
-from gputop.core.numbers import is_ascii_digits
 
 RUN_DIR = "run"
 SUFFIX = ".end"

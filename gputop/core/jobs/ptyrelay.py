@@ -17,8 +17,8 @@ import time
 import tty
 from collections.abc import Sequence
 
-from gputop.core.jobs.private_files import open_log_append
 from gputop.core.jobs.wakeup import Wakeup
+from gputop.core.private_files import open_log_append
 
 DRAIN_S = 0.5
 READ_SIZE = 65536

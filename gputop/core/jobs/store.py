@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.job_now import NEVER_STARTED_AFTER_S, current_jobs
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
-from gputop.core.jobs.private_files import open_log_append
 from gputop.core.jobs.store_file import (
     DB_NAME,
     LOGS_DIR,
@@ -35,11 +33,19 @@ from gputop.core.jobs.store_file import (
     open_read_only,
     store_identity,
 )
-from gputop.core.jobs.store_rows import column_text, job_columns, row_to_job, text_column
+from gputop.core.jobs.store_rows import (
+    NEVER_STARTED_AFTER_S,
+    column_text,
+    current_jobs,
+    job_columns,
+    row_to_job,
+    text_column,
+)
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.mig_targets import target_keys
 from gputop.core.numbers import valid_text
+from gputop.core.private_files import open_log_append
 from gputop.core.process_control import current_boot_id
 from gputop.core.safe_text import clean
 from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption
@@ -47,6 +53,7 @@ from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_
 
 __all__ = [
     "NEVER_STARTED_AFTER_S",
+    "NOT_ENDED",
     "JobNotFound",
     "JobStore",
     "StoreError",
@@ -63,7 +70,8 @@ FAULT_CONSEQUENCE = (
 )
 
 _ACTIVE = (JobState.WAITING, JobState.RUNNING)
-_NOT_ENDED = (JobState.WAITING, JobState.RUNNING, JobState.LOST)
+NOT_ENDED = (JobState.WAITING, JobState.RUNNING, JobState.LOST)
+"""The states a job's end may still be recorded from."""
 
 
 def _note(note: str | None) -> str | None:
@@ -375,7 +383,7 @@ class JobStore:
 
     def set_usage(self, job_id: int, usage: JobUsage) -> None:
         """What the job used so far, as its supervisor measured it (usage_meter.py)."""
-        self._update(job_id, "usage = ?", (usage.to_text(),), states=_NOT_ENDED)
+        self._update(job_id, "usage = ?", (usage.to_text(),), states=NOT_ENDED)
 
     def claim_cards(self, job_id: int) -> Job | None:
         """Move a waiting job to running unless a running job of this host holds its cards.
@@ -436,87 +444,32 @@ class JobStore:
             )
             return cursor.rowcount > 0
 
-    def record_slurm_job(
-        self,
-        *,
-        slurm_job_id: int,
-        name: str,
-        command: Sequence[str],
-        command_text: str,
-        cwd: str,
-        log_path: str,
-    ) -> Job:
-        """Record a job ``sbatch`` accepted (docs/slurm.md): waiting until Slurm runs it.
-
-        Its log is the output file Slurm writes; its cards are Slurm's choice, set by
-        ``update_slurm_job`` once Slurm reports them.
-        """
+    def insert_job(self, columns: Mapping[str, Any]) -> Job:
+        """Record a new job from its columns: the names are the schema's, written in code
+        (never from data), the values bound. For a job that runs outside gputop's
+        supervisors: a Slurm job (slurm/job_rows.py)."""
+        names = ", ".join(columns)
+        marks = ", ".join("?" for _ in columns)
         with self._writing() as conn:
             cursor = conn.execute(
-                "INSERT INTO jobs (name, command, command_text, uses_shell, cwd, "
-                "physical_indices, uuids, env, mode, state, log_path, created_at, host, "
-                "grace_s, wait_for_free, boot_id, slurm_job_id) "
-                "VALUES (?, ?, ?, 0, ?, '[]', '[]', '{}', ?, ?, ?, ?, ?, ?, 0, ?, ?)",
-                (
-                    text_column(name),
-                    json.dumps(list(command), allow_nan=False),
-                    text_column(command_text),
-                    text_column(cwd),
-                    RunMode.DETACHED.value,
-                    JobState.WAITING.value,
-                    text_column(log_path),
-                    time.time(),
-                    self._host,
-                    DEFAULT_GRACE_S,
-                    current_boot_id(),
-                    slurm_job_id,
-                ),
+                f"INSERT INTO jobs ({names}) VALUES ({marks})", tuple(columns.values())
             )
             job_id = int(cursor.lastrowid or 0)
         return self.get(job_id)
 
-    def update_slurm_job(
+    def update_job(
         self,
         job_id: int,
+        assignments: str,
+        values: tuple[Any, ...],
         *,
-        state: JobState,
-        note: str | None,
-        physical_indices: Sequence[int],
-        started_at: float | None,
-        exit_code: int | None = None,
-        signal: int | None = None,
-        usage: str | None = None,
-        ended_at: float | None = None,
+        states: Sequence[JobState] | None,
     ) -> None:
-        """Copy what Slurm reports about a submitted job into its row (not once ended).
-
-        ``usage``: the stored form of what it used so far, or of why that is not measured
-        (usage.py), as its node's wrapper reported it (``None``: leave as recorded).
-        ``ended_at``: when Slurm says it ended (``None``: now, for an ended job)."""
-        if state is not JobState.ENDED:
-            ended_at = None
-        elif ended_at is None:
-            ended_at = time.time()
-        self._update(
-            job_id,
-            "state = ?, note = ?, physical_indices = ?, started_at = COALESCE(started_at, ?), "
-            "ended_at = ?, exit_code = ?, signal = ?, usage = COALESCE(?, usage)",
-            (
-                state.value,
-                _note(note),
-                json.dumps(list(physical_indices), allow_nan=False),
-                started_at,
-                ended_at,
-                exit_code,
-                signal,
-                usage,
-            ),
-            states=_NOT_ENDED,
-        )
-
-    def set_slurm_usage(self, job_id: int, usage: str) -> None:
-        """A Slurm job's usage report that came after its end (usage_file.py): any state."""
-        self._update(job_id, "usage = ?", (usage,), states=None)
+        """``UPDATE`` one job, only while it is in one of ``states`` (``None``: any state).
+        ``assignments`` is the caller's own SQL, written in code (``"note = ?"``); every
+        value is bound. For a job that runs outside gputop's supervisors (slurm/job_rows.py).
+        """
+        self._update(job_id, assignments, values, states=states)
 
     def has_job(self, job_id: int) -> bool:
         """Whether the store records this job (a row rebuilt from its log does not count:
@@ -559,16 +512,16 @@ class JobStore:
                 time.time() if ended_at is None else ended_at,
                 usage.to_text() if usage is not None else None,
             ),
-            states=_NOT_ENDED,
+            states=NOT_ENDED,
         )
 
     def request_stop(self, job_id: int, grace_s: float | None = None) -> None:
         """Note that a person asked to stop the job (and the grace they gave)."""
         if grace_s is None:
-            self._update(job_id, "stop_requested = 1", (), states=_NOT_ENDED)
+            self._update(job_id, "stop_requested = 1", (), states=NOT_ENDED)
         else:
             self._update(
-                job_id, "stop_requested = 1, grace_s = ?", (float(grace_s),), states=_NOT_ENDED
+                job_id, "stop_requested = 1, grace_s = ?", (float(grace_s),), states=NOT_ENDED
             )
 
     def mark_lost(self, job_id: int, note: str, supervisor_pid: int | None) -> bool:

@@ -6,7 +6,7 @@ written by a newer gputop is refused and left exactly as it is; a directory that
 used is an error naming the path and the cause. Opening is serialised across processes
 with a lock file, so two processes never both "repair" the same store.
 
-Nothing found in the directory is trusted (private_files.py checks ownership, links and
+Nothing found in the directory is trusted (core/private_files.py checks ownership, links and
 modes); a store with a trigger or a view, which gputop never creates, is refused (a planted
 trigger would run SQL as the user on every write). A file that cannot be opened for lack of
 permission is not damaged: that is reported, never "repaired". Older stores are migrated in
@@ -19,21 +19,22 @@ import contextlib
 import fcntl
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
-from gputop.core.jobs.private_files import (
+from gputop.core.jobs.store_salvage import MAX_LOG_ID_DIGITS, carry_over
+from gputop.core.numbers import is_ascii_digits
+from gputop.core.private_files import (
     STATE_DIR_ENV,
     StoreError,
     StorePermissionError,
     check_companion,
     check_store_file,
+    default_state_dir,
     open_private_dir,
     open_private_file,
     open_private_subdir,
 )
-from gputop.core.jobs.store_salvage import MAX_LOG_ID_DIGITS, carry_over
-from gputop.core.numbers import is_ascii_digits
 from gputop.core.sqlite_files import (
     first_check,
     immediate,
@@ -119,18 +120,6 @@ _MIGRATIONS = {
     # JSON its supervisor writes while it runs. NULL: not measured (jobs of older versions).
     3: ("ALTER TABLE jobs ADD COLUMN usage TEXT",),
 }
-
-
-def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """``$GPUTOP_STATE_DIR``, else ``$XDG_STATE_HOME/gputop``, else ``~/.local/state/gputop``."""
-    explicit = environ.get(STATE_DIR_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = environ.get("XDG_STATE_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore a relative value
-        return Path(xdg) / "gputop"
-    home = environ.get("HOME") or os.path.expanduser("~")
-    return Path(home) / ".local" / "state" / "gputop"
 
 
 def open_connection(

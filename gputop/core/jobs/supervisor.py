@@ -28,19 +28,18 @@ from typing import Protocol
 
 from gputop.core.claims.jobs import JobClaim
 from gputop.core.errors import GputopError
-from gputop.core.jobs.log_cap import CHECK_S, LogCap, limits_from, parse_size
-from gputop.core.jobs.logs import gputop_line
+from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from, parse_size
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
 from gputop.core.jobs.pending_end import EndReservation, RecordedEnd, ended_as_kept
-from gputop.core.jobs.private_files import append_to_log, open_log_append, read_env_file
-from gputop.core.jobs.procgroup import end_group, process_start_time, session_of
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.jobs.usage_meter import Measuring
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.wakeup import Wakeup
 from gputop.core.numbers import parse_seconds
+from gputop.core.private_files import append_to_log, open_log_append, read_env_file
+from gputop.core.process_control import end_group, process_start_time, session_of
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.units import duration
 
@@ -393,7 +392,7 @@ class Supervisor:
 
     def _supervise(self, child: Child) -> int:
         """Wait for the job's end; a stop request on the way ends its whole group. Its log
-        is kept under its cap meanwhile (log_cap.py)."""
+        is kept under its cap meanwhile (logs.py, LogCap)."""
         cap = LogCap(self.log_path, *self._log_limits)
         checked = 0.0
         try:

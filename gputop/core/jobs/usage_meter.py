@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING
 from gputop.core.clock_events import throttling
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.model import Job
-from gputop.core.jobs.private_files import StoreError
-from gputop.core.jobs.procgroup import session_of
 from gputop.core.jobs.usage import (
     MAX_BYTES,
     PEAK_FROM_ACCOUNTING,
@@ -32,6 +30,8 @@ from gputop.core.jobs.usage import (
 )
 from gputop.core.model import GpuSample, ProcessOrigin
 from gputop.core.numbers import parse_seconds, within
+from gputop.core.private_files import StoreError
+from gputop.core.process_control import session_of
 
 if TYPE_CHECKING:
     from gputop.core.jobs.store import JobStore
@@ -233,7 +233,7 @@ class UsageMeter:
 
     def _is_job(self, process: GpuProcess) -> bool:
         """The job's own process: of this machine, in the job's session (it leads its own;
-        tracking.py finds a job's processes the same way)."""
+        service.py finds a job's processes the same way)."""
         if process.origin is not ProcessOrigin.HOST:
             return False
         if self._owns is not None:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.store import JobStore
 from gputop.core.slurm.commands import SlurmError
+from gputop.core.slurm.job_rows import record_slurm_job
 from gputop.core.slurm.submit import SlurmRequest, cancel, output_path, submit
 
 
@@ -24,7 +25,8 @@ def submit_and_record(
 ) -> Job:
     slurm_job_id = submit(request, store.state_dir, store.logs_dir, environ)
     try:
-        job = store.record_slurm_job(
+        job = record_slurm_job(
+            store,
             slurm_job_id=slurm_job_id,
             name=request.name,
             command=request.argv,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.errors import UsageError
-from gputop.core.jobs.private_files import PRIVATE_FILE_MODE, open_private_subdir, private_dir_fd
+from gputop.core.private_files import PRIVATE_FILE_MODE, open_private_subdir, private_dir_fd
 from gputop.core.safe_text import clean
 from gputop.core.slurm.commands import SlurmError, run_slurm, slurm_message
 

@@ -16,6 +16,7 @@ from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.usage import not_measured_text
 from gputop.core.safe_text import clean
 from gputop.core.slurm.commands import SlurmError
+from gputop.core.slurm.job_rows import set_slurm_usage, update_slurm_job
 from gputop.core.slurm.queue import SlurmJob, read_queue
 from gputop.core.slurm.usage_file import NOT_DELIVERED, read_report, remove_report
 
@@ -64,7 +65,7 @@ def _late_reports(store: JobStore, jobs: list[Job]) -> None:
             continue
         report = read_report(store.logs_dir, job.slurm_job_id)
         if report is not None:
-            store.set_slurm_usage(job.id, report)
+            set_slurm_usage(store, job.id, report)
             remove_report(store.logs_dir, job.slurm_job_id)
 
 
@@ -84,7 +85,8 @@ def _usage(store: JobStore, job: Job, state: JobState, ran: bool) -> str | None:
 
 def _apply(store: JobStore, job: Job, slurm: SlurmJob | None) -> None:
     if slurm is None:
-        store.update_slurm_job(
+        update_slurm_job(
+            store,
             job.id,
             state=JobState.ENDED,
             note=f"Slurm job {job.slurm_job_id} is no longer in Slurm's queue",
@@ -103,7 +105,8 @@ def _apply(store: JobStore, job: Job, slurm: SlurmJob | None) -> None:
     ended = slurm.end_time if state is JobState.ENDED else None
     if ended is not None and (ended > time.time() + 60 or (started and ended < started)):
         ended = None  # not an end Slurm saw: the row takes the time it learnt of it
-    store.update_slurm_job(
+    update_slurm_job(
+        store,
         job.id,
         state=state,
         note=note,

@@ -18,14 +18,14 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from gputop.core.jobs.private_files import (
+from gputop.core.jobs.usage import JobUsage, not_measured_text, usage_from_json
+from gputop.core.numbers import strict_json
+from gputop.core.private_files import (
     PRIVATE_FILE_MODE,
     StoreError,
     open_private_dir,
     open_private_file,
 )
-from gputop.core.jobs.usage import JobUsage, not_measured_text, usage_from_json
-from gputop.core.numbers import strict_json
 
 REPORT_FORMAT = 1
 MAX_REPORT_BYTES = 256 * 1024

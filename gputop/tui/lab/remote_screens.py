@@ -22,7 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, RichLog, Static
 
 from gputop.core.jobs.launch import LaunchRequest
-from gputop.core.jobs.log_follow import shown_line
+from gputop.core.jobs.logs import shown_line
 from gputop.core.jobs.usage import usage_summary
 from gputop.core.mig_targets import target_label
 from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote

@@ -2,7 +2,7 @@
 
 The log is read in a worker thread (a slow disk never stalls the dashboard), in capped
 increments from where the last read stopped, decoded incrementally so a character split
-across two reads stays whole (:mod:`gputop.core.jobs.log_follow`). Each line keeps its
+across two reads stays whole (:mod:`gputop.core.jobs.logs`). Each line keeps its
 colours and nothing else: every other control character is shown as an escape before
 ``Text.from_ansi`` turns the colour sequences into styles. See docs/security.md.
 """
@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import RichLog, Static
 from textual.worker import Worker
 
-from gputop.core.jobs.log_follow import LogFollower, LogRead
+from gputop.core.jobs.logs import LogFollower, LogRead
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.usage import usage_summary
 from gputop.core.safe_text import clean

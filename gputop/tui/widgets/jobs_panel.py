@@ -11,7 +11,7 @@ import time
 from rich.text import Text
 
 from gputop.core.jobs.model import Job
-from gputop.core.jobs.tracking import JobsView
+from gputop.core.jobs.service import JobsView
 from gputop.core.jobs.usage import activity_cell
 from gputop.core.slurm.queue import SlurmJob
 from gputop.core.units import duration, duration_coarse, human_bytes

@@ -44,6 +44,18 @@ ADVICE = f"set {STATE_DIR_ENV} (or XDG_STATE_HOME) to a directory of your own"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """``$GPUTOP_STATE_DIR``, else ``$XDG_STATE_HOME/gputop``, else ``~/.local/state/gputop``."""
+    explicit = environ.get(STATE_DIR_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = environ.get("XDG_STATE_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore a relative value
+        return Path(xdg) / "gputop"
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".local" / "state" / "gputop"
+
+
 @dataclass(frozen=True, slots=True)
 class Sharing:
     """Who besides the owner may read a shared store: every user (``group_id`` None: 0755

@@ -1,0 +1,99 @@
+"""A Slurm job's row in the job store (docs/slurm.md): recorded once ``sbatch`` accepted
+it, then kept in step with what Slurm reports (sync.py). Slurm runs the job, not a gputop
+supervisor, so its row is written through the store's public ``insert_job`` and
+``update_job``; the job store knows nothing of Slurm."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
+from gputop.core.jobs.store import NOT_ENDED, JobStore
+from gputop.core.jobs.store_rows import text_column
+from gputop.core.numbers import valid_text
+from gputop.core.process_control import current_boot_id
+
+
+def record_slurm_job(
+    store: JobStore,
+    *,
+    slurm_job_id: int,
+    name: str,
+    command: Sequence[str],
+    command_text: str,
+    cwd: str,
+    log_path: str,
+) -> Job:
+    """Record a job ``sbatch`` accepted: waiting until Slurm runs it.
+
+    Its log is the output file Slurm writes; its cards are Slurm's choice, set by
+    ``update_slurm_job`` once Slurm reports them.
+    """
+    return store.insert_job(
+        {
+            "name": text_column(name),  # exact bytes where not UTF-8 (store_rows.py)
+            "command": json.dumps(list(command), allow_nan=False),
+            "command_text": text_column(command_text),
+            "uses_shell": 0,
+            "cwd": text_column(cwd),
+            "physical_indices": "[]",
+            "uuids": "[]",
+            "env": "{}",
+            "mode": RunMode.DETACHED.value,
+            "state": JobState.WAITING.value,
+            "log_path": text_column(log_path),
+            "created_at": time.time(),
+            "host": store.host,
+            "grace_s": DEFAULT_GRACE_S,
+            "wait_for_free": 0,
+            "boot_id": current_boot_id(),
+            "slurm_job_id": slurm_job_id,
+        }
+    )
+
+
+def update_slurm_job(
+    store: JobStore,
+    job_id: int,
+    *,
+    state: JobState,
+    note: str | None,
+    physical_indices: Sequence[int],
+    started_at: float | None,
+    exit_code: int | None = None,
+    signal: int | None = None,
+    usage: str | None = None,
+    ended_at: float | None = None,
+) -> None:
+    """Copy what Slurm reports about a submitted job into its row (not once ended).
+
+    ``usage``: the stored form of what it used so far, or of why that is not measured
+    (jobs/usage.py), as its node's wrapper reported it (``None``: leave as recorded).
+    ``ended_at``: when Slurm says it ended (``None``: now, for an ended job)."""
+    if state is not JobState.ENDED:
+        ended_at = None
+    elif ended_at is None:
+        ended_at = time.time()
+    store.update_job(
+        job_id,
+        "state = ?, note = ?, physical_indices = ?, started_at = COALESCE(started_at, ?), "
+        "ended_at = ?, exit_code = ?, signal = ?, usage = COALESCE(?, usage)",
+        (
+            state.value,
+            None if note is None else valid_text(note),  # a note is for a person: UTF-8
+            json.dumps(list(physical_indices), allow_nan=False),
+            started_at,
+            ended_at,
+            exit_code,
+            signal,
+            usage,
+        ),
+        states=NOT_ENDED,
+    )
+
+
+def set_slurm_usage(store: JobStore, job_id: int, usage: str) -> None:
+    """A Slurm job's usage report that came after its end (usage_file.py): any state."""
+    store.update_job(job_id, "usage = ?", (usage,), states=None)

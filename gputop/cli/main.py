@@ -59,9 +59,15 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+DASHBOARD = ""
+"""``only`` for the dashboard alone (no command named): no command's module is imported
+before the first frame."""
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with ``only``, one that parses just that command (every other
-    command's module left unimported) and raises ``_NotThisWay`` where it cannot."""
+    command's module left unimported; ``DASHBOARD``: the dashboard's options alone) and
+    raises ``_NotThisWay`` where it cannot."""
     parser_class = argparse.ArgumentParser if only is None else _OneCommandParser
     common = parser_class(add_help=False)
     common.add_argument(
@@ -83,10 +89,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         action=_VersionAction,
         help="print the distribution, its version and, from a git checkout, the commit",
     )
-    if only is None:
+    if only is None or only == DASHBOARD:
         dashboard = _module("gputop.cli.dashboard")
         dashboard.add_arguments(parser)
         parser.set_defaults(run=dashboard.run)
+    if only == DASHBOARD:
+        return parser
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for name, module in COMMAND_MODULES.items():
         if only is None or name == only:
@@ -111,15 +119,16 @@ def _named_command(argv: Sequence[str]) -> str | None:
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
-    """Parsed by the named command's parser alone where it can; anything it cannot take (a
-    dashboard option before the command, a mistake) goes to the whole parser, which parses
-    it or says what is wrong exactly as it always did."""
+    """Parsed by the named command's parser alone (no command: the dashboard's) where it
+    can; anything it cannot take (a dashboard option before the command, a mistake) goes to
+    the whole parser, which parses it or says what is wrong exactly as it always did."""
     command = _named_command(argv)
-    if command is not None:
-        try:
-            return build_parser(only=command).parse_args(argv)
-        except _NotThisWay:
-            pass
+    if command is None and any(word in ("-h", "--help") for word in argv):
+        return build_parser().parse_args(argv)  # the help names every command
+    try:
+        return build_parser(only=DASHBOARD if command is None else command).parse_args(argv)
+    except _NotThisWay:
+        pass
     return build_parser().parse_args(argv)
 
 

@@ -32,6 +32,9 @@ def test_the_table_of_commands_is_what_the_modules_add() -> None:
         ["--hosts", "report", "report"],  # a host named like a command
         ["jobs", "log", "3"],
         ["run", "--gpus", "0", "--", "python", "train.py", "--lr", "3e-4"],
+        ["--fake", "demo", "--interval", "2"],  # the dashboard: its own options alone
+        [],
+        ["--interval", "1", "snapshot"],  # a command after a value: the whole parser
     ],
 )
 def test_a_command_line_parses_as_the_whole_parser_parses_it(argv: list[str]) -> None:
@@ -49,6 +52,35 @@ def test_a_mistake_is_told_by_the_whole_parser(capsys: pytest.CaptureFixture[str
     error = capsys.readouterr().err
     assert error.startswith("usage: gputop report")
     assert "argument --by: invalid choice: 'team'" in error
+
+
+def test_the_dashboards_command_line_imports_no_other_commands_module() -> None:
+    """No command named: the dashboard's parser alone, so its first frame waits for no
+    other command's module (docs/speed.md, "The first frame"); --help still lists them."""
+    code = (
+        "import sys\n"
+        "from gputop.cli.main import COMMAND_MODULES, _parse\n"
+        "_parse(['--fake', 'demo', '--interval', '2'])\n"
+        "print(','.join(m for m in COMMAND_MODULES.values() if m in sys.modules) or 'none')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip().splitlines()[-1] == "none", done.stderr
+    helped = subprocess.run(
+        [sys.executable, "-m", "gputop", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert helped.returncode == 0 and "snapshot" in helped.stdout and "report" in helped.stdout
+
+
+def test_a_dashboard_mistake_is_told_by_the_whole_parser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _parse(["--interval", "fast"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("usage: gputop [-h]") and "COMMAND" in error
 
 
 def test_report_imports_neither_the_dashboard_nor_the_sampling() -> None:

@@ -108,10 +108,14 @@ class GputopApp(ExceptionHook, ReportsWorkerFailures, JobsActions):
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = True
 
+    # The key bar shows these in this order and cuts what does not fit: at 80 columns, after
+    # how to leave and the help, the launch, the selection it uses and the jobs.
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Keys"),
+        Binding("l", "launch", "Launch"),
         Binding("space", "toggle_card", "Select card"),
+        Binding("J", "toggle_jobs", "Jobs"),
         Binding("a", "select_all", "All cards"),
         Binding("escape", "clear_selection", "Clear selection", show=False),
         Binding("f", "filter_card", "Filter"),
@@ -120,8 +124,6 @@ class GputopApp(ExceptionHook, ReportsWorkerFailures, JobsActions):
         Binding("s", "cycle_sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse sort", show=False),
         Binding("p", "toggle_torch", "PyTorch view"),
-        Binding("l", "launch", "Launch"),
-        Binding("J", "toggle_jobs", "Jobs"),
         Binding("H", "card_history", "Card history", show=False),
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
         Binding("T", "signal_process('SIGKILL')", "Kill", show=False),

@@ -139,7 +139,7 @@ async def test_the_key_bar_shows_the_bindings_of_what_has_focus() -> None:
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         bar = app.query_one(KeyBar)
-        assert bar.shown_keys[:3] == ("q", "question_mark", "space")
+        assert bar.shown_keys[:5] == ("q", "question_mark", "l", "space", "J")
         assert bar.shown_keys[-1] == "ctrl+p"
         text = bar_text(app)
         assert text.startswith(" q  Quit ") and text.endswith("▏ ^p  palette ")
@@ -173,6 +173,8 @@ async def test_a_narrow_terminal_keeps_its_keys_rather_than_the_palette(columns:
         assert len(text) <= columns
         assert text.startswith(" q  Quit ")
         assert "palette" not in text  # not every key fits: the keys come first
+        if columns >= 80:  # the launch and the jobs are among the keys that fit
+            assert " l  Launch " in text and " J  Jobs " in text
 
 
 async def test_the_palette_is_at_the_right_end_when_every_key_fits() -> None:

@@ -413,12 +413,32 @@ def spread(values: list[float], unit: str, scale: float = 1.0, digits: int = 2) 
     )
 
 
+FIGURES: tuple[tuple[str, Callable[[Figures], list[float]], tuple[object, ...]], ...] = (
+    ("first complete frame", lambda x: x.first_frame_s, ("s",)),
+    ("CPU, % of a core", lambda x: x.cpu_per_wall, ("%", 100, 1)),
+    ("bytes to the terminal", lambda x: x.bytes_per_s, ("KB/s", 1 / 1024)),
+    ("peak RSS", lambda x: x.peak_rss_mib, ("MiB", 1, 0)),
+    ("key-to-screen", lambda x: x.key_to_screen_ms, ("ms", 1, 0)),
+)
+"""Each figure the report shows: its name, where it is kept, how it is printed."""
+
+
+def _rows(results: dict[str, Figures], targets: list[tuple[float, str]]) -> list[Row]:
+    """A row per figure (in ``FIGURES``' order): every app's spread, and whether gputop's
+    median is within its limit (``targets``: limit and how it reads, per figure)."""
+    rows = []
+    for (name, pick, style), (limit, text) in zip(FIGURES, targets, strict=True):
+        shown = {app: spread(pick(figures), *style) for app, figures in results.items()}  # type: ignore[arg-type]
+        rows.append(Row(name, shown, text, statistics.median(pick(results["gputop"])) <= limit))
+    return rows
+
+
 def report(results: dict[str, Figures]) -> list[Row]:
     """Each figure for every app measured, and whether gputop meets its target.
 
     Bytes: at most ``TARGET_BYTES_PER_S`` (issue 11) and, where nvitop is measured, at most
     nvitop's median (issue 19)."""
-    g, f = results["gputop"], results["floor"]
+    f = results["floor"]
     frame_limit = statistics.median(f.first_frame_s) + TARGET_FRAME_OVER_FLOOR_S
     rss_limit = statistics.median(f.peak_rss_mib) * TARGET_RSS_OVER_FLOOR
     bytes_limit, bytes_source = TARGET_BYTES_PER_S, ""
@@ -426,42 +446,16 @@ def report(results: dict[str, Figures]) -> list[Row]:
     if nvitop is not None and nvitop.bytes_per_s:  # issue 19: at or below nvitop's
         bytes_limit = min(bytes_limit, statistics.median(nvitop.bytes_per_s))
         bytes_source = " (nvitop)" if bytes_limit < TARGET_BYTES_PER_S else ""
-
-    def each(pick: Callable[[Figures], list[float]], *style: object) -> dict[str, str]:
-        return {name: spread(pick(figures), *style) for name, figures in results.items()}  # type: ignore[arg-type]
-
-    return [
-        Row(
-            "first complete frame",
-            each(lambda x: x.first_frame_s, "s"),
-            f"<= floor + {TARGET_FRAME_OVER_FLOOR_S:g} s = {frame_limit:.2f} s",
-            statistics.median(g.first_frame_s) <= frame_limit,
-        ),
-        Row(
-            "CPU, % of a core",
-            each(lambda x: x.cpu_per_wall, "%", 100, 1),
-            f"<= {TARGET_CPU:.1%}",
-            statistics.median(g.cpu_per_wall) <= TARGET_CPU,
-        ),
-        Row(
-            "bytes to the terminal",
-            each(lambda x: x.bytes_per_s, "KB/s", 1 / 1024),
-            f"<= {bytes_limit / 1024:.2f} KB/s{bytes_source}",
-            statistics.median(g.bytes_per_s) <= bytes_limit,
-        ),
-        Row(
-            "peak RSS",
-            each(lambda x: x.peak_rss_mib, "MiB", 1, 0),
-            f"<= {TARGET_RSS_OVER_FLOOR:g}x floor = {rss_limit:.0f} MiB",
-            statistics.median(g.peak_rss_mib) <= rss_limit,
-        ),
-        Row(
-            "key-to-screen",
-            each(lambda x: x.key_to_screen_ms, "ms", 1, 0),
-            f"<= {TARGET_KEY_MS:g} ms median",
-            statistics.median(g.key_to_screen_ms) <= TARGET_KEY_MS,
-        ),
-    ]
+    return _rows(
+        results,
+        [
+            (frame_limit, f"<= floor + {TARGET_FRAME_OVER_FLOOR_S:g} s = {frame_limit:.2f} s"),
+            (TARGET_CPU, f"<= {TARGET_CPU:.1%}"),
+            (bytes_limit, f"<= {bytes_limit / 1024:.2f} KB/s{bytes_source}"),
+            (rss_limit, f"<= {TARGET_RSS_OVER_FLOOR:g}x floor = {rss_limit:.0f} MiB"),
+            (TARGET_KEY_MS, f"<= {TARGET_KEY_MS:g} ms median"),
+        ],
+    )
 
 
 def busy_report(results: dict[str, Figures]) -> list[Row]:
@@ -469,53 +463,39 @@ def busy_report(results: dict[str, Figures]) -> list[Row]:
     same run; key-to-screen as on the standard case."""
     g, f, n = results["gputop"], results["floor"], results["nvitop"]
     median = statistics.median
-    frame_limit = median(f.first_frame_s) * BUSY_FRAME_OVER_FLOOR
-    cpu_limit = median(n.cpu_per_wall) * BUSY_CPU_OVER_NVITOP
-    bytes_limit = median(n.bytes_per_s) * BUSY_BYTES_OVER_NVITOP
-    rss_limit = median(f.peak_rss_mib) * BUSY_RSS_OVER_FLOOR
 
-    def each(pick: Callable[[Figures], list[float]], *style: object) -> dict[str, str]:
-        return {name: spread(pick(figures), *style) for name, figures in results.items()}  # type: ignore[arg-type]
+    def against(pick: Callable[[Figures], list[float]], base: Figures, times: float) -> float:
+        return median(pick(base)) * times
 
-    def ratio(value: float, base: float) -> str:
-        return f"{value / base:.2f}x" if base > 0 else "-"
+    def ratio(pick: Callable[[Figures], list[float]], base: Figures) -> str:
+        below = median(pick(base))
+        return f"is {median(pick(g)) / below:.2f}x" if below > 0 else "-"
 
-    return [
-        Row(
-            "first complete frame",
-            each(lambda x: x.first_frame_s, "s"),
-            f"<= {BUSY_FRAME_OVER_FLOOR:g}x floor = {frame_limit:.2f} s "
-            f"(is {ratio(median(g.first_frame_s), median(f.first_frame_s))})",
-            median(g.first_frame_s) <= frame_limit,
-        ),
-        Row(
-            "CPU, % of a core",
-            each(lambda x: x.cpu_per_wall, "%", 100, 1),
-            f"<= {BUSY_CPU_OVER_NVITOP:g}x nvitop = {cpu_limit:.1%} "
-            f"(is {ratio(median(g.cpu_per_wall), median(n.cpu_per_wall))})",
-            median(g.cpu_per_wall) <= cpu_limit,
-        ),
-        Row(
-            "bytes to the terminal",
-            each(lambda x: x.bytes_per_s, "KB/s", 1 / 1024),
-            f"<= {BUSY_BYTES_OVER_NVITOP:g}x nvitop = {bytes_limit / 1024:.2f} KB/s "
-            f"(is {ratio(median(g.bytes_per_s), median(n.bytes_per_s))})",
-            median(g.bytes_per_s) <= bytes_limit,
-        ),
-        Row(
-            "peak RSS",
-            each(lambda x: x.peak_rss_mib, "MiB", 1, 0),
-            f"<= {BUSY_RSS_OVER_FLOOR:g}x floor = {rss_limit:.0f} MiB "
-            f"(is {ratio(median(g.peak_rss_mib), median(f.peak_rss_mib))})",
-            median(g.peak_rss_mib) <= rss_limit,
-        ),
-        Row(
-            "key-to-screen",
-            each(lambda x: x.key_to_screen_ms, "ms", 1, 0),
-            f"<= {TARGET_KEY_MS:g} ms median",
-            median(g.key_to_screen_ms) <= TARGET_KEY_MS,
-        ),
-    ]
+    (_, frame, _), (_, cpu, _), (_, written, _), (_, rss, _), _ = FIGURES
+    frame_limit = against(frame, f, BUSY_FRAME_OVER_FLOOR)
+    cpu_limit = against(cpu, n, BUSY_CPU_OVER_NVITOP)
+    bytes_limit = against(written, n, BUSY_BYTES_OVER_NVITOP)
+    rss_limit = against(rss, f, BUSY_RSS_OVER_FLOOR)
+    return _rows(
+        results,
+        [
+            (
+                frame_limit,
+                f"<= {BUSY_FRAME_OVER_FLOOR:g}x floor = {frame_limit:.2f} s ({ratio(frame, f)})",
+            ),
+            (cpu_limit, f"<= {BUSY_CPU_OVER_NVITOP:g}x nvitop = {cpu_limit:.1%} ({ratio(cpu, n)})"),
+            (
+                bytes_limit,
+                f"<= {BUSY_BYTES_OVER_NVITOP:g}x nvitop = {bytes_limit / 1024:.2f} KB/s "
+                f"({ratio(written, n)})",
+            ),
+            (
+                rss_limit,
+                f"<= {BUSY_RSS_OVER_FLOOR:g}x floor = {rss_limit:.0f} MiB ({ratio(rss, f)})",
+            ),
+            (TARGET_KEY_MS, f"<= {TARGET_KEY_MS:g} ms median"),
+        ],
+    )
 
 
 def print_report(rows: list[Row], header: str) -> None:

@@ -220,21 +220,27 @@ def signal_group(pgid: int, signum: int) -> bool:
 # --- a job's process group ------------------------------------------------------------
 
 
-def group_members(pgid: int) -> list[int]:
-    """The live (not zombie) processes of process group ``pgid``."""
-    if not group_exists(pgid):
-        return []
-    members = []
+def live_processes_where(of: Callable[[int], int], wanted: int) -> list[int]:
+    """The live (not zombie) processes whose ``of(pid)`` (``os.getpgid``, ``os.getsid``)
+    is ``wanted``; one that ends meanwhile is left out."""
+    found = []
     for pid in psutil.pids():
         try:
-            if os.getpgid(pid) != pgid:
+            if of(pid) != wanted:
                 continue
             if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
                 continue
         except (OSError, psutil.Error):
             continue
-        members.append(pid)
-    return members
+        found.append(pid)
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``."""
+    if not group_exists(pgid):
+        return []
+    return live_processes_where(os.getpgid, pgid)
 
 
 def end_group(

@@ -33,6 +33,7 @@ from gputop.core.process_control import (
     Recorded,
     SignalRefused,
     from_earlier_boot,
+    live_processes_where,
     pinned,
     send,
     signal_own_process,
@@ -221,17 +222,7 @@ def _pinned(recorded: Recorded) -> Iterator[int | None]:
 
 def _session_processes(session: int) -> list[int]:
     """Live (not zombie) processes in ``session``."""
-    found = []
-    for pid in psutil.pids():
-        try:
-            if os.getsid(pid) != session:
-                continue
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                continue
-        except (OSError, psutil.Error):
-            continue
-        found.append(pid)
-    return found
+    return live_processes_where(os.getsid, session)
 
 
 def _prove_member(job: Job, pid: int, leader_alive: bool) -> float | None:

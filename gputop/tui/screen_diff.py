@@ -55,11 +55,9 @@ MERGE_GAP = 4
 """At most this many unchanged cells between two changes are resent instead of moved over,
 where that is fewer bytes than the move."""
 
-_TOKEN = re.compile(
-    r"\x1b\[(?P<params>[0-9;]*)(?P<final>[Hfm])"  # cursor position, colours
-    r"|(?P<text>[^\x00-\x1f\x7f]+)"
-    r"|(?P<newline>\r\n|\r|\n)"
-)
+_SEQUENCE = re.compile(r"(\x1b\[[0-9;]*[Hfm]|\r\n|\r|\n)")
+"""What a frame writes between its texts: cursor positions, colours, line ends."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HARMLESS = re.compile(
     r"(?:\x1b\[\?(?!(?:47|1047|1049)[hl])[0-9;]*[hl]"  # modes: mouse, paste, cursor
     r"|\x1b\[\?[0-9;]*\$p"  # mode queries
@@ -146,29 +144,41 @@ class ScreenDiff:
         """
         columns, rows = self._size
         changed: dict[int, set[int]] = {}
+        wide_rows: set[int] = set()  # written with text not ASCII: wide characters only there
         for y, x, text, sgr in runs:
             if not 0 <= y < rows or x < 0:
                 return None
             chars, sgrs = self._chars[y], self._sgrs[y]
             end = x + len(text)
-            if text.isascii() or cell_len(text) == len(text):  # one cell a character
+            ascii_text = text.isascii()
+            if not ascii_text:
+                wide_rows.add(y)
+            if ascii_text or cell_len(text) == len(text):  # one cell a character
                 if end > columns:
                     return None
-                if chars[x:end] == list(text) and sgrs[x:end] == [sgr] * len(text):
+                new_chars, new_sgrs = list(text), [sgr] * len(text)
+                old_chars, old_sgrs = chars[x:end], sgrs[x:end]
+                if old_chars == new_chars and old_sgrs == new_sgrs:
                     continue  # most text Textual writes is already there
-                row_changed = changed.setdefault(y, set())
-                for i, char in enumerate(text, x):
-                    if chars[i] != char or sgrs[i] != sgr:
-                        chars[i], sgrs[i] = char, sgr
-                        row_changed.add(i)
+                changed.setdefault(y, set()).update(
+                    i
+                    for i, old_char, new_char, old_sgr in zip(
+                        range(x, end), old_chars, text, old_sgrs, strict=True
+                    )
+                    if old_char != new_char or old_sgr != sgr
+                )
+                chars[x:end], sgrs[x:end] = new_chars, new_sgrs
             elif not self._apply_wide(y, x, text, sgr, changed.setdefault(y, set())):
                 return None
-        for y, row_changed in changed.items():
-            chars = self._chars[y]
+        for y in wide_rows.intersection(changed):
+            chars, row_changed = self._chars[y], changed[y]
             for i in list(row_changed):
                 # A wide character is sent whole, by its left half. A frame that leaves
                 # half of one on its own is not followed.
-                if chars[i] == "":
+                char = chars[i]
+                if char and char.isascii():
+                    continue
+                if char == "":
                     if i == 0 or not _wide(chars[i - 1]):
                         return None
                     row_changed.add(i - 1)
@@ -218,6 +228,15 @@ class ScreenDiff:
                 continue
             chars, sgrs = self._chars[y], self._sgrs[y]
             old_chars, old_sgrs = chars_before[y], sgrs_before[y]
+            # A run saves at most the changed cells that equal their right neighbour of
+            # before: a row with too few of those has none to shift (most rows).
+            hits = sum(
+                1
+                for i in row_changed
+                if i < columns - 1 and chars[i] == old_chars[i + 1] and sgrs[i] == old_sgrs[i + 1]
+            )
+            if hits < SHIFT_MIN_CELLS:
+                continue
             # A run saves only the changed cells in it: none starts before the first changed
             # cell or after the last (unchanged cells before it equal their right neighbour,
             # so leaving them unshifted shows the same).
@@ -458,37 +477,38 @@ def _parse(data: str) -> tuple[list[Run], str | None] | None:
 
     ``None`` when ``data`` is not only cursor moves, colours and text.
     """
+    # Split on the sequences a frame is made of: text sits at the even places, a sequence
+    # between each two. Text holding any other control character is not followed.
+    parts = _SEQUENCE.split(data)
+    if _CONTROL.search("".join(parts[0::2])):
+        return None
     runs: list[Run] = []
     x = y = 0
     sgr = ""
     cursor: str | None = None
-    position = 0
-    for match in _TOKEN.finditer(data):
-        if match.start() != position:
-            return None
-        position = match.end()
-        text = match.group("text")
-        if text is not None:
+    text = parts[0]
+    if text:
+        runs.append((0, 0, text, ""))
+        x = len(text) if text.isascii() else cell_len(text)
+    for i in range(1, len(parts), 2):
+        sequence = parts[i]
+        final = sequence[-1]
+        if final == "m":
+            sgr = "" if sequence in ("\x1b[m", "\x1b[0m") else sgr + sequence
+        elif final in "Hf":  # 1-based row;column
+            params = sequence[2:-1].split(";")
+            y = int(params[0] or 1) - 1
+            x = int(params[1] or 1) - 1 if len(params) > 1 else 0
+            cursor = sequence
+        else:  # Textual positions every line itself; a newline only ends one.
+            if sequence != "\r":
+                y += 1
+            x = 0
+        text = parts[i + 1]
+        if text:
             runs.append((y, x, text, sgr))
             x += len(text) if text.isascii() else cell_len(text)
             cursor = None
-            continue
-        final = match.group("final")
-        if final == "m":
-            params = match.group("params")
-            sgr = "" if params in ("", "0") else sgr + match.group(0)
-        elif final is not None:  # H, f: 1-based row;column
-            params = match.group("params").split(";")
-            y = int(params[0] or 1) - 1
-            x = int(params[1] or 1) - 1 if len(params) > 1 else 0
-            cursor = match.group(0)
-        elif match.group("newline") is not None:
-            # Textual positions every line itself; a newline only ends one.
-            if match.group("newline") != "\r":
-                y += 1
-            x = 0
-    if position != len(data):
-        return None
     return runs, cursor
 
 

@@ -111,9 +111,18 @@ class ProcessCalls(FakeNvmlBase):
         process = self._described_processes.get(pid)
         return self._host_facts(process) if process is not None else None
 
-    def simulated_processes(self) -> dict[int, SimulatedProcess]:
-        """Host facts for every described process of the scenario, now (the host line)."""
-        return {pid: self._host_facts(p) for pid, p in self._described_processes.items()}
+    def simulated_host_load(self) -> tuple[list[float], list[int]]:
+        """Every described process's CPU percent and host memory now, where the scenario
+        gives them (the host line: only these two, without building each process)."""
+        t = self.now()
+        processes = self._described_processes.values()
+        cpu = [
+            max(0.0, p.cpu_percent.value_at(t)) for p in processes if p.cpu_percent is not None
+        ]
+        memory = [
+            self._bytes(p.host_memory_mib, t) for p in processes if p.host_memory_mib is not None
+        ]
+        return cpu, memory
 
     def simulated_sm_count(self, physical_index: int) -> int | None:
         """A whole GPU's SM count as a simulated CUDA driver gives it (cuDeviceGetAttribute):
@@ -129,10 +138,13 @@ class ProcessCalls(FakeNvmlBase):
     def simulated_uptime_s(self) -> float:
         """How long the simulated machine has been up: it booted a day before its oldest
         process started, so no simulated process predates its boot."""
-        oldest = max(
+        return max(0.0, self.now()) + self._oldest_start_s_ago + SIMULATED_UP_BEFORE_S
+
+    @functools.cached_property
+    def _oldest_start_s_ago(self) -> float:
+        return max(
             (p.started_s_ago or 0.0 for p in self._described_processes.values()), default=0.0
         )
-        return max(0.0, self.now()) + oldest + SIMULATED_UP_BEFORE_S
 
     @functools.cached_property
     def _described_processes(self) -> dict[int, ScenarioProcess]:

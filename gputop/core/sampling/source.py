@@ -115,12 +115,8 @@ def _open_fake(
         )
 
     def host_stats(now: float) -> HostStats:
-        processes = list(nvml.simulated_processes().values())
-        return simulated_host_stats(
-            (p.cpu_percent for p in processes),
-            (p.host_memory_bytes for p in processes),
-            uptime_s=nvml.simulated_uptime_s(),
-        )
+        cpu, memory = nvml.simulated_host_load()
+        return simulated_host_stats(cpu, memory, uptime_s=nvml.simulated_uptime_s())
 
     backend = NvmlBackend(
         nvml,

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers import HELPERS
 from helpers.jobs import (
+    all_jobs,
     gone,
     launch,
     probe_command,
@@ -24,7 +26,9 @@ from helpers.small_filesystems import fill, free_bytes
 from helpers.waiting import wait_for
 
 from gputop.cli.main import main
+from gputop.core.jobs.launch import supervisor_argv
 from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.pending_end import EndReservation
 from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
 from gputop.core.remote.agent import read_jobs_from_store
@@ -61,6 +65,15 @@ def settled(state_dir: Path, job_id: int) -> None:
     read-only file system does not change under a reader)."""
     wait_until_ended(state_dir, job_id)
     wait_for(lambda: not supervisors_of(state_dir), "the supervisor to exit")
+
+
+def stored(state_dir: Path, job_id: int) -> Job:
+    """The job's row as the store holds it, nothing applied."""
+    store = JobStore.open(state_dir)
+    try:
+        return store.reread(job_id)
+    finally:
+        store.close()
 
 
 def recorded(state_dir: Path, job_id: int) -> Job | None:
@@ -192,13 +205,9 @@ def test_an_exit_status_on_a_full_disk_is_recorded_when_space_returns(
     assert ended.exit_code == 7
 
 
-def test_a_supervisor_that_gives_up_leaves_the_exit_status_for_the_next_gputop(
-    small_state_dir: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+def test_a_supervisor_leaves_the_exit_status_in_its_file_and_exits_on_a_full_disk(
+    small_state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("GPUTOP_RECORD_GIVE_UP_S", "0")
     freed = ballast(small_state_dir)
     go = tmp_path / "go"
     started = launch(small_state_dir, chatty("--until", str(go), "--exit", "7"))
@@ -206,7 +215,9 @@ def test_a_supervisor_that_gives_up_leaves_the_exit_status_for_the_next_gputop(
     filled_by_the_job(small_state_dir)
     go.touch()
     assert running.supervisor_pid is not None
-    wait_for(lambda: gone(running.supervisor_pid), "the supervisor to give up and exit")
+    wait_for(  # a few quick tries of the store, never a wait for space
+        lambda: gone(running.supervisor_pid), "the supervisor to exit", timeout_s=10
+    )
     assert (small_state_dir / "run" / f"{started.id}.end").exists()
 
     freed.unlink()
@@ -217,6 +228,63 @@ def test_a_supervisor_that_gives_up_leaves_the_exit_status_for_the_next_gputop(
     ended = recorded(small_state_dir, started.id)
     assert ended is not None and ended.exit_code == 7
     assert not os.path.exists(small_state_dir / "run" / f"{started.id}.end")
+
+
+def test_a_job_whose_store_is_full_from_its_start_is_read_from_its_file_alone(
+    small_state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The disk fills between the launch and the supervisor's first write: the supervisor's
+    pid, the job's start and its end are only in the reserved file, and every reader
+    applies it: running with its pid (never taken as lost), ended, then recorded."""
+    freed = ballast(small_state_dir)
+    go = tmp_path / "go"
+    with JobStore.open(small_state_dir) as store:
+        job = store.create_job(
+            name="quiet", command=chatty("--lines", "0", "--until", str(go), "--exit", "7"),
+            command_text="quiet", uses_shell=False, cwd="/", physical_indices=[0], uuids=[],
+            env={},
+        )  # fmt: skip
+        argv = supervisor_argv(store, job.id)
+    EndReservation(small_state_dir, job.id).close()  # its blocks, taken before the disk fills
+    fill(small_state_dir.parent)
+    supervisor = subprocess.Popen(
+        argv, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    kept = small_state_dir / "run" / f"{job.id}.end"
+    try:
+        running = wait_until_running(small_state_dir, job.id)
+        assert (running.status, running.supervisor_pid) == ("running", supervisor.pid)
+        assert stored(small_state_dir, job.id).pid is None  # the store could not take it
+        code, out, err = gputop(capsys, "jobs", "--json")
+        assert code == 0, err
+        assert json.loads(out)[0]["status"] == "running", out
+
+        go.touch()
+        wait_for(lambda: supervisor.poll() is not None, "the supervisor to exit", timeout_s=10)
+        code, out, err = gputop(capsys, "jobs", "--json")
+        assert code == 0, err
+        (record,) = json.loads(out)
+        assert (record["status"], record["exit_code"]) == ("failed", 7), record
+        assert (record["pid"], record["started_at"]) == (running.pid, running.started_at)
+        assert kept.exists()
+
+        freed.unlink()
+        ended = wait_for(  # by the next reader that can write
+            lambda: all_jobs(small_state_dir) and recorded(small_state_dir, job.id),
+            "the file to be recorded",
+        )
+        assert (ended.exit_code, ended.pid, ended.started_at) == (
+            7,
+            running.pid,
+            running.started_at,
+        )
+        assert ended.supervisor_pid == supervisor.pid
+        assert not kept.exists()
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+        supervisor.wait()
 
 
 def test_the_dashboards_stop_works_on_a_full_disk(small_state_dir: Path) -> None:

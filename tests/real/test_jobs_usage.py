@@ -212,7 +212,6 @@ def test_a_supervisor_that_gives_up_on_a_full_disk_keeps_the_usage_with_the_end(
 
     monkeypatch.setenv("GPUTOP_FAKE", str(scenario_file(tmp_path, PROFILE)))
     monkeypatch.setenv("GPUTOP_USAGE_POLL_S", "0.1")
-    monkeypatch.setenv("GPUTOP_RECORD_GIVE_UP_S", "0")
     freed = small_state_dir.parent / "ballast"
     freed.write_bytes(b"\0" * 512 * 1024)
     go = tmp_path / "go"

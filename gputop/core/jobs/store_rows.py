@@ -3,11 +3,13 @@ readers are shown.
 
 One place knows every column (``row_to_job``, ``job_columns``).
 
-Two things can be truer than a row. A job's end kept beside the store (pending_end.py: its
-supervisor could not write it, the disk was full) is the job's end. An active job whose
-supervisor is gone is lost. Both are recorded in the store when it can be written, and
-otherwise applied to what is returned only, so that reading never needs writing
-(docs/faults.md).
+Two things can be truer than a row. What a supervisor kept beside the store (pending_end.py:
+the store refused it, the disk was full) is what happened to the job: its supervisor, its
+start, a stop, its end. An active job whose supervisor is gone is lost. Both are recorded in
+the store when it can be written, and otherwise applied to what is returned only, so that
+reading never needs writing (docs/faults.md). A file whose supervisor still lives and has
+not ended its job is the supervisor's to record (it rewrites the file in place until then):
+a reader only applies it.
 
 The store hands itself in as a ``RowStore`` (what this module needs of it), so that the
 store imports this module and not the other way round (docs/architecture.md).
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.pending_end import ended_as_kept, forget_pending_end, read_pending_ends
+from gputop.core.jobs.pending_end import Kept, apply_kept, forget_pending_end, read_kept
 from gputop.core.jobs.usage import (
     JobUsage,
     not_measured_text,
@@ -169,6 +171,23 @@ class RowStore(Protocol):
 
     def reread(self, job_id: int) -> Job: ...
 
+    def mark_supervisor(
+        self, job_id: int, pid: int, start_time: float | None, session_id: int | None = None
+    ) -> None: ...
+
+    def mark_started(
+        self,
+        job_id: int,
+        pid: int,
+        pid_start_time: float | None,
+        session_id: int | None = None,
+        started_at: float | None = None,
+    ) -> None: ...
+
+    def set_note(self, job_id: int, note: str | None) -> None: ...
+
+    def request_stop(self, job_id: int, grace_s: float | None = None) -> None: ...
+
     def mark_ended(
         self,
         job_id: int,
@@ -186,41 +205,79 @@ class RowStore(Protocol):
 
 def current_jobs(store: RowStore, jobs: list[Job]) -> list[Job]:
     """``jobs`` (rows just read from ``store``) as they are now."""
-    return _refresh_liveness(store, _with_pending_ends(store, jobs))
+    return _refresh_liveness(store, _with_kept(store, jobs))
 
 
-def _with_pending_ends(store: RowStore, jobs: list[Job]) -> list[Job]:
+def record_kept(store: RowStore, kept: Kept) -> None:
+    """Make in the store the writes ``kept`` holds, in the order they were made. Each is
+    the store's own write, made again as often as needed with the same result: a reader
+    and the supervisor may both record one file."""
+    job_id = kept.job_id
+    if kept.supervisor is not None:
+        seen = kept.supervisor
+        store.mark_supervisor(job_id, seen.pid, seen.start_time, seen.session)
+    if kept.started is not None:
+        seen = kept.started
+        store.mark_started(job_id, seen.pid, seen.start_time, seen.session, kept.started_at)
+    if kept.note is not None:
+        store.set_note(job_id, kept.note)
+    if kept.stop_requested:
+        store.request_stop(job_id)
+    end = kept.end
+    if end is not None:
+        store.mark_ended(
+            job_id,
+            exit_code=end.exit_code,
+            signal=end.signal,
+            note=end.note,
+            stopped=end.stopped or None,
+            ended_at=end.ended_at,
+            usage=end.usage,
+        )
+
+
+def _with_kept(store: RowStore, jobs: list[Job]) -> list[Job]:
     if store.in_memory:
         return jobs
-    pending = read_pending_ends(store.state_dir)
-    if not pending:
+    files = read_kept(store.state_dir)
+    if not files:
         return jobs
     result = []
     for job in jobs:
-        end = pending.get(job.id)
-        if end is None:
+        kept = files.get(job.id)
+        if kept is None:
             result.append(job)
             continue
-        if job.state is not JobState.ENDED:
-            try:
-                store.mark_ended(
-                    end.job_id,
-                    exit_code=end.exit_code,
-                    signal=end.signal,
-                    note=end.note,
-                    stopped=end.stopped or None,
-                    ended_at=end.ended_at,
-                    usage=end.usage,
-                )
-            except StoreError as error:
-                if error.fault is None:
-                    raise
-                result.append(ended_as_kept(job, end))
-                continue
-            job = store.reread(job.id)
+        if job.state is JobState.ENDED:  # recorded already (the file is left over)
+            forget_pending_end(store.state_dir, job.id)
+            result.append(job)
+            continue
+        seen = apply_kept(job, kept)
+        if kept.end is None and _supervisor_may_live(store, seen):
+            result.append(seen)  # its supervisor records it (and rewrites it meanwhile)
+            continue
+        try:
+            record_kept(store, kept)
+        except StoreError as error:
+            if error.fault is None:
+                raise
+            result.append(seen)
+            continue
         forget_pending_end(store.state_dir, job.id)
-        result.append(job)
+        result.append(store.reread(job.id))
     return result
+
+
+def _supervisor_may_live(store: RowStore, job: Job) -> bool:
+    """Whether the job's supervisor may still write its file: alive, or on another host
+    (a shared state directory), where this reader cannot tell."""
+    if job.host != store.host:
+        return True
+    if job.supervisor_pid is None:
+        return False
+    if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
+        return False
+    return process_alive(job.supervisor_pid, job.supervisor_start_time)
 
 
 def _refresh_liveness(store: RowStore, jobs: list[Job]) -> list[Job]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import os
 import signal
@@ -24,15 +25,22 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from gputop.core.claims.jobs import JobClaim
 from gputop.core.errors import GputopError
 from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from, parse_size
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
-from gputop.core.jobs.pending_end import EndReservation, RecordedEnd, ended_as_kept
+from gputop.core.jobs.pending_end import (
+    EndReservation,
+    Kept,
+    ProcessSeen,
+    RecordedEnd,
+    ended_as_kept,
+)
 from gputop.core.jobs.store import JobStore, StoreError
+from gputop.core.jobs.store_rows import record_kept
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.jobs.usage_meter import Measuring
 from gputop.core.jobs.waiting import CardWaiter
@@ -47,12 +55,16 @@ RUNNING_POLL_S = 5.0
 PANE_VARIABLES = ("TERM", "TMUX_PANE", "COLUMNS", "LINES")
 LEADER_REAP_S = 5.0
 SUPERVISOR_FAILED_EXIT = 70
+END_TRIES = 3
+END_RETRY_S = 0.5
+"""A job's end the store refused (a full or read-only disk) is tried again this often, this
+far apart; then the supervisor exits and leaves it in its file (pending_end.py)."""
 RECORD_RETRY_S = 1.0
-"""How often a write the store refused (a full or read-only disk) is tried again."""
 GIVE_UP_ENV = "GPUTOP_RECORD_GIVE_UP_S"
 GIVE_UP_S = 3600.0
-"""How long a supervisor whose job ended waits for the store to take the end; after that
-the end stays in its reserved file (pending_end.py), for the next gputop to record."""
+"""Only where no file could be reserved (not even 4 KiB was free): how long a supervisor
+whose job ended tries, each ``RECORD_RETRY_S``, to record its end in the store or in a file;
+after that the job shows as lost."""
 
 
 class Child(Protocol):
@@ -120,9 +132,12 @@ class Supervisor:
         self._stopped = False
         self._last: Job | None = None
         """The job as last recorded: recorded again if the store is replaced."""
-        self._unrecorded: list[Callable[[], None]] = []
-        """Writes the store refused for lack of space, in order: tried again each poll."""
-        self._end: EndReservation | None = None
+        self._kept = Kept(job_id)
+        """What the store refused (a full or read-only disk), as the reserved file holds
+        it: recorded (and the file cleared) as soon as the store takes writes again."""
+        self._file: EndReservation | None = None
+        self._in_file = False
+        """The file holds ``_kept``: it is written into blocks reserved at the start."""
         self._fault_said = False
         self._log_limits = limits_from(environ, log_max)
         self._claim: JobClaim | None = None
@@ -133,9 +148,12 @@ class Supervisor:
     def run(self) -> int:
         job = self.store.get(self.job_id)
         self.log_path = job.log_path
-        me = (os.getpid(), process_start_time(os.getpid()), os.getsid(0))
-        self._record(lambda: self.store.mark_supervisor(job.id, *me))  # the launcher did too
-        self._end = EndReservation(self.store.state_dir, job.id)
+        self._file = EndReservation(self.store.state_dir, job.id)  # before any write
+        me = ProcessSeen(os.getpid(), process_start_time(os.getpid()), os.getsid(0))
+        self._record(  # the launcher did too
+            lambda: self.store.mark_supervisor(job.id, me.pid, me.start_time, me.session),
+            supervisor=me,
+        )
         job = self._last = self.store.get(self.job_id)
         if job.state is not JobState.WAITING:
             return 0  # already ended (stopped before this supervisor got going) or taken
@@ -174,26 +192,55 @@ class Supervisor:
 
     # --- recording, also when the disk is full -------------------------------------------
 
-    def _record(self, write: Callable[[], None]) -> None:
-        """Write to the store now, or (full or read-only disk) keep the write, in order,
-        until it can be made (docs/faults.md)."""
-        self._unrecorded.append(write)
-        self._flush()
-
-    def _flush(self) -> bool:
-        """Make the writes kept so far, oldest first; True when none is left."""
-        while self._unrecorded:
+    def _record(self, write: Callable[[], None], **transition: Any) -> None:
+        """Write to the store now; where it refuses (a full or read-only disk), or earlier
+        writes wait in the file, ``transition`` (a field of ``Kept``) goes into the file,
+        in place, and the whole file is recorded once the store takes it (docs/faults.md).
+        """
+        if self._kept.empty:
             try:
-                self._unrecorded[0]()
+                write()
+                return
             except StoreError as error:
                 if error.fault is None:
                     raise
-                if not self._fault_said:
-                    self._fault_said = True
-                    self._say(f"cannot record job {self.job_id} in the job store now: {error}")
-                return False
-            self._unrecorded.pop(0)
+                self._fault(error)
+        self._kept = dataclasses.replace(self._kept, **transition)
+        self._keep()
+        self._flush()
+
+    def _keep(self) -> None:
+        """``_kept`` into the reserved file (reserved now, where it could not be before)."""
+        if self._file is None or not self._file.reserved:
+            self._file = EndReservation(self.store.state_dir, self.job_id)
+        self._in_file = self._file.keep_all(self._kept)
+
+    def _flush(self) -> bool:
+        """Record what the file holds, then clear it; True when nothing is left to record."""
+        if self._kept.empty:
+            return True
+        try:
+            record_kept(self.store, self._kept)
+        except StoreError as error:
+            if error.fault is None:
+                raise
+            self._fault(error)
+            return False
+        self._kept = Kept(self.job_id)
+        if self._file is not None:
+            self._file.clear()
+        self._in_file = False
+        if self._fault_said:
+            self._fault_said = False
+            self._say(f"job {self.job_id} is recorded in the job store again")
         return True
+
+    def _fault(self, error: StoreError) -> None:
+        if not self._fault_said:
+            self._fault_said = True
+            where = self._file.path if self._file is not None else "memory"
+            self._say(f"cannot record job {self.job_id} in the job store now: {error}")
+            self._say(f"job {self.job_id}: what the job store refuses is kept in {where}")
 
     def _record_end(
         self,
@@ -205,13 +252,12 @@ class Supervisor:
         usage: JobUsage | None = None,
         announce: Callable[[RecordedEnd], None] | None = None,
     ) -> RecordedEnd:
-        """Record the job's end: first in its reserved file, then in the store; retried
-        while the store refuses (a full disk), and kept in the file if it must give up.
-        ``announce`` writes the end to the log before the store has it, so whoever waits on
-        the store (``gputop jobs wait``) finds the log complete."""
+        """Record the job's end in the store, or (it refuses) in the reserved file, and
+        leave: a few quick tries, never a long wait; the next gputop that can write the
+        store records what the file holds. ``announce`` writes the end to the log before
+        any reader can find it, so whoever waits on the store (``gputop jobs wait``) finds
+        the log complete."""
         end = RecordedEnd(self.job_id, time.time(), exit_code, signal, bool(stopped), note, usage)
-        if self._end is not None:
-            self._end.keep(end)
         if announce is not None:
             announce(end)
         self._record(
@@ -223,18 +269,33 @@ class Supervisor:
                 stopped=stopped,
                 ended_at=end.ended_at,
                 usage=usage,
-            )
+            ),
+            end=end,
         )
-        deadline = time.monotonic() + _give_up_s(self.environ)
-        while not self._flush() and time.monotonic() < deadline:
-            time.sleep(RECORD_RETRY_S)
-        if self._end is not None:
-            if self._unrecorded:
-                self._end.close()  # the next gputop that can write records it
+        for _ in range(END_TRIES):
+            if self._kept.empty:
+                break
+            time.sleep(END_RETRY_S)
+            self._flush()
+        if not self._kept.empty and not self._in_file:  # no file: the end is in memory only
+            deadline = time.monotonic() + _give_up_s(self.environ)
+            while time.monotonic() < deadline:
+                time.sleep(RECORD_RETRY_S)
+                if self._flush():
+                    break
+                self._keep()
+                if self._in_file:
+                    break
+        if self._file is not None:
+            if self._kept.empty:
+                self._file.release()
             else:
-                self._end.release()
-        if not self._unrecorded and self._fault_said:
-            self._say(f"job {self.job_id}'s end is recorded in the job store")
+                self._file.close()  # the next gputop that can write records it
+                if self._in_file:
+                    self._say(
+                        f"job {self.job_id}'s end is kept in {self._file.path}; the next "
+                        "gputop that can write the job store records it"
+                    )
         return end
 
     # --- waiting -------------------------------------------------------------------------
@@ -245,6 +306,7 @@ class Supervisor:
         last_reason = None
         try:
             while not self._stop_asked():
+                self._flush()
                 try:
                     ready, reason = waiter.try_start(job)
                     if ready is not None:
@@ -273,7 +335,7 @@ class Supervisor:
         return job.stop_requested or job.state is JobState.ENDED
 
     def _ended_before_start(self) -> None:
-        self._record(lambda: self.store.request_stop(self.job_id))
+        self._record(lambda: self.store.request_stop(self.job_id), stop_requested=True)
         self._record_end(note="stopped while waiting; it never started")
         self._say(f"job {self.job_id} was stopped while waiting; it never started")
 
@@ -301,8 +363,14 @@ class Supervisor:
                 job, 126, f"{job.command[0]}: cannot run it: {error.strerror or error}"
             )
         self._child = child
-        started = (child.pid, process_start_time(child.pid), session_of(child.pid), spawned_at)
-        self._record(lambda: self.store.mark_started(job.id, *started))
+        seen = ProcessSeen(child.pid, process_start_time(child.pid), session_of(child.pid))
+        self._record(
+            lambda: self.store.mark_started(
+                job.id, seen.pid, seen.start_time, seen.session, spawned_at
+            ),
+            started=seen,
+            started_at=spawned_at,
+        )
         self._last = self.store.get(job.id)
         if job.wait_for_free:
             self._notify(STARTED, background=True)  # as recorded: started
@@ -327,8 +395,8 @@ class Supervisor:
             end = self._record_end(
                 exit_code=returncode, stopped=self._stopped, usage=usage, announce=announce
             )
-        ended = self.store.get(job.id)
-        if ended.is_active:  # not recorded (the disk stayed full)
+        ended = self._stored_or(as_seen)
+        if ended.is_active:  # not recorded, and no file could hold it
             ended = ended_as_kept(ended, end)
         self._notify(ENDED, ended)
         if self.tty:
@@ -399,7 +467,7 @@ class Supervisor:
             while (returncode := child.poll()) is None:
                 if self.wake.stop_signal is not None:
                     return self._stop(child)
-                if time.monotonic() - checked >= RUNNING_POLL_S or self._unrecorded:
+                if time.monotonic() - checked >= RUNNING_POLL_S or not self._kept.empty:
                     self._ensure_recorded()
                     self._flush()
                     checked = time.monotonic()
@@ -410,7 +478,9 @@ class Supervisor:
                 said = cap.check()
                 if said is not None:
                     self._say(f"job {self.job_id}'s {said}")
-                    self._record(functools.partial(self.store.set_note, self.job_id, said))
+                    self._record(
+                        functools.partial(self.store.set_note, self.job_id, said), note=said
+                    )
                 due = self._measuring.wait_s if self._measuring is not None else None
                 child.wait_for_event(CHECK_S if due is None else min(CHECK_S, due))
             cap.check()
@@ -441,7 +511,7 @@ class Supervisor:
 
     def _stop(self, child: Child) -> int:
         self._stopped = True
-        self._record(lambda: self.store.request_stop(self.job_id))
+        self._record(lambda: self.store.request_stop(self.job_id), stop_requested=True)
         grace = self.store.get(self.job_id).grace_s
         self._say(
             f"stopping job {self.job_id}: SIGTERM to its process group, SIGKILL after {grace:g} s"

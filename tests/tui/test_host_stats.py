@@ -77,3 +77,23 @@ async def test_the_dashboard_shows_the_host_line_under_the_status_line(
         assert app.snapshot is not None and app.snapshot.host_stats is not None
         assert str(bar.render()).startswith("up ")
         assert bar.region.y == 1 and bar.region.height == 1
+
+
+def test_a_simulated_hosts_load_moves_every_five_seconds_as_a_kernels_does() -> None:
+    """A kernel recomputes its load averages every 5 s (LOAD_FREQ): the simulated host's
+    load holds between, while its memory is read as it is each second."""
+
+    def host_at(t: float) -> tuple[float, int]:
+        stats = open_backend("dgx-h100", environ={"GPUTOP_FAKE_TIME": str(t)})
+        try:
+            host = stats.sample().host_stats
+        finally:
+            stats.close()
+        assert host is not None and host.load_1m is not None
+        assert host.memory_used_bytes is not None
+        return host.load_1m, host.memory_used_bytes
+
+    loads = {t: host_at(t) for t in (100.0, 101.0, 104.0, 105.0, 111.0)}
+    assert loads[100.0][0] == loads[101.0][0] == loads[104.0][0]
+    assert loads[105.0][0] != loads[104.0][0] or loads[111.0][0] != loads[105.0][0]
+    assert len({memory for _, memory in loads.values()}) > 1

@@ -22,6 +22,10 @@ from gputop.core.fake.pinned import PinnedScanner
 from gputop.core.fake.scenario_types import ScenarioProcess
 from gputop.core.fake.signals import Signal
 
+LOAD_EVERY_S = 5.0
+"""How often a Linux kernel recomputes its load averages (``LOAD_FREQ``, 5 s): the simulated
+host's load moves as often, not every second."""
+
 SIMULATED_UP_BEFORE_S = 86400.0
 """The simulated machine was up this long before its oldest process started."""
 NOT_ON_MIG = 0xFFFFFFFF
@@ -45,6 +49,9 @@ class SimulatedProcess:
 
 class ProcessCalls(FakeNvmlBase):
     """Compute and graphics process lists, process utilisation, simulated host facts."""
+
+    _load: tuple[float, list[float]] | None = None
+    """The host's CPU as last worked out: (scenario time, each process's percent)."""
 
     @nvml_function("any")
     def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeDeviceHandle) -> list[Any]:
@@ -112,17 +119,24 @@ class ProcessCalls(FakeNvmlBase):
         return self._host_facts(process) if process is not None else None
 
     def simulated_host_load(self) -> tuple[list[float], list[int]]:
-        """Every described process's CPU percent and host memory now, where the scenario
-        gives them (the host line: only these two, without building each process)."""
+        """Every described process's CPU percent and host memory, where the scenario gives
+        them (the host line: only these two, without building each process). The CPU is
+        as at the last multiple of ``LOAD_EVERY_S`` of scenario time: a kernel recomputes
+        its load averages that often, while memory is read as it is now."""
         t = self.now()
         processes = self._described_processes.values()
-        cpu = [
-            max(0.0, p.cpu_percent.value_at(t)) for p in processes if p.cpu_percent is not None
-        ]
+        load_t = math.floor(t / LOAD_EVERY_S) * LOAD_EVERY_S
+        if self._load is None or self._load[0] != load_t:
+            cpu = [
+                max(0.0, p.cpu_percent.value_at(load_t))
+                for p in processes
+                if p.cpu_percent is not None
+            ]
+            self._load = (load_t, cpu)
         memory = [
             self._bytes(p.host_memory_mib, t) for p in processes if p.host_memory_mib is not None
         ]
-        return cpu, memory
+        return self._load[1], memory
 
     def simulated_sm_count(self, physical_index: int) -> int | None:
         """A whole GPU's SM count as a simulated CUDA driver gives it (cuDeviceGetAttribute):

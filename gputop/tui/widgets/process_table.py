@@ -469,22 +469,37 @@ class ProcessTable(ScrollView, can_focus=True):
         and a few cells of the command scrolls the whole row, so every column can be read.
         """
         fixed = sum(w + 2 * CELL_PADDING for w in self._widths[:-1]) + CELL_PADDING
-        if fixed + MIN_COMMAND_CELLS > width:
+        if fixed + MIN_COMMAND_CELLS > width or not scroll_x:  # not scrolled: the row as is
             return whole.crop_extend(scroll_x, scroll_x + width, style)
         command = whole.crop(fixed + scroll_x, scroll_x + width)
         return Strip.join([whole.crop(0, fixed), command]).crop_extend(0, width, style)
 
     def _paint(self, cells: tuple[Cell, ...], base: Style, over: Style) -> Strip:
-        """A whole row, every column laid out; ``render_line`` crops it to the window."""
+        """A whole row, every column laid out; ``render_line`` crops it to the window.
+        Neighbouring parts of one style are one segment, as ``Strip.simplify`` would make
+        them, without a second pass."""
         plain = base + over
         pad = " " * CELL_PADDING
         segments: list[Segment] = []
+        text, style = "", plain
         for cell, width in zip(cells, self._widths, strict=True):
             used = 0
-            segments.append(Segment(pad, plain))
-            for text, style_name in cell:
-                style = base + Style.parse(style_name) + over if style_name else plain
-                segments.append(Segment(text, style))
-                used += cell_len(text)
-            segments.append(Segment(" " * (width - used) + pad, plain))
-        return Strip(segments).simplify()
+            for part, style_name in ((pad, ""), *cell):
+                part_style = base + Style.parse(style_name) + over if style_name else plain
+                used += cell_len(part)
+                if part_style == style:
+                    text += part
+                else:
+                    if text:
+                        segments.append(Segment(text, style))
+                    text, style = part, part_style
+            fill = " " * (width - used + CELL_PADDING) + pad
+            if style == plain:
+                text += fill
+            else:
+                if text:
+                    segments.append(Segment(text, style))
+                text, style = fill, plain
+        if text:
+            segments.append(Segment(text, style))
+        return Strip(segments)

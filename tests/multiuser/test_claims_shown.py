@@ -218,21 +218,17 @@ async def test_the_throttle_badge_keeps_its_place_beside_a_long_claim_text(
 ) -> None:
     """dgx-h100's GPU 3 runs power capped at the frozen second; claims are in use (root holds
     GPU 7), so every card also says who uses it without a claim: that text is what gets cut."""
-    from textual.geometry import Region
-
-    from gputop.tui.widgets.gpu_card import GpuCard
+    from gputop.tui.widgets.gpu_grid import GpuGrid
 
     claim_as_root(claims_dir, 7, "GPU-b164482d-41ea-cdf2-4e61-ef3c6bd37b15", 3600, "")
     app = build_app("dgx-h100")
     async with app.run_test(size=(200, 50)) as pilot:
         await first_sample(pilot)
-        card = app.query_one("#gpu-3", GpuCard)
-        width, height = card.outer_size
-        bottom = card.render_lines(Region(0, height - 1, width, 1))[0].text
+        grid = app.query_one(GpuGrid)
+        bottom = grid.card_lines(3)[-1]
         assert bottom.startswith("╰─ in use without a ") and bottom.endswith(" ─╯"), bottom
         assert "… · P0 · ⚠ power cap 0m ─╯" in bottom, bottom
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
-        width, height = card.outer_size
-        bottom = card.render_lines(Region(0, height - 1, width, 1))[0].text
+        bottom = grid.card_lines(3)[-1]
         assert bottom.endswith("… · P0 · ⚠ power cap 0m ─╯"), bottom

@@ -19,7 +19,7 @@ from gputop.cli.main import main
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screenshots import build_app
-from gputop.tui.widgets.gpu_card import GpuCard
+from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.process_table import ProcessTable
 
@@ -85,12 +85,14 @@ async def test_cards_processes_and_jobs_show_slurms_jobs_and_K_cancels_one(
     app: GputopApp = build_app(scenario, environ=dict(os.environ), user="root")
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
-        card = app.query_one(f"#gpu-{outside_card}", GpuCard)
+        grid = app.query_one(GpuGrid)
         await pilot_wait_for(
-            pilot, lambda: "outside" in str(card.border_subtitle), "the card names its Slurm job"
+            pilot,
+            lambda: "outside" in str(grid.subtitle(outside_card)),
+            "the card names its Slurm job",
         )
         # at 40 columns a card's Slurm job gives way to its state (P0): cut with an ellipsis
-        said = str(card.border_subtitle)
+        said = str(grid.subtitle(outside_card))
         assert re.match(r"slurm \d+ root outside (\d+h)?\d+m\d\ds( left|…) · P0$", said), said
 
         table = app.query_one(ProcessTable)

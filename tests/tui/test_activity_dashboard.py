@@ -19,6 +19,7 @@ from textual.pilot import Pilot
 
 from gputop.core.model import NO_ACTIVITY, Activity
 from gputop.tui.widgets.gpu_card import GpuCard, activity_text
+from gputop.tui.widgets.gpu_grid import GpuGrid
 
 SIZES = {"200x50": (200, 50), "80x24": (80, 24)}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "cuda_compute_capability": [9, 0],
@@ -73,8 +74,9 @@ def test_activity_cards_look_as_approved(snap_compare, tmp_path: Path, label: st
 
 
 def _card_text(app: Any, index: int) -> str:
-    card = app.query_one(f"#gpu-{index}", GpuCard)
-    return str(card.render()) + f" [{card.border_subtitle}]"
+    grid = app.query_one(GpuGrid)
+    text = "\n".join(line.plain for line in grid.card_content(index))
+    return text + f" [{grid.subtitle(index)}]"
 
 
 async def test_what_each_card_says(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from textual.pilot import Pilot
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
-from gputop.tui.widgets.gpu_card import GpuCard
 from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.process_table import ProcessTable
 from gputop.tui.widgets.torch_panel import TorchPanel
@@ -33,15 +32,16 @@ def table(app: GputopApp) -> ProcessTable:
     return app.query_one(ProcessTable)
 
 
-def card(app: GputopApp, physical_index: int) -> GpuCard:
-    return app.query_one(f"#gpu-{physical_index}", GpuCard)
+def card_text(app: GputopApp, physical_index: int) -> str:
+    """The card's text inside its border."""
+    return "\n".join(line.plain for line in grid(app).card_content(physical_index))
 
 
 async def test_the_first_snapshot_fills_every_panel() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
-        assert len(app.query(GpuCard)) == 4
+        assert len(grid(app).cards) == 4
         assert table(app).row_count == 2
         status = plain_text(app.query_one("#status"))
         assert "p3-8xlarge" in status and "418.67" in status and "CUDA 10.1" in status
@@ -53,7 +53,7 @@ async def test_eight_gpus_fit_160x48_without_scrolling() -> None:
         await first_sample(pilot)
         assert not app.has_class("-compact")
         for physical_index in range(8):
-            region = card(app, physical_index).region
+            region = grid(app).card_region(physical_index)
             assert region.height == 8 and region.bottom <= 48 - 12
 
 
@@ -62,7 +62,7 @@ async def test_80x24_uses_one_line_per_card() -> None:
     async with app.run_test(size=SMALL) as pilot:
         await first_sample(pilot)
         assert app.has_class("-compact")
-        assert all(card(app, i).region.height == 1 for i in range(8))
+        assert all(grid(app).card_region(i).height == 1 for i in range(8))
         assert table(app).region.height >= 8
 
 
@@ -70,7 +70,7 @@ async def test_one_gpu_uses_the_whole_width(scenario_file: WriteScenario) -> Non
     app = make_app(scenario_file([minimal_gpu()]))
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
-        assert card(app, 0).region.width >= 150
+        assert grid(app).card_region(0).width >= 150
 
 
 async def test_arrows_and_jk_move_the_highlight_across_cards() -> None:
@@ -100,8 +100,8 @@ async def test_space_selects_and_marks_cards() -> None:
         await first_sample(pilot)
         await pilot.press("right", "right", "space", "left", "space")
         assert grid(app).selection == (1, 2)
-        assert card(app, 1).has_class("-selected") and card(app, 2).has_class("-selected")
-        assert not card(app, 0).has_class("-selected")
+        assert grid(app).card_state(1).selected and grid(app).card_state(2).selected
+        assert not grid(app).card_state(0).selected
         await pilot.press("space")
         assert grid(app).selection == (2,)
 
@@ -216,16 +216,16 @@ async def test_a_lost_gpu_is_shown_lost_and_the_others_live() -> None:
     app = make_app("faulty", at_s="60")
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
-        lost = [c for c in app.query(GpuCard) if c.has_class("-lost")]
+        lost = [i for i in grid(app).cards if grid(app).card_state(i).lost]
         assert len(lost) == 1
-        assert len(app.query(GpuCard)) - len(lost) == 2
+        assert len(grid(app).cards) - len(lost) == 2
 
 
 async def test_an_unsupported_field_reads_na() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
-        assert "fan" in str(card(app, 0).render()) and "N/A" in str(card(app, 0).render())
+        assert "fan" in card_text(app, 0) and "N/A" in card_text(app, 0)
 
 
 async def test_processes_from_another_namespace_say_so() -> None:
@@ -353,6 +353,6 @@ async def test_a_gpu_nvml_refuses_is_shown_as_no_access_not_lost(
     app = make_app(scenario_file([refused, other]))
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
-        assert "No access" in str(card(app, 0).render())
-        assert not card(app, 0).has_class("-lost")
-        assert "No access" not in str(card(app, 1).render())
+        assert "No access" in card_text(app, 0)
+        assert not grid(app).card_state(0).lost
+        assert "No access" not in card_text(app, 1)

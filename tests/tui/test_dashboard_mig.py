@@ -14,7 +14,6 @@ from textual.widgets import Static
 
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.launch import LaunchScreen
-from gputop.tui.widgets.gpu_card import GpuCard
 from gputop.tui.widgets.gpu_grid import GpuGrid
 
 BIG = (160, 48)
@@ -35,9 +34,7 @@ def torch_preview(app: GputopApp) -> str:
 
 
 def mig_line(app: GputopApp) -> Text:
-    rendered = app.query_one("#gpu-0", GpuCard).render()
-    assert isinstance(rendered, Text)
-    (line,) = [row for row in rendered.split("\n") if row.plain.startswith("MIG")]
+    (line,) = [row for row in grid(app).card_content(0) if row.plain.startswith("MIG")]
     return line
 
 

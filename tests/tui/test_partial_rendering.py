@@ -1,34 +1,60 @@
 """Repainting only what changed must look exactly like repainting everything.
 
-GPU cards repaint only their changed lines; these tests hold them to what Textual would
-have drawn for the whole card. (The process table's own tests are in test_process_table.py.)
+The grid draws every GPU card itself and repaints only the screen lines whose cards' lines
+changed; these tests hold it to what Textual would have drawn for a card's whole text, and to
+what a paint from nothing draws. (The process table's own tests are in
+test_process_table.py.)
 """
 
 from __future__ import annotations
 
 import pytest
 from helpers.dashboard import make_app
+from rich.style import Style
+from rich.text import Text
 from textual.geometry import Region
-from textual.selection import Selection
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 
 from gputop.core.model import Snapshot
 from gputop.tui.app import GputopApp
-from gputop.tui.widgets.gpu_card import GpuCard
 from gputop.tui.widgets.gpu_grid import GpuGrid
 
 BIG = (160, 48)
 SMALL = (80, 24)
 
 
-def assert_card_lines_painted_like_the_whole_card(card: GpuCard) -> None:
-    width, height = card.size
-    whole = Visual.to_strips(card, visualize(card, card.render()), width, height, card.visual_style)
-    blank = Strip.blank(width, card.visual_style.rich_style)
-    for y in range(height):
-        expected = whole[y] if y < len(whole) else blank
-        assert list(card.render_line(y)) == list(expected), f"{card.id} line {y} differs"
+def assert_card_lines_painted_like_the_whole_card(grid: GpuGrid, index: int) -> None:
+    """The text inside the card's border is Textual's rendering of the card's whole text."""
+    state = grid.card_state(index)
+    if state.compact and state.highlighted:
+        return  # its own background: held to a paint from nothing below
+    inset, top = (1, 0) if state.compact else (2, 1)
+    width = grid.card_region(index).width - 2 * inset
+    content = grid.card_content(index)
+    whole = Visual.to_strips(
+        grid, visualize(grid, Text("\n").join(content)), width, len(content), grid.visual_style
+    )
+    rows = grid.card_strips(index)
+    for line, expected in enumerate(whole):
+        drawn = rows[top + line].crop(inset, inset + expected.cell_length)
+        assert _cells(drawn) == _cells(expected), f"GPU {index} line {line} differs"
+
+
+def _cells(strip: Strip) -> list[tuple[str, Style | None]]:
+    """What a strip shows: text and styles less the offsets a text selection reads (the
+    grid offers none)."""
+    return [(s.text, s.style.clear_meta_and_links() if s.style else None) for s in strip]
+
+
+def assert_painted_as_from_nothing(grid: GpuGrid) -> None:
+    """Every line from the caches is the line a paint from nothing draws."""
+    height = grid.size.height
+    cached = grid.render_lines(Region(0, 0, grid.size.width, height))
+    grid.repaint_all()
+    fresh = grid.render_lines(Region(0, 0, grid.size.width, height))
+    for y, (old, new) in enumerate(zip(cached, fresh, strict=True)):
+        assert list(old) == list(new), f"line {y} differs"
 
 
 @pytest.mark.parametrize("scenario", ["dgx-h100", "mig", "faulty", "demo"])
@@ -41,48 +67,55 @@ async def test_card_lines_are_painted_as_the_whole_card_would(
         await pilot.pause()
         await pilot.press("space", "right")  # one selected card, another highlighted
         await pilot.pause()
+        grid = app.query_one(GpuGrid)
         for _ in range(3):  # later lines are made from the shapes of earlier ones
-            for card in app.query(GpuCard):
-                assert_card_lines_painted_like_the_whole_card(card)
+            for index in grid.cards:
+                assert_card_lines_painted_like_the_whole_card(grid, index)
+            assert_painted_as_from_nothing(grid)
             snapshot = _a_second_later(app)
             app.history.add(snapshot)
-            app.query_one(GpuGrid).show(snapshot, app.history, compact=app.compact)
+            grid.show(snapshot, app.history, compact=app.compact)
             await pilot.pause()
 
 
-async def test_text_selected_in_a_card_is_shown() -> None:
+async def test_text_is_not_selectable_across_the_cards() -> None:
+    """One widget draws every card: a selection would run across cards, so none is offered
+    (a card widget's selection was, before the grid drew them)."""
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
         await pilot.pause()
-        card = app.query_one("#gpu-2", GpuCard)
-        plain = list(card.render_line(1))
-        app.screen.selections = {card: Selection(None, None)}  # all of it
-        await pilot.pause()
-        assert list(card.render_line(1)) != plain
-        assert_card_lines_painted_like_the_whole_card(card)
+        assert not app.query_one(GpuGrid).allow_select
 
 
 async def test_a_card_repaints_only_its_changed_lines() -> None:
     app = make_app("dgx-h100")
     async with app.run_test(size=BIG) as pilot:
         await pilot.pause()
-        card = app.query_one("#gpu-3", GpuCard)
+        grid = app.query_one(GpuGrid)
+        card = grid.card_region(3).translate(-grid.content_region.offset)
         refreshed: list[tuple[Region, ...]] = []
-        original = card.refresh
+        original = grid.refresh
 
-        def spy(*regions: Region, **options: object) -> GpuCard:
+        def spy(*regions: Region, **options: object) -> GpuGrid:
             refreshed.append(regions)
             return original(*regions, **options)  # type: ignore[arg-type]
 
-        card.refresh = spy  # type: ignore[method-assign]
+        grid.refresh = spy  # type: ignore[method-assign]
         snapshot = _a_second_later(app)
         app.history.add(snapshot)
-        app.query_one(GpuGrid).show(snapshot, app.history, compact=False)
+        grid.show(snapshot, app.history, compact=False)
         await pilot.pause()
-        lines = [region.y for regions in refreshed for region in regions]
         assert refreshed and all(regions for regions in refreshed)
-        assert lines and 0 not in lines  # the name line stays
-        assert_card_lines_painted_like_the_whole_card(card)
+        regions = [region for regions in refreshed for region in regions]
+        assert all(region.height == 1 for region in regions)  # lines, not cards
+        lines = [region.y - card.y for region in regions if region == region.intersection(card)]
+        assert lines and 1 not in lines  # the name line stays
+        assert all(region.width == card.width for region in regions)  # one card's width
+        assert_card_lines_painted_like_the_whole_card(grid, 3)
+        refreshed.clear()
+        grid.show(snapshot, app.history, compact=False)  # the same again: a steady screen
+        await pilot.pause()
+        assert refreshed == []
 
 
 def _a_second_later(app: GputopApp) -> Snapshot:

@@ -13,7 +13,7 @@ from textual.widgets import Input
 
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.filter import FilterScreen
-from gputop.tui.widgets.gpu_card import GpuCard
+from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.process_table import ProcessTable
 
 BIG, SMALL = (160, 48), (80, 24)
@@ -46,12 +46,12 @@ async def test_a_card_whose_processes_nvml_will_not_list_says_so(size: tuple[int
         assert unlisted == [0]
         title = str(table(app).border_title)
         assert "GPU 0: process list unavailable (NVML will not list it)" in title
-        card = app.query_one("#gpu-0", GpuCard)
+        grid = app.query_one(GpuGrid)
         if size == BIG:  # the full card's subtitle; one-line cards have no room for it
-            assert "processes: not listed" in str(card.border_subtitle)
-        for other in app.query(GpuCard):
-            if other.physical_index != 0:
-                assert "not listed" not in str(other.border_subtitle or "")
+            assert "processes: not listed" in str(grid.subtitle(0))
+        for other in grid.cards:
+            if other != 0:
+                assert "not listed" not in str(grid.subtitle(other) or "")
 
 
 async def test_a_scenario_where_every_list_is_known_says_nothing_of_it() -> None:

@@ -7,7 +7,7 @@ from helpers.dashboard import first_sample, make_app
 from textual.geometry import Region
 from textual.widget import Widget
 
-from gputop.tui.widgets.gpu_card import GpuCard
+from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.status_bar import HostBar, StatusBar
 
 SMALL = (80, 24)
@@ -35,7 +35,8 @@ async def test_a_long_gpu_name_on_a_one_line_card_ends_with_an_ellipsis() -> Non
     app = make_app("faulty")  # GPU 1 is a Tesla P100-PCIE-16GB
     async with app.run_test(size=SMALL) as pilot:
         await first_sample(pilot)
-        line = first_line(app.query_one("#gpu-1", GpuCard))
+        grid = app.query_one(GpuGrid)
+        line = grid.card_lines(1)[0].strip()  # less the padding
         assert line.startswith("○ 1 Tesla P100-PCIE-1… █"), line
-        line = first_line(app.query_one("#gpu-0", GpuCard))
+        line = grid.card_lines(0)[0].strip()
         assert line.startswith("▶○ 0 GeForce RTX 3090   "), line  # it fits: no ellipsis

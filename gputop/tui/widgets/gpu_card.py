@@ -58,6 +58,43 @@ class CardView:
     claim (docs/claims.md), cleaned."""
 
 
+class LineStrips:
+    """Card lines as Textual renders a widget's text, one line alone.
+
+    A line's styles depend only on where its spans are, so a line shaped like one rendered
+    before (the sparkline, the clocks: the same spans, other characters) reuses that
+    rendering's styles with its own characters.
+    """
+
+    def __init__(self) -> None:
+        self._shapes: dict[tuple[object, ...], list[tuple[int, int, Style | None]]] = {}
+
+    def strip(
+        self, widget: Widget, y: int, line: Text, width: int, visual_style: VisualStyle
+    ) -> Strip:
+        """``line`` as ``widget`` renders it on its row ``y`` (text selection reads the row
+        from the styles), in ``width`` cells or fewer."""
+        plain = line.plain
+        one_cell_each = cell_len(plain) == len(plain)
+        shape = (y, width, visual_style, line.style, tuple(line.spans), len(plain))
+        template = self._shapes.get(shape) if one_cell_each else None
+        if template is not None:
+            segments = [Segment(plain[start:end], style) for start, end, style in template]
+            return Strip(segments, len(plain))
+        # The line alone, on its row: the blank lines above it are cheap.
+        text = Text("\n").join([*(Text() for _ in range(y)), line.copy()])
+        strip = visual_strips(widget, text, width, y + 1, visual_style)[y]
+        if one_cell_each and "".join(segment.text for segment in strip) == plain:
+            if len(self._shapes) > 64:
+                self._shapes.clear()
+            template, start = [], 0
+            for segment in strip:
+                template.append((start, start + len(segment.text), segment.style))
+                start += len(segment.text)
+            self._shapes[shape] = template
+        return strip
+
+
 class GpuCard(Widget):
     """A GPU's card; the grid decides what it shows through ``show``."""
 
@@ -70,7 +107,7 @@ class GpuCard(Widget):
         self._lines: tuple[int, list[Text], list[tuple[object, ...]]] | None = None
         """The width they were made for, the lines last shown, and what each showed."""
         self._strips: dict[int, tuple[tuple[object, ...], Strip]] = {}
-        self._shapes: dict[tuple[object, ...], list[tuple[int, int, Style | None]]] = {}
+        self._line_strips = LineStrips()
         self._paint: _Paint | None = None
 
     def show(self, view: CardView) -> None:
@@ -147,32 +184,8 @@ class GpuCard(Widget):
     def _render_line_alone(
         self, y: int, line: Text, width: int, visual_style: VisualStyle
     ) -> Strip:
-        """Line ``y`` as Textual renders it inside the whole card.
-
-        A line's styles depend only on where its spans are, so a line shaped like one
-        rendered before (the sparkline, the clocks: the same spans, other characters) reuses
-        that rendering's styles with its own characters.
-        """
-        plain = line.plain
-        one_cell_each = cell_len(plain) == len(plain)
-        shape = (y, width, visual_style, line.style, tuple(line.spans), len(plain))
-        template = self._shapes.get(shape) if one_cell_each else None
-        if template is not None:
-            segments = [Segment(plain[start:end], style) for start, end, style in template]
-            return Strip(segments, len(plain))
-        # The line alone, on its row (text selection reads the row from the styles): the
-        # blank lines above it are cheap.
-        text = Text("\n").join([*(Text() for _ in range(y)), line.copy()])
-        strip = visual_strips(self, text, width, y + 1, visual_style)[y]
-        if one_cell_each and "".join(segment.text for segment in strip) == plain:
-            if len(self._shapes) > 64:
-                self._shapes.clear()
-            template, start = [], 0
-            for segment in strip:
-                template.append((start, start + len(segment.text), segment.style))
-                start += len(segment.text)
-            self._shapes[shape] = template
-        return strip
+        """Line ``y`` as Textual renders it inside the whole card."""
+        return self._line_strips.strip(self, y, line, width, visual_style)
 
     def _current_lines(self, view: CardView) -> tuple[int, list[Text], list[tuple[object, ...]]]:
         """The lines for the card's width now (a first sample can come before its layout)."""

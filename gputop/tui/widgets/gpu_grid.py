@@ -4,6 +4,12 @@ With nothing selected, the highlighted card is the selection: a person who just 
 free card and presses the launch key should get that card. On a card in MIG mode, ``m``
 moves the highlight through its MIG instances (then back to the whole card); a highlighted
 instance is what space selects and what a launch pins (by its MIG UUID).
+
+The grid is one widget that draws every card itself, border and titles included, line by
+line: a widget per card made Textual composite, cut and style five widgets for every
+changed screen line (docs/speed.md, "The busy server"). It draws them as Textual drew the
+card widgets (gputop.tcss, ``GpuGrid > .gpu-grid--*``), and repaints only the screen lines
+whose cards' lines changed.
 """
 
 from __future__ import annotations
@@ -11,21 +17,85 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
 
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from rich.text import Text
 from textual.binding import Binding
-from textual.containers import Grid
+from textual.color import TRANSPARENT, Color
+from textual.content import Content
+from textual.geometry import Region, Size
 from textual.message import Message
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.widget import Widget
 
 from gputop.core.claims.view import card_claim_text
 from gputop.core.model import GpuSample, MigDevice, Snapshot
 from gputop.core.sampling.history import UtilizationHistory
 from gputop.tui.render import sticky_level_style
-from gputop.tui.widgets.gpu_card import CardView, GpuCard
+from gputop.tui.widgets.gpu_card import (
+    LABEL_CELLS_RESERVED,
+    CardView,
+    LineStrips,
+    _lines_for,
+    _subtitle,
+    _title,
+)
 
 MIN_CARD_WIDTH = 38
+CARD_HEIGHT = 8
+"""A whole card, border included."""
+
+ROUND = (("╭", "─", "╮"), ("│", " ", "│"), ("╰", "─", "╯"))
+HEAVY = (("┏", "━", "┓"), ("┃", " ", "┃"), ("┗", "━", "┛"))
 
 
-class GpuGrid(Grid, can_focus=True):
+class CardState(NamedTuple):
+    """What a card shows of the grid's state (the classes a card widget had)."""
+
+    lost: bool
+    highlighted: bool
+    selected: bool
+    compact: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Palette:
+    """The styles of one paint, from the theme through the grid's component classes."""
+
+    key: tuple[object, ...]
+    inner: VisualStyle
+    """A card's background (the grid's)."""
+    text: VisualStyle
+    """A card's text (the widget's style)."""
+    highlighted_text: VisualStyle
+    """A one-line card's text, highlighted."""
+    highlighted_inner: VisualStyle
+    borders: dict[str, VisualStyle]
+    """A card's border by state: its colour over the card's background."""
+    labels: dict[tuple[str, bool], VisualStyle]
+    """Title and subtitle styles by kind, and whether the grid has focus."""
+
+
+class _Card:
+    """One card's lines as last shown, and its rendered rows."""
+
+    __slots__ = ("focused", "lines", "rows", "strips", "view", "width")
+
+    def __init__(self) -> None:
+        self.view: CardView | None = None
+        self.width = 0
+        self.focused = False
+        self.lines: list[Text] = []
+        self.rows: list[tuple[object, ...]] = []
+        """What each of the card's rows shows (the key of its rendering)."""
+        self.strips: dict[int, tuple[tuple[object, ...], Strip]] = {}
+
+
+class GpuGrid(Widget, can_focus=True):
     BINDINGS = [
         Binding("left,k", "move(-1)", "Prev card", show=False),
         Binding("right,j", "move(1)", "Next card", show=False),
@@ -33,6 +103,26 @@ class GpuGrid(Grid, can_focus=True):
         Binding("down", "move_row(1)", "Card below", show=False),
         Binding("m", "next_instance", "Next MIG instance", show=False),
     ]
+
+    ALLOW_SELECT = False
+
+    COMPONENT_CLASSES = {
+        "gpu-grid--border",
+        "gpu-grid--border-highlighted",
+        "gpu-grid--border-selected",
+        "gpu-grid--border-selected-highlighted",
+        "gpu-grid--border-lost",
+        "gpu-grid--title",
+        "gpu-grid--title-highlighted",
+        "gpu-grid--title-selected",
+        "gpu-grid--title-selected-highlighted",
+        "gpu-grid--title-focused",
+        "gpu-grid--subtitle",
+        "gpu-grid--subtitle-lost",
+        "gpu-grid--compact-highlighted",
+    }
+    """A card's border colour (``color``) by state; its title's and subtitle's colour,
+    background and text style; a highlighted one-line card's background."""
 
     class SelectionChanged(Message):
         """The highlight or the selection moved; ``cards`` is what a launch would use:
@@ -45,6 +135,7 @@ class GpuGrid(Grid, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.auto_links = False  # no links here: spare Textual a scan of every line
         self._physical: list[int] = []
         self._position = 0
         self._selected: set[int | str] = set()
@@ -56,6 +147,13 @@ class GpuGrid(Grid, can_focus=True):
         """Each card's utilisation colour as last shown: it changes with hysteresis."""
         self.compact = False
         self.slurm_labels: dict[int, str] = {}
+        self._cards: dict[int, _Card] = {}
+        self._palette: _Palette | None = None
+        self._line_strips = LineStrips()
+        self._joined: dict[int, tuple[tuple[Strip, ...], Strip]] = {}
+        """Each screen line as last drawn, by the card strips it joins."""
+        self._painting: tuple[_Palette, int] | None = None
+        """The palette and width of the paint under way (looked up once for its lines)."""
 
     # -- state -------------------------------------------------------------------------
 
@@ -169,18 +267,51 @@ class GpuGrid(Grid, can_focus=True):
         self._position = min(self._position, max(len(physical) - 1, 0))
         self._selected = {t for t in self._selected if isinstance(t, str) or t in physical}
         self._mig_cursor = None
-        self.remove_children()
-        self.mount_all(GpuCard(index) for index in physical)
+        self._cards = {index: _Card() for index in physical}
+        self._joined.clear()
         self._layout()
+        self.refresh()
         if first:
             self.call_after_refresh(self._changed)
 
     def _paint(self) -> None:
+        """Show the latest views: repaint the screen lines whose cards' rows changed."""
         if self._snapshot is None or self._history is None:
             return
-        cards = {card.physical_index: card for card in self.query(GpuCard)}
+        views = {id(card): view for card, view in self._views()}
+        width = self.size.width
+        if not width:  # not laid out yet: the first paint draws it all
+            for card in self._cards.values():
+                card.view = views.get(id(card), card.view)
+            return
+        changed: list[Region] = []
+        focused = self.has_focus
+        for (x, y, card_width, height), card in self._placed(width):
+            view = views.get(id(card))
+            if view is None:
+                continue
+            if view == card.view and card.width == card_width and card.focused == focused:
+                continue  # a steady card sends nothing
+            card.view, card.focused = view, focused
+            rows = self._rows(card, card_width, focused)
+            if card.width != card_width or len(rows) != len(card.rows):
+                changed.append(Region(x, y, card_width, height))
+            else:
+                changed.extend(
+                    Region(x, y + row, card_width, 1)
+                    for row, (old, new) in enumerate(zip(card.rows, rows, strict=True))
+                    if old != new
+                )
+            card.width, card.rows = card_width, rows
+        if changed:
+            self.refresh(*changed)
+
+    def _views(self) -> list[tuple[_Card, CardView]]:
+        """Each card's view of the latest sample (the sets its views were made from)."""
+        assert self._snapshot is not None and self._history is not None
+        shown: list[tuple[_Card, CardView]] = []
         for position, gpu in enumerate(self._snapshot.gpus):
-            card = cards.get(gpu.physical_index)
+            card = self._cards.get(gpu.physical_index)
             if card is None:
                 continue
             highlighted = position == self._position
@@ -188,31 +319,63 @@ class GpuGrid(Grid, can_focus=True):
                 gpu.utilization_gpu_percent, self._util_styles.get(gpu.physical_index)
             )
             self._util_styles[gpu.physical_index] = util_style
-            card.show(
-                CardView(
-                    gpu=gpu,
-                    history=self._history.series(gpu.uuid, gpu.physical_index),
-                    highlighted=highlighted,
-                    selected=gpu.physical_index in self._selected,
-                    compact=self.compact,
-                    mig_cursor=self._mig_cursor if highlighted else None,
-                    mig_selected=frozenset(
-                        d.uuid for d in gpu.mig_devices if d.uuid and d.uuid in self._selected
-                    ),
-                    util_style=util_style,
-                    slurm=self.slurm_labels.get(gpu.physical_index),
-                    claim=card_claim_text(gpu, time.time()),
-                )
+            view = CardView(
+                gpu=gpu,
+                history=self._history.series(gpu.uuid, gpu.physical_index),
+                highlighted=highlighted,
+                selected=gpu.physical_index in self._selected,
+                compact=self.compact,
+                mig_cursor=self._mig_cursor if highlighted else None,
+                mig_selected=frozenset(
+                    d.uuid for d in gpu.mig_devices if d.uuid and d.uuid in self._selected
+                ),
+                util_style=util_style,
+                slurm=self.slurm_labels.get(gpu.physical_index),
+                claim=card_claim_text(gpu, time.time()),
             )
+            shown.append((card, view))
+        return shown
+
+    def _rows(self, card: _Card, width: int, focused: bool) -> list[tuple[object, ...]]:
+        """The card's lines for ``width`` and what each of its rows shows (its key)."""
+        view = card.view
+        assert view is not None
+        content_width = max(width - (2 if view.compact else 4), 10)
+        _, card.lines, keys = _lines_for(view, content_width)
+        if view.compact:
+            return [("compact", keys[0], view.highlighted)]
+        border = _border_kind(view)
+        title = (_title(view), _title_kind(view), focused and view.highlighted)
+        subtitle = (_subtitle(view, width - LABEL_CELLS_RESERVED), view.gpu.lost)
+        rows: list[tuple[object, ...]] = [("top", border, title)]
+        rows.extend(
+            ("line", border, keys[line] if line < len(keys) else None)
+            for line in range(CARD_HEIGHT - 2)
+        )
+        rows.append(("bottom", border, subtitle))
+        return rows
 
     def _changed(self) -> None:
         self._paint()
         self.post_message(self.SelectionChanged(self.highlighted, self.selection))
 
+    def on_focus(self) -> None:
+        self._paint()  # the highlighted card's title shows where the keys go
+
+    def on_blur(self) -> None:
+        self._paint()
+
     # -- layout --------------------------------------------------------------------------
 
     def on_resize(self) -> None:
         self._layout()
+        self._joined.clear()
+        self._paint()
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._palette = None
 
     def _columns(self) -> int:
         count = max(len(self._physical), 1)
@@ -225,13 +388,293 @@ class GpuGrid(Grid, can_focus=True):
 
     def _layout(self) -> None:
         count = max(len(self._physical), 1)
+        height = count if self.compact else math.ceil(count / self._columns()) * CARD_HEIGHT
+        if self.styles.height is None or self.styles.height.value != height:
+            self.styles.height = height
+
+    def _placed(self, width: int) -> list[tuple[tuple[int, int, int, int], _Card]]:
+        """Each card with its place in the grid: x, y, width and height, in cells.
+
+        Columns share the width as Textual's ``fr`` units do: column ``k`` starts at
+        ``floor(k * width / columns)``."""
+        cards = [self._cards[index] for index in self._physical if index in self._cards]
         if self.compact:
-            self.styles.grid_size_columns = 1
-            self.styles.grid_rows = "1"
-            self.styles.height = count
-            return
+            return [((0, row, width, 1), card) for row, card in enumerate(cards)]
         columns = self._columns()
-        rows = math.ceil(count / columns)
-        self.styles.grid_size_columns = columns
-        self.styles.grid_rows = "8"
-        self.styles.height = rows * 8
+        placed = []
+        for position, card in enumerate(cards):
+            row, column = divmod(position, columns)
+            x = column * width // columns
+            card_width = (column + 1) * width // columns - x
+            placed.append(((x, row * CARD_HEIGHT, card_width, CARD_HEIGHT), card))
+        return placed
+
+    # -- drawing -------------------------------------------------------------------------
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The palette and the width are looked up once for every line of one paint: a
+        # widget's size walks the DOM to the screen each time it is asked.
+        self._painting = (self._current_palette(), self.size.width)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._painting = None
+
+    def render_line(self, y: int) -> Strip:
+        palette, width = self._painting or (self._current_palette(), self.size.width)
+        strips: list[Strip] = []
+        end = 0
+        for (x, top, card_width, height), card in self._placed(width):
+            if top <= y < top + height and card.view is not None and card.rows:
+                if x > end:
+                    strips.append(Strip.blank(x - end, palette.inner.rich_style))
+                strips.append(self._card_row(card, y - top, card_width, palette))
+                end = x + card_width
+        if end < width:
+            strips.append(Strip.blank(width - end, palette.inner.rich_style))
+        key = tuple(strips)
+        cached = self._joined.get(y)
+        if (
+            cached is not None
+            and len(cached[0]) == len(key)
+            and all(a is b for a, b in zip(cached[0], key, strict=True))
+        ):
+            return cached[1]
+        joined = Strip.join(strips) if len(strips) != 1 else strips[0]
+        self._joined[y] = (key, joined)
+        return joined
+
+    def _card_row(self, card: _Card, row: int, width: int, palette: _Palette) -> Strip:
+        key = (card.rows[row] if row < len(card.rows) else None, width, palette.key)
+        cached = card.strips.get(row)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        strip = self._draw_row(card, row, width, palette)
+        card.strips[row] = (key, strip)
+        return strip
+
+    def _draw_row(self, card: _Card, row: int, width: int, palette: _Palette) -> Strip:
+        """Row ``row`` of a card, as Textual drew a card widget (StylesCache's rows)."""
+        view = card.view
+        assert view is not None
+        if view.compact:
+            text_style = palette.highlighted_text if view.highlighted else palette.text
+            inner = (palette.highlighted_inner if view.highlighted else palette.inner).rich_style
+            content = self._content(card.lines[0], width - 2, text_style, inner)
+            return Strip.join([Strip.blank(1, inner), content, Strip.blank(1, inner)])
+        inner = palette.inner.rich_style
+        border = palette.borders[_border_kind(view)]
+        border_style = border.rich_style
+        box = HEAVY if view.selected and not view.gpu.lost else ROUND
+        if row in (0, CARD_HEIGHT - 1):
+            top = row == 0
+            corner_left, edge, corner_right = box[0 if top else 2]
+            label = card.rows[row][2]
+            assert isinstance(label, tuple)
+            text = label[0]
+            if top:
+                style = palette.labels[(label[1], label[2])]
+            else:
+                style = palette.labels[("subtitle-lost" if label[1] else "subtitle", False)]
+            return _border_row(corner_left, edge, corner_right, width, border, text, style, top)
+        left, _, right = box[1]
+        line = row - 1
+        if line < len(card.lines):
+            content = self._content(card.lines[line], width - 4, palette.text, inner)
+        else:
+            content = Strip.blank(width - 4, palette.text.rich_style)
+        return Strip(
+            [
+                Segment(left, border_style),
+                Segment(" ", inner),
+                *content,
+                Segment(" ", inner),
+                Segment(right, border_style),
+            ],
+            width,
+        )
+
+    def _content(self, line: Text, width: int, text_style: VisualStyle, inner: RichStyle) -> Strip:
+        strip = self._line_strips.strip(self, 0, line, max(width, 1), text_style)
+        return strip.adjust_cell_length(max(width, 0), inner)
+
+    def _current_palette(self) -> _Palette:
+        """The styles of a paint; made again when the theme, the background or the focus
+        changed (a theme change comes as new component styles: ``notify_style_update``)."""
+        base_background, background = self.background_colors
+        visual_style = self.visual_style
+        key = (self.app.theme, base_background, background, visual_style)
+        if self._palette is not None and self._palette.key == key:
+            return self._palette
+        inner = VisualStyle(background=background)
+        highlight = self.get_component_styles("gpu-grid--compact-highlighted").background
+        highlighted_background = background + highlight
+        borders = {
+            name: inner + VisualStyle(foreground=background + self._component_color(name))
+            for name in (
+                "border",
+                "border-highlighted",
+                "border-selected",
+                "border-selected-highlighted",
+                "border-lost",
+            )
+        }
+        labels: dict[tuple[str, bool], VisualStyle] = {}
+        focused_background = self.get_component_styles("gpu-grid--title-focused").background
+        for name in (
+            "title",
+            "title-highlighted",
+            "title-selected",
+            "title-selected-highlighted",
+            "subtitle",
+            "subtitle-lost",
+        ):
+            styles = self.get_component_styles(f"gpu-grid--{name}")
+            for focused in (False, True):
+                label_background = focused_background if focused else TRANSPARENT
+                labels[(name, focused)] = VisualStyle.from_rich_style(
+                    RichStyle(bold=True) if styles.text_style.bold else RichStyle()
+                ) + VisualStyle(
+                    (background + label_background) if label_background.a else TRANSPARENT,
+                    (background + styles.color) if styles.color.a else TRANSPARENT,
+                )
+        self._palette = _Palette(
+            key=key,
+            inner=inner,
+            text=visual_style,
+            highlighted_text=VisualStyle(
+                highlighted_background,
+                visual_style.foreground,
+                bold=visual_style.bold,
+                dim=visual_style.dim,
+                italic=visual_style.italic,
+            ),
+            highlighted_inner=VisualStyle(background=highlighted_background),
+            borders=borders,
+            labels=labels,
+        )
+        self._line_strips = LineStrips()
+        return self._palette
+
+    def _component_color(self, name: str) -> Color:
+        return self.get_component_styles(f"gpu-grid--{name}").color
+
+    # -- reading what the cards show (tests, tools) ---------------------------------------
+
+    @property
+    def cards(self) -> tuple[int, ...]:
+        """The physical indices of the cards shown, in their order."""
+        return tuple(i for i in self._physical if self._cards[i].view is not None)
+
+    def card_state(self, physical_index: int) -> CardState:
+        """The card's state: lost, highlighted, selected, one line."""
+        view = self._view_of(physical_index)
+        return CardState(view.gpu.lost, view.highlighted, view.selected, view.compact)
+
+    def card_content(self, physical_index: int) -> list[Text]:
+        """The card's text lines (inside its border), with their styles."""
+        self._view_of(physical_index)
+        return [line.copy() for line in self._cards[physical_index].lines]
+
+    def card_lines(self, physical_index: int) -> list[str]:
+        """The card's rows as drawn, border included, in plain text."""
+        self._view_of(physical_index)
+        return [strip.text for strip in self.card_strips(physical_index)]
+
+    def card_strips(self, physical_index: int) -> list[Strip]:
+        """The card's rows as drawn (from the cache where they are in it)."""
+        palette = self._current_palette()
+        for (_, _, width, height), card in self._placed(self.size.width):
+            if card is self._cards.get(physical_index):
+                return [self._card_row(card, row, width, palette) for row in range(height)]
+        raise KeyError(physical_index)
+
+    def subtitle(self, physical_index: int) -> str | None:
+        """The card's bottom border text, fitted to its width (none on one-line cards)."""
+        view = self._view_of(physical_index)
+        if view.compact:
+            return None
+        region = self.card_region(physical_index)
+        return _subtitle(view, region.width - LABEL_CELLS_RESERVED)
+
+    def title(self, physical_index: int) -> str | None:
+        view = self._view_of(physical_index)
+        return None if view.compact else _title(view)
+
+    def card_region(self, physical_index: int) -> Region:
+        """Where the card is on the screen."""
+        x0, y0 = self.content_region.offset
+        for (x, y, width, height), card in self._placed(self.size.width):
+            if card is self._cards.get(physical_index):
+                return Region(x0 + x, y0 + y, width, height)
+        raise KeyError(physical_index)
+
+    def repaint_all(self) -> None:
+        """Forget every drawn line and draw them again."""
+        for card in self._cards.values():
+            card.strips.clear()
+        self._joined.clear()
+        self._palette = None
+        self.refresh()
+
+    def _view_of(self, physical_index: int) -> CardView:
+        view = self._cards[physical_index].view
+        if view is None:
+            raise KeyError(physical_index)
+        return view
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        count = len(self._physical)
+        if not count:
+            return 0
+        return count if self.compact else math.ceil(count / self._columns()) * CARD_HEIGHT
+
+
+def _border_kind(view: CardView) -> str:
+    if view.gpu.lost:
+        return "border-lost"
+    if view.selected:
+        return "border-selected-highlighted" if view.highlighted else "border-selected"
+    return "border-highlighted" if view.highlighted else "border"
+
+
+def _title_kind(view: CardView) -> str:
+    if view.selected:
+        return "title-selected-highlighted" if view.highlighted else "title-selected"
+    return "title-highlighted" if view.highlighted else "title"
+
+
+def _border_row(
+    corner_left: str,
+    edge: str,
+    corner_right: str,
+    width: int,
+    border: VisualStyle,
+    text: object,
+    label_style: VisualStyle,
+    left_aligned: bool,
+) -> Strip:
+    """A card's top or bottom border with its label, as Textual draws a border title
+    (``_border.render_border_label``, ``render_row``): cut with an ellipsis to the width
+    less the corners and a blank each side, in the label's style over the border's."""
+    label: list[Segment] = []
+    border_style = border.rich_style
+    if isinstance(text, str) and text and width - 2 > 4:
+        content = Content(text).truncate(width - LABEL_CELLS_RESERVED, ellipsis=True)
+        content = content.pad_left(1).pad_right(1).stylize_before(label_style)
+        label = content.render_segments(border)
+    length = sum(segment.cell_length for segment in label)
+    space = max(0, width - 2 - length)
+    segments = [Segment(corner_left, border_style)]
+    if not space:
+        segments.extend(label)
+    elif not length:
+        segments.append(Segment(edge * space, border_style))
+    elif left_aligned:
+        segments.extend([Segment(edge, border_style), *label])
+        segments.append(Segment(edge * (space - 1), border_style))
+    else:
+        segments.append(Segment(edge * (space - 1), border_style))
+        segments.extend([*label, Segment(edge, border_style)])
+    segments.append(Segment(corner_right, border_style))
+    return Strip(segments, width)

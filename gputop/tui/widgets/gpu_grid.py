@@ -95,6 +95,10 @@ class _Card:
         self.strips: dict[int, tuple[tuple[object, ...], Strip]] = {}
 
 
+_Placed = tuple[tuple[int, int, int, int], _Card]
+"""A card and its place: x, y, width and height in the grid."""
+
+
 class GpuGrid(Widget, can_focus=True):
     BINDINGS = [
         Binding("left,k", "move(-1)", "Prev card", show=False),
@@ -152,6 +156,7 @@ class GpuGrid(Widget, can_focus=True):
         self._line_strips = LineStrips()
         self._joined: dict[int, tuple[tuple[Strip, ...], Strip]] = {}
         """Each screen line as last drawn, by the card strips it joins."""
+        self._places: tuple[object, list[_Placed], list[list[_Placed]]] | None = None
         self._painting: tuple[_Palette, int] | None = None
         """The palette and width of the paint under way (looked up once for its lines)."""
 
@@ -377,9 +382,9 @@ class GpuGrid(Widget, can_focus=True):
         super().notify_style_update()
         self._palette = None
 
-    def _columns(self) -> int:
+    def _columns(self, width: int | None = None) -> int:
         count = max(len(self._physical), 1)
-        width = self.size.width or self.app.size.width
+        width = width or self.size.width or self.app.size.width
         fit = max(1, width // MIN_CARD_WIDTH)
         if count <= fit:
             return count
@@ -397,17 +402,32 @@ class GpuGrid(Widget, can_focus=True):
 
         Columns share the width as Textual's ``fr`` units do: column ``k`` starts at
         ``floor(k * width / columns)``."""
+        return self._placement(width)[0]
+
+    def _placement(self, width: int) -> tuple[list[_Placed], list[list[_Placed]]]:
+        """The cards' places, and those of each band of rows (a row of cards)."""
+        key = (width, self.compact, id(self._cards), len(self._cards))
+        if self._places is not None and self._places[0] == key:
+            return self._places[1], self._places[2]
         cards = [self._cards[index] for index in self._physical if index in self._cards]
+        placed: list[_Placed] = []
         if self.compact:
-            return [((0, row, width, 1), card) for row, card in enumerate(cards)]
-        columns = self._columns()
-        placed = []
-        for position, card in enumerate(cards):
-            row, column = divmod(position, columns)
-            x = column * width // columns
-            card_width = (column + 1) * width // columns - x
-            placed.append(((x, row * CARD_HEIGHT, card_width, CARD_HEIGHT), card))
-        return placed
+            placed = [((0, row, width, 1), card) for row, card in enumerate(cards)]
+        else:
+            columns = self._columns(width)
+            for position, card in enumerate(cards):
+                row, column = divmod(position, columns)
+                x = column * width // columns
+                card_width = (column + 1) * width // columns - x
+                placed.append(((x, row * CARD_HEIGHT, card_width, CARD_HEIGHT), card))
+        bands: list[list[_Placed]] = []
+        for place in placed:
+            band = place[0][1] // place[0][3]
+            while len(bands) <= band:
+                bands.append([])
+            bands[band].append(place)
+        self._places = (key, placed, bands)
+        return placed, bands
 
     # -- drawing -------------------------------------------------------------------------
 
@@ -424,8 +444,10 @@ class GpuGrid(Widget, can_focus=True):
         palette, width = self._painting or (self._current_palette(), self.size.width)
         strips: list[Strip] = []
         end = 0
-        for (x, top, card_width, height), card in self._placed(width):
-            if top <= y < top + height and card.view is not None and card.rows:
+        bands = self._placement(width)[1]
+        band = y if self.compact else y // CARD_HEIGHT
+        for (x, top, card_width, _), card in bands[band] if band < len(bands) else ():
+            if card.view is not None and card.rows:
                 if x > end:
                     strips.append(Strip.blank(x - end, palette.inner.rich_style))
                 strips.append(self._card_row(card, y - top, card_width, palette))

@@ -108,7 +108,7 @@ class GpuGrid(Widget, can_focus=True):
         Binding("m", "next_instance", "Next MIG instance", show=False),
     ]
 
-    ALLOW_SELECT = False
+    ALLOW_SELECT = False  # a selection would run across cards: see CHANGELOG, docs/speed.md
 
     COMPONENT_CLASSES = {
         "gpu-grid--border",

@@ -25,10 +25,11 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from gputop.core.claims.jobs import JobClaim
 from gputop.core.errors import GputopError
+from gputop.core.jobs.child import Child, PopenChild, PtyChild, Wakeup, wait_for_enter
 from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from, parse_size
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
@@ -44,7 +45,6 @@ from gputop.core.jobs.store_rows import record_kept
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.jobs.usage_meter import Measuring
 from gputop.core.jobs.waiting import CardWaiter
-from gputop.core.jobs.wakeup import Wakeup
 from gputop.core.numbers import parse_seconds
 from gputop.core.private_files import append_to_log, open_log_append, read_env_file
 from gputop.core.process_control import end_group, process_start_time, session_of
@@ -67,21 +67,6 @@ whose job ended tries, each ``RECORD_RETRY_S``, to record its end in the store o
 after that the job shows as lost."""
 
 
-class Child(Protocol):
-    """The running job, as the supervision loop sees it (a Popen, or a pty relay)."""
-
-    pid: int
-
-    def poll(self) -> int | None:
-        """The return code once it ended: negative for a signal, like ``Popen``."""
-
-    def wait_for_event(self, timeout_s: float) -> None:
-        """Wait for a signal or the timeout (relaying terminal I/O meanwhile)."""
-
-    def finish(self) -> None:
-        """Last output, terminal restored."""
-
-
 def job_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
     """The caller's environment, the pinning variables, and ``GPUTOP_JOB_ID``."""
     env = dict(base)
@@ -90,22 +75,6 @@ def job_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
     if job.token:
         env[JOB_TOKEN_ENV] = job.token
     return env
-
-
-class _PopenChild:
-    def __init__(self, process: subprocess.Popen[bytes], wake: Wakeup) -> None:
-        self.process = process
-        self.pid = process.pid
-        self._wake = wake
-
-    def poll(self) -> int | None:
-        return self.process.poll()
-
-    def wait_for_event(self, timeout_s: float) -> None:
-        self._wake.wait(timeout_s)
-
-    def finish(self) -> None:
-        return None
 
 
 class Supervisor:
@@ -399,11 +368,8 @@ class Supervisor:
         if ended.is_active:  # not recorded, and no file could hold it
             ended = ended_as_kept(ended, end)
         self._notify(ENDED, ended)
-        if self.tty:
-            from gputop.core.jobs.ptyrelay import wait_for_enter
-
-            if not ended.stop_requested:
-                wait_for_enter(self.wake)
+        if self.tty and not ended.stop_requested:
+            wait_for_enter(self.wake)
         return 0
 
     def _stored_or(self, job: Job) -> Job:
@@ -439,8 +405,6 @@ class Supervisor:
 
     def _spawn(self, job: Job, env: dict[str, str]) -> Child:
         if self.tty:
-            from gputop.core.jobs.ptyrelay import PtyChild
-
             return PtyChild(job.command, job.cwd, env, job.log_path, self.wake)
         log_fd = open_log_append(job.log_path)
         try:
@@ -456,7 +420,7 @@ class Supervisor:
             )
         finally:
             os.close(log_fd)
-        return _PopenChild(process, self.wake)
+        return PopenChild(process, self.wake)
 
     def _supervise(self, child: Child) -> int:
         """Wait for the job's end; a stop request on the way ends its whole group. Its log
@@ -538,8 +502,6 @@ class Supervisor:
         self._record_end(exit_code=code, note=why)
         self._notify(ENDED)
         if self.tty:
-            from gputop.core.jobs.ptyrelay import wait_for_enter
-
             wait_for_enter(self.wake)
         return 0
 

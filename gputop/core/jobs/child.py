@@ -1,8 +1,17 @@
-"""tmux mode: the job on a pseudo-terminal, its output copied to the pane and to the log.
+"""The job's process as its supervisor sees it: how the supervisor waits, and the job run
+directly or on a pseudo-terminal.
 
-The job gets a real terminal (progress bars, colours, ``input()`` work) and is the leader of
-its own session on it, exactly as in detached mode, so stopping it works the same way. The
-pane is put in raw mode so that every key, Ctrl-C included, reaches the job as typed.
+**Waiting.** A supervisor sleeps most of its life (between GPU polls, while its job runs)
+and must wake at once for a stop request (SIGTERM), the job's exit (SIGCHLD) or a resized
+window (SIGWINCH). Python runs signal handlers in the main thread between bytecodes; each
+handler here only sets a flag and writes a byte to a pipe that every wait selects on
+(``Wakeup``).
+
+**tmux mode** (``PtyChild``): the job on a pseudo-terminal, its output copied to the pane
+and to the log. The job gets a real terminal (progress bars, colours, ``input()`` work) and
+is the leader of its own session on it, exactly as in detached mode, so stopping it works
+the same way. The pane is put in raw mode so that every key, Ctrl-C included, reaches the
+job as typed. Detached jobs run as a plain ``Popen`` (``PopenChild``).
 """
 
 from __future__ import annotations
@@ -12,13 +21,106 @@ import errno
 import fcntl
 import os
 import pty
+import select
+import signal
+import subprocess
 import termios
 import time
 import tty
 from collections.abc import Sequence
+from types import FrameType
+from typing import Protocol
 
-from gputop.core.jobs.wakeup import Wakeup
 from gputop.core.private_files import open_log_append
+
+
+class Child(Protocol):
+    """The running job, as the supervision loop sees it (a Popen, or a pty relay)."""
+
+    pid: int
+
+    def poll(self) -> int | None:
+        """The return code once it ended: negative for a signal, like ``Popen``."""
+
+    def wait_for_event(self, timeout_s: float) -> None:
+        """Wait for a signal or the timeout (relaying terminal I/O meanwhile)."""
+
+    def finish(self) -> None:
+        """Last output, terminal restored."""
+
+
+class Wakeup:
+    def __init__(self) -> None:
+        self.read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        os.set_blocking(self._write_fd, False)
+        self.stop_signal: int | None = None
+        """The signal that asked the supervisor to stop the job (SIGTERM, SIGINT)."""
+        self.resized = False
+
+    def install(self) -> None:
+        """Take over the signals a supervisor cares about.
+
+        SIGHUP gets a handler that does nothing rather than SIG_IGN: an ignored signal
+        stays ignored in the job after ``exec``, a handled one goes back to its default.
+        """
+        signal.signal(signal.SIGHUP, self._ignore)
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGCHLD, self._poke)
+        signal.signal(signal.SIGWINCH, self._on_resize)
+
+    def wait(self, timeout_s: float, also: tuple[int, ...] = ()) -> list[int]:
+        """Sleep until a signal, readable ``also`` fds, or the timeout; returns readable fds."""
+        try:
+            readable, _, _ = select.select([self.read_fd, *also], [], [], max(0.0, timeout_s))
+        except OSError:
+            return []
+        if self.read_fd in readable:
+            self._drain()
+        return [fd for fd in readable if fd != self.read_fd]
+
+    def poke(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, b"!")
+
+    def _drain(self) -> None:
+        with contextlib.suppress(OSError):
+            while os.read(self.read_fd, 4096):
+                pass
+
+    def _ignore(self, signum: int, frame: FrameType | None) -> None:
+        return None
+
+    def _poke(self, signum: int, frame: FrameType | None) -> None:
+        self.poke()
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.stop_signal = signum
+        self.poke()
+
+    def _on_resize(self, signum: int, frame: FrameType | None) -> None:
+        self.resized = True
+        self.poke()
+
+
+class PopenChild:
+    """A detached job: a ``Popen`` whose waits are the supervisor's."""
+
+    def __init__(self, process: subprocess.Popen[bytes], wake: Wakeup) -> None:
+        self.process = process
+        self.pid = process.pid
+        self._wake = wake
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def wait_for_event(self, timeout_s: float) -> None:
+        self._wake.wait(timeout_s)
+
+    def finish(self) -> None:
+        return None
+
 
 DRAIN_S = 0.5
 READ_SIZE = 65536

@@ -447,6 +447,12 @@ class GpuGrid(Widget, can_focus=True):
         bands = self._placement(width)[1]
         band = y if self.compact else y // CARD_HEIGHT
         for (x, top, card_width, _), card in bands[band] if band < len(bands) else ():
+            if card.view is not None and card.width != card_width:
+                # laid out since the sample was shown (the first frame): its rows now, in
+                # this frame, rather than in the one after
+                card.focused = self.has_focus
+                card.rows = self._rows(card, card_width, card.focused)
+                card.width = card_width
             if card.view is not None and card.rows:
                 if x > end:
                     strips.append(Strip.blank(x - end, palette.inner.rich_style))

@@ -481,25 +481,28 @@ class ProcessTable(ScrollView, can_focus=True):
         plain = base + over
         pad = " " * CELL_PADDING
         segments: list[Segment] = []
-        text, style = "", plain
+        run: list[str] = []
+        run_style = plain
+
+        def flush() -> None:
+            text = "".join(run)
+            if text:
+                segments.append(Segment(text, run_style))
+            run.clear()
+
+        def add(part: str, style: Style) -> None:
+            nonlocal run_style
+            if style != run_style:
+                flush()
+                run_style = style
+            run.append(part)
+
         for cell, width in zip(cells, self._widths, strict=True):
             used = 0
-            for part, style_name in ((pad, ""), *cell):
-                part_style = base + Style.parse(style_name) + over if style_name else plain
+            add(pad, plain)
+            for part, style_name in cell:
+                add(part, base + Style.parse(style_name) + over if style_name else plain)
                 used += cell_len(part)
-                if part_style == style:
-                    text += part
-                else:
-                    if text:
-                        segments.append(Segment(text, style))
-                    text, style = part, part_style
-            fill = " " * (width - used + CELL_PADDING) + pad
-            if style == plain:
-                text += fill
-            else:
-                if text:
-                    segments.append(Segment(text, style))
-                text, style = fill, plain
-        if text:
-            segments.append(Segment(text, style))
+            add(" " * (width - used) + pad, plain)
+        flush()
         return Strip(segments)

@@ -3,7 +3,8 @@
 A thin layer over ``gputop.core.jobs.service.JobsService``, which owns the store and the log
 tails: the store is only ever touched from worker threads (each with its own SQLite
 connection), the UI thread renders the ``JobsView`` they post, and the service's problems
-arrive here as ``JobStoreProblem`` messages.
+arrive as ``JobStoreProblem`` messages, which both dashboards show alike
+(gputop/tui/dashboard_base.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from textual.notifications import SeverityLevel
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.notify import job_events
-from gputop.core.jobs.service import JobsService, JobsView, Severity, job_memory_peaks
+from gputop.core.jobs.service import JobsService, JobsView, job_memory_peaks
 from gputop.core.model import Snapshot
 from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen
@@ -66,10 +67,6 @@ class JobsActions(App[None]):
     """Job id → the most GPU memory its processes held together, as seen here (replaced,
     never changed in place)."""
 
-    def report_jobs_problem(self, text: str, severity: Severity) -> None:
-        """The service's ``report`` callback: thread-safe, it only posts a message."""
-        self.post_message(JobStoreProblem(text, severity))
-
     @work(thread=True, group="jobs", exit_on_error=False)
     def _refresh_jobs(self) -> None:
         jobs = self.jobs_service.read_now(self.snapshot)
@@ -83,9 +80,6 @@ class JobsActions(App[None]):
             if self.is_running and not app_closing(self):
                 raise
             # Jobs read while the app closes find the panel gone: nothing to show them in.
-
-    def on_job_store_problem(self, message: JobStoreProblem) -> None:
-        self.notify(message.text, severity=message.severity, timeout=10)
 
     def _show_jobs(self, jobs: JobsView) -> None:
         shown = self.jobs_service.view

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Protocol, cast
 
 from rich.text import Text
-from textual import events, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -34,9 +33,7 @@ from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S, HistoryAsk
 from gputop.core.remote.remote_jobs import run_remote, signal_argv
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.safe_text import clean
-from gputop.core.sampling.history import UtilizationHistory
-from gputop.core.sampling.nvml_backend import NvmlBackend
-from gputop.tui.app import MIN_TABLE_ROWS, GputopApp
+from gputop.tui.dashboard_base import MIN_TABLE_ROWS, DashboardApp
 from gputop.tui.lab.host_line import lab_status_line
 from gputop.tui.lab.lab_grid import LabGrid
 from gputop.tui.lab.lab_jobs import ActiveJob, LabJobsPanel, RemoteJob, jobs_of
@@ -72,8 +69,9 @@ class LabSampled(Message):
         return isinstance(message, LabSampled)
 
 
-class LabApp(GputopApp):
-    CSS_PATH = str(Path(__file__).parent.parent / "gputop.tcss")
+class LabApp(DashboardApp):
+    """Many hosts' dashboard, fed by the lab's links (the keys: ``DashboardApp``'s, and these)."""
+
     BINDINGS = [
         Binding("g", "jump_host(1)", "Next host"),
         Binding("G", "jump_host(-1)", "Prev host", show=False),
@@ -94,13 +92,7 @@ class LabApp(GputopApp):
         job_environ: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
-            cast(NvmlBackend, None),  # never sampled: the links sample (see _sample_forever)
-            interval_s=interval_s,
-            readonly=readonly,
-            history=UtilizationHistory(),
-            probes=False,  # the torch probe checks this machine's Python, not a server's
-            user=user,
-            job_environ=job_environ,
+            interval_s=interval_s, readonly=readonly, user=user, job_environ=job_environ
         )
         self.source = source
         self.host_names = list(host_names)
@@ -127,8 +119,7 @@ class LabApp(GputopApp):
             yield TorchPanel(environ=None, python=None, probes=False, id="torch")
         yield KeyBar()
 
-    def on_mount(self, event: events.Mount) -> None:  # type: ignore[override]
-        event.prevent_default()  # the one-host dashboard's own start is not run
+    def on_mount(self) -> None:
         self.query_one(LabGrid).focus()
         self._apply_size()
         self._sample_forever()

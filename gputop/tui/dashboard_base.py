@@ -1,0 +1,326 @@
+"""What the local dashboard and the lab dashboard share: one small base under both.
+
+``DashboardApp`` owns the driver (the screen diff), the one policy for messages and
+failures (every notification cleaned, a failing worker said once, an exception that reaches
+Textual ended in one line), the job service (this machine's jobs: the launch dialog's
+history and local launches, in both), the keys both bind, and the actions both do alike
+(help, redraw, the palette's commands, the process table's filters and sort, signalling a
+process of this machine). Each dashboard adds its own layout, sampling and the actions that
+depend on it: ``GputopApp`` (gputop/tui/app.py) one host through NVML, ``LabApp``
+(gputop/tui/lab/lab_app.py) many through the lab's links. Neither defines ``on_mount`` here:
+Textual runs a handler of every class on the way up, so the base has none of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from rich.text import Text
+from textual import events
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.driver import Driver
+from textual.geometry import Size
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.worker import Worker
+
+from gputop.core.errors import GputopError
+from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
+from gputop.core.history.store import default_history_path
+from gputop.core.jobs.service import JobsService, Severity
+from gputop.core.model import ProcessOrigin
+from gputop.core.process_control import signal_own_process
+from gputop.core.safe_text import clean, clean_lines
+from gputop.core.slurm.submit import cancel as cancel_slurm_job
+from gputop.core.users import current_user
+from gputop.tui.jobs_actions import JobStoreProblem
+from gputop.tui.keys import KEY_HELP
+from gputop.tui.safe import plain_argv
+from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
+from gputop.tui.screens.confirm import ConfirmScreen
+from gputop.tui.screens.help import HelpScreen
+from gputop.tui.textual_compat import ExceptionHook, textual_handles_exception
+from gputop.tui.widgets.process_table import ProcessTable
+from gputop.tui.workers import ReportsWorkerFailures, failure_message
+
+MIN_TABLE_ROWS = 12
+"""The fewest lines the process table keeps below the cards before the layout is compact."""
+
+
+class _ReportedByGputop(Exception):
+    """The error that stopped the dashboard, which gputop reports itself in one line."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+    def __rich__(self) -> Text:
+        return Text()
+
+
+class DashboardApp(ExceptionHook, ReportsWorkerFailures, App[None]):
+    """The base of both dashboards; each subclass composes its widgets, mounts, samples."""
+
+    CSS_PATH = str(Path(__file__).parent / "gputop.tcss")
+    """Absolute: Textual reads a relative path beside the module of the running app's class."""
+    TITLE = "gputop"
+    ENABLE_COMMAND_PALETTE = True
+
+    # The key bar shows these in this order and cuts what does not fit: at 80 columns, after
+    # how to leave and the help, the launch, the selection it uses and the jobs. Each
+    # dashboard has every one of these actions (the selection and the jobs its own way).
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Keys"),
+        Binding("l", "launch", "Launch"),
+        Binding("space", "toggle_card", "Select card"),
+        Binding("J", "toggle_jobs", "Jobs"),
+        Binding("a", "select_all", "All cards"),
+        Binding("escape", "clear_selection", "Clear selection", show=False),
+        Binding("f", "filter_card", "Filter"),
+        Binding("slash", "filter_text", "Filter by text", show=False),
+        Binding("u", "only_mine", "Only mine", show=False),
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("S", "reverse_sort", "Reverse sort", show=False),
+        Binding("p", "toggle_torch", "PyTorch view"),
+        Binding("H", "card_history", "Card history", show=False),
+        Binding("t", "signal_process('SIGTERM')", "Terminate"),
+        Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
+        Binding("ctrl+l", "redraw", "Redraw the screen", show=False),
+    ]
+
+    def __init__(
+        self,
+        *,
+        interval_s: float = 1.0,
+        readonly: bool = False,
+        user: str | None = None,
+        state_dir: Path | None = None,
+        cwd: str | None = None,
+        job_environ: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self.readonly = readonly
+        self.compact = False
+        self.user = user or current_user()
+        self.history_store = (
+            state_dir / HISTORY_DB_NAME if state_dir is not None else default_history_path()
+        )
+        """Where ``gputop record`` writes by default: what ``H`` reads (docs/history.md)."""
+        self.jobs_service = JobsService(
+            state_dir,
+            user=self.user,
+            cwd=cwd or os.getcwd(),
+            job_environ=job_environ,
+            report=self.report_jobs_problem,
+            cancel_in_slurm=cancel_slurm_job,
+        )
+        self._stop = threading.Event()
+        """Set when the app unmounts: the sampling thread ends at its next wait."""
+        self._failures_reported: set[str] = set()
+        self.fatal_error: BaseException | None = None
+        """What stopped the app, if something did: ``gputop`` reports it in one line."""
+
+    # -- one policy for messages and failures ---------------------------------------------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every notification is plain text, cleaned: messages quote data (names, paths).
+
+        ``markup`` is accepted for Textual's own callers and ignored: see docs/security.md.
+        """
+        super().notify(
+            clean_lines(message),
+            title=clean(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
+
+    def report_worker_failure(self, worker: Worker[object]) -> None:
+        """A worker raised: say so once for its kind of work; the dashboard goes on."""
+        if worker.group in self._failures_reported:
+            return
+        self._failures_reported.add(worker.group)
+        self.notify(failure_message(worker), severity="error", timeout=10)
+
+    def report_jobs_problem(self, text: str, severity: Severity) -> None:
+        """The job service's ``report`` callback: thread-safe, it only posts a message."""
+        self.post_message(JobStoreProblem(text, severity))
+
+    def on_job_store_problem(self, message: JobStoreProblem) -> None:
+        self.notify(message.text, severity=message.severity, timeout=10)
+
+    def exception_reached_textual(self, error: Exception) -> None:
+        """An exception reached Textual: keep the terminal, end with one line, not a traceback.
+
+        Textual has no public hook for this (gputop/tui/textual_compat.py), and this only
+        hands Textual an exception that renders as nothing (Textual then exits through its
+        public ``panic``, restoring the terminal, with status 1); ``gputop`` prints one line
+        naming the real error. ``GPUTOP_DEBUG=1`` shows Textual's traceback instead.
+        Checked against the pinned Textual by tests/tui/test_dashboard_resilience.py.
+        """
+        if os.environ.get("GPUTOP_DEBUG"):
+            textual_handles_exception(self, error)
+            return
+        if self.fatal_error is None:
+            self.fatal_error = error
+        textual_handles_exception(self, _ReportedByGputop(error))
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, writing only changed cells unless ``GPUTOP_SCREEN_DIFF=0``."""
+        return driver_with_screen_diff(super().get_driver_class(), os.environ)
+
+    # -- size and end ----------------------------------------------------------------------
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size, not ``self.size``: this handler runs before the app records the
+        # new size, and the layout would follow the size before the resize.
+        self._apply_size(event.size)
+
+    def _apply_size(self, size: Size | None = None) -> None:
+        """The layout for ``size`` (else the app's): each dashboard's own."""
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """Textual's commands, and every gputop action by name (gputop.tui.palette)."""
+        from gputop.tui.palette import palette_commands
+
+        textual_keys = (self.action_show_help_panel, self.action_hide_help_panel)
+        for command in super().get_system_commands(screen):
+            if command.callback in textual_keys:
+                # Textual's key panel lists Textual's keys (copy, ...) and escape leaves it
+                # open: "Keys" is gputop's help, as on ?
+                yield SystemCommand("Keys", "gputop's keys and what they do (?)", self.action_help)
+            else:
+                yield command
+        if screen is self.screen_stack[0]:  # the dashboard, not a dialog over it
+            yield from palette_commands(self, screen)
+
+    # -- actions both dashboards do alike -----------------------------------------------
+
+    def action_redraw(self) -> None:
+        """Repaint every cell, and send every cell: the screen diff forgets what it sent."""
+        forget_screens()
+        self.screen.refresh(self.screen.region)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):  # the palette's Keys over the help
+            self.push_screen(HelpScreen(KEY_HELP))
+
+    def _now(self) -> float:
+        """The time history windows end at."""
+        return time.time()
+
+    def action_process_history(self) -> None:
+        """The history of the highlighted process of this machine (``gputop record``'s)."""
+        process = self.query_one(ProcessTable).current_process
+        if process is None:
+            self.notify("No process highlighted.")
+            return
+        from gputop.tui.screens.process_history import ProcessHistoryScreen
+
+        self.push_screen(ProcessHistoryScreen(process, self.history_store, self._now))
+
+    def action_filter_text(self) -> None:
+        from gputop.tui.screens.filter import FilterScreen
+
+        table = self.query_one(ProcessTable)
+
+        def answered(text: str | None) -> None:
+            if text is not None:
+                table.set_text_filter(text)
+                self.notify(table.describe_view(), timeout=2)
+
+        self.push_screen(FilterScreen(table.text_filter), answered)
+
+    def action_only_mine(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.toggle_only_mine()
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_cycle_sort(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.next_sort()
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_reverse_sort(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.toggle_reverse()
+        self.notify(table.describe_view(), timeout=2)
+
+    def action_toggle_torch(self) -> None:
+        self.toggle_class("-torch-hidden" if not self.compact else "-torch-shown")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "signal_process" and self.readonly:
+            return None  # shown disabled: --readonly turns signalling off
+        return True
+
+    def action_signal_process(self, signal_name: str) -> None:
+        """Signal the highlighted process of this machine, once asked (yours only)."""
+        if self.readonly:
+            self.notify("Read-only mode: gputop will not signal processes.", severity="warning")
+            return
+        process = self.query_one(ProcessTable).current_process
+        if process is None:
+            self.notify("No process highlighted: press tab to reach the process table.")
+            return
+        if process.origin is ProcessOrigin.FOREIGN:
+            # Foreign: NVML's pid is no process of this PID namespace, or an unrelated one
+            # that merely shares the number (gputop.core.sampling.pid_namespace).
+            self.notify(
+                f"Process {process.pid} is not a process of this machine's view "
+                f"({process.hint or process.origin.value}); gputop will not signal it.",
+                severity="warning",
+                markup=False,
+            )
+            return
+        if process.user != self.user:
+            self.notify(
+                f"Process {process.pid} belongs to {clean(process.user or 'another user')}; "
+                "gputop only signals your own processes.",
+                severity="warning",
+            )
+            return
+        signum = signal.Signals[signal_name]
+        question = Text.assemble(
+            f"Send {signal_name} to process {process.pid} on GPU {process.physical_index}?\n\n  ",
+            plain_argv(process.command) if process.command else "?",
+        )
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            if process.origin is ProcessOrigin.SIMULATED:  # the dialog shows what it would do
+                self.notify(
+                    f"Process {process.pid} is simulated (--fake): there is no such process "
+                    "on this machine, so nothing was sent. A job you launch here (l) is real, "
+                    "and t reaches it.",
+                    severity="warning",
+                )
+                return
+            try:
+                signal_own_process(process.pid, process.start_time, signum)
+            except GputopError as error:
+                self.notify(str(error), severity="error")
+            else:
+                self.notify(f"Sent {signal_name} to process {process.pid}.")
+
+        self.push_screen(ConfirmScreen(question, yes_label=f"Send {signal_name}"), answered)

@@ -40,15 +40,27 @@ print(busy, log, done)
 """
 
 
-def _my_locks() -> list[str]:
-    """This process's entries in /proc/locks (type, inode), in a stable order."""
+def _my_locks(*stores: Path) -> list[str]:
+    """This process's entries in /proc/locks (type, inode) on ``stores`` and their ``-wal``
+    and ``-shm``, in a stable order. Only these: a thread of an earlier test in this worker
+    (a dashboard's sampler on its way out) may hold and drop locks on stores of its own."""
+    inodes = {
+        str(os.stat(f"{store}{suffix}").st_ino)
+        for store in stores
+        for suffix in ("", "-wal", "-shm")
+        if os.path.exists(f"{store}{suffix}")
+    }
     mine = []
     for line in Path("/proc/locks").read_text().splitlines():
         fields = line.split()
         # "1: POSIX  ADVISORY  READ 1234 fd:01:5678 128 128" (a "->" marks a waiter)
         if "->" in fields:
             continue
-        if fields[1] == "POSIX" and fields[4] == str(os.getpid()):
+        if (
+            fields[1] == "POSIX"
+            and fields[4] == str(os.getpid())
+            and fields[5].rsplit(":", 1)[-1] in inodes
+        ):
             mine.append(" ".join(fields[1:4] + fields[5:]))
     return sorted(mine)
 
@@ -85,12 +97,13 @@ def test_opening_the_job_store_keeps_this_process_locks(tmp_path: Path) -> None:
     try:
         reader.execute("BEGIN")
         assert reader.execute("SELECT COUNT(*) FROM history").fetchone()[0] == 1
-        before = _my_locks()
+        store = state_dir / "jobs.sqlite3"
+        before = _my_locks(store)
         assert before, "a reader in WAL mode holds locks on the store and its -shm"
 
         _open_every_way_jobs(state_dir)
 
-        assert _my_locks() == before
+        assert _my_locks(store) == before
         busy, _log, _done = _checkpoint_from_another_process(
             state_dir / "jobs.sqlite3",
             "INSERT INTO history (command_text, seq, used_at) VALUES ('x' || ?, 1000, 0)",
@@ -114,12 +127,12 @@ def test_opening_the_history_store_keeps_this_process_locks(tmp_path: Path) -> N
     try:
         reader.execute("BEGIN")
         reader.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        before = _my_locks()
+        before = _my_locks(path)
         assert before
         for _ in range(3):
             open_for_recording(path, notices).close()
             open_for_reading(path).close()
-        assert _my_locks() == before
+        assert _my_locks(path) == before
         busy, _log, _done = _checkpoint_from_another_process(
             path, "INSERT INTO probe (n) VALUES (?)"
         )
@@ -177,7 +190,8 @@ def test_every_command_and_reader_in_process_keeps_this_process_locks(
         reader.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         readers.append(reader)
     try:
-        before = _my_locks()
+        stores = (state_dir / "jobs.sqlite3", history)
+        before = _my_locks(*stores)
         assert len({line.split()[-3] for line in before}) >= 2  # on both stores
 
         assert main(["run", "--fake", "v100x4", "--gpus", "0", "--", "true"]) == 0
@@ -201,7 +215,7 @@ def test_every_command_and_reader_in_process_keeps_this_process_locks(
         stored_utilization(history, now, 60)
         capsys.readouterr()
 
-        assert _my_locks() == before
+        assert _my_locks(*stores) == before
         for path, insert in (
             (
                 state_dir / "jobs.sqlite3",

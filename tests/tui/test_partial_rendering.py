@@ -9,7 +9,7 @@ test_process_table.py.)
 from __future__ import annotations
 
 import pytest
-from helpers.dashboard import make_app
+from helpers.dashboard import first_sample, make_app
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
@@ -150,3 +150,27 @@ async def test_cards_shown_before_the_first_layout_are_in_the_first_frame(
         await pilot.pause()
     first = next(lines for lines in frames if lines)
     assert sum(line.count(" MHz") for line in first) == 8, "\n".join(first)
+
+
+async def test_a_theme_chosen_in_the_palette_redraws_the_cards_in_its_colours() -> None:
+    """The cards' colours come from the theme: after a change every card is drawn in the
+    new one, and as a paint from nothing would draw it (no line kept from the old theme)."""
+    app = make_app("dgx-h100")
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        grid = app.query_one(GpuGrid)
+
+        def corner_colours() -> set[object]:
+            return {
+                segment.style.color
+                for index in range(8)
+                for segment in grid.card_strips(index)[0]
+                if segment.text.startswith("╭") and segment.style
+            }
+
+        before = corner_colours()
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await pilot.pause()
+        after = corner_colours()
+        assert before and after and before != after
+        assert_painted_as_from_nothing(grid)

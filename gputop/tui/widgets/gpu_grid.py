@@ -17,15 +17,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import NamedTuple
 
-from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
 from textual.binding import Binding
-from textual.color import TRANSPARENT, Color
-from textual.content import Content
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.strip import Strip
@@ -36,6 +32,14 @@ from gputop.core.claims.view import card_claim_text
 from gputop.core.model import GpuSample, MigDevice, Snapshot
 from gputop.core.sampling.history import UtilizationHistory
 from gputop.tui.render import sticky_level_style
+from gputop.tui.widgets.card_frame import (
+    CARD_HEIGHT,
+    Palette,
+    border_kind,
+    draw_row,
+    make_palette,
+    title_kind,
+)
 from gputop.tui.widgets.gpu_card import (
     LABEL_CELLS_RESERVED,
     CardView,
@@ -46,11 +50,6 @@ from gputop.tui.widgets.gpu_card import (
 )
 
 MIN_CARD_WIDTH = 38
-CARD_HEIGHT = 8
-"""A whole card, border included."""
-
-ROUND = (("╭", "─", "╮"), ("│", " ", "│"), ("╰", "─", "╯"))
-HEAVY = (("┏", "━", "┓"), ("┃", " ", "┃"), ("┗", "━", "┛"))
 
 
 class CardState(NamedTuple):
@@ -60,24 +59,6 @@ class CardState(NamedTuple):
     highlighted: bool
     selected: bool
     compact: bool
-
-
-@dataclass(frozen=True, slots=True)
-class _Palette:
-    """The styles of one paint, from the theme through the grid's component classes."""
-
-    key: tuple[object, ...]
-    inner: VisualStyle
-    """A card's background (the grid's)."""
-    text: VisualStyle
-    """A card's text (the widget's style)."""
-    highlighted_text: VisualStyle
-    """A one-line card's text, highlighted."""
-    highlighted_inner: VisualStyle
-    borders: dict[str, VisualStyle]
-    """A card's border by state: its colour over the card's background."""
-    labels: dict[tuple[str, bool], VisualStyle]
-    """Title and subtitle styles by kind, and whether the grid has focus."""
 
 
 class _Card:
@@ -152,12 +133,12 @@ class GpuGrid(Widget, can_focus=True):
         self.compact = False
         self.slurm_labels: dict[int, str] = {}
         self._cards: dict[int, _Card] = {}
-        self._palette: _Palette | None = None
+        self._palette: Palette | None = None
         self._line_strips = LineStrips()
         self._joined: dict[int, tuple[tuple[Strip, ...], Strip]] = {}
         """Each screen line as last drawn, by the card strips it joins."""
         self._places: tuple[object, list[_Placed], list[list[_Placed]]] | None = None
-        self._painting: tuple[_Palette, int] | None = None
+        self._painting: tuple[Palette, int] | None = None
         """The palette and width of the paint under way (looked up once for its lines)."""
 
     # -- state -------------------------------------------------------------------------
@@ -349,8 +330,8 @@ class GpuGrid(Widget, can_focus=True):
         _, card.lines, keys = _lines_for(view, content_width)
         if view.compact:
             return [("compact", keys[0], view.highlighted)]
-        border = _border_kind(view)
-        title = (_title(view), _title_kind(view), focused and view.highlighted)
+        border = border_kind(view)
+        title = (_title(view), title_kind(view), focused and view.highlighted)
         subtitle = (_subtitle(view, width - LABEL_CELLS_RESERVED), view.gpu.lost)
         rows: list[tuple[object, ...]] = [("top", border, title)]
         rows.extend(
@@ -472,7 +453,7 @@ class GpuGrid(Widget, can_focus=True):
         self._joined[y] = (key, joined)
         return joined
 
-    def _card_row(self, card: _Card, row: int, width: int, palette: _Palette) -> Strip:
+    def _card_row(self, card: _Card, row: int, width: int, palette: Palette) -> Strip:
         key = (card.rows[row] if row < len(card.rows) else None, width, palette.key)
         cached = card.strips.get(row)
         if cached is not None and cached[0] == key:
@@ -481,52 +462,16 @@ class GpuGrid(Widget, can_focus=True):
         card.strips[row] = (key, strip)
         return strip
 
-    def _draw_row(self, card: _Card, row: int, width: int, palette: _Palette) -> Strip:
-        """Row ``row`` of a card, as Textual drew a card widget (StylesCache's rows)."""
-        view = card.view
-        assert view is not None
-        if view.compact:
-            text_style = palette.highlighted_text if view.highlighted else palette.text
-            inner = (palette.highlighted_inner if view.highlighted else palette.inner).rich_style
-            content = self._content(card.lines[0], width - 2, text_style, inner)
-            return Strip.join([Strip.blank(1, inner), content, Strip.blank(1, inner)])
-        inner = palette.inner.rich_style
-        border = palette.borders[_border_kind(view)]
-        border_style = border.rich_style
-        box = HEAVY if view.selected and not view.gpu.lost else ROUND
-        if row in (0, CARD_HEIGHT - 1):
-            top = row == 0
-            corner_left, edge, corner_right = box[0 if top else 2]
-            label = card.rows[row][2]
-            assert isinstance(label, tuple)
-            text = label[0]
-            if top:
-                style = palette.labels[(label[1], label[2])]
-            else:
-                style = palette.labels[("subtitle-lost" if label[1] else "subtitle", False)]
-            return _border_row(corner_left, edge, corner_right, width, border, text, style, top)
-        left, _, right = box[1]
-        line = row - 1
-        if line < len(card.lines):
-            content = self._content(card.lines[line], width - 4, palette.text, inner)
-        else:
-            content = Strip.blank(width - 4, palette.text.rich_style)
-        return Strip(
-            [
-                Segment(left, border_style),
-                Segment(" ", inner),
-                *content,
-                Segment(" ", inner),
-                Segment(right, border_style),
-            ],
-            width,
-        )
+    def _draw_row(self, card: _Card, row: int, width: int, palette: Palette) -> Strip:
+        assert card.view is not None
+        label = card.rows[row][2] if row < len(card.rows) else None
+        return draw_row(card.view, card.lines, label, row, width, palette, self._content)
 
     def _content(self, line: Text, width: int, text_style: VisualStyle, inner: RichStyle) -> Strip:
         strip = self._line_strips.strip(self, 0, line, max(width, 1), text_style)
         return strip.adjust_cell_length(max(width, 0), inner)
 
-    def _current_palette(self) -> _Palette:
+    def _current_palette(self) -> Palette:
         """The styles of a paint; made again when the theme, the background or the focus
         changed (a theme change comes as new component styles: ``notify_style_update``)."""
         base_background, background = self.background_colors
@@ -534,58 +479,14 @@ class GpuGrid(Widget, can_focus=True):
         key = (self.app.theme, base_background, background, visual_style)
         if self._palette is not None and self._palette.key == key:
             return self._palette
-        inner = VisualStyle(background=background)
-        highlight = self.get_component_styles("gpu-grid--compact-highlighted").background
-        highlighted_background = background + highlight
-        borders = {
-            name: inner + VisualStyle(foreground=background + self._component_color(name))
-            for name in (
-                "border",
-                "border-highlighted",
-                "border-selected",
-                "border-selected-highlighted",
-                "border-lost",
-            )
-        }
-        labels: dict[tuple[str, bool], VisualStyle] = {}
-        focused_background = self.get_component_styles("gpu-grid--title-focused").background
-        for name in (
-            "title",
-            "title-highlighted",
-            "title-selected",
-            "title-selected-highlighted",
-            "subtitle",
-            "subtitle-lost",
-        ):
-            styles = self.get_component_styles(f"gpu-grid--{name}")
-            for focused in (False, True):
-                label_background = focused_background if focused else TRANSPARENT
-                labels[(name, focused)] = VisualStyle.from_rich_style(
-                    RichStyle(bold=True) if styles.text_style.bold else RichStyle()
-                ) + VisualStyle(
-                    (background + label_background) if label_background.a else TRANSPARENT,
-                    (background + styles.color) if styles.color.a else TRANSPARENT,
-                )
-        self._palette = _Palette(
-            key=key,
-            inner=inner,
-            text=visual_style,
-            highlighted_text=VisualStyle(
-                highlighted_background,
-                visual_style.foreground,
-                bold=visual_style.bold,
-                dim=visual_style.dim,
-                italic=visual_style.italic,
-            ),
-            highlighted_inner=VisualStyle(background=highlighted_background),
-            borders=borders,
-            labels=labels,
+        self._palette = make_palette(
+            key,
+            background,
+            visual_style,
+            lambda name: self.get_component_styles(f"gpu-grid--{name}"),
         )
         self._line_strips = LineStrips()
         return self._palette
-
-    def _component_color(self, name: str) -> Color:
-        return self.get_component_styles(f"gpu-grid--{name}").color
 
     # -- reading what the cards show (tests, tools) ---------------------------------------
 
@@ -656,53 +557,3 @@ class GpuGrid(Widget, can_focus=True):
         if not count:
             return 0
         return count if self.compact else math.ceil(count / self._columns()) * CARD_HEIGHT
-
-
-def _border_kind(view: CardView) -> str:
-    if view.gpu.lost:
-        return "border-lost"
-    if view.selected:
-        return "border-selected-highlighted" if view.highlighted else "border-selected"
-    return "border-highlighted" if view.highlighted else "border"
-
-
-def _title_kind(view: CardView) -> str:
-    if view.selected:
-        return "title-selected-highlighted" if view.highlighted else "title-selected"
-    return "title-highlighted" if view.highlighted else "title"
-
-
-def _border_row(
-    corner_left: str,
-    edge: str,
-    corner_right: str,
-    width: int,
-    border: VisualStyle,
-    text: object,
-    label_style: VisualStyle,
-    left_aligned: bool,
-) -> Strip:
-    """A card's top or bottom border with its label, as Textual draws a border title
-    (``_border.render_border_label``, ``render_row``): cut with an ellipsis to the width
-    less the corners and a blank each side, in the label's style over the border's."""
-    label: list[Segment] = []
-    border_style = border.rich_style
-    if isinstance(text, str) and text and width - 2 > 4:
-        content = Content(text).truncate(width - LABEL_CELLS_RESERVED, ellipsis=True)
-        content = content.pad_left(1).pad_right(1).stylize_before(label_style)
-        label = content.render_segments(border)
-    length = sum(segment.cell_length for segment in label)
-    space = max(0, width - 2 - length)
-    segments = [Segment(corner_left, border_style)]
-    if not space:
-        segments.extend(label)
-    elif not length:
-        segments.append(Segment(edge * space, border_style))
-    elif left_aligned:
-        segments.extend([Segment(edge, border_style), *label])
-        segments.append(Segment(edge * (space - 1), border_style))
-    else:
-        segments.append(Segment(edge * (space - 1), border_style))
-        segments.extend([*label, Segment(edge, border_style)])
-    segments.append(Segment(corner_right, border_style))
-    return Strip(segments, width)

@@ -261,7 +261,9 @@ def test_ctrl_l_repaints_a_terminal_another_program_wrote_on(tmp_path: Path) -> 
         wait_for_both([with_diff, without_diff], lambda t: first_frame(t.text()), "first frame")
         assert wait_until_identical(with_diff, without_diff) == []
         with_diff.feed_as_if_written(b"\x1b[3;5H\x1b[31mstray output\x1b[0m\x1b[2;1H\x1b[K")
-        assert differing_rows(with_diff.cells(), without_diff.cells()) == [1, 2]
+        # the stray rows differ now (another row may too, for a moment: one dashboard can
+        # take a late answer, such as the torch probe's, a refresh before the other)
+        assert {1, 2} <= set(differing_rows(with_diff.cells(), without_diff.cells()))
 
         with_diff.write(CTRL_L)
 

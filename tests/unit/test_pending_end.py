@@ -231,6 +231,13 @@ def test_a_file_with_anything_no_supervisor_writes_is_ignored(state: Path, recor
     assert read_kept(state) == {}
 
 
+def test_session_0_reads_as_no_session(state: Path) -> None:
+    """getsid() gives 0 in a container whose session leader is outside its pid namespace
+    (how the CI runs): such a file is a supervisor's all the same, its session unknown."""
+    plant(state, 6, b'{"job": 6, "supervisor": {"pid": 5, "start_time": 1.0, "session": 0}}')
+    assert read_kept(state) == {6: Kept(6, ProcessSeen(5, 1.0, None))}
+
+
 def test_job_true_is_not_job_1(state: Path) -> None:
     plant(state, 1, ('{"job": true, ' + START + "}").encode())
     assert read_kept(state) == {}

@@ -369,9 +369,12 @@ def _process(value: object) -> ProcessSeen | None:
     pid, start_time, session = value.get("pid"), value.get("start_time"), value.get("session")
     if not isinstance(pid, int) or not _int_in(pid, 1, MAX_PID):
         raise _NotOurs
-    if session is not None and not _int_in(session, 1, MAX_PID):
+    if session is not None and not _int_in(session, 0, MAX_PID):
         raise _NotOurs
-    return ProcessSeen(pid, None if start_time is None else _time(start_time), session)
+    # getsid() gives 0 where the session's leader is outside this pid namespace (a
+    # container): no session this reader could name, as None says.
+    start = None if start_time is None else _time(start_time)
+    return ProcessSeen(pid, start, session or None)
 
 
 def _time(value: object) -> float:

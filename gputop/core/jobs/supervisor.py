@@ -118,7 +118,7 @@ class Supervisor:
         job = self.store.get(self.job_id)
         self.log_path = job.log_path
         self._file = EndReservation(self.store.state_dir, job.id)  # before any write
-        me = ProcessSeen(os.getpid(), process_start_time(os.getpid()), os.getsid(0))
+        me = ProcessSeen(os.getpid(), process_start_time(os.getpid()), os.getsid(0) or None)
         self._record(  # the launcher did too
             lambda: self.store.mark_supervisor(job.id, me.pid, me.start_time, me.session),
             supervisor=me,

@@ -45,7 +45,11 @@ from gputop.tui.safe import plain_argv
 from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
-from gputop.tui.textual_compat import ExceptionHook, textual_handles_exception
+from gputop.tui.textual_compat import (
+    ExceptionHook,
+    install_partial_updates,
+    textual_handles_exception,
+)
 from gputop.tui.widgets.process_table import ProcessTable
 from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
@@ -106,6 +110,7 @@ class DashboardApp(ExceptionHook, ReportsWorkerFailures, App[None]):
         job_environ: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
+        install_partial_updates()  # every frame asks only for what it writes
         self.interval_s = interval_s
         self.readonly = readonly
         self.compact = False

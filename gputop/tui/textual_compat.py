@@ -9,11 +9,14 @@ pins the minor version these were checked with.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from rich.text import Text
+from textual._compositor import ChopsUpdate, Compositor
 from textual.app import App
 from textual.drivers.linux_driver import LinuxDriver
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
@@ -23,6 +26,7 @@ __all__ = [
     "ExceptionHook",
     "LinuxDriver",
     "app_closing",
+    "install_partial_updates",
     "terminal_fd",
     "textual_handles_exception",
     "visual_strips",
@@ -86,3 +90,98 @@ def visual_strips(
     ``Widget.render_lines`` gives for it (``textual.visual``: ``visualize`` and
     ``Visual.to_strips`` are how a widget renders what ``render`` returns)."""
     return Visual.to_strips(widget, visualize(widget, text), width, height, style)
+
+
+# -- A partial screen update (docs/speed.md, "Third round") -----------------------------------
+#
+# For each frame Textual's compositor (``Compositor.render_partial_update``) asks every widget
+# that overlaps the bounding box of the changed regions for all its lines, the containers and
+# the screen behind them too, and cuts each of those lines at every widget edge; it then writes
+# only the pieces ("chops", keyed by the cut they start at) that overlap a changed span of each
+# line (``ChopsUpdate``). The front widget's piece of a cut wins (``_render_chops``: widgets
+# come front to back, ``visible_widgets``). ``_render_partial_update`` makes the same update
+# asking only the widgets, and only the lines, whose pieces are written: the pieces it writes
+# are the ones Textual's own would write (tests/tui/test_textual_compat.py compares the two
+# updates, byte for byte), and a widget not asked keeps its changed lines for the next time
+# they are shown (``StylesCache`` renders a line that changed when next asked for it).
+
+
+def install_partial_updates() -> None:
+    """Make every screen's partial updates ask only for what they write (idempotent)."""
+    if Compositor.render_partial_update is not _render_partial_update:
+        Compositor.render_partial_update = _render_partial_update  # type: ignore[method-assign]
+
+
+_textual_partial_update = Compositor.render_partial_update
+"""Textual's own, for the test that compares the two."""
+
+
+def _render_partial_update(self: Compositor) -> ChopsUpdate | None:
+    update_regions = self._dirty_regions.copy()
+    self._dirty_regions.clear()
+    if not update_regions:
+        return None
+    crop = Region.from_union(update_regions).intersection(self.size.region)
+    spans = list(self._regions_to_spans(update_regions))
+    cuts = self.cuts
+    chops = _written_chops(self, crop, spans, cuts)
+    return ChopsUpdate(chops, spans, [cut_set[1:] for cut_set in cuts])
+
+
+def _written_chops(
+    compositor: Compositor,
+    crop: Region,
+    spans: list[tuple[int, int, int]],
+    cuts: list[list[int]],
+) -> list[dict[int, Strip | None]]:
+    chops: list[dict[int, Strip | None]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
+    # The cuts whose piece overlaps a changed span, and that no widget in front has filled
+    # yet: line -> cuts. (ChopsUpdate also moves the cursor to a piece that starts where a
+    # span ends, x == x2, and writes nothing of it: left out here, as nothing shows.)
+    wanted: dict[int, set[int]] = {}
+    for y, x1, x2 in spans:
+        cut_set = cuts[y]
+        for x, end in itertools.pairwise(cut_set):
+            if x < x2 and end > x1:
+                wanted.setdefault(y, set()).add(x)
+    overlaps = crop.overlaps
+    for widget, (region, clip) in compositor.visible_widgets.items():
+        if not wanted:
+            break
+        if not overlaps(clip):
+            continue
+        render_region = region.intersection(clip)
+        if not render_region.width or not render_region.height:
+            continue
+        first_cut, last_cut = render_region.column_span
+        top, bottom = render_region.line_span
+        lines = [
+            y
+            for y, left in wanted.items()
+            if top <= y < bottom and any(first_cut <= x < last_cut for x in left)
+        ]
+        if not lines:
+            continue
+        low, high = min(lines), max(lines)
+        strips = widget.render_lines(
+            Region(
+                render_region.x - region.x,
+                low - region.y,
+                render_region.width,
+                high - low + 1,
+            )
+        )
+        render_x = render_region.x
+        for y in lines:
+            strip = strips[y - low]
+            chops_line = chops[y]
+            final_cuts = [cut for cut in cuts[y] if last_cut >= cut >= first_cut]
+            left = wanted[y]
+            pieces = strip.divide([cut - render_x for cut in final_cuts[1:]])
+            for cut, piece in zip(final_cuts, pieces, strict=False):  # as Textual's
+                if chops_line.get(cut) is None:
+                    chops_line[cut] = piece
+                    left.discard(cut)
+            if not left:
+                del wanted[y]
+    return chops

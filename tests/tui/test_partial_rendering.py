@@ -19,6 +19,7 @@ from textual.visual import Visual, visualize
 from gputop.core.model import Snapshot
 from gputop.tui.app import GputopApp
 from gputop.tui.widgets.gpu_grid import GpuGrid
+from gputop.tui.widgets.process_table import ProcessTable
 
 BIG = (160, 48)
 SMALL = (80, 24)
@@ -174,3 +175,29 @@ async def test_a_theme_chosen_in_the_palette_redraws_the_cards_in_its_colours() 
         after = corner_colours()
         assert before and after and before != after
         assert_painted_as_from_nothing(grid)
+
+
+async def test_a_changed_process_row_repaints_its_line_of_the_table_only() -> None:
+    """A row that changed marks its line as far as the table shows it: not the scroll bar,
+    nor the PyTorch view beside it (whose lines the screen would then ask for too)."""
+    app = make_app("dgx-h100")
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        table = app.query_one(ProcessTable)
+        refreshed: list[tuple[Region, ...]] = []
+        original = table.refresh
+
+        def spy(*regions: Region, **options: object) -> ProcessTable:
+            refreshed.append(regions)
+            return original(*regions, **options)  # type: ignore[arg-type]
+
+        table.refresh = spy  # type: ignore[method-assign]
+        table.show(_a_second_later(app))
+        regions = [region for regions in refreshed for region in regions]
+        assert regions and all(region.height == 1 for region in regions)
+        shown = table.scrollable_content_region
+        beside = app.query_one("#torch").region
+        for region in regions:
+            on_screen = region.translate(table.content_region.offset)
+            assert on_screen == on_screen.intersection(shown), region
+            assert not on_screen.overlaps(beside)

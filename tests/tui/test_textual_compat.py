@@ -4,26 +4,34 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import sys
 import textwrap
 
 import pytest
 from helpers import REPO
+from helpers.dashboard import first_sample, make_app
 from helpers.pty_run import run_in_pty
 from rich.text import Text
+from textual._compositor import Compositor
 from textual.app import App, ComposeResult
 from textual.css.query import NoMatches
+from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Static
 
 from gputop.tui.textual_compat import (
     ExceptionHook,
     LinuxDriver,
+    _render_partial_update,
+    _textual_partial_update,
     app_closing,
     textual_handles_exception,
     visual_strips,
 )
+from gputop.tui.widgets.gpu_grid import GpuGrid
+from gputop.tui.widgets.process_table import ProcessTable
 
 SIZE = (50, 12)
 
@@ -258,3 +266,82 @@ def test_no_module_of_the_dashboard_but_the_compat_one_reaches_into_textual() ->
         )
     )
     assert reaching == []
+
+
+# -- a partial screen update -----------------------------------------------------------------
+
+STRAY_MOVE = re.compile(r"\x1b\[\d+;\d+H(?=\x1b\[\d+;\d+H|\n|$)")
+"""A cursor move followed by no text: Textual's update makes one to a piece that starts
+where a changed span ends, and writes nothing of it."""
+
+
+def _update_text(compositor: Compositor, regions: list[Region], update: object, app: App) -> str:
+    compositor._dirty_regions.update(regions)
+    chops = update(compositor)  # type: ignore[operator]
+    assert chops is not None
+    return STRAY_MOVE.sub("", chops.render_segments(app.console))
+
+
+def _region_sets(width: int, height: int, seed: int) -> list[list[Region]]:
+    """Changed regions as a dashboard makes them, and as none does: lines of one widget,
+    single cells on widget edges, rectangles across several widgets, the whole screen."""
+    rng = random.Random(seed)
+    sets: list[list[Region]] = [
+        [Region(0, 0, width, height)],
+        [Region(0, y, width, 1) for y in range(0, height, 3)],
+        [Region(x, y, 1, 1) for x in (0, width // 2, width - 1) for y in (0, height - 1)],
+    ]
+    for _ in range(40):
+        regions = []
+        for _ in range(rng.randint(1, 6)):
+            x, y = rng.randrange(width), rng.randrange(height)
+            regions.append(
+                Region(x, y, rng.randint(1, width - x), rng.randint(1, min(4, height - y)))
+            )
+        sets.append(regions)
+    return sets
+
+
+async def _assert_partial_updates_are_textuals(app: App, seed: int) -> int:
+    compositor = app.screen._compositor
+    width, height = app.size
+    compared = 0
+    for regions in _region_sets(width, height, seed):
+        # Ours first: what it leaves unrendered must not change what Textual's then writes.
+        ours = _update_text(compositor, regions, _render_partial_update, app)
+        theirs = _update_text(compositor, regions, _textual_partial_update, app)
+        assert ours == theirs, regions
+        compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("scroll", [False, True])
+async def test_a_partial_update_writes_what_textuals_own_writes(scroll: bool) -> None:
+    """``install_partial_updates``: for any changed regions, the update that renders only the
+    widgets and lines it writes sends the terminal what Textual's own update sends (without
+    its cursor moves to pieces of which it writes nothing), on the dashboard as it is
+    sampled, with its process table scrolled, and with a dialog over it."""
+    app = make_app("dgx-h100")
+    assert Compositor.render_partial_update is _render_partial_update  # the dashboard's
+    async with app.run_test(size=(200, 50)) as pilot:
+        await first_sample(pilot)
+        if scroll:
+            table = app.query_one(ProcessTable)
+            table.focus()
+            for _ in range(30):
+                await pilot.press("down")
+            await pilot.press("right", "right")
+        await pilot.pause()
+        assert await _assert_partial_updates_are_textuals(app, seed=1) > 40
+        # A new sample: its widgets' changed lines are marked, then each update renders them.
+        nvml = app.backend.nvml
+        nvml.set_time(nvml.now() + 1.0)
+        snapshot = app.backend.sample()
+        app.history.add(snapshot)
+        app.query_one(GpuGrid).show(snapshot, app.history, compact=False)
+        app.query_one(ProcessTable).show(snapshot)
+        assert await _assert_partial_updates_are_textuals(app, seed=2) > 40
+        await pilot.press("question_mark")  # the help dialog, over the dashboard
+        await pilot.pause()
+        assert app.screen is not app.screen_stack[0]
+        assert await _assert_partial_updates_are_textuals(app, seed=3) > 40

@@ -267,7 +267,7 @@ class ProcessTable(ScrollView, can_focus=True):
         for all of them: each refresh marks the widget and its ancestors dirty)."""
         scroll_y = round(self.scroll_offset.y)
         height = self.scrollable_content_region.height
-        width = max(self.virtual_size.width, self.size.width)
+        width = self.scrollable_content_region.width  # not the scroll bar, nor the widgets beside
         regions = []
         for index in range(
             scroll_y, min(scroll_y + height - HEADER_LINES, max(len(old_rows), len(self._rows)))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import termios
 import threading
 import weakref
 from collections.abc import Mapping
@@ -55,6 +56,10 @@ MERGE_GAP = 4
 """At most this many unchanged cells between two changes are resent instead of moved over,
 where that is fewer bytes than the move."""
 
+FEEDS_MAX = 3
+"""At most this many line feeds for a move down; more are no shorter than CUD."""
+
+_BARE_LINE_FEED = re.compile(r"(?<!\r)\n")
 _SEQUENCE = re.compile(r"(\x1b\[[0-9;]*[Hfm]|\r\n|\r|\n)")
 """What a frame writes between its texts: cursor positions, colours, line ends."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -86,6 +91,10 @@ class ScreenDiff:
         self._cursor: str | None = None
         self.last_outcome = UNCHANGED
         """What ``filter`` did with the last output it was given (``DIFFED``, ...)."""
+        self.line_feeds = False
+        """The terminal gets a line feed as it is (no ``ONLCR``): one byte moves the cursor
+        down a row in its column, as curses does. Output passed through then has each bare
+        line feed sent as carriage return and line feed, which it means."""
 
     def forget(self, size: tuple[int, int] | None = None) -> None:
         """Every cell unknown, e.g. after the terminal was resized or cleared."""
@@ -98,6 +107,12 @@ class ScreenDiff:
 
     def filter(self, data: str, size: tuple[int, int] | None) -> str:
         """What to write instead of ``data`` for a terminal of ``size`` (columns, rows)."""
+        out = self._filter(data, size)
+        if self.line_feeds and out is data and "\n" in data:
+            return _BARE_LINE_FEED.sub("\r\n", data)
+        return out
+
+    def _filter(self, data: str, size: tuple[int, int] | None) -> str:
         if size is None:
             self.forget((0, 0))
             self.last_outcome = NOT_FOLLOWED
@@ -287,6 +302,7 @@ class ScreenDiff:
         pen: _Pen | None = _RESET_PEN
         row, column = -1, -1  # where the terminal's cursor is
         shift_ending_at = {(y, last): first for y, first, last in shifts}
+        feeds = self.line_feeds
         for sgr in _pen_order(groups):
             cells = groups[sgr]
             target = _pen(sgr)
@@ -300,11 +316,11 @@ class ScreenDiff:
                 # of the gap's colour only if it is in this group, so sent (shifted) already.
                 first = shift_ending_at.get((y, x))
                 if first is not None:  # the run shifts, then its new cell is written here
-                    out.append(_move(y, first, row, column, columns) + "\x1b[P")
-                    out.append(_move(y, x, y, first, columns) + "\x1b[@")
+                    out.append(_move(y, first, row, column, columns, feeds) + "\x1b[P")
+                    out.append(_move(y, x, y, first, columns, feeds) + "\x1b[@")
                     row, column = y, x
                 elif (y, x) != (row, column):
-                    move = _move(y, x, row, column, columns)
+                    move = _move(y, x, row, column, columns, feeds)
                     gap = self._resendable(y, column, x, sgr) if y == row else None
                     out.append(move if gap is None or _bytes(gap) > _bytes(move) else gap)
                 char = chars[x] or ""
@@ -342,20 +358,23 @@ def _pen_order(groups: dict[str, list[tuple[int, int]]]) -> list[str]:
     return order
 
 
-def _move(y: int, x: int, row: int, column: int, columns: int) -> str:
+def _move(y: int, x: int, row: int, column: int, columns: int, feeds: bool = False) -> str:
     """The shortest sequence that puts the cursor at row ``y``, column ``x`` (0-based) from
     row ``row``, column ``column`` (``row`` -1: unknown).
 
     Absolute (CUP) or relative (CUU/CUD, CUF/CUB, carriage return, backspace), as curses
     chooses. A relative move needs a known cursor inside the screen: after a write to the
     last column the terminal's cursor waits to wrap, and where it then is differs between
-    terminals.
+    terminals. ``feeds``: a line feed moves down a row and no more (``ScreenDiff.line_feeds``).
     """
     best = f"\x1b[{y + 1}H" if x == 0 else f"\x1b[{y + 1};{x + 1}H"
     if row < 0 or not 0 <= column < columns:
         return best
     down = y - row
-    vertical = "" if not down else _step(abs(down), "B" if down > 0 else "A")
+    if feeds and 0 < down <= FEEDS_MAX:
+        vertical = "\n" * down
+    else:
+        vertical = "" if not down else _step(abs(down), "B" if down > 0 else "A")
     if x == column:
         horizontal = ""
     elif x == 0:
@@ -521,6 +540,19 @@ class DiffingLinuxDriver(LinuxDriver):
         self._screen_diff_lock = threading.Lock()
         _drivers.add(self)
 
+    def start_application_mode(self) -> None:
+        super().start_application_mode()
+        feeds = keep_line_feeds(terminal_fd(self))
+        if feeds:
+            super().write(RESET_NEWLINE_MODE)
+        with self._screen_diff_lock:
+            self._screen_diff.line_feeds = feeds
+
+    def stop_application_mode(self) -> None:
+        with self._screen_diff_lock:  # the terminal's own settings are back from here on
+            self._screen_diff.line_feeds = False
+        super().stop_application_mode()
+
     def forget_screen(self) -> None:
         """Send the next frames whole: the terminal may show something else (``ctrl+l``)."""
         with self._screen_diff_lock:
@@ -541,6 +573,24 @@ class DiffingLinuxDriver(LinuxDriver):
 
 
 _drivers: weakref.WeakSet[DiffingLinuxDriver] = weakref.WeakSet()
+
+RESET_NEWLINE_MODE = "\x1b[20l"
+"""LNM off: a line feed does not also return the carriage (VT100; the terminal's default)."""
+
+
+def keep_line_feeds(fd: int) -> bool:
+    """Have the terminal ``fd`` pass a line feed as it is (``ONLCR`` off: curses' ``nonl``),
+    for as long as the application runs: Textual restores the terminal's settings as they
+    were when it leaves (or is suspended), and sets them again when it resumes. False if
+    the settings cannot be read or changed."""
+    try:
+        attrs = termios.tcgetattr(fd)
+        if attrs[1] & termios.OPOST and attrs[1] & termios.ONLCR:
+            attrs[1] &= ~termios.ONLCR
+            termios.tcsetattr(fd, termios.TCSANOW, attrs)
+    except (termios.error, OSError):
+        return False
+    return True
 
 
 def forget_screens() -> None:

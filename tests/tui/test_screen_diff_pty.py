@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import termios
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -271,3 +272,32 @@ def test_ctrl_l_repaints_a_terminal_another_program_wrote_on(tmp_path: Path) -> 
     finally:
         with_diff.stop()
         without_diff.stop()
+
+
+def _line_feeds_kept(terminal: PtyTerminal) -> bool:
+    """Whether the pty passes the app's line feeds as they are (ONLCR off); its master
+    reads the settings of the side the app writes to."""
+    output_flags = termios.tcgetattr(terminal.fd)[1]
+    return not (output_flags & termios.OPOST and output_flags & termios.ONLCR)
+
+
+def test_line_feeds_are_kept_while_the_diff_runs_and_the_terminal_is_given_back_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """The diff moves down a row with one line feed (ONLCR off, as curses' ``nonl``) only
+    while the dashboard runs; the terminal's settings are back once it leaves, and
+    ``GPUTOP_SCREEN_DIFF=0`` leaves them alone."""
+    with_diff = dashboard(tmp_path / "diff", screen_diff=True)
+    without_diff = dashboard(tmp_path / "plain", screen_diff=False)
+    terminals = [with_diff, without_diff]
+    try:
+        assert not any(_line_feeds_kept(terminal) for terminal in terminals)  # as spawned
+        wait_for_both(terminals, lambda t: first_frame(t.text()), "first frame")
+        assert _line_feeds_kept(with_diff)
+        assert not _line_feeds_kept(without_diff)
+        with_diff.write(b"q")
+        assert with_diff.wait_for(lambda: with_diff.ended, TIMEOUT_S)
+        assert not _line_feeds_kept(with_diff)
+    finally:
+        for terminal in terminals:
+            terminal.stop()

@@ -75,6 +75,31 @@ def test_a_change_on_the_next_row_is_reached_by_the_shorter_relative_move() -> N
     assert update == RED + "\x1b[1;5H3\x1b[B\b23\x1b[0m"  # one cell back: a backspace
 
 
+def test_where_the_terminal_keeps_line_feeds_a_row_down_is_one_byte() -> None:
+    diff = ScreenDiff()
+    diff.line_feeds = True
+    diff.filter(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")), SIZE)
+    update = diff.filter(frame((0, 0, RED, "GPU 3"), (1, 0, RED, "MEM 23")), SIZE)
+    assert update == RED + "\x1b[1;5H3\n\b23\x1b[0m"
+    terminal = Terminal(*SIZE)  # pyte: a line feed moves down, as with ONLCR off
+    terminal.feed(frame((0, 0, RED, "GPU 3"), (1, 0, RED, "MEM 23")))
+    shown = Terminal(*SIZE)
+    shown.feed(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")) + update)
+    assert shown.cells == terminal.cells
+
+
+def test_where_the_terminal_keeps_line_feeds_output_passed_on_means_what_it_says() -> None:
+    """Textual writes a line feed meaning a new line (ONLCR on): where the terminal keeps
+    line feeds as they are, output passed on has each bare one sent as CR LF."""
+    diff = ScreenDiff()
+    diff.line_feeds = True
+    assert diff.filter("\x1b]0;title\x07", SIZE) == "\x1b]0;title\x07"
+    assert diff.filter("a\nb\r\nc\x1b[5n", SIZE) == "a\r\nb\r\nc\x1b[5n"
+    assert diff.last_outcome == NOT_FOLLOWED
+    diff.line_feeds = False
+    assert diff.filter("a\nb\x1b[5n", SIZE) == "a\nb\x1b[5n"
+
+
 def test_unchanged_box_characters_are_moved_over_not_resent() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "1│││1")), SIZE)
@@ -219,10 +244,11 @@ segments = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(segments, min_size=1, max_size=8))
-def test_the_terminal_shows_what_textual_wrote(frames: list[list[tuple]]) -> None:
+@given(st.lists(segments, min_size=1, max_size=8), st.booleans())
+def test_the_terminal_shows_what_textual_wrote(frames: list[list[tuple]], feeds: bool) -> None:
     textual, ours = Terminal(*SIZE), Terminal(*SIZE)
     diff = ScreenDiff()
+    diff.line_feeds = feeds  # pyte keeps line feeds as they are (ONLCR off)
     for lines in frames:
         data = frame(*lines)
         textual.feed(data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.dashboard import first_sample, make_app
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
@@ -40,6 +41,16 @@ def assert_card_lines_painted_like_the_whole_card(grid: GpuGrid, index: int) -> 
     for line, expected in enumerate(whole):
         drawn = rows[top + line].crop(inset, inset + expected.cell_length)
         assert _cells(drawn) == _cells(expected), f"GPU {index} line {line} differs"
+
+
+def _cell_by_cell(strip: Strip) -> list[tuple[str, Style | None]]:
+    """What each cell of a strip shows (the right half of a wide character: "")."""
+    cells: list[tuple[str, Style | None]] = []
+    for text, style in _cells(strip):
+        for char in text:
+            cells.append((char, style))
+            cells.extend([("", style)] * (cell_len(char) - 1))
+    return cells
 
 
 def _cells(strip: Strip) -> list[tuple[str, Style | None]]:
@@ -192,9 +203,24 @@ async def test_a_changed_process_row_repaints_its_line_of_the_table_only() -> No
             return original(*regions, **options)  # type: ignore[arg-type]
 
         table.refresh = spy  # type: ignore[method-assign]
+        lines = range(table.scrollable_content_region.height)
+        before = [_cell_by_cell(table.render_line(y)) for y in lines]
         table.show(_a_second_later(app))
+        after = [_cell_by_cell(table.render_line(y)) for y in lines]
         regions = [region for regions in refreshed for region in regions]
         assert regions and all(region.height == 1 for region in regions)
+        changed = {
+            (x, y)
+            for y in lines
+            for x, (old, new) in enumerate(zip(before[y], after[y], strict=True))
+            if old != new
+        }
+        assert changed  # every reading moves (the scenario's clock)
+        missed = {cell for cell in changed if not any(r.contains(*cell) for r in regions)}
+        assert missed == set()  # every changed cell is written
+        written = sum(region.area for region in regions)
+        whole_lines = len({y for _, y in changed}) * table.scrollable_content_region.width
+        assert written * 4 < whole_lines  # and little else: the changed columns' cells
         shown = table.scrollable_content_region
         beside = app.query_one("#torch").region
         for region in regions:

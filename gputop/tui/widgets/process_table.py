@@ -264,10 +264,13 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def _refresh_changed_lines(self, old_rows: list[ProcessRow], old_cursor: int) -> None:
         """Repaint the visible lines whose row, or whose highlight, changed (one refresh
-        for all of them: each refresh marks the widget and its ancestors dirty)."""
+        for all of them: each refresh marks the widget and its ancestors dirty); of a row
+        whose highlight stayed, only the cells that changed are written to the terminal
+        (the line is still painted whole: ``render_line``)."""
         scroll_y = round(self.scroll_offset.y)
         height = self.scrollable_content_region.height
         width = self.scrollable_content_region.width  # not the scroll bar, nor the widgets beside
+        starts = None if round(self.scroll_offset.x) else self._column_starts()
         regions = []
         for index in range(
             scroll_y, min(scroll_y + height - HEADER_LINES, max(len(old_rows), len(self._rows)))
@@ -275,10 +278,27 @@ class ProcessTable(ScrollView, can_focus=True):
             old = old_rows[index].cells if index < len(old_rows) else None
             new = self._rows[index].cells if index < len(self._rows) else None
             moved = (index == old_cursor) != (index == self._cursor)
-            if old != new or moved:
-                regions.append(Region(0, index + HEADER_LINES - scroll_y, width, 1))
+            if old == new and not moved:
+                continue
+            y = index + HEADER_LINES - scroll_y
+            if moved or old is None or new is None or starts is None:
+                regions.append(Region(0, y, width, 1))
+                continue
+            for column, (before, after) in enumerate(zip(old, new, strict=True)):
+                if before != after:
+                    left, right = starts[column], min(starts[column + 1], width)
+                    if left < right:
+                        regions.append(Region(left, y, right - left, 1))
         if regions:
             self.refresh(*regions)
+
+    def _column_starts(self) -> list[int]:
+        """Where each column starts on a line not scrolled sideways, its padding included,
+        and (last) where the last one ends."""
+        starts = [0]
+        for column_width in self._widths:
+            starts.append(starts[-1] + column_width + 2 * CELL_PADDING)
+        return starts
 
     def set_slurm_jobs(self, slurm_of_pid: Mapping[int, int]) -> None:
         if dict(slurm_of_pid) != dict(self.slurm_of_pid):

@@ -125,7 +125,45 @@ def _render_partial_update(self: Compositor) -> ChopsUpdate | None:
     spans = list(self._regions_to_spans(update_regions))
     cuts = self.cuts
     chops = _written_chops(self, crop, spans, cuts)
-    return ChopsUpdate(chops, spans, [cut_set[1:] for cut_set in cuts])
+    return _SpansUpdate(chops, spans, [cut_set[1:] for cut_set in cuts])
+
+
+class _SpansUpdate(ChopsUpdate):
+    """Textual's update, writing of each piece only what a changed span covers.
+
+    Textual's (``ChopsUpdate.render_segments``) writes a piece from its start (the left
+    edge of its widget) to the span's end: a cell changed at the right of a card or a table
+    row sends the whole line up to it, and a line of four changed cards sends its start four
+    times. This one starts at the piece's first segment that reaches into the span (never
+    inside a segment, so never half of a wide character), as Textual's own renderable
+    (``__rich_console__``) does, and stops where Textual's does. The cells it leaves out lie
+    outside every changed span: the terminal shows them already.
+    """
+
+    def render_segments(self, console: Any) -> str:
+        sequences: list[str] = []
+        append = sequences.append
+        chops = self.chops
+        chop_ends = self.chop_ends
+        last_y = self.spans[-1][0]
+        for y, x1, x2 in self.spans:
+            for end, (x, strip) in zip(chop_ends[y], chops[y].items(), strict=False):
+                if strip is None or x > x2 or end <= x1:
+                    continue
+                skip = 0
+                if x < x1:
+                    for segment in strip:
+                        width = segment.cell_length
+                        if x + skip + width > x1:
+                            break
+                        skip += width
+                if skip or end > x2:
+                    strip = strip.crop(skip, min(end, x2) - x)
+                append(f"\x1b[{y + 1};{x + skip + 1}H")
+                append(strip.render(console))
+            if y != last_y:
+                append("\n")
+        return "".join(sequences)
 
 
 def _written_chops(

@@ -113,16 +113,28 @@ async def test_a_card_repaints_only_its_changed_lines() -> None:
             return original(*regions, **options)  # type: ignore[arg-type]
 
         grid.refresh = spy  # type: ignore[method-assign]
+        rows = range(grid.size.height)
+        before = [_cell_by_cell(grid.render_line(y)) for y in rows]
         snapshot = _a_second_later(app)
         app.history.add(snapshot)
         grid.show(snapshot, app.history, compact=False)
+        after = [_cell_by_cell(grid.render_line(y)) for y in rows]
         await pilot.pause()
         assert refreshed and all(regions for regions in refreshed)
         regions = [region for regions in refreshed for region in regions]
         assert all(region.height == 1 for region in regions)  # lines, not cards
         lines = [region.y - card.y for region in regions if region == region.intersection(card)]
         assert lines and 1 not in lines  # the name line stays
-        assert all(region.width == card.width for region in regions)  # one card's width
+        changed = {
+            (x, y)
+            for y in rows
+            for x, (old, new) in enumerate(zip(before[y], after[y], strict=True))
+            if old != new
+        }
+        assert changed and all(any(r.contains(*cell) for r in regions) for cell in changed)
+        assert all(region.width <= card.width for region in regions)
+        whole_lines = len(regions) * card.width
+        assert sum(region.area for region in regions) * 4 < whole_lines * 3  # not all of them
         assert_card_lines_painted_like_the_whole_card(grid, 3)
         refreshed.clear()
         grid.show(snapshot, app.history, compact=False)  # the same again: a steady screen

@@ -13,6 +13,7 @@ import pytest
 from helpers import REPO
 from helpers.dashboard import first_sample, make_app
 from helpers.pty_run import run_in_pty
+from rich.cells import cell_len
 from rich.text import Text
 from textual._compositor import Compositor
 from textual.app import App, ComposeResult
@@ -21,6 +22,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gputop.tui.screen_diff import _parse
 from gputop.tui.textual_compat import (
     ExceptionHook,
     LinuxDriver,
@@ -270,16 +272,37 @@ def test_no_module_of_the_dashboard_but_the_compat_one_reaches_into_textual() ->
 
 # -- a partial screen update -----------------------------------------------------------------
 
-STRAY_MOVE = re.compile(r"\x1b\[\d+;\d+H(?=\x1b\[\d+;\d+H|\n|$)")
-"""A cursor move followed by no text: Textual's update makes one to a piece that starts
-where a changed span ends, and writes nothing of it."""
+
+Cells = dict[tuple[int, int], tuple[str, str]]
 
 
-def _update_text(compositor: Compositor, regions: list[Region], update: object, app: App) -> str:
+def _screen(*updates: str, on: Cells | None = None) -> Cells:
+    """What a terminal shows after ``updates``, on what it showed (``on``): each cell's
+    character and colours, read as the screen diff reads Textual's writes (cursor moves,
+    SGR sequences and text; tests/unit/test_screen_diff.py checks that reading on pyte)."""
+    cells = dict(on or {})
+    for update in updates:
+        parsed = _parse(update)
+        assert parsed is not None
+        for y, x, text, sgr in parsed[0]:
+            for char in text:
+                cells[y, x] = (char, sgr)
+                if cell_len(char) == 2:
+                    cells[y, x + 1] = ("", sgr)
+                x += max(cell_len(char), 1)
+    return cells
+
+
+def _full_text(app: App) -> str:
+    return app.screen._compositor.render_full_update().render_segments(app.console)
+
+
+def _partial_text(app: App, regions: list[Region], update: object) -> str:
+    compositor = app.screen._compositor
     compositor._dirty_regions.update(regions)
     chops = update(compositor)  # type: ignore[operator]
     assert chops is not None
-    return STRAY_MOVE.sub("", chops.render_segments(app.console))
+    return chops.render_segments(app.console)
 
 
 def _region_sets(width: int, height: int, seed: int) -> list[list[Region]]:
@@ -302,25 +325,36 @@ def _region_sets(width: int, height: int, seed: int) -> list[list[Region]]:
     return sets
 
 
-async def _assert_partial_updates_are_textuals(app: App, seed: int) -> int:
-    compositor = app.screen._compositor
-    width, height = app.size
+def _assert_partial_updates_show_what_textuals_show(app: App, seed: int) -> int:
+    """On a terminal showing the screen, each update for random changed regions leaves it
+    as Textual's own update does, cell for cell, and writes no more than Textual's."""
+    shown = _screen(_full_text(app))
     compared = 0
-    for regions in _region_sets(width, height, seed):
-        # Ours first: what it leaves unrendered must not change what Textual's then writes.
-        ours = _update_text(compositor, regions, _render_partial_update, app)
-        theirs = _update_text(compositor, regions, _textual_partial_update, app)
-        assert ours == theirs, regions
+    for regions in _region_sets(*app.size, seed):
+        ours = _partial_text(app, regions, _render_partial_update)
+        theirs = _partial_text(app, regions, _textual_partial_update)
+        assert _screen(ours, on=shown) == _screen(theirs, on=shown), regions
+        written = _screen(ours)
+        width, height = app.size
+        spans = Compositor._regions_to_spans(regions)
+        assert all(
+            (y, x) in written
+            for y, x1, x2 in spans
+            if y < height
+            for x in range(x1, min(x2, width))
+        ), regions  # every cell of every changed span
+        assert len(ours) <= len(theirs)
         compared += 1
     return compared
 
 
 @pytest.mark.parametrize("scroll", [False, True])
-async def test_a_partial_update_writes_what_textuals_own_writes(scroll: bool) -> None:
+async def test_a_partial_update_shows_what_textuals_own_shows(scroll: bool) -> None:
     """``install_partial_updates``: for any changed regions, the update that renders only the
-    widgets and lines it writes sends the terminal what Textual's own update sends (without
-    its cursor moves to pieces of which it writes nothing), on the dashboard as it is
-    sampled, with its process table scrolled, and with a dialog over it."""
+    widgets and lines it writes, and writes only the changed spans, leaves the terminal as
+    Textual's own update does, on the dashboard as sampled, with its process table
+    scrolled, and with a dialog over it; after a new sample, the update of the regions the
+    widgets marked shows the new screen as a repaint from nothing does."""
     app = make_app("dgx-h100")
     assert Compositor.render_partial_update is _render_partial_update  # the dashboard's
     async with app.run_test(size=(200, 50)) as pilot:
@@ -332,16 +366,22 @@ async def test_a_partial_update_writes_what_textuals_own_writes(scroll: bool) ->
                 await pilot.press("down")
             await pilot.press("right", "right")
         await pilot.pause()
-        assert await _assert_partial_updates_are_textuals(app, seed=1) > 40
-        # A new sample: its widgets' changed lines are marked, then each update renders them.
+        assert _assert_partial_updates_show_what_textuals_show(app, seed=1) > 40
+        before = _full_text(app)
         nvml = app.backend.nvml
         nvml.set_time(nvml.now() + 1.0)
         snapshot = app.backend.sample()
         app.history.add(snapshot)
         app.query_one(GpuGrid).show(snapshot, app.history, compact=False)
         app.query_one(ProcessTable).show(snapshot)
-        assert await _assert_partial_updates_are_textuals(app, seed=2) > 40
+        compositor = app.screen._compositor
+        compositor.update_widgets(set(app.screen.walk_children()))
+        marked = list(compositor._dirty_regions)
+        assert marked
+        update = _partial_text(app, marked, _render_partial_update)
+        assert _screen(before, update) == _screen(_full_text(app))
+        assert _assert_partial_updates_show_what_textuals_show(app, seed=2) > 40
         await pilot.press("question_mark")  # the help dialog, over the dashboard
         await pilot.pause()
         assert app.screen is not app.screen_stack[0]
-        assert await _assert_partial_updates_are_textuals(app, seed=3) > 40
+        assert _assert_partial_updates_show_what_textuals_show(app, seed=3) > 40

@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from rich.cells import cell_len
 from rich.style import Style as RichStyle
 from rich.text import Text
 from textual.binding import Binding
@@ -272,6 +273,7 @@ class GpuGrid(Widget, can_focus=True):
             return
         changed: list[Region] = []
         focused = self.has_focus
+        palette: Palette | None = None
         for (x, y, card_width, height), card in self._placed(width):
             view = views.get(id(card))
             if view is None:
@@ -282,13 +284,24 @@ class GpuGrid(Widget, can_focus=True):
             rows = self._rows(card, card_width, focused)
             if card.width != card_width or len(rows) != len(card.rows):
                 changed.append(Region(x, y, card_width, height))
-            else:
-                changed.extend(
-                    Region(x, y + row, card_width, 1)
-                    for row, (old, new) in enumerate(zip(card.rows, rows, strict=True))
-                    if old != new
-                )
-            card.width, card.rows = card_width, rows
+                card.width, card.rows = card_width, rows
+                continue
+            moved = [
+                row
+                for row, (old, new) in enumerate(zip(card.rows, rows, strict=True))
+                if old != new
+            ]
+            card.rows = rows
+            palette = palette or self._current_palette()
+            for row in moved:
+                # Of a changed row, the terminal gets the cells from its first changed
+                # segment to its last (the row is still painted whole).
+                before = card.strips.get(row)
+                after = self._card_row(card, row, card_width, palette)
+                span = (0, card_width)
+                if before is not None and before[0][1:] == (card_width, palette.key):
+                    span = changed_span(before[1], after) or span
+                changed.append(Region(x + span[0], y + row, span[1] - span[0], 1))
         if changed:
             self.refresh(*changed)
 
@@ -557,3 +570,25 @@ class GpuGrid(Widget, can_focus=True):
         if not count:
             return 0
         return count if self.compact else math.ceil(count / self._columns()) * CARD_HEIGHT
+
+
+def changed_span(before: Strip, after: Strip) -> tuple[int, int] | None:
+    """The cells of ``after`` from its first segment that differs from ``before`` to its
+    last (every changed cell is between them); None where the two are the same length and
+    the same, or not the same length."""
+    if before.cell_length != after.cell_length:
+        return None
+    old, new = list(before), list(after)
+    first = 0
+    left = 0
+    while first < len(old) and first < len(new) and old[first] == new[first]:
+        left += cell_len(old[first].text)
+        first += 1
+    if first == len(old) == len(new):
+        return None
+    right = after.cell_length
+    last = 1
+    while last <= min(len(old), len(new)) - first and old[-last] == new[-last]:
+        right -= cell_len(new[-last].text)
+        last += 1
+    return (left, right) if left < right else None

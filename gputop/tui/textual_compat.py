@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from rich.cells import cell_len
+from rich.color import ColorSystem
 from rich.text import Text
 from textual._compositor import ChopsUpdate, Compositor
 from textual.app import App
@@ -146,24 +148,67 @@ class _SpansUpdate(ChopsUpdate):
         chops = self.chops
         chop_ends = self.chop_ends
         last_y = self.spans[-1][0]
+        color_system = console._color_system or ColorSystem.TRUECOLOR
         for y, x1, x2 in self.spans:
             for end, (x, strip) in zip(chop_ends[y], chops[y].items(), strict=False):
                 if strip is None or x > x2 or end <= x1:
                     continue
-                skip = 0
-                if x < x1:
-                    for segment in strip:
-                        width = segment.cell_length
-                        if x + skip + width > x1:
-                            break
-                        skip += width
-                if skip or end > x2:
-                    strip = strip.crop(skip, min(end, x2) - x)
-                append(f"\x1b[{y + 1};{x + skip + 1}H")
-                append(strip.render(console))
+                if x >= x1 and end <= x2:  # all of the piece: as Textual writes it
+                    append(f"\x1b[{y + 1};{x + 1}H")
+                    append(strip.render(console))
+                    continue
+                written = _span_of(strip, x, x1, min(end, x2), color_system)
+                if written is None:  # a wide character across the end: as Textual cuts it
+                    skip = _segment_start(strip, x, x1)
+                    append(f"\x1b[{y + 1};{x + skip + 1}H")
+                    append(strip.crop(skip, min(end, x2) - x).render(console))
+                else:
+                    append(f"\x1b[{y + 1};{written[0] + 1}H")
+                    append(written[1])
             if y != last_y:
                 append("\n")
         return "".join(sequences)
+
+
+def _segment_start(strip: Strip, x: int, x1: int) -> int:
+    """Where (from the piece's start ``x``) its first segment reaching ``x1`` starts."""
+    skip = 0
+    for segment in strip:
+        width = segment.cell_length
+        if x + skip + width > x1:
+            break
+        skip += width
+    return skip
+
+
+def _span_of(
+    strip: Strip, x: int, x1: int, x2: int, color_system: ColorSystem
+) -> tuple[int, str] | None:
+    """The piece ``strip`` (at column ``x``) written from its first segment reaching ``x1``
+    up to ``x2``: the column it starts at and its text with its styles, as
+    ``Strip.render`` makes it, without cropping a new strip. None where ``x2`` falls inside
+    a segment of wide characters."""
+    render = Strip.render_style
+    parts: list[str] = []
+    start = -1
+    position = x
+    for text, style, _ in strip:
+        width = len(text) if text.isascii() else cell_len(text)
+        after = position + width
+        if after <= x1:
+            position = after
+            continue
+        if position >= x2:
+            break
+        if start < 0:
+            start = position
+        if after > x2:
+            if not text.isascii():
+                return None
+            text = text[: x2 - position]
+        parts.append(text if style is None else render(style, text, color_system=color_system))
+        position = after
+    return (max(start, x), "".join(parts))
 
 
 def _written_chops(

@@ -37,9 +37,11 @@ TORCH_LINE = "CUDA_VISIBLE_DEVICES="
 DEFAULT_SORT = "by GPU memory"
 DOWN, TAB, ESCAPE, CTRL_L = b"\x1b[B", b"\t", b"\x1b", b"\x0c"
 TIMEOUT_S = 20.0
-MOST_OF_TEXTUALS_BYTES = 0.10
+MOST_OF_TEXTUALS_BYTES = 0.25
 """The diff writes at most this share of the bytes Textual gives it while the dashboard
-refreshes (docs/screen-diff.md: about 5 % measured at one refresh a second)."""
+refreshes (docs/screen-diff.md: about 11 % measured at a refresh every 0.2 s, since the
+partial updates hand it only the changed spans; a diff that stopped following Textual's
+output would send all of it)."""
 LIVE_FRAMES = 40
 """Refreshes of the live dashboard measured (0.2 s apart)."""
 
@@ -245,7 +247,7 @@ def test_no_refresh_of_a_live_dashboard_passes_through_undiffed(live: list[Write
     assert outcomes_of(live) <= {DIFFED, UNCHANGED}, [write.outcome for write in live]
 
 
-def test_a_refreshing_dashboard_is_sent_at_most_a_tenth_of_textuals_bytes(
+def test_a_refreshing_dashboard_is_sent_at_most_a_quarter_of_textuals_bytes(
     live: list[Write],
 ) -> None:
     textuals = sum(write.textual_bytes for write in live)

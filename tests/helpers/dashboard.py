@@ -8,7 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from textual.geometry import Region
 from textual.pilot import Pilot
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from gputop.tui.app import GputopApp
@@ -23,6 +25,7 @@ __all__ = [
     "open_launch_dialog",
     "plain_text",
     "preview_text",
+    "spy_on_refresh",
     "stays_true",
 ]
 
@@ -83,3 +86,16 @@ async def launch(app: GputopApp, pilot: Pilot[None], command: str, cwd: Path) ->
     screen.query_one("#command", Input).value = command
     screen.query_one("#command", Input).focus()
     await pilot.press("enter")
+
+
+def spy_on_refresh(widget: Widget) -> list[tuple[Region, ...]]:
+    """The regions of each repaint ``widget`` asks for from now on (it still repaints)."""
+    asked: list[tuple[Region, ...]] = []
+    original = widget.refresh
+
+    def spy(*regions: Region, **options: object) -> Widget:
+        asked.append(regions)
+        return original(*regions, **options)  # type: ignore[arg-type]
+
+    widget.refresh = spy  # type: ignore[method-assign]
+    return asked

@@ -8,14 +8,17 @@ test_process_table.py.)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
-from helpers.dashboard import first_sample, make_app
+from helpers.dashboard import first_sample, make_app, spy_on_refresh
 from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.visual import Visual, visualize
+from textual.widget import Widget
 
 from gputop.core.model import Snapshot
 from gputop.tui.app import GputopApp
@@ -105,32 +108,18 @@ async def test_a_card_repaints_only_its_changed_lines() -> None:
         await pilot.pause()
         grid = app.query_one(GpuGrid)
         card = grid.card_region(3).translate(-grid.content_region.offset)
-        refreshed: list[tuple[Region, ...]] = []
-        original = grid.refresh
-
-        def spy(*regions: Region, **options: object) -> GpuGrid:
-            refreshed.append(regions)
-            return original(*regions, **options)  # type: ignore[arg-type]
-
-        grid.refresh = spy  # type: ignore[method-assign]
-        rows = range(grid.size.height)
-        before = [_cell_by_cell(grid.render_line(y)) for y in rows]
+        refreshed = spy_on_refresh(grid)
         snapshot = _a_second_later(app)
         app.history.add(snapshot)
-        grid.show(snapshot, app.history, compact=False)
-        after = [_cell_by_cell(grid.render_line(y)) for y in rows]
+        changed = _cells_changed_by(
+            grid, grid.size.height, lambda: grid.show(snapshot, app.history, compact=False)
+        )
         await pilot.pause()
         assert refreshed and all(regions for regions in refreshed)
         regions = [region for regions in refreshed for region in regions]
         assert all(region.height == 1 for region in regions)  # lines, not cards
         lines = [region.y - card.y for region in regions if region == region.intersection(card)]
         assert lines and 1 not in lines  # the name line stays
-        changed = {
-            (x, y)
-            for y in rows
-            for x, (old, new) in enumerate(zip(before[y], after[y], strict=True))
-            if old != new
-        }
         assert changed and all(any(r.contains(*cell) for r in regions) for cell in changed)
         assert all(region.width <= card.width for region in regions)
         whole_lines = len(regions) * card.width
@@ -140,6 +129,21 @@ async def test_a_card_repaints_only_its_changed_lines() -> None:
         grid.show(snapshot, app.history, compact=False)  # the same again: a steady screen
         await pilot.pause()
         assert refreshed == []
+
+
+def _cells_changed_by(
+    widget: Widget, height: int, change: Callable[[], None]
+) -> set[tuple[int, int]]:
+    """The cells (x, y) of ``widget``'s first ``height`` lines that ``change`` changed."""
+    before = [_cell_by_cell(widget.render_line(y)) for y in range(height)]
+    change()
+    after = [_cell_by_cell(widget.render_line(y)) for y in range(height)]
+    return {
+        (x, y)
+        for y in range(height)
+        for x, (old, new) in enumerate(zip(before[y], after[y], strict=True))
+        if old != new
+    }
 
 
 def _a_second_later(app: GputopApp) -> Snapshot:
@@ -207,26 +211,12 @@ async def test_a_changed_process_row_repaints_its_line_of_the_table_only() -> No
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
         table = app.query_one(ProcessTable)
-        refreshed: list[tuple[Region, ...]] = []
-        original = table.refresh
-
-        def spy(*regions: Region, **options: object) -> ProcessTable:
-            refreshed.append(regions)
-            return original(*regions, **options)  # type: ignore[arg-type]
-
-        table.refresh = spy  # type: ignore[method-assign]
-        lines = range(table.scrollable_content_region.height)
-        before = [_cell_by_cell(table.render_line(y)) for y in lines]
-        table.show(_a_second_later(app))
-        after = [_cell_by_cell(table.render_line(y)) for y in lines]
+        refreshed = spy_on_refresh(table)
+        snapshot = _a_second_later(app)
+        height = table.scrollable_content_region.height
+        changed = _cells_changed_by(table, height, lambda: table.show(snapshot))
         regions = [region for regions in refreshed for region in regions]
         assert regions and all(region.height == 1 for region in regions)
-        changed = {
-            (x, y)
-            for y in lines
-            for x, (old, new) in enumerate(zip(before[y], after[y], strict=True))
-            if old != new
-        }
         assert changed  # every reading moves (the scenario's clock)
         missed = {cell for cell in changed if not any(r.contains(*cell) for r in regions)}
         assert missed == set()  # every changed cell is written

@@ -10,12 +10,11 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from helpers.dashboard import first_sample, make_app
+from helpers.dashboard import first_sample, make_app, spy_on_refresh
 from helpers.jobs import snapshot_of
 from helpers.scenarios import minimal_gpu
 from rich.cells import cell_len
 from textual import events
-from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
 
@@ -403,17 +402,8 @@ async def test_t_and_T_ask_about_the_highlighted_process(
 # -- repainting only what changed -----------------------------------------------------------
 
 
-def repaints(processes: ProcessTable) -> list[tuple[Region, ...]]:
-    """Record each repaint the table asks for from now on."""
-    asked: list[tuple[Region, ...]] = []
-    original = processes.refresh
-
-    def spy(*regions: Region, **options: object) -> ProcessTable:
-        asked.append(regions)
-        return original(*regions, **options)  # type: ignore[arg-type]
-
-    processes.refresh = spy  # type: ignore[method-assign]
-    return asked
+repaints = spy_on_refresh
+"""Record each repaint the table asks for from now on."""
 
 
 async def test_the_same_snapshot_again_repaints_nothing() -> None:

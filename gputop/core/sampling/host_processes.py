@@ -71,6 +71,10 @@ class HostProcessTable:
         self, simulated: SimulatedLookup | None = None, guard: LocalPidGuard | None = None
     ) -> None:
         self._tracked: dict[int, _Tracked] = {}
+        self._stat_files = (
+            proc_counters.StatFiles() if _READ_COUNTERS is proc_counters.read_proc_stat else None
+        )
+        """Each tracked process's ``/proc/PID/stat``, kept open between refreshes."""
         self._simulated = simulated
         self._guard = guard
         """Set in a nested PID namespace: see gputop.core.sampling.pid_namespace."""
@@ -80,6 +84,8 @@ class HostProcessTable:
         wanted = set(pids)
         for gone in self._tracked.keys() - wanted:
             del self._tracked[gone]
+        if self._stat_files is not None:
+            self._stat_files.keep_only(wanted)
         described = {pid: self._describe_one(pid) for pid in wanted}
         if self._guard is not None:
             local = {
@@ -116,6 +122,8 @@ class HostProcessTable:
 
     def read_counters(self, pid: int) -> proc_counters.Counters | None:
         """CPU time, memory and start of a live process; ``None`` once it has ended."""
+        if self._stat_files is not None:
+            return self._stat_files(pid)
         return _READ_COUNTERS(pid)
 
     def now(self) -> float:

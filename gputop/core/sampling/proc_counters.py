@@ -7,8 +7,10 @@ was reused). Elsewhere psutil reads the same three things in one ``oneshot()``.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import psutil
@@ -57,6 +59,11 @@ def read_proc_stat(pid: int) -> Counters | None:
         return None
     finally:
         os.close(fd)
+    return _parse_stat(line)
+
+
+def _parse_stat(line: bytes) -> Counters | None:
+    """The counters of a ``/proc/PID/stat`` line; None for an empty one or a zombie."""
     if not line:
         return None
     # The command name (field 2) is in parentheses and may hold spaces and parentheses.
@@ -90,3 +97,76 @@ def read_psutil(pid: int) -> Counters | None:
 
 def default_reader() -> CounterReader:
     return read_proc_stat if os.path.exists(f"{_PROC}/self/stat") else read_psutil
+
+
+KEPT_FILES = 256
+"""``/proc/PID/stat`` files a ``StatFiles`` keeps open at most (a quarter of the usual
+limit of 1024 descriptors); further processes are read with an open and a close."""
+
+
+class StatFiles:
+    """``read_proc_stat`` with each process's file kept open between reads (``pread``): an
+    open and a close are half the cost of a read, paid for every GPU process every second.
+
+    A kept file names one process, not a pid: once that process is reaped its file reads
+    "no such process", and the pid, if reused, is opened again for the new process. A
+    zombie's file is closed. ``keep_only`` closes the files of processes no longer asked
+    about; every file is closed when this object is (``close``) or collected.
+    """
+
+    def __init__(self, limit: int = KEPT_FILES) -> None:
+        self._limit = limit
+        self._files: dict[int, int] = {}
+        self._finalizer = weakref.finalize(self, _close_all, self._files)
+
+    def __call__(self, pid: int) -> Counters | None:
+        kept = self._files.get(pid)
+        if kept is not None:
+            try:
+                line = os.pread(kept, _STAT_BYTES, 0)
+            except OSError:  # its process was reaped (ESRCH)
+                line = b""
+            counters = _parse_stat(line)
+            if counters is not None:
+                return counters
+            self._forget(pid)
+            if line:  # a zombie: nothing to read again
+                return None
+        try:
+            fd = os.open(f"{_PROC}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except (FileNotFoundError, ProcessLookupError):
+            return None
+        try:
+            counters = _parse_stat(os.read(fd, _STAT_BYTES))
+        except ProcessLookupError:
+            counters = None
+        if counters is not None and len(self._files) < self._limit:
+            self._files[pid] = fd
+        else:
+            os.close(fd)
+        return counters
+
+    @property
+    def kept(self) -> frozenset[int]:
+        """The pids whose files are open."""
+        return frozenset(self._files)
+
+    def keep_only(self, pids: Collection[int]) -> None:
+        """Close the files of every process but ``pids``."""
+        for pid in [pid for pid in self._files if pid not in pids]:
+            self._forget(pid)
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def _forget(self, pid: int) -> None:
+        fd = self._files.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
+
+def _close_all(files: dict[int, int]) -> None:
+    for fd in files.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    files.clear()

@@ -39,10 +39,10 @@ from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.submit import cancel as cancel_slurm_job
 from gputop.core.users import current_user
+from gputop.tui.diff_driver import driver_with_screen_diff, forget_screens
 from gputop.tui.jobs_actions import JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
-from gputop.tui.screen_diff import driver_with_screen_diff, forget_screens
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.textual_compat import (

@@ -7,32 +7,24 @@ server (dgx-h100, 200 live processes), which is felt over SSH; under 1 KB/s with
 (docs/speed.md). ``ScreenDiff`` remembers what the terminal shows and rewrites each frame
 into the cells that differ, with a colour sequence only where the colour changes, the
 shortest cursor moves, and a row that moved by one cell (a sparkline) shifted by the
-terminal; ``DiffingLinuxDriver`` puts it between Textual and the terminal.
+terminal; ``DiffingLinuxDriver`` (``diff_driver.py``) puts it between Textual and the
+terminal.
 
 Anything it does not follow is passed through unchanged and makes it forget what the
 terminal shows, so at worst the terminal gets exactly what Textual wrote; so does a resize.
 A full repaint is diffed like any other frame (Textual repaints everything twice as it
 starts: the second would be 30 KB of cells already there); ``ctrl+l`` first makes the diff
-forget (``forget_screens``), so its repaint reaches every cell and puts right a terminal
+forget (``diff_driver.forget_screens``), so its repaint reaches every cell and puts right a terminal
 that something else wrote on.
 
-``GputopApp.get_driver_class`` installs it (Textual's hook for choosing the driver);
-``GPUTOP_SCREEN_DIFF=0`` switches it off. See docs/screen-diff.md.
+See docs/screen-diff.md.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import termios
-import threading
-import weakref
-from collections.abc import Mapping
-from typing import Any
 
 from rich.cells import cell_len, get_character_cell_size
-
-from gputop.tui.textual_compat import LinuxDriver, terminal_fd
 
 Run = tuple[int, int, str, str]
 """Text a frame writes: row, column, the characters, and the SGR sequences before them."""
@@ -529,94 +521,3 @@ def _parse(data: str) -> tuple[list[Run], str | None] | None:
             x += len(text) if text.isascii() else cell_len(text)
             cursor = None
     return runs, cursor
-
-
-class DiffingLinuxDriver(LinuxDriver):
-    """Textual's terminal driver, writing only what changed on the screen."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._screen_diff = ScreenDiff()
-        self._screen_diff_lock = threading.Lock()
-        _drivers.add(self)
-
-    def start_application_mode(self) -> None:
-        super().start_application_mode()
-        feeds = keep_line_feeds(terminal_fd(self))
-        if feeds:
-            super().write(RESET_NEWLINE_MODE)
-        with self._screen_diff_lock:
-            self._screen_diff.line_feeds = feeds
-
-    def stop_application_mode(self) -> None:
-        with self._screen_diff_lock:  # the terminal's own settings are back from here on
-            self._screen_diff.line_feeds = False
-        super().stop_application_mode()
-
-    def forget_screen(self) -> None:
-        """Send the next frames whole: the terminal may show something else (``ctrl+l``)."""
-        with self._screen_diff_lock:
-            self._screen_diff.forget()
-
-    def write(self, data: str) -> None:
-        with self._screen_diff_lock:
-            data = self._screen_diff.filter(data, self._terminal_size())
-        if data:
-            super().write(data)
-
-    def _terminal_size(self) -> tuple[int, int] | None:
-        try:
-            size = os.get_terminal_size(terminal_fd(self))
-        except OSError:
-            return None
-        return size.columns, size.lines
-
-
-_drivers: weakref.WeakSet[DiffingLinuxDriver] = weakref.WeakSet()
-
-RESET_NEWLINE_MODE = "\x1b[20l"
-"""LNM off: a line feed does not also return the carriage (VT100; the terminal's default)."""
-
-
-def keep_line_feeds(fd: int) -> bool:
-    """Have the terminal ``fd`` pass a line feed as it is (``ONLCR`` off: curses' ``nonl``),
-    for as long as the application runs: Textual restores the terminal's settings as they
-    were when it leaves (or is suspended), and sets them again when it resumes. False if
-    the settings cannot be read or changed."""
-    try:
-        attrs = termios.tcgetattr(fd)
-        if attrs[1] & termios.OPOST and attrs[1] & termios.ONLCR:
-            attrs[1] &= ~termios.ONLCR
-            termios.tcsetattr(fd, termios.TCSANOW, attrs)
-    except (termios.error, OSError):
-        return False
-    return True
-
-
-def forget_screens() -> None:
-    """Every diffing driver of this process forgets what its terminal shows, so the next
-    repaint reaches every cell (``ctrl+l``: something else may have written on it)."""
-    for driver in list(_drivers):
-        driver.forget_screen()
-
-
-SCREEN_DIFF_ENV = "GPUTOP_SCREEN_DIFF"
-"""Set to ``0`` (or ``off``, ``no``, ``false``) to write exactly what Textual writes."""
-
-_OFF = frozenset({"0", "off", "no", "false"})
-
-
-def screen_diff_enabled(environ: Mapping[str, str]) -> bool:
-    """Whether ``GPUTOP_SCREEN_DIFF`` leaves the screen diff on (it is on by default)."""
-    return environ.get(SCREEN_DIFF_ENV, "").strip().lower() not in _OFF
-
-
-def driver_with_screen_diff(driver_class: type[Any], environ: Mapping[str, str]) -> type[Any]:
-    """The driver to use instead of ``driver_class``: the diffing one for Textual's own.
-
-    Any other driver (Windows, one named by Textual's own ``TEXTUAL_DRIVER``, the headless
-    one of tests) is kept as it is, and so is Textual's when the diff is switched off.
-    """
-    if driver_class is LinuxDriver and screen_diff_enabled(environ):
-        return DiffingLinuxDriver
-    return driver_class

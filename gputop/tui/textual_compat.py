@@ -34,7 +34,7 @@ __all__ = [
     "visual_strips",
 ]
 
-# -- The terminal driver (gputop/tui/screen_diff.py) -----------------------------------------
+# -- The terminal driver (gputop/tui/diff_driver.py) -----------------------------------------
 #
 # ``LinuxDriver`` (``textual.drivers.linux_driver``) is what ``App.get_driver_class()``
 # returns on Linux and macOS when ``TEXTUAL_DRIVER`` names no other. Everything Textual sends

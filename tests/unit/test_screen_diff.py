@@ -9,14 +9,13 @@ from hypothesis import strategies as st
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.drivers.linux_driver import LinuxDriver
 
+from gputop.tui.diff_driver import DiffingLinuxDriver, driver_with_screen_diff
 from gputop.tui.screen_diff import (
     DIFFED,
     NOT_FOLLOWED,
     UNCHANGED,
     WHOLE,
-    DiffingLinuxDriver,
     ScreenDiff,
-    driver_with_screen_diff,
 )
 
 SIZE = (12, 4)

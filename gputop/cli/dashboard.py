@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             job_environ=environment_for_jobs(args.fake),
             first_sample=first_sample,
             history=history,
+            tune_collector=True,
         )
         app.run()
     finally:
@@ -112,6 +113,7 @@ def run_lab(args: argparse.Namespace) -> int:
             interval_s=args.interval,
             readonly=args.readonly,
             job_environ=environment_for_jobs(args.fake),
+            tune_collector=True,
         )
         app.run()
     return _finish(app)

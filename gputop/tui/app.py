@@ -96,6 +96,7 @@ class GputopApp(DashboardApp, JobsActions):
         cwd: str | None = None,
         job_environ: Mapping[str, str] | None = None,
         first_sample: EarlySample | None = None,
+        tune_collector: bool = False,
     ) -> None:
         super().__init__(
             interval_s=interval_s,
@@ -104,6 +105,7 @@ class GputopApp(DashboardApp, JobsActions):
             state_dir=state_dir,
             cwd=cwd,
             job_environ=job_environ,
+            tune_collector=tune_collector,
         )
         self.backend = backend
         self._first_sample = first_sample
@@ -155,6 +157,7 @@ class GputopApp(DashboardApp, JobsActions):
         else:
             self.query_one(StatusBar).show_waiting(self.interval_s)
         self._sample_forever(loop)
+        self.settle_collector_later()
 
     def _apply_size(self, size: Size | None = None) -> None:
         count = len(self.snapshot.gpus) if self.snapshot else 0

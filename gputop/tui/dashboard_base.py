@@ -39,6 +39,7 @@ from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.submit import cancel as cancel_slurm_job
 from gputop.core.users import current_user
+from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
 from gputop.tui.diff_driver import driver_with_screen_diff, forget_screens
 from gputop.tui.jobs_actions import JobStoreProblem
 from gputop.tui.keys import KEY_HELP
@@ -108,6 +109,7 @@ class DashboardApp(ExceptionHook, ReportsWorkerFailures, App[None]):
         state_dir: Path | None = None,
         cwd: str | None = None,
         job_environ: Mapping[str, str] | None = None,
+        tune_collector: bool = False,
     ) -> None:
         super().__init__()
         install_partial_updates()  # every frame asks only for what it writes
@@ -132,6 +134,14 @@ class DashboardApp(ExceptionHook, ReportsWorkerFailures, App[None]):
         self._failures_reported: set[str] = set()
         self.fatal_error: BaseException | None = None
         """What stopped the app, if something did: ``gputop`` reports it in one line."""
+        self._tune_collector = tune_collector
+        """The process is gputop's own: tune its garbage collector once started
+        (gputop/tui/collector.py); never in a process that runs apps in tests."""
+
+    def settle_collector_later(self) -> None:
+        """From each dashboard's ``on_mount``: the collector settled once start-up is over."""
+        if self._tune_collector:
+            self.set_timer(SETTLE_AFTER_S, settle_collector)
 
     # -- one policy for messages and failures ---------------------------------------------
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import threading
 
 import pytest
 from helpers.dashboard import first_sample, make_app, stays_true
+from helpers.waiting import pilot_wait_for
 from textual.pilot import Pilot
 
+import gputop.cli.dashboard as cli_dashboard
+import gputop.tui.app as app_module
+import gputop.tui.dashboard_base as dashboard_base
 from gputop.core.errors import GputopError
 from gputop.core.model import Snapshot
 from gputop.core.sampling.early import EarlySample
@@ -194,3 +199,52 @@ async def test_a_disabled_binding_is_shown_dim() -> None:
         start = str(rendered).index(" t ")
         styles = [span.style for span in rendered.spans if span.start <= start < span.end]  # type: ignore[attr-defined]
         assert any("dim" in str(style) for style in styles)
+
+
+# -- the garbage collector -----------------------------------------------------------------
+
+
+async def test_the_collector_is_settled_after_start_up_only_where_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settled: list[str] = []
+    monkeypatch.setattr(dashboard_base, "SETTLE_AFTER_S", 0.05)
+    monkeypatch.setattr(dashboard_base, "settle_collector", lambda: settled.append("settled"))
+    for tune in (False, True):
+        app = GputopApp(
+            frozen_backend(),
+            interval_s=ONE_SAMPLE_S,
+            probes=False,
+            user="alice",
+            environ={},
+            tune_collector=tune,
+        )
+        async with app.run_test(size=BIG) as pilot:
+            await first_sample(pilot)
+            if tune:
+                await pilot_wait_for(pilot, lambda: settled, "the collector settled")
+            else:
+                assert await stays_true(pilot, lambda: not settled, 0.3)
+    assert settled == ["settled"]  # once, for the app that asked
+
+
+def test_the_gputop_command_asks_its_dashboard_to_settle_the_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[dict[str, object]] = []
+
+    class Recorded:
+        fatal_error = None
+        return_code = 0
+
+        def __init__(self, backend: object, **options: object) -> None:
+            made.append(options)
+
+        def run(self) -> None:
+            return None
+
+    monkeypatch.setattr(app_module, "GputopApp", Recorded)
+    monkeypatch.setattr(cli_dashboard, "require_terminal", lambda: None)
+    args = argparse.Namespace(hosts=None, fake="v100x4", interval=1.0, readonly=True, python=None)
+    assert cli_dashboard.run(args) == 0
+    assert made and made[0]["tune_collector"] is True

@@ -90,9 +90,14 @@ class LabApp(DashboardApp):
         user: str | None = None,
         ssh_environ: Mapping[str, str] | None = None,
         job_environ: Mapping[str, str] | None = None,
+        tune_collector: bool = False,
     ) -> None:
         super().__init__(
-            interval_s=interval_s, readonly=readonly, user=user, job_environ=job_environ
+            interval_s=interval_s,
+            readonly=readonly,
+            user=user,
+            job_environ=job_environ,
+            tune_collector=tune_collector,
         )
         self.source = source
         self.host_names = list(host_names)
@@ -123,6 +128,7 @@ class LabApp(DashboardApp):
         self.query_one(LabGrid).focus()
         self._apply_size()
         self._sample_forever()
+        self.settle_collector_later()
 
     def _apply_size(self, size: Size | None = None) -> None:
         """The layout for ``size`` (a resize's new size: ``self.size`` is still the old one

@@ -48,6 +48,7 @@ from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.textual_compat import (
     ExceptionHook,
+    install_lean_strips,
     install_partial_updates,
     textual_handles_exception,
 )
@@ -113,6 +114,7 @@ class DashboardApp(ExceptionHook, ReportsWorkerFailures, App[None]):
     ) -> None:
         super().__init__()
         install_partial_updates()  # every frame asks only for what it writes
+        install_lean_strips()  # and makes no caches it does not use
         self.interval_s = interval_s
         self.readonly = readonly
         self.compact = False

@@ -10,13 +10,16 @@ pins the minor version these were checked with.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 from rich.cells import cell_len
 from rich.color import ColorSystem
+from rich.segment import Segment
 from rich.text import Text
 from textual._compositor import ChopsUpdate, Compositor
 from textual.app import App
+from textual.cache import FIFOCache
 from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Region
 from textual.strip import Strip
@@ -28,6 +31,7 @@ __all__ = [
     "ExceptionHook",
     "LinuxDriver",
     "app_closing",
+    "install_lean_strips",
     "install_partial_updates",
     "terminal_fd",
     "textual_handles_exception",
@@ -268,3 +272,61 @@ def _written_chops(
             if not left:
                 del wanted[y]
     return chops
+
+
+# -- Strips made without their caches ----------------------------------------------------------
+#
+# ``Strip.__init__`` makes seven ``FIFOCache``s (crop, divide, style, filter, line length,
+# crop-extend, offsets), each with its dict, for every strip: on a busy frame about 300 strips,
+# 4,500 objects for the garbage collector, although most strips are rendered once and never
+# cropped, divided or filtered. ``install_lean_strips`` makes each cache when first asked for:
+# the seven slots (``Strip.__slots__``) become properties over the slots' own descriptors, and
+# ``__init__`` leaves them empty. Every method of Textual's that uses a cache reads it through
+# ``self._<name>_cache`` and so gets it made then; what a strip renders is unchanged
+# (tests/tui/test_textual_compat.py: the same strips' operations, cached and not).
+
+_STRIP_CACHES = {
+    "_divide_cache": 4,
+    "_crop_cache": 16,
+    "_style_cache": 16,
+    "_filter_cache": 4,
+    "_line_length_cache": 4,
+    "_crop_extend_cache": 4,
+    "_offsets_cache": 4,
+}
+"""Each cache ``Strip.__init__`` makes and its size (Textual 8.2)."""
+_STRIP_SLOTS = {name: Strip.__dict__[name] for name in _STRIP_CACHES}
+"""The slots' own descriptors, which the properties read and write."""
+_textual_strip_init = Strip.__init__
+
+
+def install_lean_strips() -> None:
+    """Make each strip's caches when first used (idempotent)."""
+    if Strip.__init__ is _lean_strip_init:
+        return
+    for name, size in _STRIP_CACHES.items():
+        slot = _STRIP_SLOTS[name]
+        setattr(Strip, name, property(_lazy_cache(slot, size), slot.__set__))
+    Strip.__init__ = _lean_strip_init  # type: ignore[method-assign]
+
+
+def _lazy_cache(slot: Any, size: int) -> Any:
+    def cache(strip: Strip) -> FIFOCache[Any, Any]:
+        try:
+            return slot.__get__(strip, Strip)
+        except AttributeError:  # not made yet
+            made: FIFOCache[Any, Any] = FIFOCache(size)
+            slot.__set__(strip, made)
+            return made
+
+    return cache
+
+
+def _lean_strip_init(
+    self: Strip, segments: Iterable[Segment], cell_length: int | None = None
+) -> None:
+    self._segments = list(segments)
+    self._cell_length = cell_length
+    self._render_cache = None
+    self._link_ids = None
+    self._cell_count = None

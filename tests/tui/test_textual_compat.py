@@ -14,21 +14,32 @@ from helpers import REPO
 from helpers.dashboard import first_sample, make_app
 from helpers.pty_run import run_in_pty
 from rich.cells import cell_len
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style as RichStyle
 from rich.text import Text
 from textual._compositor import Compositor
 from textual.app import App, ComposeResult
+from textual.cache import FIFOCache
+from textual.color import Color
 from textual.css.query import NoMatches
+from textual.filter import DimFilter
 from textual.geometry import Region
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
 from gputop.tui.screen_diff import _parse
 from gputop.tui.textual_compat import (
+    _STRIP_CACHES,
+    _STRIP_SLOTS,
     ExceptionHook,
     LinuxDriver,
     _render_partial_update,
     _textual_partial_update,
+    _textual_strip_init,
     app_closing,
+    install_lean_strips,
     textual_handles_exception,
     visual_strips,
 )
@@ -385,3 +396,57 @@ async def test_a_partial_update_shows_what_textuals_own_shows(scroll: bool) -> N
         await pilot.pause()
         assert app.screen is not app.screen_stack[0]
         assert _assert_partial_updates_show_what_textuals_show(app, seed=3) > 40
+
+
+# -- strips made without their caches --------------------------------------------------------
+
+
+def _operations(strip: Strip) -> list[object]:
+    """What each of Textual's cached strip operations gives, twice (the second from cache)."""
+    filt = DimFilter()
+    background = Color(10, 20, 30)
+    out: list[object] = []
+    for _ in range(2):
+        out += [
+            strip.crop(2, 9).text,
+            [s.text for s in strip.divide([3, 7, 12])],
+            list(strip.apply_style(RichStyle(bold=True))),
+            list(strip.apply_filter(filt, background)),
+            list(strip.adjust_cell_length(20, RichStyle(italic=True))),
+            list(strip.crop_extend(1, 18, RichStyle(dim=True))),
+            list(strip.apply_offsets(1, 2)),
+            strip.render(Console()),
+            strip.cell_length,
+        ]
+    return out
+
+
+def test_textuals_strip_makes_the_caches_lean_strips_make_when_first_used() -> None:
+    # the slots install_lean_strips turns lazy are those Textual's __init__ fills
+    made = Strip.__new__(Strip)
+    _textual_strip_init(made, [Segment("abc")])
+    assert all(type(getattr(made, name)) is FIFOCache for name in _STRIP_CACHES)
+    assert set(_STRIP_CACHES) <= set(Strip.__slots__)
+
+
+def test_a_lean_strip_makes_a_cache_only_when_used_and_gives_what_textuals_strip_gives() -> None:
+    install_lean_strips()
+    install_lean_strips()  # idempotent
+    segments = [Segment("hello ", RichStyle(color="red")), Segment("wide 世界 text", None)]
+    lean = Strip(segments)
+    assert not any(_has_slot(lean, name) for name in _STRIP_CACHES)  # none made yet
+    lean.crop(1, 4)
+    assert [name for name in _STRIP_CACHES if _has_slot(lean, name)] == ["_crop_cache"]
+    assert lean.crop(1, 4) is lean.crop(1, 4)  # and it caches as Textual's does
+    textuals = Strip.__new__(Strip)
+    _textual_strip_init(textuals, segments)
+    assert _operations(Strip(segments)) == _operations(textuals)
+
+
+def _has_slot(strip: Strip, name: str) -> bool:
+    """Whether the slot behind ``name`` holds a cache, read without making one."""
+    try:
+        _STRIP_SLOTS[name].__get__(strip, Strip)
+    except AttributeError:
+        return False
+    return True

@@ -40,6 +40,9 @@ class DiffingLinuxDriver(LinuxDriver):
     def stop_application_mode(self) -> None:
         with self._screen_diff_lock:  # the terminal's own settings are back from here on
             self._screen_diff.line_feeds = False
+            reset = self._screen_diff.release_pen()  # a frame leaves its last colour set
+        if reset:
+            super().write(reset)
         super().stop_application_mode()
 
     def forget_screen(self) -> None:

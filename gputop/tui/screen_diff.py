@@ -81,6 +81,9 @@ class ScreenDiff:
         self._chars: list[list[str | None]] = []
         self._sgrs: list[list[str | None]] = []
         self._cursor: str | None = None
+        self._pen: _Pen | None = _RESET_PEN
+        """The terminal's pen after the last frame (None: not known). A frame ends in the
+        pen of its last colour and the next starts from it (docs/screen-diff.md)."""
         self.last_outcome = UNCHANGED
         """What ``filter`` did with the last output it was given (``DIFFED``, ...)."""
         self.line_feeds = False
@@ -97,11 +100,25 @@ class ScreenDiff:
         self._sgrs = [[None] * columns for _ in range(rows)]
         self._cursor = None
 
+    def release_pen(self) -> str:
+        """What resets the terminal's pen, if a frame left it set (before the application
+        leaves the terminal to others); the pen is then reset."""
+        kept, self._pen = self._pen, _RESET_PEN
+        return "" if kept == _RESET_PEN else RESET
+
     def filter(self, data: str, size: tuple[int, int] | None) -> str:
         """What to write instead of ``data`` for a terminal of ``size`` (columns, rows)."""
         out = self._filter(data, size)
-        if self.line_feeds and out is data and "\n" in data:
-            return _BARE_LINE_FEED.sub("\r\n", data)
+        if out is not data or self.last_outcome == UNCHANGED:
+            return out
+        # Passed through as it is: it starts from a reset pen, as Textual's output assumes.
+        # Textual's frame leaves the pen reset (each segment ends with a reset); anything
+        # else leaves one not known.
+        if self.line_feeds and "\n" in data:
+            out = _BARE_LINE_FEED.sub("\r\n", data)
+        if self._pen != _RESET_PEN:
+            out = RESET + out
+        self._pen = _RESET_PEN if self.last_outcome == WHOLE else None
         return out
 
     def _filter(self, data: str, size: tuple[int, int] | None) -> str:
@@ -279,9 +296,9 @@ class ScreenDiff:
         switches between them dozens of times in screen order. The colours go in the order
         that changes the pen with the fewest bytes. Within a colour, a short gap of
         unchanged cells of the same colour is resent where that is fewer bytes than moving
-        over it, and each move is the shortest one. The terminal's colours are reset
-        between writes (Textual ends each segment with a reset, and so does this), so the
-        pen starts reset.
+        over it, and each move is the shortest one. The pen is left as the last colour set
+        it, and the next frame starts from there: a busy frame often starts with the colour
+        the last one ended in (a column of the process table).
         """
         groups: dict[str, list[tuple[int, int]]] = {}
         for y in sorted(changed):
@@ -291,11 +308,11 @@ class ScreenDiff:
                     groups.setdefault(sgrs[x] or "", []).append((y, x))
         columns = self._size[0]
         out: list[str] = []
-        pen: _Pen | None = _RESET_PEN
+        pen = self._pen
         row, column = -1, -1  # where the terminal's cursor is
         shift_ending_at = {(y, last): first for y, first, last in shifts}
         feeds = self.line_feeds
-        for sgr in _pen_order(groups):
+        for sgr in _pen_order(groups, pen):
             cells = groups[sgr]
             target = _pen(sgr)
             if target != pen:
@@ -318,8 +335,7 @@ class ScreenDiff:
                 char = chars[x] or ""
                 out.append(char)
                 row, column = y, x + (1 if char.isascii() else cell_len(char))
-        if pen != _RESET_PEN:
-            out.append(RESET)
+        self._pen = pen
         return out
 
     def _resendable(self, y: int, column: int, x: int, sgr: str) -> str | None:
@@ -333,17 +349,14 @@ class ScreenDiff:
         return None
 
 
-def _pen_order(groups: dict[str, list[tuple[int, int]]]) -> list[str]:
+def _pen_order(groups: dict[str, list[tuple[int, int]]], pen: _Pen | None) -> list[str]:
     """The colours in the order that changes the pen with the fewest bytes: each time the
-    one nearest to the last (the same background, say, needs only the foreground), from a
-    reset pen; in screen order where they cost the same."""
+    one nearest to the last (the same background, say, needs only the foreground), from the
+    terminal's ``pen``; in screen order where they cost the same."""
     left = list(groups)
-    if len(left) < 3:
-        return left
     order: list[str] = []
-    pen: _Pen | None = _RESET_PEN
     while left:
-        sgr = min(left, key=lambda s: len(_change_pen(pen, _pen(s), s)))
+        sgr = min(left, key=lambda s: 0 if _pen(s) == pen else len(_change_pen(pen, _pen(s), s)))
         left.remove(sgr)
         order.append(sgr)
         pen = _pen(sgr)

@@ -303,3 +303,25 @@ def test_line_feeds_are_kept_while_the_diff_runs_and_the_terminal_is_given_back_
     finally:
         for terminal in terminals:
             terminal.stop()
+
+
+def _pen_is_default(terminal: PtyTerminal) -> bool:
+    """Whether the terminal's pen (what it writes new text in) has no colour or attribute."""
+    pen = terminal.screen.cursor.attrs
+    return (pen.fg, pen.bg, pen.bold, pen.reverse) == ("default", "default", False, False)
+
+
+def test_the_terminal_is_given_back_in_its_default_colours(tmp_path: Path) -> None:
+    """A frame leaves the pen in its last colour, for the next frame to start from
+    (docs/screen-diff.md); leaving the dashboard resets it, so the shell's prompt is not
+    drawn in the dashboard's colours."""
+    terminal = dashboard(tmp_path / "diff", screen_diff=True)
+    try:
+        assert terminal.wait_for(lambda: first_frame(terminal.text()), TIMEOUT_S)
+        terminal.write(DOWN)  # a diffed frame: the highlight moves
+        assert terminal.wait_for(lambda: not _pen_is_default(terminal), TIMEOUT_S)
+        terminal.write(b"q")
+        assert terminal.wait_for(lambda: terminal.ended, TIMEOUT_S)
+        assert _pen_is_default(terminal)
+    finally:
+        terminal.stop()

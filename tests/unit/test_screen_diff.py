@@ -60,30 +60,62 @@ def test_a_frame_that_changes_nothing_sends_nothing() -> None:
 
 def test_one_changed_character_is_sent_alone_in_its_colour() -> None:
     diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%"), (1, 0, BLUE, "mem")), SIZE)  # leaves it blue
+    update = diff.filter(frame((0, 0, RED, "GPU  94%"), (1, 0, BLUE, "mem")), SIZE)
+    assert update == "\x1b[0;38;2;255;0;0m\x1b[1;7H4"  # shorter than changing both colours
+
+
+def test_a_frame_starts_in_the_pen_the_last_one_left() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%"), (1, 0, BLUE, "mem 1")), SIZE)
+    # red, then blue (screen order, the same cost): the terminal's pen is left blue
+    update = diff.filter(frame((0, 0, RED, "GPU  94%"), (1, 0, BLUE, "mem 2")), SIZE)
+    assert update == "\x1b[2;5H2\x1b[0;38;2;255;0;0m\x1b[1;7H4"
+    # a change in the pen the terminal has needs no colour at all
+    update = diff.filter(frame((0, 0, RED, "GPU  95%"), (1, 0, BLUE, "mem 2")), SIZE)
+    assert update == "\x1b[1;7H5"
+
+
+def test_output_passed_on_starts_from_a_reset_pen() -> None:
+    """A frame leaves its last colour set; what the diff passes on as it is (leaving the
+    alternate screen, a sequence it does not follow) gets a reset first, once."""
+    diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
-    update = diff.filter(frame((0, 0, RED, "GPU  94%")), SIZE)
-    assert update == "\x1b[38;2;255;0;0m\x1b[1;7H4\x1b[0m"
+    assert diff.filter("\x1b[?25l", SIZE) == "\x1b[?25l"  # harmless: the pen stays
+    assert diff.filter("\x1b[?1049l", SIZE) == "\x1b[0m\x1b[?1049l"
+    assert diff.filter("\x1b[?1049h", SIZE) == "\x1b[0m\x1b[?1049h"  # not known: again
+    update = diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
+    assert update.startswith("\x1b[0;38;2;255;0;0m")  # from a pen not known: reset and set
+
+
+def test_the_pen_a_frame_left_is_released_once() -> None:
+    diff = ScreenDiff()
+    assert diff.release_pen() == ""  # nothing set yet
+    diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
+    assert diff.release_pen() == "\x1b[0m"
+    assert diff.release_pen() == ""
+    assert diff.filter("\x1b[?1049l", SIZE) == "\x1b[?1049l"
 
 
 def test_a_change_on_the_next_row_is_reached_by_the_shorter_relative_move() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")), SIZE)
     update = diff.filter(frame((0, 0, RED, "GPU 2"), (1, 0, RED, "MEM 12")), SIZE)
-    assert update == RED + "\x1b[1;5H2\x1b[B2\x1b[0m"
+    assert update == "\x1b[1;5H2\x1b[B2"  # the pen is still red
     update = diff.filter(frame((0, 0, RED, "GPU 3"), (1, 0, RED, "MEM 23")), SIZE)
-    assert update == RED + "\x1b[1;5H3\x1b[B\b23\x1b[0m"  # one cell back: a backspace
+    assert update == "\x1b[1;5H3\x1b[B\b23"  # one cell back: a backspace
 
 
 def test_where_the_terminal_keeps_line_feeds_a_row_down_is_one_byte() -> None:
     diff = ScreenDiff()
     diff.line_feeds = True
-    diff.filter(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")), SIZE)
+    first = diff.filter(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")), SIZE)
     update = diff.filter(frame((0, 0, RED, "GPU 3"), (1, 0, RED, "MEM 23")), SIZE)
-    assert update == RED + "\x1b[1;5H3\n\b23\x1b[0m"
+    assert update == "\x1b[1;5H3\n\b23"
     terminal = Terminal(*SIZE)  # pyte: a line feed moves down, as with ONLCR off
     terminal.feed(frame((0, 0, RED, "GPU 3"), (1, 0, RED, "MEM 23")))
     shown = Terminal(*SIZE)
-    shown.feed(frame((0, 0, RED, "GPU 1"), (1, 0, RED, "MEM 11")) + update)
+    shown.feed(first + update)
     assert shown.cells == terminal.cells
 
 
@@ -96,14 +128,15 @@ def test_where_the_terminal_keeps_line_feeds_output_passed_on_means_what_it_says
     assert diff.filter("a\nb\r\nc\x1b[5n", SIZE) == "a\r\nb\r\nc\x1b[5n"
     assert diff.last_outcome == NOT_FOLLOWED
     diff.line_feeds = False
-    assert diff.filter("a\nb\x1b[5n", SIZE) == "a\nb\x1b[5n"
+    # after output it did not follow, the pen is not known: reset first
+    assert diff.filter("a\nb\x1b[5n", SIZE) == "\x1b[0ma\nb\x1b[5n"
 
 
 def test_unchanged_box_characters_are_moved_over_not_resent() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "1│││1")), SIZE)
     update = diff.filter(frame((0, 0, RED, "2│││2")), SIZE)
-    assert update == RED + "\x1b[1H2\x1b[3C2\x1b[0m"  # 4 bytes, not 9 of box characters
+    assert update == "\x1b[1H2\x1b[3C2"  # 4 bytes, not 9 of box characters
 
 
 def test_after_the_last_column_the_next_move_is_absolute() -> None:
@@ -111,7 +144,7 @@ def test_after_the_last_column_the_next_move_is_absolute() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "abcdefghijk1"), (1, 0, RED, "abcdefghijk1")), SIZE)
     update = diff.filter(frame((0, 0, RED, "abcdefghijk2"), (1, 0, RED, "abcdefghijk2")), SIZE)
-    assert update == RED + "\x1b[1;12H2\x1b[2;12H2\x1b[0m"
+    assert update == "\x1b[1;12H2\x1b[2;12H2"
 
 
 def test_a_scrolling_sparkline_is_shifted_by_the_terminal() -> None:
@@ -127,10 +160,11 @@ def test_a_scrolling_sparkline_is_shifted_by_the_terminal() -> None:
         ours.feed(diff.filter(data, wide))
     assert ours.cells == textual.cells
     update = ScreenDiff()
-    update.filter(frame((0, 0, RED, old.ljust(wide[0]))), wide)
-    sent = update.filter(frame((0, 0, RED, new.ljust(wide[0]))), wide)
-    # the colour first: the new point is written straight after the insert
-    assert sent == RED + "\x1b[1;3H\x1b[P\x1b[10C\x1b[@▁\x1b[0m"
+    update.filter(frame((0, 0, RED, old.ljust(wide[0])), (1, 0, "", "status")), wide)
+    sent = update.filter(frame((0, 0, RED, new.ljust(wide[0])), (1, 0, "", "status")), wide)
+    # in the colour it has (the pen the last frame left): the new point is written
+    # straight after the insert
+    assert sent == "\x1b[1;3H\x1b[P\x1b[10C\x1b[@▁"
 
 
 @settings(max_examples=200, deadline=None)
@@ -208,7 +242,7 @@ def test_leaving_the_alternate_screen_forgets_what_was_shown() -> None:
     diff = ScreenDiff()
     line = frame((0, 0, RED, "GPU  93%"))
     diff.filter(line, SIZE)
-    assert diff.filter("\x1b[?1049l", SIZE) == "\x1b[?1049l"
+    assert diff.filter("\x1b[?1049l", SIZE) == "\x1b[0m\x1b[?1049l"  # the pen reset too
     assert "GPU  93%" in diff.filter(line, SIZE)
 
 
@@ -286,7 +320,7 @@ def test_a_sequence_the_diff_does_not_know_is_said_as_not_followed() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "GPU  93%")), SIZE)
     erase_line = "\x1b[1;1H\x1b[2KGPU  94%"  # Textual never writes EL; a new Textual might
-    assert diff.filter(erase_line, SIZE) == erase_line
+    assert diff.filter(erase_line, SIZE) == "\x1b[0m" + erase_line
     assert diff.last_outcome == NOT_FOLLOWED
     # what the terminal shows was forgotten: the next frame's cells are all sent again
     assert "GPU  95%" in diff.filter(frame((0, 0, RED, "GPU  95%")), SIZE)

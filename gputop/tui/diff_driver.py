@@ -17,11 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from gputop.tui.screen_diff import ScreenDiff
-from gputop.tui.textual_compat import LinuxDriver, terminal_fd
+from gputop.tui.textual_compat import LinuxDriver, QuietInput, terminal_fd
 
 
-class DiffingLinuxDriver(LinuxDriver):
-    """Textual's terminal driver, writing only what changed on the screen."""
+class DiffingLinuxDriver(QuietInput):
+    """Textual's terminal driver, writing only what changed on the screen (and whose input
+    thread sleeps while there is nothing to read: ``QuietInput``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

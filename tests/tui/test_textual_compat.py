@@ -6,18 +6,25 @@ from __future__ import annotations
 import os
 import random
 import re
+import selectors
+import signal
 import sys
 import textwrap
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from helpers import REPO
 from helpers.dashboard import first_sample, make_app
 from helpers.pty_run import run_in_pty
+from helpers.waiting import wait_for
 from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
+from textual import events
 from textual._compositor import Compositor
 from textual.app import App, ComposeResult
 from textual.cache import FIFOCache
@@ -35,6 +42,7 @@ from gputop.tui.textual_compat import (
     _STRIP_SLOTS,
     ExceptionHook,
     LinuxDriver,
+    QuietInput,
     _render_partial_update,
     _textual_partial_update,
     _textual_strip_init,
@@ -450,3 +458,93 @@ def _has_slot(strip: Strip, name: str) -> bool:
     except AttributeError:
         return False
     return True
+
+
+# -- the input thread that sleeps until there is input ---------------------------------------
+
+
+@pytest.fixture
+async def quiet_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[tuple[QuietInput, int, list[object]]]:
+    """A ``QuietInput`` reading a pipe instead of the terminal, its messages collected (a
+    driver is made inside an event loop; its thread needs none)."""
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTSTP, signal.SIGCONT)}
+    driver = QuietInput(App())
+    read_fd, write_fd = os.pipe()
+    driver.fileno = read_fd
+    received: list[object] = []
+    monkeypatch.setattr(driver, "process_message", received.append)
+    try:
+        yield driver, write_fd, received
+    finally:
+        driver.exit_event.set()
+        os.close(write_fd)
+        os.close(read_fd)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+
+
+def _start_input(driver: QuietInput) -> threading.Thread:
+    thread = threading.Thread(target=driver.run_input_thread, daemon=True)
+    thread.start()
+    return thread
+
+
+def _keys(received: list[object]) -> list[str]:
+    return [message.key for message in received if isinstance(message, events.Key)]
+
+
+async def test_the_quiet_input_thread_reads_keys_and_a_lone_escape(
+    quiet_input: tuple[QuietInput, int, list[object]],
+) -> None:
+    driver, write_fd, received = quiet_input
+    thread = _start_input(driver)
+    os.write(write_fd, b"q")
+    wait_for(lambda: _keys(received) == ["q"], "the key q")
+    os.write(write_fd, b"\x1b")  # a lone escape: the parser's timeout makes it a key
+    wait_for(lambda: _keys(received) == ["q", "escape"], "the escape key")
+    driver.exit_event.set()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+async def test_the_quiet_input_thread_waits_without_a_timeout_only_while_nothing_is_pending(
+    quiet_input: tuple[QuietInput, int, list[object]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    driver, write_fd, received = quiet_input
+    timeouts: list[float | None] = []
+    select = selectors.SelectSelector.select
+
+    def recorded(self: selectors.SelectSelector, timeout: float | None = None) -> Any:
+        timeouts.append(timeout)
+        return select(self, timeout)
+
+    monkeypatch.setattr(selectors.SelectSelector, "select", recorded)
+    thread = _start_input(driver)
+    wait_for(lambda: timeouts, "the first wait")
+    assert timeouts == [None]  # idle: no wake-up ten times a second
+    os.write(write_fd, b"\x1b")
+    wait_for(lambda: _keys(received) == ["escape"], "the escape key")
+    assert 0.1 in timeouts  # while the escape was pending, Textual's own timeout
+    # setting the exit event wakes the thread at once: it does not wait for input
+    driver.exit_event.set()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+async def test_the_quiet_input_thread_starts_again_after_a_suspend(
+    quiet_input: tuple[QuietInput, int, list[object]],
+) -> None:
+    """``ctrl+z``: Textual sets the exit event, joins the thread, clears the event, and on
+    resuming starts a new thread (``LinuxDriver.disable_input``, ``start_application_mode``)."""
+    driver, write_fd, received = quiet_input
+    for key in (b"a", b"b"):
+        thread = _start_input(driver)
+        os.write(write_fd, key)
+        wait_for(lambda key=key: key.decode() in _keys(received), f"the key {key!r}")
+        driver.exit_event.set()
+        thread.join(5)
+        assert not thread.is_alive()
+        driver.exit_event.clear()
+    assert _keys(received) == ["a", "b"]

@@ -106,14 +106,18 @@ def gputop_region(lines: list[str]) -> Callable[[int, int], str]:
     table_end = lines[header].find("╮") if header else -1
     columns = [(m.start(), m.group(0)) for m in re.finditer(r"\S+(?: \S+)?", lines[header])]
     card_lines = ("border", "name", "GPU bar", "sparkline", "MEM bar", "temp/power", "clocks")
+    # the status line, then the host line (uptime, load, memory), then the cards
+    first_card = next((y for y, line in enumerate(lines) if line.startswith("╭")), 1)
 
     def region(y: int, x: int) -> str:
         if y == 0:
             return "status line"
         if y == len(lines) - 1:
             return "key bar"
-        if 0 < y < header - 1:
-            return "card " + card_lines[min((y - 1) % 8, 6)]
+        if 0 < y < first_card:
+            return "host line"
+        if first_card <= y < header - 1:
+            return "card " + card_lines[min((y - first_card) % 8, 6)]
         if y >= header - 1 and x > table_end >= 0:
             return "PyTorch view"
         if y > header:

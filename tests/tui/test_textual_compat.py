@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import re
@@ -548,3 +549,18 @@ async def test_the_quiet_input_thread_starts_again_after_a_suspend(
         assert not thread.is_alive()
         driver.exit_event.clear()
     assert _keys(received) == ["a", "b"]
+
+
+async def test_the_quiet_input_threads_pipe_is_never_inherited_and_is_closed_with_it() -> None:
+    """Jobs launched from the dashboard must not inherit the pipe; a driver gone closes it."""
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTSTP, signal.SIGCONT)}
+    driver = QuietInput(App())
+    for number, handler in handlers.items():  # the driver's own handlers hold it
+        signal.signal(number, handler)
+    fds = (driver._wake_read, driver._wake_write)
+    assert all(not os.get_inheritable(fd) for fd in fds)
+    del driver
+    gc.collect()
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)

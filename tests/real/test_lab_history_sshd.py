@@ -57,7 +57,13 @@ async def until(pilot: Pilot[None], condition: Callable[[], bool], what: str) ->
     deadline = time.monotonic() + WAIT_S
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {WAIT_S} s: {what}")
+            app = pilot.app
+            statuses = getattr(app, "statuses", [])
+            seen = [
+                (s.host, s.state.value, s.failure, s.stale_for_s, s.snapshots_received)
+                for s in statuses
+            ]
+            raise AssertionError(f"not within {WAIT_S} s: {what}; the hosts: {seen}")
         await pilot.pause(0.1)
 
 
@@ -82,10 +88,18 @@ async def test_h_on_a_remote_card_shows_the_hosts_recorded_history_and_why_other
     app = LabApp(lab, [link.host for link in lab.links], interval_s=0.5, user="alice")
     app.history_timeout_s = 3.0  # the stand-in agent never answers: do not wait long
     async with app.run_test(size=(160, 48)) as pilot:
+        # Every host connected and heard from; on a loaded machine one may read stale for a
+        # moment between two of its snapshots, which is no reason to wait for all four at once.
         await until(
             pilot,
-            lambda: len(app.statuses) == 4 and all(s.state is LinkState.LIVE for s in app.statuses),
-            "every host live",
+            lambda: (
+                len(app.statuses) == 4
+                and all(
+                    s.state in (LinkState.LIVE, LinkState.STALE) and s.snapshots_received > 0
+                    for s in app.statuses
+                )
+            ),
+            "every host connected",
         )
         # gpu-v100, card 1: bob's idle notebook, from the host's store through ssh
         shown = await open_history(pilot, app, "right")

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -66,8 +67,13 @@ def running_exporter(
         text=True,
         env=env,
     )
+    said: list[str] = []
+    # Its standard error is read all along: a pipe nobody reads fills (64 KB) and then
+    # blocks the exporter's next message, and with it the exporter.
+    reader = threading.Thread(target=_read_all, args=(process, said), daemon=True)
     try:
         url = _serving_url(process)
+        reader.start()
         yield Exporter(process, url)
     finally:
         process.send_signal(signal.SIGTERM)
@@ -76,8 +82,19 @@ def running_exporter(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-            raise AssertionError("gputop exporter did not stop on SIGTERM") from None
-    assert process.returncode == 0, process.stderr.read() if process.stderr else ""
+            raise AssertionError(
+                f"gputop exporter did not stop on SIGTERM; it said: {''.join(said)[-2000:]!r}"
+            ) from None
+    if reader.is_alive():
+        reader.join(5)
+    assert process.returncode == 0, "".join(said)
+
+
+def _read_all(process: subprocess.Popen[str], said: list[str]) -> None:
+    """Everything ``process`` writes to its standard error from now on, line by line."""
+    if process.stderr is not None:
+        for line in process.stderr:
+            said.append(line)
 
 
 def _serving_url(process: subprocess.Popen[str]) -> str:

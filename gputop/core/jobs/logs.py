@@ -368,10 +368,12 @@ class LogCap:
             os.pwrite(fd, chunk, write_at)
             write_at += len(chunk)
             read_at += len(chunk)
-        os.ftruncate(fd, write_at)
         self.cut_bytes += read_at - write_at + (len(mark) if first else 0)
         mark_at = self._mark_at if self._mark_at is not None else head
+        # The mark before the cut: a reader that sees the log under its cap sees the mark
+        # too (written after, a reader between the two saw a cut log without it).
         os.pwrite(fd, mark_line(self.cut_bytes, self.max_bytes), mark_at)
+        os.ftruncate(fd, write_at)
         self._mark_at = mark_at
         if first or why != self._why:
             self._why = why

@@ -105,11 +105,13 @@ def screen_diff_enabled(environ: Mapping[str, str]) -> bool:
 
 
 def driver_with_screen_diff(driver_class: type[Any], environ: Mapping[str, str]) -> type[Any]:
-    """The driver to use instead of ``driver_class``: the diffing one for Textual's own.
+    """The driver to use instead of ``driver_class``: for Textual's own, the diffing one, or
+    with the diff switched off one that writes as Textual's does (``QuietInput``: its input
+    thread sleeps while idle and stops when the terminal goes away).
 
     Any other driver (Windows, one named by Textual's own ``TEXTUAL_DRIVER``, the headless
-    one of tests) is kept as it is, and so is Textual's when the diff is switched off.
+    one of tests) is kept as it is.
     """
-    if driver_class is LinuxDriver and screen_diff_enabled(environ):
-        return DiffingLinuxDriver
-    return driver_class
+    if driver_class is not LinuxDriver:
+        return driver_class
+    return DiffingLinuxDriver if screen_diff_enabled(environ) else QuietInput

@@ -351,9 +351,20 @@ def _lean_strip_init(
 # same order) with two differences: it waits without a timeout while the parser has nothing
 # pending (0.1 s while it has, as before), and its ``exit_event`` also wakes the loop through
 # a pipe when set, so quitting and suspending are as quick as before.
+#
+# Two more, for a terminal that goes away (an SSH connection dropped, a terminal window
+# closed) under a gputop that does not die of the hangup (SIGHUP ignored: ``nohup``, a
+# wrapper, a process manager). Textual's loop reads the end of file a hung-up terminal gives,
+# again and again, at once: it spun, and the kernel's SIGCONT to the session leader on hangup
+# made Textual resume its application mode and start a second input thread, spinning too
+# (1.3 cores, for ever). ``QuietInput`` stops reading at the end of file and asks the app to
+# exit (status 129, as a shell reports a hangup), and resumes on SIGCONT only after it
+# suspended itself (a stop signal, SIGTSTP). docs/faults.md, "The terminal goes away".
 
 IDLE_INPUT_WAIT_S: float | None = None
 """How long the input thread waits with nothing pending: until input or its exit event."""
+HANGUP_RETURN_CODE = 129
+"""The app's return code when its terminal went away (128 + SIGHUP, as a shell says it)."""
 
 
 class _WakingEvent(threading.Event):
@@ -398,26 +409,47 @@ class QuietInput(LinuxDriver):
 
         def process_selector_events(
             selector_events: list[tuple[selectors.SelectorKey, int]], final: bool = False
-        ) -> None:
+        ) -> bool:
+            """False once the terminal gave the end of file (it went away)."""
             events = [event for event in selector_events if event[0].fd == fileno]
             for last, (_selector_key, mask) in loop_last(events):
                 if mask & selectors.EVENT_READ:
-                    unicode_data = decode(os.read(fileno, 1024 * 4), final=final and last)
-                    if not unicode_data:  # stdin piped
-                        break
-                    for event in feed(unicode_data):
+                    try:
+                        data = os.read(fileno, 1024 * 4)
+                    except OSError:  # EIO: a terminal that hung up, on some systems
+                        data = b""
+                    if not data:
+                        return False
+                    for event in feed(decode(data, final=final and last)):
                         self.process_message(event)
             for event in tick():
                 self.process_message(event)
+            return True
 
         try:
             while not self.exit_event.is_set():
                 pending = parser._timeout_time is not None
-                process_selector_events(selector.select(0.1 if pending else IDLE_INPUT_WAIT_S))
+                if not process_selector_events(
+                    selector.select(0.1 if pending else IDLE_INPUT_WAIT_S)
+                ):
+                    self._terminal_gone()
+                    return
             selector.unregister(self.fileno)
             process_selector_events(selector.select(0.1), final=True)
         finally:
             selector.close()
+
+    def _terminal_gone(self) -> None:
+        """Ask the app to exit: nobody can see or use it any more."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: it is exiting anyway
+            self._loop.call_soon_threadsafe(self._app.exit, None, HANGUP_RETURN_CODE)
+
+    def _sigcont_application(self, *_: Any) -> None:
+        """Resume on SIGCONT only after a suspend (SIGTSTP): Textual resumes on any, and
+        a second input thread then reads beside the first (the kernel sends SIGCONT with the
+        hangup of a terminal; anyone may send one)."""
+        if self._must_signal_resume:
+            super()._sigcont_application()
 
 
 def _close_fds(fds: tuple[int, ...]) -> None:

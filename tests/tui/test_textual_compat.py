@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import random
@@ -41,6 +42,7 @@ from gputop.tui.screen_diff import _parse
 from gputop.tui.textual_compat import (
     _STRIP_CACHES,
     _STRIP_SLOTS,
+    HANGUP_RETURN_CODE,
     ExceptionHook,
     LinuxDriver,
     QuietInput,
@@ -549,6 +551,44 @@ async def test_the_quiet_input_thread_starts_again_after_a_suspend(
         assert not thread.is_alive()
         driver.exit_event.clear()
     assert _keys(received) == ["a", "b"]
+
+
+async def test_the_quiet_input_thread_ends_at_the_end_of_file_and_asks_the_app_to_exit() -> None:
+    """A terminal that hung up gives the end of file at once, every time: Textual's loop read
+    it for ever (docs/faults.md, "The terminal goes away")."""
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTSTP, signal.SIGCONT)}
+    app = App()
+    driver = QuietInput(app)
+    read_fd, write_fd = os.pipe()
+    driver.fileno = read_fd
+    try:
+        thread = _start_input(driver)
+        os.write(write_fd, b"q")
+        os.close(write_fd)  # what was typed is read, then the end of file
+        thread.join(5)
+        assert not thread.is_alive()
+        for _ in range(100):  # the exit is asked for on this loop, from the thread
+            if app.return_code is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert app.return_code == HANGUP_RETURN_CODE
+    finally:
+        os.close(read_fd)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+
+
+async def test_the_quiet_input_driver_resumes_on_sigcont_only_after_a_suspend(
+    quiet_input: tuple[QuietInput, int, list[object]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    driver, _write_fd, _received = quiet_input
+    resumed: list[bool] = []
+    monkeypatch.setattr(driver, "resume_application_mode", lambda: resumed.append(True))
+    driver._sigcont_application()  # a stray SIGCONT: from the hangup of a terminal, or anyone
+    assert resumed == []
+    driver._must_signal_resume = True  # as a SIGTSTP leaves it (LinuxDriver._sigtstp_application)
+    driver._sigcont_application()
+    assert resumed == [True]
 
 
 async def test_the_quiet_input_threads_pipe_is_never_inherited_and_is_closed_with_it() -> None:

@@ -17,6 +17,7 @@ from gputop.tui.screen_diff import (
     WHOLE,
     ScreenDiff,
 )
+from gputop.tui.textual_compat import QuietInput
 
 SIZE = (12, 4)
 RED = "\x1b[38;2;255;0;0m"
@@ -296,8 +297,12 @@ def test_textuals_terminal_driver_gets_the_screen_diff_by_default(setting: str |
 
 
 @pytest.mark.parametrize("setting", ["0", "off", "no", "false", " OFF "])
-def test_gputop_screen_diff_0_keeps_textuals_own_driver(setting: str) -> None:
-    assert driver_with_screen_diff(LinuxDriver, {"GPUTOP_SCREEN_DIFF": setting}) is LinuxDriver
+def test_gputop_screen_diff_0_writes_as_textuals_own_driver(setting: str) -> None:
+    """Written as Textual writes; read by the input thread that stops when the terminal goes
+    away (``QuietInput``), which writes nothing of its own."""
+    driver = driver_with_screen_diff(LinuxDriver, {"GPUTOP_SCREEN_DIFF": setting})
+    assert driver is QuietInput
+    assert "write" not in vars(QuietInput) and "flush" not in vars(QuietInput)
 
 
 def test_other_drivers_are_kept() -> None:

@@ -29,10 +29,14 @@ run: $(STAMP)
 ## at most 4; make test TEST_WORKERS=0 runs them in this one process.
 CPUS := $(shell nproc 2>/dev/null || echo 1)
 TEST_WORKERS ?= $(shell n=$$(( $(CPUS) * 2 )); [ $$n -gt 4 ] && n=4; echo $$n)
+## The tests start gputop in hundreds of processes: its bytecode is compiled once first, or
+## where PYTHONDONTWRITEBYTECODE is set (a fresh clone) each process compiles what it
+## imports again (0.5 s of CPU for the dashboard's modules; docs/testing.md).
 test: $(STAMP)
 	$(BIN)/ruff check gputop tests
 	$(BIN)/ruff format --check gputop tests
 	$(BIN)/lint-imports
+	$(BIN)/python -m compileall -q gputop tests
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 ## make check: lint and type-check

@@ -9,9 +9,11 @@ documented difference must show.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from helpers.visibility_machines import U, four_same, mixed
@@ -26,10 +28,21 @@ from gputop.core.visibility.torch_rules import (
     transform_uuid_to_ordinals,
 )
 
-torch = pytest.importorskip(
-    "torch", reason="torch is not installed: CI installs the CPU build for these tests"
-)
-torch_cuda = torch.cuda
+if importlib.util.find_spec("torch") is None:
+    pytest.skip(
+        "torch is not installed: CI installs the CPU build for these tests",
+        allow_module_level=True,
+    )
+
+
+def cuda() -> Any:
+    """``torch.cuda``, imported when a test first uses it rather than when this file is
+    collected: every pytest-xdist worker collects every file, and importing torch takes
+    about 2.7 s of CPU (docs/testing.md)."""
+    import torch
+
+    return torch.cuda
+
 
 INTEGER_TOKENS = ["0", "1", "2", "3", "4", "7", "-1", "-0", "+2", "00", " 1", "2 ", "1gpu",
                   "a", "", "1.5", "0x1", " ", "\t3"]  # fmt: skip
@@ -57,14 +70,14 @@ def visible(value: str) -> Iterator[None]:
 
 @pytest.fixture
 def nvml_of_four(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch_cuda, "_raw_device_count_nvml", lambda: len(U))
-    monkeypatch.setattr(torch_cuda, "_raw_device_uuid_nvml", lambda: list(U))
+    monkeypatch.setattr(cuda(), "_raw_device_count_nvml", lambda: len(U))
+    monkeypatch.setattr(cuda(), "_raw_device_uuid_nvml", lambda: list(U))
 
 
 def torch_parse(value: str) -> list[int] | list[str] | str:
     with visible(value):
         try:
-            return torch_cuda._parse_visible_devices()
+            return cuda()._parse_visible_devices()
         except ValueError:
             return "ValueError"
 
@@ -82,7 +95,7 @@ def test_gputops_copy_of_torchs_parser_matches_torch(value: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(UUID_TOKENS), max_size=5))
 def test_gputops_copy_of_torchs_uuid_matcher_matches_torch(candidates: list[str]) -> None:
-    assert transform_uuid_to_ordinals(candidates, U) == torch_cuda._transform_uuid_to_ordinals(
+    assert transform_uuid_to_ordinals(candidates, U) == cuda()._transform_uuid_to_ordinals(
         candidates, list(U)
     )
 
@@ -94,7 +107,7 @@ def test_gputops_copy_of_torchs_uuid_matcher_matches_torch(candidates: list[str]
 def test_torchs_device_count_is_what_gputop_predicts(nvml_of_four: None, value: str) -> None:
     with visible(value):
         try:
-            count: object = torch_cuda._device_count_nvml()
+            count: object = cuda()._device_count_nvml()
         except ValueError:
             count = "ValueError"
     view = torch_view(value, U)
@@ -143,8 +156,8 @@ def test_on_identical_gpus_the_driver_rules_agree_with_torch(
         return
     driver = [d.physical_index for d in resolve_visibility(four_same(), None, value, None).devices]
     with visible(value):
-        count = torch_cuda._device_count_nvml()
-        torch_devices = [torch_cuda._get_nvml_device_index(i) for i in range(count)]
+        count = cuda()._device_count_nvml()
+        torch_devices = [cuda()._get_nvml_device_index(i) for i in range(count)]
     assert driver == torch_devices
 
 
@@ -156,7 +169,7 @@ def test_a_bare_sign_makes_torch_raise_where_the_driver_just_stops(nvml_of_four:
 
 def test_on_a_mixed_box_torch_ignores_fastest_first(nvml_of_four: None) -> None:
     with visible("0"):
-        assert torch_cuda._get_nvml_device_index(0) == 0
+        assert cuda()._get_nvml_device_index(0) == 0
     driver = resolve_visibility(mixed(), None, "0", None)
     assert driver.devices[0].physical_index == 3
     assert "torch-nvml-mismatch" in driver.codes()
@@ -164,8 +177,8 @@ def test_on_a_mixed_box_torch_ignores_fastest_first(nvml_of_four: None) -> None:
 
 def test_torch_does_not_trim_out_of_range_entries(nvml_of_four: None) -> None:
     with visible("0,1,5,2"):
-        assert torch_cuda._device_count_nvml() == 2
-        assert torch_cuda._parse_visible_devices() == [0, 1, 5, 2]
+        assert cuda()._device_count_nvml() == 2
+        assert cuda()._parse_visible_devices() == [0, 1, 5, 2]
     driver = resolve_visibility(four_same(), None, "0,1,5,2", None)
     assert [d.physical_index for d in driver.devices] == [0, 1]
 
@@ -174,7 +187,7 @@ def test_a_repeat_after_an_out_of_range_entry_empties_torchs_list_not_the_driver
     nvml_of_four: None,
 ) -> None:
     with visible("0,4,0"):
-        assert torch_cuda._device_count_nvml() == 0
+        assert cuda()._device_count_nvml() == 0
     driver = resolve_visibility(four_same(), None, "0,4,0", None)
     assert [d.physical_index for d in driver.devices] == [0]
     assert any("device_count() says 0" in w.message for w in driver.warnings)

@@ -31,12 +31,15 @@ CPUS := $(shell nproc 2>/dev/null || echo 1)
 TEST_WORKERS ?= $(shell n=$$(( $(CPUS) * 2 )); [ $$n -gt 4 ] && n=4; echo $$n)
 ## The tests start gputop in hundreds of processes: its bytecode is compiled once first, or
 ## where PYTHONDONTWRITEBYTECODE is set (a fresh clone) each process compiles what it
-## imports again (0.5 s of CPU for the dashboard's modules; docs/testing.md).
+## imports again (0.5 s of CPU for the dashboard's modules). Likewise pytest's rewritten test
+## files, which every worker would otherwise make again as it collects (docs/testing.md); a
+## file that does not collect is reported by the run after.
 test: $(STAMP)
 	$(BIN)/ruff check gputop tests
 	$(BIN)/ruff format --check gputop tests
 	$(BIN)/lint-imports
 	$(BIN)/python -m compileall -q gputop tests
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest --collect-only -qq -p no:cacheprovider >/dev/null 2>&1 || true
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 ## make check: lint and type-check

@@ -30,6 +30,9 @@ Run = tuple[int, int, str, str]
 """Text a frame writes: row, column, the characters, and the SGR sequences before them."""
 
 RESET = "\x1b[0m"
+HOME = "\x1b[1;1H"
+"""The move that ends a frame when no widget wants the (hidden) cursor anywhere: Textual's
+``App.cursor_position`` is then the top-left cell. Not sent (docs/screen-diff.md)."""
 
 DIFFED = "diffed"
 """A frame rewritten into the cells that changed."""
@@ -81,6 +84,10 @@ class ScreenDiff:
         self._chars: list[list[str | None]] = []
         self._sgrs: list[list[str | None]] = []
         self._cursor: str | None = None
+        self._parked: tuple[int, int] | None = None
+        """Where the last frame left the cursor, when it was not sent home (row, column;
+        ``HOME``): the next frame's first move starts from there. Only the next call of
+        ``filter`` may use it."""
         self._pen: _Pen | None = _RESET_PEN
         """The terminal's pen after the last frame (None: not known). A frame ends in the
         pen of its last colour and the next starts from it (docs/screen-diff.md)."""
@@ -99,6 +106,7 @@ class ScreenDiff:
         self._chars = [[None] * columns for _ in range(rows)]
         self._sgrs = [[None] * columns for _ in range(rows)]
         self._cursor = None
+        self._parked = None
 
     def release_pen(self) -> str:
         """What resets the terminal's pen, if a frame left it set (before the application
@@ -122,6 +130,7 @@ class ScreenDiff:
         return out
 
     def _filter(self, data: str, size: tuple[int, int] | None) -> str:
+        parked, self._parked = self._parked, None  # any output but a frame may move it
         if size is None:
             self.forget((0, 0))
             self.last_outcome = NOT_FOLLOWED
@@ -153,8 +162,12 @@ class ScreenDiff:
             self.last_outcome = WHOLE
             return data
         self.last_outcome = DIFFED
-        update = self._update(changed, self._shifts(changed, *before))
-        if cursor is not None and (update or cursor != self._cursor):
+        update, at = self._update(changed, self._shifts(changed, *before), parked)
+        if cursor == HOME:
+            # Where Textual puts the cursor when no widget wants it: hidden, so left where
+            # the update left it, and the next frame moves on from there.
+            self._cursor, self._parked = None, at
+        elif cursor is not None and (update or cursor != self._cursor):
             update.append(cursor)
             self._cursor = cursor
         return "".join(update)
@@ -285,8 +298,11 @@ class ScreenDiff:
         return shifts
 
     def _update(
-        self, changed: dict[int, set[int]], shifts: list[tuple[int, int, int]]
-    ) -> list[str]:
+        self,
+        changed: dict[int, set[int]],
+        shifts: list[tuple[int, int, int]],
+        cursor: tuple[int, int] | None = None,
+    ) -> tuple[list[str], tuple[int, int]]:
         """The changed cells grouped by colour, each colour change sent as what changes, a
         shifted run just before its last cell (docs/screen-diff.md, "What an update is made
         of").
@@ -299,6 +315,9 @@ class ScreenDiff:
         over it, and each move is the shortest one. The pen is left as the last colour set
         it, and the next frame starts from there: a busy frame often starts with the colour
         the last one ended in (a column of the process table).
+
+        ``cursor``: where the terminal's cursor is (row, column), if known. Returns the
+        update and where it leaves the cursor.
         """
         groups: dict[str, list[tuple[int, int]]] = {}
         for y in sorted(changed):
@@ -309,7 +328,7 @@ class ScreenDiff:
         columns = self._size[0]
         out: list[str] = []
         pen = self._pen
-        row, column = -1, -1  # where the terminal's cursor is
+        row, column = cursor or (-1, -1)  # where the terminal's cursor is
         shift_ending_at = {(y, last): first for y, first, last in shifts}
         feeds = self.line_feeds
         for sgr in _pen_order(groups, pen):
@@ -336,7 +355,7 @@ class ScreenDiff:
                 out.append(char)
                 row, column = y, x + (1 if char.isascii() else cell_len(char))
         self._pen = pen
-        return out
+        return out, (row, column)
 
     def _resendable(self, y: int, column: int, x: int, sgr: str) -> str | None:
         """The cells from ``column`` up to ``x`` on row ``y``, to resend instead of moving
@@ -350,17 +369,78 @@ class ScreenDiff:
 
 
 def _pen_order(groups: dict[str, list[tuple[int, int]]], pen: _Pen | None) -> list[str]:
-    """The colours in the order that changes the pen with the fewest bytes: each time the
-    one nearest to the last (the same background, say, needs only the foreground), from the
-    terminal's ``pen``; in screen order where they cost the same."""
-    left = list(groups)
-    order: list[str] = []
+    """The colours in an order that changes the pen with few bytes, from the terminal's
+    ``pen``: each time the one nearest to the last (the same background, say, needs only the
+    foreground; in screen order where they cost the same), then improved by moving runs of
+    one to three colours elsewhere in the order while that saves bytes (docs/screen-diff.md).
+    """
+    sgrs = list(groups)
+    count = len(sgrs)
+    pens = [pen, *map(_pen, sgrs)]
+    # cost[a][b]: the bytes from pen a to the colour b (1 to count; 0 is the terminal's pen)
+    cost = [[0, *(_pen_cost(pens[a], sgr) for sgr in sgrs)] for a in range(count + 1)]
+    left = list(range(1, count + 1))
+    order: list[int] = []
+    last = 0
     while left:
-        sgr = min(left, key=lambda s: 0 if _pen(s) == pen else len(_change_pen(pen, _pen(s), s)))
-        left.remove(sgr)
-        order.append(sgr)
-        pen = _pen(sgr)
-    return order
+        costs = cost[last]
+        last = min(left, key=costs.__getitem__)
+        left.remove(last)
+        order.append(last)
+    if count >= 3:
+        _shorten(order, cost)
+    return [sgrs[i - 1] for i in order]
+
+
+def _shorten(order: list[int], cost: list[list[int]]) -> None:
+    """Move runs of one to three colours of ``order`` elsewhere in it while that makes the
+    pen changes fewer bytes (or-opt; index 0 of ``cost`` is the pen the order starts from,
+    and nothing follows its last colour)."""
+    count = len(order)
+
+    def step(a: int, b: int | None) -> int:
+        return 0 if b is None else cost[a][b]
+
+    moved = True
+    while moved:
+        moved = False
+        for length in (1, 2, 3):
+            for i in range(count - length + 1):
+                first, last = order[i], order[i + length - 1]
+                before = order[i - 1] if i else 0
+                after = order[i + length] if i + length < count else None
+                saved = cost[before][first] + step(last, after) - step(before, after)
+                for j in range(count + 1):  # between order[j - 1] and order[j]
+                    if i <= j <= i + length:
+                        continue
+                    a = order[j - 1] if j else 0
+                    b = order[j] if j < count else None
+                    if cost[a][first] + step(last, b) - step(a, b) < saved:
+                        run = order[i : i + length]
+                        del order[i : i + length]
+                        at = j if j < i else j - length
+                        order[at:at] = run
+                        moved = True
+                        break
+                if moved:
+                    break
+            if moved:
+                break
+
+
+_pen_costs: dict[tuple[_Pen | None, str], int] = {}
+
+
+def _pen_cost(pen: _Pen | None, sgr: str) -> int:
+    """The bytes that turn the pen ``pen`` into the colour ``sgr`` (0 if it is that)."""
+    key = (pen, sgr)
+    known = _pen_costs.get(key)
+    if known is None:
+        target = _pen(sgr)
+        known = 0 if target == pen else len(_change_pen(pen, target, sgr))
+        if len(_pen_costs) < 16384:
+            _pen_costs[key] = known
+    return known
 
 
 def _move(y: int, x: int, row: int, column: int, columns: int, feeds: bool = False) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pyte
 import pytest
 from hypothesis import given, settings
@@ -12,10 +14,14 @@ from textual.drivers.linux_driver import LinuxDriver
 from gputop.tui.diff_driver import DiffingLinuxDriver, driver_with_screen_diff
 from gputop.tui.screen_diff import (
     DIFFED,
+    HOME,
     NOT_FOLLOWED,
     UNCHANGED,
     WHOLE,
     ScreenDiff,
+    _change_pen,
+    _pen,
+    _pen_order,
 )
 from gputop.tui.textual_compat import QuietInput
 
@@ -75,6 +81,73 @@ def test_a_frame_starts_in_the_pen_the_last_one_left() -> None:
     # a change in the pen the terminal has needs no colour at all
     update = diff.filter(frame((0, 0, RED, "GPU  95%"), (1, 0, BLUE, "mem 2")), SIZE)
     assert update == "\x1b[1;7H5"
+
+
+def test_the_colours_go_in_the_order_of_fewest_bytes_not_only_the_nearest_each_time() -> None:
+    white_dark, red_dark = "38;2;224;224;224;48;2;18;18;18", "1;38;2;244;0;95;48;2;18;18;18"
+    green_grey, green_blue = "38;2;152;224;36;48;2;30;30;30", "38;2;152;224;36;48;2;21;56;84"
+    colours = [white_dark, red_dark, green_grey, green_blue]
+    diff = ScreenDiff()
+
+    def cells(text: str, last: str) -> str:
+        return frame(
+            *(
+                (0, 2 * i, f"\x1b[{c}m", t)
+                for i, (c, t) in enumerate(zip(colours, text, strict=True))
+            ),
+            (3, 0, f"\x1b[{green_blue}m", last),
+        )
+
+    diff.filter(cells("abcd", "z"), SIZE)
+    second = diff.filter(cells("abcd", "y"), SIZE)
+    assert second == f"\x1b[0;{green_blue}m\x1b[4Hy"  # the terminal's pen: green on blue
+    # From green on blue, the nearest each time (green on grey, white on dark, red on dark)
+    # is 70 bytes of colour; ending on green on grey instead is 67.
+    update = diff.filter(cells("ABCD", "y"), SIZE)
+    assert sum(map(len, re.findall(r"\x1b\[[0-9;]*m", update))) == 67
+    textual = Terminal(*SIZE)
+    textual.feed(cells("ABCD", "y"))
+    ours = Terminal(*SIZE)
+    ours.feed(cells("abcd", "z") + second + update)
+    assert ours.cells == textual.cells
+
+
+pens = st.lists(
+    st.tuples(
+        st.sampled_from(["", "1;", "3;", "1;3;"]),
+        st.sampled_from(["", "31;", "38;2;224;224;224;", "38;2;88;209;235;", "38;5;196;"]),
+        st.sampled_from(["", "40", "48;2;18;18;18", "48;2;30;30;30", "48;5;234"]),
+    ).map(lambda p: f"\x1b[{''.join(p)}m"),
+    min_size=1,
+    max_size=9,
+    unique=True,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pens, pens)
+def test_the_order_of_colours_is_never_dearer_than_the_nearest_each_time(
+    colours: list[str], start: list[str]
+) -> None:
+    def cost(pen: object, sgr: str) -> int:
+        return 0 if _pen(sgr) == pen else len(_change_pen(pen, _pen(sgr), sgr))  # type: ignore[arg-type]
+
+    def total(order: list[str], pen: object) -> int:
+        spent = 0
+        for sgr in order:
+            spent, pen = spent + cost(pen, sgr), _pen(sgr)
+        return spent
+
+    pen = _pen(start[0])
+    order = _pen_order({sgr: [] for sgr in colours}, pen)
+    assert sorted(order) == sorted(colours)
+    nearest, left, at = [], list(colours), pen
+    while left:
+        sgr = min(left, key=lambda s: cost(at, s))
+        left.remove(sgr)
+        nearest.append(sgr)
+        at = _pen(sgr)
+    assert total(order, pen) <= total(nearest, pen)
 
 
 def test_output_passed_on_starts_from_a_reset_pen() -> None:
@@ -195,6 +268,36 @@ def test_the_cursor_is_put_back_where_textual_left_it() -> None:
     assert update.endswith("\x1b[4;1H")
 
 
+def test_a_hidden_cursor_is_not_sent_home_and_the_next_frame_moves_on_from_where_it_is() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%"), (2, 0, RED, "mem 10")) + HOME, SIZE)
+    # Textual ends each frame at the top-left cell when no widget wants the cursor
+    update = diff.filter(frame((0, 0, RED, "GPU  94%"), (2, 0, RED, "mem 10")) + HOME, SIZE)
+    # the first frame left the cursor after "mem 10", not at home: two rows up from there
+    assert update == "\x1b[2A4"
+    # ... and the next frame's first move starts from after the 4: here none at all
+    update = diff.filter(frame((0, 0, RED, "GPU  94#"), (2, 0, RED, "mem 10")) + HOME, SIZE)
+    assert update == "#"
+
+
+def test_after_other_output_the_next_frame_moves_from_nowhere_known() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%")) + HOME, SIZE)
+    diff.filter(frame((0, 0, RED, "GPU  94%")) + HOME, SIZE)
+    diff.filter("\x1b[?25l", SIZE)  # a mode: it keeps the screen, not the cursor's place
+    update = diff.filter(frame((0, 0, RED, "GPU  95%")) + HOME, SIZE)
+    assert update == "\x1b[1;7H5"
+
+
+def test_a_cursor_a_widget_wants_is_still_sent() -> None:
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, RED, "GPU  93%")) + HOME, SIZE)
+    update = diff.filter(frame((0, 0, RED, "GPU  94%")) + "\x1b[2;3H", SIZE)
+    assert update == "\b\b4\x1b[2;3H"  # from where the first frame left it, then there
+    update = diff.filter(frame((0, 0, RED, "GPU  95%")) + "\x1b[2;3H", SIZE)
+    assert update == "\x1b[1;7H5\x1b[2;3H"  # put back after every update
+
+
 def test_a_first_full_repaint_goes_through_unchanged_and_a_repeat_sends_nothing() -> None:
     # Textual paints the whole screen twice as it starts: the second costs nothing.
     diff = ScreenDiff()
@@ -277,17 +380,30 @@ segments = st.lists(
 )
 
 
+cursor_moves = st.sampled_from(["", HOME, "\x1b[4;1H", "\x1b[2;12H", "\x1b[?25l"])
+"""What follows a frame: Textual's cursor move (home when no widget wants the cursor), or
+a mode between frames."""
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(segments, min_size=1, max_size=8), st.booleans())
-def test_the_terminal_shows_what_textual_wrote(frames: list[list[tuple]], feeds: bool) -> None:
+@given(st.lists(st.tuples(segments, cursor_moves), min_size=1, max_size=8), st.booleans())
+def test_the_terminal_shows_what_textual_wrote(
+    frames: list[tuple[list[tuple], str]], feeds: bool
+) -> None:
     textual, ours = Terminal(*SIZE), Terminal(*SIZE)
     diff = ScreenDiff()
     diff.line_feeds = feeds  # pyte keeps line feeds as they are (ONLCR off)
-    for lines in frames:
-        data = frame(*lines)
+    for lines, after in frames:
+        data = frame(*lines) + after
         textual.feed(data)
         ours.feed(diff.filter(data, SIZE))
         assert ours.cells == textual.cells
+        if after and after != HOME:  # a cursor a widget wants is where Textual put it
+            screen = ours.screen
+            assert (screen.cursor.y, screen.cursor.x) == (
+                textual.screen.cursor.y,
+                textual.screen.cursor.x,
+            )
 
 
 @pytest.mark.parametrize("setting", [None, "", "1", "on"])

@@ -25,6 +25,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from busy_scenario import busy  # noqa: E402
 from dashboard_bench import (  # noqa: E402
     SCENARIO,
+    in_truecolor,
     nvitop_subject,
     pump_all,
     spawn,
@@ -180,13 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--busy", action="store_true", help="the busy server (busy_scenario.py, issue 29)"
     )
+    parser.add_argument(
+        "--truecolor", action="store_true", help="gputop in a truecolor terminal (COLORTERM)"
+    )
     args = parser.parse_args(argv)
     transform = busy if args.busy else None
     with (
         live_scenario(SCENARIO, transform) as (scenario, _),
         recorder_store(scenario) as state_dir,
     ):
-        apps = [subjects(scenario, state_dir)[0]]
+        gputop = subjects(scenario, state_dir)[0]
+        apps = [in_truecolor(gputop) if args.truecolor else gputop]
         if args.nvitop:
             apps.append(nvitop_subject(args.nvitop, scenario))
         running = [(app, spawn(app)) for app in apps]
@@ -208,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             for terminal in terminals:
                 terminal.stop()
     for app in apps:
-        pick = gputop_region if app.name == "gputop" else nvitop_region
+        pick = nvitop_region if app.name == "nvitop" else gputop_region
         report(app.name, maps[app.name], seconds, pick(screens[app.name]))
         if args.rows:
             report_rows(maps[app.name], seconds, screens[app.name], args.rows)

@@ -5,9 +5,11 @@ real: one live, idle stand-in per GPU process (``stand_ins.py``), whose pid the 
 GPUs report, so psutil reads live /proc entries every second as on a real server. In the
 same run, against the same GPUs and processes, the bench measures a *floor*: the least a
 Textual app does with the same samples (``floor_app.py``: one ``Static`` updated each
-second from the same ``NvmlBackend``). Both run in a 200x50 pseudo-terminal
-(``xterm-256color``, truecolor) at a 1 s refresh; everything they write is fed to a
-terminal emulator (pyte, ``tests/helpers/pty_terminal.py``), and the bench measures:
+second from the same ``NvmlBackend``). Both run in a 200x50 pseudo-terminal at a 1 s
+refresh, ``TERM=xterm-256color`` without ``COLORTERM``: the terminal an SSH session or tmux
+gives a program (neither passes ``COLORTERM`` on), in which Textual draws in 256 colours;
+everything they write is fed to a terminal emulator (pyte,
+``tests/helpers/pty_terminal.py``), and the bench measures:
 
 - **first complete frame**: from spawning the process to the moment the terminal receives
   the bytes after which it shows every panel with the first sample (gputop: status line,
@@ -25,7 +27,10 @@ terminal emulator (pyte, ``tests/helpers/pty_terminal.py``), and the bench measu
   refreshes;
 - **CPU** (process and children, % of one core), **bytes/s** written to the terminal and
   **peak RSS** (``VmHWM``), in ``--steady-runs`` runs of each app side by side: after a
-  warm-up in which the cards' sparklines fill up (50 s), over a window (25 s).
+  warm-up in which the cards' sparklines fill up (50 s), over a window (25 s). gputop is
+  measured there a second time in a truecolor terminal (``COLORTERM=truecolor``, as a
+  desktop terminal sets it), where each colour change is about 18 bytes instead of 11: the
+  report's ``gputop truecolor`` column.
 
 The dashboards start with a recorder's store present (issue 19): ``gputop record`` runs on
 the same scenario through the whole bench, into the default store of a private state
@@ -43,6 +48,7 @@ machine does: the load average is printed; run it more than once.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -232,9 +238,10 @@ def _floor_keys_pressed(terminal: PtyTerminal) -> int | None:
 
 
 def spawn(subject: Subject) -> PtyTerminal:
-    env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", **dict(subject.environ))
+    env = dict(os.environ, TERM="xterm-256color")
     # As installed: bytecode cached (pip compiles it, Python writes it on a first run).
     for name in (
+        "COLORTERM",  # as over SSH and in tmux: a subject sets it to measure truecolor
         "PYTHONDONTWRITEBYTECODE",
         "NO_COLOR",
         "TEXTUAL",
@@ -243,7 +250,17 @@ def spawn(subject: Subject) -> PtyTerminal:
         "CUDA_VISIBLE_DEVICES",
     ):
         env.pop(name, None)
+    env.update(subject.environ)
     return PtyTerminal.spawn(subject.command, env, COLUMNS, ROWS)
+
+
+def in_truecolor(subject: Subject) -> Subject:
+    """``subject`` in a terminal that says it takes 24-bit colour (``COLORTERM``)."""
+    return dataclasses.replace(
+        subject,
+        name=f"{subject.name} truecolor",
+        environ=(*subject.environ, ("COLORTERM", "truecolor")),
+    )
 
 
 def wait_for_frame(subject: Subject, terminal: PtyTerminal) -> float:
@@ -551,7 +568,9 @@ def main(argv: list[str] | None = None) -> int:
             apps = (*apps, nvitop_subject(args.nvitop, scenario))
         results = {app.name: Figures() for app in apps}
         measure_starts(apps, max(args.runs, 1), max(args.keys, 1), results)
-        measure_steady(apps, max(args.steady_runs, 1), args.warmup, args.window, results)
+        steady = (*apps, in_truecolor(apps[0]))
+        results[steady[-1].name] = Figures()
+        measure_steady(steady, max(args.steady_runs, 1), args.warmup, args.window, results)
     load_after = os.getloadavg()
     header = (
         f"dgx-h100{' (busy: every reading moves)' if args.busy else ''} with {stand_ins} "

@@ -67,24 +67,24 @@ SIMULATED_BASE_MEMORY_BYTES = 6 * GIB
 
 
 def simulated_host_stats(
-    cpu_percents: Iterable[float | None],
+    load: tuple[float, float, float],
     host_memory: Iterable[int | None],
     uptime_s: float,
 ) -> HostStats:
-    """A simulated host: its load is the simulated processes' CPU (100 % is one CPU busy),
-    its memory theirs plus the system's, its uptime the scenario's."""
-    load = sum(c for c in cpu_percents if c is not None) / 100.0
+    """A simulated host: its load averages (1, 5 and 15 minutes) are the simulated
+    processes' (the fake works them out as a kernel does), its memory theirs plus the
+    system's, its uptime the scenario's."""
     used = SIMULATED_BASE_MEMORY_BYTES + sum(m for m in host_memory if m is not None)
     total = SIMULATED_MEMORY_BYTES
     while total < used * 1.5:  # a machine big enough for its processes, with room to spare
         total *= 2
     cpus = SIMULATED_CPUS
-    while cpus < load * 1.5:
+    while cpus < max(load) * 1.5:
         cpus *= 2
     return HostStats(
-        load_1m=load,
-        load_5m=load,
-        load_15m=load,
+        load_1m=load[0],
+        load_5m=load[1],
+        load_15m=load[2],
         cpu_count=cpus,
         memory_used_bytes=used,
         memory_total_bytes=total,

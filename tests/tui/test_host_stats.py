@@ -10,6 +10,7 @@ import psutil
 import pytest
 from helpers.dashboard import first_sample, make_app
 
+from gputop.core.fake import load_fake_nvml
 from gputop.core.host_stats import (
     GIB,
     HostStats,
@@ -46,8 +47,8 @@ def test_readings_that_failed_show_as_n_a_never_as_nan() -> None:
 
 
 def test_a_simulated_host_is_as_big_as_its_processes_need() -> None:
-    stats = simulated_host_stats([9000.0, None, 3000.0], [600 * GIB, None], uptime_s=10.0)
-    assert stats.load_1m == pytest.approx(120.0)
+    stats = simulated_host_stats((120.0, 90.0, 60.0), [600 * GIB, None], uptime_s=10.0)
+    assert (stats.load_1m, stats.load_5m, stats.load_15m) == (120.0, 90.0, 60.0)
     assert stats.cpu_count is not None and stats.cpu_count >= 180
     assert stats.memory_used_bytes is not None and stats.memory_total_bytes is not None
     assert stats.memory_used_bytes * 1.5 <= stats.memory_total_bytes
@@ -97,3 +98,37 @@ def test_a_simulated_hosts_load_moves_every_five_seconds_as_a_kernels_does() -> 
     assert loads[100.0][0] == loads[101.0][0] == loads[104.0][0]
     assert loads[105.0][0] != loads[104.0][0] or loads[111.0][0] != loads[105.0][0]
     assert len({memory for _, memory in loads.values()}) > 1
+
+
+def test_a_simulated_hosts_three_load_averages_follow_its_load_as_a_kernels_do() -> None:
+    """1, 5 and 15 minutes: each moves towards the CPUs busy at each 5 s recomputation by its
+    own time constant, so after the load has moved they differ, the 1-minute one nearest to
+    the load of the moment; a clock that steps back starts them again, never a NaN."""
+    nvml = load_fake_nvml("dgx-h100", frozen_time=100.0)
+    nvml.nvmlInit()
+    try:
+        first, _ = nvml.simulated_host_load()
+        assert first[0] == first[1] == first[2] > 0  # as busy for a while: all the same
+        busy = []
+        for t in range(105, 605, 5):  # ten minutes of scenario time
+            nvml.set_time(float(t))
+            averages, _ = nvml.simulated_host_load()
+            busy.append(nvml._busy_cpus(float(t)))
+        assert len(set(averages)) == 3
+        # a kernel's recurrence for each average, in floating point
+        expected = []
+        for window in (60.0, 300.0, 900.0):
+            decay, average = math.exp(-5.0 / window), first[0]
+            for load in busy:
+                average = average * decay + load * (1.0 - decay)
+            expected.append(average)
+        assert list(averages) == pytest.approx(expected)
+        assert all(min([*busy, first[0]]) <= a <= max([*busy, first[0]]) for a in averages)
+        nvml.set_time(50.0)  # a clock stepped back
+        stepped, _ = nvml.simulated_host_load()
+        assert stepped[0] == stepped[1] == stepped[2] == nvml._busy_cpus(50.0)
+        nvml.set_time(50.0 + 3600.0)  # an hour later at once: starts again too
+        later, _ = nvml.simulated_host_load()
+        assert later[0] == later[1] == later[2] and all(map(math.isfinite, later))
+    finally:
+        nvml.nvmlShutdown()

@@ -25,6 +25,14 @@ from gputop.core.fake.signals import Signal
 LOAD_EVERY_S = 5.0
 """How often a Linux kernel recomputes its load averages (``LOAD_FREQ``, 5 s): the simulated
 host's load moves as often, not every second."""
+LOAD_WINDOWS_S = (60.0, 300.0, 900.0)
+"""The load averages' time constants: 1, 5 and 15 minutes."""
+LOAD_DECAY = tuple(math.exp(-LOAD_EVERY_S / window) for window in LOAD_WINDOWS_S)
+"""What each average keeps of itself at each recomputation (the kernel's ``EXP_1``,
+``EXP_5``, ``EXP_15``)."""
+LOAD_CATCH_UP_TICKS = 36
+"""At most this many recomputations are caught up at once (3 minutes); after a longer gap
+(a fast or a stepped clock) the averages start again from the load of the moment."""
 
 SIMULATED_UP_BEFORE_S = 86400.0
 """The simulated machine was up this long before its oldest process started."""
@@ -50,8 +58,8 @@ class SimulatedProcess:
 class ProcessCalls(FakeNvmlBase):
     """Compute and graphics process lists, process utilisation, simulated host facts."""
 
-    _load: tuple[float, list[float]] | None = None
-    """The host's CPU as last worked out: (scenario time, each process's percent)."""
+    _load: tuple[float, tuple[float, float, float]] | None = None
+    """The host's load averages as last worked out: (scenario time, 1, 5 and 15 minutes)."""
 
     @nvml_function("any")
     def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeDeviceHandle) -> list[Any]:
@@ -118,25 +126,45 @@ class ProcessCalls(FakeNvmlBase):
         process = self._described_processes.get(pid)
         return self._host_facts(process) if process is not None else None
 
-    def simulated_host_load(self) -> tuple[list[float], list[int]]:
-        """Every described process's CPU percent and host memory, where the scenario gives
-        them (the host line: only these two, without building each process). The CPU is
-        as at the last multiple of ``LOAD_EVERY_S`` of scenario time: a kernel recomputes
-        its load averages that often, while memory is read as it is now."""
+    def simulated_host_load(self) -> tuple[tuple[float, float, float], list[int]]:
+        """The host's load averages over 1, 5 and 15 minutes, and every described
+        process's host memory, where the scenario gives it (the host line). The load is
+        worked out as a Linux kernel does: every ``LOAD_EVERY_S`` of scenario time, each
+        average moves towards the CPUs busy then (the described processes' CPU, 100 % is one
+        CPU) by its own time constant; at first all three are the load of the moment, a
+        machine that has been as busy for a while. Memory is read as it is now."""
         t = self.now()
+        tick = math.floor(t / LOAD_EVERY_S) * LOAD_EVERY_S
+        known = self._load
+        if known is None or not 0 <= tick - known[0] <= LOAD_CATCH_UP_TICKS * LOAD_EVERY_S:
+            busy = self._busy_cpus(tick)
+            self._load = (tick, (busy, busy, busy))
+        else:
+            at, averages = known
+            while at < tick:
+                at += LOAD_EVERY_S
+                busy = self._busy_cpus(at)
+                averages = tuple(  # type: ignore[assignment]
+                    a * decay + busy * (1.0 - decay)
+                    for a, decay in zip(averages, LOAD_DECAY, strict=True)
+                )
+            self._load = (tick, averages)
         processes = self._described_processes.values()
-        load_t = math.floor(t / LOAD_EVERY_S) * LOAD_EVERY_S
-        if self._load is None or self._load[0] != load_t:
-            cpu = [
-                max(0.0, p.cpu_percent.value_at(load_t))
-                for p in processes
-                if p.cpu_percent is not None
-            ]
-            self._load = (load_t, cpu)
         memory = [
             self._bytes(p.host_memory_mib, t) for p in processes if p.host_memory_mib is not None
         ]
         return self._load[1], memory
+
+    def _busy_cpus(self, t: float) -> float:
+        """The CPUs the described processes keep busy at scenario time ``t``."""
+        return (
+            sum(
+                max(0.0, p.cpu_percent.value_at(t))
+                for p in self._described_processes.values()
+                if p.cpu_percent is not None
+            )
+            / 100.0
+        )
 
     def simulated_sm_count(self, physical_index: int) -> int | None:
         """A whole GPU's SM count as a simulated CUDA driver gives it (cuDeviceGetAttribute):

@@ -115,8 +115,8 @@ def _open_fake(
         )
 
     def host_stats(now: float) -> HostStats:
-        cpu, memory = nvml.simulated_host_load()
-        return simulated_host_stats(cpu, memory, uptime_s=nvml.simulated_uptime_s())
+        load, memory = nvml.simulated_host_load()
+        return simulated_host_stats(load, memory, uptime_s=nvml.simulated_uptime_s())
 
     backend = NvmlBackend(
         nvml,

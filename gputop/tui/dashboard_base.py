@@ -37,7 +37,6 @@ from gputop.core.jobs.service import JobsService, Severity
 from gputop.core.model import ProcessOrigin
 from gputop.core.process_control import signal_own_process
 from gputop.core.safe_text import clean, clean_lines
-from gputop.core.slurm.submit import cancel as cancel_slurm_job
 from gputop.core.users import current_user
 from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
 from gputop.tui.diff_driver import driver_with_screen_diff, forget_screens
@@ -57,6 +56,13 @@ from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 MIN_TABLE_ROWS = 12
 """The fewest lines the process table keeps below the cards before the layout is compact."""
+
+
+def _cancel_slurm_job(slurm_job_id: int) -> None:
+    """``scancel``, imported when a job is first stopped: not before the first frame."""
+    from gputop.core.slurm.submit import cancel
+
+    cancel(slurm_job_id)
 
 
 class _ReportedByGputop(Exception):
@@ -129,7 +135,7 @@ class DashboardApp(ExceptionHook, ReportsWorkerFailures, App[None]):
             cwd=cwd or os.getcwd(),
             job_environ=job_environ,
             report=self.report_jobs_problem,
-            cancel_in_slurm=cancel_slurm_job,
+            cancel_in_slurm=_cancel_slurm_job,
         )
         self._stop = threading.Event()
         """Set when the app unmounts: the sampling thread ends at its next wait."""

@@ -27,7 +27,6 @@ from gputop.core.model import Snapshot
 from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.job_log import JobLogScreen
-from gputop.tui.screens.launch import LaunchContext, LaunchScreen
 from gputop.tui.textual_compat import app_closing
 from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
@@ -111,6 +110,10 @@ class JobsActions(App[None]):
             self.query_one(GpuGrid).focus()
 
     def action_launch(self) -> None:
+        # The launch dialog (and its widgets) is imported when first opened, not before the
+        # dashboard's first frame (docs/speed.md).
+        from gputop.tui.screens.launch import LaunchContext, LaunchScreen
+
         if self.snapshot is None:
             self.notify("No GPU reading yet: try again in a moment.")
             return

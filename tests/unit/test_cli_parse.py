@@ -73,6 +73,27 @@ def test_the_dashboards_command_line_imports_no_other_commands_module() -> None:
     assert helped.returncode == 0 and "snapshot" in helped.stdout and "report" in helped.stdout
 
 
+def test_the_dashboard_imports_what_launches_and_stops_jobs_only_when_used() -> None:
+    """The launch dialog, the launchers, Slurm's submission and package metadata are not
+    imported before the dashboard's first frame (docs/speed.md, "The first frame"); the
+    tests that launch from the dashboard show they still come when asked for."""
+    later = (
+        "gputop.tui.screens.launch",
+        "gputop.core.jobs.launch",
+        "gputop.core.slurm.submit",
+        "importlib.metadata",
+    )
+    code = (
+        "import sys\n"
+        "import gputop.cli.dashboard, gputop.tui.app, gputop.core.sampling.source\n"
+        f"print(','.join(m for m in {later!r} if m in sys.modules) or 'none')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip().splitlines()[-1] == "none", done.stderr
+
+
 def test_a_dashboard_mistake_is_told_by_the_whole_parser(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

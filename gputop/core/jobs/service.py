@@ -23,15 +23,17 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.launch import LaunchRequest, launch_job
 from gputop.core.jobs.logs import last_line
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.stop import SlurmCanceller, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import ProcessOrigin, Snapshot
+
+if TYPE_CHECKING:
+    from gputop.core.jobs.launch import LaunchRequest
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,8 @@ class JobsService:
         supervisor cannot be started."""
         store = JobStore.open(self.state_dir, repair=True)
         try:
+            from gputop.core.jobs.launch import launch_job  # not before the first frame
+
             return launch_job(store, request, snapshot, environ)
         finally:
             store.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +204,8 @@ REQUIRED_BINDING_NAMES = ("_nvmlGetFunctionPointer", "c_nvmlMemory_v2_t", "nvmlM
 
 
 def _distribution_version(name: str) -> str | None:
+    from importlib import metadata  # only for a message: not on every start (docs/speed.md)
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -88,6 +88,13 @@ def test_without_a_canceller_a_slurm_job_is_refused_with_what_to_do(tmp_path: Pa
         assert not store.get(job_id).stop_requested
 
 
-def test_the_dashboard_hands_its_jobs_service_slurms_scancel() -> None:
+def test_the_dashboard_hands_its_jobs_service_slurms_scancel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cancelled: list[int] = []
+    monkeypatch.setattr(submit, "cancel", cancelled.append)  # scancel, imported when used
     app = make_app("v100x4")
-    assert app.jobs_service.cancel_in_slurm is submit.cancel
+    canceller = app.jobs_service.cancel_in_slurm
+    assert canceller is not None
+    canceller(SLURM_JOB_ID)
+    assert cancelled == [SLURM_JOB_ID]

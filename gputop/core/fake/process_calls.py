@@ -140,15 +140,15 @@ class ProcessCalls(FakeNvmlBase):
             busy = self._busy_cpus(tick)
             self._load = (tick, (busy, busy, busy))
         else:
-            at, averages = known
+            at, (one, five, fifteen) = known
             while at < tick:
                 at += LOAD_EVERY_S
                 busy = self._busy_cpus(at)
-                averages = tuple(  # type: ignore[assignment]
-                    a * decay + busy * (1.0 - decay)
-                    for a, decay in zip(averages, LOAD_DECAY, strict=True)
+                one, five, fifteen = (
+                    average * decay + busy * (1.0 - decay)
+                    for average, decay in zip((one, five, fifteen), LOAD_DECAY, strict=True)
                 )
-            self._load = (tick, averages)
+            self._load = (tick, (one, five, fifteen))
         processes = self._described_processes.values()
         memory = [
             self._bytes(p.host_memory_mib, t) for p in processes if p.host_memory_mib is not None

@@ -26,10 +26,18 @@ import re
 
 from rich.cells import cell_len, get_character_cell_size
 
+from gputop.tui.screen_pens import (
+    RESET,
+    RESET_PEN,
+    Pen,
+    change_pen,
+    pen_of,
+    pen_order,
+)
+
 Run = tuple[int, int, str, str]
 """Text a frame writes: row, column, the characters, and the SGR sequences before them."""
 
-RESET = "\x1b[0m"
 HOME = "\x1b[1;1H"
 """The move that ends a frame when no widget wants the (hidden) cursor anywhere: Textual's
 ``App.cursor_position`` is then the top-left cell. Not sent (docs/screen-diff.md)."""
@@ -88,7 +96,7 @@ class ScreenDiff:
         """Where the last frame left the cursor, when it was not sent home (row, column;
         ``HOME``): the next frame's first move starts from there. Only the next call of
         ``filter`` may use it."""
-        self._pen: _Pen | None = _RESET_PEN
+        self._pen: Pen | None = RESET_PEN
         """The terminal's pen after the last frame (None: not known). A frame ends in the
         pen of its last colour and the next starts from it (docs/screen-diff.md)."""
         self.last_outcome = UNCHANGED
@@ -111,8 +119,8 @@ class ScreenDiff:
     def release_pen(self) -> str:
         """What resets the terminal's pen, if a frame left it set (before the application
         leaves the terminal to others); the pen is then reset."""
-        kept, self._pen = self._pen, _RESET_PEN
-        return "" if kept == _RESET_PEN else RESET
+        kept, self._pen = self._pen, RESET_PEN
+        return "" if kept == RESET_PEN else RESET
 
     def filter(self, data: str, size: tuple[int, int] | None) -> str:
         """What to write instead of ``data`` for a terminal of ``size`` (columns, rows)."""
@@ -124,9 +132,9 @@ class ScreenDiff:
         # else leaves one not known.
         if self.line_feeds and "\n" in data:
             out = _BARE_LINE_FEED.sub("\r\n", data)
-        if self._pen != _RESET_PEN:
+        if self._pen != RESET_PEN:
             out = RESET + out
-        self._pen = _RESET_PEN if self.last_outcome == WHOLE else None
+        self._pen = RESET_PEN if self.last_outcome == WHOLE else None
         return out
 
     def _filter(self, data: str, size: tuple[int, int] | None) -> str:
@@ -331,11 +339,11 @@ class ScreenDiff:
         row, column = cursor or (-1, -1)  # where the terminal's cursor is
         shift_ending_at = {(y, last): first for y, first, last in shifts}
         feeds = self.line_feeds
-        for sgr in _pen_order(groups, pen):
+        for sgr in pen_order(groups, pen):
             cells = groups[sgr]
-            target = _pen(sgr)
+            target = pen_of(sgr)
             if target != pen:
-                out.append(_change_pen(pen, target, sgr))
+                out.append(change_pen(pen, target, sgr))
                 pen = target
             for y, x in cells:
                 chars, sgrs = self._chars[y], self._sgrs[y]
@@ -366,81 +374,6 @@ class ScreenDiff:
         if all(_narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x)):
             return "".join(chars[g] or "" for g in range(column, x))
         return None
-
-
-def _pen_order(groups: dict[str, list[tuple[int, int]]], pen: _Pen | None) -> list[str]:
-    """The colours in an order that changes the pen with few bytes, from the terminal's
-    ``pen``: each time the one nearest to the last (the same background, say, needs only the
-    foreground; in screen order where they cost the same), then improved by moving runs of
-    one to three colours elsewhere in the order while that saves bytes (docs/screen-diff.md).
-    """
-    sgrs = list(groups)
-    count = len(sgrs)
-    pens = [pen, *map(_pen, sgrs)]
-    # cost[a][b]: the bytes from pen a to the colour b (1 to count; 0 is the terminal's pen)
-    cost = [[0, *(_pen_cost(pens[a], sgr) for sgr in sgrs)] for a in range(count + 1)]
-    left = list(range(1, count + 1))
-    order: list[int] = []
-    last = 0
-    while left:
-        costs = cost[last]
-        last = min(left, key=costs.__getitem__)
-        left.remove(last)
-        order.append(last)
-    if count >= 3:
-        _shorten(order, cost)
-    return [sgrs[i - 1] for i in order]
-
-
-def _shorten(order: list[int], cost: list[list[int]]) -> None:
-    """Move runs of one to three colours of ``order`` elsewhere in it while that makes the
-    pen changes fewer bytes (or-opt; index 0 of ``cost`` is the pen the order starts from,
-    and nothing follows its last colour)."""
-    count = len(order)
-
-    def step(a: int, b: int | None) -> int:
-        return 0 if b is None else cost[a][b]
-
-    moved = True
-    while moved:
-        moved = False
-        for length in (1, 2, 3):
-            for i in range(count - length + 1):
-                first, last = order[i], order[i + length - 1]
-                before = order[i - 1] if i else 0
-                after = order[i + length] if i + length < count else None
-                saved = cost[before][first] + step(last, after) - step(before, after)
-                for j in range(count + 1):  # between order[j - 1] and order[j]
-                    if i <= j <= i + length:
-                        continue
-                    a = order[j - 1] if j else 0
-                    b = order[j] if j < count else None
-                    if cost[a][first] + step(last, b) - step(a, b) < saved:
-                        run = order[i : i + length]
-                        del order[i : i + length]
-                        at = j if j < i else j - length
-                        order[at:at] = run
-                        moved = True
-                        break
-                if moved:
-                    break
-            if moved:
-                break
-
-
-_pen_costs: dict[tuple[_Pen | None, str], int] = {}
-
-
-def _pen_cost(pen: _Pen | None, sgr: str) -> int:
-    """The bytes that turn the pen ``pen`` into the colour ``sgr`` (0 if it is that)."""
-    key = (pen, sgr)
-    known = _pen_costs.get(key)
-    if known is None:
-        target = _pen(sgr)
-        known = 0 if target == pen else len(_change_pen(pen, target, sgr))
-        if len(_pen_costs) < 16384:
-            _pen_costs[key] = known
-    return known
 
 
 def _move(y: int, x: int, row: int, column: int, columns: int, feeds: bool = False) -> str:
@@ -481,99 +414,12 @@ def _bytes(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
-_Pen = tuple[frozenset[int], str, str]
-"""A terminal's pen: its flags (1 bold, 2 dim, 3 italic, ...), foreground and background
-(each as its SGR parameters, ``""`` for the default)."""
-
-_RESET_PEN: _Pen = (frozenset(), "", "")
-_FLAG_OFF = {1: 22, 2: 22, 3: 23, 4: 24, 5: 25, 7: 27, 8: 28, 9: 29}
-_pens: dict[str, _Pen | None] = {}
-
-
-def _pen(sgr: str) -> _Pen | None:
-    """The pen ``sgr`` (a run of SGR sequences) leaves, from a reset; None if not followed."""
-    known = _pens.get(sgr, _RESET_PEN)
-    if known is not _RESET_PEN or sgr in _pens:
-        return known
-    flags: set[int] = set()
-    foreground = background = ""
-    pen: _Pen | None = None
-    try:
-        for sequence in re.findall(r"\x1b\[([0-9;]*)m", sgr):
-            params = [int(p) if p else 0 for p in sequence.split(";")]
-            i = 0
-            while i < len(params):
-                code = params[i]
-                if code == 0:
-                    flags, foreground, background = set(), "", ""
-                elif code in _FLAG_OFF:
-                    flags.add(code)
-                elif code in (38, 48):
-                    width = 5 if params[i + 1] == 2 else 3 if params[i + 1] == 5 else 0
-                    if not width or i + width > len(params):
-                        raise ValueError(sequence)
-                    colour = ";".join(str(p) for p in params[i : i + width])
-                    if code == 38:
-                        foreground = colour
-                    else:
-                        background = colour
-                    i += width - 1
-                elif 30 <= code <= 37 or 90 <= code <= 97:
-                    foreground = str(code)
-                elif 40 <= code <= 47 or 100 <= code <= 107:
-                    background = str(code)
-                elif code == 39:
-                    foreground = ""
-                elif code == 49:
-                    background = ""
-                else:
-                    raise ValueError(sequence)
-                i += 1
-        pen = (frozenset(flags), foreground, background)
-    except (ValueError, IndexError):
-        pen = None
-    if len(_pens) < 4096:
-        _pens[sgr] = pen
-    return pen
-
-
-def _change_pen(current: _Pen | None, target: _Pen | None, sgr: str) -> str:
-    """The shortest SGR sequence that turns the pen ``current`` into ``target``."""
-    if current is None or target is None:
-        return _select(sgr)
-    flags, foreground, background = target
-    params: list[str] = []
-    dropped = current[0] - flags
-    if dropped:
-        params.extend(sorted({str(_FLAG_OFF[f]) for f in dropped}))
-        # 22 turns off both bold and dim: set again whichever of them stays on
-        if 22 in {_FLAG_OFF[f] for f in dropped}:
-            params.extend(str(f) for f in sorted(flags & {1, 2}))
-    params.extend(str(f) for f in sorted(flags - current[0]))
-    if foreground != current[1]:
-        params.append(foreground or "39")
-    if background != current[2]:
-        params.append(background or "49")
-    delta = f"\x1b[{';'.join(params)}m"
-    full = _select(sgr)
-    return delta if len(delta) < len(full) else full
-
-
 def _wide(char: str | None) -> bool:
     return char is not None and not char.isascii() and cell_len(char) == 2
 
 
 def _narrow(char: str | None) -> bool:
     return char is not None and char != "" and (char.isascii() or cell_len(char) == 1)
-
-
-def _select(sgr: str) -> str:
-    """Reset and set ``sgr`` in one sequence where it is a single one."""
-    if not sgr:
-        return RESET
-    if sgr.count("\x1b[") == 1:
-        return "\x1b[0;" + sgr[2:]
-    return RESET + sgr
 
 
 def _parse(data: str) -> tuple[list[Run], str | None] | None:

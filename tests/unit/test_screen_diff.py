@@ -19,10 +19,8 @@ from gputop.tui.screen_diff import (
     UNCHANGED,
     WHOLE,
     ScreenDiff,
-    _change_pen,
-    _pen,
-    _pen_order,
 )
+from gputop.tui.screen_pens import change_pen, pen_of, pen_order
 from gputop.tui.textual_compat import QuietInput
 
 SIZE = (12, 4)
@@ -130,23 +128,23 @@ def test_the_order_of_colours_is_never_dearer_than_the_nearest_each_time(
     colours: list[str], start: list[str]
 ) -> None:
     def cost(pen: object, sgr: str) -> int:
-        return 0 if _pen(sgr) == pen else len(_change_pen(pen, _pen(sgr), sgr))  # type: ignore[arg-type]
+        return 0 if pen_of(sgr) == pen else len(change_pen(pen, pen_of(sgr), sgr))  # type: ignore[arg-type]
 
     def total(order: list[str], pen: object) -> int:
         spent = 0
         for sgr in order:
-            spent, pen = spent + cost(pen, sgr), _pen(sgr)
+            spent, pen = spent + cost(pen, sgr), pen_of(sgr)
         return spent
 
-    pen = _pen(start[0])
-    order = _pen_order({sgr: [] for sgr in colours}, pen)
+    pen = pen_of(start[0])
+    order = pen_order({sgr: [] for sgr in colours}, pen)
     assert sorted(order) == sorted(colours)
     nearest, left, at = [], list(colours), pen
     while left:
         sgr = min(left, key=lambda s: cost(at, s))
         left.remove(sgr)
         nearest.append(sgr)
-        at = _pen(sgr)
+        at = pen_of(sgr)
     assert total(order, pen) <= total(nearest, pen)
 
 
@@ -453,3 +451,4 @@ def test_modes_and_cursor_moves_are_passed_on_as_unchanged() -> None:
     for data in ("\x1b[?25l", "\x1b[?2026$p", "\x1b[2;3H"):
         assert diff.filter(data, SIZE) == data
         assert diff.last_outcome == UNCHANGED
+

@@ -178,6 +178,8 @@ class ScreenDiff:
         elif cursor is not None and (update or cursor != self._cursor):
             update.append(cursor)
             self._cursor = cursor
+        elif update:  # the cursor is no longer where the last move sent put it
+            self._cursor = None
         return "".join(update)
 
     # -- internals -----------------------------------------------------------------------

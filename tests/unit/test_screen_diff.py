@@ -452,3 +452,11 @@ def test_modes_and_cursor_moves_are_passed_on_as_unchanged() -> None:
         assert diff.filter(data, SIZE) == data
         assert diff.last_outcome == UNCHANGED
 
+
+def test_a_cursor_move_is_sent_again_after_an_update_that_moved_the_cursor() -> None:
+    # Found by the generated frames: a frame that ends with text (no cursor move) leaves the
+    # terminal's cursor after it, so the same move as before must be sent again.
+    diff = ScreenDiff()
+    diff.filter(frame((0, 0, "", "a")) + "\x1b[4;1H", SIZE)
+    assert diff.filter(frame((0, 0, "", "b")), SIZE) == "\x1b[1Hb"
+    assert diff.filter(frame((0, 0, "", "b")) + "\x1b[4;1H", SIZE) == "\x1b[4;1H"

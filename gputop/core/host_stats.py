@@ -70,16 +70,23 @@ def simulated_host_stats(
     load: tuple[float, float, float],
     host_memory: Iterable[int | None],
     uptime_s: float,
+    peak: tuple[float, int] = (0.0, 0),
 ) -> HostStats:
     """A simulated host: its load averages (1, 5 and 15 minutes) are the simulated
     processes' (the fake works them out as a kernel does), its memory theirs plus the
-    system's, its uptime the scenario's."""
+    system's, its uptime the scenario's. It is as big as ``peak`` (the most CPUs its
+    processes can keep busy, the most host memory they can hold) needs, with room to spare,
+    and never bigger than that at one moment and smaller at the next: a machine's CPUs and
+    memory do not change while one watches (``load`` and ``host_memory`` larger than the peak
+    still fit)."""
     used = SIMULATED_BASE_MEMORY_BYTES + sum(m for m in host_memory if m is not None)
+    peak_cpus, peak_memory = peak
+    most_used = max(used, SIMULATED_BASE_MEMORY_BYTES + peak_memory)
     total = SIMULATED_MEMORY_BYTES
-    while total < used * 1.5:  # a machine big enough for its processes, with room to spare
+    while total < most_used * 1.5:  # a machine big enough for its processes, with room to spare
         total *= 2
     cpus = SIMULATED_CPUS
-    while cpus < max(load) * 1.5:
+    while cpus < max(*load, peak_cpus) * 1.5:
         cpus *= 2
     return HostStats(
         load_1m=load[0],

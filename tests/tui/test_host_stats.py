@@ -10,7 +10,7 @@ import psutil
 import pytest
 from helpers.dashboard import first_sample, make_app
 
-from gputop.core.fake import load_fake_nvml
+from gputop.core.fake import BUILTIN_SCENARIOS, load_fake_nvml
 from gputop.core.host_stats import (
     GIB,
     HostStats,
@@ -132,3 +132,27 @@ def test_a_simulated_hosts_three_load_averages_follow_its_load_as_a_kernels_do()
         assert later[0] == later[1] == later[2] and all(map(math.isfinite, later))
     finally:
         nvml.nvmlShutdown()
+
+
+@pytest.mark.parametrize("scenario", BUILTIN_SCENARIOS)
+def test_a_simulated_hosts_cpus_and_memory_hold_while_its_load_moves(scenario: str) -> None:
+    """The simulated machine is sized once for the most its processes ever need (dgx-h100
+    showed 128 CPUs, then 256, as its load moved): over 20 minutes of scenario time its CPU
+    count and memory stay what they were, and still fit its busiest moment."""
+    backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": "0"})
+    try:
+        sizes, peak_load, peak_memory = set(), 0.0, 0
+        for t in range(0, 1200, 5):
+            backend.nvml.set_time(float(t))
+            stats = backend.sample().host_stats
+            assert stats is not None and stats.load_1m is not None
+            assert stats.memory_used_bytes is not None
+            sizes.add((stats.cpu_count, stats.memory_total_bytes))
+            peak_load = max(peak_load, stats.load_1m)
+            peak_memory = max(peak_memory, stats.memory_used_bytes)
+    finally:
+        backend.close()
+    assert len(sizes) == 1, sizes
+    ((cpus, memory_total),) = sizes
+    assert cpus is not None and memory_total is not None
+    assert peak_load * 1.5 <= cpus and peak_memory * 1.5 <= memory_total

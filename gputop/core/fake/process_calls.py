@@ -17,7 +17,13 @@ from typing import Any
 
 import pynvml
 
-from gputop.core.fake.base import FakeDeviceHandle, FakeNvmlBase, nvml_error, nvml_function
+from gputop.core.fake.base import (
+    MIB,
+    FakeDeviceHandle,
+    FakeNvmlBase,
+    nvml_error,
+    nvml_function,
+)
 from gputop.core.fake.pinned import PinnedScanner
 from gputop.core.fake.scenario_types import ScenarioProcess
 from gputop.core.fake.signals import Signal
@@ -154,6 +160,22 @@ class ProcessCalls(FakeNvmlBase):
             self._bytes(p.host_memory_mib, t) for p in processes if p.host_memory_mib is not None
         ]
         return self._load[1], memory
+
+    @functools.cached_property
+    def simulated_host_peak(self) -> tuple[float, int]:
+        """The most CPUs the described processes can ever keep busy together, and the most
+        host memory they can ever hold (bytes): what the simulated machine is sized for,
+        once, so its CPU count and memory do not change while its load moves."""
+        processes = self._described_processes.values()
+        cpus = sum(
+            max(0.0, p.cpu_percent.upper_bound()) for p in processes if p.cpu_percent is not None
+        )
+        memory = sum(
+            max(0, round(p.host_memory_mib.upper_bound() * MIB))
+            for p in processes
+            if p.host_memory_mib is not None
+        )
+        return cpus / 100.0, memory
 
     def _busy_cpus(self, t: float) -> float:
         """The CPUs the described processes keep busy at scenario time ``t``."""

@@ -109,6 +109,17 @@ class Signal:
             value = min(self.maximum, value)
         return value
 
+    def upper_bound(self) -> float:
+        """The most ``value_at`` can ever give: every sine at its crest and the jitter at
+        its top (a bound, met or not), clamped as the readings are."""
+        value = self.base + abs(self.amp) + sum(abs(wave.amp) for wave in self.waves)
+        value += abs(self.jitter)
+        if self.maximum is not None:
+            value = min(self.maximum, value)
+        if self.minimum is not None:
+            value = max(self.minimum, value)
+        return value
+
 
 class _NumberReader:
     """Reads numeric keys of one signal object, naming the exact key in errors."""

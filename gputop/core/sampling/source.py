@@ -115,7 +115,9 @@ def _open_fake(
 
     def host_stats(now: float) -> HostStats:
         load, memory = nvml.simulated_host_load()
-        return simulated_host_stats(load, memory, uptime_s=nvml.simulated_uptime_s())
+        return simulated_host_stats(
+            load, memory, uptime_s=nvml.simulated_uptime_s(), peak=nvml.simulated_host_peak
+        )
 
     backend = NvmlBackend(
         nvml,

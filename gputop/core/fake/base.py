@@ -80,6 +80,14 @@ class FakeNvmlBase:
         self._speed = speed
         self._t0 = time.monotonic()
         self._epoch_at_zero = scenario.start_time if frozen_time is not None else time.time()
+        self._processes_epoch = (
+            scenario.start_time if frozen_time is not None else _this_machines_boot()
+        )
+        """What the scenario's process start times (``started_s_ago``) count back from: the
+        scenario's t=0 on a frozen clock; on a running one this machine's boot, the same in
+        every run until it reboots, so a simulated process keeps its pid and start time
+        across runs (the history store knows a process by both) and its age stays that of
+        a process of this machine's uptime, not of the scenario's date."""
         self._init_count = 0
 
     @property
@@ -114,6 +122,11 @@ class FakeNvmlBase:
         if self._speed != 1.0:
             return self._epoch_at_zero + self.now()
         return time.time()
+
+    def _process_start_epoch(self, started_s_ago: float) -> float:
+        """The epoch time a simulated process started, ``started_s_ago`` before the
+        processes' origin (``_processes_epoch``): the same in every run."""
+        return self._processes_epoch - started_s_ago
 
     def _driver_before(self, branch: int) -> bool:
         """Whether the scenario's ``driver_version`` is of a branch older than ``branch``
@@ -196,3 +209,14 @@ class FakeNvmlBase:
         if value is None:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return value
+
+
+def _this_machines_boot() -> float:
+    """The kernel's boot time (``btime`` of ``/proc/stat``, whole seconds, the same for every
+    process until a reboot or a clock step); now where it cannot be read."""
+    import psutil
+
+    try:
+        return float(psutil.boot_time())
+    except (OSError, RuntimeError):
+        return time.time()

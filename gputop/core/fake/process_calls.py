@@ -202,7 +202,8 @@ class ProcessCalls(FakeNvmlBase):
     def simulated_uptime_s(self) -> float:
         """How long the simulated machine has been up: it booted a day before its oldest
         process started, so no simulated process predates its boot."""
-        return max(0.0, self.now()) + self._oldest_start_s_ago + SIMULATED_UP_BEFORE_S
+        since_origin = max(0.0, self.epoch_time() - self._process_start_epoch(0.0))
+        return since_origin + self._oldest_start_s_ago + SIMULATED_UP_BEFORE_S
 
     @functools.cached_property
     def _oldest_start_s_ago(self) -> float:
@@ -233,7 +234,7 @@ class ProcessCalls(FakeNvmlBase):
             ),
             host_memory_bytes=self._bytes(memory, t) if memory is not None else None,
             start_time=(
-                self._epoch_at(-process.started_s_ago)
+                self._process_start_epoch(process.started_s_ago)
                 if process.started_s_ago is not None
                 else None
             ),

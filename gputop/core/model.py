@@ -178,6 +178,89 @@ class GpuClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class EccCounts:
+    """ECC error counts (nvmlDeviceGetTotalEccErrors); each ``None`` where NVML does not give
+    it. Volatile counts start again when the driver loads, aggregate ones last the board's
+    life (docs/health.md)."""
+
+    corrected_volatile: int | None = None
+    uncorrected_volatile: int | None = None
+    corrected_aggregate: int | None = None
+    uncorrected_aggregate: int | None = None
+
+    def known(self) -> bool:
+        return any(v is not None for v in self.values())
+
+    def values(self) -> tuple[int | None, ...]:
+        return (
+            self.corrected_volatile,
+            self.uncorrected_volatile,
+            self.corrected_aggregate,
+            self.uncorrected_aggregate,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RetiredPages:
+    """Pages of memory retired by cause, and whether some wait for the next driver load
+    (pre-Ampere data-centre boards; docs/health.md)."""
+
+    single_bit: int | None = None
+    """Retired for multiple single-bit (corrected) errors."""
+    double_bit: int | None = None
+    """Retired for a double-bit (uncorrected) error."""
+    pending: bool | None = None
+
+    def known(self) -> bool:
+        return any(v is not None for v in (self.single_bit, self.double_bit, self.pending))
+
+
+@dataclass(frozen=True, slots=True)
+class RemappedRows:
+    """Memory rows remapped to spares (Ampere and newer; nvmlDeviceGetRemappedRows)."""
+
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    """A remap waits for a GPU reset to take effect."""
+    failed: bool
+    """A remap failed: no spare row was left."""
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """One Xid the driver reported for a GPU (gputop/core/xid.py names the codes)."""
+
+    xid: int
+    time: float
+    """Epoch seconds when gputop received it (the first of a coalesced run)."""
+    count: int = 1
+    """How many of this Xid arrived in a row, coalesced into this one event."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuHealth:
+    """The signs that a card is failing (docs/health.md); ``None`` where the card or the
+    driver does not have the signal, never 0 for "unknown"."""
+
+    ecc: EccCounts | None = None
+    retired_pages: RetiredPages | None = None
+    remapped_rows: RemappedRows | None = None
+    pcie_replays: int | None = None
+    nvlink_crc_errors: int | None = None
+    """CRC (flit) errors summed over the active NVLink links."""
+    xid_events: tuple[XidEvent, ...] | None = None
+    """Recent Xids, oldest first; ``None`` where no Xid source is open to this process (not
+    "no Xid")."""
+    xid_counts: tuple[tuple[int, int], ...] = ()
+    """Every Xid counted since gputop started, as (code, count), by code."""
+    refused: tuple[str, ...] = ()
+    """NVML calls this user may not make (NO_PERMISSION), so their readings are unknown."""
+    read_at: float | None = None
+    """Epoch seconds of the counters' reading (they are read less often than a sample)."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     physical_index: int
     uuid: str | None
@@ -244,6 +327,9 @@ class GpuSample:
     up here."""
     unclaimed_users: tuple[str, ...] = ()
     """Users whose processes run here without a claim of theirs, while claims are in use."""
+    health: GpuHealth | None = None
+    """ECC, retired pages, remapped rows, link errors and Xids (docs/health.md); ``None``
+    where not read (a lost or refused card, a reader that does not ask)."""
 
     @property
     def short_uuid(self) -> str | None:

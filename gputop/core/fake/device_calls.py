@@ -38,7 +38,7 @@ class FakePciInfo(ctypes.Structure):
 
 
 class DeviceCalls(FakeNvmlBase):
-    """Identity, memory, sensors, clocks, modes, ECC, PCIe and NVLink of one GPU."""
+    """Identity, memory, sensors, clocks, modes, PCIe and NVLink of one GPU."""
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -208,17 +208,7 @@ class DeviceCalls(FakeNvmlBase):
     def nvmlDeviceGetComputeMode(self, handle: FakeDeviceHandle) -> int:
         return int(self._static(self._gpu(handle).compute_mode))
 
-    # -- ECC, PCIe, NVLink --------------------------------------------------------------------
-
-    @nvml_function()
-    def nvmlDeviceGetTotalEccErrors(
-        self, handle: FakeDeviceHandle, error_type: int, counter_type: int
-    ) -> int:
-        """The scenario's uncorrected count (volatile and aggregate); corrected errors are 0."""
-        if error_type not in (0, 1) or counter_type not in (0, 1):
-            nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        count = int(self._static(self._gpu(handle).ecc_uncorrected_volatile))
-        return count if error_type == pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED else 0
+    # -- PCIe, NVLink (ECC and link errors: health_calls.py) ------------------------------
 
     @nvml_function()
     def nvmlDeviceGetPcieThroughput(self, handle: FakeDeviceHandle, counter: int) -> int:

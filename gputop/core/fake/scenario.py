@@ -62,8 +62,10 @@ from gputop.core.fake.scenario_types import (
     MaxClocks,
     Scenario,
     ScenarioGpu,
+    ScenarioHealth,
     ScenarioMigDevice,
     ScenarioProcess,
+    ScenarioXid,
 )
 
 __all__ = [
@@ -121,6 +123,19 @@ _READINGS = (
     "nvlink_tx_kbps",
     "nvlink_rx_kbps",
 )
+_HEALTH_KEYS = (
+    "ecc_corrected_volatile",
+    "ecc_corrected_aggregate",
+    "ecc_uncorrected_aggregate",
+    "retired_pages",
+    "remapped_rows",
+    "pcie_replays",
+    "nvlink_crc_errors",
+    "xid_events",
+)
+"""A card's health answers (docs/scenario.md, fake/health_calls.py)."""
+AMPERE = (8, 0)
+"""Row remapping replaces page retirement from compute capability 8.0 on."""
 _GPU_KEYS = (
     "name",
     "uuid",
@@ -149,6 +164,7 @@ _GPU_KEYS = (
     "accounting_mode",
     "activity",
     "clock_event_reasons",
+    *_HEALTH_KEYS,
     *_READINGS,
 )
 _CLOCK_KEYS = ("graphics", "sm", "mem", "video")
@@ -382,7 +398,69 @@ def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
         accounting_mode=gpu.flag("accounting_mode"),
         activity=_hopper_activity(gpu),
         clock_event_reasons=_clock_event_reasons(gpu),
+        health=_health(gpu),
         **readings,
+    )
+
+
+def _health(gpu: ObjectReader) -> ScenarioHealth:
+    """The health answers, checked against the card's kind: ECC counts need an ECC board
+    (``ecc_uncorrected_volatile``), retired pages one before Ampere, remapped rows Ampere or
+    newer, NVLink errors links."""
+    has_ecc = gpu.data.get("ecc_uncorrected_volatile") is not None
+    for key in ("ecc_corrected_volatile", "ecc_corrected_aggregate", "ecc_uncorrected_aggregate"):
+        if gpu.data.get(key) is not None and not has_ecc:
+            raise gpu.error(key, "needs an ECC board: give ecc_uncorrected_volatile too")
+    capability = _compute_capability(gpu)
+    ampere = capability is not None and capability >= AMPERE
+    pages = gpu.child("retired_pages", ("single_bit", "double_bit", "pending"))
+    retired = None
+    if pages is not None:
+        if not has_ecc or ampere:
+            raise gpu.error(
+                "retired_pages",
+                "pages are retired on ECC boards before Ampere (compute capability below 8.0, "
+                "with ecc_uncorrected_volatile)",
+            )
+        retired = (
+            pages.integer("single_bit") or 0,
+            pages.integer("double_bit") or 0,
+            bool(pages.flag("pending")),
+        )
+    rows = gpu.child("remapped_rows", ("correctable", "uncorrectable", "pending", "failed"))
+    remapped = None
+    if rows is not None:
+        if not has_ecc or not ampere:
+            raise gpu.error(
+                "remapped_rows",
+                "rows are remapped on ECC boards of Ampere and newer (compute capability 8.0 "
+                "or more, with ecc_uncorrected_volatile)",
+            )
+        remapped = (
+            rows.integer("correctable") or 0,
+            rows.integer("uncorrectable") or 0,
+            bool(rows.flag("pending")),
+            bool(rows.flag("failed")),
+        )
+    crc = gpu.integer("nvlink_crc_errors")
+    if crc is not None and not gpu.data.get("nvlink_count"):
+        raise gpu.error("nvlink_crc_errors", "needs NVLink links: give nvlink_count")
+    events = []
+    for where, item in gpu.items("xid_events"):
+        event = ObjectReader(gpu.path, item, where, ("at_s", "xid", "count"))
+        xid = event.integer("xid", required=True, minimum=1, maximum=2**32 - 1)
+        assert xid is not None
+        count = event.integer("count", minimum=1, maximum=10_000_000)
+        events.append(ScenarioXid(event.number("at_s") or 0.0, xid, count or 1))
+    return ScenarioHealth(
+        ecc_corrected_volatile=gpu.integer("ecc_corrected_volatile"),
+        ecc_corrected_aggregate=gpu.integer("ecc_corrected_aggregate"),
+        ecc_uncorrected_aggregate=gpu.integer("ecc_uncorrected_aggregate"),
+        retired_pages=retired,
+        remapped_rows=remapped,
+        pcie_replays=gpu.integer("pcie_replays"),
+        nvlink_crc_errors=crc,
+        xid_events=tuple(sorted(events, key=lambda e: e.at_s)),
     )
 
 

@@ -155,6 +155,33 @@ class ScenarioMigDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class ScenarioXid:
+    """An Xid the simulated driver reports ``count`` times at scenario time ``at_s``."""
+
+    at_s: float
+    xid: int
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioHealth:
+    """What a simulated card answers to the health calls (fake/health_calls.py); ``None``
+    fields take the card kind's default (docs/scenario.md)."""
+
+    ecc_corrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    ecc_uncorrected_aggregate: int | None = None
+    retired_pages: tuple[int, int, bool] | None = None
+    """(single-bit, double-bit, pending)."""
+    remapped_rows: tuple[int, int, bool, bool] | None = None
+    """(correctable, uncorrectable, pending, failed)."""
+    pcie_replays: int | None = None
+    nvlink_crc_errors: int | None = None
+    """Over all links together."""
+    xid_events: tuple[ScenarioXid, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ScenarioGpu:
     name: str
     uuid: str
@@ -202,6 +229,8 @@ class ScenarioGpu:
     """GPM's answers (Hopper and newer only, docs/scenario.md)."""
     clock_event_reasons: tuple[ClockEventWindow, ...] = ()
     """When which clock event (throttle) reasons hold; none: no reason (mask 0)."""
+    health: ScenarioHealth = ScenarioHealth()
+    """ECC, retired pages, remapped rows, link errors and Xids (fake/health_calls.py)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from gputop.core.model import (
 from gputop.core.sampling.activity import ActivitySampler
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
+from gputop.core.sampling.nvml_health import HealthReader, handle_key
 from gputop.core.sampling.nvml_processes import (
     NvmlProcess,
     ProcessLister,
@@ -66,6 +67,8 @@ class SamplingOptions:
     claims: bool = True
     """Say who claimed each card (docs/claims.md): a few file reads. Off where nothing shows
     it: a job's usage meter."""
+    health: bool = True
+    """Read ECC, memory repair and link errors (every 10 s) and Xid events (docs/health.md)."""
 
 
 _GpuReading = tuple[GpuSample, "tuple[NvmlProcess, ...]", "dict[int, ProcessUtilization]"]
@@ -136,6 +139,9 @@ class NvmlBackend:
         self._activity = ActivitySampler(nvml, self._reader, activity_clock or time.monotonic)
         self._now = 0.0
         """When the sample in progress began (``clock``): its timestamp."""
+        self._health = HealthReader(nvml, self._reader) if self._options.health else None
+        self._handle_index: dict[Any, int] = {}
+        """A GPU handle's key (nvml_health.handle_key) -> its physical index, for events."""
         count = read("nvmlDeviceGetCount") or 0
         self._gpus = [self._open_gpu(physical_index) for physical_index in range(int(count))]
 
@@ -147,6 +153,8 @@ class NvmlBackend:
     def close(self) -> None:
         """Release NVML; the backend must not be used afterwards."""
         self._activity.close()
+        if self._health is not None:
+            self._health.close()
         self._reader.read("nvmlShutdown")
 
     @property
@@ -184,6 +192,8 @@ class NvmlBackend:
     def sample(self) -> Snapshot:
         """Read every GPU once and describe their processes from the host."""
         self._now = self._clock()
+        if self._health is not None:
+            self._health.drain_events(self._now, self._event_gpu)
         readings = [self._sample_gpu(state) for state in self._gpus]
         pids = {p.pid for _, processes, _ in readings for p in processes}
         facts = self._host_processes.describe(pids)
@@ -237,6 +247,9 @@ class NvmlBackend:
             state = _GpuState(handle, self._static_facts(physical_index, handle))
             if self._options.activity:
                 self._activity.open_gpu(physical_index, handle)
+            if self._health is not None:
+                self._handle_index[handle_key(handle)] = physical_index
+                self._health.open_gpu(physical_index, handle)
             return state
         except GpuLostError:
             return _GpuState(None, unknown, lost=True)
@@ -385,8 +398,18 @@ class NvmlBackend:
             ),
             processes_listed=listing.listed,
             processes_dropped=listing.dropped,
+            health=None
+            if self._health is None
+            else self._health.read(index, handle, self._now, state.static.nvlink_count),
         )
         return sample, processes, usage
+
+    def _event_gpu(self, device: Any) -> int | None:
+        """The physical index of the GPU an event names."""
+        index = self._handle_index.get(handle_key(device))
+        if index is None:
+            index = convert(self._reader.read("nvmlDeviceGetIndex", device), int)
+        return index
 
     def _memory(self, handle: Any) -> Any | None:
         """NVML's v2 memory struct where the driver has it ("used" without the memory the

@@ -1,0 +1,234 @@
+"""Simulated health calls: ECC counts, retired pages, remapped rows, PCIe replays, NVLink
+errors and the Xid event set (docs/health.md, docs/scenario.md).
+
+What a card answers depends on its kind, as on a driver: a board without ECC (no
+``ecc_uncorrected_volatile``: GeForce) answers NOT_SUPPORTED to the ECC and memory-repair
+calls; an ECC board before Ampere (compute capability below 8.0: V100, P100, T4) retires pages
+and has no row remapper; Ampere and newer (A100, H100) remap rows and retire no pages, and
+their remapper is NOT_SUPPORTED while MIG instances exist. ``health_answers`` decides it, for
+the fake and for the C NVML's data file (tests/cnvml/data.py) alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pynvml
+
+from gputop.core.fake.base import FakeDeviceHandle, FakeNvmlBase, nvml_error, nvml_function
+from gputop.core.fake.scenario_types import ScenarioGpu
+
+AMPERE = (8, 0)
+XID_CRITICAL_ERROR = 0x8
+"""nvmlEventTypeXidCriticalError."""
+NO_INSTANCE = 0xFFFFFFFF
+"""The event's GPU and compute instance ids when it is not about a MIG instance."""
+MAX_WAIT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class HealthAnswers:
+    ecc: tuple[int, int, int, int] | None
+    """(corrected volatile, uncorrected volatile, corrected aggregate, uncorrected aggregate)."""
+    retired_pages: tuple[int, int, bool] | None
+    remapped_rows: tuple[int, int, bool, bool] | None
+    pcie_replays: int
+    nvlink_crc_per_link: tuple[int, ...]
+
+
+def health_answers(gpu: ScenarioGpu) -> HealthAnswers:
+    """What ``gpu`` answers to each health call, by its kind and its scenario fields."""
+    health = gpu.health
+    ecc = None
+    if gpu.ecc_uncorrected_volatile is not None:
+        corrected = health.ecc_corrected_volatile or 0
+        uncorrected = gpu.ecc_uncorrected_volatile
+        ecc = (
+            corrected,
+            uncorrected,
+            max(corrected, health.ecc_corrected_aggregate or 0),
+            max(uncorrected, health.ecc_uncorrected_aggregate or 0),
+        )
+    capability = gpu.cuda_compute_capability
+    pages = rows = None
+    if ecc is not None and capability is not None:
+        if capability < AMPERE:
+            pages = health.retired_pages or (0, 0, False)
+        elif not (gpu.mig_mode is not None and gpu.mig_mode[0] == 1 and gpu.mig_devices):
+            rows = health.remapped_rows or (0, 0, False, False)
+    elif ecc is not None:
+        pages, rows = health.retired_pages, health.remapped_rows
+    links = gpu.nvlink_count or 0
+    total = health.nvlink_crc_errors or 0
+    per_link = tuple(total // links + (1 if i < total % links else 0) for i in range(links))
+    return HealthAnswers(ecc, pages, rows, health.pcie_replays or 0, per_link)
+
+
+@dataclass(frozen=True, slots=True)
+class FakeEventData:
+    """``nvmlEventData_t`` as pynvml gives it, with the fake's device handle."""
+
+    device: FakeDeviceHandle
+    eventType: int
+    eventData: int
+    gpuInstanceId: int = NO_INSTANCE
+    computeInstanceId: int = NO_INSTANCE
+
+
+@dataclass(slots=True)
+class FakeEventSet:
+    """An event set: the GPUs registered, and how far each source has been delivered."""
+
+    gpus: set[int] = field(default_factory=set)
+    scenario_delivered: dict[int, int] = field(default_factory=dict)
+    """GPU index -> Xids of the scenario's ``xid_events`` delivered (a count of 5000 is 5000)."""
+    injected_delivered: int = 0
+    freed: bool = False
+
+
+class HealthCalls(FakeNvmlBase):
+    """The health calls and the event set of the simulated GPUs."""
+
+    def _answers(self, handle: FakeDeviceHandle) -> HealthAnswers:
+        return health_answers(self._gpu(handle))
+
+    @nvml_function()
+    def nvmlDeviceGetTotalEccErrors(
+        self, handle: FakeDeviceHandle, error_type: int, counter_type: int
+    ) -> int:
+        if error_type not in (0, 1) or counter_type not in (0, 1):
+            nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        ecc = self._static(self._answers(handle).ecc)
+        return int(ecc[error_type + 2 * counter_type])
+
+    @nvml_function()
+    def nvmlDeviceGetRetiredPages(self, handle: FakeDeviceHandle, cause: int) -> list[int]:
+        single, double, _ = self._static(self._answers(handle).retired_pages)
+        count = _by_cause(cause, single, double)
+        base = 0x1_0000_0000 * (cause + 1)
+        return [base + 0x1000 * i for i in range(count)]
+
+    @nvml_function()
+    def nvmlDeviceGetRetiredPages_v2(
+        self, handle: FakeDeviceHandle, cause: int
+    ) -> list[dict[str, int]]:
+        """As pynvml's wrapper returns it: each page's address and the time it was retired."""
+        pages = self.nvmlDeviceGetRetiredPages(handle, cause)
+        stamp = round(self._epoch_at(0.0) * 1_000_000)
+        return [{"address": address, "timestamp": stamp} for address in pages]
+
+    @nvml_function()
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: FakeDeviceHandle) -> int:
+        _, _, pending = self._static(self._answers(handle).retired_pages)
+        return pynvml.NVML_FEATURE_ENABLED if pending else pynvml.NVML_FEATURE_DISABLED
+
+    @nvml_function()
+    def nvmlDeviceGetRemappedRows(self, handle: FakeDeviceHandle) -> tuple[int, int, int, int]:
+        correctable, uncorrectable, pending, failed = self._static(
+            self._answers(handle).remapped_rows
+        )
+        return (correctable, uncorrectable, int(pending), int(failed))
+
+    @nvml_function()
+    def nvmlDeviceGetPcieReplayCounter(self, handle: FakeDeviceHandle) -> int:
+        return self._answers(handle).pcie_replays
+
+    @nvml_function()
+    def nvmlDeviceGetNvLinkErrorCounter(
+        self, handle: FakeDeviceHandle, link: int, counter: int
+    ) -> int:
+        per_link = self._answers(handle).nvlink_crc_per_link
+        if not per_link:
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= link < len(per_link) or not 0 <= counter <= 4:
+            nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return per_link[link] if counter == pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT else 0
+
+    # -- Xid events -------------------------------------------------------------------------
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._xid_arrived = threading.Condition()
+        self._injected: list[tuple[int, int]] = []
+
+    def inject_xid(self, gpu: int, xid: int, count: int = 1) -> None:
+        """Make GPU ``gpu`` report Xid ``xid`` ``count`` times now, to every event set it is
+        registered with (for tests, while gputop runs)."""
+        with self._xid_arrived:
+            self._injected.extend([(gpu, xid)] * count)
+            self._xid_arrived.notify_all()
+
+    @nvml_function("none")
+    def nvmlEventSetCreate(self) -> FakeEventSet:
+        return FakeEventSet()
+
+    @nvml_function()
+    def nvmlDeviceRegisterEvents(
+        self, handle: FakeDeviceHandle, event_types: int, event_set: FakeEventSet
+    ) -> None:
+        if not isinstance(event_set, FakeEventSet) or event_set.freed:
+            nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if not event_types & XID_CRITICAL_ERROR:
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        event_set.gpus.add(handle.gpu)
+
+    @nvml_function("none")
+    def nvmlEventSetWait_v2(self, event_set: FakeEventSet, timeout_ms: int) -> FakeEventData:
+        """The next Xid of a registered GPU: the scenario's whose time has come (also those
+        from before the set was made, so a one-shot reading shows them), then injected ones;
+        none within ``timeout_ms``: TIMEOUT."""
+        if not isinstance(event_set, FakeEventSet) or event_set.freed:
+            nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        deadline = time.monotonic() + min(max(0, int(timeout_ms)) / 1000, MAX_WAIT_S)
+        with self._xid_arrived:
+            while True:
+                event = self._next_event(event_set)
+                if event is not None:
+                    return event
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    nvml_error(pynvml.NVML_ERROR_TIMEOUT)
+                self._xid_arrived.wait(left)
+
+    def nvmlEventSetWait(self, event_set: FakeEventSet, timeout_ms: int) -> FakeEventData:
+        return self.nvmlEventSetWait_v2(event_set, timeout_ms)
+
+    @nvml_function("none")
+    def nvmlEventSetFree(self, event_set: FakeEventSet) -> None:
+        if not isinstance(event_set, FakeEventSet) or event_set.freed:
+            nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        event_set.freed = True
+
+    def _next_event(self, event_set: FakeEventSet) -> FakeEventData | None:
+        now = self.now()
+        for index in sorted(event_set.gpus):
+            gpu = self._scenario.gpus[index]
+            if self._is_lost(gpu):
+                continue
+            done = event_set.scenario_delivered.get(index, 0)
+            seen = 0
+            for xid in gpu.health.xid_events:
+                if xid.at_s > now:
+                    break
+                if done < seen + xid.count:
+                    event_set.scenario_delivered[index] = done + 1
+                    return FakeEventData(FakeDeviceHandle(index), XID_CRITICAL_ERROR, xid.xid)
+                seen += xid.count
+        injected = self._injected
+        while event_set.injected_delivered < len(injected):
+            gpu_index, xid = injected[event_set.injected_delivered]
+            event_set.injected_delivered += 1
+            if gpu_index in event_set.gpus:
+                return FakeEventData(FakeDeviceHandle(gpu_index), XID_CRITICAL_ERROR, xid)
+        return None
+
+
+def _by_cause(cause: int, single: int, double: int) -> int:
+    if cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS:
+        return single
+    if cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR:
+        return double
+    nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)

@@ -1,0 +1,98 @@
+"""A card's verdict from its health readings: ok, warning or critical, with the reasons and
+what to do (docs/health.md).
+
+Only signs that a card needs attention count. PCIe replays and NVLink CRC errors are shown
+but do not change the verdict on their own: healthy links count a few, and without a rate
+over time a total says little.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gputop.core.model import GpuHealth
+from gputop.core.xid import describe
+
+Level = Literal["ok", "warning", "critical"]
+LEVELS: dict[Level, int] = {"ok": 0, "warning": 1, "critical": 2}
+"""The exporter's ``gputop_gpu_health`` value of each verdict."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    level: Level
+    text: str
+    """What is wrong, in a few words: ``row remap pending``."""
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    level: Level
+    reasons: tuple[Reason, ...] = ()
+    """Most severe first."""
+
+    @property
+    def action(self) -> str | None:
+        """What to do first: the most severe reason's action."""
+        return self.reasons[0].action if self.reasons else None
+
+    @property
+    def value(self) -> int:
+        return LEVELS[self.level]
+
+
+OK = Verdict("ok")
+
+
+def verdict(health: GpuHealth | None) -> Verdict:
+    """The verdict on ``health``; ok where nothing is known to be wrong."""
+    if health is None:
+        return OK
+    reasons: list[Reason] = []
+    rows = health.remapped_rows
+    if rows is not None and rows.failed:
+        reasons.append(
+            Reason(
+                "critical",
+                "row remapping failed",
+                "reset the GPU, then watch it; replace the board if errors go on",
+            )
+        )
+    ecc = health.ecc
+    if ecc is not None and ecc.uncorrected_volatile:
+        reasons.append(
+            Reason(
+                "critical",
+                f"{ecc.uncorrected_volatile} uncorrectable ECC errors this boot",
+                "results of jobs on it may be wrong: rerun them; reset the GPU",
+            )
+        )
+    seen: set[int] = set()
+    for event in reversed(health.xid_events or ()):
+        if event.xid in seen:
+            continue
+        seen.add(event.xid)
+        info = describe(event.xid)
+        times = f" ({event.count}x)" if event.count > 1 else ""
+        reasons.append(Reason(info.severity, f"Xid {event.xid} {info.short}{times}", info.action))
+    if rows is not None and rows.pending:
+        reasons.append(Reason("warning", "row remap pending", "reset the GPU when it is idle"))
+    pages = health.retired_pages
+    if pages is not None and pages.pending:
+        reasons.append(Reason("warning", "retired pages pending", "reset the GPU, then watch it"))
+    if not reasons:
+        return OK
+    reasons.sort(key=lambda r: -LEVELS[r.level])  # stable: the order above within a level
+    return Verdict(reasons[0].level, tuple(reasons))
+
+
+def badge(result: Verdict) -> str | None:
+    """A few words for a card that is not ok: ``⚠ row remap pending: reset``."""
+    if not result.reasons:
+        return None
+    first = result.reasons[0]
+    mark = "✖" if result.level == "critical" else "⚠"
+    more = f" (+{len(result.reasons) - 1})" if len(result.reasons) > 1 else ""
+    return f"{mark} {first.text}{more}"

@@ -1,0 +1,283 @@
+"""Health readings of each GPU: ECC counts, retired pages, remapped rows, PCIe replays,
+NVLink CRC errors (docs/health.md), and the Xids NVML's event set delivers.
+
+The counters change rarely and cost up to 40 NVML calls a card (one per NVLink link), so
+they are read once every ``period_s`` (10 s), not on every sample; between two readings a
+sample carries the last one. Unsupported is ``None``, never 0. A call this user may not make
+(NO_PERMISSION) is remembered and named once in ``GpuHealth.refused``; it is not asked again.
+
+Xids come from an NVML event set polled without waiting (``nvmlEventSetWait_v2`` with a 0 ms
+timeout, as DCGM's event thread does) at each sample: a quiet set costs one call, and a storm
+is drained a bounded number of events a sample, counted exactly, consecutive repeats of one
+code coalesced into one event with a count.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
+from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError
+
+HEALTH_PERIOD_S = 10.0
+"""How often the counters are read again (they change rarely)."""
+XID_EVENTS_KEPT = 32
+"""Recent Xid events kept per GPU (a coalesced run of one code is one event)."""
+XID_DRAIN_PER_SAMPLE = 4096
+"""At most this many events are taken from the event set per sample; a storm's rest waits
+for the next sample, so it slows nothing else."""
+XID_EVENT_TYPE = 0x8
+"""nvmlEventTypeXidCriticalError."""
+
+
+@dataclass(slots=True)
+class _GpuHealthState:
+    reading: GpuHealth | None = None
+    read_at: float | None = None
+    events: deque[XidEvent] = field(default_factory=lambda: deque(maxlen=XID_EVENTS_KEPT))
+    counts: dict[int, int] = field(default_factory=dict)
+    registered: bool = False
+
+
+class HealthReader:
+    """Reads and keeps each GPU's health; one sampler thread owns it (not thread-safe)."""
+
+    def __init__(
+        self,
+        nvml: Any,
+        reader: FieldReader,
+        *,
+        period_s: float = HEALTH_PERIOD_S,
+    ) -> None:
+        self._nvml = nvml
+        self._reader = reader
+        self._period_s = period_s
+        self._gpus: dict[int, _GpuHealthState] = {}
+        self._refused: set[str] = set()
+        self._missing: set[str] = set()
+        self._event_set: Any = None
+        self._events_open = True
+        """False once the event set cannot be made: no Xid source."""
+
+    # -- the event set ---------------------------------------------------------------
+
+    def open_gpu(self, index: int, handle: Any) -> None:
+        """Register the GPU for Xid events (the set is made with the first GPU)."""
+        state = self._gpus.setdefault(index, _GpuHealthState())
+        if not self._events_open:
+            return
+        nvml = self._nvml
+        if self._event_set is None:
+            self._event_set = self._call("nvmlEventSetCreate")
+            if self._event_set is None:
+                self._events_open = False
+                return
+        try:
+            nvml.nvmlDeviceRegisterEvents(handle, XID_EVENT_TYPE, self._event_set)
+        except Exception:  # NOT_SUPPORTED, NO_PERMISSION: no Xid source for this card
+            return
+        state.registered = True
+
+    def close(self) -> None:
+        if self._event_set is not None:
+            self._call("nvmlEventSetFree", self._event_set)
+            self._event_set = None
+
+    def drain_events(self, now: float, index_of: Callable[[Any], int | None]) -> None:
+        """Take what the event set holds, without waiting; ``index_of`` maps an event's
+        device handle to the GPU's physical index."""
+        if self._event_set is None:
+            return
+        nvml = self._nvml
+        for _ in range(XID_DRAIN_PER_SAMPLE):
+            try:
+                data = nvml.nvmlEventSetWait_v2(self._event_set, 0)
+            except Exception:  # TIMEOUT: nothing queued; anything else: try at the next sample
+                return
+            if not int(data.eventType) & XID_EVENT_TYPE:
+                continue
+            index = index_of(data.device)
+            state = self._gpus.get(index) if index is not None else None
+            if state is None:
+                continue
+            self._count(state, int(data.eventData), now)
+
+    @staticmethod
+    def _count(state: _GpuHealthState, xid: int, now: float) -> None:
+        state.counts[xid] = state.counts.get(xid, 0) + 1
+        if state.events and state.events[-1].xid == xid:
+            last = state.events[-1]
+            state.events[-1] = replace(last, count=last.count + 1)
+        else:
+            state.events.append(XidEvent(xid=xid, time=now))
+
+    # -- the counters ----------------------------------------------------------------
+
+    def read(self, index: int, handle: Any, now: float, nvlink_count: int | None) -> GpuHealth:
+        """The GPU's health at ``now``: the counters read again when ``period_s`` has
+        passed since the last reading, the Xids as they stand. Raises GpuLostError."""
+        state = self._gpus.setdefault(index, _GpuHealthState())
+        if state.reading is None or state.read_at is None or now - state.read_at >= self._period_s:
+            state.reading = self._counters(handle, nvlink_count)
+            state.read_at = now
+        return replace(
+            state.reading,
+            xid_events=tuple(state.events) if state.registered else None,
+            xid_counts=tuple(sorted(state.counts.items())),
+            refused=tuple(sorted(self._refused)),
+            read_at=state.read_at,
+        )
+
+    def _counters(self, handle: Any, nvlink_count: int | None) -> GpuHealth:
+        nvml = self._nvml
+        corrected = getattr(nvml, "NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)
+        uncorrected = getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+        volatile = getattr(nvml, "NVML_VOLATILE_ECC", 0)
+        aggregate = getattr(nvml, "NVML_AGGREGATE_ECC", 1)
+        ecc = EccCounts(
+            corrected_volatile=self._int(
+                "nvmlDeviceGetTotalEccErrors", handle, corrected, volatile
+            ),
+            uncorrected_volatile=self._int(
+                "nvmlDeviceGetTotalEccErrors", handle, uncorrected, volatile
+            ),
+            corrected_aggregate=self._int(
+                "nvmlDeviceGetTotalEccErrors", handle, corrected, aggregate
+            ),
+            uncorrected_aggregate=self._int(
+                "nvmlDeviceGetTotalEccErrors", handle, uncorrected, aggregate
+            ),
+        )
+        return GpuHealth(
+            ecc=ecc if ecc.known() else None,
+            retired_pages=self._retired_pages(handle),
+            remapped_rows=self._remapped_rows(handle),
+            pcie_replays=self._int("nvmlDeviceGetPcieReplayCounter", handle),
+            nvlink_crc_errors=self._nvlink_crc(handle, nvlink_count),
+        )
+
+    def _retired_pages(self, handle: Any) -> RetiredPages | None:
+        nvml = self._nvml
+        causes = (
+            getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0),
+            getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1),
+        )
+        single, double = (self._page_count(handle, cause) for cause in causes)
+        pending = self._call("nvmlDeviceGetRetiredPagesPendingStatus", handle)
+        pages = RetiredPages(
+            single_bit=single,
+            double_bit=double,
+            pending=None if pending is None else _flag(pending),
+        )
+        return pages if pages.known() else None
+
+    def _page_count(self, handle: Any, cause: int) -> int | None:
+        for function in ("nvmlDeviceGetRetiredPages_v2", "nvmlDeviceGetRetiredPages"):
+            if function in self._missing:
+                continue
+            pages = self._call(function, handle, cause)
+            if pages is not None:
+                try:
+                    return len(pages)
+                except TypeError:
+                    return None
+            if function not in self._missing:
+                return None
+        return None
+
+    def _remapped_rows(self, handle: Any) -> RemappedRows | None:
+        rows = self._call("nvmlDeviceGetRemappedRows", handle)
+        if rows is None:
+            return None
+        try:
+            correctable, uncorrectable, pending, failed = rows
+            return RemappedRows(
+                correctable=_count(correctable),
+                uncorrectable=_count(uncorrectable),
+                pending=_flag(pending),
+                failed=_flag(failed),
+            )
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+    def _nvlink_crc(self, handle: Any, nvlink_count: int | None) -> int | None:
+        """CRC (flit) errors summed over the links NVML says are active; ``None`` without
+        an active link or without the counter."""
+        if not nvlink_count:
+            return None
+        nvml = self._nvml
+        enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
+        crc_flit = getattr(nvml, "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2)
+        total: int | None = None
+        for link in range(nvlink_count):
+            state = self._call("nvmlDeviceGetNvLinkState", handle, link)
+            if state is None or int(state) != enabled:
+                continue
+            errors = self._int("nvmlDeviceGetNvLinkErrorCounter", handle, link, crc_flit)
+            if errors is not None:
+                total = (total or 0) + errors
+        return total
+
+    # -- calls -------------------------------------------------------------------------
+
+    def _int(self, function: str, *args: Any) -> int | None:
+        value = self._call(function, *args)
+        if value is None:
+            return None
+        try:
+            return _count(value)
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+    def _call(self, function: str, *args: Any) -> Any | None:
+        """``nvml.<function>(*args)`` or ``None``, as FieldReader.read, and a refusal
+        (NO_PERMISSION) remembered so that it is named once and not asked again."""
+        if function in self._refused or function in self._missing:
+            return None
+        nvml = self._nvml
+        fn = getattr(nvml, function, None)
+        if fn is None or not self._reader.has(function):
+            self._missing.add(function)
+            return None
+        mismatch = getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_FunctionNotFound)
+        try:
+            return fn(*args)
+        except nvml.NVMLError_NoPermission:
+            self._refused.add(function)
+            return None
+        except nvml.NVMLError_GpuIsLost as error:
+            raise GpuLostError(function) from error
+        except (nvml.NVMLError_FunctionNotFound, mismatch):
+            self._missing.add(function)
+            return None
+        except Exception:  # unsupported, or a binding's odd failure: this reading only
+            return None
+
+
+def handle_key(handle: Any) -> Any:
+    """What identifies a device handle: the address a real one (a ctypes pointer) points
+    at, so an event's handle matches the one the GPU was opened with; a fake's handle
+    itself."""
+    try:
+        return ctypes.addressof(handle.contents)
+    except (AttributeError, TypeError, ValueError):
+        try:
+            hash(handle)
+        except TypeError:
+            return id(handle)
+        return handle
+
+
+def _count(value: Any) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(number)
+    return number
+
+
+def _flag(value: Any) -> bool:
+    return bool(int(value))

@@ -1,0 +1,248 @@
+"""GPU health (issue 42): the readings per card kind, the cadence, refusals, Xid events and
+the verdict, on the Python fake through the same backend as on a real driver."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from helpers.scenarios import minimal_gpu
+
+from gputop.core.fake import FakeNvml, load_scenario
+from gputop.core.health import badge, verdict
+from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
+from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
+from gputop.core.sampling.nvml_health import HEALTH_PERIOD_S
+from gputop.core.xid import CATALOGUE, UNKNOWN_XID, describe
+
+OpenFake = Callable[..., NvmlBackend]
+WriteScenario = Callable[..., str]
+V100 = {"name": "Tesla V100-SXM2-16GB", "cuda_compute_capability": [7, 0]}
+GEFORCE = {"name": "NVIDIA GeForce RTX 4090", "cuda_compute_capability": [8, 9]}
+
+
+def open_scenario(path: str, at_s: float = 30.0) -> tuple[FakeNvml, NvmlBackend]:
+    nvml = FakeNvml(load_scenario(path), frozen_time=at_s)
+    nvml.nvmlInit()
+    backend = NvmlBackend(nvml, clock=nvml.epoch_time, options=SamplingOptions(claims=False))
+    return nvml, backend
+
+
+def test_each_card_kind_answers_its_own_signals(fake_backend: OpenFake) -> None:
+    v100 = fake_backend("v100x4").sample().gpus[0].health
+    assert v100 is not None
+    assert v100.retired_pages == RetiredPages(single_bit=0, double_bit=0, pending=False)
+    assert v100.remapped_rows is None
+    assert v100.ecc == EccCounts(0, 0, 0, 0)
+    assert v100.nvlink_crc_errors == 0  # six active links, no errors
+    h100 = fake_backend("dgx-h100").sample().gpus[0].health
+    assert h100 is not None
+    assert h100.remapped_rows == RemappedRows(0, 0, pending=False, failed=False)
+    assert h100.retired_pages is None
+    demo = fake_backend("demo").sample().gpus
+    geforce = demo[2].health
+    assert demo[2].name == "NVIDIA GeForce RTX 4090"
+    assert geforce is not None
+    assert geforce.ecc is None and geforce.retired_pages is None
+    assert geforce.remapped_rows is None
+    assert geforce.nvlink_crc_errors is None  # no NVLink: unknown, not 0
+    assert geforce.pcie_replays == 0
+
+
+def test_every_shipped_healthy_scenario_stays_ok(fake_backend: OpenFake) -> None:
+    for name in ("demo", "v100x4", "dgx-h100", "mixed", "mig"):
+        for gpu in fake_backend(name).sample().gpus:
+            assert verdict(gpu.health).level == "ok", (name, gpu.physical_index, gpu.health)
+
+
+def test_counts_come_from_the_scenario(scenario_file: WriteScenario) -> None:
+    path = scenario_file(
+        [
+            minimal_gpu(
+                ecc_uncorrected_volatile=2,
+                ecc_corrected_volatile=7,
+                ecc_corrected_aggregate=40,
+                ecc_uncorrected_aggregate=3,
+                remapped_rows={"correctable": 5, "uncorrectable": 1, "pending": True},
+                pcie_replays=12,
+                nvlink_count=12,
+                nvlink_crc_errors=25,
+            ),
+            minimal_gpu(
+                **V100,
+                uuid="GPU-22222222-aaaa-bbbb-cccc-000000000000",
+                pci_bus_id="00000000:08:00.0",
+                ecc_uncorrected_volatile=0,
+                retired_pages={"single_bit": 2, "double_bit": 1, "pending": True},
+            ),
+        ]
+    )
+    _, backend = open_scenario(path)
+    a100, v100 = (gpu.health for gpu in backend.sample().gpus)
+    assert a100 is not None and v100 is not None
+    assert a100.ecc == EccCounts(7, 2, 40, 3)
+    assert a100.remapped_rows == RemappedRows(5, 1, pending=True, failed=False)
+    assert a100.pcie_replays == 12
+    assert a100.nvlink_crc_errors == 25  # summed over the twelve links
+    assert v100.retired_pages == RetiredPages(2, 1, pending=True)
+    backend.close()
+
+
+def test_a_scenario_that_gives_a_card_the_wrong_kind_of_repair_is_refused(
+    scenario_file: WriteScenario,
+) -> None:
+    from gputop.core.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="before Ampere"):
+        load_scenario(scenario_file([minimal_gpu(ecc_uncorrected_volatile=0, retired_pages={})]))
+    with pytest.raises(ScenarioError, match="Ampere and newer"):
+        load_scenario(
+            scenario_file([minimal_gpu(**V100, ecc_uncorrected_volatile=0, remapped_rows={})])
+        )
+    with pytest.raises(ScenarioError, match="ECC board"):
+        load_scenario(scenario_file([minimal_gpu(**GEFORCE, ecc_corrected_volatile=1)]))
+
+
+def test_counters_are_read_again_only_after_the_period(scenario_file: WriteScenario) -> None:
+    path = scenario_file([minimal_gpu(ecc_uncorrected_volatile=0, nvlink_count=12)])
+    nvml, backend = open_scenario(path)
+    calls: list[str] = []
+    original = nvml.nvmlDeviceGetNvLinkErrorCounter
+
+    def counted(*args: object) -> int:
+        calls.append("crc")
+        return original(*args)
+
+    nvml.nvmlDeviceGetNvLinkErrorCounter = counted  # type: ignore[method-assign]
+    first = backend.sample().gpus[0].health
+    assert len(calls) == 12
+    nvml.set_time(30.0 + HEALTH_PERIOD_S / 2)
+    second = backend.sample().gpus[0].health
+    assert len(calls) == 12  # not read again within the period
+    assert second is not None and first is not None and second.read_at == first.read_at
+    nvml.set_time(30.0 + HEALTH_PERIOD_S)
+    backend.sample()
+    assert len(calls) == 24
+    backend.close()
+
+
+def test_a_refused_call_is_named_once_and_not_asked_again(scenario_file: WriteScenario) -> None:
+    path = scenario_file(
+        [minimal_gpu(ecc_uncorrected_volatile=0, no_permission=["nvmlDeviceGetRemappedRows"])]
+    )
+    nvml, backend = open_scenario(path)
+    health = backend.sample().gpus[0].health
+    assert health is not None
+    assert health.remapped_rows is None
+    assert health.refused == ("nvmlDeviceGetRemappedRows",)
+    assert health.ecc == EccCounts(0, 0, 0, 0)
+    nvml.set_time(30.0 + HEALTH_PERIOD_S)
+    again = backend.sample().gpus[0].health
+    assert again is not None and again.refused == ("nvmlDeviceGetRemappedRows",)
+    backend.close()
+
+
+def test_an_xid_from_the_scenario_and_an_injected_one_reach_the_card(
+    scenario_file: WriteScenario,
+) -> None:
+    path = scenario_file([minimal_gpu(xid_events=[{"at_s": 10, "xid": 79}])])
+    nvml, backend = open_scenario(path, at_s=5.0)
+    health = backend.sample().gpus[0].health
+    assert health is not None and health.xid_events == ()  # a source, and no Xid yet
+    nvml.set_time(10.0)
+    health = backend.sample().gpus[0].health
+    assert health is not None and health.xid_events is not None
+    assert [e.xid for e in health.xid_events] == [79]
+    nvml.inject_xid(0, 13)
+    health = backend.sample().gpus[0].health
+    assert health is not None and health.xid_events is not None
+    assert [e.xid for e in health.xid_events] == [79, 13]
+    assert health.xid_counts == ((13, 1), (79, 1))
+    assert verdict(health).level == "critical"
+    assert badge(verdict(health)) == "✖ Xid 79 fell off the bus (+1)"
+    backend.close()
+
+
+def test_a_storm_is_counted_exactly_and_kept_coalesced(scenario_file: WriteScenario) -> None:
+    path = scenario_file([minimal_gpu(xid_events=[{"at_s": 1, "xid": 13, "count": 10000}])])
+    nvml, backend = open_scenario(path)
+    backend.sample()
+    nvml.inject_xid(0, 31)
+    nvml.inject_xid(0, 13, count=5)
+    for _ in range(3):  # 4096 events a sample at most
+        health = backend.sample().gpus[0].health
+    assert health is not None and health.xid_events is not None
+    assert health.xid_counts == ((13, 10005), (31, 1))
+    assert [(e.xid, e.count) for e in health.xid_events] == [(13, 10000), (31, 1), (13, 5)]
+    backend.close()
+
+
+def test_without_an_event_source_xids_are_unknown_not_none(scenario_file: WriteScenario) -> None:
+    path = scenario_file([minimal_gpu()], missing_functions=["nvmlEventSetCreate"])
+    _, backend = open_scenario(path)
+    health = backend.sample().gpus[0].health
+    assert health is not None and health.xid_events is None
+    backend.close()
+
+
+def test_the_verdict_names_each_reason_and_its_action() -> None:
+    assert verdict(GpuHealth()).level == "ok"
+    assert verdict(None).level == "ok"
+    pending = verdict(GpuHealth(remapped_rows=RemappedRows(1, 0, pending=True, failed=False)))
+    assert pending.level == "warning"
+    assert pending.reasons[0].text == "row remap pending"
+    assert pending.action == "reset the GPU when it is idle"
+    assert badge(pending) == "⚠ row remap pending"
+    failing = verdict(
+        GpuHealth(
+            ecc=EccCounts(0, 3, 0, 3),
+            remapped_rows=RemappedRows(0, 2, pending=True, failed=True),
+            retired_pages=None,
+        )
+    )
+    assert failing.level == "critical"
+    assert [r.text for r in failing.reasons] == [
+        "row remapping failed",
+        "3 uncorrectable ECC errors this boot",
+        "row remap pending",
+    ]
+    assert "may be wrong" in failing.reasons[1].action
+    pages = verdict(GpuHealth(retired_pages=RetiredPages(0, 1, pending=True)))
+    assert pages.level == "warning" and pages.action == "reset the GPU, then watch it"
+    app = verdict(GpuHealth(xid_events=(XidEvent(13, 1.0, count=4),)))
+    assert app.level == "warning"
+    assert app.reasons[0].text == "Xid 13 graphics engine exception (4x)"
+
+
+def test_the_catalogue_has_the_codes_people_meet_and_unknown_is_unknown() -> None:
+    for code in (
+        13,
+        31,
+        32,
+        38,
+        43,
+        45,
+        48,
+        61,
+        62,
+        63,
+        64,
+        68,
+        69,
+        74,
+        79,
+        92,
+        94,
+        95,
+        109,
+        119,
+        120,
+        140,
+    ):
+        info = CATALOGUE[code]
+        assert info.meaning and info.action and info.short
+    assert describe(79).severity == "critical"
+    assert describe(13).severity == "warning"
+    unknown = describe(UNKNOWN_XID)
+    assert unknown.short == "unknown" and "could not name" in unknown.meaning
+    assert describe(4242).short == "unknown"

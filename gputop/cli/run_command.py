@@ -26,7 +26,7 @@ from gputop.cli.slurm_run import (
     run_slurm_submit,
     slurm_options_without_slurm,
 )
-from gputop.core.claims.jobs import IGNORED_ENV, claims_in_the_way
+from gputop.core.claims.jobs import IGNORED_ENV, check_launch_claims
 from gputop.core.claims.view import UNSAFE, ClaimsView, read_claims
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import (
@@ -222,14 +222,9 @@ def run(args: argparse.Namespace) -> int:
             indices, wait_count = [], args.auto
     else:
         indices = resolve_gpus(snapshot, [args.gpus])
-    in_the_way = claims_in_the_way(claims, snapshot, indices, os.geteuid())
-    if in_the_way and not args.ignore_claims and not args.wait:
-        raise GputopError(
-            "Nothing was launched: "
-            + "; ".join(in_the_way)
-            + ". Choose other cards, add --wait to start once the claim ends, or "
-            "--ignore-claims to launch anyway (the job is marked so)."
-        )
+    in_the_way = check_launch_claims(
+        claims, snapshot, indices, os.geteuid(), wait=args.wait, ignore=args.ignore_claims
+    )
     request = LaunchRequest(
         command=command,
         physical_indices=indices,

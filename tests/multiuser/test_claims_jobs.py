@@ -76,8 +76,8 @@ def test_a_waiting_job_waits_for_another_users_claim_to_end(
 def test_a_job_whose_card_another_user_claimed_meanwhile_does_not_start(
     state_dir: Path, claims_dir: Path, tmp_path: Path, two_users: tuple[User, User]
 ) -> None:
-    """Launched as the dashboard launches (no check by gputop run): the supervisor's claim
-    is refused, and the job never runs."""
+    """Launched past the check ``gputop run`` and the dashboard make (a claim taken between
+    the check and the start): the supervisor's claim is refused, and the job never runs."""
     from helpers.jobs import launch
 
     ana, _ = two_users

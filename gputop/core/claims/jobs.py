@@ -47,6 +47,38 @@ def claims_in_the_way(
     return said
 
 
+RUN_ADVICE = (
+    "Choose other cards, add --wait to start once the claim ends, or --ignore-claims to "
+    "launch anyway (the job is marked so)."
+)
+"""What ``gputop run`` suggests when it refuses claimed cards."""
+
+
+class ClaimedCards(GputopError):
+    """A launch onto cards another user claimed: nothing was launched, nothing recorded."""
+
+
+def check_launch_claims(
+    view: ClaimsView,
+    snapshot: Snapshot,
+    targets: Sequence[int | str],
+    uid: int,
+    *,
+    wait: bool,
+    ignore: bool = False,
+    advice: str = RUN_ADVICE,
+) -> list[str]:
+    """What stands in the way of launching on ``targets`` (``claims_in_the_way``); raises
+    ``ClaimedCards`` where a claim does and the launch neither waits for it nor ignores it.
+
+    ``gputop run`` and the dashboard's launch both ask this before anything is recorded, so
+    neither leaves a job that its supervisor then refuses to start (docs/claims.md)."""
+    in_the_way = claims_in_the_way(view, snapshot, targets, uid)
+    if in_the_way and not ignore and not wait:
+        raise ClaimedCards(f"Nothing was launched: {'; '.join(in_the_way)}. {advice}")
+    return in_the_way
+
+
 def job_cards(
     snapshot: Snapshot | None, indices: Sequence[int], uuids: Sequence[str]
 ) -> list[Card]:

@@ -133,6 +133,13 @@ def job_memory_peaks(
     return updated
 
 
+DASHBOARD_CLAIM_ADVICE = (
+    'Choose other cards, or tick "Wait until these cards are free" to start once the claim '
+    "ends (gputop run --ignore-claims launches anyway, and marks the job so)."
+)
+"""What the launch dialog suggests when it refuses claimed cards (``gputop run``'s advice
+names its options)."""
+
 Severity = Literal["information", "warning", "error"]
 ReportProblem = Callable[[str, Severity], None]
 
@@ -227,7 +234,21 @@ class JobsService:
 
     def launch(self, request: LaunchRequest, snapshot: Snapshot, environ: Mapping[str, str]) -> Job:
         """Check and start a job (``launch_job``). Raises GputopError, or OSError when the
-        supervisor cannot be started."""
+        supervisor cannot be started.
+
+        Cards another user claimed are refused first, as ``gputop run`` refuses them (the
+        same check), with nothing recorded; a launch that waits waits for the claim."""
+        from gputop.core.claims.jobs import check_launch_claims  # not before the first frame
+        from gputop.core.claims.view import read_claims
+
+        check_launch_claims(
+            read_claims(environ),
+            snapshot,
+            request.physical_indices,
+            os.geteuid(),
+            wait=request.wait,
+            advice=DASHBOARD_CLAIM_ADVICE,
+        )
         store = JobStore.open(self.state_dir, repair=True)
         try:
             from gputop.core.jobs.launch import launch_job  # not before the first frame

@@ -155,3 +155,33 @@ def within(value: object, minimum: float, maximum: float) -> bool:
     if isinstance(value, float) and not math.isfinite(value):
         return False
     return minimum <= value <= maximum
+
+
+DECODE_ERRORS = (ValueError, TypeError, OverflowError, RecursionError)
+"""What decoding a document from outside can raise beyond the decoder's own ``ValueError``
+(``UnicodeDecodeError`` is one): nesting deeper than Python recurses, a whole number of
+hundreds of digits that no float holds, a value of another type where a number belongs."""
+
+
+def outside_json(text: str | bytes) -> Any:
+    """JSON another program or machine wrote, or ``ValueError`` saying why it is not: a
+    document nested deeper than the decoder recurses (``[`` 1,024 times) is "nested too
+    deeply", never a RecursionError for the caller (docs/security.md)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except TypeError as error:  # bytes of no JSON encoding
+        raise ValueError(str(error)) from None
+
+
+def outside_float(value: object) -> float | None:
+    """A number from outside as a float: ``None`` where it is not a number (a bool, a
+    string), ``inf`` (or ``-inf``) where it is a whole number beyond every float (10**400,
+    which ``float()`` refuses with OverflowError), so range checks refuse it by value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf

@@ -20,6 +20,8 @@ from gputop.core.sampling.source import open_backend
 from gputop.core.snapshot_json import snapshot_to_json
 from helpers.hostile import HOSTILE
 
+NESTED_LINE = '{"type":"snapshot","snapshot":' + "[" * 100_000 + "]" * 100_000 + "}\n"
+"""A line nested deeper than any decoder recurses (Python's: about 1,000)."""
 NOW = 1_767_225_630.0
 """Our wall clock in these tests: 2026-01-01 00:00:30 UTC."""
 
@@ -71,7 +73,7 @@ def hostile_values() -> st.SearchStrategy[Any]:
         st.none(),
         st.booleans(),
         st.integers(min_value=-(10**30), max_value=10**30),
-        st.sampled_from([10**20, -400, -1, 0, 2**63, 2**31]),
+        st.sampled_from([10**20, -400, -1, 0, 2**63, 2**31, 10**400, -(10**400)]),
         st.floats(allow_nan=True, allow_infinity=True),
         st.sampled_from([float("nan"), float("inf"), float("-inf"), 1e308, -1e308]),
         st.text(max_size=12),
@@ -124,6 +126,7 @@ def hostile_streams(draw: st.DrawFn) -> list[str]:
     junk = st.one_of(
         st.text(max_size=40),
         st.just(HOSTILE),
+        st.sampled_from([NESTED_LINE, '{"type":"jobs","jobs":' + "[" * 5000 + "\n"]),
         hostile_values().map(lambda value: raw_line("snapshot", snapshot=value)),
         hostile_values().map(lambda value: raw_line("jobs", jobs=value, error=value)),
     )

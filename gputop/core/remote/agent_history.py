@@ -41,6 +41,7 @@ from gputop.core.history.report import (
 from gputop.core.history.series import GpuSeries, gpu_series
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
+from gputop.core.numbers import DECODE_ERRORS, outside_float
 from gputop.core.redact import text_for_others
 from gputop.core.remote.protocol import ProtocolError, decode, encode
 
@@ -179,7 +180,7 @@ def _query(request: dict[str, Any], now: float) -> ReportQuery:
         request.get("idle_min_s", 1800.0), "idle_min_s", MIN_IDLE_RUN_S, MAX_WINDOW_S
     )
     by_text = request.get("by", "user")
-    if by_text not in {by.value for by in ReportBy}:
+    if not isinstance(by_text, str) or by_text not in {by.value for by in ReportBy}:
         raise GputopError(
             f"history request: 'by' must be user, gpu, job or process, not {by_text!r}"
         )
@@ -192,9 +193,9 @@ def _query(request: dict[str, Any], now: float) -> ReportQuery:
 
 
 def _number(value: object, name: str, minimum: float, maximum: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    number = outside_float(value)
+    if number is None:
         raise GputopError(f"history request: {name!r} must be a number of seconds")
-    number = float(value)
     if not math.isfinite(number) or not minimum <= number <= maximum:
         raise GputopError(
             f"history request: {name!r} must be from {minimum:g} to {maximum:g} seconds"
@@ -298,10 +299,8 @@ def _row_from_json(document: object) -> ReportRow | None:
 
 def _seconds(value: object) -> float | None:
     """A number from another machine: finite and not negative, else unknown."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) and 0 <= number <= 1e300 else None
+    number = outside_float(value)  # 10**400: infinite, so unknown
+    return number if number is not None and math.isfinite(number) and 0 <= number <= 1e300 else None
 
 
 class HistoryAnswers:
@@ -321,8 +320,12 @@ class HistoryAnswers:
         request_id = body.get("id")
         if isinstance(request_id, bool) or not isinstance(request_id, int):
             return
+        try:
+            answer = answer_from_json(body)
+        except DECODE_ERRORS as error:  # the host's fault, said as its answer's error
+            answer = HistoryAnswer(None, f"the host's answer could not be read ({error})")
         with self._changed:
-            self._answers[request_id] = answer_from_json(body)
+            self._answers[request_id] = answer
             while len(self._answers) > MAX_PENDING:
                 del self._answers[min(self._answers)]
             self._changed.notify_all()

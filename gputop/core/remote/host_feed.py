@@ -4,7 +4,8 @@ The agent's JSON lines (gputop/core/remote/protocol.py) or, in reduced mode, nvi
 frames (gputop/core/remote/reduced.py) are decoded here, and every snapshot and jobs list
 is checked for meaning where it enters (gputop/core/remote/host_values.py). A line that
 cannot be read marks this host's status and nothing else: no exception leaves ``feed``
-for what a host sends. ``HostLink`` feeds it the lines of its ssh; tests feed it lines
+for what a host sends (a line nested too deeply, a number of 401 digits: its fault, said as
+an unreadable line). ``HostLink`` feeds it the lines of its ssh; tests feed it lines
 directly.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from gputop.core.install_advice import install_advice
 from gputop.core.model import Snapshot
+from gputop.core.numbers import DECODE_ERRORS
 from gputop.core.remote.agent_version import checked_version
 from gputop.core.remote.host_values import check_jobs, check_snapshot
 from gputop.core.remote.protocol import ProtocolError, decode, snapshot_from_json
@@ -72,12 +74,14 @@ class HostFeed:
             )
         try:
             message = decode(text)
-        except ProtocolError:
+        except ProtocolError as error:
+            if text.startswith(("{", "[")):  # meant as JSON (nested too deeply, cut...)
+                return self._unreadable_line(str(error))
             return NOTHING  # a line from a login banner, or not JSON at all: skip it
         try:
             return self._message(message.type, message.body)
-        except ProtocolError as error:
-            return self._unreadable_line(str(error))
+        except DECODE_ERRORS as error:  # ProtocolError names the field; the rest, the kind
+            return self._unreadable_line(str(error) or type(error).__name__)
 
     def too_long(self) -> Outcome:
         """A line longer than any real snapshot (``HostLink`` drops it unread)."""

@@ -10,7 +10,9 @@ measured by ``gputop snapshot --hosts ... --stats``. See docs/lab.md.
 State: connecting → live (a snapshot arrived) → stale (none for ``stale_after_s``) or
 unreachable (ssh ended: the classified reason, and when the next try is). After a
 connection that delivered data ends, the next try is at once; after a failed one, the
-wait doubles from ``first_retry_s`` up to ``max_retry_s``.
+wait doubles from ``first_retry_s`` up to ``max_retry_s``. A connection whose output could
+not be read at all (its reader raised: feed catches every decoding error, so this is only a
+net) counts as failed: it is dropped, said (``unreadable``) and tried again with backoff.
 """
 
 from __future__ import annotations
@@ -199,7 +201,11 @@ class HostLink:
         stderr_reader.start()
         with self._changed:
             self._rate_start = None
-        delivered, failure = self._read(process.stdout)
+        try:
+            delivered, failure = self._read(process.stdout)
+        except Exception as error:  # what the host sent broke its reader: its fault alone
+            # (feed catches every decoding error; this keeps the link alive whatever comes)
+            delivered, failure = False, _unreadable(error)
         if failure is None:  # end of output: ssh is exiting; its status says why
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(5.0)
@@ -259,6 +265,16 @@ class HostLink:
                 **changes,  # type: ignore[arg-type]
             )
             self._changed.notify_all()
+
+
+def _unreadable(error: Exception) -> Failure:
+    """The failure said for a connection whose output broke its reader: retried with
+    backoff (it delivered nothing), never a thread gone and a host "connecting" for ever."""
+    return Failure(
+        "unreadable",
+        f"what the server sent could not be read ({type(error).__name__}); "
+        "gputop reconnects with backoff",
+    )
 
 
 def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:

@@ -20,7 +20,6 @@ speak nvidia-smi CSV instead (gputop/core/remote/reduced.py). See docs/lab.md.
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +38,7 @@ from gputop.core.model import (
     ProcessType,
     Snapshot,
 )
-from gputop.core.numbers import strict_json
+from gputop.core.numbers import outside_float, outside_json, strict_json
 from gputop.core.sampling.process_env import MAX_PORT, MAX_RANK
 
 PROTOCOL_VERSION = 1
@@ -68,10 +67,12 @@ def encode(message_type: str, **fields: Any) -> str:
 
 
 def decode(line: str | bytes) -> Message:
+    """One line another machine sent; ProtocolError (never another exception) where it is
+    not a typed object: not JSON, nested too deeply, a number of too many digits."""
     try:
-        body = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ProtocolError(f"not JSON ({error})") from None
+        body = outside_json(line)
+    except ValueError as error:
+        raise ProtocolError(f"not JSON: {error}") from None
     if not isinstance(body, dict) or not isinstance(body.get("type"), str):
         raise ProtocolError("not an object with a string 'type'")
     return Message(body["type"], body)
@@ -331,11 +332,14 @@ def _int(value: Any, where: str) -> int | None:
 
 
 def _float(value: Any, where: str) -> float | None:
+    """A number as a float; a whole number beyond every float is infinite (host_values.py
+    then refuses it as out of range)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    number = outside_float(value)
+    if number is None:
         raise ProtocolError(f"{where} is not a number")
-    return float(value)
+    return number
 
 
 def _bool(value: Any, where: str) -> bool | None:

@@ -15,11 +15,11 @@ import sys
 import time
 
 from gputop.cli.arg_types import add_db_argument, duration, seconds
+from gputop.cli.prometheus_args import add_credentials_arguments, server_from_args
 from gputop.cli.report_plot import plot_columns, render_plot
 from gputop.core.errors import UsageError
 from gputop.core.history.claim_spans import ClaimedTime, claimed_time
 from gputop.core.history.periods import parse_moment
-from gputop.core.history.prometheus_api import MAX_TIMEOUT_S, TIMEOUT_S, check_url
 from gputop.core.history.report import (
     DEFAULT_IDLE_MIN_S,
     ROW_FIELDS,
@@ -33,6 +33,7 @@ from gputop.core.history.series import gpu_series, plot_columns_for, recorded_sp
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
 from gputop.core.numbers import strict_json
+from gputop.core.prometheus.client import MAX_TIMEOUT_S, TIMEOUT_S
 from gputop.core.safe_text import clean
 from gputop.core.units import NA, human_bytes
 from gputop.core.units import duration as elapsed
@@ -54,6 +55,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="answer from this Prometheus server (every host it scrapes with 'gputop "
         "exporter') instead of the local store; see docs/exporter.md",
     )
+    add_credentials_arguments(parser)
     parser.add_argument(
         "--timeout",
         type=seconds(1, MAX_TIMEOUT_S),
@@ -109,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     query = ReportQuery(since, until, ReportBy(args.by), args.idle_min)
     if args.prometheus is not None:
         return _print_prometheus_report(args, query)
+    server_from_args(args)  # --prometheus-auth-file alone: said
     path = args.db if args.db is not None else default_history_path()
     connection = open_for_reading(path)
     try:
@@ -193,7 +196,9 @@ def _print_prometheus_report(args: argparse.Namespace, query: ReportQuery) -> in
     if args.db is not None or args.plot:
         raise UsageError("--prometheus answers from Prometheus: --db and --plot read the store.")
     timeout_s = args.timeout if args.timeout is not None else TIMEOUT_S
-    rows = prometheus_report(check_url(args.prometheus), query, timeout_s=timeout_s)
+    server = server_from_args(args)
+    assert server is not None
+    rows = prometheus_report(server, query, timeout_s=timeout_s)
     if args.json:
         print(strict_json(report_to_json(query, rows), indent=2))
     elif args.csv:

@@ -353,7 +353,7 @@ def test_report_prometheus_says_what_is_wrong(capsys: pytest.CaptureFixture[str]
 def test_report_prometheus_refuses_a_bad_query_in_prometheuss_words(
     prometheus: Prometheus,
 ) -> None:
-    from gputop.core.history.prometheus_api import PrometheusError, query_range
+    from gputop.core.prometheus.client import PrometheusError, query_range
 
     with pytest.raises(PrometheusError, match="refused the query"):
         query_range(prometheus.url, "sum by (", time.time() - 10, time.time(), 1.0)

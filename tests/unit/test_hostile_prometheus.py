@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gputop.cli.main import main
-from gputop.core.history import prometheus_api
+from gputop.core.prometheus import client as prometheus_api
 
 GIB = 1 << 30
 HOUR = ("--since", "2026-01-01T00:00:00Z", "--until", "2026-01-01T01:00:00Z")

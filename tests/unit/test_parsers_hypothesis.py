@@ -26,8 +26,8 @@ from gputop.core.history.periods import (
     parse_duration,
     parse_moment,
 )
-from gputop.core.history.prometheus_api import check_url
 from gputop.core.numbers import MAX_ID, parse_id
+from gputop.core.prometheus.client import check_url
 
 NOW = 1_795_000_000.0
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

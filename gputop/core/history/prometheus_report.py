@@ -32,16 +32,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gputop.core.history.prometheus_api import (
+from gputop.core.history.report import ReportBy, ReportQuery, ReportRow
+from gputop.core.numbers import MAX_ID_DIGITS
+from gputop.core.prometheus.client import (
     MAX_POINTS,
     NO_MAXIMUM,
     TIMEOUT_S,
     Budget,
     Series,
+    Server,
     query_range,
 )
-from gputop.core.history.report import ReportBy, ReportQuery, ReportRow
-from gputop.core.numbers import MAX_ID_DIGITS
 from gputop.core.redact import text_for_others
 
 IDLE_SM_PERCENT = 5
@@ -107,10 +108,10 @@ def step_for(query: ReportQuery) -> float:
 
 
 def prometheus_report(
-    url: str, query: ReportQuery, step_s: float | None = None, timeout_s: float = TIMEOUT_S
+    url: Server | str, query: ReportQuery, step_s: float | None = None, timeout_s: float = TIMEOUT_S
 ) -> list[ReportRow]:
     """The report's rows for ``query`` from the Prometheus server at ``url``, all its
-    queries within ``timeout_s`` and one memory bound together (prometheus_api.Budget)."""
+    queries within ``timeout_s`` and one memory bound together (``client.Budget``)."""
     step = step_s if step_s is not None else step_for(query)
     budget = Budget(timeout_s)
     figures = {

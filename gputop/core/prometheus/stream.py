@@ -1,0 +1,181 @@
+"""A JSON document read while it arrives, never held whole (a Prometheus answer, docs/fleet.md).
+
+``Stream`` keeps a window of the text (about a megabyte at most, plus the one value being
+decoded) and hands out the values the caller asks for: the caller walks the document's known
+shape (``walk_object``, ``walk_array``) and decodes each small value whole (``value``), so the
+memory an answer costs is what the caller keeps of it, never its size as text or as Python
+objects. A single value larger than ``MAX_VALUE_CHARS`` is refused; nesting is bounded by
+the caller's walk and, inside a value, by Python's recursion limit (``RecursionError``, which
+the caller turns into "nested too deeply"). The points of a range query's series, the bulk of
+a large answer, are decoded many at a time (``points``), at the speed of the C decoder.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Callable
+
+MAX_VALUE_CHARS = 1 << 20
+"""The largest one value may be (a series' labels, one point): a megabyte of text."""
+MAX_INT_CHARS = 400
+"""Prometheus writes 1e300 as 301 digits; a longer integer is no value it sends."""
+_KEEP_CHARS = 1 << 16
+"""Text already read is dropped once this much of it lies behind the position."""
+_BATCH_CHARS = 1 << 16
+"""Points decoded together: about 3,000 of a range query's."""
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+class TooLarge(ValueError):
+    """One value of the document is larger than ``MAX_VALUE_CHARS``."""
+
+
+def _bounded_int(text: str) -> int:
+    """A JSON integer of at most ``MAX_INT_CHARS`` digits (Python 3.11 and later refuse more
+    than 4,300 themselves; 3.10 would spend quadratic time on them)."""
+    if len(text) > MAX_INT_CHARS:
+        raise ValueError("an integer too long")
+    return int(text)
+
+
+DECODER = json.JSONDecoder(parse_int=_bounded_int)
+
+
+class Stream:
+    """The text of a document, read with ``read`` (``b""`` at its end) as it is needed."""
+
+    def __init__(self, read: Callable[[], bytes]) -> None:
+        self._read = read
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self.text = ""
+        self.at = 0
+        self.eof = False
+
+    def more(self) -> bool:
+        """Read on; False at the end of the document."""
+        if self.eof:
+            return False
+        chunk = self._read()
+        if self.at >= _KEEP_CHARS:
+            self.text, self.at = self.text[self.at :], 0
+        if not chunk:
+            self.eof = True
+            self.text += self._decoder.decode(b"", final=True)  # a cut character: ValueError
+            return False
+        self.text += self._decoder.decode(chunk)
+        return True
+
+    def fill(self, chars: int) -> None:
+        """At least ``chars`` characters after the position, unless the document ends first."""
+        while len(self.text) - self.at < chars and self.more():
+            pass
+
+    def peek(self) -> str:
+        """The next character that is not white space ("" at the end), not taken."""
+        while True:
+            match = _SPACE.match(self.text, self.at)
+            self.at = match.end() if match else self.at
+            if self.at < len(self.text) or not self.more():
+                return self.text[self.at] if self.at < len(self.text) else ""
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            raise ValueError(f"{char!r} expected")
+        self.at += 1
+
+    def value(self) -> object:
+        """The next value, decoded whole (``TooLarge`` past ``MAX_VALUE_CHARS``)."""
+        self.peek()
+        while True:
+            try:
+                value, end = DECODER.raw_decode(self.text, self.at)
+            except ValueError:
+                if self.eof:
+                    raise
+            else:
+                # A number at the very end of what was read may go on in the next chunk.
+                if end < len(self.text) or self.eof:
+                    self.at = end
+                    return value
+            if len(self.text) - self.at > MAX_VALUE_CHARS:
+                raise TooLarge("a value too large")
+            self.more()
+
+    def end(self) -> None:
+        """Nothing but white space after the document."""
+        if self.peek() != "":
+            raise ValueError("more after the document")
+
+
+def walk_object(stream: Stream, member: Callable[[str], None]) -> None:
+    """An object: ``member(key)`` reads each member's value from the stream."""
+    stream.expect("{")
+    if stream.peek() == "}":
+        stream.at += 1
+        return
+    while True:
+        key = stream.value()
+        if not isinstance(key, str):
+            raise ValueError("a key that is not a string")
+        stream.expect(":")
+        member(key)
+        if _next(stream, "}"):
+            return
+
+
+def walk_array(stream: Stream, item: Callable[[], None]) -> None:
+    """An array: ``item()`` reads each item from the stream."""
+    stream.expect("[")
+    if stream.peek() == "]":
+        stream.at += 1
+        return
+    while True:
+        item()
+        if _next(stream, "]"):
+            return
+
+
+def _next(stream: Stream, closing: str) -> bool:
+    """After an item: True at the closing bracket, False after a comma."""
+    char = stream.peek()
+    if char == ",":
+        stream.at += 1
+        return False
+    if char == closing:
+        stream.at += 1
+        return True
+    raise ValueError("no comma")
+
+
+def points(stream: Stream, point: Callable[[object], None]) -> None:
+    """An array of a range query's points (``[time, "value"]``, each small), given one by one
+    to ``point``. Runs of points are decoded together: the text up to the last ``"]`` of the
+    next ``_BATCH_CHARS`` (or of the array), which decodes as a list of the points it holds
+    exactly when it ends where a point ends (a cut inside a string, say one holding ``"]``,
+    leaves it unfinished: then one point is decoded alone)."""
+    stream.expect("[")
+    if stream.peek() == "]":
+        stream.at += 1
+        return
+    while True:
+        stream.fill(_BATCH_CHARS)
+        text, at = stream.text, stream.at
+        limit = at + _BATCH_CHARS
+        close = text.find('"]]', at, limit)
+        cut = close + 2 if close >= 0 else text.rfind('"]', at, limit) + 2
+        batch = None
+        if cut > at + 2:
+            try:
+                batch = DECODER.decode("[" + text[at:cut] + "]")
+            except (ValueError, RecursionError):
+                batch = None
+        if isinstance(batch, list):
+            stream.at = cut
+            for each in batch:
+                point(each)
+        else:
+            point(stream.value())
+        if _next(stream, "]"):
+            return

@@ -1,0 +1,328 @@
+"""The one Prometheus client (gputop/core/prometheus/): answers read as they arrive, memory
+bounded while reading, credentials from a private file, never printed back, and nothing a
+server answers raising a traceback. A real HTTP server on loopback answers each case; the
+memory tests run ``gputop report --prometheus`` as a process and read its peak resident
+size from the kernel (``wait4``). See docs/fleet.md and docs/security.md."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputop.core.errors import UsageError
+from gputop.core.prometheus import client
+from gputop.core.prometheus.auth import read_auth_file, server_for
+
+HOUR = ("--since", "2026-01-01T00:00:00Z", "--until", "2026-01-01T01:00:00Z")
+HOUR_START = 1767225600
+MIB = 1 << 20
+Answer = Callable[["Handler"], None]
+EMPTY_MATRIX = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Server
+
+    def do_GET(self) -> None:
+        parts = urllib.parse.urlsplit(self.path)
+        self.server.seen.append(
+            (dict(urllib.parse.parse_qsl(parts.query)), self.headers.get("Authorization"))
+        )
+        with contextlib.suppress(OSError):  # the client hung up (its bound, its deadline)
+            self.server.answer(self)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def send(self, body: bytes, status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def stream(self, parts: Iterator[bytes]) -> None:
+        """An answer of unknown length, written part by part (HTTP/1.0: ends at close)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        for part in parts:
+            self.wfile.write(part)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.answer: Answer = lambda handler: handler.send(b"{}")
+        self.seen: list[tuple[dict[str, str], str | None]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.fixture(scope="module")
+def module_server() -> Iterator[Server]:
+    server = Server()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def server(module_server: Server) -> Server:
+    module_server.seen = []
+    return module_server
+
+
+def huge_series(points_mib: int) -> Iterator[bytes]:
+    """One series whose points (all inside the report's hour) take ``points_mib`` MiB."""
+    yield (
+        b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":'
+        b'{"user":"alice","Hostname":"node-1","gpu":"0"},"values":['
+    )
+    point = b'[%d,"1048576"],' % (HOUR_START + 60)
+    block = point * (MIB // len(point))
+    for _ in range(points_mib):
+        yield block
+    yield b'[%d,"1048576"]]}]}}' % (HOUR_START + 120)
+
+
+def run_report(url: str) -> tuple[int, str, float]:
+    """``gputop report --prometheus URL`` as a process: its exit, its stderr, and its peak
+    resident size in MiB (from the kernel, for this process alone)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gputop", "report", "--prometheus", url, *HOUR, "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    err = process.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, err, usage.ru_maxrss / 1024
+
+
+def test_one_huge_series_is_read_in_bounded_memory(server: Server) -> None:
+    """Issue 40 item 8: one series of millions of points (here 100 MiB of them, under the
+    128 MiB bound) was decoded whole: 1.7 GB for 124 MB. Read as it arrives, the report
+    keeps at most the points its step asks for and stays small."""
+    baseline = run_report_tiny(server)
+
+    def answer(handler: Handler) -> None:  # the report's first query: the huge series
+        query = handler.server.seen[-1][0]["query"]
+        if query.startswith("sum by") and "memory" in query:
+            handler.stream(huge_series(100))
+        else:
+            handler.send(json.dumps(EMPTY_MATRIX).encode())
+
+    server.answer = answer
+    code, err, peak_mib = run_report(server.url)
+    assert code == 0, err
+    assert peak_mib < baseline + 40, (peak_mib, baseline)
+    print(f"peak RSS {peak_mib:.0f} MiB, {baseline:.0f} MiB on an empty answer")
+
+
+def run_report_tiny(server: Server) -> float:
+    """The peak resident size of the same report on an empty answer."""
+    saved = server.answer
+    server.answer = lambda handler: handler.send(json.dumps(EMPTY_MATRIX).encode())
+    code, err, peak = run_report(server.url)
+    server.answer = saved
+    assert code == 0, err
+    return peak
+
+
+def test_an_answer_past_the_bound_is_refused_without_being_held(server: Server) -> None:
+    baseline = run_report_tiny(server)
+    server.answer = lambda handler: handler.stream(huge_series(200))
+    code, err, peak_mib = run_report(server.url)
+    assert code == 1
+    assert "answered more than 128 MiB in all for this report" in err
+    assert "Traceback" not in err
+    assert peak_mib < baseline + 40, (peak_mib, baseline)
+
+
+def vector(result: object) -> bytes:
+    return json.dumps(
+        {"status": "success", "data": {"resultType": "vector", "result": result}}
+    ).encode()
+
+
+def test_an_instant_query_keeps_only_finite_values_in_range(server: Server) -> None:
+    result = [
+        {"metric": {"gpu": str(k)}, "value": [1767225600.5, text]}
+        for k, text in enumerate(["12.5", "NaN", "+Inf", "-Inf", "-1", "1e400", "2", "x"])
+    ]
+    result += [
+        {"metric": {"gpu": "8"}, "value": "not a pair"},
+        {"metric": "not labels", "value": [1, "1"]},
+        7,
+        {"metric": {"gpu": "9", "n": 5}, "value": [1e300, "3"]},
+    ]
+    server.answer = lambda handler: handler.send(vector(result))
+    samples = client.query(server.url, "up", maximum=100.0)
+    values = {sample.labels["gpu"]: sample.value for sample in samples}
+    assert values == {
+        "0": 12.5,
+        "1": None,
+        "2": None,
+        "3": None,
+        "4": None,
+        "5": None,
+        "6": 2.0,
+        "7": None,
+        "9": 3.0,
+    }
+    assert samples[0].time == 1767225600.5
+    assert samples[-1].time is None  # no plausible time
+    assert samples[-1].labels == {"gpu": "9"}  # a label that is no string is dropped
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b'{"status":' + b"[" * 200_000, "nested too deeply"),
+        (
+            b'{"status":"success","data":{"resultType":"vector","result":[{"metric":'
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b',"value":[1,"1"]}]}}',
+            "nested too deeply",
+        ),
+        (
+            b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"'
+            + b"x" * (2 * MIB)
+            + b'"},"value":[1,"1"]}]}}',
+            "a value of more than a megabyte",
+        ),
+        (
+            b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":['
+            + b"9" * 5000
+            + b',"1"]}]}}',
+            "not JSON",
+        ),
+        (b"<html>not Prometheus</html>", "not JSON"),
+        (b'{"status":"success","data":{"resultType":"matrix","result":[]}}', "instant vector"),
+        (b'{"status":"success","data":{"resultType":"vector","result":{}}}', "of series"),
+        (b'{"status":"error","error":"bad\\nquery"}', "refused the query: bad query"),
+        (b'{"status":"success","data":{"resultType":"vector","result":[]}} more', "not JSON"),
+        (b'{"status":"success","data":{"resultType":"vector","result":[]', "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_what_no_prometheus_answers_is_a_message(server: Server, body: bytes, said: str) -> None:
+    server.answer = lambda handler: handler.send(body)
+    with pytest.raises(client.PrometheusError) as raised:
+        client.query(server.url, "up")
+    assert said in str(raised.value)
+
+
+def test_a_range_answer_split_anywhere_reads_the_same(server: Server) -> None:
+    """The points are decoded in batches: a string holding ``"]`` or ``"]]`` and a batch
+    cut at every position give the same series as one decode of the whole."""
+    values = [[HOUR_START + k, f'{k}"]]' if k % 7 == 0 else str(k)] for k in range(5000)]
+    document = {
+        "status": "success",
+        "data": {"resultType": "matrix", "result": [{"metric": {"a": "b"}, "values": values}]},
+    }
+    body = json.dumps(document, separators=(",", ":")).encode()
+
+    def answer(handler: Handler) -> None:
+        handler.stream(body[k : k + 997] for k in range(0, len(body), 997))
+
+    server.answer = answer
+    (series,) = client.query_range(server.url, "x", HOUR_START, HOUR_START + 5000, 1.0)
+    expected = {float(at): (None if '"' in text else float(text)) for at, text in values}
+    assert series.points == expected
+
+
+def private_file(tmp_path: Path, text: str, mode: int = 0o600) -> str:
+    path = tmp_path / "auth"
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)
+    return str(path)
+
+
+def test_credentials_come_from_a_private_file(server: Server, tmp_path: Path) -> None:
+    server.answer = lambda handler: handler.send(vector([]))
+    basic = server_for(server.url, private_file(tmp_path, "alice:s3cr:et\n"))
+    client.query(basic, "up")
+    bearer = server_for(server.url, private_file(tmp_path, "bearer tok-123\n"))
+    client.query(bearer, "up")
+    assert [auth for _, auth in server.seen] == [
+        "Basic " + base64.b64encode(b"alice:s3cr:et").decode(),
+        "Bearer tok-123",
+    ]
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o660])
+def test_an_auth_file_others_can_read_is_refused(tmp_path: Path, mode: int) -> None:
+    path = private_file(tmp_path, "alice:secret\n", mode)
+    with pytest.raises(UsageError) as raised:
+        read_auth_file(path)
+    assert "other users can read or change it" in str(raised.value)
+    assert f"{mode:04o}" in str(raised.value)
+    assert "secret" not in str(raised.value)
+
+
+@pytest.mark.parametrize("text", ["", "alice\n", "a:b\nc:d\n", "bearer \n", "bearer a b\n"])
+def test_an_auth_file_that_is_no_line_of_credentials_is_refused(tmp_path: Path, text: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        read_auth_file(private_file(tmp_path, text))
+    assert "--prometheus-auth-file" in str(raised.value)
+
+
+def test_a_password_in_the_url_works_and_is_never_printed(server: Server) -> None:
+    host = server.url.removeprefix("http://")
+    server.answer = lambda handler: handler.send(b"<html>no</html>")
+    target = server_for(f"http://bob:hunter2@{host}/")
+    assert target.shown == server.url and "hunter2" not in repr(target)
+    with pytest.raises(client.PrometheusError) as raised:
+        client.query(target, "up")
+    assert "hunter2" not in str(raised.value) and server.url in str(raised.value)
+    assert server.seen[-1][1] == "Basic " + base64.b64encode(b"bob:hunter2").decode()
+    with pytest.raises(UsageError) as refused:
+        server_for("ftp://bob:hunter2@example.com")
+    assert "hunter2" not in str(refused.value)
+    with pytest.raises(client.PrometheusError) as unreachable:
+        client.query(server_for("http://bob:hunter2@127.0.0.1:1"), "up")
+    assert "hunter2" not in str(unreachable.value)
+
+
+def test_the_deadline_holds_for_a_server_that_trickles(server: Server) -> None:
+    import time
+
+    def trickle(handler: Handler) -> None:
+        def parts() -> Iterator[bytes]:
+            yield b'{"status":"success","data":{"resultType":"vector","result":['
+            for _ in range(100):
+                time.sleep(0.1)
+                yield b" "
+
+        handler.stream(parts())
+
+    server.answer = trickle
+    started = time.monotonic()
+    with pytest.raises(client.PrometheusError) as raised:
+        client.query(server.url, "up", client.Budget(1.0, what="refresh"))
+    assert time.monotonic() - started < 5
+    assert "did not answer within --timeout 1 s (for the whole refresh)" in str(raised.value)

@@ -104,6 +104,11 @@ def test_output_that_is_not_json_is_a_clear_error() -> None:
         parse_queue("slurm_load_jobs error: Unable to contact slurm controller")
 
 
+def test_output_nested_deeper_than_the_decoder_recurses_is_the_same_clear_error() -> None:
+    with pytest.raises(SlurmError, match="not JSON"):
+        parse_queue('{"jobs":' + "[" * 100_000)
+
+
 def test_the_status_shown_carries_no_terminal_control() -> None:
     record = {**SLURM_22_05_PENDING, "state_reason": "Re\x1b]52;c;AAAA\x07sources"}
     (job,) = parse_queue(json.dumps({"jobs": [record]}))

@@ -123,7 +123,7 @@ def run_driver_probe(
         answer = json.loads(done.stdout.strip().splitlines()[-1])
     except subprocess.TimeoutExpired:
         return DriverProbeResult("error", detail=f"the driver did not answer in {timeout_s:g} s")
-    except (IndexError, ValueError, OSError):
+    except (IndexError, ValueError, OSError, RecursionError):
         return DriverProbeResult("error", detail="the probe process failed")
     return _parse_answer(answer)
 

@@ -90,7 +90,9 @@ def probe_torch(
         return TorchProbeResult("crashed", f"{interpreter} could not run: {error}", interpreter)
     try:
         info = json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
+        if not isinstance(info, dict):
+            raise ValueError("not an object")
+    except (IndexError, ValueError, RecursionError):
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return TorchProbeResult(
             "crashed", f"{interpreter} failed (exit {done.returncode}): {last}", interpreter

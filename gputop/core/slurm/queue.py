@@ -8,13 +8,12 @@ Slurm's physical GPU indices on that node (docs/slurm.md).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.core.numbers import LATEST_TIME_S, within
+from gputop.core.numbers import LATEST_TIME_S, outside_json, within
 from gputop.core.safe_text import clean
 from gputop.core.slurm.commands import SlurmError, run_slurm
 
@@ -171,8 +170,8 @@ def _error_text(error: Any) -> str:
 def parse_queue(text: str) -> list[SlurmJob]:
     """``squeue --json``'s output → its jobs; ``SlurmError`` for output that is not JSON."""
     try:
-        document = json.loads(text)
-    except ValueError:
+        document = outside_json(text)
+    except ValueError:  # nested too deeply too
         raise SlurmError("squeue --json printed something that is not JSON.") from None
     errors = document.get("errors") if isinstance(document, Mapping) else None
     if errors:  # Slurm 22.05 exits 0 when it could not reach the controller

@@ -9,7 +9,6 @@ kept, every other control shown as an escape) before it is drawn. See docs/lab.m
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Mapping
 from typing import IO
@@ -25,6 +24,7 @@ from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.logs import shown_line
 from gputop.core.jobs.usage import usage_summary
 from gputop.core.mig_targets import target_label
+from gputop.core.numbers import DECODE_ERRORS, outside_json
 from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote
 from gputop.core.safe_text import clean
 from gputop.tui.lab.lab_jobs import RemoteJob
@@ -82,11 +82,11 @@ class RemoteLaunchScreen(LaunchScreen):
             self.app.call_from_thread(self._failed, result.message or "the launch failed")
             return
         try:
-            job = json.loads(result.stdout)
+            job = outside_json(result.stdout)
             text = f"Job {int(job['id'])} launched on {clean(self.host)}, GPU " + ",".join(
                 str(int(i)) for i in job.get("gpus", ())
             )
-        except (ValueError, KeyError, TypeError):
+        except (*DECODE_ERRORS, KeyError, AttributeError):  # the host's answer, unreadable
             text = f"Launched on {clean(self.host)}: {result.message}"
         self.app.notify(text)
         self.app.call_from_thread(self.dismiss, None)

@@ -47,6 +47,7 @@ from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.textual_compat import (
     ExceptionHook,
+    QuitHint,
     install_lean_strips,
     install_partial_updates,
     textual_handles_exception,
@@ -76,7 +77,7 @@ class _ReportedByGputop(Exception):
         return Text()
 
 
-class DashboardApp(ExceptionHook, ReportsWorkerFailures, App[None]):
+class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     """The base of both dashboards; each subclass composes its widgets, mounts, samples."""
 
     CSS_PATH = str(Path(__file__).parent / "gputop.tcss")

@@ -39,6 +39,7 @@ __all__ = [
     "ExceptionHook",
     "LinuxDriver",
     "QuietInput",
+    "QuitHint",
     "app_closing",
     "install_lean_strips",
     "install_partial_updates",
@@ -93,6 +94,23 @@ def textual_handles_exception(app: Any, error: Exception) -> None:
     """Textual's own handling of ``error``: the app exits with status 1, showing ``error``'s
     Rich rendering where it has one (an empty one shows nothing)."""
     App._handle_exception(app, error)
+
+
+# -- ctrl+c ------------------------------------------------------------------------------------
+#
+# Textual binds ctrl+c (``App.BINDINGS``, a system binding) to ``action_help_quit``, which
+# notifies "Press [b]ctrl+q[/b] to quit the app", naming the first key bound to quit, with
+# markup. gputop's notifications are plain text (docs/security.md), so the markup showed raw,
+# and gputop's key is q.
+
+
+class QuitHint:
+    """Mix in before ``App``: ctrl+c says, in plain words, which key quits."""
+
+    QUIT_HINT = "Press q to quit (launched jobs keep running)."
+
+    def action_help_quit(self) -> None:
+        self.notify(self.QUIT_HINT, title="Do you want to quit?")  # type: ignore[attr-defined]
 
 
 # -- A widget's text as Textual renders it (gputop/tui/widgets/gpu_card.py) ------------------

@@ -604,3 +604,15 @@ async def test_the_quiet_input_threads_pipe_is_never_inherited_and_is_closed_wit
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+# -- ctrl+c ------------------------------------------------------------------------------------
+
+
+def test_textual_binds_ctrl_c_to_the_help_quit_action_quit_hint_replaces() -> None:
+    """``QuitHint.action_help_quit`` is what ctrl+c runs: Textual's system binding."""
+    from gputop.tui.textual_compat import QuitHint
+
+    (binding,) = [b for b in App.BINDINGS if getattr(b, "key", None) == "ctrl+c"]
+    assert binding.action == "help_quit"  # type: ignore[union-attr]
+    assert callable(App.action_help_quit) and callable(QuitHint.action_help_quit)

@@ -6,6 +6,7 @@ import time
 
 from gputop.core.claims.view import card_claim_text
 from gputop.core.clock_events import badge_labels
+from gputop.core.health import verdict
 from gputop.core.model import Activity, GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import NA, celsius, duration, human_bytes, memory_pair, percent, power_pair
@@ -27,6 +28,9 @@ def render_snapshot(snapshot: Snapshot, width: int | None = None) -> str:
         if claimed:
             lines.append(f"{'':4}{claimed}")  # docs/claims.md
         lines.extend(_mig_lines(gpu))
+        health = _health_line(gpu)
+        if health:
+            lines.append(health)
         if gpu.lost or gpu.no_access:
             continue
         if not gpu.processes_listed:
@@ -89,6 +93,16 @@ def _activity(activity: Activity) -> str:
 def _throttle(gpu: GpuSample) -> str:
     labels = badge_labels(gpu.clock_event_mask)
     return f"  throttled: {', '.join(labels)}" if labels else ""
+
+
+def _health_line(gpu: GpuSample) -> str | None:
+    """A line for a card that is not ok (docs/health.md): its reasons, what to do first."""
+    result = verdict(gpu.health)
+    if not result.reasons:
+        return None
+    mark = "✖" if result.level == "critical" else "⚠"
+    reasons = "; ".join(reason.text for reason in result.reasons)
+    return f"{'':4}{mark} health {result.level}: {reasons}. {result.action}"
 
 
 def _number(value: float | None) -> str:

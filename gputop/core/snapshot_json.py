@@ -10,17 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from gputop.core.clock_events import reason_names
+from gputop.core.health import verdict
 from gputop.core.model import (
     ACTIVITY_KEYS,
     Activity,
     Clocks,
     GpuClaim,
+    GpuHealth,
     GpuProcess,
     GpuSample,
     MigDevice,
     ProcessCuda,
     Snapshot,
 )
+from gputop.core.xid import describe
 
 SCHEMA_VERSION = 1
 
@@ -78,6 +81,64 @@ def _gpu(gpu: GpuSample) -> dict[str, Any]:
         else None,
         "claim": _claim(gpu.claim),
         "unclaimed_users": list(gpu.unclaimed_users),
+        "health": health_json(gpu.health),
+    }
+
+
+def health_json(health: GpuHealth | None) -> dict[str, Any] | None:
+    """A card's health (docs/health.md); each signal ``null`` where the card does not have
+    it; the whole ``null`` where it was not read (a lost or refused card)."""
+    if health is None:
+        return None
+    ecc, pages, rows = health.ecc, health.retired_pages, health.remapped_rows
+    result = verdict(health)
+    return {
+        "ecc_errors": None
+        if ecc is None
+        else {
+            "corrected_volatile": ecc.corrected_volatile,
+            "uncorrected_volatile": ecc.uncorrected_volatile,
+            "corrected_aggregate": ecc.corrected_aggregate,
+            "uncorrected_aggregate": ecc.uncorrected_aggregate,
+        },
+        "retired_pages": None
+        if pages is None
+        else {
+            "single_bit": pages.single_bit,
+            "double_bit": pages.double_bit,
+            "pending": pages.pending,
+        },
+        "remapped_rows": None
+        if rows is None
+        else {
+            "correctable": rows.correctable,
+            "uncorrectable": rows.uncorrectable,
+            "pending": rows.pending,
+            "failed": rows.failed,
+        },
+        "pcie_replays": health.pcie_replays,
+        "nvlink_crc_errors": health.nvlink_crc_errors,
+        "xid_events": None
+        if health.xid_events is None
+        else [
+            {
+                "xid": event.xid,
+                "time": event.time,
+                "count": event.count,
+                "meaning": describe(event.xid).meaning,
+                "action": describe(event.xid).action,
+            }
+            for event in health.xid_events
+        ],
+        "xid_counts": {str(code): count for code, count in health.xid_counts},
+        "verdict": result.level,
+        "reasons": [
+            {"level": reason.level, "reason": reason.text, "action": reason.action}
+            for reason in result.reasons
+        ],
+        "action": result.action,
+        "refused": list(health.refused),
+        "read_at": health.read_at,
     }
 
 

@@ -3,12 +3,13 @@ the verdict, on the Python fake through the same backend as on a real driver."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 from helpers.scenarios import minimal_gpu
 
-from gputop.core.fake import FakeNvml, load_scenario
+from gputop.core.fake import FakeNvml, load_scenario, resolve_scenario_path
 from gputop.core.health import badge, verdict
 from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
 from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
@@ -246,3 +247,102 @@ def test_the_catalogue_has_the_codes_people_meet_and_unknown_is_unknown() -> Non
     unknown = describe(UNKNOWN_XID)
     assert unknown.short == "unknown" and "could not name" in unknown.meaning
     assert describe(4242).short == "unknown"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    from gputop.cli.main import main
+
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_snapshot_json_has_a_health_object_per_gpu(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUTOP_FAKE_TIME", "2")
+    code, out = run_cli(capsys, "snapshot", "--json", "--fake", "faulty")
+    assert code == 0
+    geforce, p100, a40 = (gpu["health"] for gpu in json.loads(out)["gpus"])
+    assert geforce["ecc_errors"] is None and geforce["retired_pages"] is None
+    assert geforce["remapped_rows"] is None and geforce["nvlink_crc_errors"] is None
+    assert geforce["verdict"] == "ok" and geforce["reasons"] == []
+    assert p100["ecc_errors"] == {
+        "corrected_volatile": 14,
+        "uncorrected_volatile": 0,
+        "corrected_aggregate": 230,
+        "uncorrected_aggregate": 0,
+    }
+    assert p100["retired_pages"] == {"single_bit": 2, "double_bit": 0, "pending": True}
+    assert p100["verdict"] == "warning"
+    assert a40["remapped_rows"] == {
+        "correctable": 0,
+        "uncorrectable": 1,
+        "pending": True,
+        "failed": False,
+    }
+    assert a40["verdict"] == "critical"
+    assert [r["reason"] for r in a40["reasons"]] == [
+        "2 uncorrectable ECC errors this boot",
+        "Xid 48 uncorrectable ECC error",
+        "row remap pending",
+    ]
+    (event,) = a40["xid_events"]
+    assert event["xid"] == 48 and "double-bit" in event["meaning"] and event["action"]
+    assert set(a40) >= {
+        "ecc_errors",
+        "retired_pages",
+        "remapped_rows",
+        "pcie_replays",
+        "nvlink_crc_errors",
+        "xid_events",
+        "verdict",
+        "reasons",
+    }
+
+
+def test_a_lost_card_keeps_its_last_health_and_the_xid_that_came_with_the_loss(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUTOP_FAKE_TIME", "4")
+    nvml = FakeNvml(load_scenario(resolve_scenario_path("faulty")), frozen_time=4.0)
+    nvml.nvmlInit()
+    backend = NvmlBackend(nvml, clock=nvml.epoch_time, options=SamplingOptions(claims=False))
+    backend.sample()
+    nvml.set_time(6.0)
+    a40 = backend.sample().gpus[2]
+    assert a40.lost and a40.health is not None
+    assert [e.xid for e in a40.health.xid_events or ()] == [48, 79]
+    assert verdict(a40.health).reasons[1].text == "Xid 79 fell off the bus"
+    backend.close()
+
+
+def test_the_text_snapshot_adds_a_line_for_each_card_that_is_not_ok(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUTOP_FAKE_TIME", "2")
+    _, out = run_cli(capsys, "snapshot", "--fake", "faulty")
+    health = [line.strip() for line in out.splitlines() if " health " in line]
+    assert health == [
+        "⚠ health warning: Xid 63 memory repair recorded; retired pages pending. "
+        "reset the GPU when it is idle",
+        "✖ health critical: 2 uncorrectable ECC errors this boot; Xid 48 uncorrectable ECC "
+        "error; row remap pending. results of jobs on it may be wrong: rerun them; reset the GPU",
+    ]
+    _, healthy = run_cli(capsys, "snapshot", "--fake", "dgx-h100")
+    assert " health " not in healthy
+
+
+def test_a_hosts_health_is_checked_and_bounded_when_read_back(fake_backend: OpenFake) -> None:
+    from gputop.core.remote.protocol import ProtocolError, snapshot_from_json
+    from gputop.core.snapshot_json import snapshot_to_json
+
+    document = snapshot_to_json(fake_backend("faulty", at_s=2.0).sample())
+    health = document["gpus"][2]["health"]
+    health["xid_events"] = [{"xid": 13, "time": 1.0, "count": 1}] * 10_000
+    health["reasons"] = [{"level": "ok", "reason": "\x1b]0;owned\x07", "action": "rm -rf"}]
+    gpu = snapshot_from_json(document).gpus[2]
+    assert gpu.health is not None and len(gpu.health.xid_events or ()) == 64
+    assert "owned" not in json.dumps(snapshot_to_json(snapshot_from_json(document)))
+    health["pcie_replays"] = -1
+    with pytest.raises(ProtocolError, match=r"gpus\[2\]\.health\.pcie_replays is out of range"):
+        snapshot_from_json(document)

@@ -206,8 +206,6 @@ class HealthCalls(FakeNvmlBase):
         now = self.now()
         for index in sorted(event_set.gpus):
             gpu = self._scenario.gpus[index]
-            if self._is_lost(gpu):
-                continue
             done = event_set.scenario_delivered.get(index, 0)
             seen = 0
             for xid in gpu.health.xid_events:

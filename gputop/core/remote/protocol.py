@@ -20,6 +20,7 @@ speak nvidia-smi CSV instead (gputop/core/remote/reduced.py). See docs/lab.md.
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,14 +30,19 @@ from gputop.core.model import (
     NO_ACTIVITY,
     Activity,
     Clocks,
+    EccCounts,
     GpuClaim,
+    GpuHealth,
     GpuProcess,
     GpuSample,
     MigDevice,
     ProcessCuda,
     ProcessOrigin,
     ProcessType,
+    RemappedRows,
+    RetiredPages,
     Snapshot,
+    XidEvent,
 )
 from gputop.core.numbers import outside_float, outside_json, strict_json
 from gputop.core.sampling.process_env import MAX_PORT, MAX_RANK
@@ -152,12 +158,103 @@ def _gpu(value: Any, position: int) -> GpuSample:
         clock_event_mask=_clock_event_mask(gpu.get("clock_event_reasons"), where),
         throttled_since=_float(gpu.get("throttled_since"), f"{where}.throttled_since"),
         claim=_claim(gpu.get("claim"), f"{where}.claim"),
+        health=_health(gpu.get("health"), f"{where}.health"),
         unclaimed_users=tuple(
             _str(u, f"{where}.unclaimed_users[{i}]") or "?"
             for i, u in enumerate(
                 _list(gpu.get("unclaimed_users") or [], f"{where}.unclaimed_users")[:MAX_USERS]
             )
         ),
+    )
+
+
+MAX_HEALTH_ITEMS = 64
+"""At most this many Xid events, Xid codes and refused calls are taken from a host, per GPU."""
+MAX_COUNTER = 2**63 - 1
+
+
+def _health(value: Any, where: str) -> GpuHealth | None:
+    """A host's ``health`` of a GPU (docs/health.md): the readings only; the verdict, its
+    reasons and the Xids' meanings are worked out here again, from gputop's own catalogue."""
+    if value is None:
+        return None
+    health = _object(value, where)
+
+    def count(item: dict[str, Any], key: str, at: str) -> int | None:
+        number = _int(item.get(key), f"{at}.{key}")
+        if number is not None and not 0 <= number <= MAX_COUNTER:
+            raise ProtocolError(f"{at}.{key} is out of range")
+        return number
+
+    def flag(item: dict[str, Any], key: str, at: str) -> bool | None:
+        return _bool(item.get(key), f"{at}.{key}")
+
+    ecc = pages = rows = None
+    if health.get("ecc_errors") is not None:
+        at = f"{where}.ecc_errors"
+        item = _object(health["ecc_errors"], at)
+        ecc = EccCounts(
+            *(
+                count(item, key, at)
+                for key in (
+                    "corrected_volatile",
+                    "uncorrected_volatile",
+                    "corrected_aggregate",
+                    "uncorrected_aggregate",
+                )
+            )
+        )
+    if health.get("retired_pages") is not None:
+        at = f"{where}.retired_pages"
+        item = _object(health["retired_pages"], at)
+        pages = RetiredPages(
+            count(item, "single_bit", at), count(item, "double_bit", at), flag(item, "pending", at)
+        )
+    if health.get("remapped_rows") is not None:
+        at = f"{where}.remapped_rows"
+        item = _object(health["remapped_rows"], at)
+        rows = RemappedRows(
+            count(item, "correctable", at) or 0,
+            count(item, "uncorrectable", at) or 0,
+            bool(flag(item, "pending", at)),
+            bool(flag(item, "failed", at)),
+        )
+    events = None
+    if health.get("xid_events") is not None:
+        at = f"{where}.xid_events"
+        listed = _list(health["xid_events"], at)[-MAX_HEALTH_ITEMS:]
+        events = []
+        for i, raw in enumerate(listed):
+            item = _object(raw, f"{at}[{i}]")
+            xid = count(item, "xid", f"{at}[{i}]")
+            time = _float(item.get("time"), f"{at}[{i}].time")
+            if xid is None or time is None or not math.isfinite(time):
+                raise ProtocolError(f"{at}[{i}] needs an xid and a time")
+            events.append(XidEvent(xid, time, max(1, count(item, "count", f"{at}[{i}]") or 1)))
+    counts = []
+    at = f"{where}.xid_counts"
+    raw_counts = _object(health.get("xid_counts") or {}, at)
+    for code in list(raw_counts)[:MAX_HEALTH_ITEMS]:
+        if not (isinstance(code, str) and code.isdigit() and len(code) <= 10):
+            raise ProtocolError(f"{at} has a key that is not an Xid code")
+        counts.append((int(code), count(raw_counts, code, at) or 0))
+    refused = tuple(
+        (_str(name, f"{where}.refused[{i}]") or "?")[:MAX_CLAIM_TEXT]
+        for i, name in enumerate(
+            _list(health.get("refused") or [], f"{where}.refused")[:MAX_HEALTH_ITEMS]
+        )
+    )
+    read_at = _float(health.get("read_at"), f"{where}.read_at")
+    return GpuHealth(
+        ecc=ecc,
+        retired_pages=pages,
+        remapped_rows=rows,
+        pcie_replays=count(health, "pcie_replays", where),
+        nvlink_crc_errors=count(health, "nvlink_crc_errors", where),
+        xid_events=None if events is None else tuple(events),
+        xid_counts=tuple(sorted(counts)),
+        refused=refused,
+        read_at=None if read_at is None or not math.isfinite(read_at) else read_at,
     )
 
 

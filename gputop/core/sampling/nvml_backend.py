@@ -290,7 +290,8 @@ class NvmlBackend:
                 state.lost = True
             except Exception as error:  # this GPU fails, not the sample
                 return replace(state.static, sample_error=_describe(error)), (), {}
-        return replace(state.static, lost=True), (), {}
+        health = self._health.last(state.static.physical_index) if self._health else None
+        return replace(state.static, lost=True, health=health), (), {}
 
     def _dynamic_facts(self, state: _GpuState) -> _GpuReading:
         nvml, read = self._nvml, self._reader.read

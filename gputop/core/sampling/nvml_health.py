@@ -124,8 +124,19 @@ class HealthReader:
         if state.reading is None or state.read_at is None or now - state.read_at >= self._period_s:
             state.reading = self._counters(handle, nvlink_count)
             state.read_at = now
+        return self._with_events(state, state.reading)
+
+    def last(self, index: int) -> GpuHealth | None:
+        """What was known of a GPU that can no longer be asked (lost): its last counters and
+        every Xid since, ``None`` if it was never read."""
+        state = self._gpus.get(index)
+        if state is None or state.reading is None:
+            return None
+        return self._with_events(state, state.reading)
+
+    def _with_events(self, state: _GpuHealthState, reading: GpuHealth) -> GpuHealth:
         return replace(
-            state.reading,
+            reading,
             xid_events=tuple(state.events) if state.registered else None,
             xid_counts=tuple(sorted(state.counts.items())),
             refused=tuple(sorted(self._refused)),

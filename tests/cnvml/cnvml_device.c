@@ -249,16 +249,6 @@ EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
     return NVML_SUCCESS;
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
-                                               nvmlMemoryErrorType_t error_type,
-                                               nvmlEccCounterType_t counter,
-                                               unsigned long long *count) {
-    DEVICE("nvmlDeviceGetTotalEccErrors");
-    if (error_type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter != NVML_VOLATILE_ECC)
-        return NVML_ERROR_NOT_SUPPORTED;
-    return read_ull(device, "ecc_uncorrected_volatile", count);
-}
-
 EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device,
                                                nvmlPcieUtilCounter_t counter,
                                                unsigned int *value) {

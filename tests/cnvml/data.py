@@ -20,6 +20,7 @@ from typing import Any
 
 from gputop.core.fake import Scenario
 from gputop.core.fake.gpm_calls import METRIC_SIGNALS
+from gputop.core.fake.health_calls import health_answers
 from gputop.core.fake.scenario import ScenarioGpu, ScenarioMigDevice, ScenarioProcess
 from gputop.core.fake.scenario_types import ActivitySignals
 from gputop.core.fake.signals import Signal
@@ -149,7 +150,7 @@ def _gpu_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
     fixed("compute_mode", gpu.compute_mode)
     if gpu.cuda_compute_capability is not None:
         entries.append(("compute_capability", "{} {}".format(*gpu.cuda_compute_capability)))
-    fixed("ecc_uncorrected_volatile", gpu.ecc_uncorrected_volatile)
+    entries.extend(health_entries(gpu, t))
     if gpu.bar1_total_mib is not None:
         entries.append(("bar1_total", gpu.bar1_total_mib * MIB))
         reading("bar1_used", gpu.bar1_used_mib or Signal.constant(0), MIB)
@@ -175,6 +176,25 @@ def _gpu_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
     entries.append(("clock_event_reasons", mask))
     if gpu.lost_after_s is not None and t >= gpu.lost_after_s:
         entries.append(("lost", 1))
+    return entries
+
+
+def health_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
+    """What the card answers to the health calls (cnvml_health.c), decided as the Python
+    fake decides it (fake/health_calls.py ``health_answers``); the Xids due by ``t``."""
+    answers = health_answers(gpu)
+    entries: list[tuple[str, object]] = [("pcie_replays", answers.pcie_replays)]
+    if answers.ecc is not None:
+        entries.append(("ecc_errors", " ".join(map(str, answers.ecc))))
+    if answers.retired_pages is not None:
+        entries.append(("retired_pages", " ".join(str(int(v)) for v in answers.retired_pages)))
+    if answers.remapped_rows is not None:
+        entries.append(("remapped_rows", " ".join(str(int(v)) for v in answers.remapped_rows)))
+    if answers.nvlink_crc_per_link:
+        entries.append(("nvlink_crc", " ".join(map(str, answers.nvlink_crc_per_link))))
+    due = [f"{x.xid}:{x.count}" for x in gpu.health.xid_events if x.at_s <= t]
+    if due:
+        entries.append(("xid_events", " ".join(due)))
     return entries
 
 

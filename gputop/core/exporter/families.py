@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gputop.core.exporter.health_families import health_families
 from gputop.core.exporter.labels import CommandLabel, command_label, label
 from gputop.core.exporter.processes import (
     GpuProcesses,
@@ -204,6 +205,7 @@ def snapshot_families(
     how a process's command line is written (labels.command_label)."""
     host = label(snapshot.host)
     families = list(_dcgm_families(snapshot, host))
+    families += health_families([(g, gpu_labels(g, host)) for g in snapshot.gpus], GPU_LABELS)
     families += _prof_families(snapshot, host)
     per_gpu = [(gpu, process_uses(gpu)) for gpu in snapshot.gpus if gpu.processes_listed]
     bounded = {gpu.physical_index: bound_processes(uses, top) for gpu, uses in per_gpu}

@@ -1,0 +1,130 @@
+"""A card's health (docs/health.md) as metric families, under dcgm-exporter's names.
+
+dcgm-exporter's ECC, retired-page, row-remap, PCIe-replay and NVLink CRC fields keep their
+names and meaning (they are written as gauges, as gputop writes every ``DCGM_FI_DEV_*``: the
+values are the driver's counts, so ``increase()`` works on them all the same);
+``DCGM_FI_DEV_XID_ERRORS`` is the last Xid, with dcgm-exporter's ``err_code`` and
+``err_msg`` labels. gputop adds ``gputop_gpu_xid_errors_total{xid}``, a counter per code, so
+``increase()`` gives the Xids of a window, and ``gputop_gpu_health`` (0 ok, 1 warning,
+2 critical). A signal the card does not have is left out, never written as 0. A lost card
+gives its verdict and Xids only: its counters are no longer read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from gputop.core.health import verdict
+from gputop.core.model import GpuHealth, GpuSample
+from gputop.core.xid import describe
+
+HealthReading = Callable[[GpuHealth], "int | bool | None"]
+
+HEALTH_GAUGES: tuple[tuple[str, str, HealthReading], ...] = (
+    (
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "Corrected (single-bit) ECC errors since the driver loaded.",
+        lambda h: h.ecc.corrected_volatile if h.ecc else None,
+    ),
+    (
+        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+        "Corrected (single-bit) ECC errors over the board's life.",
+        lambda h: h.ecc.corrected_aggregate if h.ecc else None,
+    ),
+    (
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "Uncorrectable (double-bit) ECC errors over the board's life.",
+        lambda h: h.ecc.uncorrected_aggregate if h.ecc else None,
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_SBE",
+        "Pages retired for multiple single-bit errors.",
+        lambda h: h.retired_pages.single_bit if h.retired_pages else None,
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_DBE",
+        "Pages retired for a double-bit error.",
+        lambda h: h.retired_pages.double_bit if h.retired_pages else None,
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_PENDING",
+        "1 when pages wait for the next reset to be retired.",
+        lambda h: h.retired_pages.pending if h.retired_pages else None,
+    ),
+    (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "Rows remapped for correctable errors.",
+        lambda h: h.remapped_rows.correctable if h.remapped_rows else None,
+    ),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "Rows remapped for uncorrectable errors.",
+        lambda h: h.remapped_rows.uncorrectable if h.remapped_rows else None,
+    ),
+    (
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "1 when a row remap waits for a GPU reset.",
+        lambda h: h.remapped_rows.pending if h.remapped_rows else None,
+    ),
+    (
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "1 when a row remap failed.",
+        lambda h: h.remapped_rows.failed if h.remapped_rows else None,
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "PCIe replays (retries) since the driver loaded.",
+        lambda h: h.pcie_replays,
+    ),
+    (
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "NVLink CRC flit errors over the active links.",
+        lambda h: h.nvlink_crc_errors,
+    ),
+)
+
+
+def health_families(
+    gpus: list[tuple[GpuSample, list[str]]], labels: tuple[str, ...]
+) -> list[Metric]:
+    """The health families of ``gpus``, each with its GPU labels (named ``labels``)."""
+    families: list[Metric] = []
+    for name, help_text, reading in HEALTH_GAUGES:
+        family = GaugeMetricFamily(name, help_text, labels=labels)
+        for gpu, values in gpus:
+            health = gpu.health
+            value = None if health is None or gpu.lost else reading(health)
+            if value is not None:
+                family.add_metric(values, float(value))
+        families.append(family)
+    last = GaugeMetricFamily(
+        "DCGM_FI_DEV_XID_ERRORS",
+        "The last Xid the driver reported (0: none since gputop started).",
+        labels=(*labels, "err_code", "err_msg"),
+    )
+    counted = CounterMetricFamily(
+        "gputop_gpu_xid_errors",
+        "Xids the driver reported since gputop started, by code.",
+        labels=(*labels, "xid"),
+    )
+    state = GaugeMetricFamily(
+        "gputop_gpu_health", "The card's verdict: 0 ok, 1 warning, 2 critical.", labels=labels
+    )
+    for gpu, values in gpus:
+        health = gpu.health
+        if health is None:
+            continue
+        state.add_metric(values, float(verdict(health).value))
+        if health.xid_events is None:
+            continue  # no Xid source: unknown, not "none"
+        if health.xid_events:
+            code = health.xid_events[-1].xid
+            last.add_metric([*values, str(code), describe(code).short], float(code))
+        else:
+            last.add_metric([*values, "", ""], 0.0)
+        for code, count in health.xid_counts:
+            counted.add_metric([*values, str(code)], float(count))
+    families += [last, counted, state]
+    return families

@@ -1,4 +1,4 @@
-"""The one redactor of secrets in command lines, for every place other people read one.
+"""The one redactor of command lines, for every place other people read one.
 
 A command line is the process owner's: ``python train.py --hf-token=hf_…`` shows in their
 own dashboard as it is. Where gputop writes it for someone else (the exporter's labels, a
@@ -7,19 +7,33 @@ about another user's processes), it passes ``redact_argv`` (an argv) or ``redact
 command line already joined, as a store keeps it) first. docs/security.md lists each place
 and its test.
 
-What is taken out, each replaced by ``***``:
+It is an allow-list: a redactor that lists the forms of secrets will always miss one
+(``-pSECRET``, ``-u admin:SECRET``, ``sshpass -p SECRET`` inside ``bash -c '…'``), so what
+may be shown is decided instead, and every other word becomes ``***``. Shown are:
 
-- the value of an option whose name holds a secret word (token, key, secret, password,
-  passwd, auth, credential): ``--hf-token=V``, ``--hf-token V``, ``-password V``,
-  ``-apiKey=V``;
-- the value of a ``NAME=V`` argument with such a name (``HF_TOKEN=V``, ``wandb.api_key=V``);
-- the value of a header line with such a name (``-H "Authorization: Bearer V"``);
-- the user-info of a URL (``https://user:pass@host`` becomes ``https://***@host``);
-- tokens known by their shape, wherever they stand: ``hf_``, ``ghp_`` (and GitHub's other
-  ``gh?_``), ``github_pat_``, ``glpat-``, ``sk-``, ``xox?-`` (Slack), ``AKIA``/``ASIA``
-  (AWS access keys): the prefix stays, to say what was there (``hf_***``).
+- the program: the first word (a path or a name), and the first word of a shell command
+  given with ``-c`` (and after ``;``, ``&&``, ``||``, ``|``);
+- words that look like paths or file names (``train.py``, ``cfg/a.yaml``, ``./run``,
+  ``torch.distributed.run``): letters, digits and ``. / ~ + , * % _ -`` only, so nothing
+  with ``=``, ``:``, ``@``, quotes or other punctuation;
+- URLs, without their user-info, query and fragment (``https://***@host/path?***``);
+- options: ``--name`` (and ``--name=V`` or ``--name:V`` with ``V`` judged as a word of its
+  own), ``-v`` and two-character ``-xy``; a longer word after one dash keeps its first
+  letter only (``-pSECRET`` becomes ``-p***``: ``mysql -pSECRET`` and ``-la`` cannot be
+  told apart past the first letters); ``-name=V`` as ``--name=V``;
+- ``NAME=V`` (an environment variable, a Hydra override), ``V`` judged as a word;
+- plain numbers (``0.1``, ``3e-4``, ``10``, ``512M``, ``0,1,2,3``, ``224x224``) and the
+  words true, false, none, null, yes, no, on, off, auto.
 
-An argument that holds spaces (``bash -c "… --token V"``) is read word by word as well.
+On top of that, what is shown is checked for secrets that look allowed: the value of an
+option, variable or header whose name says it holds a secret (token, key, secret, pass,
+pw, pwd, auth, credential, cookie, session, signature…) is hidden even if it looks like a
+path or a number; tokens known by their shape (``hf_``, ``ghp_``, ``sk-``, ``sk_live_``,
+``AIza``, ``AKIA``, JWTs ``eyJ….….…``) are taken out wherever they stand, keeping their
+prefix to say what was there (``hf_***``); and a run of 16 letters and digits that mixes
+capitals, small letters and digits (or 32 that mix letters and digits) reads as a random
+key and is hidden inside a path too.
+
 Redacting twice gives the same text as once, and redacting never fails.
 """
 
@@ -27,7 +41,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 REDACTED = "***"
@@ -37,132 +52,326 @@ its program's name only, or nothing."""
 COMMAND_FORMS: tuple[CommandForm, ...] = ("redacted", "name", "none")
 
 MAX_NAME_CHARS = 256
-_SECRET_ENDINGS = ("token", "key", "secret", "secrets", "credential", "credentials", "creds")
-_SECRET_PARTS = ("secret", "passw", "credential")
-_NOT_AUTH = frozenset({"author", "authors", "authored", "authoring"})
-_NAME_PARTS = re.compile(r"[-_.:/]+")
-_ASSIGNMENT = re.compile(r"^([+~]*[A-Za-z_][A-Za-z0-9_.\-]*)=(.*)$", re.DOTALL)
-_OPTION = re.compile(r"^(-{1,2}[A-Za-z0-9][A-Za-z0-9_.\-]*)(=(.*))?$", re.DOTALL)
-# From "://" on only: a pattern that matched the scheme too would try every letter of a long
-# word as a scheme's start, and take time in the square of its length.
-_URL_USERINFO = re.compile(r"://[^/\s@?#]+@")
-# Known token shapes; the prefix (group 1 or 3) is kept. Not after a letter or digit (so
-# "mask-rcnn-…" keeps its "sk-"), except after an escape the sanitiser wrote (\n, \x07…):
-# checked on what precedes a match (_after_a_word), which keeps the pattern a plain scan.
-_TOKENS = re.compile(
-    r"(hf_|gh[pousr]_|github_pat_|glpat-|sk-|xox[a-z]-)[A-Za-z0-9_\-]{8,}"
-    r"|(AKIA|ASIA)[A-Z0-9]{16}"
+
+# Names that say their value is a secret ------------------------------------------------
+_SECRET_ENDINGS = (
+    "token",
+    "key",
+    "secret",
+    "secrets",
+    "credential",
+    "credentials",
+    "creds",
+    "pass",
+    "pwd",
+    "cookie",
+    "cookies",
 )
-_ESCAPE_BEFORE = re.compile(r"\\(?:[nrte]|x[0-9a-f]{2}|u[0-9a-f]{4})$")
-_SPACES = re.compile(r"(\s+)")
-_HEADER = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*):$")
+_SECRET_PARTS = ("secret", "passw", "passphrase", "credential", "authoriz", "cookie")
+_SECRET_WORDS = frozenset(
+    {"pw", "passin", "passout", "session", "sessionid", "sig", "signature", "bearer", "jwt"}
+)
+_NOT_AUTH = frozenset({"author", "authors", "authored", "authoring"})
+_NAME_PARTS = re.compile(r"[^A-Za-z0-9]+")
+
+# What may be shown ------------------------------------------------------------------------
+_PROGRAM = re.compile(r"-?[\w./~+*-]+:?")
+_PATH_CHARS = re.compile(r"[\w./~+,*%-]+")
+_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
+_NUMBER = re.compile(
+    r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?(?:[kKmMgGtTpP]i?[bB]?|%|ms|s|h)?"
+)
+_NUMBERS = re.compile(r"\d+(?:[,:x]\d+)+")
+MAX_NUMBER_CHARS = 24
+_LITERALS = frozenset({"true", "false", "none", "null", "yes", "no", "on", "off", "auto"})
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]{0,31}://)(.*)", re.DOTALL)
+_URL_PLACE = re.compile(r"[\w.~/:+,%*\[\]\-]*")
+_LONG_OPTION = re.compile(r"--([A-Za-z0-9][\w.\-]*)(.*)", re.DOTALL)
+_SHORT_OPTION = re.compile(r"-[A-Za-z][A-Za-z0-9]?")
+_SHORT_WITH_VALUE = re.compile(r"-([A-Za-z][\w.\-]+)=(.*)", re.DOTALL)
+_ASSIGNMENT = re.compile(r"([+~]*)([A-Za-z_][\w.\-]*)=(.*)", re.DOTALL)
+_HEADER = re.compile(r"([A-Za-z][\w\-]*):")
+_SHELL_OPTION = re.compile(r"-[a-z]*c")
+"""``-c``, ``-lc``, ``-ec``: the next argument is a shell (or python) command."""
+_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")"})
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
 """Words of an ``Authorization:`` value that come before the secret itself."""
 
+# Secrets that look allowed ---------------------------------------------------------------
+_PREFIXES = (
+    r"hf_|gh[pousr]_|github_pat_|glpat-|sk_live_|sk_test_|rk_live_|rk_test_|sk-"
+    r"|xox[a-z]-|npm_|pypi-|ya29\."
+)
+# The prefix (group 1, 2, 3 or 4) is kept. Not after a letter or digit (so "mask-rcnn-…"
+# keeps its "sk-"): checked on what precedes a match, which keeps the pattern a plain scan.
+_TOKENS = re.compile(
+    rf"({_PREFIXES})[A-Za-z0-9_\-]{{8,}}"
+    r"|(AKIA|ASIA)[A-Z0-9]{16}"
+    r"|(AIza)[A-Za-z0-9_\-]{20,}"
+    r"|(eyJ)[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}(?:\.[A-Za-z0-9_\-]*)?"
+)
+_MASKED_TOKEN = re.compile(rf"(?:{_PREFIXES}|AKIA|ASIA|AIza|eyJ)?\*\*\*")
+_RUN = re.compile(r"[A-Za-z0-9]{16,}")
+_SPACES = re.compile(r"(\s+)")
+_QUOTES = "\"'`"
+
 
 def secret_name(name: str) -> bool:
-    """Whether an option or variable called ``name`` holds a secret by its name (one
-    longer than any real name is taken as one: redacting it costs nothing)."""
+    """Whether an option, variable or header called ``name`` holds a secret by its name
+    (one longer than any real name is taken as one: hiding its value costs nothing)."""
     if len(name) > MAX_NAME_CHARS:
         return True
     for part in _NAME_PARTS.split(name.lower()):
         if not part:
             continue
-        if part.endswith(_SECRET_ENDINGS) or any(word in part for word in _SECRET_PARTS):
+        if part in _SECRET_WORDS or part.endswith(_SECRET_ENDINGS):
+            return True
+        if any(word in part for word in _SECRET_PARTS):
             return True
         if (part.startswith("auth") and part not in _NOT_AUTH) or part.endswith("auth"):
             return True
     return False
 
 
+def _random(run: str) -> bool:
+    """Whether a run of letters and digits reads as a generated key."""
+    digits = sum(c.isdigit() for c in run)
+    if digits == 0 or digits == len(run):
+        return False
+    if len(run) >= 32:
+        return True
+    return any(c.isupper() for c in run) and any(c.islower() for c in run)
+
+
 def _shapes(text: str) -> str:
-    """Known token shapes and URL user-info taken out of ``text``, wherever they are."""
-    text = _URL_USERINFO.sub("://" + REDACTED + "@", text)
-    return _TOKENS.sub(lambda m: _token(m, text), text)
+    """``text`` (a piece that may be shown) with tokens and random keys in it taken out."""
+    text = _TOKENS.sub(lambda m: _token(m, text), text)
+    return _RUN.sub(lambda m: REDACTED if _random(m.group()) else m.group(), text)
 
 
 def _token(match: re.Match[str], text: str) -> str:
     start = match.start()
-    inside_a_word = start > 0 and text[start - 1].isascii() and text[start - 1].isalnum()
-    if inside_a_word and not _ESCAPE_BEFORE.search(text, max(0, start - 6), start):
+    if start > 0 and text[start - 1].isascii() and text[start - 1].isalnum():
         return match.group()  # "mask-rcnn-…"
-    return (match.group(1) or match.group(2)) + REDACTED
+    prefix = next(group for group in match.groups() if group is not None)
+    return prefix + REDACTED
 
 
-def _word(text: str) -> tuple[str, bool]:
-    """One word redacted; and whether it is an option whose value is the next word.
-    Quotes around it (a shell command in one argument) are kept and looked past."""
-    word = text.strip("\"'")
+def _path_like(word: str) -> bool:
+    if _PATH_CHARS.fullmatch(word) is None:
+        return False
+    return "/" in word or word[0] in ".~" or _EXTENSION.search(word) is not None
+
+
+def _number(word: str) -> bool:
+    if len(word) > MAX_NUMBER_CHARS * 4:
+        return False
+    if _NUMBERS.fullmatch(word) is not None:
+        return True
+    return len(word) <= MAX_NUMBER_CHARS and _NUMBER.fullmatch(word) is not None
+
+
+def _url(scheme: str, rest: str) -> str:
+    """A URL without its user-info (a password may hold ``/`` or ``@``: all up to the last
+    ``@`` goes), its query and its fragment."""
+    at = rest.rfind("@")
+    userinfo = ""
+    if at >= 0:
+        userinfo, rest = REDACTED + "@", rest[at + 1 :]
+    tail = ""
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)
+    if cut >= 0:
+        tail, rest = rest[cut] + (REDACTED if rest[cut + 1 :] else ""), rest[:cut]
+    place = _shapes(rest) if _URL_PLACE.fullmatch(rest) is not None else REDACTED
+    return scheme + userinfo + place + tail
+
+
+def _value(word: str) -> str:
+    """A word that is not an option: shown if allowed, else the mark."""
+    if not word or _MASKED_TOKEN.fullmatch(word) is not None:
+        return word
+    if _number(word) or word.lower() in _LITERALS:
+        return word
+    url = _URL.fullmatch(word)
+    if url is not None:
+        return _url(url.group(1), url.group(2))
+    if _path_like(word):
+        return _shapes(word)
+    token = _TOKENS.match(word)
+    if token is not None and token.end() == len(word):
+        return _token(token, word)
+    return REDACTED
+
+
+@dataclass
+class _State:
+    program: bool = True
+    """The next word is a program (the first, or the first of a shell command)."""
+    secret: bool = False
+    """The next word is the value of an option or header named as a secret."""
+    shell: bool = False
+    """The word before was ``-c``: a next argument that holds blanks is a shell command."""
+    first: bool = True
+    """The next word is the command line's first."""
+
+
+def _secret_value(value: str, state: _State) -> str:
+    if not value:
+        state.secret = True  # "--api-key= V": V is the value
+        return value
+    return REDACTED if value != REDACTED else value
+
+
+def _option(word: str, state: _State) -> str | None:
+    """An option word as shown, or ``None`` when ``word`` is not one."""
+    if word in ("-", "--"):
+        return word
+    long = _LONG_OPTION.fullmatch(word)
+    if long is not None:
+        name, rest = long.group(1), long.group(2)
+        if _shapes(name) != name:  # a key given as an option's name
+            return REDACTED
+        shown = "--" + name
+        if not rest:
+            state.secret = secret_name(name)
+            return shown
+        if rest[0] not in "=:":
+            return shown + REDACTED
+        value = rest[1:]
+        header = _HEADER.fullmatch(value)
+        if header is not None and secret_name(header.group(1)):  # --header=Authorization:
+            state.secret = True
+            return shown + rest
+        if secret_name(name):
+            return shown + rest[0] + _secret_value(value, state)
+        return shown + rest[0] + _value(value)
+    if word.startswith("--"):
+        return REDACTED
+    if not word.startswith("-") or len(word) < 2:
+        return None
+    if _SHORT_OPTION.fullmatch(word) is not None:
+        state.shell = _SHELL_OPTION.fullmatch(word) is not None
+        return word
+    with_value = _SHORT_WITH_VALUE.fullmatch(word)
+    if with_value is not None:  # -Dkey=V, -config=V
+        name, value = with_value.group(1), with_value.group(2)
+        if _shapes(name) != name:
+            return REDACTED
+        if secret_name(name):
+            return f"-{name}={_secret_value(value, state)}"
+        return f"-{name}={_value(value)}"
+    if word[1].isalpha():
+        # "-pSECRET", "-HAuthorization:Bearer", "-passin": the first letter only
+        state.secret = secret_name(word[1:])
+        state.shell = _SHELL_OPTION.fullmatch(word) is not None
+        return word[:2] + REDACTED
+    return REDACTED
+
+
+def _judged(word: str, state: _State) -> str:
+    """One unquoted word as shown; ``state`` moves on past it."""
+    first, state.first = state.first, False
+    state.shell = False
+    if word in _SEPARATORS:
+        state.program, state.secret = True, False
+        return word
+    if word.endswith(";"):  # "cmd --flag V; next"
+        core = word.rstrip(";")
+        shown = _judged(core, state) if core else ""
+        state.program, state.secret, state.shell = True, False, False
+        return shown + word[len(core) :]
+    if state.secret:
+        if not word.startswith("--"):
+            state.secret = word.lower() in _SCHEMES  # "Authorization: Bearer V": V too
+            state.program = False
+            return word if state.secret or word == REDACTED else REDACTED
+        state.secret = False
+    program, state.program = state.program, False
+    assignment = _ASSIGNMENT.fullmatch(word)
+    if assignment is not None:  # NAME=V, +hydra.key=V; "A=B cmd" in a shell
+        marks, name, value = assignment.groups()
+        if _shapes(name) != name:
+            return REDACTED
+        state.program = program
+        if secret_name(name):
+            return f"{marks}{name}={_secret_value(value, state)}"
+        return f"{marks}{name}={_value(value)}"
+    if program and (first or not word.startswith("-")) and _PROGRAM.fullmatch(word):
+        return _shapes(word)  # "python3", "/usr/bin/env", a login shell's "-bash"
+    return _option_or_value(word, state)
+
+
+def _option_or_value(word: str, state: _State) -> str:
+    shown = _option(word, state)
+    if shown is not None:
+        return shown
+    header = _HEADER.fullmatch(word)
+    if header is not None:  # "Authorization:", "Cookie:"
+        state.secret = secret_name(header.group(1))
+        return word
+    return _value(word)
+
+
+def _word(text: str, state: _State) -> str:
+    """One word as shown. Quotes around it (a shell command in one argument) are kept and
+    looked past."""
+    word = text.strip(_QUOTES)
     if not word:
-        return text, False
+        return text
     start = text.index(word)
-    redacted, value_next = _unquoted_word(word)
-    return text[:start] + redacted + text[start + len(word) :], value_next
+    return text[:start] + _judged(word, state) + text[start + len(word) :]
 
 
-def _unquoted_word(word: str) -> tuple[str, bool]:
-    option = _OPTION.match(word)
-    if option is not None:
-        name, has_value, value = option.group(1), option.group(2), option.group(3)
-        if secret_name(name.lstrip("-")):
-            if has_value is None:
-                return word, True
-            return (f"{name}={REDACTED}" if value else word), False
-        header = _HEADER.match(value or "")
-        if header is not None and secret_name(header.group(1)):  # --header=Authorization: V
-            return word, True
-        return _shapes(word), False
-    header = _HEADER.match(word)
-    if header is not None and secret_name(header.group(1)):
-        return word, True
-    assignment = _ASSIGNMENT.match(word)
-    if assignment is not None and secret_name(assignment.group(1).lstrip("+~")):
-        return (f"{assignment.group(1)}={REDACTED}" if assignment.group(2) else word), False
-    return _shapes(word), False
-
-
-def _takes_value(word: str) -> bool:
-    """Whether the word after a secret option is its value (not the next option)."""
-    return not word.startswith("--")
-
-
-def redact_text(text: str) -> str:
-    """A command line as one string (words separated by blanks), its secrets taken out."""
-    return _redact_words(text, False)[0]
-
-
-def _redact_words(text: str, value_next: bool) -> tuple[str, bool]:
-    """``text`` word by word; ``value_next``: its first word is a secret option's value.
-    Gives whether the word after ``text`` is one."""
+def _words(text: str, state: _State) -> str:
+    """``text`` word by word (the blanks between kept)."""
     pieces = _SPACES.split(text)
+    header_value = False
     for position in range(0, len(pieces), 2):  # even positions are words, odd are blanks
         word = pieces[position]
         if not word:
             continue
-        if value_next and _takes_value(word):
-            value_next = word.lower() in _SCHEMES  # "Authorization: Bearer V": V as well
-            pieces[position] = word if value_next else REDACTED
+        if header_value and not state.secret:  # "Authorization: Bearer V W": V and W
+            pieces[position] = REDACTED
             continue
-        pieces[position], value_next = _word(word)
-    return "".join(pieces), value_next
+        pieces[position] = _word(word, state)
+        if state.secret and _HEADER.fullmatch(word.strip(_QUOTES)) is not None:
+            header_value = True  # a secret header's value runs to the argument's end
+    return "".join(pieces)
+
+
+def redact_text(text: str) -> str:
+    """A command line as one string (words separated by blanks), as others may see it."""
+    state = _State()
+    pieces = _SPACES.split(text)
+    for position in range(0, len(pieces), 2):
+        if pieces[position]:
+            pieces[position] = _word(pieces[position], state)
+            if state.shell:  # "bash -c cmd …", joined: cmd is a program
+                state.program, state.shell = True, False
+    return "".join(pieces)
+
+
+def redacted_args(argv: Iterable[str]) -> Iterator[str]:
+    """Each argument of an argv as others may see it, in turn: what one shows depends only
+    on those before it, so a caller may stop early (a label cut to a length)."""
+    state = _State()
+    for arg in argv:
+        if _SPACES.search(arg):
+            if state.secret and not arg.lstrip(_QUOTES).startswith("--"):
+                # "--password 'correct horse a/b'": the whole argument is the value
+                state.secret = state.program = state.shell = state.first = False
+                yield REDACTED
+                continue
+            if state.shell:  # "bash -c 'sshpass -p V ssh host'"
+                state.program = True
+            yield _words(arg, state)
+        else:
+            yield _word(arg, state)
 
 
 def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
-    """An argv with its secrets taken out, argument by argument (see the module's text)."""
-    redacted: list[str] = []
-    value_next = False
-    for arg in argv:
-        if value_next and _takes_value(arg):
-            value_next = arg.lower() in _SCHEMES
-            redacted.append(arg if value_next else REDACTED)
-            continue
-        if _SPACES.search(arg):
-            text, value_next = _redact_words(arg, False)
-            redacted.append(text)
-            continue
-        word, value_next = _word(arg)
-        redacted.append(word)
-    return tuple(redacted)
+    """An argv as others may see it, argument by argument (see the module's text)."""
+    return tuple(redacted_args(argv))
 
 
 def argv_for_others(argv: Sequence[str], form: CommandForm = "redacted") -> tuple[str, ...]:

@@ -35,6 +35,7 @@ from gputop.core.exporter.families import DCGM_GAUGES
 from gputop.core.history.prometheus_report import prometheus_report
 from gputop.core.history.report import ReportBy, ReportQuery
 from gputop.core.model import Snapshot
+from gputop.core.redact import REDACTED
 from gputop.core.safe_text import clean
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.pid_namespace import detect_pid_namespace
@@ -184,7 +185,12 @@ def test_process_series_name_user_and_command_cleaned(prometheus: Prometheus) ->
     (hostile,) = prometheus.query('gputop_process_memory_used_bytes{pid="4400002"}')
     labels = hostile["metric"]
     assert labels["user"] == clean(HOSTILE_USER)
-    assert labels["command"] == clean(f'py {HOSTILE} "quoted" \\back\\slash')
+    # HOSTILE is no path, number or option: hidden word by word (redact.py); its newline
+    # and carriage return, kept between the words, cleaned
+    hidden = REDACTED
+    assert labels["command"] == clean(
+        f'py {hidden}\n{hidden} {hidden}\r{hidden} "{hidden}" {hidden}'
+    )
     assert float(hostile["value"][1]) == 4000.0 * MIB
     assert not CONTROL.search("".join(labels.values()))
 

@@ -159,6 +159,9 @@ def test_label_values_are_cleaned_and_bounded() -> None:
     huge = label("\x1b" * 10_000)
     assert len(huge) == MAX_LABEL_CHARS and huge.endswith("…")
     command = command_label(("python", *["--flag=" + "x" * 50] * 100_000))
+    assert len(command) == MAX_LABEL_CHARS  # filled with what is shown once redacted
+    assert command.startswith("python --flag=*** --flag=***")
+    command = command_label(("python", *["--flag=x/" + "x" * 50] * 100_000))
     assert len(command) == MAX_LABEL_CHARS
-    assert command.startswith("python --flag=xxx")
-    assert command_label(("a", "b\nc")) == "a b\\nc"
+    assert command.startswith("python --flag=x/xxx")
+    assert command_label(("a", "b/x\nc.py")) == "a b/x\\nc.py"

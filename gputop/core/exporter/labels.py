@@ -14,7 +14,7 @@ or ``none`` (an empty label).
 
 from __future__ import annotations
 
-from gputop.core.redact import COMMAND_FORMS, CommandForm, argv_for_others, redact_argv
+from gputop.core.redact import COMMAND_FORMS, CommandForm, argv_for_others, redacted_args
 from gputop.core.safe_text import clean, clean_argv
 
 MAX_LABEL_CHARS = 128
@@ -46,12 +46,12 @@ def command_label(
         return label(argv_for_others(argv, "name")[0], limit)
     shown: list[str] = []
     length = 0
-    for arg in argv:  # only the arguments that can show: a long argv costs no more
+    # Only the arguments that can show: a long argv costs no more. Each is redacted knowing
+    # the ones before it (the value of a secret option that is the last one shown, too).
+    for arg in redacted_args(arg[:MAX_REDACTED_ARG_CHARS] for arg in argv):
+        shown.append(arg[: limit + 1])
+        length += len(shown[-1]) + 1
         if length > limit:
             break
-        shown.append(arg[:MAX_REDACTED_ARG_CHARS])
-        length += len(shown[-1]) + 1
-    if len(shown) < len(argv):  # the value of a secret option that is the last one shown
-        shown.append(argv[len(shown)][:MAX_REDACTED_ARG_CHARS])
-    text = clean_argv([arg[: limit + 1] for arg in redact_argv(shown)])
+    text = clean_argv(shown)
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS

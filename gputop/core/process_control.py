@@ -7,7 +7,13 @@ only when everything recorded still holds:
 
 - the same boot (``/proc/sys/kernel/random/boot_id``; for records without one, a start time
   after this boot began);
-- the same start time (to a second) and, when recorded, the same session id;
+- the same start: in the same boot, the start in clock ticks since boot (field 22 of
+  ``/proc/PID/stat``), which no clock can move; for records without it (gputop before
+  them), the start time to a second. That start time is the boot time the kernel reports
+  (``btime`` in ``/proc/stat``) plus the ticks, and the boot time moves with every step of
+  the wall clock (and with slewing that adds up): compared after a step, the same process
+  reads as another (docs/faults.md, "A step of the clock");
+- when recorded, the same session id;
 - the current user's own process.
 
 The pid is pinned with ``pidfd_open`` before the checks and signalled through that
@@ -63,6 +69,45 @@ class Recorded:
     start_time: float | None
     session_id: int | None = None
     boot_id: str | None = None
+    start_ticks: int | None = None
+    """Its start in clock ticks since boot (``start_ticks``): with ``boot_id``, what proves
+    its identity whatever the wall clock did since."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """When a process started: as a time (for people, and for records without ticks) and
+    in clock ticks since this boot (for identity)."""
+
+    time: float | None
+    ticks: int | None
+
+
+_PROC = "/proc"
+
+
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of ``/proc/PID/stat``: when the process started, in clock ticks since boot.
+    The kernel counts it on a clock no one can set; ``None`` where it cannot be read."""
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as handle:
+            line = handle.read()
+        # The command name (field 2) is in parentheses and may hold spaces and parentheses.
+        fields = line[line.rindex(b")") + 2 :].split()
+        ticks = int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+    return ticks if ticks >= 0 else None
+
+
+def process_start(pid: int) -> Started:
+    """When ``pid`` started, both ways (``None`` parts where it cannot be read)."""
+    return Started(process_start_time(pid), start_ticks(pid))
+
+
+def same_boot(boot_id: str | None) -> bool:
+    """``boot_id`` is this boot's (both known): its ticks count from this boot's start."""
+    return boot_id is not None and boot_id == current_boot_id()
 
 
 def current_boot_id() -> str | None:
@@ -146,6 +191,7 @@ def _prove(recorded: Recorded, label: str) -> None:
         uids = process.uids()
         created = process.create_time()
         zombie = process.status() == psutil.STATUS_ZOMBIE
+        ticks = start_ticks(recorded.pid) if recorded.start_ticks is not None else None
     except psutil.NoSuchProcess:
         raise ProcessGone(f"{label} has already ended.") from None
     except psutil.AccessDenied:
@@ -153,7 +199,7 @@ def _prove(recorded: Recorded, label: str) -> None:
             f"{label} belongs to another user; gputop will not signal it."
         ) from None
     assert recorded.start_time is not None
-    if abs(created - recorded.start_time) > START_TIME_TOLERANCE_S:
+    if not _same_start(recorded, created, ticks):
         raise ProcessGone(
             f"{label} has ended and its pid now belongs to another process; nothing sent."
         )
@@ -177,6 +223,15 @@ def _prove(recorded: Recorded, label: str) -> None:
             )
 
 
+def _same_start(recorded: Recorded, created: float, ticks: int | None) -> bool:
+    """The process now started when ``recorded`` says: by its ticks where both are known in
+    the same boot (a clock step moves ``created``, never the ticks), else by its time."""
+    if recorded.start_ticks is not None and ticks is not None and same_boot(recorded.boot_id):
+        return ticks == recorded.start_ticks
+    assert recorded.start_time is not None
+    return abs(created - recorded.start_time) <= START_TIME_TOLERANCE_S
+
+
 def signal_own_process(
     pid: int,
     start_time: float | None,
@@ -184,9 +239,10 @@ def signal_own_process(
     *,
     session_id: int | None = None,
     boot_id: str | None = None,
+    start_ticks: int | None = None,
 ) -> None:
     """Send ``signum`` to ``pid`` if it is provably still the same process and ours."""
-    recorded = Recorded(pid, start_time, session_id, boot_id)
+    recorded = Recorded(pid, start_time, session_id, boot_id, start_ticks)
     with pinned(recorded) as pidfd:
         if not send(pidfd, pid, signum):
             raise ProcessGone(f"Process {pid} has already ended.")
@@ -284,8 +340,15 @@ def wait_for_group(
         wait(min(STOP_POLL_S, left))
 
 
-def process_alive(pid: int, start_time: float | None) -> bool:
-    """The process exists, is not a zombie, and (when known) started when recorded."""
+def process_alive(
+    pid: int,
+    start_time: float | None,
+    start_ticks_recorded: int | None = None,
+    boot_id: str | None = None,
+) -> bool:
+    """The process exists, is not a zombie, and (when known) started when recorded: by its
+    ticks since boot where they and ``boot_id`` were recorded (a clock step cannot move
+    them), else by its start time to a second."""
     try:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:
@@ -295,7 +358,11 @@ def process_alive(pid: int, start_time: float | None) -> bool:
         return False
     except psutil.AccessDenied:
         return True
-    return start_time is None or abs(created - start_time) <= 1.0
+    if start_time is None:
+        return True
+    ticks = start_ticks(pid) if start_ticks_recorded is not None else None
+    recorded = Recorded(pid, start_time, boot_id=boot_id, start_ticks=start_ticks_recorded)
+    return _same_start(recorded, created, ticks)
 
 
 def session_of(pid: int) -> int | None:

@@ -77,7 +77,7 @@ def test_a_job_whose_supervisor_was_killed_is_stopped_directly(
     os.kill(running.supervisor_pid, signal.SIGKILL)
     wait_for(lambda: gone(running.supervisor_pid or 0), "the supervisor to die")
     lost = job(state_dir, started.id)
-    assert lost.state is JobState.LOST and "is still running" in (lost.note or "")
+    assert lost.state is JobState.LOST and "was still running when" in (lost.note or "")
 
     with JobStore.open(state_dir) as store:
         message = stop_job(store, started.id)

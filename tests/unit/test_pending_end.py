@@ -319,7 +319,7 @@ def test_the_file_of_a_supervisor_that_is_gone_is_recorded_and_removed(state: Pa
         with JobStore.open(state) as store:
             seen = store.get(job.id)
             row = store.reread(job.id)
-        assert seen.status == "lost" and f"the job (pid {sleeper.pid}) is still running" in (
+        assert seen.status == "lost" and f"the job (pid {sleeper.pid}) was still running when" in (
             seen.note or ""
         )
         assert (row.pid, row.started_at, row.supervisor_pid) == (sleeper.pid, 2e9, gone.pid)

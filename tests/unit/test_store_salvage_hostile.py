@@ -100,7 +100,8 @@ def test_ids_beyond_those_tried_one_by_one_are_kept(tmp_path: Path) -> None:
             "ended_at, pid, pid_start_time, supervisor_pid, supervisor_start_time, exit_code, "
             "signal, note, host, grace_s, wait_for_free, wait_count, wait_min_free_mib, "
             "wait_max_util_percent, stop_requested, boot_id, session_id, "
-            "supervisor_session_id, token, slurm_job_id, usage FROM jobs WHERE id = 1"
+            "supervisor_session_id, token, slurm_job_id, usage, pid_start_ticks, "
+            "supervisor_start_ticks FROM jobs WHERE id = 1"
         )
     assert far == 2**62 + 1
     path = state_dir / "jobs.sqlite3"

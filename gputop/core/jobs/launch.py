@@ -35,7 +35,7 @@ from gputop.core.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.model import Snapshot
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
 from gputop.core.private_files import open_log_append, write_env_file
-from gputop.core.process_control import process_start_time, session_of
+from gputop.core.process_control import process_start, session_of
 from gputop.core.visibility import pin_environment
 
 if TYPE_CHECKING:
@@ -288,9 +288,7 @@ def _start_detached(
         )
     finally:
         os.close(log_fd)
-    store.mark_supervisor(
-        job.id, process.pid, process_start_time(process.pid), session_of(process.pid)
-    )
+    _mark_supervisor(store, job.id, process.pid)
     # A long-lived caller (the dashboard) must reap the supervisor when it ends, or it
     # lingers as a zombie; a short-lived one (the CLI) exits and leaves it to init.
     threading.Thread(target=process.wait, name=f"reap-job-{job.id}", daemon=True).start()
@@ -336,8 +334,13 @@ def _start_in_tmux(
         raise LaunchError(f"tmux could not open a window for job {job.id}: {reason}")
     pane_pid = result.stdout.strip()
     if is_ascii_digits(pane_pid) and len(pane_pid) <= MAX_ID_DIGITS:
-        pid = int(pane_pid)
-        store.mark_supervisor(job.id, pid, process_start_time(pid), session_of(pid))
+        _mark_supervisor(store, job.id, int(pane_pid))
+
+
+def _mark_supervisor(store: JobStore, job_id: int, pid: int) -> None:
+    """Record the supervisor just started: its start as a time and in ticks since boot."""
+    started = process_start(pid)
+    store.mark_supervisor(job_id, pid, started.time, session_of(pid), started.ticks)
 
 
 def _tmux(environ: Mapping[str, str]) -> str:

@@ -119,6 +119,12 @@ class Job:
     usage_note: str | None = None
     """Why ``usage`` is ``None`` where that is known: a Slurm job whose node could not
     measure it, or sent nothing back (docs/slurm.md, "What a Slurm job used")."""
+    pid_start_ticks: int | None = None
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``): with
+    ``boot_id``, proves the pid still names the job whatever the wall clock did since
+    (``pid_start_time`` moves with every step of the clock). ``None``: recorded by a gputop
+    before it; the start time is then compared, as before."""
+    supervisor_start_ticks: int | None = None
 
     @property
     def log_cut(self) -> bool:
@@ -178,10 +184,15 @@ class Job:
         return "starting (its supervisor has not started it yet)"
 
     def duration_s(self, now: float | None = None) -> float | None:
-        """Run time so far (running) or in all (ended); ``None`` before it started."""
+        """Run time so far (running) or in all (ended); ``None`` before it started. A lost
+        job's ends when it was found lost (``ended_at``, set then); ``None`` for one lost
+        before that was recorded (a gputop before it): its end is not known, and it never
+        grows."""
         if self.started_at is None:
             return None
         end = self.ended_at
+        if end is None and self.state is JobState.LOST:
+            return None
         if end is None:
             end = time.time() if now is None else now
         return max(0.0, end - self.started_at)

@@ -54,6 +54,9 @@ SHORT_NOTE_CHARS = 100
 MAX_PID = 2**22
 """Linux's highest pid (``PID_MAX_LIMIT``): a pid or a session past it is not one."""
 _MAX_TIME = 253402300799.0  # the end of year 9999, as for every time gputop reads
+MAX_TICKS = 2**63 - 1
+"""The most clock ticks since boot a start can be (the kernel's is an unsigned 64-bit count;
+SQLite's integers end here)."""
 _READ_TRIES = 3
 """A record that does not parse is read again this often: it may be half rewritten."""
 
@@ -79,11 +82,13 @@ class RecordedEnd:
 
 @dataclass(frozen=True)
 class ProcessSeen:
-    """A process as the store records it: its pid, start time and session."""
+    """A process as the store records it: its pid, start time and session, and its start
+    in clock ticks since boot (``None``: unread, or a file of a gputop before it)."""
 
     pid: int
     start_time: float | None
     session: int | None
+    start_ticks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,14 @@ class Kept:
 
 
 def _process_fields(seen: ProcessSeen) -> dict[str, object]:
-    return {"pid": seen.pid, "start_time": seen.start_time, "session": seen.session}
+    fields: dict[str, object] = {
+        "pid": seen.pid,
+        "start_time": seen.start_time,
+        "session": seen.session,
+    }
+    if seen.start_ticks is not None:  # a key added: a gputop before it ignores it
+        fields["start_ticks"] = seen.start_ticks
+    return fields
 
 
 class EndReservation:
@@ -310,7 +322,7 @@ def _read_one(dir_fd: int, run_dir: Path, name: str, job_id: int) -> Kept | None
             except ValueError:
                 continue  # half rewritten, perhaps: read it again
             return _checked(record, job_id)
-    except (OSError, RecursionError):
+    except (OSError, RecursionError, OverflowError):  # 10**400 where a time belongs
         return None
     finally:
         os.close(fd)
@@ -374,7 +386,10 @@ def _process(value: object) -> ProcessSeen | None:
     # getsid() gives 0 where the session's leader is outside this pid namespace (a
     # container): no session this reader could name, as None says.
     start = None if start_time is None else _time(start_time)
-    return ProcessSeen(pid, start, session or None)
+    ticks = value.get("start_ticks")
+    if ticks is not None and not _int_in(ticks, 0, MAX_TICKS):
+        raise _NotOurs
+    return ProcessSeen(pid, start, session or None, ticks)
 
 
 def _time(value: object) -> float:
@@ -421,11 +436,13 @@ def apply_kept(job: Job, kept: Kept) -> Job:
         changes["supervisor_pid"] = kept.supervisor.pid
         changes["supervisor_start_time"] = kept.supervisor.start_time
         changes["supervisor_session_id"] = kept.supervisor.session
+        changes["supervisor_start_ticks"] = kept.supervisor.start_ticks
     if kept.started is not None and active:
         changes.update(
             state=JobState.RUNNING,
             pid=kept.started.pid,
             pid_start_time=kept.started.start_time,
+            pid_start_ticks=kept.started.start_ticks,
             session_id=kept.started.session,
             started_at=kept.started_at,
             note=None,

@@ -32,11 +32,14 @@ from gputop.core.process_control import (
     ProcessGone,
     Recorded,
     SignalRefused,
+    Started,
     from_earlier_boot,
     live_processes_where,
     pinned,
+    same_boot,
     send,
     signal_own_process,
+    start_ticks,
 )
 
 AFTER_KILL_WAIT_S = 5.0
@@ -92,6 +95,7 @@ def stop_job(
                 signal.SIGTERM,
                 session_id=_expected_session(job.supervisor_session_id, job.supervisor_pid),
                 boot_id=job.boot_id,
+                start_ticks=job.supervisor_start_ticks,
             )
         except SignalRefused:  # not our supervisor any more: the job is handled directly
             job = store.get(job.id)  # it ended meanwhile, or is now lost
@@ -189,7 +193,7 @@ def job_members(job: Job) -> list[Recorded]:
     if from_earlier_boot(job.boot_id, job.pid_start_time):
         return []
     session = _expected_session(job.session_id, job.pid)
-    leader = Recorded(job.pid, job.pid_start_time, session, job.boot_id)
+    leader = Recorded(job.pid, job.pid_start_time, session, job.boot_id, job.pid_start_ticks)
     try:
         with _pinned(leader):
             leader_alive = True
@@ -203,7 +207,7 @@ def job_members(job: Job) -> list[Recorded]:
     for pid in _session_processes(session):
         started = _prove_member(job, pid, leader_alive)
         if started is not None:
-            members.append(Recorded(pid, started, session, job.boot_id))
+            members.append(Recorded(pid, started.time, session, job.boot_id, started.ticks))
     return members
 
 
@@ -225,24 +229,24 @@ def _session_processes(session: int) -> list[int]:
     return live_processes_where(os.getsid, session)
 
 
-def _prove_member(job: Job, pid: int, leader_alive: bool) -> float | None:
+def _prove_member(job: Job, pid: int, leader_alive: bool) -> Started | None:
     """A process of the job's session is the job's, or IdentityUnproven says why not.
 
     With the leader alive the session cannot have been reused (it exists as long as its
-    leader does). Without it, the process must also have started after the job did and
-    carry the job's token (or, for older jobs, its id) in its environment. Returns its
-    start time (None: it ended meanwhile).
+    leader does). Without it, the process must also have started after the job did (by
+    their starts in clock ticks since boot where the job's was recorded: a step of the
+    clock moves start times, never ticks) and carry the job's token (or, for older jobs,
+    its id) in its environment. Returns its start (None: it ended meanwhile).
     """
     label = f"Process {pid} in job {job.id}'s session"
     try:
         process = psutil.Process(pid)
         if process.uids().real != os.getuid():
             raise IdentityUnproven(f"{label} belongs to another user; gputop will not signal it.")
-        started = float(process.create_time())
+        started = Started(float(process.create_time()), start_ticks(pid))
         if leader_alive:
             return started
-        assert job.started_at is not None
-        if started < job.started_at - START_TIME_TOLERANCE_S:
+        if _started_before_the_job(job, started):
             raise IdentityUnproven(
                 f"{label} started before the job did, so it is not the job's; nothing was "
                 "signalled."
@@ -264,6 +268,13 @@ def _prove_member(job: Job, pid: int, leader_alive: bool) -> float | None:
             "and stop it yourself if it is."
         )
     return started
+
+
+def _started_before_the_job(job: Job, started: Started) -> bool:
+    if job.pid_start_ticks is not None and started.ticks is not None and same_boot(job.boot_id):
+        return started.ticks < job.pid_start_ticks
+    assert job.started_at is not None and started.time is not None
+    return started.time < job.started_at - START_TIME_TOLERANCE_S
 
 
 def _signal_members(job: Job, signum: int) -> int:

@@ -355,12 +355,20 @@ class JobStore:
             )
 
     def mark_supervisor(
-        self, job_id: int, pid: int, start_time: float | None, session_id: int | None = None
+        self,
+        job_id: int,
+        pid: int,
+        start_time: float | None,
+        session_id: int | None = None,
+        start_ticks: int | None = None,
     ) -> None:
+        """The job's supervisor is ``pid``: its start both as a time and in clock ticks
+        since boot (``start_ticks``, what proves it after a step of the clock)."""
         self._update(
             job_id,
-            "supervisor_pid = ?, supervisor_start_time = ?, supervisor_session_id = ?",
-            (pid, start_time, session_id),
+            "supervisor_pid = ?, supervisor_start_time = ?, supervisor_session_id = ?, "
+            "supervisor_start_ticks = ?",
+            (pid, start_time, session_id, start_ticks),
             states=None,
         )
 
@@ -417,14 +425,17 @@ class JobStore:
         pid_start_time: float | None,
         session_id: int | None = None,
         started_at: float | None = None,
+        start_ticks: int | None = None,
     ) -> None:
         """Running as ``pid``; ``started_at`` is when it was spawned (default now), so its
-        run time is never shorter than the process's own."""
+        run time is never shorter than the process's own; ``start_ticks``: its start in
+        clock ticks since boot (process_control.start_ticks)."""
         when = time.time() if started_at is None else started_at
         self._update(
             job_id,
-            "state = ?, pid = ?, pid_start_time = ?, session_id = ?, started_at = ?, note = NULL",
-            (JobState.RUNNING.value, pid, pid_start_time, session_id, when),
+            "state = ?, pid = ?, pid_start_time = ?, session_id = ?, started_at = ?, "
+            "note = NULL, pid_start_ticks = ?",
+            (JobState.RUNNING.value, pid, pid_start_time, session_id, when, start_ticks),
         )
 
     def adopt(self, job: Job) -> bool:
@@ -524,15 +535,22 @@ class JobStore:
                 job_id, "stop_requested = 1, grace_s = ?", (float(grace_s),), states=NOT_ENDED
             )
 
-    def mark_lost(self, job_id: int, note: str, supervisor_pid: int | None) -> bool:
-        """Mark lost, unless the supervisor recorded an end (or was replaced) meanwhile."""
+    def mark_lost(
+        self, job_id: int, note: str, supervisor_pid: int | None, found_at: float | None = None
+    ) -> bool:
+        """Mark lost, unless the supervisor recorded an end (or was replaced) meanwhile.
+
+        ``ended_at`` becomes when it was found lost (``found_at``, default now): the last
+        moment gputop knew of it, so its run time stops growing. An end recorded later (its
+        supervisor's kept end, ``jobs stop``) replaces it with the true one."""
         with self._writing() as conn:
             cursor = conn.execute(
-                "UPDATE jobs SET state = ?, note = ? WHERE id = ? AND state IN (?, ?) "
-                "AND supervisor_pid IS ?",
+                "UPDATE jobs SET state = ?, note = ?, ended_at = COALESCE(ended_at, ?) "
+                "WHERE id = ? AND state IN (?, ?) AND supervisor_pid IS ?",
                 (
                     JobState.LOST.value,
                     _note(note),
+                    time.time() if found_at is None else found_at,
                     job_id,
                     JobState.WAITING.value,
                     JobState.RUNNING.value,

@@ -93,7 +93,9 @@ CREATE TABLE jobs (
     supervisor_session_id INTEGER,
     token TEXT,
     slurm_job_id INTEGER,
-    usage TEXT
+    usage TEXT,
+    pid_start_ticks INTEGER,
+    supervisor_start_ticks INTEGER
 );
 CREATE INDEX jobs_state ON jobs(state);
 CREATE TABLE history (
@@ -120,6 +122,20 @@ _MIGRATIONS = {
     # JSON its supervisor writes while it runs. NULL: not measured (jobs of older versions).
     3: ("ALTER TABLE jobs ADD COLUMN usage TEXT",),
 }
+
+ADDED_COLUMNS = (
+    # When the job's process and its supervisor started, in clock ticks since boot (field
+    # 22 of /proc/PID/stat): what proves a pid still names them whatever the wall clock did
+    # (process_control.py, docs/faults.md). NULL: recorded by a gputop before them, whose
+    # jobs are proven by their start times, as before.
+    ("pid_start_ticks", "INTEGER"),
+    ("supervisor_start_ticks", "INTEGER"),
+)
+"""Columns added without a new store version, so that the store stays readable both ways:
+a gputop before them reads and writes a store that has them (it names every column it
+uses, and leaves these NULL in what it writes), and a store it created gets them when this
+gputop next opens it for writing. Every reader takes a missing one as NULL (store_rows.py).
+"""
 
 
 def open_connection(
@@ -322,6 +338,7 @@ def _connect(dir_fd: int, directory: Path, notices: list[str], repair: bool) -> 
             _create_schema(connection, directory / LOGS_DIR)
         elif version < SCHEMA_VERSION:
             migrate(connection, _MIGRATIONS, SCHEMA_VERSION)
+        _add_missing_columns(connection)
     except sqlite3.Error as error:
         connection.close()
         raise StoreError(
@@ -331,6 +348,21 @@ def _connect(dir_fd: int, directory: Path, notices: list[str], repair: bool) -> 
         connection.close()
         raise
     return connection
+
+
+def _add_missing_columns(connection: sqlite3.Connection) -> None:
+    """``ADDED_COLUMNS`` that a store from an earlier gputop lacks, added in one transaction
+    (another process may add them meanwhile: the check is made again inside it)."""
+    if not _missing_columns(connection):
+        return
+    with immediate(connection):
+        for name, kind in _missing_columns(connection):
+            connection.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
+
+
+def _missing_columns(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+    present = {row[1] for row in connection.execute("PRAGMA table_info(jobs)")}
+    return [(name, kind) for name, kind in ADDED_COLUMNS if name not in present]
 
 
 def _proof(path: Path, problem: str | None, directory: Path) -> str | None:

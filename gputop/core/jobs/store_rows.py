@@ -101,7 +101,15 @@ def row_to_job(row: sqlite3.Row) -> Job:
         slurm_job_id=row["slurm_job_id"],
         usage=usage_from_text(row["usage"]),
         usage_note=usage_note_from_text(row["usage"]),
+        pid_start_ticks=_added(row, "pid_start_ticks"),
+        supervisor_start_ticks=_added(row, "supervisor_start_ticks"),
     )
+
+
+def _added(row: sqlite3.Row, name: str) -> Any:
+    """A column of store_file.ADDED_COLUMNS: NULL where the store has none yet (a store of
+    an earlier gputop, opened read-only)."""
+    return row[name] if name in row.keys() else None  # noqa: SIM118 (a Row: keys, not values)
 
 
 def job_columns(job: Job) -> dict[str, Any]:
@@ -143,6 +151,8 @@ def job_columns(job: Job) -> dict[str, Any]:
         "token": job.token,
         "slurm_job_id": job.slurm_job_id,
         "usage": usage_column(job),
+        "pid_start_ticks": job.pid_start_ticks,
+        "supervisor_start_ticks": job.supervisor_start_ticks,
     }
 
 
@@ -172,7 +182,12 @@ class RowStore(Protocol):
     def reread(self, job_id: int) -> Job: ...
 
     def mark_supervisor(
-        self, job_id: int, pid: int, start_time: float | None, session_id: int | None = None
+        self,
+        job_id: int,
+        pid: int,
+        start_time: float | None,
+        session_id: int | None = None,
+        start_ticks: int | None = None,
     ) -> None: ...
 
     def mark_started(
@@ -182,6 +197,7 @@ class RowStore(Protocol):
         pid_start_time: float | None,
         session_id: int | None = None,
         started_at: float | None = None,
+        start_ticks: int | None = None,
     ) -> None: ...
 
     def set_note(self, job_id: int, note: str | None) -> None: ...
@@ -200,7 +216,9 @@ class RowStore(Protocol):
         usage: JobUsage | None = None,
     ) -> None: ...
 
-    def mark_lost(self, job_id: int, note: str, supervisor_pid: int | None) -> bool: ...
+    def mark_lost(
+        self, job_id: int, note: str, supervisor_pid: int | None, found_at: float | None = None
+    ) -> bool: ...
 
 
 def current_jobs(store: RowStore, jobs: list[Job]) -> list[Job]:
@@ -215,10 +233,12 @@ def record_kept(store: RowStore, kept: Kept) -> None:
     job_id = kept.job_id
     if kept.supervisor is not None:
         seen = kept.supervisor
-        store.mark_supervisor(job_id, seen.pid, seen.start_time, seen.session)
+        store.mark_supervisor(job_id, seen.pid, seen.start_time, seen.session, seen.start_ticks)
     if kept.started is not None:
         seen = kept.started
-        store.mark_started(job_id, seen.pid, seen.start_time, seen.session, kept.started_at)
+        store.mark_started(
+            job_id, seen.pid, seen.start_time, seen.session, kept.started_at, seen.start_ticks
+        )
     if kept.note is not None:
         store.set_note(job_id, kept.note)
     if kept.stop_requested:
@@ -277,7 +297,21 @@ def _supervisor_may_live(store: RowStore, job: Job) -> bool:
         return False
     if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
         return False
-    return process_alive(job.supervisor_pid, job.supervisor_start_time)
+    return supervisor_alive(job)
+
+
+def supervisor_alive(job: Job) -> bool:
+    """The job's recorded supervisor is alive and provably the same process."""
+    assert job.supervisor_pid is not None
+    return process_alive(
+        job.supervisor_pid, job.supervisor_start_time, job.supervisor_start_ticks, job.boot_id
+    )
+
+
+def leader_alive(job: Job) -> bool:
+    """The job's own process is alive and provably the same process."""
+    assert job.pid is not None
+    return process_alive(job.pid, job.pid_start_time, job.pid_start_ticks, job.boot_id)
 
 
 def _refresh_liveness(store: RowStore, jobs: list[Job]) -> list[Job]:
@@ -298,21 +332,25 @@ def _refresh_liveness(store: RowStore, jobs: list[Job]) -> list[Job]:
             if now - job.created_at < NEVER_STARTED_AFTER_S:
                 continue
             note = "its supervisor never started"
-        elif process_alive(job.supervisor_pid, job.supervisor_start_time):
+        elif supervisor_alive(job):
             continue
         else:
             note = (
                 f"its supervisor (pid {job.supervisor_pid}) ended without recording how the "
                 "job ended (killed, or the machine restarted)"
             )
-            if job.pid is not None and process_alive(job.pid, job.pid_start_time):
-                note += f"; the job (pid {job.pid}) is still running"
+            if job.pid is not None and leader_alive(job):
+                # said as of then: the note stays while the process may end at any time
+                note += (
+                    f"; the job (pid {job.pid}) was still running when this was found "
+                    f"(gputop jobs stop {job.id} ends it)"
+                )
         try:
-            marked = store.mark_lost(job.id, note, job.supervisor_pid)
+            marked = store.mark_lost(job.id, note, job.supervisor_pid, now)
         except StoreError as error:
             if error.fault is None:
                 raise
-            result[-1] = dataclasses.replace(job, state=JobState.LOST, note=note)
+            result[-1] = dataclasses.replace(job, state=JobState.LOST, note=note, ended_at=now)
             continue
         if marked:
             result[-1] = store.reread(job.id)

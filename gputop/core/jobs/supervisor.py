@@ -47,7 +47,7 @@ from gputop.core.jobs.usage_meter import Measuring
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.numbers import parse_seconds
 from gputop.core.private_files import append_to_log, open_log_append, read_env_file
-from gputop.core.process_control import end_group, process_start_time, session_of
+from gputop.core.process_control import end_group, process_start, session_of
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.units import duration
 
@@ -118,9 +118,12 @@ class Supervisor:
         job = self.store.get(self.job_id)
         self.log_path = job.log_path
         self._file = EndReservation(self.store.state_dir, job.id)  # before any write
-        me = ProcessSeen(os.getpid(), process_start_time(os.getpid()), os.getsid(0) or None)
+        started = process_start(os.getpid())
+        me = ProcessSeen(os.getpid(), started.time, os.getsid(0) or None, started.ticks)
         self._record(  # the launcher did too
-            lambda: self.store.mark_supervisor(job.id, me.pid, me.start_time, me.session),
+            lambda: self.store.mark_supervisor(
+                job.id, me.pid, me.start_time, me.session, me.start_ticks
+            ),
             supervisor=me,
         )
         job = self._last = self.store.get(self.job_id)
@@ -332,10 +335,11 @@ class Supervisor:
                 job, 126, f"{job.command[0]}: cannot run it: {error.strerror or error}"
             )
         self._child = child
-        seen = ProcessSeen(child.pid, process_start_time(child.pid), session_of(child.pid))
+        started = process_start(child.pid)
+        seen = ProcessSeen(child.pid, started.time, session_of(child.pid), started.ticks)
         self._record(
             lambda: self.store.mark_started(
-                job.id, seen.pid, seen.start_time, seen.session, spawned_at
+                job.id, seen.pid, seen.start_time, seen.session, spawned_at, seen.start_ticks
             ),
             started=seen,
             started_at=spawned_at,

@@ -101,6 +101,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         Binding("u", "only_mine", "Only mine", show=False),
         Binding("s", "cycle_sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse sort", show=False),
+        Binding("o", "resort", "Re-sort now", show=False),
         Binding("p", "toggle_torch", "PyTorch view"),
         Binding("H", "card_history", "Card history", show=False),
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
@@ -288,6 +289,10 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         table = self.query_one(ProcessTable)
         table.toggle_reverse()
         self.notify(table.describe_view(), timeout=2)
+
+    def action_resort(self) -> None:
+        """Sort the processes exactly now: rows held by the margin move (row_order.py)."""
+        self.query_one(ProcessTable).resort()
 
     def action_toggle_torch(self) -> None:
         self.toggle_class("-torch-hidden" if not self.compact else "-torch-shown")

@@ -47,6 +47,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "only_mine": ("Only mine: show only your own processes (again: all)", "u"),
     "cycle_sort": ("Sort processes by the next column", "s"),
     "reverse_sort": ("Sort processes in reverse order", "S"),
+    "resort": ("Re-sort processes now, exactly by what is shown", "o"),
     "toggle_torch": ("PyTorch view: show or hide cuda:N → physical cards", "p"),
     "toggle_jobs": ("Jobs: show or hide the jobs gputop launched", "J"),
     "card_history": ("History of the highlighted card: use and holders", "H · needs gputop record"),

@@ -88,8 +88,8 @@ def _with_memory(process: GpuProcess, mib: int) -> GpuProcess:
 
 
 def test_rows_whose_shown_values_tie_keep_their_order_as_readings_move() -> None:
-    """A reading that moves below what is shown never reorders the table; one that moves
-    past another's shown value does."""
+    """A reading that moves below what is shown, or past another's by less than the margin
+    (5 %), never reorders the table; one that moves past it by more does."""
     maker = RowMaker("alice")
     a, b, c = (
         GpuProcess(pid=pid, physical_index=0, type=ProcessType.COMPUTE, used_memory_bytes=0)
@@ -115,8 +115,9 @@ def test_rows_whose_shown_values_tie_keep_their_order_as_readings_move() -> None
     assert order(6.02, 6.04, 2.0) == [11, 22, 33]  # both show 6.0G: the order they came in
     assert order(6.04, 6.01, 2.0) == [11, 22, 33]  # 22 now less, still 6.0G: nothing moves
     assert order(6.01, 6.04, 2.0) == [11, 22, 33]
-    assert order(6.0, 6.2, 2.0) == [22, 11, 33]  # 6.2G against 6.0G: shown larger, first
-    assert order(6.03, 6.01, 2.0) == [22, 11, 33]  # a tie again: 22 keeps its place
+    assert order(6.0, 6.2, 2.0) == [11, 22, 33]  # 6.2G against 6.0G: 3 % more, held
+    assert order(6.0, 6.4, 2.0) == [22, 11, 33]  # 6.4G: 7 % more, first
+    assert order(6.03, 6.2, 2.0) == [22, 11, 33]  # within the margin again: 22 stays first
     assert order(6.0, 6.0, 7.0) == [33, 22, 11]
 
 

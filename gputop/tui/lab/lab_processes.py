@@ -1,7 +1,9 @@
 """The process table across hosts: every host's processes, a HOST column, a host filter.
 
 Rows are made per host (each host has its own "you": the account its agent runs as) and
-then sorted together by the table's sort key. With one host there is no HOST column.
+then sorted together by the table's sort key, held still as on one host (a row passes
+another only by the key's margin: gputop/tui/row_order.py). With one host there is no HOST
+column.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from rich.cells import cell_len
 
 from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.safe_text import clean
+from gputop.tui.row_order import HeldOrder
 from gputop.tui.widgets.process_rows import COLUMNS, ProcessRow, RowMaker, column_widths
 from gputop.tui.widgets.process_table import ProcessTable
 
@@ -45,6 +48,8 @@ class LabProcessTable(ProcessTable):
         self._makers: dict[tuple[int, str, str], RowMaker] = {}
         self._row_hosts: dict[str, int] = {}
         self._names: dict[int, tuple[str, str]] = {}
+        self._held = HeldOrder()
+        """The order across hosts at the last refresh (row keys are unique across hosts)."""
 
     def show_hosts(self, hosts: list[HostRows]) -> None:
         self._hosts = hosts
@@ -68,9 +73,26 @@ class LabProcessTable(ProcessTable):
             )
             rows.extend((position, row) for row in made)
         key = self.sort_key
-        rows.sort(key=lambda pair: key.key(pair[1].process), reverse=key.descending != self.reverse)
+        by_key: dict[tuple[str, int], ProcessRow] = {}
+        for _, row in rows:
+            seen = 0
+            while (row.key, seen) in by_key:  # a process listed twice: both rows stay
+                seen += 1
+            by_key[row.key, seen] = row
+        order = self._held.order(
+            {row_key: key.key(row.process) for row_key, row in by_key.items()},
+            key.margin,
+            key.descending != self.reverse,
+            (key.name, self.reverse),
+        )
         self._row_hosts = {row.key: position for position, row in rows}
-        return [row for _, row in rows]
+        return [by_key[row_key] for row_key in order]
+
+    def resort(self) -> None:
+        self._held.resort()
+        for maker in self._makers.values():
+            maker.resort()
+        super().resort()
 
     def _maker_for(self, position: int, host: HostRows) -> RowMaker:
         """One row maker per host and account, which puts the host's name (cleaned, once)

@@ -17,6 +17,7 @@ from rich.cells import cell_len
 from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import MIB, NA, duration_coarse, human_bytes
+from gputop.tui.row_order import EXACT, HeldOrder, Margin, Value
 
 COLUMNS = ("GPU", "PID", "USER", "TYPE", "GPU MEM", "SM", "CPU", "HOST MEM", "ELAPSED", "COMMAND")
 
@@ -36,8 +37,12 @@ MISMATCH_MARK_STYLE = "bold red"
 @dataclass(frozen=True, slots=True)
 class SortKey:
     name: str
-    key: Callable[[GpuProcess], Any]
+    key: Callable[[GpuProcess], Value]
+    """What a row is sorted by, as the table shows it: a part compared exactly, then an
+    amount compared with ``margin`` (gputop/tui/row_order.py)."""
     descending: bool
+    margin: Margin = EXACT
+    """How much more a row's amount must be to pass another's (rows within it hold still)."""
 
 
 def shown_bytes(value: int | None) -> float:
@@ -54,18 +59,33 @@ def shown_minutes(start_time: float | None) -> float:
     return -(start_time or 0.0) // 60
 
 
-# Each key orders by the value as the table shows it: rows whose shown values are equal keep
-# the order they had (RowMaker.rows), so a reading that moves below what is shown never
-# reorders the table (docs/speed.md, "The busy server").
+MEMORY_MARGIN = Margin(absolute=MIB, relative=0.05)
+"""A size passes another when it shows more than 5 % more (1 MiB at least): an allocator
+growing and shrinking by a percent or two each second moves no row; a process that doubles
+moves at once."""
+PERCENT_MARGIN = Margin(absolute=10)
+"""SM %: ten points (a kernel mix moves it by several each second)."""
+CPU_MARGIN = Margin(absolute=10, relative=0.1)
+"""CPU %: ten points, or a tenth of a busy process's several hundred."""
+
+# Each key orders by the value as the table shows it, and a row passes another only when
+# its shown value is clearly larger (the margin): rows within the margin of each other keep
+# the order they had (RowMaker.rows, gputop/tui/row_order.py), so readings that move every
+# second do not reorder the table (docs/reference.md, "The process table's order").
 SORT_KEYS = (
-    SortKey("GPU memory", lambda p: shown_bytes(p.used_memory_bytes), True),
-    SortKey("GPU", lambda p: (p.physical_index, -shown_bytes(p.used_memory_bytes)), False),
-    SortKey("CPU", lambda p: round(p.cpu_percent or 0.0), True),
-    SortKey("SM", lambda p: p.sm_util_percent or 0, True),
-    SortKey("host memory", lambda p: shown_bytes(p.host_memory_bytes), True),
-    SortKey("user", lambda p: (p.user or "~", p.pid), False),
-    SortKey("PID", lambda p: p.pid, False),
-    SortKey("elapsed", lambda p: shown_minutes(p.start_time), True),
+    SortKey("GPU memory", lambda p: ((), shown_bytes(p.used_memory_bytes)), True, MEMORY_MARGIN),
+    SortKey(
+        "GPU",
+        lambda p: ((p.physical_index,), -shown_bytes(p.used_memory_bytes)),
+        False,
+        MEMORY_MARGIN,
+    ),
+    SortKey("CPU", lambda p: ((), round(p.cpu_percent or 0.0)), True, CPU_MARGIN),
+    SortKey("SM", lambda p: ((), p.sm_util_percent or 0), True, PERCENT_MARGIN),
+    SortKey("host memory", lambda p: ((), shown_bytes(p.host_memory_bytes)), True, MEMORY_MARGIN),
+    SortKey("user", lambda p: ((p.user or "~", p.pid), 0.0), False),
+    SortKey("PID", lambda p: ((p.pid,), 0.0), False),
+    SortKey("elapsed", lambda p: ((), shown_minutes(p.start_time)), True),
 )
 
 
@@ -171,8 +191,8 @@ class RowMaker:
         """A first cell for every row and its width (the lab's HOST column), or None."""
         self._key_prefix = key_prefix
         """Before every row key (the lab's host position: keys are unique across hosts)."""
-        self._order: dict[tuple[int, int, str | None], int] = {}
-        """Each process's place at the last refresh: where shown values tie, it stays."""
+        self._order = HeldOrder()
+        """The last refresh's order: a row passes another only by a clear margin."""
 
     def rows(
         self,
@@ -190,16 +210,32 @@ class RowMaker:
             for p in gpu.processes
             if only_gpu is None or p.physical_index == only_gpu
         ]
-        # Equal shown values keep the order of the last refresh (Python's sort is stable,
-        # reversed too): ties are first put in that order.
-        earlier = self._order
-        unseen = len(earlier)
-        processes.sort(key=lambda p: earlier.get(_place(p), unseen))
-        processes.sort(key=sort_key.key, reverse=sort_key.descending != reverse)
-        self._order = {_place(p): i for i, p in enumerate(processes)}
+        processes = self._ordered(processes, sort_key, reverse)
         known, self._fixed = self._fixed, {}
         slurm = slurm_of_pid or {}
         return [self._row(p, snapshot.timestamp, job_of_pid, known, slurm) for p in processes]
+
+    def resort(self) -> None:
+        """The next refresh sorts exactly by what is shown (``o``): no margin holds a row."""
+        self._order.resort()
+
+    def _ordered(
+        self, processes: list[GpuProcess], sort_key: SortKey, reverse: bool
+    ) -> list[GpuProcess]:
+        """``processes`` in the held order: values within the key's margin keep their places."""
+        by_place: dict[tuple[Any, ...], GpuProcess] = {}
+        for process in processes:
+            place: tuple[Any, ...] = _place(process)
+            while place in by_place:  # the same process listed twice: both rows stay
+                place = (*place, 0)
+            by_place[place] = process
+        order = self._order.order(
+            {place: sort_key.key(p) for place, p in by_place.items()},
+            sort_key.margin,
+            sort_key.descending != reverse,
+            (sort_key.name, reverse),
+        )
+        return [by_place[place] for place in order]
 
     def _row(
         self,

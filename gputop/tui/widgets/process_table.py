@@ -319,6 +319,12 @@ class ProcessTable(ScrollView, can_focus=True):
         self.reverse = not self.reverse
         self.refresh_view()
 
+    def resort(self) -> None:
+        """Sort exactly by what is shown now (``o``): rows that the margin held in place
+        move (process_rows.py, row_order.py)."""
+        self._maker.resort()
+        self.refresh_view()
+
     def toggle_filter(self, physical_index: int | None, follow: bool = False) -> None:
         """Show only one GPU's processes, or all again; ``follow`` keeps filtering."""
         if follow or self.only_gpu is None:

@@ -1,0 +1,198 @@
+"""The process tables' order: sorted by what is shown, and held still while readings move.
+
+A table sorted by a reading that moves every second (a process's GPU memory as its allocator
+grows and shrinks, its SM %) would reorder its rows every second if it sorted by the reading
+itself: two training ranks showing 44.2G and 44.3G trade places on every tick, the eye
+cannot follow a row, and every swap repaints two whole lines. So a row *passes* another
+only when its shown value is **clearly larger** (in a descending sort; clearly smaller in
+an ascending one): larger by more than the column's ``Margin``, for GPU memory 5 % of the
+smaller value. Rows whose values are within the margin of each other keep the order they
+had; rows that come are put where their value belongs, rows that go leave the others in
+their order. The order is still the one the title says: no row ever sits above one whose
+shown value is clearly larger (``is_held_order``).
+
+``held_order`` is the whole rule, a pure function of the last order and the values now
+(the widgets keep the last order and draw): of the rows not placed yet, the next is the
+first in the last order that no other unplaced row is clearly larger than. Where the last
+order is still allowed by the values now, that is the last order itself (nothing moves);
+where a row has become clearly larger than some above it, it moves up past them, and only
+as far as it must. With no margin (``EXACT``) the same rule is a plain stable sort, ties in
+the last order: what a change of sort column, ``S`` and ``o`` (re-sort now) give.
+
+A value is a pair: a part compared exactly (the card, for the "GPU" column; a user's name,
+a pid) and an amount with the margin (memory, a percentage). "Clearly larger" is, for a
+margin of ``absolute`` and ``relative``, ``a > b + max(absolute, relative * |b|)``: a
+strict order whose every chain stays clear (if a is clearly larger than b and b than c,
+then a is than c), so such an order always exists.
+
+Docs: docs/reference.md ("The process table's order"), docs/speed.md.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+Value = tuple[Any, float]
+"""What a row is sorted by: a part compared exactly, then an amount compared with a margin."""
+
+
+@dataclass(frozen=True, slots=True)
+class Margin:
+    """How much more than another's an amount must be to be clearly larger."""
+
+    absolute: float = 0.0
+    relative: float = 0.0
+    """A share of the smaller amount (0.05: 5 % more)."""
+
+    def clearly_larger(self, a: float, b: float) -> bool:
+        """``a`` is larger than ``b`` by more than the margin."""
+        return a > self.limit(b)
+
+    def limit(self, b: float) -> float:
+        """The amount above which another is clearly larger than ``b``; never below ``b``,
+        and larger for a larger ``b`` (what keeps every chain clear)."""
+        return b + max(self.absolute, self.relative * abs(b))
+
+
+EXACT = Margin()
+"""Any difference is clear: a plain sort."""
+
+
+def clearly_before(a: Value, b: Value, margin: Margin, descending: bool) -> bool:
+    """A row valued ``a`` must sit above one valued ``b``."""
+    if a[0] != b[0]:
+        return (a[0] > b[0]) if descending else (a[0] < b[0])
+    if descending:
+        return margin.clearly_larger(a[1], b[1])
+    return margin.clearly_larger(b[1], a[1])
+
+
+def is_held_order(
+    order: Sequence[K], values: Mapping[K, Value], margin: Margin, descending: bool
+) -> bool:
+    """No row sits above one that must sit above it (quadratic: for tests and checks)."""
+    return not any(
+        clearly_before(values[order[j]], values[order[i]], margin, descending)
+        for i in range(len(order))
+        for j in range(i + 1, len(order))
+    )
+
+
+def held_order(
+    previous: Iterable[K], values: Mapping[K, Value], margin: Margin, descending: bool
+) -> list[K]:
+    """The rows of ``values`` in order, moving as few as the values now require.
+
+    ``previous`` is the last order (keys no longer in ``values`` are rows gone); keys of
+    ``values`` not in it are rows come, placed where their value belongs (several in the
+    order of ``values`` where they tie). See the module's docstring for the rule.
+    """
+    seen = set()
+    last: list[K] = []
+    for key in previous:
+        if key in values and key not in seen:
+            seen.add(key)
+            last.append(key)
+    new = [key for key in values if key not in seen]
+    if new:
+        last = _placed(last, new, values, descending)
+    # The exact parts first (a stable sort keeps the last order within each), then the
+    # amounts within each run of one exact part.
+    last.sort(key=lambda key: values[key][0], reverse=descending)
+    ordered: list[K] = []
+    start = 0
+    while start < len(last):
+        group = values[last[start]][0]
+        end = start + 1
+        while end < len(last) and values[last[end]][0] == group:
+            end += 1
+        ordered.extend(_held_run(last[start:end], values, margin, descending))
+        start = end
+    return ordered
+
+
+def _placed(last: list[K], new: list[K], values: Mapping[K, Value], descending: bool) -> list[K]:
+    """``last`` with each of ``new`` put above the first row it sorts before exactly (one
+    merge: the new rows sorted, each row of ``last`` preceded by those not yet placed that
+    sort before it)."""
+    coming = sorted(new, key=lambda k: tuple(values[k]), reverse=descending)
+    out: list[K] = []
+    taken = 0
+    for key in last:
+        value = values[key]
+        while taken < len(coming) and clearly_before(
+            values[coming[taken]], value, EXACT, descending
+        ):
+            out.append(coming[taken])
+            taken += 1
+        out.append(key)
+    out.extend(coming[taken:])
+    return out
+
+
+def _held_run(run: list[K], values: Mapping[K, Value], margin: Margin, descending: bool) -> list[K]:
+    """One run of equal exact parts: each next row is the first in ``run`` that no row
+    still unplaced is clearly larger (descending) or clearly smaller (ascending) than."""
+    if len(run) < 2:
+        return run
+    amounts = [values[key][1] for key in run]
+    # The unplaced rows' largest amount (descending) or smallest (ascending), from a heap
+    # that keeps the placed ones until they come to its top.
+    sign = -1.0 if descending else 1.0
+    heap = [(sign * amount, i) for i, amount in enumerate(amounts)]
+    heapq.heapify(heap)
+    placed = [False] * len(run)
+    pending = list(range(len(run)))
+    ordered: list[K] = []
+    while pending:
+        while placed[heap[0][1]]:
+            heapq.heappop(heap)
+        extreme = sign * heap[0][0]
+        if descending:
+            limit = margin.limit  # a row may go next unless the largest is clearly larger
+            at = next(p for p, i in enumerate(pending) if extreme <= limit(amounts[i]))
+        else:  # unless the smallest is clearly smaller
+            at = next(p for p, i in enumerate(pending) if amounts[i] <= margin.limit(extreme))
+        i = pending.pop(at)
+        placed[i] = True
+        ordered.append(run[i])
+    return ordered
+
+
+class HeldOrder:
+    """The last order of one table, and whether the next must be a plain sort.
+
+    ``order`` gives the rows in the held order; ``resort`` makes the next one exact (a
+    plain stable sort, ties where they were): the table's ``o``, and any change of sort
+    column or direction.
+    """
+
+    def __init__(self) -> None:
+        self._last: list[Any] = []
+        self._exact = True
+        self._how: tuple[object, ...] | None = None
+
+    def resort(self) -> None:
+        self._exact = True
+
+    def order(
+        self,
+        values: Mapping[K, Value],
+        margin: Margin,
+        descending: bool,
+        how: tuple[object, ...] = (),
+    ) -> list[K]:
+        """``values``' keys in order; ``how`` names the sort (column and direction): when
+        it differs from the last call's, the order is a plain sort again."""
+        if how != self._how:
+            self._how = how
+            self._exact = True
+        exact, self._exact = self._exact, False
+        order = held_order(self._last, values, EXACT if exact else margin, descending)
+        self._last = list(order)
+        return order

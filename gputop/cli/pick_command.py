@@ -17,6 +17,7 @@ from typing import Any
 
 from gputop.cli.arg_types import count
 from gputop.cli.lab_common import add_hosts_arguments
+from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
 from gputop.core.errors import GputopError
 from gputop.core.jobs.policy import FreePolicy, pick_free_targets
 from gputop.core.mig_targets import target_keys
@@ -78,10 +79,16 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="print {physical_indices, uuids, cuda_visible_devices} as JSON",
     )
     add_hosts_arguments(parser)
+    add_fleet_arguments(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    server = fleet_server(args)
+    if server is not None:
+        from gputop.cli import fleet_cli  # the fleet's modules, only for it
+
+        return fleet_cli.run_pick(args, server)
     if getattr(args, "hosts", None):
         from gputop.cli.lab_pick import run_pick
 
@@ -164,11 +171,13 @@ def active_job_gpus() -> dict[int, tuple[int | str, ...]]:
 def claims_in_the_way(snapshot: Snapshot) -> dict[int, str]:
     """``{physical index: why}`` for the cards another user's claim holds (docs/claims.md);
     an unsafe claims directory is said and ignored, a missing one is claims not set up."""
-    from gputop.core.claims.view import UNSAFE, read_claims
+    from gputop.core.claims.view import UNKNOWN, UNSAFE, read_claims
 
     view = read_claims()
     if view.state == UNSAFE:
         _warn(view.message)
+    if view.state == UNKNOWN:
+        _warn(f"{view.message} Other users' claims cannot be told: gputop run will refuse.")
     return view.blocked_cards(snapshot)
 
 

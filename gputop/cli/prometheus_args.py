@@ -35,3 +35,51 @@ def server_from_args(args: argparse.Namespace, from_environment: bool = False) -
             raise UsageError("--prometheus-auth-file and --prometheus-ca go with --prometheus.")
         return None
     return server_for(url, args.prometheus_auth_file, args.prometheus_ca)
+
+
+def add_fleet_arguments(parser: argparse.ArgumentParser, group_by: bool = False) -> None:
+    """``--prometheus [URL]`` and what goes with it, for ``snapshot`` and ``pick``."""
+    parser.add_argument(
+        "--prometheus",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help=f"the fleet: every node this Prometheus (or Thanos, VictoriaMetrics) scrapes "
+        f"with dcgm-exporter or 'gputop exporter'; without URL, ${ENVIRONMENT} "
+        "(docs/fleet.md)",
+    )
+    add_credentials_arguments(parser)
+    parser.add_argument(
+        "--match",
+        metavar="SELECTOR",
+        help="with --prometheus: only the nodes whose series match these label matchers, "
+        "e.g. '{cluster=\"a\"}'",
+    )
+    if group_by:
+        parser.add_argument(
+            "--group-by",
+            metavar="LABEL",
+            help="with --prometheus: group the nodes by this label of their targets",
+        )
+
+
+def fleet_server(args: argparse.Namespace) -> Server | None:
+    """The ``--prometheus`` server of ``snapshot`` or ``pick``, None without the option."""
+    if args.prometheus is None:
+        for option in ("match", "group_by"):
+            if getattr(args, option, None) is not None:
+                raise UsageError(f"--{option.replace('_', '-')} goes with --prometheus.")
+        return server_from_args(args)
+    if getattr(args, "hosts", None):
+        raise UsageError("--prometheus reads the fleet from Prometheus; --hosts asks over ssh.")
+    if getattr(args, "fake", None):
+        raise UsageError("--prometheus reads the fleet from Prometheus, not a simulation.")
+    if args.prometheus == "":
+        url = os.environ.get(ENVIRONMENT, "").strip()
+        if not url:
+            raise UsageError(
+                f"--prometheus without a URL reads ${ENVIRONMENT}, which is not set: give "
+                "--prometheus http://prometheus:9090, or set it."
+            )
+        args.prometheus = url
+    return server_from_args(args)

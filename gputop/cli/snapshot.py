@@ -9,7 +9,9 @@ import time
 
 from gputop.cli.arg_types import seconds
 from gputop.cli.lab_common import add_hosts_arguments
+from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
 from gputop.cli.snapshot_text import render_snapshot
+from gputop.core.errors import UsageError
 from gputop.core.numbers import strict_json
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.source import open_backend
@@ -40,6 +42,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "until Ctrl-C",
     )
     add_hosts_arguments(parser)
+    add_fleet_arguments(parser, group_by=True)
     parser.add_argument(
         "--stats",
         action="store_true",
@@ -50,6 +53,15 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
+    server = fleet_server(args)
+    if server is not None:
+        from gputop.cli.fleet_cli import run_snapshot  # the fleet's modules, only for it
+
+        if args.watch is not None or args.stats:
+            raise UsageError(
+                "--prometheus prints the fleet once: --watch and --stats are not for it."
+            )
+        return run_snapshot(args, server, _terminal_width())
     if args.hosts:
         from gputop.cli import lab_snapshot  # the lab's modules, only for --hosts
 

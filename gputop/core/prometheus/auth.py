@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import base64
 import os
-import ssl
 import stat
 import urllib.parse
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gputop.core.errors import UsageError
+
+if TYPE_CHECKING:
+    import ssl
 
 MAX_AUTH_FILE_BYTES = 16 << 10
 ENVIRONMENT = "GPUTOP_PROMETHEUS"
@@ -39,6 +42,8 @@ class Server:
     def tls_context(self) -> ssl.SSLContext | None:
         if self.ca_file is None:
             return None
+        import ssl  # only for a CA of one's own (urllib imports it for https:// anyway)
+
         try:
             return ssl.create_default_context(cafile=self.ca_file)
         except (OSError, ssl.SSLError, ValueError) as error:

@@ -1,0 +1,448 @@
+"""The fleet at one moment, built from one refresh's answers (gputop/core/fleet/read.py).
+
+A node is a target Prometheus scrapes (``job``, ``instance``): **down** where ``up`` is 0
+(listed by its instance, with when ``up`` was last 1, within the last hour); **stale** where
+its newest scrape is older than three scrape intervals, where gputop's exporter's last sample
+is older than three intervals (and 45 s: three of the exporter's default samples), or where
+Prometheus reports no ``up`` for it at all (a federated copy, say); else **up**. Stale and
+down nodes never have a free card. The nodes are the targets of the jobs that serve GPU
+series (at least one of their targets does): a down target of such a job is a node, while
+Prometheus's own job and a node_exporter's are not.
+
+A card is **free** on an up node when its used memory is known and under 1 GiB (a CUDA
+context and a desktop at most), its free memory is at least the policy's, its utilisation known and
+at most the policy's, it is not lost, failing or refused, and: no pod on it (Kubernetes
+mapped one to it) and, on a node with gputop's exporter, no process and no claim. Every number is
+checked where it enters: not finite, negative or past what a card can be is unknown (None),
+never 0. Label values stay raw here; they are cleaned where shown.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gputop.core.fleet.queries import ACTIVITY, INTERVAL_WINDOW_S
+from gputop.core.numbers import is_ascii_digits, within
+from gputop.core.prometheus.client import Sample
+
+MIB = 1 << 20
+MAX_MEMORY_BYTES = float(2**50)
+"""1 PiB, as for lab hosts: more than any card holds."""
+MAX_TEMPERATURE_C = 200.0
+MAX_POWER_W = 10_000.0
+MAX_BYTES_PER_S = 1e13
+MAX_COUNT = 1e6
+MAX_TIME_S = 1e11
+FREE_USED_BYTES = 1 << 30
+"""Used memory under which a card with no process can be free."""
+DEFAULT_INTERVAL_S = 15.0
+"""Prometheus's default scrape interval, where a target's cannot be told."""
+STALE_INTERVALS = 3
+MIN_EXPORTER_STALE_S = 45.0
+"""gputop's exporter samples every 15 s by default: three of them."""
+DEFAULT_MIN_FREE_MIB = 1024
+DEFAULT_MAX_UTIL_PERCENT = 10
+POD_LABELS = ("pod", "namespace", "container")
+TARGET_LABELS_DROPPED = ("__name__",)
+
+
+@dataclass
+class FleetProcess:
+    pid: int | None
+    user: str | None
+    command: str | None
+    used_memory_bytes: int | None
+    sm_util: float | None
+    gputop_job: str | None
+    slurm_job: str | None
+
+
+@dataclass
+class FleetGpu:
+    key: str
+    index: int | None = None
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    driver_version: str | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_free_bytes: int | None = None
+    utilization_gpu: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    activity: dict[str, float | None] | None = None
+    xid: int | None = None
+    uncorrected_ecc: int | None = None
+    lost: bool | None = None
+    sample_error: bool | None = None
+    no_access: bool | None = None
+    process_count: int | None = None
+    idle_held_memory_bytes: int | None = None
+    claim_user: str | None = None
+    claimed: bool = False
+    processes: list[FleetProcess] | None = None
+    pod: str | None = None
+    namespace: str | None = None
+    container: str | None = None
+    free: bool = False
+
+    @property
+    def unhealthy(self) -> bool:
+        return bool(
+            self.lost
+            or self.sample_error
+            or (self.xid is not None and self.xid > 0)
+            or (self.uncorrected_ecc is not None and self.uncorrected_ecc > 0)
+        )
+
+    @property
+    def health(self) -> dict[str, object] | None:
+        signals = {
+            "lost": self.lost,
+            "sample_error": self.sample_error,
+            "no_access": self.no_access,
+            "last_xid": self.xid,
+            "uncorrected_ecc_errors": self.uncorrected_ecc,
+        }
+        if all(value is None for value in signals.values()):
+            return None
+        return {**signals, "healthy": not self.unhealthy}
+
+
+@dataclass
+class FleetNode:
+    instance: str
+    job: str
+    up: float | None = None
+    """``up``'s value: 1 answering, 0 not, None where Prometheus has no ``up`` for it."""
+    scraped_at: float | None = None
+    last_up_at: float | None = None
+    scrapes: float | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    gpus: dict[str, FleetGpu] = field(default_factory=dict)
+    hostnames: dict[str, int] = field(default_factory=dict)
+    gputop: bool = False
+    """gputop's exporter serves this node (its own series are here)."""
+    last_sample_at: float | None = None
+    users: dict[str, dict[str, float]] = field(default_factory=dict)
+    state: str = "up"
+    last_seen: float | None = None
+    interval_s: float = DEFAULT_INTERVAL_S
+
+    @property
+    def host(self) -> str:
+        """``Hostname`` as its series say (the most common), else the instance itself (a
+        down target is listed by its instance)."""
+        if self.hostnames:
+            return max(sorted(self.hostnames), key=lambda name: self.hostnames[name])
+        return self.instance
+
+    def sorted_gpus(self) -> list[FleetGpu]:
+        return sorted(
+            self.gpus.values(),
+            key=lambda gpu: (gpu.index is None, gpu.index if gpu.index is not None else 0, gpu.key),
+        )
+
+    @property
+    def free_gpus(self) -> list[FleetGpu]:
+        return [gpu for gpu in self.sorted_gpus() if gpu.free]
+
+
+@dataclass
+class FleetUser:
+    user: str
+    memory_used_bytes: float = 0.0
+    idle_held_memory_bytes: float | None = None
+    gpus: int = 0
+    nodes: int = 0
+
+
+@dataclass
+class Fleet:
+    url: str
+    time: float
+    nodes: list[FleetNode]
+    users: list[FleetUser]
+    queries: int
+    interval_s: float = DEFAULT_INTERVAL_S
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(len(node.gpus) for node in self.nodes)
+
+    @property
+    def free_count(self) -> int:
+        return sum(len(node.free_gpus) for node in self.nodes)
+
+    def count(self, state: str) -> int:
+        return sum(1 for node in self.nodes if node.state == state)
+
+
+@dataclass(frozen=True)
+class FreeRule:
+    min_free_mib: int = DEFAULT_MIN_FREE_MIB
+    max_util_percent: int = DEFAULT_MAX_UTIL_PERCENT
+
+
+def _number(value: float | None, maximum: float) -> float | None:
+    """A value the client already found finite and not negative, at most ``maximum``."""
+    return value if value is not None and within(value, 0, maximum) else None
+
+
+def _int(value: float | None, maximum: float) -> int | None:
+    checked = _number(value, maximum)
+    return int(checked) if checked is not None else None
+
+
+def _label(labels: dict[str, str], name: str) -> str | None:
+    value = labels.get(name)
+    return value if value else None  # an empty label is an absent one, as in PromQL
+
+
+def _node_key(labels: dict[str, str]) -> tuple[str, str]:
+    return (labels.get("job", ""), labels.get("instance", ""))
+
+
+def _card_key(labels: dict[str, str]) -> str:
+    return labels.get("UUID") or f"gpu{labels.get('gpu', '')}"
+
+
+def _index(text: str | None) -> int | None:
+    return int(text) if text is not None and is_ascii_digits(text) and len(text) <= 4 else None
+
+
+class _Builder:
+    def __init__(self, now: float, rule: FreeRule) -> None:
+        self.now = now
+        self.rule = rule
+        self.nodes: dict[tuple[str, str], FleetNode] = {}
+
+    def node(self, labels: dict[str, str]) -> FleetNode:
+        key = _node_key(labels)
+        node = self.nodes.get(key)
+        if node is None:
+            node = self.nodes[key] = FleetNode(instance=key[1], job=key[0])
+        return node
+
+    def targets(self, name: str, samples: list[Sample]) -> None:
+        for sample in samples:
+            node = self.node(sample.labels)
+            if name == "up":
+                node.up = _number(sample.value, 1.0)
+                node.labels = {
+                    k: v for k, v in sample.labels.items() if k not in TARGET_LABELS_DROPPED
+                }
+            elif name == "scraped":
+                node.scraped_at = _number(sample.value, MAX_TIME_S)
+            elif name == "last_up":
+                node.last_up_at = _number(sample.value, MAX_TIME_S)
+            elif name == "scrapes":
+                node.scrapes = _number(sample.value, MAX_COUNT)
+
+    def gpu(self, labels: dict[str, str]) -> tuple[FleetNode, FleetGpu]:
+        node = self.node(labels)
+        key = _card_key(labels)
+        gpu = node.gpus.get(key)
+        if gpu is None:
+            gpu = node.gpus[key] = FleetGpu(key=key)
+        hostname = _label(labels, "Hostname")
+        if hostname is not None:
+            node.hostnames[hostname] = node.hostnames.get(hostname, 0) + 1
+        gpu.index = gpu.index if gpu.index is not None else _index(_label(labels, "gpu"))
+        gpu.uuid = gpu.uuid or _label(labels, "UUID")
+        gpu.name = gpu.name or _label(labels, "modelName")
+        gpu.pci_bus_id = gpu.pci_bus_id or _label(labels, "pci_bus_id")
+        gpu.driver_version = gpu.driver_version or _label(labels, "DCGM_FI_DRIVER_VERSION")
+        return node, gpu
+
+    def cards(self, samples: list[Sample]) -> None:
+        for sample in samples:
+            name = sample.labels.get("__name__", "")
+            node, gpu = self.gpu(sample.labels)
+            value = sample.value
+            if name.startswith("gputop_"):
+                node.gputop = True
+            if name.startswith("DCGM_FI_DEV_") and gpu.pod is None:
+                for label in POD_LABELS:
+                    setattr(gpu, label, getattr(gpu, label) or _label(sample.labels, label))
+            if name == "DCGM_FI_DEV_FB_USED":
+                gpu.memory_used_bytes = _int(_mib(value), MAX_MEMORY_BYTES)
+            elif name == "DCGM_FI_DEV_FB_FREE":
+                gpu.memory_free_bytes = _int(_mib(value), MAX_MEMORY_BYTES)
+            elif name == "DCGM_FI_DEV_GPU_UTIL":
+                gpu.utilization_gpu = _number(value, 100.0)
+            elif name == "DCGM_FI_DEV_GPU_TEMP":
+                gpu.temperature_c = _number(value, MAX_TEMPERATURE_C)
+            elif name == "DCGM_FI_DEV_POWER_USAGE":
+                gpu.power_w = _number(value, MAX_POWER_W)
+            elif name == "DCGM_FI_DEV_XID_ERRORS":
+                gpu.xid = _int(value, MAX_COUNT)
+            elif name == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL":
+                gpu.uncorrected_ecc = _int(value, 1e15)
+            elif name in ACTIVITY:
+                self._activity(gpu, ACTIVITY[name], value)
+            elif name in ("gputop_gpu_lost", "gputop_gpu_sample_error", "gputop_gpu_no_access"):
+                flag = _number(value, 1.0)
+                setattr(gpu, name.removeprefix("gputop_gpu_"), None if flag is None else flag > 0)
+            elif name == "gputop_gpu_processes":
+                gpu.process_count = _int(value, MAX_COUNT)
+            elif name == "gputop_gpu_idle_held_memory_bytes":
+                gpu.idle_held_memory_bytes = _int(value, MAX_MEMORY_BYTES)
+            elif name == "gputop_gpu_claimed":
+                gpu.claimed = True  # a series only while a claim holds the card
+                gpu.claim_user = gpu.claim_user or _label(sample.labels, "user")
+
+    @staticmethod
+    def _activity(gpu: FleetGpu, key: str, value: float | None) -> None:
+        if gpu.activity is None:
+            gpu.activity = dict.fromkeys(ACTIVITY.values())
+        if key.endswith("_percent"):
+            ratio = _number(value, 1.0)
+            gpu.activity[key] = ratio * 100.0 if ratio is not None else None
+        else:
+            gpu.activity[key] = _number(value, MAX_BYTES_PER_S)
+
+    def processes(self, samples: list[Sample]) -> None:
+        found: dict[tuple[tuple[str, str], str, str], FleetProcess] = {}
+        for sample in samples:
+            labels = sample.labels
+            node, gpu = self.gpu(labels)
+            node.gputop = True
+            pid = _label(labels, "pid")
+            key = (_node_key(labels), gpu.key, pid or "")
+            process = found.get(key)
+            if process is None:
+                process = found[key] = FleetProcess(
+                    pid=int(pid)
+                    if pid is not None and is_ascii_digits(pid) and len(pid) < 10
+                    else None,
+                    user=_label(labels, "user"),
+                    command=_label(labels, "command"),
+                    used_memory_bytes=None,
+                    sm_util=None,
+                    gputop_job=_label(labels, "gputop_job"),
+                    slurm_job=_label(labels, "slurm_job"),
+                )
+                if gpu.processes is None:
+                    gpu.processes = []
+                gpu.processes.append(process)
+            if labels.get("__name__") == "gputop_process_memory_used_bytes":
+                process.used_memory_bytes = _int(sample.value, MAX_MEMORY_BYTES)
+            else:
+                process.sm_util = _number(sample.value, 100.0)
+
+    def node_series(self, samples: list[Sample]) -> None:
+        for sample in samples:
+            node = self.node(sample.labels)
+            node.gputop = True
+            name = sample.labels.get("__name__", "")
+            hostname = _label(sample.labels, "Hostname")
+            if hostname is not None:
+                node.hostnames.setdefault(hostname, 0)
+            if name == "gputop_last_sample_timestamp_seconds":
+                node.last_sample_at = _number(sample.value, MAX_TIME_S)
+                continue
+            user = sample.labels.get("user", "")
+            figure = name.removeprefix("gputop_user_")
+            value = _number(sample.value, MAX_MEMORY_BYTES if "memory" in figure else MAX_COUNT)
+            if value is not None:
+                node.users.setdefault(user, {})[figure] = value
+
+    def finish(self) -> list[FleetNode]:
+        for node in self.nodes.values():
+            self._state(node)
+            for gpu in node.gpus.values():
+                if node.gputop and gpu.processes is None:
+                    gpu.processes = []  # gputop's exporter: none exported on this card
+                gpu.free = self._free(node, gpu)
+        return sorted(self.nodes.values(), key=lambda node: (node.host, node.instance, node.job))
+
+    def _state(self, node: FleetNode) -> None:
+        if node.scrapes is not None and node.scrapes >= 2:
+            node.interval_s = max(0.1, min(3600.0, INTERVAL_WINDOW_S / (node.scrapes - 1)))
+        if node.up is None:
+            node.state = "stale"  # no target Prometheus scrapes: nothing says it answers
+            node.last_seen = node.last_sample_at
+            return
+        if node.up < 1:
+            node.state = "down"
+            node.last_seen = node.last_up_at
+            return
+        node.last_seen = node.scraped_at
+        limit = STALE_INTERVALS * node.interval_s + 1.0
+        if node.scraped_at is None or self.now - node.scraped_at > limit:
+            node.state = "stale"
+        elif node.gputop and (
+            node.last_sample_at is None
+            or self.now - node.last_sample_at > max(limit, MIN_EXPORTER_STALE_S)
+        ):
+            node.state = "stale"
+            node.last_seen = node.last_sample_at
+        else:
+            node.state = "up"
+
+    def _free(self, node: FleetNode, gpu: FleetGpu) -> bool:
+        rule = self.rule
+        if node.state != "up" or gpu.memory_used_bytes is None:
+            return False
+        if gpu.memory_used_bytes >= FREE_USED_BYTES:
+            return False
+        if gpu.memory_free_bytes is not None and gpu.memory_free_bytes < rule.min_free_mib * MIB:
+            return False
+        if gpu.utilization_gpu is None or gpu.utilization_gpu > rule.max_util_percent:
+            return False
+        if gpu.lost or gpu.sample_error or gpu.no_access or gpu.pod is not None:
+            return False
+        if node.gputop:
+            return not gpu.claimed and not gpu.processes and not gpu.process_count
+        return True
+
+
+def _mib(value: float | None) -> float | None:
+    return value * MIB if value is not None and math.isfinite(value) else None
+
+
+def build_fleet(
+    url: str,
+    now: float,
+    answers: dict[str, list[Sample]],
+    queries: int,
+    rule: FreeRule | None = None,
+) -> Fleet:
+    """The fleet ``answers`` (each refresh query's samples, by name) describe at ``now``."""
+    builder = _Builder(now, rule or FreeRule())
+    for name in ("up", "scraped", "last_up", "scrapes"):
+        builder.targets(name, answers.get(name, []))
+    builder.cards(answers.get("cards", []))
+    builder.processes(answers.get("processes", []))
+    builder.node_series(answers.get("nodes", []))
+    nodes = builder.finish()
+    gpu_jobs = {node.job for node in nodes if node.gpus or node.gputop}
+    nodes = [node for node in nodes if node.job in gpu_jobs]  # not Prometheus's own, say
+    for node in nodes:  # the memory total: what dcgm-exporter splits into used and free
+        for gpu in node.gpus.values():
+            if gpu.memory_used_bytes is not None and gpu.memory_free_bytes is not None:
+                gpu.memory_total_bytes = gpu.memory_used_bytes + gpu.memory_free_bytes
+    intervals = sorted(node.interval_s for node in nodes if node.scrapes and node.scrapes >= 2)
+    interval = intervals[len(intervals) // 2] if intervals else DEFAULT_INTERVAL_S
+    return Fleet(url, now, nodes, _users(nodes), queries, interval)
+
+
+def _users(nodes: list[FleetNode]) -> list[FleetUser]:
+    users: dict[str, FleetUser] = {}
+    for node in nodes:
+        if node.state != "up":
+            continue  # a stale node's figures are old: not who holds what now
+        for name, figures in node.users.items():
+            if not name:
+                continue
+            user = users.setdefault(name, FleetUser(name))
+            user.memory_used_bytes += figures.get("memory_used_bytes", 0.0)
+            idle = figures.get("idle_held_memory_bytes")
+            if idle is not None:
+                user.idle_held_memory_bytes = (user.idle_held_memory_bytes or 0.0) + idle
+            user.gpus += int(figures.get("gpus", 0.0))
+            user.nodes += 1
+    return sorted(users.values(), key=lambda u: (-u.memory_used_bytes, u.user))

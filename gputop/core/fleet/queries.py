@@ -1,0 +1,93 @@
+"""The PromQL of one fleet refresh: a fixed handful of instant queries, whatever the node
+count (every series of a kind in one answer, never a query per node; docs/fleet.md).
+
+``--match SELECTOR`` (``{cluster="a"}``) narrows every one of them: its matchers are added to
+each selector, so a refresh reads only those nodes' series.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputop.core.errors import UsageError
+
+ACTIVITY = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "graphics_percent",
+    "DCGM_FI_PROF_SM_ACTIVE": "sm_active_percent",
+    "DCGM_FI_PROF_SM_OCCUPANCY": "sm_occupancy_percent",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active_percent",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active_percent",
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": "fp64_percent",
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": "fp32_percent",
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": "fp16_percent",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "pcie_tx_bytes_per_s",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "pcie_rx_bytes_per_s",
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": "nvlink_rx_bytes_per_s",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": "nvlink_tx_bytes_per_s",
+}
+"""dcgm-exporter's profiling series (ratios 0-1, or bytes/s) -> ``snapshot --json``'s keys."""
+CARD_METRICS = (
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    *ACTIVITY,
+    "gputop_gpu_lost",
+    "gputop_gpu_sample_error",
+    "gputop_gpu_no_access",
+    "gputop_gpu_processes",
+    "gputop_gpu_idle_held_memory_bytes",
+    "gputop_gpu_claimed",
+)
+PROCESS_METRICS = ("gputop_process_memory_used_bytes", "gputop_process_sm_util_percent")
+NODE_METRICS = (
+    "gputop_user_memory_used_bytes",
+    "gputop_user_idle_held_memory_bytes",
+    "gputop_user_processes",
+    "gputop_user_gpus",
+    "gputop_last_sample_timestamp_seconds",
+)
+LAST_SEEN_WINDOW = "1h"
+LAST_SEEN_STEP = "15s"
+INTERVAL_WINDOW_S = 120
+"""Scrapes counted to estimate each target's scrape interval."""
+
+_VALUE = r'"(?:[^"\\]|\\.)*"'
+_MATCHER = rf"\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*{_VALUE}\s*"
+_SELECTOR = re.compile(rf"\{{(?:{_MATCHER}(?:,{_MATCHER})*,?)?\s*\}}")
+MAX_SELECTOR_CHARS = 2000
+
+
+def check_selector(selector: str | None) -> str:
+    """The matchers of ``--match`` (``{a="b", c=~"d.*"}`` -> ``a="b", c=~"d.*"``), or a
+    ``UsageError``; ``""`` for none."""
+    if selector is None:
+        return ""
+    if len(selector) > MAX_SELECTOR_CHARS or _SELECTOR.fullmatch(selector.strip()) is None:
+        raise UsageError(
+            f"--match {selector[:80]!r}: give a series selector's label matchers in braces, "
+            'e.g. --match \'{cluster="a"}\' or \'{job=~"gpu.*", rack!="r9"}\'.'
+        )
+    return selector.strip()[1:-1].strip().rstrip(",").strip()
+
+
+def _names(metrics: tuple[str, ...] | list[str]) -> str:
+    return "|".join(metrics)
+
+
+def refresh_queries(matchers: str) -> dict[str, str]:
+    """The queries of one refresh, by name; ``matchers`` from ``check_selector``."""
+    extra = f", {matchers}" if matchers else ""
+    only = f"{{{matchers}}}" if matchers else ""
+    return {
+        "up": f"up{only}",
+        "scraped": f"timestamp(up{only})",
+        "scrapes": f"count_over_time(up{only}[{INTERVAL_WINDOW_S}s])",
+        "last_up": f"max_over_time(timestamp(up{only} == 1)[{LAST_SEEN_WINDOW}:{LAST_SEEN_STEP}])",
+        "cards": f'{{__name__=~"{_names(CARD_METRICS)}", GPU_I_ID=""{extra}}}',
+        "processes": f'{{__name__=~"{_names(PROCESS_METRICS)}"{extra}}}',
+        "nodes": f'{{__name__=~"{_names(NODE_METRICS)}"{extra}}}',
+    }

@@ -1,0 +1,137 @@
+"""The fleet model (gputop/core/fleet/): node states, the free rule, checked numbers and the
+``--match`` selector, from answers built here as a Prometheus would give them. The same
+against a real Prometheus: tests/real/test_fleet_prometheus.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop.core.errors import UsageError
+from gputop.core.fleet.model import build_fleet
+from gputop.core.fleet.queries import check_selector, refresh_queries
+from gputop.core.prometheus.client import Sample
+
+NOW = 1_800_000_000.0
+TARGET = {"job": "dcgm", "instance": "n1:9400"}
+
+
+def sample(value: float | None, **labels: str) -> Sample:
+    return Sample({**TARGET, **labels}, NOW, value)
+
+
+def card(name: str, value: float | None, gpu: str = "0", **labels: str) -> Sample:
+    return sample(value, __name__=name, gpu=gpu, UUID=f"GPU-{gpu}", Hostname="n1", **labels)
+
+
+def answers(scraped_age_s: float = 1.0, up: float = 1.0, **more: list[Sample]) -> dict:
+    base = {
+        "up": [sample(up)],
+        "scraped": [sample(NOW - scraped_age_s)],
+        "scrapes": [sample(9.0)],  # 2 minutes of 15-s scrapes
+        "last_up": [sample(NOW - 600)],
+        "cards": [
+            card("DCGM_FI_DEV_FB_USED", 0.0),
+            card("DCGM_FI_DEV_FB_FREE", 80000.0),
+            card("DCGM_FI_DEV_GPU_UTIL", 0.0),
+        ],
+    }
+    base.update(more)
+    return base
+
+
+def node(document: dict) -> object:
+    (only,) = build_fleet("http://p", NOW, document, 7).nodes
+    return only
+
+
+def test_an_idle_card_on_a_fresh_node_is_free() -> None:
+    found = node(answers())
+    assert found.state == "up" and found.host == "n1" and found.interval_s == 15.0
+    assert [gpu.free for gpu in found.sorted_gpus()] == [True]
+    assert found.sorted_gpus()[0].memory_total_bytes == 80000 << 20
+
+
+def test_three_scrape_intervals_without_news_is_stale_and_never_free() -> None:
+    assert node(answers(scraped_age_s=40)).state == "up"
+    stale = node(answers(scraped_age_s=50))
+    assert stale.state == "stale" and not stale.free_gpus
+
+
+def test_down_is_listed_with_when_it_was_last_up() -> None:
+    down = node(answers(up=0.0))
+    assert down.state == "down" and down.last_seen == NOW - 600 and not down.free_gpus
+
+
+def test_a_target_prometheus_reports_no_up_for_is_stale() -> None:
+    document = answers()
+    del document["up"]
+    assert node(document).state == "stale"
+
+
+@pytest.mark.parametrize(
+    ("extra", "free"),
+    [
+        ([card("DCGM_FI_DEV_FB_USED", 2000.0)], False),  # 2 GB used: someone is there
+        ([card("DCGM_FI_DEV_GPU_UTIL", 50.0)], False),
+        ([card("DCGM_FI_DEV_GPU_UTIL", None)], False),  # NaN, negative: unknown, not free
+        ([card("DCGM_FI_DEV_GPU_UTIL", 1e9)], False),  # no percentage
+        ([card("DCGM_FI_DEV_FB_USED", None)], False),
+        ([card("DCGM_FI_DEV_FB_FREE", 100.0)], False),  # under the policy's 1 GiB free
+        ([card("DCGM_FI_DEV_POWER_USAGE", 1e300)], True),  # a power past any: unknown
+        ([card("DCGM_FI_DEV_FB_USED", 0.0, pod="train")], False),  # a pod holds it
+        ([card("gputop_gpu_claimed", 1.0, user="bob")], False),
+        ([card("gputop_gpu_processes", 1.0)], False),
+        ([card("gputop_gpu_processes", 0.0)], True),
+        ([card("gputop_gpu_lost", 1.0)], False),
+    ],
+)
+def test_the_free_rule(extra: list[Sample], free: bool) -> None:
+    document = answers()
+    document["cards"] = document["cards"] + extra
+    document["nodes"] = [sample(NOW, __name__="gputop_last_sample_timestamp_seconds")]
+    assert bool(node(document).free_gpus) is free
+
+
+def test_a_gputop_node_whose_sampler_is_stuck_is_stale() -> None:
+    document = answers()
+    document["nodes"] = [sample(NOW - 3600, __name__="gputop_last_sample_timestamp_seconds")]
+    assert node(document).state == "stale"
+    document["nodes"] = [sample(NOW - 30, __name__="gputop_last_sample_timestamp_seconds")]
+    assert node(document).state == "up"  # within 45 s: three of its default samples
+
+
+def test_only_the_jobs_that_serve_gpus_are_nodes() -> None:
+    document = answers()
+    other = {"job": "prometheus", "instance": "p:9090"}
+    down_gpu_node = {"job": "dcgm", "instance": "n2:9400"}
+    document["up"] += [Sample(other, NOW, 1.0), Sample(down_gpu_node, NOW, 0.0)]
+    fleet = build_fleet("http://p", NOW, document, 7)
+    assert [(n.instance, n.state) for n in fleet.nodes] == [
+        ("n1:9400", "up"),
+        ("n2:9400", "down"),  # listed by its instance: nothing else is known of it
+    ]
+    assert fleet.nodes[1].host == "n2:9400"
+
+
+@pytest.mark.parametrize(
+    ("selector", "matchers"),
+    [
+        ('{cluster="a"}', 'cluster="a"'),
+        ('{ job=~"gpu.*", rack!="r9", }', 'job=~"gpu.*", rack!="r9"'),
+        ('{a="x\\"}y"}', 'a="x\\"}y"'),
+        ("{}", ""),
+    ],
+)
+def test_a_selector_narrows_every_query(selector: str, matchers: str) -> None:
+    assert check_selector(selector) == matchers
+    if matchers:
+        for promql in refresh_queries(matchers).values():
+            assert matchers in promql
+
+
+@pytest.mark.parametrize(
+    "selector", ['cluster="a"', '{cluster="a"} or up', "{cluster=a}", '{a="b"}}', '{"a"="b"}']
+)
+def test_a_selector_that_is_not_one_is_refused(selector: str) -> None:
+    with pytest.raises(UsageError):
+        check_selector(selector)

@@ -163,6 +163,10 @@ class GpuProcess:
     """Why user and command are missing, for a person (e.g. another PID namespace)."""
     cuda: ProcessCuda | None = None
     """The process's own CUDA view, where its environment could be read."""
+    start_ticks: int | None = None
+    """When it started, in clock ticks since this machine booted (``/proc/PID/stat``): what
+    proves its pid still names it when it is signalled, whatever the wall clock did since
+    ``start_time`` was read (process_control.py). ``None`` off this machine or off Linux."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
 from gputop.core.history.store import default_history_path
 from gputop.core.jobs.service import JobsService, Severity
 from gputop.core.model import ProcessOrigin
-from gputop.core.process_control import signal_own_process
+from gputop.core.process_control import current_boot_id, signal_own_process
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.users import current_user
 from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
@@ -346,7 +346,15 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
                 )
                 return
             try:
-                signal_own_process(process.pid, process.start_time, signum)
+                signal_own_process(
+                    process.pid,
+                    process.start_time,
+                    signum,
+                    # its ticks were read in this boot (this dashboard's): a step of the
+                    # clock since it was first seen moved its start time, never them
+                    start_ticks=process.start_ticks,
+                    boot_id=current_boot_id() if process.start_ticks is not None else None,
+                )
             except GputopError as error:
                 self.notify(str(error), severity="error")
             else:

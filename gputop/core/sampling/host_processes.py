@@ -40,12 +40,16 @@ class HostFacts:
     hint: str | None = None
     environment: CudaEnvironment | None = None
     """Its CUDA and rank variables (gputop.core.sampling.process_env); None where unread."""
+    start_ticks: int | None = None
+    """Its start in clock ticks since boot, where ``/proc`` gives it (GpuProcess.start_ticks)."""
 
 
 SimulatedLookup = Callable[[int], "HostFacts | None"]
 """Describes a pid of a simulated GPU that does not exist on this host."""
 
 _READ_COUNTERS = proc_counters.default_reader()
+_MARK_IS_TICKS = _READ_COUNTERS is proc_counters.read_proc_stat
+"""``/proc``'s counters give the start in clock ticks since boot (psutil's, a time)."""
 
 
 @dataclass(slots=True)
@@ -155,6 +159,7 @@ class HostProcessTable:
             start_time=tracked.create_time,
             hint=tracked.hint,
             environment=tracked.environment,
+            start_ticks=int(tracked.start_mark) if _MARK_IS_TICKS else None,
         )
 
     def _track(

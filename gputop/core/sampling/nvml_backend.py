@@ -549,6 +549,7 @@ def _gpu_processes(
                 cpu_percent=fact.cpu_percent,
                 host_memory_bytes=fact.host_memory_bytes,
                 start_time=fact.start_time,
+                start_ticks=fact.start_ticks,
                 hint=fact.hint,
                 cuda=view(environment, physical_index)
                 if view is not None and environment is not None

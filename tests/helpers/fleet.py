@@ -9,6 +9,8 @@ import ctypes
 import json
 import os
 import re
+import shutil
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -54,6 +56,38 @@ def simulated_nodes(directory: Path, nodes: list[dict[str, Any]]) -> Iterator[li
             process.wait()
 
 
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made by ``openssl``."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        cannot("needs openssl for a certificate")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
+
+
 def bcrypt_hash(password: str) -> str:
     """A bcrypt hash of ``password``, by the system's libcrypt (libxcrypt has bcrypt)."""
     try:
@@ -82,9 +116,11 @@ def fleet_prometheus(
     targets: list[str],
     interval_s: float = 1.0,
     basic_auth: tuple[str, str] | None = None,
+    tls: tuple[Path, Path] | None = None,
 ) -> Iterator[Prometheus]:
     """A real Prometheus scraping ``targets`` (job ``nodes``) and itself every
-    ``interval_s``; behind basic auth where ``basic_auth`` is (user, password)."""
+    ``interval_s``; behind basic auth where ``basic_auth`` is (user, password); serving
+    https with ``tls`` (certificate, key)."""
     if not os.access(PROMETHEUS, os.X_OK):
         cannot("needs a Prometheus server (Debian package prometheus; .ci/run installs it)")
     directory.mkdir(parents=True, exist_ok=True)
@@ -115,21 +151,25 @@ def fleet_prometheus(
         f"--storage.tsdb.path={directory / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
     ]
+    web_config = ""
     if basic_auth is not None:
+        web_config += f"basic_auth_users:\n  {basic_auth[0]}: '{bcrypt_hash(basic_auth[1])}'\n"
+    if tls is not None:
+        web_config += f"tls_server_config:\n  cert_file: {tls[0]}\n  key_file: {tls[1]}\n"
+    if web_config:
         web = directory / "web.yml"
-        web.write_text(
-            f"basic_auth_users:\n  {basic_auth[0]}: '{bcrypt_hash(basic_auth[1])}'\n",
-            encoding="utf-8",
-        )
+        web.write_text(web_config, encoding="utf-8")
         command.append(f"--web.config.file={web}")
     log = open(directory / "prometheus.log", "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=directory
     )
-    server = Prometheus(process, f"http://127.0.0.1:{port}")
+    scheme = "https" if tls else "http"
+    server = Prometheus(process, f"{scheme}://127.0.0.1:{port}")
+    context = ssl.create_default_context(cafile=str(tls[0])) if tls else None
     try:
         wait_for(
-            lambda: _answers(server.url) or process.poll() is not None,
+            lambda: _answers(server.url, context) or process.poll() is not None,
             "Prometheus",
             START_TIMEOUT_S,
         )
@@ -149,10 +189,10 @@ def fleet_prometheus(
         log.close()
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, context: ssl.SSLContext | None = None) -> bool:
     """Prometheus answers HTTP (a 401 behind basic auth counts: it is up)."""
     try:
-        http_get(f"{url}/-/ready", timeout_s=1.0)
+        http_get(f"{url}/-/ready", timeout_s=1.0, context=context)
     except urllib.request.HTTPError as error:
         return error.code == 401
     except OSError:

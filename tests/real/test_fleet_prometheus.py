@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.fleet import fleet_prometheus, instant_queries_answered, simulated_nodes
+from helpers.fleet import (
+    fleet_prometheus,
+    instant_queries_answered,
+    self_signed,
+    simulated_nodes,
+)
 from helpers.prometheus import Prometheus, running_exporter
 from helpers.waiting import wait_for
 
@@ -311,6 +316,30 @@ def test_basic_auth_from_a_private_file(guarded: Prometheus, tmp_path: Path) -> 
     assert "s3cret" not in done.stdout and json.loads(done.stdout)["url"] == url
     wrong = gputop("snapshot", "--prometheus", url.replace("http://", "http://ops:zz9pw@"))
     assert wrong.returncode == 1 and "zz9pw" not in wrong.stderr
+
+
+def test_tls_with_a_ca_of_ones_own(fleet: Fleet, tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    with fleet_prometheus(tmp_path / "tls", fleet.targets[1:2], tls=(cert, key)) as server:
+        args = ("snapshot", "--prometheus", server.url, "--json")
+
+        def seen() -> bool:
+            done = gputop(*args, "--prometheus-ca", str(cert))
+            return done.returncode == 0 and len(json.loads(done.stdout)["nodes"]) == 1
+
+        wait_for(seen, "the node over TLS", 60)
+        unknown = gputop(*args)
+        assert unknown.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in unknown.stderr
+        not_ca = gputop(*args, "--prometheus-ca", str(tmp_path))
+        assert not_ca.returncode == 2 and "--prometheus-ca" in not_ca.stderr
+        plain = gputop(
+            "snapshot",
+            "--prometheus",
+            server.url.replace("https:", "http:"),
+            "--prometheus-ca",
+            str(cert),
+        )
+        assert plain.returncode == 2 and "https://" in plain.stderr
 
 
 class _Trickle(BaseHTTPRequestHandler):

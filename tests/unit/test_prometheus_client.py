@@ -326,3 +326,25 @@ def test_the_deadline_holds_for_a_server_that_trickles(server: Server) -> None:
         client.query(server.url, "up", client.Budget(1.0, what="refresh"))
     assert time.monotonic() - started < 5
     assert "did not answer within --timeout 1 s (for the whole refresh)" in str(raised.value)
+
+
+def test_a_fleet_refresh_past_its_bound_is_refused_saying_what_to_do(server: Server) -> None:
+    from gputop.core.fleet.read import read_fleet
+
+    item = b'{"metric":{"job":"j","instance":"i","Hostname":"h"},"value":[1,"1"]},'
+
+    def answer(handler: Handler) -> None:
+        def parts() -> Iterator[bytes]:
+            yield b'{"status":"success","data":{"resultType":"vector","result":['
+            for _ in range(40):
+                yield item * 1000
+            yield b'{"metric":{},"value":[1,"1"]}]}}'
+
+        handler.stream(parts())
+
+    server.answer = answer
+    with pytest.raises(client.PrometheusError) as raised:
+        read_fleet(server_for(server.url), max_bytes=1 * MIB)
+    assert "answered more than 1 MiB in all for this refresh: narrow the nodes with --match" in (
+        str(raised.value)
+    )

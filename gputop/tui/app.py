@@ -168,6 +168,7 @@ class GputopApp(DashboardApp, JobsActions):
         if compact != self.compact:
             self.compact = compact
             self.set_class(compact, "-compact")
+            self.keep_focus_shown()  # the compact layout hides the PyTorch view
             if self.snapshot is not None:
                 self._render_snapshot(self.snapshot)
 

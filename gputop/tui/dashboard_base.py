@@ -296,6 +296,21 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
 
     def action_toggle_torch(self) -> None:
         self.toggle_class("-torch-hidden" if not self.compact else "-torch-shown")
+        self.keep_focus_shown()
+
+    def keep_focus_shown(self) -> None:
+        """Once the layout has changed (p, J, a launch, a smaller terminal): where it hid the
+        panel that had the focus, the focus goes to the first panel shown (the cards), never
+        to nothing, where no key would reach a panel."""
+        self.call_after_refresh(self._focus_a_shown_panel)
+
+    def _focus_a_shown_panel(self) -> None:
+        screen = self.screen_stack[0] if self.screen_stack else None
+        if screen is None or self.screen is not screen:
+            return  # a dialog is open: the dashboard's focus comes back when it closes
+        chain = screen.focus_chain
+        if chain and screen.focused not in chain:
+            chain[0].focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "signal_process" and self.readonly:

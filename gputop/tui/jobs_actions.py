@@ -9,7 +9,7 @@ arrive as ``JobStoreProblem`` messages, which both dashboards show alike
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from rich.text import Text
@@ -60,6 +60,8 @@ class JobsActions(App[None]):
 
     jobs_service: JobsService
     snapshot: Snapshot | None
+    keep_focus_shown: Callable[[], None]
+    """The dashboard's (``DashboardApp``): a hidden panel's focus goes to the cards."""
     _launched_here: frozenset[int] = frozenset()
     """Jobs launched from this dashboard: their end is news even if no read saw them run."""
     _job_peaks: Mapping[int, int] = MappingProxyType({})
@@ -106,8 +108,8 @@ class JobsActions(App[None]):
         panel = self.query_one(JobsPanel)
         if shown:
             panel.focus()
-        elif panel.has_focus:
-            self.query_one(GpuGrid).focus()
+        else:
+            self.keep_focus_shown()
 
     def action_launch(self) -> None:
         # The launch dialog (and its widgets) is imported when first opened, not before the
@@ -139,9 +141,10 @@ class JobsActions(App[None]):
             self._launched_here = self._launched_here | {job.id}
             self.notify(f"Job {job.id} ({job.name}) launched on GPU {gpus}. Log: {job.log_path}")
             self.set_class(True, "-jobs-shown")
-            panel = self.query_one(JobsPanel)
-            panel.highlight(str(job.id))  # enter and K now act on the new job
-            panel.focus()
+            # The new job is highlighted, for enter and K once tab reaches the jobs; the focus
+            # stays where it was: the arrows, space and l still act on the cards.
+            self.query_one(JobsPanel).highlight(str(job.id))
+            self.keep_focus_shown()
             self._refresh_jobs()
 
         self.push_screen(LaunchScreen(context), launched)

@@ -208,7 +208,7 @@ async def test_keys_to_a_finished_job_in_the_jobs_panel(probe: Path, tmp_path: P
         await launch(app, pilot, f"{sys.executable} {probe} {out}", tmp_path)
         await pilot_wait_for(pilot, lambda: not isinstance(app.screen, LaunchScreen))
         panel = app.query_one(JobsPanel)
-        assert panel.display and app.focused is panel  # shown and focused after a launch
+        assert panel.display and app.focused is app.query_one("#cards")  # shown; focus kept
 
         def finished() -> bool:
             """the jobs panel shows the job as exited 0"""
@@ -258,7 +258,9 @@ async def test_enter_on_a_job_follows_its_log(probe: Path, tmp_path: Path) -> No
         await open_launch_dialog(app, pilot, "right", "right")
         await launch(app, pilot, f"{sys.executable} {probe} {tmp_path / 'o.json'} 30", tmp_path)
         await pilot_wait_for(pilot, lambda: app.query_one(JobsPanel).current_job is not None)
-        await pilot.press("enter")  # the jobs panel has the focus after a launch
+        await pilot.press("tab", "tab")  # the focus stays on the cards after a launch
+        assert app.focused is app.query_one(JobsPanel)
+        await pilot.press("enter")
         assert isinstance(app.screen, JobLogScreen)
         log = app.screen.query_one(RichLog)
 
@@ -420,7 +422,8 @@ async def test_after_a_launch_the_jobs_panel_highlights_the_new_job(
 
         await pilot_wait_for(pilot, two_shown)
         assert panel.current_job is not None and panel.current_job.id == 2
-        assert app.focused is panel
+        assert app.focused is app.query_one("#cards")  # the focus stays where it was
+        panel.focus()
         await pilot.press("enter")
         assert isinstance(app.screen, JobLogScreen)
         assert app.screen.job.id == 2

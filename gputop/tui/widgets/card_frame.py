@@ -29,7 +29,8 @@ ROUND = (("╭", "─", "╮"), ("│", " ", "│"), ("╰", "─", "╯"))
 HEAVY = (("┏", "━", "┓"), ("┃", " ", "┃"), ("┗", "━", "┛"))
 
 BORDERS = ("border", "border-highlighted", "border-selected", "border-selected-highlighted",
-           "border-lost")  # fmt: skip
+           "border-lost", "border-highlighted-blurred",
+           "border-selected-highlighted-blurred")  # fmt: skip
 LABELS = ("title", "title-highlighted", "title-selected", "title-selected-highlighted",
           "subtitle", "subtitle-lost")  # fmt: skip
 
@@ -49,6 +50,9 @@ class Palette:
     highlighted_text: VisualStyle
     """A one-line card's text, highlighted."""
     highlighted_inner: VisualStyle
+    blurred_text: VisualStyle
+    """A one-line card's text, highlighted while the grid has no focus."""
+    blurred_inner: VisualStyle
     borders: dict[str, VisualStyle]
     """A card's border by state: its colour over the card's background."""
     labels: dict[tuple[str, bool], VisualStyle]
@@ -64,6 +68,7 @@ def make_palette(
     """The styles of a paint: ``component(name)`` gives the styles of ``gpu-grid--name``."""
     inner = VisualStyle(background=background)
     highlighted_background = background + component("compact-highlighted").background
+    blurred_background = background + component("compact-highlighted-blurred").background
     borders = {
         name: inner + VisualStyle(foreground=background + component(name).color) for name in BORDERS
     }
@@ -91,6 +96,14 @@ def make_palette(
             italic=visual_style.italic,
         ),
         highlighted_inner=VisualStyle(background=highlighted_background),
+        blurred_text=VisualStyle(
+            blurred_background,
+            visual_style.foreground,
+            bold=visual_style.bold,
+            dim=visual_style.dim,
+            italic=visual_style.italic,
+        ),
+        blurred_inner=VisualStyle(background=blurred_background),
         borders=borders,
         labels=labels,
     )
@@ -104,16 +117,21 @@ def draw_row(
     width: int,
     palette: Palette,
     content: ContentStrip,
+    focused: bool = True,
 ) -> Strip:
     """Row ``row`` of a card (``label``: the title or subtitle its rows record for the top
-    and bottom rows), as Textual drew a card widget (StylesCache's rows)."""
+    and bottom rows), as Textual drew a card widget (StylesCache's rows). ``focused``: the
+    grid has the focus, and its highlighted card shows it in full colour."""
     if view.compact:
-        text_style = palette.highlighted_text if view.highlighted else palette.text
-        inner = (palette.highlighted_inner if view.highlighted else palette.inner).rich_style
+        text_style, inner_style = palette.text, palette.inner
+        if view.highlighted:
+            text_style = palette.highlighted_text if focused else palette.blurred_text
+            inner_style = palette.highlighted_inner if focused else palette.blurred_inner
+        inner = inner_style.rich_style
         line = content(lines[0], width - 2, text_style, inner)
         return Strip.join([Strip.blank(1, inner), line, Strip.blank(1, inner)])
     inner = palette.inner.rich_style
-    border = palette.borders[border_kind(view)]
+    border = palette.borders[border_kind(view, focused)]
     border_style = border.rich_style
     box = HEAVY if view.selected and not view.gpu.lost else ROUND
     if row in (0, CARD_HEIGHT - 1):
@@ -144,12 +162,16 @@ def draw_row(
     )
 
 
-def border_kind(view: CardView) -> str:
+def border_kind(view: CardView, focused: bool = True) -> str:
+    """The border's colour by the card's state; the highlighted card's in full colour only
+    while the grid has the focus, so that the one panel in the accent colour is the one the
+    keys reach (the process table's and the jobs' borders say the same)."""
     if view.gpu.lost:
         return "border-lost"
+    blurred = "" if focused else "-blurred"
     if view.selected:
-        return "border-selected-highlighted" if view.highlighted else "border-selected"
-    return "border-highlighted" if view.highlighted else "border"
+        return f"border-selected-highlighted{blurred}" if view.highlighted else "border-selected"
+    return f"border-highlighted{blurred}" if view.highlighted else "border"
 
 
 def title_kind(view: CardView) -> str:

@@ -106,6 +106,9 @@ class GpuGrid(Widget, can_focus=True):
         "gpu-grid--subtitle",
         "gpu-grid--subtitle-lost",
         "gpu-grid--compact-highlighted",
+        "gpu-grid--border-highlighted-blurred",
+        "gpu-grid--border-selected-highlighted-blurred",
+        "gpu-grid--compact-highlighted-blurred",
     }
     """A card's border colour (``color``) by state; its title's and subtitle's colour,
     background and text style; a highlighted one-line card's background."""
@@ -261,8 +264,9 @@ class GpuGrid(Widget, can_focus=True):
         if first:
             self.call_after_refresh(self._changed)
 
-    def _paint(self) -> None:
-        """Show the latest views: repaint the screen lines whose cards' rows changed."""
+    def _paint(self, focused: bool | None = None) -> None:
+        """Show the latest views: repaint the screen lines whose cards' rows changed.
+        ``focused``: whether the grid has the focus, where ``has_focus`` does not say yet."""
         if self._snapshot is None or self._history is None:
             return
         views = {id(card): view for card, view in self._views()}
@@ -272,7 +276,7 @@ class GpuGrid(Widget, can_focus=True):
                 card.view = views.get(id(card), card.view)
             return
         changed: list[Region] = []
-        focused = self.has_focus
+        focused = self.has_focus if focused is None else focused
         palette: Palette | None = None
         for (x, y, card_width, height), card in self._placed(width):
             view = views.get(id(card))
@@ -342,8 +346,8 @@ class GpuGrid(Widget, can_focus=True):
         content_width = max(width - (2 if view.compact else 4), 10)
         _, card.lines, keys = _lines_for(view, content_width)
         if view.compact:
-            return [("compact", keys[0], view.highlighted)]
-        border = border_kind(view)
+            return [("compact", keys[0], view.highlighted, focused)]
+        border = border_kind(view, focused)
         title = (_title(view), title_kind(view), focused and view.highlighted)
         subtitle = (_subtitle(view, width - LABEL_CELLS_RESERVED), view.gpu.lost)
         rows: list[tuple[object, ...]] = [("top", border, title)]
@@ -359,10 +363,12 @@ class GpuGrid(Widget, can_focus=True):
         self.post_message(self.SelectionChanged(self.highlighted, self.selection))
 
     def on_focus(self) -> None:
-        self._paint()  # the highlighted card's title shows where the keys go
+        # The highlighted card shows where the keys go. Textual sets ``has_focus`` in its own
+        # handler, which runs after this one: the new state is given.
+        self._paint(focused=True)
 
     def on_blur(self) -> None:
-        self._paint()
+        self._paint(focused=False)
 
     # -- layout --------------------------------------------------------------------------
 
@@ -478,7 +484,9 @@ class GpuGrid(Widget, can_focus=True):
     def _draw_row(self, card: _Card, row: int, width: int, palette: Palette) -> Strip:
         assert card.view is not None
         label = card.rows[row][2] if row < len(card.rows) else None
-        return draw_row(card.view, card.lines, label, row, width, palette, self._content)
+        return draw_row(
+            card.view, card.lines, label, row, width, palette, self._content, card.focused
+        )
 
     def _content(self, line: Text, width: int, text_style: VisualStyle, inner: RichStyle) -> Strip:
         strip = self._line_strips.strip(self, 0, line, max(width, 1), text_style)

@@ -108,6 +108,8 @@ def slurm_cells(job: SlurmJob, now: float) -> tuple[Text, ...]:
 
 
 class JobsPanel(JobsTable[Job]):
+    ROOM_AFTER = 15  # the last log line's heading, LAST LOG LINE, where the width allows
+
     class LogRequested(JobRequest[Job]):
         pass
 

@@ -4,6 +4,10 @@ A subclass says what a job is (``Job`` here, ``RemoteJob`` in the lab), declares
 ``LogRequested`` / ``StopRequested`` messages (handlers are named after the panel), and
 hands ``put_rows`` its rows in order; rows are rebuilt only when the order changes,
 otherwise only the cells that changed are updated.
+
+A job's name is the user's and can be of any length: it is cut with an ellipsis to what the
+table's width leaves it, so that the status and every column after it always show (at 80
+columns, and beside the PyTorch view).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+from rich.cells import cell_len
+from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
@@ -18,6 +24,11 @@ from textual.widgets import DataTable
 from gputop.tui.widgets.table_rows import replace_rows
 
 J = TypeVar("J")
+
+NAME_COLUMN = "NAME"
+MIN_NAME_CELLS = 10
+"""A name is never cut shorter than this (``resnet50-…``), even where columns then go off
+the right edge."""
 
 
 class JobRequest(Message, Generic[J]):
@@ -36,6 +47,9 @@ class JobsTable(DataTable[Any], Generic[J]):
 
     LogRequested: type[JobRequest[Any]]
     StopRequested: type[JobRequest[Any]]
+    ROOM_AFTER = 0
+    """Cells kept free after the last fixed column for a last column of free text (the local
+    panel's last log line), before the name gets them."""
 
     def __init__(self, columns: Sequence[str], title: str, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
@@ -46,6 +60,9 @@ class JobsTable(DataTable[Any], Generic[J]):
         self._cells: dict[str, tuple[Any, ...]] = {}
         self._to_highlight: str | None = None
         """A job to highlight once it is shown (the one just launched)."""
+        self._given: tuple[dict[str, J], Mapping[str, tuple[Any, ...]], str] | None = None
+        """The rows last given, names uncut: shown again, cut anew, when the width changes."""
+        self._name_room: int | None = None
 
     def on_mount(self) -> None:
         self.border_title = self._title
@@ -70,10 +87,50 @@ class JobsTable(DataTable[Any], Generic[J]):
             self._to_highlight = None
             self.move_cursor(row=self._order.index(key), animate=False)
 
+    def on_resize(self) -> None:
+        if self._given is not None and self._name_cells(self._given[1]) != self._name_room:
+            self.put_rows(*self._given)
+
+    def _name_cells(self, cells: Mapping[str, tuple[Any, ...]]) -> int | None:
+        """The most cells a name may take at this width; None where names need no cut."""
+        width = self.scrollable_content_region.width
+        if not width or NAME_COLUMN not in self._columns:
+            return None
+        name = self._columns.index(NAME_COLUMN)
+        padding = 2 * self.cell_padding
+        widths = [cell_len(label) for label in self._columns]
+        for values in cells.values():
+            for column, value in enumerate(values[: len(widths)]):
+                text = value.plain if isinstance(value, Text) else str(value)
+                widths[column] = max(widths[column], cell_len(text))
+        last = len(widths) - 1 if self.ROOM_AFTER else len(widths)
+        others = sum(w + padding for c, w in enumerate(widths[:last]) if c != name)
+        room = width - others - padding - min(self.ROOM_AFTER, widths[-1] + padding)
+        return max(MIN_NAME_CELLS, room) if room < widths[name] else None
+
+    def _cut_names(
+        self, cells: Mapping[str, tuple[Any, ...]], room: int | None
+    ) -> dict[str, tuple[Any, ...]]:
+        if room is None:
+            return dict(cells)
+        name = self._columns.index(NAME_COLUMN)
+        cut: dict[str, tuple[Any, ...]] = {}
+        for key, values in cells.items():
+            value = values[name] if name < len(values) else None
+            if isinstance(value, Text) and value.cell_len > room:
+                value = value.copy()
+                value.truncate(room, overflow="ellipsis")
+                values = (*values[:name], value, *values[name + 1 :])
+            cut[key] = values
+        return cut
+
     def put_rows(
         self, jobs: dict[str, J], cells: Mapping[str, tuple[Any, ...]], subtitle: str
     ) -> None:
         """Show ``cells`` (keyed rows, in order; a key without a job is shown, not acted on)."""
+        self._given = (jobs, cells, subtitle)
+        self._name_room = self._name_cells(cells)
+        cells = self._cut_names(cells, self._name_room)
         order = list(cells)
         keep = self._order[self.cursor_row] if self.current_job is not None else None
         self._jobs = jobs

@@ -20,16 +20,38 @@ import re
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\x1b": "\\e"}
 
 # C0 controls, DEL, C1 controls; surrogates (undecodable bytes kept by surrogateescape);
-# Unicode line and paragraph separators; bidirectional embeddings, overrides and isolates;
-# zero-width and other invisible format characters that can hide or reorder text.
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069"
-    "\u200b-\u200f\u061c\ufeff\ufff9-\ufffb]"
+# Unicode line and paragraph separators; and every character a terminal draws as nothing,
+# which can hide text, reorder it or carry a hidden one: the format characters (Unicode
+# category Cf: the soft hyphen U+00AD, U+180E, zero-width characters U+200B-U+200F, the
+# bidirectional embeddings, overrides and isolates, the word joiner and invisible operators
+# U+2060-U+206F, U+FEFF, the interlinear annotation marks, the tag characters U+E0000-
+# U+E007F that can spell a hidden text after a visible one) and the other default-ignorable
+# code points (the combining grapheme joiner U+034F, the Hangul fillers U+115F, U+1160,
+# U+3164 and U+FFA0, Khmer's U+17B4-U+17B5, Mongolian's U+180B-U+180F, the variation
+# selectors U+FE00-U+FE0F and U+E0100-U+E01EF, and the unassigned rest of U+E0000-U+E0FFF).
+# tests/unit/test_safe_text.py checks the list against this Python's Unicode tables.
+_INVISIBLE = (
+    "\x00-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2"
+    "\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\u3164\ud800-\udfff\ufe00-\ufe0d\ufeff\uffa0\ufff0-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001345f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff"
 )
+# The emoji and text presentation selectors U+FE0E and U+FE0F are kept right after a
+# visible character that is no blank ("\u2764\ufe0f" is a red heart): one, never a run of
+# them (which can carry data), never on its own.
+_PRESENTATION = "\ufe0e\ufe0f"
+_UNSAFE = re.compile(f"[{_INVISIBLE}{_PRESENTATION}]")
+_NO_BASE = re.compile(f"[{_INVISIBLE}{_PRESENTATION}\\s]")
+"""What a presentation selector cannot follow and be kept."""
 
 
 def _escape(match: re.Match[str]) -> str:
     char = match.group()
+    if char in _PRESENTATION:
+        start = match.start()
+        if start > 0 and _NO_BASE.match(match.string, start - 1) is None:
+            return char
     named = _NAMED.get(char)
     if named is not None:
         return named
@@ -39,6 +61,8 @@ def _escape(match: re.Match[str]) -> str:
         return f"\\x{code - 0xDC00:02x}"
     if code <= 0xFF:
         return f"\\x{code:02x}"
+    if code > 0xFFFF:
+        return f"\\U{code:08x}"
     return f"\\u{code:04x}"
 
 

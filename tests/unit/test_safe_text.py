@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -77,3 +78,86 @@ SGR = re.compile("\x1b\\[[0-9;:]*m")
 def test_only_colour_sequences_and_line_control_survive_in_a_log(text: str) -> None:
     out = SGR.sub("", clean_keeping_colours(text))
     assert not (set(out) & (TERMINAL_ACTS_ON - set("\n\r\t\b")))
+
+
+# Invisible characters (issue 40): every one a terminal draws as nothing is shown -----------
+
+# Default_Ignorable_Code_Point, from Unicode's DerivedCoreProperties.txt (Python's
+# unicodedata does not carry the property).
+DEFAULT_IGNORABLE = [
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+]
+PRESENTATION = {"\ufe0e", "\ufe0f"}
+
+
+def _invisible() -> list[str]:
+    found = {chr(c) for first, last in DEFAULT_IGNORABLE for c in range(first, last + 1)}
+    for code in range(0x110000):
+        if unicodedata.category(chr(code)) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            found.add(chr(code))
+    return sorted(found)
+
+
+INVISIBLE = _invisible()
+
+
+def test_the_characters_issue_40_found_are_shown() -> None:
+    assert clean("a\u2060b") == "a\\u2060b"  # word joiner
+    assert clean("pass\u00adword") == "pass\\xadword"  # soft hyphen
+    assert clean("m\u180eo") == "m\\u180eo"  # Mongolian vowel separator
+    assert clean("\u3164") == "\\u3164"  # Hangul filler: a name that looks empty
+    assert clean("\u115f\u1160\uffa0\u034f") == "\\u115f\\u1160\\uffa0\\u034f"
+    # tag characters spell a hidden "hi" after a visible word
+    assert clean("ok\U000e0068\U000e0069") == "ok\\U000e0068\\U000e0069"
+    assert clean("x\U000e0100") == "x\\U000e0100"  # a variation selector of the supplement
+
+
+def test_every_format_control_and_default_ignorable_character_is_shown() -> None:
+    """All of them, against this Python's Unicode tables: alone, after a letter, in a run."""
+    for char in INVISIBLE:
+        for text in (char, "a" + char, "a" + char + char):
+            out = clean(text)
+            left = [c for c in out if c == char]
+            if char in PRESENTATION and text != char:
+                assert left == [char], (hex(ord(char)), text)  # one after a visible character
+            else:
+                assert left == [], (hex(ord(char)), text)
+            assert out.isprintable() or char in PRESENTATION, hex(ord(char))
+
+
+def test_an_emoji_keeps_its_presentation_selector_but_not_a_run_of_them() -> None:
+    assert clean("\u2764\ufe0f ok") == "\u2764\ufe0f ok"
+    assert clean("\u2764\ufe0f\ufe0f") == "\u2764\ufe0f\\ufe0f"
+    assert clean("\ufe0fx") == "\\ufe0fx"
+    assert clean("a\u200b\ufe0f") == "a\\u200b\\ufe0f"
+    assert clean("\u2003\ufe0f") == "\u2003\\ufe0f"  # after a blank: nothing to present
+
+
+INVISIBLE_SET = set(INVISIBLE) - PRESENTATION
+
+
+@given(st.text())
+def test_no_invisible_character_survives(text: str) -> None:
+    out = clean(text)
+    assert not (set(out) & INVISIBLE_SET)
+    for position, char in enumerate(out):
+        if char in PRESENTATION:  # only ever one, right after a visible character
+            assert position > 0 and out[position - 1] not in PRESENTATION
+            assert not out[position - 1].isspace()
+    assert clean(out) == out

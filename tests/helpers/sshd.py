@@ -35,6 +35,8 @@ FULL_ALIASES = {"gpu-v100": "v100x4", "gpu-dgx": "dgx-h100", "gpu-mixed": "mixed
 REDUCED_ALIAS = "gpu-reduced"
 HOSTILE_ALIAS = "gpu-hostile"
 """A host whose ``gputop`` on PATH is a script that prints absurd agent lines."""
+NESTED_ALIAS = "gpu-nested"
+"""A host whose ``gputop`` prints a line nested too deeply and a number of 401 digits."""
 
 FAKE_UUID_0 = "GPU-0d1e0000-aaaa-bbbb-cccc-000000000000"
 FAKE_UUID_1 = "GPU-0d1e0001-aaaa-bbbb-cccc-000000000001"
@@ -93,6 +95,36 @@ def hostile_agent_script() -> str:
     return "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\nexec cat >/dev/null\n"
 
 
+NESTED_SNAPSHOT = {
+    "schema": 1,
+    "host": "nested",
+    "timestamp": 1e9,
+    "gpus": [
+        {
+            "index": 0,
+            "name": "Tesla V100-SXM2-16GB",
+            "uuid": "GPU-nested",
+            "power_w": 10**400,
+            "memory_total_bytes": 17179869184,
+            "memory_used_bytes": 0,
+            "processes": [],
+        }
+    ],
+}
+
+
+def nested_agent_script() -> str:
+    """A stand-in ``gputop``: a line nested deeper than any decoder recurses, then a
+    snapshot whose power is a whole number of 401 digits; then waits like the agent."""
+    depth = 100_000
+    lines = [
+        json.dumps({"type": "hello", "protocol": 1, "mode": "full", "user": "x"}),
+        '{"type":"snapshot","snapshot":' + "[" * depth + "]" * depth + "}",
+        json.dumps({"type": "snapshot", "snapshot": NESTED_SNAPSHOT}),
+    ]
+    return "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\nexec cat >/dev/null\n"
+
+
 def find_sshd() -> str | None:
     found = shutil.which("sshd")
     if found:
@@ -132,6 +164,10 @@ class SshServer:
         hostile_bin.mkdir()
         (hostile_bin / "gputop").write_text(hostile_agent_script())
         (hostile_bin / "gputop").chmod(0o755)
+        nested_bin = d / "nested-bin"
+        nested_bin.mkdir()
+        (nested_bin / "gputop").write_text(nested_agent_script())
+        (nested_bin / "gputop").chmod(0o755)
         smi_bin = d / "smi-bin"
         smi_bin.mkdir()
         (smi_bin / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
@@ -202,6 +238,12 @@ class SshServer:
             known,
             f"SetEnv GPUTOP_PATH={d / 'hostile-bin'} "
             f"GPUTOP_STATE_DIR={self.state_dir(HOSTILE_ALIAS)}",
+        )
+        host(
+            NESTED_ALIAS,
+            known,
+            f"SetEnv GPUTOP_PATH={d / 'nested-bin'} "
+            f"GPUTOP_STATE_DIR={self.state_dir(NESTED_ALIAS)}",
         )
         host("gpu-newkey", f"UserKnownHostsFile {d / 'empty_known_hosts'}")
         host("gpu-nokey", known, key="stranger_key")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from helpers.hostile import controls_left
-from helpers.sshd import HOSTILE_ALIAS, SshServer, start_server
+from helpers.sshd import HOSTILE_ALIAS, NESTED_ALIAS, SshServer, start_server
 
 from gputop.cli.main import main
 from gputop.core.remote.transport import SSH_CONFIG_ENV
@@ -62,6 +62,22 @@ def test_snapshot_hosts_json_is_strict_and_the_bad_values_are_null(
     assert (gpu["power_w"], gpu["temperature_c"], gpu["utilization_gpu"]) == (None, None, None)
     assert bad["jobs"] == [{"id": 1, "gpus": []}]
     assert good["state"] == "live" and len(good["snapshot"]["gpus"]) == 4
+
+
+def test_a_host_sending_a_nested_line_and_401_digits_is_live_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["snapshot", "--hosts", f"{NESTED_ALIAS},gpu-v100"])
+    captured = capsys.readouterr()
+
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.err
+    assert (
+        f"== {NESTED_ALIAS}: live, sent 1 impossible value (shown as N/A), clock " in captured.out
+    )
+    assert "1 unreadable line (not JSON: nested too deeply" in captured.out
+    assert "== gpu-v100: live ==" in captured.out
+    assert "0" * 50 not in captured.out
 
 
 def test_pick_hosts_goes_past_the_bad_host(capsys: pytest.CaptureFixture[str]) -> None:

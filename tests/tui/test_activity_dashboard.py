@@ -126,3 +126,20 @@ async def test_the_lab_shows_a_hopper_hosts_figures_and_badges() -> None:
     assert "SM 76 TC 51 DRAM 61" in texts[0]
     assert "⚠ power cap" in texts[3] and "⚠ thermal" in texts[5]
     assert "SM  8 TC  1 DRAM  1" in texts[7]  # "busy" at 92 % util, SMs almost idle
+
+
+def test_a_fresh_throttle_badge_says_under_a_minute_not_0m(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from gputop.core.sampling.source import open_backend
+    from gputop.tui.widgets.gpu_card import throttle_badge
+
+    backend = open_backend(activity_scenario(tmp_path / "activity.json"))
+    try:
+        hopper = backend.sample().gpus[0]
+    finally:
+        backend.close()
+    assert throttle_badge(replace(hopper, throttled_for_s=0.0)) == "⚠ power cap <1m"
+    assert throttle_badge(replace(hopper, throttled_for_s=59.9)) == "⚠ power cap <1m"
+    assert throttle_badge(replace(hopper, throttled_for_s=180.0)) == "⚠ power cap 3m"
+    assert throttle_badge(replace(hopper, throttled_for_s=None)) == "⚠ power cap"

@@ -277,9 +277,13 @@ def throttle_badge(gpu: GpuSample) -> str | None:
     labels = badge_labels(gpu.clock_event_mask)
     if not labels or gpu.lost:
         return None
-    # to the minute: the border title repaints the whole card, so not every second
-    held = duration_coarse(gpu.throttled_for_s)
-    return f"⚠ {'+'.join(labels)} {held}"
+    shown = f"⚠ {'+'.join(labels)}"
+    held_s = gpu.throttled_for_s
+    if held_s is None:  # since when is not known: the reasons alone
+        return shown
+    # To the minute (the border title repaints the whole card, so not every second); a
+    # throttle that has held under a minute is "<1m", never "0m".
+    return f"{shown} {'<1m' if held_s < 60 else duration_coarse(held_s)}"
 
 
 ACTIVITY_FIGURES = (("SM", "sm_active_percent"), ("TC", "tensor_active_percent"),

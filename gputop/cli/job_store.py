@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from gputop.core.jobs.store import JobStore
+from gputop.core.errors import GputopError
+from gputop.core.jobs.store import JobStore, default_state_dir
+from gputop.core.private_files import StoreError
 from gputop.core.safe_text import clean
+from gputop.core.write_faults import WriteFault
 
 
 def open_store(create: bool = True) -> JobStore:
@@ -33,3 +36,42 @@ def close_store(store: JobStore) -> None:
 def _say_notices(store: JobStore) -> None:
     for notice in store.take_notices():
         print(f"gputop: notice: {clean(notice)}", file=sys.stderr)
+
+
+def open_store_to_record(done: str, again: str) -> JobStore:
+    """The store for a command that records a job (``run``, ``run --slurm``), or a
+    GputopError that says why nothing was ``done`` ("launched"): a disk found full, or
+    read-only, is no damaged store (it is as it was, nothing in it lost); only a store
+    moved aside "had to be repaired", and the same command ``again`` uses the new one."""
+    try:
+        store = open_store()
+    except StoreError as error:
+        if error.fault is not WriteFault.FULL:
+            raise
+        raise GputopError(_full(done, str(default_state_dir()))) from None
+    fault = store.faults.fault  # the disk found full or read-only, the store opened or not
+    refusal = None
+    if fault is WriteFault.FULL:
+        refusal = _full(done, str(store.state_dir))
+    elif fault is not None or not store.writable:
+        refusal = (
+            f"Nothing was {done}: the job store cannot be written (see above). Free some "
+            "space, or set GPUTOP_STATE_DIR to a directory on another file system."
+        )
+    elif store.notices:  # a person should see that their jobs list was reset first
+        refusal = (
+            f"Nothing was {done}: the job store had to be repaired (see above). Run the "
+            f"same command again to {again} with the new store."
+        )
+    if refusal is not None:
+        store.close()
+        raise GputopError(refusal)
+    return store
+
+
+def _full(done: str, where: str) -> str:
+    return (
+        f"Nothing was {done}: the disk holding the job store is full ({clean(where)}); "
+        "nothing in it was lost, and running jobs go on. Free some space, or set "
+        "GPUTOP_STATE_DIR to a directory on another file system."
+    )

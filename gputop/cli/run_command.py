@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gputop.cli.arg_types import count, seconds
-from gputop.cli.job_store import open_store
+from gputop.cli.job_store import open_store_to_record
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.pick_command import active_job_gpus
 from gputop.cli.slurm_run import (
@@ -247,19 +247,7 @@ def run(args: argparse.Namespace) -> int:
                 f"gputop: warning: {clean(said)}; launched anyway (--ignore-claims)",
                 file=sys.stderr,
             )
-    store = open_store()
-    if not store.writable:
-        store.close()
-        raise GputopError(
-            "Nothing was launched: the job store cannot be written (see above). Free some "
-            "space, or set GPUTOP_STATE_DIR to a directory on another file system."
-        )
-    if store.notices:  # a person should see that their jobs list was reset before launching
-        store.close()
-        raise GputopError(
-            "Nothing was launched: the job store had to be repaired (see above). Run the "
-            "same command again to launch with the new store."
-        )
+    store = open_store_to_record("launched", "launch")
     try:
         busy = [] if args.wait else busy_warnings(snapshot, indices, policy, store)
         job = launch_job(store, prepared, snapshot, environ)

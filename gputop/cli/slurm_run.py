@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from gputop.cli.job_store import open_store
-from gputop.core.errors import GputopError, UsageError
+from gputop.cli.job_store import open_store_to_record
+from gputop.core.errors import UsageError
 from gputop.core.jobs.command import default_name, plan_command
 from gputop.core.jobs.model import Job
 from gputop.core.numbers import strict_json
@@ -81,18 +81,8 @@ def slurm_request(args: argparse.Namespace, command: list[str]) -> SlurmRequest:
 def run_slurm_submit(args: argparse.Namespace, command: list[str]) -> int:
     request = slurm_request(args, command)
     text = plan_command(command, cwd=request.cwd).text or " ".join(command)
-    store = open_store()
+    store = open_store_to_record("submitted", "submit")
     try:
-        if not store.writable:
-            raise GputopError(
-                "Nothing was submitted: the job store cannot be written (see above). Free "
-                "some space, or set GPUTOP_STATE_DIR to a directory on another file system."
-            )
-        if store.notices:
-            raise GputopError(
-                "Nothing was submitted: the job store had to be repaired (see above). Run "
-                "the same command again to submit with the new store."
-            )
         job = submit_and_record(store, request, text)
     finally:
         store.close()

@@ -335,3 +335,37 @@ def test_run_launches_nothing_on_a_read_only_file_system(
     assert code == 1
     assert "Nothing was launched: the job store cannot be written" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("left", [0, 128 * 1024], ids=["full", "under-the-floor"])
+@pytest.mark.parametrize("store_before", [True, False], ids=["with-a-store", "first-run"])
+def test_run_on_a_full_disk_says_so_and_that_nothing_was_lost(
+    small_state_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    store_before: bool,
+    left: int,
+) -> None:
+    """A full disk is no damaged store: ``run`` says the disk is full, that nothing of the
+    store was lost, and launches nothing. With space under the floor a store needs (the
+    store opened, its disk then found full) it said the store "had to be repaired"."""
+    if store_before:
+        done = launch(small_state_dir, probe_command(tmp_path / "p.json"))
+        settled(small_state_dir, done.id)
+    else:
+        small_state_dir.mkdir(mode=0o700)
+    spare = small_state_dir.parent / "spare"
+    spare.write_bytes(b"\0" * left)
+    fill(small_state_dir.parent)
+    spare.unlink()  # what is left: nothing, or less than a store needs to write
+
+    code, out, err = gputop(capsys, "run", "--fake", "v100x4", "--gpus", "0", "--", "true")
+
+    assert code == 1, err
+    assert "repaired" not in err and "Traceback" not in err, err
+    assert "Nothing was launched: the disk holding the job store is full" in err, err
+    assert "nothing in it was lost" in err, err
+    assert out == ""
+    os.unlink(small_state_dir.parent / "filler")
+    jobs = all_jobs(small_state_dir)
+    assert [job.id for job in jobs] == ([done.id] if store_before else []), jobs

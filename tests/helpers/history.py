@@ -42,24 +42,28 @@ def process(pid: int, user: str, memory_mib: float, sm: float, *cmd: str) -> dic
 
 def holders_scenario(path: Path) -> str:
     """Three cards: alice busy on 0 and 1, bob holding 10 GiB idle on 1, carol's two
-    processes on 2 (one card, counted once)."""
+    processes on 2 (one card, counted once). Each card (at 50 %) holds what its processes
+    hold, and their SM % fit in its own (as a driver's do: fake/card_load.py)."""
     gpus = [
         minimal_gpu(
             uuid="GPU-11111111-aaaa-bbbb-cccc-000000000000",
             pci_bus_id="00000000:07:00.0",
-            processes=[process(ALICE_TRAIN, "alice", 20 * GIB_MIB, 80, "python", "train.py")],
+            memory_used_mib=20 * GIB_MIB,
+            processes=[process(ALICE_TRAIN, "alice", 20 * GIB_MIB, 50, "python", "train.py")],
         ),
         minimal_gpu(
             uuid="GPU-11111111-aaaa-bbbb-cccc-000000000001",
             pci_bus_id="00000000:08:00.0",
+            memory_used_mib=14 * GIB_MIB,
             processes=[
-                process(ALICE_EVAL, "alice", 4 * GIB_MIB, 60, "python", "eval.py"),
+                process(ALICE_EVAL, "alice", 4 * GIB_MIB, 30, "python", "eval.py"),
                 process(BOB_NOTEBOOK, "bob", 10 * GIB_MIB, 0, "jupyter-lab"),
             ],
         ),
         minimal_gpu(
             uuid="GPU-11111111-aaaa-bbbb-cccc-000000000002",
             pci_bus_id="00000000:09:00.0",
+            memory_used_mib=8 * GIB_MIB,
             processes=[
                 process(CAROL_A, "carol", 2 * GIB_MIB, 30),
                 process(CAROL_B, "carol", 6 * GIB_MIB, 20),

@@ -30,9 +30,9 @@ WriteScenario = Callable[..., str]
 BUSY, IDLE, UNMEASURED, WAVY = 4_194_301, 4_194_302, 4_194_303, 4_194_300
 AT_S = 37.6
 """Not on a whole second: the driver's sample is the one of second 37."""
-WAVE = {"base": 50, "amp": 30, "period": 7, "phase": 0.2, "min": 0, "max": 100}
+WAVE = {"base": 40, "amp": 30, "period": 7, "phase": 0.2, "min": 0, "max": 100}
 PROCESSES = [
-    {"pid": BUSY, "type": "C", "used_memory_mib": 100, "sm_util": 70, "mem_util": 9},
+    {"pid": BUSY, "type": "C", "used_memory_mib": 100, "sm_util": 20, "mem_util": 9},
     {"pid": IDLE, "type": "C", "used_memory_mib": 100, "sm_util": 0},
     {"pid": UNMEASURED, "type": "C", "used_memory_mib": 100},
     {"pid": WAVY, "type": "C", "used_memory_mib": 100, "sm_util": WAVE},
@@ -45,7 +45,8 @@ def _document(driver: str, **top: Any) -> dict[str, Any]:
         "description": "per-process SM",
         "driver_version": driver,
         "cuda_driver_version": 12040,
-        "gpus": [minimal_gpu(processes=PROCESSES)],
+        # busy enough for its processes' SM % (at most 20 + 70) as asked: fake/card_load.py
+        "gpus": [minimal_gpu(processes=PROCESSES, utilization_gpu=90)],
         **top,
     }
 
@@ -73,7 +74,7 @@ def test_on_r550_the_sm_percent_is_the_scenarios_and_an_unsampled_process_is_unk
     fake_backend: OpenFake, scenario_file: WriteScenario
 ) -> None:
     sm, backend = _sm_by_pid(fake_backend, scenario_file, R550)
-    assert sm == {BUSY: 70, IDLE: 0, UNMEASURED: None, WAVY: _wave_at_sample()}
+    assert sm == {BUSY: 20, IDLE: 0, UNMEASURED: None, WAVY: _wave_at_sample()}
     assert backend._reader.has(INFO_CALL)  # the R550 call answered: not marked missing
 
 
@@ -90,7 +91,7 @@ def test_without_the_r550_call_gputop_falls_back_and_an_unsampled_process_was_id
 ) -> None:
     """The older call lists only processes that ran: one without a sample reads 0."""
     sm, backend = _sm_by_pid(fake_backend, scenario_file, driver, **top)
-    assert sm == {BUSY: 70, IDLE: 0, UNMEASURED: 0, WAVY: _wave_at_sample()}
+    assert sm == {BUSY: 20, IDLE: 0, UNMEASURED: 0, WAVY: _wave_at_sample()}
     assert not backend._reader.has(INFO_CALL)  # asked once, then never again
 
 
@@ -145,7 +146,7 @@ def test_the_symbol_sizes_first_then_writes_a_sample_per_measured_process(
     assert _call(nvml, info) == pynvml.NVML_SUCCESS
     stamp = round((nvml.scenario.start_time + math.floor(AT_S)) * 1_000_000)
     assert [(s.pid, s.smUtil, s.memUtil, s.timeStamp) for s in array] == [
-        (BUSY, 70, 9, stamp),
+        (BUSY, 20, 9, stamp),
         (IDLE, 0, 0, stamp),
         (WAVY, _wave_at_sample(), 0, stamp),
     ]

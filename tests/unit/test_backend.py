@@ -225,7 +225,8 @@ def test_per_process_sm_utilization_is_read(
     fake_backend: OpenFake, scenario_file: WriteScenario
 ) -> None:
     process = {"pid": UNUSED_PID, "used_memory_mib": 64, "type": "C", "sm_util": 77, "mem_util": 12}
-    gpu = fake_backend(scenario_file([minimal_gpu(processes=[process])])).sample().gpus[0]
+    busy = minimal_gpu(processes=[process], utilization_gpu=90, utilization_memory=30)
+    gpu = fake_backend(scenario_file([busy])).sample().gpus[0]
     assert gpu.processes[0].sm_util_percent == 77
     assert gpu.processes[0].memory_util_percent == 12
 

@@ -170,7 +170,8 @@ def test_an_idle_process_reads_zero_sm(
     fake_backend: OpenFake, scenario_file: WriteScenario
 ) -> None:
     processes = [_process(PID_A, sm_util=60), _process(PID_B, sm_util=0)]
-    gpu = fake_backend(scenario_file([minimal_gpu(processes=processes)])).sample().gpus[0]
+    card = minimal_gpu(processes=processes, utilization_gpu=70)
+    gpu = fake_backend(scenario_file([card])).sample().gpus[0]
     assert {p.pid: p.sm_util_percent for p in gpu.processes} == {PID_A: 60, PID_B: 0}
 
 
@@ -180,7 +181,8 @@ def test_a_process_that_goes_idle_reads_zero_not_its_last_value(
     # 50 % at t=5, clamped to 0 at t=15 (a sine of period 20 s).
     waves = {"base": 0, "amp": 50, "period": 20, "min": 0}
     processes = [_process(PID_A, sm_util=waves), _process(PID_B, sm_util=10)]
-    backend = fake_backend(scenario_file([minimal_gpu(processes=processes)]), at_s=5)
+    card = minimal_gpu(processes=processes, utilization_gpu=70)
+    backend = fake_backend(scenario_file([card]), at_s=5)
     busy = {p.pid: p.sm_util_percent for p in backend.sample().gpus[0].processes}
     backend.nvml.set_time(15)
     idle = {p.pid: p.sm_util_percent for p in backend.sample().gpus[0].processes}

@@ -20,7 +20,9 @@ PROCESSES = [
     {"pid": PID + 1, "type": "C", "used_memory_mib": 300, "sm_util": 0},
     {"pid": PID + 2, "type": "M+C", "used_memory_mib": 200},
 ]
-GPU = {**FULL_GPU, "processes": PROCESSES, "memory_reserved_mib": 512}
+GPU = {**FULL_GPU, "processes": PROCESSES, "memory_used_mib": 1200, "memory_reserved_mib": 512}
+"""Its processes hold 700 + 300 + 200 MiB of its 1200 in use (a card holds at least what its
+processes hold: fake/card_load.py)."""
 
 
 def _error_code(call: Any) -> int:
@@ -64,14 +66,14 @@ def test_attributes_answer_for_a_mig_device() -> None:
 def test_v1_memory_used_includes_what_the_driver_reserves() -> None:
     nvml = make_nvml(GPU)
     memory = nvml.nvmlDeviceGetMemoryInfo(first_handle(nvml))
-    assert memory.used == (1000 + 512) * MIB
-    assert memory.free == (81920 - 1000 - 512) * MIB
+    assert memory.used == (1200 + 512) * MIB
+    assert memory.free == (81920 - 1200 - 512) * MIB
 
 
 def test_v2_memory_reports_reserved_apart_from_used() -> None:
     nvml = make_nvml(GPU)
     memory = nvml.nvmlDeviceGetMemoryInfo(first_handle(nvml), pynvml.nvmlMemory_v2)
-    assert (memory.used, memory.reserved) == (1000 * MIB, 512 * MIB)
+    assert (memory.used, memory.reserved) == (1200 * MIB, 512 * MIB)
     assert memory.total == memory.used + memory.reserved + memory.free
 
 

@@ -65,7 +65,7 @@ def test_the_agent_answers_with_its_hosts_report(tmp_path: Path) -> None:
     series = card["series"]
     assert card["id"] == 8 and series["physical_index"] == 1
     assert len(series["utilization_percent"]) == len(series["memory_used_bytes"]) == 12
-    assert series["memory_used_bytes"] == [2**30] * 12  # the scenario card's 1024 MiB
+    assert series["memory_used_bytes"] == [14 * 2**30] * 12  # the scenario card's 14 GiB
     assert [row["key"] for row in card["report"]["rows"]] == ["bob", "alice"]
 
 

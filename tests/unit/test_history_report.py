@@ -75,7 +75,7 @@ def test_memory_and_sm_are_the_holders_own(hour_store: Path) -> None:
     rows = report(hour_store, ReportBy.USER)
     assert rows["alice"].peak_memory_bytes == 20 * GIB
     assert rows["alice"].mean_memory_bytes == pytest.approx(12 * GIB, rel=1e-6)
-    assert rows["alice"].mean_sm_util == pytest.approx(70.0)
+    assert rows["alice"].mean_sm_util == pytest.approx(40.0)  # 50 % on one card, 30 on one
     assert rows["carol"].peak_memory_bytes == 8 * GIB  # both of its processes on one card
     assert rows["carol"].mean_sm_util == pytest.approx(50.0)
     assert rows["bob"].mean_sm_util == 0.0
@@ -206,7 +206,7 @@ def test_the_plot_draws_each_gpus_utilisation_and_memory_over_the_window(
     assert util[:2] == ["GPU", "0"] and util[2] == "util"
     assert util[3] == "▄" * 60  # 50 % all hour
     assert util[4:] == ["mean", "50", "%"]
-    assert plot[2].split()[1] == "▁" * 60  # 1 GiB of 40
+    assert plot[2].split()[1] == "▄" * 60  # 20 GiB of 40
     assert len(plot) == 1 + 2 * 3
 
 
@@ -330,3 +330,45 @@ def test_a_store_missing_a_table_is_a_message_not_a_traceback(
     assert main(["report", "--db", str(store)]) == 1
     error = capsys.readouterr().err
     assert f"Cannot read the history store {store}: no such table: process_spans" in error
+
+
+def test_the_help_says_what_each_column_of_the_table_means(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """MEAN SM (the holder's processes' SM % added up: the share of the time their kernels
+    ran) is not SM ACTIVE (how much of the SMs worked): a card whose kernels run all the time
+    on a few SMs shows both, and the help says which is which (issue 40)."""
+    from gputop.cli.report_command import HEADERS
+
+    with pytest.raises(SystemExit) as exited:
+        main(["report", "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for header in HEADERS[2:]:  # after the marker and who
+        assert f"{header}:" in text, header
+    assert "share of the time" in text and "at most the card's utilisation" in text
+
+
+def test_by_gpu_a_cards_mean_sm_is_at_most_its_utilisation(tmp_path: Path) -> None:
+    """dgx-h100 recorded for ten minutes: a card's MEAN SM (all its processes' SM % added up)
+    is never more than the card's own mean utilisation (it said 100 % on every card, GPU 7
+    too, whose SMs were 6 % active: its kernels run all the time on few SMs)."""
+    store = tmp_path / "state" / "history.sqlite3"
+    record_stepped("dgx-h100", store, samples=120)
+    connection = read_only(store)
+    try:
+        utilisation = dict(
+            connection.execute(
+                "SELECT physical_index, AVG(utilization_gpu_percent) FROM gpu_samples "
+                "GROUP BY physical_index"
+            ).fetchall()
+        )
+    finally:
+        connection.close()
+    rows = report(store, ReportBy.GPU)
+    assert set(rows) == set(range(8))
+    for index, row in rows.items():
+        assert row.mean_sm_util is not None and row.mean_sm_util <= utilisation[index] + 0.5
+    seventh = rows[7]
+    assert seventh.mean_sm_active_percent is not None and seventh.mean_sm_active_percent < 10
+    assert seventh.mean_sm_util > 50  # busy all the time, on few SMs: the two columns differ

@@ -182,12 +182,12 @@ class CCalls(ProcessCalls):
                 f"the caller's {ctypes.sizeof(entries)}-byte buffer"
             )
         written = (layout * len(listed)).from_buffer(entries)
-        for slot, (process, (gpu_instance_id, compute_instance_id)) in zip(
-            written, listed, strict=True
-        ):
+        shares = self._shares(handle, self.now())  # the card's memory shared out (card_load.py)
+        for slot, (process, ids) in zip(written, listed, strict=True):
+            gpu_instance_id, compute_instance_id = ids
             slot.pid = process.pid
-            memory = process.used_memory_mib
-            slot.usedGpuMemory = self._bytes(memory) if memory is not None else 2**64 - 1
+            memory = shares[(ids, process.pid)].memory_bytes
+            slot.usedGpuMemory = memory if memory is not None else 2**64 - 1
             if layout is not _DriverEntryV1:
                 slot.gpuInstanceId = gpu_instance_id
                 slot.computeInstanceId = compute_instance_id
@@ -236,7 +236,7 @@ class CCalls(ProcessCalls):
             return int(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if info.version != UTILIZATION_INFO_V1:
             return NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-        measured = [p for p, _ids in self._processes(handle) if p.sm_util is not None]
+        measured = [(p, ids) for p, ids in self._processes(handle) if p.sm_util is not None]
         sample_t = math.floor(self.now() / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S
         stamp = round(self._epoch_at(sample_t) * 1_000_000)
         if not measured or stamp <= info.lastSeenTimeStamp:
@@ -244,13 +244,15 @@ class CCalls(ProcessCalls):
         if not info.procUtilArray or info.processSamplesCount < len(measured):
             info.processSamplesCount = len(measured)
             return NVML_ERROR_INSUFFICIENT_SIZE
+        shares = self._shares(handle, sample_t)  # the card's time shared out (card_load.py)
         array = (_DriverUtilizationInfoV1 * len(measured)).from_address(info.procUtilArray)
-        for slot, process in zip(array, measured, strict=True):
+        for slot, (process, ids) in zip(array, measured, strict=True):
             ctypes.memset(ctypes.addressof(slot), 0, ctypes.sizeof(slot))
+            share = shares[(ids, process.pid)]
             slot.pid = process.pid
             slot.timeStamp = stamp
-            slot.smUtil = self._percent(process.sm_util, sample_t)
-            slot.memUtil = self._percent_or_zero(process.mem_util, sample_t)
+            slot.smUtil = share.sm_percent or 0
+            slot.memUtil = share.memory_percent or 0
         info.processSamplesCount = len(measured)
         return NVML_SUCCESS
 

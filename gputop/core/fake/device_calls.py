@@ -13,13 +13,8 @@ from typing import Any
 
 import pynvml
 
-from gputop.core.fake.base import (
-    MIB,
-    FakeDeviceHandle,
-    FakeNvmlBase,
-    nvml_error,
-    nvml_function,
-)
+from gputop.core.fake.base import MIB, FakeDeviceHandle, nvml_error, nvml_function
+from gputop.core.fake.card_load import CardLoad
 from gputop.core.fake.signals import Signal
 
 PCI_VENDOR_NVIDIA = 0x10DE
@@ -37,7 +32,7 @@ class FakePciInfo(ctypes.Structure):
     _fields_ = pynvml.nvmlPciInfo_t._fields_
 
 
-class DeviceCalls(FakeNvmlBase):
+class DeviceCalls(CardLoad):
     """Identity, memory, sensors, clocks, modes, PCIe and NVLink of one GPU."""
 
     # -- identity ---------------------------------------------------------------------------
@@ -101,7 +96,7 @@ class DeviceCalls(FakeNvmlBase):
         owner = self._mig(handle) or self._gpu(handle)
         total = int(self._static(owner.memory_total_mib)) * MIB
         reserved = min(total, (getattr(owner, "memory_reserved_mib", None) or 0) * MIB)
-        used = min(total - reserved, self._bytes_or_zero(owner.memory_used_mib))
+        used = min(total - reserved, self._card_used_bytes(owner, self.now()))
         free = total - reserved - used
         if version:
             if "nvmlDeviceGetMemoryInfo_v2" in self._scenario.missing_functions:
@@ -127,11 +122,10 @@ class DeviceCalls(FakeNvmlBase):
 
     @nvml_function()
     def nvmlDeviceGetUtilizationRates(self, handle: FakeDeviceHandle) -> Any:
-        """Needs ``utilization_gpu``; an absent ``utilization_memory`` reads 0."""
-        gpu = self._gpu(handle)
+        """Needs ``utilization_gpu``; an absent ``utilization_memory`` reads 0. A job
+        launched on the card adds its own (card_load.py)."""
         rates = pynvml.c_nvmlUtilization_t()
-        rates.gpu = self._percent(gpu.utilization_gpu)
-        rates.memory = self._percent_or_zero(gpu.utilization_memory)
+        rates.gpu, rates.memory = self._card_utilization(self._gpu(handle), self.now())
         return rates
 
     @nvml_function()

@@ -11,22 +11,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pynvml
 
-from gputop.core.fake.base import (
-    MIB,
-    FakeDeviceHandle,
-    FakeNvmlBase,
-    nvml_error,
-    nvml_function,
-)
-from gputop.core.fake.pinned import PinnedScanner
+from gputop.core.fake.base import MIB, FakeDeviceHandle, nvml_error, nvml_function
+from gputop.core.fake.card_load import CardLoad
 from gputop.core.fake.scenario_types import ScenarioProcess
-from gputop.core.fake.signals import Signal
 
 LOAD_EVERY_S = 5.0
 """How often a Linux kernel recomputes its load averages (``LOAD_FREQ``, 5 s): the simulated
@@ -42,8 +34,6 @@ LOAD_CATCH_UP_TICKS = 36
 
 SIMULATED_UP_BEFORE_S = 86400.0
 """The simulated machine was up this long before its oldest process started."""
-NOT_ON_MIG = 0xFFFFFFFF
-"""The instance id NVML reports for a process that is not on a MIG device."""
 SAMPLE_PERIOD_S = 1.0
 
 
@@ -61,7 +51,7 @@ class SimulatedProcess:
     """The watched variables it was started with (the scenario's ``env``)."""
 
 
-class ProcessCalls(FakeNvmlBase):
+class ProcessCalls(CardLoad):
     """Compute and graphics process lists, process utilisation, simulated host facts."""
 
     _load: tuple[float, tuple[float, float, float]] | None = None
@@ -108,16 +98,18 @@ class ProcessCalls(FakeNvmlBase):
         timestamp_us = round(self._epoch_at(sample_t) * 1_000_000)
         if timestamp_us <= last_seen_timestamp:
             nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
-        active = [(p, ids) for p, ids in measured if self._percent(p.sm_util, sample_t) > 0]
+        shares = self._shares(handle, sample_t)  # the card's time shared out (card_load.py)
+        active = [(p, shares[(ids, p.pid)]) for p, ids in measured]
+        active = [(p, share) for p, share in active if share.sm_percent]
         if not active:
             nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
         samples = []
-        for process, _ids in active:
+        for process, share in active:
             sample = pynvml.c_nvmlProcessUtilizationSample_t()
             sample.pid = process.pid
             sample.timeStamp = timestamp_us
-            sample.smUtil = self._percent(process.sm_util, sample_t)
-            sample.memUtil = self._percent_or_zero(process.mem_util, sample_t)
+            sample.smUtil = share.sm_percent or 0
+            sample.memUtil = share.memory_percent or 0
             sample.encUtil = 0
             sample.decUtil = 0
             samples.append(sample)
@@ -242,80 +234,19 @@ class ProcessCalls(FakeNvmlBase):
         )
 
     def _running(self, handle: FakeDeviceHandle, *, compute: bool) -> list[Any]:
+        shares = self._shares(handle, self.now())
         result = []
-        for process, (gpu_instance_id, compute_instance_id) in self._processes(handle):
+        for process, ids in self._processes(handle):
             if not (process.is_compute if compute else process.is_graphics):
                 continue
-            memory = process.used_memory_mib
             result.append(
                 pynvml.nvmlFriendlyObject(
                     {
                         "pid": process.pid,
-                        "usedGpuMemory": self._bytes(memory) if memory is not None else None,
-                        "gpuInstanceId": gpu_instance_id,
-                        "computeInstanceId": compute_instance_id,
+                        "usedGpuMemory": shares[(ids, process.pid)].memory_bytes,
+                        "gpuInstanceId": ids[0],
+                        "computeInstanceId": ids[1],
                     }
                 )
             )
         return result
-
-    def _processes(
-        self, handle: FakeDeviceHandle
-    ) -> Iterator[tuple[ScenarioProcess, tuple[int, int]]]:
-        """The processes a handle sees, with their (GPU, compute) instance ids.
-
-        A MIG handle sees its instance; a GPU handle sees its own list and, in MIG mode,
-        the processes of every MIG device too.
-        """
-        gpu = self._gpu(handle)
-        mig = self._mig(handle)
-        if mig is not None:
-            for process in (*mig.processes, *self._pinned_to(mig.uuid, mig.processes)):
-                yield process, (mig.gpu_instance_id, mig.compute_instance_id)
-            return
-        for process in (*gpu.processes, *self._pinned_to(gpu.uuid, gpu.processes)):
-            yield process, (NOT_ON_MIG, NOT_ON_MIG)
-        if gpu.mig_mode is not None and gpu.mig_mode[0] == 1:
-            for device in gpu.mig_devices:
-                pinned = self._pinned_to(device.uuid, device.processes)
-                for process in (*device.processes, *pinned):
-                    yield process, (device.gpu_instance_id, device.compute_instance_id)
-
-    @functools.cached_property
-    def _pinned_scanner(self) -> PinnedScanner | None:
-        """Only a scenario with a ``job_profile`` lists live pinned processes (pinned.py)."""
-        if self._scenario.job_profile is None:
-            return None
-        uuids = [gpu.uuid for gpu in self._scenario.gpus]
-        uuids += [mig.uuid for gpu in self._scenario.gpus for mig in gpu.mig_devices]
-        return PinnedScanner(uuids)
-
-    def _pinned_to(
-        self, uuid: str, listed: tuple[ScenarioProcess, ...]
-    ) -> tuple[ScenarioProcess, ...]:
-        """The live processes pinned to the card ``uuid``, as compute processes with the
-        scenario's job profile at their age (times the fake's speed)."""
-        scanner = self._pinned_scanner
-        profile = self._scenario.job_profile
-        if scanner is None or profile is None:
-            return ()
-        taken = {process.pid for process in listed}
-        result = []
-        for pinned in scanner.processes():
-            if uuid not in pinned.uuids or pinned.pid in taken:
-                continue
-            age = pinned.age_s * self.speed
-
-            def at_age(signal: Signal | None, age: float = age) -> Signal | None:
-                return None if signal is None else Signal.constant(signal.value_at(age))
-
-            result.append(
-                ScenarioProcess(
-                    pid=pinned.pid,
-                    type="C",
-                    used_memory_mib=at_age(profile.used_memory_mib),
-                    sm_util=at_age(profile.sm_util),
-                    mem_util=at_age(profile.mem_util),
-                )
-            )
-        return tuple(result)

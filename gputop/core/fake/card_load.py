@@ -1,0 +1,246 @@
+"""What a simulated card's processes add up to: never more than the card, as on a driver.
+
+A driver measures a card and its processes on one timeline. A process's SM % is the share
+of the sample period in which its kernels ran, so the processes of a card add up to at most
+the card's utilisation (their memory-controller % to at most the card's); the memory they
+hold is part of the card's used memory. A scenario gives each reading a signal of its own
+(what a process would do alone, docs/scenario.md), and a job launched on a simulated card
+(pinned.py) brings the job profile's readings on top, so the fake shares out:
+
+- **time**: a card is as busy as the scenario says plus what the jobs pinned to it ask for
+  (at most 100 %); where its processes ask for more than that, each gets its part in
+  proportion (as time-slicing shares a card out), in whole percent that add up to the
+  card's;
+- **memory**: a card holds at least what its processes hold (the scenario's figure, or its
+  listed processes' sum where larger, plus the pinned jobs'), at most what it has; processes
+  that ask for more than that get their part in proportion.
+
+A MIG device is a card of its own here (its processes' SM % add up to at most 100); a GPU in
+MIG mode holds at least what its MIG devices hold. Every call that reports a process or a
+card's utilisation or memory reads the shares from here, so what one call says of a process
+matches what another says of its card.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from gputop.core.fake.base import MIB, FakeDeviceHandle, FakeNvmlBase
+from gputop.core.fake.pinned import PinnedScanner
+from gputop.core.fake.scenario_types import ScenarioGpu, ScenarioMigDevice, ScenarioProcess
+from gputop.core.fake.signals import Signal
+
+NOT_ON_MIG = 0xFFFFFFFF
+"""The instance id NVML reports for a process that is not on a MIG device."""
+K = TypeVar("K")
+Owner = ScenarioGpu | ScenarioMigDevice
+InstanceIds = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessShare:
+    """What one process on a card shows: its part of the card's time and memory."""
+
+    sm_percent: int | None
+    """``None``: the scenario gives it no SM reading (the driver has no sample of it)."""
+    memory_percent: int | None
+    """Memory-controller %, where it has an SM reading (0 where only that is given)."""
+    memory_bytes: int | None
+    """``None``: the scenario gives it no memory (NVML's "not available")."""
+
+
+def share_out(demands: Mapping[K, int], capacity: int | None) -> dict[K, int]:
+    """Each of ``demands`` as it is where they fit in ``capacity`` (``None``: no limit), else
+    its part of ``capacity`` in proportion: rounded down, and the units rounding left over
+    to the largest remainders, so the parts add up to ``capacity`` exactly, none is more
+    than its demand, and a small demand is not rounded away while a unit is left for it."""
+    total = sum(demands.values())
+    if capacity is None or total <= capacity:
+        return dict(demands)
+    capacity = max(0, capacity)
+    exact = {key: value * capacity for key, value in demands.items()}  # over ``total``
+    parts = {key: numerator // total for key, numerator in exact.items()}
+    left = capacity - sum(parts.values())
+    by_remainder = sorted(demands, key=lambda key: (-(exact[key] % total), -demands[key]))
+    for key in by_remainder[:left]:
+        parts[key] += 1
+    return parts
+
+
+class CardLoad(FakeNvmlBase):
+    """The processes each handle sees, and the shares of its time and memory they get."""
+
+    # -- the processes --------------------------------------------------------------------
+
+    def _owners(self, handle: FakeDeviceHandle) -> list[tuple[Owner, InstanceIds]]:
+        """The devices whose processes a handle sees, with their (GPU, compute) instance ids:
+        a MIG handle its instance; a GPU handle itself and, in MIG mode, every MIG device."""
+        gpu = self._gpu(handle)
+        mig = self._mig(handle)
+        if mig is not None:
+            return [(mig, (mig.gpu_instance_id, mig.compute_instance_id))]
+        owners: list[tuple[Owner, InstanceIds]] = [(gpu, (NOT_ON_MIG, NOT_ON_MIG))]
+        if _in_mig_mode(gpu):
+            owners += [(m, (m.gpu_instance_id, m.compute_instance_id)) for m in gpu.mig_devices]
+        return owners
+
+    def _processes(self, handle: FakeDeviceHandle) -> Iterator[tuple[ScenarioProcess, InstanceIds]]:
+        """The processes a handle sees (the scenario's and the jobs pinned to it), with their
+        (GPU, compute) instance ids."""
+        for owner, ids in self._owners(handle):
+            for process in self._on(owner):
+                yield process, ids
+
+    def _on(self, owner: Owner) -> tuple[ScenarioProcess, ...]:
+        return (*owner.processes, *self._pinned_to(owner.uuid, owner.processes))
+
+    @functools.cached_property
+    def _pinned_scanner(self) -> PinnedScanner | None:
+        """Only a scenario with a ``job_profile`` lists live pinned processes (pinned.py)."""
+        if self._scenario.job_profile is None:
+            return None
+        uuids = [gpu.uuid for gpu in self._scenario.gpus]
+        uuids += [mig.uuid for gpu in self._scenario.gpus for mig in gpu.mig_devices]
+        return PinnedScanner(uuids)
+
+    def _pinned_to(
+        self, uuid: str, listed: tuple[ScenarioProcess, ...]
+    ) -> tuple[ScenarioProcess, ...]:
+        """The live processes pinned to the card ``uuid``, as compute processes with the
+        scenario's job profile at their age (times the fake's speed)."""
+        scanner = self._pinned_scanner
+        profile = self._scenario.job_profile
+        if scanner is None or profile is None:
+            return ()
+        taken = {process.pid for process in listed}
+        result = []
+        for pinned in scanner.processes():
+            if uuid not in pinned.uuids or pinned.pid in taken:
+                continue
+            age = pinned.age_s * self.speed
+
+            def at_age(signal: Signal | None, age: float = age) -> Signal | None:
+                return None if signal is None else Signal.constant(signal.value_at(age))
+
+            result.append(
+                ScenarioProcess(
+                    pid=pinned.pid,
+                    type="C",
+                    used_memory_mib=at_age(profile.used_memory_mib),
+                    sm_util=at_age(profile.sm_util),
+                    mem_util=at_age(profile.mem_util),
+                )
+            )
+        return tuple(result)
+
+    # -- the card ---------------------------------------------------------------------------
+
+    def _card_utilization(self, gpu: ScenarioGpu, t: float) -> tuple[int, int]:
+        """The card's utilisation (GPU %, memory %) at scenario time ``t``: the scenario's
+        plus what the jobs pinned to it ask for, at most 100 each. Needs the scenario's
+        ``utilization_gpu`` (NOT_SUPPORTED without it)."""
+        pinned = self._pinned_to(gpu.uuid, gpu.processes)
+        busy = self._percent(gpu.utilization_gpu, t)
+        busy += sum(self._percent(p.sm_util, t) for p in pinned if p.sm_util is not None)
+        memory = self._percent_or_zero(gpu.utilization_memory, t)
+        memory += sum(self._percent_or_zero(p.mem_util, t) for p in pinned)
+        return min(100, busy), min(100, memory)
+
+    def _card_used_bytes(self, owner: Owner, t: float) -> int:
+        """The memory a GPU or MIG device has in use at ``t`` (v2 "used", without what the
+        driver reserves): at least what its processes hold, at most what it has."""
+        listed, pinned = owner.processes, self._pinned_to(owner.uuid, owner.processes)
+        used = max(self._bytes_at(owner.memory_used_mib, t), self._memory_demand(listed, t))
+        used += self._memory_demand(pinned, t)
+        if isinstance(owner, ScenarioGpu) and _in_mig_mode(owner):
+            in_migs = sum(self._card_used_bytes(m, t) for m in owner.mig_devices)
+            used = max(used, self._memory_demand(self._on(owner), t) + in_migs)
+        capacity = self._capacity_bytes(owner)
+        return used if capacity is None else min(capacity, used)
+
+    def _capacity_bytes(self, owner: Owner) -> int | None:
+        """What a device's processes may hold: its memory less what the driver reserves."""
+        if owner.memory_total_mib is None:
+            return None
+        total = owner.memory_total_mib * MIB
+        reserved = (getattr(owner, "memory_reserved_mib", None) or 0) * MIB
+        return max(0, total - reserved)
+
+    # -- the shares -------------------------------------------------------------------------
+
+    def _shares(
+        self, handle: FakeDeviceHandle, t: float
+    ) -> dict[tuple[InstanceIds, int], ProcessShare]:
+        """What each process the handle sees shows at scenario time ``t``, by (instance ids,
+        pid): its part of its device's time and memory (module docstring)."""
+        shares: dict[tuple[InstanceIds, int], ProcessShare] = {}
+        for owner, ids in self._owners(handle):
+            for pid, share in self._owner_shares(owner, t).items():
+                shares[(ids, pid)] = share
+        gpu = self._gpu(handle)
+        if handle.mig is None and _in_mig_mode(gpu) and len(shares) > 1:
+            shares = self._within_card(gpu, shares, t)  # the MIG devices' together
+        return shares
+
+    def _owner_shares(self, owner: Owner, t: float) -> dict[int, ProcessShare]:
+        everyone = self._on(owner)
+        sm = {p.pid: self._percent(p.sm_util, t) for p in everyone if p.sm_util is not None}
+        memory_percent = {p.pid: self._percent_or_zero(p.mem_util, t) for p in everyone}
+        memory = {
+            p.pid: self._bytes(p.used_memory_mib, t)
+            for p in everyone
+            if p.used_memory_mib is not None
+        }
+        busy: int | None = 100
+        busy_memory: int | None = 100
+        if isinstance(owner, ScenarioGpu):
+            busy = busy_memory = None  # a card without a utilisation reading: no limit known
+            if owner.utilization_gpu is not None:
+                busy, busy_memory = self._card_utilization(owner, t)
+        sm = share_out(sm, busy)
+        memory_percent = share_out({pid: memory_percent[pid] for pid in sm}, busy_memory)
+        memory = share_out(memory, self._capacity_bytes(owner))
+        return {
+            p.pid: ProcessShare(sm.get(p.pid), memory_percent.get(p.pid), memory.get(p.pid))
+            for p in everyone
+        }
+
+    def _within_card(
+        self,
+        gpu: ScenarioGpu,
+        shares: dict[tuple[InstanceIds, int], ProcessShare],
+        t: float,
+    ) -> dict[tuple[InstanceIds, int], ProcessShare]:
+        """A GPU in MIG mode seen whole: its MIG devices' processes together within the
+        GPU's memory, and within its utilisation where the scenario gives one."""
+        busy = busy_memory = None
+        if gpu.utilization_gpu is not None:
+            busy, busy_memory = self._card_utilization(gpu, t)
+        sm = share_out(
+            {key: s.sm_percent for key, s in shares.items() if s.sm_percent is not None}, busy
+        )
+        memory_percent = share_out(
+            {key: s.memory_percent for key, s in shares.items() if s.memory_percent is not None},
+            busy_memory,
+        )
+        memory = share_out(
+            {key: s.memory_bytes for key, s in shares.items() if s.memory_bytes is not None},
+            self._capacity_bytes(gpu),
+        )
+        return {
+            key: ProcessShare(sm.get(key), memory_percent.get(key), memory.get(key))
+            for key in shares
+        }
+
+    def _memory_demand(self, processes: tuple[ScenarioProcess, ...], t: float) -> int:
+        return sum(self._bytes_at(p.used_memory_mib, t) for p in processes)
+
+    def _bytes_at(self, signal_mib: Signal | None, t: float) -> int:
+        return 0 if signal_mib is None else self._bytes(signal_mib, t)
+
+
+def _in_mig_mode(gpu: ScenarioGpu) -> bool:
+    return gpu.mig_mode is not None and gpu.mig_mode[0] == 1

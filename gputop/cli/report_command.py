@@ -38,6 +38,20 @@ from gputop.core.safe_text import clean
 from gputop.core.units import NA, human_bytes
 from gputop.core.units import duration as elapsed
 
+COLUMNS_HELP = (
+    "The columns, for each holder over the window: GPU TIME: the seconds it held a card, "
+    "each card counted once however many of its processes held it, summed over cards. "
+    "IDLE HELD: the seconds of stretches of --idle-min or more in which it held memory with "
+    "SM under 5 %. MEAN MEM: the memory it held, time-weighted while it held a card. "
+    "PEAK MEM: the most it held on one card at once. MEAN SM: its processes' SM % added up, "
+    "time-weighted while it held a card: NVML's per-process figure, the share of the time "
+    "a kernel of theirs ran, whatever number of SMs it kept busy; with --by gpu all of a "
+    "card's processes, so at most the card's utilisation. SM ACTIVE: how much of the SMs "
+    "of the cards it held worked (GPM, Hopper and newer; N/A elsewhere): kernels that run "
+    "all the time on a few SMs show a high MEAN SM and a low SM ACTIVE. TENSOR: how much "
+    "of the time the tensor cores of those cards worked (GPM). See docs/history.md."
+)
+
 
 def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
@@ -47,6 +61,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         description="Sum up what 'gputop record' recorded: GPU time, memory and SM use per "
         "user, GPU, job or process, and who held a card idle (memory held while SM stayed "
         "under 5 % for at least --idle-min). Idle holders come first.",
+        epilog=COLUMNS_HELP,
     )
     add_db_argument(parser)
     parser.add_argument(

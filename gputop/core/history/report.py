@@ -7,7 +7,10 @@ window (clipped to it) give:
   processes on one card holds it once), summed over cards;
 - ``mean_memory_bytes`` and ``mean_sm_util``: its processes' memory and SM % on a card, added
   up, time-weighted over the seconds it held the card (SM % capped at 100; unknown where NVML
-  did not say);
+  did not say). The SM % is NVML's per-process figure, the share of the time a kernel of the
+  process ran, not how much of the SMs it used (that is GPM's SM active, the
+  ``mean_sm_active_percent``); a card's processes add up to at most its utilisation, so
+  ``--by gpu`` gives a card at most that;
 - ``peak_memory_bytes``: the most it held on one card at once;
 - ``idle_held_seconds``: the seconds of unbroken stretches, each at least ``idle_min_s`` long,
   in which every one of its processes on a card held memory with SM under 5 %.

@@ -1,4 +1,4 @@
-"""What a person needs to know about one GPU process: its card, its own CUDA view, its job.
+"""What a person needs to know about one GPU process: its card, its own CUDA view, its jobs.
 
 For the dashboard's process detail (enter on a process). The ranks of one distributed job
 share their rendezvous (``MASTER_ADDR:MASTER_PORT`` and torchelastic's run id, read from each
@@ -119,6 +119,30 @@ def describe_process(snapshot: Snapshot, process: GpuProcess) -> list[DetailLine
                     f"  rank {_number(number)}  pid {rank.pid}  GPU {rank.physical_index}  {memory}"
                 )
             )
+    return lines
+
+
+def job_lines(
+    gputop_job: int | None,
+    slurm_job: int | None,
+    job_name: str | None = None,
+    job_status: str | None = None,
+) -> list[DetailLine]:
+    """``In gputop job 3 (train), running: gputop jobs log 3`` and ``In Slurm job 4242``:
+    the jobs the process belongs to (gputop/core/process_jobs.py reads them); none where it
+    belongs to none, or its environment cannot be read (another user's process)."""
+    lines = []
+    if gputop_job is not None:
+        text = f"In gputop job {gputop_job}"
+        if job_name is not None:
+            text += f" ({clean(job_name)})"
+        if job_status is not None:
+            text += f", {clean(job_status)}"
+        lines.append(DetailLine(text, "heading"))
+        lines.append(DetailLine(f"  its log: gputop jobs log {gputop_job}", "dim"))
+    if slurm_job is not None:
+        lines.append(DetailLine(f"In Slurm job {slurm_job}", "heading"))
+        lines.append(DetailLine(f"  scontrol show job {slurm_job}", "dim"))
     return lines
 
 

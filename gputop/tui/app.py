@@ -261,10 +261,22 @@ class GputopApp(DashboardApp, JobsActions):
         if self.snapshot is not None:
             # Imported at first use, as the history screens below: not on the way to the
             # first frame (docs/speed.md).
+            from gputop.core.process_jobs import ProcessJobs
             from gputop.tui.screens.process_detail import ProcessDetailScreen
 
+            table = self.query_one(ProcessTable)
+            pid = message.process.pid
+            jobs = ProcessJobs(table.job_of_pid.get(pid), table.slurm_of_pid.get(pid))
+            names = {job.id: (job.name, job.status_text) for job in self.jobs_service.view.jobs}
             self.push_screen(
-                ProcessDetailScreen(self.snapshot, message.process, self.history_store, self._now)
+                ProcessDetailScreen(
+                    self.snapshot,
+                    message.process,
+                    self.history_store,
+                    self._now,
+                    jobs=jobs,
+                    job_names=names,
+                )
             )
 
     def on_gpu_grid_selection_changed(self, message: GpuGrid.SelectionChanged) -> None:

@@ -30,7 +30,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("u", "show only your own processes (again: everyone's)"),
             ("s / S", "next sort column / reverse the order"),
             ("o", "re-sort now (otherwise a row passes another only by a clear margin)"),
-            ("enter", "in the processes: its detail (its own cuda:N, rank, its job's ranks)"),
+            ("enter", "in the processes: its detail (cuda:N, ranks, its gputop or Slurm job)"),
             ("r", "in the processes: collapse a distributed job's ranks to one line, or expand"),
             ("t / T", "terminate (SIGTERM) / kill (SIGKILL) your own process, after a yes"),
             ("H", "in the processes: the highlighted process's history (memory, GPU time)"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from helpers.cuda_view import UUIDS
@@ -103,3 +104,46 @@ async def test_a_jobs_ranks_stay_together_and_r_collapses_them_into_one_line_wit
         assert table.current_process is None  # t/T never act on a whole job's line
         await pilot.press("enter")  # enter on the job's line opens it again
         assert [row.process.pid for row in table.rows] == [rank0.pid, rank1.pid, other.pid]
+
+
+async def test_enter_names_the_gputop_job_or_the_slurm_job_a_process_belongs_to(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+    state_dir: Path,
+) -> None:
+    """As the README says: the detail names the process's job, read from its environment
+    (``GPUTOP_JOB_ID``, ``SLURM_JOB_ID``: gputop/core/process_jobs.py), with the name of a
+    gputop job the dashboard lists."""
+    from helpers.hostile import add_job
+    from helpers.waiting import pilot_wait_for
+
+    job = add_job("resnet-sweep", ["python", "train.py"])
+    in_job = start_process(GPUTOP_JOB_ID=str(job.id))
+    in_slurm = start_process(SLURM_JOB_ID="4242")
+    alone = start_process()
+    scenario = scenario_file(
+        cards({0: [(in_job.pid, 3000)], 1: [(in_slurm.pid, 2000)], 2: [(alone.pid, 1000)]})
+    )
+    app = make_app(scenario)
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        table = app.query_one(ProcessTable)
+        table.focus()
+
+        async def detail_of(row: int) -> str:
+            await pilot.press("home", *["down"] * row, "enter")
+            await pilot_wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
+            screen = app.screen
+            assert isinstance(screen, ProcessDetailScreen)
+            await pilot_wait_for(pilot, lambda: screen.jobs_read, "the process's jobs read")
+            await pilot.pause()
+            said = plain_text(screen.query_one("#process-detail", Static), width=200)
+            said += plain_text(screen.query_one("#detail-jobs", Static), width=200)
+            await pilot.press("escape")
+            await pilot_wait_for(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen))
+            return said
+
+        assert f"gputop job {job.id} (resnet-sweep)" in await detail_of(0)
+        assert "Slurm job 4242" in await detail_of(1)
+        alone_said = await detail_of(2)
+        assert "gputop job" not in alone_said and "Slurm job" not in alone_said

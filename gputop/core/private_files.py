@@ -508,7 +508,7 @@ def read_env_file(env_file: str) -> dict[str, str] | None:
         with os.fdopen(fd, encoding="utf-8") as handle:
             data = json.load(handle)
         return _env_from_record(data)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested too deeply: no environment
         return None
     finally:
         with contextlib.suppress(OSError):

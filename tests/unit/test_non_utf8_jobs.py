@@ -102,3 +102,12 @@ def test_a_claim_noting_an_undecodable_job_name_is_strict_json() -> None:
     document = json.loads(data.decode("utf-8", "strict"))
     assert "\\udc" not in data.decode()
     assert document["note"] == "name\\xff"
+
+
+def test_an_env_file_nested_too_deeply_holds_no_environment(state_dir: Path) -> None:
+    with JobStore.open(state_dir):
+        path = write_env_file(state_dir, RUN_DIR, 8, {"A": "b"})
+    Path(path).write_text("[" * 100_000)
+
+    assert read_env_file(path) is None
+    assert not Path(path).exists()  # read once and removed, as any env file

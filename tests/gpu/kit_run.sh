@@ -8,6 +8,15 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 want=$(cat "$here/PYTHON_VERSION")
 version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true; }
+described() {  # what the interpreter $1 is, in words, named $2
+    if ! command -v "$1" >/dev/null 2>&1; then
+        echo "there is no $2"
+    elif [ -n "$(version_of "$1")" ]; then
+        echo "$2 is Python $(version_of "$1")"
+    else
+        echo "$2 does not run"
+    fi
+}
 python=${PYTHON:-}
 if [ -z "$python" ]; then
     for candidate in "python$want" python3; do
@@ -18,7 +27,12 @@ if [ -z "$python" ]; then
     done
 fi
 if [ -z "$python" ] || [ "$(version_of "$python")" != "$want" ]; then
-    echo "run.sh: this kit holds wheels for Python $want, and ${python:-no python$want or python3} is not it." >&2
+    if [ -n "${PYTHON:-}" ]; then
+        what=$(described "$PYTHON" "PYTHON=$PYTHON")
+    else  # "there is no python3.12, and python3 is Python 3.11"
+        what="$(described "python$want" "python$want"), and $(described python3 python3)"
+    fi
+    echo "run.sh: this kit holds wheels for Python $want: $what." >&2
     echo "run.sh: set PYTHON=/path/to/python$want, or build a kit for this machine's Python: make gpu-kit KIT_PYTHON=X.Y" >&2
     exit 2
 fi

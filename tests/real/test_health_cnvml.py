@@ -125,7 +125,7 @@ def test_each_card_kind_answers_as_the_fake_does(
 
 INJECTING = textwrap.dedent(
     """
-    import json, os, sys
+    import json, os, sys, time
     import pynvml
     from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
     pynvml.nvmlInit()
@@ -133,9 +133,14 @@ INJECTING = textwrap.dedent(
     first = backend.sample().gpus[1].health
     with open(os.environ["GPUTOP_CNVML_XID"], "a") as inject:
         inject.write("1 79\\n" + "2 13\\n" * 5000)
-    backend.sample()
-    backend.sample()
-    gpus = backend.sample().gpus
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the Xid thread counts them as they come
+        gpus = backend.sample().gpus
+        storm = dict(gpus[2].health.xid_counts).get(13)
+        if storm == 5000 and 79 in dict(gpus[1].health.xid_counts):
+            break
+        time.sleep(0.05)
+    backend.close()
     print(json.dumps({
         "before": [e.xid for e in first.xid_events],
         "a100": [[e.xid, e.count] for e in gpus[1].health.xid_events],

@@ -8,10 +8,18 @@ from collections.abc import Callable
 
 import pytest
 from helpers.scenarios import minimal_gpu
+from helpers.waiting import wait_for
 
 from gputop.core.fake import FakeNvml, load_scenario, resolve_scenario_path
 from gputop.core.health import badge, verdict
-from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
+from gputop.core.model import (
+    EccCounts,
+    GpuHealth,
+    GpuSample,
+    RemappedRows,
+    RetiredPages,
+    XidEvent,
+)
 from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
 from gputop.core.sampling.nvml_health import HEALTH_PERIOD_S
 from gputop.core.xid import CATALOGUE, UNKNOWN_XID, describe
@@ -151,29 +159,36 @@ def test_an_xid_from_the_scenario_and_an_injected_one_reach_the_card(
     health = backend.sample().gpus[0].health
     assert health is not None and health.xid_events == ()  # a source, and no Xid yet
     nvml.set_time(10.0)
-    health = backend.sample().gpus[0].health
-    assert health is not None and health.xid_events is not None
-    assert [e.xid for e in health.xid_events] == [79]
+    health = wait_for(lambda: xids(backend) == [79] and health_of(backend), "Xid 79")
     nvml.inject_xid(0, 13)
-    health = backend.sample().gpus[0].health
-    assert health is not None and health.xid_events is not None
-    assert [e.xid for e in health.xid_events] == [79, 13]
+    health = wait_for(lambda: xids(backend) == [79, 13] and health_of(backend), "Xid 13")
     assert health.xid_counts == ((13, 1), (79, 1))
     assert verdict(health).level == "critical"
     assert badge(verdict(health)) == "✖ Xid 79 fell off the bus (+1)"
     backend.close()
 
 
+def health_of(backend: NvmlBackend) -> GpuHealth:
+    health = backend.sample().gpus[0].health
+    assert health is not None
+    return health
+
+
+def xids(backend: NvmlBackend) -> list[int]:
+    return [e.xid for e in health_of(backend).xid_events or ()]
+
+
 def test_a_storm_is_counted_exactly_and_kept_coalesced(scenario_file: WriteScenario) -> None:
     path = scenario_file([minimal_gpu(xid_events=[{"at_s": 1, "xid": 13, "count": 10000}])])
     nvml, backend = open_scenario(path)
-    backend.sample()
+    wait_for(lambda: health_of(backend).xid_counts == ((13, 10000),), "the storm counted")
     nvml.inject_xid(0, 31)
     nvml.inject_xid(0, 13, count=5)
-    for _ in range(3):  # 4096 events a sample at most
-        health = backend.sample().gpus[0].health
-    assert health is not None and health.xid_events is not None
-    assert health.xid_counts == ((13, 10005), (31, 1))
+    health = wait_for(
+        lambda: health_of(backend).xid_counts == ((13, 10005), (31, 1)) and health_of(backend),
+        "every Xid counted",
+    )
+    assert health.xid_events is not None
     assert [(e.xid, e.count) for e in health.xid_events] == [(13, 10000), (31, 1), (13, 5)]
     backend.close()
 
@@ -309,8 +324,14 @@ def test_a_lost_card_keeps_its_last_health_and_the_xid_that_came_with_the_loss(
     backend = NvmlBackend(nvml, clock=nvml.epoch_time, options=SamplingOptions(claims=False))
     backend.sample()
     nvml.set_time(6.0)
-    a40 = backend.sample().gpus[2]
-    assert a40.lost and a40.health is not None
+
+    def lost_with_79() -> GpuSample | None:
+        gpu = backend.sample().gpus[2]
+        health = gpu.health
+        return gpu if gpu.lost and health and 79 in dict(health.xid_counts) else None
+
+    a40 = wait_for(lost_with_79, "the A40 lost, with its Xid 79")
+    assert a40.health is not None
     assert [e.xid for e in a40.health.xid_events or ()] == [48, 79]
     assert verdict(a40.health).reasons[1].text == "Xid 79 fell off the bus"
     backend.close()

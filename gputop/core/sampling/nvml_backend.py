@@ -144,6 +144,8 @@ class NvmlBackend:
         """A GPU handle's key (nvml_health.handle_key) -> its physical index, for events."""
         count = read("nvmlDeviceGetCount") or 0
         self._gpus = [self._open_gpu(physical_index) for physical_index in range(int(count))]
+        if self._health is not None:
+            self._health.start(clock, self._event_gpu)
 
     @property
     def nvml(self) -> Any:
@@ -192,8 +194,6 @@ class NvmlBackend:
     def sample(self) -> Snapshot:
         """Read every GPU once and describe their processes from the host."""
         self._now = self._clock()
-        if self._health is not None:
-            self._health.drain_events(self._now, self._event_gpu)
         readings = [self._sample_gpu(state) for state in self._gpus]
         pids = {p.pid for _, processes, _ in readings for p in processes}
         facts = self._host_processes.describe(pids)

@@ -6,15 +6,19 @@ they are read once every ``period_s`` (10 s), not on every sample; between two r
 sample carries the last one. Unsupported is ``None``, never 0. A call this user may not make
 (NO_PERMISSION) is remembered and named once in ``GpuHealth.refused``; it is not asked again.
 
-Xids come from an NVML event set polled without waiting (``nvmlEventSetWait_v2`` with a 0 ms
-timeout, as DCGM's event thread does) at each sample: a quiet set costs one call, and a storm
-is drained a bounded number of events a sample, counted exactly, consecutive repeats of one
-code coalesced into one event with a count.
+Xids come from an NVML event set on a thread of its own (``gputop-xid``), which blocks in
+``nvmlEventSetWait_v2`` (ctypes lets go of the GIL meanwhile) and never delays a sample: a
+sample only copies what it counted. Every Xid is counted exactly; consecutive repeats of one
+code are coalesced into one event with a count, and at most ``XID_EVENTS_KEPT`` events are
+kept a GPU, so a storm costs memory for none of them. What the set holds when the thread
+starts is taken first, before the first sample, so a one-shot reading has it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -27,9 +31,12 @@ HEALTH_PERIOD_S = 10.0
 """How often the counters are read again (they change rarely)."""
 XID_EVENTS_KEPT = 32
 """Recent Xid events kept per GPU (a coalesced run of one code is one event)."""
-XID_DRAIN_PER_SAMPLE = 4096
-"""At most this many events are taken from the event set per sample; a storm's rest waits
-for the next sample, so it slows nothing else."""
+XID_DRAIN_AT_START = 4096
+"""At most this many queued events are taken before the first sample; the thread the rest."""
+XID_WAIT_MS = 500
+"""How long the thread blocks in one wait: how soon it sees that it is to stop."""
+XID_RETRY_S = 1.0
+"""After an error other than a timeout, the thread tries again this much later."""
 XID_EVENT_TYPE = 0x8
 """nvmlEventTypeXidCriticalError."""
 
@@ -44,7 +51,8 @@ class _GpuHealthState:
 
 
 class HealthReader:
-    """Reads and keeps each GPU's health; one sampler thread owns it (not thread-safe)."""
+    """Reads and keeps each GPU's health. The counters are read by one sampler thread; the
+    Xid thread counts events under a lock."""
 
     def __init__(
         self,
@@ -62,6 +70,9 @@ class HealthReader:
         self._event_set: Any = None
         self._events_open = True
         """False once the event set cannot be made: no Xid source."""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     # -- the event set ---------------------------------------------------------------
 
@@ -82,29 +93,74 @@ class HealthReader:
             return
         state.registered = True
 
+    def start(self, clock: Callable[[], float], index_of: Callable[[Any], int | None]) -> None:
+        """Take the events already queued, then watch for more on the Xid thread.
+        ``index_of`` maps an event's device handle to the GPU's physical index; ``clock``
+        stamps each event."""
+        if self._event_set is None or self._thread is not None:
+            return
+        for _ in range(XID_DRAIN_AT_START):
+            if not self._take(0, clock, index_of):
+                break
+        self._thread = threading.Thread(
+            target=self._watch, args=(clock, index_of), name="gputop-xid", daemon=True
+        )
+        self._thread.start()
+
     def close(self) -> None:
-        if self._event_set is not None:
+        """Stop the Xid thread. It holds its own reference on NVML (nvmlInit) and frees the
+        set and that reference itself within ``XID_WAIT_MS``, so closing never waits for it."""
+        self._stop.set()
+        if self._thread is None and self._event_set is not None:
             self._call("nvmlEventSetFree", self._event_set)
             self._event_set = None
 
-    def drain_events(self, now: float, index_of: Callable[[Any], int | None]) -> None:
-        """Take what the event set holds, without waiting; ``index_of`` maps an event's
-        device handle to the GPU's physical index."""
-        if self._event_set is None:
-            return
+    def _watch(self, clock: Callable[[], float], index_of: Callable[[Any], int | None]) -> None:
         nvml = self._nvml
-        for _ in range(XID_DRAIN_PER_SAMPLE):
-            try:
-                data = nvml.nvmlEventSetWait_v2(self._event_set, 0)
-            except Exception:  # TIMEOUT: nothing queued; anything else: try at the next sample
-                return
-            if not int(data.eventType) & XID_EVENT_TYPE:
-                continue
-            index = index_of(data.device)
-            state = self._gpus.get(index) if index is not None else None
-            if state is None:
-                continue
-            self._count(state, int(data.eventData), now)
+        try:
+            nvml.nvmlInit()
+        except Exception:  # NVML is gone already: nothing to watch
+            return
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._take(XID_WAIT_MS, clock, index_of, quiet=False)
+                except Exception:  # not a timeout: the driver is unwell; try again later
+                    self._stop.wait(XID_RETRY_S)
+        finally:
+            event_set, self._event_set = self._event_set, None
+            with contextlib.suppress(Exception):  # closing down: nothing to tell
+                nvml.nvmlEventSetFree(event_set)
+            with contextlib.suppress(Exception):
+                nvml.nvmlShutdown()
+
+    def _take(
+        self,
+        timeout_ms: int,
+        clock: Callable[[], float],
+        index_of: Callable[[Any], int | None],
+        *,
+        quiet: bool = True,
+    ) -> bool:
+        """Wait up to ``timeout_ms`` for one event and count it; False on a timeout.
+        Other errors are False when ``quiet``, raised otherwise."""
+        nvml = self._nvml
+        try:
+            data = nvml.nvmlEventSetWait_v2(self._event_set, timeout_ms)
+        except nvml.NVMLError_Timeout:
+            return False
+        except Exception:
+            if quiet:
+                return False
+            raise
+        if not int(data.eventType) & XID_EVENT_TYPE:
+            return True
+        index = index_of(data.device)
+        state = self._gpus.get(index) if index is not None else None
+        if state is not None:
+            with self._lock:
+                self._count(state, int(data.eventData), clock())
+        return True
 
     @staticmethod
     def _count(state: _GpuHealthState, xid: int, now: float) -> None:
@@ -135,10 +191,13 @@ class HealthReader:
         return self._with_events(state, state.reading)
 
     def _with_events(self, state: _GpuHealthState, reading: GpuHealth) -> GpuHealth:
+        with self._lock:
+            events = tuple(state.events)
+            counts = tuple(sorted(state.counts.items()))
         return replace(
             reading,
-            xid_events=tuple(state.events) if state.registered else None,
-            xid_counts=tuple(sorted(state.counts.items())),
+            xid_events=events if state.registered else None,
+            xid_counts=counts,
             refused=tuple(sorted(self._refused)),
             read_at=state.read_at,
         )

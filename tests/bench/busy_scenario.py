@@ -8,7 +8,10 @@ power, temperature and clocks move every second, and so does every process's SM 
 and CPU; and each process was started with its own ``CUDA_VISIBLE_DEVICES`` (torchrun's
 ranks all eight cards, Ray's workers one card each by index, a test runner one by UUID), so
 the per-process CUDA view (``cuda:N`` of each process) has real work to do. A process's
-GPU memory drifts rather than jumps (a caching allocator keeps what it took). ``busy()``
+GPU memory moves every second too, by up to 2 % of its size, over a slow drift of a percent
+(issue 44: allocators grow and shrink, evaluation steps take and give back); the process
+table sorted by it, which reorders its rows with every such move unless it holds them
+(gputop/tui/row_order.py), is what the bench counts as "rows reordered". ``busy()``
 turns a scenario into that one; the stand-ins (``stand_ins.py``) are started with each
 process's ``env``, so the dashboard reads them from ``/proc/PID/environ`` as on a server.
 """
@@ -39,15 +42,22 @@ def moving(
     return signal
 
 
-def _drifting(value: Any, field: str) -> Reading:
-    """A process's GPU memory: PyTorch's caching allocator holds what it took, so it drifts
-    by a percent over minutes rather than jumping every second."""
+MEMORY_CHURN = 0.02
+"""How far a process's GPU memory moves each second, as a share of its size."""
+
+
+def _churning(value: Any, field: str) -> Reading:
+    """A process's GPU memory: a drift of a percent over minutes (the caching allocator
+    keeps most of what it took) and, every second, up to ``MEMORY_CHURN`` more or less
+    (what it takes for a step and gives back)."""
     base = float(value["base"]) if isinstance(value, dict) else float(value)
     return {
         "base": base,
         "amp": base * 0.01,
         "period": 240 + zlib.crc32(field.encode()) % 120,
         "phase": (zlib.crc32(field.encode()) % 100) / 100,
+        "jitter": base * MEMORY_CHURN,
+        "jitter_period": 1,
         "min": 0,
     }
 
@@ -79,8 +89,8 @@ def busy(scenario: dict[str, Any]) -> dict[str, Any]:
         for rank, process in enumerate(gpu.get("processes", [])):
             where = f"{key}p{rank}"
             used = process.get("used_memory_mib")
-            if used is not None:  # a caching allocator: drifts, rarely jumps
-                process["used_memory_mib"] = _drifting(used, where + "m")
+            if used is not None:  # an allocator: drifts, and moves every second
+                process["used_memory_mib"] = _churning(used, where + "m")
             process["sm_util"] = moving(process.get("sm_util", 0), where + "sm", jitter=6, high=100)
             process["mem_util"] = moving(
                 process.get("mem_util", 0), where + "mu", jitter=6, high=100

@@ -7,8 +7,10 @@ import os
 import sys
 
 from gputop.cli.arg_types import seconds
+from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
 from gputop.core.errors import DashboardStopped, UsageError
 from gputop.core.history.recent import dashboard_history
+from gputop.core.prometheus.auth import Server
 from gputop.core.safe_text import clean
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.source import environment_for_jobs, open_backend
@@ -39,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "names from $XDG_CONFIG_HOME/gputop/hosts.toml, comma-separated; 'local' is this "
         "machine (see docs/lab.md)",
     )
+    add_fleet_arguments(parser)
 
 
 def require_terminal() -> None:
@@ -61,7 +64,10 @@ def require_terminal() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    server = fleet_server(args)
     require_terminal()
+    if server is not None:
+        return run_fleet(args, server)
     if args.hosts:
         return run_lab(args)
     backend = open_backend(args.fake)
@@ -116,6 +122,19 @@ def run_lab(args: argparse.Namespace) -> int:
             tune_collector=True,
         )
         app.run()
+    return _finish(app)
+
+
+def run_fleet(args: argparse.Namespace, server: Server) -> int:
+    """``gputop --prometheus URL``: the fleet dashboard (docs/fleet.md)."""
+    from gputop.core.fleet.queries import check_selector
+    from gputop.core.fleet.read import read_fleet
+
+    matchers = check_selector(args.match)
+    from gputop.tui.fleet.fleet_app import FleetApp
+
+    app = FleetApp(lambda: read_fleet(server, matchers), server.shown)
+    app.run()
     return _finish(app)
 
 

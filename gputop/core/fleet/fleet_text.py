@@ -1,0 +1,94 @@
+"""The fleet as text: the header, a node's line and the table of ``snapshot --prometheus``,
+shared with the fleet dashboard (docs/fleet.md). Every label passes the one sanitiser here."""
+
+from __future__ import annotations
+
+from gputop.core.fleet.fleet_json import node_group
+from gputop.core.fleet.model import Fleet, FleetGpu, FleetNode
+from gputop.core.safe_text import clean
+from gputop.core.units import human_bytes
+
+MAX_USERS_SHOWN = 3
+LEGEND = "cards: F free, C claimed, ! unhealthy, 0-9 busy (tens of %), ? unknown"
+
+
+def header(fleet: Fleet) -> str:
+    return (
+        f"{len(fleet.nodes)} nodes · {fleet.gpu_count} GPUs · {fleet.free_count} free · "
+        f"{fleet.count('down')} down · {fleet.count('stale')} stale"
+    )
+
+
+def card_cell(gpu: FleetGpu, node: FleetNode) -> str:
+    """One character per card: F free, C claimed, ! unhealthy, a digit busy (utilisation in
+    tens of percent, 9 for 90 % and more), ? unknown, - on a node that is not up."""
+    if node.state != "up":
+        return "-"
+    if gpu.unhealthy:
+        return "!"
+    if gpu.free:
+        return "F"
+    if gpu.claimed:
+        return "C"
+    if gpu.utilization_gpu is None:
+        return "?"
+    return str(min(9, int(gpu.utilization_gpu // 10)))
+
+
+def age(fleet: Fleet, node: FleetNode) -> str:
+    if node.last_seen is None:
+        return "never"
+    seconds = max(0.0, fleet.time - node.last_seen)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
+
+
+def holders(node: FleetNode) -> str:
+    """Its users by memory (gputop's exporter), else the pods on its cards."""
+    users = sorted(
+        ((figures.get("memory_used_bytes", 0.0), name) for name, figures in node.users.items()),
+        reverse=True,
+    )
+    names = [clean(name) for _, name in users if name]
+    if not names:
+        names = sorted({clean(gpu.pod) for gpu in node.gpus.values() if gpu.pod})
+    shown = ",".join(names[:MAX_USERS_SHOWN])
+    return shown + (f",+{len(names) - MAX_USERS_SHOWN}" if len(names) > MAX_USERS_SHOWN else "")
+
+
+def memory(node: FleetNode) -> str:
+    used = [gpu.memory_used_bytes for gpu in node.gpus.values()]
+    total = [gpu.memory_total_bytes for gpu in node.gpus.values()]
+    if not used or any(v is None for v in used) or any(v is None for v in total):
+        return "?"
+    return f"{human_bytes(sum(v or 0 for v in used))}/{human_bytes(sum(v or 0 for v in total))}"
+
+
+def node_line(fleet: Fleet, node: FleetNode, width: int | None) -> str:
+    cells = "".join(card_cell(gpu, node) for gpu in node.sorted_gpus())
+    line = (
+        f"{clean(node.host)[:24]:<24} {node.state:<5} {age(fleet, node):>5} "
+        f"{len(node.free_gpus):>2}/{len(node.gpus):<2} [{cells}] {memory(node):>15} "
+        f"{holders(node)}"
+    )
+    return line if width is None else line[:width]
+
+
+def render_fleet(fleet: Fleet, width: int | None, group_by: str | None = None) -> str:
+    lines = [header(fleet), f"{'NODE':<24} STATE   AGE FREE CARDS"]
+    if group_by is None:
+        lines += [node_line(fleet, node, width) for node in fleet.nodes]
+    else:
+        groups: dict[str, list[FleetNode]] = {}
+        for node in fleet.nodes:
+            groups.setdefault(node_group(node, group_by) or "(none)", []).append(node)
+        for name in sorted(groups):
+            members = groups[name]
+            free = sum(len(node.free_gpus) for node in members)
+            lines.append(f"{clean(group_by)}={clean(name)}: {len(members)} nodes, {free} free")
+            lines += [node_line(fleet, node, width) for node in members]
+    lines.append(LEGEND)
+    return "\n".join(lines)

@@ -1,0 +1,292 @@
+"""``gputop --prometheus URL``: the fleet dashboard, one line per node, read from Prometheus.
+
+A worker thread reads the fleet (gputop/core/fleet/read.py: a few queries, one deadline) at
+the scrape interval Prometheus reports for its targets (15 s when unknown) and posts it; the
+UI thread only draws. The source is injectable (any callable giving a ``Fleet``), so tests
+drive the dashboard with fleets made by hand. Keys: ``s`` sort (free first, name,
+utilisation), ``/`` filter, ``enter`` a node's cards and processes, ``u`` the users across the
+fleet, ``r`` refresh now, ``q`` quit. Every label is cleaned and never read as markup
+(gputop/tui/safe.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Input, Static
+
+from gputop.core.errors import GputopError
+from gputop.core.fleet.fleet_text import LEGEND, age, card_cell, header, holders, memory
+from gputop.core.fleet.model import Fleet, FleetNode
+from gputop.core.safe_text import clean
+from gputop.core.units import human_bytes
+from gputop.tui.safe import plain
+
+SORTS = ("free", "name", "utilisation")
+NODE_CHARS = 18
+USERS_CHARS = 16
+"""At 80 columns a node's line fits whole with 8 cards (enter shows all of it)."""
+MIN_REFRESH_S = 1.0
+MAX_REFRESH_S = 300.0
+STATE_STYLES = {"up": "green", "stale": "yellow", "down": "red"}
+KEYS = "s sort  / filter  enter node  u users  r refresh  q quit"
+
+
+class FleetRead(Message):
+    def __init__(self, fleet: Fleet | None, error: str | None) -> None:
+        super().__init__()
+        self.fleet = fleet
+        self.error = error
+
+
+def mean_util(node: FleetNode) -> float:
+    known = [gpu.utilization_gpu for gpu in node.gpus.values() if gpu.utilization_gpu is not None]
+    return sum(known) / len(known) if known else -1.0
+
+
+def sorted_nodes(nodes: list[FleetNode], sort: str) -> list[FleetNode]:
+    if sort == "name":
+        return sorted(nodes, key=lambda n: (n.host, n.instance))
+    if sort == "utilisation":
+        return sorted(nodes, key=lambda n: (-mean_util(n), n.host, n.instance))
+    order = {"up": 0, "stale": 1, "down": 2}
+    return sorted(nodes, key=lambda n: (-len(n.free_gpus), order[n.state], n.host, n.instance))
+
+
+def matches(node: FleetNode, needle: str) -> bool:
+    if not needle:
+        return True
+    haystack = " ".join(
+        [node.host, node.instance, node.state, holders(node)]
+        + [gpu.name or "" for gpu in node.gpus.values()]
+    )
+    return needle.lower() in clean(haystack).lower()
+
+
+def node_detail(fleet: Fleet, node: FleetNode) -> Text:
+    """A node's cards and processes, as the lab view shows a host (cleaned text)."""
+    text = Text()
+    text.append(f"{clean(node.host)}", style="bold")
+    text.append(
+        f"  {node.state}, seen {age(fleet, node)} ago · {clean(node.instance)} · "
+        f"job {clean(node.job)} · {'gputop exporter' if node.gputop else 'dcgm-exporter'}\n"
+    )
+    for gpu in node.sorted_gpus():
+        cell = card_cell(gpu, node)
+        util = "?" if gpu.utilization_gpu is None else f"{gpu.utilization_gpu:.0f}%"
+        used = "?" if gpu.memory_used_bytes is None else human_bytes(gpu.memory_used_bytes)
+        total = "?" if gpu.memory_total_bytes is None else human_bytes(gpu.memory_total_bytes)
+        temp = "?" if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}C"
+        power = "?" if gpu.power_w is None else f"{gpu.power_w:.0f}W"
+        index = "?" if gpu.index is None else str(gpu.index)
+        held = []
+        if gpu.claimed:
+            held.append(f"claimed by {clean(gpu.claim_user or '?')}")
+        if gpu.pod:
+            held.append(f"pod {clean(gpu.namespace or '')}/{clean(gpu.pod)}")
+        if gpu.unhealthy:
+            held.append("UNHEALTHY")
+        text.append(
+            f"GPU {index:>2} [{cell}] {util:>4} {used:>7}/{total:<7} {temp:>5} {power:>5} "
+            f"{clean(gpu.name or '')[:24]} {' · '.join(held)}\n"
+        )
+        for process in gpu.processes or []:
+            mem = (
+                "?" if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes)
+            )
+            sm = "?" if process.sm_util is None else f"{process.sm_util:.0f}%"
+            text.append(
+                f"    {process.pid or '?':>7} {clean(process.user or '?')[:12]:<12} {mem:>7} "
+                f"{sm:>4} {clean(process.command or '')[:60]}\n",
+                style="dim",
+            )
+    if not node.gpus:
+        text.append("no series: nothing is known of its cards\n")
+    return text
+
+
+def users_detail(fleet: Fleet) -> Text:
+    text = Text()
+    text.append("USER             MEMORY  IDLE-HELD  GPUS NODES\n", style="bold")
+    for user in fleet.users:
+        idle = (
+            "?"
+            if user.idle_held_memory_bytes is None
+            else human_bytes(int(user.idle_held_memory_bytes))
+        )
+        text.append(
+            f"{clean(user.user)[:14]:<14} {human_bytes(int(user.memory_used_bytes)):>8} {idle:>10} "
+            f"{user.gpus:>5} {user.nodes:>5}\n"
+        )
+    if not fleet.users:
+        text.append("no users: only gputop's exporter exports them (docs/fleet.md)\n")
+    return text
+
+
+class TextScreen(Screen[None]):
+    """A node's detail or the users' view: ``escape`` or ``q`` goes back."""
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("q", "app.pop_screen", "Back")]
+
+    def __init__(self, title: str, body: Text) -> None:
+        super().__init__()
+        self._title = title
+        self._body = body
+
+    def compose(self) -> ComposeResult:
+        yield Static(plain(self._title, style="bold reverse"))
+        with VerticalScroll():
+            yield Static(self._body)
+        yield Static(Text("escape back"))
+
+
+class FleetApp(App[int]):
+    CSS = """
+    #fleet-header { height: 1; }
+    #fleet-filter { height: 3; display: none; }
+    #fleet-filter.shown { display: block; }
+    #fleet-nodes { height: 1fr; }
+    #fleet-keys { height: 1; }
+    #fleet-legend { height: 1; color: $text-muted; }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("s", "sort", "Sort"),
+        Binding("slash", "filter", "Filter"),
+        Binding("u", "users", "Users"),
+        Binding("r", "refresh_now", "Refresh"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self, source: Callable[[], Fleet], url: str) -> None:
+        super().__init__()
+        self.source = source
+        self.url = url
+        self.fleet: Fleet | None = None
+        self.error: str | None = None
+        self.sort = SORTS[0]
+        self.needle = ""
+        self.read_at = 0.0
+        self._shown: list[FleetNode] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"reading {clean(self.url)} ..."), id="fleet-header")
+        yield Input(placeholder="filter: host, user, pod, model, state", id="fleet-filter")
+        table: DataTable[Text] = DataTable(id="fleet-nodes", cursor_type="row", zebra_stripes=False)
+        yield table
+        yield Static(Text(LEGEND.removeprefix("cards: ")), id="fleet-legend")
+        yield Static(Text(KEYS), id="fleet-keys")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#fleet-nodes", DataTable)
+        for column in ("NODE", "STATE", "AGE", "FREE", "CARDS", "MEMORY", "USERS"):
+            table.add_column(column, key=column)
+        table.focus()
+        self.read_fleet()
+
+    def read_fleet(self) -> None:
+        self.run_worker(self._read, thread=True, exclusive=True, group="fleet")
+
+    def _read(self) -> None:
+        try:
+            fleet = self.source()
+        except GputopError as error:
+            self.post_message(FleetRead(None, str(error)))
+            return
+        self.post_message(FleetRead(fleet, None))
+
+    def on_fleet_read(self, message: FleetRead) -> None:
+        self.read_at = time.time()
+        if message.fleet is not None:
+            self.fleet = message.fleet
+            self.error = None
+        else:
+            self.error = message.error
+        interval = self.fleet.interval_s if self.fleet is not None else 15.0
+        self.set_timer(min(MAX_REFRESH_S, max(MIN_REFRESH_S, interval)), self.read_fleet)
+        self.redraw()
+
+    def redraw(self) -> None:
+        head = self.query_one("#fleet-header", Static)
+        line = Text()
+        if self.fleet is not None:
+            line.append(header(self.fleet), style="bold")
+            line.append(f" · sort {self.sort}")
+            if self.needle:
+                line.append(f" · filter {clean(self.needle)}")
+        if self.error is not None:
+            line.append(("  " if self.fleet else "") + clean(self.error), style="red")
+        head.update(line)
+        self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one("#fleet-nodes", DataTable)
+        fleet = self.fleet
+        if fleet is None:
+            return
+        keep = None
+        if self._shown and 0 <= table.cursor_row < len(self._shown):
+            kept = self._shown[table.cursor_row]
+            keep = (kept.job, kept.instance)
+        shown = [n for n in sorted_nodes(fleet.nodes, self.sort) if matches(n, self.needle)]
+        table.clear()
+        for node in shown:
+            cells = "".join(card_cell(gpu, node) for gpu in node.sorted_gpus())
+            table.add_row(
+                plain(node.host[:NODE_CHARS]),
+                Text(node.state, style=STATE_STYLES.get(node.state, "")),
+                Text(age(fleet, node)),
+                Text(f"{len(node.free_gpus)}/{len(node.gpus)}"),
+                Text(cells),
+                Text(memory(node)),
+                Text(holders(node)[:USERS_CHARS]),  # cleaned by holders()
+            )
+        self._shown = shown
+        for row, node in enumerate(shown):
+            if (node.job, node.instance) == keep:
+                table.move_cursor(row=row)
+                break
+
+    def action_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self.redraw()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.value = ""
+        box.remove_class("shown")
+        self.needle = ""
+        self.query_one("#fleet-nodes", DataTable).focus()
+        self.redraw()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.needle = event.value
+        self.redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one("#fleet-nodes", DataTable).focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if self.fleet is None or not 0 <= event.cursor_row < len(self._shown):
+            return
+        node = self._shown[event.cursor_row]
+        self.push_screen(TextScreen(f"{node.host} ({node.state})", node_detail(self.fleet, node)))
+
+    def action_users(self) -> None:
+        if self.fleet is not None:
+            self.push_screen(TextScreen("users across the fleet", users_detail(self.fleet)))
+
+    def action_refresh_now(self) -> None:
+        self.read_fleet()

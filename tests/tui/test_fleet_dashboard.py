@@ -1,0 +1,182 @@
+"""The fleet dashboard (``gputop --prometheus``) driven by fleets built here (no Prometheus):
+the header, a line per node at 80x24, sorting, the filter, a node's detail, the users' view,
+hostile labels never read as markup, and a server that fails. docs/fleet.md."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from helpers.waiting import pilot_wait_for
+from textual.widgets import DataTable, Static
+
+from gputop.core.fleet.model import Fleet, build_fleet
+from gputop.core.prometheus.client import PrometheusError, Sample
+from gputop.tui.fleet.fleet_app import FleetApp, TextScreen
+
+NOW = 1_800_000_000.0
+HOSTILE = "[@click=app.quit]evil[/]\x1b[2J"
+
+
+def target(instance: str) -> dict[str, str]:
+    return {"job": "dcgm", "instance": instance}
+
+
+def cards(instance: str, host: str, used_mib: list[float], **extra: str) -> list[Sample]:
+    samples = []
+    for index, used in enumerate(used_mib):
+        labels = {
+            **target(instance),
+            "gpu": str(index),
+            "UUID": f"GPU-{host}-{index}",
+            "Hostname": host,
+        }
+        for name, value in (
+            ("DCGM_FI_DEV_FB_USED", used),
+            ("DCGM_FI_DEV_FB_FREE", 80000.0 - used),
+            ("DCGM_FI_DEV_GPU_UTIL", 90.0 if used else 0.0),
+        ):
+            samples.append(Sample({**labels, "__name__": name, **extra}, NOW, value))
+    return samples
+
+
+def fleet(count: int = 30) -> Fleet:
+    up, scraped, scrapes, card_samples = [], [], [], []
+    for n in range(count):
+        instance = f"10.0.0.{n}:9400"
+        host = HOSTILE if n == 3 else f"node-{n:02d}"
+        up.append(Sample(target(instance), NOW, 0.0 if n == 5 else 1.0))
+        scraped.append(Sample(target(instance), NOW, NOW - 2))
+        scrapes.append(Sample(target(instance), NOW, 9.0))
+        if n != 5:
+            card_samples += cards(instance, host, [0.0] * (n % 4) + [30000.0] * (4 - n % 4))
+    processes = [
+        Sample(
+            {
+                **target("10.0.0.1:9400"),
+                "__name__": "gputop_process_memory_used_bytes",
+                "gpu": "1",
+                "UUID": "GPU-node-01-1",
+                "Hostname": "node-01",
+                "pid": "4242",
+                "user": "alice",
+                "command": "python [b]train[/b].py",
+            },
+            NOW,
+            30000.0 * 2**20,
+        )
+    ]
+    users = [
+        Sample(
+            {
+                **target("10.0.0.1:9400"),
+                "__name__": "gputop_user_memory_used_bytes",
+                "Hostname": "node-01",
+                "user": "alice",
+            },
+            NOW,
+            30000.0 * 2**20,
+        ),
+        Sample(
+            {
+                **target("10.0.0.1:9400"),
+                "__name__": "gputop_last_sample_timestamp_seconds",
+                "Hostname": "node-01",
+            },
+            NOW,
+            NOW,
+        ),
+    ]
+    answers = {
+        "up": up,
+        "scraped": scraped,
+        "scrapes": scrapes,
+        "cards": card_samples,
+        "processes": processes,
+        "nodes": users,
+    }
+    return build_fleet("http://prometheus:9090", NOW, answers, 7)
+
+
+def app_of(source: Callable[[], Fleet]) -> FleetApp:
+    return FleetApp(source, "http://prometheus:9090")
+
+
+def rows(app: FleetApp) -> list[list[str]]:
+    table = app.query_one("#fleet-nodes", DataTable)
+    return [[cell.plain for cell in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def header(app: FleetApp) -> str:
+    return str(app.query_one("#fleet-header", Static).render())
+
+
+async def test_the_header_and_a_line_per_node_free_first_at_80x24() -> None:
+    app = app_of(fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.pause()
+        assert header(app).startswith("30 nodes · 116 GPUs · ")
+        assert " · 1 down · 0 stale" in header(app)
+        shown = rows(app)
+        assert len(shown) == 30
+        assert [row[3] for row in shown[:7]] == ["3/4"] * 7  # free first
+        assert shown[-1][1] == "down"
+        # readable at 80x24: every column of a line fits
+        table = app.query_one("#fleet-nodes", DataTable)
+        assert table.virtual_size.width <= 80
+
+
+async def test_sort_filter_and_a_nodes_detail() -> None:
+    app = app_of(fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.press("s")  # by name
+        await pilot.pause()
+        assert rows(app)[0][0].startswith("10.0.0.5")  # the down node, by its instance
+        await pilot.press("slash", *"node-01")
+        await pilot.pause()
+        assert [row[0] for row in rows(app)] == ["node-01"]
+        await pilot.press("enter", "enter")  # out of the filter, then open the node
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TextScreen)
+        text = "".join(str(w.render()) for w in screen.query(Static))
+        assert "GPU  1" in text and "4242" in text and "alice" in text
+        assert "python [b]train[/b].py" in text  # as written: never markup
+        await pilot.press("escape", "u")
+        await pilot.pause()
+        users = "".join(str(w.render()) for w in app.screen.query(Static))
+        assert "alice" in users
+
+
+async def test_a_hostile_host_name_is_shown_as_written_and_cleaned() -> None:
+    app = app_of(fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.pause()
+        names = [row[0] for row in rows(app)]
+        row = names.index("[@click=app.quit]e")  # as written, cut to the column
+        app.query_one("#fleet-nodes", DataTable).move_cursor(row=row)
+        await pilot.press("enter")
+        await pilot.pause()
+        text = "".join(str(w.render()) for w in app.screen.query(Static))
+        assert "[@click=app.quit]evil[/]\\e[2J" in text and "\x1b" not in text
+        assert app.is_running
+
+
+async def test_a_failing_server_is_said_and_the_last_fleet_kept() -> None:
+    calls = []
+
+    def source() -> Fleet:
+        calls.append(1)
+        if len(calls) > 1:
+            raise PrometheusError("Cannot reach Prometheus at http://prometheus:9090: refused.")
+        return fleet(4)
+
+    app = app_of(source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.press("r")
+        await pilot_wait_for(pilot, lambda: app.error is not None, "the fleet", 10)
+        await pilot.pause()
+        assert "Cannot reach Prometheus" in header(app) and len(rows(app)) == 4

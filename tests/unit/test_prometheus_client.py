@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputop.core.errors import UsageError
 from gputop.core.prometheus import client
@@ -348,3 +351,80 @@ def test_a_fleet_refresh_past_its_bound_is_refused_saying_what_to_do(server: Ser
     assert "answered more than 1 MiB in all for this refresh: narrow the nodes with --match" in (
         str(raised.value)
     )
+
+
+def _walk_chunks(body: bytes, sizes: list[int], wanted: str) -> client._Answer:
+    """``body`` read in chunks of ``sizes`` (cycled) into an answer of ``wanted``'s type."""
+    at = 0
+    turn = 0
+
+    def read() -> bytes:
+        nonlocal at, turn
+        size = sizes[turn % len(sizes)]
+        turn += 1
+        chunk = body[at : at + size]
+        at += size
+        return chunk
+
+    window = (0.0, 1e10) if wanted == "matrix" else None
+    answer = client._Answer("http://x", client.Budget(60), wanted, 1e300, window, 10**6)
+    client._walk("http://x", read, answer)
+    return answer
+
+
+_TEXT = st.text(
+    alphabet=st.sampled_from([*'ab"]\\[,{}: \n\u202e\x1b', "\U0001f600", "é"]),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    series=st.lists(
+        st.tuples(
+            st.dictionaries(_TEXT, _TEXT, max_size=3),
+            st.lists(
+                st.tuples(st.integers(0, 10**9), _TEXT | st.sampled_from(["1", "2.5", "NaN"]))
+            ),
+        ),
+        max_size=4,
+    ),
+    sizes=st.lists(st.integers(1, 70), min_size=1, max_size=5),
+    indent=st.sampled_from([None, 1]),
+)
+def test_any_answer_split_anywhere_reads_as_one_decode_of_the_whole(
+    series: list[tuple[dict[str, str], list[tuple[int, str]]]], sizes: list[int], indent: int | None
+) -> None:
+    result = [{"metric": m, "values": [list(p) for p in points]} for m, points in series]
+    document = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    body = json.dumps(document, indent=indent, ensure_ascii=False).encode()
+    got = _walk_chunks(body, sizes, "matrix").checked_series()
+    assert [s.labels for s in got] == [m for m, _ in series]
+    for read, (_, points) in zip(got, series, strict=True):
+        assert list(read.times) == [float(at) for at, _ in points]
+        expected = [client._value(text, 1e300) for _, text in points]
+        assert [None if math.isnan(v) else v for v in read.values] == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.binary(max_size=300)
+    | st.text(
+        alphabet=st.sampled_from(list('{}[]",:0123456789.eE-+ natrufsl\\u')), max_size=300
+    ).map(str.encode),
+    sizes=st.lists(st.integers(1, 50), min_size=1, max_size=3),
+    wanted=st.sampled_from(["matrix", "vector"]),
+)
+def test_nothing_a_server_sends_raises_anything_but_a_prometheus_error(
+    body: bytes, sizes: list[int], wanted: str
+) -> None:
+    prefix = b'{"status":"success","data":{"resultType":"' + wanted.encode() + b'","result":['
+    for candidate in (body, prefix + body):
+        try:
+            answer = _walk_chunks(candidate, sizes, wanted)
+            if wanted == "matrix":
+                answer.checked_series()
+            else:
+                answer.checked_samples()
+        except client.PrometheusError:
+            pass

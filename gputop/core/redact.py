@@ -81,7 +81,7 @@ _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
 _NUMBER = re.compile(
     r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?(?:[kKmMgGtTpP]i?[bB]?|%|ms|s|h)?"
 )
-_NUMBERS = re.compile(r"\d+(?:[,:x]\d+)+")
+_NUMBERS = re.compile(r"\d+(?:[,x]\d+)+")  # 0,1,2,3 and 224x224; not 1:2 (user:pw)
 MAX_NUMBER_CHARS = 24
 _LITERALS = frozenset({"true", "false", "none", "null", "yes", "no", "on", "off", "auto"})
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]{0,31}://)(.*)", re.DOTALL)

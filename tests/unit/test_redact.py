@@ -77,6 +77,7 @@ def test_each_form_of_secret_is_taken_out(argv: list[str], expected: list[str]) 
 # The forms issue 40 found reaching /metrics: (argv, the secret, what shows instead).
 ISSUE_FORMS = [
     (["curl", "-u", "admin:PASSq7", "https://h/x"], "PASSq7", "curl -u *** https://h/x"),
+    (["curl", "-u", "1000:90417"], "90417", "curl -u ***"),  # digits on both sides too
     (["gpg", "--passphrase", "PASSq7", "f.gpg"], "PASSq7", "gpg --passphrase *** f.gpg"),
     (["x", "--pass", "PASS/q7"], "PASS/q7", "x --pass ***"),
     (["x", "--pw", "12345678"], "12345678", "x --pw ***"),

@@ -319,8 +319,10 @@ def describe_launch(
 ) -> str:
     """What a person needs right after launching: id, mapping, how it runs, where its log is."""
     where = f"in tmux window gputop-{job.id}" if job.mode is RunMode.TMUX else "detached"
-    lines = [f"Job {job.id} ({clean(job.name)}) launched {where}."]
-    if job.wait_for_free and job.state is JobState.WAITING:
+    queued = job.wait_for_free and job.state is JobState.WAITING  # --wait: not started yet
+    said = f"queued, to run {where}" if queued else f"launched {where}"
+    lines = [f"Job {job.id} ({clean(job.name)}) {said}."]
+    if queued:
         wanted = (
             f"{job.wait_count} GPUs are free"
             if not job.physical_indices

@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.model import Job
+from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.notify import job_events
 from gputop.core.jobs.service import JobsService, JobsView, job_memory_peaks
 from gputop.core.model import Snapshot
@@ -139,7 +139,12 @@ class JobsActions(App[None]):
                 return
             gpus = ",".join(str(i) for i in job.physical_indices)
             self._launched_here = self._launched_here | {job.id}
-            self.notify(f"Job {job.id} ({job.name}) launched on GPU {gpus}. Log: {job.log_path}")
+            if job.wait_for_free and job.state is JobState.WAITING:  # not started: queued
+                free = "the card is" if len(job.physical_indices) == 1 else "the cards are"
+                said = f"queued for GPU {gpus}: it starts once {free} free"
+            else:
+                said = f"launched on GPU {gpus}"
+            self.notify(f"Job {job.id} ({job.name}) {said}. Log: {job.log_path}")
             self.set_class(True, "-jobs-shown")
             # The new job is highlighted, for enter and K once tab reaches the jobs; the focus
             # stays where it was: the arrows, space and l still act on the cards.

@@ -196,6 +196,7 @@ def test_wait_on_a_busy_card_queues_the_job_which_can_be_stopped(
         capsys, "--gpus", "0", "--wait", "--", *probe_command(tmp_path / "p")
     )
     assert code == 0 and "It waits until GPU 0 is free" in printed
+    assert printed.splitlines()[0] == "Job 1 (job_probe.py) queued, to run detached."
     wait_until_waiting(state_dir, 1)
     assert job(state_dir, 1).status == "waiting"
     assert main(["jobs", "stop", "1", "--yes"]) == 0

@@ -22,6 +22,7 @@ from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.message import Message
 
+from gputop.core.history.recent import REFILL_EVERY_S
 from gputop.core.jobs.service import JobsView
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import Snapshot
@@ -70,6 +71,14 @@ class SnapshotSampled(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotSampled)
+
+
+class HistoryRefilled(Message):
+    """The sparklines' past, read again from the recorder's store (core/history/recent.py)."""
+
+    def __init__(self, stored: dict[str, tuple[int | None, ...]]) -> None:
+        super().__init__()
+        self.stored = stored
 
 
 class SamplingFailed(Message):
@@ -122,6 +131,8 @@ class GputopApp(DashboardApp, JobsActions):
         self._slurm_error: str | None = None
         self.sampling_error: str | None = None
         """The error of the last sample while sampling fails; None while it works."""
+        self.refill_every_s = REFILL_EVERY_S
+        """How often the sparklines' past is read again while a recorder's store lacks some."""
 
     # -- layout --------------------------------------------------------------------------
 
@@ -236,7 +247,35 @@ class GputopApp(DashboardApp, JobsActions):
             self._show_jobs(message.jobs)
         if first:
             self._apply_size()
+            if self.history.live_from is not None:
+                self._refill_history(self.history.live_from)
         self._render_snapshot(message.snapshot)
+
+    @work(thread=True, exclusive=True, group="history-refill", exit_on_error=False)
+    def _refill_history(self, live_from: float) -> None:
+        """The sparklines' past read again while the recorder's store lacks some of it: it
+        writes in batches, so the seconds before this dashboard started come later."""
+        from gputop.core.history.recent import refill_read
+
+        seconds = math.ceil(self.history.length * self.history.bucket_s)
+        deadline = time.monotonic() + seconds  # by then that past has scrolled off the cards
+        while not self._stop.wait(self.refill_every_s):
+            read = refill_read(self.history_store, live_from, seconds)
+            if read is None:
+                return  # no store: no recorder writes one
+            if read.stored is not None:
+                self.post_message(HistoryRefilled(read.stored))
+            if read.complete or time.monotonic() > deadline:
+                return
+
+    def on_history_refilled(self, message: HistoryRefilled) -> None:
+        self.history.refill(message.stored)
+        if self.snapshot is not None:
+            try:
+                self.query_one(GpuGrid).show(self.snapshot, self.history, self.compact)
+            except NoMatches:
+                if self.is_running and not app_closing(self):
+                    raise
 
     def on_sampling_failed(self, message: SamplingFailed) -> None:
         """Said once while sampling fails (not every interval); the last frame stays."""

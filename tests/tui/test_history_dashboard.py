@@ -186,3 +186,37 @@ async def test_a_process_detail_shows_what_the_recorder_stored_of_it(tmp_path: P
         assert all(set(line[7:].rstrip()) == {"█"} for line in body[1:5])
         assert body[7].split()[:3] == ["GPU", "time", "1h00m00s"]
         assert body[7].split()[-2:] == ["idle", "1h00m00s"]  # bob held it idle all hour
+
+
+async def test_the_sparklines_hole_fills_once_the_recorder_writes_its_next_batch(
+    tmp_path: Path,
+) -> None:
+    """The dashboard starts at t=600 s while the recorder has written to t=500 s only (it
+    writes in batches): the sparklines' last 100 s are a hole until its next batch, which
+    the dashboard reads again."""
+    from helpers.dashboard import first_sample, make_app
+    from helpers.waiting import pilot_wait_for
+
+    scenario = holders_scenario(tmp_path / "holders.json")
+    store = default_history_path()
+    record_stepped(scenario, store, samples=100)  # to t=500 s, at 50 %
+    shown = busier(scenario, tmp_path)
+    backend = open_backend(shown, environ={"GPUTOP_FAKE_TIME": "600"})
+    try:
+        history = dashboard_history(backend.nvml)
+    finally:
+        backend.close()
+    uuid = "GPU-11111111-aaaa-bbbb-cccc-000000000000"
+    past = history.series(uuid, 0)
+    assert set(past[-45:]) == {None} and set(past[-100:-55]) == {50}  # the hole, and before it
+    app = make_app(shown, at_s="600", history=history)
+    app.refill_every_s = 0.05
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        record_stepped(scenario, store, samples=20, start_s=500)  # the next batch: to 600 s
+
+        def filled() -> bool:
+            """the 100 s before the dashboard's start in the sparkline's past"""
+            return set(app.history.series(uuid, 0)[-100:]) == {50}
+
+        await pilot_wait_for(pilot, filled)

@@ -79,3 +79,27 @@ def test_a_colour_rises_at_once_and_falls_only_clearly_below_its_threshold() -> 
     assert sticky_level_style(68, "yellow") == "yellow"
     assert sticky_level_style(40, "yellow") == "green"
     assert sticky_level_style(None, "bold red") == "dim"
+
+
+def test_a_refill_fills_the_past_and_keeps_this_runs_points() -> None:
+    """Seeded at t=10 from a store that had only t=0-5; live readings from t=10; the store
+    read again has t=0-10: the hole fills, the live points stay as they were."""
+    uuid = "GPU-00000000-0000-0000-0000-000000000000"
+    history = UtilizationHistory(length=20, bucket_s=1.0)
+    history.seed({uuid: (50, 50, 50, 50, 50, None, None, None, None, None)}, now=10.0)
+    for t in range(10, 14):
+        history.add(snapshot_at(float(t), 90))
+    assert history.series(uuid, 0) == (50, 50, 50, 50, 50, None, None, None, None, None, 90, 90, 90)
+    history.refill({uuid: (50,) * 8 + (None, 60)})
+    assert history.series(uuid, 0) == (50,) * 8 + (None, 60, 90, 90, 90)
+
+
+def test_a_refill_never_blanks_a_point_the_past_had() -> None:
+    """Where the store read again knows nothing (None), the point seeded before stays."""
+    uuid = "GPU-00000000-0000-0000-0000-000000000000"
+    history = UtilizationHistory(length=20, bucket_s=1.0)
+    history.seed({uuid: (40, 40, 40, 40)}, now=4.0)
+    history.add(snapshot_at(4.0, 90))
+    history.add(snapshot_at(5.0, 90))
+    history.refill({uuid: (None, None, 70, None)})
+    assert history.series(uuid, 0) == (40, 40, 70, 40, 90)

@@ -1,8 +1,13 @@
 """The dashboard's sparklines start from the history store when a recorder fills it.
 
-Read once at start-up, read-only, in a few milliseconds: the last few minutes of each GPU's
+Read at start-up, read-only, in a few milliseconds: the last few minutes of each GPU's
 utilisation (series.recent_utilization). No store, an empty one, or one that cannot be read
 is no history, never an error: the dashboard then starts as it always did.
+
+A recorder writes in batches (every 30 s by default), so at start-up the store lacks up to a
+batch of the last seconds: the sparklines' past would end in a hole. The dashboard reads the
+same past again (``refill_read``) until the store holds a sample from its own start on, and
+the hole fills (``UtilizationHistory.refill``).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.history.series import recent_utilization
@@ -37,6 +43,41 @@ def stored_utilization(
     if not any(value is not None for values in found.values() for value in values):
         return None
     return found
+
+
+@dataclass(frozen=True)
+class RefillRead:
+    stored: dict[str, tuple[int | None, ...]] | None
+    """Each GPU's utilisation for the seconds before the dashboard's first reading."""
+    complete: bool
+    """The store holds a sample from then on: nothing before it is still to be written."""
+
+
+REFILL_EVERY_S = 10.0
+"""How often the dashboard reads its past again while the store still lacks some of it."""
+
+
+def refill_read(path: Path, live_from: float, seconds: int) -> RefillRead | None:
+    """What the store holds now of the ``seconds`` before ``live_from``; None where there is
+    no store or it cannot be read (no recorder: nothing will come)."""
+    if not path.exists():
+        return None
+    try:
+        connection = open_for_reading(path)
+    except HistoryError:
+        return None
+    try:
+        found = recent_utilization(connection, live_from, seconds)
+        row = connection.execute("SELECT MAX(t) FROM samples").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        connection.close()
+    newest = row[0] if row else None
+    complete = isinstance(newest, int | float) and math.isfinite(newest) and newest >= live_from
+    if not any(value is not None for values in found.values() for value in values):
+        return RefillRead(None, complete)
+    return RefillRead(found, complete)
 
 
 def dashboard_history(nvml: object, path: Path | None = None) -> UtilizationHistory:

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "names from $XDG_CONFIG_HOME/gputop/hosts.toml, comma-separated; 'local' is this "
         "machine (see docs/lab.md)",
     )
-    add_fleet_arguments(parser)
+    add_fleet_arguments(parser, group_by=True)
 
 
 def require_terminal() -> None:
@@ -133,7 +133,7 @@ def run_fleet(args: argparse.Namespace, server: Server) -> int:
     matchers = check_selector(args.match)
     from gputop.tui.fleet.fleet_app import FleetApp
 
-    app = FleetApp(lambda: read_fleet(server, matchers), server.shown)
+    app = FleetApp(lambda: read_fleet(server, matchers), server.shown, args.group_by)
     app.run()
     return _finish(app)
 

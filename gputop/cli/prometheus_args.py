@@ -70,6 +70,9 @@ def fleet_server(args: argparse.Namespace) -> Server | None:
             if getattr(args, option, None) is not None:
                 raise UsageError(f"--{option.replace('_', '-')} goes with --prometheus.")
         return server_from_args(args)
+    group_by = getattr(args, "group_by", None)
+    if group_by is not None and not (group_by.isascii() and group_by.replace("_", "a").isalnum()):
+        raise UsageError(f"--group-by {group_by[:80]!r}: give a label name, e.g. cluster.")
     if getattr(args, "hosts", None):
         raise UsageError("--prometheus reads the fleet from Prometheus; --hosts asks over ssh.")
     if getattr(args, "fake", None):

@@ -44,7 +44,8 @@ def fleet(count: int = 30) -> Fleet:
     for n in range(count):
         instance = f"10.0.0.{n}:9400"
         host = HOSTILE if n == 3 else f"node-{n:02d}"
-        up.append(Sample(target(instance), NOW, 0.0 if n == 5 else 1.0))
+        rack = {"rack": f"r{n % 3}"} if n < 29 else {}
+        up.append(Sample({**target(instance), **rack}, NOW, 0.0 if n == 5 else 1.0))
         scraped.append(Sample(target(instance), NOW, NOW - 2))
         scrapes.append(Sample(target(instance), NOW, 9.0))
         if n != 5:
@@ -97,8 +98,8 @@ def fleet(count: int = 30) -> Fleet:
     return build_fleet("http://prometheus:9090", NOW, answers, 7)
 
 
-def app_of(source: Callable[[], Fleet]) -> FleetApp:
-    return FleetApp(source, "http://prometheus:9090")
+def app_of(source: Callable[[], Fleet], group_by: str | None = None) -> FleetApp:
+    return FleetApp(source, "http://prometheus:9090", group_by)
 
 
 def rows(app: FleetApp) -> list[list[str]]:
@@ -180,3 +181,38 @@ async def test_a_failing_server_is_said_and_the_last_fleet_kept() -> None:
         await pilot_wait_for(pilot, lambda: app.error is not None, "the fleet", 10)
         await pilot.pause()
         assert "Cannot reach Prometheus" in header(app) and len(rows(app)) == 4
+
+
+async def test_grouped_by_a_label_with_a_line_per_group() -> None:
+    app = app_of(fleet, group_by="rack")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.pause()
+        shown = rows(app)
+        titles = [row for row in shown if row[0].startswith("rack=")]
+        assert [row[0] for row in titles] == ["rack=(none)", "rack=r0", "rack=r1", "rack=r2"]
+        assert [row[1] for row in titles] == ["1 nodes", "10 nodes", "10 nodes", "9 nodes"]
+        assert len(shown) == 30 + 4
+        await pilot.press("enter")  # on a group's line: nothing opens
+        await pilot.pause()
+        assert not isinstance(app.screen, TextScreen)
+
+
+async def test_launch_says_what_to_run_on_the_nodes_free_cards() -> None:
+    app = app_of(fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.pause()
+        names = [row[0] for row in rows(app)]
+        app.query_one("#fleet-nodes", DataTable).move_cursor(row=names.index("node-02"))
+        await pilot.press("l")
+        await pilot.pause()
+        text = "".join(str(w.render()) for w in app.screen.query(Static))
+        assert "gputop run --hosts node-02 --gpus GPU-node-02-0,GPU-node-02-1 -- COMMAND" in text
+        assert "gputop run --slurm --gpus 2 -- COMMAND" in text
+        await pilot.press("escape")
+        app.query_one("#fleet-nodes", DataTable).move_cursor(row=names.index("10.0.0.5:9400"))
+        await pilot.press("l")
+        await pilot.pause()
+        text = "".join(str(w.render()) for w in app.screen.query(Static))
+        assert "is down: nothing is launched there" in text

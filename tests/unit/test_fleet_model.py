@@ -135,3 +135,30 @@ def test_a_selector_narrows_every_query(selector: str, matchers: str) -> None:
 def test_a_selector_that_is_not_one_is_refused(selector: str) -> None:
     with pytest.raises(UsageError):
         check_selector(selector)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["snapshot", "--prometheus", "http://p:9090", "--group-by", "a-b"], "--group-by"),
+        (["snapshot", "--match", '{a="b"}'], "--match goes with --prometheus"),
+        (["snapshot", "--prometheus-auth-file", "/nonexistent"], "go with --prometheus"),
+        (["pick", "--prometheus"], "GPUTOP_PROMETHEUS, which is not set"),
+        (["--prometheus", "http://p:9090", "--hosts", "a"], "--hosts asks over ssh"),
+        (
+            ["snapshot", "--prometheus", "http://p:9090", "--watch"],
+            "--watch and --stats are not for it",
+        ),
+        (["snapshot", "--prometheus", "http://p:9090", "--match", "up"], "label matchers"),
+        (["pick", "--prometheus", "http://u:pw1@p:9090", "--prometheus-ca", "/x"], "https://"),
+    ],
+)
+def test_what_a_person_types_wrong_is_said_with_exit_2(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gputop.cli.main import main
+
+    monkeypatch.delenv("GPUTOP_PROMETHEUS", raising=False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and "pw1" not in err

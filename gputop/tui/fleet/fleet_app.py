@@ -5,8 +5,9 @@ the scrape interval Prometheus reports for its targets (15 s when unknown) and p
 UI thread only draws. The source is injectable (any callable giving a ``Fleet``), so tests
 drive the dashboard with fleets made by hand. Keys: ``s`` sort (free first, name,
 utilisation), ``/`` filter, ``enter`` a node's cards and processes, ``u`` the users across the
-fleet, ``r`` refresh now, ``q`` quit. Every label is cleaned and never read as markup
-(gputop/tui/safe.py).
+fleet, ``l`` what to run to launch on a node's free cards, ``r`` refresh now, ``q`` quit;
+``--group-by LABEL`` groups the nodes under a line per group. Every label is cleaned and
+never read as markup (gputop/tui/safe.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from gputop.core.errors import GputopError
+from gputop.core.fleet.fleet_json import node_group
 from gputop.core.fleet.fleet_text import LEGEND, age, card_cell, header, holders, memory
 from gputop.core.fleet.model import Fleet, FleetNode
 from gputop.core.safe_text import clean
@@ -36,7 +38,7 @@ USERS_CHARS = 16
 MIN_REFRESH_S = 1.0
 MAX_REFRESH_S = 300.0
 STATE_STYLES = {"up": "green", "stale": "yellow", "down": "red"}
-KEYS = "s sort  / filter  enter node  u users  r refresh  q quit"
+KEYS = "s sort  / filter  enter node  l launch  u users  r refresh  q quit"
 
 
 class FleetRead(Message):
@@ -112,6 +114,25 @@ def node_detail(fleet: Fleet, node: FleetNode) -> Text:
     return text
 
 
+def launch_advice(node: FleetNode) -> Text:
+    """What to run to launch on ``node``'s free cards: the fleet reads Prometheus and holds
+    no link to the node, so the launch itself is ``gputop run``'s (over ssh, or Slurm)."""
+    text = Text()
+    free = node.free_gpus
+    if node.state != "up":
+        text.append(f"{clean(node.host)} is {node.state}: nothing is launched there.\n")
+        return text
+    if not free:
+        text.append(f"{clean(node.host)} has no free card now.\n")
+        return text
+    cards = ",".join(clean(gpu.uuid or str(gpu.index)) for gpu in free)
+    text.append(f"{len(free)} free on {clean(node.host)}. Where it is an ssh destination:\n\n")
+    text.append(f"  gputop run --hosts {clean(node.host)} --gpus {cards} -- COMMAND\n\n")
+    text.append("On a Slurm cluster, ask Slurm for the cards instead:\n\n")
+    text.append(f"  gputop run --slurm --gpus {len(free)} -- COMMAND\n")
+    return text
+
+
 def users_detail(fleet: Fleet) -> Text:
     text = Text()
     text.append("USER             MEMORY  IDLE-HELD  GPUS NODES\n", style="bold")
@@ -161,12 +182,14 @@ class FleetApp(App[int]):
         Binding("s", "sort", "Sort"),
         Binding("slash", "filter", "Filter"),
         Binding("u", "users", "Users"),
+        Binding("l", "launch", "Launch"),
         Binding("r", "refresh_now", "Refresh"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
-    def __init__(self, source: Callable[[], Fleet], url: str) -> None:
+    def __init__(self, source: Callable[[], Fleet], url: str, group_by: str | None = None) -> None:
         super().__init__()
+        self.group_by = group_by
         self.source = source
         self.url = url
         self.fleet: Fleet | None = None
@@ -174,7 +197,8 @@ class FleetApp(App[int]):
         self.sort = SORTS[0]
         self.needle = ""
         self.read_at = 0.0
-        self._shown: list[FleetNode] = []
+        self._shown: list[FleetNode | None] = []
+        """The table's rows: a node, or None for a group's line."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"reading {clean(self.url)} ..."), id="fleet-header")
@@ -232,27 +256,59 @@ class FleetApp(App[int]):
         if fleet is None:
             return
         keep = None
-        if self._shown and 0 <= table.cursor_row < len(self._shown):
+        if 0 <= table.cursor_row < len(self._shown):
             kept = self._shown[table.cursor_row]
-            keep = (kept.job, kept.instance)
-        shown = [n for n in sorted_nodes(fleet.nodes, self.sort) if matches(n, self.needle)]
+            keep = (kept.job, kept.instance) if kept is not None else None
+        nodes = [n for n in sorted_nodes(fleet.nodes, self.sort) if matches(n, self.needle)]
+        shown: list[FleetNode | None] = []
         table.clear()
-        for node in shown:
-            cells = "".join(card_cell(gpu, node) for gpu in node.sorted_gpus())
-            table.add_row(
-                plain(node.host[:NODE_CHARS]),
-                Text(node.state, style=STATE_STYLES.get(node.state, "")),
-                Text(age(fleet, node)),
-                Text(f"{len(node.free_gpus)}/{len(node.gpus)}"),
-                Text(cells),
-                Text(memory(node)),
-                Text(holders(node)[:USERS_CHARS]),  # cleaned by holders()
-            )
+        for name, members in self._groups(nodes):
+            if name is not None:
+                free = sum(len(node.free_gpus) for node in members)
+                table.add_row(
+                    plain(f"{self.group_by}={name}"[:NODE_CHARS], style="bold"),
+                    Text(f"{len(members)} nodes"),
+                    Text(""),
+                    Text(f"{free}"),
+                    Text(""),
+                    Text(""),
+                    Text(""),
+                )
+                shown.append(None)
+            for node in members:
+                cells = "".join(card_cell(gpu, node) for gpu in node.sorted_gpus())
+                table.add_row(
+                    plain(node.host[:NODE_CHARS]),
+                    Text(node.state, style=STATE_STYLES.get(node.state, "")),
+                    Text(age(fleet, node)),
+                    Text(f"{len(node.free_gpus)}/{len(node.gpus)}"),
+                    Text(cells),
+                    Text(memory(node)),
+                    Text(holders(node)[:USERS_CHARS]),  # cleaned by holders()
+                )
+                shown.append(node)
         self._shown = shown
-        for row, node in enumerate(shown):
-            if (node.job, node.instance) == keep:
+        for row, each in enumerate(shown):
+            if each is not None and (each.job, each.instance) == keep:
                 table.move_cursor(row=row)
                 break
+
+    def _groups(self, nodes: list[FleetNode]) -> list[tuple[str | None, list[FleetNode]]]:
+        if self.group_by is None:
+            return [(None, nodes)]
+        groups: dict[str, list[FleetNode]] = {}
+        for node in nodes:
+            groups.setdefault(node_group(node, self.group_by) or "(none)", []).append(node)
+        return sorted(groups.items())
+
+    def _current(self) -> FleetNode | None:
+        row = self.query_one("#fleet-nodes", DataTable).cursor_row
+        return self._shown[row] if 0 <= row < len(self._shown) else None
+
+    def action_launch(self) -> None:
+        node = self._current()
+        if node is not None:
+            self.push_screen(TextScreen(f"launch on {node.host}", launch_advice(node)))
 
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
@@ -282,6 +338,8 @@ class FleetApp(App[int]):
         if self.fleet is None or not 0 <= event.cursor_row < len(self._shown):
             return
         node = self._shown[event.cursor_row]
+        if node is None:  # a group's line
+            return
         self.push_screen(TextScreen(f"{node.host} ({node.state})", node_detail(self.fleet, node)))
 
     def action_users(self) -> None:

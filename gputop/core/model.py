@@ -256,10 +256,14 @@ class GpuHealth:
     xid_events: tuple[XidEvent, ...] | None = None
     """Recent Xids, oldest first; ``None`` where no Xid source is open to this process (not
     "no Xid")."""
+    xid_sources: tuple[str, ...] = ()
+    """Where Xids are read from: ``"nvml events"``, ``"kernel log"``; none: unknown."""
     xid_counts: tuple[tuple[int, int], ...] = ()
-    """Every Xid counted since gputop started, as (code, count), by code."""
+    """Every Xid counted since gputop started (from the kernel log: since boot), as
+    (code, count), by code."""
     refused: tuple[str, ...] = ()
-    """NVML calls this user may not make (NO_PERMISSION), so their readings are unknown."""
+    """NVML calls this user may not make (NO_PERMISSION), and a kernel log it may not read,
+    so their readings are unknown."""
     read_at: float | None = None
     """Epoch seconds of the counters' reading (they are read less often than a sample)."""
 

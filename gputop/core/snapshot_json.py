@@ -131,6 +131,7 @@ def health_json(health: GpuHealth | None) -> dict[str, Any] | None:
             for event in health.xid_events
         ],
         "xid_counts": {str(code): count for code, count in health.xid_counts},
+        "xid_sources": list(health.xid_sources),
         "verdict": result.level,
         "reasons": [
             {"level": reason.level, "reason": reason.text, "action": reason.action}

@@ -99,6 +99,7 @@ class CNvml:
         env = {k: v for k, v in os.environ.items() if k not in CLEARED_ENV}
         env["LD_LIBRARY_PATH"] = str(self.library_dirs[generation])
         env["GPUTOP_CNVML_DATA"] = str(data)
+        env["GPUTOP_KERNEL_LOG"] = ""  # this machine's kernel log is not the scenario's
         binding_dir = self.binding_dir(binding)
         if binding_dir is not None:
             env["PYTHONPATH"] = os.pathsep.join(

@@ -244,6 +244,11 @@ def _health(value: Any, where: str) -> GpuHealth | None:
             _list(health.get("refused") or [], f"{where}.refused")[:MAX_HEALTH_ITEMS]
         )
     )
+    sources = tuple(
+        source
+        for source in _list(health.get("xid_sources") or [], f"{where}.xid_sources")
+        if source in ("nvml events", "kernel log")
+    )
     read_at = _float(health.get("read_at"), f"{where}.read_at")
     return GpuHealth(
         ecc=ecc,
@@ -252,6 +257,7 @@ def _health(value: Any, where: str) -> GpuHealth | None:
         pcie_replays=count(health, "pcie_replays", where),
         nvlink_crc_errors=count(health, "nvlink_crc_errors", where),
         xid_events=None if events is None else tuple(events),
+        xid_sources=sources,
         xid_counts=tuple(sorted(counts)),
         refused=refused,
         read_at=None if read_at is None or not math.isfinite(read_at) else read_at,

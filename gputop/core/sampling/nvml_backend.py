@@ -27,6 +27,7 @@ from gputop.core.model import (
 )
 from gputop.core.sampling.activity import ActivitySampler
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
+from gputop.core.sampling.kmsg_xid import bus_key
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError, attribute_int, convert, text
 from gputop.core.sampling.nvml_health import HealthReader, handle_key
 from gputop.core.sampling.nvml_processes import (
@@ -108,6 +109,7 @@ class NvmlBackend:
         activity_clock: Callable[[], float] | None = None,
         host_stats: Callable[[float], HostStats | None] | None = None,
         cuda_sm_counts: Callable[[int], int | None] | None = None,
+        kernel_log: str | None = None,
     ) -> None:
         self._nvml = nvml
         self._cuda_sm_counts = cuda_sm_counts
@@ -146,6 +148,13 @@ class NvmlBackend:
         self._gpus = [self._open_gpu(physical_index) for physical_index in range(int(count))]
         if self._health is not None:
             self._health.start(clock, self._event_gpu)
+            if kernel_log is not None:  # /dev/kmsg on real GPUs (docs/health.md)
+                buses = {
+                    key: state.static.physical_index
+                    for state in self._gpus
+                    if (key := bus_key(state.static.pci_bus_id)) is not None
+                }
+                self._health.start_kernel_log(kernel_log, buses)
 
     @property
     def nvml(self) -> Any:

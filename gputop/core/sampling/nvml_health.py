@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
+from gputop.core.sampling.kmsg_xid import BusKey, KernelLogReader
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError
 
 HEALTH_PERIOD_S = 10.0
@@ -39,6 +40,12 @@ XID_RETRY_S = 1.0
 """After an error other than a timeout, the thread tries again this much later."""
 XID_EVENT_TYPE = 0x8
 """nvmlEventTypeXidCriticalError."""
+XID_MATCH_S = 5.0
+"""An Xid the kernel log and the event set both report, this close in time, counts once."""
+XID_MATCH_KEPT = 100_000
+"""Reports of one Xid kept for matching: a storm's worth of seconds."""
+NVML_EVENTS = "nvml events"
+KERNEL_LOG = "kernel log"
 
 
 @dataclass(slots=True)
@@ -48,6 +55,8 @@ class _GpuHealthState:
     events: deque[XidEvent] = field(default_factory=lambda: deque(maxlen=XID_EVENTS_KEPT))
     counts: dict[int, int] = field(default_factory=dict)
     registered: bool = False
+    unmatched: dict[tuple[int, str], deque[float]] = field(default_factory=dict)
+    """(Xid, source) -> times of its reports the other source has not matched yet."""
 
 
 class HealthReader:
@@ -73,6 +82,8 @@ class HealthReader:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._kernel_log: KernelLogReader | None = None
+        self._kernel_log_buses: dict[BusKey, int] = {}
 
     # -- the event set ---------------------------------------------------------------
 
@@ -107,10 +118,46 @@ class HealthReader:
         )
         self._thread.start()
 
+    def start_kernel_log(self, path: str, buses: dict[BusKey, int]) -> None:
+        """Read the kernel log's Xid records too (``buses``: each GPU's bus -> its index);
+        where it cannot be read, every card's ``refused`` names it."""
+        self._kernel_log_buses = buses
+        reader = KernelLogReader(self._kernel_xid, path)
+        if reader.start():
+            self._kernel_log = reader
+        elif reader.problem is not None:
+            self._refused.add(f"kernel log ({reader.problem})")
+
+    def _kernel_xid(self, bus: BusKey, xid: int, when: float) -> None:
+        index = self._kernel_log_buses.get(bus)
+        if index is not None:
+            self.count_xid(index, xid, when, KERNEL_LOG)
+
+    def count_xid(self, index: int, xid: int, when: float, source: str) -> None:
+        """Count one Xid of GPU ``index`` from ``source``; one the other source reported
+        within ``XID_MATCH_S`` is the same Xid, counted already."""
+        state = self._gpus.get(index)
+        if state is None:
+            return
+        with self._lock:
+            if self._kernel_log is not None and state.registered:
+                other = KERNEL_LOG if source == NVML_EVENTS else NVML_EVENTS
+                seen = state.unmatched.get((xid, other))
+                while seen and seen[0] < when - XID_MATCH_S:
+                    seen.popleft()
+                if seen and abs(seen[0] - when) <= XID_MATCH_S:
+                    seen.popleft()
+                    return
+                mine = state.unmatched.setdefault((xid, source), deque(maxlen=XID_MATCH_KEPT))
+                mine.append(when)
+            self._count(state, xid, when)
+
     def close(self) -> None:
         """Stop the Xid thread. It holds its own reference on NVML (nvmlInit) and frees the
         set and that reference itself within ``XID_WAIT_MS``, so closing never waits for it."""
         self._stop.set()
+        if self._kernel_log is not None:
+            self._kernel_log.close()
         if self._thread is None and self._event_set is not None:
             self._call("nvmlEventSetFree", self._event_set)
             self._event_set = None
@@ -156,10 +203,8 @@ class HealthReader:
         if not int(data.eventType) & XID_EVENT_TYPE:
             return True
         index = index_of(data.device)
-        state = self._gpus.get(index) if index is not None else None
-        if state is not None:
-            with self._lock:
-                self._count(state, int(data.eventData), clock())
+        if index is not None:
+            self.count_xid(index, int(data.eventData), clock(), NVML_EVENTS)
         return True
 
     @staticmethod
@@ -194,9 +239,13 @@ class HealthReader:
         with self._lock:
             events = tuple(state.events)
             counts = tuple(sorted(state.counts.items()))
+        sources = (NVML_EVENTS,) if state.registered else ()
+        if self._kernel_log is not None:
+            sources += (KERNEL_LOG,)
         return replace(
             reading,
-            xid_events=events if state.registered else None,
+            xid_events=events if sources else None,
+            xid_sources=sources,
             xid_counts=counts,
             refused=tuple(sorted(self._refused)),
             read_at=state.read_at,

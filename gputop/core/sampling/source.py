@@ -21,10 +21,13 @@ from gputop.core.model import ProcessOrigin
 from gputop.core.numbers import parse_seconds
 from gputop.core.probes.background import BackgroundDriverProbe
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
+from gputop.core.sampling.kmsg_xid import KMSG
 from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
 from gputop.core.sampling.pid_namespace import local_pid_guard
 from gputop.core.sampling.process_env import CudaEnvironment
 
+KERNEL_LOG_VARIABLE = "GPUTOP_KERNEL_LOG"
+"""The kernel log Xids are read from on real GPUs (default /dev/kmsg; empty: none)."""
 FAKE_ENV = "GPUTOP_FAKE"
 FAKE_TIME_ENV = "GPUTOP_FAKE_TIME"
 FAKE_SPEED_ENV = "GPUTOP_FAKE_SPEED"
@@ -169,6 +172,7 @@ def _open_real(options: SamplingOptions | None) -> NvmlBackend:
         driver_answer=(
             BackgroundDriverProbe().answer if options is None or options.driver_probe else None
         ),
+        kernel_log=os.environ.get(KERNEL_LOG_VARIABLE, KMSG) or None,
     )
 
 

@@ -14,8 +14,8 @@ may be shown is decided instead, and every other word becomes ``***``. Shown are
 - the program: the first word (a path or a name), and the first word of a shell command
   given with ``-c`` (and after ``;``, ``&&``, ``||``, ``|``);
 - words that look like paths or file names (``train.py``, ``cfg/a.yaml``, ``./run``,
-  ``torch.distributed.run``): letters, digits and ``. / ~ + , * % _ -`` only, so nothing
-  with ``=``, ``:``, ``@``, quotes or other punctuation;
+  ``torch.distributed.run``): letters, digits and ``. / ~ , * % _ -`` only, so nothing
+  with ``=``, ``:``, ``@``, ``+``, quotes or other punctuation;
 - URLs, without their user-info, query and fragment (``https://***@host/path?***``);
 - options: ``--name`` (and ``--name=V`` or ``--name:V`` with ``V`` judged as a word of its
   own), ``-v`` and two-character ``-xy``; a longer word after one dash keeps its first
@@ -30,15 +30,15 @@ option, variable or header whose name says it holds a secret (token, key, secret
 pw, pwd, auth, credential, cookie, session, signature…) is hidden even if it looks like a
 path or a number; tokens known by their shape (``hf_``, ``ghp_``, ``sk-``, ``sk_live_``,
 ``AIza``, ``AKIA``, JWTs ``eyJ….….…``) are taken out wherever they stand, keeping their
-prefix to say what was there (``hf_***``); and a run of 16 letters and digits that mixes
-capitals, small letters and digits (or 32 that mix letters and digits) reads as a random
-key and is hidden inside a path too.
+prefix to say what was there (``hf_***``); and a word holding a run of letters and digits
+that reads as a generated key (``_random``) is hidden whole, path or URL as it may look.
 
 Redacting twice gives the same text as once, and redacting never fails.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -76,7 +76,7 @@ _NAME_PARTS = re.compile(r"[^A-Za-z0-9]+")
 
 # What may be shown ------------------------------------------------------------------------
 _PROGRAM = re.compile(r"-?[\w./~+*-]+:?")
-_PATH_CHARS = re.compile(r"[\w./~+,*%-]+")
+_PATH_CHARS = re.compile(r"[\w./~,*%-]+")  # no "+": base64 holds "+" and "/"
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
 _NUMBER = re.compile(
     r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?(?:[kKmMgGtTpP]i?[bB]?|%|ms|s|h)?"
@@ -85,7 +85,7 @@ _NUMBERS = re.compile(r"\d+(?:[,x]\d+)+")  # 0,1,2,3 and 224x224; not 1:2 (user:
 MAX_NUMBER_CHARS = 24
 _LITERALS = frozenset({"true", "false", "none", "null", "yes", "no", "on", "off", "auto"})
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]{0,31}://)(.*)", re.DOTALL)
-_URL_PLACE = re.compile(r"[\w.~/:+,%*\[\]\-]*")
+_URL_PLACE = re.compile(r"[\w.~/:,%*\[\]\-]*")
 _LONG_OPTION = re.compile(r"--([A-Za-z0-9][\w.\-]*)(.*)", re.DOTALL)
 _SHORT_OPTION = re.compile(r"-[A-Za-z][A-Za-z0-9]?")
 _SHORT_WITH_VALUE = re.compile(r"-([A-Za-z][\w.\-]+)=(.*)", re.DOTALL)
@@ -111,7 +111,7 @@ _TOKENS = re.compile(
     r"|(eyJ)[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}(?:\.[A-Za-z0-9_\-]*)?"
 )
 _MASKED_TOKEN = re.compile(rf"(?:{_PREFIXES}|AKIA|ASIA|AIza|eyJ)?\*\*\*")
-_RUN = re.compile(r"[A-Za-z0-9]{16,}")
+_RUN = re.compile(r"[A-Za-z0-9]{12,}")
 _SPACES = re.compile(r"(\s+)")
 _QUOTES = "\"'`"
 
@@ -134,19 +134,35 @@ def secret_name(name: str) -> bool:
 
 
 def _random(run: str) -> bool:
-    """Whether a run of letters and digits reads as a generated key."""
+    """Whether a run of 12 or more letters and digits reads as a generated key: capitals,
+    small letters and digits mixed (``Zp9UtkK7MDENGb``), one case with many digits, a long
+    hash, or capitals and small letters about as often as each other and switching often
+    (``wJalrXUtnFEMI``; a CamelCase word has a capital in five letters or more, an acronym
+    switches seldom: ``HTTPServerConfig``)."""
     digits = sum(c.isdigit() for c in run)
-    if digits == 0 or digits == len(run):
+    upper = sum(c.isupper() for c in run)
+    letters = len(run) - digits
+    lower = letters - upper
+    if not letters:
         return False
     if len(run) >= 32:
+        return digits > 0
+    if len(run) >= 16 and digits and ((upper and lower) or digits >= 4):
         return True
-    return any(c.isupper() for c in run) and any(c.islower() for c in run)
+    if upper < 4 or not lower or not 0.3 <= upper / letters <= 0.75:
+        return False
+    switches = sum(a.isupper() != b.isupper() for a, b in itertools.pairwise(run))
+    return switches * 4 >= len(run)
 
 
 def _shapes(text: str) -> str:
-    """``text`` (a piece that may be shown) with tokens and random keys in it taken out."""
+    """``text``, a piece that may be shown, with known tokens in it taken out (their prefix
+    kept); the mark alone where a run in it reads as a generated key (a base64 secret holds
+    "/": its other pieces would show)."""
     text = _TOKENS.sub(lambda m: _token(m, text), text)
-    return _RUN.sub(lambda m: REDACTED if _random(m.group()) else m.group(), text)
+    if any(_random(run.group()) for run in _RUN.finditer(text)):
+        return REDACTED
+    return text
 
 
 def _token(match: re.Match[str], text: str) -> str:

@@ -106,7 +106,14 @@ ISSUE_FORMS = [
         "x eyJ***",
     ),
     (["x", "/data/sk_live_4eC39HqLyjWDarjtT1zdp7dc/a.pt"], "4eC39", "x /data/sk_live_***/a.pt"),
-    (["x", "s3://b/Zq9xT4vLm2Pq8Rn6Wk3H/a.pt"], "Zq9xT4", "x s3://b/***/a.pt"),
+    (["x", "s3://b/Zq9xT4vLm2Pq8Rn6Wk3H/a.pt"], "Zq9xT4", "x s3://***"),
+    # a base64 secret holds "/" (and "+"): it looked like a path, its pieces showed
+    (
+        ["aws", "configure", "set", "k", "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbKEY"],
+        "2Zp9",
+        "aws *** *** *** ***",
+    ),
+    (["x", "ab12+CD34/ef56"], "CD34", "x ***"),
 ]
 
 
@@ -149,6 +156,10 @@ def test_the_forms_that_reached_the_exporter_are_hidden(
         ("git log --author alice", "git *** --author ***"),
         ("curl https://host/path?x=1", "curl https://host/path?***"),
         ("java -Xmx4g -jar app.jar", "java -X*** -j*** app.jar"),
+        (
+            "python /data/MyExperimentResults/ResNet50/ckpt-12000.pt src/HTTPServerConfig.java",
+            "python /data/MyExperimentResults/ResNet50/ckpt-12000.pt src/HTTPServerConfig.java",
+        ),
         (
             "python x.py --tokenizer gpt2 --max-tokens 512",
             "python x.py --tokenizer *** --max-tokens 512",

@@ -27,7 +27,7 @@ from gputop.core.numbers import MAX_ID, is_ascii_digits, parse_id, strict_json
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.submit import cancel
 from gputop.core.slurm.sync import sync_slurm_jobs
-from gputop.core.units import duration, human_bytes
+from gputop.core.units import counted, duration, human_bytes
 
 FOLLOW_POLL_S = 0.25
 STATE_POLL_S = 1.0
@@ -343,7 +343,8 @@ def stop_question(job: Job) -> str:
     if job.pid is not None and job.state is JobState.RUNNING:
         where = f"on {cards}, pid {job.pid}"
     elif job.state is JobState.WAITING:
-        where = f"waiting for {cards}" if count else f"waiting for {job.gpus_text} GPUs"
+        wanted = f"any {counted(job.wait_count, 'GPU')}" if job.wait_count else cards
+        where = f"waiting for {cards}" if count else f"waiting for {wanted}"
     else:
         where = f"on {cards} ({job.status_text})"
     return f"Stop job {job.id} ({clean(job.name)}) {where}? [y/N] "

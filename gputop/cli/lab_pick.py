@@ -27,6 +27,7 @@ from gputop.core.remote.remote_command import remote_gputop_command
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import ssh_argv
 from gputop.core.safe_text import clean
+from gputop.core.units import counted
 from gputop.core.users import current_user
 from gputop.core.visibility import pin_environment
 
@@ -166,7 +167,11 @@ def run_launch(args: argparse.Namespace, command: list[str]) -> int:
 def _wait_for_host(lab: Lab, count: int, policy: FreePolicy) -> HostPick:
     """Watch every host until one has ``count`` free cards (Ctrl-C gives up)."""
     names = ", ".join(clean(link.host) for link in lab.links)
-    print(f"gputop: waiting until {count} GPUs are free on one of: {names}", file=sys.stderr)
+    verb = "is" if count == 1 else "are"
+    print(
+        f"gputop: waiting until {counted(count, 'GPU')} {verb} free on one of: {names}",
+        file=sys.stderr,
+    )
     while True:
         found, _ = first_host_with(lab.statuses(), count, policy, need_full=True)
         if found is not None:

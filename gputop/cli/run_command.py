@@ -55,6 +55,7 @@ from gputop.core.numbers import strict_json
 from gputop.core.probes import DriverProbe
 from gputop.core.probes.driver_mapping import check_launch
 from gputop.core.safe_text import clean
+from gputop.core.units import counted
 from gputop.core.sampling.source import FAKE_ENV, environment_for_jobs, open_backend
 from gputop.core.users import current_user
 from gputop.core.visibility import Visibility, resolve_visibility
@@ -324,7 +325,7 @@ def describe_launch(
     lines = [f"Job {job.id} ({clean(job.name)}) {said}."]
     if queued:
         wanted = (
-            f"{job.wait_count} GPUs are free"
+            f"{counted(job.wait_count or 0, 'GPU')} {'is' if job.wait_count == 1 else 'are'} free"
             if not job.physical_indices
             else f"GPU{'s' if len(job.physical_indices) > 1 else ''} {job.gpus_text} "
             f"{'are' if len(job.physical_indices) > 1 else 'is'} free"

@@ -6,6 +6,11 @@ NA = "N/A"
 MIB = 1024 * 1024
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 GPU``, ``2 GPUs``, ``0 hosts``: a count and its noun, singular for one."""
+    return f"{count} {noun if count == 1 else noun + 's'}"
+
+
 def mib(value_bytes: int | None) -> str:
     return NA if value_bytes is None else f"{value_bytes // MIB}"
 

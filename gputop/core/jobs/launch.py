@@ -36,6 +36,7 @@ from gputop.core.model import Snapshot
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
 from gputop.core.private_files import open_log_append, write_env_file
 from gputop.core.process_control import process_start, session_of
+from gputop.core.units import counted
 from gputop.core.visibility import pin_environment
 
 if TYPE_CHECKING:
@@ -194,8 +195,8 @@ def check_gpu_count(snapshot: Snapshot, count: int) -> None:
     have = len(snapshot.gpus)
     if count > have:
         raise UsageError(
-            f"Cannot use {count} GPUs: this machine has {have} "
-            f"GPU{'' if have == 1 else 's'}, so such a job could never start."
+            f"Cannot use {counted(count, 'GPU')}: this machine has {counted(have, 'GPU')}, "
+            "so such a job could never start."
         )
 
 

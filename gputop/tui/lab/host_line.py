@@ -22,7 +22,7 @@ from textual.widget import Widget
 from gputop.core.remote.host_summary import HostSummary
 from gputop.core.remote.status import HostStatus
 from gputop.core.safe_text import clean
-from gputop.core.units import human_bytes
+from gputop.core.units import counted, human_bytes
 
 
 def memory_free_text(value_bytes: int) -> str:
@@ -176,7 +176,9 @@ def lab_status_line(statuses: Sequence[HostStatus], interval_s: float, now: floa
     for status in statuses:
         counts[status.state.value] = counts.get(status.state.value, 0) + 1
     gpus = sum(len(s.snapshot.gpus) for s in statuses if s.snapshot is not None)
-    line = Text.assemble(("gputop", "bold"), f"  lab: {len(statuses)} hosts, {gpus} GPUs")
+    line = Text.assemble(
+        ("gputop", "bold"), f"  lab: {counted(len(statuses), 'host')}, {counted(gpus, 'GPU')}"
+    )
     for state in ("live", "connecting", "stale", "unreachable"):
         if counts.get(state):
             style = "" if state == "live" else "bold yellow"

@@ -12,6 +12,7 @@ from textual.widgets import Static
 from gputop.core.host_stats import host_line
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
+from gputop.core.units import counted
 
 
 class OneLine(Static):
@@ -51,7 +52,7 @@ class StatusBar(OneLine):
             (clean(snapshot.host), "bold cyan"),
             f"  driver {clean(snapshot.driver_version or 'N/A')}",
             f"  CUDA {clean(snapshot.cuda_driver_version_text or 'N/A')}",
-            f"  {len(snapshot.gpus)} GPUs",
+            f"  {counted(len(snapshot.gpus), 'GPU')}",
             f"  {clock}",
             (f"  every {interval_s:g} s", "dim"),
         )

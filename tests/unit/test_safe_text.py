@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -106,15 +107,15 @@ DEFAULT_IGNORABLE = [
 PRESENTATION = {"\ufe0e", "\ufe0f"}
 
 
-def _invisible() -> list[str]:
+@functools.cache
+def invisible() -> frozenset[str]:
+    """Every character to be shown as an escape, from Python's Unicode tables (worked out
+    when first needed, not when the file is collected)."""
     found = {chr(c) for first, last in DEFAULT_IGNORABLE for c in range(first, last + 1)}
     for code in range(0x110000):
         if unicodedata.category(chr(code)) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             found.add(chr(code))
-    return sorted(found)
-
-
-INVISIBLE = _invisible()
+    return frozenset(found)
 
 
 def test_the_characters_issue_40_found_are_shown() -> None:
@@ -130,7 +131,7 @@ def test_the_characters_issue_40_found_are_shown() -> None:
 
 def test_every_format_control_and_default_ignorable_character_is_shown() -> None:
     """All of them, against this Python's Unicode tables: alone, after a letter, in a run."""
-    for char in INVISIBLE:
+    for char in sorted(invisible()):
         for text in (char, "a" + char, "a" + char + char):
             out = clean(text)
             left = [c for c in out if c == char]
@@ -149,13 +150,10 @@ def test_an_emoji_keeps_its_presentation_selector_but_not_a_run_of_them() -> Non
     assert clean("\u2003\ufe0f") == "\u2003\\ufe0f"  # after a blank: nothing to present
 
 
-INVISIBLE_SET = set(INVISIBLE) - PRESENTATION
-
-
 @given(st.text())
 def test_no_invisible_character_survives(text: str) -> None:
     out = clean(text)
-    assert not (set(out) & INVISIBLE_SET)
+    assert not (set(out) & (invisible() - PRESENTATION))
     for position, char in enumerate(out):
         if char in PRESENTATION:  # only ever one, right after a visible character
             assert position > 0 and out[position - 1] not in PRESENTATION

@@ -55,8 +55,8 @@ from gputop.core.numbers import strict_json
 from gputop.core.probes import DriverProbe
 from gputop.core.probes.driver_mapping import check_launch
 from gputop.core.safe_text import clean
-from gputop.core.units import counted
 from gputop.core.sampling.source import FAKE_ENV, environment_for_jobs, open_backend
+from gputop.core.units import counted
 from gputop.core.users import current_user
 from gputop.core.visibility import Visibility, resolve_visibility
 from gputop.core.visibility.inverse import MIG_HIDES

@@ -64,10 +64,10 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "--command-label",
         choices=COMMAND_LABELS,
         default="redacted",
-        help="how a process's command line is labelled: redacted (default: values of "
-        "options named token, key, secret, password, auth or credential, URL passwords and "
-        "known token shapes replaced by ***), name (the program only) or none; every local "
-        "user can read the metrics (docs/security.md)",
+        help="how a process's command line is labelled: redacted (default: the program, "
+        "paths, flags and numbers shown, every other word and every secret-named value "
+        "replaced by ***), name (the program only) or none; every local user can read the "
+        "metrics (docs/security.md)",
     )
     parser.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
     parser.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert")

@@ -94,10 +94,10 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "--command-label",
         choices=COMMAND_FORMS,
         default=None,
-        help="how a command line is kept: redacted (the default with --readable-by: values "
-        "of options named token, key, secret, password, auth or credential, URL passwords "
-        "and known token shapes replaced by ***), name (the program only) or none; a "
-        "private store keeps it whole unless this is given (docs/security.md)",
+        help="how a command line is kept: redacted (the default with --readable-by: the "
+        "program, paths, flags and numbers kept, every other word and every secret-named "
+        "value replaced by ***), name (the program only) or none; a private store keeps it "
+        "whole unless this is given (docs/security.md)",
     )
     parser.add_argument(
         "--count",

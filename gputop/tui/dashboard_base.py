@@ -28,6 +28,7 @@ from textual.driver import Driver
 from textual.geometry import Size
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.worker import Worker
 
 from gputop.core.errors import GputopError
@@ -302,14 +303,19 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         """Once the layout has changed (p, J, a launch, a smaller terminal): where it hid the
         panel that had the focus, the focus goes to the first panel shown (the cards), never
         to nothing, where no key would reach a panel."""
-        self.call_after_refresh(self._focus_a_shown_panel)
+        screen = self.screen_stack[0] if self.screen_stack else None
+        before = screen.focused if screen is not None else None
+        self.call_after_refresh(self._focus_a_shown_panel, before)
 
-    def _focus_a_shown_panel(self) -> None:
+    def _focus_a_shown_panel(self, before: Widget | None) -> None:
         screen = self.screen_stack[0] if self.screen_stack else None
         if screen is None or self.screen is not screen:
             return  # a dialog is open: the dashboard's focus comes back when it closes
         chain = screen.focus_chain
-        if chain and screen.focused not in chain:
+        # Textual hands the focus of a widget it hides to a neighbour, or to none: the cards
+        # take it instead, wherever the hidden panel was.
+        hidden = before is not None and before not in chain
+        if chain and (hidden or screen.focused not in chain):
             chain[0].focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

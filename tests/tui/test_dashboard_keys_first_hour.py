@@ -84,6 +84,35 @@ async def test_after_a_launch_from_the_processes_the_focus_stays_there(
         assert app.focused is table
 
 
+async def test_at_80x24_a_launch_from_the_processes_gives_the_focus_to_the_cards(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """The jobs panel takes the processes' place there: the focus goes to the cards, as
+    wherever the panel that had it is hidden, not to the jobs Textual would pick."""
+    app = make_app("v100x4")
+    async with app.run_test(size=SMALL) as pilot:
+        await first_sample(pilot)
+        await pilot.press("tab")
+        assert app.focused is app.query_one(ProcessTable)
+        await launch_on(app, pilot, tmp_path)
+        await pilot_wait_for(
+            pilot, lambda: app.focused is app.query_one(GpuGrid), "the cards' focus"
+        )
+        assert not app.query_one(ProcessTable).display
+
+
+async def test_J_hiding_the_focused_jobs_gives_the_focus_to_the_cards() -> None:
+    app = make_app("v100x4")
+    async with app.run_test(size=SMALL) as pilot:
+        await first_sample(pilot)
+        await pilot.press("J")
+        assert app.focused is app.query_one(JobsPanel)
+        await pilot.press("J")
+        await pilot_wait_for(
+            pilot, lambda: app.focused is app.query_one(GpuGrid), "the cards' focus"
+        )
+
+
 async def test_hiding_the_focused_pytorch_view_gives_the_focus_to_the_cards() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:

@@ -227,15 +227,13 @@ def run_log(args: argparse.Namespace) -> int:
             with open_log(job.log_path) as log:
                 copy = _Copier(log, None if args.raw or not _to_terminal() else TerminalLogFilter())
                 copy()
-                if args.follow:
+                if args.follow:  # until the job ends, or Ctrl-C: status 130, from main
                     _follow(store, job, copy)
                 copy.finish()
         except OSError as error:
             raise UsageError(
                 f"Cannot read job {job.id}'s log {clean(job.log_path)}: {error.strerror or error}."
             ) from None
-        except KeyboardInterrupt:  # the way out of --follow
-            return 0
     finally:
         close_store(store)
     return 0

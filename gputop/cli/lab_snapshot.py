@@ -25,6 +25,8 @@ from gputop.core.snapshot_json import SCHEMA_VERSION
 
 STATS_SNAPSHOTS = 5
 CLEAR_HOME = "\x1b[H\x1b[J"
+INTERRUPTED = 130
+"""Ctrl-C's status (128 + SIGINT), as every gputop command answers it (main)."""
 
 
 def run(args: argparse.Namespace, width: int | None) -> int:
@@ -68,7 +70,7 @@ def _watch(args: argparse.Namespace, width: int | None) -> int:
                 sys.stdout.flush()
                 time.sleep(max(0.0, args.watch - (time.monotonic() - started)))
         except KeyboardInterrupt:
-            return 0
+            return INTERRUPTED
 
 
 def lab_json(statuses: list[HostStatus], indent: int | None = None) -> str:

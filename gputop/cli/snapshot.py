@@ -92,23 +92,22 @@ def _terminal_width() -> int | None:
 
 
 def _watch(backend: NvmlBackend, interval_s: float, as_json: bool) -> None:
-    """Reprint until interrupted; JSON mode writes one document per line (JSON Lines)."""
+    """Reprint until interrupted (Ctrl-C: status 130, from main); JSON mode writes one
+    document per line (JSON Lines)."""
     if interval_s <= GPM_INTERVAL_S and backend.has_activity:
         print(
             f"gputop: at --watch {interval_s:g} a GPU's activity figures repeat the previous "
             "sample's where two samples come closer than NVML's 100 ms (docs/activity.md).",
             file=sys.stderr,
         )
-    try:
-        while True:
-            started = time.monotonic()
-            snapshot = backend.sample()
-            if as_json:
-                sys.stdout.write(strict_json(snapshot_to_json(snapshot)) + "\n")
-            else:
-                screen = render_snapshot(snapshot, _terminal_width())
-                sys.stdout.write(CLEAR_HOME + screen + "\n")
-            sys.stdout.flush()
-            time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
-    except KeyboardInterrupt:
-        return
+    # Ctrl-C (KeyboardInterrupt) ends the loop and the command with 130, as main says.
+    while True:
+        started = time.monotonic()
+        snapshot = backend.sample()
+        if as_json:
+            sys.stdout.write(strict_json(snapshot_to_json(snapshot)) + "\n")
+        else:
+            screen = render_snapshot(snapshot, _terminal_width())
+            sys.stdout.write(CLEAR_HOME + screen + "\n")
+        sys.stdout.flush()
+        time.sleep(max(0.0, interval_s - (time.monotonic() - started)))

@@ -68,13 +68,14 @@ def duration(seconds: float | None) -> str:
 
 
 def duration_coarse(seconds: float | None, *, seconds_below_minute: bool = False) -> str:
-    """Elapsed time to the minute, for the dashboard: 3m, 5h21m, 2d04h (a steady machine
-    then repaints nothing). ``seconds_below_minute``: 42s rather than 0m, where a young
-    entry is worth watching (a job just launched)."""
+    """Elapsed time to the minute, for the dashboard: <1m, 3m, 5h21m, 2d04h (a steady
+    machine then repaints nothing). ``seconds_below_minute``: 42s rather than <1m, where a
+    young entry is worth watching (a job just launched)."""
     if seconds is None or seconds < 0:
         return NA
-    if seconds_below_minute and seconds < 60:
-        return f"{int(seconds)}s"  # truncated, as ``duration`` does: 38.6 s is 38s on both
+    if seconds < 60:
+        # truncated, as ``duration`` does: 38.6 s is 38s on both
+        return f"{int(seconds)}s" if seconds_below_minute else "<1m"
     minutes = int(seconds // 60)
     if minutes < 60:
         return f"{minutes}m"

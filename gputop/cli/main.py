@@ -129,7 +129,24 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
         return build_parser(only=DASHBOARD if command is None else command).parse_args(argv)
     except _NotThisWay:
         pass
-    return build_parser().parse_args(argv)
+    whole = build_parser()
+    parsed, unknown = whole.parse_known_args(argv)
+    if unknown:  # told by the command's own parser, with its usage, not the top level's
+        _parser_of(whole, argv).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return parsed
+
+
+def _parser_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the innermost command ``argv`` names (``jobs log``), else ``parser``:
+    argparse reports an argument no command takes from the top, with the top's usage."""
+    for word in argv:
+        commands = next(
+            (a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)),
+            {},
+        )
+        if word in commands:
+            parser = commands[word]
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -54,6 +54,28 @@ def test_a_mistake_is_told_by_the_whole_parser(capsys: pytest.CaptureFixture[str
     assert "argument --by: invalid choice: 'team'" in error
 
 
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["snapshot", "--jsno"], "usage: gputop snapshot"),
+        (["--fake", "demo", "snapshot", "--jsno"], "usage: gputop snapshot"),
+        (["jobs", "log", "3", "--follw"], "usage: gputop jobs log"),
+        (["report", "--by", "gpu", "extra"], "usage: gputop report"),
+    ],
+)
+def test_an_option_a_command_does_not_take_is_told_with_that_commands_usage(
+    argv: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``snapshot --jsno`` printed the top-level usage (the dashboard's options and COMMAND),
+    which says nothing of snapshot's own (issue 40)."""
+    with pytest.raises(SystemExit) as exited:
+        _parse(argv)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith(usage), error
+    assert f"error: unrecognized arguments: {argv[-1]}" in error
+
+
 def test_the_dashboards_command_line_imports_no_other_commands_module() -> None:
     """No command named: the dashboard's parser alone, so its first frame waits for no
     other command's module (docs/speed.md, "The first frame"); --help still lists them."""

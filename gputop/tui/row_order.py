@@ -12,25 +12,27 @@ their order. The order is still the one the title says: no row ever sits above o
 shown value is clearly larger (``is_held_order``).
 
 ``held_order`` is the whole rule, a pure function of the last order and the values now
-(the widgets keep the last order and draw): of the rows not placed yet, the next is the
-first in the last order that no other unplaced row is clearly larger than. Where the last
-order is still allowed by the values now, that is the last order itself (nothing moves);
-where a row has become clearly larger than some above it, it moves up past them, and only
-as far as it must. With no margin (``EXACT``) the same rule is a plain stable sort, ties in
-the last order: what a change of sort column, ``S`` and ``o`` (re-sort now) give.
+(the widgets keep the last order and draw): the rows are taken in the last order, and each
+goes below those placed before it, unless it is clearly larger than one of them; then it
+goes just above the topmost of those. Where the last order is still allowed by the values
+now, that is the last order itself (nothing moves); a row that has become clearly larger
+than some above it moves up past them, the others keep their order. With no margin
+(``EXACT``) the same rule is a plain stable sort (an insertion sort), ties in the last
+order: what a change of sort column, ``S`` and ``o`` (re-sort now) give.
 
 A value is a pair: a part compared exactly (the card, for the "GPU" column; a user's name,
 a pid) and an amount with the margin (memory, a percentage). "Clearly larger" is, for a
 margin of ``absolute`` and ``relative``, ``a > b + max(absolute, relative * |b|)``: a
 strict order whose every chain stays clear (if a is clearly larger than b and b than c,
-then a is than c), so such an order always exists.
+then a is than c), so such an order always exists; and since that limit grows with ``b``,
+a row is clearly larger than some placed row exactly when it is than the smallest placed,
+so a row that passes nobody costs one comparison.
 
 Docs: docs/reference.md ("The process table's order"), docs/speed.md.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -136,32 +138,34 @@ def _placed(last: list[K], new: list[K], values: Mapping[K, Value], descending: 
 
 
 def _held_run(run: list[K], values: Mapping[K, Value], margin: Margin, descending: bool) -> list[K]:
-    """One run of equal exact parts: each next row is the first in ``run`` that no row
-    still unplaced is clearly larger (descending) or clearly smaller (ascending) than."""
+    """One run of equal exact parts, taken in the last order: each row goes below those
+    placed before it, unless it must sit above one of them (it is clearly larger than it,
+    descending; clearly smaller, ascending); then it goes just above the topmost such."""
     if len(run) < 2:
         return run
-    amounts = [values[key][1] for key in run]
-    # The unplaced rows' largest amount (descending) or smallest (ascending), from a heap
-    # that keeps the placed ones until they come to its top.
-    sign = -1.0 if descending else 1.0
-    heap = [(sign * amount, i) for i, amount in enumerate(amounts)]
-    heapq.heapify(heap)
-    placed = [False] * len(run)
-    pending = list(range(len(run)))
-    ordered: list[K] = []
-    while pending:
-        while placed[heap[0][1]]:
-            heapq.heappop(heap)
-        extreme = sign * heap[0][0]
-        if descending:
-            limit = margin.limit  # a row may go next unless the largest is clearly larger
-            at = next(p for p, i in enumerate(pending) if extreme <= limit(amounts[i]))
-        else:  # unless the smallest is clearly smaller
-            at = next(p for p, i in enumerate(pending) if amounts[i] <= margin.limit(extreme))
-        i = pending.pop(at)
-        placed[i] = True
-        ordered.append(run[i])
-    return ordered
+    out: list[K] = []
+    amounts: list[float] = []
+    extreme = 0.0  # of those placed: the smallest amount (descending), the largest (ascending)
+    limit = margin.limit
+    for key in run:
+        amount = values[key][1]
+        if not out:
+            extreme = amount
+        elif descending and amount > limit(extreme):  # clearly larger than one placed
+            at = next(i for i, other in enumerate(amounts) if amount > limit(other))
+            out.insert(at, key)
+            amounts.insert(at, amount)
+            continue
+        elif not descending and extreme > limit(amount):  # clearly smaller than one placed
+            at = next(i for i, other in enumerate(amounts) if other > limit(amount))
+            out.insert(at, key)
+            amounts.insert(at, amount)
+            extreme = max(extreme, amount)
+            continue
+        out.append(key)
+        amounts.append(amount)
+        extreme = min(extreme, amount) if descending else max(extreme, amount)
+    return out
 
 
 class HeldOrder:

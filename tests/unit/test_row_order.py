@@ -45,6 +45,30 @@ def test_after_any_updates_no_row_sits_above_one_clearly_larger(
         assert is_held_order(order, values, margin, descending)
 
 
+NEAR = st.lists(
+    st.dictionaries(st.integers(0, 7), st.integers(90, 125).map(float), min_size=2, max_size=8),
+    min_size=2,
+    max_size=15,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    NEAR, st.sampled_from([FIVE_PERCENT, Margin(relative=0.05), Margin(absolute=10)]), st.booleans()
+)
+def test_rows_near_one_another_never_sit_above_one_clearly_larger(
+    updates: list[dict[int, float]], margin: Margin, descending: bool
+) -> None:
+    """Amounts within a few margins of one another, as a job's ranks are: chains form (a
+    row not clearly larger than the one above it, but than the one above that)."""
+    order: list[int] = []
+    for amounts in updates:
+        values = {key: ((), amount) for key, amount in amounts.items()}
+        order = held_order(order, values, margin, descending)
+        assert sorted(order) == sorted(values)
+        assert is_held_order(order, values, margin, descending)
+
+
 @settings(max_examples=300, deadline=None)
 @given(UPDATES, MARGINS, st.booleans())
 def test_an_order_the_values_still_allow_is_kept_as_it_is(

@@ -87,11 +87,12 @@ screenshots: $(STAMP)
 
 ## make gpu-check: on a machine with an NVIDIA driver, the real-GPU suite (tests/gpu,
 ## docs/real-gpu.md): gputop against nvidia-smi and a CUDA process of its own; writes
-## gpu-check-report.md and .json in GPU_CHECK_REPORT (default here). Without a driver it
-## says so once and checks nothing.
-GPU_CHECK_REPORT ?= .
+## gpu-check-report.md and .json in GPU_CHECK_REPORT (default docs/real-gpu/DATE-MACHINE,
+## to be committed). Without a driver it says so once, checks nothing, and writes its report
+## in build/gpu-check (ignored).
+GPU_CHECK_REPORT ?=
 gpu-check: $(STAMP)
-	$(BIN)/python tests/gpu/run_check.py --report-dir $(GPU_CHECK_REPORT)
+	$(BIN)/python tests/gpu/run_check.py $(if $(GPU_CHECK_REPORT),--report-dir $(GPU_CHECK_REPORT))
 
 ## make gpu-kit: dist/gputop-gpu-kit.tar.gz, to run that suite on a GPU machine without
 ## network: gputop's wheel, every wheel it and the suite need for CPython KIT_PYTHON on

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from gputop.core.claims.book import ClaimBook, until_text
+from gputop.core.claims.book import ClaimBook, Doubt, Scan, until_text
 from gputop.core.claims.directory import claims_path, set_up, setup_line
 from gputop.core.errors import GputopError
 from gputop.core.model import Snapshot
@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         print(strict_json(documents, indent=2))
     else:
         now = time.time()
-        if not documents:
+        doubtful = _doubtful(scan)
+        if not documents and not doubtful:
             print("No GPU is claimed.")
         for document in documents:
             job = f"  job {document['job']}" if document["job"] is not None else ""
@@ -77,11 +78,27 @@ def run(args: argparse.Namespace) -> int:
                 f"GPU {document['gpu']}  {clean(document['uuid'])}  {clean(document['user'])}  "
                 f"{until_text(document['until'], now)}{job}{note}"
             )
+        for doubt in doubtful:  # gputop leaves these cards alone: say why
+            gpu = indices.get(doubt.uuid)
+            print(
+                f"GPU {'?' if gpu is None else gpu}  {clean(doubt.uuid)}  may be claimed by "
+                f"{clean(doubt.user)}: {clean(doubt.reason)}"
+            )
     if os.geteuid() == 0 and scan.suspicious:
         print("Files in the claims directory that are no believable claim:", file=sys.stderr)
         for odd in scan.suspicious[:50]:
             print(f"  {odd.text()}", file=sys.stderr)
     return 0
+
+
+def _doubtful(scan: Scan) -> list[Doubt]:
+    """The first file on each card where that is one that cannot be told (docs/claims.md)."""
+    found = {}
+    for doubt in scan.doubts:
+        first = scan.first(doubt.uuid)
+        if isinstance(first, Doubt):
+            found[first.name] = first
+    return sorted(found.values(), key=lambda d: d.uuid)
 
 
 def _current_indices(fake: str | None) -> dict[str, int]:

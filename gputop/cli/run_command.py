@@ -27,7 +27,7 @@ from gputop.cli.slurm_run import (
     slurm_options_without_slurm,
 )
 from gputop.core.claims.jobs import IGNORED_ENV, check_launch_claims
-from gputop.core.claims.view import UNSAFE, ClaimsView, read_claims
+from gputop.core.claims.view import UNKNOWN, UNSAFE, ClaimsView, read_claims
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.launch import (
     LaunchRequest,
@@ -209,6 +209,11 @@ def run(args: argparse.Namespace) -> int:
     claims = read_claims(environ)
     if claims.state == UNSAFE:
         print(f"gputop: warning: {clean(claims.message)}", file=sys.stderr)
+    if claims.state == UNKNOWN and not args.ignore_claims:  # a flood voids nobody's claim
+        raise GputopError(
+            f"Nothing was launched: {claims.message} Which cards other users claimed cannot "
+            "be told; --ignore-claims launches anyway (the job is marked so)."
+        )
     if args.auto is not None:
         check_gpu_count(snapshot, args.auto)
         active = active_job_gpus()
@@ -240,6 +245,13 @@ def run(args: argparse.Namespace) -> int:
         log_max_bytes=args.log_max,
     )
     prepared = prepare_launch(request, snapshot, environ)
+    if args.ignore_claims and claims.state == UNKNOWN:
+        mark = f"claims cannot be read ({claims.message})"
+        prepared = replace(prepared, env={**prepared.env, IGNORED_ENV: mark[:400]})
+        print(
+            f"gputop: warning: {clean(claims.message)}; launched anyway (--ignore-claims)",
+            file=sys.stderr,
+        )
     if args.ignore_claims and in_the_way:
         marks = ", ".join(_claim_marks(claims, snapshot, indices))
         prepared = replace(prepared, env={**prepared.env, IGNORED_ENV: marks})

@@ -125,7 +125,7 @@ def test_run_refuses_a_card_another_user_claimed_unless_told_to_ignore_claims(
     assert [c["user"] for c in claims_json(bob, claims_dir)] == [ana.name]
 
 
-def test_a_forged_file_is_ignored_and_shown_to_root(
+def test_a_forged_file_is_no_claim_is_shown_to_root_and_is_its_owners_possible_hold(
     two_users: tuple[User, User], claims_dir: Path
 ) -> None:
     ana, bob = two_users
@@ -155,9 +155,12 @@ def test_a_forged_file_is_ignored_and_shown_to_root(
         assert wrote.returncode == 0, wrote.stderr
         assert len(data) == CONTENT_BYTES
     assert claims_json(ana, claims_dir) == []
-    free = gputop_as(ana, claims_dir, "claim", "--gpus", "2")
-    assert free.returncode == 0, free.stderr
-    assert [c["user"] for c in claims_json(bob, claims_dir)] == [ana.name]
+    # none is believed, and each is bob's (the kernel's word) possible hold: a file of his
+    # gputop cannot tell keeps the card from others, as a claim of his own could
+    held = gputop_as(ana, claims_dir, "claim", "--gpus", "2")
+    assert held.returncode == 1 and f"GPU 2 may be claimed by {bob.name}" in held.stderr
+    assert claims_json(bob, claims_dir) == []
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "1").returncode == 0
     as_root = subprocess.run(
         [python, "-m", "gputop", "--fake", "v100x4", "claims"],
         env={**os.environ, "PYTHONPATH": path, "GPUTOP_CLAIMS_DIR": str(claims_dir)},

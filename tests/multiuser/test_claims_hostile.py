@@ -35,7 +35,7 @@ def uuid_of(directory: Path, user: User, index: int, fake: str = "v100x4") -> st
     return json.loads(shown.stdout)["gpus"][index]["uuid"]
 
 
-def test_a_users_flood_of_files_hides_only_that_users_claims(
+def test_a_users_flood_of_files_makes_claims_unusable_for_that_user_only(
     two_users: tuple[User, User], claims_dir: Path
 ) -> None:
     ana, bob = two_users
@@ -47,17 +47,23 @@ def test_a_users_flood_of_files_hides_only_that_users_claims(
         "    open(os.path.join(sys.argv[1], name), 'w').close()\n"
     )
     run_as(bob, flood, str(claims_dir), uuid)
-    made = gputop_as(ana, claims_dir, "claim", "--gpus", "1")
+    # none of bob's files is believed; each is his possible hold on the card it names
+    held = gputop_as(ana, claims_dir, "claim", "--gpus", "1")
+    assert held.returncode == 1 and f"GPU 1 may be claimed by {bob.name}" in held.stderr
+    assert "more than 256" in held.stderr
+    made = gputop_as(ana, claims_dir, "claim", "--gpus", "2")
     assert made.returncode == 0, made.stderr
-    refused = gputop_as(bob, claims_dir, "claim", "--gpus", "1")
+    refused = gputop_as(bob, claims_dir, "claim", "--gpus", "2")
     assert refused.returncode == 1 and f"claimed by {ana.name}" in refused.stderr
+    his = gputop_as(bob, claims_dir, "claim", "--gpus", "3")  # his 301st file: not believed
+    assert his.returncode == 1, his.stdout
     with book_of(claims_dir) as book:
         scan = book.scan()
     assert [c.user for c in scan.claims] == [ana.name]
     assert any("more than 256" in odd.reason and odd.uid == bob.uid for odd in scan.suspicious)
 
 
-def test_planted_links_fifos_and_directories_are_never_followed_nor_block(
+def test_planted_links_fifos_and_directories_are_never_followed_nor_block_a_reader(
     two_users: tuple[User, User], claims_dir: Path, tmp_path: Path
 ) -> None:
     ana, bob = two_users
@@ -72,14 +78,17 @@ def test_planted_links_fifos_and_directories_are_never_followed_nor_block(
     )
     run_as(bob, plant, str(claims_dir), uuid)
     listed = gputop_as(ana, claims_dir, "claims")  # a FIFO opened for reading would block
-    assert listed.returncode == 0 and "No GPU is claimed" in listed.stdout
-    assert gputop_as(ana, claims_dir, "claim", "--gpus", "1").returncode == 0
+    assert listed.returncode == 0
+    assert f"GPU 1  {uuid}  may be claimed by {bob.name}: not a regular file" in listed.stdout
+    held = gputop_as(ana, claims_dir, "claim", "--gpus", "1")  # bob's, if anyone's
+    assert held.returncode == 1 and f"may be claimed by {bob.name}" in held.stderr
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "2").returncode == 0
     with book_of(claims_dir) as book:
         reasons = sorted(odd.reason for odd in book.scan().suspicious)
     assert reasons == ["not a claim's name", *["not a regular file"] * 3]
 
 
-def test_a_half_written_file_is_never_a_claim_and_its_owners_gputop_removes_it(
+def test_a_half_written_file_is_never_a_claim_keeps_others_off_and_its_owner_removes_it(
     two_users: tuple[User, User], claims_dir: Path
 ) -> None:
     ana, bob = two_users
@@ -90,8 +99,8 @@ def test_a_half_written_file_is_never_a_claim_and_its_owners_gputop_removes_it(
         "os.close(os.open(os.path.join(sys.argv[1], name), os.O_CREAT | os.O_WRONLY, 0o644))\n"
     )
     run_as(bob, stopped, str(claims_dir), uuid)  # a claimer that died before writing
-    made = gputop_as(ana, claims_dir, "claim", "--gpus", "1")
-    assert made.returncode == 0, made.stderr
+    held = gputop_as(ana, claims_dir, "claim", "--gpus", "1")  # bob's might yet be written
+    assert held.returncode == 1 and f"GPU 1 may be claimed by {bob.name}" in held.stderr
     leftover = f"{uuid}.{bob.uid}.c00000000000000ff.claim"
     assert (claims_dir / leftover).exists()  # ana cannot remove it, and does not try
 
@@ -105,6 +114,8 @@ def test_a_half_written_file_is_never_a_claim_and_its_owners_gputop_removes_it(
         time.sleep(0.2)
     assert gputop_as(bob, claims_dir, "claims").returncode == 0
     assert not (claims_dir / leftover).exists()
+    made = gputop_as(ana, claims_dir, "claim", "--gpus", "1")
+    assert made.returncode == 0, made.stderr
 
 
 def test_a_clock_stepped_forward_ends_a_claim_and_its_owner_removes_it(claims_dir: Path) -> None:

@@ -1,9 +1,13 @@
 """Claims: scanning the shared directory and the race protocol (docs/claims.md).
 
 No daemon and no lock: every claimer writes its own file and then decides, by a rule every
-reader applies the same way, whether it won. The rule is the earliest believable, complete,
-live claim on a card holds it, ordered by the file's inode change time (set by the kernel
-when the content is written, never settable backwards by a user), then by its name. A
+reader applies the same way, whether it won. Files are ordered by their birth time (set by
+the kernel when the file is made; nobody can move it, not an extension, not a hard link),
+then by name. The first file on a card holds it: a believable live claim, or a file of
+another user's that may be one and cannot be told (unreadable, being written, left half
+written, a content no decoder reads): where gputop cannot tell, it does not take the card.
+A file made while another user's believable claim held the card is void: gputop would
+never have written it, so it never holds the card, not even once that claim ends. A
 claimer that lost removes its own files (all of them: a claim of several cards is all or
 nothing) and says who won.
 """
@@ -30,6 +34,8 @@ from gputop.core.claims.files import (
     SUFFIX,
     UNREADABLE,
     Claim,
+    FileStat,
+    ParsedName,
     Suspicious,
     card_key,
     check_file,
@@ -37,6 +43,7 @@ from gputop.core.claims.files import (
     new_name,
     parse_content,
     parse_name,
+    stat_file,
     user_name,
 )
 from gputop.core.errors import GputopError
@@ -69,13 +76,48 @@ class ClaimRefused(GputopError):
     exit_code = 1
 
 
+class ClaimsUnreadable(UnsafeClaimsDir):
+    """The directory cannot be read as a whole (flooded, not listable): nobody can tell
+    which cards are claimed. ``run`` refuses; ``--ignore-claims`` launches, marked."""
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """A file that may hold a card for its owner (the kernel's ``st_uid``), though it is
+    no believable claim: it cannot be read, is being written or was left half-written, or
+    its content cannot be believed. Where gputop cannot tell, the card may be held."""
+
+    name: str
+    uuid: str
+    """The card its name gives."""
+    uid: int
+    place_ns: int
+    reason: str
+    ino: int = 0
+
+    @property
+    def user(self) -> str:
+        return user_name(self.uid)
+
+    @property
+    def order(self) -> tuple[int, str]:
+        return (self.place_ns, self.name)
+
+
+Hold = Claim | Doubt
+
+
 @dataclass
 class Scan:
     """What the directory holds now."""
 
     claims: list[Claim] = field(default_factory=list)
-    """Believable, complete and live: the ones that may hold a card."""
+    """Believable, complete, live and not void: the ones that may hold a card."""
     expired: list[Claim] = field(default_factory=list)
+    doubts: list[Doubt] = field(default_factory=list)
+    """Files that may hold a card and cannot be told (not void)."""
+    void: list[tuple[Hold, Claim]] = field(default_factory=list)
+    """(file, the claim it was made behind): made while another user's claim held the card."""
     pending: list[tuple[str, int]] = field(default_factory=list)
     """(name, uid) of files created moments ago whose content is not written yet."""
     stale: list[tuple[str, int]] = field(default_factory=list)
@@ -83,13 +125,26 @@ class Scan:
     suspicious: list[Suspicious] = field(default_factory=list)
 
     def holders(self) -> dict[str, Claim]:
-        """``{card: the claim that holds it}``: the earliest on each card."""
+        """``{card: the believable claim that holds it}``: the earliest on each card."""
         best: dict[str, Claim] = {}
         for claim in self.claims:
             key = card_key(claim.uuid)
             if key not in best or claim.order < best[key].order:
                 best[key] = claim
         return best
+
+    def first(self, uuid: str, uid: int | None = None) -> Hold | None:
+        """What holds the card as ``uid`` sees it: the earliest live claim or doubtful file
+        on it (``uid``'s own doubtful files aside: its own gputop tidies them)."""
+        key = card_key(uuid)
+        found: Hold | None = None
+        holds: list[Hold] = [*self.claims, *self.doubts]
+        for hold in holds:
+            if card_key(hold.uuid) != key or (isinstance(hold, Doubt) and hold.uid == uid):
+                continue
+            if found is None or hold.order < found.order:
+                found = hold
+        return found
 
     def on(self, uuid: str) -> list[Claim]:
         key = card_key(uuid)
@@ -152,32 +207,39 @@ class ClaimBook:
     # --- reading -------------------------------------------------------------------------
 
     def scan(self) -> Scan:
+        """The directory now. A file that cannot be read or believed is that file's problem
+        (a doubt, shown as suspicious), never an exception for the reader."""
         now = self.clock()
         result = Scan()
         try:
             names = os.listdir(self.dir.fd)
         except OSError as error:
-            raise UnsafeClaimsDir(
+            raise ClaimsUnreadable(
                 f"The claims directory cannot be listed: {error.strerror}."
             ) from None
         if len(names) > MAX_ENTRIES:
-            raise UnsafeClaimsDir(
+            raise ClaimsUnreadable(
                 f"The claims directory {self.dir.path} holds more than {MAX_ENTRIES} entries: "
                 "someone flooded it; an administrator must clean it up "
                 f"(ls -ln {self.dir.path} shows whose files they are)."
             )
-        found: dict[int, list[tuple[str, os.stat_result]]] = {}
+        found: dict[int, list[tuple[str, ParsedName, FileStat]]] = {}
         for name in names:
-            try:
-                info = os.stat(name, dir_fd=self.dir.fd, follow_symlinks=False)
-            except OSError:
-                continue  # removed meanwhile
             parsed = parse_name(name)
+            try:
+                info = stat_file(self.dir.fd, name)
+            except FileNotFoundError:
+                continue  # removed meanwhile
+            except OSError as error:
+                if parsed is not None:  # the name says whose: it may be a claim
+                    result.suspicious.append(Suspicious(name, parsed.uid, _cannot(error)))
+                    result.doubts.append(Doubt(name, parsed.uuid, parsed.uid, 0, _cannot(error)))
+                continue
             if parsed is None:
                 if not name.endswith(".tmp"):
                     result.suspicious.append(Suspicious(name, info.st_uid, "not a claim's name"))
                 continue
-            found.setdefault(info.st_uid, []).append((name, info))
+            found.setdefault(info.st_uid, []).append((name, parsed, info))
         for uid, files in found.items():
             if len(files) > MAX_FILES_PER_USER:
                 result.suspicious.append(
@@ -185,51 +247,82 @@ class ClaimBook:
                         f"{len(files)} files", uid, f"more than {MAX_FILES_PER_USER}: all ignored"
                     )
                 )
+                why = f"one of its more than {MAX_FILES_PER_USER} files there"
+                for name, parsed, info in files:
+                    result.doubts.append(
+                        Doubt(name, parsed.uuid, uid, info.place_ns, why, info.st_ino)
+                    )
                 continue
-            for name, info in files:
-                self._read_one(name, info, now, result)
+            for name, parsed, info in files:
+                try:
+                    self._read_one(name, parsed, info, now, result)
+                except Exception as error:  # the file's problem, said as such
+                    reason = f"it cannot be read ({type(error).__name__})"
+                    result.suspicious.append(Suspicious(name, info.st_uid, reason))
+                    result.doubts.append(
+                        Doubt(name, parsed.uuid, info.st_uid, info.place_ns, reason, info.st_ino)
+                    )
+        _settle(result)
         return result
 
-    def _read_one(self, name: str, info: os.stat_result, now: float, result: Scan) -> None:
-        parsed = parse_name(name)
-        assert parsed is not None
-        young = now - info.st_ctime_ns / 1e9 < PENDING_S
+    def _read_one(
+        self, name: str, parsed: ParsedName, info: FileStat, now: float, result: Scan
+    ) -> None:
+        young = now - info.place_ns / 1e9 < PENDING_S
+
+        def doubt(reason: str, suspicious: bool = True) -> None:
+            if suspicious:
+                result.suspicious.append(Suspicious(name, info.st_uid, reason))
+            result.doubts.append(
+                Doubt(name, parsed.uuid, info.st_uid, info.place_ns, reason, info.st_ino)
+            )
+
         problem = check_file(info, parsed)
         if problem is not None:
             if info.st_size < CONTENT_BYTES and problem.startswith(f"{info.st_size} bytes"):
                 # being written, or left half-written: never believed, never suspicious
                 (result.pending if young else result.stale).append((name, info.st_uid))
+                doubt("its claim is being written" if young else "a claim left half-written", False)
                 return
-            result.suspicious.append(Suspicious(name, info.st_uid, problem))
+            doubt(problem)
             return
         data = self._read(name)
         if data is None:
-            return  # removed meanwhile, or not a plain file any more
+            return  # removed meanwhile
+        if isinstance(data, str):  # a lease, a mode: it may be a claim, and it cannot be read
+            doubt(f"its claim file cannot be read ({data})")
+            return
         claim, after = data
         if (after.st_ino, after.st_ctime_ns) != (info.st_ino, info.st_ctime_ns):
             info = after  # rewritten meanwhile (an extension): judged as it is now
             if check_file(info, parsed) is not None:
                 result.pending.append((name, info.st_uid))
+                doubt("its claim is being rewritten", False)
                 return
         parsed_claim = parse_content(claim, name, parsed, info)
         if isinstance(parsed_claim, str):
             if young and parsed_claim == UNREADABLE:  # an extension being written right now
                 result.pending.append((name, info.st_uid))
+                doubt("its claim is being written", False)
             else:
-                result.suspicious.append(Suspicious(name, info.st_uid, parsed_claim))
+                doubt(parsed_claim)
             return
         (result.claims if parsed_claim.until > now else result.expired).append(parsed_claim)
 
-    def _read(self, name: str) -> tuple[bytes, os.stat_result] | None:
+    def _read(self, name: str) -> tuple[bytes, FileStat] | str | None:
+        """The content and what the kernel says of the file as read; why it cannot be read
+        (a lease another user holds makes a non-blocking open fail); None if it is gone."""
         try:
             fd = os.open(name, READ_FLAGS, dir_fd=self.dir.fd)
-        except OSError:
+        except FileNotFoundError:
             return None
+        except OSError as error:
+            return error.strerror or str(error)
         try:
             data = os.read(fd, CONTENT_BYTES + 1)
-            return data, os.fstat(fd)
-        except OSError:
-            return None
+            return data, stat_file(fd)
+        except OSError as error:
+            return error.strerror or str(error)
         finally:
             os.close(fd)
 
@@ -279,19 +372,19 @@ class ClaimBook:
     ) -> list[Claim]:
         """This user's claims on these cards (default: all of them; a person's, or with
         ``job`` that job's) last at least ``for_s`` from now: a claim that already lasts
-        longer is kept as it is, never shortened (``release`` gives a card back). A card
-        another user has meanwhile won is lost (and said)."""
+        longer is kept as it is, never shortened (``release`` gives a card back). The file
+        is rewritten in place: its birth time, its place, does not move, so nothing another
+        user wrote behind it can take the card."""
         scan = self.scan()
         self.tidy(scan)
         wanted = None if uuids is None else {card_key(u) for u in uuids}
-        holders = scan.holders()
         mine = [
             claim
             for claim in scan.claims
             if claim.uid == self.uid
             and claim.job == job
             and (wanted is None or card_key(claim.uuid) in wanted)
-            and holders[card_key(claim.uuid)].uid == self.uid
+            and _uid_of(scan.first(claim.uuid, self.uid)) == self.uid
         ]
         if wanted is not None:
             missing = wanted - {card_key(claim.uuid) for claim in mine}
@@ -307,21 +400,24 @@ class ClaimBook:
         if not longer:  # each lasts longer already: nothing to write
             return mine
         cards = [Card(claim.uuid, claim.gpu, f"GPU {claim.gpu}") for claim in longer]
-        self._wait_for_others(cards)
+        fixed = all(claim.place_fixed for claim in longer)
+        if not fixed:  # ordered by change time, which the rewrite moves: see who races
+            self._wait_for_others(cards)
         for claim in longer:
             data = content(claim.uuid, claim.gpu, self.uid, self.user, until, claim.note, claim.job)
             self._rewrite(claim.name, data)
         try:
             self._decide(cards, [claim.name for claim in longer], strict=False)
         except ClaimRefused:
-            self._remove_names([claim.name for claim in longer])
+            if not fixed:
+                self._remove_names([claim.name for claim in longer])
             raise
         fresh = {claim.name: claim for claim in self.scan().claims}
         return [fresh[claim.name] for claim in mine if claim.name in fresh]
 
     def release(self, uuids: Iterable[str] | None = None, job: int | None = None) -> list[Claim]:
-        """Remove this user's claims: on these cards (default all), a person's (``job``
-        None) or one job's. Refused, removing nothing, where a card is another user's."""
+        """End this user's claims: on these cards (default all), a person's (``job`` None)
+        or one job's. Refused, ending nothing, where a card is another user's."""
         scan = self.scan()
         self.tidy(scan)
         wanted = None if uuids is None else {card_key(u) for u in uuids}
@@ -340,50 +436,97 @@ class ClaimBook:
                         for c in theirs
                     )
                 )
-        gone = [
-            claim
-            for claim in scan.claims
-            if claim.uid == self.uid
-            and claim.job == job
-            and (wanted is None or card_key(claim.uuid) in wanted)
-        ]
-        self._remove_names([claim.name for claim in gone])
+
+        def chosen(claim: Claim) -> bool:
+            return (
+                claim.uid == self.uid
+                and claim.job == job
+                and (wanted is None or card_key(claim.uuid) in wanted)
+            )
+
+        gone = [claim for claim in scan.claims if chosen(claim)]
+        behind = [c for c, _ in scan.void if isinstance(c, Claim) and chosen(c)]
+        self._end(scan, gone)
+        self._remove_names([claim.name for claim in behind])
         return gone
 
     def tidy(self, scan: Scan) -> None:
-        """Remove this user's expired claims, half-written files and lost races."""
-        holders = scan.holders()
-        dead = [claim.name for claim in scan.expired if claim.uid == self.uid]
-        dead += [name for name, uid in scan.stale if uid == self.uid]
+        """Remove this user's expired claims (or keep them as the mark that voids what
+        another user wrote behind them), half-written files and lost races."""
+        self._end(scan, [claim for claim in scan.expired if claim.uid == self.uid])
+        dead = [name for name, uid in scan.stale if uid == self.uid]
         settled = (self.clock() - SETTLED_S) * 1e9
-        for claim in scan.claims:
-            holder = holders[card_key(claim.uuid)]
-            if claim.uid == self.uid and holder.uid != self.uid and claim.ctime_ns < settled:
-                dead.append(claim.name)  # a race this user lost, its loser left behind
+        for hold, before in scan.void:
+            if (
+                isinstance(hold, Claim)
+                and hold.uid == self.uid
+                and hold.order[0] < settled
+                and hold.order[0] - before.order[0] < SETTLED_S * 1e9
+            ):
+                # a race this user lost, its loser left behind; never a claim that an older
+                # one of another user's only now covers (that one was rewritten, not raced)
+                dead.append(hold.name)
         self._remove_names(dead)
+
+    def _end(self, scan: Scan, claims: Sequence[Claim]) -> None:
+        """End these claims of this user's: remove each file, except where another user's
+        file was made while it held the card; there it is kept, its end set to now, so that
+        what was written behind it never gets the card (docs/claims.md, "Void")."""
+        now = self.clock()
+        others = [
+            hold
+            for hold in (*scan.claims, *scan.doubts, *scan.expired, *(h for h, _ in scan.void))
+            if hold.uid != self.uid
+        ]
+        remove = []
+        for claim in claims:
+            key = card_key(claim.uuid)
+            end_ns = min(claim.until, now) * 1e9
+            marks = any(
+                card_key(other.uuid) == key
+                and claim.order < other.order
+                and other.order[0] <= end_ns
+                for other in others
+            )
+            if not marks:
+                remove.append(claim.name)
+            elif claim.until > now:
+                data = content(
+                    claim.uuid, claim.gpu, self.uid, self.user, now, claim.note, claim.job
+                )
+                try:
+                    self._rewrite(claim.name, data)
+                except (GputopError, OSError):
+                    remove.append(claim.name)
+        self._remove_names(remove)
 
     # --- the protocol's steps ------------------------------------------------------------
 
+    def said(self, card: str, hold: Hold, now: float) -> str:
+        if isinstance(hold, Doubt):
+            return f"{card} may be claimed by {hold.user} ({hold.reason})"
+        return f"{card} is claimed by {hold.user} {until_text(hold.until, now)}"
+
+    def _not_free(self, label: str, other: str, hold: Hold, now: float) -> str:
+        """``GPU 0 is not free: ana claimed MIG-… until …``: a related card is held."""
+        if isinstance(hold, Doubt):
+            return f"{label} is not free: {other} may be claimed by {hold.user} ({hold.reason})"
+        return f"{label} is not free: {hold.user} claimed {other} {until_text(hold.until, now)}"
+
     def _refuse_held(self, scan: Scan, cards: Sequence[Card], mine_too: bool) -> None:
         now = self.clock()
-        holders = scan.holders()
         problems = []
         for card in cards:
             for other in card.related:
-                near = holders.get(card_key(other))
+                near = scan.first(other, self.uid)
                 if near is not None and near.uid != self.uid:
-                    problems.append(
-                        f"{card.label} is not free: {near.user} claimed {other} "
-                        f"{until_text(near.until, now)}"
-                    )
-            holder = holders.get(card_key(card.uuid))
+                    problems.append(self._not_free(card.label, other, near, now))
+            holder = scan.first(card.uuid, self.uid)
             if holder is None:
                 continue
             if holder.uid != self.uid:
-                problems.append(
-                    f"{card.label} is claimed by {holder.user} {until_text(holder.until, now)}"
-                )
-            elif mine_too:
+                problems.append(self.said(card.label, holder, now))
+            elif mine_too and isinstance(holder, Claim):
                 problems.append(
                     f"{card.label} is already claimed by you {until_text(holder.until, now)}; "
                     "gputop claim --extend makes it last longer"
@@ -427,40 +570,44 @@ class ClaimBook:
     def _decide(self, cards: Sequence[Card], made: Sequence[str], strict: bool) -> None:
         """Once the kernel's clock has passed these files' change time, read the directory
         and apply the rule (docs/claims.md, "Why exactly one claimer wins"). ``strict``: this
-        very file must be the earliest (a person's claim); otherwise one of this user's (a
-        job's claim, an extension)."""
+        very file must be the first (a person's claim); otherwise one of this user's (a
+        job's claim, an extension). A file of another user's before it that cannot be told
+        loses it the card too: it may be an earlier claim."""
         self._wait_past(made)
         scan = self.scan()
-        holders = scan.holders()
         present = {claim.name: claim for claim in scan.claims}
         now = self.clock()
         lost = []
         for card, name in zip(cards, made, strict=True):
-            holder = holders.get(card_key(card.uuid))
-            if name not in present or holder is None:
-                lost.append(f"{card.label}: your claim was removed meanwhile")
+            holder = scan.first(card.uuid, self.uid)
+            mine = present.get(name)
+            if mine is None:
+                if holder is not None and holder.uid != self.uid:
+                    lost.append(self._lost_to(card.label, holder, now))
+                else:
+                    lost.append(f"{card.label}: your claim was removed meanwhile")
                 continue
-            near = [holders.get(card_key(other)) for other in card.related]
+            near = [scan.first(other, self.uid) for other in card.related]
             first = [
-                c
-                for c in near
-                if c is not None and c.uid != self.uid and c.order < present[name].order
+                c for c in near if c is not None and c.uid != self.uid and c.order < mine.order
             ]
             if first:
-                lost.append(
-                    f"{card.label}: {first[0].user} claimed {first[0].uuid} first, "
-                    f"{until_text(first[0].until, now)}"
-                )
+                lost.append(self._not_free(card.label, first[0].uuid, first[0], now))
+            elif holder is None:
+                lost.append(f"{card.label}: your claim was removed meanwhile")
             elif holder.name == name or (not strict and holder.uid == self.uid):
                 continue
             elif holder.uid == self.uid:
                 lost.append(f"{card.label}: another claim of yours on it came first")
             else:
-                lost.append(
-                    f"{card.label}: {holder.user} won the race, {until_text(holder.until, now)}"
-                )
+                lost.append(self._lost_to(card.label, holder, now))
         if lost:
             raise ClaimRefused("Nothing was claimed: " + "; ".join(lost) + ".")
+
+    def _lost_to(self, label: str, holder: Hold, now: float) -> str:
+        if isinstance(holder, Doubt):
+            return f"{label} may be claimed by {holder.user} first ({holder.reason})"
+        return f"{label}: {holder.user} won the race, {until_text(holder.until, now)}"
 
     def _wait_past(self, made: Sequence[str]) -> None:
         """Wait until every change time the kernel gives from now on is later than these
@@ -490,7 +637,12 @@ class ClaimBook:
         deadline = time.monotonic() + PENDING_S + 1.0
         while True:
             scan = self.scan()
-            others = [c for c in scan.claims if c.uid != self.uid and card_key(c.uuid) in keys]
+            young = (self.clock() - SETTLED_S) * 1e9  # older ones are no racer about to leave
+            others = [
+                c
+                for c in scan.claims
+                if c.uid != self.uid and card_key(c.uuid) in keys and c.order[0] > young
+            ]
             others_pending = [
                 name
                 for name, uid in scan.pending
@@ -517,6 +669,50 @@ class ClaimBook:
                     os.unlink(name, dir_fd=self.dir.fd)
             except OSError:
                 continue
+
+
+def _settle(scan: Scan) -> None:
+    """Void what was made behind another user's claim: a file (claim or doubt) born while
+    an earlier, not void, believable claim of another user on the same card was to last.
+    gputop never writes one (it looks first), so it never holds the card, not even once
+    that claim ends. Doubtful files that are other names (hard links) of a believable
+    claim's inode are that claim, not another hold."""
+    believed = {claim.ino for claim in (*scan.claims, *scan.expired) if claim.ino}
+    for doubt in [d for d in scan.doubts if d.ino and d.ino in believed]:
+        scan.doubts.remove(doubt)
+    by_card: dict[str, list[Hold]] = {}
+    every: list[Hold] = [*scan.claims, *scan.expired, *scan.doubts]
+    for hold in every:
+        by_card.setdefault(card_key(hold.uuid), []).append(hold)
+    void: set[int] = set()
+    for holds in by_card.values():
+        holds.sort(key=lambda hold: hold.order)
+        lasting: dict[int, Claim] = {}  # per uid, its claim lasting longest so far
+        for hold in holds:
+            before = [
+                claim
+                for uid, claim in lasting.items()
+                if uid != hold.uid and claim.until * 1e9 >= hold.order[0]
+            ]
+            if before:
+                scan.void.append((hold, before[0]))
+                void.add(id(hold))
+            elif isinstance(hold, Claim) and (
+                hold.uid not in lasting or lasting[hold.uid].until < hold.until
+            ):
+                lasting[hold.uid] = hold
+    if void:
+        scan.claims = [c for c in scan.claims if id(c) not in void]
+        scan.expired = [c for c in scan.expired if id(c) not in void]
+        scan.doubts = [d for d in scan.doubts if id(d) not in void]
+
+
+def _uid_of(hold: Hold | None) -> int | None:
+    return None if hold is None else hold.uid
+
+
+def _cannot(error: OSError) -> str:
+    return f"it cannot be examined ({error.strerror or error})"
 
 
 def _coarse_now_ns() -> int:

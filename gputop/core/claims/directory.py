@@ -110,12 +110,33 @@ def _mode(info: os.stat_result) -> str:
     return f"{stat.S_IMODE(info.st_mode):04o}"
 
 
+def _already_set_up(path: str) -> bool:
+    """The directory is there as ``set_up`` leaves it, and every directory above is sound."""
+    try:
+        info = os.lstat(path)
+        if not (
+            stat.S_ISDIR(info.st_mode)
+            and (info.st_uid, info.st_gid) == (0, 0)
+            and stat.S_IMODE(info.st_mode) == DIR_MODE
+        ):
+            return False
+        opened = open_claims_dir(path)
+    except (OSError, UnsafeClaimsDir):
+        return False
+    if opened is None:
+        return False
+    opened.close()
+    return True
+
+
 def set_up(path: str) -> str:
     """``gputop claims --setup`` (as root): make the directory root's, mode 1777; say what
     was done. Directories above it that do not exist are made 0755."""
     if os.geteuid() != 0:
         raise GputopError(f"Only root can set up the claims directory; run: {setup_line(path)}")
     parent = os.path.dirname(path)
+    if _already_set_up(path):
+        return f"The claims directory {path} is already set up (root's, mode 1777): nothing to fix."
     os.makedirs(parent, mode=0o755, exist_ok=True)
     try:
         os.mkdir(path, 0o700)

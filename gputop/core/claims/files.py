@@ -7,22 +7,27 @@ content is JSON padded to a fixed size (an extension rewrites it in place, in on
 
 What the kernel says wins over what the file says: the owner is the file's ``st_uid``, and
 a file whose name or content names another uid, user or card, or an end further from its
-inode change time than any claim may last, is ignored (and shown to root as suspicious).
+inode change time than any claim may last, is no claim (and shown to root as suspicious).
+The order between claims is the file's birth time (``statx``), which no user can move: not
+a rewrite, not a hard link (which moves the change time).
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
-import math
 import os
 import pwd
 import re
 import secrets
 import stat
+import struct
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from gputop.core.numbers import valid_text
+from gputop.core.numbers import LATEST_TIME_S, valid_text, within
 from gputop.core.safe_text import clean
 
 SUFFIX = ".claim"
@@ -36,6 +41,7 @@ CLOCK_SLACK_S = 5.0
 """How far a written time may lead the file's change time (both read the same clock)."""
 MAX_NOTE = 200
 UNREADABLE = "not a claim (unreadable content)"
+UNDECODABLE = "not a claim (its content cannot be decoded: {})"
 MAX_GPU_INDEX = 4096
 MAX_JOB_ID = 2**53
 _NAME = re.compile(r"([A-Za-z0-9_-]{1,96})\.([0-9]{1,10})\.([cj])([0-9a-f]{16})\.claim")
@@ -55,11 +61,17 @@ class Claim:
     note: str
     job: int | None
     ctime_ns: int
-    """The inode's change time: the order between claims, which no user can set back."""
+    """The inode's change time (its last write: an extension moves it, so does a link)."""
+    place_ns: int = 0
+    """The file's birth time where the file system keeps one (else its change time): the
+    order between claims, which no user can move."""
+    ino: int = 0
+    place_fixed: bool = False
+    """The place is the birth time (else the change time, which a rewrite moves)."""
 
     @property
     def order(self) -> tuple[int, str]:
-        return (self.ctime_ns, self.name)
+        return (self.place_ns or self.ctime_ns, self.name)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,12 +151,84 @@ def content(
     return data + b" " * (CONTENT_BYTES - len(data))
 
 
-def check_file(info: os.stat_result, parsed: ParsedName) -> str | None:
-    """Why a file's kind, mode or owner makes it no claim; None when they are right."""
+class FileStat(NamedTuple):
+    """What the kernel says of a file: ``os.stat_result``'s names, and its birth time."""
+
+    st_mode: int
+    st_uid: int
+    st_nlink: int
+    st_size: int
+    st_ino: int
+    st_ctime_ns: int
+    birth_ns: int | None
+    """None where the file system keeps none (or the system cannot say)."""
+
+    @property
+    def place_ns(self) -> int:
+        return self.st_ctime_ns if self.birth_ns is None else self.birth_ns
+
+
+_AT_SYMLINK_NOFOLLOW = 0x100
+_AT_EMPTY_PATH = 0x1000
+_STATX_BASIC_AND_BTIME = 0x07FF | 0x0800
+_STATX_BTIME = 0x0800
+_statx: Any = None
+
+
+def _libc_statx() -> Any:
+    global _statx
+    if _statx is None:
+        _statx = False
+        if sys.platform.startswith("linux"):
+            try:
+                function = ctypes.CDLL(None, use_errno=True).statx
+            except (OSError, AttributeError):  # a C library without statx (glibc < 2.28)
+                pass
+            else:
+                function.argtypes = [
+                    ctypes.c_int,
+                    ctypes.c_char_p,
+                    ctypes.c_int,
+                    ctypes.c_uint,
+                    ctypes.c_void_p,
+                ]
+                function.restype = ctypes.c_int
+                _statx = function
+    return _statx
+
+
+def stat_file(dir_fd: int, name: str | None = None) -> FileStat:
+    """The file ``name`` in ``dir_fd`` (not followed if a link), or the open file ``dir_fd``
+    itself; OSError where it cannot be. By ``statx`` where the system has it, for the birth
+    time ``os.stat`` does not give on Linux."""
+    function = _libc_statx()
+    if function:
+        buffer = ctypes.create_string_buffer(256)
+        path = os.fsencode(name) if name is not None else b""
+        flags = _AT_SYMLINK_NOFOLLOW if name is not None else _AT_EMPTY_PATH
+        if function(dir_fd, path, flags, _STATX_BASIC_AND_BTIME, buffer) == 0:
+            mask, nlink, uid, mode = struct.unpack_from("<I12xII4xH", buffer, 0)
+            ino, size = struct.unpack_from("<QQ", buffer, 32)
+            birth_s, birth_ns = struct.unpack_from("<qI", buffer, 80)
+            ctime_s, ctime_ns = struct.unpack_from("<qI", buffer, 96)
+            birth = birth_s * 10**9 + birth_ns if mask & _STATX_BTIME else None
+            return FileStat(mode, uid, nlink, size, ino, ctime_s * 10**9 + ctime_ns, birth)
+        number = ctypes.get_errno()
+        if number not in (0, errno.ENOSYS, errno.EPERM):  # EPERM: a seccomp filter
+            raise OSError(number, os.strerror(number), name)
+    follow = {"dir_fd": dir_fd, "follow_symlinks": False}
+    info = os.fstat(dir_fd) if name is None else os.stat(name, **follow)  # type: ignore[arg-type]
+    return FileStat(
+        info.st_mode, info.st_uid, info.st_nlink, info.st_size, info.st_ino, info.st_ctime_ns, None
+    )
+
+
+def check_file(info: FileStat | os.stat_result, parsed: ParsedName) -> str | None:
+    """Why a file's kind, mode or owner makes it no claim; None when they are right. A hard
+    link is no reason: anyone may link a file where the kernel lets them, so that would let
+    them hide its owner's claim (it is noted, docs/claims.md)."""
     if not stat.S_ISREG(info.st_mode):
         return "not a regular file"
-    if info.st_nlink != 1:
-        return "a hard link"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return "writable by other users"
     if info.st_uid != parsed.uid:
@@ -154,12 +238,23 @@ def check_file(info: os.stat_result, parsed: ParsedName) -> str | None:
     return None
 
 
-def parse_content(data: bytes, name: str, parsed: ParsedName, info: os.stat_result) -> Claim | str:
-    """The claim, or why this content is not believable for this file."""
+def parse_content(data: bytes, name: str, parsed: ParsedName, info: FileStat) -> Claim | str:
+    """The claim, or why this content is not believable for this file. Whatever the content
+    (nested deeper than a decoder recurses, a number no float holds), the answer is a
+    reason, never an exception: the file is the problem, not its reader."""
+    try:
+        return _parse_content(data, name, parsed, info)
+    except Exception as error:  # anything a decoder or a conversion raises
+        return UNDECODABLE.format(type(error).__name__)
+
+
+def _parse_content(data: bytes, name: str, parsed: ParsedName, info: FileStat) -> Claim | str:
     try:
         document = json.loads(data.decode("ascii"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError):
         return UNREADABLE
+    except RecursionError:
+        return UNDECODABLE.format("nested too deeply")
     if not isinstance(document, dict) or document.get("v") != 1:
         return "not a claim (unknown format)"
     uuid, gpu, uid = document.get("uuid"), document.get("gpu"), document.get("uid")
@@ -173,10 +268,10 @@ def parse_content(data: bytes, name: str, parsed: ParsedName, info: os.stat_resu
         return f"it names user {clean(str(user))[:40]}, but belongs to {user_name(info.st_uid)}"
     if type(gpu) is not int or not 0 <= gpu <= MAX_GPU_INDEX:
         return "its GPU index is out of range"
-    if isinstance(until, bool) or not isinstance(until, (int, float)):
-        return "its end time is not a number"
-    if not math.isfinite(until):
-        return "its end time is not a number"
+    if not isinstance(until, (int, float)) or not within(until, 0.0, LATEST_TIME_S):
+        # a string, a bool, NaN, 10**400
+        return "its end time is not a number of seconds"
+    until = float(until)
     changed = info.st_ctime_ns / 1e9
     if until > changed + MAX_FOR_S + CLOCK_SLACK_S:
         return (
@@ -189,7 +284,20 @@ def parse_content(data: bytes, name: str, parsed: ParsedName, info: os.stat_resu
         return "its job id is out of range"
     if (job is not None) != parsed.job_kind:
         return "its name and its job disagree"
-    return Claim(name, uuid, gpu, info.st_uid, user, float(until), note, job, info.st_ctime_ns)
+    return Claim(
+        name,
+        uuid,
+        gpu,
+        info.st_uid,
+        user,
+        until,
+        note,
+        job,
+        info.st_ctime_ns,
+        info.place_ns,
+        info.st_ino,
+        info.birth_ns is not None,
+    )
 
 
 def _no_constant(name: str) -> None:

@@ -4,10 +4,11 @@ while it runs, renewed by its supervisor, released when it ends; a job launched 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 
-from gputop.core.claims.book import Card, ClaimBook, ClaimRefused
+from gputop.core.claims.book import Card, ClaimBook, ClaimRefused, ClaimsUnreadable
 from gputop.core.claims.directory import UnsafeClaimsDir
 from gputop.core.claims.view import ClaimsView
 from gputop.core.errors import GputopError
@@ -43,7 +44,7 @@ def claims_in_the_way(
             claim = view.blocking(gpu, uid)
             label = f"GPU {target}"
         if claim is not None:
-            said.append(f"{label} is {view.reason(claim)}")
+            said.append(view.said(label, claim))
     return said
 
 
@@ -125,6 +126,8 @@ class JobClaim:
                 book.claim(cards, JOB_CLAIM_S, note=name[:80], job=self.job_id)
             except ClaimRefused as error:
                 return str(error)
+            except ClaimsUnreadable as error:  # which cards are claimed cannot be told
+                return f"{error} Launch with --ignore-claims to run it anyway."
         self.held = True
         self._renewed = time.monotonic()
         return None
@@ -145,6 +148,8 @@ class JobClaim:
             return f"the job's claim could not be renewed: {error}"
         except OSError as error:
             return f"the job's claim could not be renewed: {error.strerror or error}"
+        except Exception as error:  # a supervisor in trouble still supervises (and obeys stop)
+            return f"the job's claim could not be renewed: {type(error).__name__}: {error}"
         return None
 
     def release(self) -> None:
@@ -156,5 +161,5 @@ class JobClaim:
         except GputopError:
             return
         if book is not None:
-            with book:
+            with book, contextlib.suppress(Exception):  # it ends by itself in 30 minutes
                 book.release(job=self.job_id)

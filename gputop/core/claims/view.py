@@ -13,7 +13,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from gputop.core.claims.book import ClaimBook, Scan, left_text, until_text
+from gputop.core.claims.book import (
+    ClaimBook,
+    ClaimsUnreadable,
+    Doubt,
+    Hold,
+    Scan,
+    left_text,
+    until_text,
+)
 from gputop.core.claims.directory import UnsafeClaimsDir, claims_path
 from gputop.core.claims.files import Claim, card_key
 from gputop.core.errors import GputopError
@@ -22,6 +30,9 @@ from gputop.core.safe_text import clean
 
 NOT_SET_UP = "not set up"
 UNSAFE = "unsafe"
+UNKNOWN = "unknown"
+"""The directory is there and sound, but cannot be read as a whole (flooded): which cards
+are claimed cannot be told, so ``run`` refuses (``--ignore-claims`` launches, marked)."""
 READY = "ready"
 
 
@@ -53,20 +64,28 @@ class ClaimsView:
         held = [c for m in gpu.mig_devices if (c := self.holder(m.uuid)) is not None]
         return min(held, key=lambda c: c.order) if held else None
 
-    def blocking(self, gpu: GpuSample, uid: int, mig_uuid: str | None = None) -> Claim | None:
-        """Another user's claim that keeps ``uid`` off this GPU (or this instance of it)."""
+    def blocking(self, gpu: GpuSample, uid: int, mig_uuid: str | None = None) -> Hold | None:
+        """Another user's claim that keeps ``uid`` off this GPU (or this instance of it), or
+        a file of theirs that may be one and cannot be told (a ``Doubt``)."""
         if self.state != READY:
             return None
-        if mig_uuid is not None:
-            candidates = [self.holder(mig_uuid), self.holder(gpu.uuid)]
-        else:
-            candidates = [self.holder(gpu.uuid)] + [self.holder(m.uuid) for m in gpu.mig_devices]
+        uuids = [mig_uuid, gpu.uuid] if mig_uuid is not None else [gpu.uuid]
+        if mig_uuid is None:
+            uuids += [m.uuid for m in gpu.mig_devices]
+        candidates = [self.scan.first(uuid, uid) for uuid in uuids if uuid]
         others = [c for c in candidates if c is not None and c.uid != uid]
         return min(others, key=lambda c: c.order) if others else None
 
-    def reason(self, claim: Claim) -> str:
-        """``claimed by ana until 2026-01-02 14:05 (2h left)``."""
+    def reason(self, claim: Hold) -> str:
+        """``claimed by ana until 2026-01-02 14:05 (2h left)``, or ``may be claimed by bob
+        (its claim file cannot be read (…))``."""
+        if isinstance(claim, Doubt):
+            return f"may be claimed by {clean(claim.user)} ({clean(claim.reason)})"
         return f"claimed by {clean(claim.user)} {until_text(claim.until, self.now)}"
+
+    def said(self, label: str, claim: Hold) -> str:
+        """``GPU 2 is claimed by ana …`` / ``GPU 2 may be claimed by bob (…)``."""
+        return f"{label} {'' if isinstance(claim, Doubt) else 'is '}{self.reason(claim)}"
 
     def blocked_cards(self, snapshot: Snapshot, uid: int | None = None) -> dict[int, str]:
         """``{physical index: why}`` for the GPUs another user's claim keeps ``uid`` (default:
@@ -125,6 +144,8 @@ def read_claims(environ: Mapping[str, str] | None = None, tidy: bool = True) -> 
         scan = book.scan()
         if tidy:
             book.tidy(scan)
+    except ClaimsUnreadable as error:
+        return ClaimsView(UNKNOWN, str(error), now=time.time())
     except GputopError as error:
         return ClaimsView(UNSAFE, str(error), now=time.time())
     finally:
@@ -152,19 +173,22 @@ def attach_claims(gpus: Sequence[GpuSample], view: ClaimsView) -> list[GpuSample
 
 
 def card_claim_text(gpu: GpuSample, now: float) -> str | None:
-    """``claimed by ana · 2h left · note`` and ``in use without a claim: bob`` for a card;
-    None where it has neither. Cleaned (the text may come from another host)."""
-    parts = []
+    """``claimed by ana · 2h left · note · in use without a claim: bob`` for a claimed card;
+    None for one nobody claimed. Cleaned (the text may come from another host).
+
+    Who uses a card without a claim is said on a claimed card only, where it is someone
+    using a card another holds: said on every card, it crowded every border as soon as one
+    claim existed (``snapshot --json`` still lists them for every card)."""
     claim = gpu.claim
-    if claim is not None:
-        parts.append(f"claimed by {clean(claim.user)}")
-        parts.append(f"{left_text(claim.until - now)} left")
-        if claim.job is not None:
-            parts.append(f"job {claim.job}")
-        if claim.note:
-            parts.append(clean(claim.note))
+    if claim is None:
+        return None
+    parts = [f"claimed by {clean(claim.user)}", f"{left_text(claim.until - now)} left"]
+    if claim.job is not None:
+        parts.append(f"job {claim.job}")
+    if claim.note:
+        parts.append(clean(claim.note))
     if gpu.unclaimed_users:
         users = ", ".join(clean(user) for user in gpu.unclaimed_users[:3])
         more = len(gpu.unclaimed_users) - 3
         parts.append(f"in use without a claim: {users}" + (f" +{more}" if more > 0 else ""))
-    return " · ".join(parts) if parts else None
+    return " · ".join(parts)

@@ -1,0 +1,332 @@
+"""Claims under a hostile second user (docs/claims.md, docs/security.md "Claims another user
+writes"): files no decoder can read, a kernel lease that hides a file, claims planted by hand,
+a flood, hard links. Real users, a real lease, real links."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.claims import User, as_user, gputop_as, python_for_users
+from helpers.waiting import wait_for
+
+from gputop.core.claims.book import ClaimBook
+from gputop.core.claims.files import CONTENT_BYTES, content
+
+WRITE = (
+    "import os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)\n"
+    "os.write(fd, bytes.fromhex(sys.argv[2]))\n"
+    "os.close(fd)\n"
+)
+
+
+def book_of(directory: Path) -> ClaimBook:
+    book = ClaimBook.open({"GPUTOP_CLAIMS_DIR": str(directory)})
+    assert book is not None
+    return book
+
+
+def uuids() -> list[str]:
+    from gputop.core.sampling.source import open_backend
+
+    backend = open_backend("v100x4")
+    try:
+        return [gpu.uuid or "" for gpu in backend.sample().gpus]
+    finally:
+        backend.close()
+
+
+def plant(user: User, directory: Path, name: str, data: bytes) -> None:
+    """``user`` writes ``data`` into ``directory/name`` by hand, as gputop never would."""
+    python, _ = python_for_users()
+    wrote = as_user(user, [python, "-c", WRITE, str(directory / name), data.hex()], {})
+    assert wrote.returncode == 0, wrote.stderr
+
+
+def claim_name(uuid: str, user: User, nonce: int) -> str:
+    return f"{uuid}.{user.uid}.c{nonce:016x}.claim"
+
+
+def holders(directory: Path) -> list[tuple[int, str]]:
+    with book_of(directory) as book:
+        return sorted((c.gpu, c.user) for c in book.scan().holders().values())
+
+
+def no_crash(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode != 70, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+
+
+UNPARSEABLE = {  # content, and why it is no claim
+    "nested": (b"[" * CONTENT_BYTES, "nested too deeply"),
+    "huge until": (
+        b'{"v":1,"uuid":"%s","gpu":1,"uid":%d,"user":"%s","until":'
+        + b"9" * 401
+        + b',"note":"","job":null}',
+        "end time is not a number",
+    ),
+    "bad utf-8": (b'{"v":1,"note":"\xff\xfe"}', "unreadable content"),
+    "float until": (
+        b'{"v":1,"uuid":"%s","gpu":1,"uid":%d,"user":"%s","until":1e400,"note":"","job":null}',
+        "end time is not a number",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNPARSEABLE))
+def test_a_file_no_decoder_reads_is_that_files_problem_for_every_command(
+    two_users: tuple[User, User], claims_dir: Path, kind: str
+) -> None:
+    ana, bob = two_users
+    gpu1 = uuids()[1]
+    data, why = UNPARSEABLE[kind]
+    if b"%s" in data:
+        data = data % (gpu1.encode(), bob.uid, bob.name.encode())
+    plant(bob, claims_dir, claim_name(gpu1, bob, 0xAA), data.ljust(CONTENT_BYTES))
+    for argv in (
+        ["claims"],
+        ["claims", "--json"],
+        ["claim", "--gpus", "2"],
+        ["claim", "--extend"],
+        ["release"],
+        ["pick", "--format", "index"],
+        ["snapshot", "--json"],
+        ["run", "--gpus", "3", "--", "true"],
+        ["run", "--ignore-claims", "--gpus", "1", "--", "true"],
+        ["record", "--count", "1", "--interval", "1"],
+    ):
+        done = gputop_as(ana, claims_dir, *argv)
+        no_crash(done)
+    refused = gputop_as(ana, claims_dir, "claim", "--gpus", "1")
+    no_crash(refused)
+    assert refused.returncode == 1 and f"may be claimed by {bob.name}" in refused.stderr
+    blocked = gputop_as(ana, claims_dir, "run", "--gpus", "1", "--", "true")
+    assert blocked.returncode == 1 and f"may be claimed by {bob.name}" in blocked.stderr
+    with book_of(claims_dir) as book:
+        scan = book.scan()
+    assert [odd.uid for odd in scan.suspicious] == [bob.uid]
+    assert why in scan.suspicious[0].reason
+
+
+def test_the_exporter_and_a_sample_go_on_past_a_file_no_decoder_reads(
+    two_users: tuple[User, User], claims_dir: Path, fake_backend
+) -> None:
+    from helpers.exporter import samples
+
+    from gputop.core.exporter.collector import SnapshotCollector
+
+    ana, bob = two_users
+    gpu = uuids()
+    plant(bob, claims_dir, claim_name(gpu[1], bob, 0xAB), (b"[" * CONTENT_BYTES))
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "2").returncode == 0
+    collector = SnapshotCollector(top=5)
+    collector.record(fake_backend("v100x4").sample(), 0.01)
+    assert samples(collector, "gputop_gpu_utilization_ratio") or samples(
+        collector, "gputop_gpu_claimed"
+    )
+    claimed = samples(collector, "gputop_gpu_claimed")
+    assert [(s.labels["gpu"], s.labels["user"]) for s in claimed] == [("2", ana.name)]
+
+
+def test_a_jobs_renewal_past_a_file_no_decoder_reads_says_so_and_raises_nothing(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    from gputop.core.claims.book import Card
+    from gputop.core.claims.jobs import JobClaim
+
+    _, bob = two_users
+    gpu = uuids()
+    job = JobClaim(7, {"GPUTOP_CLAIMS_DIR": str(claims_dir)})
+    assert job.take([Card(gpu[0], 0, "GPU 0")], "train") is None
+    plant(bob, claims_dir, claim_name(gpu[0], bob, 0xAC), b'{"a":' * 300)
+    plant(bob, claims_dir, claim_name(gpu[3], bob, 0xAD), b"[" * CONTENT_BYTES)
+    job._renewed -= 3600  # due
+    assert job.renew() is None  # renewed: the junk is no claim, and behind the job's
+    assert holders(claims_dir) == [(0, "root")]
+
+
+@pytest.fixture(name="lease_holder")
+def lease_holder_fixture() -> Iterator[list[subprocess.Popen]]:
+    held: list[subprocess.Popen] = []
+    yield held
+    for process in held:
+        process.kill()
+        process.wait(timeout=10)
+
+
+LEASE = (
+    "import fcntl, os, signal, sys\n"
+    "signal.signal(signal.SIGIO, signal.SIG_IGN)\n"  # a lease break must not end it
+    "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+    "fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)\n"
+    "print('held', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)\n"
+    "print('dropped', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def test_a_claim_hidden_behind_a_lease_is_a_possible_earlier_holder(
+    two_users: tuple[User, User], claims_dir: Path, lease_holder: list[subprocess.Popen]
+) -> None:
+    ana, bob = two_users
+    gpu1 = uuids()[1]
+    name = claim_name(gpu1, bob, 0xBB)
+    plant(bob, claims_dir, name, content(gpu1, 1, bob.uid, bob.name, time.time() + 3600, "", None))
+    python, _ = python_for_users()
+    process = subprocess.Popen(
+        [python, "-c", LEASE, str(claims_dir / name)],
+        user=bob.uid,
+        group=bob.gid,
+        extra_groups=[],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lease_holder.append(process)
+    assert process.stdout is not None and process.stdin is not None
+    assert process.stdout.readline() == "held\n"
+    with pytest.raises(BlockingIOError):  # the lease is real: a non-blocking open fails
+        os.close(os.open(claims_dir / name, os.O_RDONLY | os.O_NONBLOCK))
+    refused = gputop_as(ana, claims_dir, "claim", "--gpus", "1")
+    no_crash(refused)
+    assert refused.returncode == 1, refused.stdout
+    assert f"may be claimed by {bob.name}" in refused.stderr
+    ran = gputop_as(ana, claims_dir, "run", "--gpus", "1", "--", "true")
+    assert ran.returncode == 1 and f"may be claimed by {bob.name}" in ran.stderr
+    process.stdin.write("\n")
+    process.stdin.flush()
+    assert process.stdout.readline() == "dropped\n"
+    assert gputop_as(ana, claims_dir, "claims").returncode == 0
+    assert holders(claims_dir) == [(1, bob.name)]
+    assert all(f".{ana.uid}." not in entry for entry in os.listdir(claims_dir))
+
+
+def test_a_claim_planted_behind_anothers_neither_blocks_its_extension_nor_inherits_the_card(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    ana, bob = two_users
+    gpu3 = uuids()[3]
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "3", "--for", "1h").returncode == 0
+    now = time.time()
+    plant(
+        bob,
+        claims_dir,
+        claim_name(gpu3, bob, 0xC1),
+        content(gpu3, 3, bob.uid, bob.name, now + 6 * 3600, "", None),
+    )
+    bogus = content(gpu3, 3, bob.uid, bob.name, now + 300 * 86400, "", None)
+    plant(bob, claims_dir, claim_name(gpu3, bob, 0xC2), bogus)
+    extended = gputop_as(ana, claims_dir, "claim", "--extend", "--for", "3h")
+    assert extended.returncode == 0, extended.stderr
+    assert "Extended GPU 3" in extended.stdout
+    assert holders(claims_dir) == [(3, ana.name)]
+    released = gputop_as(ana, claims_dir, "release")
+    assert released.returncode == 0, released.stderr
+    assert holders(claims_dir) == []  # bob's plant was made while ana held the card
+    listed = json.loads(gputop_as(bob, claims_dir, "claims", "--json").stdout)
+    assert listed == []
+    ran = gputop_as(ana, claims_dir, "run", "--gpus", "3", "--", "true")
+    assert ran.returncode == 0, ran.stderr
+    again = gputop_as(ana, claims_dir, "claim", "--gpus", "3")
+    assert again.returncode == 0, again.stderr
+    assert holders(claims_dir) == [(3, ana.name)]
+
+
+def test_a_flood_of_the_directory_makes_run_refuse_where_it_cannot_tell(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    ana, bob = two_users
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "2").returncode == 0
+    flood = (
+        "import os, sys\n"
+        "for i in range(10_001):\n"
+        "    os.close(os.open(os.path.join(sys.argv[1], f'x{i}'), os.O_CREAT | os.O_WRONLY))\n"
+    )
+    python, _ = python_for_users()
+    assert as_user(bob, [python, "-c", flood, str(claims_dir)], {}).returncode == 0
+    refused = gputop_as(bob, claims_dir, "run", "--gpus", "2", "--", "true")
+    assert refused.returncode == 1, refused.stderr
+    assert "Nothing was launched" in refused.stderr and "flooded" in refused.stderr
+    anyway = gputop_as(bob, claims_dir, "run", "--ignore-claims", "--gpus", "2", "--", "true")
+    assert anyway.returncode == 0, anyway.stderr
+    jobs = json.loads(gputop_as(bob, claims_dir, "jobs", "--json").stdout)
+    (job,) = jobs
+    assert "claims cannot be read" in job["env"]["GPUTOP_IGNORED_CLAIMS"]
+
+
+@pytest.fixture(name="hard_links_allowed")
+def hard_links_allowed_fixture() -> Iterator[None]:
+    """``fs.protected_hardlinks=0`` for the test (any user may link any file), restored."""
+    setting = Path("/proc/sys/fs/protected_hardlinks")
+    try:
+        before = setting.read_text().strip()
+        setting.write_text("0")
+    except OSError as error:
+        pytest.skip(f"cannot set fs.protected_hardlinks: {error}")
+    try:
+        yield
+    finally:
+        setting.write_text(before)
+
+
+def test_a_hard_link_neither_hides_a_claim_nor_moves_it_back_in_line(
+    two_users: tuple[User, User], claims_dir: Path, shared_dir: Path, hard_links_allowed: None
+) -> None:
+    ana, bob = two_users
+    gpu1 = uuids()[1]
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "1").returncode == 0
+    (theirs,) = os.listdir(claims_dir)
+    plant(
+        bob,
+        claims_dir,
+        claim_name(gpu1, bob, 0xD1),
+        content(gpu1, 1, bob.uid, bob.name, time.time() + 3600, "", None),
+    )
+    link = (
+        "import os, sys\n"
+        "os.link(sys.argv[1], sys.argv[2])\n"  # another name for ana's file, in the claims
+        "away = os.path.join(sys.argv[3], 'mine')\n"  # and one bob can remove again
+        "os.mkdir(away)\n"
+        "os.link(sys.argv[1], os.path.join(away, 'x'))\n"
+        "os.unlink(os.path.join(away, 'x'))\n"
+    )
+    python, _ = python_for_users()
+    linked = as_user(
+        bob,
+        [
+            python,
+            "-c",
+            link,
+            str(claims_dir / theirs),
+            str(claims_dir / claim_name(gpu1, bob, 0xD2)),
+            str(shared_dir),
+        ],
+        {},
+    )
+    assert linked.returncode == 0, linked.stderr
+    assert os.stat(claims_dir / theirs).st_nlink == 2
+    assert holders(claims_dir) == [(1, ana.name)]
+    refused = gputop_as(bob, claims_dir, "claim", "--gpus", "1")
+    assert refused.returncode == 1 and f"claimed by {ana.name}" in refused.stderr
+    ran = gputop_as(bob, claims_dir, "run", "--gpus", "1", "--", "true")
+    assert ran.returncode == 1 and f"claimed by {ana.name}" in ran.stderr
+
+
+def test_setup_of_a_sound_directory_says_nothing_needed_fixing(claims_dir: Path, capsys) -> None:
+    from gputop.cli.main import main
+
+    assert main(["claims", "--setup"]) == 0
+    said = capsys.readouterr().out
+    assert "Fixed" not in said and "already" in said
+    os.chmod(claims_dir, 0o755)
+    assert main(["claims", "--setup"]) == 0
+    assert "Fixed" in capsys.readouterr().out
+    assert wait_for(lambda: os.stat(claims_dir).st_mode & 0o7777 == 0o1777, "the mode")

@@ -23,6 +23,7 @@ from gputop.core.remote.protocol import ProtocolError, snapshot_from_json
 from gputop.core.snapshot_json import snapshot_to_json
 from gputop.tui.screenshots import SIZES, build_app
 
+GPU0 = "GPU-5a9e5b38-bd6d-2f23-3b22-d42f6e26aa55"  # v100x4's GPU 0: ubuntu's processes
 GPU1 = "GPU-96870f72-ff47-4de2-1bb0-99f7d8338c12"  # v100x4's GPU 1
 
 
@@ -51,8 +52,21 @@ async def test_each_card_says_who_claimed_it_and_who_uses_it_without_a_claim(
         assert gpus[1].claim is not None and gpus[1].claim.user == "root"
         said = card_claim_text(gpus[1], time.time())
         assert said == "claimed by root · 2h left · paper\\e[2J"
-        assert card_claim_text(gpus[0], time.time()) == "in use without a claim: ubuntu"
         assert card_claim_text(gpus[2], time.time()) is None
+        # ubuntu uses GPU 0 without a claim, as snapshot --json says; on a card nobody
+        # claimed that is no one's business, and the card's border says nothing of it
+        assert gpus[0].unclaimed_users == ("ubuntu",)
+        assert card_claim_text(gpus[0], time.time()) is None
+
+
+async def test_a_claimed_card_says_who_else_uses_it_without_a_claim(claims_dir: Path) -> None:
+    claim_as_root(claims_dir, 0, GPU0, 2 * 3600, "")
+    app = build_app("v100x4")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        gpu = app.snapshot.gpus[0]
+        said = card_claim_text(gpu, time.time())
+        assert said == "claimed by root · 2h left · in use without a claim: ubuntu"
 
 
 def test_snapshot_json_carries_the_claim_of_each_gpu(
@@ -71,7 +85,8 @@ def test_snapshot_json_carries_the_claim_of_each_gpu(
     assert text[text.index(next(line for line in text if line.startswith("[1]"))) + 1] == (
         f"    claimed by {ana.name} · 4h left · n"
     )
-    assert "    in use without a claim: ubuntu" in text
+    # GPU 0 is nobody's claim: who uses it without one is in the JSON, not on its line
+    assert not any("without a claim" in line for line in text)
 
 
 def test_the_lab_protocol_carries_claims_and_checks_them(fake_backend) -> None:
@@ -216,19 +231,22 @@ def test_a_hosts_snapshot_with_a_claim_makes_its_card_taken_for_the_labs_pick(
 async def test_the_throttle_badge_keeps_its_place_beside_a_long_claim_text(
     claims_dir: Path,
 ) -> None:
-    """dgx-h100's GPU 3 runs power capped at the frozen second; claims are in use (root holds
-    GPU 7), so every card also says who uses it without a claim: that text is what gets cut."""
+    """dgx-h100's GPU 3 runs power capped at the frozen second; root claims it with a long
+    note while others use it without a claim: that text is what gets cut."""
     from gputop.tui.widgets.gpu_grid import GpuGrid
 
-    claim_as_root(claims_dir, 7, "GPU-b164482d-41ea-cdf2-4e61-ef3c6bd37b15", 3600, "")
+    note = "ablation sweep for the paper, do not touch"
+    claim_as_root(claims_dir, 3, "GPU-951c129f-8d65-0d28-1e55-945d0384bbeb", 3600, note)
     app = build_app("dgx-h100")
     async with app.run_test(size=(200, 50)) as pilot:
         await first_sample(pilot)
         grid = app.query_one(GpuGrid)
         bottom = grid.card_lines(3)[-1]
-        assert bottom.startswith("╰─ in use without a ") and bottom.endswith(" ─╯"), bottom
-        assert "… · P0 · ⚠ power cap 0m ─╯" in bottom, bottom
+        assert bottom.startswith("╰─ claimed by root") and bottom.endswith(" ─╯"), bottom
+        assert "… · P0 · ⚠ power cap <1m ─╯" in bottom, bottom
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
         bottom = grid.card_lines(3)[-1]
-        assert bottom.endswith("… · P0 · ⚠ power cap 0m ─╯"), bottom
+        assert bottom.endswith("… · P0 · ⚠ power cap <1m ─╯"), bottom
+        # no other card's border speaks of claims: nobody claimed them
+        assert all("claim" not in grid.card_lines(i)[-1] for i in (0, 1, 2, 4, 5, 6, 7))

@@ -25,6 +25,8 @@ class Reason:
     text: str
     """What is wrong, in a few words: ``row remap pending``."""
     action: str
+    short: str | None = None
+    """For a card's badge, where it differs from ``text``: ``row remap pending: reset``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ def verdict(health: GpuHealth | None) -> Verdict:
                 "critical",
                 "row remapping failed",
                 "reset the GPU, then watch it; replace the board if errors go on",
+                "row remap failed: reset",
             )
         )
     ecc = health.ecc
@@ -67,32 +70,66 @@ def verdict(health: GpuHealth | None) -> Verdict:
                 "critical",
                 f"{ecc.uncorrected_volatile} uncorrectable ECC errors this boot",
                 "results of jobs on it may be wrong: rerun them; reset the GPU",
+                f"{ecc.uncorrected_volatile} uncorrectable ECC",
             )
         )
+    if rows is not None and rows.pending:
+        reasons.append(
+            Reason(
+                "warning",
+                "row remap pending",
+                "reset the GPU when it is idle",
+                "row remap pending: reset",
+            )
+        )
+    pages = health.retired_pages
+    if pages is not None and pages.pending:
+        reasons.append(
+            Reason(
+                "warning",
+                "retired pages pending",
+                "reset the GPU, then watch it",
+                "pages pending: reset",
+            )
+        )
+    xids = _xid_reasons(health)
+    ordered = [
+        *(r for r in xids if r.level == "critical"),  # Xid 79 before what it explains
+        *(r for r in reasons if r.level == "critical"),
+        *(r for r in reasons if r.level == "warning"),
+        *(r for r in xids if r.level == "warning"),
+    ]
+    if not ordered:
+        return OK
+    return Verdict(ordered[0].level, tuple(ordered))
+
+
+def _xid_reasons(health: GpuHealth) -> list[Reason]:
+    """One reason per Xid code, newest first, with how many of it came in all."""
+    totals = dict(health.xid_counts)
     seen: set[int] = set()
+    reasons = []
     for event in reversed(health.xid_events or ()):
         if event.xid in seen:
             continue
         seen.add(event.xid)
         info = describe(event.xid)
-        times = f" ({event.count}x)" if event.count > 1 else ""
+        count = totals.get(event.xid, event.count)
+        times = f" ({count}x)" if count > 1 else ""
         reasons.append(Reason(info.severity, f"Xid {event.xid} {info.short}{times}", info.action))
-    if rows is not None and rows.pending:
-        reasons.append(Reason("warning", "row remap pending", "reset the GPU when it is idle"))
-    pages = health.retired_pages
-    if pages is not None and pages.pending:
-        reasons.append(Reason("warning", "retired pages pending", "reset the GPU, then watch it"))
-    if not reasons:
-        return OK
-    reasons.sort(key=lambda r: -LEVELS[r.level])  # stable: the order above within a level
-    return Verdict(reasons[0].level, tuple(reasons))
+    return reasons
 
 
 def badge(result: Verdict) -> str | None:
-    """A few words for a card that is not ok: ``⚠ row remap pending: reset``."""
+    """A few words for a card that is not ok: ``⚠ row remap pending: reset``, ``✖ Xid 79
+    fell off the bus (+1)`` (``+1``: one reason more, on the health line or screen)."""
     if not result.reasons:
         return None
     first = result.reasons[0]
-    mark = "✖" if result.level == "critical" else "⚠"
     more = f" (+{len(result.reasons) - 1})" if len(result.reasons) > 1 else ""
-    return f"{mark} {first.text}{more}"
+    return f"{mark(result)} {first.short or first.text}{more}"
+
+
+def mark(result: Verdict) -> str:
+    """``✖`` critical, ``⚠`` warning, nothing for ok."""
+    return {"critical": "✖", "warning": "⚠"}.get(result.level, "")

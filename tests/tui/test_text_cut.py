@@ -37,6 +37,7 @@ async def test_a_long_gpu_name_on_a_one_line_card_ends_with_an_ellipsis() -> Non
         await first_sample(pilot)
         grid = app.query_one(GpuGrid)
         line = grid.card_lines(1)[0].strip()  # less the padding
-        assert line.startswith("○ 1 Tesla P100-PCIE-1… █"), line
+        # cut for its health mark (faulty's P100 has pages pending retirement: docs/health.md)
+        assert line.startswith("○ 1 Tesla P100-PCIE… ⚠ █"), line
         line = grid.card_lines(0)[0].strip()
         assert line.startswith("▶○ 0 GeForce RTX 3090   "), line  # it fits: no ellipsis

@@ -208,7 +208,7 @@ def test_the_verdict_names_each_reason_and_its_action() -> None:
     assert pending.level == "warning"
     assert pending.reasons[0].text == "row remap pending"
     assert pending.action == "reset the GPU when it is idle"
-    assert badge(pending) == "⚠ row remap pending"
+    assert badge(pending) == "⚠ row remap pending: reset"
     failing = verdict(
         GpuHealth(
             ecc=EccCounts(0, 3, 0, 3),
@@ -297,8 +297,8 @@ def test_snapshot_json_has_a_health_object_per_gpu(
     }
     assert a40["verdict"] == "critical"
     assert [r["reason"] for r in a40["reasons"]] == [
-        "2 uncorrectable ECC errors this boot",
         "Xid 48 uncorrectable ECC error",
+        "2 uncorrectable ECC errors this boot",
         "row remap pending",
     ]
     (event,) = a40["xid_events"]
@@ -333,7 +333,8 @@ def test_a_lost_card_keeps_its_last_health_and_the_xid_that_came_with_the_loss(
     a40 = wait_for(lost_with_79, "the A40 lost, with its Xid 79")
     assert a40.health is not None
     assert [e.xid for e in a40.health.xid_events or ()] == [48, 79]
-    assert verdict(a40.health).reasons[1].text == "Xid 79 fell off the bus"
+    assert verdict(a40.health).reasons[0].text == "Xid 79 fell off the bus"
+    assert badge(verdict(a40.health)) == "✖ Xid 79 fell off the bus (+3)"
     backend.close()
 
 
@@ -344,10 +345,11 @@ def test_the_text_snapshot_adds_a_line_for_each_card_that_is_not_ok(
     _, out = run_cli(capsys, "snapshot", "--fake", "faulty")
     health = [line.strip() for line in out.splitlines() if " health " in line]
     assert health == [
-        "⚠ health warning: Xid 63 memory repair recorded; retired pages pending. "
-        "reset the GPU when it is idle",
-        "✖ health critical: 2 uncorrectable ECC errors this boot; Xid 48 uncorrectable ECC "
-        "error; row remap pending. results of jobs on it may be wrong: rerun them; reset the GPU",
+        "⚠ health warning: retired pages pending; Xid 63 memory repair recorded. "
+        "reset the GPU, then watch it",
+        "✖ health critical: Xid 48 uncorrectable ECC error; 2 uncorrectable ECC errors this "
+        "boot; row remap pending. rerun the jobs that ran on it; reset the GPU so the memory is "
+        "repaired; replace the board if it happens again",
     ]
     _, healthy = run_cli(capsys, "snapshot", "--fake", "dgx-h100")
     assert " health " not in healthy

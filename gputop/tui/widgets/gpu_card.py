@@ -21,6 +21,8 @@ from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
 from gputop.core.clock_events import badge_labels
+from gputop.core.health import badge, verdict
+from gputop.core.health import mark as health_mark
 from gputop.core.model import Activity, GpuSample
 from gputop.core.safe_text import clean
 from gputop.core.units import NA, duration_coarse, memory_pair, mib, power_pair
@@ -243,7 +245,7 @@ def _subtitle(view: CardView, room: int | None = None) -> str | None:
         # NVML would not list its processes: the table cannot say who uses this card.
         unlisted = "processes: not listed"
         state = unlisted if state is None else f"{unlisted} · {state}"
-    kept = [part for part in (state, throttle_badge(gpu)) if part]
+    kept = [part for part in (state, health_badge(gpu), throttle_badge(gpu)) if part]
     cuttable = [part for part in (view.claim, view.slurm) if part]
     return _fitted(cuttable, kept, room)
 
@@ -269,6 +271,12 @@ def _fitted(cuttable: list[str], kept: list[str], room: int | None) -> str | Non
         else:
             shown[index] = None
     return joined() or None
+
+
+def health_badge(gpu: GpuSample) -> str | None:
+    """``⚠ row remap pending: reset``, ``✖ Xid 79 fell off the bus``: the card's health
+    verdict when it is not ok (docs/health.md); ``None`` when it is."""
+    return badge(verdict(gpu.health))
 
 
 def throttle_badge(gpu: GpuSample) -> str | None:
@@ -409,8 +417,8 @@ def _compact_line(view: CardView, width: int) -> Text:
     cursor = "▶" if view.highlighted else " "
     mark = "●" if view.selected else "○"
     name = clean((gpu.name or "unknown").replace("NVIDIA ", ""))
-    throttled = throttle_badge(gpu) is not None
-    shown = f"{_cells(name, 16)} ⚠" if throttled else _cells(name, 18)
+    flag = health_mark(verdict(gpu.health)) or ("⚠" if throttle_badge(gpu) is not None else "")
+    shown = f"{_cells(name, 16)} {flag}" if flag else _cells(name, 18)
     line = Text.assemble((cursor, "bold"), mark, f" {gpu.physical_index} ", (shown, "bold"), " ")
     if gpu.lost:
         line.append("LOST: NVML cannot reach this GPU", style="bold red")

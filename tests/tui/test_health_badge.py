@@ -1,0 +1,63 @@
+"""The health badge on a card (issue 42): a card that is not ok names its first reason in a
+few words on its bottom border (and a mark on the compact line at 80x24), from the sample
+an Xid arrives in; a healthy card shows nothing. docs/health.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from helpers.dashboard import first_sample
+from helpers.scenarios import minimal_gpu
+from helpers.waiting import pilot_wait_for
+
+from gputop.core.sampling.source import open_backend
+from gputop.tui.app import GputopApp
+from gputop.tui.screenshots import SCREENSHOT_USER
+from gputop.tui.widgets.gpu_grid import GpuGrid
+
+
+def scenario(path: Path) -> str:
+    gpus = [
+        minimal_gpu(
+            ecc_uncorrected_volatile=0,
+            remapped_rows={"correctable": 1, "uncorrectable": 0, "pending": True},
+        ),
+        minimal_gpu(uuid="GPU-22222222-aaaa-bbbb-cccc-000000000000", pci_bus_id="00000000:08:00.0"),
+    ]
+    path.write_text(json.dumps({"description": "health", "gpus": gpus}), encoding="utf-8")
+    return str(path)
+
+
+def dashboard(path: Path) -> GputopApp:
+    backend = open_backend(scenario(path), environ={"GPUTOP_FAKE_TIME": "30"})
+    return GputopApp(backend, interval_s=0.2, probes=False, user=SCREENSHOT_USER, environ={})
+
+
+def subtitle(app: Any, index: int) -> str:
+    return str(app.query_one(GpuGrid).subtitle(index) or "")
+
+
+def compact(app: Any, index: int) -> str:
+    return "\n".join(line.plain for line in app.query_one(GpuGrid).card_content(index))
+
+
+async def test_a_pending_remap_and_an_xid_that_arrives_show_on_the_card(tmp_path: Path) -> None:
+    app = dashboard(tmp_path / "health.json")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await first_sample(pilot)
+        assert "⚠ row remap pending: reset" in subtitle(app, 0)
+        assert "⚠" not in subtitle(app, 1) and "✖" not in subtitle(app, 1)
+        app.backend.nvml.inject_xid(1, 79)
+        await pilot_wait_for(
+            pilot, lambda: "✖ Xid 79 fell off the bus" in subtitle(app, 1), "the Xid's badge"
+        )
+
+
+async def test_the_compact_line_marks_a_card_that_is_not_ok(tmp_path: Path) -> None:
+    app = dashboard(tmp_path / "health.json")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_sample(pilot)
+        await pilot_wait_for(pilot, lambda: "⚠" in compact(app, 0), "the warning mark")
+        assert "⚠" not in compact(app, 1) and "✖" not in compact(app, 1)

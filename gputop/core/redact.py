@@ -307,10 +307,13 @@ def _judged(word: str, state: _State) -> str:
     if assignment is not None:  # NAME=V, +hydra.key=V; "A=B cmd" in a shell
         marks, name, value = assignment.groups()
         if _shapes(name) != name:
-            return REDACTED
-        state.program = program
+            return REDACTED  # a key given as the name
         if secret_name(name):
+            state.program = program
             return f"{marks}{name}={_secret_value(value, state)}"
+        if not value or value[0] == "=":
+            return REDACTED  # base64's padding: "c2VjcmV0=", "c2VjcmV0dg=="
+        state.program = program
         return f"{marks}{name}={_value(value)}"
     if program and (first or not word.startswith("-")) and _PROGRAM.fullmatch(word):
         return _shapes(word)  # "python3", "/usr/bin/env", a login shell's "-bash"
@@ -373,7 +376,7 @@ def redacted_args(argv: Iterable[str]) -> Iterator[str]:
     state = _State()
     for arg in argv:
         if _SPACES.search(arg):
-            if state.secret and not arg.lstrip(_QUOTES).startswith("--"):
+            if state.secret:
                 # "--password 'correct horse a/b'": the whole argument is the value
                 state.secret = state.program = state.shell = state.first = False
                 yield REDACTED

@@ -114,6 +114,7 @@ ISSUE_FORMS = [
         "aws *** *** *** ***",
     ),
     (["x", "ab12+CD34/ef56"], "CD34", "x ***"),
+    (["x", "c2VjcmV0dmFsdWU=", "c2VjcmV0dmFsdQ=="], "c2Vj", "x *** ***"),  # padded base64
 ]
 
 

@@ -251,3 +251,25 @@ async def test_a_wider_panel_shows_more_of_the_name(state_dir: Path) -> None:
 
         await pilot_wait_for(pilot, whole)
         assert LONG_NAME not in narrow
+
+
+async def test_the_labs_highlighted_card_shows_whether_the_cards_have_the_focus() -> None:
+    from helpers.lab_dashboard import first_lab_sample
+
+    from gputop.tui.screenshots import build_lab_app
+    from gputop.tui.widgets.gpu_card import GpuCard
+
+    app = build_lab_app(3)
+    async with app.run_test(size=BIG) as pilot:
+        await first_lab_sample(pilot)
+        await pilot_wait_for(pilot, lambda: app.query(GpuCard), "the lab's cards")
+        card = next(c for c in app.query(GpuCard) if c.has_class("-highlighted"))
+        focused = border_colour(card)
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is app.query_one("#processes")
+        assert border_colour(card) != focused
+        assert border_colour(app.query_one("#processes")) == focused  # the accent is theirs
+        await pilot.press("shift+tab")
+        await pilot.pause()
+        assert border_colour(card) == focused

@@ -330,3 +330,53 @@ def test_setup_of_a_sound_directory_says_nothing_needed_fixing(claims_dir: Path,
     assert main(["claims", "--setup"]) == 0
     assert "Fixed" in capsys.readouterr().out
     assert wait_for(lambda: os.stat(claims_dir).st_mode & 0o7777 == 0o1777, "the mode")
+
+
+def test_an_agent_goes_on_past_a_file_no_decoder_reads(
+    two_users: tuple[User, User], claims_dir: Path, tmp_path: Path
+) -> None:
+    import sys
+
+    _, bob = two_users
+    gpu = uuids()
+    plant(bob, claims_dir, claim_name(gpu[1], bob, 0xE1), b"[" * CONTENT_BYTES)
+    with book_of(claims_dir) as book:
+        from gputop.core.claims.book import Card
+
+        book.claim([Card(gpu[2], 2, "GPU 2")], 3600)
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "gputop", "agent", "--fake", "v100x4", "--interval", "0.2"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "GPUTOP_STATE_DIR": str(tmp_path / "state"),
+            "GPUTOP_CLAIMS_DIR": str(claims_dir),
+        },
+    )
+    assert agent.stdout is not None and agent.stdin is not None and agent.stderr is not None
+    try:
+        lines = [agent.stdout.readline() for _ in range(2)]
+    finally:
+        agent.stdin.close()
+        agent.wait(10)
+    assert all(lines), agent.stderr.read().decode(errors="replace")
+    gpus = json.loads(lines[1])["snapshot"]["gpus"]
+    assert gpus[2]["claim"]["user"] == "root" and gpus[1]["claim"] is None
+
+
+async def test_the_dashboards_first_sample_comes_past_a_file_no_decoder_reads(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    from helpers.dashboard import first_sample
+
+    from gputop.tui.screenshots import build_app
+
+    _, bob = two_users
+    gpu = uuids()
+    plant(bob, claims_dir, claim_name(gpu[1], bob, 0xE2), b"[" * CONTENT_BYTES)
+    app = build_app("v100x4")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        assert len(app.snapshot.gpus) == 4

@@ -91,6 +91,8 @@ class ClaimsView:
         """``{physical index: why}`` for the GPUs another user's claim keeps ``uid`` (default:
         this process's) off."""
         uid = os.geteuid() if uid is None else uid
+        if self.state == UNKNOWN:  # a flood voids nobody's claim: every card may be claimed
+            return {gpu.physical_index: self.unknown_reason() for gpu in snapshot.gpus}
         found = {}
         for gpu in snapshot.gpus:
             claim = self.blocking(gpu, uid)
@@ -98,9 +100,19 @@ class ClaimsView:
                 found[gpu.physical_index] = self.reason(claim)
         return found
 
+    def unknown_reason(self) -> str:
+        return "may be claimed: the claims directory cannot be read (gputop claims says why)"
+
     def blocked_instances(self, snapshot: Snapshot, uid: int | None = None) -> dict[str, str]:
         """``{MIG uuid: why}`` for instances another user's claim keeps ``uid`` off."""
         uid = os.geteuid() if uid is None else uid
+        if self.state == UNKNOWN:
+            return {
+                m.uuid: self.unknown_reason()
+                for g in snapshot.gpus
+                for m in g.mig_devices
+                if m.uuid
+            }
         found = {}
         for gpu in snapshot.gpus:
             for mig in gpu.mig_devices:

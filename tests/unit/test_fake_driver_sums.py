@@ -55,6 +55,16 @@ def _broken_sums(gpu: GpuSample) -> list[str]:
     check("SM %", [p.sm_util_percent for p in processes], gpu.utilization_gpu_percent)
     check("memory %", [p.memory_util_percent for p in processes], gpu.utilization_memory_percent)
     check("memory", [p.used_memory_bytes for p in processes], gpu.memory_used_bytes)
+    for owner, activity in [(f"GPU {gpu.physical_index}", gpu.activity)] + [
+        (f"MIG {m.mig_index}", m.activity) for m in gpu.mig_devices
+    ]:  # GPM: a tensor pipe works only on an active SM, an SM only while the engine does
+        sm_active = activity.sm_active_percent
+        tensor = activity.tensor_active_percent
+        graphics = activity.graphics_percent
+        if sm_active is not None and tensor is not None and tensor > sm_active + 1e-9:
+            broken.append(f"{owner}: tensor active {tensor:.1f} > SM active {sm_active:.1f}")
+        if sm_active is not None and graphics is not None and sm_active > graphics + 1e-9:
+            broken.append(f"{owner}: SM active {sm_active:.1f} > graphics {graphics:.1f}")
     for mig in gpu.mig_devices:
         on_it = [p for p in processes if p.mig_uuid is not None and p.mig_uuid == mig.uuid]
         check(

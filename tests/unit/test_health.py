@@ -369,3 +369,13 @@ def test_a_hosts_health_is_checked_and_bounded_when_read_back(fake_backend: Open
     health["pcie_replays"] = -1
     with pytest.raises(ProtocolError, match=r"gpus\[2\]\.health\.pcie_replays is out of range"):
         snapshot_from_json(document)
+
+
+def test_docs_health_lists_every_catalogue_code_with_its_words() -> None:
+    from helpers import REPO
+
+    text = (REPO / "docs" / "health.md").read_text(encoding="utf-8")
+    for code, info in CATALOGUE.items():
+        assert f"| {code} | {info.short} | {info.meaning} | {info.action} | {info.severity} |" in (
+            text
+        ), code

@@ -120,3 +120,9 @@ async def test_the_lab_table_holds_its_order_across_hosts_through_churn() -> Non
         for _ in range(SECONDS):
             assert show() == first
             assert as_titled(table.rows)
+
+        held = [shown_bytes(row.process.used_memory_bytes) for row in table.rows]
+        assert held != sorted(held, reverse=True)  # the margin held rows out of exact order
+        table.resort()  # o: exactly by what is shown, across hosts
+        shown = [shown_bytes(row.process.used_memory_bytes) for row in table.rows]
+        assert shown == sorted(shown, reverse=True)

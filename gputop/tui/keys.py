@@ -22,7 +22,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
     (
         "Processes",
         [
-            ("tab", "move between the cards, the process table and the jobs"),
+            ("tab", "move between the cards, the processes, the jobs and the PyTorch view"),
             ("↑/↓ pgup/pgdn home/end", "in the processes: move the highlight (to first/last)"),
             ("←/→", "in the processes: scroll the command column sideways"),
             ("f", "show only the highlighted card's processes (again: all)"),

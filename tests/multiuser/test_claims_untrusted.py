@@ -380,3 +380,53 @@ async def test_the_dashboards_first_sample_comes_past_a_file_no_decoder_reads(
     async with app.run_test(size=(160, 48)) as pilot:
         await first_sample(pilot)
         assert len(app.snapshot.gpus) == 4
+
+
+SITE = (
+    "import os\n"
+    "if os.environ.get('GPUTOP_TEST_RENEW_S'):\n"
+    "    import gputop.core.claims.jobs as jobs\n"
+    "    jobs.RENEW_AFTER_S = float(os.environ['GPUTOP_TEST_RENEW_S'])\n"
+)
+
+
+def test_a_jobs_supervisor_renews_past_a_file_no_decoder_reads_and_obeys_a_stop(
+    two_users: tuple[User, User],
+    state_dir: Path,
+    claims_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real supervisor, its renewal made due every 0.2 s (a sitecustomize on its path)."""
+    from helpers.jobs import PYTHON, wait_until_ended, wait_until_running
+
+    from gputop.cli.main import main
+
+    _, bob = two_users
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITE)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    )
+    monkeypatch.setenv("GPUTOP_TEST_RENEW_S", "0.2")
+    flag = tmp_path / "done"
+    code = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)"
+    assert (
+        main(["--fake", "v100x4", "run", "--gpus", "0", "--", PYTHON, "-c", code, str(flag)]) == 0
+    )
+    (job_id,) = [j.id for j in __import__("helpers.jobs").jobs.all_jobs(state_dir)]
+    wait_until_running(state_dir, job_id)
+
+    def the_jobs() -> list[str]:
+        with book_of(claims_dir) as book:
+            return [c.name for c in book.scan().claims if c.job == job_id]
+
+    (name,) = wait_for(the_jobs, "the job's claim")
+    plant(bob, claims_dir, claim_name(uuids()[0], bob, 0xF1), b"[" * CONTENT_BYTES)
+    planted = os.stat(claims_dir / name).st_ctime_ns
+    wait_for(lambda: os.stat(claims_dir / name).st_ctime_ns > planted, "a renewal past bob's file")
+    assert main(["jobs", "stop", str(job_id), "--yes"]) == 0
+    ended = wait_until_ended(state_dir, job_id)
+    assert ended.status == "killed", ended.status_text
+    assert holders(claims_dir) == []

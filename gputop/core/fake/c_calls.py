@@ -182,11 +182,11 @@ class CCalls(ProcessCalls):
                 f"the caller's {ctypes.sizeof(entries)}-byte buffer"
             )
         written = (layout * len(listed)).from_buffer(entries)
-        shares = self._shares(handle, self.now())  # the card's memory shared out (card_load.py)
+        shares = self._memory_shares(handle, self.now())  # the card's memory (card_load.py)
         for slot, (process, ids) in zip(written, listed, strict=True):
             gpu_instance_id, compute_instance_id = ids
             slot.pid = process.pid
-            memory = shares[(ids, process.pid)].memory_bytes
+            memory = shares[(ids, process.pid)]
             slot.usedGpuMemory = memory if memory is not None else 2**64 - 1
             if layout is not _DriverEntryV1:
                 slot.gpuInstanceId = gpu_instance_id
@@ -244,15 +244,13 @@ class CCalls(ProcessCalls):
         if not info.procUtilArray or info.processSamplesCount < len(measured):
             info.processSamplesCount = len(measured)
             return NVML_ERROR_INSUFFICIENT_SIZE
-        shares = self._shares(handle, sample_t)  # the card's time shared out (card_load.py)
+        shares = self._time_shares(handle, sample_t)  # the card's time (card_load.py)
         array = (_DriverUtilizationInfoV1 * len(measured)).from_address(info.procUtilArray)
         for slot, (process, ids) in zip(array, measured, strict=True):
             ctypes.memset(ctypes.addressof(slot), 0, ctypes.sizeof(slot))
-            share = shares[(ids, process.pid)]
             slot.pid = process.pid
             slot.timeStamp = stamp
-            slot.smUtil = share.sm_percent or 0
-            slot.memUtil = share.memory_percent or 0
+            slot.smUtil, slot.memUtil = shares[(ids, process.pid)]
         info.processSamplesCount = len(measured)
         return NVML_SUCCESS
 

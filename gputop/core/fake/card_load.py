@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 from gputop.core.fake.base import MIB, FakeDeviceHandle, FakeNvmlBase
@@ -38,18 +37,10 @@ NOT_ON_MIG = 0xFFFFFFFF
 K = TypeVar("K")
 Owner = ScenarioGpu | ScenarioMigDevice
 InstanceIds = tuple[int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessShare:
-    """What one process on a card shows: its part of the card's time and memory."""
-
-    sm_percent: int | None
-    """``None``: the scenario gives it no SM reading (the driver has no sample of it)."""
-    memory_percent: int | None
-    """Memory-controller %, where it has an SM reading (0 where only that is given)."""
-    memory_bytes: int | None
-    """``None``: the scenario gives it no memory (NVML's "not available")."""
+ProcessKey = tuple[InstanceIds, int]
+"""A process on a handle: its (GPU, compute) instance ids and its pid."""
+TimeShare = tuple[int, int]
+"""A process's SM % and memory-controller %."""
 
 
 def share_out(demands: Mapping[K, int], capacity: int | None) -> dict[K, int]:
@@ -171,69 +162,56 @@ class CardLoad(FakeNvmlBase):
 
     # -- the shares -------------------------------------------------------------------------
 
-    def _shares(
-        self, handle: FakeDeviceHandle, t: float
-    ) -> dict[tuple[InstanceIds, int], ProcessShare]:
-        """What each process the handle sees shows at scenario time ``t``, by (instance ids,
-        pid): its part of its device's time and memory (module docstring)."""
-        shares: dict[tuple[InstanceIds, int], ProcessShare] = {}
+    def _memory_shares(self, handle: FakeDeviceHandle, t: float) -> dict[ProcessKey, int | None]:
+        """The memory each process the handle sees holds at scenario time ``t``, by
+        (instance ids, pid): what it asks for, or its part of its device's memory where they
+        ask for more (``None``: the scenario gives it none, NVML's "not available")."""
+        shares: dict[ProcessKey, int | None] = {}
         for owner, ids in self._owners(handle):
-            for pid, share in self._owner_shares(owner, t).items():
-                shares[(ids, pid)] = share
+            everyone = self._on(owner)
+            asked = {
+                p.pid: self._bytes(p.used_memory_mib, t)
+                for p in everyone
+                if p.used_memory_mib is not None
+            }
+            held = share_out(asked, self._capacity_bytes(owner))
+            shares.update({(ids, p.pid): held.get(p.pid) for p in everyone})
         gpu = self._gpu(handle)
-        if handle.mig is None and _in_mig_mode(gpu) and len(shares) > 1:
-            shares = self._within_card(gpu, shares, t)  # the MIG devices' together
+        if handle.mig is None and _in_mig_mode(gpu):  # its MIG devices' together, in the GPU
+            known = {key: value for key, value in shares.items() if value is not None}
+            shares.update(share_out(known, self._capacity_bytes(gpu)))
         return shares
 
-    def _owner_shares(self, owner: Owner, t: float) -> dict[int, ProcessShare]:
-        everyone = self._on(owner)
-        sm = {p.pid: self._percent(p.sm_util, t) for p in everyone if p.sm_util is not None}
-        memory_percent = {p.pid: self._percent_or_zero(p.mem_util, t) for p in everyone}
-        memory = {
-            p.pid: self._bytes(p.used_memory_mib, t)
-            for p in everyone
-            if p.used_memory_mib is not None
-        }
-        busy: int | None = 100
-        busy_memory: int | None = 100
-        if isinstance(owner, ScenarioGpu):
-            busy = busy_memory = None  # a card without a utilisation reading: no limit known
-            if owner.utilization_gpu is not None:
-                busy, busy_memory = self._card_utilization(owner, t)
-        sm = share_out(sm, busy)
-        memory_percent = share_out({pid: memory_percent[pid] for pid in sm}, busy_memory)
-        memory = share_out(memory, self._capacity_bytes(owner))
-        return {
-            p.pid: ProcessShare(sm.get(p.pid), memory_percent.get(p.pid), memory.get(p.pid))
-            for p in everyone
-        }
+    def _time_shares(self, handle: FakeDeviceHandle, t: float) -> dict[ProcessKey, TimeShare]:
+        """(SM %, memory %) of each process with an SM reading the handle sees, at scenario
+        time ``t``, by (instance ids, pid): what it asks for, or its part of its device's
+        utilisation where they ask for more (module docstring)."""
+        shares: dict[ProcessKey, TimeShare] = {}
+        for owner, ids in self._owners(handle):
+            measured = [p for p in self._on(owner) if p.sm_util is not None]
+            if not measured:
+                continue
+            busy, busy_memory = self._busy_limits(owner, t)
+            sm = share_out({p.pid: self._percent(p.sm_util, t) for p in measured}, busy)
+            memory = {p.pid: self._percent_or_zero(p.mem_util, t) for p in measured}
+            memory = share_out(memory, busy_memory)
+            shares.update({(ids, p.pid): (sm[p.pid], memory[p.pid]) for p in measured})
+        gpu = self._gpu(handle)
+        if handle.mig is None and _in_mig_mode(gpu) and gpu.utilization_gpu is not None:
+            busy, busy_memory = self._card_utilization(gpu, t)  # the MIG devices' together
+            whole_sm = share_out({key: share[0] for key, share in shares.items()}, busy)
+            whole_memory = share_out({key: sh[1] for key, sh in shares.items()}, busy_memory)
+            shares = {key: (whole_sm[key], whole_memory[key]) for key in shares}
+        return shares
 
-    def _within_card(
-        self,
-        gpu: ScenarioGpu,
-        shares: dict[tuple[InstanceIds, int], ProcessShare],
-        t: float,
-    ) -> dict[tuple[InstanceIds, int], ProcessShare]:
-        """A GPU in MIG mode seen whole: its MIG devices' processes together within the
-        GPU's memory, and within its utilisation where the scenario gives one."""
-        busy = busy_memory = None
-        if gpu.utilization_gpu is not None:
-            busy, busy_memory = self._card_utilization(gpu, t)
-        sm = share_out(
-            {key: s.sm_percent for key, s in shares.items() if s.sm_percent is not None}, busy
-        )
-        memory_percent = share_out(
-            {key: s.memory_percent for key, s in shares.items() if s.memory_percent is not None},
-            busy_memory,
-        )
-        memory = share_out(
-            {key: s.memory_bytes for key, s in shares.items() if s.memory_bytes is not None},
-            self._capacity_bytes(gpu),
-        )
-        return {
-            key: ProcessShare(sm.get(key), memory_percent.get(key), memory.get(key))
-            for key in shares
-        }
+    def _busy_limits(self, owner: Owner, t: float) -> tuple[int | None, int | None]:
+        """What a device's processes' SM % and memory % may add up to at ``t``: a MIG
+        device's 100 each, a card's utilisation, or no limit where the card has no reading."""
+        if not isinstance(owner, ScenarioGpu):
+            return 100, 100
+        if owner.utilization_gpu is None:
+            return None, None
+        return self._card_utilization(owner, t)
 
     def _memory_demand(self, processes: tuple[ScenarioProcess, ...], t: float) -> int:
         return sum(self._bytes_at(p.used_memory_mib, t) for p in processes)

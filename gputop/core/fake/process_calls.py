@@ -98,18 +98,18 @@ class ProcessCalls(CardLoad):
         timestamp_us = round(self._epoch_at(sample_t) * 1_000_000)
         if timestamp_us <= last_seen_timestamp:
             nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
-        shares = self._shares(handle, sample_t)  # the card's time shared out (card_load.py)
+        shares = self._time_shares(handle, sample_t)  # the card's time shared out
         active = [(p, shares[(ids, p.pid)]) for p, ids in measured]
-        active = [(p, share) for p, share in active if share.sm_percent]
+        active = [(p, share) for p, share in active if share[0] > 0]
         if not active:
             nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
         samples = []
-        for process, share in active:
+        for process, (sm, memory) in active:
             sample = pynvml.c_nvmlProcessUtilizationSample_t()
             sample.pid = process.pid
             sample.timeStamp = timestamp_us
-            sample.smUtil = share.sm_percent or 0
-            sample.memUtil = share.memory_percent or 0
+            sample.smUtil = sm
+            sample.memUtil = memory
             sample.encUtil = 0
             sample.decUtil = 0
             samples.append(sample)
@@ -234,7 +234,7 @@ class ProcessCalls(CardLoad):
         )
 
     def _running(self, handle: FakeDeviceHandle, *, compute: bool) -> list[Any]:
-        shares = self._shares(handle, self.now())
+        shares = self._memory_shares(handle, self.now())  # the card's memory (card_load.py)
         result = []
         for process, ids in self._processes(handle):
             if not (process.is_compute if compute else process.is_graphics):
@@ -243,7 +243,7 @@ class ProcessCalls(CardLoad):
                 pynvml.nvmlFriendlyObject(
                     {
                         "pid": process.pid,
-                        "usedGpuMemory": shares[(ids, process.pid)].memory_bytes,
+                        "usedGpuMemory": shares[(ids, process.pid)],
                         "gpuInstanceId": ids[0],
                         "computeInstanceId": ids[1],
                     }

@@ -15,6 +15,7 @@ nothing) and says who won.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import sys
 import time
@@ -301,7 +302,8 @@ class ClaimBook:
                 return
         parsed_claim = parse_content(claim, name, parsed, info)
         if isinstance(parsed_claim, str):
-            if young and parsed_claim == UNREADABLE:  # an extension being written right now
+            written_now = now - info.st_ctime_ns / 1e9 < PENDING_S
+            if written_now and parsed_claim == UNREADABLE:  # an extension being written now
                 result.pending.append((name, info.st_uid))
                 doubt("its claim is being written", False)
             else:
@@ -491,8 +493,9 @@ class ClaimBook:
             if not marks:
                 remove.append(claim.name)
             elif claim.until > now:
+                ended = math.floor(now * 1000) / 1000  # not rounded up past a later file
                 data = content(
-                    claim.uuid, claim.gpu, self.uid, self.user, now, claim.note, claim.job
+                    claim.uuid, claim.gpu, self.uid, self.user, ended, claim.note, claim.job
                 )
                 try:
                     self._rewrite(claim.name, data)

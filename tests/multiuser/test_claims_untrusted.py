@@ -430,3 +430,22 @@ def test_a_jobs_supervisor_renews_past_a_file_no_decoder_reads_and_obeys_a_stop(
     ended = wait_until_ended(state_dir, job_id)
     assert ended.status == "killed", ended.status_text
     assert holders(claims_dir) == []
+
+
+def test_a_jobs_renewal_is_not_blocked_by_a_claim_planted_behind_it(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    from gputop.core.claims.book import Card
+    from gputop.core.claims.jobs import JobClaim
+
+    _, bob = two_users
+    gpu0 = uuids()[0]
+    job = JobClaim(8, {"GPUTOP_CLAIMS_DIR": str(claims_dir)})
+    assert job.take([Card(gpu0, 0, "GPU 0")], "train") is None
+    behind = content(gpu0, 0, bob.uid, bob.name, time.time() + 3600, "", None)
+    plant(bob, claims_dir, claim_name(gpu0, bob, 0xF2), behind)
+    job._renewed -= 3600  # due
+    assert job.renew() is None
+    assert holders(claims_dir) == [(0, "root")]
+    job.release()  # the job ends: bob's plant still does not get the card
+    assert holders(claims_dir) == []

@@ -32,6 +32,7 @@ from gputop.core.sampling.history import UtilizationHistory, initial_history
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.slurm.watch import SlurmView, SlurmWatch
 from gputop.tui.dashboard_base import MIN_TABLE_ROWS, DashboardApp
+from gputop.tui.health_toasts import XidToasts
 from gputop.tui.jobs_actions import JobsActions, JobsRead, JobStoreProblem
 from gputop.tui.sampling_loop import (
     Delivered,
@@ -122,6 +123,8 @@ class GputopApp(DashboardApp, JobsActions):
         self.python = python
         self.environ = dict(environ) if environ is not None else None
         self.history = history or initial_history(backend.nvml)
+        self._xid_toasts = XidToasts()
+        """One toast for the Xids that arrived since the last sample (docs/health.md)."""
         self.probes = probes
         self.snapshot: Snapshot | None = None
         self.slurm_watch = SlurmWatch.for_environment(
@@ -243,6 +246,9 @@ class GputopApp(DashboardApp, JobsActions):
             self.notify("Sampling works again.", timeout=5)
         self.snapshot = message.snapshot
         self.history.add(message.snapshot)
+        toast = self._xid_toasts.new(message.snapshot)
+        if toast is not None:
+            self.notify(toast.text, severity="error" if toast.critical else "warning", timeout=10)
         if message.jobs is not None:
             self._show_jobs(message.jobs)
         if first:

@@ -5,6 +5,7 @@ an Xid arrives in; a healthy card shows nothing. docs/health.md."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,32 @@ async def test_the_compact_line_marks_a_card_that_is_not_ok(tmp_path: Path) -> N
         await first_sample(pilot)
         await pilot_wait_for(pilot, lambda: "⚠" in compact(app, 0), "the warning mark")
         assert "⚠" not in compact(app, 1) and "✖" not in compact(app, 1)
+
+
+STORM_LINE = r"GPU 1: (?:(\d+)x )?Xid 13 graphics engine exception"
+
+
+def notes(app: Any) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
+async def test_xids_that_arrive_are_toasted_coalesced_and_counted(tmp_path: Path) -> None:
+    app = dashboard(tmp_path / "health.json")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await first_sample(pilot)
+        assert notes(app) == []  # what the cards had at start is on their badges, not news
+        app.backend.nvml.inject_xid(1, 13, count=500)
+        app.backend.nvml.inject_xid(0, 79)
+
+        def storm_told() -> int:
+            told = re.findall(STORM_LINE, "\n".join(notes(app)))
+            return sum(int(n or 1) for n in told)
+
+        await pilot_wait_for(
+            pilot, lambda: storm_told() == 500 and any("GPU 0: Xid 79 fell off the bus" in n
+                                                        for n in notes(app)),
+            "the storm and the Xid 79 told",
+        )  # fmt: skip
+        toasts = [n for n in app._notifications if "Xid" in str(n.message)]
+        assert len(toasts) < 10  # coalesced: one a sample, not one an Xid
+        assert any(n.severity == "error" for n in toasts if "Xid 79" in str(n.message))

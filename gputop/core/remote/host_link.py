@@ -9,10 +9,14 @@ measured by ``gputop snapshot --hosts ... --stats``. See docs/lab.md.
 
 State: connecting → live (a snapshot arrived) → stale (none for ``stale_after_s``) or
 unreachable (ssh ended: the classified reason, and when the next try is). After a
-connection that delivered data ends, the next try is at once; after a failed one, the
-wait doubles from ``first_retry_s`` up to ``max_retry_s``. A connection whose output could
-not be read at all (its reader raised: feed catches every decoding error, so this is only a
-net) counts as failed: it is dropped, said (``unreadable``) and tried again with backoff.
+connection that delivered data and held for ``STEADY_AFTER_S`` ends, the next try is at
+once; after a failed one, or one that hung up sooner (a host that sends a snapshot and hangs
+up, again and again, would be an ssh every few milliseconds), the wait doubles from
+``first_retry_s`` up to ``max_retry_s``. A connection whose output could not be read at all
+(its reader raised: feed catches every decoding error, so this is only a net) counts as
+failed: it is dropped, said (``unreadable``) and tried again with backoff. So does one that
+sends more than an agent ever does (``FLOOD_BYTES`` or ``FLOOD_LINES`` within
+``FLOOD_WINDOW_S``: ``flood``), which would otherwise keep this reader busy on a core.
 """
 
 from __future__ import annotations
@@ -36,6 +40,15 @@ from gputop.core.remote.transport import Failure, classify_failure, ssh_argv
 STDERR_TAIL_LINES = 20
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """A line longer than this is dropped unread (a snapshot of 8 busy H100s is ~64 KB)."""
+STEADY_AFTER_S = 10.0
+"""A connection that delivered and held this long resets the backoff (the next try is at once)."""
+FLOOD_WINDOW_S = 10.0
+FLOOD_BYTES = 32 * 1024 * 1024
+FLOOD_LINES = 20_000
+"""More bytes or lines than these within ``FLOOD_WINDOW_S`` is no agent (one sends two or
+three lines an interval, ~64 KB for 8 busy cards; reduced mode a line per card and process):
+the connection is dropped as a flood. Reading them cost most of a core (a host writing
+unreadable lines at 48 MB/s: 16 s of CPU in 20 s)."""
 
 
 class HostLink:
@@ -162,10 +175,11 @@ class HostLink:
         delay = self._first_retry_s
         while not self._stopping.is_set():
             self._update(state=LinkState.CONNECTING, failure=None)
+            began = time.monotonic()
             delivered, failure = self._session()
             if self._stopping.is_set():
                 break
-            if delivered:
+            if delivered and time.monotonic() - began >= STEADY_AFTER_S:
                 delay = self._first_retry_s
                 wait = 0.0
             else:
@@ -226,8 +240,11 @@ class HostLink:
         delivered = False
         feed = HostFeed(self.host)
         assert stdout is not None
+        flood = _FloodGauge()
         for size, raw in _lines(stdout):
             self._count(size)
+            if flood.over(size):
+                return False, flood.failure()
             # None: longer than any real snapshot, a broken or hostile server
             text = None if raw is None else raw.decode("utf-8", "replace")
             outcome = feed.too_long() if text is None else feed.feed(text)
@@ -265,6 +282,32 @@ class HostLink:
                 **changes,  # type: ignore[arg-type]
             )
             self._changed.notify_all()
+
+
+class _FloodGauge:
+    """Counts a connection's bytes and lines in windows of ``FLOOD_WINDOW_S``."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+        self._bytes = 0
+        self._lines = 0
+
+    def over(self, size: int) -> bool:
+        """Count one line (or piece of one) of ``size`` bytes; True past either bound."""
+        now = time.monotonic()
+        if now - self._start >= FLOOD_WINDOW_S:
+            self._start, self._bytes, self._lines = now, 0, 0
+        self._bytes += size
+        self._lines += 1
+        return self._bytes > FLOOD_BYTES or self._lines > FLOOD_LINES
+
+    def failure(self) -> Failure:
+        return Failure(
+            "flood",
+            f"sent {self._bytes / 2**20:.0f} MiB in {self._lines} lines within "
+            f"{FLOOD_WINDOW_S:g} s, more than a gputop agent sends; gputop dropped the "
+            "connection and reconnects with backoff",
+        )
 
 
 def _unreadable(error: Exception) -> Failure:

@@ -89,7 +89,8 @@ class Failure:
     kind: str
     """A stable word for scripts: host-key, host-key-changed, auth, resolve, refused,
     timeout, closed, no-ssh, no-gputop, remote-error, lost, unreadable (what the host sent
-    could not be read at all: the connection is dropped and tried again with backoff)."""
+    could not be read at all: the connection is dropped and tried again with backoff), flood
+    (more bytes or lines than an agent sends: dropped likewise)."""
     reason: str
     advice: str | None = None
 

@@ -6,7 +6,7 @@ import time
 
 from gputop.core.claims.view import card_claim_text
 from gputop.core.clock_events import badge_labels
-from gputop.core.health import verdict
+from gputop.core.health import verdict, xids_since
 from gputop.core.model import Activity, GpuProcess, GpuSample, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import NA, celsius, duration, human_bytes, memory_pair, percent, power_pair
@@ -37,7 +37,7 @@ def render_snapshot(snapshot: Snapshot, width: int | None = None) -> str:
             lines.append(f"{'':9}  (NVML will not list compute processes here: {REFUSED})")
         if gpu.processes:
             lines.append(PROCESS_HEADER)
-            lines.extend(_process_line(p, snapshot.timestamp) for p in _by_memory(gpu))
+            lines.extend(_process_line(p, snapshot.timestamp, gpu) for p in _by_memory(gpu))
         elif gpu.processes_listed:
             lines.append(f"{'':9}  (no processes)")
     if not snapshot.gpus:
@@ -130,7 +130,7 @@ def _by_memory(gpu: GpuSample) -> list[GpuProcess]:
     return sorted(gpu.processes, key=lambda p: (-(p.used_memory_bytes or 0), p.pid))
 
 
-def _process_line(process: GpuProcess, now: float) -> str:
+def _process_line(process: GpuProcess, now: float, gpu: GpuSample | None = None) -> str:
     gpu_memory = NA if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes)
     sm = NA if process.sm_util_percent is None else f"{process.sm_util_percent}%"
     cpu = NA if process.cpu_percent is None else f"{process.cpu_percent:.0f}%"
@@ -138,6 +138,9 @@ def _process_line(process: GpuProcess, now: float) -> str:
     command = clean_argv(process.command) if process.command else f"({clean(process.hint or NA)})"
     if process.mig_uuid is not None:
         command = f"[GI {process.gpu_instance_id}] {command}"
+    xids = xids_since(gpu.health if gpu else None, process.start_time)
+    if xids:  # its card reported these since it started (docs/health.md)
+        command = f"[Xid {', '.join(map(str, xids))}] {command}"
     return (
         f"{process.pid:>9}  {clean(process.user or '?')[:10]:<10} {process.type.value:<4} "
         f"{gpu_memory:>9} {sm:>4} {cpu:>5} {human_bytes(process.host_memory_bytes):>8} "

@@ -120,6 +120,15 @@ def _xid_reasons(health: GpuHealth) -> list[Reason]:
     return reasons
 
 
+def xids_since(health: GpuHealth | None, since: float | None) -> tuple[int, ...] | None:
+    """The Xid codes a card reported at or after ``since`` (a process's start), each once,
+    oldest first; ``None`` where that cannot be known (no Xid source, no start time). A
+    coalesced run counts from its first Xid's time."""
+    if health is None or health.xid_events is None or since is None:
+        return None
+    return tuple(dict.fromkeys(e.xid for e in health.xid_events if e.time >= since))
+
+
 def badge(result: Verdict) -> str | None:
     """A few words for a card that is not ok: ``⚠ row remap pending: reset``, ``✖ Xid 79
     fell off the bus (+1)`` (``+1``: one reason more, on the health line or screen)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputop.core.clock_events import reason_names
-from gputop.core.health import verdict
+from gputop.core.health import verdict, xids_since
 from gputop.core.model import (
     ACTIVITY_KEYS,
     Activity,
@@ -76,7 +76,7 @@ def _gpu(gpu: GpuSample) -> dict[str, Any]:
         if gpu.clock_event_mask is None
         else reason_names(gpu.clock_event_mask),
         "throttled_since": gpu.throttled_since,
-        "processes": [_process(process) for process in gpu.processes]
+        "processes": [_process(process, gpu.health) for process in gpu.processes]
         if gpu.processes_listed
         else None,
         "claim": _claim(gpu.claim),
@@ -176,7 +176,8 @@ def activity_json(activity: Activity) -> dict[str, float | None]:
     return dict(zip(ACTIVITY_KEYS, activity.values(), strict=True))
 
 
-def _process(process: GpuProcess) -> dict[str, Any]:
+def _process(process: GpuProcess, health: GpuHealth | None = None) -> dict[str, Any]:
+    xids = xids_since(health, process.start_time)
     return {
         "pid": process.pid,
         "type": process.type.value,
@@ -191,6 +192,7 @@ def _process(process: GpuProcess) -> dict[str, Any]:
         "origin": process.origin.value,
         "hint": process.hint,
         "cuda": _cuda(process.cuda),
+        "xids_since_start": None if xids is None else list(xids),
     }
 
 

@@ -379,3 +379,38 @@ def test_docs_health_lists_every_catalogue_code_with_its_words() -> None:
         assert f"| {code} | {info.short} | {info.meaning} | {info.action} | {info.severity} |" in (
             text
         ), code
+
+
+def test_a_process_on_a_card_that_had_an_xid_since_it_started_is_marked(
+    scenario_file: WriteScenario,
+) -> None:
+    from gputop.cli.snapshot_text import render_snapshot
+    from gputop.core.health import xids_since
+    from gputop.core.sampling.source import open_backend
+    from gputop.core.snapshot_json import snapshot_to_json
+
+    process = {"pid": 4400001, "used_memory_mib": 10, "user": "ann", "cmd": ["python", "a.py"]}
+    path = scenario_file(
+        [
+            minimal_gpu(
+                processes=[
+                    {**process, "started_s_ago": 100},
+                    {**process, "pid": 4400002, "cmd": ["python", "b.py"]},  # start unknown
+                ],
+                xid_events=[{"at_s": 5, "xid": 31}],
+            )
+        ]
+    )
+    backend = open_backend(path, environ={"GPUTOP_FAKE_TIME": "10"})
+    snapshot = backend.sample()
+    processes = {p["pid"]: p for p in snapshot_to_json(snapshot)["gpus"][0]["processes"]}
+    assert processes[4400001]["xids_since_start"] == [31]
+    assert processes[4400002]["xids_since_start"] is None  # cannot be known
+    text = render_snapshot(snapshot)
+    assert "[Xid 31] python a.py" in text and "] python b.py" not in text
+    backend.close()
+    # simulated processes all start before the scenario's t=0: a later start, by hand
+    health = GpuHealth(xid_events=(XidEvent(31, 100.0), XidEvent(13, 200.0), XidEvent(31, 300.0)))
+    assert xids_since(health, 150.0) == (13, 31)
+    assert xids_since(health, 400.0) == ()
+    assert xids_since(GpuHealth(), 150.0) is None  # no Xid source

@@ -232,9 +232,11 @@ class ClaimBook:
             except FileNotFoundError:
                 continue  # removed meanwhile
             except OSError as error:
-                if parsed is not None:  # the name says whose: it may be a claim
-                    result.suspicious.append(Suspicious(name, parsed.uid, _cannot(error)))
-                    result.doubts.append(Doubt(name, parsed.uuid, parsed.uid, 0, _cannot(error)))
+                if parsed is not None:  # the name says whose: it may be a claim, placed now
+                    said = _cannot(error)  # (behind every claim already there)
+                    result.suspicious.append(Suspicious(name, parsed.uid, said))
+                    placed = int(now * 1e9)
+                    result.doubts.append(Doubt(name, parsed.uuid, parsed.uid, placed, said))
                 continue
             if parsed is None:
                 if not name.endswith(".tmp"):
@@ -245,7 +247,7 @@ class ClaimBook:
             if len(files) > MAX_FILES_PER_USER:
                 result.suspicious.append(
                     Suspicious(
-                        f"{len(files)} files", uid, f"more than {MAX_FILES_PER_USER}: all ignored"
+                        f"{len(files)} files", uid, f"more than {MAX_FILES_PER_USER}: none believed"
                     )
                 )
                 why = f"one of its more than {MAX_FILES_PER_USER} files there"

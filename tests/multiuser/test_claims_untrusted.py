@@ -379,7 +379,7 @@ async def test_the_dashboards_first_sample_comes_past_a_file_no_decoder_reads(
     app = build_app("v100x4")
     async with app.run_test(size=(160, 48)) as pilot:
         await first_sample(pilot)
-        assert len(app.snapshot.gpus) == 4
+        assert app.snapshot is not None and len(app.snapshot.gpus) == 4
 
 
 SITE = (

@@ -224,6 +224,8 @@ def test_a_claim_planted_behind_anothers_neither_blocks_its_extension_nor_inheri
     )
     bogus = content(gpu3, 3, bob.uid, bob.name, now + 300 * 86400, "", None)
     plant(bob, claims_dir, claim_name(gpu3, bob, 0xC2), bogus)
+    in_her_name = content(gpu3, 3, ana.uid, ana.name, now + 3600, "", None)
+    plant(bob, claims_dir, claim_name(gpu3, ana, 0xC3), in_her_name)  # the owner is bob
     extended = gputop_as(ana, claims_dir, "claim", "--extend", "--for", "3h")
     assert extended.returncode == 0, extended.stderr
     assert "Extended GPU 3" in extended.stdout

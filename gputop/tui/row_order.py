@@ -21,12 +21,14 @@ than some above it moves up past them, the others keep their order. With no marg
 order: what a change of sort column, ``S`` and ``o`` (re-sort now) give.
 
 A value is a pair: a part compared exactly (the card, for the "GPU" column; a user's name,
-a pid) and an amount with the margin (memory, a percentage). "Clearly larger" is, for a
-margin of ``absolute`` and ``relative``, ``a > b + max(absolute, relative * |b|)``: a
-strict order whose every chain stays clear (if a is clearly larger than b and b than c,
-then a is than c), so such an order always exists; and since that limit grows with ``b``,
-a row is clearly larger than some placed row exactly when it is than the smallest placed,
-so a row that passes nobody costs one comparison.
+a pid) and an amount with the margin (memory, a percentage; never negative), each in its own
+direction (the "GPU" column: cards in order, on each the most memory first). "Clearly
+larger" is, for a margin of ``absolute``, ``relative`` and a ``coarse`` step, ``a > b +
+max(absolute, relative * b, the step where b is past its start)``: a strict order whose
+every chain stays clear (if a is clearly larger than b and b than c, then a is than c), so
+such an order always exists; and since that limit never falls as ``b`` grows, a row is
+clearly larger than some placed row exactly when it is than the smallest placed, so a row
+that passes nobody costs one comparison.
 
 Docs: docs/reference.md ("The process table's order"), docs/speed.md.
 """
@@ -50,50 +52,70 @@ class Margin:
     absolute: float = 0.0
     relative: float = 0.0
     """A share of the smaller amount (0.05: 5 % more)."""
+    coarse: tuple[float, float] = (0.0, 0.0)
+    """From an amount on, a step the column shows no finer (sizes from 1 GiB, shown to
+    0.1 GiB): a row passes another by more than one such step at least."""
 
     def clearly_larger(self, a: float, b: float) -> bool:
         """``a`` is larger than ``b`` by more than the margin."""
         return a > self.limit(b)
 
     def limit(self, b: float) -> float:
-        """The amount above which another is clearly larger than ``b``; never below ``b``,
-        and larger for a larger ``b`` (what keeps every chain clear)."""
-        return b + max(self.absolute, self.relative * abs(b))
+        """The amount above which another is clearly larger than ``b`` (amounts are never
+        negative); never below ``b``, and never less for a larger ``b``: what keeps every
+        chain clear."""
+        start, step = self.coarse
+        return b + max(self.absolute, self.relative * b, step if step and b >= start else 0.0)
 
 
 EXACT = Margin()
 """Any difference is clear: a plain sort."""
 
 
-def clearly_before(a: Value, b: Value, margin: Margin, descending: bool) -> bool:
-    """A row valued ``a`` must sit above one valued ``b``."""
+def clearly_before(
+    a: Value, b: Value, margin: Margin, descending: bool, amounts_descending: bool | None = None
+) -> bool:
+    """A row valued ``a`` must sit above one valued ``b``. ``descending``: the largest
+    first; the amounts in ``amounts_descending``'s direction where it is given (the GPU
+    column: cards in order, on each the most memory first)."""
     if a[0] != b[0]:
         return (a[0] > b[0]) if descending else (a[0] < b[0])
-    if descending:
+    if descending if amounts_descending is None else amounts_descending:
         return margin.clearly_larger(a[1], b[1])
     return margin.clearly_larger(b[1], a[1])
 
 
 def is_held_order(
-    order: Sequence[K], values: Mapping[K, Value], margin: Margin, descending: bool
+    order: Sequence[K],
+    values: Mapping[K, Value],
+    margin: Margin,
+    descending: bool,
+    amounts_descending: bool | None = None,
 ) -> bool:
     """No row sits above one that must sit above it (quadratic: for tests and checks)."""
     return not any(
-        clearly_before(values[order[j]], values[order[i]], margin, descending)
+        clearly_before(values[order[j]], values[order[i]], margin, descending, amounts_descending)
         for i in range(len(order))
         for j in range(i + 1, len(order))
     )
 
 
 def held_order(
-    previous: Iterable[K], values: Mapping[K, Value], margin: Margin, descending: bool
+    previous: Iterable[K],
+    values: Mapping[K, Value],
+    margin: Margin,
+    descending: bool,
+    amounts_descending: bool | None = None,
 ) -> list[K]:
     """The rows of ``values`` in order, moving as few as the values now require.
 
     ``previous`` is the last order (keys no longer in ``values`` are rows gone); keys of
     ``values`` not in it are rows come, placed where their value belongs (several in the
-    order of ``values`` where they tie). See the module's docstring for the rule.
+    order of ``values`` where they tie). The exact parts go in ``descending``'s direction,
+    the amounts in ``amounts_descending``'s (the same where it is None). See the module's
+    docstring for the rule.
     """
+    down = descending if amounts_descending is None else amounts_descending
     seen = set()
     last: list[K] = []
     for key in previous:
@@ -102,7 +124,7 @@ def held_order(
             last.append(key)
     new = [key for key in values if key not in seen]
     if new:
-        last = _placed(last, new, values, descending)
+        last = _placed(last, new, values, descending, down)
     # The exact parts first (a stable sort keeps the last order within each), then the
     # amounts within each run of one exact part.
     last.sort(key=lambda key: values[key][0], reverse=descending)
@@ -113,22 +135,25 @@ def held_order(
         end = start + 1
         while end < len(last) and values[last[end]][0] == group:
             end += 1
-        ordered.extend(_held_run(last[start:end], values, margin, descending))
+        ordered.extend(_held_run(last[start:end], values, margin, down))
         start = end
     return ordered
 
 
-def _placed(last: list[K], new: list[K], values: Mapping[K, Value], descending: bool) -> list[K]:
+def _placed(
+    last: list[K], new: list[K], values: Mapping[K, Value], descending: bool, down: bool
+) -> list[K]:
     """``last`` with each of ``new`` put above the first row it sorts before exactly (one
     merge: the new rows sorted, each row of ``last`` preceded by those not yet placed that
     sort before it)."""
-    coming = sorted(new, key=lambda k: tuple(values[k]), reverse=descending)
+    coming = sorted(new, key=lambda k: values[k][1], reverse=down)
+    coming.sort(key=lambda k: values[k][0], reverse=descending)
     out: list[K] = []
     taken = 0
     for key in last:
         value = values[key]
         while taken < len(coming) and clearly_before(
-            values[coming[taken]], value, EXACT, descending
+            values[coming[taken]], value, EXACT, descending, down
         ):
             out.append(coming[taken])
             taken += 1
@@ -190,13 +215,16 @@ class HeldOrder:
         margin: Margin,
         descending: bool,
         how: tuple[object, ...] = (),
+        amounts_descending: bool | None = None,
     ) -> list[K]:
-        """``values``' keys in order; ``how`` names the sort (column and direction): when
-        it differs from the last call's, the order is a plain sort again."""
+        """``values``' keys in order (``held_order``); ``how`` names the sort (column and
+        direction): when it differs from the last call's, the order is a plain sort again."""
         if how != self._how:
             self._how = how
             self._exact = True
         exact, self._exact = self._exact, False
-        order = held_order(self._last, values, EXACT if exact else margin, descending)
+        order = held_order(
+            self._last, values, EXACT if exact else margin, descending, amounts_descending
+        )
         self._last = list(order)
         return order

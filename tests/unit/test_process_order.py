@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from typing import Any
 
+import pytest
 from helpers.jobs import snapshot_of
 
-from gputop.core.model import Snapshot
+from gputop.core.model import GpuProcess, Snapshot
 from gputop.tui.row_order import is_held_order
 from gputop.tui.widgets.process_rows import SORT_KEYS, RowMaker, shown_bytes
 
@@ -150,3 +152,70 @@ def test_resort_now_sorts_exactly_by_what_is_shown() -> None:
     assert resorted.index(first[9]) == 8
     shown = _shown(resorted, snapshot)
     assert shown == sorted(shown, reverse=True)
+
+
+MOVING = {
+    "GPU memory": ("used_memory_bytes", 0.02, 0.0),
+    "GPU": ("used_memory_bytes", 0.02, 0.0),
+    "host memory": ("host_memory_bytes", 0.02, 0.0),
+    "CPU": ("cpu_percent", 0.0, 4.0),
+    "SM": ("sm_util_percent", 0.0, 4.0),
+}
+"""Each sort column on a reading that moves: the reading, and a jitter (a share, points)
+below half the column's margin."""
+
+
+@pytest.mark.parametrize("name", sorted(MOVING))
+def test_every_moving_column_holds_under_jitter_and_moves_for_a_real_change(name: str) -> None:
+    """A reading moving by less than half its column's margin, every process every update:
+    30 updates, no reorder. Then the last row's reading jumps far past the first's: it moves
+    at once (to the top, or its card's top for the GPU column)."""
+    key = next(k for k in SORT_KEYS if k.name == name)
+    field, share, points = MOVING[name]
+    base = _base()
+    processes = [p for gpu in base.gpus for p in gpu.processes]
+    start = {p.pid: float(getattr(p, field) or 0) for p in processes}
+    rng = random.Random(name)
+
+    def snapshot_with(readings: dict[int, float]) -> Snapshot:
+        def moved(p: GpuProcess) -> GpuProcess:
+            value = readings[p.pid]
+            changes: dict[str, Any] = {field: value if field == "cpu_percent" else round(value)}
+            return dataclasses.replace(p, **changes)
+
+        gpus = tuple(
+            dataclasses.replace(g, processes=tuple(moved(p) for p in g.processes))
+            for g in base.gpus
+        )
+        return dataclasses.replace(base, gpus=gpus)
+
+    def order(readings: dict[int, float]) -> list[int]:
+        rows = maker.rows(
+            snapshot_with(readings), only_gpu=None, sort_key=key, reverse=False, job_of_pid={}
+        )
+        values = {row.process.pid: key.key(row.process) for row in rows}
+        pids = [row.process.pid for row in rows]
+        assert is_held_order(pids, values, key.margin, *key.directions(False))
+        return pids
+
+    maker = RowMaker("alice")
+    first = order(start)
+    for _ in range(UPDATES):
+        jittered = {
+            pid: max(0.0, value * (1 + rng.uniform(-share, share)) + rng.uniform(-points, points))
+            for pid, value in start.items()
+        }
+        assert order(jittered) == first
+    last = first[-1]
+    leader = next(pid for pid in first if (name != "GPU") or _card(base, pid) == _card(base, last))
+    jumped = dict(start)
+    jumped[last] = start[leader] * 3 + 100
+    if field == "sm_util_percent":
+        jumped = {pid: min(value, 60.0) for pid, value in start.items()} | {last: 100.0}
+    moved = order(jumped)
+    assert moved.index(last) < first.index(last)
+    assert moved.index(last) <= moved.index(leader)
+
+
+def _card(snapshot: Snapshot, pid: int) -> int:
+    return next(p.physical_index for g in snapshot.gpus for p in g.processes if p.pid == pid)

@@ -139,8 +139,12 @@ def test_a_row_that_comes_goes_where_its_value_belongs() -> None:
 
 def test_the_exact_part_is_never_held() -> None:
     """The GPU column: the card exactly, then memory within a card with the margin."""
-    values = {1: ((0,), -100.0), 2: ((1,), -300.0), 3: ((0,), -102.0)}
-    assert held_order([2, 1, 3], values, FIVE_PERCENT, False) == [1, 3, 2]
+    values = {1: ((0,), 100.0), 2: ((1,), 300.0), 3: ((0,), 102.0)}
+    assert held_order([2, 1, 3], values, FIVE_PERCENT, False, True) == [1, 3, 2]
+    values[3] = ((0,), 110.0)
+    assert held_order([1, 3, 2], values, FIVE_PERCENT, False, True) == [3, 1, 2]
+    assert is_held_order([3, 1, 2], values, FIVE_PERCENT, False, True)
+    assert not is_held_order([1, 3, 2], values, FIVE_PERCENT, False, True)
 
 
 def test_a_held_order_sorts_exactly_when_asked_or_when_the_sort_changes() -> None:

@@ -79,11 +79,13 @@ class LabProcessTable(ProcessTable):
             while (row.key, seen) in by_key:  # a process listed twice: both rows stay
                 seen += 1
             by_key[row.key, seen] = row
+        descending, amounts_descending = key.directions(self.reverse)
         order = self._held.order(
             {row_key: key.key(row.process) for row_key, row in by_key.items()},
             key.margin,
-            key.descending != self.reverse,
+            descending,
             (key.name, self.reverse),
+            amounts_descending,
         )
         self._row_hosts = {row.key: position for position, row in rows}
         return [by_key[row_key] for row_key in order]

@@ -43,14 +43,25 @@ class SortKey:
     descending: bool
     margin: Margin = EXACT
     """How much more a row's amount must be to pass another's (rows within it hold still)."""
+    amounts_flipped: bool = False
+    """The amounts go the other way from the exact parts (the GPU column: cards in order,
+    on each the most memory first)."""
+
+    def directions(self, reverse: bool) -> tuple[bool, bool]:
+        """The exact parts' and the amounts' directions (True: largest first)."""
+        down = self.descending != reverse
+        return down, down != self.amounts_flipped
+
+
+GIB = 1024**3
 
 
 def shown_bytes(value: int | None) -> float:
     """A size as ``human_bytes`` shows it (812M, 3.2G), for sorting by what is shown."""
     if value is None:
         return 0.0
-    if value >= 1024**3:
-        return round(value / 1024**3, 1) * 1024**3
+    if value >= GIB:
+        return round(value / GIB, 1) * GIB
     return float(value // MIB * MIB)
 
 
@@ -59,10 +70,12 @@ def shown_minutes(start_time: float | None) -> float:
     return -(start_time or 0.0) // 60
 
 
-MEMORY_MARGIN = Margin(absolute=MIB, relative=0.05)
-"""A size passes another when it shows more than 5 % more (1 MiB at least): an allocator
-growing and shrinking by a percent or two each second moves no row; a process that doubles
-moves at once."""
+MEMORY_MARGIN = Margin(absolute=MIB, relative=0.05, coarse=(GIB, 0.25 * GIB))
+"""A size passes another when it shows more than 5 % more, and from 1.0G on, where sizes
+are shown to 0.1G, more than two such steps more (1.2G does not pass 1.0G, 1.3G does): a
+size at a rounding boundary shows a whole step more for a few bytes, so two sizes one step
+apart can show two. An allocator growing and shrinking by a percent or two each second
+moves no row; a process that doubles moves at once."""
 PERCENT_MARGIN = Margin(absolute=10)
 """SM %: ten points (a kernel mix moves it by several each second)."""
 CPU_MARGIN = Margin(absolute=10, relative=0.1)
@@ -76,9 +89,10 @@ SORT_KEYS = (
     SortKey("GPU memory", lambda p: ((), shown_bytes(p.used_memory_bytes)), True, MEMORY_MARGIN),
     SortKey(
         "GPU",
-        lambda p: ((p.physical_index,), -shown_bytes(p.used_memory_bytes)),
+        lambda p: ((p.physical_index,), shown_bytes(p.used_memory_bytes)),
         False,
         MEMORY_MARGIN,
+        amounts_flipped=True,
     ),
     SortKey("CPU", lambda p: ((), round(p.cpu_percent or 0.0)), True, CPU_MARGIN),
     SortKey("SM", lambda p: ((), p.sm_util_percent or 0), True, PERCENT_MARGIN),
@@ -229,11 +243,13 @@ class RowMaker:
             while place in by_place:  # the same process listed twice: both rows stay
                 place = (*place, 0)
             by_place[place] = process
+        descending, amounts_descending = sort_key.directions(reverse)
         order = self._order.order(
             {place: sort_key.key(p) for place, p in by_place.items()},
             sort_key.margin,
-            sort_key.descending != reverse,
+            descending,
             (sort_key.name, reverse),
+            amounts_descending,
         )
         return [by_place[place] for place in order]
 

@@ -20,6 +20,7 @@ exporter would send it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
@@ -134,7 +135,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        with contextlib.suppress(OSError):  # a scrape that timed out hung up
+            self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

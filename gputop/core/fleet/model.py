@@ -415,6 +415,7 @@ def build_fleet(
     builder = _Builder(now, rule or FreeRule())
     for name in ("up", "scraped", "last_up", "scrapes"):
         builder.targets(name, answers.get(name, []))
+    builder.cards(answers.get("card_labels", []))
     builder.cards(answers.get("cards", []))
     builder.processes(answers.get("processes", []))
     builder.node_series(answers.get("nodes", []))

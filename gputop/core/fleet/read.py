@@ -4,6 +4,7 @@ and one memory bound for all of them together (docs/fleet.md)."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from gputop.core.fleet.model import Fleet, FreeRule, build_fleet
 from gputop.core.fleet.queries import refresh_queries
@@ -28,9 +29,16 @@ def read_fleet(
         what="refresh",
         advice="narrow the nodes with --match, or ask a Prometheus closer to them",
     )
-    answers: dict[str, list[Sample]] = {}
-    for name, promql in refresh_queries(matchers).items():
-        answers[name] = query(server, promql, budget)
+    queries = refresh_queries(matchers)
+    # At once: the refresh takes the longest query's time, not their sum (the server
+    # evaluates them in parallel too); the budget is one for all of them.
+    with ThreadPoolExecutor(max_workers=len(queries), thread_name_prefix="fleet") as pool:
+        asked = {
+            name: pool.submit(query, server, promql, budget) for name, promql in queries.items()
+        }
+        answers: dict[str, list[Sample]] = {}
+        for name, future in asked.items():
+            answers[name] = future.result()  # the first failure is said; the rest end with it
     evaluated = [sample.time for sample in answers["up"] if sample.time is not None]
     now = max(evaluated) if evaluated else time.time()  # the server's clock, not this one's
     return build_fleet(server.shown, now, answers, budget.queries, rule)

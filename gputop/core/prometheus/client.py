@@ -126,9 +126,19 @@ class Budget:
     series: int = field(default=0, init=False)
     queries: int = field(default=0, init=False)
 
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
     def __post_init__(self) -> None:
         self.deadline = time.monotonic() + self.timeout_s
         self.max_bytes = self.max_bytes or MAX_TOTAL_BYTES
+
+    def spend(self, read: int = 0, series: int = 0, queries: int = 0) -> Budget:
+        """Count what one request spent (requests of one budget may run at once)."""
+        with self._lock:
+            self.bytes_read += read
+            self.series += series
+            self.queries += queries
+        return self
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -263,7 +273,7 @@ def _ask(
     url = server.shown
     if left <= 0:
         raise _too_slow(url, budget)
-    budget.queries += 1
+    budget.spend(queries=1)
     address = f"{server.url}/api/v1/{endpoint}?{urllib.parse.urlencode(params)}"
     request = urllib.request.Request(address, headers={"Accept": "application/json"})
     if server.authorization is not None:  # never passed on to where a redirect points
@@ -312,8 +322,7 @@ def _reader(url: str, response: Any, budget: Budget, watch: _Watch) -> Callable[
             raise _ReadFailed() from error
         if watch.expired:
             raise _too_slow(url, budget)
-        budget.bytes_read += len(chunk)
-        if budget.bytes_read > budget.max_bytes:
+        if budget.spend(read=len(chunk)).bytes_read > budget.max_bytes:
             raise PrometheusError(
                 f"Prometheus at {url} answered more than {budget.max_bytes >> 20} MiB in all "
                 f"for this {budget.what}: {budget.advice}."
@@ -434,6 +443,11 @@ class _Answer:
             stream.value()  # not a series: skipped
             return
         found = _Item(self)
+        if self.wanted_type == "vector":  # one sample: small, decoded whole at C's speed
+            item = stream.value()
+            if isinstance(item, dict):
+                found.take(item)
+            return
         walk_object(stream, found.member)
         found.keep()
 
@@ -442,8 +456,7 @@ class _Answer:
         return self.stream
 
     def count_one(self) -> None:
-        self.budget.series += 1
-        if self.budget.series > MAX_SERIES:
+        if self.budget.spend(series=1).series > MAX_SERIES:
             raise PrometheusError(
                 f"Prometheus at {self.url} answered more than {MAX_SERIES:,} series in all for "
                 f"this {self.budget.what}: {self.budget.advice}."
@@ -497,6 +510,17 @@ class _Item:
             self.labels = {str(k): v for k, v in value.items() if isinstance(v, str)}
         elif key == "value":
             self.instant = value
+
+    def take(self, item: dict[str, object]) -> None:
+        """An instant vector's item, decoded whole."""
+        metric = item.get("metric")
+        if isinstance(metric, dict):
+            if all(type(v) is str for v in metric.values()):  # keys are strings in JSON
+                self.labels = metric
+            else:
+                self.labels = {str(k): v for k, v in metric.items() if isinstance(v, str)}
+        self.instant = item.get("value")
+        self.keep()
 
     def point(self, point: object) -> None:
         if not isinstance(point, list) or len(point) != 2:

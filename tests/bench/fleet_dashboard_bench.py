@@ -1,0 +1,120 @@
+"""The fleet dashboard (``gputop --prometheus``) beside the local one, issue 41's targets: its
+first frame at most 2x, its CPU at most 1x the local dashboard's on 8 GPUs.
+
+Run: ``.venv/bin/python tests/bench/fleet_dashboard_bench.py [--nodes 200] [--seconds 30]
+[--runs 3] [--interval 15]``. A real Prometheus (Debian's) scrapes 200 simulated nodes of 8
+GPUs (tests/bench/fleet_bench.py's fleet) every ``--interval`` seconds (Prometheus's default
+15). Both dashboards run headless in this process
+(Textual's test driver: layout, compositing and painting, no terminal) at 160x48, in turns:
+
+- **first frame**: from the app's start to its first data drawn (the local one's first
+  sample of ``dgx-h100``, 8 simulated H100s; the fleet's first refresh, 7 queries over HTTP
+  and every series decoded), wall time;
+- **CPU**: this process's CPU time over a window of ``--seconds`` after the first frames
+  (the local dashboard samples every second; the fleet reads Prometheus at its targets'
+  scrape interval, in a worker thread of this process, so its decoding counts).
+
+Python's start-up and imports are not in either figure (``make bench``'s pty benches have
+them for the local dashboard). Medians (min-max) of ``--runs``; exits 1 when a target is
+missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "tests"), str(Path(__file__).resolve().parent)]
+
+from fleet_bench import nodes  # noqa: E402
+from helpers.fleet import fleet_prometheus, simulated_nodes  # noqa: E402
+from helpers.waiting import wait_for  # noqa: E402
+
+from gputop.core.fleet.read import read_fleet  # noqa: E402
+from gputop.core.prometheus.auth import server_for  # noqa: E402
+from gputop.core.sampling.source import open_backend  # noqa: E402
+from gputop.tui.app import GputopApp  # noqa: E402
+from gputop.tui.fleet.fleet_app import FleetApp  # noqa: E402
+
+SIZE = (160, 48)
+FIRST_FRAME_RATIO = 2.0
+CPU_RATIO = 1.0
+
+
+async def measure(app: object, ready: Callable[[], bool], seconds: float) -> tuple[float, float]:
+    started = time.monotonic()
+    async with app.run_test(size=SIZE) as pilot:  # type: ignore[attr-defined]
+        while not ready():
+            await pilot.pause(0.01)
+        await pilot.pause()
+        first = time.monotonic() - started
+        await pilot.pause(2.0)
+        cpu = time.process_time()
+        await asyncio.sleep(seconds)
+        used = time.process_time() - cpu
+    return first, 100.0 * used / seconds
+
+
+def local(seconds: float) -> tuple[float, float]:
+    app = GputopApp(open_backend("dgx-h100"), probes=False, user="alice", environ={})
+    return asyncio.run(measure(app, lambda: app.snapshot is not None, seconds))
+
+
+def fleet(url: str, seconds: float) -> tuple[float, float]:
+    server = server_for(url)
+    app = FleetApp(lambda: read_fleet(server, timeout_s=60.0), url)
+    return asyncio.run(measure(app, lambda: app.fleet is not None, seconds))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--interval", type=float, default=15.0, help="scrape interval (s)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        with (
+            simulated_nodes(directory, nodes(args.nodes)) as targets,
+            fleet_prometheus(directory / "prometheus", targets, args.interval) as prometheus,
+        ):
+            wait_for(
+                lambda: (
+                    len(prometheus.query('count_over_time(up{job="nodes"}[10m]) >= 3'))
+                    == len(targets)
+                ),
+                "every node scraped three times",
+                args.interval * 6 + 150,
+            )
+            locals_, fleets = [], []
+            for run in range(1, args.runs + 1):
+                locals_.append(local(args.seconds))
+                fleets.append(fleet(prometheus.url, args.seconds))
+                print(
+                    f"  run {run}: local first frame {locals_[-1][0]:.2f} s, CPU "
+                    f"{locals_[-1][1]:.2f} %; fleet {fleets[-1][0]:.2f} s, {fleets[-1][1]:.2f} %"
+                )
+    lf = statistics.median(f for f, _ in locals_)
+    lc = statistics.median(c for _, c in locals_)
+    ff = statistics.median(f for f, _ in fleets)
+    fc = statistics.median(c for _, c in fleets)
+    print(
+        f"local dashboard (dgx-h100, 8 GPUs): first frame {lf:.2f} s, CPU {lc:.2f} % of a core\n"
+        f"fleet dashboard ({args.nodes} nodes, {args.nodes * 8} GPUs, {args.interval:g}-s "
+        "scrapes): first "
+        f"frame {ff:.2f} s ({ff / lf:.2f}x, goal {FIRST_FRAME_RATIO:g}x), CPU {fc:.2f} % "
+        f"({fc / lc:.2f}x, goal {CPU_RATIO:g}x)"
+    )
+    return 0 if ff <= FIRST_FRAME_RATIO * lf and fc <= CPU_RATIO * lc else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -26,9 +26,9 @@ from gputop.cli.slurm_run import (
     run_slurm_submit,
     slurm_options_without_slurm,
 )
-from gputop.core.claims.jobs import IGNORED_ENV, check_launch_claims
+from gputop.core.claims.jobs import IGNORED_ENV, check_claims_known, check_launch_claims
 from gputop.core.claims.view import UNKNOWN, UNSAFE, ClaimsView, read_claims
-from gputop.core.errors import GputopError, UsageError
+from gputop.core.errors import UsageError
 from gputop.core.jobs.launch import (
     LaunchRequest,
     PreparedLaunch,
@@ -209,11 +209,7 @@ def run(args: argparse.Namespace) -> int:
     claims = read_claims(environ)
     if claims.state == UNSAFE:
         print(f"gputop: warning: {clean(claims.message)}", file=sys.stderr)
-    if claims.state == UNKNOWN and not args.ignore_claims:  # a flood voids nobody's claim
-        raise GputopError(
-            f"Nothing was launched: {claims.message} Which cards other users claimed cannot "
-            "be told; --ignore-claims launches anyway (the job is marked so)."
-        )
+    check_claims_known(claims, ignore=args.ignore_claims)  # before --auto picks around claims
     if args.auto is not None:
         check_gpu_count(snapshot, args.auto)
         active = active_job_gpus()

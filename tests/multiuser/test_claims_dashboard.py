@@ -40,6 +40,8 @@ def end_jobs() -> None:
 
 
 def launch_error(screen: LaunchScreen) -> str:
+    if not screen.is_attached:
+        return "(the dialog closed: launched)"
     shown = screen.query_one("#launch-error", Static)
     return str(shown.content) if shown.display else ""
 
@@ -84,5 +86,38 @@ async def test_a_dashboard_launch_that_waits_waits_for_the_claim(
         (job,) = stored_jobs()
         waiting = wait_until_waiting(state_dir, job.id)
         assert f"GPU 1: claimed by {ana.name} until" in (waiting.note or "")
+    finally:
+        end_jobs()
+
+
+async def test_the_dashboard_refuses_a_launch_where_claims_cannot_be_told_as_run_does(
+    state_dir: Path, claims_dir: Path, tmp_path: Path, two_users: tuple[User, User], capsys
+) -> None:
+    """bob floods the claims directory: which cards others claimed cannot be told, and a
+    flood voids nobody's claim. gputop run refuses; so does the dashboard, saying the same."""
+    from helpers.claims import as_user, python_for_users
+
+    _, bob = two_users
+    flood = (
+        "import os, sys\n"
+        "for i in range(10_001):\n"
+        "    os.close(os.open(os.path.join(sys.argv[1], f'x{i}'), os.O_CREAT | os.O_WRONLY))\n"
+    )
+    python, path = python_for_users()
+    made = as_user(bob, [python, "-c", flood, str(claims_dir)], {"PYTHONPATH": path})
+    assert made.returncode == 0, made.stderr
+    assert main(["--fake", "v100x4", "run", "--gpus", "1", "--", "true"]) == 1
+    said_by_run = " ".join(capsys.readouterr().err.split())
+    assert "Nothing was launched:" in said_by_run and "cannot be told" in said_by_run
+    app = make_app("v100x4")
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            screen = await open_launch_dialog(app, pilot, "right")
+            await launch(app, pilot, f"{sys.executable} -c pass", tmp_path)
+            await pilot_wait_for(pilot, lambda: launch_error(screen), "the dialog's refusal")
+            said = " ".join(launch_error(screen).split())
+            assert said.startswith("✗ Nothing was launched:") and "cannot be told" in said
+            assert said_by_run.split("Nothing was launched: ", 1)[1].split(" Which")[0] in said
+        assert stored_jobs() == []
     finally:
         end_jobs()

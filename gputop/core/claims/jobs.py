@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from gputop.core.claims.book import Card, ClaimBook, ClaimRefused, ClaimsUnreadable
 from gputop.core.claims.directory import UnsafeClaimsDir
-from gputop.core.claims.view import ClaimsView
+from gputop.core.claims.view import UNKNOWN, ClaimsView
 from gputop.core.errors import GputopError
 from gputop.core.model import Snapshot
 
@@ -53,10 +53,25 @@ RUN_ADVICE = (
     "launch anyway (the job is marked so)."
 )
 """What ``gputop run`` suggests when it refuses claimed cards."""
+RUN_UNKNOWN_ADVICE = "--ignore-claims launches anyway (the job is marked so)."
+"""What ``gputop run`` suggests where the claims cannot be read."""
 
 
 class ClaimedCards(GputopError):
     """A launch onto cards another user claimed: nothing was launched, nothing recorded."""
+
+
+def check_claims_known(
+    view: ClaimsView, *, ignore: bool = False, advice: str = RUN_UNKNOWN_ADVICE
+) -> None:
+    """Raise ``ClaimedCards`` where which cards other users claimed cannot be told (a
+    flooded claims directory) and the launch does not ignore claims: a flood voids nobody's
+    claim, so every card may be claimed, waiting or not."""
+    if view.state == UNKNOWN and not ignore:
+        raise ClaimedCards(
+            f"Nothing was launched: {view.message} Which cards other users claimed cannot "
+            f"be told; {advice}"
+        )
 
 
 def check_launch_claims(
@@ -68,12 +83,15 @@ def check_launch_claims(
     wait: bool,
     ignore: bool = False,
     advice: str = RUN_ADVICE,
+    unknown_advice: str = RUN_UNKNOWN_ADVICE,
 ) -> list[str]:
     """What stands in the way of launching on ``targets`` (``claims_in_the_way``); raises
-    ``ClaimedCards`` where a claim does and the launch neither waits for it nor ignores it.
+    ``ClaimedCards`` where a claim does and the launch neither waits for it nor ignores it,
+    or where the claims cannot be told (``check_claims_known``).
 
     ``gputop run`` and the dashboard's launch both ask this before anything is recorded, so
     neither leaves a job that its supervisor then refuses to start (docs/claims.md)."""
+    check_claims_known(view, ignore=ignore, advice=unknown_advice)
     in_the_way = claims_in_the_way(view, snapshot, targets, uid)
     if in_the_way and not ignore and not wait:
         raise ClaimedCards(f"Nothing was launched: {'; '.join(in_the_way)}. {advice}")

@@ -237,7 +237,9 @@ class JobsService:
         supervisor cannot be started.
 
         Cards another user claimed are refused first, as ``gputop run`` refuses them (the
-        same check), with nothing recorded; a launch that waits waits for the claim."""
+        same check), with nothing recorded; a launch that waits waits for the claim. Claims
+        that cannot be told (a flood) refuse every launch, as ``run`` without
+        ``--ignore-claims`` does."""
         from gputop.core.claims.jobs import check_launch_claims  # not before the first frame
         from gputop.core.claims.view import read_claims
 
@@ -248,6 +250,7 @@ class JobsService:
             os.geteuid(),
             wait=request.wait,
             advice=DASHBOARD_CLAIM_ADVICE,
+            unknown_advice="gputop run --ignore-claims launches anyway (the job is marked so).",
         )
         store = JobStore.open(self.state_dir, repair=True)
         try:

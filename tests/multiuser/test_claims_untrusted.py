@@ -127,9 +127,7 @@ def test_the_exporter_and_a_sample_go_on_past_a_file_no_decoder_reads(
     assert gputop_as(ana, claims_dir, "claim", "--gpus", "2").returncode == 0
     collector = SnapshotCollector(top=5)
     collector.record(fake_backend("v100x4").sample(), 0.01)
-    assert samples(collector, "gputop_gpu_utilization_ratio") or samples(
-        collector, "gputop_gpu_claimed"
-    )
+    assert len(samples(collector, "gputop_gpu_processes")) == 4  # every GPU's metrics
     claimed = samples(collector, "gputop_gpu_claimed")
     assert [(s.labels["gpu"], s.labels["user"]) for s in claimed] == [("2", ana.name)]
 
@@ -451,3 +449,19 @@ def test_a_jobs_renewal_is_not_blocked_by_a_claim_planted_behind_it(
     assert holders(claims_dir) == [(0, "root")]
     job.release()  # the job ends: bob's plant still does not get the card
     assert holders(claims_dir) == []
+
+
+def test_a_running_exporter_answers_with_every_gpu_past_a_file_no_decoder_reads(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    from helpers.prometheus import running_exporter
+
+    _, bob = two_users
+    plant(bob, claims_dir, claim_name(uuids()[1], bob, 0xE3), b"[" * CONTENT_BYTES)
+    args = ("--fake", "v100x4", "--listen", "127.0.0.1:0", "--interval", "3600")
+    with running_exporter(*args) as exporter:
+        exposition = exporter.scrape()
+    processes = [
+        line for line in exposition.splitlines() if line.startswith("gputop_gpu_processes{")
+    ]
+    assert len(processes) == 4, exposition[-2000:]

@@ -465,3 +465,16 @@ def test_a_running_exporter_answers_with_every_gpu_past_a_file_no_decoder_reads(
         line for line in exposition.splitlines() if line.startswith("gputop_gpu_processes{")
     ]
     assert len(processes) == 4, exposition[-2000:]
+
+
+def test_a_claims_directory_a_user_cannot_open_is_said_not_an_internal_error(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    ana, _ = two_users
+    os.chmod(claims_dir, 0o700)  # root's, and unreadable to the others
+    for argv in (["claims"], ["claim", "--gpus", "1"], ["release"]):
+        done = gputop_as(ana, claims_dir, *argv)
+        no_crash(done)
+        assert done.returncode == 1 and "cannot be opened" in done.stderr, done.stderr
+    ran = gputop_as(ana, claims_dir, "run", "--gpus", "1", "--", "true")
+    assert ran.returncode == 0 and "cannot be opened" in ran.stderr, ran.stderr

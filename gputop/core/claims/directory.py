@@ -85,7 +85,13 @@ def open_claims_dir(path: str) -> OpenDir | None:
             f"rewrite or replace other people's claims. Claims are not used until an "
             f"administrator fixes it: {setup_line(path)}"
         )
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:  # not readable by this user (mode 0700), replaced meanwhile
+        raise UnsafeClaimsDir(
+            f"The claims directory {path} cannot be opened ({error.strerror}); claims are not "
+            f"used. An administrator can make it right with: {setup_line(path)}"
+        ) from None
     held = os.fstat(fd)
     if (held.st_dev, held.st_ino) != (seen.st_dev, seen.st_ino):
         os.close(fd)

@@ -273,3 +273,22 @@ async def test_the_labs_highlighted_card_shows_whether_the_cards_have_the_focus(
         await pilot.press("shift+tab")
         await pilot.pause()
         assert border_colour(card) == focused
+
+
+async def test_the_lab_in_a_smaller_terminal_gives_the_hidden_panels_focus_to_the_cards() -> None:
+    from helpers.lab_dashboard import first_lab_sample
+
+    from gputop.tui.lab.lab_grid import LabGrid
+    from gputop.tui.screenshots import build_lab_app
+
+    app = build_lab_app(3)
+    async with app.run_test(size=BIG) as pilot:
+        await first_lab_sample(pilot)
+        torch = app.query_one(TorchPanel)
+        torch.focus()
+        await pilot.pause()
+        assert app.focused is torch
+        await pilot.resize_terminal(*SMALL)
+        await pilot_wait_for(
+            pilot, lambda: app.focused is app.query_one(LabGrid), "the lab cards' focus"
+        )

@@ -136,6 +136,8 @@ class LabApp(DashboardApp):
         width, height = size or self.size
         compact = width < COMPACT_BELOW_WIDTH or height < COMPACT_BELOW_HEIGHT
         lower = 8 if compact else MIN_TABLE_ROWS
+        if compact != self.compact:
+            self.keep_focus_shown()  # the compact layout hides the PyTorch view
         self.compact = compact
         self.set_class(compact, "-compact")
         try:

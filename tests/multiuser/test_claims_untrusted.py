@@ -478,3 +478,20 @@ def test_a_claims_directory_a_user_cannot_open_is_said_not_an_internal_error(
         assert done.returncode == 1 and "cannot be opened" in done.stderr, done.stderr
     ran = gputop_as(ana, claims_dir, "run", "--gpus", "1", "--", "true")
     assert ran.returncode == 0 and "cannot be opened" in ran.stderr, ran.stderr
+
+
+def test_an_extension_that_cannot_rewrite_its_file_says_so_not_an_internal_error(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    ana, _ = two_users
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "1", "--for", "1h").returncode == 0
+    (name,) = os.listdir(claims_dir)
+    python, _ = python_for_users()
+    chmod = as_user(
+        ana, [python, "-c", f"import os; os.chmod({str(claims_dir / name)!r}, 0o444)"], {}
+    )
+    assert chmod.returncode == 0, chmod.stderr
+    extended = gputop_as(ana, claims_dir, "claim", "--extend", "--for", "2h")
+    no_crash(extended)
+    assert extended.returncode == 1 and "Cannot rewrite the claim" in extended.stderr
+    assert holders(claims_dir) == [(1, ana.name)]

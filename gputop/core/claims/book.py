@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -564,13 +565,20 @@ class ClaimBook:
             os.close(fd)
 
     def _rewrite(self, name: str, data: bytes) -> None:
-        fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.dir.fd)
+        flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            if os.fstat(fd).st_uid != self.uid:
-                raise GputopError(f"{name} is not yours.")
-            os.pwrite(fd, data, 0)
-        finally:
-            os.close(fd)
+            fd = os.open(name, flags, dir_fd=self.dir.fd)
+            try:
+                info = os.fstat(fd)
+                if info.st_uid != self.uid or not stat.S_ISREG(info.st_mode):
+                    raise GputopError(f"{clean(name)} is not your claim file.")
+                os.pwrite(fd, data, 0)
+            finally:
+                os.close(fd)
+        except OSError as error:
+            raise GputopError(
+                f"Cannot rewrite the claim {clean(name)} in {self.dir.path}: {error.strerror}."
+            ) from None
 
     def _decide(self, cards: Sequence[Card], made: Sequence[str], strict: bool) -> None:
         """Once the kernel's clock has passed these files' change time, read the directory

@@ -140,10 +140,16 @@ def set_up(path: str) -> str:
     was done. Directories above it that do not exist are made 0755."""
     if os.geteuid() != 0:
         raise GputopError(f"Only root can set up the claims directory; run: {setup_line(path)}")
-    parent = os.path.dirname(path)
     if _already_set_up(path):
         return f"The claims directory {path} is already set up (root's, mode 1777): nothing to fix."
-    os.makedirs(parent, mode=0o755, exist_ok=True)
+    try:
+        return _set_up(path)
+    except OSError as error:
+        raise GputopError(f"Cannot set up the claims directory {path}: {error.strerror}.") from None
+
+
+def _set_up(path: str) -> str:
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
     try:
         os.mkdir(path, 0o700)
         made = True

@@ -495,3 +495,31 @@ def test_an_extension_that_cannot_rewrite_its_file_says_so_not_an_internal_error
     no_crash(extended)
     assert extended.returncode == 1 and "Cannot rewrite the claim" in extended.stderr
     assert holders(claims_dir) == [(1, ana.name)]
+
+
+def test_of_two_claimers_of_one_user_the_one_still_writing_an_earlier_file_wins(
+    claims_dir: Path,
+) -> None:
+    """Ordered by birth, a file being written is already in line: another claimer of the
+    same user deciding meanwhile loses to it, so exactly one of the two wins."""
+    import pwd
+
+    from gputop.core.claims.book import Card, ClaimRefused, _coarse_now_ns
+    from gputop.core.claims.files import new_name
+
+    gpu2 = uuids()[2]
+    card = Card(gpu2, 2, "GPU 2")
+    first = new_name(gpu2, os.geteuid(), False)
+    fd = os.open(claims_dir / first, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:  # the first claimer has made its file and not yet written it
+        made = os.stat(claims_dir / first).st_ctime_ns  # its birth, at the clock's step
+        wait_for(lambda: _coarse_now_ns() > made, "the clock to pass its birth")
+        with book_of(claims_dir) as book, pytest.raises(ClaimRefused, match="came first"):
+            book.claim([card], 3600)
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        os.write(fd, content(gpu2, 2, os.geteuid(), user, time.time() + 3600, "", None))
+    finally:
+        os.close(fd)
+    with book_of(claims_dir) as book:
+        book._decide([card], [first], strict=True)  # the first claimer decides: it won
+    assert os.listdir(claims_dir) == [first]

@@ -20,7 +20,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gputop.core.claims.directory import (
@@ -135,14 +135,17 @@ class Scan:
                 best[key] = claim
         return best
 
-    def first(self, uuid: str, uid: int | None = None) -> Hold | None:
+    def first(self, uuid: str, uid: int | None = None, also: Collection[str] = ()) -> Hold | None:
         """What holds the card as ``uid`` sees it: the earliest live claim or doubtful file
-        on it (``uid``'s own doubtful files aside: its own gputop tidies them)."""
+        on it (``uid``'s own doubtful files aside, its own gputop tidies them, but for those
+        named in ``also``: its files being written right now, by another of its claimers)."""
         key = card_key(uuid)
         found: Hold | None = None
         holds: list[Hold] = [*self.claims, *self.doubts]
         for hold in holds:
-            if card_key(hold.uuid) != key or (isinstance(hold, Doubt) and hold.uid == uid):
+            if card_key(hold.uuid) != key:
+                continue
+            if isinstance(hold, Doubt) and hold.uid == uid and hold.name not in also:
                 continue
             if found is None or hold.order < found.order:
                 found = hold
@@ -591,8 +594,10 @@ class ClaimBook:
         present = {claim.name: claim for claim in scan.claims}
         now = self.clock()
         lost = []
+        being_written = {name for name, uid in scan.pending if uid == self.uid}
         for card, name in zip(cards, made, strict=True):
-            holder = scan.first(card.uuid, self.uid)
+            # another claimer of this user's, still writing an earlier file, comes first too
+            holder = scan.first(card.uuid, self.uid, being_written)
             mine = present.get(name)
             if mine is None:
                 if holder is not None and holder.uid != self.uid:

@@ -143,6 +143,6 @@ def test_a_record_written_to_the_real_kernel_log_is_read(scenario_file: WriteSce
         "the record written to /dev/kmsg",
     )
     assert counted
-    event = (health_of(backend).xid_events or ())[-1]
-    assert event.xid == 61 and abs(event.time - time.time()) < 30
+    event = (health_of(backend).xid_events or ())[-1]  # earlier runs' records coalesce in it
+    assert event.xid == 61 and event.count == before + 1
     backend.close()

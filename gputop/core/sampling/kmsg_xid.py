@@ -138,6 +138,8 @@ class KernelLogReader:
             return error.errno == errno.EPIPE
         if not data:
             return False
+        if not self._pending and data.endswith(b"\n") and b"NVRM: Xid" not in data:
+            return True  # a whole record (or records) of something else: most of the log
         self._pending += data
         *records, self._pending = self._pending.split(b"\n")
         if len(self._pending) > READ_SIZE:  # no line end in sight: not a record

@@ -2,12 +2,18 @@
 
 The scenario is loaded by gputop's own loader (``load_scenario``) and its signals are
 evaluated with the same ``Signal.value_at`` the Python fake uses, so the C library and the
-fake report the same numbers for the same scenario and time. The file format is read by
-``cnvml.c`` (its ``load``): ``system KEY VALUE``, ``gpu INDEX KEY VALUE`` and
-``process INDEX KIND PID USED_BYTES SM MEM``, ``mig INDEX SLOT KEY VALUE`` (a MIG device);
-``error FUNCTION CODE`` makes a function return an NVML error code. GPM's answers are
-``gpm 1`` (supported) and ``gpm_<metric id> VALUE`` per GPU and MIG device, evaluated as the
-Python fake evaluates them (gputop/core/fake/gpm_calls.py).
+fake report the same numbers for the same scenario and time. A card's utilisation and used
+memory and its processes' memory, SM % and memory % are the Python fake's shares
+(gputop/core/fake/card_load.py, ``shares_at``): a card's processes never add up to more than
+the card, as on a driver. A job launched on a simulated card is not listed (the file is
+written once; the fake lists live ones), so the file is the scenario's alone.
+
+The file format is read by ``cnvml.c`` (its ``load``): ``system KEY VALUE``,
+``gpu INDEX KEY VALUE`` and ``process INDEX KIND PID USED_BYTES SM MEM``,
+``mig INDEX SLOT KEY VALUE`` (a MIG device); ``error FUNCTION CODE`` makes a function return
+an NVML error code. GPM's answers are ``gpm 1`` (supported) and ``gpm_<metric id> VALUE`` per
+GPU and MIG device, evaluated as the Python fake evaluates them
+(gputop/core/fake/gpm_calls.py).
 
 What the generation decides (driver, NVML and CUDA versions; which symbols exist) comes from
 the library's build, not from the scenario: its ``driver_version`` is not used.
@@ -15,10 +21,12 @@ the library's build, not from the scenario: its ``driver_version`` is not used.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-from gputop.core.fake import Scenario
+from gputop.core.fake import FakeDeviceHandle, FakeNvml, Scenario
+from gputop.core.fake.card_load import NOT_ON_MIG, CardShares
 from gputop.core.fake.gpm_calls import METRIC_SIGNALS
 from gputop.core.fake.health_calls import health_answers
 from gputop.core.fake.scenario import ScenarioGpu, ScenarioMigDevice, ScenarioProcess
@@ -55,15 +63,20 @@ def data_file_text(
     everywhere = {f: NVML_ERROR_FUNCTION_NOT_FOUND for f in scenario.missing_functions}
     everywhere.update(scenario.function_errors)
     lines.extend(f"system error:{f} {code}" for f, code in sorted(everywhere.items()))
+    fake = FakeNvml(dataclasses.replace(scenario, job_profile=None), frozen_time=t)
     for index, gpu in enumerate(scenario.gpus):
+        shares = fake.shares_at(FakeDeviceHandle(index), t)
         own = {f: NVML_ERROR_NO_PERMISSION for f in gpu.no_permission}
         own.update(gpu.function_errors)
         errors = {**everywhere, **own}
         lines.extend(f"gpu {index} error:{f} {code}" for f, code in sorted(errors.items()))
-        lines.extend(f"gpu {index} {key} {value}" for key, value in _gpu_entries(gpu, t))
-        lines.extend(_process_line(index, process, t) for process in gpu.processes)
+        lines.extend(f"gpu {index} {k} {v}" for k, v in _gpu_entries(gpu, shares, t))
+        lines.extend(_process_line(index, process, shares) for process in gpu.processes)
         for slot, mig in enumerate(gpu.mig_devices):
-            lines.extend(f"mig {index} {slot} {k} {v}" for k, v in _mig_entries(gpu, mig, t))
+            on_mig = fake.shares_at(FakeDeviceHandle(index, slot), t)
+            lines.extend(
+                f"mig {index} {slot} {k} {v}" for k, v in _mig_entries(gpu, mig, on_mig, t)
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -88,7 +101,9 @@ def gpm_entries(activity: ActivitySignals | None, t: float) -> list[tuple[str, o
     return entries
 
 
-def _mig_entries(gpu: ScenarioGpu, mig: ScenarioMigDevice, t: float) -> list[tuple[str, object]]:
+def _mig_entries(
+    gpu: ScenarioGpu, mig: ScenarioMigDevice, shares: CardShares, t: float
+) -> list[tuple[str, object]]:
     name = f"{gpu.name} MIG {mig.profile}" if mig.profile else f"{gpu.name} MIG"
     entries: list[tuple[str, object]] = [
         ("uuid", mig.uuid),
@@ -98,8 +113,7 @@ def _mig_entries(gpu: ScenarioGpu, mig: ScenarioMigDevice, t: float) -> list[tup
     ]
     if mig.memory_total_mib is not None:
         entries.append(("memory_total", mig.memory_total_mib * MIB))
-        used = 0 if mig.memory_used_mib is None else round(mig.memory_used_mib.value_at(t) * MIB)
-        entries.append(("memory_used", max(0, min(used, mig.memory_total_mib * MIB))))
+        entries.append(("memory_used", shares.used_bytes))
     if mig.multiprocessor_count is not None:
         entries.append(("multiprocessor_count", mig.multiprocessor_count))
     if mig.gpu_slice_count is not None:
@@ -111,7 +125,7 @@ def _mig_entries(gpu: ScenarioGpu, mig: ScenarioMigDevice, t: float) -> list[tup
     return entries
 
 
-def _gpu_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
+def _gpu_entries(gpu: ScenarioGpu, shares: CardShares, t: float) -> list[tuple[str, object]]:
     entries: list[tuple[str, object]] = [("name", _one_line(gpu.name)), ("uuid", gpu.uuid)]
 
     def fixed(key: str, value: object) -> None:
@@ -127,13 +141,11 @@ def _gpu_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
     fixed("serial", gpu.serial)
     if gpu.memory_total_mib is not None:
         entries.append(("memory_total", gpu.memory_total_mib * MIB))
-        reserved = (gpu.memory_reserved_mib or 0) * MIB
-        used = 0 if gpu.memory_used_mib is None else round(gpu.memory_used_mib.value_at(t) * MIB)
-        entries.append(("memory_reserved", reserved))
-        entries.append(("memory_used", max(0, min(used, gpu.memory_total_mib * MIB - reserved))))
-    if gpu.utilization_gpu is not None:
-        reading("utilization_gpu", gpu.utilization_gpu, cap=100)
-        reading("utilization_memory", gpu.utilization_memory or Signal.constant(0), cap=100)
+        entries.append(("memory_reserved", (gpu.memory_reserved_mib or 0) * MIB))
+        entries.append(("memory_used", shares.used_bytes))  # at least its processes' (card_load)
+    if shares.utilization is not None:
+        entries.append(("utilization_gpu", shares.utilization[0]))
+        entries.append(("utilization_memory", shares.utilization[1]))
     reading("temperature_c", gpu.temperature_c)
     reading("fan_percent", gpu.fan_percent)
     reading("power_mw", gpu.power_w, 1000)
@@ -198,14 +210,12 @@ def health_entries(gpu: ScenarioGpu, t: float) -> list[tuple[str, object]]:
     return entries
 
 
-def _process_line(gpu_index: int, process: ScenarioProcess, t: float) -> str:
-    used = (
-        "-"
-        if process.used_memory_mib is None
-        else str(max(0, round(process.used_memory_mib.value_at(t) * MIB)))
-    )
-    sm = "-" if process.sm_util is None else str(max(0, round(process.sm_util.value_at(t))))
-    mem = "-" if process.mem_util is None else str(max(0, round(process.mem_util.value_at(t))))
+def _process_line(gpu_index: int, process: ScenarioProcess, shares: CardShares) -> str:
+    """A process on the GPU itself, with its shares of the card's memory and time."""
+    key = ((NOT_ON_MIG, NOT_ON_MIG), process.pid)
+    memory = shares.memory.get(key)
+    used = "-" if memory is None else str(memory)
+    sm, mem = ("-", "-") if key not in shares.time else (str(n) for n in shares.time[key])
     return f"process {gpu_index} {KINDS[process.type]} {process.pid} {used} {sm} {mem}"
 
 

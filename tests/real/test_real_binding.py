@@ -34,7 +34,7 @@ def machine(pids: list[int], *, extra_on_gpu_2: tuple[dict[str, Any], ...] = ())
         "memory_total_mib": 81559,
         "memory_reserved_mib": RESERVED_MIB,
         "cuda_compute_capability": [9, 0],
-        "utilization_gpu": 50,
+        "utilization_gpu": 75,  # at least what its processes ask for (70 %, 35 %)
         "temperature_c": 45,
         "power_w": 300,
         "power_limit_w": 700,

@@ -18,13 +18,15 @@ hold is part of the card's used memory. A scenario gives each reading a signal o
 A MIG device is a card of its own here (its processes' SM % add up to at most 100); a GPU in
 MIG mode holds at least what its MIG devices hold. Every call that reports a process or a
 card's utilisation or memory reads the shares from here, so what one call says of a process
-matches what another says of its card.
+matches what another says of its card; ``CardLoad.shares_at`` hands the same numbers to the
+tests' second simulation, the C NVML (tests/cnvml/data.py).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 from gputop.core.fake.base import MIB, FakeDeviceHandle, FakeNvmlBase
@@ -61,8 +63,37 @@ def share_out(demands: Mapping[K, int], capacity: int | None) -> dict[K, int]:
     return parts
 
 
+@dataclass(frozen=True, slots=True)
+class CardShares:
+    """What a GPU or MIG device and its processes read at one moment, all from its shares."""
+
+    utilization: tuple[int, int] | None
+    """A GPU's (GPU %, memory %); ``None`` on a MIG device or without ``utilization_gpu``."""
+    used_bytes: int | None
+    """Its used memory (v2, without what the driver reserves); ``None`` without a total."""
+    memory: Mapping[ProcessKey, int | None]
+    """Each process's memory (``CardLoad._memory_shares``)."""
+    time: Mapping[ProcessKey, TimeShare]
+    """Each measured process's (SM %, memory %) (``CardLoad._time_shares``)."""
+
+
 class CardLoad(FakeNvmlBase):
     """The processes each handle sees, and the shares of its time and memory they get."""
+
+    def shares_at(self, handle: FakeDeviceHandle, t: float) -> CardShares:
+        """What ``handle``'s device and its processes read at scenario time ``t``: the
+        numbers the calls answer, in one piece for a simulation that serves them itself."""
+        gpu = self._gpu(handle)
+        owner = self._mig(handle) or gpu
+        measures_time = handle.mig is None and gpu.utilization_gpu is not None
+        return CardShares(
+            utilization=self._card_utilization(gpu, t) if measures_time else None,
+            used_bytes=(
+                None if owner.memory_total_mib is None else self._card_used_bytes(owner, t)
+            ),
+            memory=self._memory_shares(handle, t),
+            time=self._time_shares(handle, t),
+        )
 
     # -- the processes --------------------------------------------------------------------
 

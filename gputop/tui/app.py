@@ -339,7 +339,23 @@ class GputopApp(DashboardApp, JobsActions):
             return
         from gputop.tui.screens.card_history import CardHistoryScreen
 
-        self.push_screen(CardHistoryScreen(highlighted, self.history_store, self._now))
+        card = next(
+            (
+                g
+                for g in (self.snapshot.gpus if self.snapshot else ())
+                if g.physical_index == highlighted
+            ),
+            None,
+        )
+        self.push_screen(
+            CardHistoryScreen(
+                highlighted,
+                self.history_store,
+                self._now,
+                health=None if card is None else card.health,
+                show_health=True,
+            )
+        )
 
     def _now(self) -> float:
         """The time history windows end at: the simulated clock's on simulated GPUs."""

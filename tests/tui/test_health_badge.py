@@ -105,3 +105,29 @@ async def test_the_lab_shows_a_hosts_card_badge_from_its_health() -> None:
         subtitles = {card.physical_index: str(card.border_subtitle) for card in app.query(GpuCard)}
     assert "⚠ pages pending: reset (+1)" in subtitles[1]  # faulty's P100
     assert "⚠" not in subtitles[0] and "✖" not in subtitles[0]
+
+
+async def test_h_on_a_card_shows_its_health_under_its_history(tmp_path: Path) -> None:
+    from gputop.tui.screens.card_history import CardHistoryScreen
+
+    app = dashboard(tmp_path / "health.json")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await first_sample(pilot)
+        app.backend.nvml.inject_xid(0, 13, count=3)
+        await pilot_wait_for(
+            pilot, lambda: "Xid 13" in subtitle(app, 0) or "(+1)" in subtitle(app, 0), "the Xid"
+        )
+        await pilot.press("H")
+        await pilot_wait_for(
+            pilot,
+            lambda: isinstance(app.screen, CardHistoryScreen) and app.screen.shown,
+            "the card's screen",
+        )
+        shown = app.screen.query_one("#history-body").render()
+        text = str(getattr(shown, "plain", shown))
+    assert "Health: warning" in text
+    assert "⚠ row remap pending: reset the GPU when it is idle" in text
+    assert "remapped rows     1 correctable, 0 uncorrectable, pending yes, failed no" in text
+    assert "retired pages     not on this card" in text
+    assert "Xid 13 graphics engine exception (3x)" in text
+    assert "restart the application" in text

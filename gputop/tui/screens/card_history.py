@@ -1,5 +1,6 @@
 """``H`` on a card: its utilisation and memory over the last hour, day or week, and who held
-it, idle holders first (docs/history.md). Names from the store are plain text, never markup."""
+it, idle holders first (docs/history.md), then its health (docs/health.md). Names from the
+store are plain text, never markup."""
 
 from __future__ import annotations
 
@@ -12,18 +13,29 @@ from rich.text import Text
 from gputop.core.history.card_history import CardHistory, read_card_history
 from gputop.core.history.plot import time_axis
 from gputop.core.history.series import GpuSeries
+from gputop.core.model import GpuHealth
 from gputop.core.units import NA, duration, human_bytes
 from gputop.tui.safe import plain
+from gputop.tui.screens.card_health import render_health
 from gputop.tui.screens.history_window import PLOT_LABEL_WIDTH, HistoryWindowScreen, plot_lines
 
 
 class CardHistoryScreen(HistoryWindowScreen):
     def __init__(
-        self, physical_index: int, store: Path, clock: Callable[[], float] = time.time
+        self,
+        physical_index: int,
+        store: Path,
+        clock: Callable[[], float] = time.time,
+        *,
+        health: GpuHealth | None = None,
+        show_health: bool = False,
     ) -> None:
         super().__init__(clock)
         self.store = store
         self.physical_index = physical_index
+        self.health = health
+        """The card's health at the sample the screen was opened on (card_health.py)."""
+        self.show_health = show_health
 
     def subject(self) -> Text:
         return Text(f"GPU {self.physical_index}", style="bold")
@@ -33,7 +45,10 @@ class CardHistoryScreen(HistoryWindowScreen):
 
     def render_history(self, found: object) -> Text:
         assert isinstance(found, CardHistory)
-        return render_card_history(found)
+        shown = render_card_history(found)
+        if not self.show_health:
+            return shown
+        return Text("\n").join([shown, *render_health(self.health)])
 
 
 def render_card_history(history: CardHistory) -> Text:

@@ -1,0 +1,101 @@
+"""A card's health under its history (``H`` on a card): the verdict with every reason and
+what to do, each counter (or that the card does not have it), and its Xids with their time,
+meaning and action (docs/health.md). gputop's own words only: nothing here comes from the
+driver as text."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+
+from gputop.core.health import verdict
+from gputop.core.model import GpuHealth
+from gputop.core.xid import describe
+
+_LEVEL_STYLES = {"ok": "green", "warning": "bold yellow", "critical": "bold red"}
+NOT_HERE = "not on this card"
+
+
+def render_health(health: GpuHealth | None) -> list[Text]:
+    """The health section's lines; one line saying so where the card was not read."""
+    lines = [Text("")]
+    if health is None:
+        lines.append(Text("Health: not read (the card is lost or refused)", style="dim"))
+        return lines
+    result = verdict(health)
+    lines.append(Text.assemble(("Health: ", "bold"), (result.level, _LEVEL_STYLES[result.level])))
+    for reason in result.reasons:
+        lines.append(
+            Text.assemble(
+                ("  ✖ " if reason.level == "critical" else "  ⚠ ", _LEVEL_STYLES[reason.level]),
+                reason.text,
+                (f": {reason.action}", "dim"),
+            )
+        )
+    ecc = health.ecc
+    lines.append(_row("ECC errors", NOT_HERE if ecc is None else (
+        f"this boot {_n(ecc.corrected_volatile)} corrected, "
+        f"{_n(ecc.uncorrected_volatile)} uncorrectable · over its life "
+        f"{_n(ecc.corrected_aggregate)} corrected, {_n(ecc.uncorrected_aggregate)} uncorrectable"
+    )))  # fmt: skip
+    pages = health.retired_pages
+    lines.append(_row("retired pages", NOT_HERE if pages is None else (
+        f"{_n(pages.single_bit)} for single-bit errors, {_n(pages.double_bit)} for double-bit, "
+        f"pending {_yes(pages.pending)}"
+    )))  # fmt: skip
+    rows = health.remapped_rows
+    lines.append(_row("remapped rows", NOT_HERE if rows is None else (
+        f"{rows.correctable} correctable, {rows.uncorrectable} uncorrectable, "
+        f"pending {_yes(rows.pending)}, failed {_yes(rows.failed)}"
+    )))  # fmt: skip
+    lines.append(
+        _row("PCIe replays", NOT_HERE if health.pcie_replays is None else str(health.pcie_replays))
+    )
+    lines.append(
+        _row(
+            "NVLink CRC errors",
+            NOT_HERE if health.nvlink_crc_errors is None else str(health.nvlink_crc_errors),
+        )
+    )
+    lines += _xid_lines(health)
+    if health.refused:
+        lines.append(_row("not allowed", ", ".join(health.refused)))
+    return lines
+
+
+def _xid_lines(health: GpuHealth) -> list[Text]:
+    if health.xid_events is None:
+        return [_row("Xids", "unknown: neither NVML's events nor the kernel log is open to you")]
+    sources = " and ".join(health.xid_sources)
+    if not health.xid_events:
+        return [_row("Xids", f"none since gputop started (from {sources})")]
+    totals = dict(health.xid_counts)
+    lines = [_row("Xids", f"from {sources}, newest last")]
+    for event in health.xid_events:
+        info = describe(event.xid)
+        count = f" ({event.count}x)" if event.count > 1 else ""
+        lines.append(
+            Text.assemble(
+                f"    {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(event.time))}  ",
+                (f"Xid {event.xid} {info.short}{count}", _LEVEL_STYLES[info.severity]),
+                f"  {info.meaning} ",
+                (info.action, "dim"),
+            )
+        )
+    if sum(totals.values()) > sum(e.count for e in health.xid_events):
+        counted = ", ".join(f"Xid {code}: {n}" for code, n in sorted(totals.items()))
+        lines.append(Text(f"    in all: {counted}", style="dim"))
+    return lines
+
+
+def _row(name: str, value: str) -> Text:
+    return Text.assemble((f"  {name:<18}", "bold"), value)
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _yes(value: bool | None) -> str:
+    return "?" if value is None else ("yes" if value else "no")

@@ -38,8 +38,14 @@ def test_the_screen_and_the_cli_agree_on_a_fraction_of_a_second(seconds: float, 
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0, "<1m"), (59, "<1m"), (60, "1m"), (3 * 60 + 59, "3m"), (5 * 3600 + 21 * 60, "5h21m"),
-     (52 * 3600, "2d04h")],  # fmt: skip
+    [
+        (0, "<1m"),
+        (59, "<1m"),
+        (60, "1m"),
+        (3 * 60 + 59, "3m"),
+        (5 * 3600 + 21 * 60, "5h21m"),
+        (52 * 3600, "2d04h"),
+    ],
 )
 def test_the_dashboard_shows_elapsed_time_to_the_minute(seconds: float, text: str) -> None:
     """To the minute, and a first minute as under one, never "0m" (a process just started,

@@ -231,20 +231,23 @@ class ClaimBook:
         found: dict[int, list[tuple[str, ParsedName, FileStat]]] = {}
         for name in names:
             parsed = parse_name(name)
+            if parsed is None:  # no claim: its owner is all that is said of it
+                if not name.endswith(".tmp"):
+                    try:
+                        owner = os.stat(name, dir_fd=self.dir.fd, follow_symlinks=False).st_uid
+                    except OSError:
+                        continue
+                    result.suspicious.append(Suspicious(name, owner, "not a claim's name"))
+                continue
             try:
                 info = stat_file(self.dir.fd, name)
             except FileNotFoundError:
                 continue  # removed meanwhile
             except OSError as error:
-                if parsed is not None:  # the name says whose: it may be a claim, placed now
-                    said = _cannot(error)  # (behind every claim already there)
-                    result.suspicious.append(Suspicious(name, parsed.uid, said))
-                    placed = int(now * 1e9)
-                    result.doubts.append(Doubt(name, parsed.uuid, parsed.uid, placed, said))
-                continue
-            if parsed is None:
-                if not name.endswith(".tmp"):
-                    result.suspicious.append(Suspicious(name, info.st_uid, "not a claim's name"))
+                said = _cannot(error)  # the name says whose: it may be a claim, placed now
+                result.suspicious.append(Suspicious(name, parsed.uid, said))  # (behind all)
+                placed = int(now * 1e9)
+                result.doubts.append(Doubt(name, parsed.uuid, parsed.uid, placed, said))
                 continue
             found.setdefault(info.st_uid, []).append((name, parsed, info))
         for uid, files in found.items():

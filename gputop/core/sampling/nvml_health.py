@@ -1,5 +1,5 @@
 """Health readings of each GPU: ECC counts, retired pages, remapped rows, PCIe replays,
-NVLink CRC errors (docs/health.md), and the Xids NVML's event set delivers.
+NVLink CRC errors (docs/health.md), and the Xids NVML's event set and the kernel log report.
 
 The counters change rarely and cost up to 40 NVML calls a card (one per NVLink link), so
 they are read once every ``period_s`` (10 s), not on every sample; between two readings a
@@ -10,8 +10,9 @@ Xids come from an NVML event set on a thread of its own (``gputop-xid``), which 
 ``nvmlEventSetWait_v2`` (ctypes lets go of the GIL meanwhile) and never delays a sample: a
 sample only copies what it counted. Every Xid is counted exactly; consecutive repeats of one
 code are coalesced into one event with a count, and at most ``XID_EVENTS_KEPT`` events are
-kept a GPU, so a storm costs memory for none of them. What the set holds when the thread
-starts is taken first, before the first sample, so a one-shot reading has it.
+kept a GPU, so a storm costs no memory per Xid. What the set holds when the thread starts is
+taken first, before the first sample, so a one-shot reading has it. The kernel log's records
+(kmsg_xid.py) are counted with them, an Xid both report within ``XID_MATCH_S`` once.
 """
 
 from __future__ import annotations

@@ -102,6 +102,17 @@ def test_an_xid_both_sources_report_is_counted_once(
     reader.close()
 
 
+def test_an_xid_in_the_log_and_queued_in_the_event_set_at_start_counts_once(
+    scenario_file: WriteScenario, tmp_path: Path
+) -> None:
+    log = tmp_path / "kmsg"
+    log.write_bytes(record(FALLEN, now_since_boot()))  # the kernel's copy, just now
+    path = scenario_file([minimal_gpu(pci_bus_id=BUS, xid_events=[{"at_s": 0, "xid": 79}])])
+    _, backend = open_with_log(path, str(log))
+    assert health_of(backend).xid_counts == ((79, 1),)
+    backend.close()
+
+
 def test_a_kernel_log_this_user_may_not_read_is_named_and_xids_are_not_none(
     scenario_file: WriteScenario, tmp_path: Path
 ) -> None:

@@ -147,14 +147,15 @@ class NvmlBackend:
         count = read("nvmlDeviceGetCount") or 0
         self._gpus = [self._open_gpu(physical_index) for physical_index in range(int(count))]
         if self._health is not None:
-            self._health.start(clock, self._event_gpu)
             if kernel_log is not None:  # /dev/kmsg on real GPUs (docs/health.md)
                 buses = {
                     key: state.static.physical_index
                     for state in self._gpus
                     if (key := bus_key(state.static.pci_bus_id)) is not None
                 }
+                # first: its records since boot are matched by the event set's queued ones
                 self._health.start_kernel_log(kernel_log, buses)
+            self._health.start(clock, self._event_gpu)
 
     @property
     def nvml(self) -> Any:

@@ -85,6 +85,8 @@ class HealthReader:
         self._thread: threading.Thread | None = None
         self._kernel_log: KernelLogReader | None = None
         self._kernel_log_buses: dict[BusKey, int] = {}
+        self._matching = False
+        """Both sources may report one Xid: match them (set before either starts)."""
 
     # -- the event set ---------------------------------------------------------------
 
@@ -123,11 +125,14 @@ class HealthReader:
         """Read the kernel log's Xid records too (``buses``: each GPU's bus -> its index);
         where it cannot be read, every card's ``refused`` names it."""
         self._kernel_log_buses = buses
+        self._matching = any(state.registered for state in self._gpus.values())
         reader = KernelLogReader(self._kernel_xid, path)
         if reader.start():
             self._kernel_log = reader
-        elif reader.problem is not None:
-            self._refused.add(f"kernel log ({reader.problem})")
+        else:
+            self._matching = False
+            if reader.problem is not None:
+                self._refused.add(f"kernel log ({reader.problem})")
 
     def _kernel_xid(self, bus: BusKey, xid: int, when: float) -> None:
         index = self._kernel_log_buses.get(bus)
@@ -141,7 +146,7 @@ class HealthReader:
         if state is None:
             return
         with self._lock:
-            if self._kernel_log is not None and state.registered:
+            if self._matching and state.registered:
                 other = KERNEL_LOG if source == NVML_EVENTS else NVML_EVENTS
                 seen = state.unmatched.get((xid, other))
                 while seen and seen[0] < when - XID_MATCH_S:

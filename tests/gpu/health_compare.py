@@ -48,7 +48,8 @@ def parse_query(text: str) -> dict[str, dict[Path, str]]:
         if match[3] is None:  # a section
             stack.append((depth, name))
         else:
-            fields[(*[s for _, s in stack], name)] = match[3].strip()
+            path = (*(section for _, section in stack), name)
+            fields[path] = match[3].strip()
     return gpus
 
 

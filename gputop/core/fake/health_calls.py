@@ -208,13 +208,13 @@ class HealthCalls(FakeNvmlBase):
             gpu = self._scenario.gpus[index]
             done = event_set.scenario_delivered.get(index, 0)
             seen = 0
-            for xid in gpu.health.xid_events:
-                if xid.at_s > now:
+            for due in gpu.health.xid_events:
+                if due.at_s > now:
                     break
-                if done < seen + xid.count:
+                if done < seen + due.count:
                     event_set.scenario_delivered[index] = done + 1
-                    return FakeEventData(FakeDeviceHandle(index), XID_CRITICAL_ERROR, xid.xid)
-                seen += xid.count
+                    return FakeEventData(FakeDeviceHandle(index), XID_CRITICAL_ERROR, due.xid)
+                seen += due.count
         injected = self._injected
         while event_set.injected_delivered < len(injected):
             gpu_index, xid = injected[event_set.injected_delivered]

@@ -245,7 +245,7 @@ class HealthReader:
         with self._lock:
             events = tuple(state.events)
             counts = tuple(sorted(state.counts.items()))
-        sources = (NVML_EVENTS,) if state.registered else ()
+        sources: tuple[str, ...] = (NVML_EVENTS,) if state.registered else ()
         if self._kernel_log is not None:
             sources += (KERNEL_LOG,)
         return replace(

@@ -1,20 +1,19 @@
 """Xids from the kernel log (issue 42): the record format, matching by bus id, one count for
-an Xid both sources report, a log this user may not read, and a real /dev/kmsg record."""
+an Xid both sources report, a log this user may not read (a real /dev/kmsg record:
+tests/real/test_health_kmsg_real.py)."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from helpers.scenarios import minimal_gpu
 from helpers.waiting import wait_for
 
 from gputop.core.fake import FakeNvml, load_scenario
 from gputop.core.model import GpuHealth
-from gputop.core.sampling.kmsg_xid import KMSG, boot_epoch, bus_key, parse_record
+from gputop.core.sampling.kmsg_xid import boot_epoch, bus_key, parse_record
 from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
 from gputop.core.sampling.nvml_fields import FieldReader
 from gputop.core.sampling.nvml_health import KERNEL_LOG, NVML_EVENTS, HealthReader
@@ -132,28 +131,4 @@ def test_with_neither_source_open_xids_are_unknown(
     _, backend = open_with_log(path, str(tmp_path / "no-kmsg"))
     health = health_of(backend)
     assert health.xid_events is None and health.xid_sources == ()
-    backend.close()
-
-
-def test_a_record_written_to_the_real_kernel_log_is_read(scenario_file: WriteScenario) -> None:
-    """As root, where the kernel takes a line written to /dev/kmsg; a bus no card here has."""
-    if os.geteuid() != 0 or not os.access(KMSG, os.R_OK | os.W_OK):
-        pytest.skip("needs root and a writable /dev/kmsg (the record format is tested above)")
-    bus = "00000000:E7:1F.0"
-    _, backend = open_with_log(scenario_file([minimal_gpu(pci_bus_id=bus)]), KMSG)
-    before = dict(health_of(backend).xid_counts).get(61, 0)
-    try:
-        with open(KMSG, "wb", buffering=0) as kmsg:
-            kmsg.write(
-                b"<4>NVRM: Xid (PCI:0000:e7:1f): 61, pid=1, name=gputop-test, a test record\n"
-            )
-    except OSError as error:
-        pytest.skip(f"the kernel refused a line in /dev/kmsg: {error}")
-    counted = wait_for(
-        lambda: dict(health_of(backend).xid_counts).get(61, 0) == before + 1 or None,
-        "the record written to /dev/kmsg",
-    )
-    assert counted
-    event = (health_of(backend).xid_events or ())[-1]  # earlier runs' records coalesce in it
-    assert event.xid == 61 and event.count == before + 1
     backend.close()

@@ -31,7 +31,9 @@ from gputop.core.claims.directory import (
     setup_line,
 )
 from gputop.core.claims.files import (
+    CLOCK_SLACK_S,
     CONTENT_BYTES,
+    MAX_FOR_S,
     MAX_NOTE,
     SUFFIX,
     UNREADABLE,
@@ -68,6 +70,10 @@ MAX_ENTRIES = 10_000
 entry costs every reader a stat, every refresh; 10 000 is a few milliseconds)."""
 MAX_FILES_PER_USER = 256
 """More claim files than this of one uid: all of that uid's files are ignored."""
+DOUBT_LIFE_S = MAX_FOR_S + CLOCK_SLACK_S
+"""A file that cannot be told holds its card for its owner at most this long from its
+place (its birth time; its change time where the file system keeps no birth): as long as
+the longest claim gputop grants, so one garbage file is never stronger than a claim."""
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -105,6 +111,11 @@ class Doubt:
     def order(self) -> tuple[int, str]:
         return (self.place_ns, self.name)
 
+    @property
+    def until(self) -> float:
+        """When it stops holding its card, at the latest (``DOUBT_LIFE_S`` after its place)."""
+        return self.place_ns / 1e9 + DOUBT_LIFE_S
+
 
 Hold = Claim | Doubt
 
@@ -125,6 +136,9 @@ class Scan:
     stale: list[tuple[str, int]] = field(default_factory=list)
     """(name, uid) of files left half-written by a claimer that stopped."""
     suspicious: list[Suspicious] = field(default_factory=list)
+    outlived: list[Doubt] = field(default_factory=list)
+    """Files that cannot be told, older than any claim may last (``DOUBT_LIFE_S``): they
+    hold nothing any more (shown as suspicious)."""
 
     def holders(self) -> dict[str, Claim]:
         """``{card: the believable claim that holds it}``: the earliest on each card."""
@@ -273,6 +287,7 @@ class ClaimBook:
                         Doubt(name, parsed.uuid, info.st_uid, info.place_ns, reason, info.st_ino)
                     )
         _settle(result)
+        _outlive(result, now)
         return result
 
     def _read_one(
@@ -726,6 +741,31 @@ def _settle(scan: Scan) -> None:
         scan.claims = [c for c in scan.claims if id(c) not in void]
         scan.expired = [c for c in scan.expired if id(c) not in void]
         scan.doubts = [d for d in scan.doubts if id(d) not in void]
+
+
+def _outlive(scan: Scan, now: float) -> None:
+    """Drop the files that cannot be told and are older than any claim may last: a possible
+    hold ends where a claim would have (``DOUBT_LIFE_S`` after its birth), so one unreadable
+    file never keeps a card for ever. A file being written right now is left in line (an
+    extension of an old claim, rewritten in place, is read half-written for a moment)."""
+    writing = {name for name, _ in scan.pending}
+    limit = (now - DOUBT_LIFE_S) * 1e9
+
+    def outlived(hold: Hold) -> bool:
+        return isinstance(hold, Doubt) and hold.place_ns < limit and hold.name not in writing
+
+    old = [d for d in scan.doubts if outlived(d)]
+    scan.void = [(hold, before) for hold, before in scan.void if not outlived(hold)]
+    if not old:
+        return
+    names = {doubt.name for doubt in old}
+    scan.doubts = [d for d in scan.doubts if d.name not in names]
+    scan.outlived.extend(old)
+    scan.suspicious = [odd for odd in scan.suspicious if odd.name not in names]
+    days = f"{MAX_FOR_S / 86400:g} days"
+    for doubt in old:
+        reason = f"older than {days}, the longest a claim lasts: ignored ({doubt.reason})"
+        scan.suspicious.append(Suspicious(doubt.name, doubt.uid, reason))
 
 
 def _uid_of(hold: Hold | None) -> int | None:

@@ -1,0 +1,159 @@
+"""A file that cannot be told is a possible hold of its owner's for no longer than a claim
+could last, and possible holds are shown where free or claimed is (docs/claims.md "Files
+that cannot be told"). Real second users write the files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from helpers.claims import User, as_user, gputop_as, python_for_users
+from helpers.waiting import wait_for
+
+from gputop.core.claims import book as book_module
+from gputop.core.claims.book import ClaimBook, Doubt
+from gputop.core.claims.files import CLOCK_SLACK_S, CONTENT_BYTES, MAX_FOR_S
+
+WRITE = (
+    "import os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)\n"
+    "os.write(fd, bytes.fromhex(sys.argv[2]))\n"
+    "os.close(fd)\n"
+)
+
+
+def book_of(directory: Path) -> ClaimBook:
+    book = ClaimBook.open({"GPUTOP_CLAIMS_DIR": str(directory)})
+    assert book is not None
+    return book
+
+
+def uuids() -> list[str]:
+    from gputop.core.sampling.source import open_backend
+
+    backend = open_backend("v100x4")
+    try:
+        return [gpu.uuid or "" for gpu in backend.sample().gpus]
+    finally:
+        backend.close()
+
+
+def plant(user: User, directory: Path, name: str, data: bytes) -> None:
+    """``user`` writes ``data`` into ``directory/name`` by hand, as gputop never would."""
+    python, _ = python_for_users()
+    wrote = as_user(user, [python, "-c", WRITE, str(directory / name), data.hex()], {})
+    assert wrote.returncode == 0, wrote.stderr
+
+
+def claim_name(uuid: str, user: User, nonce: int) -> str:
+    return f"{uuid}.{user.uid}.c{nonce:016x}.claim"
+
+
+def holders(directory: Path) -> list[tuple[int, str]]:
+    with book_of(directory) as book:
+        return sorted((c.gpu, c.user) for c in book.scan().holders().values())
+
+
+def no_crash(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode != 70, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+
+
+SITE = (
+    "import os\n"
+    "if os.environ.get('GPUTOP_TEST_DOUBT_LIFE_S'):\n"
+    "    import gputop.core.claims.book as book\n"
+    "    book.DOUBT_LIFE_S = float(os.environ['GPUTOP_TEST_DOUBT_LIFE_S'])\n"
+)
+
+
+def short_lived(claims: Path, life_s: float) -> dict[str, str]:
+    """The environment for ``gputop_as`` in which a possible hold lasts ``life_s`` (a
+    sitecustomize any user can read sets it), so that a test need not wait 7 days."""
+    site = claims.parent / "site"
+    if not site.exists():
+        site.mkdir(mode=0o755)
+        (site / "sitecustomize.py").write_text(SITE)
+        os.chmod(site / "sitecustomize.py", 0o644)
+    _, path = python_for_users()
+    return {"PYTHONPATH": f"{site}:{path}", "GPUTOP_TEST_DOUBT_LIFE_S": str(life_s)}
+
+
+def born(path: Path) -> float:
+    from gputop.core.claims.files import stat_file
+
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        return stat_file(directory, path.name).place_ns / 1e9
+    finally:
+        os.close(directory)
+
+
+def test_a_possible_hold_lasts_no_longer_than_the_longest_claim(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    ana, bob = two_users
+    gpu1 = uuids()[1]
+    name = claim_name(gpu1, bob, 0x51)
+    plant(bob, claims_dir, name, b"[" * CONTENT_BYTES)
+    birth = born(claims_dir / name)
+    with book_of(claims_dir) as book:
+        book.uid = ana.uid
+        book.clock = lambda: birth + MAX_FOR_S - 60
+        held = book.scan().first(gpu1, ana.uid)
+        assert isinstance(held, Doubt) and held.uid == bob.uid
+        book.clock = lambda: birth + MAX_FOR_S + CLOCK_SLACK_S + 1
+        later = book.scan()
+    assert later.first(gpu1, ana.uid) is None
+    (odd,) = [s for s in later.suspicious if s.name == name]
+    assert "ignored" in odd.reason and "7 days" in odd.reason
+    assert book_module.DOUBT_LIFE_S == MAX_FOR_S + CLOCK_SLACK_S  # as long as a claim, no more
+    refused = gputop_as(ana, claims_dir, "claim", "--gpus", "1")  # within its time: held
+    assert refused.returncode == 1 and f"may be claimed by {bob.name}" in refused.stderr
+    env = short_lived(claims_dir, 0.5)
+    wait_for(lambda: time.time() > birth + 0.5, "bob's file to outlive a possible hold")
+    claimed = gputop_as(ana, claims_dir, "claim", "--gpus", "1", env=env)
+    no_crash(claimed)
+    assert claimed.returncode == 0, claimed.stderr
+    assert holders(claims_dir) == [(1, ana.name)]
+    ran = gputop_as(bob, claims_dir, "run", "--gpus", "1", "--", "true", env=env)
+    assert ran.returncode == 1 and f"claimed by {ana.name}" in ran.stderr, ran.stderr
+
+
+def test_a_flooders_outlived_files_void_no_claim_of_anothers(
+    two_users: tuple[User, User], claims_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More than 256 files of bob's, all past a possible hold's time: ignored, and ana's
+    claim made before them still holds its card against bob."""
+    ana, bob = two_users
+    gpu = uuids()
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "2", "--for", "1h").returncode == 0
+    flood = (
+        "import os, sys\n"
+        "for i in range(300):\n"
+        "    name = f'{sys.argv[2 + i % 2]}.{os.getuid()}.c{i:016x}.claim'\n"
+        "    fd = os.open(os.path.join(sys.argv[1], name), os.O_CREAT | os.O_WRONLY, 0o644)\n"
+        "    os.write(fd, b'[' * 1024)\n"
+        "    os.close(fd)\n"
+    )
+    python, _ = python_for_users()
+    made = as_user(bob, [python, "-c", flood, str(claims_dir), gpu[2], gpu[3]], {})
+    assert made.returncode == 0, made.stderr
+    last = max(born(claims_dir / n) for n in os.listdir(claims_dir) if f".{bob.uid}." in n)
+    monkeypatch.setattr(book_module, "DOUBT_LIFE_S", 0.5)
+    wait_for(lambda: time.time() > last + 0.5, "bob's files to outlive a possible hold")
+    assert holders(claims_dir) == [(2, ana.name)]
+    with book_of(claims_dir) as book:
+        book.uid = bob.uid
+        scan = book.scan()
+    assert scan.first(gpu[3], ana.uid) is None and scan.first(gpu[2], bob.uid) is not None
+    env = short_lived(claims_dir, 0.5)
+    refused = gputop_as(bob, claims_dir, "claim", "--gpus", "2", env=env)
+    assert refused.returncode == 1 and f"claimed by {ana.name}" in refused.stderr
+    ran = gputop_as(bob, claims_dir, "run", "--gpus", "2", "--", "true", env=env)
+    assert ran.returncode == 1 and f"claimed by {ana.name}" in ran.stderr
+    free = gputop_as(ana, claims_dir, "claim", "--gpus", "3", env=env)
+    assert free.returncode == 0, free.stderr

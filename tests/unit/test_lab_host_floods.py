@@ -1,15 +1,18 @@
 """A host that costs the lab more than any gputop agent would: one that hangs up as soon as it
 has sent a snapshot (reconnected at once, it was an ssh a few milliseconds, for ever), and one
 that sends lines faster than any agent does (read for ever, most of a core). Each is dropped or
-retried with a backoff that grows up to its bound, and said in the host's status."""
+retried with a backoff that grows up to its bound, and said in the host's status. And
+snapshots that list more than any machine holds (100,000 cards, processes, MIG devices,
+arguments): bounded where decoded."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from helpers.hostile_hosts import agent_lines, good_document
+from helpers.hostile_hosts import agent_lines, good_document, replay
 
-from gputop.core.remote import host_link
+from gputop.core.remote import host_link, protocol
 from gputop.core.remote.host_link import HostLink
 from gputop.core.remote.status import LinkState
 
@@ -69,3 +72,51 @@ def test_a_host_that_floods_its_connection_is_dropped_said_and_backed_off(
     assert "more than a gputop agent sends" in status.describe()
     assert status.retry_in_s is not None and status.retry_in_s > 0
     assert status.bytes_received <= host_link.FLOOD_BYTES + host_link.MAX_LINE_BYTES
+
+
+def _snapshot_line(document: dict[str, Any]) -> str:
+    return agent_lines(document)[1]
+
+
+def test_a_snapshot_of_more_gpus_than_a_machine_holds_is_an_unreadable_line() -> None:
+    document = good_document()
+    document["gpus"] = [dict(document["gpus"][0], index=i % 8) for i in range(100_000)]
+
+    # before: read whole (2.7 s a line) and shown as 100,000 cards
+    status = replay("gpu1", [_snapshot_line(document)])
+
+    assert status.snapshot is None and status.unreadable_lines == 1
+    assert "more than any machine holds" in (status.unreadable_reason or "")
+
+
+def test_a_snapshot_of_100000_processes_keeps_a_bounded_number_and_counts_the_rest() -> None:
+    document = good_document()
+    first, second = document["gpus"][0], document["gpus"][1]
+    model = dict(first["processes"][0] if first["processes"] else {"type": "C"})
+    model["command"] = ["python"]
+    first["processes"] = [dict(model, pid=pid) for pid in range(1, 100_001)]
+    first["processes"][0]["command"] = ["python", "x" * 100_000] + ["-v"] * 100_000
+    second["processes"] = [dict(model, pid=7)]
+
+    status = replay("gpu1", [_snapshot_line(document)])
+
+    assert status.snapshot is not None
+    gpus = {gpu.physical_index: gpu for gpu in status.snapshot.gpus}
+    kept = gpus[first["index"]]
+    assert len(kept.processes) == protocol.MAX_PROCESSES  # before: all 100,000
+    assert kept.processes_dropped == 100_000 - protocol.MAX_PROCESSES
+    assert gpus[second["index"]].processes == ()  # no room left: counted too
+    assert gpus[second["index"]].processes_dropped == 1
+    command = kept.processes[0].command
+    assert len(command) == protocol.MAX_ARGS
+    assert max(len(arg) for arg in command) == protocol.MAX_ARG_CHARS
+
+
+def test_mig_devices_beyond_any_card_are_left_out() -> None:
+    document = good_document()
+    document["gpus"][0]["mig_devices"] = [{}] * 100_000
+
+    status = replay("gpu1", [_snapshot_line(document)])
+
+    assert status.snapshot is not None
+    assert len(status.snapshot.gpus[0].mig_devices) == protocol.MAX_MIG_DEVICES

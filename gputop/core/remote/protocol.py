@@ -52,6 +52,17 @@ MAX_CLAIM_TEXT = 200
 """A claim's user and note from a host are cut here (docs/claims.md allows 200)."""
 MAX_USERS = 64
 """At most this many users "in use without a claim" are taken from a host, per GPU."""
+MAX_GPUS = 256
+"""A snapshot listing more GPUs than this is unreadable: no machine holds them (a DGX 8 or
+16), and each costs the reader ~25 µs and the lab a line (100,000 took 2.7 s a line)."""
+MAX_PROCESSES = 4096
+"""At most this many processes are taken from one snapshot (all its GPUs together); the rest
+are counted as dropped on their GPU (100,000 took 1 s a line)."""
+MAX_MIG_DEVICES = 64
+"""At most this many MIG devices per GPU are taken (an H100 has at most 7)."""
+MAX_ARGS = 256
+MAX_ARG_CHARS = 4096
+"""A process's command is taken to this many arguments, each cut to this many characters."""
 
 
 class ProtocolError(ValueError):
@@ -93,7 +104,11 @@ def snapshot_from_json(document: Any) -> Snapshot:
     doc = _object(document, "snapshot")
     if doc.get("schema") != 1:
         raise ProtocolError(f"snapshot schema {doc.get('schema')!r} is not 1")
-    gpus = tuple(_gpu(g, i) for i, g in enumerate(_list(doc.get("gpus"), "gpus")))
+    listed = _list(doc.get("gpus"), "gpus")
+    if len(listed) > MAX_GPUS:
+        raise ProtocolError(f"gpus lists {len(listed)}, more than any machine holds")
+    room = [MAX_PROCESSES]  # what is left of the processes taken, over all its GPUs
+    gpus = tuple(_gpu(g, i, room) for i, g in enumerate(listed))
     return Snapshot(
         host=_str(doc.get("host"), "host") or "?",
         driver_version=_str(doc.get("driver_version"), "driver_version"),
@@ -105,13 +120,16 @@ def snapshot_from_json(document: Any) -> Snapshot:
     )
 
 
-def _gpu(value: Any, position: int) -> GpuSample:
+def _gpu(value: Any, position: int, room: list[int]) -> GpuSample:
     where = f"gpus[{position}]"
     gpu = _object(value, where)
     index = _int(gpu.get("index"), f"{where}.index")
     if index is None:
         raise ProtocolError(f"{where}.index is missing")
     processes = gpu.get("processes")
+    listed = _list(processes or [], f"{where}.processes")
+    taken, room[0] = listed[: room[0]], max(0, room[0] - len(listed))
+    dropped = _int(gpu.get("processes_dropped"), f"{where}.processes_dropped") or 0
     capability = gpu.get("compute_capability")
     return GpuSample(
         physical_index=index,
@@ -124,7 +142,7 @@ def _gpu(value: Any, position: int) -> GpuSample:
         memory_reserved_bytes=_int(
             gpu.get("memory_reserved_bytes"), f"{where}.memory_reserved_bytes"
         ),
-        processes_dropped=_int(gpu.get("processes_dropped"), f"{where}.processes_dropped") or 0,
+        processes_dropped=dropped + len(listed) - len(taken),
         memory_total_bytes=_int(gpu.get("memory_total_bytes"), f"{where}.memory_total_bytes"),
         memory_used_bytes=_int(gpu.get("memory_used_bytes"), f"{where}.memory_used_bytes"),
         memory_free_bytes=_int(gpu.get("memory_free_bytes"), f"{where}.memory_free_bytes"),
@@ -147,12 +165,11 @@ def _gpu(value: Any, position: int) -> GpuSample:
         mig_mode_pending=_bool(gpu.get("mig_mode_pending"), f"{where}.mig_mode_pending"),
         mig_devices=tuple(
             _mig(m, i, f"{where}.mig_devices[{i}]")
-            for i, m in enumerate(_list(gpu.get("mig_devices") or [], f"{where}.mig_devices"))
+            for i, m in enumerate(
+                _list(gpu.get("mig_devices") or [], f"{where}.mig_devices")[:MAX_MIG_DEVICES]
+            )
         ),
-        processes=tuple(
-            _process(p, index, f"{where}.processes[{i}]")
-            for i, p in enumerate(_list(processes or [], f"{where}.processes"))
-        ),
+        processes=tuple(_process(p, index, f"{where}.processes[{i}]") for i, p in enumerate(taken)),
         processes_listed=processes is not None,
         activity=_activity(gpu.get("activity"), f"{where}.activity"),
         clock_event_mask=_clock_event_mask(gpu.get("clock_event_reasons"), where),
@@ -346,7 +363,7 @@ def _process(value: Any, physical_index: int, where: str) -> GpuProcess:
         origin = ProcessOrigin(process.get("origin"))
     except ValueError:
         origin = ProcessOrigin.FOREIGN
-    command = _list(process.get("command") or [], f"{where}.command")
+    command = _list(process.get("command") or [], f"{where}.command")[:MAX_ARGS]
     return GpuProcess(
         pid=pid,
         physical_index=physical_index,
@@ -356,7 +373,7 @@ def _process(value: Any, physical_index: int, where: str) -> GpuProcess:
         mig_uuid=_str(process.get("mig_uuid"), f"{where}.mig_uuid"),
         origin=origin,
         user=_str(process.get("user"), f"{where}.user"),
-        command=tuple(_str(arg, f"{where}.command") or "" for arg in command),
+        command=tuple((_str(arg, f"{where}.command") or "")[:MAX_ARG_CHARS] for arg in command),
         cpu_percent=_float(process.get("cpu_percent"), f"{where}.cpu_percent"),
         host_memory_bytes=_int(process.get("host_memory_bytes"), f"{where}.host_memory_bytes"),
         start_time=_float(process.get("start_time"), f"{where}.start_time"),

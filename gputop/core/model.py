@@ -367,6 +367,10 @@ class Snapshot:
     @property
     def cuda_driver_version_text(self) -> str | None:
         if self.cuda_driver_version is None:
+    boot_id: str | None = None
+    """The machine's boot id (``/proc/sys/kernel/random/boot_id``): its processes'
+    ``start_ticks`` count from that boot. ``None`` off Linux, simulated, or from an older
+    gputop's snapshot."""
             return None
         major, minor = divmod(self.cuda_driver_version, 1000)
         return f"{major}.{minor // 10}"

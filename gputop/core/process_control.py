@@ -146,7 +146,7 @@ def pinned(recorded: Recorded, what: str = "Process") -> Iterator[int | None]:
             f"{label} was started before this machine restarted: it cannot still be running, "
             "and its pid now belongs to another process; nothing sent."
         )
-    if recorded.start_time is None:
+    if recorded.start_time is None and (recorded.start_ticks is None or recorded.boot_id is None):
         raise IdentityUnproven(
             f"{label}: its start time was never recorded, so gputop cannot prove the pid "
             "still names it; nothing sent."
@@ -198,7 +198,6 @@ def _prove(recorded: Recorded, label: str) -> None:
         raise IdentityUnproven(
             f"{label} belongs to another user; gputop will not signal it."
         ) from None
-    assert recorded.start_time is not None
     if not _same_start(recorded, created, ticks):
         raise ProcessGone(
             f"{label} has ended and its pid now belongs to another process; nothing sent."
@@ -228,7 +227,8 @@ def _same_start(recorded: Recorded, created: float, ticks: int | None) -> bool:
     the same boot (a clock step moves ``created``, never the ticks), else by its time."""
     if recorded.start_ticks is not None and ticks is not None and same_boot(recorded.boot_id):
         return ticks == recorded.start_ticks
-    assert recorded.start_time is not None
+    if recorded.start_time is None:  # only ticks recorded, and they cannot be compared
+        return False
     return abs(created - recorded.start_time) <= START_TIME_TOLERANCE_S
 
 

@@ -37,6 +37,7 @@ def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
         "nvml_version": snapshot.nvml_version,
         "timestamp": snapshot.timestamp,
         "simulated": snapshot.simulated,
+        "boot_id": snapshot.boot_id,
         "gpus": [_gpu(gpu) for gpu in snapshot.gpus],
     }
 
@@ -196,6 +197,7 @@ def _process(process: GpuProcess, health: GpuHealth | None = None) -> dict[str, 
     }
 
 
+        "start_ticks": process.start_ticks,
 def _cuda(cuda: ProcessCuda | None) -> dict[str, Any] | None:
     """The process's own CUDA view; None where its environment could not be read."""
     if cuda is None:

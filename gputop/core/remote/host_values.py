@@ -32,6 +32,8 @@ MAX_FAN_PERCENT = 255
 """Fans are reported in percent of their rated speed, and some run above it (model.py)."""
 MIN_TEMPERATURE_C, MAX_TEMPERATURE_C = -60, 200
 MAX_COUNT = 10**6
+MAX_START_TICKS = 2**63 - 1
+"""A process's start in clock ticks since boot: the kernel's count is 64 bits."""
 MAX_CPU_PERCENT = 100.0 * 4096
 """psutil's CPU percent is per core: 100 for each of up to 4096 cores."""
 
@@ -88,6 +90,7 @@ PROCESS_RANGES: dict[str, tuple[float, float]] = {
     "cpu_percent": (0, MAX_CPU_PERCENT),
     "host_memory_bytes": MEMORY,
     "start_time": TIME,
+    "start_ticks": (0, MAX_START_TICKS),
 }
 JOB_NUMBERS: dict[str, tuple[float, float]] = {
     "created_at": TIME,

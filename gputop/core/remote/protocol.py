@@ -117,7 +117,17 @@ def snapshot_from_json(document: Any) -> Snapshot:
         timestamp=_float(doc.get("timestamp"), "timestamp") or 0.0,
         gpus=gpus,
         simulated=_str(doc.get("simulated"), "simulated"),
+        boot_id=_boot_id(doc.get("boot_id")),
     )
+
+
+def _boot_id(value: Any) -> str | None:
+    """A host's boot id, a UUID as Linux writes it; anything else is not one (``None``: its
+    processes' start ticks are then not used)."""
+    text = _str(value, "boot_id")
+    if text is None or len(text) != 36 or not all(c in "0123456789abcdef-" for c in text):
+        return None
+    return text
 
 
 def _gpu(value: Any, position: int, room: list[int]) -> GpuSample:
@@ -377,6 +387,7 @@ def _process(value: Any, physical_index: int, where: str) -> GpuProcess:
         cpu_percent=_float(process.get("cpu_percent"), f"{where}.cpu_percent"),
         host_memory_bytes=_int(process.get("host_memory_bytes"), f"{where}.host_memory_bytes"),
         start_time=_float(process.get("start_time"), f"{where}.start_time"),
+        start_ticks=_int(process.get("start_ticks"), f"{where}.start_ticks"),
         hint=_str(process.get("hint"), f"{where}.hint"),
         cuda=_process_cuda(process.get("cuda"), f"{where}.cuda"),
     )

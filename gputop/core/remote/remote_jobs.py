@@ -65,10 +65,17 @@ def signal_argv(
     start_time: float | None,
     signal_name: str,
     environ: Mapping[str, str] | None = None,
+    start_ticks: int | None = None,
+    boot_id: str | None = None,
 ) -> list[str]:
+    """``gputop signal`` on ``host``; with the start ticks and boot id its snapshot carried
+    (a host whose gputop has ``--start-ticks``), proven by them whatever the host's clock
+    did since; without them (an older host), by the start time alone."""
     remote = ["gputop", "signal", str(pid), "--signal", signal_name, "--yes"]
     if start_time is not None:
         remote += ["--start-time", repr(start_time)]
+    if start_ticks is not None and boot_id is not None:
+        remote += ["--start-ticks", str(start_ticks), "--boot-id", boot_id]
     return ssh_argv(host, remote_gputop_command(remote), environ)
 
 

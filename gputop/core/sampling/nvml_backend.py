@@ -25,6 +25,7 @@ from gputop.core.model import (
     ProcessCuda,
     Snapshot,
 )
+from gputop.core.process_control import current_boot_id
 from gputop.core.sampling.activity import ActivitySampler
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.kmsg_xid import bus_key
@@ -123,6 +124,7 @@ class NvmlBackend:
         self._clock = clock
         self._hostname = hostname or socket.gethostname()
         self._simulated = simulated
+        self._boot_id = current_boot_id()  # what its processes' start_ticks count from
         self._host_processes = host_processes or HostProcessTable()
         self._cuda_views = CudaViews()
         """Each process's CUDA view, kept per (environment, card) (process_env.py)."""
@@ -236,6 +238,7 @@ class NvmlBackend:
             gpus=tuple(gpus),
             simulated=self._simulated,
             host_stats=host_stats,
+            boot_id=self._boot_id,
         )
 
     # -- one GPU -------------------------------------------------------------------------

@@ -393,17 +393,33 @@ class LabApp(DashboardApp):
             "\n\ngputop on that host checks again that the process is yours and the same one.",
         )
 
+        boot_id = status.snapshot.boot_id if status.snapshot is not None else None
+
         def answered(yes: bool | None) -> None:
             if yes:
-                self._signal_remote(status.host, process.pid, process.start_time, signal_name)
+                self._signal_remote(
+                    status.host,
+                    process.pid,
+                    signal_name,
+                    (process.start_time, process.start_ticks, boot_id),
+                )
 
         self.push_screen(ConfirmScreen(question, yes_label=f"Send {signal_name}"), answered)
 
     @work(thread=True, group="signal", exit_on_error=False)
     def _signal_remote(
-        self, host: str, pid: int, start_time: float | None, signal_name: str
+        self,
+        host: str,
+        pid: int,
+        signal_name: str,
+        started: tuple[float | None, int | None, str | None],
     ) -> None:
-        argv = signal_argv(host, pid, start_time, signal_name, self.ssh_environ)
+        """``started``: the process's start time, start ticks and its host's boot id, as the
+        host's snapshot gave them (the ticks from hosts whose gputop has --start-ticks)."""
+        start_time, start_ticks, boot_id = started
+        argv = signal_argv(
+            host, pid, start_time, signal_name, self.ssh_environ, start_ticks, boot_id
+        )
         result = run_remote(argv, self.ssh_environ)
         where = clean(host)
         if result.ok:

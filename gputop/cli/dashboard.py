@@ -133,7 +133,12 @@ def run_fleet(args: argparse.Namespace, server: Server) -> int:
     matchers = check_selector(args.match)
     from gputop.tui.fleet.fleet_app import FleetApp
 
-    app = FleetApp(lambda: read_fleet(server, matchers), server.shown, args.group_by)
+    app = FleetApp(
+        lambda: read_fleet(server, matchers),
+        server.shown,
+        args.group_by,
+        progressive=lambda early: read_fleet(server, matchers, early=early),
+    )
     app.run()
     return _finish(app)
 

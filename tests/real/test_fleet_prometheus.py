@@ -370,3 +370,21 @@ def test_one_deadline_for_the_whole_refresh() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_first_answers_come_first_then_the_whole_fleet(fleet: Fleet) -> None:
+    """``read_fleet``'s ``early`` (the dashboard's first frame): the nodes, their states and
+    cards from the quick answers, no card free yet; then the whole fleet, in the same 8."""
+    from gputop.core.fleet.read import read_fleet
+    from gputop.core.prometheus.auth import server_for
+
+    early = []
+    before = instant_queries_answered(fleet.prometheus)
+    whole = read_fleet(server_for(fleet.prometheus.url), early=early.append)
+    assert instant_queries_answered(fleet.prometheus) - before == 8 == whole.queries
+    (first,) = early
+    assert first.partial and not whole.partial
+    assert first.free_count == 0 < whole.free_count
+    states = {node.instance: node.state for node in whole.nodes}
+    assert {node.instance: node.state for node in first.nodes} == states
+    assert first.gpu_count == whole.gpu_count

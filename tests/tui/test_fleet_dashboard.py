@@ -216,3 +216,39 @@ async def test_launch_says_what_to_run_on_the_nodes_free_cards() -> None:
         await pilot.pause()
         text = "".join(str(w.render()) for w in app.screen.query(Static))
         assert "is down: nothing is launched there" in text
+
+
+async def test_the_first_frame_comes_with_the_first_answers_then_the_cards() -> None:
+    """``read_fleet``'s ``early``: the nodes, states and cards before the cards' figures."""
+    import threading
+
+    from gputop.core.fleet.model import build_fleet as build
+
+    full = fleet()
+    release = threading.Event()
+
+    def progressive(early: Callable[[Fleet], None]) -> Fleet:
+        answers = {"up": [Sample(target(f"10.0.0.{n}:9400"), NOW, 1.0) for n in range(3)]}
+        answers["scraped"] = [Sample(target(f"10.0.0.{n}:9400"), NOW, NOW) for n in range(3)]
+        answers["card_labels"] = [
+            s
+            for n in range(3)
+            for s in cards(f"10.0.0.{n}:9400", f"node-{n:02d}", [0.0] * 4)
+            if s.labels["__name__"] == "DCGM_FI_DEV_FB_USED"
+        ]
+        early(build("http://prometheus:9090", NOW, answers, 5, partial=True))
+        release.wait(10)
+        return full
+
+    app = FleetApp(fleet, "http://prometheus:9090", progressive=progressive)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the first answers", 10)
+        await pilot.pause()
+        assert header(app).startswith("3 nodes · 12 GPUs · reading the cards… · 0 down")
+        assert {row[4] for row in rows(app)} == {"····"} and {row[3] for row in rows(app)} == {
+            "?/4"
+        }
+        release.set()
+        await pilot_wait_for(pilot, lambda: app.fleet is full, "the whole fleet", 10)
+        await pilot.pause()
+        assert header(app).startswith("30 nodes · 116 GPUs · 42 free")

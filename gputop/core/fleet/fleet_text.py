@@ -13,17 +13,21 @@ LEGEND = "cards: F free, C claimed, ! unhealthy, 0-9 busy (tens of %), ? unknown
 
 
 def header(fleet: Fleet) -> str:
+    free = "reading the cards…" if fleet.partial else f"{fleet.free_count} free"
     return (
-        f"{len(fleet.nodes)} nodes · {fleet.gpu_count} GPUs · {fleet.free_count} free · "
+        f"{len(fleet.nodes)} nodes · {fleet.gpu_count} GPUs · {free} · "
         f"{fleet.count('down')} down · {fleet.count('stale')} stale"
     )
 
 
-def card_cell(gpu: FleetGpu, node: FleetNode) -> str:
+def card_cell(gpu: FleetGpu, node: FleetNode, partial: bool = False) -> str:
     """One character per card: F free, C claimed, ! unhealthy, a digit busy (utilisation in
-    tens of percent, 9 for 90 % and more), ? unknown, - on a node that is not up."""
+    tens of percent, 9 for 90 % and more), ? unknown, - on a node that is not up, · while
+    its figures are still being read (``partial``)."""
     if node.state != "up":
         return "-"
+    if partial:
+        return "·"
     if gpu.unhealthy:
         return "!"
     if gpu.free:
@@ -68,7 +72,7 @@ def memory(node: FleetNode) -> str:
 
 
 def node_line(fleet: Fleet, node: FleetNode, width: int | None) -> str:
-    cells = "".join(card_cell(gpu, node) for gpu in node.sorted_gpus())
+    cells = "".join(card_cell(gpu, node, fleet.partial) for gpu in node.sorted_gpus())
     line = (
         f"{clean(node.host)[:24]:<24} {node.state:<5} {age(fleet, node):>5} "
         f"{len(node.free_gpus):>2}/{len(node.gpus):<2} [{cells}] {memory(node):>15} "

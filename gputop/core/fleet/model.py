@@ -167,6 +167,8 @@ class Fleet:
     users: list[FleetUser]
     queries: int
     interval_s: float = DEFAULT_INTERVAL_S
+    partial: bool = False
+    """Built from the first answers only: the cards' figures (and so free cards) not yet."""
 
     @property
     def gpu_count(self) -> int:
@@ -410,8 +412,10 @@ def build_fleet(
     answers: dict[str, list[Sample]],
     queries: int,
     rule: FreeRule | None = None,
+    partial: bool = False,
 ) -> Fleet:
-    """The fleet ``answers`` (each refresh query's samples, by name) describe at ``now``."""
+    """The fleet ``answers`` (each refresh query's samples, by name) describe at ``now``;
+    ``partial`` where some answers are still to come (no card is free then)."""
     builder = _Builder(now, rule or FreeRule())
     for name in ("up", "scraped", "last_up", "scrapes"):
         builder.targets(name, answers.get(name, []))
@@ -428,7 +432,11 @@ def build_fleet(
                 gpu.memory_total_bytes = gpu.memory_used_bytes + gpu.memory_free_bytes
     intervals = sorted(node.interval_s for node in nodes if node.scrapes and node.scrapes >= 2)
     interval = intervals[len(intervals) // 2] if intervals else DEFAULT_INTERVAL_S
-    return Fleet(url, now, nodes, _users(nodes), queries, interval)
+    if partial:
+        for node in nodes:
+            for gpu in node.gpus.values():
+                gpu.free = False
+    return Fleet(url, now, nodes, _users(nodes), queries, interval, partial)
 
 
 def _users(nodes: list[FleetNode]) -> list[FleetUser]:

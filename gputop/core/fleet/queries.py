@@ -89,6 +89,7 @@ def refresh_queries(matchers: str) -> dict[str, str]:
         "scraped": f"timestamp(up{only})",
         "scrapes": f"count_over_time(up{only}[{INTERVAL_WINDOW_S}s])",
         "last_up": f"max_over_time(timestamp(up{only} == 1)[{LAST_SEEN_WINDOW}:{LAST_SEEN_STEP}])",
+        "nodes": f'{{__name__=~"{_names(NODE_METRICS)}"{extra}}}',
         # Each card's labels once (its memory used carries them all, pods included), then
         # every figure of every card with only the labels that tell them apart: a quarter
         # of the bytes, and of the decoding.
@@ -96,5 +97,4 @@ def refresh_queries(matchers: str) -> dict[str, str]:
         "cards": f"max by ({CARD_KEY}) "
         f'({{__name__=~"{_names(CARD_METRICS[1:])}", GPU_I_ID=""{extra}}})',
         "processes": f'{{__name__=~"{_names(PROCESS_METRICS)}"{extra}}}',
-        "nodes": f'{{__name__=~"{_names(NODE_METRICS)}"{extra}}}',
     }

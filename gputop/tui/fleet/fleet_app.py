@@ -12,6 +12,7 @@ never read as markup (gputop/tui/safe.py).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -35,6 +36,7 @@ SORTS = ("free", "name", "utilisation")
 NODE_CHARS = 18
 USERS_CHARS = 16
 """At 80 columns a node's line fits whole with 8 cards (enter shows all of it)."""
+EARLY_PAINT_WAIT_S = 1.0
 MIN_REFRESH_S = 1.0
 MAX_REFRESH_S = 300.0
 STATE_STYLES = {"up": "green", "stale": "yellow", "down": "red"}
@@ -42,10 +44,18 @@ KEYS = "s sort  / filter  enter node  l launch  u users  r refresh  q quit"
 
 
 class FleetRead(Message):
-    def __init__(self, fleet: Fleet | None, error: str | None) -> None:
+    def __init__(
+        self,
+        fleet: Fleet | None,
+        error: str | None,
+        early: bool = False,
+        painted: threading.Event | None = None,
+    ) -> None:
         super().__init__()
         self.fleet = fleet
         self.error = error
+        self.early = early
+        self.painted = painted
 
 
 def mean_util(node: FleetNode) -> float:
@@ -81,7 +91,7 @@ def node_detail(fleet: Fleet, node: FleetNode) -> Text:
         f"job {clean(node.job)} · {'gputop exporter' if node.gputop else 'dcgm-exporter'}\n"
     )
     for gpu in node.sorted_gpus():
-        cell = card_cell(gpu, node)
+        cell = card_cell(gpu, node, fleet.partial)
         util = "?" if gpu.utilization_gpu is None else f"{gpu.utilization_gpu:.0f}%"
         used = "?" if gpu.memory_used_bytes is None else human_bytes(gpu.memory_used_bytes)
         total = "?" if gpu.memory_total_bytes is None else human_bytes(gpu.memory_total_bytes)
@@ -187,8 +197,18 @@ class FleetApp(App[int]):
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
-    def __init__(self, source: Callable[[], Fleet], url: str, group_by: str | None = None) -> None:
+    def __init__(
+        self,
+        source: Callable[[], Fleet],
+        url: str,
+        group_by: str | None = None,
+        progressive: Callable[[Callable[[Fleet], None]], Fleet] | None = None,
+    ) -> None:
+        """``progressive``: a source that also gives the fleet as its first answers show it
+        (``read_fleet``'s ``early``); used for the first read, so the first frame comes
+        before the cards' figures."""
         super().__init__()
+        self.progressive = progressive
         self.group_by = group_by
         self.source = source
         self.url = url
@@ -220,13 +240,31 @@ class FleetApp(App[int]):
 
     def _read(self) -> None:
         try:
-            fleet = self.source()
+            if self.progressive is not None and self.fleet is None:
+                fleet = self.progressive(self._early)
+            else:
+                fleet = self.source()
         except GputopError as error:
             self.post_message(FleetRead(None, str(error)))
             return
         self.post_message(FleetRead(fleet, None))
 
+    def _early(self, fleet: Fleet) -> None:
+        """The first answers: drawn before the big ones are read and decoded (that decoding
+        holds the interpreter and would delay the frame), so this waits until it is painted
+        (a second at most)."""
+        painted = threading.Event()
+        self.post_message(FleetRead(fleet, None, early=True, painted=painted))
+        painted.wait(EARLY_PAINT_WAIT_S)
+
     def on_fleet_read(self, message: FleetRead) -> None:
+        if message.early:  # the first answers: drawn, the rest of the read goes on
+            if self.fleet is None and message.fleet is not None:
+                self.fleet = message.fleet
+                self.redraw()
+            if message.painted is not None:
+                self.call_after_refresh(message.painted.set)
+            return
         self.read_at = time.time()
         if message.fleet is not None:
             self.fleet = message.fleet
@@ -276,12 +314,12 @@ class FleetApp(App[int]):
                 )
                 shown.append(None)
             for node in members:
-                cells = "".join(card_cell(gpu, node) for gpu in node.sorted_gpus())
+                cells = "".join(card_cell(gpu, node, fleet.partial) for gpu in node.sorted_gpus())
                 table.add_row(
                     plain(node.host[:NODE_CHARS]),
                     Text(node.state, style=STATE_STYLES.get(node.state, "")),
                     Text(age(fleet, node)),
-                    Text(f"{len(node.free_gpus)}/{len(node.gpus)}"),
+                    Text(f"{'?' if fleet.partial else len(node.free_gpus)}/{len(node.gpus)}"),
                     Text(cells),
                     Text(memory(node)),
                     Text(holders(node)[:USERS_CHARS]),  # cleaned by holders()

@@ -27,7 +27,9 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     parser.add_argument(
         "--json",
         action="store_true",
-        help='print [{"gpu", "uuid", "user", "until", "note", "job"}] (until: epoch seconds)',
+        help='print [{"gpu", "uuid", "user", "until", "note", "job", "certain", "reason"}] '
+        "(until: epoch seconds; certain false: a file that may be a claim and cannot be "
+        "told, reason says why, until the latest it may hold)",
     )
     parser.add_argument(
         "--setup",
@@ -63,12 +65,25 @@ def run(args: argparse.Namespace) -> int:
     for claim in live:
         document = claim.to_json()
         document["gpu"] = indices.get(claim.uuid, claim.gpu)
-        documents.append(document)
+        documents.append({**document, "certain": True, "reason": None})
+    doubtful = _doubtful(scan)
     if args.json:
+        for doubt in doubtful:  # gputop leaves these cards alone (docs/claims.md)
+            documents.append(
+                {
+                    "gpu": indices.get(doubt.uuid),
+                    "uuid": doubt.uuid,
+                    "user": doubt.user,
+                    "until": doubt.until,
+                    "note": "",
+                    "job": None,
+                    "certain": False,
+                    "reason": doubt.reason,
+                }
+            )
         print(strict_json(documents, indent=2))
     else:
         now = time.time()
-        doubtful = _doubtful(scan)
         if not documents and not doubtful:
             print("No GPU is claimed.")
         for document in documents:

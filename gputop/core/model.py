@@ -363,14 +363,14 @@ class Snapshot:
     """The scenario's description when the GPUs are simulated; ``None`` on real hardware."""
     host_stats: HostStats | None = None
     """CPU load, memory, swap and uptime (gputop.core.host_stats); ``None`` where unread."""
-
-    @property
-    def cuda_driver_version_text(self) -> str | None:
-        if self.cuda_driver_version is None:
     boot_id: str | None = None
     """The machine's boot id (``/proc/sys/kernel/random/boot_id``): its processes'
     ``start_ticks`` count from that boot. ``None`` off Linux, simulated, or from an older
     gputop's snapshot."""
+
+    @property
+    def cuda_driver_version_text(self) -> str | None:
+        if self.cuda_driver_version is None:
             return None
         major, minor = divmod(self.cuda_driver_version, 1000)
         return f"{major}.{minor // 10}"

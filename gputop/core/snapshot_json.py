@@ -190,6 +190,7 @@ def _process(process: GpuProcess, health: GpuHealth | None = None) -> dict[str, 
         "cpu_percent": process.cpu_percent,
         "host_memory_bytes": process.host_memory_bytes,
         "start_time": process.start_time,
+        "start_ticks": process.start_ticks,
         "origin": process.origin.value,
         "hint": process.hint,
         "cuda": _cuda(process.cuda),
@@ -197,7 +198,6 @@ def _process(process: GpuProcess, health: GpuHealth | None = None) -> dict[str, 
     }
 
 
-        "start_ticks": process.start_ticks,
 def _cuda(cuda: ProcessCuda | None) -> dict[str, Any] | None:
     """The process's own CUDA view; None where its environment could not be read."""
     if cuda is None:

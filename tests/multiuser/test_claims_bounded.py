@@ -4,6 +4,7 @@ that cannot be told"). Real second users write the files."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -15,7 +16,7 @@ from helpers.waiting import wait_for
 
 from gputop.core.claims import book as book_module
 from gputop.core.claims.book import ClaimBook, Doubt
-from gputop.core.claims.files import CLOCK_SLACK_S, CONTENT_BYTES, MAX_FOR_S
+from gputop.core.claims.files import CLOCK_SLACK_S, CONTENT_BYTES, MAX_FOR_S, content
 
 WRITE = (
     "import os, sys\n"
@@ -157,3 +158,63 @@ def test_a_flooders_outlived_files_void_no_claim_of_anothers(
     assert ran.returncode == 1 and f"claimed by {ana.name}" in ran.stderr
     free = gputop_as(ana, claims_dir, "claim", "--gpus", "3", env=env)
     assert free.returncode == 0, free.stderr
+
+
+def test_snapshot_json_claims_json_and_pick_show_a_possible_hold(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    ana, bob = two_users
+    gpu = uuids()
+    plant(bob, claims_dir, claim_name(gpu[1], bob, 0x52), b"[" * CONTENT_BYTES)
+    plant(
+        bob,
+        claims_dir,
+        claim_name(gpu[3], bob, 0x53),
+        content(gpu[3], 3, bob.uid, bob.name, time.time() + 3600, "mine", None),
+    )
+    birth = born(claims_dir / claim_name(gpu[1], bob, 0x52))
+    shown = gputop_as(ana, claims_dir, "snapshot", "--json")
+    assert shown.returncode == 0, shown.stderr
+    gpus = json.loads(shown.stdout)["gpus"]
+    doubt = gpus[1]["claim"]
+    assert doubt["user"] == bob.name and doubt["certain"] is False
+    assert "cannot be decoded" in doubt["reason"]
+    assert abs(doubt["until"] - (birth + MAX_FOR_S + CLOCK_SLACK_S)) < 1  # when it is ignored
+    assert {"note", "job"} <= set(doubt)
+    assert gpus[3]["claim"]["certain"] is True and gpus[3]["claim"]["reason"] is None
+    assert gpus[3]["claim"]["note"] == "mine" and gpus[0]["claim"] is None
+    listed = json.loads(gputop_as(ana, claims_dir, "claims", "--json").stdout)
+    by_gpu = {entry["gpu"]: entry for entry in listed}
+    assert sorted(by_gpu) == [1, 3]
+    assert by_gpu[1]["certain"] is False and by_gpu[1]["user"] == bob.name
+    assert by_gpu[3]["certain"] is True and by_gpu[3]["note"] == "mine"
+    picked = gputop_as(ana, claims_dir, "pick", "-n", "4", "--format", "index")
+    assert picked.returncode == 1 and f"GPU 1: may be claimed by {bob.name}" in picked.stderr
+
+
+async def test_the_dashboards_card_and_launch_dialog_show_a_possible_hold(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    from helpers.dashboard import first_sample, plain_text
+    from textual.widgets import Static
+
+    from gputop.tui.screens.launch import LaunchScreen
+    from gputop.tui.screenshots import build_app
+    from gputop.tui.widgets.gpu_grid import GpuGrid
+
+    _, bob = two_users
+    plant(bob, claims_dir, claim_name(uuids()[1], bob, 0x54), b"[" * CONTENT_BYTES)
+    app = build_app("v100x4")
+    async with app.run_test(size=(200, 48)) as pilot:
+        await first_sample(pilot)
+        claim = app.snapshot.gpus[1].claim
+        assert claim is not None and claim.doubt is not None and claim.user == bob.name
+        grid = app.query_one(GpuGrid)
+        bottom = grid.card_lines(1)[-1]
+        assert bottom.startswith(f"╰─ ? may be claimed by {bob.name} · "), bottom
+        assert all("claim" not in grid.card_lines(i)[-1] for i in (0, 2, 3))
+        await pilot.press("right", "l")
+        await pilot.pause()
+        assert isinstance(app.screen, LaunchScreen)
+        preview = plain_text(app.screen.query_one("#preview", Static), width=200)
+        assert f"GPU 1 may be claimed by {bob.name} (not a claim" in preview, preview

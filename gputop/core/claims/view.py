@@ -64,6 +64,19 @@ class ClaimsView:
         held = [c for m in gpu.mig_devices if (c := self.holder(m.uuid)) is not None]
         return min(held, key=lambda c: c.order) if held else None
 
+    def gpu_hold(self, gpu: GpuSample, uid: int | None = None) -> Hold | None:
+        """What keeps others off this GPU, as shown: its believable claim (``gpu_claim``),
+        else the first file on it or an instance of it that may be a claim of another
+        user's than ``uid`` (default: this process's) and cannot be told, a ``Doubt``
+        (``run`` refuses the card for it: shown, so the card does not look free)."""
+        claim = self.gpu_claim(gpu)
+        if claim is not None or self.state != READY:
+            return claim
+        uid = os.geteuid() if uid is None else uid
+        found = [self.scan.first(uuid, uid) for uuid in _keys(gpu)]
+        doubts = [d for d in found if isinstance(d, Doubt) and d.uid != uid]
+        return min(doubts, key=lambda d: d.order) if doubts else None
+
     def blocking(self, gpu: GpuSample, uid: int, mig_uuid: str | None = None) -> Hold | None:
         """Another user's claim that keeps ``uid`` off this GPU (or this instance of it), or
         a file of theirs that may be one and cannot be told (a ``Doubt``)."""
@@ -171,22 +184,22 @@ def attach_claims(gpus: Sequence[GpuSample], view: ClaimsView) -> list[GpuSample
         return list(gpus)
     attached = []
     for gpu in gpus:
-        claim = view.gpu_claim(gpu)
-        attached.append(
-            replace(
-                gpu,
-                claim=None
-                if claim is None
-                else GpuClaim(claim.user, claim.until, claim.note, claim.job),
-                unclaimed_users=tuple(view.unclaimed_users(gpu)),
-            )
-        )
+        hold = view.gpu_hold(gpu)
+        if isinstance(hold, Doubt):
+            claim = GpuClaim(hold.user, hold.until, doubt=hold.reason)
+        elif hold is not None:
+            claim = GpuClaim(hold.user, hold.until, hold.note, hold.job)
+        else:
+            claim = None
+        attached.append(replace(gpu, claim=claim, unclaimed_users=tuple(view.unclaimed_users(gpu))))
     return attached
 
 
 def card_claim_text(gpu: GpuSample, now: float) -> str | None:
     """``claimed by ana · 2h left · note · in use without a claim: bob`` for a claimed card;
-    None for one nobody claimed. Cleaned (the text may come from another host).
+    ``? may be claimed by bob · at most 6d · why`` for one a file that cannot be told may
+    hold (docs/claims.md); None for one nobody claimed. Cleaned (the text may come from
+    another host).
 
     Who uses a card without a claim is said on a claimed card only, where it is someone
     using a card another holds: said on every card, it crowded every border as soon as one
@@ -194,6 +207,14 @@ def card_claim_text(gpu: GpuSample, now: float) -> str | None:
     claim = gpu.claim
     if claim is None:
         return None
+    if claim.doubt is not None:  # a file that may be a claim: run refuses the card
+        return " · ".join(
+            [
+                f"? may be claimed by {clean(claim.user)}",
+                f"at most {left_text(claim.until - now)}",
+                clean(claim.doubt),
+            ]
+        )
     parts = [f"claimed by {clean(claim.user)}", f"{left_text(claim.until - now)} left"]
     if claim.job is not None:
         parts.append(f"job {claim.job}")

@@ -299,7 +299,7 @@ def _gpu_state_families(
     )
     for gpu in snapshot.gpus:
         labels = gpu_labels(gpu, host)
-        if gpu.claim is not None:
+        if gpu.claim is not None and gpu.claim.doubt is None:  # a believable claim
             claimed.add_metric([*labels, label(gpu.claim.user)], 1.0)
         lost.add_metric(labels, 1.0 if gpu.lost else 0.0)
         no_access.add_metric(labels, 1.0 if gpu.no_access else 0.0)

@@ -276,7 +276,7 @@ class HistoryWriter:
     def _extend_claim(
         self, gpu: GpuSample, end_t: float, duration_s: float, claimed: set[tuple[int, int]]
     ) -> None:
-        if gpu.claim is None:
+        if gpu.claim is None or gpu.claim.doubt is not None:  # a believable claim's time only
             return
         user_id = self._string_id(clean(gpu.claim.user))
         assert user_id is not None

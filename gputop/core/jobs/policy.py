@@ -293,7 +293,7 @@ def _judge(
     free_bytes = _free_bytes(gpu)
     utilization = gpu.utilization_gpu_percent
     if claim is None and gpu.claim is not None and gpu.claim.user != user:
-        claim = f"claimed by {gpu.claim.user} ({_left(gpu.claim)} left)"  # a host's snapshot
+        claim = _claimed(gpu.claim)  # a host's snapshot, the dashboard's
     reasons: list[str] = [claim] if claim else []
     if gpu.mig_mode_current:
         reasons.append("in MIG mode (pin one of its MIG instances instead)")
@@ -393,8 +393,18 @@ def _left(claim: GpuClaim) -> str:
     return left_text(claim.until - time.time())
 
 
+def _claimed(claim: GpuClaim) -> str:
+    """``claimed by ana (2h left)``, or ``may be claimed by bob (why)`` for a file that
+    cannot be told (docs/claims.md): either way the card is not free."""
+    if claim.doubt is not None:
+        return f"may be claimed by {claim.user} ({claim.doubt})"
+    return f"claimed by {claim.user} ({_left(claim)} left)"
+
+
 def _user_claim(claim: GpuClaim) -> str:
     """``is claimed by ana (2h left): …``: another user's claim (docs/claims.md)."""
+    if claim.doubt is not None:
+        return f"{_claimed(claim)}: gputop refuses to launch there unless it waits for it to end"
     left = _left(claim)
     return (
         f"is claimed by {claim.user} ({left} left): the job will not start there unless it "

@@ -179,6 +179,10 @@ class GpuClaim:
     note: str = ""
     job: int | None = None
     """The gputop job holding the claim, or ``None`` for a person's."""
+    doubt: str | None = None
+    """Why it may be a claim and cannot be told (a file of ``user``'s that cannot be read or
+    believed: ``run`` refuses the card all the same), ``until`` the latest it may hold;
+    ``None`` for a believable claim."""
 
 
 @dataclass(frozen=True, slots=True)

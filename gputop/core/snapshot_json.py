@@ -147,7 +147,14 @@ def health_json(health: GpuHealth | None) -> dict[str, Any] | None:
 def _claim(claim: GpuClaim | None) -> dict[str, Any] | None:
     if claim is None:
         return None
-    return {"user": claim.user, "until": claim.until, "note": claim.note, "job": claim.job}
+    return {
+        "user": claim.user,
+        "until": claim.until,
+        "note": claim.note,
+        "job": claim.job,
+        "certain": claim.doubt is None,  # false: a file that may be a claim (docs/claims.md)
+        "reason": claim.doubt,
+    }
 
 
 def _clocks(clocks: Clocks) -> dict[str, int | None]:

@@ -218,3 +218,30 @@ async def test_the_dashboards_card_and_launch_dialog_show_a_possible_hold(
         assert isinstance(app.screen, LaunchScreen)
         preview = plain_text(app.screen.query_one("#preview", Static), width=200)
         assert f"GPU 1 may be claimed by {bob.name} (not a claim" in preview, preview
+
+
+def test_the_lab_protocol_carries_a_possible_hold(fake_backend) -> None:
+    """A host's possible hold reaches the lab as one: its card is shown so and not free."""
+    from dataclasses import replace
+
+    from gputop.core.claims.view import card_claim_text
+    from gputop.core.jobs.policy import FreePolicy, judge_cards
+    from gputop.core.model import GpuClaim
+    from gputop.core.remote.protocol import snapshot_from_json
+    from gputop.core.snapshot_json import snapshot_to_json
+
+    snapshot = fake_backend("v100x4").sample()
+    held = GpuClaim("bob", time.time() + 86400, doubt="its claim file cannot be read (\x1b[2J)")
+    gpus = list(snapshot.gpus)
+    gpus[1] = replace(gpus[1], claim=held)
+    document = json.loads(json.dumps(snapshot_to_json(replace(snapshot, gpus=tuple(gpus)))))
+    back = snapshot_from_json(document)
+    assert back.gpus[1].claim == held
+    said = card_claim_text(back.gpus[1], time.time())
+    assert said is not None and said.startswith("? may be claimed by bob · at most 1d")
+    assert "\x1b" not in said
+    verdicts = {v.physical_index: v for v in judge_cards(back, FreePolicy(), "ana")}
+    assert not verdicts[1].free and "may be claimed by bob" in verdicts[1].reasons[0]
+    document["gpus"][1]["claim"]["reason"] = 7
+    with pytest.raises(Exception, match=r"gpus\[1\]\.claim\.reason"):
+        snapshot_from_json(document)

@@ -305,7 +305,18 @@ def _claim(value: Any, where: str) -> GpuClaim | None:
         until=until,
         note=(_str(claim.get("note"), f"{where}.note") or "")[:MAX_CLAIM_TEXT],
         job=_int(claim.get("job"), f"{where}.job"),
+        doubt=_doubt(claim, where),
     )
+
+
+def _doubt(claim: dict[str, Any], where: str) -> str | None:
+    """Why a host's possible hold is no believable claim (``certain`` false: a file that
+    cannot be told, docs/claims.md), or None for a claim (or an older host's, which says
+    nothing of it)."""
+    reason = _str(claim.get("reason"), f"{where}.reason")
+    if _bool(claim.get("certain"), f"{where}.certain") is not False:
+        return None
+    return (reason or "it cannot be told")[:MAX_CLAIM_TEXT]
 
 
 def _activity(value: Any, where: str) -> Activity:

@@ -101,6 +101,13 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         metavar="DURATION",
         help="the shortest idle stretch that counts as holding a card idle (default 30m)",
     )
+    parser.add_argument(
+        "--health",
+        action="store_true",
+        help="list the window's Xids (with the processes and jobs on the card then) and the "
+        "GPUs whose health counters rose (ECC errors, retired pages, remapped rows, PCIe "
+        "replays, NVLink CRC errors); with --json as JSON. See docs/health.md",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print JSON")
     output.add_argument("--csv", action="store_true", help="print CSV")
@@ -124,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
             "that starts before it ends, e.g. --since 7d --until 1d."
         )
     query = ReportQuery(since, until, ReportBy(args.by), args.idle_min)
+    if args.health:
+        return _print_health(args, since, until)
     if args.prometheus is not None:
         return _print_prometheus_report(args, query)
     server_from_args(args)  # --prometheus-auth-file alone: said
@@ -131,6 +140,26 @@ def run(args: argparse.Namespace) -> int:
     connection = open_for_reading(path)
     try:
         return _print_report(args, connection, query)
+    except sqlite3.Error as error:  # a store damaged after it was opened
+        raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
+    finally:
+        connection.close()
+
+
+def _print_health(args: argparse.Namespace, since: float, until: float) -> int:
+    from gputop.cli.report_health import print_health_report
+
+    if args.prometheus is not None or args.csv or args.plot:
+        raise UsageError(
+            "--health reads the local store, as text or --json: not with --prometheus, "
+            "--csv or --plot."
+        )
+    if args.by != ReportBy.USER.value:
+        raise UsageError("--health lists Xids and counters per GPU: --by does not apply.")
+    path = args.db if args.db is not None else default_history_path()
+    connection = open_for_reading(path)
+    try:
+        return print_health_report(connection, path, since, until, args.json)
     except sqlite3.Error as error:  # a store damaged after it was opened
         raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
     finally:

@@ -143,6 +143,7 @@ def make_version_1(store: Path) -> None:
     recorder left behind, for the migration tests."""
     from gputop.core.history.schema import ACTIVITY_COLUMNS
 
+    make_version_2(store)
     connection = sqlite3.connect(store)
     try:
         connection.execute("DROP TABLE IF EXISTS clock_steps")
@@ -150,6 +151,19 @@ def make_version_1(store: Path) -> None:
         for column in ACTIVITY_COLUMNS:
             connection.execute(f"ALTER TABLE gpu_samples DROP COLUMN {column}")
         connection.execute("PRAGMA user_version = 1")
+        connection.commit()
+    finally:
+        connection.close()
+
+
+def make_version_2(store: Path) -> None:
+    """Turn a store of today into the shape it had at version 2 (before the Xids and health
+    counters), its rows kept, for the migration tests."""
+    connection = sqlite3.connect(store)
+    try:
+        for table in ("xid_events", "xid_processes", "health_counters"):
+            connection.execute(f"DROP TABLE IF EXISTS {table}")
+        connection.execute("PRAGMA user_version = 2")
         connection.commit()
     finally:
         connection.close()

@@ -220,7 +220,7 @@ def test_a_version_1_store_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
     connection.close()
     connection = open_for_recording(store, [])
     try:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
         row = connection.execute("SELECT * FROM gpu_samples").fetchone()
     finally:
         connection.close()

@@ -13,6 +13,7 @@ from helpers.history import make_version_1, record_stepped
 from gputop.cli.main import main
 from gputop.core.claims.book import Card, ClaimBook
 from gputop.core.history.claim_spans import claimed_time
+from gputop.core.history.schema import SCHEMA_VERSION
 
 GPU1 = "GPU-96870f72-ff47-4de2-1bb0-99f7d8338c12"
 INTERVAL_S = 5.0
@@ -112,7 +113,7 @@ def test_a_store_of_version_1_is_brought_up_to_date_keeping_its_rows(tmp_path: P
     record_stepped("v100x4", store, samples=3, start_s=60)
     connection = sqlite3.connect(store)
     try:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert connection.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == before + 3
         assert connection.execute("SELECT COUNT(*) FROM claim_spans").fetchone()[0] == 0
     finally:

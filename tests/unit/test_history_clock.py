@@ -18,6 +18,7 @@ from pathlib import Path
 from helpers.history import holders_scenario, make_version_1
 
 from gputop.core.history.recorder import Recorder, RecorderOptions
+from gputop.core.history.schema import SCHEMA_VERSION
 from gputop.core.history.store import open_for_recording
 from gputop.core.history.writer import HistoryWriter
 from gputop.core.model import Snapshot
@@ -127,7 +128,7 @@ def test_a_store_of_version_1_is_migrated_keeping_its_samples(tmp_path: Path) ->
     make_version_1(store)
     again = open_for_recording(store, [])
     try:
-        assert again.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert again.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert again.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 1
         assert again.execute("SELECT COUNT(*) FROM clock_steps").fetchone()[0] == 0
     finally:

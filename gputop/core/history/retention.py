@@ -6,7 +6,8 @@ deleted; a roll-up keeps time-weighted means of the readings. Only whole minutes
 merged, so a bucket is never merged twice. Process spans older than ``full_s`` are merged
 with their neighbours into at most one per process, card and day (their sums and idle runs
 keep every figure of the report exact); spans that ended more than ``hour_s`` ago are
-deleted. See docs/history.md.
+deleted, as are the Xids and health counters (kept as recorded, never rolled up) older than
+that. See docs/history.md.
 """
 
 from __future__ import annotations
@@ -106,10 +107,15 @@ def _delete_before(connection: sqlite3.Connection, resolution: int, before: floa
     connection.execute(f"DELETE FROM gpu_samples WHERE sample_id IN ({old})", (resolution, before))
     connection.execute("DELETE FROM samples WHERE resolution_s = ? AND t < ?", (resolution, before))
     connection.execute("DELETE FROM claim_spans WHERE end_t < ?", (before,))
-    deleted = connection.execute("DELETE FROM process_spans WHERE end_t < ?", (before,)).rowcount
+    connection.execute("DELETE FROM health_counters WHERE t < ?", (before,))
+    old_xids = "SELECT id FROM xid_events WHERE last_t < ?"
+    connection.execute(f"DELETE FROM xid_processes WHERE event_id IN ({old_xids})", (before,))
+    deleted = connection.execute("DELETE FROM xid_events WHERE last_t < ?", (before,)).rowcount
+    deleted += connection.execute("DELETE FROM process_spans WHERE end_t < ?", (before,)).rowcount
     if deleted > 0:  # processes seen only in what was deleted
         connection.execute(
-            "DELETE FROM processes WHERE id NOT IN (SELECT process_id FROM process_spans)"
+            "DELETE FROM processes WHERE id NOT IN (SELECT process_id FROM process_spans) "
+            "AND id NOT IN (SELECT process_id FROM xid_processes)"
         )
 
 

@@ -23,7 +23,7 @@ import sqlite3
 from gputop.core import sqlite_files
 from gputop.core.history.claim_spans import SCHEMA as CLAIM_SCHEMA
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 RAW = 0
 MINUTE = 60
@@ -100,6 +100,45 @@ ACTIVITY_COLUMNS = (
 """Version 2: GPM's SM active, tensor active and DRAM (percent, docs/activity.md), and the
 share of the sample's time a throttling clock event reason held (0 or 1 raw)."""
 
+HEALTH_COLUMNS = (
+    "ecc_corrected_volatile",
+    "ecc_uncorrected_volatile",
+    "ecc_corrected_aggregate",
+    "ecc_uncorrected_aggregate",
+    "retired_single_bit",
+    "retired_double_bit",
+    "retired_pending",
+    "remapped_correctable",
+    "remapped_uncorrectable",
+    "remapped_pending",
+    "remapped_failed",
+    "pcie_replays",
+    "nvlink_crc_errors",
+)
+"""The health counters kept (flags as 0 or 1), in the order of health_counters' columns."""
+
+HEALTH_SCHEMA: tuple[str, ...] = (
+    # One row per (card, Xid, minute of its first arrival in the row): a storm of thousands
+    # a second is one row a minute, ``count`` exact. ``first_t``/``last_t``: the first and
+    # last arrival in it (epoch seconds, to within a sample for a run the sample continued).
+    "CREATE TABLE xid_events (id INTEGER PRIMARY KEY, physical_index INTEGER NOT NULL, "
+    "uuid_id INTEGER, xid INTEGER NOT NULL, minute INTEGER NOT NULL, first_t REAL NOT NULL, "
+    "last_t REAL NOT NULL, count INTEGER NOT NULL)",
+    "CREATE INDEX xid_events_by_key ON xid_events(physical_index, xid, minute)",
+    "CREATE INDEX xid_events_by_time ON xid_events(last_t)",
+    # The processes (and through them the gputop jobs) on the card when an Xid of the row
+    # arrived.
+    "CREATE TABLE xid_processes (event_id INTEGER NOT NULL, process_id INTEGER NOT NULL, "
+    "PRIMARY KEY (event_id, process_id)) WITHOUT ROWID",
+    # A card's health counters, a row when one of them changed (and the first reading of a
+    # recorder's run where it differs from the last row kept); NULL: not on this card.
+    "CREATE TABLE health_counters (t REAL NOT NULL, physical_index INTEGER NOT NULL, "
+    "uuid_id INTEGER, " + ", ".join(f"{column} INTEGER" for column in HEALTH_COLUMNS) + ")",
+    "CREATE INDEX health_counters_by_time ON health_counters(physical_index, t)",
+)
+"""Version 3: the Xids and the health counters (docs/health.md)."""
+
+
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     # version 1 -> 2: the wall clock's steps the recorder saw (recorder.py: at ``t``, the
     # time of the first sample after it, the clock jumped ``step_s`` seconds, < 0 back),
@@ -110,6 +149,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         *CLAIM_SCHEMA,
         *(f"ALTER TABLE gpu_samples ADD COLUMN {column} REAL" for column in ACTIVITY_COLUMNS),
     ),
+    # version 2 -> 3: every Xid, coalesced per card, code and minute, with the processes
+    # on the card then, and the health counters when they change (HEALTH_SCHEMA,
+    # docs/health.md, docs/history.md).
+    2: HEALTH_SCHEMA,
 }
 """version N -> N+1 statements, as the job store keeps them."""
 
@@ -121,7 +164,7 @@ def create_schema(connection: sqlite3.Connection) -> None:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     connection.execute(statement)
-            for statement in CLAIM_SCHEMA:
+            for statement in (*CLAIM_SCHEMA, *HEALTH_SCHEMA):
                 connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

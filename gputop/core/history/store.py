@@ -176,10 +176,13 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
     return connection
 
 
-READABLE_FROM = SCHEMA_VERSION
+READABLE_FROM = 2
 """The oldest store version the report reads as it is: version 2 added the activity columns
 the report's queries read (docs/activity.md), so a version 1 store is brought up to date
-by 'gputop record' first."""
+by 'gputop record' first. Version 3's Xids and health counters are read by ``report
+--health`` alone, which asks a version 2 store to be brought up to date (HEALTH_FROM)."""
+HEALTH_FROM = 3
+"""The oldest store version with the Xids and health counters (schema.HEALTH_SCHEMA)."""
 
 
 def _cannot_open(path: Path, error: sqlite3.Error) -> HistoryError:

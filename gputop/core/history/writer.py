@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gputop.core.clock_events import throttling
 from gputop.core.history.claim_spans import OpenClaimSpan
+from gputop.core.history.health_rows import HealthRows
 from gputop.core.history.schema import RAW
 from gputop.core.history.spans import OpenSpan
 from gputop.core.history.store import HistoryError
@@ -88,6 +89,8 @@ class HistoryWriter:
         self._claims: dict[tuple[int, int], OpenClaimSpan] = {}
         """The claim span each (user id, physical index) is in (claim_spans.py)."""
         self._claims_closed: list[OpenClaimSpan] = []
+        self._health = HealthRows(self._db, self._string_id)
+        """Each card's Xids and health counters (health_rows.py)."""
 
     @property
     def pending(self) -> int:
@@ -161,10 +164,12 @@ class HistoryWriter:
             self._closed.clear()
             self._claims.clear()
             self._claims_closed.clear()
+            self._health.rolled_back()
             self._failed(error)
             return False
         self._pending.clear()
         self._clock_steps.clear()
+        self._health.committed()
         self._succeeded()
         if self._dropped:
             self._say(
@@ -223,7 +228,8 @@ class HistoryWriter:
         seen: set[tuple[int, int]] = set()
         claimed: set[tuple[int, int]] = set()
         for gpu in snapshot.gpus:
-            if gpu.lost or gpu.no_access:
+            if gpu.lost or gpu.no_access:  # a lost card's last counters and Xids since
+                self._health.add(gpu, snapshot.timestamp, ())
                 continue
             gpu_rows.append(
                 (
@@ -243,6 +249,8 @@ class HistoryWriter:
             )
             self._extend_spans(gpu, snapshot.timestamp, pending.duration_s, seen)
             self._extend_claim(gpu, snapshot.timestamp, pending.duration_s, claimed)
+            on_card = dict.fromkeys(self._process_id(process) for process in gpu.processes)
+            self._health.add(gpu, snapshot.timestamp, tuple(on_card))
         for key in [key for key in self._open if key not in seen]:
             self._closed.append(self._open.pop(key))
         for key in [key for key in self._claims if key not in claimed]:

@@ -33,6 +33,7 @@ yet reaped by a parent that may never come) count as ended.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -97,7 +98,46 @@ def start_ticks(pid: int) -> int | None:
         ticks = int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
+    return boot_ticks(ticks)
+
+
+def boot_ticks(seen: int) -> int | None:
+    """A start in ticks as this process reads it (field 22), counted from this boot's start
+    wherever it is read. In a time namespace whose boot time is moved (``unshare -T
+    --boottime``: some containers, a restored checkpoint) the kernel adds the namespace's
+    offset to every field 22 it shows (and takes it from ``btime``, so start times agree);
+    read there, every process would look like another. ``None`` where the offset is not a
+    whole number of ticks (then the start time is compared instead)."""
+    offset = _boottime_offset_ticks()
+    if offset is None:
+        return None
+    ticks = seen - offset
     return ticks if ticks >= 0 else None
+
+
+@functools.cache
+def _boottime_offset_ticks() -> int | None:
+    """This process's time namespace's boot time offset in ticks (0 outside one, or on a
+    kernel without time namespaces); ``None`` where it is no whole number of ticks."""
+    try:
+        with open(f"{_PROC}/self/timens_offsets", encoding="ascii") as handle:
+            lines = handle.read().splitlines()
+        hertz = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return 0
+    for line in lines:
+        words = line.split()
+        if len(words) != 3 or words[0] not in ("boottime", "7"):  # 7: CLOCK_BOOTTIME
+            continue
+        try:
+            seconds, nanoseconds = int(words[1]), int(words[2])
+        except ValueError:
+            return None
+        if hertz <= 0 or 1_000_000_000 % hertz or nanoseconds % (1_000_000_000 // hertz):
+            return None
+        per_tick = 1_000_000_000 // hertz
+        return seconds * hertz + nanoseconds // per_tick
+    return 0
 
 
 def process_start(pid: int) -> Started:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import psutil
 
 from gputop.core.model import ProcessOrigin
+from gputop.core.process_control import boot_ticks
 from gputop.core.sampling import proc_counters
 from gputop.core.sampling.pid_namespace import LocalPidGuard
 from gputop.core.sampling.process_env import CudaEnvironment, read_cuda_environment
@@ -159,7 +160,7 @@ class HostProcessTable:
             start_time=tracked.create_time,
             hint=tracked.hint,
             environment=tracked.environment,
-            start_ticks=int(tracked.start_mark) if _MARK_IS_TICKS else None,
+            start_ticks=boot_ticks(int(tracked.start_mark)) if _MARK_IS_TICKS else None,
         )
 
     def _track(

@@ -245,3 +245,122 @@ def test_the_lab_protocol_carries_a_possible_hold(fake_backend) -> None:
     document["gpus"][1]["claim"]["reason"] = 7
     with pytest.raises(Exception, match=r"gpus\[1\]\.claim\.reason"):
         snapshot_from_json(document)
+
+
+def flood_as(user: User, directory: Path, count: int = 10_001) -> None:
+    flood = (
+        "import os, sys\n"
+        f"for i in range({count}):\n"
+        "    os.close(os.open(os.path.join(sys.argv[1], f'x{i}'), os.O_CREAT | os.O_WRONLY))\n"
+    )
+    python, _ = python_for_users()
+    assert as_user(user, [python, "-c", flood, str(directory)], {}).returncode == 0
+
+
+def unflood_as(user: User, directory: Path, count: int = 10_001) -> None:
+    unflood = (
+        "import os, sys\n"
+        f"for i in range({count}):\n"
+        "    os.unlink(os.path.join(sys.argv[1], f'x{i}'))\n"
+    )
+    python, _ = python_for_users()
+    assert as_user(user, [python, "-c", unflood, str(directory)], {}).returncode == 0
+
+
+def test_a_flood_does_not_let_a_jobs_claim_lapse_and_claims_come_back_after_it(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    """Bob floods the directory while a job of root's holds GPU 0: its renewals, every 10
+    minutes, still extend its claim (in place: its birth time keeps its place), so it does
+    not end after 30 minutes and hand bob the card once he removes his flood."""
+    from gputop.core.claims.book import Card
+    from gputop.core.claims.jobs import JobClaim
+
+    ana, bob = two_users
+    gpu0 = uuids()[0]
+    job = JobClaim(9, {"GPUTOP_CLAIMS_DIR": str(claims_dir)})
+    assert job.take([Card(gpu0, 0, "GPU 0")], "train") is None
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "2").returncode == 0
+    (name,) = [n for n in os.listdir(claims_dir) if n.startswith(gpu0)]
+
+    def until() -> float:
+        return json.loads((claims_dir / name).read_bytes())["until"]
+
+    before = until()
+    flood_as(bob, claims_dir)
+    assert "flooded" in gputop_as(bob, claims_dir, "claim", "--gpus", "0").stderr
+    job._renewed -= 3600  # due
+    said = job.renew()
+    assert said is not None and "flooded" in said and "could not" not in said, said
+    assert until() > before
+    unflood_as(bob, claims_dir)
+    assert holders(claims_dir) == [(0, "root"), (2, ana.name)]  # every claim is back
+    taken = gputop_as(bob, claims_dir, "claim", "--gpus", "0")
+    assert taken.returncode == 1 and "claimed by root" in taken.stderr, taken.stderr
+    job._renewed -= 3600
+    assert job.renew() is None
+    job.release()
+    assert holders(claims_dir) == [(2, ana.name)]
+
+
+MAKE = {  # what bob makes under a claim's name, by hand
+    "symlink": "os.symlink('/etc/passwd', path)",
+    "fifo": "os.mkfifo(path, 0o644)",
+    "directory": "os.mkdir(path, 0o755)",
+    "socket": "s = socket.socket(socket.AF_UNIX); s.bind(path)",
+    "empty file": "os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MAKE))
+@pytest.mark.parametrize("in_her_name", [False, True])
+def test_an_entry_named_like_a_claim_is_its_owners_possible_hold_for_a_claims_time(
+    two_users: tuple[User, User], claims_dir: Path, kind: str, in_her_name: bool
+) -> None:
+    """Bob makes a symlink, FIFO, directory, socket or empty file named like a claim on GPU
+    1 (his, or one in ana's name): it is bob's possible hold (the kernel's owner), never
+    ana's, blocks nobody's earlier claim, ends with a claim's longest time, and no reader
+    fails on it."""
+    ana, bob = two_users
+    gpu = uuids()
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "3").returncode == 0
+    named = ana if in_her_name else bob
+    for card, nonce in ((gpu[1], 0x61), (gpu[3], 0x62)):
+        path = str(claims_dir / claim_name(card, named, nonce))
+        code = f"import os, socket, sys\npath = sys.argv[1]\n{MAKE[kind]}\n"
+        python, _ = python_for_users()
+        made = as_user(bob, [python, "-c", code, path], {})
+        assert made.returncode == 0, made.stderr
+    for argv in (["claims"], ["claims", "--json"], ["snapshot", "--json"], ["release"]):
+        no_crash(gputop_as(ana, claims_dir, *argv))
+    # bob's entry on GPU 3 was made behind her claim: void, even once she released it
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "3").returncode == 0
+    refused = gputop_as(ana, claims_dir, "claim", "--gpus", "1")
+    assert refused.returncode == 1 and f"may be claimed by {bob.name}" in refused.stderr
+    listed = json.loads(gputop_as(ana, claims_dir, "claims", "--json").stdout)
+    assert sorted((e["gpu"], e["user"], e["certain"]) for e in listed) == [
+        (1, bob.name, False),
+        (3, ana.name, True),
+    ]
+    env = short_lived(claims_dir, 0.5)
+    birth = max(born(claims_dir / n) for n in os.listdir(claims_dir))
+    wait_for(lambda: time.time() > birth + 0.5, "bob's entries to outlive a possible hold")
+    claimed = gputop_as(ana, claims_dir, "claim", "--gpus", "1", env=env)
+    assert claimed.returncode == 0, claimed.stderr
+    assert holders(claims_dir) == [(1, ana.name), (3, ana.name)]
+
+
+def test_a_file_cannot_be_renamed_over_another_users_claim(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    ana, bob = two_users
+    gpu1 = uuids()[1]
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "1").returncode == 0
+    (hers,) = os.listdir(claims_dir)
+    mine = claim_name(gpu1, bob, 0x63)
+    plant(bob, claims_dir, mine, content(gpu1, 1, bob.uid, bob.name, time.time() + 60, "", None))
+    code = "import os, sys\nos.rename(sys.argv[1], sys.argv[2])\n"
+    python, _ = python_for_users()
+    moved = as_user(bob, [python, "-c", code, str(claims_dir / mine), str(claims_dir / hers)], {})
+    assert moved.returncode != 0 and "PermissionError" in moved.stderr  # the sticky bit
+    assert holders(claims_dir) == [(1, ana.name)]

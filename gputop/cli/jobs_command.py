@@ -17,12 +17,14 @@ from typing import Any
 from gputop.cli import jobs_wait
 from gputop.cli.arg_types import seconds
 from gputop.cli.job_store import close_store, open_store
+from gputop.cli.job_xids import recorded_xids
 from gputop.core.errors import UsageError
 from gputop.core.jobs.logs import TerminalLogFilter, last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.usage import activity_cell
+from gputop.core.jobs.xid_marks import JobXids, mark, xids_json
 from gputop.core.numbers import MAX_ID, is_ascii_digits, parse_id, strict_json
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.submit import cancel
@@ -127,11 +129,13 @@ def run_list(args: argparse.Namespace) -> int:
         jobs = store.list_jobs()
     finally:
         close_store(store)
+    xids = recorded_xids(jobs, time.time())
     if args.json:
         records = []
         for job in jobs:
             record = job.to_json()
             record["last_log_line"] = last_line(job.log_path)
+            record["xids"] = xids_json(xids.get(job.id))
             records.append(record)
         print(strict_json(records, indent=2))
         return 0
@@ -139,18 +143,24 @@ def run_list(args: argparse.Namespace) -> int:
         print("No jobs yet. Launch one with: gputop run --gpus 0 -- python train.py")
         return 0
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    print(render_table(jobs, time.time(), width))
+    print(render_table(jobs, time.time(), width, xids))
     return 0
 
 
-def render_table(jobs: list[Job], now: float, width: int | None = None) -> str:
-    """The jobs table; with ``width``, the last column is cut to fit the terminal."""
+def render_table(
+    jobs: list[Job],
+    now: float,
+    width: int | None = None,
+    xids: dict[int, JobXids | None] | None = None,
+) -> str:
+    """The jobs table; with ``width``, the last column is cut to fit the terminal. A job
+    whose cards had an Xid while it ran has its mark after its status (``✖ Xid 79``)."""
     rows = [
         (
             str(job.id),
             clean(job.name),
             job.gpus_text,
-            clean(job.status_text),
+            f"{clean(job.status_text)} {mark((xids or {}).get(job.id) or ())}".rstrip(),
             _clock(job.started_at, now),
             _duration_or_dash(job.duration_s(now)),
             *usage_cells(job),

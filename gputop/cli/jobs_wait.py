@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from gputop.cli.arg_types import seconds
 from gputop.cli.job_store import open_store
+from gputop.cli.job_xids import recorded_xids
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.notify import (
     JobEvent,
@@ -26,6 +27,7 @@ from gputop.core.jobs.notify import (
     run_notify_command,
     write_terminal_notification,
 )
+from gputop.core.jobs.xid_marks import JobXids
 from gputop.core.safe_text import clean
 from gputop.core.slurm.sync import sync_slurm_jobs
 
@@ -84,12 +86,17 @@ def run_wait(args: argparse.Namespace) -> int:
             if any(job.slurm_job_id is not None and job.is_active for job in jobs):
                 sync_slurm_jobs(store)  # Slurm's jobs have no supervisor (docs/slurm.md)
             now = [store.get(job.id) for job in jobs]
-            for event in job_events(jobs, now):
+            for event in job_events(jobs, now, xids=_xids_of):
                 _tell(event, argv)
             jobs = now
     finally:
         store.close()
     return _status(jobs)
+
+
+def _xids_of(job: Job) -> JobXids:
+    """The Xids the history store recorded on the job's cards while it ran."""
+    return recorded_xids([job], time.time()).get(job.id) or ()
 
 
 def _tell(event: JobEvent, argv: list[str] | None) -> None:

@@ -23,6 +23,7 @@ from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.notify import job_events
 from gputop.core.jobs.service import JobsService, JobsView, job_memory_peaks
+from gputop.core.jobs.xid_marks import JobXids, live_job_xids
 from gputop.core.model import Snapshot
 from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen
@@ -88,7 +89,7 @@ class JobsActions(App[None]):
             return  # read before what is shown, arrived after it: it would show the past
         peaks = self._job_peaks = job_memory_peaks(self._job_peaks, self.snapshot, jobs)
         launched = self._launched_here
-        for event in job_events(shown.jobs, jobs.jobs, peaks, launched):
+        for event in job_events(shown.jobs, jobs.jobs, peaks, launched, self._job_xids):
             # Plain text (markup=False): the job's name is the user's, cleaned in the event.
             severity: SeverityLevel = "warning" if event.failed else "information"
             self.notify(event.text, severity=severity, timeout=10, markup=False)
@@ -98,6 +99,13 @@ class JobsActions(App[None]):
         if isinstance(self.screen, JobLogScreen):
             for job in jobs.jobs:
                 self.screen.update_job(job)
+
+    def _job_xids(self, job: Job) -> JobXids:
+        """The Xids this dashboard's cards hold that came while ``job`` ran (its toast)."""
+        snapshot = self.snapshot
+        if snapshot is None:
+            return ()
+        return live_job_xids(job, snapshot.gpus, snapshot.timestamp)
 
     def action_toggle_jobs(self) -> None:
         # Small terminals show one lower panel: J brings the jobs back over the PyTorch view.

@@ -6,40 +6,30 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers.history import make_version_2, process, record_stepped
+from helpers.history import make_version_2, record_stepped
+from helpers.history_health import (
+    EPOCH,
+    STORM_PID,
+    WriteScenario,
+    open_fake,
+    record_storm,
+    write,
+)
 from helpers.scenarios import minimal_gpu
 from helpers.waiting import wait_for
 
 from gputop.cli.main import main
-from gputop.core.fake import FakeNvml, resolve_scenario_path
+from gputop.core.fake import resolve_scenario_path
 from gputop.core.history import store as store_module
 from gputop.core.history.schema import SCHEMA_VERSION
 from gputop.core.history.store import HistoryError, open_for_reading, open_for_recording
 from gputop.core.history.writer import HistoryWriter
 from gputop.core.model import Snapshot
-from gputop.core.sampling.nvml_backend import NvmlBackend
-from gputop.core.sampling.source import open_backend
 
-WriteScenario = Callable[..., str]
-EPOCH = 1767225600.0  # the scenarios' time 0: 2026-01-01T00:00:00Z, a whole minute
 WINDOW = ("--since", "2025-12-31", "--until", "2026-01-02")
-STORM_PID = 4300101
-
-
-def open_fake(path: str, at_s: float) -> tuple[FakeNvml, NvmlBackend]:
-    """The simulated machine as ``gputop record --fake`` samples it, its clock frozen."""
-    backend = open_backend(path, environ={"GPUTOP_FAKE_TIME": str(at_s)})
-    assert isinstance(backend, NvmlBackend) and isinstance(backend.nvml, FakeNvml)
-    return backend.nvml, backend
-
-
-def write(writer: HistoryWriter, snapshot: Snapshot) -> None:
-    writer.add(snapshot, 5.0)
-    assert writer.flush()
 
 
 def xid_rows(store: Path) -> list[tuple[int, int, int]]:
@@ -97,49 +87,6 @@ def test_the_recorder_keeps_the_faulty_cards_xids_with_the_processes_on_them(
     # a lost card lists no processes: those of its last sample were on it
     assert [pid for (pid,) in on_79] == a40_pids
     assert counters == [(2, 2, 1)]  # written once: the counters did not change
-
-
-def storm_scenario(scenario_file: WriteScenario) -> str:
-    return scenario_file(
-        [
-            minimal_gpu(
-                xid_events=[{"at_s": 1, "xid": 13, "count": 10000}],
-                processes=[process(STORM_PID, "mallory", 1024, 90, "python", "bad_kernel.py")],
-            )
-        ]
-    )
-
-
-def record_storm(scenario_file: WriteScenario, store: Path) -> dict[int, int]:
-    """Record a storm of Xid 13 over four minutes, with more runs of 13 and 31 between two
-    samples than a card keeps as events; returns the counts the card gave."""
-    nvml, backend = open_fake(storm_scenario(scenario_file), at_s=30.0)
-    writer = HistoryWriter(open_for_recording(store, []), store, print)
-
-    def counted(expected: dict[int, int]) -> Snapshot | None:
-        snapshot = backend.sample()
-        health = snapshot.gpus[0].health
-        return snapshot if health and dict(health.xid_counts) == expected else None
-
-    try:
-        expected = {13: 10000}
-        write(writer, wait_for(lambda: counted(expected), "the storm counted"))
-        for step in range(1, 7):
-            nvml.set_time(30.0 + 30.0 * step)
-            nvml.inject_xid(0, 13, count=5000)
-            expected[13] += 5000
-            if step == 3:  # 80 runs between two samples: the events keep 32
-                for _ in range(40):
-                    nvml.inject_xid(0, 31)
-                    nvml.inject_xid(0, 13)
-                expected[13] += 40
-                expected[31] = 40
-            write(writer, wait_for(lambda: counted(expected), f"step {step} counted"))
-    finally:
-        backend.close()
-        assert writer.connection is not None
-        writer.connection.close()
-    return expected
 
 
 def test_a_storm_is_counted_exactly_in_a_bounded_number_of_rows(

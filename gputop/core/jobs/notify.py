@@ -14,11 +14,12 @@ import contextlib
 import os
 import shlex
 import subprocess
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
 from gputop.core.jobs.model import Job, JobState, signal_name
+from gputop.core.jobs.xid_marks import JobXids, xids_text
 from gputop.core.safe_text import clean
 from gputop.core.units import duration, human_bytes
 
@@ -38,6 +39,8 @@ class JobEvent:
     job: Job
     peak_memory_bytes: int | None = None
     """The most GPU memory its processes held together, where a dashboard saw it."""
+    xids: JobXids = ()
+    """The Xids its cards had while it ran, where the reader knows them (xid_marks.py)."""
 
     @property
     def text(self) -> str:
@@ -50,7 +53,8 @@ class JobEvent:
         after = f" after {duration(took)}" if took is not None else ""
         peak = self.peak_memory_bytes
         most = f", peak {human_bytes(peak)} GPU memory" if peak else ""
-        return f"Job {job.id} ({name}) {clean(job.status_text)}{after}{most}."
+        cards = f"; its GPUs had {xids_text(self.xids)} while it ran" if self.xids else ""
+        return f"Job {job.id} ({name}) {clean(job.status_text)}{after}{most}{cards}."
 
     @property
     def failed(self) -> bool:
@@ -62,28 +66,36 @@ def job_events(
     after: Sequence[Job],
     peaks: Mapping[int, int] | None = None,
     launched: Collection[int] = (),
+    xids: Callable[[Job], JobXids] | None = None,
 ) -> list[JobEvent]:
     """What changed between two reads: jobs that ended, and waiting jobs that started.
 
     A job first seen already ended is no news (it ended before this reader looked), unless
     this reader launched it (``launched``: a job that ends before the next read is still
     the launcher's news). ``peaks``: job id → the most GPU memory seen held by its processes
-    (the dashboard's).
+    (the dashboard's). ``xids``: the Xids a job's cards had while it ran, asked of each job
+    that ended (xid_marks.py).
     """
     earlier = {job.id: job for job in before}
     events: list[JobEvent] = []
     for job in after:
         was = earlier.get(job.id)
         if was is None and job.id in launched and not job.is_active:
-            events.append(JobEvent(ENDED, job, (peaks or {}).get(job.id)))
+            events.append(_ended(job, peaks, xids))
             continue
         if was is None or not was.is_active:
             continue
         if not job.is_active:
-            events.append(JobEvent(ENDED, job, (peaks or {}).get(job.id)))
+            events.append(_ended(job, peaks, xids))
         elif was.state is JobState.WAITING and job.state is JobState.RUNNING:
             events.append(JobEvent(STARTED, job))
     return events
+
+
+def _ended(
+    job: Job, peaks: Mapping[int, int] | None, xids: Callable[[Job], JobXids] | None
+) -> JobEvent:
+    return JobEvent(ENDED, job, (peaks or {}).get(job.id), xids(job) if xids is not None else ())
 
 
 def exit_status(job: Job) -> int:
@@ -113,6 +125,7 @@ def event_environment(event: JobEvent) -> dict[str, str]:
         "GPUTOP_JOB_PEAK_MEMORY_BYTES": ""
         if event.peak_memory_bytes is None
         else str(event.peak_memory_bytes),
+        "GPUTOP_JOB_XIDS": ",".join(f"{code}:{count}" for code, count in event.xids),
         "GPUTOP_MESSAGE": event.text,
     }
     # A NUL cannot be in an environment variable: it would end the value early.

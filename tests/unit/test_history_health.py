@@ -24,6 +24,7 @@ from helpers.waiting import wait_for
 from gputop.cli.main import main
 from gputop.core.fake import resolve_scenario_path
 from gputop.core.history import store as store_module
+from gputop.core.history.retention import Retention, apply_retention
 from gputop.core.history.schema import SCHEMA_VERSION
 from gputop.core.history.store import HistoryError, open_for_reading, open_for_recording
 from gputop.core.history.writer import HistoryWriter
@@ -239,3 +240,46 @@ def test_a_store_this_version_wrote_is_refused_by_an_older_gputop(
         open_for_reading(store)
     with pytest.raises(HistoryError, match=r"written by a newer gputop \(store version 3"):
         open_for_recording(store, [])
+
+
+def test_gputop_record_fake_faulty_keeps_the_xids_that_report_health_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command itself, its Xid thread and sampler on the scenario's clock (run 5 times
+    faster): the A40's 79 at 4.9 s and its loss at 5 s are 15 scenario seconds before the
+    last sample."""
+    monkeypatch.setenv("GPUTOP_FAKE_SPEED", "5")
+    store = tmp_path / "history.sqlite3"
+    argv = ["record", "--fake", "faulty", "--db", str(store), "--interval", "1", "--count", "20"]
+    assert main(argv) == 0
+    assert xid_rows(store) == [(1, 63, 1), (2, 48, 1), (2, 79, 1)]
+    capsys.readouterr()
+    assert main(["report", "--health", "--json", "--db", str(store), "--until", "2100-01-01"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [(e["gpu"], e["xid"], e["count"]) for e in document["events"]] == [
+        (1, 63, 1),
+        (2, 48, 1),
+        (2, 79, 1),
+    ]
+    assert {p["user"] for p in document["events"][2]["processes"]} == {"ivan"}
+
+
+def test_xids_and_counters_go_after_the_year_the_hourly_samples_keep(
+    tmp_path: Path, scenario_file: WriteScenario
+) -> None:
+    store = tmp_path / "history.sqlite3"
+    record_storm(scenario_file, store)
+    connection = open_for_recording(store, [])
+    try:
+        apply_retention(connection, EPOCH + 100 * 86400, Retention())
+        kept = connection.execute("SELECT COUNT(*) FROM xid_events").fetchone()[0]
+        # kept with the processes they name, whose spans were merged meanwhile
+        named = connection.execute(
+            "SELECT COUNT(*) FROM xid_processes x JOIN processes r ON r.id = x.process_id"
+        ).fetchone()[0]
+        assert kept == 5 and named == 5
+        apply_retention(connection, EPOCH + 400 * 86400, Retention())
+        for table in ("xid_events", "xid_processes", "health_counters", "processes"):
+            assert connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0
+    finally:
+        connection.close()

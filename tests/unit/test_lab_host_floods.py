@@ -7,6 +7,8 @@ arguments): bounded where decoded."""
 
 from __future__ import annotations
 
+import io
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +122,14 @@ def test_mig_devices_beyond_any_card_are_left_out() -> None:
 
     assert status.snapshot is not None
     assert len(status.snapshot.gpus[0].mig_devices) == protocol.MAX_MIG_DEVICES
+
+
+def test_a_hosts_stderr_without_an_end_of_line_is_kept_to_a_bounded_tail() -> None:
+    tail: deque[str] = deque(maxlen=host_link.STDERR_TAIL_LINES)
+    flood = b"\0" * (64 * 1024 * 1024) + b"\nPermission denied (publickey).\n"
+
+    host_link._collect(io.BytesIO(flood), tail)
+
+    # before: the 64 MiB line whole (a host could send until the dashboard ran out of memory)
+    assert max(len(line) for line in tail) <= host_link.STDERR_LINE_BYTES + 1
+    assert tail[-1] == "Permission denied (publickey)."

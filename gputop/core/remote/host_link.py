@@ -38,6 +38,7 @@ from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure, classify_failure, ssh_argv
 
 STDERR_TAIL_LINES = 20
+STDERR_LINE_BYTES = 4096
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """A line longer than this is dropped unread (a snapshot of 8 busy H100s is ~64 KB)."""
 STEADY_AFTER_S = 10.0
@@ -337,10 +338,18 @@ def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
 
 
 def _collect(stream: IO[bytes] | None, tail: deque[str]) -> None:
+    """The last lines of ssh's stderr (the remote command's too), each cut to
+    ``STDERR_LINE_BYTES``: a host writing stderr without an end of line was held whole (400 MB
+    sent, 404 MiB kept). The rest of a longer line is read and dropped, so ssh never blocks."""
     if stream is None:
         return
-    for raw in stream:
-        tail.append(raw.decode("utf-8", "replace").rstrip())
+    skipping = False
+    while raw := stream.readline(STDERR_LINE_BYTES):
+        complete = raw.endswith(b"\n")
+        if not skipping:
+            text = raw.decode("utf-8", "replace").rstrip()
+            tail.append(text if complete else text + "…")
+        skipping = not complete
 
 
 def _end(process: subprocess.Popen[bytes]) -> None:

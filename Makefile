@@ -52,8 +52,9 @@ check: $(STAMP)
 ## virtualenv .venv-nvitop: never a dependency of gputop; NVITOP_PYTHON= names another Python
 ## that has it); the same on the busy server (--busy: every reading moving each second, each
 ## process with its own CUDA_VISIBLE_DEVICES; docs/speed.md); then the history and the
-## exporter benches on the same scenario, and the fleet's (200 nodes from a real Prometheus,
-## docs/fleet.md). Every bench runs; it fails if one missed a target
+## exporter benches on the same scenario, and the fleet's (200 nodes from a real Prometheus:
+## snapshot --prometheus, and the fleet dashboard beside the local one; docs/fleet.md).
+## Every bench runs; it fails if one missed a target
 NVITOP_VERSION := 1.7.2
 NVITOP_VENV ?= .venv-nvitop
 NVITOP_PYTHON ?= $(NVITOP_VENV)/bin/python
@@ -71,6 +72,7 @@ bench: $(STAMP) $(if $(filter $(NVITOP_VENV)/bin/python,$(NVITOP_PYTHON)),$(NVIT
 	$(BIN)/python tests/bench/history_bench.py || status=1; \
 	$(BIN)/python tests/bench/exporter_bench.py || status=1; \
 	$(BIN)/python tests/bench/fleet_bench.py || status=1; \
+	$(BIN)/python tests/bench/fleet_dashboard_bench.py || status=1; \
 	exit $$status
 
 ## make dist: the sdist and the wheel of gputop-dash in dist/ (README, Install)

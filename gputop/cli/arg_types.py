@@ -8,12 +8,31 @@ The rules themselves live in ``gputop.core.numbers``.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from gputop.core.errors import UsageError
 from gputop.core.history.periods import parse_duration
 from gputop.core.numbers import parse_count, parse_seconds
+
+_COMMANDS: weakref.WeakKeyDictionary[argparse.ArgumentParser, Mapping[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def add_commands(parser: argparse.ArgumentParser, **options: Any) -> Any:
+    """``parser.add_subparsers(**options)``, remembered so that ``commands_of`` can name
+    the parser's commands without reading argparse's private attributes."""
+    action = parser.add_subparsers(**options)
+    _COMMANDS[parser] = action.choices
+    return action
+
+
+def commands_of(parser: argparse.ArgumentParser) -> Mapping[str, argparse.ArgumentParser]:
+    """The commands ``add_commands`` gave ``parser`` by name (none: empty)."""
+    return _COMMANDS.get(parser, {})
 
 
 def seconds(minimum: float, maximum: float) -> Callable[[str], float]:

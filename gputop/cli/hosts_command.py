@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 
 from gputop import DISTRIBUTION
-from gputop.cli.arg_types import seconds
+from gputop.cli.arg_types import add_commands, seconds
 from gputop.core.errors import UsageError
 from gputop.core.safe_text import clean
 
@@ -25,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="act on the lab's GPU servers (install gputop there)",
         description="Act on the lab's GPU servers.",
     )
-    actions = hosts.add_subparsers(title="actions", metavar="ACTION", required=True)
+    actions = add_commands(hosts, title="actions", metavar="ACTION", required=True)
     install = actions.add_parser(
         "install",
         help="copy this gputop's wheel to each host over your ssh and install it there",

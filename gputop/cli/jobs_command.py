@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from gputop.cli import jobs_wait
-from gputop.cli.arg_types import seconds
+from gputop.cli.arg_types import add_commands, seconds
 from gputop.cli.job_store import close_store, open_store
 from gputop.cli.job_xids import recorded_xids
 from gputop.core.errors import UsageError
@@ -58,7 +58,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     parser.add_argument("--json", action="store_true", help="print a JSON list instead")
     parser.set_defaults(run=run_list)
-    actions = parser.add_subparsers(title="commands", metavar="COMMAND")
+    actions = add_commands(parser, title="commands", metavar="COMMAND")
 
     log = actions.add_parser(
         "log",

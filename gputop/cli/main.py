@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
+from gputop.cli.arg_types import add_commands, commands_of
 from gputop.core.errors import GputopError
 from gputop.core.safe_text import clean, clean_lines
 
@@ -95,7 +96,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         parser.set_defaults(run=dashboard.run)
     if only == DASHBOARD:
         return parser
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    commands = add_commands(parser, title="commands", metavar="COMMAND")
     for name, module in COMMAND_MODULES.items():
         if only is None or name == only:
             _module(module).add_parser(commands, common)
@@ -140,10 +141,7 @@ def _parser_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     """The parser of the innermost command ``argv`` names (``jobs log``), else ``parser``:
     argparse reports an argument no command takes from the top, with the top's usage."""
     for word in argv:
-        commands = next(
-            (a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)),
-            {},
-        )
+        commands = commands_of(parser)
         if word in commands:
             parser = commands[word]
     return parser

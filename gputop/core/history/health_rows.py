@@ -38,6 +38,8 @@ class _Seen:
     counts: dict[int, int]
     events: dict[tuple[int, float], int]
     processes: tuple[int, ...] = ()
+    raw: tuple[object, object] = ((), ())
+    """The sample's own ``xid_counts`` and ``xid_events``: the same again is nothing new."""
 
 
 @dataclass(slots=True)
@@ -51,7 +53,7 @@ class HealthState:
     def copy(self) -> HealthState:
         return HealthState(
             {
-                key: _Seen(dict(s.counts), dict(s.events), s.processes)
+                key: _Seen(dict(s.counts), dict(s.events), s.processes, s.raw)
                 for key, s in self.seen.items()
             },
             dict(self.counters),
@@ -149,14 +151,19 @@ class HealthRows:
         seen = self.state.seen.get(key)
         if not process_ids and seen is not None and gpu.lost:
             process_ids = seen.processes
-        watermark = self._watermark(key) if seen is None else None
-        for xid, when, count in arrivals(seen, health, now, watermark):
-            self._add_xid(key, xid, when, count, process_ids)
-        self.state.seen[key] = _Seen(
-            dict(health.xid_counts),
-            {(event.xid, event.time): event.count for event in health.xid_events or ()},
-            process_ids,
-        )
+        raw = (health.xid_counts, health.xid_events)
+        if seen is not None and seen.raw == raw:  # no Xid since: the usual sample
+            seen.processes = process_ids
+        else:
+            watermark = self._watermark(key) if seen is None else None
+            for xid, when, count in arrivals(seen, health, now, watermark):
+                self._add_xid(key, xid, when, count, process_ids)
+            self.state.seen[key] = _Seen(
+                dict(health.xid_counts),
+                {(event.xid, event.time): event.count for event in health.xid_events or ()},
+                process_ids,
+                raw,
+            )
         self._add_counters(key, health, now)
 
     def _watermark(self, key: Key) -> float | None:

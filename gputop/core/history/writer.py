@@ -247,10 +247,9 @@ class HistoryWriter:
                     _throttled(gpu),
                 )
             )
-            self._extend_spans(gpu, snapshot.timestamp, pending.duration_s, seen)
+            on_card = self._extend_spans(gpu, snapshot.timestamp, pending.duration_s, seen)
             self._extend_claim(gpu, snapshot.timestamp, pending.duration_s, claimed)
-            on_card = dict.fromkeys(self._process_id(process) for process in gpu.processes)
-            self._health.add(gpu, snapshot.timestamp, tuple(on_card))
+            self._health.add(gpu, snapshot.timestamp, on_card)
         for key in [key for key in self._open if key not in seen]:
             self._closed.append(self._open.pop(key))
         for key in [key for key in self._claims if key not in claimed]:
@@ -260,14 +259,17 @@ class HistoryWriter:
 
     def _extend_spans(
         self, gpu: GpuSample, end_t: float, duration_s: float, seen: set[tuple[int, int]]
-    ) -> None:
+    ) -> tuple[int, ...]:
+        """Extend the spans of ``gpu``'s processes; returns their rows' ids."""
         start_t = end_t - duration_s
         alone = _alone_activity(gpu)
+        on_card: list[int] = []
         for process in gpu.processes:
             key = (self._process_id(process), gpu.physical_index)
             if key in seen:  # a MIG device's process listed twice: once is enough
                 continue
             seen.add(key)
+            on_card.append(key[0])
             span = self._open.get(key)
             if span is None or not span.continues(start_t):
                 if span is not None:
@@ -280,6 +282,7 @@ class HistoryWriter:
                 process.sm_util_percent,
                 idle_sm=alone.get((process.pid, process.gpu_instance_id)),
             )
+        return tuple(on_card)
 
     def _extend_claim(
         self, gpu: GpuSample, end_t: float, duration_s: float, claimed: set[tuple[int, int]]

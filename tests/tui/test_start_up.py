@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import threading
 
 import pytest
@@ -13,6 +12,7 @@ from textual.pilot import Pilot
 import gputop.cli.dashboard as cli_dashboard
 import gputop.tui.app as app_module
 import gputop.tui.dashboard_base as dashboard_base
+from gputop.cli.main import build_parser
 from gputop.core.errors import GputopError
 from gputop.core.model import Snapshot
 from gputop.core.sampling.early import EarlySample
@@ -245,6 +245,6 @@ def test_the_gputop_command_asks_its_dashboard_to_settle_the_collector(
 
     monkeypatch.setattr(app_module, "GputopApp", Recorded)
     monkeypatch.setattr(cli_dashboard, "require_terminal", lambda: None)
-    args = argparse.Namespace(hosts=None, fake="v100x4", interval=1.0, readonly=True, python=None)
+    args = build_parser().parse_args(["--fake", "v100x4", "--interval", "1", "--readonly"])
     assert cli_dashboard.run(args) == 0
     assert made and made[0]["tune_collector"] is True

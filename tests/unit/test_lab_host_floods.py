@@ -14,7 +14,7 @@ from typing import Any
 
 from helpers.hostile_hosts import agent_lines, good_document, replay
 
-from gputop.core.remote import host_link, protocol
+from gputop.core.remote import host_link, protocol, remote_jobs
 from gputop.core.remote.host_link import HostLink
 from gputop.core.remote.status import LinkState
 
@@ -133,3 +133,18 @@ def test_a_hosts_stderr_without_an_end_of_line_is_kept_to_a_bounded_tail() -> No
     # before: the 64 MiB line whole (a host could send until the dashboard ran out of memory)
     assert max(len(line) for line in tail) <= host_link.STDERR_LINE_BYTES + 1
     assert tail[-1] == "Permission denied (publickey)."
+
+
+def test_a_remote_actions_answer_is_kept_to_a_bounded_size(tmp_path: Path) -> None:
+    """A host answering t, K or a launch with endless output: what is kept is bounded."""
+    environ = _fake_ssh(
+        tmp_path, "head -c 100000000 /dev/zero | tr '\\\\0' x\necho 'done' >&2\nexit 0"
+    )
+
+    result = remote_jobs.run_remote(["ssh", "gpu1", "true"], environ)
+
+    # before: all 100 MB held (a host could send until the dashboard ran out of memory)
+    assert result.ok
+    assert len(result.stdout) <= remote_jobs.MAX_ANSWER_BYTES
+    assert result.message.endswith("done")
+    assert all(len(line) <= remote_jobs.MAX_SAID_CHARS for line in result.message.splitlines())

@@ -9,16 +9,25 @@ the dashboard only asks. See docs/lab.md.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 from gputop.core.remote.remote_command import remote_gputop_command
 from gputop.core.remote.transport import ssh_argv
 from gputop.core.safe_text import clean
 
 ACTION_TIMEOUT_S = 60.0
+MAX_ANSWER_BYTES = 1024 * 1024
+"""What is kept of a remote action's stdout and of its stderr, each (``run --json``'s answer
+is a few KB); the rest is read and dropped. Held whole, a host's endless answer grew the
+dashboard without bound (and 100 MB took 86 s to clean)."""
+MAX_SAID_CHARS = 500
+"""Each of the last lines said to a person is cut here."""
 
 
 def run_argv(
@@ -90,22 +99,53 @@ class RemoteResult:
 def run_remote(argv: list[str], environ: Mapping[str, str] | None = None) -> RemoteResult:
     """Run one remote action to its end; the server's words come back cleaned."""
     try:
-        result = subprocess.run(
+        process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-            timeout=ACTION_TIMEOUT_S,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             start_new_session=True,  # no terminal: ssh can never prompt
             env=None if environ is None else dict(environ),
         )
     except OSError as error:
         return RemoteResult(False, "", f"cannot run ssh ({error})")
+    kept: dict[str, bytes] = {}
+    readers = [
+        threading.Thread(target=_keep_head, args=(stream, kept, name), daemon=True)
+        for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        returncode = process.wait(ACTION_TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
         return RemoteResult(False, "", f"no answer within {ACTION_TIMEOUT_S:g} s")
-    stdout = result.stdout.decode("utf-8", "replace")
-    stderr = result.stderr.decode("utf-8", "replace")
-    lines = [clean(line) for line in (stdout + "\n" + stderr).splitlines() if line.strip()]
-    if result.returncode == 255:
-        lines = [clean(line) for line in stderr.splitlines() if line.strip()] or ["ssh failed"]
-    return RemoteResult(result.returncode == 0, stdout, "\n".join(lines[-6:]))
+    finally:
+        for reader in readers:
+            reader.join(5.0)
+    stdout = kept.get("stdout", b"").decode("utf-8", "replace")
+    stderr = kept.get("stderr", b"").decode("utf-8", "replace")
+    lines = [_said(line) for line in (stdout + "\n" + stderr).splitlines() if line.strip()]
+    if returncode == 255:
+        lines = [_said(line) for line in stderr.splitlines() if line.strip()] or ["ssh failed"]
+    return RemoteResult(returncode == 0, stdout, "\n".join(lines[-6:]))
+
+
+def _keep_head(stream: IO[bytes] | None, kept: dict[str, bytes], name: str) -> None:
+    """Read ``stream`` to its end, keeping its first ``MAX_ANSWER_BYTES``."""
+    if stream is None:
+        return
+    head = bytearray()
+    with stream:
+        while chunk := os.read(stream.fileno(), 65536):
+            if len(head) < MAX_ANSWER_BYTES:
+                head += chunk[: MAX_ANSWER_BYTES - len(head)]
+    kept[name] = bytes(head)
+
+
+def _said(line: str) -> str:
+    """One line of the server's words for a person: cleaned, at most ``MAX_SAID_CHARS``."""
+    text = clean(line)
+    return text if len(text) <= MAX_SAID_CHARS else text[: MAX_SAID_CHARS - 1] + "…"

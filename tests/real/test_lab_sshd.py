@@ -289,7 +289,7 @@ def test_snapshot_hosts_watch_json_streams_a_lab_document_per_interval(server: S
         exit_code = watcher.wait(30)
     assert states[-1] == "live"
     assert set(states) <= {"connecting", "live"}
-    assert exit_code == 0
+    assert exit_code == 130  # ended by ctrl+c, as every command (128 + SIGINT)
 
 
 def test_run_hosts_wait_launches_once_a_host_comes_back(

@@ -283,3 +283,16 @@ def test_xids_and_counters_go_after_the_year_the_hourly_samples_keep(
             assert connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0
     finally:
         connection.close()
+
+
+@pytest.mark.parametrize(
+    "extra", [["--csv"], ["--plot"], ["--by", "gpu"], ["--prometheus", "http://127.0.0.1:9"]]
+)
+def test_report_health_with_an_option_it_does_not_take_is_a_usage_error(
+    tmp_path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "history.sqlite3"
+    open_for_recording(store, []).close()
+    assert main(["report", "--health", "--db", str(store), *extra]) == 2
+    err = capsys.readouterr().err
+    assert "--health" in err and "Traceback" not in err

@@ -79,7 +79,13 @@ def write_scenario(directory: Path, job_pid: int) -> str:
                 "cuda_driver_version": 12040,
                 "hostname": f"host{HOSTILE}",
                 "gpus": [
-                    minimal_gpu(name=f"NVIDIA {HOSTILE}", processes=PROCESSES),
+                    minimal_gpu(
+                        name=f"NVIDIA {HOSTILE}",
+                        processes=PROCESSES,
+                        # what its processes hold and use, as a driver would say it
+                        memory_used_mib=13500,
+                        utilization_gpu=90,
+                    ),
                     minimal_gpu(
                         uuid=UUID_1, pci_bus_id="00000000:08:00.0", processes=[job_process]
                     ),
@@ -156,7 +162,7 @@ def test_prometheus_stores_every_dcgm_reading_under_dcgm_exporters_name_and_unit
             if (value := reading(gpu)) is not None
         }
         assert _by_gpu(prometheus.query(name)) == pytest.approx(expected), name
-    assert _by_gpu(prometheus.query("DCGM_FI_DEV_FB_USED")) == {"0": 1024.0, "1": 1024.0}
+    assert _by_gpu(prometheus.query("DCGM_FI_DEV_FB_USED")) == {"0": 13500.0, "1": 1024.0}
 
 
 def test_dcgm_series_carry_dcgm_exporters_labels_cleaned(prometheus: Prometheus) -> None:

@@ -128,7 +128,7 @@ def test_a_hosts_stderr_without_an_end_of_line_is_kept_to_a_bounded_tail() -> No
     tail: deque[str] = deque(maxlen=host_link.STDERR_TAIL_LINES)
     flood = b"\0" * (64 * 1024 * 1024) + b"\nPermission denied (publickey).\n"
 
-    host_link._collect(io.BytesIO(flood), tail)
+    host_link.collect_tail(io.BytesIO(flood), tail)
 
     # before: the 64 MiB line whole (a host could send until the dashboard ran out of memory)
     assert max(len(line) for line in tail) <= host_link.STDERR_LINE_BYTES + 1
@@ -148,3 +148,16 @@ def test_a_remote_actions_answer_is_kept_to_a_bounded_size(tmp_path: Path) -> No
     assert len(result.stdout) <= remote_jobs.MAX_ANSWER_BYTES
     assert result.message.endswith("done")
     assert all(len(line) <= remote_jobs.MAX_SAID_CHARS for line in result.message.splitlines())
+
+
+def test_a_remote_log_line_without_an_end_comes_in_bounded_pieces() -> None:
+    from gputop.tui.lab import remote_screens
+
+    size = 8 * remote_screens.MAX_LOG_LINE_BYTES
+    stream = io.BytesIO(b"x" * size + b"\nlast\n")
+
+    lines = list(remote_screens.log_lines(stream))
+
+    # before: one line of them all, held whole (a host could send one without end)
+    assert max(len(line) for line in lines) <= remote_screens.MAX_LOG_LINE_BYTES
+    assert "".join(lines[:-1]) == "x" * size and lines[-1] == "last"

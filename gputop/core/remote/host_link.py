@@ -211,7 +211,7 @@ class HostLink:
             _end(process)
         stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         stderr_reader = threading.Thread(
-            target=_collect, args=(process.stderr, stderr_tail), daemon=True
+            target=collect_tail, args=(process.stderr, stderr_tail), daemon=True
         )
         stderr_reader.start()
         with self._changed:
@@ -337,7 +337,7 @@ def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
             yield len(raw), raw
 
 
-def _collect(stream: IO[bytes] | None, tail: deque[str]) -> None:
+def collect_tail(stream: IO[bytes] | None, tail: deque[str]) -> None:
     """The last lines of ssh's stderr (the remote command's too), each cut to
     ``STDERR_LINE_BYTES``: a host writing stderr without an end of line was held whole (400 MB
     sent, 404 MiB kept). The rest of a longer line is read and dropped, so ssh never blocks."""

@@ -10,7 +10,9 @@ kept, every other control shown as an escape) before it is drawn. See docs/lab.m
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+import threading
+from collections import deque
+from collections.abc import Iterator, Mapping
 from typing import IO
 
 from rich.text import Text
@@ -25,6 +27,7 @@ from gputop.core.jobs.logs import shown_line
 from gputop.core.jobs.usage import usage_summary
 from gputop.core.mig_targets import target_label
 from gputop.core.numbers import DECODE_ERRORS, outside_json
+from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail
 from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote
 from gputop.core.safe_text import clean
 from gputop.tui.lab.lab_jobs import RemoteJob
@@ -92,6 +95,17 @@ class RemoteLaunchScreen(LaunchScreen):
         self.app.call_from_thread(self.dismiss, None)
 
 
+MAX_LOG_LINE_BYTES = 64 * 1024
+"""A remote log's line longer than this comes in pieces of it."""
+
+
+def log_lines(stream: IO[bytes]) -> Iterator[str]:
+    """Each line of a remote log as it comes, a longer one in pieces of ``MAX_LOG_LINE_BYTES``
+    (held whole, a line without an end grew the dashboard without bound)."""
+    while raw := stream.readline(MAX_LOG_LINE_BYTES):
+        yield raw.decode("utf-8", "replace").rstrip("\r\n")
+
+
 class RemoteLogScreen(ReportsWorkerFailures, ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "dismiss", "Close")]
 
@@ -142,13 +156,19 @@ class RemoteLogScreen(ReportsWorkerFailures, ModalScreen[None]):
         self._process = process
         stdout: IO[bytes] | None = process.stdout
         assert stdout is not None
-        for raw in stdout:
-            line = shown_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        # stderr read meanwhile, its last lines kept: a full pipe would stop ssh
+        said: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        stderr_reader = threading.Thread(
+            target=collect_tail, args=(process.stderr, said), daemon=True
+        )
+        stderr_reader.start()
+        for text in log_lines(stdout):
+            line = shown_line(text)
             self.app.call_from_thread(self._write, Text.from_ansi(line, end=""))
         process.wait()
-        said = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
+        stderr_reader.join(5.0)
         if process.returncode not in (0, -15):
-            why = " ".join(clean(line) for line in said.splitlines() if line.strip())
+            why = " ".join(clean(line) for line in said if line.strip())
             note = f"(the log ended: {why or 'exit ' + str(process.returncode)})"
             self.app.call_from_thread(self._write, Text(note, style="red"))
 

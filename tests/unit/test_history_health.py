@@ -16,6 +16,7 @@ from helpers.history_health import (
     WriteScenario,
     open_fake,
     record_storm,
+    storm_scenario,
     write,
 )
 from helpers.scenarios import minimal_gpu
@@ -296,3 +297,42 @@ def test_report_health_with_an_option_it_does_not_take_is_a_usage_error(
     assert main(["report", "--health", "--db", str(store), *extra]) == 2
     err = capsys.readouterr().err
     assert "--health" in err and "Traceback" not in err
+
+
+def test_a_batch_that_fails_after_its_xids_were_written_is_written_again_counted_once(
+    tmp_path: Path, scenario_file: WriteScenario
+) -> None:
+    """The first sample of the batch writes its Xid rows, the second is refused: the whole
+    batch is rolled back and written again later, each Xid counted once."""
+    store = tmp_path / "history.sqlite3"
+    nvml, backend = open_fake(storm_scenario(scenario_file), at_s=30.0)
+    connection = open_for_recording(store, [])
+    told: list[str] = []
+    writer = HistoryWriter(connection, store, told.append)
+
+    def counted(total: int) -> Snapshot | None:
+        snapshot = backend.sample()
+        health = snapshot.gpus[0].health
+        return snapshot if health and dict(health.xid_counts) == {13: total} else None
+
+    try:
+        write(writer, wait_for(lambda: counted(10000), "the storm counted"))
+        connection.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON samples WHEN NEW.t > "
+            f"{EPOCH + 75} BEGIN SELECT RAISE(ABORT, 'no'); END"
+        )
+        nvml.set_time(60.0)
+        nvml.inject_xid(0, 13, count=5000)
+        writer.add(wait_for(lambda: counted(15000), "5000 more"), 5.0)
+        nvml.set_time(90.0)
+        nvml.inject_xid(0, 13, count=7)
+        writer.add(wait_for(lambda: counted(15007), "7 more"), 5.0)
+        assert not writer.flush()
+        assert not writer.flush()
+        connection.execute("DROP TRIGGER refuse")
+        assert writer.flush()
+    finally:
+        backend.close()
+        connection.close()
+    assert xid_rows(store) == [(0, 13, 15007)]
+    assert told[-1] == f"The history store {store} can be written again."

@@ -154,12 +154,14 @@ def test_a_forged_file_is_no_claim_is_shown_to_root_and_is_its_owners_possible_h
         wrote = as_user(bob, [python, "-c", script, str(claims_dir / name), data.hex()], {})
         assert wrote.returncode == 0, wrote.stderr
         assert len(data) == CONTENT_BYTES
-    assert claims_json(ana, claims_dir) == []
+    # no claim is believed: the card is listed as bob's possible hold (certain false)
+    listed = [(c["gpu"], c["user"], c["certain"]) for c in claims_json(ana, claims_dir)]
+    assert listed == [(2, bob.name, False)]
     # none is believed, and each is bob's (the kernel's word) possible hold: a file of his
     # gputop cannot tell keeps the card from others, as a claim of his own could
     held = gputop_as(ana, claims_dir, "claim", "--gpus", "2")
     assert held.returncode == 1 and f"GPU 2 may be claimed by {bob.name}" in held.stderr
-    assert claims_json(bob, claims_dir) == []
+    assert [c["certain"] for c in claims_json(bob, claims_dir)] == [False]
     assert gputop_as(ana, claims_dir, "claim", "--gpus", "1").returncode == 0
     as_root = subprocess.run(
         [python, "-m", "gputop", "--fake", "v100x4", "claims"],

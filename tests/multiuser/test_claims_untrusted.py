@@ -339,7 +339,7 @@ def test_an_agent_goes_on_past_a_file_no_decoder_reads(
 
     _, bob = two_users
     gpu = uuids()
-    plant(bob, claims_dir, claim_name(gpu[1], bob, 0xE1), b"[" * CONTENT_BYTES)
+    plant(bob, claims_dir, claim_name(gpu[1], bob, 0xE1), b"[" * CONTENT_BYTES)  # bob's, maybe
     with book_of(claims_dir) as book:
         from gputop.core.claims.book import Card
 
@@ -363,7 +363,8 @@ def test_an_agent_goes_on_past_a_file_no_decoder_reads(
         agent.wait(10)
     assert all(lines), agent.stderr.read().decode(errors="replace")
     gpus = json.loads(lines[1])["snapshot"]["gpus"]
-    assert gpus[2]["claim"]["user"] == "root" and gpus[1]["claim"] is None
+    assert gpus[2]["claim"]["user"] == "root" and gpus[2]["claim"]["certain"] is True
+    assert gpus[1]["claim"]["user"] == bob.name and gpus[1]["claim"]["certain"] is False
 
 
 async def test_the_dashboards_first_sample_comes_past_a_file_no_decoder_reads(

@@ -400,10 +400,15 @@ class ClaimBook:
         ``job`` that job's) last at least ``for_s`` from now: a claim that already lasts
         longer is kept as it is, never shortened (``release`` gives a card back). The file
         is rewritten in place: its birth time, its place, does not move, so nothing another
-        user wrote behind it can take the card."""
-        scan = self.scan()
-        self.tidy(scan)
+        user wrote behind it can take the card. Where the directory cannot be read as a
+        whole (flooded), this user's own claims are still extended in place
+        (``renew_in_place``): a flood must not make them lapse."""
         wanted = None if uuids is None else {card_key(u) for u in uuids}
+        try:
+            scan = self.scan()
+        except ClaimsUnreadable:
+            return self._extend_own(wanted, for_s, job)
+        self.tidy(scan)
         mine = [
             claim
             for claim in scan.claims
@@ -439,6 +444,56 @@ class ClaimBook:
                 self._remove_names([claim.name for claim in longer])
             raise
         fresh = {claim.name: claim for claim in self.scan().claims}
+        return [fresh[claim.name] for claim in mine if claim.name in fresh]
+
+    def own_claims(self) -> list[Claim]:
+        """This user's live, believable claims, read without the other users' files (so
+        also where those flood the directory)."""
+        now = self.clock()
+        try:
+            names = os.listdir(self.dir.fd)
+        except OSError as error:
+            raise ClaimsUnreadable(
+                f"The claims directory cannot be listed: {error.strerror}."
+            ) from None
+        found = []
+        for name in names:
+            parsed = parse_name(name)
+            if parsed is None or parsed.uid != self.uid:
+                continue
+            try:
+                info = stat_file(self.dir.fd, name)
+            except OSError:
+                continue
+            if check_file(info, parsed) is not None:
+                continue
+            data = self._read(name)
+            if data is None or isinstance(data, str):
+                continue
+            claim = parse_content(data[0], name, parsed, data[1])
+            if isinstance(claim, Claim) and claim.until > now:
+                found.append(claim)
+        return found
+
+    def _extend_own(self, wanted: set[str] | None, for_s: float, job: int | None) -> list[Claim]:
+        """``extend`` where the directory is flooded: this user's own claims, in place."""
+        mine = [
+            claim
+            for claim in self.own_claims()
+            if claim.job == job and (wanted is None or card_key(claim.uuid) in wanted)
+        ]
+        missing = (wanted or set()) - {card_key(claim.uuid) for claim in mine}
+        if missing or not mine:
+            raise ClaimRefused(
+                f"You hold no claim on {', '.join(sorted(missing))} to extend."
+                if missing
+                else "You hold no claim to extend."
+            )
+        until = self.clock() + for_s
+        longer = [claim for claim in mine if claim.until < until]
+        if longer:
+            self.renew_in_place(longer, for_s)
+        fresh = {claim.name: claim for claim in self.own_claims()}
         return [fresh[claim.name] for claim in mine if claim.name in fresh]
 
     def renew_in_place(self, claims: Sequence[Claim], for_s: float) -> list[Claim]:

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 
 from gputop.core.claims.book import Card, ClaimBook, ClaimRefused, ClaimsUnreadable
 from gputop.core.claims.directory import UnsafeClaimsDir
-from gputop.core.claims.files import Claim
 from gputop.core.claims.view import UNKNOWN, ClaimsView
 from gputop.core.errors import GputopError
 from gputop.core.model import Snapshot
@@ -128,7 +127,6 @@ class JobClaim:
         self.environ = environ
         self.held = False
         self._renewed = 0.0
-        self._claims: list[Claim] = []
 
     def take(self, cards: Sequence[Card], name: str, ignored: bool = False) -> str | None:
         """Claim the cards for the job; why not, where another user holds one (None when
@@ -143,7 +141,7 @@ class JobClaim:
             return None
         with book:
             try:
-                self._claims = book.claim(cards, JOB_CLAIM_S, note=name[:80], job=self.job_id)
+                book.claim(cards, JOB_CLAIM_S, note=name[:80], job=self.job_id)
             except ClaimRefused as error:
                 return str(error)
             except ClaimsUnreadable as error:  # which cards are claimed cannot be told
@@ -163,11 +161,7 @@ class JobClaim:
                 self.held = False
                 return "the claims directory is gone: the job's cards are no longer claimed"
             with book:
-                try:
-                    book.extend(None, JOB_CLAIM_S, job=self.job_id)
-                except ClaimsUnreadable as error:  # a flood must not let the claim lapse
-                    book.renew_in_place(self._claims, JOB_CLAIM_S)
-                    return f"{error} The job's claim was renewed in place all the same."
+                book.extend(None, JOB_CLAIM_S, job=self.job_id)  # in place through a flood
         except GputopError as error:
             return f"the job's claim could not be renewed: {error}"
         except OSError as error:

@@ -161,3 +161,19 @@ def test_a_remote_log_line_without_an_end_comes_in_bounded_pieces() -> None:
     # before: one line of them all, held whole (a host could send one without end)
     assert max(len(line) for line in lines) <= remote_screens.MAX_LOG_LINE_BYTES
     assert "".join(lines[:-1]) == "x" * size and lines[-1] == "last"
+
+
+def test_a_hosts_texts_are_cut_where_decoded() -> None:
+    """Kept whole, a megabyte's host name or user was measured and drawn on every frame."""
+    long = "n" * 1_000_000
+    document = good_document()
+    document["host"] = long
+    document["gpus"][0]["name"] = long
+    lines = agent_lines(document, user=long)
+
+    status = replay("gpu1", lines)
+
+    assert status.snapshot is not None
+    assert len(status.snapshot.host) == protocol.MAX_TEXT_CHARS
+    assert len(status.snapshot.gpus[0].name or "") == protocol.MAX_TEXT_CHARS
+    assert status.user is not None and len(status.user) == protocol.MAX_TEXT_CHARS

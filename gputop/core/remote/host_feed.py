@@ -21,7 +21,12 @@ from gputop.core.model import Snapshot
 from gputop.core.numbers import DECODE_ERRORS
 from gputop.core.remote.agent_version import checked_version
 from gputop.core.remote.host_values import check_jobs, check_snapshot
-from gputop.core.remote.protocol import ProtocolError, decode, snapshot_from_json
+from gputop.core.remote.protocol import (
+    MAX_TEXT_CHARS,
+    ProtocolError,
+    decode,
+    snapshot_from_json,
+)
 from gputop.core.remote.reduced import MARK_NOTHING, MARK_REDUCED, ReducedFrames
 from gputop.core.remote.status import Mode
 from gputop.core.remote.transport import Failure
@@ -93,7 +98,7 @@ class HostFeed:
             return Outcome(
                 {
                     "mode": Mode.FULL,
-                    "user": user if isinstance(user, str) else None,
+                    "user": user[:MAX_TEXT_CHARS] if isinstance(user, str) else None,
                     "agent_version": checked_version(body.get("gputop")),
                 }
             )

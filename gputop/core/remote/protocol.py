@@ -60,6 +60,9 @@ MAX_PROCESSES = 4096
 are counted as dropped on their GPU (100,000 took 1 s a line)."""
 MAX_MIG_DEVICES = 64
 """At most this many MIG devices per GPU are taken (an H100 has at most 7)."""
+MAX_TEXT_CHARS = 4096
+"""Every text a host sends (its name, a card's, a user's) is cut here: kept whole, one of
+megabytes was measured and drawn on every frame."""
 MAX_ARGS = 256
 MAX_ARG_CHARS = 4096
 """A process's command is taken to this many arguments, each cut to this many characters."""
@@ -460,8 +463,11 @@ def _list(value: Any, where: str) -> list[Any]:
 
 
 def _str(value: Any, where: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
+    """A text of the host's, cut at ``MAX_TEXT_CHARS``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value[:MAX_TEXT_CHARS]
     raise ProtocolError(f"{where} is not a string")
 
 

@@ -517,7 +517,11 @@ class ClaimBook:
             self._rewrite(claim.name, data)
             renewed.append(claim)
         if not renewed:
-            raise GputopError("none of its claims could be renewed in place")
+            raise GputopError(
+                f"Not extended: the claims directory {self.dir.path} cannot be read as a whole "
+                "(flooded), and your claims cannot be rewritten in place (gone, or on a file "
+                "system that keeps no birth time)."
+            )
         return renewed
 
     def release(self, uuids: Iterable[str] | None = None, job: int | None = None) -> list[Claim]:

@@ -73,8 +73,56 @@ elif args[0].startswith("--query-compute-apps="):
     for i, h in enumerate(handles):
         for p in n.nvmlDeviceGetComputeRunningProcesses(h):
             print("%d, sleep, %d, %s" % (p.pid, p.usedGpuMemory // 2**20, gpu_field(i, h, "uuid")))
+elif args == ["-q", "-d", "ECC,PAGE_RETIREMENT,ROW_REMAPPER"]:
+    # nvidia-smi's -q text for these sections, as R550 prints it on Hopper; NVML gives totals
+    # only, so each total is put on the DRAM line and the SRAM lines say 0
+    def read(call, *more):
+        try:
+            return call(*more)
+        except n.NVMLError:
+            return None
+    def shown(value):
+        if value is None:
+            return "N/A"
+        if isinstance(value, bool):
+            return "Yes" if value else "No"
+        return str(value)
+    def line(depth, name, value=None):
+        key = "    " * depth + name
+        print(key if value is None else "%-42s: %s" % (key, value))
+    print("==============NVSMI LOG==============")
+    line(0, "Attached GPUs", len(handles))
+    for h in handles:
+        print("GPU " + text(n.nvmlDeviceGetPciInfo(h).busId))
+        line(1, "ECC Errors")
+        ecc = n.nvmlDeviceGetTotalEccErrors
+        for counter, name in ((n.NVML_VOLATILE_ECC, "Volatile"),
+                              (n.NVML_AGGREGATE_ECC, "Aggregate")):
+            corrected = read(ecc, h, n.NVML_MEMORY_ERROR_TYPE_CORRECTED, counter)
+            uncorrected = read(ecc, h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, counter)
+            line(2, name)
+            line(3, "SRAM Correctable", "N/A" if corrected is None else 0)
+            line(3, "SRAM Uncorrectable Parity", "N/A" if uncorrected is None else 0)
+            line(3, "SRAM Uncorrectable SEC-DED", "N/A" if uncorrected is None else 0)
+            line(3, "DRAM Correctable", shown(corrected))
+            line(3, "DRAM Uncorrectable", shown(uncorrected))
+        line(1, "Retired Pages")
+        pages = n.nvmlDeviceGetRetiredPages
+        single = read(pages, h, n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+        double = read(pages, h, n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+        pending = read(n.nvmlDeviceGetRetiredPagesPendingStatus, h)
+        line(2, "Single Bit ECC", shown(None if single is None else len(single)))
+        line(2, "Double Bit ECC", shown(None if double is None else len(double)))
+        line(2, "Pending Page Blacklist", shown(None if pending is None else bool(pending)))
+        rows = read(n.nvmlDeviceGetRemappedRows, h)
+        line(1, "Remapped Rows")
+        line(2, "Correctable Error", shown(None if rows is None else rows[0]))
+        line(2, "Uncorrectable Error", shown(None if rows is None else rows[1]))
+        line(2, "Pending", shown(None if rows is None else bool(rows[2])))
+        line(2, "Remapping Failure Occurred", shown(None if rows is None else bool(rows[3])))
 else:
-    sys.exit("this nvidia-smi imitation answers -L, --query-gpu and --query-compute-apps only")
+    sys.exit("this nvidia-smi imitation answers -L, --query-gpu, --query-compute-apps and "
+             "-q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER only")
 '''
 
 GPUS = [
@@ -244,6 +292,12 @@ def test_the_suite_runs_its_checks_and_writes_the_report(machine, tmp_path) -> N
     snapshot = by_name["snapshot: snapshot_matches_nvidia_smi"]["comparisons"]
     assert len(snapshot) == 2 * 11
     assert all(c["ok"] for c in snapshot)
+    health = by_name["health: health_counters_match_nvidia_smi"]
+    assert health["outcome"] == "passed"
+    # each card's 11 counters (ECC four ways, retired pages, remapped rows), the H100s'
+    # retired pages compared as "neither has one"
+    assert len(health["comparisons"]) == 2 * 11
+    assert all(c["ok"] for c in health["comparisons"])
     assert document["machine"]["driver"] == "550.127.05"
     assert document["machine"]["cuda"] == "12.4"
     assert (

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.pending_end import Kept, apply_kept, forget_pending_end, read_kept
+from gputop.core.jobs.pending_end import (
+    MAX_TICKS,
+    Kept,
+    apply_kept,
+    forget_pending_end,
+    read_kept,
+)
 from gputop.core.jobs.usage import (
     JobUsage,
     not_measured_text,
@@ -101,9 +107,18 @@ def row_to_job(row: sqlite3.Row) -> Job:
         slurm_job_id=row["slurm_job_id"],
         usage=usage_from_text(row["usage"]),
         usage_note=usage_note_from_text(row["usage"]),
-        pid_start_ticks=_added(row, "pid_start_ticks"),
-        supervisor_start_ticks=_added(row, "supervisor_start_ticks"),
+        pid_start_ticks=_ticks(_added(row, "pid_start_ticks")),
+        supervisor_start_ticks=_ticks(_added(row, "supervisor_start_ticks")),
     )
+
+
+def _ticks(value: object) -> int | None:
+    """A start in ticks as recorded, or ``None`` where it is no count of ticks (a row changed
+    by hand: text, a fraction, negative): its process is then proven by its start time, as
+    for a row without ticks (one taken as ticks made a running job lost, for good)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TICKS:
+        return value
+    return None
 
 
 def _added(row: sqlite3.Row, name: str) -> Any:

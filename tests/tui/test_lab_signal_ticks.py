@@ -35,12 +35,18 @@ def _host(ticks: int | None, boot: str | None) -> HostStatus:
     return dataclasses.replace(status, snapshot=snapshot)
 
 
-async def _remote_command_of_t(status: HostStatus, monkeypatch: pytest.MonkeyPatch) -> str:
-    """What ssh is given to run on the host after t and y (its last word)."""
+async def _remote_command_of_t(
+    status: HostStatus, monkeypatch: pytest.MonkeyPatch, old_signal: bool = False
+) -> str:
+    """What ssh is given to run on the host after t and y (its last word); ``old_signal``:
+    that host's ``gputop signal`` lacks --start-ticks, as argparse says."""
     sent: list[list[str]] = []
 
     def run_remote(argv: list[str], environ: Any = None) -> RemoteResult:
         sent.append(argv)
+        if old_signal and "--start-ticks" in argv[-1]:
+            said = "gputop signal: error: unrecognized arguments: --start-ticks 4242 --boot-id"
+            return RemoteResult(False, "", said)
         return RemoteResult(True, "", "Sent SIGTERM.")
 
     monkeypatch.setattr(lab_app, "run_remote", run_remote)
@@ -60,7 +66,11 @@ async def _remote_command_of_t(status: HostStatus, monkeypatch: pytest.MonkeyPat
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await pilot_wait_for(pilot, lambda: bool(sent), "the remote signal", 10)
-    return sent[0][-1]
+        if old_signal:
+            await pilot_wait_for(pilot, lambda: len(sent) == 2, "the signal sent again", 10)
+            await pilot_wait_for(pilot, lambda: bool(app._notifications), "the answer", 10)
+            assert "Sent SIGTERM." in str(list(app._notifications)[-1].message)
+    return sent[-1][-1]
 
 
 async def test_t_sends_the_hosts_start_ticks_and_boot_id(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,3 +89,11 @@ async def test_t_on_a_host_without_them_sends_the_start_time_alone(
 
     assert "--start-ticks" not in command and "--boot-id" not in command  # an older gputop
     assert "--start-time 1700000000.0" in command
+
+
+async def test_t_on_a_host_whose_signal_lacks_the_option_sends_it_again_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    command = await _remote_command_of_t(_host(4242, BOOT), monkeypatch, old_signal=True)
+
+    assert "--start-ticks" not in command and "--start-time 1700000000.0" in command

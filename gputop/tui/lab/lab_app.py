@@ -421,6 +421,10 @@ class LabApp(DashboardApp):
             host, pid, start_time, signal_name, self.ssh_environ, start_ticks, boot_id
         )
         result = run_remote(argv, self.ssh_environ)
+        if start_ticks is not None and not result.ok and "--start-ticks" in result.message:
+            # a gputop there without the option (its signal older than its agent): as before
+            argv = signal_argv(host, pid, start_time, signal_name, self.ssh_environ)
+            result = run_remote(argv, self.ssh_environ)
         where = clean(host)
         if result.ok:
             self.notify(f"{where}: {result.message or f'sent {signal_name} to {pid}'}")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop.core.claims.book import ClaimBook
 from helpers.other_user import other_user_python, require_root
 
 
@@ -120,3 +121,55 @@ def gputop_as(
         **(env or {}),
     }
     return as_user(user, [python, "-m", "gputop", "--fake", fake, *args], environ)
+
+
+# -- writing claim files by hand, as gputop never would (the hostile tests) --------------
+
+WRITE = (
+    "import os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)\n"
+    "os.write(fd, bytes.fromhex(sys.argv[2]))\n"
+    "os.close(fd)\n"
+)
+
+
+def book_of(directory: Path) -> ClaimBook:
+    """The claims book of ``directory``."""
+    book = ClaimBook.open({"GPUTOP_CLAIMS_DIR": str(directory)})
+    assert book is not None
+    return book
+
+
+def uuids() -> list[str]:
+    """The v100x4 scenario's cards' UUIDs."""
+    from gputop.core.sampling.source import open_backend
+
+    backend = open_backend("v100x4")
+    try:
+        return [gpu.uuid or "" for gpu in backend.sample().gpus]
+    finally:
+        backend.close()
+
+
+def plant(user: User, directory: Path, name: str, data: bytes) -> None:
+    """``user`` writes ``data`` into ``directory/name`` by hand, as gputop never would."""
+    python, _ = python_for_users()
+    wrote = as_user(user, [python, "-c", WRITE, str(directory / name), data.hex()], {})
+    assert wrote.returncode == 0, wrote.stderr
+
+
+def claim_name(uuid: str, user: User, nonce: int) -> str:
+    """A claim file's name as gputop makes it."""
+    return f"{uuid}.{user.uid}.c{nonce:016x}.claim"
+
+
+def holders(directory: Path) -> list[tuple[int, str]]:
+    """Each held card's index and its holder."""
+    with book_of(directory) as book:
+        return sorted((c.gpu, c.user) for c in book.scan().holders().values())
+
+
+def no_crash(done: subprocess.CompletedProcess) -> None:
+    """The command ended on its own terms: no traceback, no internal error."""
+    assert done.returncode != 70, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr

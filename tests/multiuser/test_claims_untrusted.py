@@ -12,56 +12,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.claims import User, as_user, gputop_as, python_for_users
+from helpers.claims import (
+    User,
+    as_user,
+    book_of,
+    claim_name,
+    gputop_as,
+    holders,
+    no_crash,
+    plant,
+    python_for_users,
+    uuids,
+)
 from helpers.waiting import wait_for
 
-from gputop.core.claims.book import ClaimBook
 from gputop.core.claims.files import CONTENT_BYTES, content
-
-WRITE = (
-    "import os, sys\n"
-    "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)\n"
-    "os.write(fd, bytes.fromhex(sys.argv[2]))\n"
-    "os.close(fd)\n"
-)
-
-
-def book_of(directory: Path) -> ClaimBook:
-    book = ClaimBook.open({"GPUTOP_CLAIMS_DIR": str(directory)})
-    assert book is not None
-    return book
-
-
-def uuids() -> list[str]:
-    from gputop.core.sampling.source import open_backend
-
-    backend = open_backend("v100x4")
-    try:
-        return [gpu.uuid or "" for gpu in backend.sample().gpus]
-    finally:
-        backend.close()
-
-
-def plant(user: User, directory: Path, name: str, data: bytes) -> None:
-    """``user`` writes ``data`` into ``directory/name`` by hand, as gputop never would."""
-    python, _ = python_for_users()
-    wrote = as_user(user, [python, "-c", WRITE, str(directory / name), data.hex()], {})
-    assert wrote.returncode == 0, wrote.stderr
-
-
-def claim_name(uuid: str, user: User, nonce: int) -> str:
-    return f"{uuid}.{user.uid}.c{nonce:016x}.claim"
-
-
-def holders(directory: Path) -> list[tuple[int, str]]:
-    with book_of(directory) as book:
-        return sorted((c.gpu, c.user) for c in book.scan().holders().values())
-
-
-def no_crash(done: subprocess.CompletedProcess) -> None:
-    assert done.returncode != 70, done.stderr
-    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
-
 
 UNPARSEABLE = {  # content, and why it is no claim
     "nested": (b"[" * CONTENT_BYTES, "nested too deeply"),

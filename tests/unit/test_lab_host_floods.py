@@ -177,3 +177,27 @@ def test_a_hosts_texts_are_cut_where_decoded() -> None:
     assert len(status.snapshot.host) == protocol.MAX_TEXT_CHARS
     assert len(status.snapshot.gpus[0].name or "") == protocol.MAX_TEXT_CHARS
     assert status.user is not None and len(status.user) == protocol.MAX_TEXT_CHARS
+
+
+def test_a_reduced_frame_that_never_ends_holds_a_bounded_number_of_lines() -> None:
+    """nvidia-smi's frames (reduced mode): a host that sends app lines and never ``@end``
+    (or a frame of a million) kept every one, growing for as long as it sent them."""
+    from gputop.core.remote.reduced import ReducedFrames
+
+    uuid = "GPU-aaaa0000-1111-2222-3333-444444444444"
+    gpu = (
+        f"0, {uuid}, 00000000:07:00.0, 81920, 1024.5, 80895, 3, [N/A], 35, 30, 71.25, 700.00, "
+        "1980, 1980, 2619, 1980, 1980, 2619, P0, 550.54.15, NVIDIA H100 80GB HBM3"
+    )
+    frames = ReducedFrames("gpu9", clock=lambda: 1000.0)
+    for line in ["@gpus", *[gpu] * 10_000, "@apps"]:
+        frames.feed(line + "\n")
+    for pid in range(1, 50_001):
+        frames.feed(f"{uuid}, {pid}, 512, python\n")
+
+    snapshot = frames.feed("@end\n")
+
+    assert snapshot is not None
+    assert len(snapshot.gpus) <= protocol.MAX_GPUS
+    assert sum(len(g.processes) for g in snapshot.gpus) <= protocol.MAX_PROCESSES
+    assert frames.skipped_lines >= 10_000 - protocol.MAX_GPUS + 50_000 - protocol.MAX_PROCESSES

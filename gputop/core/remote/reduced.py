@@ -19,6 +19,11 @@ from dataclasses import replace
 from gputop.core.model import Clocks, GpuProcess, GpuSample, ProcessOrigin, ProcessType, Snapshot
 from gputop.core.units import MIB
 
+MAX_GPUS = 256
+MAX_PROCESSES = 4096
+"""What one frame may hold, as for the agent's snapshots (protocol.py); the lines past them
+are skipped and counted: a host that never sent ``@end`` grew its frame for ever."""
+
 # The GPU's name comes last: it is the one field that may hold the CSV separator.
 GPU_FIELDS = (
     "index",
@@ -90,12 +95,12 @@ class ReducedFrames:
         if not line.strip():
             return None
         try:
-            if self._section == MARK_GPUS:
+            if self._section == MARK_GPUS and len(self._gpus) < MAX_GPUS:
                 gpu, self._driver_version = parse_gpu_line(line, self._impossible)
                 self._gpus.append(gpu)
-            elif self._section == MARK_APPS:
+            elif self._section == MARK_APPS and len(self._apps) < MAX_PROCESSES:
                 self._apps.append(parse_app_line(line, self._impossible))
-            else:
+            else:  # outside a section, or past what a frame may hold (a frame without end)
                 self.skipped_lines += 1
         except ValueError:
             self.skipped_lines += 1
@@ -108,9 +113,12 @@ class ReducedFrames:
             index = by_uuid.get(uuid)
             if index is not None:
                 processes.setdefault(index, []).append(replace(process, physical_index=index))
+        cards: dict[int, GpuSample] = {}
+        for gpu in self._gpus:  # one card an index: a second is no card (and each of them
+            cards.setdefault(gpu.physical_index, gpu)  # took every process of the index)
         gpus = tuple(
             replace(gpu, processes=tuple(processes.get(gpu.physical_index, ())))
-            for gpu in sorted(self._gpus, key=lambda g: g.physical_index)
+            for _, gpu in sorted(cards.items())
         )
         return Snapshot(
             host=self.host,

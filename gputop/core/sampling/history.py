@@ -136,8 +136,9 @@ def _over(old: list[int | None], new: list[int | None]) -> list[int | None]:
     """``new`` over ``old``, the two ending at the same point: ``new``'s value where it has
     one, ``old``'s where it has none (a gap in the store, where the simulation had a past)."""
     length = max(len(old), len(new))
-    old = [None] * (length - len(old)) + old
-    new = [None] * (length - len(new)) + new
+    none: list[int | None] = [None]
+    old = none * (length - len(old)) + old
+    new = none * (length - len(new)) + new
     return [n if n is not None else o for o, n in zip(old, new, strict=True)]
 
 

@@ -91,6 +91,10 @@ _SHORT_OPTION = re.compile(r"-[A-Za-z][A-Za-z0-9]?")
 _SHORT_WITH_VALUE = re.compile(r"-([A-Za-z][\w.\-]+)=(.*)", re.DOTALL)
 _ASSIGNMENT = re.compile(r"([+~]*)([A-Za-z_][\w.\-]*)=(.*)", re.DOTALL)
 _HEADER = re.compile(r"([A-Za-z][\w\-]*):")
+_PYTHON = re.compile(r"(?:[\w.~+-]*/)*python[\d.]*")
+_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+"""What follows ``python -m``: a module's dotted name (``vllm.entrypoints.openai.api_server``),
+shown as the program it is."""
 _SHELL_OPTION = re.compile(r"-[a-z]*c")
 """``-c``, ``-lc``, ``-ec``: the next argument is a shell (or python) command."""
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")"})
@@ -229,6 +233,10 @@ class _State:
     """The word before was ``-c``: a next argument that holds blanks is a shell command."""
     first: bool = True
     """The next word is the command line's first."""
+    python: bool = False
+    """The program is a Python interpreter: its ``-m`` names a module."""
+    module: bool = False
+    """The word before was Python's ``-m``: the next word is the module it runs."""
 
 
 def _secret_value(value: str, state: _State) -> str:
@@ -267,6 +275,7 @@ def _option(word: str, state: _State) -> str | None:
         return None
     if _SHORT_OPTION.fullmatch(word) is not None:
         state.shell = _SHELL_OPTION.fullmatch(word) is not None
+        state.module = state.python and word == "-m"
         return word
     with_value = _SHORT_WITH_VALUE.fullmatch(word)
     if with_value is not None:  # -Dkey=V, -config=V
@@ -303,6 +312,9 @@ def _judged(word: str, state: _State) -> str:
             return word if state.secret or word == REDACTED else REDACTED
         state.secret = False
     program, state.program = state.program, False
+    module, state.module = state.module, False
+    if module and _MODULE.fullmatch(word):
+        return _shapes(word)  # "python -m torch.distributed.run": the program it runs
     assignment = _ASSIGNMENT.fullmatch(word)
     if assignment is not None:  # NAME=V, +hydra.key=V; "A=B cmd" in a shell
         marks, name, value = assignment.groups()
@@ -316,6 +328,7 @@ def _judged(word: str, state: _State) -> str:
         state.program = program
         return f"{marks}{name}={_value(value)}"
     if program and (first or not word.startswith("-")) and _PROGRAM.fullmatch(word):
+        state.python = _PYTHON.fullmatch(word) is not None
         return _shapes(word)  # "python3", "/usr/bin/env", a login shell's "-bash"
     return _option_or_value(word, state)
 

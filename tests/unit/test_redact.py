@@ -153,6 +153,17 @@ def test_the_forms_that_reached_the_exporter_are_hidden(
         ("python x.py --model gpt2 --optim adam", "python x.py --model *** --optim ***"),
         ("pip install scikit-learn", "pip *** ***"),
         ("python -m mask-rcnn-resnet50-fpn-coco", "python -m ***"),
+        # the module Python's -m runs is the program; another program's -m takes a value
+        (
+            "python -m vllm.entrypoints.openai.api_server --port 8000",
+            "python -m vllm.entrypoints.openai.api_server --port 8000",
+        ),
+        (
+            "/opt/venv/bin/python3.11 -u -m torch.distributed.run --nproc-per-node 8 train.py",
+            "/opt/venv/bin/python3.11 -u -m torch.distributed.run --nproc-per-node 8 train.py",
+        ),
+        ("git commit -m hunter2", "git *** -m ***"),
+        ("python -m sk_live_abcdefghijkl", "python -m sk_live_***"),
         ("ssh alice@host", "ssh ***"),
         ("git log --author alice", "git *** --author ***"),
         ("curl https://host/path?x=1", "curl https://host/path?***"),

@@ -8,8 +8,11 @@ own loopback port and prints one line, ``PORTS [..]``, the ports in the spec's o
   (those and ``gputop exporter``'s own series: processes, users, claims, last sample), or
   ``silent`` (accepts connections and never answers: a target that times out);
 - ``hostname``, ``gpus``: a list of cards, each ``{"used_mib", "total_mib", "util", "temp",
-  "power", "sm_active", "pod", "claim", "processes": [{"pid", "user", "command", "mib",
-  "sm"}], "raw": {"METRIC": "text of the value"}}`` (every key optional);
+  "power", "sm_active", "xid", "health", "pod", "claim", "processes": [{"pid", "user",
+  "command", "mib", "sm"}], "raw": {"METRIC": "text of the value"}}`` (every key optional;
+  ``xid``: the last Xid, ``DCGM_FI_DEV_XID_ERRORS``, 0 for none, as both exporters give it;
+  ``health``: gputop's ``gputop_gpu_health``, 0 ok, 1 warning, 2 critical; a failing card's
+  other health series, ``DCGM_FI_DEV_ROW_REMAP_PENDING`` say, go in ``raw``);
 - ``sample_age_s``: how old gputop's last sample says it is (a stuck sampler);
 - ``labels_extra``: more labels on every card series (hostile values, say).
 
@@ -75,6 +78,7 @@ def render(node: dict[str, Any]) -> str:
             "DCGM_FI_DEV_GPU_TEMP": card.get("temp", 35),
             "DCGM_FI_DEV_POWER_USAGE": card.get("power", 70.5),
             "DCGM_FI_PROF_SM_ACTIVE": card.get("sm_active", card.get("util", 0) / 100),
+            "DCGM_FI_DEV_XID_ERRORS": card.get("xid", 0),
         }
         values.update(card.get("raw", {}))
         for name, value in values.items():
@@ -85,6 +89,7 @@ def render(node: dict[str, Any]) -> str:
         processes = card.get("processes", [])
         out.append(_line("gputop_gpu_processes", plain, len(processes)))
         out.append(_line("gputop_gpu_lost", plain, 0))
+        out.append(_line("gputop_gpu_health", plain, card.get("health", 0)))
         if card.get("claim"):
             out.append(_line("gputop_gpu_claimed", {**plain, "user": card["claim"]}, 1))
         for process in processes:

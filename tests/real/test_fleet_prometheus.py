@@ -73,12 +73,24 @@ NODES: list[dict[str, Any]] = [
                 "util": 0,
                 "processes": [{"pid": 12, "user": "sim-cid", "mib": 20000, "sm": 0}],
             },
+            {"health": 2},  # idle, and critical by its node's gputop
         ],
     },
     {"kind": "gputop", "hostname": "gpu-stuck", "sample_age_s": 900, "gpus": [{}, {}]},
     {"kind": "silent", "hostname": "silent"},
+    {  # idle cards, three of them failing (docs/health.md, the verdict)
+        "kind": "dcgm",
+        "hostname": "dcgm-sick",
+        "gpus": [
+            {"xid": 79},  # fell off the bus: critical
+            {"raw": {"DCGM_FI_DEV_ROW_REMAP_PENDING": 1}},  # a warning: still free
+            {"raw": {"DCGM_FI_DEV_ROW_REMAP_FAILURE": 1, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 4}},
+            {},
+            {},
+        ],
+    },
 ]
-FREE = {"dcgm-1": 3, "dcgm-2": 4, HOSTILE_HOST: 1, "gpu-a": 1, "gpu-stuck": 0}
+FREE = {"dcgm-1": 3, "dcgm-2": 4, HOSTILE_HOST: 1, "gpu-a": 1, "gpu-stuck": 0, "dcgm-sick": 3}
 
 
 @dataclass
@@ -246,7 +258,7 @@ def test_the_table_cleans_every_label_and_says_the_totals(fleet: Fleet) -> None:
     assert "evil\\e]0;pwned" in out
     lines = out.splitlines()
     nodes, gpus, free = summary["nodes"], summary["gpus"], summary["free_gpus"]
-    assert nodes == 9 and free >= sum(FREE.values())
+    assert nodes == 10 and free >= sum(FREE.values())
     assert lines[0] == f"{nodes} nodes · {gpus} GPUs · {free} free · 2 down · 2 stale"
     assert f"cluster=a: {nodes} nodes, {free} free" in lines
     assert len(lines) == 2 + 1 + nodes + 1  # header, titles, the group, a line a node, legend
@@ -264,6 +276,41 @@ def test_pick_names_one_node_and_its_free_cards(fleet: Fleet) -> None:
     assert none.returncode == 1 and none.stdout == ""
     assert "No node has 5 free GPUs: the most on one node is 4 (dcgm-2)" in none.stderr
     assert "2 down and 2 stale nodes not counted" in none.stderr
+
+
+def test_a_failing_card_is_marked_by_the_core_s_verdict_and_never_picked(fleet: Fleet) -> None:
+    """dcgm-exporter's health series on dcgm-sick, gputop's verdict on gpu-a's GPU 4: read in
+    the same 8 queries (test_a_refresh_asks_a_few_queries_whatever_the_node_count)."""
+    nodes = {node["host"]: node for node in snapshot_json(fleet)["nodes"]}
+    sick = nodes["dcgm-sick"]["gpus"]
+    assert [gpu["health"]["verdict"] for gpu in sick] == [
+        "critical",
+        "warning",
+        "critical",
+        "ok",
+        "ok",
+    ]
+    assert [gpu["free"] for gpu in sick] == [False, True, False, True, True]
+    assert sick[0]["health"]["last_xid"] == 79 and not sick[0]["health"]["healthy"]
+    assert sick[0]["health"]["reasons"][0]["reason"] == "Xid 79 fell off the bus"
+    assert [r["reason"] for r in sick[2]["health"]["reasons"]] == [
+        "row remapping failed",
+        "4 uncorrectable ECC errors this boot",
+    ]
+    assert sick[1]["health"]["row_remap_pending"] is True and sick[3]["health"]["healthy"]
+    judged = nodes["gpu-a"]["gpus"][4]
+    assert judged["health"]["verdict"] == "critical" and not judged["free"]
+    assert judged["health"]["reasons"][0]["reason"] == "critical by gputop on its node"
+    assert nodes["gpu-a"]["gpus"][2]["health"]["verdict"] == "ok"
+    table = gputop("snapshot", "--prometheus", fleet.prometheus.url)
+    (line,) = [each for each in table.stdout.splitlines() if each.startswith("dcgm-sick ")]
+    assert "3/5  [!w!FF]" in line and "✖ GPU 0 Xid 79 fell off the bus, +2 GPUs" in line
+    instance = fleet.targets[6]
+    only = ("--prometheus", fleet.prometheus.url, "--match", f'{{instance="{instance}"}}')
+    picked = gputop("pick", *only, "-n", "3", "--json")
+    assert picked.returncode == 0, picked.stderr
+    assert json.loads(picked.stdout)["indices"] == [1, 3, 4]
+    assert gputop("pick", *only, "-n", "4").returncode == 1  # 5 idle cards, 3 free
 
 
 def test_the_default_url_comes_from_the_environment(fleet: Fleet) -> None:

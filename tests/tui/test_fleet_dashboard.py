@@ -252,3 +252,42 @@ async def test_the_first_frame_comes_with_the_first_answers_then_the_cards() -> 
         await pilot_wait_for(pilot, lambda: app.fleet is full, "the whole fleet", 10)
         await pilot.pause()
         assert header(app).startswith("30 nodes · 116 GPUs · 42 free")
+
+
+def sick_fleet() -> Fleet:
+    """One node of 4 idle cards: GPU 1 with a row remap pending (warning), GPU 2 whose last
+    Xid is 79 (critical): the health series the cards' query brings."""
+    instance = "10.0.0.9:9400"
+    labels = {**target(instance), "Hostname": "node-sick"}
+    health = [
+        Sample({**labels, "__name__": name, "gpu": gpu, "UUID": f"GPU-node-sick-{gpu}"}, NOW, v)
+        for name, gpu, v in (
+            ("DCGM_FI_DEV_ROW_REMAP_PENDING", "1", 1.0),
+            ("DCGM_FI_DEV_XID_ERRORS", "2", 79.0),
+        )
+    ]
+    answers = {
+        "up": [Sample(target(instance), NOW, 1.0)],
+        "scraped": [Sample(target(instance), NOW, NOW - 2)],
+        "scrapes": [Sample(target(instance), NOW, 9.0)],
+        "cards": cards(instance, "node-sick", [0.0] * 4) + health,
+    }
+    return build_fleet("http://prometheus:9090", NOW, answers, 8)
+
+
+async def test_an_unhealthy_card_is_marked_on_the_node_s_line_and_in_its_detail() -> None:
+    app = app_of(sick_fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.pause()
+        (row,) = rows(app)
+        assert row[3] == "3/4" and row[4] == "Fw!F"  # the critical card is not free
+        assert row[6].startswith("✖ GPU 2 Xid 79")  # the worst card's badge, first
+        legend = str(app.query_one("#fleet-legend", Static).render())
+        assert "! critical or lost" in legend and "w warning" in legend
+        await pilot.press("enter")
+        await pilot.pause()
+        text = "".join(str(w.render()) for w in app.screen.query(Static))
+        assert "✖ Xid 79 fell off the bus" in text and "⚠ row remap pending: reset" in text
+        assert "critical: Xid 79 fell off the bus: " in text and "reboot" in text
+        assert "warning: row remap pending: reset the GPU when it is idle" in text

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from gputop.core.fleet.fleet_json import node_group
 from gputop.core.fleet.model import Fleet, FleetGpu, FleetNode
+from gputop.core.health import badge
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
 
 MAX_USERS_SHOWN = 3
-LEGEND = "cards: F free, C claimed, ! unhealthy, 0-9 busy (tens of %), ? unknown"
+LEGEND = "cards: F free, C claimed, ! critical or lost, w warning, 0-9 busy (tens of %), ? unknown"
 
 
 def header(fleet: Fleet) -> str:
@@ -21,8 +22,9 @@ def header(fleet: Fleet) -> str:
 
 
 def card_cell(gpu: FleetGpu, node: FleetNode, partial: bool = False) -> str:
-    """One character per card: F free, C claimed, ! unhealthy, a digit busy (utilisation in
-    tens of percent, 9 for 90 % and more), ? unknown, - on a node that is not up, · while
+    """One character per card: F free, C claimed, ! critical, lost or failing (never free),
+    w a health warning (free or not: the node's line says which), a digit busy (utilisation
+    in tens of percent, 9 for 90 % and more), ? unknown, - on a node that is not up, · while
     its figures are still being read (``partial``)."""
     if node.state != "up":
         return "-"
@@ -30,6 +32,8 @@ def card_cell(gpu: FleetGpu, node: FleetNode, partial: bool = False) -> str:
         return "·"
     if gpu.unhealthy:
         return "!"
+    if gpu.verdict.level == "warning":
+        return "w"
     if gpu.free:
         return "F"
     if gpu.claimed:
@@ -71,12 +75,39 @@ def memory(node: FleetNode) -> str:
     return f"{human_bytes(sum(v or 0 for v in used))}/{human_bytes(sum(v or 0 for v in total))}"
 
 
+def card_badge(gpu: FleetGpu) -> str | None:
+    """The dashboard's badge on the card (gputop/core/health.py), ``✖ lost`` for a lost card
+    with no reason of its own; ``None`` for a card that is ok."""
+    if gpu.verdict.reasons:
+        return badge(gpu.verdict)
+    if gpu.lost:
+        return "✖ lost"
+    if gpu.sample_error:
+        return "✖ not read"
+    return None
+
+
+def node_badge(node: FleetNode) -> str | None:
+    """The worst card's badge with its index (critical before warning, then by index) and
+    how many other cards are not ok: ``✖ GPU 2 Xid 79 fell off the bus, +1 GPU``."""
+    marked = [(gpu, said) for gpu in node.sorted_gpus() if (said := card_badge(gpu)) is not None]
+    if not marked:
+        return None
+    gpu, said = min(marked, key=lambda item: not item[0].unhealthy)  # stable: by index
+    index = "?" if gpu.index is None else str(gpu.index)
+    line = f"{said[0]} GPU {index}{said[1:]}"
+    others = len(marked) - 1
+    return line + (f", +{others} GPU{'s' if others > 1 else ''}" if others else "")
+
+
 def node_line(fleet: Fleet, node: FleetNode, width: int | None) -> str:
     cells = "".join(card_cell(gpu, node, fleet.partial) for gpu in node.sorted_gpus())
+    health = None if fleet.partial else node_badge(node)
     line = (
         f"{clean(node.host)[:24]:<24} {node.state:<5} {age(fleet, node):>5} "
         f"{len(node.free_gpus):>2}/{len(node.gpus):<2} [{cells}] {memory(node):>15} "
-        f"{holders(node)}"
+        + (f"{health} " if health else "")
+        + holders(node)
     )
     return line if width is None else line[:width]
 

@@ -11,7 +11,8 @@ Prometheus's own job and a node_exporter's are not.
 
 A card is **free** on an up node when its used memory is known and under 1 GiB (a CUDA
 context and a desktop at most), its free memory is at least the policy's, its utilisation known and
-at most the policy's, it is not lost, failing or refused, and: no pod on it (Kubernetes
+at most the policy's, it is not lost, failing, refused or critical (the core's verdict on its
+health series, gputop/core/health.py), and: no pod on it (Kubernetes
 mapped one to it) and, on a node with gputop's exporter, no process and no claim. Every number is
 checked where it enters: not finite, negative or past what a card can be is unknown (None),
 never 0. Label values stay raw here; they are cleaned where shown.
@@ -22,7 +23,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gputop.core.fleet.queries import ACTIVITY, INTERVAL_WINDOW_S
+from gputop.core.fleet.queries import ACTIVITY, HEALTH_FLAGS, INTERVAL_WINDOW_S
+from gputop.core.health import LEVELS, OK, Reason, Verdict
+from gputop.core.health import verdict as judge
+from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
 from gputop.core.numbers import is_ascii_digits, within
 from gputop.core.prometheus.client import Sample
 
@@ -75,6 +79,12 @@ class FleetGpu:
     activity: dict[str, float | None] | None = None
     xid: int | None = None
     uncorrected_ecc: int | None = None
+    row_remap_pending: bool | None = None
+    row_remap_failed: bool | None = None
+    retired_pages_pending: bool | None = None
+    reported_level: int | None = None
+    """``gputop_gpu_health`` (0 ok, 1 warning, 2 critical): gputop's verdict on the node,
+    made from every Xid since it started, not only the last one exported."""
     lost: bool | None = None
     sample_error: bool | None = None
     no_access: bool | None = None
@@ -87,15 +97,58 @@ class FleetGpu:
     namespace: str | None = None
     container: str | None = None
     free: bool = False
+    verdict: Verdict = OK
+    """By the core's rules (gputop/core/health.py) on what the series say; set by
+    ``build_fleet``."""
 
     @property
     def unhealthy(self) -> bool:
-        return bool(
-            self.lost
-            or self.sample_error
-            or (self.xid is not None and self.xid > 0)
-            or (self.uncorrected_ecc is not None and self.uncorrected_ecc > 0)
+        """Never free: lost, failing to be read, or critical."""
+        return bool(self.lost or self.sample_error or self.verdict.level == "critical")
+
+    def health_reading(self) -> GpuHealth | None:
+        """The health the series give, as the local sampler would hold it (``None``: no
+        series of it), for the core's verdict. Only what decides a verdict is exported
+        that way: the uncorrectable ECC errors this boot, the row remapper's and the page
+        retirement's flags, and the last Xid (when it came is not exported)."""
+        flags = (self.row_remap_pending, self.row_remap_failed, self.retired_pages_pending)
+        if self.xid is None and self.uncorrected_ecc is None and all(f is None for f in flags):
+            return None
+        rows = None
+        if self.row_remap_pending is not None or self.row_remap_failed is not None:
+            rows = RemappedRows(
+                correctable=0,  # not read: the verdict does not weigh them
+                uncorrectable=0,
+                pending=bool(self.row_remap_pending),
+                failed=bool(self.row_remap_failed),
+            )
+        pages = None
+        if self.retired_pages_pending is not None:
+            pages = RetiredPages(pending=self.retired_pages_pending)
+        return GpuHealth(
+            ecc=None if self.uncorrected_ecc is None else EccCounts(None, self.uncorrected_ecc),
+            retired_pages=pages,
+            remapped_rows=rows,
+            xid_events=None
+            if self.xid is None
+            else ((XidEvent(self.xid, 0.0),) if self.xid > 0 else ()),
         )
+
+    def judge(self) -> Verdict:
+        """The core's verdict on the series; where gputop's exporter said worse (an earlier
+        Xid 79 behind a last Xid 13), its word first."""
+        result = judge(self.health_reading())
+        said = self.reported_level
+        if said is None or said <= result.value:
+            return result
+        level = next(name for name, value in LEVELS.items() if value == said)
+        told = Reason(
+            level,
+            f"{level} by gputop on its node",
+            "see the card's health on the node (gputop snapshot)",
+            f"{level} on its node",
+        )
+        return Verdict(level, (told, *result.reasons))
 
     @property
     def health(self) -> dict[str, object] | None:
@@ -105,10 +158,23 @@ class FleetGpu:
             "no_access": self.no_access,
             "last_xid": self.xid,
             "uncorrected_ecc_errors": self.uncorrected_ecc,
+            "row_remap_pending": self.row_remap_pending,
+            "row_remap_failed": self.row_remap_failed,
+            "retired_pages_pending": self.retired_pages_pending,
         }
-        if all(value is None for value in signals.values()):
+        if all(value is None for value in signals.values()) and self.reported_level is None:
             return None
-        return {**signals, "healthy": not self.unhealthy}
+        result = self.verdict
+        return {
+            **signals,
+            "verdict": result.level,
+            "reasons": [
+                {"level": reason.level, "reason": reason.text, "action": reason.action}
+                for reason in result.reasons
+            ],
+            "action": result.action,
+            "healthy": result.level == "ok" and not self.lost and not self.sample_error,
+        }
 
 
 @dataclass
@@ -283,6 +349,11 @@ class _Builder:
                 gpu.xid = _int(value, MAX_COUNT)
             elif name == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL":
                 gpu.uncorrected_ecc = _int(value, 1e15)
+            elif name in HEALTH_FLAGS:
+                setattr(gpu, HEALTH_FLAGS[name], _flag(value))
+            elif name == "gputop_gpu_health":
+                level = _int(value, 2.0)
+                gpu.reported_level = level if level == value else None
             elif name in ACTIVITY:
                 self._activity(gpu, ACTIVITY[name], value)
             elif name in ("gputop_gpu_lost", "gputop_gpu_sample_error", "gputop_gpu_no_access"):
@@ -358,6 +429,7 @@ class _Builder:
             for gpu in node.gpus.values():
                 if node.gputop and gpu.processes is None:
                     gpu.processes = []  # gputop's exporter: none exported on this card
+                gpu.verdict = gpu.judge()
                 gpu.free = self._free(node, gpu)
         return sorted(self.nodes.values(), key=lambda node: (node.host, node.instance, node.job))
 
@@ -395,11 +467,16 @@ class _Builder:
             return False
         if gpu.utilization_gpu is None or gpu.utilization_gpu > rule.max_util_percent:
             return False
-        if gpu.lost or gpu.sample_error or gpu.no_access or gpu.pod is not None:
+        if gpu.unhealthy or gpu.no_access or gpu.pod is not None:
             return False
         if node.gputop:
             return not gpu.claimed and not gpu.processes and not gpu.process_count
         return True
+
+
+def _flag(value: float | None) -> bool | None:
+    """A 0 or 1 series; anything else unknown."""
+    return None if value not in (0.0, 1.0) else value == 1.0
 
 
 def _mib(value: float | None) -> float | None:

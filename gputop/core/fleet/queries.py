@@ -26,6 +26,14 @@ ACTIVITY = {
     "DCGM_FI_PROF_NVLINK_TX_BYTES": "nvlink_tx_bytes_per_s",
 }
 """dcgm-exporter's profiling series (ratios 0-1, or bytes/s) -> ``snapshot --json``'s keys."""
+HEALTH_FLAGS = {
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": "row_remap_pending",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "row_remap_failed",
+    "DCGM_FI_DEV_RETIRED_PENDING": "retired_pages_pending",
+}
+"""dcgm-exporter's health flags (1 or 0) the verdict reads -> the fleet's ``health`` keys;
+with ``DCGM_FI_DEV_XID_ERRORS``, ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` and gputop's
+``gputop_gpu_health``, in the cards' one query (docs/health.md, docs/fleet.md)."""
 CARD_METRICS = (
     "DCGM_FI_DEV_FB_USED",
     "DCGM_FI_DEV_FB_FREE",
@@ -34,6 +42,7 @@ CARD_METRICS = (
     "DCGM_FI_DEV_POWER_USAGE",
     "DCGM_FI_DEV_XID_ERRORS",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    *HEALTH_FLAGS,
     *ACTIVITY,
     "gputop_gpu_lost",
     "gputop_gpu_sample_error",
@@ -41,6 +50,7 @@ CARD_METRICS = (
     "gputop_gpu_processes",
     "gputop_gpu_idle_held_memory_bytes",
     "gputop_gpu_claimed",
+    "gputop_gpu_health",
 )
 CARD_KEY = "__name__, job, instance, UUID, gpu, user"
 """What tells one card's series apart (``user``: a claim's holder)."""

@@ -26,7 +26,16 @@ from textual.widgets import DataTable, Input, Static
 
 from gputop.core.errors import GputopError
 from gputop.core.fleet.fleet_json import node_group
-from gputop.core.fleet.fleet_text import LEGEND, age, card_cell, header, holders, memory
+from gputop.core.fleet.fleet_text import (
+    LEGEND,
+    age,
+    card_badge,
+    card_cell,
+    header,
+    holders,
+    memory,
+    node_badge,
+)
 from gputop.core.fleet.model import Fleet, FleetNode
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
@@ -103,12 +112,18 @@ def node_detail(fleet: Fleet, node: FleetNode) -> Text:
             held.append(f"claimed by {clean(gpu.claim_user or '?')}")
         if gpu.pod:
             held.append(f"pod {clean(gpu.namespace or '')}/{clean(gpu.pod)}")
-        if gpu.unhealthy:
-            held.append("UNHEALTHY")
+        said = None if fleet.partial else card_badge(gpu)
+        if said is not None:
+            held.append(said)
         text.append(
             f"GPU {index:>2} [{cell}] {util:>4} {used:>7}/{total:<7} {temp:>5} {power:>5} "
             f"{clean(gpu.name or '')[:24]} {' · '.join(held)}\n"
         )
+        for reason in () if fleet.partial else gpu.verdict.reasons:
+            text.append(
+                f"    {reason.level}: {reason.text}: {reason.action}\n",
+                style="red" if reason.level == "critical" else "yellow",
+            )
         for process in gpu.processes or []:
             mem = (
                 "?" if process.used_memory_bytes is None else human_bytes(process.used_memory_bytes)
@@ -315,6 +330,12 @@ class FleetApp(App[int]):
                 shown.append(None)
             for node in members:
                 cells = "".join(card_cell(gpu, node, fleet.partial) for gpu in node.sorted_gpus())
+                users = Text(holders(node))  # cleaned by holders()
+                health = None if fleet.partial else node_badge(node)
+                if health is not None:  # the worst card's badge before the users
+                    style = "red" if health.startswith("✖") else "yellow"
+                    users = Text.assemble((health, style), " ", users)
+                users.truncate(USERS_CHARS)
                 table.add_row(
                     plain(node.host[:NODE_CHARS]),
                     Text(node.state, style=STATE_STYLES.get(node.state, "")),
@@ -322,7 +343,7 @@ class FleetApp(App[int]):
                     Text(f"{'?' if fleet.partial else len(node.free_gpus)}/{len(node.gpus)}"),
                     Text(cells),
                     Text(memory(node)),
-                    Text(holders(node)[:USERS_CHARS]),  # cleaned by holders()
+                    users,
                 )
                 shown.append(node)
         self._shown = shown

@@ -14,9 +14,11 @@ from typing import Any
 
 from rich.cells import cell_len
 
-from gputop.core.model import GpuProcess, Snapshot
+from gputop.core.health import xids_since
+from gputop.core.model import GpuHealth, GpuProcess, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import MIB, NA, duration_coarse, human_bytes
+from gputop.core.xid import describe
 from gputop.tui.row_order import EXACT, HeldOrder, Margin, Value
 
 COLUMNS = ("GPU", "PID", "USER", "TYPE", "GPU MEM", "SM", "CPU", "HOST MEM", "ELAPSED", "COMMAND")
@@ -32,6 +34,7 @@ SLURM_MARK_STYLE = "bold blue"
 MIG_MARK_STYLE = "cyan"
 RANK_MARK_STYLE = "bold cyan"
 MISMATCH_MARK_STYLE = "bold red"
+XID_MARK_STYLES = {"critical": "bold red", "warning": "bold yellow"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +210,8 @@ class RowMaker:
         """Before every row key (the lab's host position: keys are unique across hosts)."""
         self._order = HeldOrder()
         """The last refresh's order: a row passes another only by a clear margin."""
+        self._health: dict[int, GpuHealth | None] = {}
+        """Each card's health this refresh, for the Xids since a process started."""
 
     def rows(
         self,
@@ -226,6 +231,7 @@ class RowMaker:
         ]
         processes = self._ordered(processes, sort_key, reverse)
         known, self._fixed = self._fixed, {}
+        self._health = {gpu.physical_index: gpu.health for gpu in snapshot.gpus}
         slurm = slurm_of_pid or {}
         return [self._row(p, snapshot.timestamp, job_of_pid, known, slurm) for p in processes]
 
@@ -263,6 +269,7 @@ class RowMaker:
     ) -> ProcessRow:
         job_id = job_of_pid.get(process.pid)
         slurm_id = slurm_of_pid.get(process.pid)
+        xids = xids_since(self._health.get(process.physical_index), process.start_time)
         identity = (
             process.pid,
             process.physical_index,
@@ -274,8 +281,9 @@ class RowMaker:
             job_id,
             slurm_id,
             process.cuda,
+            xids,
         )
-        fixed = known.get(identity) or self._fixed_cells(process, job_id, slurm_id)
+        fixed = known.get(identity) or self._fixed_cells(process, job_id, slurm_id, xids)
         self._fixed[identity] = fixed
         (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w), key = fixed
         elapsed = None if process.start_time is None else now - process.start_time
@@ -316,11 +324,20 @@ class RowMaker:
         return ProcessRow(key, process, cells, widths, mine=process.user == self.me)
 
     def _fixed_cells(
-        self, process: GpuProcess, job_id: int | None, slurm_id: int | None = None
+        self,
+        process: GpuProcess,
+        job_id: int | None,
+        slurm_id: int | None = None,
+        xids: tuple[int, ...] | None = None,
     ) -> _Fixed:
-        """The cells that change only with the process itself, cleaned and measured."""
+        """The cells that change only with the process itself (and the Xids its card had
+        since it started), cleaned and measured."""
         user_style = OWN_USER_STYLE if process.user == self.me else ""
         command: list[Part] = []
+        if xids:  # its card reported these since it started (docs/health.md)
+            critical = any(describe(code).severity == "critical" for code in xids)
+            worst = "critical" if critical else "warning"
+            command.append((f"[Xid {', '.join(map(str, xids))}] ", XID_MARK_STYLES[worst]))
         if process.mig_uuid is not None:
             command.append((f"[GI {process.gpu_instance_id}] ", MIG_MARK_STYLE))
         if job_id is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -29,6 +28,7 @@ from gputop.cli.slurm_run import (
 from gputop.core.claims.jobs import IGNORED_ENV, check_claims_known, check_launch_claims
 from gputop.core.claims.view import UNKNOWN, UNSAFE, ClaimsView, read_claims
 from gputop.core.errors import UsageError
+from gputop.core.jobs.command import missing_program
 from gputop.core.jobs.launch import (
     LaunchRequest,
     PreparedLaunch,
@@ -384,16 +384,4 @@ def _sample(fake: str | None) -> Snapshot:
 
 def _missing_program(job: Job, environ: Mapping[str, str]) -> str | None:
     """A hint now for the most common failure later: a program that is not there."""
-    if job.uses_shell or not job.command:
-        return None
-    program = job.command[0]
-    if os.sep in program:
-        path = program if os.path.isabs(program) else os.path.join(job.cwd, program)
-        found = os.path.exists(path)
-    else:
-        found = shutil.which(program, path=environ.get("PATH")) is not None
-    if found:
-        return None
-    return (
-        f"{clean(program)} was not found; the job will fail with exit code 127 (command not found)."
-    )
+    return missing_program(job.command, job.uses_shell, job.cwd, environ)

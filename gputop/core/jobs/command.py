@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -241,3 +242,20 @@ def _script_of(words: Sequence[str]) -> str | None:
                 continue
         return base or word
     return wrapper
+
+
+def missing_program(
+    argv: Sequence[str], uses_shell: bool, cwd: str, environ: Mapping[str, str]
+) -> str | None:
+    """A hint now for the most common failure later: a program that is not there (``gputop
+    run`` and the launch dialog say it alike). A shell's command is the shell's to find."""
+    if uses_shell or not argv:
+        return None
+    program = argv[0]
+    if os.sep in program:
+        found = os.path.exists(program if os.path.isabs(program) else os.path.join(cwd, program))
+    else:
+        found = shutil.which(program, path=environ.get("PATH")) is not None
+    if found:
+        return None
+    return f"{program} was not found; the job will fail with exit code 127 (command not found)."

@@ -24,7 +24,7 @@ from textual.widgets import Checkbox, Input, Label, RadioButton, RadioSet, Stati
 from textual.worker import Worker, WorkerState
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.command import CommandPlan, plan_command
+from gputop.core.jobs.command import CommandPlan, missing_program, plan_command
 from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.launchers import plain_python_note, plan_launcher, rank_lines
 from gputop.core.jobs.model import Job, RunMode
@@ -206,6 +206,10 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
             parts.append(Text(f"ℹ {clean(plan.note)}", style="cyan"))
         elif plan.uses_shell and not self.FILES_HERE:
             parts.append(Text(f"ℹ {REMOTE_FILE_NOTE}", style="dim"))
+        cwd = self._cwd() or self.context.cwd
+        missing = missing_program(plan.argv, plan.uses_shell, cwd, self.context.environ)
+        if missing is not None and self.FILES_HERE:  # another host's are that host's to find
+            parts.append(Text(f"⚠ {clean(missing)}", style="yellow"))
         if launcher is not None:
             labels = [card_label(snapshot.gpus, card) for card in cards]
             parts.append(Text(clean_lines("\n".join(rank_lines(launcher, labels))), style="cyan"))

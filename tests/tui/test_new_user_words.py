@@ -1,0 +1,85 @@
+"""What a new user's ten minutes with the dashboard still found (issue 40): a launch dialog
+that did not say the command is not there (gputop run says it), a jobs panel whose last log
+line was only gputop's date stamp, and a card's health that began its advice in lower case."""
+
+from __future__ import annotations
+
+import time
+
+from helpers.dashboard import make_app, open_launch_dialog, preview_text
+from textual.widgets import Input
+
+from gputop.core.jobs.model import Job, JobState, RunMode
+from gputop.core.model import EccCounts, GpuHealth, XidEvent
+from gputop.tui.screens.card_health import render_health
+from gputop.tui.widgets.jobs_panel import job_cells
+
+BIG = (160, 48)
+
+
+async def test_the_launch_preview_says_a_command_that_is_not_there_will_fail() -> None:
+    app = make_app("v100x4")
+    async with app.run_test(size=BIG) as pilot:
+        screen = await open_launch_dialog(app, pilot, "right", "right")  # GPU 2: idle
+        screen.query_one("#command", Input).value = "nosuchcommand-gputop --flag"
+        await pilot.pause()
+        assert (
+            "nosuchcommand-gputop was not found; the job will fail with exit code 127"
+            in preview_text(app)
+        )
+        screen.query_one("#command", Input).value = "sleep 30"  # on PATH: no such warning
+        await pilot.pause()
+        assert "not found" not in preview_text(app) and "⚠" not in preview_text(app)
+        screen.query_one("#command", Input).value = "nosuchcommand-gputop | tee log"
+        await pilot.pause()  # a shell decides: nothing said before it runs
+        assert "not found" not in preview_text(app)
+
+
+def _job(job_id: int, name: str) -> Job:
+    return Job(
+        id=job_id,
+        name=name,
+        command=(name, "--flag"),
+        command_text=f"{name} --flag",
+        uses_shell=False,
+        cwd="/tmp",
+        physical_indices=(3,),
+        uuids=("GPU-x",),
+        env={},
+        mode=RunMode.DETACHED,
+        state=JobState.ENDED,
+        log_path="/nonexistent/4.log",
+        created_at=0.0,
+        exit_code=127,
+    )
+
+
+def test_the_jobs_panel_shows_what_gputop_logged_not_its_date_stamp() -> None:
+    job = _job(4, "nosuchcommand")
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    said = f"[gputop] {stamp} job 4 could not start: nosuchcommand: command not found"
+    cell = job_cells(job, said, 30.0)[-1].plain
+    assert cell == "[gputop] could not start: nosuchcommand: command not found"
+    named = f"[gputop] {stamp} job 4 (nosuchcommand) starting: nosuchcommand --flag in /tmp"
+    shown = job_cells(job, named, 30.0)[-1].plain
+    assert shown == "[gputop] starting: nosuchcommand --flag in /tmp"
+    own = "epoch 3 [gputop] 2026-12-01 20:00:00 job 4 loss 0.1"  # the program's: as it is
+    assert job_cells(job, own, 30.0)[-1].plain == own
+    other = f"[gputop] {stamp} job 40 exited 0 after 3s"  # another job's number: kept
+    assert job_cells(job, other, 30.0)[-1].plain == "[gputop] job 40 exited 0 after 3s"
+
+
+def test_a_cards_health_gives_its_advice_as_a_sentence() -> None:
+    health = GpuHealth(
+        ecc=EccCounts(0, 2, 0, 2),
+        retired_pages=None,
+        remapped_rows=None,
+        pcie_replays=0,
+        nvlink_crc_errors=None,
+        xid_events=(XidEvent(xid=48, time=100.0, count=1),),
+        xid_counts=((48, 1),),
+        xid_sources=("nvml events",),
+    )
+    lines = [line.plain for line in render_health(health)]
+    (xid_line,) = [line for line in lines if line.startswith("    ") and "Xid 48" in line]
+    assert "may be wrong. Rerun the jobs that ran on it" in xid_line

@@ -6,13 +6,16 @@ The panel only renders a ``JobsView`` made off the UI thread; it never reads the
 
 from __future__ import annotations
 
+import re
 import time
 
 from rich.text import Text
 
+from gputop.core.jobs.logs import LOG_PREFIX
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.service import JobsView
 from gputop.core.jobs.usage import activity_cell
+from gputop.core.safe_text import clean
 from gputop.core.slurm.queue import SlurmJob
 from gputop.core.units import duration, duration_coarse, human_bytes
 from gputop.tui.safe import plain
@@ -70,10 +73,31 @@ def usage_texts(job: Job) -> tuple[Text, Text, Text]:
     )
 
 
+_STAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} ")
+
+
+def shown_log_line(job: Job, line: str) -> str:
+    """gputop's own line without its date stamp and "job N (name)", which the row already
+    shows: the column is narrow, and the stamp alone filled it ("[gputop] 2026-12-01 2")."""
+    if not line.startswith(LOG_PREFIX):
+        return line
+    rest = line[len(LOG_PREFIX) :]
+    stamp = _STAMP.match(rest)
+    if stamp is None:
+        return line
+    rest = rest[stamp.end() :]
+    for lead in (f"job {job.id} ({clean(job.name)}) ", f"job {job.id} "):
+        if rest.startswith(lead):
+            rest = rest[len(lead) :]
+            break
+    return LOG_PREFIX + rest
+
+
 def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
     """A job's row. Text, never str: a str cell is read as markup (``exp[/]1`` would raise)."""
     if job.status == "waiting" and not last_line:
         last_line = job.waiting_reason  # why it has not started (gputop jobs says the same)
+    last_line = shown_log_line(job, last_line)
     return (
         Text(str(job.id)),
         plain(job.name),

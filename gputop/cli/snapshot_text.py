@@ -102,7 +102,8 @@ def _health_line(gpu: GpuSample) -> str | None:
         return None
     mark = "✖" if result.level == "critical" else "⚠"
     reasons = "; ".join(reason.text for reason in result.reasons)
-    return f"{'':4}{mark} health {result.level}: {reasons}. {result.action}"
+    action = result.action or ""
+    return f"{'':4}{mark} health {result.level}: {reasons}. {action[:1].upper()}{action[1:]}"
 
 
 def _number(value: float | None) -> str:

@@ -346,9 +346,9 @@ def test_the_text_snapshot_adds_a_line_for_each_card_that_is_not_ok(
     health = [line.strip() for line in out.splitlines() if " health " in line]
     assert health == [
         "⚠ health warning: retired pages pending; Xid 63 memory repair recorded. "
-        "reset the GPU, then watch it",
+        "Reset the GPU, then watch it",
         "✖ health critical: Xid 48 uncorrectable ECC error; 2 uncorrectable ECC errors this "
-        "boot; row remap pending. rerun the jobs that ran on it; reset the GPU so the memory is "
+        "boot; row remap pending. Rerun the jobs that ran on it; reset the GPU so the memory is "
         "repaired; replace the board if it happens again",
     ]
     _, healthy = run_cli(capsys, "snapshot", "--fake", "dgx-h100")

@@ -80,7 +80,7 @@ def _xid_lines(health: GpuHealth) -> list[Text]:
                 f"    {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(event.time))}  ",
                 (f"Xid {event.xid} {info.short}{count}", _LEVEL_STYLES[info.severity]),
                 f"  {info.meaning} ",
-                (info.action, "dim"),
+                (info.action[:1].upper() + info.action[1:], "dim"),  # a sentence of its own
             )
         )
     if sum(totals.values()) > sum(e.count for e in health.xid_events):

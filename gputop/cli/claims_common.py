@@ -21,13 +21,13 @@ from gputop.core.units import duration
 
 def claim_duration(text: str) -> float:
     """``--for``: 90m, 4h, 2d; one minute to seven days."""
-    try:
-        value = parse_duration(text, "--for")
+    try:  # argparse says "argument --for: " before the message: the option once
+        value = parse_duration(text, "")
     except UsageError as error:
         raise argparse.ArgumentTypeError(str(error).strip()) from None
     if not MIN_FOR_S <= value <= MAX_FOR_S:
         raise argparse.ArgumentTypeError(
-            f"--for {clean(text)!r}: a claim lasts from {duration(MIN_FOR_S)} to "
+            f"{clean(text)!r}: a claim lasts from {duration(MIN_FOR_S)} to "
             f"{duration(MAX_FOR_S)}; extend it later with gputop claim --extend"
         )
     return value

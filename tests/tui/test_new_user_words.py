@@ -1,18 +1,20 @@
 """What a new user's ten minutes with the dashboard still found (issue 40): a launch dialog
 that did not say the command is not there (gputop run says it), a jobs panel whose last log
-line was only gputop's date stamp, and a card's health that began its advice in lower case."""
+line was only gputop's date stamp, a card's health that began its advice in lower case, and
+the process table's title "all GPUs yours only"."""
 
 from __future__ import annotations
 
 import time
 
-from helpers.dashboard import make_app, open_launch_dialog, preview_text
+from helpers.dashboard import first_sample, make_app, open_launch_dialog, preview_text
 from textual.widgets import Input
 
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.model import EccCounts, GpuHealth, XidEvent
 from gputop.tui.screens.card_health import render_health
 from gputop.tui.widgets.jobs_panel import job_cells
+from gputop.tui.widgets.process_table import ProcessTable
 
 BIG = (160, 48)
 
@@ -83,3 +85,16 @@ def test_a_cards_health_gives_its_advice_as_a_sentence() -> None:
     lines = [line.plain for line in render_health(health)]
     (xid_line,) = [line for line in lines if line.startswith("    ") and "Xid 48" in line]
     assert "may be wrong. Rerun the jobs that ran on it" in xid_line
+
+
+async def test_the_process_tables_title_reads_as_words_with_u_and_a_filter() -> None:
+    app = make_app("demo")
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        table = app.query_one(ProcessTable)
+        await pilot.press("u")
+        assert "Processes: all GPUs, yours only, by " in table.describe_view()
+        table.set_text_filter("python")
+        assert 'Processes: all GPUs, yours only, matching "python", by ' in table.describe_view()
+        await pilot.press("u")
+        assert 'Processes: all GPUs matching "python", by ' in table.describe_view()

@@ -180,10 +180,10 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def describe_filters(self) -> str:
         """The text filter and "only mine", as shown after the scope ("" when neither)."""
-        parts = [" yours only"] if self.only_mine else []
+        said = ", yours only" if self.only_mine else ""  # "all GPUs, yours only, by ..."
         if self.text_filter:
-            parts.append(f' matching "{clean(self.text_filter)}"')
-        return ",".join(parts)
+            said += f'{"," if said else ""} matching "{clean(self.text_filter)}"'
+        return said
 
     def unlisted_cards(self) -> list[str]:
         """The cards whose processes NVML would not list: their process list is unknown."""

@@ -1,17 +1,21 @@
 """What a new user's ten minutes with the dashboard still found (issue 40): a launch dialog
 that did not say the command is not there (gputop run says it), a jobs panel whose last log
 line was only gputop's date stamp, a card's health that began its advice in lower case, and
-the process table's title "all GPUs yours only"."""
+the process table's title "all GPUs yours only", and ctrl+c in the fleet dashboard."""
 
 from __future__ import annotations
 
 import time
 
 from helpers.dashboard import first_sample, make_app, open_launch_dialog, preview_text
+from helpers.waiting import pilot_wait_for
 from textual.widgets import Input
 
+from gputop.core.fleet.model import Fleet
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.model import EccCounts, GpuHealth, XidEvent
+from gputop.core.prometheus.client import PrometheusError
+from gputop.tui.fleet.fleet_app import FleetApp
 from gputop.tui.screens.card_health import render_health
 from gputop.tui.widgets.jobs_panel import job_cells
 from gputop.tui.widgets.process_table import ProcessTable
@@ -98,3 +102,16 @@ async def test_the_process_tables_title_reads_as_words_with_u_and_a_filter() -> 
         assert 'Processes: all GPUs, yours only, matching "python", by ' in table.describe_view()
         await pilot.press("u")
         assert 'Processes: all GPUs matching "python", by ' in table.describe_view()
+
+
+async def test_ctrl_c_in_the_fleet_dashboard_says_in_plain_words_that_q_quits() -> None:
+    def no_fleet() -> Fleet:
+        raise PrometheusError("Cannot reach Prometheus at http://prometheus:9090: refused.")
+
+    app = FleetApp(no_fleet, "http://prometheus:9090")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("ctrl+c")
+        await pilot_wait_for(pilot, lambda: bool(app._notifications), "the hint")
+        assert app.is_running
+        (said,) = [str(n.message) for n in app._notifications]
+        assert said == "Press q to quit."  # Textual's said "Press [b]ctrl+q[/b] to quit the app"

@@ -40,6 +40,7 @@ from gputop.core.fleet.model import Fleet, FleetNode
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
 from gputop.tui.safe import plain
+from gputop.tui.textual_compat import QuitHint
 
 SORTS = ("free", "name", "utilisation")
 NODE_CHARS = 18
@@ -193,7 +194,8 @@ class TextScreen(Screen[None]):
         yield Static(Text("escape back"))
 
 
-class FleetApp(App[int]):
+class FleetApp(QuitHint, App[int]):
+    QUIT_HINT = "Press q to quit."  # ctrl+c: Textual named ctrl+q, with markup
     CSS = """
     #fleet-header { height: 1; }
     #fleet-filter { height: 3; display: none; }

@@ -1,22 +1,28 @@
 """What a new user's ten minutes with the dashboard still found (issue 40): a launch dialog
 that did not say the command is not there (gputop run says it), a jobs panel whose last log
-line was only gputop's date stamp, a card's health that began its advice in lower case, and
-the process table's title "all GPUs yours only", and ctrl+c in the fleet dashboard."""
+line was only gputop's date stamp, a card's health that began its advice in lower case,
+the process table's title "all GPUs yours only", ctrl+c in the fleet dashboard, and a
+card's history plot one cell too wide at 80x24."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from helpers.dashboard import first_sample, make_app, open_launch_dialog, preview_text
+from helpers.history import holders_scenario, record_stepped
 from helpers.waiting import pilot_wait_for
-from textual.widgets import Input
+from rich.cells import cell_len
+from textual.widgets import Input, Static
 
 from gputop.core.fleet.model import Fleet
+from gputop.core.history.store import default_history_path
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.model import EccCounts, GpuHealth, XidEvent
 from gputop.core.prometheus.client import PrometheusError
 from gputop.tui.fleet.fleet_app import FleetApp
 from gputop.tui.screens.card_health import render_health
+from gputop.tui.screens.card_history import CardHistoryScreen
 from gputop.tui.widgets.jobs_panel import job_cells
 from gputop.tui.widgets.process_table import ProcessTable
 
@@ -115,3 +121,21 @@ async def test_ctrl_c_in_the_fleet_dashboard_says_in_plain_words_that_q_quits() 
         assert app.is_running
         (said,) = [str(n.message) for n in app._notifications]
         assert said == "Press q to quit."  # Textual's said "Press [b]ctrl+q[/b] to quit the app"
+
+
+async def test_a_cards_history_plot_fits_its_window_at_80x24(tmp_path: Path) -> None:
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, default_history_path(), samples=60)
+    app = make_app(scenario, at_s="300")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("H")
+        screen = app.screen
+        assert isinstance(screen, CardHistoryScreen)
+        await pilot_wait_for(pilot, lambda: screen.shown is not None, "the history")
+        await pilot.pause()
+        body = screen.query_one("#history-body", Static)
+        lines = str(body.content).splitlines()
+        assert any("┤" in line for line in lines) and any(line.endswith("now") for line in lines)
+        too_wide = [line for line in lines if cell_len(line) > body.content_region.width]
+        assert too_wide == []  # the scale's ┤ was not counted: each plot row wrapped one cell

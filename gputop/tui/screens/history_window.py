@@ -24,8 +24,9 @@ PLOT_LABEL_WIDTH = 6
 PLOT_HEIGHT = 4
 """Rows a plot: 32 levels, and a card's plots and holders still fit 80x24."""
 MIN_COLUMNS = 10
-FRAME_WIDTH = 6
-"""The panel's border and padding, the axis, and a spare cell."""
+FRAME_WIDTH = 7
+"""The panel's border and padding, the axis, its scroll bar (a card's history is taller than
+80x24: without it each plot row wrapped one cell) and a spare cell."""
 WINDOW_NAMES = {"1": "last hour", "2": "last 24 hours", "3": "last 7 days"}
 
 

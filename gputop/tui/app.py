@@ -354,6 +354,7 @@ class GputopApp(DashboardApp, JobsActions):
                 self._now,
                 health=None if card is None else card.health,
                 show_health=True,
+                uuid=None if card is None else card.uuid,
             )
         )
 

@@ -220,3 +220,36 @@ async def test_the_sparklines_hole_fills_once_the_recorder_writes_its_next_batch
             return set(app.history.series(uuid, 0)[-100:]) == {50}
 
         await pilot_wait_for(pilot, filled)
+
+
+async def test_h_on_another_card_at_a_recorded_index_shows_no_history(tmp_path: Path) -> None:
+    """GPU 0 is now another card (another UUID): the recorded GPU 0's readings and holders
+    are not its history. GPU 1, the same card as recorded, still has its own."""
+    from helpers.dashboard import first_sample, make_app, plain_text
+
+    from gputop.tui.screens.card_history import CardHistoryScreen
+
+    scenario = holders_scenario(tmp_path / "holders.json")
+    record_stepped(scenario, default_history_path(), samples=24)  # to t=120 s
+    document = json.loads(Path(scenario).read_text())
+    document["gpus"][0]["uuid"] = "GPU-22222222-dddd-eeee-ffff-000000000000"
+    replaced = tmp_path / "replaced.json"
+    replaced.write_text(json.dumps(document))
+    app = make_app(str(replaced), at_s="120")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("H")
+        screen = app.screen
+        assert isinstance(screen, CardHistoryScreen)
+        while screen.shown is None:
+            await pilot.pause(0.05)
+        body = plain_text(screen.query_one("#history-body"), width=160)
+        assert "Nothing was recorded for this card in this window." in body
+        assert "alice" not in body
+        await pilot.press("escape", "right", "H")
+        screen = app.screen
+        assert isinstance(screen, CardHistoryScreen)
+        while screen.shown is None:
+            await pilot.pause(0.05)
+        body = plain_text(screen.query_one("#history-body"), width=160)
+        assert "bob" in body and "alice" in body

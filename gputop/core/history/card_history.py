@@ -28,8 +28,15 @@ class CardHistory:
 
 
 def read_card_history(
-    path: Path, physical_index: int, window_s: float, now: float, columns: int
+    path: Path,
+    physical_index: int,
+    window_s: float,
+    now: float,
+    columns: int,
+    uuid: str | None = None,
 ) -> CardHistory:
+    """The card's history: by ``uuid`` where it is known (a replaced or renumbered card
+    has its own history, not that of the card once at its index), else by its index."""
     since = now - window_s
     empty = CardHistory(physical_index, since, now)
     try:
@@ -37,12 +44,13 @@ def read_card_history(
     except HistoryError as error:
         return CardHistory(physical_index, since, now, problem=str(error))
     try:
+        card = None if uuid is None else (physical_index, uuid)
         found = [
             series
-            for series in gpu_series(connection, since, now, columns)
+            for series in gpu_series(connection, since, now, columns, card)
             if series.physical_index == physical_index
         ]
-        query = ReportQuery(since, now, ReportBy.USER, IDLE_MIN_S, physical_index)
+        query = ReportQuery(since, now, ReportBy.USER, IDLE_MIN_S, physical_index, uuid)
         holders = tuple(build_report(connection, query))
     except sqlite3.Error as error:
         return CardHistory(physical_index, since, now, problem=f"Cannot read {path}: {error}.")

@@ -63,6 +63,10 @@ class ReportQuery:
     idle_min_s: float = DEFAULT_IDLE_MIN_S
     physical_index: int | None = None
     """Only what was held on this card (the dashboard's history of one card)."""
+    uuid: str | None = None
+    """With ``physical_index``: the card is the one with this UUID, wherever it was. A span
+    counts where the samples it covers put this UUID at its index; one whose samples name
+    no card (an older recorder's) counts where the index matches."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +287,18 @@ def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
     return peak, idle_total
 
 
+_COVERED = (
+    "SELECT 1 FROM samples s JOIN gpu_samples g ON g.sample_id = s.id "
+    "WHERE g.physical_index = p.physical_index AND s.t > p.start_t AND s.t <= p.end_t "
+)
+_ONLY_THIS_CARD = (
+    f"AND (EXISTS ({_COVERED}AND g.uuid_id = (SELECT id FROM strings WHERE text = ?)) "
+    f"OR (p.physical_index = ? AND NOT EXISTS ({_COVERED}AND g.uuid_id IS NOT NULL)))"
+)
+"""A span on the card with a UUID: a sample it covers put the UUID at its index (spans keep
+the index only, and a card keeps its UUID while a process holds it); or, where none of
+them named a card, the index is the card's."""
+
 _Key = str | int | tuple[str, str]
 """A holder: a user, a GPU index, a process's row id, or (job, its user)."""
 
@@ -328,7 +344,9 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
     holder = _HOLDER[query.by]
     only_jobs = "AND r.job IS NOT NULL" if query.by is ReportBy.JOB else ""
     only_card = "AND p.physical_index = ?" if query.physical_index is not None else ""
-    card = () if query.physical_index is None else (query.physical_index,)
+    card: tuple[object, ...] = () if query.physical_index is None else (query.physical_index,)
+    if query.physical_index is not None and query.uuid is not None:
+        only_card, card = _ONLY_THIS_CARD, (query.uuid, query.physical_index)
     rows = connection.execute(
         f"SELECT {holder} AS holder, COALESCE(users.text, '?'), p.physical_index, p.start_t, "
         "p.end_t, p.idle_runs, "

@@ -36,13 +36,25 @@ def _finite(value: object, top: float | None = None) -> float | None:
 
 
 def gpu_series(
-    connection: sqlite3.Connection, since: float, until: float, columns: int
+    connection: sqlite3.Connection,
+    since: float,
+    until: float,
+    columns: int,
+    card: tuple[int, str] | None = None,
 ) -> list[GpuSeries]:
     """Each GPU's time-weighted mean utilisation and memory in ``columns`` equal slices of
-    ``[since, until)``, by physical index."""
+    ``[since, until)``, by physical index. ``card`` (its index now, its UUID): that one
+    card's rows only, under that index, found by UUID wherever it was (a renumbered card
+    keeps its history, a replaced one does not inherit another's); a row that names no
+    card (an older recorder's) counts where the index matches."""
     width = (until - since) / columns
+    key, only_card, chosen = "g.physical_index", "", ()
+    if card is not None:
+        key = "?"
+        only_card = "AND (uuids.text = ? OR (g.uuid_id IS NULL AND g.physical_index = ?)) "
+        chosen = (card[1], card[0])
     rows = connection.execute(
-        "SELECT g.physical_index, uuids.text, CAST((s.t - ?) / ? AS INTEGER) AS col, "
+        f"SELECT {key} AS card, uuids.text, CAST((s.t - ?) / ? AS INTEGER) AS col, "
         "SUM(g.utilization_gpu_percent * s.duration_s) / "
         "SUM(CASE WHEN g.utilization_gpu_percent IS NOT NULL THEN s.duration_s END), "
         "SUM(g.memory_used_bytes * s.duration_s) / "
@@ -51,13 +63,15 @@ def gpu_series(
         + ", ".join(_WEIGHTED.format(column) for column in _ACTIVITY)
         + " FROM samples s JOIN gpu_samples g ON g.sample_id = s.id "
         "LEFT JOIN strings uuids ON uuids.id = g.uuid_id "
-        "WHERE s.t >= ? AND s.t < ? GROUP BY g.physical_index, col ORDER BY g.physical_index",
-        (since, width, since, until),
+        f"WHERE s.t >= ? AND s.t < ? {only_card}GROUP BY card, col ORDER BY card",
+        (*(card[:1] if card is not None else ()), since, width, since, until, *chosen),
     )
     found: dict[int, tuple[str | None, list[list[float | None]], list[int]]] = {}
     for index, uuid, column, utilization, memory, total, *activity in rows:
         if not isinstance(index, int) or not isinstance(column, int) or not 0 <= column < columns:
             continue
+        if card is not None:
+            uuid = card[1]
         entry = found.setdefault(index, (uuid, [[None] * columns for _ in range(5)], []))
         entry[1][0][column] = _finite(utilization, 100.0)
         entry[1][1][column] = _finite(memory)

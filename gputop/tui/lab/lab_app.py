@@ -275,7 +275,9 @@ class LabApp(DashboardApp):
             self.notify("No card highlighted: move to a card of a host (g / G, arrows).")
             return
         if status.mode is Mode.LOCAL:
-            self.push_screen(CardHistoryScreen(card, self.history_store))
+            gpus = status.snapshot.gpus if status.snapshot is not None else ()
+            uuid = next((gpu.uuid for gpu in gpus if gpu.physical_index == card), None)
+            self.push_screen(CardHistoryScreen(card, self.history_store, uuid=uuid))
             return
         source, timeout_s = self.source, self.history_timeout_s
 

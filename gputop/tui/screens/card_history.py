@@ -29,10 +29,13 @@ class CardHistoryScreen(HistoryWindowScreen):
         *,
         health: GpuHealth | None = None,
         show_health: bool = False,
+        uuid: str | None = None,
     ) -> None:
         super().__init__(clock)
         self.store = store
         self.physical_index = physical_index
+        self.uuid = uuid
+        """The card's UUID: its history is found by it (None: by its index alone)."""
         self.health = health
         """The card's health at the sample the screen was opened on (card_health.py)."""
         self.show_health = show_health
@@ -41,7 +44,7 @@ class CardHistoryScreen(HistoryWindowScreen):
         return Text(f"GPU {self.physical_index}", style="bold")
 
     def read_history(self, window_s: float, now: float, columns: int) -> CardHistory:
-        return read_card_history(self.store, self.physical_index, window_s, now, columns)
+        return read_card_history(self.store, self.physical_index, window_s, now, columns, self.uuid)
 
     def render_history(self, found: object) -> Text:
         assert isinstance(found, CardHistory)

@@ -21,6 +21,7 @@ from gputop.cli.job_xids import recorded_xids
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.notify import (
     JobEvent,
+    end_note,
     exit_status,
     job_events,
     notify_argv,
@@ -73,7 +74,8 @@ def run_wait(args: argparse.Namespace) -> int:
         jobs = [store.get(job_id) for job_id in wanted]
         for job in jobs:
             if not job.is_active:
-                print(f"Job {job.id} ({clean(job.name)}) has already ended: {job.status_text}.")
+                ended = f"{clean(job.status_text)}{end_note(job)}"
+                print(f"Job {job.id} ({clean(job.name)}) has already ended: {ended}.")
         while any(job.is_active for job in jobs):
             if deadline is not None and time.monotonic() >= deadline:
                 running = ", ".join(str(job.id) for job in jobs if job.is_active)

@@ -254,3 +254,51 @@ async def test_a_read_of_the_jobs_arriving_late_never_hides_a_newer_one(state_di
             await pilot.pause(0.05)
             ends = [n.message for n in app._notifications if f"Job {ended.id} (" in n.message]
         assert ends and "exited 0" in ends[0], "no word of the job's end"
+
+
+def test_a_job_that_could_not_start_says_why_in_its_end_word(
+    state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = launch(state_dir, ["no-such-program-gputop", "x"])
+    assert main(["jobs", "wait", str(job.id)]) == 127
+    # waited for, or already ended when the wait began: either way, the note is said
+    assert "failed 127: no-such-program-gputop: command not found." in capsys.readouterr().out
+    ended = wait_until_ended(state_dir, job.id)
+    (event,) = job_events([job], [ended])
+    assert event.text.endswith("failed 127: no-such-program-gputop: command not found.")
+
+
+def test_the_note_in_the_end_word_is_cleaned_and_cut(state_dir: Path) -> None:
+    running = launch(state_dir, python_job("import time; time.sleep(0.2)"))
+    ended = wait_until_ended(state_dir, running.id)
+    note = "evil\x1b]0;pwned\x07 " + "x" * 500
+    (event,) = job_events([running], [replace(ended, exit_code=3, note=note)])
+    assert "\x1b" not in event.text and "evil\\e]0;pwned\\x07 xxx" in event.text
+    assert event.text.endswith("….") and len(event.text) < 300
+
+
+async def test_the_dashboards_toast_says_why_a_job_could_not_start(state_dir: Path) -> None:
+    from helpers.dashboard import first_sample, make_app
+
+    from gputop.tui.jobs_actions import JobsRead
+
+    job = launch(state_dir, ["no-such-program-gputop"])
+    ended = wait_until_ended(state_dir, job.id)
+    app = make_app("v100x4")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        newest = 10**9  # above any read of the app's own
+        app.post_message(JobsRead(JobsView(jobs=(job,), read_number=newest)))
+        deadline = time.monotonic() + 10
+        while app.jobs_service.view.read_number < newest and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        app.post_message(JobsRead(JobsView(jobs=(ended,), read_number=newest + 1)))
+        ends: list[str] = []
+        deadline = time.monotonic() + 10
+        while not ends and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+            ends = [n.message for n in app._notifications if f"Job {job.id} (" in n.message]
+        assert ends == [
+            f"Job {job.id} (no-such-program-gputop) failed 127: "
+            "no-such-program-gputop: command not found."
+        ]

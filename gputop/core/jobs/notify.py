@@ -27,6 +27,8 @@ STARTED = "started"
 ENDED = "ended"
 NOTIFY_TIMEOUT_S = 30.0
 _OSC_TEXT_MAX = 200
+NOTE_MAX = 160
+"""The most of a job's note an end word carries (the log has the rest)."""
 _OSC9_TERMINALS = ("iTerm.app", "WezTerm", "ghostty")
 """``TERM_PROGRAM`` values of terminals that show OSC 9 as a desktop notification."""
 
@@ -44,7 +46,8 @@ class JobEvent:
 
     @property
     def text(self) -> str:
-        """``Job 3 (train.py) exited 0 after 1h02m, peak 31.2G GPU memory``: cleaned."""
+        """``Job 3 (train.py) exited 0 after 1h02m, peak 31.2G GPU memory``, then why it ended
+        so where its supervisor said (``Job 4 (x) failed 127: x: command not found``): cleaned."""
         job = self.job
         name = clean(job.name)
         if self.kind == STARTED:
@@ -54,11 +57,25 @@ class JobEvent:
         peak = self.peak_memory_bytes
         most = f", peak {human_bytes(peak)} GPU memory" if peak else ""
         cards = f"; its GPUs had {xids_text(self.xids)} while it ran" if self.xids else ""
-        return f"Job {job.id} ({name}) {clean(job.status_text)}{after}{most}{cards}."
+        why = end_note(job)
+        return f"Job {job.id} ({name}) {clean(job.status_text)}{after}{most}{cards}{why}."
 
     @property
     def failed(self) -> bool:
         return self.kind == ENDED and self.job.status != "exited"
+
+
+def end_note(job: Job) -> str:
+    """``": X: command not found"``: why an ended job ended as it did, where its
+    supervisor said (cleaned, cut to ``NOTE_MAX``); ``""`` where nothing was said, or where
+    the note already is its status (a Slurm job's)."""
+    note = (job.note or "").strip()
+    if job.is_active or not note or note == job.status_text:
+        return ""
+    note = clean(note)
+    if len(note) > NOTE_MAX:
+        note = note[: NOTE_MAX - 1].rstrip() + "…"
+    return f": {note}"
 
 
 def job_events(

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.parse
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -428,3 +431,34 @@ def test_nothing_a_server_sends_raises_anything_but_a_prometheus_error(
                 answer.checked_samples()
         except client.PrometheusError:
             pass
+
+
+def test_a_port_nothing_listens_on_is_said_in_words_not_an_errno() -> None:
+    with socket.socket() as probe:  # a free port, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(client.PrometheusError) as raised:
+        client.query(f"http://127.0.0.1:{port}", "up")
+    said = str(raised.value)
+    assert said == (
+        f"Cannot reach Prometheus at http://127.0.0.1:{port}: nothing answers at that "
+        "address (connection refused)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), "connection refused"),
+        (OSError(errno.ETIMEDOUT, "Connection timed out"), "no answer in time"),
+        (OSError(errno.EHOSTUNREACH, "No route to host"), "host cannot be reached"),
+        (OSError(errno.ENETUNREACH, "Network is unreachable"), "its network cannot be reached"),
+        (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), "no such host name"),
+        (urllib.error.URLError(OSError(errno.EHOSTUNREACH, "x")), "host cannot be reached"),
+    ],
+)
+def test_the_common_reasons_a_server_cannot_be_reached_are_words(
+    error: Exception, said: str
+) -> None:
+    words = client.unreachable_reason(error)
+    assert said in words and "Errno" not in words

@@ -24,6 +24,7 @@ Label values stay raw here, to be cleaned where they are shown.
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.client
 import json
 import math
@@ -148,6 +149,31 @@ def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """``text`` as one line of at most ``limit`` characters, for a message."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+_UNREACHABLE = {
+    errno.ECONNREFUSED: "nothing answers at that address (connection refused)",
+    errno.ETIMEDOUT: "no answer in time: a firewall, or a host that is down (timed out)",
+    errno.EHOSTUNREACH: "that host cannot be reached from here (no route to host)",
+    errno.ENETUNREACH: "its network cannot be reached from here (network unreachable)",
+}
+
+
+def unreachable_reason(error: BaseException) -> str:
+    """Why a server could not be reached, in words: ``nothing answers at that address
+    (connection refused)``, not ``[Errno 111] Connection refused``."""
+    cause = getattr(error, "reason", None)  # urllib's URLError wraps the socket's error
+    if isinstance(error, urllib.error.URLError) and isinstance(cause, BaseException):
+        return unreachable_reason(cause)
+    if isinstance(error, socket.gaierror):
+        return f"no such host name, or no name server answered ({error.strerror or error})"
+    if isinstance(error, TimeoutError) and error.errno is None:
+        return _UNREACHABLE[errno.ETIMEDOUT]
+    if isinstance(error, OSError) and error.errno in _UNREACHABLE:
+        return _UNREACHABLE[error.errno]
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(cause or error) or type(error).__name__
 
 
 def _server(where: Server | str) -> Server:
@@ -297,7 +323,7 @@ def _ask(
         except (OSError, http.client.HTTPException, ValueError) as error:
             if watch.expired:
                 raise _too_slow(url, budget) from None
-            reason = str(getattr(error, "reason", None) or error) or type(error).__name__
+            reason = unreachable_reason(error)
             raise PrometheusError(
                 f"Cannot reach Prometheus at {url}: {one_line(reason)}."
             ) from None

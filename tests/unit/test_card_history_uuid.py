@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from helpers.history import holders_scenario, record_stepped
 
@@ -90,3 +91,81 @@ def test_rows_without_a_uuid_fall_back_to_the_index(tmp_path: Path) -> None:
     assert found.series is not None
     assert [row.key for row in found.holders] == ["alice"]
     assert read_card_history(store, 0, 3600.0, now, 40).series is not None
+
+
+def agent_answer(store: Path, now: float, **request: object) -> dict[str, Any]:
+    from gputop.core.remote.agent_history import answer
+
+    asked = {"type": "history_request", "id": 1, "window_s": 3600, "columns": 40, **request}
+    return json.loads(answer(asked, now, store))
+
+
+def test_a_lab_hosts_agent_finds_the_card_by_its_uuid(tmp_path: Path) -> None:
+    """The lab's ``H`` on a remote card: the agent, told the card's UUID, answers with that
+    card's history, and none for another card at a recorded index."""
+    store, now = recorded(tmp_path)
+    other = agent_answer(store, now, physical_index=0, uuid=OTHER_CARD)
+    assert other["error"] is None
+    assert other["series"] is None and other["report"]["rows"] == []
+    same = agent_answer(store, now, physical_index=0, uuid=RECORDED_GPU_0)
+    assert same["series"]["physical_index"] == 0
+    assert [row["key"] for row in same["report"]["rows"]] == ["alice"]
+    moved = agent_answer(store, now, physical_index=0, uuid=RECORDED_GPU_1)
+    assert max(value for value in moved["series"]["memory_used_bytes"] if value) == 14 * 2**30
+    assert sorted(row["key"] for row in moved["report"]["rows"]) == ["alice", "bob"]
+    # without a UUID (an older lab): by index, as before
+    unnamed = agent_answer(store, now, physical_index=0)
+    assert [row["key"] for row in unnamed["report"]["rows"]] == ["alice"]
+
+
+def test_a_bad_uuid_in_a_request_is_named_in_the_answer(tmp_path: Path) -> None:
+    store, now = recorded(tmp_path)
+    for bad in (7, "x" * 200, "GPU-\x1b[31m"):
+        found = agent_answer(store, now, physical_index=0, uuid=bad)
+        assert found["report"] is None
+        assert "'uuid'" in found["error"]
+
+
+def test_the_lab_asks_a_host_for_the_card_by_its_uuid(tmp_path: Path) -> None:
+    """``remote_card_history`` sends the card's UUID; the answer (the agent's own, from the
+    recorded store) is then that card's, not the history of the card once at its index."""
+    from gputop.core.remote.agent_history import answer, answer_from_json
+    from gputop.core.remote.host_link import HostLink
+    from gputop.core.remote.lab_history import HistoryAsk, remote_card_history
+    from gputop.core.remote.status import HostStatus, LinkState, Mode
+
+    store, now = recorded(tmp_path)
+    asked: list[dict[str, object]] = []
+
+    class RecordedHost(HostLink):
+        def __init__(self) -> None:  # no ssh: the agent's answer, from the store
+            pass
+
+        def request_history(
+            self, window_s, by="user", physical_index=None, columns=None, uuid=None
+        ):
+            asked.append({"window_s": window_s, "by": by, "physical_index": physical_index})
+            asked[-1].update({"columns": columns, "uuid": uuid, "id": len(asked)})
+            return len(asked)
+
+        def history_answer(self, request_id, timeout_s):
+            request = {
+                key: value for key, value in asked[request_id - 1].items() if value is not None
+            }
+            return answer_from_json(json.loads(answer(request, now, store)))
+
+    status = HostStatus("node1", LinkState.LIVE, Mode.FULL)
+    other = remote_card_history(
+        RecordedHost(), status, HistoryAsk(0, 3600.0, now, 40, uuid=OTHER_CARD)
+    )
+    assert asked[-1]["uuid"] == OTHER_CARD
+    assert other.problem is None and other.series is None and other.holders == ()
+    same = remote_card_history(
+        RecordedHost(), status, HistoryAsk(0, 3600.0, now, 40, uuid=RECORDED_GPU_0)
+    )
+    assert same.series is not None and [row.key for row in same.holders] == ["alice"]
+    odd = remote_card_history(
+        RecordedHost(), status, HistoryAsk(0, 3600.0, now, 40, uuid="GPU \x1b")
+    )
+    assert asked[-1]["uuid"] is None  # not a UUID: asked by index, as before
+    assert [row.key for row in odd.holders] == ["alice"]

@@ -344,9 +344,9 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
     holder = _HOLDER[query.by]
     only_jobs = "AND r.job IS NOT NULL" if query.by is ReportBy.JOB else ""
     only_card = "AND p.physical_index = ?" if query.physical_index is not None else ""
-    card: tuple[object, ...] = () if query.physical_index is None else (query.physical_index,)
+    chosen: tuple[object, ...] = () if query.physical_index is None else (query.physical_index,)
     if query.physical_index is not None and query.uuid is not None:
-        only_card, card = _ONLY_THIS_CARD, (query.uuid, query.physical_index)
+        only_card, chosen = _ONLY_THIS_CARD, (query.uuid, query.physical_index)
     rows = connection.execute(
         f"SELECT {holder} AS holder, COALESCE(users.text, '?'), p.physical_index, p.start_t, "
         "p.end_t, p.idle_runs, "
@@ -360,7 +360,7 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
         "AND p.start_t BETWEEN 0 AND 1e300 AND p.end_t BETWEEN p.start_t AND 1e300 "
         "AND typeof(p.physical_index) = 'integer' "
         "ORDER BY holder, p.physical_index",
-        (query.since, query.until, *card),
+        (query.since, query.until, *chosen),
     )
     since, until = query.since, query.until
     by_card: dict[tuple[_Key, int], list[_Span]] = {}

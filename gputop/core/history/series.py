@@ -48,7 +48,8 @@ def gpu_series(
     keeps its history, a replaced one does not inherit another's); a row that names no
     card (an older recorder's) counts where the index matches."""
     width = (until - since) / columns
-    key, only_card, chosen = "g.physical_index", "", ()
+    key, only_card = "g.physical_index", ""
+    chosen: tuple[object, ...] = ()
     if card is not None:
         key = "?"
         only_card = "AND (uuids.text = ? OR (g.uuid_id IS NULL AND g.physical_index = ?)) "

@@ -4,7 +4,7 @@ host, from the host's history store (docs/history.md, docs/lab.md).
 A request is one line on the agent's stdin::
 
     {"type": "history_request", "id": 1, "window_s": 86400, "by": "user",
-     "idle_min_s": 1800, "physical_index": null, "columns": 120}
+     "idle_min_s": 1800, "physical_index": null, "columns": 120, "uuid": null}
 
 and the answer one line on its stdout, after its next snapshot::
 
@@ -13,6 +13,9 @@ and the answer one line on its stdout, after its next snapshot::
 
 ``columns`` (optional, with a ``physical_index``) asks for that card's utilisation and memory
 in that many slices of the window as well: ``series`` holds them (the lab's ``H``).
+``uuid`` (optional, with a ``physical_index``): the card's UUID; its history is found by it,
+so a replaced or renumbered card does not get another card's (an older agent ignores it and
+answers by index).
 
 Every field of a request is checked (it comes from the network); a bad one is answered
 with an error naming it, never a traceback. The window ends at the agent's sampling clock.
@@ -121,7 +124,13 @@ def answer(
             if columns is not None and query.physical_index is not None:
                 found = [
                     one
-                    for one in gpu_series(connection, query.since, query.until, columns)
+                    for one in gpu_series(
+                        connection,
+                        query.since,
+                        query.until,
+                        columns,
+                        None if query.uuid is None else (query.physical_index, query.uuid),
+                    )
                     if one.physical_index == query.physical_index
                 ]
                 series = _series_json(found[0]) if found else None
@@ -189,7 +198,29 @@ def _query(request: dict[str, Any], now: float) -> ReportQuery:
         not isinstance(card, int) or isinstance(card, bool) or not 0 <= card < 1024
     ):
         raise GputopError("history request: 'physical_index' must be a GPU index or null")
-    return ReportQuery(now - window, now, ReportBy(by_text), idle_min, card)
+    uuid = request.get("uuid")
+    if uuid is not None and not is_card_uuid(uuid):
+        raise GputopError("history request: 'uuid' must be a GPU's UUID or null")
+    return ReportQuery(
+        now - window, now, ReportBy(by_text), idle_min, card, None if card is None else uuid
+    )
+
+
+MAX_UUID_CHARS = 96
+"""NVML's UUIDs are 40 characters ("GPU-" and 36), a MIG instance's at most 56."""
+
+
+def is_card_uuid(text: object) -> bool:
+    """Whether ``text`` may be a card's UUID in a history request: short, and only
+    letters, digits and ``-_./`` (what NVML's UUIDs are made of)."""
+    return (
+        isinstance(text, str)
+        and 0 < len(text) <= MAX_UUID_CHARS
+        and all(
+            character.isascii() and (character.isalnum() or character in "-_./")
+            for character in text
+        )
+    )
 
 
 def _number(value: object, name: str, minimum: float, maximum: float) -> float:

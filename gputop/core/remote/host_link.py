@@ -139,10 +139,12 @@ class HostLink:
         by: str = "user",
         physical_index: int | None = None,
         columns: int | None = None,
+        uuid: str | None = None,
     ) -> int | None:
         """Ask the host's agent for its history report (docs/lab.md), and with ``columns``
-        the card's readings in that many slices; the request's id, or ``None`` where no
-        agent is connected (reduced mode, or not connected now)."""
+        the card's readings in that many slices (of the card with ``uuid``, where known);
+        the request's id, or ``None`` where no agent is connected (reduced mode, or not
+        connected now)."""
         with self._changed:
             process = self._process
             if process is None or process.stdin is None or self._status.mode is not Mode.FULL:
@@ -155,6 +157,7 @@ class HostLink:
                 by=by,
                 physical_index=physical_index,
                 **({} if columns is None else {"columns": columns}),
+                **({} if uuid is None else {"uuid": uuid}),
             )
             try:
                 process.stdin.write(line.encode())

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_command
-from gputop.core.remote.agent_history import MAX_COLUMNS, MIN_COLUMNS
+from gputop.core.remote.agent_history import MAX_COLUMNS, MIN_COLUMNS, is_card_uuid
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_link import HostLink
 from gputop.core.remote.status import HostStatus, Mode
@@ -35,6 +35,9 @@ class HistoryAsk:
     now: float
     columns: int
     timeout_s: float = HISTORY_TIMEOUT_S
+    uuid: str | None = None
+    """The card's UUID, as the host's last snapshot gave it: the agent finds its history by
+    it (``None``: by index alone)."""
 
     def problem(self, text: str) -> CardHistory:
         """Nothing to show, and why (for a person)."""
@@ -63,6 +66,7 @@ def remote_card_history(link: object, status: HostStatus, ask: HistoryAsk) -> Ca
         "user",
         physical_index,
         columns=max(MIN_COLUMNS, min(MAX_COLUMNS, ask.columns)),
+        uuid=ask.uuid if is_card_uuid(ask.uuid) else None,  # else by index, as before
     )
     if request is None:
         return problem(

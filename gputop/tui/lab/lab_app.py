@@ -274,15 +274,15 @@ class LabApp(DashboardApp):
         if status is None or card is None:
             self.notify("No card highlighted: move to a card of a host (g / G, arrows).")
             return
+        gpus = status.snapshot.gpus if status.snapshot is not None else ()
+        uuid = next((gpu.uuid for gpu in gpus if gpu.physical_index == card), None)
         if status.mode is Mode.LOCAL:
-            gpus = status.snapshot.gpus if status.snapshot is not None else ()
-            uuid = next((gpu.uuid for gpu in gpus if gpu.physical_index == card), None)
             self.push_screen(CardHistoryScreen(card, self.history_store, uuid=uuid))
             return
         source, timeout_s = self.source, self.history_timeout_s
 
         def read(physical_index: int, window_s: float, now: float, columns: int) -> CardHistory:
-            ask = HistoryAsk(physical_index, window_s, now, columns, timeout_s)
+            ask = HistoryAsk(physical_index, window_s, now, columns, timeout_s, uuid)
             return source.card_history(position, ask)
 
         self.push_screen(RemoteCardHistoryScreen(status.host, card, read))

@@ -291,3 +291,25 @@ async def test_an_unhealthy_card_is_marked_on_the_node_s_line_and_in_its_detail(
         assert "✖ Xid 79 fell off the bus" in text and "⚠ row remap pending: reset" in text
         assert "critical: Xid 79 fell off the bus: " in text and "reboot" in text
         assert "warning: row remap pending: reset the GPU when it is idle" in text
+
+
+async def test_question_mark_shows_the_fleets_keys_and_closes_again() -> None:
+    from helpers.dashboard import plain_text
+
+    from gputop.tui.fleet.fleet_app import FLEET_KEY_HELP
+    from gputop.tui.screens.help import HelpScreen
+
+    app = app_of(fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.press("question_mark")
+        await pilot_wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help", 10)
+        text = "".join(plain_text(w) for w in app.screen.query(Static))
+        listed = {key for _, rows in FLEET_KEY_HELP for keys, _ in rows for key in keys.split()}
+        shown_as = {"slash": "/", "question_mark": "?"}
+        for binding in FleetApp.BINDINGS:  # every key the fleet binds is in its help
+            assert shown_as.get(binding.key, binding.key) in listed, binding.key
+        assert "the users across the fleet" in text and "read the fleet again now" in text
+        await pilot.press("question_mark")
+        await pilot_wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "closed", 10)
+        assert app.is_running

@@ -40,6 +40,7 @@ from gputop.core.fleet.model import Fleet, FleetNode
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
 from gputop.tui.safe import plain
+from gputop.tui.screens.help import HelpScreen
 from gputop.tui.textual_compat import QuitHint
 
 SORTS = ("free", "name", "utilisation")
@@ -50,7 +51,30 @@ EARLY_PAINT_WAIT_S = 1.0
 MIN_REFRESH_S = 1.0
 MAX_REFRESH_S = 300.0
 STATE_STYLES = {"up": "green", "stale": "yellow", "down": "red"}
-KEYS = "s sort  / filter  enter node  l launch  u users  r refresh  q quit"
+KEYS = "s sort  / filter  enter node  l launch  u users  r refresh  ? keys  q quit"
+FLEET_KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "Nodes",
+        [
+            ("↑/↓ pgup/pgdn", "move the highlight across the nodes"),
+            ("enter", "the highlighted node's cards and processes (escape or q: back)"),
+            ("s", "next sort: free cards first, by name, by utilisation"),
+            ("/", "show only nodes with some text (a host, a user, a pod, a model, a state)"),
+            ("escape", "clear the filter"),
+            ("l", "what to run to launch on the highlighted node's free cards"),
+            ("u", "the users across the fleet, and what they hold"),
+        ],
+    ),
+    (
+        "Views",
+        [
+            ("r", "read the fleet again now (it is read again by itself every scrape)"),
+            ("?", "this help"),
+            ("q", "quit"),
+        ],
+    ),
+]
+"""The fleet dashboard's keys, for its help screen (``?``)."""
 
 
 class FleetRead(Message):
@@ -211,6 +235,7 @@ class FleetApp(QuitHint, App[int]):
         Binding("u", "users", "Users"),
         Binding("l", "launch", "Launch"),
         Binding("r", "refresh_now", "Refresh"),
+        Binding("question_mark", "help", "Keys"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
@@ -409,3 +434,7 @@ class FleetApp(QuitHint, App[int]):
 
     def action_refresh_now(self) -> None:
         self.read_fleet()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(FLEET_KEY_HELP))

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from helpers.dashboard import first_sample, make_app, plain_text, stays_true
 from helpers.scenarios import minimal_gpu
+from helpers.waiting import pilot_wait_for
 from textual.pilot import Pilot
 
 from gputop.tui.app import GputopApp
@@ -201,6 +202,26 @@ async def test_question_mark_lists_every_key_and_escape_closes() -> None:
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.parametrize("size", [BIG, SMALL])
+async def test_the_help_says_how_to_close_it_and_each_key_it_names_does(
+    size: tuple[int, int],
+) -> None:
+    from helpers.hostile import screen_text
+
+    app = make_app("v100x4")
+    async with app.run_test(size=size) as pilot:
+        await first_sample(pilot)
+        for key in ("escape", "q", "question_mark"):
+            await pilot.press("question_mark")
+            await pilot_wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "help", 10)
+            await pilot.pause()
+            # on the window's border: seen without scrolling, even at 80x24
+            assert "escape, q or ? closes this" in screen_text(app)
+            await pilot.press(key)
+            await pilot_wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), key, 10)
+        assert app.is_running
 
 
 async def test_q_quits() -> None:

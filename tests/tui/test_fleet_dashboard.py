@@ -295,6 +295,7 @@ async def test_an_unhealthy_card_is_marked_on_the_node_s_line_and_in_its_detail(
 
 async def test_question_mark_shows_the_fleets_keys_and_closes_again() -> None:
     from helpers.dashboard import plain_text
+    from helpers.hostile import screen_text
 
     from gputop.tui.fleet.fleet_app import FLEET_KEY_HELP
     from gputop.tui.screens.help import HelpScreen
@@ -310,6 +311,7 @@ async def test_question_mark_shows_the_fleets_keys_and_closes_again() -> None:
         for binding in FleetApp.BINDINGS:  # every key the fleet binds is in its help
             assert shown_as.get(binding.key, binding.key) in listed, binding.key
         assert "the users across the fleet" in text and "read the fleet again now" in text
+        assert "escape, q or ? closes this" in screen_text(app)  # on its border
         await pilot.press("question_mark")
         await pilot_wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "closed", 10)
         assert app.is_running

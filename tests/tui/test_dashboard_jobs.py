@@ -432,3 +432,40 @@ async def test_after_a_launch_the_jobs_panel_highlights_the_new_job(
         assert isinstance(app.screen, ConfirmScreen)
         assert "Stop job 2 " in app.screen._question
         await pilot.press("n")
+
+
+async def test_a_launch_gives_one_toast_not_launched_then_started(tmp_path: Path) -> None:
+    """The launch's own toast (with the log) says it; the start that follows at once is no
+    news of its own (a job queued for busy cards still gets word when it starts)."""
+    from dataclasses import replace
+
+    from gputop.tui.jobs_actions import JobsRead
+
+    app = make_app("v100x4")
+    async with app.run_test(size=BIG) as pilot:
+        await open_launch_dialog(app, pilot, "right")  # GPU 1
+        await launch(app, pilot, f"{sys.executable} -c 'import time; time.sleep(60)'", tmp_path)
+        await pilot_wait_for(pilot, lambda: not isinstance(app.screen, LaunchScreen))
+        (job,) = stored_jobs()
+        # The reads a dashboard can make: the job not started yet, then running.
+        newest = 10**9
+        waiting = replace(job, state=JobState.WAITING, pid=None, started_at=None)
+        app.post_message(JobsRead(JobsView(jobs=(waiting,), read_number=newest)))
+        await pilot_wait_for(pilot, lambda: app.jobs_service.view.read_number >= newest)
+        running = replace(job, state=JobState.RUNNING)
+        app.post_message(JobsRead(JobsView(jobs=(running,), read_number=newest + 1)))
+        await pilot_wait_for(pilot, lambda: app.jobs_service.view.read_number > newest)
+        await pilot.pause()
+        said = [n.message for n in app._notifications if f"Job {job.id} (" in n.message]
+        assert said == [f"Job {job.id} ({job.name}) launched on GPU 1. Log: {job.log_path}"]
+        queued = replace(waiting, id=job.id + 1, wait_for_free=True)
+        app._launched_here = app._launched_here | {queued.id}
+        app.post_message(JobsRead(JobsView(jobs=(running, queued), read_number=newest + 2)))
+        await pilot_wait_for(pilot, lambda: app.jobs_service.view.read_number > newest + 1)
+        started = replace(queued, state=JobState.RUNNING)
+        app.post_message(JobsRead(JobsView(jobs=(running, started), read_number=newest + 3)))
+        await pilot_wait_for(
+            pilot,
+            lambda: any(f"Job {queued.id} (" in n.message for n in app._notifications),
+            "word that the queued job started",
+        )

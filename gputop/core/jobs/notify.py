@@ -89,9 +89,10 @@ def job_events(
 
     A job first seen already ended is no news (it ended before this reader looked), unless
     this reader launched it (``launched``: a job that ends before the next read is still
-    the launcher's news). ``peaks``: job id → the most GPU memory seen held by its processes
-    (the dashboard's). ``xids``: the Xids a job's cards had while it ran, asked of each job
-    that ended (xid_marks.py).
+    the launcher's news); nor is the start of a job it launched that was not queued for
+    busy cards (its launch said it). ``peaks``: job id → the most GPU memory seen held by
+    its processes (the dashboard's). ``xids``: the Xids a job's cards had while it ran,
+    asked of each job that ended (xid_marks.py).
     """
     earlier = {job.id: job for job in before}
     events: list[JobEvent] = []
@@ -105,6 +106,8 @@ def job_events(
         if not job.is_active:
             events.append(_ended(job, peaks, xids))
         elif was.state is JobState.WAITING and job.state is JobState.RUNNING:
+            if job.id in launched and not job.wait_for_free:
+                continue  # started as launched: the launcher said so ("launched on GPU 1")
             events.append(JobEvent(STARTED, job))
     return events
 

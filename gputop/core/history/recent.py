@@ -28,21 +28,8 @@ def stored_utilization(
 ) -> dict[str, tuple[int | None, ...]] | None:
     """Each GPU's utilisation for the ``seconds`` before ``now`` from the store, by UUID;
     ``None`` where there is no store or nothing recent in it."""
-    if not path.exists():
-        return None
-    try:
-        connection = open_for_reading(path)
-    except HistoryError:
-        return None
-    try:
-        found = recent_utilization(connection, now, seconds)
-    except sqlite3.Error:
-        return None
-    finally:
-        connection.close()
-    if not any(value is not None for values in found.values() for value in values):
-        return None
-    return found
+    read = refill_read(path, now, seconds)
+    return None if read is None else read.stored
 
 
 @dataclass(frozen=True)

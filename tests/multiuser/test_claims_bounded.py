@@ -297,7 +297,10 @@ def test_an_entry_named_like_a_claim_is_its_owners_possible_hold_for_a_claims_ti
         python, _ = python_for_users()
         made = as_user(bob, [python, "-c", code, path], {})
         assert made.returncode == 0, made.stderr
-    for argv in (["claims"], ["claims", "--json"], ["snapshot", "--json"], ["release"]):
+    # every reader of the directory goes through one scan: each once for bob's own names,
+    # the scan alone (claims --json, below) for entries in her name
+    readers = [["release"]] if in_her_name else [["claims"], ["snapshot", "--json"], ["release"]]
+    for argv in readers:
         no_crash(gputop_as(ana, claims_dir, *argv))
     # bob's entry on GPU 3 was made behind her claim: void, even once she released it
     assert gputop_as(ana, claims_dir, "claim", "--gpus", "3").returncode == 0

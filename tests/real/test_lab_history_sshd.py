@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers.history import holders_scenario, record_stepped
-from helpers.sshd import SshServer, start_server
+from helpers.sshd import FULL_ALIASES, SshServer, start_server
 from textual.pilot import Pilot
 from textual.widgets import Static
 
@@ -39,6 +39,14 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
     scenario = Path(holders_scenario(tmp_path / "holders.json"))
     document = json.loads(scenario.read_text())
     document["start_time"] = HOST_CLOCK_S - 30 - 3600
+    # recorded for the host's own cards: H finds a card's history by its UUID
+    host_cards = open_backend(FULL_ALIASES["gpu-v100"])
+    try:
+        uuids = [gpu.uuid for gpu in host_cards.sample().gpus]
+    finally:
+        host_cards.close()
+    for gpu, uuid in zip(document["gpus"], uuids, strict=False):
+        gpu["uuid"] = uuid
     scenario.write_text(json.dumps(document))
     record_stepped(str(scenario), server.state_dir("gpu-v100") / "history.sqlite3", 720)
     opened = Lab(

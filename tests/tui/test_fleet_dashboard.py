@@ -11,7 +11,8 @@ from textual.widgets import DataTable, Static
 
 from gputop.core.fleet.model import Fleet, build_fleet
 from gputop.core.prometheus.client import PrometheusError, Sample
-from gputop.tui.fleet.fleet_app import FleetApp, TextScreen
+from gputop.tui.fleet.fleet_app import FleetApp, TextScreen, sorted_nodes
+from gputop.tui.row_order import HeldOrder
 
 NOW = 1_800_000_000.0
 HOSTILE = "[@click=app.quit]evil[/]\x1b[2J"
@@ -315,3 +316,62 @@ async def test_question_mark_shows_the_fleets_keys_and_closes_again() -> None:
         await pilot.press("question_mark")
         await pilot_wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "closed", 10)
         assert app.is_running
+
+
+def utilised(utils: dict[str, float]) -> Fleet:
+    """A node a name, each with one card at the given utilisation."""
+    up, scraped, scrapes, card_samples = [], [], [], []
+    for host, util in utils.items():
+        instance = f"{host}:9400"
+        up.append(Sample(target(instance), NOW, 1.0))
+        scraped.append(Sample(target(instance), NOW, NOW - 2))
+        scrapes.append(Sample(target(instance), NOW, 9.0))
+        labels = {**target(instance), "gpu": "0", "UUID": f"GPU-{host}-0", "Hostname": host}
+        for name, value in (
+            ("DCGM_FI_DEV_FB_USED", 30000.0),
+            ("DCGM_FI_DEV_FB_FREE", 50000.0),
+            ("DCGM_FI_DEV_GPU_UTIL", util),
+        ):
+            card_samples.append(Sample({**labels, "__name__": name}, NOW, value))
+    answers = {"up": up, "scraped": scraped, "scrapes": scrapes, "cards": card_samples}
+    return build_fleet("http://prometheus:9090", NOW, answers, 7)
+
+
+def test_by_utilisation_a_node_moves_only_when_clearly_past_another() -> None:
+    held = HeldOrder()
+
+    def hosts(utils: dict[str, float]) -> list[str]:
+        return [node.host for node in sorted_nodes(utilised(utils).nodes, "utilisation", held)]
+
+    assert hosts({"a": 50, "b": 60, "c": 40}) == ["b", "a", "c"]
+    # a few points every scrape: the order holds, where a plain sort would swap a and b
+    assert hosts({"a": 62, "b": 58, "c": 45}) == ["b", "a", "c"]
+    assert hosts({"a": 55, "b": 61, "c": 49}) == ["b", "a", "c"]
+    # clearly past (more than 10 points): moves at once
+    assert hosts({"a": 75, "b": 61, "c": 49}) == ["a", "b", "c"]
+    # never above one clearly larger, and a plain sort again when asked (o, s)
+    held.resort()
+    assert hosts({"a": 60, "b": 62, "c": 61}) == ["b", "c", "a"]
+
+
+async def test_o_sorts_the_fleet_again_exactly() -> None:
+    values = iter([{"a": 50, "b": 60}, {"a": 64, "b": 60}, {"a": 64, "b": 60}])
+    app = app_of(lambda: utilised(next(values)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        app.sort = "utilisation"
+        app.redraw()
+        await pilot.pause()
+        assert [row[0] for row in rows(app)] == ["b", "a"]
+        await pilot.press("r")  # a: 64, b: 60, within the margin: held
+
+        def read_again() -> bool:
+            nodes = {node.host: node for node in app.fleet.nodes} if app.fleet else {}
+            return "a" in nodes and [g.utilization_gpu for g in nodes["a"].gpus.values()] == [64]
+
+        await pilot_wait_for(pilot, read_again, "the fleet read again", 10)
+        await pilot.pause()
+        assert [row[0] for row in rows(app)] == ["b", "a"]
+        await pilot.press("o")
+        await pilot.pause()
+        assert [row[0] for row in rows(app)] == ["a", "b"]

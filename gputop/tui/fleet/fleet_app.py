@@ -39,6 +39,7 @@ from gputop.core.fleet.fleet_text import (
 from gputop.core.fleet.model import Fleet, FleetNode
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
+from gputop.tui.row_order import HeldOrder, Margin
 from gputop.tui.safe import plain
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.textual_compat import QuitHint
@@ -59,6 +60,7 @@ FLEET_KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("↑/↓ pgup/pgdn", "move the highlight across the nodes"),
             ("enter", "the highlighted node's cards and processes (escape or q: back)"),
             ("s", "next sort: free cards first, by name, by utilisation"),
+            ("o", "sort again now (by utilisation a node moves only 10 points past another)"),
             ("/", "show only nodes with some text (a host, a user, a pod, a model, a state)"),
             ("escape", "clear the filter"),
             ("l", "what to run to launch on the highlighted node's free cards"),
@@ -97,11 +99,29 @@ def mean_util(node: FleetNode) -> float:
     return sum(known) / len(known) if known else -1.0
 
 
-def sorted_nodes(nodes: list[FleetNode], sort: str) -> list[FleetNode]:
+UTIL_MARGIN = Margin(absolute=10.0)
+"""A node passes another by utilisation only when its mean is 10 points more (docs/fleet.md):
+means that move a few points every scrape keep their places (the process table's rule,
+docs/reference.md)."""
+
+
+def sorted_nodes(
+    nodes: list[FleetNode], sort: str, held: HeldOrder | None = None
+) -> list[FleetNode]:
+    """The nodes in ``sort``'s order; by utilisation held (``held``: the table's last order)
+    so that a node moves only when its mean is clearly above its neighbour's."""
     if sort == "name":
         return sorted(nodes, key=lambda n: (n.host, n.instance))
     if sort == "utilisation":
-        return sorted(nodes, key=lambda n: (-mean_util(n), n.host, n.instance))
+        by_name = sorted(nodes, key=lambda n: (n.host, n.instance))
+        if held is None:
+            return sorted(by_name, key=lambda n: -mean_util(n))
+        keyed = {(n.job, n.instance): n for n in by_name}
+        values = {
+            key: (1 if mean_util(n) >= 0 else 0, max(mean_util(n), 0.0)) for key, n in keyed.items()
+        }
+        kept = held.order(values, UTIL_MARGIN, descending=True, how=("utilisation",))
+        return [keyed[key] for key in kept]
     order = {"up": 0, "stale": 1, "down": 2}
     return sorted(nodes, key=lambda n: (-len(n.free_gpus), order[n.state], n.host, n.instance))
 
@@ -231,6 +251,7 @@ class FleetApp(QuitHint, App[int]):
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("s", "sort", "Sort"),
+        Binding("o", "resort", "Re-sort", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("u", "users", "Users"),
         Binding("l", "launch", "Launch"),
@@ -257,6 +278,8 @@ class FleetApp(QuitHint, App[int]):
         self.fleet: Fleet | None = None
         self.error: str | None = None
         self.sort = SORTS[0]
+        self._held = HeldOrder()
+        """The table's last order by utilisation (``o`` or ``s`` sorts it exactly again)."""
         self.needle = ""
         self.read_at = 0.0
         self._shown: list[FleetNode | None] = []
@@ -339,7 +362,9 @@ class FleetApp(QuitHint, App[int]):
         if 0 <= table.cursor_row < len(self._shown):
             kept = self._shown[table.cursor_row]
             keep = (kept.job, kept.instance) if kept is not None else None
-        nodes = [n for n in sorted_nodes(fleet.nodes, self.sort) if matches(n, self.needle)]
+        nodes = [
+            n for n in sorted_nodes(fleet.nodes, self.sort, self._held) if matches(n, self.needle)
+        ]
         shown: list[FleetNode | None] = []
         table.clear()
         for name, members in self._groups(nodes):
@@ -398,6 +423,11 @@ class FleetApp(QuitHint, App[int]):
 
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self._held.resort()
+        self.redraw()
+
+    def action_resort(self) -> None:
+        self._held.resort()
         self.redraw()
 
     def action_filter(self) -> None:

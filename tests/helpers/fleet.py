@@ -19,10 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from helpers.prometheus import PROMETHEUS, START_TIMEOUT_S, Prometheus, http_get
+from helpers.prometheus import PROMETHEUS, Prometheus, http_get, serving
 from helpers.real_components import cannot
 from helpers.sshd import free_port
-from helpers.waiting import wait_for
 
 NODES_SCRIPT = Path(__file__).with_name("fleet_nodes.py")
 QUERY_COUNTER = re.compile(
@@ -167,26 +166,7 @@ def fleet_prometheus(
     scheme = "https" if tls else "http"
     server = Prometheus(process, f"{scheme}://127.0.0.1:{port}")
     context = ssl.create_default_context(cafile=str(tls[0])) if tls else None
-    try:
-        wait_for(
-            lambda: _answers(server.url, context) or process.poll() is not None,
-            "Prometheus",
-            START_TIMEOUT_S,
-        )
-        if process.poll() is not None:
-            raise AssertionError(
-                "Prometheus did not start: "
-                + (directory / "prometheus.log").read_text(errors="replace")[-2000:]
-            )
-        yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    yield from serving(server, directory, log, lambda: _answers(server.url, context))
 
 
 def _answers(url: str, context: ssl.SSLContext | None = None) -> bool:

@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,10 +201,17 @@ def running_prometheus(directory: Path, target: str) -> Iterator[Prometheus]:
         cwd=directory,
     )
     server = Prometheus(process, f"http://127.0.0.1:{port}")
+    yield from serving(server, directory, log, lambda: _ready(server))
+
+
+def serving(
+    server: Prometheus, directory: Path, log: Any, ready: Callable[[], bool]
+) -> Iterator[Prometheus]:
+    """``server`` once ``ready`` says it answers (or why it did not start, from its log in
+    ``directory``), stopped and its ``log`` closed afterwards."""
+    process = server.process
     try:
-        wait_for(
-            lambda: _ready(server) or process.poll() is not None, "Prometheus", START_TIMEOUT_S
-        )
+        wait_for(lambda: ready() or process.poll() is not None, "Prometheus", START_TIMEOUT_S)
         if process.poll() is not None:
             raise AssertionError(
                 "Prometheus did not start: "

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.geometry import Size
@@ -25,7 +26,7 @@ from textual.message import Message
 from gputop.core.history.recent import REFILL_EVERY_S
 from gputop.core.jobs.service import JobsView
 from gputop.core.jobs.store import JobStore
-from gputop.core.model import Snapshot
+from gputop.core.model import GpuHealth, GpuSample, Snapshot
 from gputop.core.safe_text import clean
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.history import UtilizationHistory, initial_history
@@ -89,7 +90,9 @@ class SamplingFailed(Message):
 
 
 class GputopApp(DashboardApp, JobsActions):
-    """One host's dashboard, sampled through NVML (the keys: ``DashboardApp``'s)."""
+    """One host's dashboard, sampled through NVML (the keys: ``DashboardApp``'s, and ``e``)."""
+
+    BINDINGS = [Binding("e", "card_health", "Card health", show=False)]
 
     def __init__(
         self,
@@ -357,6 +360,26 @@ class GputopApp(DashboardApp, JobsActions):
                 uuid=None if card is None else card.uuid,
             )
         )
+
+    def action_card_health(self) -> None:
+        from gputop.tui.screens.health import HealthScreen
+
+        index = self.query_one(GpuGrid).highlighted
+        card = self._card(index)
+        if card is None:
+            self.notify("No card highlighted.")
+            return
+
+        def health() -> GpuHealth | None:
+            now = self._card(index)
+            return None if now is None else now.health
+
+        title = " ".join(filter(None, [f"GPU {index}", card.name, "health"]))
+        self.push_screen(HealthScreen(title, health))
+
+    def _card(self, index: int | None) -> GpuSample | None:
+        gpus = self.snapshot.gpus if self.snapshot is not None else ()
+        return next((g for g in gpus if g.physical_index == index), None)
 
     def _now(self) -> float:
         """The time history windows end at: the simulated clock's on simulated GPUs."""

@@ -17,6 +17,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("a", "select every card"),
             ("escape", "clear the selection (then the highlighted card is the selection)"),
             ("H", "the highlighted card's history: use and holders (1 / 2 / 3: hour, day, week)"),
+            ("e", "the highlighted card's health: verdict, counters, Xids and what to do"),
         ],
     ),
     (

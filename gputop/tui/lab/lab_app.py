@@ -27,6 +27,7 @@ from textual.widgets import Static
 from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy
+from gputop.core.model import GpuHealth, GpuSample
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_summary import summarize
 from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S, HistoryAsk
@@ -78,6 +79,7 @@ class LabApp(DashboardApp):
         Binding("c", "collapse_host", "Collapse"),
         Binding("C", "collapse_all", "Collapse all", show=False),
         Binding("h", "filter_host", "Host filter", show=False),
+        Binding("e", "card_health", "Card health", show=False),
     ]
 
     def __init__(
@@ -286,6 +288,29 @@ class LabApp(DashboardApp):
             return source.card_history(position, ask)
 
         self.push_screen(RemoteCardHistoryScreen(status.host, card, read))
+
+    def action_card_health(self) -> None:
+        from gputop.tui.screens.health import HealthScreen
+
+        grid = self.query_one(LabGrid)
+        position, index = grid.host, grid.highlighted
+        card = self._lab_card(position, index)
+        if card is None or index is None:
+            self.notify("No card highlighted: move to a card of a host (g / G, arrows).")
+            return
+        host = self.statuses[position].host
+
+        def health() -> GpuHealth | None:
+            now = self._lab_card(position, index)
+            return None if now is None else now.health
+
+        title = " ".join(filter(None, [host, f"GPU {index}", card.name, "health"]))
+        self.push_screen(HealthScreen(title, health))
+
+    def _lab_card(self, position: int, index: int | None) -> GpuSample | None:
+        status = self.statuses[position] if position < len(self.statuses) else None
+        gpus = status.snapshot.gpus if status is not None and status.snapshot else ()
+        return next((g for g in gpus if g.physical_index == index), None)
 
     def action_process_history(self) -> None:
         position = self.query_one(LabProcessTable).current_host

@@ -33,35 +33,36 @@ def render_health(health: GpuHealth | None) -> list[Text]:
                 (f": {reason.action}", "dim"),
             )
         )
-    ecc = health.ecc
-    lines.append(_row("ECC errors", NOT_HERE if ecc is None else (
-        f"this boot {_n(ecc.corrected_volatile)} corrected, "
-        f"{_n(ecc.uncorrected_volatile)} uncorrectable · over its life "
-        f"{_n(ecc.corrected_aggregate)} corrected, {_n(ecc.uncorrected_aggregate)} uncorrectable"
-    )))  # fmt: skip
-    pages = health.retired_pages
-    lines.append(_row("retired pages", NOT_HERE if pages is None else (
-        f"{_n(pages.single_bit)} for single-bit errors, {_n(pages.double_bit)} for double-bit, "
-        f"pending {_yes(pages.pending)}"
-    )))  # fmt: skip
-    rows = health.remapped_rows
-    lines.append(_row("remapped rows", NOT_HERE if rows is None else (
-        f"{rows.correctable} correctable, {rows.uncorrectable} uncorrectable, "
-        f"pending {_yes(rows.pending)}, failed {_yes(rows.failed)}"
-    )))  # fmt: skip
-    lines.append(
-        _row("PCIe replays", NOT_HERE if health.pcie_replays is None else str(health.pcie_replays))
-    )
-    lines.append(
-        _row(
-            "NVLink CRC errors",
-            NOT_HERE if health.nvlink_crc_errors is None else str(health.nvlink_crc_errors),
-        )
-    )
+    lines += [_row(name, value) for name, value in counter_rows(health)]
     lines += _xid_lines(health)
     if health.refused:
         lines.append(_row("not allowed", ", ".join(health.refused)))
     return lines
+
+
+def counter_rows(health: GpuHealth) -> list[tuple[str, str]]:
+    """Each counter's name and reading, or that the card does not have it (also the health
+    screen's, screens/health.py)."""
+    ecc, pages, rows = health.ecc, health.retired_pages, health.remapped_rows
+    return [
+        ("ECC errors", NOT_HERE if ecc is None else (
+            f"this boot {_n(ecc.corrected_volatile)} corrected, "
+            f"{_n(ecc.uncorrected_volatile)} uncorrectable · over its life "
+            f"{_n(ecc.corrected_aggregate)} corrected, "
+            f"{_n(ecc.uncorrected_aggregate)} uncorrectable"
+        )),
+        ("retired pages", NOT_HERE if pages is None else (
+            f"{_n(pages.single_bit)} for single-bit errors, {_n(pages.double_bit)} for "
+            f"double-bit, pending {_yes(pages.pending)}"
+        )),
+        ("remapped rows", NOT_HERE if rows is None else (
+            f"{rows.correctable} correctable, {rows.uncorrectable} uncorrectable, "
+            f"pending {_yes(rows.pending)}, failed {_yes(rows.failed)}"
+        )),
+        ("PCIe replays", NOT_HERE if health.pcie_replays is None else str(health.pcie_replays)),
+        ("NVLink CRC errors", NOT_HERE if health.nvlink_crc_errors is None
+            else str(health.nvlink_crc_errors)),
+    ]  # fmt: skip
 
 
 def _xid_lines(health: GpuHealth) -> list[Text]:

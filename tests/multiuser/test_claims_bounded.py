@@ -24,15 +24,15 @@ from helpers.claims import (
 )
 from helpers.waiting import wait_for
 
-from gputop.core.claims import book as book_module
-from gputop.core.claims.book import PENDING_S, Doubt
+from gputop.core.claims import scan as scan_module
 from gputop.core.claims.files import CLOCK_SLACK_S, CONTENT_BYTES, MAX_FOR_S, content
+from gputop.core.claims.scan import PENDING_S, Doubt
 
 SITE = (
     "import os\n"
     "if os.environ.get('GPUTOP_TEST_DOUBT_LIFE_S'):\n"
-    "    import gputop.core.claims.book as book\n"
-    "    book.DOUBT_LIFE_S = float(os.environ['GPUTOP_TEST_DOUBT_LIFE_S'])\n"
+    "    import gputop.core.claims.scan as scan\n"
+    "    scan.DOUBT_LIFE_S = float(os.environ['GPUTOP_TEST_DOUBT_LIFE_S'])\n"
 )
 
 
@@ -76,7 +76,7 @@ def test_a_possible_hold_lasts_no_longer_than_the_longest_claim(
     assert later.first(gpu1, ana.uid) is None
     (odd,) = [s for s in later.suspicious if s.name == name]
     assert "ignored" in odd.reason and "7 days" in odd.reason
-    assert book_module.DOUBT_LIFE_S == MAX_FOR_S + CLOCK_SLACK_S  # as long as a claim, no more
+    assert scan_module.DOUBT_LIFE_S == MAX_FOR_S + CLOCK_SLACK_S  # as long as a claim, no more
     refused = gputop_as(ana, claims_dir, "claim", "--gpus", "1")  # within its time: held
     assert refused.returncode == 1 and f"may be claimed by {bob.name}" in refused.stderr
     env = short_lived(claims_dir, 0.5)
@@ -109,7 +109,7 @@ def test_a_flooders_outlived_files_void_no_claim_of_anothers(
     made = as_user(bob, [python, "-c", flood, str(claims_dir), gpu[2], gpu[3]], {})
     assert made.returncode == 0, made.stderr
     last = max(born(claims_dir / n) for n in os.listdir(claims_dir) if f".{bob.uid}." in n)
-    monkeypatch.setattr(book_module, "DOUBT_LIFE_S", 0.5)
+    monkeypatch.setattr(scan_module, "DOUBT_LIFE_S", 0.5)
     wait_for(lambda: time.time() > last + 0.5, "bob's files to outlive a possible hold")
     assert holders(claims_dir) == [(2, ana.name)]
     with book_of(claims_dir) as book:

@@ -13,17 +13,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from gputop.core.claims.book import (
-    ClaimBook,
-    ClaimsUnreadable,
-    Doubt,
-    Hold,
-    Scan,
-    left_text,
-    until_text,
-)
+from gputop.core.claims.book import ClaimBook, left_text, until_text
 from gputop.core.claims.directory import UnsafeClaimsDir, claims_path
 from gputop.core.claims.files import Claim, card_key
+from gputop.core.claims.scan import ClaimsUnreadable, Doubt, Hold, Scan
 from gputop.core.errors import GputopError
 from gputop.core.model import GpuClaim, GpuSample, Snapshot
 from gputop.core.safe_text import clean

@@ -1,41 +1,9 @@
-"""Load and validate a scenario file (the format is documented in ``docs/scenario.md``).
+"""Load and validate a scenario file (the format, its extensions included: docs/scenario.md).
 
-A scenario is written by hand, so every problem is reported as a ``ScenarioError`` that
-names the file and the JSON location (``gpus[1].uuid``), and the file is checked whole at
-load time: a typo must not surface minutes later as a dashboard that quietly shows "N/A".
-
-Extensions to the contract, all optional:
-
-- top level ``start_time`` (epoch seconds): the wall-clock time of scenario t=0 when the
-  clock is frozen, default 1767225600 (2026-01-01T00:00:00Z), so screenshots show the same
-  dates on every run;
-- per process ``cpu_percent`` (signal), ``host_memory_mib`` (signal) and ``started_s_ago``
-  (seconds before scenario t=0): what a simulated process shows in the host columns;
-- per MIG device ``profile`` (``"3g.40gb"``): gives the MIG device its NVML name
-  (``<GPU name> MIG 3g.40gb``) and its slice count;
-- top level and per GPU ``function_errors`` (``{"nvmlX": "NOT_SUPPORTED"}``): the NVML
-  error a function returns (all GPUs, or that GPU), e.g. LIBRARY_NOT_FOUND for
-  ``nvmlSystemGetCudaDriverVersion_v2`` in a container without libcuda;
-- per GPU ``accounting_mode`` (true/false): the driver's accounting mode, for
-  ``nvmlDeviceGetAccountingStats`` (fake/usage_calls.py);
-- per GPU ``memory_reserved_mib``: memory the driver sets aside (in v1 "used", apart in v2);
-- process ``type`` ``"M+C"``: an MPS client, listed by the MPS call only; ``pid`` 0 and
-  pids of 2**31 and above are accepted to imitate a driver reporting impossible pids;
-- ``performance_state`` 32 (unknown), ``nvlink_count`` up to 255;
-- top level ``job_profile`` (``used_memory_mib``, ``sm_util``, ``mem_util``: signals on
-  the process's age): a live process pinned to simulated cards by UUID is listed on them
-  (fake/pinned.py), so a launched job appears on its cards;
-- per GPU and per MIG device ``activity`` (signals, docs/scenario.md "Activity"): what
-  NVML's GPM answers, Hopper and newer only; ``job_profile.activity`` for a job's cards;
-- per GPU ``clock_event_reasons`` (windows of named reasons): the clock event (throttle)
-  reasons the driver reports;
-- any key starting with ``_`` is ignored, for comments. Other unknown keys are errors, so a
-  misspelt field is caught instead of reading as "not supported".
-
-Also checked beyond the types: UUID forms and uniqueness (GPU and MIG), PCI bus id form
-and uniqueness, a pid listed twice on one device, ``mig_devices`` without MIG mode on,
-at most 7 MIG devices with distinct instance ids, and function names that start with
-``nvml``.
+A scenario is written by hand, so the file is checked whole at load time and every problem
+is a ``ScenarioError`` naming the file and the JSON location (``gpus[1].uuid``): a typo must
+not surface minutes later as a dashboard that quietly shows "N/A". Keys starting with ``_``
+are comments; other unknown keys are errors.
 """
 
 from __future__ import annotations
@@ -48,24 +16,27 @@ from typing import Any
 
 import pynvml
 
-from gputop.core.clock_events import REASONS, mask_from_names
 from gputop.core.errors import ScenarioError
 from gputop.core.fake.json_fields import ObjectReader
+from gputop.core.fake.scenario_card import (
+    HEALTH_KEYS,
+    activity_of,
+    clock_event_reasons,
+    compute_capability,
+    health,
+    hopper_activity,
+    needs_hopper,
+)
 from gputop.core.fake.scenario_types import (
-    ACTIVITY_SIGNALS,
     DEFAULT_START_TIME,
     PROCESS_TYPES,
-    ActivitySignals,
-    ClockEventWindow,
     ClockSignals,
     JobProfile,
     MaxClocks,
     Scenario,
     ScenarioGpu,
-    ScenarioHealth,
     ScenarioMigDevice,
     ScenarioProcess,
-    ScenarioXid,
 )
 
 __all__ = [
@@ -123,19 +94,6 @@ _READINGS = (
     "nvlink_tx_kbps",
     "nvlink_rx_kbps",
 )
-_HEALTH_KEYS = (
-    "ecc_corrected_volatile",
-    "ecc_corrected_aggregate",
-    "ecc_uncorrected_aggregate",
-    "retired_pages",
-    "remapped_rows",
-    "pcie_replays",
-    "nvlink_crc_errors",
-    "xid_events",
-)
-"""A card's health answers (docs/scenario.md, fake/health_calls.py)."""
-AMPERE = (8, 0)
-"""Row remapping replaces page retirement from compute capability 8.0 on."""
 _GPU_KEYS = (
     "name",
     "uuid",
@@ -164,14 +122,11 @@ _GPU_KEYS = (
     "accounting_mode",
     "activity",
     "clock_event_reasons",
-    *_HEALTH_KEYS,
+    *HEALTH_KEYS,
     *_READINGS,
 )
 _CLOCK_KEYS = ("graphics", "sm", "mem", "video")
 _JOB_PROFILE_KEYS = ("used_memory_mib", "sm_util", "mem_util", "activity")
-_CLOCK_WINDOW_KEYS = ("reasons", "from_s", "until_s", "period_s")
-HOPPER = (9, 0)
-"""GPM answers on compute capability 9.0 and newer."""
 _PROCESS_KEYS = (
     "pid",
     "used_memory_mib",
@@ -293,49 +248,13 @@ def _job_profile(top: ObjectReader) -> JobProfile | None:
         return None
     return JobProfile(
         **{key: profile.signal(key) for key in _JOB_PROFILE_KEYS if key != "activity"},
-        activity=_activity(profile),
+        activity=activity_of(profile),
     )
-
-
-def _activity(owner: ObjectReader) -> ActivitySignals | None:
-    activity = owner.child("activity", ACTIVITY_SIGNALS)
-    if activity is None:
-        return None
-    return ActivitySignals(**{key: activity.signal(key) for key in ACTIVITY_SIGNALS})
-
-
-def _clock_event_reasons(gpu: ObjectReader) -> tuple[ClockEventWindow, ...]:
-    windows = []
-    for where, item in gpu.items("clock_event_reasons"):
-        window = ObjectReader(gpu.path, item, where, _CLOCK_WINDOW_KEYS)
-        names = window.strings("reasons")
-        try:
-            mask = mask_from_names(names)
-        except ValueError as error:
-            known = ", ".join(name for _, name, _ in REASONS)
-            raise window.error(
-                "reasons", f"{str(error)!r} is not a clock event reason (known: {known})"
-            ) from None
-        start = window.number("from_s") or 0.0
-        until = window.number("until_s", required=True)
-        assert until is not None
-        if until <= start:
-            raise window.error("until_s", f"must be after from_s ({start:g}), got {until:g}")
-        period = window.number("period_s")
-        if period is not None and period < until:
-            raise window.error("period_s", f"must be at least until_s ({until:g})")
-        windows.append(ClockEventWindow(mask, start, until, period))
-    return tuple(windows)
 
 
 def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
     gpu = ObjectReader(path, data, where, _GPU_KEYS)
-    uuid = gpu.string("uuid", required=True)
-    assert uuid is not None
-    if not _GPU_UUID.fullmatch(uuid):
-        raise gpu.error(
-            "uuid", f"{uuid!r} is not a GPU uuid (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, hex)"
-        )
+    uuid = _uuid(gpu, _GPU_UUID, "GPU")
     name = gpu.string("name", required=True)
     assert name is not None
     mig_mode = _mig_mode(gpu)
@@ -355,16 +274,9 @@ def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
             ],
             "(gpu_instance_id, compute_instance_id)",
         )
-    capability = _compute_capability(gpu)
-    if capability is not None and capability < HOPPER:
-        for j, mig in enumerate(mig_devices):
-            if mig.activity is not None:
-                raise ScenarioError(
-                    path,
-                    "GPM activity needs a Hopper or newer GPU (cuda_compute_capability 9.0 "
-                    f"or more), got {capability[0]}.{capability[1]}",
-                    f"{gpu.field('mig_devices')}[{j}].activity",
-                )
+    for j, mig in enumerate(mig_devices):
+        if mig.activity is not None:
+            needs_hopper(gpu, f"{gpu.field('mig_devices')}[{j}].activity")
     clocks = gpu.child("clocks_mhz", _CLOCK_KEYS)
     max_clocks = gpu.child("max_clocks_mhz", _CLOCK_KEYS)
     readings = {key: gpu.signal(key) for key in _READINGS}
@@ -379,7 +291,7 @@ def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
         max_clocks_mhz=MaxClocks(
             **{k: max_clocks.integer(k) for k in _CLOCK_KEYS} if max_clocks else {}
         ),
-        cuda_compute_capability=_compute_capability(gpu),
+        cuda_compute_capability=compute_capability(gpu),
         multiprocessor_count=gpu.integer("multiprocessor_count", minimum=1),
         performance_state=gpu.integer("performance_state", allowed=(*range(16), 32)),
         persistence_mode=gpu.flag("persistence_mode"),
@@ -396,95 +308,25 @@ def _parse_gpu(path: str, where: str, data: Any) -> ScenarioGpu:
         no_permission=_function_names(gpu, "no_permission"),
         function_errors=_function_errors(gpu, "function_errors"),
         accounting_mode=gpu.flag("accounting_mode"),
-        activity=_hopper_activity(gpu),
-        clock_event_reasons=_clock_event_reasons(gpu),
-        health=_health(gpu),
+        activity=hopper_activity(gpu),
+        clock_event_reasons=clock_event_reasons(gpu),
+        health=health(gpu),
         **readings,
     )
 
 
-def _health(gpu: ObjectReader) -> ScenarioHealth:
-    """The health answers, checked against the card's kind: ECC counts need an ECC board
-    (``ecc_uncorrected_volatile``), retired pages one before Ampere, remapped rows Ampere or
-    newer, NVLink errors links."""
-    has_ecc = gpu.data.get("ecc_uncorrected_volatile") is not None
-    for key in ("ecc_corrected_volatile", "ecc_corrected_aggregate", "ecc_uncorrected_aggregate"):
-        if gpu.data.get(key) is not None and not has_ecc:
-            raise gpu.error(key, "needs an ECC board: give ecc_uncorrected_volatile too")
-    capability = _compute_capability(gpu)
-    ampere = capability is not None and capability >= AMPERE
-    pages = gpu.child("retired_pages", ("single_bit", "double_bit", "pending"))
-    retired = None
-    if pages is not None:
-        if not has_ecc or ampere:
-            raise gpu.error(
-                "retired_pages",
-                "pages are retired on ECC boards before Ampere (compute capability below 8.0, "
-                "with ecc_uncorrected_volatile)",
-            )
-        retired = (
-            pages.integer("single_bit") or 0,
-            pages.integer("double_bit") or 0,
-            bool(pages.flag("pending")),
-        )
-    rows = gpu.child("remapped_rows", ("correctable", "uncorrectable", "pending", "failed"))
-    remapped = None
-    if rows is not None:
-        if not has_ecc or not ampere:
-            raise gpu.error(
-                "remapped_rows",
-                "rows are remapped on ECC boards of Ampere and newer (compute capability 8.0 "
-                "or more, with ecc_uncorrected_volatile)",
-            )
-        remapped = (
-            rows.integer("correctable") or 0,
-            rows.integer("uncorrectable") or 0,
-            bool(rows.flag("pending")),
-            bool(rows.flag("failed")),
-        )
-    crc = gpu.integer("nvlink_crc_errors")
-    if crc is not None and not gpu.data.get("nvlink_count"):
-        raise gpu.error("nvlink_crc_errors", "needs NVLink links: give nvlink_count")
-    events = []
-    for where, item in gpu.items("xid_events"):
-        event = ObjectReader(gpu.path, item, where, ("at_s", "xid", "count"))
-        xid = event.integer("xid", required=True, minimum=1, maximum=2**32 - 1)
-        assert xid is not None
-        count = event.integer("count", minimum=1, maximum=10_000_000)
-        events.append(ScenarioXid(event.number("at_s") or 0.0, xid, count or 1))
-    return ScenarioHealth(
-        ecc_corrected_volatile=gpu.integer("ecc_corrected_volatile"),
-        ecc_corrected_aggregate=gpu.integer("ecc_corrected_aggregate"),
-        ecc_uncorrected_aggregate=gpu.integer("ecc_uncorrected_aggregate"),
-        retired_pages=retired,
-        remapped_rows=remapped,
-        pcie_replays=gpu.integer("pcie_replays"),
-        nvlink_crc_errors=crc,
-        xid_events=tuple(sorted(events, key=lambda e: e.at_s)),
-    )
-
-
-def _hopper_activity(gpu: ObjectReader) -> ActivitySignals | None:
-    """GPM figures exist on Hopper and newer only, as on a real driver."""
-    activity = _activity(gpu)
-    capability = _compute_capability(gpu)
-    if activity is not None and capability is not None and capability < HOPPER:
-        raise gpu.error(
-            "activity",
-            "GPM activity needs a Hopper or newer GPU (cuda_compute_capability 9.0 or more), "
-            f"got {capability[0]}.{capability[1]}",
-        )
-    return activity
+def _uuid(reader: ObjectReader, form: re.Pattern[str], kind: str) -> str:
+    uuid = reader.string("uuid", required=True)
+    assert uuid is not None
+    if not form.fullmatch(uuid):
+        form_text = f"{kind}-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, hex"
+        raise reader.error("uuid", f"{uuid!r} is not a {kind} uuid ({form_text})")
+    return uuid
 
 
 def _parse_mig(path: str, where: str, data: Any) -> ScenarioMigDevice:
     mig = ObjectReader(path, data, where, _MIG_KEYS)
-    uuid = mig.string("uuid", required=True)
-    assert uuid is not None
-    if not _MIG_UUID.fullmatch(uuid):
-        raise mig.error(
-            "uuid", f"{uuid!r} is not a MIG uuid (MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, hex)"
-        )
+    uuid = _uuid(mig, _MIG_UUID, "MIG")
     gpu_instance_id = mig.integer("gpu_instance_id", required=True)
     compute_instance_id = mig.integer("compute_instance_id", required=True)
     assert gpu_instance_id is not None and compute_instance_id is not None
@@ -497,7 +339,7 @@ def _parse_mig(path: str, where: str, data: Any) -> ScenarioMigDevice:
         multiprocessor_count=mig.integer("multiprocessor_count", minimum=1),
         profile=mig.string("profile"),
         processes=_parse_processes(mig),
-        activity=_activity(mig),
+        activity=activity_of(mig),
     )
 
 
@@ -552,17 +394,6 @@ def _pci_bus_id(gpu: ObjectReader) -> str | None:
         raise gpu.error("pci_bus_id", f"{value!r} is not a PCI bus id like '00000000:1B:00.0'")
     domain = int(match["domain"], 16)
     return f"{domain:08X}:{match['bus'].upper()}:{match['device'].upper()}.{match['function']}"
-
-
-def _compute_capability(gpu: ObjectReader) -> tuple[int, int] | None:
-    value = gpu.data.get("cuda_compute_capability")
-    if value is None:
-        return None
-    if not isinstance(value, list) or len(value) != 2:
-        raise gpu.error("cuda_compute_capability", f"must be [major, minor], got {value!r}")
-    major = gpu.check_integer("cuda_compute_capability[0]", value[0], minimum=1)
-    minor = gpu.check_integer("cuda_compute_capability[1]", value[1])
-    return (major, minor)
 
 
 def _mig_mode(gpu: ObjectReader) -> tuple[int, int] | None:

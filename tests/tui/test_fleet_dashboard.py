@@ -5,12 +5,16 @@ hostile labels never read as markup, and a server that fails. docs/fleet.md."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 from helpers.waiting import pilot_wait_for
 from textual.widgets import DataTable, Static
 
 from gputop.core.fleet.model import Fleet, build_fleet
 from gputop.core.prometheus.client import PrometheusError, Sample
+from gputop.core.remote.transport import SSH_CONFIG_ENV
+from gputop.core.slurm.detect import slurm_commands_here
 from gputop.tui.fleet.fleet_app import FleetApp, TextScreen, sorted_nodes
 from gputop.tui.row_order import HeldOrder
 
@@ -199,7 +203,14 @@ async def test_grouped_by_a_label_with_a_line_per_group() -> None:
         assert not isinstance(app.screen, TextScreen)
 
 
-async def test_launch_says_what_to_run_on_the_nodes_free_cards() -> None:
+async def test_launch_says_what_to_run_on_a_node_not_named_for_ssh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node that is no ssh destination (tests/real/test_fleet_launch_sshd.py launches on
+    one) gets the command that would launch there; Slurm's where Slurm is here."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # no hosts.toml, no ssh config
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv(SSH_CONFIG_ENV, raising=False)
     app = app_of(fleet)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
@@ -209,8 +220,8 @@ async def test_launch_says_what_to_run_on_the_nodes_free_cards() -> None:
         await pilot.press("l")
         await pilot.pause()
         text = "".join(str(w.render()) for w in app.screen.query(Static))
-        assert "gputop run --hosts node-02 --gpus GPU-node-02-0,GPU-node-02-1 -- COMMAND" in text
-        assert "gputop run --slurm --gpus 2 -- COMMAND" in text
+        assert "gputop run --hosts node-02 --auto 2 -- COMMAND" in text
+        assert ("gputop run --slurm --gpus 2 -- COMMAND" in text) == slurm_commands_here()
         await pilot.press("escape")
         app.query_one("#fleet-nodes", DataTable).move_cursor(row=names.index("10.0.0.5:9400"))
         await pilot.press("l")

@@ -5,7 +5,7 @@ the scrape interval Prometheus reports for its targets (15 s when unknown) and p
 UI thread only draws. The source is injectable (any callable giving a ``Fleet``), so tests
 drive the dashboard with fleets made by hand. Keys: ``s`` sort (free first, name,
 utilisation), ``/`` filter, ``enter`` a node's cards and processes, ``u`` the users across the
-fleet, ``l`` what to run to launch on a node's free cards, ``r`` refresh now, ``q`` quit;
+fleet, ``l`` launch on a node's free cards (over ssh: fleet_launch.py), ``r`` refresh, ``q`` quit;
 ``--group-by LABEL`` groups the nodes under a line per group. Every label is cleaned and
 never read as markup (gputop/tui/safe.py).
 """
@@ -63,7 +63,7 @@ FLEET_KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("o", "sort again now (by utilisation a node moves only 10 points past another)"),
             ("/", "show only nodes with some text (a host, a user, a pod, a model, a state)"),
             ("escape", "clear the filter"),
-            ("l", "what to run to launch on the highlighted node's free cards"),
+            ("l", "launch on the node's free cards over ssh (else: what to run)"),
             ("u", "the users across the fleet, and what they hold"),
         ],
     ),
@@ -181,25 +181,6 @@ def node_detail(fleet: Fleet, node: FleetNode) -> Text:
             )
     if not node.gpus:
         text.append("no series: nothing is known of its cards\n")
-    return text
-
-
-def launch_advice(node: FleetNode) -> Text:
-    """What to run to launch on ``node``'s free cards: the fleet reads Prometheus and holds
-    no link to the node, so the launch itself is ``gputop run``'s (over ssh, or Slurm)."""
-    text = Text()
-    free = node.free_gpus
-    if node.state != "up":
-        text.append(f"{clean(node.host)} is {node.state}: nothing is launched there.\n")
-        return text
-    if not free:
-        text.append(f"{clean(node.host)} has no free card now.\n")
-        return text
-    cards = ",".join(clean(gpu.uuid or str(gpu.index)) for gpu in free)
-    text.append(f"{len(free)} free on {clean(node.host)}. Where it is an ssh destination:\n\n")
-    text.append(f"  gputop run --hosts {clean(node.host)} --gpus {cards} -- COMMAND\n\n")
-    text.append("On a Slurm cluster, ask Slurm for the cards instead:\n\n")
-    text.append(f"  gputop run --slurm --gpus {len(free)} -- COMMAND\n")
     return text
 
 
@@ -418,8 +399,15 @@ class FleetApp(QuitHint, App[int]):
 
     def action_launch(self) -> None:
         node = self._current()
-        if node is not None:
-            self.push_screen(TextScreen(f"launch on {node.host}", launch_advice(node)))
+        if node is None or self.fleet is None:
+            return
+        from gputop.tui.fleet.fleet_launch import launch_screen  # the lab's dialog, for l only
+
+        shown = launch_screen(node, self.fleet.time)
+        if isinstance(shown, Text):
+            self.push_screen(TextScreen(f"launch on {node.host}", shown))
+        else:
+            self.push_screen(shown)
 
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]

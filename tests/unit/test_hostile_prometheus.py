@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gputop.cli.main import main
-from gputop.core.prometheus import client as prometheus_api
+from gputop.core.prometheus import answer as prometheus_answer
 
 GIB = 1 << 30
 HOUR = ("--since", "2026-01-01T00:00:00Z", "--until", "2026-01-01T01:00:00Z")
@@ -404,7 +404,7 @@ def test_a_redirect_away_from_http_is_not_followed(
 def test_the_memory_bound_is_for_all_answers_together(
     server: FakePrometheus, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(prometheus_api, "MAX_TOTAL_BYTES", 1 << 20)
+    monkeypatch.setattr(prometheus_answer, "MAX_TOTAL_BYTES", 1 << 20)
     many = [{**ALICE, "user": f"user{n}"} for n in range(70)]
     server.answer = holders({"memory": str(GIB), "processes": "1", "sm": "1"}, many)
     code, _, err = report(capsys, "--prometheus", server.url, *HOUR)
@@ -415,7 +415,7 @@ def test_the_memory_bound_is_for_all_answers_together(
 def test_the_series_bound_is_for_all_answers_together(
     server: FakePrometheus, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(prometheus_api, "MAX_SERIES", 150)
+    monkeypatch.setattr(prometheus_answer, "MAX_SERIES", 150)
     many = [{**ALICE, "user": f"user{n}"} for n in range(70)]
     server.answer = holders({"memory": str(GIB), "processes": "1", "sm": "1"}, many)
     code, _, err = report(capsys, "--prometheus", server.url, *HOUR)

@@ -28,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputop.core.errors import UsageError
+from gputop.core.prometheus import answer as decoding
 from gputop.core.prometheus import client
 from gputop.core.prometheus.auth import read_auth_file, server_for
 
@@ -356,7 +357,7 @@ def test_a_fleet_refresh_past_its_bound_is_refused_saying_what_to_do(server: Ser
     )
 
 
-def _walk_chunks(body: bytes, sizes: list[int], wanted: str) -> client._Answer:
+def _walk_chunks(body: bytes, sizes: list[int], wanted: str) -> decoding.Answer:
     """``body`` read in chunks of ``sizes`` (cycled) into an answer of ``wanted``'s type."""
     at = 0
     turn = 0
@@ -370,8 +371,8 @@ def _walk_chunks(body: bytes, sizes: list[int], wanted: str) -> client._Answer:
         return chunk
 
     window = (0.0, 1e10) if wanted == "matrix" else None
-    answer = client._Answer("http://x", client.Budget(60), wanted, 1e300, window, 10**6)
-    client._walk("http://x", read, answer)
+    answer = decoding.Answer("http://x", client.Budget(60), wanted, 1e300, window, 10**6)
+    decoding.walk("http://x", read, answer)
     return answer
 
 
@@ -405,7 +406,7 @@ def test_any_answer_split_anywhere_reads_as_one_decode_of_the_whole(
     assert [s.labels for s in got] == [m for m, _ in series]
     for read, (_, points) in zip(got, series, strict=True):
         assert list(read.times) == [float(at) for at, _ in points]
-        expected = [client._value(text, 1e300) for _, text in points]
+        expected = [decoding.point_value(text, 1e300) for _, text in points]
         assert [None if math.isnan(v) else v for v in read.values] == expected
 
 

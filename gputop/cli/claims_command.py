@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from gputop.core import settings
 from gputop.core.claims.book import ClaimBook, Doubt, Scan, until_text
 from gputop.core.claims.directory import claims_path, set_up, setup_line
 from gputop.core.errors import GputopError
@@ -34,8 +35,8 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     parser.add_argument(
         "--setup",
         action="store_true",
-        help="(root) make the claims directory: root's, mode 1777 (GPUTOP_CLAIMS_DIR, "
-        "default /var/lib/gputop/claims)",
+        help="(root) make the claims directory: root's, mode 1777 "
+        f"({settings.CLAIMS_DIR.name}, default {settings.CLAIMS_DIR.default})",
     )
     parser.set_defaults(run=run)
 

@@ -8,7 +8,9 @@ import sys
 
 from gputop.cli.arg_types import seconds
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
+from gputop.core import settings
 from gputop.core.errors import DashboardStopped, UsageError
+from gputop.core.fleet import TIMEOUT_S as FLEET_TIMEOUT_S
 from gputop.core.history.recent import dashboard_history
 from gputop.core.prometheus.auth import Server
 from gputop.core.safe_text import clean
@@ -42,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "machine (see docs/lab.md)",
     )
     add_fleet_arguments(parser, group_by=True)
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"with --prometheus: the most one read of the fleet takes, every query and byte "
+        f"together (default {FLEET_TIMEOUT_S:g}, as for snapshot and pick)",
+    )
 
 
 def require_terminal() -> None:
@@ -65,6 +74,8 @@ def require_terminal() -> None:
 
 def run(args: argparse.Namespace) -> int:
     server = fleet_server(args)
+    if server is None and args.timeout is not None:
+        raise UsageError("--timeout goes with --prometheus: it bounds one read of the fleet.")
     require_terminal()
     if server is not None:
         return run_fleet(args, server)
@@ -99,8 +110,7 @@ def run(args: argparse.Namespace) -> int:
         error = app.fatal_error
         raise DashboardStopped(
             f"the dashboard stopped on an error: {type(error).__name__}: {clean(str(error))}. "
-            "This is a bug in gputop; run again with GPUTOP_DEBUG=1 to see where, and please "
-            "report it."
+            f"This is a bug in gputop; {settings.DEBUG_HINT}."
         )
     return app.return_code or 0
 
@@ -127,17 +137,19 @@ def run_lab(args: argparse.Namespace) -> int:
 
 def run_fleet(args: argparse.Namespace, server: Server) -> int:
     """``gputop --prometheus URL``: the fleet dashboard (docs/fleet.md)."""
+    from gputop.cli.fleet_cli import fleet_timeout
     from gputop.core.fleet.queries import check_selector
     from gputop.core.fleet.read import read_fleet
 
     matchers = check_selector(args.match)
+    timeout_s = fleet_timeout(args)
     from gputop.tui.fleet.fleet_app import FleetApp
 
     app = FleetApp(
-        lambda: read_fleet(server, matchers),
+        lambda: read_fleet(server, matchers, timeout_s),
         server.shown,
         args.group_by,
-        progressive=lambda early: read_fleet(server, matchers, early=early),
+        progressive=lambda early: read_fleet(server, matchers, timeout_s, early=early),
     )
     app.run()
     return _finish(app)
@@ -148,7 +160,6 @@ def _finish(app: object) -> int:
     if error is not None:  # the terminal is restored by now
         raise DashboardStopped(
             f"the dashboard stopped on an error: {type(error).__name__}: {clean(str(error))}. "
-            "This is a bug in gputop; run again with GPUTOP_DEBUG=1 to see where, and please "
-            "report it."
+            f"This is a bug in gputop; {settings.DEBUG_HINT}."
         )
     return getattr(app, "return_code", None) or 0

@@ -7,7 +7,7 @@ import sys
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.store import JobStore, default_state_dir
-from gputop.core.private_files import StoreError
+from gputop.core.private_files import STATE_DIR_ENV, StoreError
 from gputop.core.safe_text import clean
 from gputop.core.write_faults import WriteFault
 
@@ -56,7 +56,7 @@ def open_store_to_record(done: str, again: str) -> JobStore:
     elif fault is not None or not store.writable:
         refusal = (
             f"Nothing was {done}: the job store cannot be written (see above). Free some "
-            "space, or set GPUTOP_STATE_DIR to a directory on another file system."
+            f"space, or set {STATE_DIR_ENV} to a directory on another file system."
         )
     elif store.notices:  # a person should see that their jobs list was reset first
         refusal = (
@@ -73,5 +73,5 @@ def _full(done: str, where: str) -> str:
     return (
         f"Nothing was {done}: the disk holding the job store is full ({clean(where)}); "
         "nothing in it was lost, and running jobs go on. Free some space, or set "
-        "GPUTOP_STATE_DIR to a directory on another file system."
+        f"{STATE_DIR_ENV} to a directory on another file system."
     )

@@ -1,5 +1,5 @@
 """The Xids each gputop job's cards had while it ran, from the history store where one is
-readable (``GPUTOP_HISTORY_DB``, else the state directory's): ``None`` for "cannot know"
+readable (``settings.HISTORY_DB``, else the state directory's): ``None`` for "cannot know"
 (no store, one too old or unreadable), never "none". docs/health.md."""
 
 from __future__ import annotations

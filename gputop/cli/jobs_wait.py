@@ -20,6 +20,7 @@ from gputop.cli.job_store import open_store
 from gputop.cli.job_xids import recorded_xids
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.notify import (
+    VARIABLES_HELP,
     JobEvent,
     end_note,
     exit_status,
@@ -59,8 +60,7 @@ def add_parser(actions: argparse._SubParsersAction, job_id: Callable[[str], int]
         "--notify-command",
         metavar="CMD",
         help="run CMD (split like a shell would, never run by one) when a job starts or "
-        "ends, with GPUTOP_EVENT, GPUTOP_JOB_ID, GPUTOP_JOB_STATUS and more in its "
-        "environment (docs/notifications.md)",
+        f"ends, with {VARIABLES_HELP}",
     )
     wait.set_defaults(run=run_wait)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
 from gputop.cli.arg_types import add_commands, commands_of
+from gputop.core import settings
 from gputop.core.errors import GputopError
 from gputop.core.safe_text import clean, clean_lines
 
@@ -76,14 +76,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         metavar="NAME|PATH",
         default=argparse.SUPPRESS,
         help="use simulated GPUs from a built-in scenario (demo, v100x4, dgx-h100, mixed, "
-        "mig, faulty) or a scenario file; also GPUTOP_FAKE",
+        f"mig, faulty) or a scenario file; also {settings.FAKE.name}",
     )
     parser = parser_class(
         prog="gputop",
         parents=[common],
         description="A terminal dashboard for NVIDIA GPUs. Without a command, opens the live "
         "dashboard.",
-        epilog="GPUTOP_FAKE_TIME=SECONDS freezes the clock of simulated GPUs.",
+        epilog=f"{settings.FAKE_TIME.name}=SECONDS freezes the clock of simulated GPUs.",
     )
     parser.add_argument(
         "--version",
@@ -163,11 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except Exception as error:  # the last line of defence: never a traceback for a user
-        if os.environ.get("GPUTOP_DEBUG"):
+        if settings.DEBUG.on():
             raise
         print(
             f"gputop: internal error: {type(error).__name__}: {clean(str(error))}. This is a bug "
-            "in gputop; run again with GPUTOP_DEBUG=1 to see where, and please report it.",
+            f"in gputop; {settings.DEBUG_HINT}.",
             file=sys.stderr,
         )
         return INTERNAL_ERROR_EXIT

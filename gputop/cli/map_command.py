@@ -13,6 +13,7 @@ import argparse
 import os
 from typing import Any
 
+from gputop.core import settings
 from gputop.core.numbers import strict_json
 from gputop.core.probes import (
     DriverProbe,
@@ -23,7 +24,7 @@ from gputop.core.probes import (
 )
 from gputop.core.probes.driver_mapping import driver_visibility, rules_error
 from gputop.core.safe_text import clean
-from gputop.core.sampling.source import FAKE_ENV, open_backend
+from gputop.core.sampling.source import open_backend
 from gputop.core.slurm.allocation import allocation_json, describe_allocation, explain_allocation
 from gputop.core.visibility import Visibility, resolve_visibility
 
@@ -58,7 +59,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     visible = args.visible if args.visible is not None else os.environ.get(CVD)
     order = args.order if args.order is not None else os.environ.get(ORDER)
-    simulated = bool(args.fake or os.environ.get(FAKE_ENV))
+    simulated = bool(args.fake or settings.FAKE.read())
     backend = open_backend(args.fake)
     try:
         snapshot = backend.sample()

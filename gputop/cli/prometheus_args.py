@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 
+from gputop.core import settings
 from gputop.core.errors import UsageError
-from gputop.core.prometheus.auth import ENVIRONMENT, Server, server_for
+from gputop.core.prometheus.auth import Server, server_for
+
+ENVIRONMENT = settings.PROMETHEUS.name
 
 
 def add_credentials_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,10 +28,10 @@ def add_credentials_arguments(parser: argparse.ArgumentParser) -> None:
 
 def server_from_args(args: argparse.Namespace, from_environment: bool = False) -> Server | None:
     """The server ``--prometheus`` names (else, where ``from_environment``,
-    ``GPUTOP_PROMETHEUS``), None when neither does."""
+    ``settings.PROMETHEUS``), None when neither does."""
     url = args.prometheus
     if url is None and from_environment:
-        url = os.environ.get(ENVIRONMENT) or None
+        url = settings.PROMETHEUS.read() or None
     if url is None:
         if args.prometheus_auth_file is not None or args.prometheus_ca is not None:
             raise UsageError("--prometheus-auth-file and --prometheus-ca go with --prometheus.")
@@ -78,7 +80,7 @@ def fleet_server(args: argparse.Namespace) -> Server | None:
     if getattr(args, "fake", None):
         raise UsageError("--prometheus reads the fleet from Prometheus, not a simulation.")
     if args.prometheus == "":
-        url = os.environ.get(ENVIRONMENT, "").strip()
+        url = settings.PROMETHEUS.read().strip()
         if not url:
             raise UsageError(
                 f"--prometheus without a URL reads ${ENVIRONMENT}, which is not set: give "

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from gputop.cli.arg_types import add_db_argument, count, duration, seconds
+from gputop.core import settings
 from gputop.core.errors import UsageError
 from gputop.core.history.jobs import job_of_process
 from gputop.core.history.lock import RecorderLock
@@ -28,7 +29,6 @@ from gputop.core.history.recorder import DEFAULT_INTERVAL_S, Recorder, RecorderO
 from gputop.core.history.retention import Retention
 from gputop.core.history.store import (
     DB_NAME,
-    HISTORY_DB_ENV,
     default_history_path,
     open_for_recording,
 )
@@ -120,10 +120,10 @@ def run(args: argparse.Namespace) -> int:
             "Give --keep-full no longer than --keep-minutes, and --keep-minutes no longer "
             "than --keep-hours (e.g. 48h, 30d, 365d)."
         )
-    max_wal_bytes()  # a bad GPUTOP_HISTORY_MAX_WAL_MB is refused before anything starts
+    max_wal_bytes()  # a bad bound is refused before anything starts
     path = args.db if args.db is not None else default_history_path()
     sharing = _sharing(args.readable_by, path)
-    chosen = args.db is not None or bool(os.environ.get(HISTORY_DB_ENV))  # not gputop's own
+    chosen = args.db is not None or bool(settings.HISTORY_DB.read())  # not gputop's own
     if chosen and sharing is None:
         _refuse_open_directory(Path(os.path.abspath(path)).parent)
     lock = RecorderLock(path, sharing)
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
             args.fake, options=SamplingOptions(driver_probe=False, cuda_views=False)
         )
         try:
-            speed = float(getattr(backend.nvml, "speed", 1.0))  # GPUTOP_FAKE_SPEED, simulated
+            speed = float(getattr(backend.nvml, "speed", 1.0))  # simulated GPUs run faster
             writer = HistoryWriter(
                 None,
                 path,

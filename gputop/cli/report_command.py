@@ -201,7 +201,7 @@ def window_hints(
     connection: sqlite3.Connection, query: ReportQuery, rows: list[ReportRow]
 ) -> list[str]:
     """What a person needs when the window misses what was recorded: samples after its end
-    (a simulated clock run faster, ``GPUTOP_FAKE_SPEED``, records ahead of real time) or,
+    (a simulated clock run faster, ``settings.FAKE_SPEED``, records ahead of real time) or,
     with nothing in it, only before its start; and ``--by job`` with no job in it."""
     hints = []
     later, latest = connection.execute(

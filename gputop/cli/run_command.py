@@ -25,6 +25,7 @@ from gputop.cli.slurm_run import (
     run_slurm_submit,
     slurm_options_without_slurm,
 )
+from gputop.core import settings
 from gputop.core.claims.jobs import IGNORED_ENV, check_claims_known, check_launch_claims
 from gputop.core.claims.view import UNKNOWN, UNSAFE, ClaimsView, read_claims
 from gputop.core.errors import UsageError
@@ -38,9 +39,9 @@ from gputop.core.jobs.launch import (
     resolve_gpus,
 )
 from gputop.core.jobs.launchers import rank_lines
-from gputop.core.jobs.logs import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, parse_size
+from gputop.core.jobs.logs import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
-from gputop.core.jobs.notify import notify_argv
+from gputop.core.jobs.notify import VARIABLES_HELP, notify_argv
 from gputop.core.jobs.policy import (
     FreePolicy,
     NotEnoughFreeGpus,
@@ -48,14 +49,13 @@ from gputop.core.jobs.policy import (
     pick_free_targets,
 )
 from gputop.core.jobs.store import JobStore
-from gputop.core.jobs.waiting import check_wait_poll
 from gputop.core.mig_targets import card_label
 from gputop.core.model import Snapshot
-from gputop.core.numbers import strict_json
+from gputop.core.numbers import parse_size, strict_json
 from gputop.core.probes import DriverProbe
 from gputop.core.probes.driver_mapping import check_launch
 from gputop.core.safe_text import clean
-from gputop.core.sampling.source import FAKE_ENV, environment_for_jobs, open_backend
+from gputop.core.sampling.source import environment_for_jobs, open_backend
 from gputop.core.units import counted
 from gputop.core.users import current_user
 from gputop.core.visibility import Visibility, resolve_visibility
@@ -133,21 +133,20 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "--notify-command",
         metavar="CMD",
         help="run CMD (split like a shell would, never run by one) when the job starts after "
-        "waiting and when it ends, with GPUTOP_EVENT, GPUTOP_JOB_ID, GPUTOP_JOB_STATUS and "
-        "more in its environment (docs/notifications.md)",
+        f"waiting and when it ends, with {VARIABLES_HELP}",
     )
     parser.add_argument(
         "--log-max",
         type=log_size,
         metavar="SIZE",
         help="cap the job's log at SIZE (bytes, or 64k, 512M, 2G; at least 64k): its "
-        "beginning and newest lines are kept (default $GPUTOP_LOG_MAX, else 1G)",
+        f"beginning and newest lines are kept (default ${settings.LOG_MAX.name}, else 1G)",
     )
     parser.add_argument(
         "--ignore-claims",
         action="store_true",
         help="launch even on cards another user claimed (docs/claims.md): warned, and the job "
-        "is marked so (GPUTOP_IGNORED_CLAIMS in its environment)",
+        f"is marked so ({IGNORED_ENV} in its environment)",
     )
     parser.add_argument("--json", action="store_true", help="print the job as JSON instead")
     add_hosts_arguments(parser)
@@ -200,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     environ = environment_for_jobs(args.fake)
     environ.pop(IGNORED_ENV, None)  # a mark of the job this runs in, if any, is not this one's
     if args.wait:
-        check_wait_poll(environ)
+        settings.WAIT_POLL.read(environ)
     # Everything is checked before the store is opened: a rejected run writes nothing, not
     # even the state directory.
     snapshot = _sample(args.fake)
@@ -263,7 +262,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     driver_seen, rules_wrong = None, None
-    if job.env and not (args.fake or environ.get(FAKE_ENV)):  # the driver knows real cards only
+    # the driver knows real cards only
+    if job.env and not (args.fake or settings.FAKE.read(environ)):
         driver_seen, rules_wrong = check_launch(
             snapshot.gpus, snapshot.driver_version, job.env, DriverProbe()
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from gputop.core.errors import UsageError
 
@@ -22,6 +22,12 @@ MAX_ID = 2**63 - 1
 """The largest job id: SQLite's largest integer. Ids are checked by value (``parse_id``),
 so ``0000000000000000000001`` is job 1 and ``9223372036854775808`` is no job."""
 _MAX_ID_TEXT = len(str(MAX_ID))
+PID_MAX_LIMIT = 2**22
+"""Linux's ``PID_MAX_LIMIT``: every live process's pid is below it."""
+MAX_PID = 2**31 - 1
+"""The largest pid a ``pid_t`` holds: the bound on pids in data (NVML's, an agent's, the
+history's). Not ``PID_MAX_LIMIT``: simulated GPUs number their processes past it, so that
+none is a live process of the machine."""
 
 
 def is_ascii_digits(text: str) -> bool:
@@ -32,7 +38,7 @@ def is_ascii_digits(text: str) -> bool:
 def parse_id(text: str) -> int | None:
     """A job id written in ASCII digits (leading zeros allowed), 0 to ``MAX_ID``; else None.
 
-    The one rule for job ids, wherever they come from (the command line, ``GPUTOP_JOB_ID``
+    The one rule for job ids, wherever they come from (the command line, ``settings.JOB_ID``
     and ``SLURM_JOB_ID`` in a process's environment): never ``int()`` on a text of any length.
     """
     if not is_ascii_digits(text):
@@ -59,6 +65,17 @@ def parse_seconds(text: str, what: str, minimum: float, maximum: float) -> float
             f"{what} {text!r}: give a number of seconds from {minimum:g} to {maximum:g}."
         )
     return value
+
+
+def parse_size(text: str, what: str) -> int:
+    """``1G``, ``512M``, ``64k`` or a byte count; ValueError naming ``what`` otherwise."""
+    units = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    suffix = value[-1:] if value[-1:] in units else ""
+    digits = value[: len(value) - len(suffix)].strip()
+    if not is_ascii_digits(digits) or len(digits) > MAX_ID_DIGITS:
+        raise ValueError(f"{what} {text!r} is not a size: give bytes, or a number with k, M, G")
+    return int(digits) * units[suffix]
 
 
 MAX_COUNT = 10**MAX_ID_DIGITS - 1
@@ -155,6 +172,12 @@ def within(value: object, minimum: float, maximum: float) -> bool:
     if isinstance(value, float) and not math.isfinite(value):
         return False
     return minimum <= value <= maximum
+
+
+def whole_within(value: object, minimum: int, maximum: int) -> TypeGuard[int]:
+    """``value`` is a whole number (an int, not a bool) in ``[minimum, maximum]``: a count,
+    an index or a pid in a document another program wrote."""
+    return isinstance(value, int) and not isinstance(value, bool) and minimum <= value <= maximum
 
 
 DECODE_ERRORS = (ValueError, TypeError, OverflowError, RecursionError)

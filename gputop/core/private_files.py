@@ -1,7 +1,7 @@
 """The state directory and its files: the user's own and private, or refused by name.
 
 gputop's state directory may sit on a path another user can guess or create first
-(``GPUTOP_STATE_DIR=/tmp/...``, a shared ``XDG_STATE_HOME``). Anything found there is
+(``settings.STATE_DIR`` set to ``/tmp/...``, a shared ``XDG_STATE_HOME``). Anything found there is
 therefore checked before it is used, and refused with a message naming the path when it is
 not provably ours:
 
@@ -32,12 +32,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputop.core import settings
 from gputop.core.errors import GputopError
 from gputop.core.write_faults import WriteFault, write_fault_of
 
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
-STATE_DIR_ENV = "GPUTOP_STATE_DIR"
+STATE_DIR_ENV = settings.STATE_DIR.name
 JOB_STORE = "job store"
 ADVICE = f"set {STATE_DIR_ENV} (or XDG_STATE_HOME) to a directory of your own"
 
@@ -45,8 +46,8 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """``$GPUTOP_STATE_DIR``, else ``$XDG_STATE_HOME/gputop``, else ``~/.local/state/gputop``."""
-    explicit = environ.get(STATE_DIR_ENV)
+    """``settings.STATE_DIR``, else ``$XDG_STATE_HOME/gputop``, else ``~/.local/state/gputop``."""
+    explicit = settings.STATE_DIR.read(environ)
     if explicit:
         return Path(explicit).expanduser()
     xdg = environ.get("XDG_STATE_HOME")

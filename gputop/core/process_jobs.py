@@ -1,6 +1,6 @@
 """Which gputop job and which Slurm job a process of this machine belongs to.
 
-A job gputop launched carries ``GPUTOP_JOB_ID`` in its environment, and so does every
+A job gputop launched carries its id (``settings.JOB_ID``) in its environment, and so does every
 process it starts; a Slurm job is named by the process's cgroup, else its ``SLURM_JOB_ID``
 (gputop/core/slurm/cgroup.py). ``/proc/PID/environ`` is readable only by the owner and root,
 so gputop run by root knows everyone's jobs and run by a user only theirs. The answer names
@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputop.core import settings
 from gputop.core.numbers import parse_id
+from gputop.core.sampling.process_env import read_environ
 from gputop.core.slurm.cgroup import ENVIRON_LIMIT_BYTES, job_in_cgroup, job_in_environ
 
-GPUTOP_JOB_ENV = b"GPUTOP_JOB_ID"
-"""``gputop.core.jobs.model.JOB_ID_ENV`` as bytes, written out: importing the jobs package
-would load the job store into the exporter, which never opens it."""
+JOB_ID_NAME = settings.JOB_ID.name.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +31,7 @@ NO_JOBS = ProcessJobs()
 
 def read_process_jobs(directory: Path) -> ProcessJobs:
     """The jobs named by one ``/proc/PID`` directory; unknown where it cannot be read."""
-    try:
-        with open(directory / "environ", "rb") as handle:
-            environ = handle.read(ENVIRON_LIMIT_BYTES)
-    except OSError:
-        environ = b""
+    environ = read_environ(directory, ENVIRON_LIMIT_BYTES) or b""
     try:
         slurm_job = job_in_cgroup((directory / "cgroup").read_text(errors="replace"))
     except OSError:
@@ -48,6 +44,6 @@ def read_process_jobs(directory: Path) -> ProcessJobs:
 def _gputop_job(environ: bytes) -> int | None:
     for entry in environ.split(b"\0"):
         name, _, value = entry.partition(b"=")
-        if name == GPUTOP_JOB_ENV:
+        if name == JOB_ID_NAME:
             return parse_id(value.decode("ascii", "replace"))
     return None

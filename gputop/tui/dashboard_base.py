@@ -31,6 +31,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import Worker
 
+from gputop.core import settings
 from gputop.core.errors import GputopError
 from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
 from gputop.core.history.store import default_history_path
@@ -197,10 +198,10 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         Textual has no public hook for this (gputop/tui/textual_compat.py), and this only
         hands Textual an exception that renders as nothing (Textual then exits through its
         public ``panic``, restoring the terminal, with status 1); ``gputop`` prints one line
-        naming the real error. ``GPUTOP_DEBUG=1`` shows Textual's traceback instead.
+        naming the real error. ``settings.DEBUG`` shows Textual's traceback instead.
         Checked against the pinned Textual by tests/tui/test_dashboard_resilience.py.
         """
-        if os.environ.get("GPUTOP_DEBUG"):
+        if settings.DEBUG.on():
             textual_handles_exception(self, error)
             return
         if self.fatal_error is None:
@@ -208,7 +209,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         textual_handles_exception(self, _ReportedByGputop(error))
 
     def get_driver_class(self) -> type[Driver]:
-        """Textual's driver, writing only changed cells unless ``GPUTOP_SCREEN_DIFF=0``."""
+        """Textual's driver, writing only changed cells unless ``settings.SCREEN_DIFF`` is off."""
         return driver_with_screen_diff(super().get_driver_class(), os.environ)
 
     # -- size and end ----------------------------------------------------------------------

@@ -2,7 +2,7 @@
 (``screen_diff.py``) between Textual and the terminal.
 
 ``DashboardApp.get_driver_class`` installs it (Textual's hook for choosing the driver);
-``GPUTOP_SCREEN_DIFF=0`` switches it off. While the dashboard runs, its terminal passes line
+``settings.SCREEN_DIFF`` at 0 turns it off. While the dashboard runs, its terminal passes line
 feeds as they are (``ONLCR`` off), so the diff moves down a row with one byte. See
 docs/screen-diff.md.
 """
@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from gputop.core import settings
 from gputop.tui.screen_diff import ScreenDiff
 from gputop.tui.textual_compat import LinuxDriver, QuietInput, terminal_fd
 
@@ -93,15 +94,10 @@ def forget_screens() -> None:
         driver.forget_screen()
 
 
-SCREEN_DIFF_ENV = "GPUTOP_SCREEN_DIFF"
-"""Set to ``0`` (or ``off``, ``no``, ``false``) to write exactly what Textual writes."""
-
-_OFF = frozenset({"0", "off", "no", "false"})
-
-
 def screen_diff_enabled(environ: Mapping[str, str]) -> bool:
-    """Whether ``GPUTOP_SCREEN_DIFF`` leaves the screen diff on (it is on by default)."""
-    return environ.get(SCREEN_DIFF_ENV, "").strip().lower() not in _OFF
+    """Whether ``settings.SCREEN_DIFF`` leaves the screen diff on (it is on by default; ``0``,
+    ``off``, ``no`` or ``false`` write exactly what Textual writes)."""
+    return settings.SCREEN_DIFF.on(environ)
 
 
 def driver_with_screen_diff(driver_class: type[Any], environ: Mapping[str, str]) -> type[Any]:

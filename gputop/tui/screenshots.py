@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from gputop.core import settings
 from gputop.core.sampling.source import open_backend
 from gputop.tui.app import GputopApp
 
@@ -25,7 +26,7 @@ def build_app(
     scenario: str, *, at_s: str = FROZEN_AT_S, interval_s: float = 1.0, **options: Any
 ) -> GputopApp:
     """The dashboard on simulated GPUs with a frozen clock: every sample reads the same."""
-    backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": at_s})
+    backend = open_backend(scenario, environ={settings.FAKE_TIME.name: at_s})
     options.setdefault("probes", False)
     options.setdefault("user", SCREENSHOT_USER)
     options.setdefault("environ", {})

@@ -13,7 +13,8 @@ from helpers.jobs import launch, wait_for_job, wait_until_running
 from helpers.waiting import wait_for
 
 from gputop.cli.main import main
-from gputop.core.jobs.logs import last_line, parse_size
+from gputop.core.jobs.logs import last_line
+from gputop.core.numbers import parse_size
 from gputop.core.process_control import process_alive
 from gputop.tui.widgets.jobs_panel import job_cells
 

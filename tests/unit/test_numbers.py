@@ -11,8 +11,8 @@ import pytest
 from helpers import REPO
 
 from gputop.cli.main import main
+from gputop.core import settings
 from gputop.core.fake.scenario import load_scenario
-from gputop.core.jobs.waiting import wait_poll_s
 from gputop.core.numbers import strict_json
 
 SCENARIOS = REPO / "gputop" / "core" / "fake" / "scenarios"
@@ -84,7 +84,7 @@ def test_a_wait_poll_of_nan_refuses_the_run_and_writes_nothing(
 def test_a_supervisor_meeting_a_bad_wait_poll_uses_the_default_instead_of_spinning(
     value: str,
 ) -> None:
-    assert wait_poll_s({"GPUTOP_WAIT_POLL_S": value}) == 5.0
+    assert settings.WAIT_POLL.or_default({"GPUTOP_WAIT_POLL_S": value}) == 5.0
 
 
 # --- scenario numbers ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Where claims live: one directory every user shares, owned by root, sticky (docs/claims.md).
 
-``GPUTOP_CLAIMS_DIR``, default ``/var/lib/gputop/claims``. The directory and every directory
+``settings.CLAIMS_DIR``, default ``/var/lib/gputop/claims``. The directory and every directory
 above it must be root's and not rewritable by another user: writable by others only with the
 sticky bit, as /tmp is, so that a user can create files there and remove only their own. A
 missing directory means claims are not set up on this machine (gputop works as without them);
@@ -15,10 +15,9 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gputop.core import settings
 from gputop.core.errors import GputopError
 
-CLAIMS_DIR_ENV = "GPUTOP_CLAIMS_DIR"
-DEFAULT_CLAIMS_DIR = "/var/lib/gputop/claims"
 DIR_MODE = 0o1777
 
 
@@ -30,9 +29,7 @@ class UnsafeClaimsDir(GputopError):
 
 def claims_path(environ: Mapping[str, str] | None = None) -> str:
     """The claims directory this gputop uses (absolute, as given)."""
-    environ = os.environ if environ is None else environ
-    given = (environ.get(CLAIMS_DIR_ENV) or "").strip()
-    return os.path.abspath(given) if given else DEFAULT_CLAIMS_DIR
+    return os.path.abspath(settings.CLAIMS_DIR.read(environ).strip())
 
 
 def setup_line(path: str) -> str:

@@ -8,13 +8,14 @@ import contextlib
 import time
 from collections.abc import Mapping, Sequence
 
+from gputop.core import settings
 from gputop.core.claims.book import Card, ClaimBook, ClaimRefused, ClaimsUnreadable
 from gputop.core.claims.directory import UnsafeClaimsDir
 from gputop.core.claims.view import UNKNOWN, ClaimsView
 from gputop.core.errors import GputopError
 from gputop.core.model import Snapshot
 
-IGNORED_ENV = "GPUTOP_IGNORED_CLAIMS"
+IGNORED_ENV = settings.IGNORED_CLAIMS.name
 """In a job's environment: the claims it was launched over (``GPU 2 (ana)``)."""
 JOB_CLAIM_S = 30 * 60.0
 """A job's claim lasts this long from its last renewal: a supervisor killed outright leaves

@@ -97,14 +97,14 @@ class FakeNvmlBase:
 
     def now(self) -> float:
         """Scenario time in seconds: frozen, or elapsed since this module was made (times
-        ``speed``: GPUTOP_FAKE_SPEED, so a test records hours in seconds)."""
+        ``speed``: ``settings.FAKE_SPEED``, so a test records hours in seconds)."""
         if self._frozen_time is not None:
             return self._frozen_time
         return (time.monotonic() - self._t0) * self._speed
 
     @property
     def speed(self) -> float:
-        """How many scenario seconds pass in a real second (1 but for GPUTOP_FAKE_SPEED)."""
+        """How many scenario seconds pass in a real second (1 but for ``settings.FAKE_SPEED``)."""
         return self._speed
 
     def set_time(self, t: float) -> None:

@@ -3,7 +3,7 @@
 It runs in the foreground (a terminal, tmux, a systemd unit). ``stop`` is an event the
 command's SIGTERM and SIGINT handlers set: the loop then writes what is pending and returns,
 so both signals end with everything recorded. Samples carry the backend's clock (the
-scenario's on simulated GPUs, which ``GPUTOP_FAKE_SPEED`` runs faster: the loop then waits
+scenario's on simulated GPUs, which ``settings.FAKE_SPEED`` runs faster: the loop then waits
 ``interval_s / speed`` real seconds). When to write a batch and when to roll up is timed on
 the machine's monotonic clock (``CLOCK_BOOTTIME``, which counts a suspend too), never on the
 wall clock: a wall clock stepped back a day (an NTP correction, a restored VM) used to stop
@@ -52,7 +52,7 @@ class RecorderOptions:
     batch_s: float = DEFAULT_BATCH_S
     retention: Retention = field(default_factory=Retention)
     speed: float = 1.0
-    """How many store seconds pass in a real second (GPUTOP_FAKE_SPEED on simulated GPUs)."""
+    """How many store seconds pass in a real second (``settings.FAKE_SPEED`` on simulated GPUs)."""
     max_samples: int | None = None
     """Stop after this many samples (None: until stopped)."""
 

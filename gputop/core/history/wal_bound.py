@@ -20,30 +20,16 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from gputop.core.errors import UsageError
+from gputop.core import settings
 from gputop.core.history.store import BUSY_TIMEOUT_S, TRUNCATE_AT
-from gputop.core.numbers import is_ascii_digits
 
-MAX_WAL_ENV = "GPUTOP_HISTORY_MAX_WAL_MB"
-DEFAULT_MAX_WAL_MB = 64
-"""The most the ``-wal`` may reach before the recorder stops appending (MiB)."""
-MAX_WAL_MB = 65536
 _BUSY_TIMEOUT_MS = int(BUSY_TIMEOUT_S * 1000)
 
 
-def max_wal_bytes(environ: Mapping[str, str] = os.environ) -> int:
-    """``GPUTOP_HISTORY_MAX_WAL_MB`` (1 to 65536), else DEFAULT_MAX_WAL_MB, in bytes; any
-    other value is a UsageError naming it (``gputop record`` checks it before it starts)."""
-    text = environ.get(MAX_WAL_ENV, "").strip()
-    if not text:
-        return DEFAULT_MAX_WAL_MB * 1024 * 1024
-    if is_ascii_digits(text) and len(text) <= 5 and 1 <= int(text) <= MAX_WAL_MB:
-        return int(text) * 1024 * 1024
-    raise UsageError(
-        f"{MAX_WAL_ENV}={text!r} is not a size: give the most MiB the history store's -wal "
-        f"may reach while a reader holds it back, a whole number from 1 to {MAX_WAL_MB} "
-        f"(default {DEFAULT_MAX_WAL_MB})."
-    )
+def max_wal_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The most the ``-wal`` may reach before the recorder stops appending, in bytes
+    (``settings.HISTORY_MAX_WAL``); a bad value is a UsageError naming it."""
+    return settings.HISTORY_MAX_WAL.read(environ) * 1024 * 1024
 
 
 class WalBound:
@@ -78,7 +64,8 @@ class WalBound:
             self.capped = True
             self._say(
                 f"Not writing to the history store {self._path} for now: its -wal reached "
-                f"{_mb(self.size())}, its bound of {_mb(self.max_bytes)} ({MAX_WAL_ENV}), "
+                f"{_mb(self.size())}, its bound of {_mb(self.max_bytes)} "
+                f"({settings.HISTORY_MAX_WAL.name}), "
                 "because a reader holds it (a read transaction or a lock left open) and no "
                 "checkpoint can pass it. gputop keeps sampling and keeps the samples in "
                 "memory until the reader lets go (docs/history.md, 'A shared store')."

@@ -86,7 +86,7 @@ class LaunchRequest:
     """An argv the supervisor runs when the job starts after waiting and when it ends,
     with the job's facts in its environment (gputop.core.jobs.notify)."""
     log_max_bytes: int | None = None
-    """The log's size cap (logs.py, LogCap); default ``GPUTOP_LOG_MAX``, else 1 GiB."""
+    """The log's size cap (logs.py, LogCap); default ``settings.LOG_MAX``, else 1 GiB."""
 
 
 def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:

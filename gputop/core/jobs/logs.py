@@ -40,7 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from gputop.core import settings
 from gputop.core.jobs.model import LOG_CUT_NOTE
+from gputop.core.numbers import parse_size  # noqa: F401 (supervisor.py's, until it moves)
 from gputop.core.private_files import StoreError, open_private_dir, open_private_file
 from gputop.core.safe_text import clean, clean_keeping_colours, split_unfinished_sgr
 
@@ -245,27 +247,13 @@ class TerminalLogFilter:
 # --- the cap --------------------------------------------------------------------------
 
 
-DEFAULT_LOG_MAX_BYTES = 1024**3
+DEFAULT_LOG_MAX_BYTES = settings.LOG_MAX.default
 MIN_LOG_MAX_BYTES = 64 * 1024
-MAX_LOG_MAX_BYTES = 1024**5
-LOG_MAX_ENV = "GPUTOP_LOG_MAX"
-FLOOR_ENV = "GPUTOP_LOG_FLOOR"
-DEFAULT_FLOOR_BYTES = 256 * 1024**2
+MAX_LOG_MAX_BYTES = settings.LOG_MAX.maximum
 FLOOR_TAIL_BYTES = 64 * 1024
 CHECK_S = 0.5
 _COPY_CHUNK = 1024**2
 _MARK_DIGITS = 20
-
-
-def parse_size(text: str, what: str) -> int:
-    """``1G``, ``512M``, ``64k`` or a byte count; ValueError naming ``what`` otherwise."""
-    units = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-    value = text.strip().upper().removesuffix("B").removesuffix("I")
-    suffix = value[-1:] if value[-1:] in units else ""
-    digits = value[: len(value) - len(suffix)].strip()
-    if not digits.isascii() or not digits.isdigit() or len(digits) > 18:
-        raise ValueError(f"{what} {text!r} is not a size: give bytes, or a number with k, M, G")
-    return int(digits) * units[suffix]
 
 
 def size_text(value_bytes: int) -> str:
@@ -277,25 +265,12 @@ def size_text(value_bytes: int) -> str:
 
 
 def limits_from(environ: Mapping[str, str], log_max: int | None) -> tuple[int, int]:
-    """(cap, floor) in bytes: ``log_max`` (``--log-max``), else ``GPUTOP_LOG_MAX``, else
-    1 GiB; the floor from ``GPUTOP_LOG_FLOOR``, else 256 MiB. A bad value: the default."""
-    cap = log_max if log_max is not None else _env_size(environ, LOG_MAX_ENV)
-    if cap is None or not MIN_LOG_MAX_BYTES <= cap <= MAX_LOG_MAX_BYTES:
+    """(cap, floor) in bytes: ``log_max`` (``--log-max``), else ``settings.LOG_MAX``; the
+    floor from ``settings.LOG_FLOOR``. A bad value: the default."""
+    cap = log_max if log_max is not None else settings.LOG_MAX.or_default(environ)
+    if not MIN_LOG_MAX_BYTES <= cap <= MAX_LOG_MAX_BYTES:
         cap = DEFAULT_LOG_MAX_BYTES
-    floor = _env_size(environ, FLOOR_ENV)
-    if floor is None or floor > MAX_LOG_MAX_BYTES:
-        floor = DEFAULT_FLOOR_BYTES
-    return cap, floor
-
-
-def _env_size(environ: Mapping[str, str], name: str) -> int | None:
-    text = environ.get(name)
-    if not text:
-        return None
-    try:
-        return parse_size(text, name)
-    except ValueError:
-        return None
+    return cap, settings.LOG_FLOOR.or_default(environ)
 
 
 def mark_line(cut_bytes: int, max_bytes: int) -> bytes:

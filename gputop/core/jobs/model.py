@@ -16,15 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gputop.core import settings
+
 if TYPE_CHECKING:
     from gputop.core.jobs.usage import JobUsage
 
 DEFAULT_GRACE_S = 10.0
 """Seconds between SIGTERM and SIGKILL when a job is stopped."""
 MAX_GRACE_S = 24 * 3600.0
-JOB_ID_ENV = "GPUTOP_JOB_ID"
+JOB_ID_ENV = settings.JOB_ID.name
 """Set in every launched job's environment to its id (process_jobs.py reads it back)."""
-JOB_TOKEN_ENV = "GPUTOP_JOB_TOKEN"
+JOB_TOKEN_ENV = settings.JOB_TOKEN.name
 """Set to the job's ``token``: proves a left-over process is the job's (stop.py)."""
 LOG_CUT_NOTE = "log cut"
 """How the note of a job whose log was cut begins (logs.py, LogCap)."""
@@ -108,7 +110,7 @@ class Job:
     """The job's session (it leads its own): every process it starts shares it."""
     supervisor_session_id: int | None = None
     token: str | None = None
-    """A random value in the job's environment (``GPUTOP_JOB_TOKEN``): with its session and
+    """A random value in the job's environment (``JOB_TOKEN_ENV``): with its session and
     start times, it proves a process left over from a lost job belongs to it."""
     slurm_job_id: int | None = None
     """Set for a job submitted through ``sbatch`` (docs/slurm.md): Slurm runs and stops it,

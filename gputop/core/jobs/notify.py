@@ -29,6 +29,11 @@ NOTIFY_TIMEOUT_S = 30.0
 _OSC_TEXT_MAX = 200
 NOTE_MAX = 160
 """The most of a job's note an end word carries (the log has the rest)."""
+VARIABLES_HELP = (
+    "GPUTOP_EVENT, GPUTOP_JOB_ID, GPUTOP_JOB_STATUS and more in its environment "
+    "(docs/notifications.md)"
+)
+"""How ``--notify-command``'s help names what the command gets (``event_environment``)."""
 _OSC9_TERMINALS = ("iTerm.app", "WezTerm", "ghostty")
 """``TERM_PROGRAM`` values of terminals that show OSC 9 as a desktop notification."""
 

@@ -13,21 +13,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gputop.core.errors import GputopError, UsageError
+from gputop.core import settings
+from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store import JobStore
-from gputop.core.numbers import parse_seconds
 from gputop.core.users import current_user
 
 if TYPE_CHECKING:
     from gputop.core.jobs.policy import FreePolicy
     from gputop.core.model import Snapshot
     from gputop.core.sampling.nvml_backend import NvmlBackend
-
-WAIT_POLL_ENV = "GPUTOP_WAIT_POLL_S"
-DEFAULT_WAIT_POLL_S = 5.0
-MIN_WAIT_POLL_S = 0.05
-MAX_WAIT_POLL_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -98,26 +93,6 @@ def wait_decision(
     return WaitDecision(True, job.physical_indices, "")
 
 
-def wait_poll_s(environ: Mapping[str, str]) -> float:
-    """Seconds between GPU polls: ``GPUTOP_WAIT_POLL_S`` (tests make it short), else 5.
-
-    ``gputop run`` refuses a bad value before launching (``check_wait_poll``); a supervisor
-    that still meets one (``nan`` would make it spin) uses the default.
-    """
-    try:
-        return check_wait_poll(environ)
-    except UsageError:
-        return DEFAULT_WAIT_POLL_S
-
-
-def check_wait_poll(environ: Mapping[str, str]) -> float:
-    """``GPUTOP_WAIT_POLL_S``: finite seconds from 0.05 to 300, else a UsageError naming it."""
-    text = environ.get(WAIT_POLL_ENV)
-    if text is None or not text.strip():
-        return DEFAULT_WAIT_POLL_S
-    return parse_seconds(text, WAIT_POLL_ENV, MIN_WAIT_POLL_S, MAX_WAIT_POLL_S)
-
-
 def job_policy(job: Job) -> FreePolicy:
     """The policy the job was queued with (``--min-free-mib``, ``--max-util``)."""
     from gputop.core.jobs.policy import FreePolicy
@@ -134,12 +109,13 @@ def job_policy(job: Job) -> FreePolicy:
 
 
 class CardWaiter:
-    """Polls the GPUs (real, or simulated by ``GPUTOP_FAKE``) for one waiting job."""
+    """Polls the GPUs (real, or simulated) for one waiting job."""
 
     def __init__(self, store: JobStore, environ: Mapping[str, str]) -> None:
         self.store = store
         self.environ = environ
-        self.poll_s = wait_poll_s(environ)
+        # gputop run refuses a bad value; a supervisor still meeting one uses the default
+        self.poll_s = settings.WAIT_POLL.or_default(environ)
         self._user = current_user()
         self._backend: NvmlBackend | None = None
 

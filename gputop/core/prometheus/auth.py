@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     import ssl
 
 MAX_AUTH_FILE_BYTES = 16 << 10
-ENVIRONMENT = "GPUTOP_PROMETHEUS"
-"""The default ``--prometheus`` URL."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,14 +16,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop.core.model import ACTIVITY_KEYS, GpuProcess, GpuSample, MigDevice, Snapshot
-from gputop.core.numbers import LATEST_TIME_S, MAX_ID, within
+from gputop.core.numbers import LATEST_TIME_S, MAX_ID, MAX_PID, within
 
 CLOCK_SKEW_LIMIT_S = 120.0
 """A snapshot stamped further than this from its arrival comes from a clock that is off."""
 MAX_MEMORY_BYTES = 2**50
 """1 PiB: more than any card or host holds."""
 MAX_GPU_INDEX = 4095
-MAX_PID = 2**31 - 1
 MAX_JOB_ID = MAX_ID
 """As a job id is checked where it is typed or read (gputop.core.numbers.parse_id)."""
 MAX_CLOCK_MHZ = 100_000
@@ -138,7 +137,7 @@ def check_snapshot(snapshot: Snapshot, arrived_at: float) -> CheckedSnapshot:
         findings.places.append("timestamp")
         timestamp = arrived_at
     elif snapshot.simulated is None and abs(timestamp - arrived_at) > CLOCK_SKEW_LIMIT_S:
-        # A simulated host keeps its scenario's clock (GPUTOP_FAKE_TIME freezes it), and
+        # A simulated host keeps its scenario's clock (``settings.FAKE_TIME`` freezes it), and
         # its start times agree with it; a real one far off is timed by arrival.
         skew, timestamp = timestamp - arrived_at, arrived_at
     gpus = []

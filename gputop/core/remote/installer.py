@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputop import DISTRIBUTION
+from gputop.core import settings
 from gputop.core.errors import UsageError
 from gputop.core.remote.transport import classify_failure, ssh_argv
 
@@ -80,8 +81,8 @@ def install_script(wheel: str, pip_args: Sequence[str]) -> str:
     parts = [
         # The same search as the agent's (remote_command.py), and where `pip install --user`
         # puts scripts when PYTHONUSERBASE moves the user's base.
-        'PATH="${GPUTOP_PATH:+$GPUTOP_PATH:}${PYTHONUSERBASE:+$PYTHONUSERBASE/bin:}$PATH:'
-        '$HOME/.local/bin"',
+        f'PATH="{settings.REMOTE_PATH_FIRST}'
+        '${PYTHONUSERBASE:+$PYTHONUSERBASE/bin:}$PATH:$HOME/.local/bin"',
         "export PATH",
         f'd=$(mktemp -d) || {{ echo "{MARK} failed: cannot make a temporary directory"; '
         f"exit {NO_TEMP_DIR_EXIT}; }}",

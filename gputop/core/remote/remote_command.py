@@ -6,8 +6,8 @@ installed, else loops over nvidia-smi's CSV queries (reduced mode,
 gputop/core/remote/reduced.py), else says there is neither. Every word that varies is
 passed through ``shlex.quote``: nothing is interpreted twice. See docs/lab.md.
 
-``GPUTOP_PATH`` on the server (set in the server's environment or passed by ``SetEnv``
-where its sshd accepts ``GPUTOP_*``) is searched first, and ``~/.local/bin`` (where pipx
+``settings.REMOTE_PATH`` on the server (set in the server's environment or passed by ``SetEnv``
+where its sshd accepts it) is searched first, and ``~/.local/bin`` (where pipx
 and ``pip install --user`` put gputop) last, since non-interactive ssh sessions often lack it.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import shlex
 
+from gputop.core import settings
 from gputop.core.remote.reduced import (
     APP_FIELDS,
     GPU_FIELDS,
@@ -25,6 +26,9 @@ from gputop.core.remote.reduced import (
     MARK_NOTHING,
     MARK_REDUCED,
 )
+
+SEARCH_PATH = f'PATH="{settings.REMOTE_PATH_FIRST}$PATH:$HOME/.local/bin"'
+"""The agent's search: ``settings.REMOTE_PATH`` first, ``~/.local/bin`` last."""
 
 CSV = "--format=csv,noheader,nounits"
 
@@ -37,7 +41,7 @@ def agent_script(interval_s: float) -> str:
     query_gpus = shlex.join(["nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS), CSV])
     query_apps = shlex.join(["nvidia-smi", "--query-compute-apps=" + ",".join(APP_FIELDS), CSV])
     parts = [
-        'PATH="${GPUTOP_PATH:+$GPUTOP_PATH:}$PATH:$HOME/.local/bin"',
+        SEARCH_PATH,
         "export PATH",
         "if command -v gputop >/dev/null 2>&1",
         f"then exec gputop agent --interval {interval}",
@@ -68,7 +72,7 @@ def remote_gputop_command(argv: list[str]) -> str:
     the agent (so a pipx install in ~/.local/bin is found)."""
     script = "; ".join(
         [
-            'PATH="${GPUTOP_PATH:+$GPUTOP_PATH:}$PATH:$HOME/.local/bin"',
+            SEARCH_PATH,
             "export PATH",
             "exec " + shlex.join(argv),
         ]

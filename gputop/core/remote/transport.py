@@ -7,24 +7,23 @@ for stdin; when it fails, its stderr is turned into a :class:`Failure` that says
 wrong and what to run once to fix it. The command line is an argv list: nothing local goes
 through a shell, and the remote command is quoted word by word (remote_command.py).
 
-``GPUTOP_SSH_CONFIG`` names an ssh config file (``ssh -F``) and ``GPUTOP_SSH_OPTIONS`` adds
+``settings.SSH_CONFIG`` names an ssh config file (``ssh -F``) and ``settings.SSH_OPTIONS`` adds
 options (split like a shell would: ``-o ConnectTimeout=5 -J bastion``); both are for people
 whose lab needs a separate config, and for the tests. See docs/lab.md.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gputop.core import settings
 from gputop.core.errors import UsageError
 from gputop.core.install_advice import install_advice
 
-SSH_CONFIG_ENV = "GPUTOP_SSH_CONFIG"
-SSH_OPTIONS_ENV = "GPUTOP_SSH_OPTIONS"
+SSH_CONFIG_ENV = settings.SSH_CONFIG.name
 CONNECT_TIMEOUT_S = 10
 # A dead network is noticed in about 15 s even while no data is due.
 SERVER_ALIVE_INTERVAL_S = 5
@@ -55,16 +54,17 @@ def ssh_argv(
 ) -> list[str]:
     """``ssh`` with options that never prompt, the user's extra options, the destination,
     and the remote command (already quoted for the remote shell)."""
-    env = os.environ if environ is None else environ
     argv = [ssh_program]
-    config = env.get(SSH_CONFIG_ENV)
+    config = settings.SSH_CONFIG.read(environ)
     if config:
         argv += ["-F", config]
-    extra = env.get(SSH_OPTIONS_ENV, "")
+    extra = settings.SSH_OPTIONS.read(environ)
     try:
         argv += shlex.split(extra)
     except ValueError as error:
-        raise UsageError(f"{SSH_OPTIONS_ENV}={extra!r} cannot be split: {error}.") from None
+        raise UsageError(
+            f"{settings.SSH_OPTIONS.name}={extra!r} cannot be split: {error}."
+        ) from None
     argv += [
         "-T",  # no terminal: a pty would echo, translate newlines and merge stderr
         "-o",

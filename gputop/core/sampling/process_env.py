@@ -61,8 +61,17 @@ class CudaEnvironment:
 
 def read_cuda_environment(pid: int, limit: int = ENVIRON_LIMIT_BYTES) -> CudaEnvironment | None:
     """The watched variables of ``pid``, or None when it ended or its environment is refused."""
+    data = read_environ(f"/proc/{int(pid)}", limit)
+    return None if data is None else parse_environ(data, truncated=len(data) >= limit)
+
+
+def read_environ(process_dir: str | os.PathLike[str], limit: int) -> bytes | None:
+    """The first ``limit`` bytes of a ``/proc/PID`` directory's ``environ``, or None when the
+    process ended or its environment is not ours to read: the one place gputop reads another
+    process's environment (its job, its Slurm job and its CUDA view all come from here)."""
+    path = os.path.join(process_dir, "environ")
     try:
-        fd = os.open(f"/proc/{int(pid)}/environ", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -74,12 +83,11 @@ def read_cuda_environment(pid: int, limit: int = ENVIRON_LIMIT_BYTES) -> CudaEnv
                 break
             chunks.append(chunk)
             left -= len(chunk)
-        data = b"".join(chunks)
+        return b"".join(chunks)
     except OSError:  # ESRCH or EACCES at read time: it ended, or it is not ours to read
         return None
     finally:
         os.close(fd)
-    return parse_environ(data, truncated=len(data) >= limit)
 
 
 def parse_environ(data: bytes, truncated: bool = False) -> CudaEnvironment:

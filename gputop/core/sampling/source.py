@@ -1,37 +1,29 @@
 """Open the GPUs to sample: the real NVML driver, or a scenario of simulated ones.
 
-``--fake NAME|PATH`` (or ``GPUTOP_FAKE``) selects a scenario; ``GPUTOP_FAKE_TIME=SECONDS``
+``--fake NAME|PATH`` (or ``settings.FAKE``) selects a scenario; ``settings.FAKE_TIME``
 freezes its clock so that the same scenario always gives the same readings, and
-``GPUTOP_FAKE_SPEED=N`` runs it N times faster than real time (a recorder's test records
+``settings.FAKE_SPEED`` runs it N times faster than real time (a recorder's test records
 hours in seconds: docs/history.md). Start-up
 failures of the real driver become one paragraph that names the cause and what to try.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gputop.core.errors import NvmlUnavailableError, UsageError
+from gputop.core import settings
+from gputop.core.errors import NvmlUnavailableError
 from gputop.core.host_stats import HostStats, simulated_host_stats
 from gputop.core.model import ProcessOrigin
-from gputop.core.numbers import parse_seconds
 from gputop.core.probes.background import BackgroundDriverProbe
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.kmsg_xid import KMSG
 from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
 from gputop.core.sampling.pid_namespace import local_pid_guard
 from gputop.core.sampling.process_env import CudaEnvironment
-
-KERNEL_LOG_VARIABLE = "GPUTOP_KERNEL_LOG"
-"""The kernel log Xids are read from on real GPUs (default /dev/kmsg; empty: none)."""
-FAKE_ENV = "GPUTOP_FAKE"
-FAKE_TIME_ENV = "GPUTOP_FAKE_TIME"
-FAKE_SPEED_ENV = "GPUTOP_FAKE_SPEED"
-MAX_FAKE_SPEED = 1_000_000.0
 
 TRY_FAKE = "To try gputop without a GPU, add --fake demo (simulated GPUs)."
 
@@ -42,27 +34,12 @@ def open_backend(
     environ: Mapping[str, str] | None = None,
     options: SamplingOptions | None = None,
 ) -> NvmlBackend:
-    """A ready backend, on simulated GPUs when ``fake`` or ``GPUTOP_FAKE`` names a scenario."""
-    env = os.environ if environ is None else environ
-    fake = fake or env.get(FAKE_ENV) or None
+    """A ready backend, on simulated GPUs when ``fake`` or ``settings.FAKE`` names a scenario."""
+    fake = fake or settings.FAKE.read(environ) or None
     if fake:
-        return _open_fake(fake, _frozen_time(env.get(FAKE_TIME_ENV)), options, fake_speed(env))
+        frozen = settings.FAKE_TIME.given(environ)
+        return _open_fake(fake, frozen, options, settings.FAKE_SPEED.read(environ))
     return _open_real(options)
-
-
-def fake_speed(environ: Mapping[str, str] | None = None) -> float:
-    """How many times faster than real time simulated GPUs run (``GPUTOP_FAKE_SPEED``, 1)."""
-    value = (os.environ if environ is None else environ).get(FAKE_SPEED_ENV, "")
-    if value.strip() == "":
-        return 1.0
-    try:
-        return parse_seconds(value.strip(), FAKE_SPEED_ENV, 1.0, MAX_FAKE_SPEED)
-    except UsageError:
-        raise UsageError(
-            f"{FAKE_SPEED_ENV}={value!r} is not a speed: give how many times faster than real "
-            f"time simulated GPUs run, from 1 to {MAX_FAKE_SPEED:.0f} (e.g. 600: ten minutes a "
-            "second)."
-        ) from None
 
 
 def environment_for_jobs(
@@ -72,23 +49,8 @@ def environment_for_jobs(
     for a file, so a job's supervisor waiting for free cards reads the same simulated GPUs."""
     result = dict(os.environ if environ is None else environ)
     if fake:
-        result[FAKE_ENV] = os.path.abspath(fake) if os.path.exists(fake) else fake
+        result[settings.FAKE.name] = os.path.abspath(fake) if os.path.exists(fake) else fake
     return result
-
-
-def _frozen_time(value: str | None) -> float | None:
-    if value is None or value.strip() == "":
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
-        raise UsageError(
-            f"{FAKE_TIME_ENV}={value!r} is not a time: give the scenario time to freeze at, "
-            "in seconds since the scenario started (e.g. 30)."
-        )
-    return seconds
 
 
 def _open_fake(
@@ -165,6 +127,7 @@ def _open_real(options: SamplingOptions | None) -> NvmlBackend:
         raise NvmlUnavailableError(
             f"The NVIDIA driver library could not be loaded ({error}). {TRY_FAKE}"
         ) from None
+    kernel_log = settings.KERNEL_LOG.given()  # empty: no kernel log
     return NvmlBackend(
         pynvml,
         options=options,
@@ -172,7 +135,7 @@ def _open_real(options: SamplingOptions | None) -> NvmlBackend:
         driver_answer=(
             BackgroundDriverProbe().answer if options is None or options.driver_probe else None
         ),
-        kernel_log=os.environ.get(KERNEL_LOG_VARIABLE, KMSG) or None,
+        kernel_log=KMSG if kernel_log is None else kernel_log or None,
     )
 
 

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from gputop.core.numbers import parse_id
+from gputop.core.sampling.process_env import read_environ
 
 _JOB_IN_PATH = re.compile(r"/job_([0-9]{1,18})(?:/|$)")
 ENVIRON_LIMIT_BYTES = 1 << 20
@@ -48,8 +49,5 @@ def slurm_job_of_pid(pid: int, proc: Path = Path("/proc")) -> int | None:
         return None
     if found is not None:
         return found
-    try:
-        with open(proc / str(pid) / "environ", "rb") as handle:
-            return job_in_environ(handle.read(ENVIRON_LIMIT_BYTES))
-    except OSError:
-        return None
+    environ = read_environ(proc / str(pid), ENVIRON_LIMIT_BYTES)
+    return None if environ is None else job_in_environ(environ)

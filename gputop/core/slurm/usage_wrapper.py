@@ -112,8 +112,9 @@ def _meter_process(logs_dir: Path, command_pid: int, pidfd: int) -> None:
 
 
 def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -> None:
+    from gputop.core import settings
     from gputop.core.errors import GputopError
-    from gputop.core.jobs.usage_meter import MeteredCards, UsageMeter, usage_poll_s
+    from gputop.core.jobs.usage_meter import MeteredCards, UsageMeter
     from gputop.core.sampling.nvml_backend import SamplingOptions
     from gputop.core.sampling.source import open_backend
     from gputop.core.slurm.usage_file import write_report
@@ -155,7 +156,10 @@ def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -
             pid=watch.pid,
         )
         meter = UsageMeter(
-            job, backend, usage_poll_s(environ), owns=lambda pid: watch.owns(pid, job_id)
+            job,
+            backend,
+            settings.USAGE_POLL.or_default(environ),
+            owns=lambda pid: watch.owns(pid, job_id),
         )
         to_node = dict(cards)
         running = True

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from gputop.core import settings
 from gputop.core.history.card_history import CardHistory
 from gputop.core.remote.lab_history import HistoryAsk
 from gputop.core.remote.status import HostStatus, LinkState, Mode
@@ -47,7 +48,7 @@ class FixedHosts:
 def simulated_status(
     host: str, scenario: str, user: str = "alice", at_s: str = FROZEN_AT_S, **changes: Any
 ) -> HostStatus:
-    backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": at_s})
+    backend = open_backend(scenario, environ={settings.FAKE_TIME.name: at_s})
     try:
         snapshot = backend.sample()
     finally:

@@ -3,9 +3,9 @@
 A series per process would let one busy server (thousands of short-lived workers) flood a
 Prometheus server: each GPU exports at most ``top`` processes, the largest by memory (then
 by SM %), and the others as one sum and a count. Users are summed over every process, kept
-or not, so the per-user figures stay exact. A process whose SM % is known and under
-``IDLE_SM_PERCENT`` while it holds memory holds that memory idle (the history report's rule,
-gputop report, at one instant). See docs/exporter.md.
+or not, so the per-user figures stay exact. A process idle by the history report's rule
+(``is_idle``: SM % known and under 5 while it holds memory) holds that memory idle, at one
+instant. See docs/exporter.md.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gputop.core.history.spans import is_idle
 from gputop.core.model import GpuProcess, GpuSample
 
 DEFAULT_TOP = 20
 MAX_TOP = 1000
-IDLE_SM_PERCENT = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +31,8 @@ class ProcessUse:
     @property
     def idle_held_bytes(self) -> int:
         """Memory this process holds while its SM % is known and under the idle bound."""
-        if self.sm_util_percent is None or self.sm_util_percent >= IDLE_SM_PERCENT:
-            return 0
-        return self.memory_used_bytes or 0
+        held = self.memory_used_bytes
+        return held or 0 if is_idle(held, self.sm_util_percent) else 0
 
 
 @dataclass(frozen=True, slots=True)

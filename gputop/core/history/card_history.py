@@ -7,13 +7,12 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, build_report
+from gputop.core.history.report import ReportQuery, ReportRow, build_report
 from gputop.core.history.series import GpuSeries, gpu_series
 from gputop.core.history.store import HistoryError, open_for_reading
 
 WINDOWS_S = {"1": 3600.0, "2": 86400.0, "3": 7 * 86400.0}
 """The keys of the history screen and the windows they show: 1 h, 24 h, 7 d."""
-IDLE_MIN_S = 30 * 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +49,7 @@ def read_card_history(
             for series in gpu_series(connection, since, now, columns, card)
             if series.physical_index == physical_index
         ]
-        query = ReportQuery(since, now, ReportBy.USER, IDLE_MIN_S, physical_index, uuid)
+        query = ReportQuery(since, now, physical_index=physical_index, uuid=uuid)
         holders = tuple(build_report(connection, query))
     except sqlite3.Error as error:
         return CardHistory(physical_index, since, now, problem=f"Cannot read {path}: {error}.")

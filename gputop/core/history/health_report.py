@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 
 from gputop.core.history.report import _private_to_reader as private_to_reader
 from gputop.core.history.schema import HEALTH_COLUMNS
-from gputop.core.numbers import LATEST_TIME_S, within
+from gputop.core.numbers import LATEST_TIME_S, MAX_PID, within
 from gputop.core.redact import text_for_others
 from gputop.core.xid import describe
 
 MAX_XID = 2**31 - 1
 MAX_COUNT = 2**62
-MAX_PID = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ from pathlib import Path
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, build_report
 from gputop.core.history.store import HistoryError, open_for_reading
 
-IDLE_MIN_S = 30 * 60.0
 _CHECKED = "CASE WHEN {0} BETWEEN 0 AND 1e300 THEN {0} END"
 
 
@@ -42,7 +41,7 @@ def read_process_history(
             "AND p.start_t BETWEEN 0 AND 1e300 AND p.end_t BETWEEN p.start_t AND 1e300",
             (pid, start_time, since, now),
         ).fetchall()
-        rows = build_report(connection, ReportQuery(since, now, ReportBy.PROCESS, IDLE_MIN_S))
+        rows = build_report(connection, ReportQuery(since, now, ReportBy.PROCESS))
     except sqlite3.Error as error:
         return ProcessHistory(pid, since, now, problem=f"Cannot read {path}: {error}.")
     finally:

@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gputop.core.history.report import ReportBy, ReportQuery, ReportRow
+from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, idle_counted
+from gputop.core.history.spans import IDLE_SM_PERCENT
 from gputop.core.numbers import MAX_ID_DIGITS
 from gputop.core.prometheus.client import (
     MAX_POINTS,
@@ -45,7 +46,6 @@ from gputop.core.prometheus.client import (
 )
 from gputop.core.redact import text_for_others
 
-IDLE_SM_PERCENT = 5
 MIN_STEP_S = 15.0
 """Prometheus's default scrape interval: a finer step repeats the same samples."""
 
@@ -85,7 +85,7 @@ def report_promql(by: ReportBy) -> dict[str, str]:
     one); a MIG GPU instance's series (``GPU_I_ID``) are not the card's."""
     labels = ", ".join((*HOLDER_LABELS[by], *CARD))
     memory, sm = _of_holders(MEMORY, by), _of_holders(SM, by)
-    idle = f"({memory} > 0) and on (Hostname, gpu, pid) ({sm} < {IDLE_SM_PERCENT})"
+    idle = f"({memory} > 0) and on (Hostname, gpu, pid) ({sm} < {IDLE_SM_PERCENT:g})"
     card = ", ".join(CARD)
     return {
         "memory": f"sum by ({labels}) ({memory})",
@@ -211,12 +211,12 @@ class _Holder:
             processes, idle_processes = counted.get(at), idle.get(at)
             all_idle = processes is not None and (idle_processes or 0.0) >= processes
             if not all_idle or (previous is not None and at - previous > step * 1.5):
-                self.idle_s += run_s if run_s >= query.idle_min_s else 0.0
+                self.idle_s += idle_counted(run_s, query.idle_min_s)
                 run_s = 0.0
             if all_idle:
                 run_s += weight
             previous = at
-        self.idle_s += run_s if run_s >= query.idle_min_s else 0.0
+        self.idle_s += idle_counted(run_s, query.idle_min_s)
 
     def row(self, by: ReportBy, key: tuple[str, ...]) -> ReportRow:
         shown: str | int = ":".join(key) if by is ReportBy.GPU else key[0]

@@ -162,13 +162,11 @@ class _Holder:
                 self.peak = peak
             for start, end in span.idle_pieces:
                 if run_end is None or abs(start - run_end) > _SAME_TIME_S:
-                    if run_s >= idle_min_s:
-                        self.idle_s += run_s
+                    self.idle_s += idle_counted(run_s, idle_min_s)
                     run_s = 0.0
                 run_s += end - start
                 run_end = end
-        if run_s >= idle_min_s:
-            self.idle_s += run_s
+        self.idle_s += idle_counted(run_s, idle_min_s)
 
 
 def _start(span: _Span) -> float:
@@ -245,6 +243,13 @@ def _union_s(spans: list[_Span]) -> float:
     return total
 
 
+def idle_counted(run_s: float, idle_min_s: float) -> float:
+    """The report's idle rule, for the store's spans and for Prometheus's steps alike: an
+    unbroken stretch in which every process on the card was idle counts whole once it lasts
+    ``idle_min_s``, else not at all."""
+    return run_s if run_s >= idle_min_s else 0.0
+
+
 def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
     """The most memory held at once (the sum of the peaks of spans that overlap) and the
     seconds of idle stretches of at least ``idle_min_s``: unbroken stretches in which every
@@ -269,8 +274,7 @@ def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
             if active > 0 and idle_active >= active:
                 run_s += t - last_t
             else:
-                if run_s >= idle_min_s:
-                    idle_total += run_s
+                idle_total += idle_counted(run_s, idle_min_s)
                 run_s = 0.0
         if idle:
             idle_active += change
@@ -280,8 +284,7 @@ def _sweep(spans: list[_Span], idle_min_s: float) -> tuple[float | None, float]:
             if change > 0:
                 peak = peak_now if peak is None else max(peak, peak_now)
         last_t = t
-    if run_s >= idle_min_s:
-        idle_total += run_s
+    idle_total += idle_counted(run_s, idle_min_s)
     if not any(span.peak_memory_bytes is not None for span in spans):
         peak = None
     return peak, idle_total

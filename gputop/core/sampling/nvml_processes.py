@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.model import MigDevice, ProcessType
+from gputop.core.numbers import MAX_PID
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError
 from gputop.core.sampling.nvml_running import (
     COMPUTE,
@@ -33,8 +34,6 @@ from gputop.core.sampling.nvml_running import (
     choose_call,
 )
 
-MAX_PID = 2**31 - 1
-"""Linux pids are positive and below 2**22 in practice; anything at or above 2**31 is garbage."""
 SAMPLE_WINDOW_S = 1.0
 """How far back process samples are asked for: NVML samples about every 1/6 s on busy GPUs."""
 

@@ -11,6 +11,7 @@ import argparse
 import math
 
 from gputop.core.errors import GputopError, UsageError
+from gputop.core.fleet import TIMEOUT_S
 from gputop.core.fleet.fleet_json import fleet_to_json
 from gputop.core.fleet.fleet_text import render_fleet
 from gputop.core.fleet.model import Fleet, FreeRule
@@ -26,7 +27,8 @@ class NoNodeFits(GputopError):
 
 
 def fleet_timeout(args: argparse.Namespace) -> float:
-    timeout = args.timeout
+    """``--timeout`` for one read of the fleet: as given, else the fleet's one default."""
+    timeout = TIMEOUT_S if args.timeout is None else args.timeout
     if not isinstance(timeout, float) or not math.isfinite(timeout) or not timeout > 0:
         raise UsageError(f"--timeout {timeout}: give seconds, more than 0.")
     return min(timeout, MAX_TIMEOUT_S)

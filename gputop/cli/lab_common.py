@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from gputop.core.fleet import TIMEOUT_S as FLEET_TIMEOUT_S
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import open_backend
 
@@ -13,6 +14,7 @@ if TYPE_CHECKING:  # the lab's modules load when a command is given --hosts (doc
     from gputop.core.remote.status import HostStatus
 
 DEFAULT_TIMEOUT_S = 15.0
+"""``--timeout`` with ``--hosts``; with ``--prometheus`` it is the fleet's own default."""
 
 
 def add_hosts_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,11 +28,16 @@ def add_hosts_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"with --hosts: how long to wait for the hosts to answer (default "
-        f"{DEFAULT_TIMEOUT_S:g})",
+        f"{DEFAULT_TIMEOUT_S:g}); with --prometheus: the most one read of the fleet takes, "
+        f"every query and byte together (default {FLEET_TIMEOUT_S:g})",
     )
+
+
+def hosts_timeout(args: argparse.Namespace) -> float:
+    """``--timeout`` for the hosts: as given, else ``DEFAULT_TIMEOUT_S``."""
+    return DEFAULT_TIMEOUT_S if args.timeout is None else float(args.timeout)
 
 
 def open_lab(args: argparse.Namespace, interval_s: float = 1.0) -> Lab:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gputop.cli.lab_common import host_label, open_lab
+from gputop.cli.lab_common import host_label, hosts_timeout, open_lab
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
@@ -96,7 +96,7 @@ def first_host_with(
 def run_pick(args: argparse.Namespace) -> int:
     policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
     with open_lab(args) as lab:
-        lab.wait_all(settled, args.timeout)
+        lab.wait_all(settled, hosts_timeout(args))
         found, reasons = first_host_with(
             lab.statuses(), args.count, policy, use_uuids=args.format == "uuid"
         )
@@ -129,7 +129,7 @@ def run_launch(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError("--tmux cannot be used with --hosts: remote jobs run detached.")
     policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
     with open_lab(args) as lab:
-        lab.wait_all(settled, args.timeout)
+        lab.wait_all(settled, hosts_timeout(args))
         found, reasons = first_host_with(lab.statuses(), args.auto, policy, need_full=True)
         if found is None and args.wait:
             found = _wait_for_host(lab, args.auto, policy)

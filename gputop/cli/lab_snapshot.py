@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 
 from gputop.cli.agent_command import MIN_INTERVAL_S
-from gputop.cli.lab_common import host_label, open_lab, status_json
+from gputop.cli.lab_common import host_label, hosts_timeout, open_lab, status_json
 from gputop.cli.snapshot_text import render_snapshot
 from gputop.core.errors import UsageError
 from gputop.core.numbers import strict_json
@@ -30,8 +30,9 @@ INTERRUPTED = 130
 
 
 def run(args: argparse.Namespace, width: int | None) -> int:
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout {args.timeout}: give a positive number of seconds.")
+    timeout = hosts_timeout(args)
+    if not timeout > 0:
+        raise UsageError(f"--timeout {timeout}: give a positive number of seconds.")
     if args.watch is not None:
         if args.watch < MIN_INTERVAL_S:
             raise UsageError(
@@ -40,10 +41,10 @@ def run(args: argparse.Namespace, width: int | None) -> int:
             )
         return _watch(args, width)
     with open_lab(args) as lab:
-        lab.wait_all(settled, args.timeout)
+        lab.wait_all(settled, timeout)
         if args.stats:
             # A steady rate needs several snapshots per host; hosts that fail stop counting.
-            lab.wait_all(_counted_enough, args.timeout + STATS_SNAPSHOTS)
+            lab.wait_all(_counted_enough, timeout + STATS_SNAPSHOTS)
         statuses = lab.statuses()
     if args.json:
         print(lab_json(statuses, indent=2))

@@ -7,12 +7,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from gputop.core.fleet import TIMEOUT_S
 from gputop.core.fleet.model import Fleet, FreeRule, build_fleet
 from gputop.core.fleet.queries import refresh_queries
 from gputop.core.prometheus.client import MAX_TOTAL_BYTES, Budget, Sample, Server, query
 
-TIMEOUT_S = 10.0
-"""The default ``--timeout`` of one refresh, every query and byte together."""
 MAX_TIMEOUT_S = 3600.0
 EARLY_AFTER = "card_labels"
 """The answers up to this one (the targets, each card's labels and memory) come fast."""

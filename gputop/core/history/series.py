@@ -10,6 +10,8 @@ import math
 import sqlite3
 from dataclasses import dataclass
 
+from gputop.core.numbers import within
+
 
 @dataclass(frozen=True, slots=True)
 class GpuSeries:
@@ -25,14 +27,11 @@ class GpuSeries:
     dram_active_percent: tuple[float | None, ...] = ()
 
 
-def _finite(value: object, top: float | None = None) -> float | None:
+def _finite(value: object, top: float = math.inf) -> float | None:
     """A reading read back from the store: finite, not negative (at most ``top``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    if not math.isfinite(number) or number < 0 or (top is not None and number > top):
-        return None
-    return number
+    if isinstance(value, (int, float)) and within(value, 0, top):  # not a bool, NaN or inf
+        return float(value)
+    return None
 
 
 def gpu_series(

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from gputop.core.numbers import strict_json, within
+from gputop.core.numbers import strict_json, whole_within, within
 
 MAX_BYTES = 2**60
 """No card holds an exabyte: a larger memory reading is a broken one."""
@@ -162,7 +162,7 @@ def usage_from_json(data: object) -> JobUsage | None:
     peak = data.get("peak_memory_bytes")
     if not isinstance(cards_data, list) or len(cards_data) > MAX_CARDS:
         return None
-    if not _int_in(samples, 0, 2**40) or not _optional_int(peak, MAX_BYTES):
+    if not whole_within(samples, 0, 2**40) or not _optional_int(peak, MAX_BYTES):
         return None
     cards = [_card(item) for item in cards_data]
     if any(card is None for card in cards):
@@ -177,7 +177,7 @@ def _card(item: object) -> CardUsage | None:
     peak, sm = item.get("peak_memory_bytes"), item.get("mean_sm_percent")
     seconds, energy = item.get("gpu_seconds"), item.get("energy_j")
     peak_from = item.get("peak_from")
-    if not _int_in(index, 0, 4096) or not isinstance(uuid, str) or len(uuid) > 200:
+    if not whole_within(index, 0, 4096) or not isinstance(uuid, str) or len(uuid) > 200:
         return None
     if not _optional_int(peak, MAX_BYTES) or not _number(seconds, MAX_SECONDS):
         return None
@@ -211,12 +211,8 @@ def _card(item: object) -> CardUsage | None:
 ACTIVITY_KEYS = ("mean_sm_active_percent", "mean_tensor_active_percent", "mean_dram_active_percent")
 
 
-def _int_in(value: object, low: int, high: int) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
 def _optional_int(value: object, high: int) -> TypeGuard[int | None]:
-    return value is None or _int_in(value, 0, high)
+    return value is None or whole_within(value, 0, high)
 
 
 def _number(value: object, high: float) -> TypeGuard[int | float]:

@@ -84,25 +84,18 @@ def make_palette(
                 (background + label_background) if label_background.a else TRANSPARENT,
                 (background + styles.color) if styles.color.a else TRANSPARENT,
             )
+
+    def text_on(on: Color) -> VisualStyle:
+        text = visual_style
+        return VisualStyle(on, text.foreground, bold=text.bold, dim=text.dim, italic=text.italic)
+
     return Palette(
         key=key,
         inner=inner,
         text=visual_style,
-        highlighted_text=VisualStyle(
-            highlighted_background,
-            visual_style.foreground,
-            bold=visual_style.bold,
-            dim=visual_style.dim,
-            italic=visual_style.italic,
-        ),
+        highlighted_text=text_on(highlighted_background),
         highlighted_inner=VisualStyle(background=highlighted_background),
-        blurred_text=VisualStyle(
-            blurred_background,
-            visual_style.foreground,
-            bold=visual_style.bold,
-            dim=visual_style.dim,
-            italic=visual_style.italic,
-        ),
+        blurred_text=text_on(blurred_background),
         blurred_inner=VisualStyle(background=blurred_background),
         borders=borders,
         labels=labels,

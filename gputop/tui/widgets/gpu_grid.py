@@ -19,7 +19,6 @@ import time
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from rich.cells import cell_len
 from rich.style import Style as RichStyle
 from rich.text import Text
 from textual.binding import Binding
@@ -49,8 +48,8 @@ from gputop.tui.widgets.gpu_card import (
     _subtitle,
     _title,
 )
-
-MIN_CARD_WIDTH = 38
+from gputop.tui.widgets.grid_layout import MIN_CARD_WIDTH as MIN_CARD_WIDTH  # the lab's too
+from gputop.tui.widgets.grid_layout import changed_span, columns_for, place
 
 
 class CardState(NamedTuple):
@@ -78,7 +77,6 @@ class _Card:
 
 
 _Placed = tuple[tuple[int, int, int, int], _Card]
-"""A card and its place: x, y, width and height in the grid."""
 
 
 class GpuGrid(Widget, can_focus=True):
@@ -278,7 +276,7 @@ class GpuGrid(Widget, can_focus=True):
         changed: list[Region] = []
         focused = self.has_focus if focused is None else focused
         palette: Palette | None = None
-        for (x, y, card_width, height), card in self._placed(width):
+        for (x, y, card_width, height), card in self._placement(width)[0]:
             view = views.get(id(card))
             if view is None:
                 continue
@@ -383,51 +381,24 @@ class GpuGrid(Widget, can_focus=True):
         self._palette = None
 
     def _columns(self, width: int | None = None) -> int:
-        count = max(len(self._physical), 1)
-        width = width or self.size.width or self.app.size.width
-        fit = max(1, width // MIN_CARD_WIDTH)
-        if count <= fit:
-            return count
-        rows = math.ceil(count / fit)
-        return math.ceil(count / rows)
+        return columns_for(len(self._physical), width or self.size.width or self.app.size.width)
+
+    def _height(self, count: int) -> int:
+        return count if self.compact else math.ceil(count / self._columns()) * CARD_HEIGHT
 
     def _layout(self) -> None:
-        count = max(len(self._physical), 1)
-        height = count if self.compact else math.ceil(count / self._columns()) * CARD_HEIGHT
+        height = self._height(max(len(self._physical), 1))
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
 
-    def _placed(self, width: int) -> list[tuple[tuple[int, int, int, int], _Card]]:
-        """Each card with its place in the grid: x, y, width and height, in cells.
-
-        Columns share the width as Textual's ``fr`` units do: column ``k`` starts at
-        ``floor(k * width / columns)``."""
-        return self._placement(width)[0]
-
     def _placement(self, width: int) -> tuple[list[_Placed], list[list[_Placed]]]:
-        """The cards' places, and those of each band of rows (a row of cards)."""
+        """The cards' places, and those of each band of rows (``grid_layout.place``)."""
         key = (width, self.compact, id(self._cards), len(self._cards))
-        if self._places is not None and self._places[0] == key:
-            return self._places[1], self._places[2]
-        cards = [self._cards[index] for index in self._physical if index in self._cards]
-        placed: list[_Placed] = []
-        if self.compact:
-            placed = [((0, row, width, 1), card) for row, card in enumerate(cards)]
-        else:
-            columns = self._columns(width)
-            for position, card in enumerate(cards):
-                row, column = divmod(position, columns)
-                x = column * width // columns
-                card_width = (column + 1) * width // columns - x
-                placed.append(((x, row * CARD_HEIGHT, card_width, CARD_HEIGHT), card))
-        bands: list[list[_Placed]] = []
-        for place in placed:
-            band = place[0][1] // place[0][3]
-            while len(bands) <= band:
-                bands.append([])
-            bands[band].append(place)
-        self._places = (key, placed, bands)
-        return placed, bands
+        if self._places is None or self._places[0] != key:
+            cards = [self._cards[index] for index in self._physical if index in self._cards]
+            columns = 1 if self.compact else self._columns(width)
+            self._places = (key, *place(cards, width, self.compact, columns, CARD_HEIGHT))
+        return self._places[1], self._places[2]
 
     # -- drawing -------------------------------------------------------------------------
 
@@ -534,7 +505,7 @@ class GpuGrid(Widget, can_focus=True):
     def card_strips(self, physical_index: int) -> list[Strip]:
         """The card's rows as drawn (from the cache where they are in it)."""
         palette = self._current_palette()
-        for (_, _, width, height), card in self._placed(self.size.width):
+        for (_, _, width, height), card in self._placement(self.size.width)[0]:
             if card is self._cards.get(physical_index):
                 return [self._card_row(card, row, width, palette) for row in range(height)]
         raise KeyError(physical_index)
@@ -554,7 +525,7 @@ class GpuGrid(Widget, can_focus=True):
     def card_region(self, physical_index: int) -> Region:
         """Where the card is on the screen."""
         x0, y0 = self.content_region.offset
-        for (x, y, width, height), card in self._placed(self.size.width):
+        for (x, y, width, height), card in self._placement(self.size.width)[0]:
             if card is self._cards.get(physical_index):
                 return Region(x0 + x, y0 + y, width, height)
         raise KeyError(physical_index)
@@ -574,29 +545,4 @@ class GpuGrid(Widget, can_focus=True):
         return view
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        count = len(self._physical)
-        if not count:
-            return 0
-        return count if self.compact else math.ceil(count / self._columns()) * CARD_HEIGHT
-
-
-def changed_span(before: Strip, after: Strip) -> tuple[int, int] | None:
-    """The cells of ``after`` from its first segment that differs from ``before`` to its
-    last (every changed cell is between them); None where the two are the same length and
-    the same, or not the same length."""
-    if before.cell_length != after.cell_length:
-        return None
-    old, new = list(before), list(after)
-    first = 0
-    left = 0
-    while first < len(old) and first < len(new) and old[first] == new[first]:
-        left += cell_len(old[first].text)
-        first += 1
-    if first == len(old) == len(new):
-        return None
-    right = after.cell_length
-    last = 1
-    while last <= min(len(old), len(new)) - first and old[-last] == new[-last]:
-        right -= cell_len(new[-last].text)
-        last += 1
-    return (left, right) if left < right else None
+        return self._height(len(self._physical)) if self._physical else 0

@@ -4,8 +4,8 @@ Where Slurm tracks jobs with cgroups (``ProctrackType=proctrack/cgroup``, the us
 clusters) the process's ``/proc/PID/cgroup`` path names it: ``/slurm/uid_1000/job_123/
 step_0`` (cgroup v1) or ``/system.slice/slurmstepd.scope/job_123/step_0/...`` (v2). Without
 cgroups (``proctrack/linuxproc``, as in the tests' one-node cluster), a process started by
-Slurm still carries ``SLURM_JOB_ID`` in its environment, which ``/proc/PID/environ`` shows
-to its owner and to root; for other users' processes that stays unknown.
+Slurm still carries ``SLURM_JOB_ID`` in its environment, which Linux shows to its owner and
+to root (read by sampling/process_env.py); for other users' processes that stays unknown.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def job_in_cgroup(cgroup_text: str) -> int | None:
 
 
 def job_in_environ(environ_bytes: bytes) -> int | None:
-    """``SLURM_JOB_ID`` from a ``/proc/PID/environ`` (NUL-separated) text, if any."""
+    """``SLURM_JOB_ID`` from a process's environment (NUL-separated), if any."""
     for entry in environ_bytes.split(b"\0"):
         name, _, value = entry.partition(b"=")
         if name in (b"SLURM_JOB_ID", b"SLURM_JOBID"):

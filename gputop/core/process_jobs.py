@@ -3,8 +3,9 @@
 A job gputop launched carries its id (``settings.JOB_ID``) in its environment, and so does
 every process it starts; a Slurm job is named by the process's cgroup, else its
 ``SLURM_JOB_ID`` (gputop/core/slurm/cgroup.py). A process's environment is readable only by
-its owner and root (sampling/process_env.py), so gputop run by root knows everyone's jobs and run by a user only theirs. The answer names
-a job for a label (the exporter's, the history's); nothing is ever signalled on its strength.
+its owner and root (sampling/process_env.py), so gputop run by root knows everyone's jobs
+and run by a user only theirs. The answer names a job for a label (the exporter's, the
+history's); nothing is ever signalled on its strength.
 """
 
 from __future__ import annotations

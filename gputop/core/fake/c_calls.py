@@ -32,37 +32,19 @@ import pynvml
 from gputop.core.fake.base import nvml_error
 from gputop.core.fake.process_calls import SAMPLE_PERIOD_S, ProcessCalls
 from gputop.core.fake.scenario_types import ScenarioProcess
+from gputop.core.nvml_layouts import (
+    NVML_ERROR_INSUFFICIENT_SIZE,
+    NVML_SUCCESS,
+    ProcessInfoV1,
+    ProcessInfoV2,
+    ProcessInfoV3Wide,
+)
 
-NVML_SUCCESS = 0
-NVML_ERROR_INSUFFICIENT_SIZE = 7
 NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 NOT_ON_MIG = 0xFFFFFFFF
 UTILIZATION_INFO = "nvmlDeviceGetProcessesUtilizationInfo"
 UTILIZATION_INFO_DRIVER = 550
 """The first driver branch that exports ``nvmlDeviceGetProcessesUtilizationInfo``."""
-
-
-class _DriverEntryV1(ctypes.Structure):
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
-
-
-class _DriverEntryV2(ctypes.Structure):
-    _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-    ]
-
-
-class _DriverEntryR535(ctypes.Structure):
-    _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-        ("usedGpuCcProtectedMemory", ctypes.c_ulonglong),
-    ]
 
 
 class _DriverUtilizationInfoV1(ctypes.Structure):
@@ -149,10 +131,10 @@ class CCalls(ProcessCalls):
 
     def _entry_layout(self, suffix: str) -> type[ctypes.Structure]:
         if suffix == "":
-            return _DriverEntryV1
+            return ProcessInfoV1
         if suffix == "_v3" and _writes_wide_v3(self._scenario.driver_version):
-            return _DriverEntryR535
-        return _DriverEntryV2
+            return ProcessInfoV3Wide
+        return ProcessInfoV2
 
     def _c_running(
         self,
@@ -188,7 +170,7 @@ class CCalls(ProcessCalls):
             slot.pid = process.pid
             memory = shares[(ids, process.pid)]
             slot.usedGpuMemory = memory if memory is not None else 2**64 - 1
-            if layout is not _DriverEntryV1:
+            if layout is not ProcessInfoV1:
                 slot.gpuInstanceId = gpu_instance_id
                 slot.computeInstanceId = compute_instance_id
         return NVML_SUCCESS

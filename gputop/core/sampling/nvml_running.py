@@ -24,8 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-NVML_SUCCESS = 0
-NVML_ERROR_INSUFFICIENT_SIZE = 7
+from gputop.core.nvml_layouts import (
+    NVML_ERROR_INSUFFICIENT_SIZE,
+    NVML_SUCCESS,
+    ProcessInfoV1,
+    ProcessInfoV2,
+    ProcessInfoV3Wide,
+)
+
 NO_INSTANCE = 0xFFFFFFFF
 """NVML's instance id for a process that is not on a MIG device."""
 MEMORY_NOT_AVAILABLE = 2**64 - 1
@@ -39,35 +45,6 @@ MPS = "nvmlDeviceGetMPSComputeRunningProcesses"
 SUFFIXES = ("_v3", "_v2", "")
 WIDE_V3_DRIVERS = ((535, 43), (535, 86))
 """First and last driver (major, minor) whose ``_v3`` calls write 32-byte entries."""
-
-
-class ProcessInfoV1(ctypes.Structure):
-    """``nvmlProcessInfo_v1_t``: 16 bytes."""
-
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
-
-
-class ProcessInfoV2(ctypes.Structure):
-    """``nvmlProcessInfo_v2_t``, also what ``_v3`` writes outside 535.43-535.86: 24 bytes."""
-
-    _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-    ]
-
-
-class ProcessInfoV3Wide(ctypes.Structure):
-    """The ``_v3`` entry of drivers 535.43-535.86: 32 bytes."""
-
-    _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-        ("usedGpuCcProtectedMemory", ctypes.c_ulonglong),
-    ]
 
 
 @dataclass(frozen=True, slots=True)

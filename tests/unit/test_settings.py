@@ -26,6 +26,16 @@ def test_every_variable_is_in_the_reference_table_with_its_default() -> None:
     assert rows == {setting.name: setting.shown_default for setting in settings.ALL}
 
 
+def test_the_names_are_spelled_in_few_modules() -> None:
+    """Issue 43: the settings module, the notify command's variables, and the remote shell."""
+    spelled = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "gputop").rglob("*.py")
+        if "GPUTOP_" in path.read_text()
+    )
+    assert len(spelled) <= 6, spelled
+
+
 def test_a_variable_set_after_import_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUTOP_WAIT_POLL_S", "0.5")
     assert settings.WAIT_POLL.read() == 0.5

@@ -11,7 +11,7 @@ import math
 import os
 from pathlib import Path
 
-from gputop.core.jobs.pending_end import RESERVED_BYTES, RecordedEnd
+from gputop.core.jobs.unrecorded import RESERVED_BYTES, RecordedEnd
 from gputop.core.jobs.usage import usage_from_json
 from gputop.core.private_files import StoreError, open_private_file
 

@@ -28,9 +28,9 @@ from helpers.waiting import wait_for
 from gputop.cli.main import main
 from gputop.core.jobs.launch import supervisor_argv
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.pending_end import EndReservation
 from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.unrecorded import EndReservation
 from gputop.core.remote.agent import read_jobs_from_store
 
 CHATTY = str(HELPERS / "chatty_job.py")

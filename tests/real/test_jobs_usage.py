@@ -17,13 +17,13 @@ from helpers.small_filesystems import fill
 from helpers.usage import scenario_file, sleeper
 from helpers.waiting import wait_for
 
-from gputop.core.jobs.pending_end import (
+from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.unrecorded import (
     RESERVED_BYTES,
     RecordedEnd,
     keep_end,
     read_pending_ends,
 )
-from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.usage import (
     PEAK_FROM_ACCOUNTING,
     PEAK_FROM_SAMPLES,

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.pending_end import Kept, ProcessSeen, read_kept
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_file import DB_NAME, SCHEMA_VERSION, open_read_only
 from gputop.core.jobs.store_rows import row_to_job
+from gputop.core.jobs.unrecorded import ProcessSeen, Unrecorded, read_unrecorded
 from gputop.core.process_control import (
     ProcessGone,
     Recorded,
@@ -182,7 +182,7 @@ def test_a_kept_file_holds_the_ticks_and_one_without_them_reads_as_before(
 ) -> None:
     run = state_dir / "run"
     run.mkdir(parents=True, mode=0o700)
-    with_ticks = Kept(
+    with_ticks = Unrecorded(
         1, ProcessSeen(10, 1.7e9, 10, 12345), ProcessSeen(11, 1.7e9, 11, 12346), 1.7e9
     )
     record = json.loads(with_ticks.to_bytes())
@@ -200,7 +200,7 @@ def test_a_kept_file_holds_the_ticks_and_one_without_them_reads_as_before(
     for path in run.iterdir():
         path.chmod(0o600)
 
-    found = read_kept(state_dir)
+    found = read_unrecorded(state_dir)
 
     assert record["supervisor"]["start_ticks"] == 12345
     assert found[1].supervisor == ProcessSeen(10, 1.7e9, 10, 12345)

@@ -16,17 +16,18 @@ import pytest
 from helpers.pending_end_v1 import read_as_before
 
 from gputop.core.jobs.model import Job
-from gputop.core.jobs.pending_end import (
+from gputop.core.jobs.store import NEVER_STARTED_AFTER_S, JobStore
+from gputop.core.jobs.store_rows import Transition
+from gputop.core.jobs.unrecorded import (
     RESERVED_BYTES,
     EndReservation,
-    Kept,
     ProcessSeen,
     RecordedEnd,
+    Unrecorded,
     keep_end,
-    read_kept,
     read_pending_ends,
+    read_unrecorded,
 )
-from gputop.core.jobs.store import NEVER_STARTED_AFTER_S, JobStore
 from gputop.core.jobs.usage import CardUsage, JobUsage
 from gputop.core.process_control import process_start_time
 
@@ -98,7 +99,9 @@ def test_a_link_in_an_ends_place_is_never_followed(state: Path, tmp_path: Path) 
 SUPERVISOR = ProcessSeen(4321, 1_700_000_000.25, 4321)
 STARTED = ProcessSeen(4322, 1_700_000_001.5, 4322)
 END = RecordedEnd(6, 1_700_000_100.0, exit_code=3, note="done")
-EVERYTHING = Kept(6, SUPERVISOR, STARTED, 1_700_000_001.0, "log cut: kept under 1 GiB", True, END)
+EVERYTHING = Unrecorded(
+    6, SUPERVISOR, STARTED, 1_700_000_001.0, "log cut: kept under 1 GiB", True, END
+)
 
 
 def run_file(state: Path, job_id: int) -> Path:
@@ -115,38 +118,38 @@ def plant(state: Path, job_id: int, data: bytes) -> None:
 
 def test_every_transition_is_kept_in_the_reserved_blocks_and_read_back(state: Path) -> None:
     reservation = EndReservation(state, 6)
-    start_only = Kept(6, SUPERVISOR, STARTED, 1_700_000_001.0)
+    start_only = Unrecorded(6, SUPERVISOR, STARTED, 1_700_000_001.0)
     assert reservation.keep_all(start_only)
-    assert read_kept(state) == {6: start_only}
+    assert read_unrecorded(state) == {6: start_only}
     assert read_pending_ends(state) == {}  # no end yet
     assert reservation.keep_all(EVERYTHING)
-    assert read_kept(state) == {6: EVERYTHING}
+    assert read_unrecorded(state) == {6: EVERYTHING}
     assert read_pending_ends(state) == {6: END}
     assert os.stat(run_file(state, 6)).st_size == RESERVED_BYTES  # written in place
     assert reservation.clear()
-    assert read_kept(state) == {}
+    assert read_unrecorded(state) == {}
     reservation.release()
 
 
 def test_a_shorter_record_leaves_nothing_of_a_longer_one_behind_it(state: Path) -> None:
     reservation = EndReservation(state, 6)
     assert reservation.keep_all(dataclasses.replace(EVERYTHING, note="x" * 900))
-    short = Kept(6, SUPERVISOR)
+    short = Unrecorded(6, SUPERVISOR)
     assert reservation.keep_all(short)
     data = run_file(state, 6).read_bytes()
     record = short.to_bytes()
     assert data == record + b" " * (RESERVED_BYTES - len(record))
-    assert read_kept(state) == {6: short}
+    assert read_unrecorded(state) == {6: short}
     reservation.release()
 
 
 def test_a_half_written_record_reads_as_nothing_kept(state: Path) -> None:
     longer = EVERYTHING.to_bytes()
-    shorter = Kept(6, SUPERVISOR).to_bytes()
+    shorter = Unrecorded(6, SUPERVISOR).to_bytes()
     plant(state, 6, shorter + longer[len(shorter) :])  # a reader between two writes
-    assert read_kept(state) == {}
+    assert read_unrecorded(state) == {}
     plant(state, 6, longer[: len(longer) // 2])
-    assert read_kept(state) == {}
+    assert read_unrecorded(state) == {}
 
 
 def test_a_record_too_large_for_the_blocks_loses_the_usage_then_the_notes_length(
@@ -155,12 +158,12 @@ def test_a_record_too_large_for_the_blocks_loses_the_usage_then_the_notes_length
     cards = tuple(CardUsage(i, "GPU-" + "0" * 36, 1 << 20, 1.0, 1.0, 1.0) for i in range(40))
     wide = "é" * 1000  # escaped in the record: six bytes each
     end = RecordedEnd(6, 1e9, exit_code=3, note=wide, usage=JobUsage(cards, 1 << 20, 1))
-    kept = Kept(6, SUPERVISOR, STARTED, 1e9, wide, True, end)
+    kept = Unrecorded(6, SUPERVISOR, STARTED, 1e9, wide, True, end)
     data = kept.to_bytes()
     assert len(data) <= RESERVED_BYTES
     reservation = EndReservation(state, 6)
     assert reservation.keep_all(kept)
-    (read,) = read_kept(state).values()
+    (read,) = read_unrecorded(state).values()
     assert read.end is not None and read.end.exit_code == 3 and read.end.usage is None
     assert read.started == STARTED and read.stop_requested
     assert read.note and wide.startswith(read.note)
@@ -172,7 +175,7 @@ def test_a_record_too_large_for_the_blocks_loses_the_usage_then_the_notes_length
 
 def test_the_old_reader_ignores_a_file_that_holds_no_end(state: Path) -> None:
     reservation = EndReservation(state, 6)
-    assert reservation.keep_all(Kept(6, SUPERVISOR, STARTED, 1e9, "log cut", True))
+    assert reservation.keep_all(Unrecorded(6, SUPERVISOR, STARTED, 1e9, "log cut", True))
     assert read_as_before(state / "run", 6) is None
     assert reservation.clear()
     assert read_as_before(state / "run", 6) is None
@@ -193,7 +196,7 @@ def test_a_file_of_the_old_format_is_read(state: Path) -> None:
     data = json.dumps({**record, "note": None}).encode()
     plant(state, 6, data + b"\0" * (RESERVED_BYTES - len(data)))  # its reserved blocks
     end = RecordedEnd(6, 1e9, signal=9, stopped=True)
-    assert read_kept(state) == {6: Kept(6, end=end)}
+    assert read_unrecorded(state) == {6: Unrecorded(6, end=end)}
 
 
 # --- files no supervisor writes ---------------------------------------------------------------
@@ -228,41 +231,41 @@ START = '"started": {"pid": 5, "start_time": 1.0, "session": 5, "at": 2.0}'
 )
 def test_a_file_with_anything_no_supervisor_writes_is_ignored(state: Path, record: str) -> None:
     plant(state, 6, record.encode("utf-8", "surrogateescape"))
-    assert read_kept(state) == {}
+    assert read_unrecorded(state) == {}
 
 
 def test_session_0_reads_as_no_session(state: Path) -> None:
     """getsid() gives 0 in a container whose session leader is outside its pid namespace
     (how the CI runs): such a file is a supervisor's all the same, its session unknown."""
     plant(state, 6, b'{"job": 6, "supervisor": {"pid": 5, "start_time": 1.0, "session": 0}}')
-    assert read_kept(state) == {6: Kept(6, ProcessSeen(5, 1.0, None))}
+    assert read_unrecorded(state) == {6: Unrecorded(6, ProcessSeen(5, 1.0, None))}
 
 
 def test_job_true_is_not_job_1(state: Path) -> None:
     plant(state, 1, ('{"job": true, ' + START + "}").encode())
-    assert read_kept(state) == {}
+    assert read_unrecorded(state) == {}
 
 
 def test_a_file_larger_than_its_blocks_is_ignored(state: Path) -> None:
-    record = Kept(6, SUPERVISOR).to_bytes()
+    record = Unrecorded(6, SUPERVISOR).to_bytes()
     plant(state, 6, record + b" " * (10 * 1024 * 1024))  # 10 MB
-    assert read_kept(state) == {}
+    assert read_unrecorded(state) == {}
 
 
 def test_a_file_of_another_user_is_ignored(state: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("giving a file to another user needs root")
-    plant(state, 6, Kept(6, SUPERVISOR).to_bytes())
+    plant(state, 6, Unrecorded(6, SUPERVISOR).to_bytes())
     os.chown(run_file(state, 6), 65534, 65534)
-    assert read_kept(state) == {}
+    assert read_unrecorded(state) == {}
 
 
 def test_a_link_to_a_valid_record_is_never_followed(state: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.write_bytes(Kept(6, SUPERVISOR, STARTED, 2.0).to_bytes())
+    elsewhere.write_bytes(Unrecorded(6, SUPERVISOR, STARTED, 2.0).to_bytes())
     (state / "run").mkdir(mode=0o700)
     run_file(state, 6).symlink_to(elsewhere)
-    assert read_kept(state) == {}
+    assert read_unrecorded(state) == {}
 
 
 # --- readers apply the file -------------------------------------------------------------------
@@ -273,7 +276,7 @@ def new_job(store: JobStore, created_ago_s: float) -> Job:
         name="x", command=["x"], command_text="x", uses_shell=False, cwd="/",
         physical_indices=[0], uuids=[], env={},
     )  # fmt: skip
-    store.update_job(job.id, "created_at = ?", (time.time() - created_ago_s,), states=None)
+    store.record(job.id, Transition({"created_at": time.time() - created_ago_s}, states=None))
     return job
 
 
@@ -290,7 +293,7 @@ def test_a_start_only_in_the_file_shows_running_and_is_never_taken_as_lost(
     try:
         started = ProcessSeen(sleeper.pid, process_start_time(sleeper.pid), None)
         reservation = EndReservation(state, job.id)  # its supervisor: this test, alive
-        assert reservation.keep_all(Kept(job.id, me(), started, time.time()))
+        assert reservation.keep_all(Unrecorded(job.id, me(), started, time.time()))
         with JobStore.open(state) as store:
             seen = store.get(job.id)
             assert (seen.status, seen.pid, seen.supervisor_pid) == (
@@ -299,7 +302,7 @@ def test_a_start_only_in_the_file_shows_running_and_is_never_taken_as_lost(
                 me().pid,
             )
             assert store.reread(job.id).pid is None  # its supervisor records it, not a reader
-        assert read_kept(state)  # left to its supervisor
+        assert read_unrecorded(state)  # left to its supervisor
         reservation.release()
     finally:
         sleeper.kill()
@@ -315,7 +318,7 @@ def test_the_file_of_a_supervisor_that_is_gone_is_recorded_and_removed(state: Pa
     try:
         started = ProcessSeen(sleeper.pid, process_start_time(sleeper.pid), None)
         supervisor = ProcessSeen(gone.pid, time.time() - 5, None)
-        plant(state, job.id, Kept(job.id, supervisor, started, 2e9).to_bytes())
+        plant(state, job.id, Unrecorded(job.id, supervisor, started, 2e9).to_bytes())
         with JobStore.open(state) as store:
             seen = store.get(job.id)
             row = store.reread(job.id)

@@ -174,8 +174,8 @@ def test_every_command_and_reader_in_process_keeps_this_process_locks(
     from gputop.core.history.card_history import read_card_history
     from gputop.core.history.process_history import read_process_history
     from gputop.core.history.recent import stored_utilization
-    from gputop.core.jobs.pending_end import RecordedEnd, keep_end, read_pending_ends
     from gputop.core.jobs.service import JobsService, LogTails, read_jobs_view
+    from gputop.core.jobs.unrecorded import RecordedEnd, keep_end, read_pending_ends
     from gputop.core.remote.agent import read_jobs_from_store
 
     history = tmp_path / "hist" / "history.sqlite3"

@@ -21,9 +21,9 @@ import pytest
 
 from gputop.core.jobs import store_file
 from gputop.core.jobs.model import JobState
-from gputop.core.jobs.pending_end import RecordedEnd, keep_end
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
+from gputop.core.jobs.unrecorded import RecordedEnd, keep_end
 
 JOBS = 300
 PAGE = 4096

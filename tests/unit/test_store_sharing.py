@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.core.jobs import store as store_module
+from gputop.core.jobs import store_connection as store_module
 from gputop.core.jobs.store import JobStore
 
 THREADS = 12

@@ -1,17 +1,10 @@
 """The job's process as its supervisor sees it: how the supervisor waits, and the job run
-directly or on a pseudo-terminal.
+directly (``PopenChild``) or on a pseudo-terminal (``PtyChild``, tmux mode).
 
-**Waiting.** A supervisor sleeps most of its life (between GPU polls, while its job runs)
-and must wake at once for a stop request (SIGTERM), the job's exit (SIGCHLD) or a resized
-window (SIGWINCH). Python runs signal handlers in the main thread between bytecodes; each
-handler here only sets a flag and writes a byte to a pipe that every wait selects on
-(``Wakeup``).
-
-**tmux mode** (``PtyChild``): the job on a pseudo-terminal, its output copied to the pane
-and to the log. The job gets a real terminal (progress bars, colours, ``input()`` work) and
-is the leader of its own session on it, exactly as in detached mode, so stopping it works
-the same way. The pane is put in raw mode so that every key, Ctrl-C included, reaches the
-job as typed. Detached jobs run as a plain ``Popen`` (``PopenChild``).
+Signal handlers only set a flag and write a byte to a pipe every wait selects on
+(``Wakeup``), so a stop, the job's exit or a resize wakes the supervisor at once. On a pty
+the job leads its own session as in detached mode (stopping works the same); the pane is in
+raw mode so every key, Ctrl-C included, reaches the job.
 """
 
 from __future__ import annotations

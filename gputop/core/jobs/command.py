@@ -1,16 +1,9 @@
 """From what a person typed to the argv gputop executes, and a short name for the job.
 
-The rule: a command is split into words as a POSIX shell would (``shlex``) and executed
-directly, with no shell in between, so nothing in it is ever interpreted twice. Only when
-the text uses something only a shell can do (pipes, redirections, ``&&``, ``;``, globs,
-``$VAR``, backticks, subshells, ``VAR=value cmd``) does it run under the user's
-``$SHELL -c``, and the plan says so, for the preview to show.
-
-Never a shell by accident: a command that, taken whole, names a file that exists (in the
-job's working directory, or by its absolute path) runs that file, whatever characters its
-name holds (``./train;touch INJECTED``), and the plan says so. A script calling ``gputop run
--- "$file"`` cannot be made to run a shell through a file's name (docs/security.md,
-"A command is never a shell by accident").
+Split as a POSIX shell would (``shlex``) and executed directly, so nothing is interpreted
+twice; only text that needs a shell (pipes, redirections, globs, ``$VAR``...) runs under
+``$SHELL -c``, and the plan says so. A command that, taken whole, names an existing file runs
+that file whatever its name holds: never a shell by accident (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Multi-card launchers in a command: one process per pinned card, and a free rendezvous port.
 
-``torchrun train.py`` on four pinned cards starts one process and leaves three idle; a
-launcher's fixed rendezvous port (29500) meets another job's. gputop recognises torchrun,
-``python -m torch.distributed.run|launch``, ``accelerate launch`` and ``deepspeed`` (also
-behind ``uv run``, ``conda run``, ``env`` and the like), and adds what is missing to the
-argv it will execute: the process count, a free port. What each launcher does when an
-option is absent, and in which version that was read, is in docs/multi-card.md.
+``torchrun`` on four pinned cards starts one process, and a fixed port (29500) meets another
+job's: for torchrun, ``torch.distributed.run|launch``, ``accelerate launch`` and
+``deepspeed`` (also behind ``uv run``, ``env``...) the process count and a free port are
+added to the argv. What each launcher does without them: docs/multi-card.md.
 """
 
 from __future__ import annotations

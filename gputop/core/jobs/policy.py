@@ -1,12 +1,9 @@
 """When is a GPU free to take a job: the one rule `gputop pick`, `run --auto` and `--wait` share.
 
-A card is free when a new job would disturb nobody and have room: it is reachable, not split
-into MIG instances, not used by another user (or by someone gputop cannot name), not claimed
-by a gputop job still waiting or running, and its free memory and utilisation are within the
-policy. A reading NVML could not give counts as busy: wrongly calling a card free puts two
-jobs on it (out-of-memory errors, halved speed for both), while wrongly calling it busy only
-makes the user wait or choose by hand. The user's own processes do not make a card busy by
-themselves: the memory and utilisation they cause still do.
+Free: reachable, not split into MIG instances, used by no other (or unnamed) user, claimed by
+no waiting or running gputop job, free memory and utilisation within the policy. A reading
+NVML could not give counts as busy: a card wrongly free puts two jobs on it, one wrongly busy
+only makes the user wait.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The dashboard's jobs: one owner of the job store, the log tails and what was last read.
 
-The dashboard reads its jobs from two threads (the sampler, once per refresh, and a worker
-right after a launch or a stop). SQLite connections stay in the thread that opened them, so
-each thread opens its own store through this service; the log tails are shared, so they sit
-behind one lock. Problems a person must know about (the store moved aside, unreadable) go
-to the ``report`` callback the user interface gives, as toolong's watcher hands its news to
-the widget that owns it. Nothing here imports Textual.
-
-What the dashboard shows of them (``JobsView``, read off the UI thread once per refresh): a
-job runs as the leader of its own session (the supervisor starts it with ``setsid``), so
-every process it forks, on any GPU, shares its session id: that is how a GPU process is
-recognised as a job's, even a DataLoader worker or a ``torchrun`` child the job started.
-Log tails are re-read only when a log grew, so a long job list costs a ``stat`` per job.
+Two threads read jobs (the sampler, and a worker after a launch or a stop), and a SQLite
+connection stays in its thread, so each opens its own store here; the shared log tails sit
+behind one lock, re-read only when a log grew. Problems go to the UI's ``report`` callback.
+A GPU process is a job's when it shares the job's session (``JobsView``). No Textual here.
 """
 
 from __future__ import annotations

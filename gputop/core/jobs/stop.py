@@ -1,14 +1,9 @@
 """Stop a job: its whole process group, SIGTERM first, SIGKILL after its grace period.
 
-The normal path asks the job's supervisor (SIGTERM to it), which ends the group and records
-the end itself. Only when the supervisor is gone (killed, lost) does this call signal the
-job's processes directly. On every path a process is signalled only when it is provably
-the one recorded (process_control.py: same boot, start time, session, user); a process
-left over from a lost job must also carry the job's token in its environment. When that
-cannot be proven, nothing is signalled and the message says why (docs/security.md, part two).
-
-A job Slurm runs is cancelled through the canceller the caller hands in
-(``gputop.core.slurm.submit.cancel``): jobs know nothing of Slurm (docs/architecture.md).
+Normally the job's supervisor is asked (SIGTERM to it) and records the end; only when it is
+gone are the job's processes signalled here, each only when provably the one recorded
+(process_control.py; a left-over process must carry the job's token), else nothing is and
+the message says why (docs/security.md). A Slurm job goes to the canceller handed in.
 """
 
 from __future__ import annotations
@@ -24,8 +19,8 @@ import psutil
 
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
-from gputop.core.jobs.pending_end import RecordedEnd, keep_end
 from gputop.core.jobs.store import JobStore, StoreError
+from gputop.core.jobs.unrecorded import RecordedEnd, keep_end
 from gputop.core.process_control import (
     START_TIME_TOLERANCE_S,
     IdentityUnproven,
@@ -108,7 +103,7 @@ def stop_job(
     return _with_record_note(store, _stop_without_supervisor(store, job, grace))
 
 
-def _record(write: Callable[[], None]) -> bool:
+def _record(write: Callable[[], object]) -> bool:
     """Write to the store; False where the disk is full or read-only (the store says so
     once). Stopping goes on: the supervisor keeps the end until it can be recorded."""
     try:
@@ -170,8 +165,9 @@ def _stop_without_supervisor(store: JobStore, job: Job, grace: float) -> str:
         return f"Job {job.id} ({job.name}) had nothing left running; it is marked as stopped."
     used = _end_members(job, grace)
     note = "stopped by gputop directly: its supervisor was gone"
-    if not _record(lambda: store.mark_ended(job.id, signal=used, note=note)):
-        keep_end(store.state_dir, RecordedEnd(job.id, time.time(), None, used, True, note))
+    end = RecordedEnd(job.id, time.time(), None, used, True, note)
+    if not _record(lambda: store.record(job.id, end.transition())):
+        keep_end(store.state_dir, end)
     name = "SIGTERM" if used == signal.SIGTERM else "SIGKILL"
     return f"Job {job.id} ({job.name}) stopped ({name} to its process group)."
 

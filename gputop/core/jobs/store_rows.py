@@ -1,37 +1,22 @@
-"""A job's row in the store, both ways, and the jobs as they are now: what the store's
-readers are shown.
+"""A job's record: its row in the store both ways, and every change of it (a transition).
 
-One place knows every column (``row_to_job``, ``job_columns``).
-
-Two things can be truer than a row. What a supervisor kept beside the store (pending_end.py:
-the store refused it, the disk was full) is what happened to the job: its supervisor, its
-start, a stop, its end. An active job whose supervisor is gone is lost. Both are recorded in
-the store when it can be written, and otherwise applied to what is returned only, so that
-reading never needs writing (docs/faults.md). A file whose supervisor still lives and has
-not ended its job is the supervisor's to record (it rewrites the file in place until then):
-a reader only applies it.
-
-The store hands itself in as a ``RowStore`` (what this module needs of it), so that the
-store imports this module and not the other way round (docs/architecture.md).
+A transition is defined once (``Transition``): the store writes it as one ``UPDATE`` and a
+reader applies it to a job it read, from the same columns, so what a reader shows of a
+change not yet recorded (kept in the reserved file, unrecorded.py; or a store that cannot
+be written) is what the store will hold once it is. Gputop's supervisors and Slurm's rows
+(slurm/job_rows.py) change jobs through it alone.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 import time
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.pending_end import (
-    MAX_TICKS,
-    Kept,
-    apply_kept,
-    forget_pending_end,
-    read_kept,
-)
 from gputop.core.jobs.usage import (
     JobUsage,
     not_measured_text,
@@ -39,16 +24,20 @@ from gputop.core.jobs.usage import (
     usage_note_from_text,
 )
 from gputop.core.numbers import valid_text
-from gputop.core.private_files import StoreError
-from gputop.core.process_control import from_earlier_boot, process_alive
+
+MAX_TICKS = 2**63 - 1
+"""The most clock ticks since boot a start can be (the kernel's is an unsigned 64-bit count;
+SQLite's integers end here)."""
+ACTIVE = (JobState.WAITING, JobState.RUNNING)
+NOT_ENDED = (JobState.WAITING, JobState.RUNNING, JobState.LOST)
+"""The states a job's end may still be recorded from."""
+_ANY = object()
 
 
 def text_column(text: str) -> str | bytes:
-    """``text`` as the store keeps it: as text where it is valid UTF-8, else as its exact
-    bytes (a BLOB). A command line or a path may hold bytes that are not UTF-8, which Python
-    keeps as lone surrogates (surrogateescape) and SQLite's text cannot hold: the job must
-    still run with those bytes (its argv, its working directory). A surrogate that stands
-    for no byte becomes U+FFFD (``valid_text``)."""
+    """``text`` as stored: text where valid UTF-8, else its exact bytes (a BLOB): an argv or
+    a path may hold bytes that are not UTF-8 (lone surrogates in Python), and the job must
+    run with them. A surrogate that stands for no byte becomes U+FFFD."""
     if text.isascii():
         return text
     try:
@@ -68,7 +57,7 @@ def column_text(value: str | bytes) -> str:
     return value
 
 
-def row_to_job(row: sqlite3.Row) -> Job:
+def row_to_job(row: sqlite3.Row | Mapping[str, Any]) -> Job:
     """A job from its row in the store."""
     return Job(
         id=row["id"],
@@ -121,7 +110,7 @@ def _ticks(value: object) -> int | None:
     return None
 
 
-def _added(row: sqlite3.Row, name: str) -> Any:
+def _added(row: sqlite3.Row | Mapping[str, Any], name: str) -> Any:
     """A column of store_file.ADDED_COLUMNS: NULL where the store has none yet (a store of
     an earlier gputop, opened read-only)."""
     return row[name] if name in row.keys() else None  # noqa: SIM118 (a Row: keys, not values)
@@ -129,17 +118,16 @@ def _added(row: sqlite3.Row, name: str) -> Any:
 
 def job_columns(job: Job) -> dict[str, Any]:
     """Every column of ``job``'s row, as the store holds it (to record it again)."""
-    record = job.to_json()
     return {
         "id": job.id,
         "name": text_column(job.name),
-        "command": json.dumps(list(job.command), allow_nan=False),
+        "command": _json(list(job.command)),
         "command_text": text_column(job.command_text),
         "uses_shell": int(job.uses_shell),
         "cwd": text_column(job.cwd),
-        "physical_indices": json.dumps(list(job.physical_indices), allow_nan=False),
-        "uuids": json.dumps(list(job.uuids), allow_nan=False),
-        "env": json.dumps(dict(job.env), allow_nan=False),
+        "physical_indices": _json(list(job.physical_indices)),
+        "uuids": _json(list(job.uuids)),
+        "env": _json(dict(job.env)),
         "mode": job.mode.value,
         "state": job.state.value,
         "log_path": text_column(job.log_path),
@@ -152,7 +140,7 @@ def job_columns(job: Job) -> dict[str, Any]:
         "supervisor_start_time": job.supervisor_start_time,
         "exit_code": job.exit_code,
         "signal": job.signal,
-        "note": record["note"],
+        "note": job.note,
         "host": job.host,
         "grace_s": job.grace_s,
         "wait_for_free": int(job.wait_for_free),
@@ -178,195 +166,167 @@ def usage_column(job: Job) -> str | None:
     return not_measured_text(job.usage_note) if job.usage_note else None
 
 
-# --- the jobs as they are now ---------------------------------------------------------
+def _json(value: object) -> str:
+    return json.dumps(value, allow_nan=False)
 
 
-NEVER_STARTED_AFTER_S = 120.0
-"""A job whose supervisor has not reported by then is taken as lost."""
+# --- transitions ------------------------------------------------------------------------
 
 
-class RowStore(Protocol):
-    """What reading jobs as they are now needs of the job store (store.py's ``JobStore``)."""
+@dataclass(frozen=True)
+class ProcessSeen:
+    """A process as the store records it: pid, start time, session, and its start in clock
+    ticks since boot (``None``: unread, or a record of a gputop before it)."""
 
-    in_memory: bool
-    state_dir: Path
-
-    @property
-    def host(self) -> str: ...
-
-    def reread(self, job_id: int) -> Job: ...
-
-    def mark_supervisor(
-        self,
-        job_id: int,
-        pid: int,
-        start_time: float | None,
-        session_id: int | None = None,
-        start_ticks: int | None = None,
-    ) -> None: ...
-
-    def mark_started(
-        self,
-        job_id: int,
-        pid: int,
-        pid_start_time: float | None,
-        session_id: int | None = None,
-        started_at: float | None = None,
-        start_ticks: int | None = None,
-    ) -> None: ...
-
-    def set_note(self, job_id: int, note: str | None) -> None: ...
-
-    def request_stop(self, job_id: int, grace_s: float | None = None) -> None: ...
-
-    def mark_ended(
-        self,
-        job_id: int,
-        *,
-        exit_code: int | None = None,
-        signal: int | None = None,
-        note: str | None = None,
-        stopped: bool | None = None,
-        ended_at: float | None = None,
-        usage: JobUsage | None = None,
-    ) -> None: ...
-
-    def mark_lost(
-        self, job_id: int, note: str, supervisor_pid: int | None, found_at: float | None = None
-    ) -> bool: ...
+    pid: int
+    start_time: float | None
+    session: int | None
+    start_ticks: int | None = None
 
 
-def current_jobs(store: RowStore, jobs: list[Job]) -> list[Job]:
-    """``jobs`` (rows just read from ``store``) as they are now."""
-    return _refresh_liveness(store, _with_kept(store, jobs))
+@dataclass(frozen=True)
+class Transition:
+    """One change of a job's row: ``columns`` (stored values) set while the job is in one of
+    ``states`` (``None``: any). Written by ``sql``, applied to a job read by ``applied``."""
 
+    columns: Mapping[str, Any]
+    states: tuple[JobState, ...] | None = ACTIVE
+    unless_set: frozenset[str] = frozenset()
+    """Columns left as they are where already set."""
+    supervisor_is: Any = _ANY
+    """Only while this is the job's recorded supervisor pid (a job found lost)."""
+    kept: Mapping[str, Any] = field(default_factory=dict)
+    """The fields of the reserved file's record that hold it (unrecorded.py)."""
 
-def record_kept(store: RowStore, kept: Kept) -> None:
-    """Make in the store the writes ``kept`` holds, in the order they were made. Each is
-    the store's own write, made again as often as needed with the same result: a reader
-    and the supervisor may both record one file."""
-    job_id = kept.job_id
-    if kept.supervisor is not None:
-        seen = kept.supervisor
-        store.mark_supervisor(job_id, seen.pid, seen.start_time, seen.session, seen.start_ticks)
-    if kept.started is not None:
-        seen = kept.started
-        store.mark_started(
-            job_id, seen.pid, seen.start_time, seen.session, kept.started_at, seen.start_ticks
+    def sql(self, job_id: int) -> tuple[str, tuple[Any, ...]]:
+        """The ``UPDATE``: column names from code, every value bound."""
+        sets = ", ".join(
+            f"{name} = COALESCE({name}, ?)" if name in self.unless_set else f"{name} = ?"
+            for name in self.columns
         )
-    if kept.note is not None:
-        store.set_note(job_id, kept.note)
-    if kept.stop_requested:
-        store.request_stop(job_id)
-    end = kept.end
-    if end is not None:
-        store.mark_ended(
-            job_id,
-            exit_code=end.exit_code,
-            signal=end.signal,
-            note=end.note,
-            stopped=end.stopped or None,
-            ended_at=end.ended_at,
-            usage=end.usage,
-        )
+        sql = f"UPDATE jobs SET {sets} WHERE id = ?"
+        params: tuple[Any, ...] = (*self.columns.values(), job_id)
+        if self.states is not None:
+            sql += f" AND state IN ({', '.join('?' for _ in self.states)})"
+            params += tuple(state.value for state in self.states)
+        if self.supervisor_is is not _ANY:
+            sql += " AND supervisor_pid IS ?"
+            params += (self.supervisor_is,)
+        return sql, params
+
+    def applied(self, job: Job) -> Job:
+        """``job`` as the store holds it once this is recorded."""
+        if self.states is not None and job.state not in self.states:
+            return job
+        if self.supervisor_is is not _ANY and job.supervisor_pid != self.supervisor_is:
+            return job
+        row = job_columns(job)
+        for name, value in self.columns.items():
+            if name not in self.unless_set or row[name] is None:
+                row[name] = value
+        return row_to_job(row)
 
 
-def _with_kept(store: RowStore, jobs: list[Job]) -> list[Job]:
-    if store.in_memory:
-        return jobs
-    files = read_kept(store.state_dir)
-    if not files:
-        return jobs
-    result = []
-    for job in jobs:
-        kept = files.get(job.id)
-        if kept is None:
-            result.append(job)
-            continue
-        if job.state is JobState.ENDED:  # recorded already (the file is left over)
-            forget_pending_end(store.state_dir, job.id)
-            result.append(job)
-            continue
-        seen = apply_kept(job, kept)
-        if kept.end is None and _supervisor_may_live(store, seen):
-            result.append(seen)  # its supervisor records it (and rewrites it meanwhile)
-            continue
-        try:
-            record_kept(store, kept)
-        except StoreError as error:
-            if error.fault is None:
-                raise
-            result.append(seen)
-            continue
-        forget_pending_end(store.state_dir, job.id)
-        result.append(store.reread(job.id))
-    return result
+def _note(note: str | None) -> str | None:
+    """A note as stored: valid UTF-8 (a path it quotes may hold other bytes, kept as ``\\xNN``)."""
+    return None if note is None else valid_text(note)
 
 
-def _supervisor_may_live(store: RowStore, job: Job) -> bool:
-    """Whether the job's supervisor may still write its file: alive, or on another host
-    (a shared state directory), where this reader cannot tell."""
-    if job.host != store.host:
-        return True
-    if job.supervisor_pid is None:
-        return False
-    if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
-        return False
-    return supervisor_alive(job)
+def supervisor_seen(seen: ProcessSeen) -> Transition:
+    """The job's supervisor is ``seen`` (in any state: the launcher records it too)."""
+    columns = {
+        "supervisor_pid": seen.pid,
+        "supervisor_start_time": seen.start_time,
+        "supervisor_session_id": seen.session,
+        "supervisor_start_ticks": seen.start_ticks,
+    }
+    return Transition(columns, states=None, kept={"supervisor": seen})
 
 
-def supervisor_alive(job: Job) -> bool:
-    """The job's recorded supervisor is alive and provably the same process."""
-    assert job.supervisor_pid is not None
-    return process_alive(
-        job.supervisor_pid, job.supervisor_start_time, job.supervisor_start_ticks, job.boot_id
+def started(seen: ProcessSeen, at: float | None = None) -> Transition:
+    """Running as ``seen``, spawned ``at`` (default now: its run time is never shorter than
+    the process's own)."""
+    at = time.time() if at is None else at
+    columns = {
+        "state": JobState.RUNNING.value,
+        "pid": seen.pid,
+        "pid_start_time": seen.start_time,
+        "session_id": seen.session,
+        "started_at": at,
+        "note": None,
+        "pid_start_ticks": seen.start_ticks,
+    }
+    return Transition(columns, kept={"started": seen, "started_at": at})
+
+
+def note_set(note: str | None) -> Transition:
+    return Transition({"note": _note(note)}, kept={"note": note})
+
+
+def stop_asked(grace_s: float | None = None) -> Transition:
+    """A person asked to stop the job (with the grace they gave)."""
+    columns: dict[str, Any] = {"stop_requested": 1}
+    if grace_s is not None:
+        columns["grace_s"] = float(grace_s)
+    return Transition(columns, states=NOT_ENDED, kept={"stop_requested": True})
+
+
+def ended(
+    *,
+    exit_code: int | None = None,
+    signal: int | None = None,
+    note: str | None = None,
+    stopped: bool | None = None,
+    ended_at: float | None = None,
+    usage: JobUsage | None = None,
+    kept: object = None,
+) -> Transition:
+    """How the job ended; also ends a job taken as lost (the end is the truth). ``None``
+    leaves the note, ``stopped`` (a job that ended by itself while a stop was on its way did
+    not end because of it) and the usage as recorded; ``kept``: the file's record of it."""
+    columns: dict[str, Any] = {
+        "state": JobState.ENDED.value,
+        "exit_code": exit_code,
+        "signal": signal,
+        "ended_at": time.time() if ended_at is None else ended_at,
+    }
+    if note is not None:
+        columns["note"] = _note(note)
+    if usage is not None:
+        columns["usage"] = usage.to_text()
+    if stopped is not None:
+        columns["stop_requested"] = int(stopped)
+    return Transition(columns, states=NOT_ENDED, kept={} if kept is None else {"end": kept})
+
+
+def lost(note: str, supervisor_pid: int | None, found_at: float | None = None) -> Transition:
+    """Lost, unless its supervisor recorded an end (or was replaced) meanwhile; it ended when
+    found lost (the last moment gputop knew of it), until a true end replaces that."""
+    columns = {
+        "state": JobState.LOST.value,
+        "note": _note(note),
+        "ended_at": time.time() if found_at is None else found_at,
+    }
+    return Transition(columns, unless_set=frozenset({"ended_at"}), supervisor_is=supervisor_pid)
+
+
+def cards_set(
+    physical_indices: Sequence[int], uuids: Sequence[str], env: Mapping[str, str]
+) -> Transition:
+    """The cards an ``--auto`` job waited for, once chosen."""
+    return Transition(
+        {
+            "physical_indices": _json(list(physical_indices)),
+            "uuids": _json(list(uuids)),
+            "env": _json(dict(env)),
+        }
     )
 
 
-def leader_alive(job: Job) -> bool:
-    """The job's own process is alive and provably the same process."""
-    assert job.pid is not None
-    return process_alive(job.pid, job.pid_start_time, job.pid_start_ticks, job.boot_id)
+def usage_measured(usage: JobUsage) -> Transition:
+    """What the job used so far, as its supervisor measured it (usage_meter.py)."""
+    return Transition({"usage": usage.to_text()}, states=NOT_ENDED)
 
 
-def _refresh_liveness(store: RowStore, jobs: list[Job]) -> list[Job]:
-    """Mark lost the active jobs of this host whose supervisor is gone: in the store, or
-    (where it cannot be written) in the list returned."""
-    result = []
-    now = time.time()
-    for job in jobs:
-        result.append(job)
-        if not job.is_active or job.host != store.host or job.slurm_job_id is not None:
-            continue  # Slurm's jobs have no supervisor: gputop.core.slurm.sync follows them
-        if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
-            note = (
-                "the machine restarted since it was launched: none of its processes is "
-                "running, and gputop will never signal its old pids"
-            )
-        elif job.supervisor_pid is None:
-            if now - job.created_at < NEVER_STARTED_AFTER_S:
-                continue
-            note = "its supervisor never started"
-        elif supervisor_alive(job):
-            continue
-        else:
-            note = (
-                f"its supervisor (pid {job.supervisor_pid}) ended without recording how the "
-                "job ended (killed, or the machine restarted)"
-            )
-            if job.pid is not None and leader_alive(job):
-                # said as of then: the note stays while the process may end at any time
-                note += (
-                    f"; the job (pid {job.pid}) was still running when this was found "
-                    f"(gputop jobs stop {job.id} ends it)"
-                )
-        try:
-            marked = store.mark_lost(job.id, note, job.supervisor_pid, now)
-        except StoreError as error:
-            if error.fault is None:
-                raise
-            result[-1] = dataclasses.replace(job, state=JobState.LOST, note=note, ended_at=now)
-            continue
-        if marked:
-            result[-1] = store.reread(job.id)
-    return result
+CLAIMED = Transition({"state": JobState.RUNNING.value}, states=(JobState.WAITING,))
+"""A waiting job took its cards (JobStore.claim_cards)."""

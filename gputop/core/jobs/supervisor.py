@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import functools
 import os
 import signal
 import subprocess
@@ -25,7 +23,6 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from gputop.core.claims.jobs import JobClaim
 from gputop.core.errors import GputopError
@@ -33,19 +30,20 @@ from gputop.core.jobs.child import Child, PopenChild, PtyChild, Wakeup, wait_for
 from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from, parse_size
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
-from gputop.core.jobs.pending_end import (
-    EndReservation,
-    Kept,
-    ProcessSeen,
-    RecordedEnd,
-    ended_as_kept,
-)
+from gputop.core.jobs.recording import Recorder
 from gputop.core.jobs.store import JobStore, StoreError
-from gputop.core.jobs.store_rows import record_kept
+from gputop.core.jobs.store_rows import (
+    ProcessSeen,
+    Transition,
+    note_set,
+    started,
+    stop_asked,
+    supervisor_seen,
+)
+from gputop.core.jobs.unrecorded import RecordedEnd
 from gputop.core.jobs.usage import JobUsage
-from gputop.core.jobs.usage_meter import Measuring
+from gputop.core.jobs.usage_meter import UsageRecorder
 from gputop.core.jobs.waiting import CardWaiter
-from gputop.core.numbers import parse_seconds
 from gputop.core.private_files import append_to_log, open_log_append, read_env_file
 from gputop.core.process_control import end_group, process_start, session_of
 from gputop.core.safe_text import clean, clean_lines
@@ -55,16 +53,6 @@ RUNNING_POLL_S = 5.0
 PANE_VARIABLES = ("TERM", "TMUX_PANE", "COLUMNS", "LINES")
 LEADER_REAP_S = 5.0
 SUPERVISOR_FAILED_EXIT = 70
-END_TRIES = 3
-END_RETRY_S = 0.5
-"""A job's end the store refused (a full or read-only disk) is tried again this often, this
-far apart; then the supervisor exits and leaves it in its file (pending_end.py)."""
-RECORD_RETRY_S = 1.0
-GIVE_UP_ENV = "GPUTOP_RECORD_GIVE_UP_S"
-GIVE_UP_S = 3600.0
-"""Only where no file could be reserved (not even 4 KiB was free): how long a supervisor
-whose job ended tries, each ``RECORD_RETRY_S``, to record its end in the store or in a file;
-after that the job shows as lost."""
 
 
 def job_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
@@ -101,31 +89,20 @@ class Supervisor:
         self._stopped = False
         self._last: Job | None = None
         """The job as last recorded: recorded again if the store is replaced."""
-        self._kept = Kept(job_id)
-        """What the store refused (a full or read-only disk), as the reserved file holds
-        it: recorded (and the file cleared) as soon as the store takes writes again."""
-        self._file: EndReservation | None = None
-        self._in_file = False
-        """The file holds ``_kept``: it is written into blocks reserved at the start."""
-        self._fault_said = False
+        self._recorder: Recorder | None = None
         self._log_limits = limits_from(environ, log_max)
         self._claim: JobClaim | None = None
         """The claim on the job's cards while it runs (gputop.core.claims.jobs)."""
-        self._measuring: Measuring | None = None
+        self._measuring: UsageRecorder | None = None
         """Measures what the job uses of its cards while it runs (usage_meter.py)."""
 
     def run(self) -> int:
         job = self.store.get(self.job_id)
         self.log_path = job.log_path
-        self._file = EndReservation(self.store.state_dir, job.id)  # before any write
-        started = process_start(os.getpid())
-        me = ProcessSeen(os.getpid(), started.time, os.getsid(0) or None, started.ticks)
-        self._record(  # the launcher did too
-            lambda: self.store.mark_supervisor(
-                job.id, me.pid, me.start_time, me.session, me.start_ticks
-            ),
-            supervisor=me,
-        )
+        self._recorder = Recorder(self.store, job.id, self.environ, self._say)
+        began = process_start(os.getpid())
+        me = ProcessSeen(os.getpid(), began.time, os.getsid(0) or None, began.ticks)
+        self._record(supervisor_seen(me))  # the launcher did too
         job = self._last = self.store.get(self.job_id)
         if job.state is not JobState.WAITING:
             return 0  # already ended (stopped before this supervisor got going) or taken
@@ -164,55 +141,17 @@ class Supervisor:
 
     # --- recording, also when the disk is full -------------------------------------------
 
-    def _record(self, write: Callable[[], None], **transition: Any) -> None:
-        """Write to the store now; where it refuses (a full or read-only disk), or earlier
-        writes wait in the file, ``transition`` (a field of ``Kept``) goes into the file,
-        in place, and the whole file is recorded once the store takes it (docs/faults.md).
-        """
-        if self._kept.empty:
-            try:
-                write()
-                return
-            except StoreError as error:
-                if error.fault is None:
-                    raise
-                self._fault(error)
-        self._kept = dataclasses.replace(self._kept, **transition)
-        self._keep()
-        self._flush()
+    def _record(self, transition: Transition) -> None:
+        assert self._recorder is not None
+        self._recorder.record(transition)
 
-    def _keep(self) -> None:
-        """``_kept`` into the reserved file (reserved now, where it could not be before)."""
-        if self._file is None or not self._file.reserved:
-            self._file = EndReservation(self.store.state_dir, self.job_id)
-        self._in_file = self._file.keep_all(self._kept)
+    def _flush(self) -> None:
+        if self._recorder is not None:
+            self._recorder.flush()
 
-    def _flush(self) -> bool:
-        """Record what the file holds, then clear it; True when nothing is left to record."""
-        if self._kept.empty:
-            return True
-        try:
-            record_kept(self.store, self._kept)
-        except StoreError as error:
-            if error.fault is None:
-                raise
-            self._fault(error)
-            return False
-        self._kept = Kept(self.job_id)
-        if self._file is not None:
-            self._file.clear()
-        self._in_file = False
-        if self._fault_said:
-            self._fault_said = False
-            self._say(f"job {self.job_id} is recorded in the job store again")
-        return True
-
-    def _fault(self, error: StoreError) -> None:
-        if not self._fault_said:
-            self._fault_said = True
-            where = self._file.path if self._file is not None else "memory"
-            self._say(f"cannot record job {self.job_id} in the job store now: {error}")
-            self._say(f"job {self.job_id}: what the job store refuses is kept in {where}")
+    @property
+    def _unrecorded(self) -> bool:
+        return self._recorder is not None and not self._recorder.unrecorded.empty
 
     def _record_end(
         self,
@@ -232,42 +171,8 @@ class Supervisor:
         end = RecordedEnd(self.job_id, time.time(), exit_code, signal, bool(stopped), note, usage)
         if announce is not None:
             announce(end)
-        self._record(
-            lambda: self.store.mark_ended(
-                self.job_id,
-                exit_code=exit_code,
-                signal=signal,
-                note=note,
-                stopped=stopped,
-                ended_at=end.ended_at,
-                usage=usage,
-            ),
-            end=end,
-        )
-        for _ in range(END_TRIES):
-            if self._kept.empty:
-                break
-            time.sleep(END_RETRY_S)
-            self._flush()
-        if not self._kept.empty and not self._in_file:  # no file: the end is in memory only
-            deadline = time.monotonic() + _give_up_s(self.environ)
-            while time.monotonic() < deadline:
-                time.sleep(RECORD_RETRY_S)
-                if self._flush():
-                    break
-                self._keep()
-                if self._in_file:
-                    break
-        if self._file is not None:
-            if self._kept.empty:
-                self._file.release()
-            else:
-                self._file.close()  # the next gputop that can write records it
-                if self._in_file:
-                    self._say(
-                        f"job {self.job_id}'s end is kept in {self._file.path}; the next "
-                        "gputop that can write the job store records it"
-                    )
+        assert self._recorder is not None
+        self._recorder.end(end, stopped)
         return end
 
     # --- waiting -------------------------------------------------------------------------
@@ -284,7 +189,7 @@ class Supervisor:
                     if ready is not None:
                         return ready
                     if reason != last_reason:
-                        self.store.set_note(job.id, f"waiting: {reason}")
+                        self.store.record(job.id, note_set(f"waiting: {reason}"))
                 except StoreError as error:  # damaged: the next gputop to open it repairs it
                     reason = f"cannot use the job store: {error}"
                 if reason != last_reason:
@@ -307,7 +212,7 @@ class Supervisor:
         return job.stop_requested or job.state is JobState.ENDED
 
     def _ended_before_start(self) -> None:
-        self._record(lambda: self.store.request_stop(self.job_id), stop_requested=True)
+        self._record(stop_asked())
         self._record_end(note="stopped while waiting; it never started")
         self._say(f"job {self.job_id} was stopped while waiting; it never started")
 
@@ -335,19 +240,13 @@ class Supervisor:
                 job, 126, f"{job.command[0]}: cannot run it: {error.strerror or error}"
             )
         self._child = child
-        started = process_start(child.pid)
-        seen = ProcessSeen(child.pid, started.time, session_of(child.pid), started.ticks)
-        self._record(
-            lambda: self.store.mark_started(
-                job.id, seen.pid, seen.start_time, seen.session, spawned_at, seen.start_ticks
-            ),
-            started=seen,
-            started_at=spawned_at,
-        )
+        began = process_start(child.pid)
+        seen = ProcessSeen(child.pid, began.time, session_of(child.pid), began.ticks)
+        self._record(started(seen, spawned_at))
         self._last = self.store.get(job.id)
         if job.wait_for_free:
             self._notify(STARTED, background=True)  # as recorded: started
-        self._measuring = Measuring(self.store, self._last, self.environ, self._say)
+        self._measuring = UsageRecorder(self.store, self._last, self.environ, self._say)
         returncode = self._supervise(child)
         child.finish()
         self._child = None
@@ -357,7 +256,7 @@ class Supervisor:
         as_seen = self._last or job
 
         def announce(end: RecordedEnd) -> None:
-            seen = ended_as_kept(self._stored_or(as_seen), end)
+            seen = end.transition().applied(self._stored_or(as_seen))
             self._say(f"job {job.id} {seen.status_text} after {duration(seen.duration_s() or 0.0)}")
 
         if returncode < 0:
@@ -370,7 +269,7 @@ class Supervisor:
             )
         ended = self._stored_or(as_seen)
         if ended.is_active:  # not recorded, and no file could hold it
-            ended = ended_as_kept(ended, end)
+            ended = end.transition().applied(ended)
         self._notify(ENDED, ended)
         if self.tty and not ended.stop_requested:
             wait_for_enter(self.wake)
@@ -435,7 +334,7 @@ class Supervisor:
             while (returncode := child.poll()) is None:
                 if self.wake.stop_signal is not None:
                     return self._stop(child)
-                if time.monotonic() - checked >= RUNNING_POLL_S or not self._kept.empty:
+                if time.monotonic() - checked >= RUNNING_POLL_S or self._unrecorded:
                     self._ensure_recorded()
                     self._flush()
                     checked = time.monotonic()
@@ -446,9 +345,7 @@ class Supervisor:
                 said = cap.check()
                 if said is not None:
                     self._say(f"job {self.job_id}'s {said}")
-                    self._record(
-                        functools.partial(self.store.set_note, self.job_id, said), note=said
-                    )
+                    self._record(note_set(said))
                 due = self._measuring.wait_s if self._measuring is not None else None
                 child.wait_for_event(CHECK_S if due is None else min(CHECK_S, due))
             cap.check()
@@ -479,7 +376,7 @@ class Supervisor:
 
     def _stop(self, child: Child) -> int:
         self._stopped = True
-        self._record(lambda: self.store.request_stop(self.job_id), stop_requested=True)
+        self._record(stop_asked())
         grace = self.store.get(self.job_id).grace_s
         self._say(
             f"stopping job {self.job_id}: SIGTERM to its process group, SIGKILL after {grace:g} s"
@@ -538,17 +435,6 @@ class Supervisor:
         if self.tty:
             with contextlib.suppress(OSError):
                 os.write(1, gputop_line(text).replace(b"\n", b"\r\n"))
-
-
-def _give_up_s(environ: Mapping[str, str]) -> float:
-    """``GPUTOP_RECORD_GIVE_UP_S`` (finite seconds, 0 to a day), else ``GIVE_UP_S``."""
-    text = environ.get(GIVE_UP_ENV)
-    if not text:
-        return GIVE_UP_S
-    try:
-        return parse_seconds(text, GIVE_UP_ENV, 0, 86400)
-    except GputopError:
-        return GIVE_UP_S
 
 
 def _cards(job: Job) -> str:

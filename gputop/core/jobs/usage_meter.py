@@ -263,11 +263,10 @@ def open_meter(job: Job, environ: Mapping[str, str]) -> UsageMeter | None:
     return UsageMeter(job, backend, usage_poll_s(environ))
 
 
-class Measuring:
-    """A supervisor's measuring of its running job: a sample when one is due, what the job
-    used so far recorded after each, and the total at its end. A write the store refuses
-    (a full disk) is skipped: the next carries it, and the end keeps the last
-    (pending_end.py)."""
+class UsageRecorder:
+    """A supervisor's measuring of its running job: a sample when due, what it used so far
+    recorded after each, the total at its end. A write the store refuses (a full disk) is
+    skipped: the next carries it, and the end keeps the last (unrecorded.py)."""
 
     def __init__(
         self, store: JobStore, job: Job, environ: Mapping[str, str], say: Callable[[str], None]

@@ -1,11 +1,8 @@
 """The mark of a gputop job whose cards had an Xid while it ran (docs/health.md).
 
-A job's Xids are those of its cards (by UUID where the job has them, else by physical
-index) that arrived between its start and its end (now, while it runs), as (code, count)
-by code. They come from the history store (``gputop jobs``, ``jobs wait``:
-history/job_xids.py) or from a dashboard's live health (``live_job_xids``: the events a
-card keeps, each with the time of the first of its run). The mark is short: the most severe
-code, then how many others (``✖ Xid 79 (+1)``).
+Its cards' Xids (by UUID, else index) between its start and its end, from the history store
+(history/job_xids.py) or a dashboard's live health (``live_job_xids``); the mark is the most
+severe code and how many others (``✖ Xid 79 (+1)``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A Slurm job's row in the job store (docs/slurm.md): recorded once ``sbatch`` accepted
 it, then kept in step with what Slurm reports (sync.py). Slurm runs the job, not a gputop
-supervisor, so its row is written through the store's public ``insert_job`` and
-``update_job``; the job store knows nothing of Slurm."""
+supervisor, so its row is written through the store's ``insert_job`` and changed by
+transitions (jobs/store_rows.py) as every job's; the job store knows nothing of Slurm."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 from collections.abc import Sequence
 
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
-from gputop.core.jobs.store import NOT_ENDED, JobStore
-from gputop.core.jobs.store_rows import text_column
+from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_rows import NOT_ENDED, Transition, text_column
 from gputop.core.numbers import valid_text
 from gputop.core.process_control import current_boot_id
 
@@ -76,24 +76,21 @@ def update_slurm_job(
         ended_at = None
     elif ended_at is None:
         ended_at = time.time()
-    store.update_job(
-        job_id,
-        "state = ?, note = ?, physical_indices = ?, started_at = COALESCE(started_at, ?), "
-        "ended_at = ?, exit_code = ?, signal = ?, usage = COALESCE(?, usage)",
-        (
-            state.value,
-            None if note is None else valid_text(note),  # a note is for a person: UTF-8
-            json.dumps(list(physical_indices), allow_nan=False),
-            started_at,
-            ended_at,
-            exit_code,
-            signal,
-            usage,
-        ),
-        states=NOT_ENDED,
-    )
+    columns = {
+        "state": state.value,
+        "note": None if note is None else valid_text(note),  # a note is for a person: UTF-8
+        "physical_indices": json.dumps(list(physical_indices), allow_nan=False),
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "exit_code": exit_code,
+        "signal": signal,
+    }
+    if usage is not None:
+        columns["usage"] = usage
+    unless_set = frozenset({"started_at"})
+    store.record(job_id, Transition(columns, states=NOT_ENDED, unless_set=unless_set))
 
 
 def set_slurm_usage(store: JobStore, job_id: int, usage: str) -> None:
     """A Slurm job's usage report that came after its end (usage_file.py): any state."""
-    store.update_job(job_id, "usage = ?", (usage,), states=None)
+    store.record(job_id, Transition({"usage": usage}, states=None))

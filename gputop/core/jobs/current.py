@@ -1,0 +1,157 @@
+"""The jobs as they are now: what the store's readers are shown.
+
+Two things can be truer than a row. What a supervisor kept in its reserved file
+(unrecorded.py: the store refused it) is what happened to the job; an active job whose
+supervisor is gone is lost. Both are recorded when the store can be written, else applied to
+what is returned only, so reading never needs writing (docs/faults.md). A file whose
+supervisor still lives and has not ended its job is that supervisor's to record.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Protocol
+
+from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.store_rows import Transition, lost
+from gputop.core.jobs.unrecorded import Unrecorded, forget_unrecorded, read_unrecorded
+from gputop.core.private_files import StoreError
+from gputop.core.process_control import from_earlier_boot, process_alive
+
+NEVER_STARTED_AFTER_S = 120.0
+"""A job whose supervisor has not reported by then is taken as lost."""
+
+
+class RowStore(Protocol):
+    """What this module needs of the job store (store.py imports this module, not back)."""
+
+    in_memory: bool
+    state_dir: Path
+
+    @property
+    def host(self) -> str: ...
+
+    def reread(self, job_id: int) -> Job: ...
+
+    def record(self, job_id: int, transition: Transition) -> bool: ...
+
+
+def current_jobs(store: RowStore, jobs: list[Job]) -> list[Job]:
+    """``jobs`` (rows just read from ``store``) as they are now."""
+    return _refresh_liveness(store, _with_unrecorded(store, jobs))
+
+
+def record_unrecorded(store: RowStore, unrecorded: Unrecorded) -> None:
+    """Make in the store the writes the file holds, in the order made: each the store's own
+    write, with the same result however often made (a reader and the supervisor may both)."""
+    for transition in unrecorded.transitions():
+        store.record(unrecorded.job_id, transition)
+
+
+def _with_unrecorded(store: RowStore, jobs: list[Job]) -> list[Job]:
+    if store.in_memory:
+        return jobs
+    files = read_unrecorded(store.state_dir)
+    if not files:
+        return jobs
+    result = []
+    for job in jobs:
+        unrecorded = files.get(job.id)
+        if unrecorded is None:
+            result.append(job)
+            continue
+        if job.state is JobState.ENDED:  # recorded already (the file is left over)
+            forget_unrecorded(store.state_dir, job.id)
+            result.append(job)
+            continue
+        seen = unrecorded.applied(job)
+        if unrecorded.end is None and _supervisor_may_live(store, seen):
+            result.append(seen)  # its supervisor records it (and rewrites it meanwhile)
+            continue
+        try:
+            record_unrecorded(store, unrecorded)
+        except StoreError as error:
+            if error.fault is None:
+                raise
+            result.append(seen)
+            continue
+        forget_unrecorded(store.state_dir, job.id)
+        result.append(store.reread(job.id))
+    return result
+
+
+def _supervisor_may_live(store: RowStore, job: Job) -> bool:
+    """Alive, or on another host (a shared state directory), where this reader cannot tell."""
+    if job.host != store.host:
+        return True
+    if job.supervisor_pid is None:
+        return False
+    if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
+        return False
+    return supervisor_alive(job)
+
+
+def supervisor_alive(job: Job) -> bool:
+    """The job's recorded supervisor is alive and provably the same process."""
+    assert job.supervisor_pid is not None
+    return process_alive(
+        job.supervisor_pid, job.supervisor_start_time, job.supervisor_start_ticks, job.boot_id
+    )
+
+
+def leader_alive(job: Job) -> bool:
+    """The job's own process is alive and provably the same process."""
+    assert job.pid is not None
+    return process_alive(job.pid, job.pid_start_time, job.pid_start_ticks, job.boot_id)
+
+
+def _lost_note(job: Job, now: float) -> str | None:
+    """Why an active job of this host is lost, or ``None`` where it is not."""
+    if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
+        return (
+            "the machine restarted since it was launched: none of its processes is "
+            "running, and gputop will never signal its old pids"
+        )
+    if job.supervisor_pid is None:
+        return (
+            None if now - job.created_at < NEVER_STARTED_AFTER_S else "its supervisor never started"
+        )
+    if supervisor_alive(job):
+        return None
+    note = (
+        f"its supervisor (pid {job.supervisor_pid}) ended without recording how the "
+        "job ended (killed, or the machine restarted)"
+    )
+    if job.pid is not None and leader_alive(job):
+        # said as of then: the note stays while the process may end at any time
+        note += (
+            f"; the job (pid {job.pid}) was still running when this was found "
+            f"(gputop jobs stop {job.id} ends it)"
+        )
+    return note
+
+
+def _refresh_liveness(store: RowStore, jobs: list[Job]) -> list[Job]:
+    """Mark lost the active jobs of this host whose supervisor is gone: in the store, or
+    (where it cannot be written) in the list returned."""
+    result = []
+    now = time.time()
+    for job in jobs:
+        result.append(job)
+        if not job.is_active or job.host != store.host or job.slurm_job_id is not None:
+            continue  # Slurm's jobs have no supervisor: gputop.core.slurm.sync follows them
+        note = _lost_note(job, now)
+        if note is None:
+            continue
+        transition = lost(note, job.supervisor_pid, now)
+        try:
+            marked = store.record(job.id, transition)
+        except StoreError as error:
+            if error.fault is None:
+                raise
+            result[-1] = transition.applied(job)
+            continue
+        if marked:
+            result[-1] = store.reread(job.id)
+    return result

@@ -1,0 +1,352 @@
+"""The job store's connection: one per store and process, shared by its threads.
+
+Many processes write the store at once, so every write is one short ``BEGIN IMMEDIATE``
+transaction (``_writing``). Where nothing can be written (a full or read-only disk) it reads
+read-only and tries to write again now and then; a read SQLite answers "malformed" is tried
+again on a new connection, never taken as proof of damage; a store another process moved
+aside and replaced is followed (docs/sqlite.md). store.py holds the jobs' queries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gputop.core.jobs.store_file import (
+    DB_NAME,
+    LOGS_DIR,
+    StoreError,
+    default_state_dir,
+    memory_connection,
+    open_connection,
+    open_read_only,
+    store_identity,
+)
+from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption
+from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
+
+WRITABLE_RETRY_S = 2.0
+"""How often a store opened read-only (a full or read-only disk) tries to write again."""
+FAULT_CONSEQUENCE = (
+    "Jobs are read as recorded; jobs keep running, and stopping one still works. What "
+    "cannot be recorded now (a job's end, a stop) is kept and recorded when space returns "
+    "(docs/faults.md)."
+)
+
+_S = TypeVar("_S", bound="StoreConnection")
+
+
+class _ReadsAsDamaged(StoreError):
+    """A read that SQLite answered "malformed" or "not a database": retried, never proof."""
+
+
+_OPEN: dict[Path, StoreConnection] = {}
+"""The store open in this process, per state directory: every ``open`` of the same
+directory shares it (docs/sqlite.md: one connection per store per process)."""
+_OPEN_LOCK = threading.Lock()
+
+
+def _forget_open_stores() -> None:
+    """In a forked child: the parent's stores are not its own (a SQLite connection must not
+    cross a fork), and the registry's lock may have been held by a thread it did not get."""
+    global _OPEN_LOCK
+    _OPEN_LOCK = threading.Lock()
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_forget_open_stores)
+
+
+class StoreConnection:
+    """The store's connection, safe to share between threads; one per process and state
+    directory (``open`` hands out the same one; it closes when its last user closes it)."""
+
+    def __init__(self, state_dir: Path, connection: sqlite3.Connection, notices: list[str]):
+        self.state_dir = state_dir
+        self.db_path = state_dir / DB_NAME
+        self.logs_dir = state_dir / LOGS_DIR
+        self.notices = notices
+        self._conn = connection
+        self._lock = threading.RLock()
+        self._host = socket.gethostname()
+        self._file = store_identity(state_dir) if connection is not None else None
+        self.in_memory = False
+        self.faults = FaultReporter(
+            f"the job store {self.db_path}", FAULT_CONSEQUENCE, notices.append
+        )
+        """Says once that the store cannot be written (and once that it can again)."""
+        self._read_only = False
+        self._writable_tried = 0.0
+        self._notices_taken = 0
+        self._users = 1
+        self._pid = os.getpid()
+        self._damaged = False
+        """A read or write found the store damaged, and no new connection read it since:
+        the next opening that may repair (a launch) checks it under the open lock."""
+
+    @classmethod
+    def open(cls: type[_S], state_dir: Path | str | None = None, *, repair: bool = False) -> _S:
+        """The store, for reading and writing; read-only where nothing can be written (a
+        full disk, a read-only file system), which is said once in ``notices``.
+
+        ``repair``: for commands that record jobs (a launch, a supervisor): a store that
+        reads as damaged is checked under its lock, and moved aside only where the check
+        proves it, keeping what it still holds (docs/sqlite.md). Readers never repair."""
+        directory = Path(state_dir) if state_dir is not None else default_state_dir()
+        directory = directory.expanduser().absolute()
+        shared = cls._share(directory)
+        if shared is not None:
+            if repair and shared._damaged:  # a command that records jobs proves it
+                try:
+                    shared._repair()
+                except BaseException:
+                    shared.close()
+                    raise
+            return shared
+        store = cls._open_new(directory, repair)
+        with _OPEN_LOCK:
+            other = _OPEN.get(directory)
+            if other is not None and other._pid == store._pid and other._users > 0:
+                other._users += 1  # another thread opened it meanwhile: one is enough
+                store._close_connection()
+                with other._lock:  # what this opening learnt (a store moved aside) is said
+                    other.notices.extend(store.notices)
+                return other  # type: ignore[return-value]
+            _OPEN[directory] = store
+        return store
+
+    @classmethod
+    def _share(cls: type[_S], directory: Path) -> _S | None:
+        with _OPEN_LOCK:
+            store = _OPEN.get(directory)
+            if store is None or store._pid != os.getpid() or store._users <= 0:
+                return None
+            store._users += 1
+            return store  # type: ignore[return-value]  # one class of store per directory
+
+    @classmethod
+    def _open_new(cls: type[_S], directory: Path, repair: bool) -> _S:
+        notices: list[str] = []
+        try:
+            connection = open_connection(directory, notices, repair=repair)
+        except StoreError as error:
+            if error.fault is None or not os.path.lexists(directory / DB_NAME):
+                raise
+            try:
+                connection = open_read_only(directory)
+            except StoreError:
+                raise error from None  # why it could not be opened says more (a repair)
+            store = cls(directory, connection, notices)
+            store._became_read_only(error.fault)
+            return store
+        store = cls(directory, connection, notices)
+        fault = fault_at(directory)
+        if fault is not None:  # said now, even if this command writes nothing
+            store.faults.failed(fault)
+        return store
+
+    @property
+    def writable(self) -> bool:
+        """False while the store is open read-only (nothing can be written now)."""
+        return not self._read_only
+
+    def take_notices(self) -> list[str]:
+        """What a person must be told since the last call (each said once)."""
+        with self._lock:
+            taken = self.notices[self._notices_taken :]
+            self._notices_taken = len(self.notices)
+        return taken
+
+    @classmethod
+    def in_memory_store(cls: type[_S]) -> _S:
+        """An empty store that writes nothing on disk (no store was ever created)."""
+        store = cls(default_state_dir().expanduser().absolute(), memory_connection(), [])
+        store.in_memory = True
+        store._file = None
+        return store
+
+    @classmethod
+    def open_existing(cls: type[_S], state_dir: Path | str | None = None) -> _S | None:
+        """The store if one was ever created, else ``None``: for commands that only read
+        (``pick``, ``jobs``), which must not create a state directory as a side effect."""
+        directory = Path(state_dir) if state_dir is not None else default_state_dir()
+        directory = directory.expanduser().absolute()
+        plain_dir = os.path.isdir(directory) and not os.path.islink(directory)
+        if not os.path.lexists(directory) or (
+            plain_dir and not os.path.lexists(directory / DB_NAME)
+        ):
+            return None
+        return cls.open(directory)  # refuses (names the problem) what is not usable
+
+    def close(self) -> None:
+        """This user is done; the connection closes with the last of them."""
+        with _OPEN_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                return
+            if _OPEN.get(self.state_dir) is self:
+                del _OPEN[self.state_dir]
+        self._close_connection()
+
+    def _close_connection(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Run a query; where reading needs a write SQLite cannot make (its ``-shm`` file
+        on a full disk), read again through a read-only connection."""
+        for attempt in range(1, CHECK_ATTEMPTS + 1):
+            try:
+                with self._reading():
+                    return list(self._conn.execute(sql, params).fetchall())
+            except _ReadsAsDamaged:
+                # A read error is retried on a new connection, never taken as proof of
+                # damage: only a command that records jobs moves a store aside, after an
+                # integrity check under the open lock (docs/sqlite.md).
+                if attempt == CHECK_ATTEMPTS or self.in_memory:
+                    raise
+                time.sleep(CHECK_PAUSE_S * attempt)
+                with self._lock:
+                    self._reconnect()
+            except StoreError as error:
+                if error.fault is None or self._read_only or self.in_memory or attempt > 1:
+                    raise
+                with self._lock:
+                    self._switch_to_read_only(error.fault)
+        raise AssertionError("unreachable")
+
+    def _reconnect(self) -> None:
+        """A new connection in place of one that read the store as damaged."""
+        if self._read_only:
+            connection = open_read_only(self.state_dir)
+        else:
+            connection = open_connection(self.state_dir, self.notices)
+        self._use(connection, self._read_only)
+        self._damaged = False
+
+    def _use(self, connection: sqlite3.Connection, read_only: bool) -> None:
+        """``connection`` in place of the one this store had."""
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = connection
+        self._file = store_identity(self.state_dir)
+        self._read_only = read_only
+
+    def _repair(self) -> None:
+        """What ``open_connection`` does for a command that records jobs: the store
+        checked under the open lock, moved aside only where the check proves it damaged,
+        what it holds carried over (docs/sqlite.md); every user of this store then uses the
+        new connection."""
+        with self._lock:
+            if not self._damaged:
+                return
+            self._use(open_connection(self.state_dir, self.notices, repair=True), False)
+            self._damaged = False
+
+    def _became_read_only(self, fault: WriteFault) -> None:
+        self._read_only = True
+        self._writable_tried = time.monotonic()
+        self.faults.failed(fault)
+
+    def _switch_to_read_only(self, fault: WriteFault) -> None:
+        self._use(open_read_only(self.state_dir), True)
+        self._became_read_only(fault)
+
+    def _try_writable(self) -> None:
+        """Opened read-only: open for writing again, at most every WRITABLE_RETRY_S."""
+        if time.monotonic() - self._writable_tried < WRITABLE_RETRY_S:
+            return
+        self._writable_tried = time.monotonic()
+        try:
+            connection = open_connection(self.state_dir, self.notices)
+        except StoreError as error:
+            if error.fault is None:
+                raise
+            self.faults.failed(error.fault)
+            return
+        self._use(connection, False)
+
+    def _follow_replacement(self) -> None:
+        """Another process moved a damaged store aside and started a new one: use the new
+        one (a supervisor then records its job there again, see supervisor.py)."""
+        if self._read_only:
+            return  # nothing can be moved aside where nothing can be written
+        if self._file is None or store_identity(self.state_dir) in (self._file, None):
+            return
+        self._use(open_connection(self.state_dir, self.notices), False)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        with self._lock:
+            self._follow_replacement()
+            try:
+                yield
+            except sqlite3.Error as error:
+                if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+                    self._damaged = True
+                    raise _ReadsAsDamaged(
+                        f"Cannot read the job store {self.db_path}: {error}. It was left as "
+                        "it is: a store is moved aside only once an integrity check under "
+                        "its lock proves it damaged (docs/sqlite.md)."
+                    ) from None
+                raise StoreError(
+                    f"Cannot read the job store {self.db_path}: {error}.",
+                    write_fault_of(error, self.state_dir),
+                ) from None
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._read_only:
+                self._try_writable()
+            fault = self.faults.fault
+            if self._read_only and fault is not None:
+                raise StoreError(
+                    f"Cannot write the job store {self.db_path}: "
+                    f"{fault.describe('the job store')}.",
+                    fault,
+                )
+            self._follow_replacement()
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as error:
+                raise self._write_error(error) from None
+            try:
+                yield self._conn
+            except sqlite3.Error as error:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self._write_error(error) from None
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as error:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self._write_error(error) from None
+            self.faults.succeeded()
+
+    def _write_error(self, error: sqlite3.Error) -> StoreError:
+        """A failed write, for a person; a full or read-only disk is also said once."""
+        fault = write_fault_of(error, self.state_dir)
+        if fault is not None:
+            self.faults.failed(fault)
+        if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+            self._damaged = True
+        return StoreError(f"Cannot write the job store {self.db_path}: {error}.", fault)

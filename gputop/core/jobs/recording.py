@@ -11,22 +11,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from gputop.core.errors import GputopError
+from gputop.core import settings
 from gputop.core.jobs.current import record_unrecorded
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.store_rows import Transition
 from gputop.core.jobs.unrecorded import EndReservation, RecordedEnd, Unrecorded
-from gputop.core.numbers import parse_seconds
 
 END_TRIES = 3
 END_RETRY_S = 0.5
 """A job's end the store refused is tried again this often, this far apart."""
 RECORD_RETRY_S = 1.0
-GIVE_UP_ENV = "GPUTOP_RECORD_GIVE_UP_S"
-GIVE_UP_S = 3600.0
-"""Only where no file could be reserved (not even 4 KiB was free): how long a supervisor
-whose job ended tries, each ``RECORD_RETRY_S``, to record its end in the store or in a file;
-after that the job shows as lost."""
+"""Only where no file could be reserved (not even 4 KiB was free), a supervisor whose job
+ended tries this often, for ``settings.RECORD_GIVE_UP``, to record its end in the store or in
+a file; after that the job shows as lost."""
 
 
 class Recorder:
@@ -98,7 +95,7 @@ class Recorder:
             time.sleep(END_RETRY_S)
             self.flush()
         if not self.unrecorded.empty and not self._in_file:  # the end is in memory only
-            deadline = time.monotonic() + _give_up_s(self.environ)
+            deadline = time.monotonic() + settings.RECORD_GIVE_UP.or_default(self.environ)
             while time.monotonic() < deadline:
                 time.sleep(RECORD_RETRY_S)
                 if self.flush():
@@ -115,14 +112,3 @@ class Recorder:
                 f"job {self.job_id}'s end is kept in {self._file.path}; the next "
                 "gputop that can write the job store records it"
             )
-
-
-def _give_up_s(environ: Mapping[str, str]) -> float:
-    """``GPUTOP_RECORD_GIVE_UP_S`` (finite seconds, 0 to a day), else ``GIVE_UP_S``."""
-    text = environ.get(GIVE_UP_ENV)
-    if not text:
-        return GIVE_UP_S
-    try:
-        return parse_seconds(text, GIVE_UP_ENV, 0, 86400)
-    except GputopError:
-        return GIVE_UP_S

@@ -27,7 +27,7 @@ from pathlib import Path
 from gputop.core.claims.jobs import JobClaim
 from gputop.core.errors import GputopError
 from gputop.core.jobs.child import Child, PopenChild, PtyChild, Wakeup, wait_for_enter
-from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from, parse_size
+from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
 from gputop.core.jobs.recording import Recorder
@@ -44,6 +44,7 @@ from gputop.core.jobs.unrecorded import RecordedEnd
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.jobs.usage_meter import UsageRecorder
 from gputop.core.jobs.waiting import CardWaiter
+from gputop.core.numbers import parse_size
 from gputop.core.private_files import append_to_log, open_log_append, read_env_file
 from gputop.core.process_control import end_group, process_start, session_of
 from gputop.core.safe_text import clean, clean_lines
@@ -56,7 +57,7 @@ SUPERVISOR_FAILED_EXIT = 70
 
 
 def job_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
-    """The caller's environment, the pinning variables, and ``GPUTOP_JOB_ID``."""
+    """The caller's environment, the pinning variables, and the job's id and token."""
     env = dict(base)
     env.update(job.env)
     env[JOB_ID_ENV] = str(job.id)

@@ -1,8 +1,8 @@
 """Measuring what a running job uses, from its supervisor (docs/history.md).
 
-Every few seconds (``GPUTOP_USAGE_POLL_S``, default 5; the first samples one, two and four
+Every few seconds (``settings.USAGE_POLL``, default 5; the first samples one, two and four
 seconds in, so a short job is measured too) the supervisor samples the cards
-through the one backend every gputop view uses, real or simulated (``GPUTOP_FAKE``), and
+through the one backend every gputop view uses, real or simulated, and
 adds up, for each card the job is pinned to, the job's own processes there: those of the
 job's session, which every process it starts shares. Per card it keeps the peak memory
 (the driver's exact per-process peak where its accounting mode is on), the mean SM use over
@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gputop.core import settings
 from gputop.core.clock_events import throttling
-from gputop.core.errors import GputopError, UsageError
+from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.usage import (
     MAX_BYTES,
@@ -29,7 +30,7 @@ from gputop.core.jobs.usage import (
     JobUsage,
 )
 from gputop.core.model import GpuSample, ProcessOrigin
-from gputop.core.numbers import parse_seconds, within
+from gputop.core.numbers import within
 from gputop.core.private_files import StoreError
 from gputop.core.process_control import session_of
 
@@ -40,22 +41,9 @@ if TYPE_CHECKING:
 
 FIRST_INTERVALS_S = (1.0, 1.0, 2.0)
 """The first samples of a run, one, two and four seconds in; then every poll interval."""
-USAGE_POLL_ENV = "GPUTOP_USAGE_POLL_S"
-DEFAULT_USAGE_POLL_S = 5.0
 LONGEST_INTERVAL_S = 30.0
 """A longer gap between samples (a suspended machine, a stalled driver) counts as this
 long (or three polls, if longer): time nobody saw is not counted as time on the card."""
-
-
-def usage_poll_s(environ: Mapping[str, str]) -> float:
-    """``GPUTOP_USAGE_POLL_S`` (tests make it short): 0.05 to 300 s, else the default."""
-    text = environ.get(USAGE_POLL_ENV, "").strip()
-    if not text:
-        return DEFAULT_USAGE_POLL_S
-    try:
-        return parse_seconds(text, USAGE_POLL_ENV, 0.05, 300.0)
-    except UsageError:
-        return DEFAULT_USAGE_POLL_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +248,7 @@ def open_meter(job: Job, environ: Mapping[str, str]) -> UsageMeter | None:
         return None
     except Exception:  # a broken driver binding must not stop the job
         return None
-    return UsageMeter(job, backend, usage_poll_s(environ))
+    return UsageMeter(job, backend, settings.USAGE_POLL.or_default(environ))
 
 
 class UsageRecorder:

@@ -24,6 +24,8 @@ so ``0000000000000000000001`` is job 1 and ``9223372036854775808`` is no job."""
 _MAX_ID_TEXT = len(str(MAX_ID))
 PID_MAX_LIMIT = 2**22
 """Linux's ``PID_MAX_LIMIT``: every live process's pid is below it."""
+MAX_MEMORY_BYTES = 2**50
+"""1 PiB: more than any card or host holds; a larger memory reading is a broken one."""
 MAX_PID = 2**31 - 1
 """The largest pid a ``pid_t`` holds: the bound on pids in data (NVML's, an agent's, the
 history's). Not ``PID_MAX_LIMIT``: simulated GPUs number their processes past it, so that

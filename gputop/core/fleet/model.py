@@ -27,12 +27,10 @@ from gputop.core.fleet.queries import ACTIVITY, HEALTH_FLAGS, INTERVAL_WINDOW_S
 from gputop.core.health import LEVELS, OK, Reason, Verdict
 from gputop.core.health import verdict as judge
 from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
-from gputop.core.numbers import is_ascii_digits, within
+from gputop.core.numbers import MAX_MEMORY_BYTES, is_ascii_digits, within
 from gputop.core.prometheus.client import Sample
 
 MIB = 1 << 20
-MAX_MEMORY_BYTES = float(2**50)
-"""1 PiB, as for lab hosts: more than any card holds."""
 MAX_TEMPERATURE_C = 200.0
 MAX_POWER_W = 10_000.0
 MAX_BYTES_PER_S = 1e13

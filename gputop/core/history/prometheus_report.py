@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, idle_counted
 from gputop.core.history.spans import IDLE_SM_PERCENT
-from gputop.core.numbers import MAX_ID_DIGITS
+from gputop.core.numbers import MAX_ID_DIGITS, MAX_MEMORY_BYTES
 from gputop.core.prometheus.client import (
     MAX_POINTS,
     NO_MAXIMUM,
@@ -49,9 +49,6 @@ from gputop.core.redact import text_for_others
 MIN_STEP_S = 15.0
 """Prometheus's default scrape interval: a finer step repeats the same samples."""
 
-MAX_MEMORY_BYTES = float(2**50)
-"""1 PiB, as for a lab host's values (gputop/core/remote/host_values.py): more than any card
-holds; a larger value is unknown."""
 MAX_PROCESSES = 1e6
 MAX_RATIO = 1.0
 """GPM's activity figures are ratios (dcgm-exporter's unit): above 1 is no reading."""

@@ -11,10 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from gputop.core.numbers import MAX_MEMORY_BYTES as MAX_BYTES
 from gputop.core.numbers import strict_json, whole_within, within
 
-MAX_BYTES = 2**60
-"""No card holds an exabyte: a larger memory reading is a broken one."""
 MAX_SECONDS = 10 * 365 * 86400.0
 MAX_ENERGY_J = 1e15
 MAX_CARDS = 64

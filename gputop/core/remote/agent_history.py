@@ -44,7 +44,7 @@ from gputop.core.history.report import (
 from gputop.core.history.series import GpuSeries, gpu_series
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
-from gputop.core.numbers import DECODE_ERRORS, outside_float
+from gputop.core.numbers import DECODE_ERRORS, MAX_MEMORY_BYTES, outside_float
 from gputop.core.redact import text_for_others
 from gputop.core.remote.protocol import ProtocolError, decode, encode
 
@@ -54,7 +54,6 @@ MAX_WINDOW_S = 366 * 86400.0
 MAX_ID = 2**53
 MAX_ROWS = 10_000
 MIN_COLUMNS, MAX_COLUMNS = 10, 1000
-MAX_MEMORY_BYTES = float(2**60)
 
 
 class HistoryRequests:

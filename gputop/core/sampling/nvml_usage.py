@@ -7,23 +7,22 @@ sample; each answer is range-checked here, where it enters, and anything NVML ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING
 
-from gputop.core.numbers import within
+from gputop.core.numbers import MAX_MEMORY_BYTES, whole_within
 from gputop.core.sampling.nvml_fields import GpuLostError
 
 if TYPE_CHECKING:
     from gputop.core.sampling.nvml_backend import NvmlBackend
 
 MAX_ENERGY_MJ = 2**63
-MAX_MEMORY_BYTES = 2**60
 NVML_FEATURE_ENABLED = 1
 
 
 def energy_mj(backend: NvmlBackend, physical_index: int) -> int | None:
     """The card's energy counter (millijoules since the driver loaded), or ``None``."""
     value = _read(backend, physical_index, "nvmlDeviceGetTotalEnergyConsumption")
-    return value if _is_int_within(value, MAX_ENERGY_MJ) else None
+    return value if whole_within(value, 0, MAX_ENERGY_MJ) else None
 
 
 def accounting_on(backend: NvmlBackend, physical_index: int) -> bool:
@@ -35,7 +34,7 @@ def accounted_peak_bytes(backend: NvmlBackend, physical_index: int, pid: int) ->
     """The driver's exact peak memory of ``pid`` on the card (accounting mode on), or None."""
     stats = _read(backend, physical_index, "nvmlDeviceGetAccountingStats", pid)
     value = getattr(stats, "maxMemoryUsage", None)
-    return value if _is_int_within(value, MAX_MEMORY_BYTES) else None
+    return value if whole_within(value, 0, MAX_MEMORY_BYTES) else None
 
 
 def _read(backend: NvmlBackend, physical_index: int, function: str, *args: object) -> object:
@@ -46,7 +45,3 @@ def _read(backend: NvmlBackend, physical_index: int, function: str, *args: objec
         return backend.reader.read(function, handle, *args)
     except GpuLostError:
         return None
-
-
-def _is_int_within(value: object, maximum: int) -> TypeGuard[int]:
-    return isinstance(value, int) and within(value, 0, maximum)

@@ -42,7 +42,6 @@ from typing import BinaryIO
 
 from gputop.core import settings
 from gputop.core.jobs.model import LOG_CUT_NOTE
-from gputop.core.numbers import parse_size  # noqa: F401 (supervisor.py's, until it moves)
 from gputop.core.private_files import StoreError, open_private_dir, open_private_file
 from gputop.core.safe_text import clean, clean_keeping_colours, split_unfinished_sgr
 

@@ -40,7 +40,7 @@ from gputop.core.jobs.store_rows import (
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.mig_targets import target_keys
-from gputop.core.private_files import open_log_append
+from gputop.core.private_files import STATE_DIR_ENV, open_log_append
 from gputop.core.process_control import current_boot_id
 from gputop.core.safe_text import clean
 
@@ -280,7 +280,7 @@ class JobStore(StoreConnection):
                     f"The job store {self.db_path} holds a row for job {row['id']} that no "
                     f"gputop wrote ({type(error).__name__}: {clean(str(error))[:200]}). It "
                     "was left as it is: someone changed it by hand; remove that row, or set "
-                    "GPUTOP_STATE_DIR to use another store."
+                    f"{STATE_DIR_ENV} to use another store."
                 ) from None
         return jobs
 

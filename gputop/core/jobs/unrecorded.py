@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from gputop.core.jobs.store_rows import (
     supervisor_seen,
 )
 from gputop.core.jobs.usage import JobUsage, usage_from_json
-from gputop.core.numbers import is_ascii_digits
+from gputop.core.numbers import LATEST_TIME_S, PID_MAX_LIMIT, is_ascii_digits, whole_within, within
 from gputop.core.private_files import (
     StoreError,
     open_private_dir,
@@ -46,9 +45,6 @@ RESERVED_BYTES = 4096
 MAX_NOTE_CHARS = 1000
 SHORT_NOTE_CHARS = 100
 """A note cut to this where the record would not fit otherwise (non-ASCII is escaped)."""
-MAX_PID = 2**22
-"""Linux's highest pid (``PID_MAX_LIMIT``): a pid or a session past it is not one."""
-_MAX_TIME = 253402300799.0  # the end of year 9999, as for every time gputop reads
 _READ_TRIES = 3
 """A record that does not parse is read again this often: it may be half rewritten."""
 
@@ -342,7 +338,7 @@ def _read_one(dir_fd: int, run_dir: Path, name: str, job_id: int) -> Unrecorded 
 
 def _checked(record: object, job_id: int) -> Unrecorded | None:
     """The record if every value is what a supervisor writes; else ``None`` (ignored)."""
-    if not isinstance(record, dict) or not _int_in(record.get("job"), job_id, job_id):
+    if not isinstance(record, dict) or not whole_within(record.get("job"), job_id, job_id):
         return None
     try:
         supervisor = _process(record.get("supervisor"))
@@ -367,9 +363,9 @@ def _end(record: dict[str, Any], job_id: int) -> RecordedEnd:
     exit_code = record.get("exit_code")
     signal = record.get("signal")
     stopped = record.get("stopped")
-    if exit_code is not None and not _int_in(exit_code, 0, 255):
+    if exit_code is not None and not whole_within(exit_code, 0, 255):
         raise _NotOurs
-    if signal is not None and not _int_in(signal, 1, 128):
+    if signal is not None and not whole_within(signal, 1, 128):
         raise _NotOurs
     if not isinstance(stopped, bool):
         raise _NotOurs
@@ -390,24 +386,22 @@ def _process(value: object) -> ProcessSeen | None:
     if not isinstance(value, dict):
         raise _NotOurs
     pid, start_time, session = value.get("pid"), value.get("start_time"), value.get("session")
-    if not isinstance(pid, int) or not _int_in(pid, 1, MAX_PID):
+    if not whole_within(pid, 1, PID_MAX_LIMIT):
         raise _NotOurs
-    if session is not None and not _int_in(session, 0, MAX_PID):
+    if session is not None and not whole_within(session, 0, PID_MAX_LIMIT):
         raise _NotOurs
     # getsid() gives 0 where the session's leader is outside this pid namespace (a
     # container): no session this reader could name, as None says.
     start = None if start_time is None else _time(start_time)
     ticks = value.get("start_ticks")
-    if ticks is not None and not _int_in(ticks, 0, MAX_TICKS):
+    if ticks is not None and not whole_within(ticks, 0, MAX_TICKS):
         raise _NotOurs
     return ProcessSeen(pid, start, session or None, ticks)
 
 
 def _time(value: object) -> float:
     """A time a supervisor writes: seconds since 1970, finite, before year 10000."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise _NotOurs
-    if not math.isfinite(value) or not 0 < value <= _MAX_TIME:
+    if not isinstance(value, (int, float)) or not within(value, 0, LATEST_TIME_S) or not value:
         raise _NotOurs
     return float(value)
 
@@ -418,7 +412,3 @@ def _text(value: object) -> str | None:
     if not isinstance(value, str):
         raise _NotOurs
     return value[:MAX_NOTE_CHARS] or None
-
-
-def _int_in(value: object, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

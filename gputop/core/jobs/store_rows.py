@@ -9,6 +9,7 @@ be written) is what the store will hold once it is. Gputop's supervisors and Slu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
@@ -57,47 +58,29 @@ def column_text(value: str | bytes) -> str:
     return value
 
 
+_TEXT = ("name", "command_text", "cwd", "log_path")
+"""Text that may hold bytes that are not UTF-8 (``text_column``)."""
+_LISTS = ("command", "physical_indices", "uuids")
+_BOOLS = ("uses_shell", "wait_for_free", "stop_requested")
+_TICKS = ("pid_start_ticks", "supervisor_start_ticks")
+_CODED = (*_TEXT, *_LISTS, *_BOOLS, *_TICKS, "env", "mode", "state", "usage", "usage_note")
+_PLAIN = tuple(f.name for f in dataclasses.fields(Job) if f.name not in _CODED)
+"""The fields kept as they are, each in its column of the same name."""
+
+
 def row_to_job(row: sqlite3.Row | Mapping[str, Any]) -> Job:
     """A job from its row in the store."""
     return Job(
-        id=row["id"],
-        name=column_text(row["name"]),
-        command=tuple(json.loads(row["command"])),
-        command_text=column_text(row["command_text"]),
-        uses_shell=bool(row["uses_shell"]),
-        cwd=column_text(row["cwd"]),
-        physical_indices=tuple(json.loads(row["physical_indices"])),
-        uuids=tuple(json.loads(row["uuids"])),
+        **{name: row[name] for name in _PLAIN},
+        **{name: column_text(row[name]) for name in _TEXT},
+        **{name: tuple(json.loads(row[name])) for name in _LISTS},
+        **{name: bool(row[name]) for name in _BOOLS},
+        **{name: _ticks(_added(row, name)) for name in _TICKS},
         env=json.loads(row["env"]),
         mode=RunMode(row["mode"]),
         state=JobState(row["state"]),
-        log_path=column_text(row["log_path"]),
-        created_at=row["created_at"],
-        started_at=row["started_at"],
-        ended_at=row["ended_at"],
-        pid=row["pid"],
-        pid_start_time=row["pid_start_time"],
-        supervisor_pid=row["supervisor_pid"],
-        exit_code=row["exit_code"],
-        signal=row["signal"],
-        note=row["note"],
-        supervisor_start_time=row["supervisor_start_time"],
-        host=row["host"],
-        grace_s=row["grace_s"],
-        wait_for_free=bool(row["wait_for_free"]),
-        wait_count=row["wait_count"],
-        wait_min_free_mib=row["wait_min_free_mib"],
-        wait_max_util_percent=row["wait_max_util_percent"],
-        stop_requested=bool(row["stop_requested"]),
-        boot_id=row["boot_id"],
-        session_id=row["session_id"],
-        supervisor_session_id=row["supervisor_session_id"],
-        token=row["token"],
-        slurm_job_id=row["slurm_job_id"],
         usage=usage_from_text(row["usage"]),
         usage_note=usage_note_from_text(row["usage"]),
-        pid_start_ticks=_ticks(_added(row, "pid_start_ticks")),
-        supervisor_start_ticks=_ticks(_added(row, "supervisor_start_ticks")),
     )
 
 
@@ -119,43 +102,14 @@ def _added(row: sqlite3.Row | Mapping[str, Any], name: str) -> Any:
 def job_columns(job: Job) -> dict[str, Any]:
     """Every column of ``job``'s row, as the store holds it (to record it again)."""
     return {
-        "id": job.id,
-        "name": text_column(job.name),
-        "command": _json(list(job.command)),
-        "command_text": text_column(job.command_text),
-        "uses_shell": int(job.uses_shell),
-        "cwd": text_column(job.cwd),
-        "physical_indices": _json(list(job.physical_indices)),
-        "uuids": _json(list(job.uuids)),
+        **{name: getattr(job, name) for name in (*_PLAIN, *_TICKS)},
+        **{name: text_column(getattr(job, name)) for name in _TEXT},
+        **{name: _json(list(getattr(job, name))) for name in _LISTS},
+        **{name: int(getattr(job, name)) for name in _BOOLS},
         "env": _json(dict(job.env)),
         "mode": job.mode.value,
         "state": job.state.value,
-        "log_path": text_column(job.log_path),
-        "created_at": job.created_at,
-        "started_at": job.started_at,
-        "ended_at": job.ended_at,
-        "pid": job.pid,
-        "pid_start_time": job.pid_start_time,
-        "supervisor_pid": job.supervisor_pid,
-        "supervisor_start_time": job.supervisor_start_time,
-        "exit_code": job.exit_code,
-        "signal": job.signal,
-        "note": job.note,
-        "host": job.host,
-        "grace_s": job.grace_s,
-        "wait_for_free": int(job.wait_for_free),
-        "wait_count": job.wait_count,
-        "wait_min_free_mib": job.wait_min_free_mib,
-        "wait_max_util_percent": job.wait_max_util_percent,
-        "stop_requested": int(job.stop_requested),
-        "boot_id": job.boot_id,
-        "session_id": job.session_id,
-        "supervisor_session_id": job.supervisor_session_id,
-        "token": job.token,
-        "slurm_job_id": job.slurm_job_id,
         "usage": usage_column(job),
-        "pid_start_ticks": job.pid_start_ticks,
-        "supervisor_start_ticks": job.supervisor_start_ticks,
     }
 
 

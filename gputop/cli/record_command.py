@@ -62,27 +62,22 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help=f"seconds between samples (default {DEFAULT_INTERVAL_S:g})",
     )
     defaults = Retention()
-    parser.add_argument(
-        "--keep-full",
-        type=duration(),
-        default=defaults.full_s,
-        metavar="DURATION",
-        help="keep every sample this long (default 48h), then one per minute",
-    )
-    parser.add_argument(
-        "--keep-minutes",
-        type=duration(),
-        default=defaults.minute_s,
-        metavar="DURATION",
-        help="keep one sample per minute this long (default 30d), then one per hour",
-    )
-    parser.add_argument(
-        "--keep-hours",
-        type=duration(),
-        default=defaults.hour_s,
-        metavar="DURATION",
-        help="keep one sample per hour this long (default 365d), then nothing",
-    )
+    for keep, default, then in (
+        ("full", defaults.full_s, "every sample this long (default 48h), then one per minute"),
+        (
+            "minutes",
+            defaults.minute_s,
+            "one sample per minute this long (default 30d), then one per hour",
+        ),
+        ("hours", defaults.hour_s, "one sample per hour this long (default 365d), then nothing"),
+    ):
+        parser.add_argument(
+            f"--keep-{keep}",
+            type=duration(),
+            default=default,
+            metavar="DURATION",
+            help=f"keep {then}",
+        )
     parser.add_argument(
         "--readable-by",
         default=None,

@@ -204,18 +204,15 @@ def window_hints(
     (a simulated clock run faster, ``settings.FAKE_SPEED``, records ahead of real time) or,
     with nothing in it, only before its start; and ``--by job`` with no job in it."""
     hints = []
-    later, latest = connection.execute(
-        "SELECT COUNT(*), MAX(t) FROM samples WHERE t >= ?", (query.until,)
-    ).fetchone()
+    samples = "SELECT COUNT(*), MAX(t) FROM samples WHERE t {} ?"
+    later, latest = connection.execute(samples.format(">="), (query.until,)).fetchone()
     if later:
         hints.append(
             f"Note: {later} sample(s) were recorded after this window ends, up to "
             f"{_iso(latest)}: add --until {_iso(latest + 1)} (and --since) to include them."
         )
     if not rows:
-        earlier, last = connection.execute(
-            "SELECT COUNT(*), MAX(t) FROM samples WHERE t < ?", (query.since,)
-        ).fetchone()
+        earlier, last = connection.execute(samples.format("<"), (query.since,)).fetchone()
         if earlier:
             hints.append(
                 f"Note: the store has samples before this window, the last at {_iso(last)}: "

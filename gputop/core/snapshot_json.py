@@ -7,6 +7,7 @@ never renamed or removed, and a breaking change bumps ``schema``. Unknown values
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from gputop.core.clock_events import reason_names
@@ -94,29 +95,9 @@ def health_json(health: GpuHealth | None) -> dict[str, Any] | None:
     ecc, pages, rows = health.ecc, health.retired_pages, health.remapped_rows
     result = verdict(health)
     return {
-        "ecc_errors": None
-        if ecc is None
-        else {
-            "corrected_volatile": ecc.corrected_volatile,
-            "uncorrected_volatile": ecc.uncorrected_volatile,
-            "corrected_aggregate": ecc.corrected_aggregate,
-            "uncorrected_aggregate": ecc.uncorrected_aggregate,
-        },
-        "retired_pages": None
-        if pages is None
-        else {
-            "single_bit": pages.single_bit,
-            "double_bit": pages.double_bit,
-            "pending": pages.pending,
-        },
-        "remapped_rows": None
-        if rows is None
-        else {
-            "correctable": rows.correctable,
-            "uncorrectable": rows.uncorrectable,
-            "pending": rows.pending,
-            "failed": rows.failed,
-        },
+        "ecc_errors": None if ecc is None else asdict(ecc),
+        "retired_pages": None if pages is None else asdict(pages),
+        "remapped_rows": None if rows is None else asdict(rows),
         "pcie_replays": health.pcie_replays,
         "nvlink_crc_errors": health.nvlink_crc_errors,
         "xid_events": None

@@ -12,8 +12,9 @@ Every label value from outside passes ``labels.label``. The list is docs/exporte
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -32,6 +33,7 @@ from gputop.core.process_jobs import NO_JOBS, ProcessJobs
 MIB = 1 << 20
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
 PROF_LABELS = (*GPU_LABELS, "GPU_I_ID", "GPU_I_PROFILE")
+T = TypeVar("T")
 """dcgm-exporter's labels for profiling fields: a MIG GPU instance adds its id and profile
 (both empty, so absent in Prometheus, for a whole GPU)."""
 PROCESS_LABELS = ("gpu", "UUID", "Hostname", "pid", "user", "command", "gputop_job", "slurm_job")
@@ -216,15 +218,24 @@ def snapshot_families(
     return families
 
 
-def _dcgm_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
-    labelled = [(gpu, gpu_labels(gpu, host)) for gpu in snapshot.gpus]
-    for name, help_text, reading in DCGM_GAUGES:
-        family = GaugeMetricFamily(name, help_text, labels=GPU_LABELS)
-        for gpu, labels in labelled:
-            value = reading(gpu)
+def _gauges(
+    gauges: Sequence[tuple[str, str, Callable[[T], float | int | None]]],
+    label_names: Sequence[str],
+    series: Sequence[tuple[T, list[str]]],
+) -> Iterator[Metric]:
+    """One family per gauge; each series' reading where it is a finite number."""
+    for name, help_text, reading in gauges:
+        family = GaugeMetricFamily(name, help_text, labels=label_names)
+        for source, labels in series:
+            value = reading(source)
             if value is not None and math.isfinite(value):
                 family.add_metric(labels, float(value))
         yield family
+
+
+def _dcgm_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
+    labelled = [(gpu, gpu_labels(gpu, host)) for gpu in snapshot.gpus]
+    return _gauges(DCGM_GAUGES, GPU_LABELS, labelled)
 
 
 def mig_profile(mig: MigDevice) -> str:
@@ -252,14 +263,7 @@ def _activity_series(snapshot: Snapshot, host: str) -> list[tuple[Activity, list
 
 
 def _prof_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
-    series = _activity_series(snapshot, host)
-    for name, help_text, reading in DCGM_PROF_GAUGES:
-        family = GaugeMetricFamily(name, help_text, labels=PROF_LABELS)
-        for activity, labels in series:
-            value = reading(activity)
-            if value is not None and math.isfinite(value):
-                family.add_metric(labels, float(value))
-        yield family
+    return _gauges(DCGM_PROF_GAUGES, PROF_LABELS, _activity_series(snapshot, host))
 
 
 def _gpu_state_families(

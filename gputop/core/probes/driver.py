@@ -12,7 +12,6 @@ call gives (docs/cuda-visibility.md, "The driver probe").
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from gputop.core.probes.cuda_errors import (
     CUDA_ERROR_NO_DEVICE,
     describe_cuda_error,
 )
+from gputop.core.probes.torch_probe import child_environment
 from gputop.core.visibility import Visibility
 
 LIBCUDA = "libcuda.so.1"
@@ -102,15 +102,7 @@ def run_driver_probe(
     library: str = LIBCUDA,
     timeout_s: float = 10.0,
 ) -> DriverProbeResult:
-    env = dict(os.environ)
-    for name, value in (
-        ("CUDA_VISIBLE_DEVICES", cuda_visible_devices),
-        ("CUDA_DEVICE_ORDER", cuda_device_order),
-    ):
-        if value is None:
-            env.pop(name, None)
-        else:
-            env[name] = value
+    env = child_environment(cuda_visible_devices, cuda_device_order)
     try:
         done = subprocess.run(
             [sys.executable, "-c", _CHILD, library],

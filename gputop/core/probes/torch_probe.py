@@ -57,15 +57,10 @@ class TorchProbeResult:
         }
 
 
-def probe_torch(
-    python: str | None,
-    cuda_visible_devices: str | None,
-    cuda_device_order: str | None,
-    timeout_s: float = 60.0,
-) -> TorchProbeResult:
-    interpreter = python or shutil.which("python3")
-    if interpreter is None or not shutil.which(interpreter):
-        return TorchProbeResult("no-python", f"no interpreter {python or 'python3'} found")
+def child_environment(
+    cuda_visible_devices: str | None, cuda_device_order: str | None
+) -> dict[str, str]:
+    """This process's environment with the CUDA variables a job would have (unset: None)."""
     env = dict(os.environ)
     for name, value in (
         ("CUDA_VISIBLE_DEVICES", cuda_visible_devices),
@@ -75,6 +70,19 @@ def probe_torch(
             env.pop(name, None)
         else:
             env[name] = value
+    return env
+
+
+def probe_torch(
+    python: str | None,
+    cuda_visible_devices: str | None,
+    cuda_device_order: str | None,
+    timeout_s: float = 60.0,
+) -> TorchProbeResult:
+    interpreter = python or shutil.which("python3")
+    if interpreter is None or not shutil.which(interpreter):
+        return TorchProbeResult("no-python", f"no interpreter {python or 'python3'} found")
+    env = child_environment(cuda_visible_devices, cuda_device_order)
     try:
         done = subprocess.run(
             [interpreter, "-c", _CHILD],

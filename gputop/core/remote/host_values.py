@@ -73,9 +73,9 @@ WITHIN_TOTAL = ("memory_used_bytes", "memory_free_bytes", "memory_reserved_bytes
 CLOCK_RANGES = {
     name: (0, MAX_CLOCK_MHZ) for name in ("graphics_mhz", "sm_mhz", "memory_mhz", "video_mhz")
 }
+INSTANCE_IDS = {"gpu_instance_id": (0, MAX_COUNT), "compute_instance_id": (0, MAX_COUNT)}
 MIG_RANGES = {
-    "gpu_instance_id": (0, MAX_COUNT),
-    "compute_instance_id": (0, MAX_COUNT),
+    **INSTANCE_IDS,
     "memory_total_bytes": MEMORY,
     "memory_used_bytes": MEMORY,
     "multiprocessor_count": (0, MAX_COUNT),
@@ -84,8 +84,7 @@ PROCESS_RANGES: dict[str, tuple[float, float]] = {
     "used_memory_bytes": MEMORY,
     "sm_util_percent": PERCENT,
     "memory_util_percent": PERCENT,
-    "gpu_instance_id": (0, MAX_COUNT),
-    "compute_instance_id": (0, MAX_COUNT),
+    **INSTANCE_IDS,
     "cpu_percent": (0, MAX_CPU_PERCENT),
     "host_memory_bytes": MEMORY,
     "start_time": TIME,

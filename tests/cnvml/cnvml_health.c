@@ -11,6 +11,11 @@
  *   gpu N xid_events XID:COUNT ...        (delivered by the event set, in order)
  * A test injects Xids while gputop runs by appending "GPU XID" lines to the file named by
  * GPUTOP_CNVML_XID; each event set delivers every line once, after the data file's events.
+ * A line "GPU sbe" or "GPU dbe" is an ECC error (single-bit: corrected, double-bit:
+ * uncorrected) on an ECC board: its counts, volatile and aggregate, rise by one, and the sets
+ * registered for that type hear of it. Only boards with ecc_errors have the ECC event types:
+ * registering one of them on another (GeForce) is NOT_SUPPORTED, as a registration with any
+ * type the board lacks is.
  */
 #include "cnvml.h"
 
@@ -26,6 +31,25 @@ struct nvmlEventSet_st {
 };
 
 static struct nvmlEventSet_st sets[MAX_SETS];
+
+#define ECC_EVENTS (nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError)
+
+/* The ECC errors GPUTOP_CNVML_XID has injected on GPU `index`: [0] corrected, [1] not. */
+static void injected_ecc(unsigned int index, unsigned long long added[2]) {
+    added[0] = added[1] = 0;
+    const char *path = getenv("GPUTOP_CNVML_XID");
+    FILE *file = path == NULL ? NULL : fopen(path, "r");
+    if (file == NULL) return;
+    char line[128], word[4];
+    unsigned int gpu;
+    while (fgets(line, sizeof line, file) != NULL) {
+        if (strchr(line, '\n') == NULL) break; /* a line still being written */
+        if (sscanf(line, "%u %3s", &gpu, word) != 2 || gpu != index) continue;
+        if (strcmp(word, "sbe") == 0) added[0]++;
+        if (strcmp(word, "dbe") == 0) added[1]++;
+    }
+    fclose(file);
+}
 
 static nvmlReturn_t numbers(nvmlDevice_t device, const char *key, unsigned long long *out,
                             int count) {
@@ -50,7 +74,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
     unsigned long long ecc[4];
     nvmlReturn_t result = numbers(device, "ecc_errors", ecc, 4);
     if (result != NVML_SUCCESS) return result;
-    *count = ecc[error_type + 2 * counter];
+    unsigned long long added[2];
+    injected_ecc(device->index, added);
+    *count = ecc[error_type + 2 * counter] + added[error_type];
     return NVML_SUCCESS;
 }
 
@@ -159,12 +185,18 @@ static int valid_set(nvmlEventSet_t set) {
     return set != NULL && set >= sets && set < sets + MAX_SETS && set->used;
 }
 
+/* The Xid on every board; the ECC errors on boards with ECC. */
+static unsigned long long supported_types(nvmlDevice_t device) {
+    return nvmlEventTypeXidCriticalError |
+           (gpu_value(device, "ecc_errors") != NULL ? ECC_EVENTS : 0);
+}
+
 EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
                                             nvmlEventSet_t set) {
     DEVICE("nvmlDeviceRegisterEvents");
     if (!valid_set(set)) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!(types & nvmlEventTypeXidCriticalError)) return NVML_ERROR_NOT_SUPPORTED;
-    set->registered[device->index] |= nvmlEventTypeXidCriticalError;
+    if (types == 0 || (types & ~supported_types(device)) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    set->registered[device->index] |= types;
     return NVML_SUCCESS;
 }
 
@@ -172,7 +204,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
                                                     unsigned long long *types) {
     DEVICE("nvmlDeviceGetSupportedEventTypes");
     if (types == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    *types = nvmlEventTypeXidCriticalError;
+    *types = supported_types(device);
     return NVML_SUCCESS;
 }
 
@@ -200,11 +232,12 @@ static unsigned long long scheduled_xid(nvmlEventSet_t set, unsigned int index) 
     return 0;
 }
 
-static int fill(nvmlEventData_t *data, unsigned int index, unsigned long long xid) {
+static int fill(nvmlEventData_t *data, unsigned int index, unsigned long long type,
+                unsigned long long xid) {
     nvmlDevice_t device = NULL;
     if (nvmlDeviceGetHandleByIndex_v2(index, &device) != NVML_SUCCESS) device = NULL;
     data->device = device;
-    data->eventType = nvmlEventTypeXidCriticalError;
+    data->eventType = type;
     data->eventData = xid;
     data->gpuInstanceId = 0xFFFFFFFF;
     data->computeInstanceId = 0xFFFFFFFF;
@@ -226,9 +259,16 @@ static int injected(nvmlEventSet_t set, nvmlEventData_t *data) {
         set->injected_lines = number;
         unsigned int index;
         unsigned long long xid;
+        char word[4];
         if (sscanf(line, "%u %llu", &index, &xid) == 2 && index < MAX_GPUS &&
-            set->registered[index])
-            found = fill(data, index, xid);
+            set->registered[index] & nvmlEventTypeXidCriticalError)
+            found = fill(data, index, nvmlEventTypeXidCriticalError, xid);
+        else if (sscanf(line, "%u %3s", &index, word) == 2 && index < MAX_GPUS) {
+            unsigned long long type = strcmp(word, "sbe") == 0   ? nvmlEventTypeSingleBitEccError
+                                      : strcmp(word, "dbe") == 0 ? nvmlEventTypeDoubleBitEccError
+                                                                 : 0;
+            if (set->registered[index] & type) found = fill(data, index, type, 0);
+        }
     }
     fclose(file);
     return found;
@@ -242,10 +282,10 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *dat
     gettimeofday(&start, NULL);
     for (;;) {
         for (unsigned int i = 0; i < MAX_GPUS; i++) {
-            if (!set->registered[i]) continue;
+            if (!(set->registered[i] & nvmlEventTypeXidCriticalError)) continue;
             unsigned long long xid = scheduled_xid(set, i);
             if (xid != 0) {
-                fill(data, i, xid);
+                fill(data, i, nvmlEventTypeXidCriticalError, xid);
                 return NVML_SUCCESS;
             }
         }

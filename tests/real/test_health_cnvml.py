@@ -173,3 +173,76 @@ def test_an_xid_injected_while_gputop_runs_arrives_and_a_storm_is_counted(
     assert seen["before"] == [48, 13]
     assert seen["a100"] == [[48, 1], [13, 3], [79, 1]]
     assert seen["geforce"] == [[13, 5000]]
+
+
+ECC_EVENTS = textwrap.dedent(
+    """
+    import json, os, time
+    import pynvml
+    from gputop.core.sampling.nvml_backend import NvmlBackend, SamplingOptions
+    pynvml.nvmlInit()
+    ecc = pynvml.nvmlEventTypeSingleBitEccError | pynvml.nvmlEventTypeDoubleBitEccError
+    xid = pynvml.nvmlEventTypeXidCriticalError
+    handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(4)]
+    supported = [pynvml.nvmlDeviceGetSupportedEventTypes(h) for h in handles]
+    event_set = pynvml.nvmlEventSetCreate()
+    refused = []
+    for types in (ecc, ecc | xid):
+        try:
+            pynvml.nvmlDeviceRegisterEvents(handles[2], types, event_set)
+        except pynvml.NVMLError_NotSupported:
+            refused.append(types)
+    pynvml.nvmlDeviceRegisterEvents(handles[2], xid, event_set)
+    pynvml.nvmlEventSetFree(event_set)
+    backend = NvmlBackend(pynvml, options=SamplingOptions(claims=False, driver_probe=False))
+    before = backend.sample().gpus[1].health.ecc.uncorrected_volatile
+    with open(os.environ["GPUTOP_CNVML_XID"], "a") as inject:
+        inject.write("1 dbe\\n2 43\\n")
+    started = time.monotonic()
+    while time.monotonic() - started < 60:
+        gpus = backend.sample().gpus
+        if gpus[1].health.ecc.uncorrected_volatile != before and gpus[2].health.xid_counts:
+            break
+        time.sleep(0.05)
+    took = time.monotonic() - started
+    backend.close()
+    print(json.dumps({
+        "supported": supported, "refused": refused, "ecc": ecc, "xid": xid,
+        "before": before, "after": gpus[1].health.ecc.uncorrected_volatile,
+        "geforce": [list(c) for c in gpus[2].health.xid_counts], "took": took,
+    }))
+    """
+)
+
+
+def test_ecc_events_are_registered_where_the_card_has_them_and_count_at_once(
+    c_nvml: CNvml, tmp_path: Path
+) -> None:
+    """The V100, A100 and H100 have the ECC event types, the GeForce only the Xid's (its
+    ECC registration NOT_SUPPORTED, its Xids still arrive); a double-bit error injected while
+    gputop runs shows in the A100's count before the counters' 10 s period (HEALTH_PERIOD_S)."""
+    from gputop.core.sampling.nvml_health import HEALTH_PERIOD_S
+
+    generation = GENERATIONS[-1].name
+    data = c_nvml.data_file("health", machine(), generation, t=AT_S)
+    inject = tmp_path / "xid"
+    inject.write_text("", encoding="utf-8")
+    env = c_nvml.environment(generation=generation, binding=NEWEST, data=data)
+    env["GPUTOP_CNVML_XID"] = str(inject)
+    result = subprocess.run(
+        [sys.executable, "-c", ECC_EVENTS],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    ecc, xid = seen["ecc"], seen["xid"]
+    assert seen["supported"] == [xid | ecc, xid | ecc, xid, xid | ecc]
+    assert seen["refused"] == [ecc, ecc | xid]
+    assert (seen["before"], seen["after"]) == (2, 3)
+    assert seen["geforce"] == [[43, 1]]
+    assert seen["took"] < HEALTH_PERIOD_S / 2  # not at the next reading

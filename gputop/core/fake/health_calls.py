@@ -24,6 +24,10 @@ from gputop.core.fake.scenario_types import ScenarioGpu
 AMPERE = (8, 0)
 XID_CRITICAL_ERROR = 0x8
 """nvmlEventTypeXidCriticalError."""
+SINGLE_BIT_ECC = 0x1
+DOUBLE_BIT_ECC = 0x2
+"""nvmlEventTypeSingleBitEccError, nvmlEventTypeDoubleBitEccError: only ECC boards have them."""
+ECC_EVENTS = SINGLE_BIT_ECC | DOUBLE_BIT_ECC
 NO_INSTANCE = 0xFFFFFFFF
 """The event's GPU and compute instance ids when it is not about a MIG instance."""
 MAX_WAIT_S = 5.0
@@ -82,7 +86,8 @@ class FakeEventData:
 class FakeEventSet:
     """An event set: the GPUs registered, and how far each source has been delivered."""
 
-    gpus: set[int] = field(default_factory=set)
+    gpus: dict[int, int] = field(default_factory=dict)
+    """GPU index -> the event types registered for it."""
     scenario_delivered: dict[int, int] = field(default_factory=dict)
     """GPU index -> Xids of the scenario's ``xid_events`` delivered (a count of 5000 is 5000)."""
     injected_delivered: int = 0
@@ -102,7 +107,8 @@ class HealthCalls(FakeNvmlBase):
         if error_type not in (0, 1) or counter_type not in (0, 1):
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         ecc = self._static(self._answers(handle).ecc)
-        return int(ecc[error_type + 2 * counter_type])
+        injected = self._ecc_injected.get(handle.gpu, (0, 0))[error_type]
+        return int(ecc[error_type + 2 * counter_type]) + injected
 
     @nvml_function()
     def nvmlDeviceGetRetiredPages(self, handle: FakeDeviceHandle, cause: int) -> list[int]:
@@ -152,13 +158,28 @@ class HealthCalls(FakeNvmlBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._xid_arrived = threading.Condition()
-        self._injected: list[tuple[int, int]] = []
+        self._injected: list[tuple[int, int, int]] = []
+        """(GPU, event type, event data), in the order they came."""
+        self._ecc_injected: dict[int, tuple[int, int]] = {}
+        """GPU -> (corrected, uncorrected) errors injected, on top of the scenario's."""
 
     def inject_xid(self, gpu: int, xid: int, count: int = 1) -> None:
         """Make GPU ``gpu`` report Xid ``xid`` ``count`` times now, to every event set it is
         registered with (for tests, while gputop runs)."""
         with self._xid_arrived:
-            self._injected.extend([(gpu, xid)] * count)
+            self._injected.extend([(gpu, XID_CRITICAL_ERROR, xid)] * count)
+            self._xid_arrived.notify_all()
+
+    def inject_ecc_error(self, gpu: int, *, uncorrectable: bool) -> None:
+        """An ECC error on ECC board ``gpu`` now: its counts (volatile and aggregate) rise by
+        one and the event sets registered for its type hear of it (for tests)."""
+        self._static(self._answers(FakeDeviceHandle(gpu)).ecc)
+        with self._xid_arrived:
+            corrected, uncorrected = self._ecc_injected.get(gpu, (0, 0))
+            added = (corrected, uncorrected + 1) if uncorrectable else (corrected + 1, uncorrected)
+            self._ecc_injected[gpu] = added
+            kind = DOUBLE_BIT_ECC if uncorrectable else SINGLE_BIT_ECC
+            self._injected.append((gpu, kind, 0))
             self._xid_arrived.notify_all()
 
     @nvml_function("none")
@@ -171,9 +192,17 @@ class HealthCalls(FakeNvmlBase):
     ) -> None:
         if not isinstance(event_set, FakeEventSet) or event_set.freed:
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        if not event_types & XID_CRITICAL_ERROR:
-            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        event_set.gpus.add(handle.gpu)
+        if not event_types or event_types & ~self._event_types(handle):
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)  # as NVML: one type it lacks, none
+        event_set.gpus[handle.gpu] = event_set.gpus.get(handle.gpu, 0) | event_types
+
+    @nvml_function()
+    def nvmlDeviceGetSupportedEventTypes(self, handle: FakeDeviceHandle) -> int:
+        return self._event_types(handle)
+
+    def _event_types(self, handle: FakeDeviceHandle) -> int:
+        """The Xid on every card; the ECC errors on boards with ECC."""
+        return XID_CRITICAL_ERROR | (ECC_EVENTS if self._answers(handle).ecc is not None else 0)
 
     @nvml_function("none")
     def nvmlEventSetWait_v2(self, event_set: FakeEventSet, timeout_ms: int) -> FakeEventData:
@@ -204,7 +233,7 @@ class HealthCalls(FakeNvmlBase):
 
     def _next_event(self, event_set: FakeEventSet) -> FakeEventData | None:
         now = self.now()
-        for index in sorted(event_set.gpus):
+        for index in sorted(i for i, types in event_set.gpus.items() if types & XID_CRITICAL_ERROR):
             gpu = self._scenario.gpus[index]
             done = event_set.scenario_delivered.get(index, 0)
             seen = 0
@@ -217,10 +246,10 @@ class HealthCalls(FakeNvmlBase):
                 seen += due.count
         injected = self._injected
         while event_set.injected_delivered < len(injected):
-            gpu_index, xid = injected[event_set.injected_delivered]
+            gpu_index, kind, data = injected[event_set.injected_delivered]
             event_set.injected_delivered += 1
-            if gpu_index in event_set.gpus:
-                return FakeEventData(FakeDeviceHandle(gpu_index), XID_CRITICAL_ERROR, xid)
+            if event_set.gpus.get(gpu_index, 0) & kind:
+                return FakeEventData(FakeDeviceHandle(gpu_index), kind, data)
         return None
 
 

@@ -12,7 +12,9 @@ sample only copies what it counted. Every Xid is counted exactly; consecutive re
 code are coalesced into one event with a count, and at most ``XID_EVENTS_KEPT`` events are
 kept a GPU, so a storm costs no memory per Xid. What the set holds when the thread starts is
 taken first, before the first sample, so a one-shot reading has it. The kernel log's records
-(kmsg_xid.py) are counted with them, an Xid both report within ``XID_MATCH_S`` once.
+(kmsg_xid.py) are counted with them, an Xid both report within ``XID_MATCH_S`` once. On ECC
+boards the set also hears of single- and double-bit ECC errors: one makes the next sample
+read that card's counters again, so an uncorrectable error shows then, not up to 10 s later.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ XID_RETRY_S = 1.0
 """After an error other than a timeout, the thread tries again this much later."""
 XID_EVENT_TYPE = 0x8
 """nvmlEventTypeXidCriticalError."""
+ECC_EVENT_TYPES = 0x1 | 0x2
+"""nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError: registered apart from the
+Xid, since NVML refuses a whole registration for one type the card lacks (GeForce: no ECC)."""
 XID_MATCH_S = 5.0
 """An Xid the kernel log and the event set both report, this close in time, counts once."""
 XID_MATCH_KEPT = 100_000
@@ -56,6 +61,8 @@ class _GpuHealthState:
     events: deque[XidEvent] = field(default_factory=lambda: deque(maxlen=XID_EVENTS_KEPT))
     counts: dict[int, int] = field(default_factory=dict)
     registered: bool = False
+    stale: bool = False
+    """An ECC event came: read the counters again at the next sample."""
     unmatched: dict[tuple[int, str], deque[float]] = field(default_factory=dict)
     """(Xid, source) -> times of its reports the other source has not matched yet."""
 
@@ -101,6 +108,8 @@ class HealthReader:
             if self._event_set is None:
                 self._events_open = False
                 return
+        with contextlib.suppress(Exception):  # NOT_SUPPORTED (no ECC), NO_PERMISSION
+            nvml.nvmlDeviceRegisterEvents(handle, ECC_EVENT_TYPES, self._event_set)
         try:
             nvml.nvmlDeviceRegisterEvents(handle, XID_EVENT_TYPE, self._event_set)
         except Exception:  # NOT_SUPPORTED, NO_PERMISSION: no Xid source for this card
@@ -206,10 +215,13 @@ class HealthReader:
             if quiet:
                 return False
             raise
-        if not int(data.eventType) & XID_EVENT_TYPE:
-            return True
+        kind = int(data.eventType)
         index = index_of(data.device)
-        if index is not None:
+        if index is None:
+            return True
+        if kind & ECC_EVENT_TYPES and index in self._gpus:
+            self._gpus[index].stale = True
+        if kind & XID_EVENT_TYPE:
             self.count_xid(index, int(data.eventData), clock(), NVML_EVENTS)
         return True
 
@@ -228,7 +240,9 @@ class HealthReader:
         """The GPU's health at ``now``: the counters read again when ``period_s`` has
         passed since the last reading, the Xids as they stand. Raises GpuLostError."""
         state = self._gpus.setdefault(index, _GpuHealthState())
-        if state.reading is None or state.read_at is None or now - state.read_at >= self._period_s:
+        due = state.read_at is None or now - state.read_at >= self._period_s
+        if state.reading is None or due or state.stale:
+            state.stale = False  # before the reading: an event during it reads once more
             state.reading = self._counters(handle, nvlink_count)
             state.read_at = now
         return self._with_events(state, state.reading)

@@ -107,6 +107,16 @@ def parse_count(text: str, what: str, minimum: int, maximum: int | None = None) 
     return value
 
 
+def digits_within(text: str | None, minimum: int, maximum: int) -> int | None:
+    """A whole number another program wrote in ASCII digits (spaces around it allowed) in
+    ``[minimum, maximum]``; None where it is not one: "not available", never an error."""
+    stripped = (text or "").strip()
+    if not is_ascii_digits(stripped) or len(stripped) > MAX_ID_DIGITS:
+        return None
+    value = int(stripped)
+    return value if minimum <= value <= maximum else None
+
+
 def _digits_shown(digits: str) -> str:
     """A long number as a message quotes it: whole up to 40 characters, else its start."""
     if len(digits) <= 40:

@@ -350,3 +350,12 @@ def test_a_duration_with_too_many_digits_is_too_long_not_malformed(
     assert "is too long" in err
     assert "is not a time" not in err and "is not a duration" not in err
     assert "internal error" not in err
+
+
+def test_digits_within_reads_a_number_from_outside_or_says_not_available() -> None:
+    from gputop.core.numbers import digits_within, whole_within
+
+    assert digits_within(" 12 ", 0, 100) == 12
+    for text in ("٣", "-1", "9" * 400, None, "101", "1e3", ""):
+        assert digits_within(text, 0, 100) is None
+    assert whole_within(3, 0, 3) and not whole_within(True, 0, 3) and not whole_within(3.0, 0, 3)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop.core.jobs.command import CommandPlan
-from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
+from gputop.core.numbers import MAX_COUNT, digits_within
 
 PortFinder = Callable[[], int]
 
@@ -211,12 +211,6 @@ def _given(options: Mapping[str, str], *names: str) -> str | None:
     return None
 
 
-def _count(text: str | None) -> int | None:
-    if text is None or not is_ascii_digits(text) or len(text) > MAX_ID_DIGITS:
-        return None
-    return int(text)
-
-
 def _insert(argv: Sequence[str], start: int, added: Sequence[str]) -> tuple[str, ...]:
     return (*argv[:start], *added, *argv[start:])
 
@@ -233,7 +227,7 @@ def _process_count(
             f"{option} was not given: gputop sets it to {cards}, one process per selected card."
         )
         return cards, notes, warnings
-    count = _count(given)
+    count = digits_within(given, 0, MAX_COUNT)
     if count is None:
         warnings.append(
             f"{option}={given}: {launcher} decides the process count itself; "
@@ -347,11 +341,11 @@ def _deepspeed(
         for name in ("--include", "-i", "--exclude", "-e", "--num_gpus", "--num_accelerators")
         if name in options
     ]
-    if (_count(options.get("--num_nodes")) or 0) > 1:
+    if (digits_within(options.get("--num_nodes"), 0, MAX_COUNT) or 0) > 1:
         overriding.append("--num_nodes")
     count: int | None = cards
     if overriding:
-        count = _count(_given(options, "--num_gpus", "--num_accelerators"))
+        count = digits_within(_given(options, "--num_gpus", "--num_accelerators"), 0, MAX_COUNT)
         warnings.append(
             f"With {overriding[0]}, deepspeed ignores CUDA_VISIBLE_DEVICES and picks cards "
             "of the whole machine: gputop's pinning is lost. Leave it out; deepspeed then "

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop.core.model import GpuSample, ProcessCuda
-from gputop.core.numbers import is_ascii_digits
+from gputop.core.numbers import digits_within
 from gputop.core.probes.driver import DriverProbeResult
 from gputop.core.probes.driver_mapping import driver_visibility
 from gputop.core.visibility import resolve_visibility
@@ -161,11 +161,11 @@ def _mapped(
 def _launcher_fields(environment: CudaEnvironment) -> dict[str, Any]:
     """What a distributed launcher set (rank, world, rendezvous), each range-checked."""
     return {
-        "rank": _number(environment.get("RANK"), 0, MAX_RANK),
-        "local_rank": _number(environment.get("LOCAL_RANK"), 0, MAX_RANK),
-        "world_size": _number(environment.get("WORLD_SIZE"), 1, MAX_RANK),
+        "rank": digits_within(environment.get("RANK"), 0, MAX_RANK),
+        "local_rank": digits_within(environment.get("LOCAL_RANK"), 0, MAX_RANK),
+        "world_size": digits_within(environment.get("WORLD_SIZE"), 1, MAX_RANK),
         "master_addr": environment.get("MASTER_ADDR"),
-        "master_port": _number(environment.get("MASTER_PORT"), 1, MAX_PORT),
+        "master_port": digits_within(environment.get("MASTER_PORT"), 1, MAX_PORT),
         "run_id": environment.get("TORCHELASTIC_RUN_ID"),
     }
 
@@ -298,14 +298,3 @@ def attach_cuda_views(
     """Each GPU with its processes' CUDA views filled in where their environment was read
     (once: a sampler keeps a ``CudaViews``)."""
     return CudaViews().attach(gpus, environments, driver_version, driver)
-
-
-def _number(text: str | None, minimum: int, maximum: int) -> int | None:
-    """A count from outside: ASCII digits within range, else not available."""
-    if text is None:
-        return None
-    stripped = text.strip()
-    if not is_ascii_digits(stripped) or len(stripped) > 9:
-        return None
-    value = int(stripped)
-    return value if minimum <= value <= maximum else None

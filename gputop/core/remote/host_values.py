@@ -16,12 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop.core.model import ACTIVITY_KEYS, GpuProcess, GpuSample, MigDevice, Snapshot
-from gputop.core.numbers import LATEST_TIME_S, MAX_ID, MAX_PID, within
+from gputop.core.numbers import LATEST_TIME_S, MAX_ID, MAX_MEMORY_BYTES, MAX_PID, within
 
 CLOCK_SKEW_LIMIT_S = 120.0
 """A snapshot stamped further than this from its arrival comes from a clock that is off."""
-MAX_MEMORY_BYTES = 2**50
-"""1 PiB: more than any card or host holds."""
 MAX_GPU_INDEX = 4095
 MAX_JOB_ID = MAX_ID
 """As a job id is checked where it is typed or read (gputop.core.numbers.parse_id)."""

@@ -93,12 +93,9 @@ class StoreConnection:
 
     @classmethod
     def open(cls: type[_S], state_dir: Path | str | None = None, *, repair: bool = False) -> _S:
-        """The store, for reading and writing; read-only where nothing can be written (a
-        full disk, a read-only file system), which is said once in ``notices``.
-
-        ``repair``: for commands that record jobs (a launch, a supervisor): a store that
-        reads as damaged is checked under its lock, and moved aside only where the check
-        proves it, keeping what it still holds (docs/sqlite.md). Readers never repair."""
+        """The store, read-only where nothing can be written (said once in ``notices``).
+        ``repair`` (commands that record jobs; readers never do): a store that reads as
+        damaged is checked under its lock, moved aside only where that proves it."""
         directory = Path(state_dir) if state_dir is not None else default_state_dir()
         directory = directory.expanduser().absolute()
         shared = cls._share(directory)
@@ -246,10 +243,7 @@ class StoreConnection:
         self._read_only = read_only
 
     def _repair(self) -> None:
-        """What ``open_connection`` does for a command that records jobs: the store
-        checked under the open lock, moved aside only where the check proves it damaged,
-        what it holds carried over (docs/sqlite.md); every user of this store then uses the
-        new connection."""
+        """``open_connection``'s repair (docs/sqlite.md), for every user of this store."""
         with self._lock:
             if not self._damaged:
                 return

@@ -44,6 +44,7 @@ from gputop.core.jobs.unrecorded import RecordedEnd
 from gputop.core.jobs.usage import JobUsage
 from gputop.core.jobs.usage_meter import UsageRecorder
 from gputop.core.jobs.waiting import CardWaiter
+from gputop.core.jobs.xid_marks import live_job_xids
 from gputop.core.numbers import parse_size
 from gputop.core.private_files import append_to_log, open_log_append, read_env_file
 from gputop.core.process_control import end_group, process_start, session_of
@@ -418,7 +419,8 @@ class Supervisor:
             except StoreError as error:
                 self._say(f"job {self.job_id}: no word sent, the job store failed: {error}")
                 return
-        event = JobEvent(kind, job)
+        cards = self._measuring.gpus if kind == ENDED and self._measuring is not None else ()
+        event = JobEvent(kind, job, xids=live_job_xids(job, cards, time.time()))
 
         def run() -> None:
             problem = run_notify_command(self.notify, event, self.environ)

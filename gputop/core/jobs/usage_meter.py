@@ -140,6 +140,8 @@ class UsageMeter:
         self._last = time.monotonic()
         self._samples = 0
         self._peak_total: int | None = None
+        self.gpus: tuple[GpuSample, ...] = ()
+        """The cards as last sampled: their health has the Xids (jobs/xid_marks.py)."""
         self._cards = []
         for position, index in enumerate(job.physical_indices):
             uuid = job.uuids[position] if position < len(job.uuids) else ""
@@ -153,6 +155,7 @@ class UsageMeter:
         interval = min(now - self._last, max(LONGEST_INTERVAL_S, 3 * self.poll_s))
         self._last = now
         snapshot = self._backend.sample()
+        self.gpus = tuple(snapshot.gpus)
         by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
         total: int | None = None
         for card in self._cards:
@@ -169,9 +172,11 @@ class UsageMeter:
         self._samples += 1
 
     def finish(self) -> JobUsage:
-        """The usage so far, with the energy counters read once more (the job has ended)."""
+        """The usage so far, with the energy counters read once more (the job has ended),
+        and the cards looked at once more (the Xids up to its end)."""
         for card in self._cards:
             self._read_energy(card)
+        self.gpus = tuple(self._backend.sample().gpus)
         return self.usage()
 
     def usage(self) -> JobUsage:
@@ -265,6 +270,8 @@ class UsageRecorder:
         self._meter = open_meter(job, environ)
         self._sampled = time.monotonic()
         self._samples = 0
+        self.gpus: tuple[GpuSample, ...] = ()
+        """The cards as the meter last saw them, kept when it closes (for the end word)."""
 
     def _interval_s(self, meter: UsageMeter) -> float:
         """Until the next sample: the first ones come sooner (``FIRST_INTERVALS_S``), so a
@@ -304,4 +311,5 @@ class UsageRecorder:
         except Exception:  # the last energy reading only: what was measured stands
             return meter.usage()
         finally:
+            self.gpus = meter.gpus
             meter.close()

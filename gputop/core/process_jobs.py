@@ -15,10 +15,8 @@ from pathlib import Path
 
 from gputop.core import settings
 from gputop.core.numbers import parse_id
-from gputop.core.sampling.process_env import read_environ
+from gputop.core.sampling.process_env import environ_value, read_environ
 from gputop.core.slurm.cgroup import ENVIRON_LIMIT_BYTES, job_in_cgroup, job_in_environ
-
-JOB_ID_NAME = settings.JOB_ID.name.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +37,5 @@ def read_process_jobs(directory: Path) -> ProcessJobs:
         slurm_job = None
     if slurm_job is None:
         slurm_job = job_in_environ(environ)
-    return ProcessJobs(gputop_job=_gputop_job(environ), slurm_job=slurm_job)
-
-
-def _gputop_job(environ: bytes) -> int | None:
-    for entry in environ.split(b"\0"):
-        name, _, value = entry.partition(b"=")
-        if name == JOB_ID_NAME:
-            return parse_id(value.decode("ascii", "replace"))
-    return None
+    gputop_job = environ_value(environ, settings.JOB_ID.name)
+    return ProcessJobs(None if gputop_job is None else parse_id(gputop_job), slurm_job)

@@ -36,6 +36,7 @@ from gputop.core.process_control import (
     signal_own_process,
     start_ticks,
 )
+from gputop.core.sampling.process_env import ENVIRON_LIMIT_BYTES, environ_value, read_environ
 
 AFTER_KILL_WAIT_S = 5.0
 WAIT_POLL_S = 0.1
@@ -247,7 +248,11 @@ def _prove_member(job: Job, pid: int, leader_alive: bool) -> Started | None:
                 f"{label} started before the job did, so it is not the job's; nothing was "
                 "signalled."
             )
-        environ = process.environ()
+        environ = read_environ(f"/proc/{pid}", ENVIRON_LIMIT_BYTES)
+        if environ is None and not process.is_running():
+            return None  # ended meanwhile: nothing to signal
+        if environ is None:
+            raise psutil.AccessDenied(pid)  # its environment is not ours to read
     except psutil.NoSuchProcess:
         return None  # ended meanwhile: nothing to signal
     except psutil.AccessDenied:
@@ -256,7 +261,7 @@ def _prove_member(job: Job, pid: int, leader_alive: bool) -> Started | None:
             "the job's; nothing was signalled."
         ) from None
     key, wanted = (JOB_TOKEN_ENV, job.token) if job.token else (JOB_ID_ENV, str(job.id))
-    if environ.get(key) != wanted:
+    if environ_value(environ, key) != wanted:
         raise IdentityUnproven(
             f"{label} does not carry the job's {key} in its environment, so gputop cannot "
             "prove it is the job's (its supervisor is gone); nothing was signalled. Check it "

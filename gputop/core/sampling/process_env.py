@@ -90,6 +90,16 @@ def read_environ(process_dir: str | os.PathLike[str], limit: int) -> bytes | Non
         os.close(fd)
 
 
+def environ_value(data: bytes, name: str) -> str | None:
+    """``name``'s value in an environment ``read_environ`` gave (the first entry, as
+    ``getenv`` gives it), decoded with undecodable bytes replaced; None where it is absent."""
+    wanted = name.encode() + b"="
+    for entry in data.split(b"\0"):
+        if entry.startswith(wanted):
+            return entry[len(wanted) :].decode("utf-8", "replace")
+    return None
+
+
 def parse_environ(data: bytes, truncated: bool = False) -> CudaEnvironment:
     """``NAME=value\\0`` entries; the last one is dropped when the read was cut short, and
     every watched name not seen before the cut is unknown (``cut``), as is a value longer

@@ -241,29 +241,8 @@ DEBUG_HINT = f"run again with {DEBUG.name}=1 to see where, and please report it"
 """What a message about a bug in gputop asks of the person who met it."""
 SCREEN_DIFF = Flag("GPUTOP_SCREEN_DIFF", "the dashboard writes only the cells that changed", True)
 
-ALL = (
-    STATE_DIR,
-    HISTORY_DB,
-    HISTORY_MAX_WAL,
-    CLAIMS_DIR,
-    KERNEL_LOG,
-    PROMETHEUS,
-    SSH_CONFIG,
-    SSH_OPTIONS,
-    REMOTE_PATH,
-    WAIT_POLL,
-    USAGE_POLL,
-    RECORD_GIVE_UP,
-    LOG_MAX,
-    LOG_FLOOR,
-    JOB_ID,
-    JOB_TOKEN,
-    IGNORED_CLAIMS,
-    FAKE,
-    FAKE_TIME,
-    FAKE_SPEED,
-    DEBUG,
-    SCREEN_DIFF,
+ALL = tuple(
+    v for v in tuple(globals().values()) if isinstance(v, (Text, Flag, Seconds, Size, Count))
 )
 """Every variable gputop reads or sets (a notify command's are in jobs/notify.py)."""
 

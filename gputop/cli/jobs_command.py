@@ -18,34 +18,23 @@ from gputop.cli import jobs_wait
 from gputop.cli.arg_types import add_commands, seconds
 from gputop.cli.job_store import close_store, open_store
 from gputop.cli.job_xids import recorded_xids
+from gputop.core import job_columns as columns
 from gputop.core.errors import UsageError
 from gputop.core.jobs.logs import TerminalLogFilter, last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
-from gputop.core.jobs.usage import activity_cell
 from gputop.core.jobs.xid_marks import JobXids, mark, xids_json
 from gputop.core.numbers import MAX_ID, is_ascii_digits, parse_id, strict_json
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.submit import cancel
 from gputop.core.slurm.sync import sync_slurm_jobs
-from gputop.core.units import counted, duration, human_bytes
+from gputop.core.units import counted
 
 FOLLOW_POLL_S = 0.25
 STATE_POLL_S = 1.0
 STOP_WAIT_EXTRA_S = 5.0
-COLUMNS = (
-    "ID",
-    "NAME",
-    "GPUS",
-    "STATUS",
-    "STARTED",
-    "DURATION",
-    "GPU TIME",
-    "PEAK MEM",
-    "SM ACTIVE",
-    "LAST LINE",
-)
+HEADINGS = (*(column.title for column in columns.COLUMNS), columns.LAST_LINE[0])
 
 
 def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -155,43 +144,25 @@ def render_table(
 ) -> str:
     """The jobs table; with ``width``, the last column is cut to fit the terminal. A job
     whose cards had an Xid while it ran has its mark after its status (``✖ Xid 79``)."""
-    rows = [
-        (
-            str(job.id),
-            clean(job.name),
-            job.gpus_text,
-            f"{clean(job.status_text)} {mark((xids or {}).get(job.id) or ())}".rstrip(),
-            _clock(job.started_at, now),
-            _duration_or_dash(job.duration_s(now)),
-            *usage_cells(job),
-            clean(_detail(job)),
-        )
-        for job in jobs
-    ]
-    last = len(COLUMNS) - 1
-    widths = [max(len(COLUMNS[i]), *(len(row[i]) for row in rows)) for i in range(last)]
+    status = columns.COLUMNS.index(columns.STATUS)
+    rows = []
+    for job in jobs:
+        texts = [clean(text) for text in columns.texts(job, now, True)]
+        texts[status] = f"{texts[status]} {mark((xids or {}).get(job.id) or ())}".rstrip()
+        rows.append((*texts, clean(_detail(job))))
+    last = len(HEADINGS) - 1
+    widths = [max(len(HEADINGS[i]), *(len(row[i]) for row in rows)) for i in range(last)]
     lines = []
-    for row in [COLUMNS, *rows]:
-        cells = [row[0].rjust(widths[0])] + [row[i].ljust(widths[i]) for i in range(1, last)]
+    for row in [HEADINGS, *rows]:
+        cells = [
+            row[i].rjust(widths[i]) if column.right else row[i].ljust(widths[i])
+            for i, column in enumerate(columns.COLUMNS)
+        ]
         line = "  ".join([*cells, row[last]]).rstrip()
         if width is not None and len(line) > width:
             line = line[: max(width - 1, 0)] + "…"
         lines.append(line)
     return "\n".join(lines)
-
-
-def usage_cells(job: Job) -> tuple[str, str, str]:
-    """GPU time (summed over its cards), peak memory (all cards at once) and its cards' SM
-    active (docs/activity.md); a dash where it was not measured (docs/history.md)."""
-    usage = job.usage
-    if usage is None:
-        return "-", "-", "-"
-    peak = usage.peak_memory_bytes
-    return (
-        duration(usage.gpu_seconds),
-        "-" if peak is None else human_bytes(peak),
-        activity_cell(usage),
-    )
 
 
 def _detail(job: Job) -> str:
@@ -204,21 +175,6 @@ def _detail(job: Job) -> str:
     if job.log_cut:
         return f"(log cut) {line}"
     return line
-
-
-def _clock(when: float | None, now: float) -> str:
-    if when is None:
-        return "-"
-    if time.strftime("%Y-%m-%d", time.localtime(when)) == time.strftime(
-        "%Y-%m-%d", time.localtime(now)
-    ):
-        return time.strftime("%H:%M:%S", time.localtime(when))
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
-
-
-def _duration_or_dash(seconds: float | None) -> str:
-    """A job not started yet has no duration: a dash, as for its start time."""
-    return "-" if seconds is None else duration(seconds)
 
 
 # --- gputop jobs log -------------------------------------------------------------------------

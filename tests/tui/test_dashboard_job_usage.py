@@ -15,8 +15,9 @@ from helpers.dashboard import first_sample, make_app, plain_text
 from helpers.jobs import launch, wait_until_ended
 from helpers.usage import scenario_file, sleeper
 
-from gputop.tui.lab.lab_jobs import RemoteJob
-from gputop.tui.lab.lab_jobs import usage_cells as lab_usage_cells
+from gputop.core.remote.host_jobs import host_jobs
+from gputop.tui.lab.lab_jobs import COLUMNS as LAB_COLUMNS
+from gputop.tui.lab.lab_jobs import job_cells as lab_job_cells
 from gputop.tui.screens.job_log import JobLogScreen
 from gputop.tui.widgets.jobs_panel import COLUMNS, JobsPanel
 
@@ -76,5 +77,6 @@ USAGE_RECORD = {
     ],
 )
 def test_the_lab_shows_what_a_hosts_job_used_once_checked(usage: object, cells: list[str]) -> None:
-    job = RemoteJob(0, "node1", {"id": 3, "status": "exited", "usage": usage})
-    assert [str(cell) for cell in lab_usage_cells(job)] == cells
+    (job,) = host_jobs(0, "node1", [{"id": 3, "status": "exited", "usage": usage}])
+    row = dict(zip(LAB_COLUMNS, (str(cell) for cell in lab_job_cells(job, 0.0)), strict=True))
+    assert [row["GPU TIME"], row["PEAK"], row["SM ACT"]] == cells

@@ -125,8 +125,9 @@ def test_an_older_record_without_activity_reads_with_none() -> None:
 
 
 def test_the_jobs_tables_show_the_cards_sm_active_and_a_throttle_mark() -> None:
+    from gputop.core import job_columns
     from gputop.core.jobs.usage import activity_cell
-    from gputop.tui.lab.lab_jobs import RemoteJob, usage_cells
+    from gputop.core.remote.host_jobs import host_jobs
 
     throttled = CardUsage(0, "GPU-a", 1, None, 5.0, None, mean_sm_active_percent=70.0,
                           throttled_seconds=2.0)  # fmt: skip
@@ -137,5 +138,5 @@ def test_the_jobs_tables_show_the_cards_sm_active_and_a_throttle_mark() -> None:
     assert activity_cell(JobUsage((calm,), 1, 3)) == "30 %"
     assert activity_cell(JobUsage((ampere,), 1, 3)) == "-"
     record = JobUsage((throttled,), 1, 3).to_json()
-    job = RemoteJob(0, "node1", {"id": 3, "status": "exited", "usage": record})
-    assert str(usage_cells(job)[2]) == "70 % ⚠"
+    (job,) = host_jobs(0, "node1", [{"id": 3, "status": "exited", "usage": record}])
+    assert job_columns.SM_ACTIVE.text(job, 0.0, False) == "70 % ⚠"

@@ -96,17 +96,22 @@ class RemoteResult:
     """What to tell a person: the remote gputop's words, cleaned, or why nothing ran."""
 
 
+def start_remote(argv: list[str], environ: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+    """A remote action's process, its output piped, without a terminal: ssh never prompts."""
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env=None if environ is None else dict(environ),
+    )
+
+
 def run_remote(argv: list[str], environ: Mapping[str, str] | None = None) -> RemoteResult:
     """Run one remote action to its end; the server's words come back cleaned."""
     try:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # no terminal: ssh can never prompt
-            env=None if environ is None else dict(environ),
-        )
+        process = start_remote(argv, environ)
     except OSError as error:
         return RemoteResult(False, "", f"cannot run ssh ({error})")
     kept: dict[str, bytes] = {}

@@ -29,6 +29,7 @@ from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy
 from gputop.core.model import GpuHealth, GpuSample
 from gputop.core.remote.agent_version import older_note
+from gputop.core.remote.host_jobs import HostJob, host_jobs
 from gputop.core.remote.host_summary import summarize
 from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S, HistoryAsk
 from gputop.core.remote.remote_jobs import run_remote, signal_argv
@@ -37,7 +38,7 @@ from gputop.core.safe_text import clean
 from gputop.tui.dashboard_base import MIN_TABLE_ROWS, DashboardApp
 from gputop.tui.lab.host_line import lab_status_line
 from gputop.tui.lab.lab_grid import LabGrid
-from gputop.tui.lab.lab_jobs import ActiveJob, LabJobsPanel, RemoteJob, jobs_of
+from gputop.tui.lab.lab_jobs import LabJobsPanel
 from gputop.tui.lab.lab_processes import HostRows, LabProcessTable
 from gputop.tui.lab.remote_history import RemoteCardHistoryScreen
 from gputop.tui.lab.remote_screens import RemoteLaunchScreen, RemoteLogScreen, stop_remote_job
@@ -106,7 +107,7 @@ class LabApp(DashboardApp):
         self.ssh_environ = dict(ssh_environ) if ssh_environ is not None else None
         self.statuses: list[HostStatus] = []
         self.policy = FreePolicy()
-        self.remote_jobs: list[RemoteJob] = []
+        self.remote_jobs: list[HostJob] = []
         self._said: dict[int, str] = {}
         """The last problem said about each host (said once per change, not every tick)."""
         self.history_timeout_s = HISTORY_TIMEOUT_S
@@ -172,15 +173,11 @@ class LabApp(DashboardApp):
         grid = self.query_one(LabGrid)
         grid.show(statuses, summaries)
         rows = []
-        jobs: list[RemoteJob] = []
+        jobs: list[HostJob] = []
         for position, status in enumerate(statuses):
-            host_jobs = jobs_of(position, status.host, status.jobs, status.mode is Mode.LOCAL)
-            jobs.extend(host_jobs)
-            job_of_pid = {
-                int(j.record["pid"]): j.id
-                for j in host_jobs
-                if isinstance(j.record.get("pid"), int)
-            }
+            of_host = host_jobs(position, status.host, status.jobs, status.mode is Mode.LOCAL)
+            jobs.extend(of_host)
+            job_of_pid = {j.pid: j.id for j in of_host if j.pid is not None}
             rows.append(HostRows(status.host, status.snapshot, self._user_of(status), job_of_pid))
             self._say_problems(position, status)
         self.remote_jobs = jobs
@@ -347,7 +344,7 @@ class LabApp(DashboardApp):
             snapshot=status.snapshot,
             physical_indices=cards,
             user=self._user_of(status),
-            active_jobs=cast(tuple, ActiveJob.of(active)),
+            active_jobs=cast(tuple, active),
             cwd=self.jobs_service.cwd if status.mode is Mode.LOCAL else "",
             environ=self.jobs_service.job_environ() if status.mode is Mode.LOCAL else {},
             jobs=self.jobs_service,  # this machine's: history for the dialog, local launches
@@ -365,15 +362,16 @@ class LabApp(DashboardApp):
     def on_lab_jobs_panel_stop_requested(self, message: LabJobsPanel.StopRequested) -> None:
         job = message.job
         if not job.active:
-            self.notify(f"Job {job.id} on {clean(job.host_name)} has already ended ({job.text}).")
+            said = f"Job {job.id} on {clean(job.host_name)} has already ended ({job.status_text})."
+            self.notify(said)
             return
         question = Text.assemble(
             f"Stop job {job.id} (",
-            plain(job.field("name")),
+            plain(job.name),
             ") on ",
             plain(job.host_name, style="bold"),
             "?\n\n  ",
-            plain(job.field("command_text")),
+            plain(job.command_text),
             "\n\nSIGTERM to its whole process group, then SIGKILL if it has not ended "
             "after the grace period (done by gputop on that host).",
         )
@@ -385,7 +383,7 @@ class LabApp(DashboardApp):
         self.push_screen(ConfirmScreen(question, yes_label="Stop job"), answered)
 
     @work(thread=True, group="jobs-stop", exit_on_error=False)
-    def _stop_remote(self, job: RemoteJob) -> None:
+    def _stop_remote(self, job: HostJob) -> None:
         self.notify(stop_remote_job(job, self.ssh_environ))
 
     def action_signal_process(self, signal_name: str) -> None:

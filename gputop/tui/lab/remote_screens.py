@@ -27,10 +27,10 @@ from gputop.core.jobs.logs import shown_line
 from gputop.core.jobs.usage import usage_summary
 from gputop.core.mig_targets import target_label
 from gputop.core.numbers import DECODE_ERRORS, outside_json
+from gputop.core.remote.host_jobs import HostJob
 from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail
-from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote
+from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote, start_remote
 from gputop.core.safe_text import clean
-from gputop.tui.lab.lab_jobs import RemoteJob
 from gputop.tui.safe import plain
 from gputop.tui.screens.launch import LaunchContext, LaunchScreen
 from gputop.tui.workers import ReportsWorkerFailures
@@ -109,7 +109,7 @@ def log_lines(stream: IO[bytes]) -> Iterator[str]:
 class RemoteLogScreen(ReportsWorkerFailures, ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "dismiss", "Close")]
 
-    def __init__(self, job: RemoteJob, ssh_environ: Mapping[str, str] | None) -> None:
+    def __init__(self, job: HostJob, ssh_environ: Mapping[str, str] | None) -> None:
         super().__init__()
         self.job = job
         self.ssh_environ = ssh_environ
@@ -118,11 +118,11 @@ class RemoteLogScreen(ReportsWorkerFailures, ModalScreen[None]):
     def compose(self) -> ComposeResult:
         title = Text.assemble(
             f"Job {self.job.id} (",
-            plain(self.job.field("name")),
+            plain(self.job.name),
             ") on ",
             plain(self.job.host_name, style="bold cyan"),
             ": ",
-            plain(self.job.text),
+            plain(self.job.status_text),
             ("   escape closes", "dim"),
             "\n",
             (usage_summary(self.job.usage), "dim"),
@@ -142,14 +142,7 @@ class RemoteLogScreen(ReportsWorkerFailures, ModalScreen[None]):
     def _follow(self) -> None:
         argv = log_argv(self.job.ssh_host, self.job.id, self.ssh_environ)
         try:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env=None if self.ssh_environ is None else dict(self.ssh_environ),
-            )
+            process = start_remote(argv, self.ssh_environ)
         except OSError as error:
             self.app.call_from_thread(self._write, Text(f"(cannot run ssh: {error})", "red"))
             return
@@ -177,7 +170,7 @@ class RemoteLogScreen(ReportsWorkerFailures, ModalScreen[None]):
             self.query_one("#log", RichLog).write(line)
 
 
-def stop_remote_job(job: RemoteJob, ssh_environ: Mapping[str, str] | None) -> str:
+def stop_remote_job(job: HostJob, ssh_environ: Mapping[str, str] | None) -> str:
     """``gputop jobs stop ID --yes`` on the job's host: what it said, for a notice."""
     from gputop.core.remote.remote_jobs import stop_argv
 

@@ -8,31 +8,22 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 
 from rich.text import Text
 
+from gputop.core import job_columns as columns
+from gputop.core.job_columns import JobColumn, ShownJob
 from gputop.core.jobs.logs import LOG_PREFIX
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.service import JobsView
-from gputop.core.jobs.usage import activity_cell
 from gputop.core.safe_text import clean
 from gputop.core.slurm.queue import SlurmJob
-from gputop.core.units import duration, duration_coarse, human_bytes
+from gputop.core.units import duration, duration_coarse
 from gputop.tui.safe import plain
 from gputop.tui.widgets.jobs_table import JobRequest, JobsTable
 
-COLUMNS = (
-    "ID",
-    "NAME",
-    "GPUS",
-    "STATUS",
-    "STARTED",
-    "DURATION",
-    "GPU TIME",
-    "PEAK",
-    "SM ACT",
-    "LAST LOG LINE",
-)
+COLUMNS = (*(column.short for column in columns.COLUMNS), columns.LAST_LINE[1])
 
 STATUS_STYLES = {
     "waiting": "yellow",
@@ -44,33 +35,16 @@ STATUS_STYLES = {
 }
 
 
-def started_text(job: Job, now: float) -> str:
-    """Clock time today, else the date: what a person scanning the list wants."""
-    if job.started_at is None:
-        return "-"
-    fmt = "%H:%M:%S" if now - job.started_at < 20 * 3600 else "%b %d %H:%M"
-    return time.strftime(fmt, time.localtime(job.started_at))
-
-
-def duration_text(job: Job, now: float) -> str:
-    seconds = job.duration_s(now)
-    if seconds is None:
-        return "-"
-    return duration_coarse(seconds, seconds_below_minute=True)
-
-
-def usage_texts(job: Job) -> tuple[Text, Text, Text]:
-    """GPU time over its cards, peak memory on all at once (docs/history.md) and its cards'
-    SM active (docs/activity.md); a dash where nothing was measured."""
-    usage = job.usage
-    if usage is None:
-        return Text("-"), Text("-"), Text("-")
-    peak = usage.peak_memory_bytes
-    return (
-        Text(duration_coarse(usage.gpu_seconds, seconds_below_minute=True)),
-        Text("-" if peak is None else human_bytes(peak)),
-        Text(activity_cell(usage)),
-    )
+def panel_cells(
+    job: ShownJob, now: float, shown: Sequence[JobColumn] = columns.COLUMNS
+) -> list[Text]:
+    """A job's cells in the panels. Text, never str: a str cell is read as markup
+    (``exp[/]1`` would raise); the status coloured by what it is."""
+    style = STATUS_STYLES.get(job.status, "")
+    return [
+        plain(column.text(job, now, False), style=style if column is columns.STATUS else "")
+        for column in shown
+    ]
 
 
 _STAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} ")
@@ -94,18 +68,12 @@ def shown_log_line(job: Job, line: str) -> str:
 
 
 def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
-    """A job's row. Text, never str: a str cell is read as markup (``exp[/]1`` would raise)."""
+    """A job's row, its last column the last line of its log."""
     if job.status == "waiting" and not last_line:
         last_line = job.waiting_reason  # why it has not started (gputop jobs says the same)
     last_line = shown_log_line(job, last_line)
     return (
-        Text(str(job.id)),
-        plain(job.name),
-        Text(job.gpus_text),
-        plain(job.status_text, style=STATUS_STYLES.get(job.status, "")),
-        Text(started_text(job, now)),
-        Text(duration_text(job, now)),
-        *usage_texts(job),
+        *panel_cells(job, now),
         plain(f"(log cut) {last_line}" if job.log_cut else last_line, style="dim"),
     )
 

@@ -17,24 +17,14 @@ class ProcessInfoV1(ctypes.Structure):
     _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
 
-class ProcessInfoV2(ctypes.Structure):
-    """``nvmlProcessInfo_v2_t``, also what ``_v3`` writes outside 535.43-535.86: 24 bytes."""
+class ProcessInfoV2(ProcessInfoV1):
+    """``nvmlProcessInfo_v2_t``, also what ``_v3`` writes outside 535.43-535.86: 24 bytes
+    (the MIG instance ids after v1's fields)."""
 
-    _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-    ]
+    _fields_ = [("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
 
 
-class ProcessInfoV3Wide(ctypes.Structure):
+class ProcessInfoV3Wide(ProcessInfoV2):
     """The ``_v3`` entry of drivers 535.43-535.86: 32 bytes."""
 
-    _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-        ("usedGpuCcProtectedMemory", ctypes.c_ulonglong),
-    ]
+    _fields_ = [("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]

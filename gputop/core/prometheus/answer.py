@@ -1,13 +1,10 @@
-"""One answer of Prometheus's API, decoded as it arrives, within a budget (docs/security.md,
+"""One answer of Prometheus's API, decoded as it arrives within a budget (docs/security.md,
 "A hostile Prometheus").
 
-The answer is never held whole (stream.py): each series' labels and its points are kept as
-arrays of numbers, at most as many points as the query asked for, so memory is bounded by
-what the ``Budget`` keeps, not by what a server sends (one series of 15 M points once took
-1.7 GB). A document of another shape, nested too deeply, or with a value of more than a
-megabyte is "not an answer", never an internal error; each value is checked where it enters
-(inside the window asked for, finite, 0 to the figure's maximum, else unknown). Label values
-stay raw, to be cleaned where they are shown.
+Never held whole: each series is kept as arrays of numbers, at most the points asked for,
+so memory is bounded by the ``Budget``, not by what a server sends (one series of 15 M
+points once took 1.7 GB). Another shape is "not an answer", never an internal error; each
+value is checked where it enters, else unknown. Label values stay raw, cleaned where shown.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The cards of every GPU, the highlight that moves across them, and the selection.
 
-With nothing selected, the highlighted card is the selection: a person who just moves to a
-free card and presses the launch key should get that card. On a card in MIG mode, ``m``
-moves the highlight through its MIG instances (then back to the whole card); a highlighted
-instance is what space selects and what a launch pins (by its MIG UUID).
-
-The grid is one widget that draws every card itself, border and titles included, line by
-line: a widget per card made Textual composite, cut and style five widgets for every
-changed screen line (docs/speed.md, "The busy server"). It draws them as Textual drew the
-card widgets (gputop.tcss, ``GpuGrid > .gpu-grid--*``), and repaints only the screen lines
-whose cards' lines changed.
+With nothing selected the highlighted card is the selection (move to a free card, launch);
+``m`` moves the highlight through a MIG card's instances. One widget draws every card line
+by line, as Textual drew the card widgets (gputop.tcss ``GpuGrid > .gpu-grid--*``), and
+repaints only the changed lines: a widget per card cost five widgets' work for every changed
+screen line (docs/speed.md, "The busy server").
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ CARD_HEIGHT = 8
 
 
 @dataclass(frozen=True)
-class Stop:
+class HighlightPlace:
     """Where the highlight can be: a card of a host, or a host's summary line (card None)."""
 
     host: int
@@ -145,7 +145,7 @@ class LabGrid(VerticalScroll, can_focus=True):
         """Hosts a person expanded or collapsed; the others follow the fitting rule."""
         self.compact = False
         self.max_lines = 1000
-        self._stop = Stop(0, None)
+        self._place = HighlightPlace(0, None)
         self._selected: set[int] = set()
         self._selected_host: int | None = None
         self._fits = True
@@ -161,15 +161,15 @@ class LabGrid(VerticalScroll, can_focus=True):
     @property
     def host(self) -> int:
         """The highlighted host's position."""
-        return self._stop.host
+        return self._place.host
 
     @property
     def highlighted(self) -> int | None:
         """The highlighted card's physical index (None on a summary line)."""
-        group = self.groups[self._stop.host]
-        if self._stop.card is None or self._stop.card >= len(group.physical):
+        group = self.groups[self._place.host]
+        if self._place.card is None or self._place.card >= len(group.physical):
             return None
-        return group.physical[self._stop.card]
+        return group.physical[self._place.card]
 
     @property
     def selection(self) -> tuple[int, ...]:
@@ -190,51 +190,51 @@ class LabGrid(VerticalScroll, can_focus=True):
     def is_expanded(self, position: int) -> bool:
         if position in self.expanded_by_person:
             return self.expanded_by_person[position]
-        return self._fits or position == self._stop.host
+        return self._fits or position == self._place.host
 
-    def _stops(self) -> list[Stop]:
-        stops: list[Stop] = []
+    def _places(self) -> list[HighlightPlace]:
+        places: list[HighlightPlace] = []
         for position, group in enumerate(self.groups):
             if self.is_expanded(position) and group.physical:
-                stops.extend(Stop(position, card) for card in range(len(group.physical)))
+                places.extend(HighlightPlace(position, card) for card in range(len(group.physical)))
             else:
-                stops.append(Stop(position, None))
-        return stops
+                places.append(HighlightPlace(position, None))
+        return places
 
     # -- actions -------------------------------------------------------------------------
 
     def action_move(self, step: int) -> None:
-        stops = self._stops()
-        where = stops.index(self._stop) if self._stop in stops else 0
-        self._stop = stops[(where + step) % len(stops)]
+        places = self._places()
+        where = places.index(self._place) if self._place in places else 0
+        self._place = places[(where + step) % len(places)]
         self._changed()
 
     def action_move_row(self, step: int) -> None:
-        group = self.groups[self._stop.host]
+        group = self.groups[self._place.host]
         columns = 1 if self.compact else self._columns(len(group.physical))
-        if self._stop.card is not None:
-            target = self._stop.card + step * columns
+        if self._place.card is not None:
+            target = self._place.card + step * columns
             if 0 <= target < len(group.physical):
-                self._stop = Stop(self._stop.host, target)
+                self._place = HighlightPlace(self._place.host, target)
                 self._changed()
                 return
         self.action_move(step)
 
     def jump_host(self, step: int) -> None:
-        position = (self._stop.host + step) % len(self.groups)
-        self._stop = Stop(position, 0 if self.groups[position].physical else None)
+        position = (self._place.host + step) % len(self.groups)
+        self._place = HighlightPlace(position, 0 if self.groups[position].physical else None)
         self._relayout()
         if not self.is_expanded(position):
-            self._stop = Stop(position, None)
+            self._place = HighlightPlace(position, None)
         self._changed()
 
     def toggle_collapsed(self) -> None:
-        position = self._stop.host
+        position = self._place.host
         self.expanded_by_person[position] = not self.is_expanded(position)
         if not self.expanded_by_person[position]:
-            self._stop = Stop(position, None)
+            self._place = HighlightPlace(position, None)
         elif self.groups[position].physical:
-            self._stop = Stop(position, 0)
+            self._place = HighlightPlace(position, 0)
         self._relayout()
         self._changed()
 
@@ -243,7 +243,7 @@ class LabGrid(VerticalScroll, can_focus=True):
         expand = not any(self.is_expanded(p) for p in range(len(self.groups)))
         self.expanded_by_person = {p: expand for p in range(len(self.groups))}
         if not expand:
-            self._stop = Stop(self._stop.host, None)
+            self._place = HighlightPlace(self._place.host, None)
         self._relayout()
         self._changed()
         return expand
@@ -252,21 +252,21 @@ class LabGrid(VerticalScroll, can_focus=True):
         card = self.highlighted
         if card is None:
             return
-        if self._selected and self._selected_host != self._stop.host:
+        if self._selected and self._selected_host != self._place.host:
             old = self._selected_host
             self._selected = set()
             if old is not None:
-                self.post_message(self.SelectionMoved(old, self._stop.host))
-        self._selected_host = self._stop.host
+                self.post_message(self.SelectionMoved(old, self._place.host))
+        self._selected_host = self._place.host
         self._selected ^= {card}
         self._changed()
 
     def select_all(self) -> None:
         old = self._selected_host if self._selected else None
-        self._selected_host = self._stop.host
-        self._selected = set(self.groups[self._stop.host].physical)
-        if old is not None and old != self._stop.host:
-            self.post_message(self.SelectionMoved(old, self._stop.host))
+        self._selected_host = self._place.host
+        self._selected = set(self.groups[self._place.host].physical)
+        if old is not None and old != self._place.host:
+            self.post_message(self.SelectionMoved(old, self._place.host))
         self._changed()
 
     def clear_selection(self) -> None:
@@ -289,9 +289,9 @@ class LabGrid(VerticalScroll, can_focus=True):
                 self.groups[position].set_cards(physical)
                 if position == self._selected_host:
                     self._selected &= set(physical)
-        first = self._stop.card is None and self.groups[self._stop.host].physical
-        if first and self.is_expanded(self._stop.host):
-            self._stop = Stop(self._stop.host, 0)
+        first = self._place.card is None and self.groups[self._place.host].physical
+        if first and self.is_expanded(self._place.host):
+            self._place = HighlightPlace(self._place.host, 0)
             self._relayout()
             self._paint()
             self.post_message(self.SelectionChanged(self.host, self.highlighted, self.selection))
@@ -330,15 +330,15 @@ class LabGrid(VerticalScroll, can_focus=True):
             width,
             self.compact,
             self.max_lines,
-            self._stop.host,
+            self._place.host,
             tuple(sorted(self.expanded_by_person.items())),
         )
         if shape == self._shape:
             return  # nothing that decides the layout changed: most ticks
         self._shape = shape
         self._fits = sum(self._group_lines(g) for g in self.groups) <= self.max_lines
-        if not self.is_expanded(self._stop.host):
-            self._stop = Stop(self._stop.host, None)
+        if not self.is_expanded(self._place.host):
+            self._place = HighlightPlace(self._place.host, None)
         for position, group in enumerate(self.groups):
             group.lay_out(
                 self._columns(len(group.physical)), self.compact, self.is_expanded(position)
@@ -350,7 +350,7 @@ class LabGrid(VerticalScroll, can_focus=True):
             summary = self.summaries[position]
             status = self.statuses[position]
             expanded = self.is_expanded(position)
-            on_line = position == self._stop.host and self._stop.card is None
+            on_line = position == self._place.host and self._place.card is None
             if summary is not None:
                 group.show_summary(summary, expanded, on_line, width)
             if not expanded or status is None or status.snapshot is None:
@@ -362,7 +362,7 @@ class LabGrid(VerticalScroll, can_focus=True):
                     card.show(self._view(position, place, gpu))
 
     def _view(self, position: int, place: int, gpu: GpuSample) -> CardView:
-        highlighted = self._stop == Stop(position, place)
+        highlighted = self._place == HighlightPlace(position, place)
         return CardView(
             gpu=gpu,
             history=self.histories[position].series(gpu.uuid, gpu.physical_index),
@@ -374,11 +374,11 @@ class LabGrid(VerticalScroll, can_focus=True):
 
     def _changed(self) -> None:
         self._paint()
-        group = self.groups[self._stop.host]
+        group = self.groups[self._place.host]
         target: Widget = group.line
         cards = list(group.cards.query(GpuCard))
-        if self._stop.card is not None and self._stop.card < len(cards):
-            target = cards[self._stop.card]
+        if self._place.card is not None and self._place.card < len(cards):
+            target = cards[self._place.card]
         self.scroll_to_widget(group.line, animate=False)
         self.scroll_to_widget(target, animate=False)
         self.post_message(self.SelectionChanged(self.host, self.highlighted, self.selection))

@@ -13,7 +13,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import ComposeResult
@@ -32,7 +32,7 @@ from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.history import UtilizationHistory, initial_history
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.slurm.watch import SlurmView, SlurmWatch
-from gputop.tui.dashboard_base import MIN_TABLE_ROWS, DashboardApp
+from gputop.tui.dashboard_base import MIN_TABLE_ROWS, DashboardApp, DashboardOptions
 from gputop.tui.health_toasts import XidToasts
 from gputop.tui.jobs_actions import JobsActions, JobsRead, JobStoreProblem
 from gputop.tui.sampling_loop import (
@@ -49,6 +49,9 @@ from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.process_table import ProcessTable
 from gputop.tui.widgets.status_bar import HostBar, StatusBar
 from gputop.tui.widgets.torch_panel import TorchPanel
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 FIXED_LINES = 3
 """The status line, the host line and the key bar."""
@@ -98,28 +101,14 @@ class GputopApp(DashboardApp, JobsActions):
         self,
         backend: NvmlBackend,
         *,
-        interval_s: float = 1.0,
-        readonly: bool = False,
         python: str | None = None,
         environ: Mapping[str, str] | None = None,
         history: UtilizationHistory | None = None,
         probes: bool = True,
-        user: str | None = None,
-        state_dir: Path | None = None,
-        cwd: str | None = None,
-        job_environ: Mapping[str, str] | None = None,
         first_sample: EarlySample | None = None,
-        tune_collector: bool = False,
+        **options: Unpack[DashboardOptions],
     ) -> None:
-        super().__init__(
-            interval_s=interval_s,
-            readonly=readonly,
-            user=user,
-            state_dir=state_dir,
-            cwd=cwd,
-            job_environ=job_environ,
-            tune_collector=tune_collector,
-        )
+        super().__init__(**options)
         self.backend = backend
         self._first_sample = first_sample
         """The first sample, read while the interface started (gputop.core.sampling.early)."""
@@ -184,8 +173,6 @@ class GputopApp(DashboardApp, JobsActions):
         compact = width < 100 or height - card_rows - FIXED_LINES < MIN_TABLE_ROWS
         if compact != self.compact:
             self.compact = compact
-            self.set_class(compact, "-compact")
-            self.keep_focus_shown()  # the compact layout hides the PyTorch view
             if self.snapshot is not None:
                 self._render_snapshot(self.snapshot)
 

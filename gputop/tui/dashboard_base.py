@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TypedDict
 
 from rich.text import Text
 from textual import events
@@ -27,6 +28,7 @@ from textual.binding import Binding
 from textual.driver import Driver
 from textual.geometry import Size
 from textual.notifications import SeverityLevel
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import Worker
@@ -79,6 +81,18 @@ class _ReportedByGputop(Exception):
         return Text()
 
 
+class DashboardOptions(TypedDict, total=False):
+    """What each dashboard passes on to ``DashboardApp``: ``**options: Unpack[...]``."""
+
+    interval_s: float
+    readonly: bool
+    user: str | None
+    state_dir: Path | None
+    cwd: str | None
+    job_environ: Mapping[str, str] | None
+    tune_collector: bool
+
+
 class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     """The base of both dashboards; each subclass composes its widgets, mounts, samples."""
 
@@ -86,6 +100,9 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     """Absolute: Textual reads a relative path beside the module of the running app's class."""
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = True
+    compact = var(False, init=False, toggle_class="-compact")
+    """The small terminal's layout: one lower panel, the PyTorch view only on p (gputop.tcss)."""
+    jobs_shown = var(False, init=False, toggle_class="-jobs-shown")
 
     # The key bar shows these in this order and cuts what does not fit: at 80 columns, after
     # how to leave and the help, the launch, the selection it uses and the jobs. Each
@@ -127,7 +144,6 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         install_lean_strips()  # and makes no caches it does not use
         self.interval_s = interval_s
         self.readonly = readonly
-        self.compact = False
         self.user = user or current_user()
         self.history_store = (
             state_dir / HISTORY_DB_NAME if state_dir is not None else default_history_path()
@@ -296,9 +312,22 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         """Sort the processes exactly now: rows held by the margin move (row_order.py)."""
         self.query_one(ProcessTable).resort()
 
+    def watch_compact(self) -> None:
+        self.keep_focus_shown()  # the compact layout hides the PyTorch view
+
     def action_toggle_torch(self) -> None:
         self.toggle_class("-torch-hidden" if not self.compact else "-torch-shown")
         self.keep_focus_shown()
+
+    def action_toggle_jobs(self) -> None:
+        # Small terminals show one lower panel: J brings the jobs back over the PyTorch view.
+        covered = self.compact and self.has_class("-torch-shown")
+        self.remove_class("-torch-shown")
+        self.jobs_shown = covered or not self.jobs_shown
+        if self.jobs_shown:
+            self.query_one("#jobs").focus()
+        else:
+            self.keep_focus_shown()
 
     def keep_focus_shown(self) -> None:
         """Once the layout has changed (p, J, a launch, a smaller terminal): where it hid the

@@ -63,6 +63,7 @@ class JobsActions(App[None]):
     snapshot: Snapshot | None
     keep_focus_shown: Callable[[], None]
     """The dashboard's (``DashboardApp``): a hidden panel's focus goes to the cards."""
+    jobs_shown: bool
     _launched_here: frozenset[int] = frozenset()
     """Jobs launched from this dashboard: their end is news even if no read saw them run."""
     _job_peaks: Mapping[int, int] = MappingProxyType({})
@@ -107,18 +108,6 @@ class JobsActions(App[None]):
             return ()
         return live_job_xids(job, snapshot.gpus, snapshot.timestamp)
 
-    def action_toggle_jobs(self) -> None:
-        # Small terminals show one lower panel: J brings the jobs back over the PyTorch view.
-        covered = self.has_class("-compact") and self.has_class("-torch-shown")
-        shown = covered or not self.has_class("-jobs-shown")
-        self.remove_class("-torch-shown")
-        self.set_class(shown, "-jobs-shown")
-        panel = self.query_one(JobsPanel)
-        if shown:
-            panel.focus()
-        else:
-            self.keep_focus_shown()
-
     def action_launch(self) -> None:
         # The launch dialog (and its widgets) is imported when first opened, not before the
         # dashboard's first frame (docs/speed.md).
@@ -153,7 +142,7 @@ class JobsActions(App[None]):
             else:
                 said = f"launched on GPU {gpus}"
             self.notify(f"Job {job.id} ({job.name}) {said}. Log: {job.log_path}")
-            self.set_class(True, "-jobs-shown")
+            self.jobs_shown = True
             # The new job is highlighted, for enter and K once tab reaches the jobs; the focus
             # stays where it was: the arrows, space and l still act on the cards.
             self.query_one(JobsPanel).highlight(str(job.id))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from rich.text import Text
 from textual import work
@@ -35,7 +35,7 @@ from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S, HistoryAsk
 from gputop.core.remote.remote_jobs import run_remote, signal_argv
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.safe_text import clean
-from gputop.tui.dashboard_base import MIN_TABLE_ROWS, DashboardApp
+from gputop.tui.dashboard_base import MIN_TABLE_ROWS, DashboardApp, DashboardOptions
 from gputop.tui.lab.host_line import lab_status_line
 from gputop.tui.lab.lab_grid import LabGrid
 from gputop.tui.lab.lab_jobs import LabJobsPanel
@@ -49,6 +49,9 @@ from gputop.tui.screens.launch import LaunchContext
 from gputop.tui.textual_compat import app_closing
 from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.torch_panel import TorchPanel
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 COMPACT_BELOW_WIDTH = 100
 COMPACT_BELOW_HEIGHT = 40
@@ -88,20 +91,10 @@ class LabApp(DashboardApp):
         source: HostSource,
         host_names: Sequence[str],
         *,
-        interval_s: float = 1.0,
-        readonly: bool = False,
-        user: str | None = None,
         ssh_environ: Mapping[str, str] | None = None,
-        job_environ: Mapping[str, str] | None = None,
-        tune_collector: bool = False,
+        **options: Unpack[DashboardOptions],
     ) -> None:
-        super().__init__(
-            interval_s=interval_s,
-            readonly=readonly,
-            user=user,
-            job_environ=job_environ,
-            tune_collector=tune_collector,
-        )
+        super().__init__(**options)
         self.source = source
         self.host_names = list(host_names)
         self.ssh_environ = dict(ssh_environ) if ssh_environ is not None else None
@@ -139,10 +132,7 @@ class LabApp(DashboardApp):
         width, height = size or self.size
         compact = width < COMPACT_BELOW_WIDTH or height < COMPACT_BELOW_HEIGHT
         lower = 8 if compact else MIN_TABLE_ROWS
-        if compact != self.compact:
-            self.keep_focus_shown()  # the compact layout hides the PyTorch view
         self.compact = compact
-        self.set_class(compact, "-compact")
         try:
             self.query_one(LabGrid).set_geometry(compact, max(3, height - 2 - lower))
         except NoMatches:
@@ -254,17 +244,6 @@ class LabApp(DashboardApp):
         table = self.query_one(LabProcessTable)
         table.filter_card(grid.host, grid.highlighted)
         self.notify(table.describe_view(), timeout=2)
-
-    def action_toggle_jobs(self) -> None:
-        covered = self.has_class("-compact") and self.has_class("-torch-shown")
-        shown = covered or not self.has_class("-jobs-shown")
-        self.remove_class("-torch-shown")
-        self.set_class(shown, "-jobs-shown")
-        panel = self.query_one(LabJobsPanel)
-        if shown:
-            panel.focus()
-        elif panel.has_focus:
-            self.query_one(LabGrid).focus()
 
     def action_card_history(self) -> None:
         grid = self.query_one(LabGrid)

@@ -213,16 +213,18 @@ def machine(c_nvml: CNvml, tmp_path_factory: pytest.TempPathFactory) -> Machine:
 
 
 def list_the_suites_processes(
-    machine: Machine, suite: subprocess.Popen[str], stop: threading.Event
+    machine: Machine, suites: list[subprocess.Popen[str]], stop: threading.Event
 ) -> None:
     """While the suite runs: each CUDA process it starts holding memory on one card (its own,
     found among the suite's descendants) is put in the C NVML's listing."""
     try:
         while not stop.wait(0.05):  # looked at 20 times a second until the suite ends
-            try:
-                children = psutil.Process(suite.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                return
+            children = []
+            for suite in suites:
+                try:
+                    children += psutil.Process(suite.pid).children(recursive=True)
+                except psutil.NoSuchProcess:
+                    continue
             holding = []
             for child in children:
                 try:
@@ -238,30 +240,48 @@ def list_the_suites_processes(
         return
 
 
+CHECKS = "not cpu_over and not usage_matches and (not mapping or reversed or duplicate or empty)"
+SLOW_MODULES = "test_gpu_run or test_gpu_activity"
+"""The job's check (its probe holds the cards ten seconds) and the activity checks' set-up:
+run in a suite of their own beside the others', each with its report, so the rehearsal takes
+the longer of the two, not their sum."""
+
+
 def test_the_suite_runs_its_checks_and_writes_the_report(machine, tmp_path) -> None:
-    report = tmp_path / "report"
-    suite = subprocess.Popen(
-        [
-            sys.executable, str(ROOT / "tests" / "gpu" / "run_check.py"),
-            "--report-dir", str(report), "-p", "no:xdist",
-            "-k", "not cpu_over and not usage_matches "
-            "and (not mapping or reversed or duplicate or empty)",
-        ],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=machine.env, cwd=tmp_path,
-    )  # fmt: skip
+    reports = [tmp_path / "report-slow", tmp_path / "report"]
+    logs = [(tmp_path / f"{report.name}.log").open("w+") for report in reports]
+    suites = [
+        subprocess.Popen(
+            [
+                sys.executable, str(ROOT / "tests" / "gpu" / "run_check.py"),
+                "--report-dir", str(report), "-p", "no:xdist", "-k", f"{CHECKS} and {which}",
+            ],
+            stdout=log, stderr=subprocess.STDOUT, text=True, env=machine.env, cwd=tmp_path,
+        )
+        for report, log, which in zip(
+            reports, logs, (f"({SLOW_MODULES})", f"not ({SLOW_MODULES})"), strict=True
+        )
+    ]  # fmt: skip
     stop = threading.Event()
-    watcher = threading.Thread(target=list_the_suites_processes, args=(machine, suite, stop))
+    watcher = threading.Thread(target=list_the_suites_processes, args=(machine, suites, stop))
     watcher.start()
     try:
-        output, _ = suite.communicate(timeout=600)
+        for suite in suites:
+            suite.wait(timeout=600)
     finally:
         stop.set()
-        if suite.poll() is None:
-            suite.kill()
-            suite.wait()
+        for suite in suites:
+            if suite.poll() is None:
+                suite.kill()
+                suite.wait()
         watcher.join(timeout=60)
-    assert suite.returncode == 0, output
-    document = json.loads((report / "gpu-check-report.json").read_text())
+    for suite, log in zip(suites, logs, strict=True):
+        log.seek(0)
+        assert suite.returncode == 0, log.read()
+        log.close()
+    documents = [json.loads((r / "gpu-check-report.json").read_text()) for r in reports]
+    document = {**documents[1], "results": [r for d in documents for r in d["results"]]}
+    report = reports[1]
     outcomes = {result["name"]: result["outcome"] for result in document["results"]}
     by_name = {result["name"]: result for result in document["results"]}
     assert outcomes["driver: driver_and_cuda_versions"] == "passed"

@@ -24,23 +24,40 @@ from pathlib import Path
 import pytest
 from helpers.other_user import OTHER_UID, as_other_user, other_user_python, require_root
 
-HOLD_S = 12
-"""Twelve real seconds at 4000x: thirteen recorded hours behind one open transaction."""
+HOLD_S = 30
+"""At most thirty real seconds at 4000x (33 recorded hours) behind one open transaction: the
+reader lets go once the recorder has stopped at its bound and held there ``CAPPED_S``."""
+CAPPED_S = 1.0
+"""How long the recorder is kept at its bound (at 4000x over an hour of samples) before the
+reader lets go."""
+STOPPED = "Not writing to the history store"
 CAP_MB = 1
 SLACK = 512 * 1024
 """What one batch may add after the last check before it (a few pages per card)."""
 WAIT_S = 60.0
 
-HOLD_A_READ = """
-import sqlite3, sys, time
+LET_GO = """
+def let_go(release, most_s):  # once the test makes the file ``release``, or after most_s
+    deadline = time.monotonic() + float(most_s)
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.02)
+"""
+
+HOLD_A_READ = (
+    """
+import os, sqlite3, sys, time
+"""
+    + LET_GO
+    + """
 c = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True, isolation_level=None)
 c.execute("BEGIN")
 c.execute("SELECT COUNT(*) FROM samples").fetchone()
 print("holding", flush=True)
-time.sleep(float(sys.argv[2]))
+let_go(sys.argv[2], sys.argv[3])
 c.execute("COMMIT")
 print("released", flush=True)
 """
+)
 
 
 @pytest.fixture
@@ -52,6 +69,35 @@ def reachable() -> Iterator[Path]:
         yield directory
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+class Said:
+    """What a process writes to stderr, read as it comes (a thread), so that the test can
+    wait for a line while it runs."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self._lines: list[str] = []
+        self._thread = threading.Thread(target=self._lines.extend, args=(process.stderr,))
+        self._thread.start()
+
+    def __str__(self) -> str:
+        return "".join(self._lines)
+
+    def __contains__(self, text: str) -> bool:
+        return text in str(self)
+
+    def all(self, timeout_s: float) -> str:
+        """Everything, once the process has closed its stderr."""
+        self._thread.join(timeout_s)
+        return str(self)
+
+
+def _release_once_capped(said: Said, release: Path, capped_at: list[float]) -> None:
+    """Let the holder go once the recorder has said it stopped and ``CAPPED_S`` has passed."""
+    if not capped_at and STOPPED in said:
+        capped_at.append(time.monotonic())
+    if capped_at and time.monotonic() - capped_at[0] >= CAPPED_S:
+        release.touch()
 
 
 def _wal_size(store: Path) -> int:
@@ -93,17 +139,19 @@ def test_a_reader_holding_a_transaction_cannot_grow_the_wal_past_its_bound(
         stderr=subprocess.PIPE,
         text=True,
     )
+    stderr = Said(recorder)
+    release, capped_at = reachable / "release", []
     reader: list[subprocess.CompletedProcess[str]] = []
     try:
         deadline = time.monotonic() + WAIT_S
         while not os.path.exists(f"{store}-shm"):
-            assert recorder.poll() is None, recorder.communicate()[1]
+            assert recorder.poll() is None, stderr.all(WAIT_S)
             assert time.monotonic() < deadline, "the recorder wrote nothing"
             time.sleep(0.05)
         holder = threading.Thread(
             target=lambda: reader.append(
                 as_other_user(
-                    [python, "-c", HOLD_A_READ, str(store), str(HOLD_S)],
+                    [python, "-c", HOLD_A_READ, str(store), str(release), str(HOLD_S)],
                     {"PYTHONPATH": pythonpath, "HOME": "/nonexistent"},
                 )
             )
@@ -116,6 +164,7 @@ def test_a_reader_holding_a_transaction_cannot_grow_the_wal_past_its_bound(
             largest = max(largest, size)
             reached_cap = reached_cap or size >= CAP_MB * 1024 * 1024
             assert recorder.poll() is None
+            _release_once_capped(stderr, release, capped_at)
             time.sleep(0.05)  # sampling the file's size while the reader holds on
         holder.join()
         written_after = _wal_size(store)
@@ -124,7 +173,8 @@ def test_a_reader_holding_a_transaction_cannot_grow_the_wal_past_its_bound(
             time.sleep(0.05)
     finally:
         recorder.send_signal(signal.SIGTERM)
-        _, said = recorder.communicate(timeout=WAIT_S)
+        recorder.wait(timeout=WAIT_S)
+        said = stderr.all(WAIT_S)
     (held,) = reader
     assert held.returncode == 0 and "released" in held.stdout, held.stderr
     assert reached_cap, f"the -wal never reached its bound (largest {largest} B)"
@@ -166,8 +216,12 @@ def test_a_wal_bound_in_range_is_taken(tmp_path: Path) -> None:
     assert max_wal_bytes({}) == 64 * 1024 * 1024
 
 
-HOLD_THE_CHECKPOINT_LOCK = """
+HOLD_THE_CHECKPOINT_LOCK = (
+    """
 import fcntl, os, sys, time
+"""
+    + LET_GO
+    + """
 fd = os.open(sys.argv[1] + "-shm", os.O_RDONLY)
 deadline = time.monotonic() + 20
 while True:  # the recorder holds this byte itself for the moment of each checkpoint
@@ -179,10 +233,11 @@ while True:  # the recorder holds this byte itself for the moment of each checkp
             raise
         time.sleep(0.005)
 print("holding", flush=True)
-time.sleep(float(sys.argv[2]))
+let_go(sys.argv[2], sys.argv[3])
 os.close(fd)
 print("released", flush=True)
 """
+)
 
 
 def test_a_reader_holding_the_checkpoint_lock_cannot_grow_the_wal_either(
@@ -211,17 +266,19 @@ def test_a_reader_holding_the_checkpoint_lock_cannot_grow_the_wal_either(
         stderr=subprocess.PIPE,
         text=True,
     )
+    stderr = Said(recorder)
+    release, capped_at = reachable / "release", []
     holder_result: list[subprocess.CompletedProcess[str]] = []
     try:
         deadline = time.monotonic() + WAIT_S
         while not os.path.exists(f"{store}-shm"):
-            assert recorder.poll() is None, recorder.communicate()[1]
+            assert recorder.poll() is None, stderr.all(WAIT_S)
             assert time.monotonic() < deadline, "the recorder wrote nothing"
             time.sleep(0.05)
         holder = threading.Thread(
             target=lambda: holder_result.append(
                 as_other_user(
-                    [python, "-c", HOLD_THE_CHECKPOINT_LOCK, str(store), "10"],
+                    [python, "-c", HOLD_THE_CHECKPOINT_LOCK, str(store), str(release), "25"],
                     {"PYTHONPATH": pythonpath, "HOME": "/nonexistent"},
                 )
             )
@@ -231,6 +288,7 @@ def test_a_reader_holding_the_checkpoint_lock_cannot_grow_the_wal_either(
         while holder.is_alive():
             largest = max(largest, _wal_size(store))
             assert recorder.poll() is None
+            _release_once_capped(stderr, release, capped_at)
             time.sleep(0.05)
         holder.join()
         deadline = time.monotonic() + WAIT_S
@@ -238,7 +296,8 @@ def test_a_reader_holding_the_checkpoint_lock_cannot_grow_the_wal_either(
             time.sleep(0.05)
     finally:
         recorder.send_signal(signal.SIGTERM)
-        _, said = recorder.communicate(timeout=WAIT_S)
+        recorder.wait(timeout=WAIT_S)
+        said = stderr.all(WAIT_S)
     (held,) = holder_result
     assert held.returncode == 0 and "released" in held.stdout, held.stderr
     assert CAP_MB * 1024 * 1024 <= largest <= CAP_MB * 1024 * 1024 + SLACK, largest

@@ -386,3 +386,21 @@ async def test_o_sorts_the_fleet_again_exactly() -> None:
         await pilot.press("o")
         await pilot.pause()
         assert [row[0] for row in rows(app)] == ["a", "b"]
+
+
+async def test_a_refresh_rewrites_only_what_changed_in_the_same_lines() -> None:
+    """The same nodes in the same order: the table keeps its rows and only the changed cells
+    are written (a rebuild measured and rendered all of them again every refresh)."""
+    values = iter([{"a": 50, "b": 60}, {"a": 50, "b": 90}])
+    app = app_of(lambda: utilised(next(values)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.pause()
+        table = app.query_one("#fleet-nodes", DataTable)
+        before = dict(table.rows)
+        first = app.fleet
+        await pilot.press("r")
+        await pilot_wait_for(pilot, lambda: app.fleet is not first, "the fleet read again", 10)
+        await pilot.pause()
+        assert [row[4] for row in rows(app)] == ["5", "9"]  # b's card: busy, 90 %
+        assert all(table.rows[key] is row for key, row in before.items())

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gputop.core.fleet.queries import ACTIVITY, HEALTH_FLAGS, INTERVAL_WINDOW_S
+from gputop.core.fleet.queries import ACTIVITY, HEALTH_FLAGS, INTERVAL_WINDOW_S, LAST_SAMPLE
 from gputop.core.health import LEVELS, OK, Reason, Verdict
 from gputop.core.health import verdict as judge
 from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
@@ -421,10 +421,11 @@ class _Builder:
             if value is not None:
                 node.users.setdefault(user, {})[figure] = value
 
-    def finish(self) -> list[FleetNode]:
+    def finish(self, partial: bool) -> list[FleetNode]:
+        """States, and each card's verdict and freedom (not ``partial``: not known yet)."""
         for node in self.nodes.values():
             self._state(node)
-            for gpu in node.gpus.values():
+            for gpu in () if partial else node.gpus.values():
                 if node.gputop and gpu.processes is None:
                     gpu.processes = []  # gputop's exporter: none exported on this card
                 gpu.verdict = gpu.judge()
@@ -494,11 +495,13 @@ def build_fleet(
     builder = _Builder(now, rule or FreeRule())
     for name in ("up", "scraped", "last_up", "scrapes"):
         builder.targets(name, answers.get(name, []))
-    builder.cards(answers.get("card_labels", []))
+    labelled = answers.get("card_labels", [])
+    builder.cards([s for s in labelled if s.labels.get("__name__") != LAST_SAMPLE])
     builder.cards(answers.get("cards", []))
     builder.processes(answers.get("processes", []))
-    builder.node_series(answers.get("nodes", []))
-    nodes = builder.finish()
+    last = [s for s in labelled if s.labels.get("__name__") == LAST_SAMPLE]
+    builder.node_series(last + answers.get("nodes", []))
+    nodes = builder.finish(partial)
     gpu_jobs = {node.job for node in nodes if node.gpus or node.gputop}
     nodes = [node for node in nodes if node.job in gpu_jobs]  # not Prometheus's own, say
     for node in nodes:  # the memory total: what dcgm-exporter splits into used and free
@@ -507,10 +510,6 @@ def build_fleet(
                 gpu.memory_total_bytes = gpu.memory_used_bytes + gpu.memory_free_bytes
     intervals = sorted(node.interval_s for node in nodes if node.scrapes and node.scrapes >= 2)
     interval = intervals[len(intervals) // 2] if intervals else DEFAULT_INTERVAL_S
-    if partial:
-        for node in nodes:
-            for gpu in node.gpus.values():
-                gpu.free = False
     return Fleet(url, now, nodes, _users(nodes), queries, interval, partial)
 
 

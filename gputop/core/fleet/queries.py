@@ -55,12 +55,14 @@ CARD_METRICS = (
 CARD_KEY = "__name__, job, instance, UUID, gpu, user"
 """What tells one card's series apart (``user``: a claim's holder)."""
 PROCESS_METRICS = ("gputop_process_memory_used_bytes", "gputop_process_sm_util_percent")
+LAST_SAMPLE = "gputop_last_sample_timestamp_seconds"
+"""gputop's exporter's newest sample (a stuck sampler's node is stale): read with each card's
+labels, among the first answers, so the first frame's states are right."""
 NODE_METRICS = (
     "gputop_user_memory_used_bytes",
     "gputop_user_idle_held_memory_bytes",
     "gputop_user_processes",
     "gputop_user_gpus",
-    "gputop_last_sample_timestamp_seconds",
 )
 LAST_SEEN_WINDOW = "1h"
 LAST_SEEN_STEP = "15s"
@@ -99,11 +101,11 @@ def refresh_queries(matchers: str) -> dict[str, str]:
         "scraped": f"timestamp(up{only})",
         "scrapes": f"count_over_time(up{only}[{INTERVAL_WINDOW_S}s])",
         "last_up": f"max_over_time(timestamp(up{only} == 1)[{LAST_SEEN_WINDOW}:{LAST_SEEN_STEP}])",
+        # Each card's labels once (its memory used carries them all, pods included) and
+        # gputop's last sample; then every figure of every card with only the labels that
+        # tell them apart: a quarter of the bytes, and of the decoding.
+        "card_labels": f'{{__name__=~"DCGM_FI_DEV_FB_USED|{LAST_SAMPLE}", GPU_I_ID=""{extra}}}',
         "nodes": f'{{__name__=~"{_names(NODE_METRICS)}"{extra}}}',
-        # Each card's labels once (its memory used carries them all, pods included), then
-        # every figure of every card with only the labels that tell them apart: a quarter
-        # of the bytes, and of the decoding.
-        "card_labels": f'DCGM_FI_DEV_FB_USED{{GPU_I_ID=""{extra}}}',
         "cards": f"max by ({CARD_KEY}) "
         f'({{__name__=~"{_names(CARD_METRICS[1:])}", GPU_I_ID=""{extra}}})',
         "processes": f'{{__name__=~"{_names(PROCESS_METRICS)}"{extra}}}',

@@ -52,6 +52,7 @@ EARLY_PAINT_WAIT_S = 1.0
 MIN_REFRESH_S = 1.0
 MAX_REFRESH_S = 300.0
 STATE_STYLES = {"up": "green", "stale": "yellow", "down": "red"}
+COLUMNS = ("NODE", "STATE", "AGE", "FREE", "CARDS", "MEMORY", "USERS")
 KEYS = "s sort  / filter  enter node  l launch  u users  r refresh  ? keys  q quit"
 FLEET_KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
     (
@@ -265,6 +266,8 @@ class FleetApp(QuitHint, App[int]):
         self.read_at = 0.0
         self._shown: list[FleetNode | None] = []
         """The table's rows: a node, or None for a group's line."""
+        self._rows: list[tuple[str, tuple[Text, ...]]] = []
+        """Each row's key and cells as last written: a refresh rewrites only what changed."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"reading {clean(self.url)} ..."), id="fleet-header")
@@ -276,7 +279,7 @@ class FleetApp(QuitHint, App[int]):
 
     def on_mount(self) -> None:
         table = self.query_one("#fleet-nodes", DataTable)
-        for column in ("NODE", "STATE", "AGE", "FREE", "CARDS", "MEMORY", "USERS"):
+        for column in COLUMNS:
             table.add_column(column, key=column)
         table.focus()
         self.read_fleet()
@@ -347,43 +350,54 @@ class FleetApp(QuitHint, App[int]):
             n for n in sorted_nodes(fleet.nodes, self.sort, self._held) if matches(n, self.needle)
         ]
         shown: list[FleetNode | None] = []
-        table.clear()
+        rows: list[tuple[str, tuple[Text, ...]]] = []
         for name, members in self._groups(nodes):
             if name is not None:
                 free = sum(len(node.free_gpus) for node in members)
-                table.add_row(
-                    plain(f"{self.group_by}={name}"[:NODE_CHARS], style="bold"),
-                    Text(f"{len(members)} nodes"),
-                    Text(""),
-                    Text(f"{free}"),
-                    Text(""),
-                    Text(""),
-                    Text(""),
-                )
+                label = plain(f"{self.group_by}={name}"[:NODE_CHARS], style="bold")
+                cells = (label, Text(f"{len(members)} nodes"), Text(""), Text(f"{free}"))
+                rows.append((f"group\0{name}", cells + (Text(""),) * 3))
                 shown.append(None)
             for node in members:
-                cells = "".join(card_cell(gpu, node, fleet.partial) for gpu in node.sorted_gpus())
-                users = Text(holders(node))  # cleaned by holders()
-                health = None if fleet.partial else node_badge(node)
-                if health is not None:  # the worst card's badge before the users
-                    style = "red" if health.startswith("✖") else "yellow"
-                    users = Text.assemble((health, style), " ", users)
-                users.truncate(USERS_CHARS)
-                table.add_row(
-                    plain(node.host[:NODE_CHARS]),
-                    Text(node.state, style=STATE_STYLES.get(node.state, "")),
-                    Text(age(fleet, node)),
-                    Text(f"{'?' if fleet.partial else len(node.free_gpus)}/{len(node.gpus)}"),
-                    Text(cells),
-                    Text(memory(node)),
-                    users,
-                )
+                rows.append((f"node\0{node.job}\0{node.instance}", self._cells(fleet, node)))
                 shown.append(node)
+        if [key for key, _ in rows] == [key for key, _ in self._rows]:
+            # The same lines in the same order (most refreshes): only the cells that changed
+            # are written, so the table neither measures nor renders the others again.
+            for (key, cells), (_, was) in zip(rows, self._rows, strict=True):
+                for column, new, old in zip(COLUMNS, cells, was, strict=True):
+                    if new != old:
+                        wider = new.cell_len > old.cell_len
+                        table.update_cell(key, column, new, update_width=wider)
+        else:
+            table.clear()
+            for key, cells in rows:
+                table.add_row(*cells, key=key)
+            for row, each in enumerate(shown):
+                if each is not None and (each.job, each.instance) == keep:
+                    table.move_cursor(row=row)
+                    break
+        self._rows = rows
         self._shown = shown
-        for row, each in enumerate(shown):
-            if each is not None and (each.job, each.instance) == keep:
-                table.move_cursor(row=row)
-                break
+
+    @staticmethod
+    def _cells(fleet: Fleet, node: FleetNode) -> tuple[Text, ...]:
+        cells = "".join(card_cell(gpu, node, fleet.partial) for gpu in node.sorted_gpus())
+        users = Text(holders(node))  # cleaned by holders()
+        health = None if fleet.partial else node_badge(node)
+        if health is not None:  # the worst card's badge before the users
+            style = "red" if health.startswith("✖") else "yellow"
+            users = Text.assemble((health, style), " ", users)
+        users.truncate(USERS_CHARS)
+        return (
+            plain(node.host[:NODE_CHARS]),
+            Text(node.state, style=STATE_STYLES.get(node.state, "")),
+            Text(age(fleet, node)),
+            Text(f"{'?' if fleet.partial else len(node.free_gpus)}/{len(node.gpus)}"),
+            Text(cells),
+            Text(memory(node)),
+            users,
+        )
 
     def _groups(self, nodes: list[FleetNode]) -> list[tuple[str | None, list[FleetNode]]]:
         if self.group_by is None:

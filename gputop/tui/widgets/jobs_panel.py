@@ -89,8 +89,7 @@ def slurm_cells(job: SlurmJob, now: float) -> tuple[Text, ...]:
         plain(job.status_text, style="bold cyan" if job.state == "RUNNING" else "yellow"),
         Text("-" if started is None else time.strftime("%H:%M:%S", time.localtime(started))),
         Text("-" if started is None else duration_coarse(max(0.0, now - started))),
-        Text("-"),
-        Text("-"),
+        *(Text("-") for _ in columns.USAGE),  # not measured by gputop
         plain(
             f"Slurm job on {job.nodes or '-'}"
             + ("" if left is None else f", {duration(left)} left"),

@@ -17,6 +17,9 @@ from gputop.core.job_columns import JobColumn, ShownJob
 from gputop.core.jobs.logs import LOG_PREFIX
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.service import JobsView
+from gputop.core.jobs.xid_marks import live_job_xids
+from gputop.core.jobs.xid_marks import mark as job_xid_mark
+from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
 from gputop.core.slurm.queue import SlurmJob
 from gputop.core.units import duration, duration_coarse
@@ -36,15 +39,20 @@ STATUS_STYLES = {
 
 
 def panel_cells(
-    job: ShownJob, now: float, shown: Sequence[JobColumn] = columns.COLUMNS
+    job: ShownJob, now: float, shown: Sequence[JobColumn] = columns.COLUMNS, xid_mark: str = ""
 ) -> list[Text]:
     """A job's cells in the panels. Text, never str: a str cell is read as markup
-    (``exp[/]1`` would raise); the status coloured by what it is."""
+    (``exp[/]1`` would raise); the status coloured by what it is, then ``xid_mark`` (its
+    cards' Xids while it ran: ``✖ Xid 79``, jobs/xid_marks.py)."""
     style = STATUS_STYLES.get(job.status, "")
-    return [
+    cells = [
         plain(column.text(job, now, False), style=style if column is columns.STATUS else "")
         for column in shown
     ]
+    if xid_mark and columns.STATUS in shown:
+        mark_style = "bold red" if xid_mark.startswith("✖") else "bold yellow"
+        cells[list(shown).index(columns.STATUS)].append(f" {xid_mark}", style=mark_style)
+    return cells
 
 
 _STAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} ")
@@ -67,13 +75,13 @@ def shown_log_line(job: Job, line: str) -> str:
     return LOG_PREFIX + rest
 
 
-def job_cells(job: Job, last_line: str, now: float) -> tuple[Text, ...]:
+def job_cells(job: Job, last_line: str, now: float, xid_mark: str = "") -> tuple[Text, ...]:
     """A job's row, its last column the last line of its log."""
     if job.status == "waiting" and not last_line:
         last_line = job.waiting_reason  # why it has not started (gputop jobs says the same)
     last_line = shown_log_line(job, last_line)
     return (
-        *panel_cells(job, now),
+        *panel_cells(job, now, xid_mark=xid_mark),
         plain(f"(log cut) {last_line}" if job.log_cut else last_line, style="dim"),
     )
 
@@ -117,7 +125,11 @@ class JobsPanel(JobsTable[Job]):
         now = time.time() if now is None else now
         self._view = view
         jobs = list(reversed(view.jobs))  # newest first: the one just launched is on top
-        cells = {str(job.id): job_cells(job, view.last_lines.get(job.id, ""), now) for job in jobs}
+        marks = self._xid_marks(jobs)
+        cells = {
+            str(job.id): job_cells(job, view.last_lines.get(job.id, ""), now, marks.get(job.id, ""))
+            for job in jobs
+        }
         submitted = {job.slurm_job_id for job in jobs if job.slurm_job_id is not None}
         for slurm in self._slurm_jobs:
             if slurm.job_id not in submitted:
@@ -128,6 +140,17 @@ class JobsPanel(JobsTable[Job]):
             cells,
             f"{count}, {len(view.active)} active · enter log · K stop",
         )
+
+    def _xid_marks(self, jobs: Sequence[Job]) -> dict[int, str]:
+        """Each job's mark from the Xids the dashboard's cards had while it ran (the app's
+        last sample; as the toast at its end, jobs_actions.py), on the sample's clock."""
+        snapshot = getattr(self.app, "snapshot", None)
+        if not isinstance(snapshot, Snapshot):
+            return {}
+        return {
+            job.id: job_xid_mark(live_job_xids(job, snapshot.gpus, snapshot.timestamp))
+            for job in jobs
+        }
 
     def show_slurm(self, jobs: tuple[SlurmJob, ...]) -> None:
         """The user's own Slurm jobs, beside gputop's (docs/slurm.md)."""

@@ -150,6 +150,7 @@ def run_fleet(args: argparse.Namespace, server: Server) -> int:
         server.shown,
         args.group_by,
         progressive=lambda early: read_fleet(server, matchers, timeout_s, early=early),
+        tune_collector=True,
     )
     app.run()
     return _finish(app)

@@ -404,3 +404,44 @@ async def test_a_refresh_rewrites_only_what_changed_in_the_same_lines() -> None:
         await pilot.pause()
         assert [row[4] for row in rows(app)] == ["5", "9"]  # b's card: busy, 90 %
         assert all(table.rows[key] is row for key, row in before.items())
+
+
+async def test_only_the_gputop_command_settles_the_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the local dashboard (tests/tui/test_start_up.py): a fleet refresh makes about
+    100,000 objects, which Python's default collector walked some 50 times a refresh."""
+    from helpers.dashboard import stays_true
+
+    from gputop.cli import dashboard as cli_dashboard
+    from gputop.cli.main import build_parser
+    from gputop.tui.fleet import fleet_app
+
+    settled: list[str] = []
+    monkeypatch.setattr(fleet_app, "SETTLE_AFTER_S", 0.05)
+    monkeypatch.setattr(fleet_app, "settle_collector", lambda: settled.append("settled"))
+    for tune in (False, True):
+        app = FleetApp(fleet, "http://prometheus:9090", tune_collector=tune)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot_wait_for(pilot, lambda a=app: a.fleet is not None, "the fleet", 10)
+            if tune:
+                await pilot_wait_for(pilot, lambda: settled, "the collector settled")
+            else:
+                assert await stays_true(pilot, lambda: not settled, 0.3)
+    assert settled == ["settled"]
+    made: list[dict[str, object]] = []
+
+    class Recorded:
+        fatal_error = None
+        return_code = 0
+
+        def __init__(self, *given: object, **options: object) -> None:
+            made.append(options)
+
+        def run(self) -> None:
+            return None
+
+    monkeypatch.setattr(fleet_app, "FleetApp", Recorded)
+    monkeypatch.setattr(cli_dashboard, "require_terminal", lambda: None)
+    assert cli_dashboard.run(build_parser().parse_args(["--prometheus", "http://p:9090"])) == 0
+    assert made and made[0]["tune_collector"] is True

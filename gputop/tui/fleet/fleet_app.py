@@ -39,6 +39,7 @@ from gputop.core.fleet.fleet_text import (
 from gputop.core.fleet.model import Fleet, FleetNode
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
+from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
 from gputop.tui.row_order import HeldOrder, Margin
 from gputop.tui.safe import plain
 from gputop.tui.screens.help import HelpScreen
@@ -248,11 +249,15 @@ class FleetApp(QuitHint, App[int]):
         url: str,
         group_by: str | None = None,
         progressive: Callable[[Callable[[Fleet], None]], Fleet] | None = None,
+        tune_collector: bool = False,
     ) -> None:
         """``progressive``: a source that also gives the fleet as its first answers show it
         (``read_fleet``'s ``early``); used for the first read, so the first frame comes
-        before the cards' figures."""
+        before the cards' figures. ``tune_collector``: gputop's own process only, as the
+        local dashboard's (gputop/tui/collector.py): each refresh makes some 100,000 objects,
+        and Python's default collector walked them 50 times a refresh."""
         super().__init__()
+        self._tune_collector = tune_collector
         self.progressive = progressive
         self.group_by = group_by
         self.source = source
@@ -283,6 +288,8 @@ class FleetApp(QuitHint, App[int]):
             table.add_column(column, key=column)
         table.focus()
         self.read_fleet()
+        if self._tune_collector:
+            self.set_timer(SETTLE_AFTER_S, settle_collector)
 
     def read_fleet(self) -> None:
         self.run_worker(self._read, thread=True, exclusive=True, group="fleet")

@@ -4,6 +4,7 @@ card then (a storm coalesced, counted exactly) and the health counters when they
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -236,7 +237,8 @@ def test_a_store_this_version_wrote_is_refused_by_an_older_gputop(
 ) -> None:
     store = tmp_path / "history.sqlite3"
     open_for_recording(store, []).close()
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)  # what a gputop of version 2 reads
+    older = dataclasses.replace(store_module.HISTORY, version=2)  # a gputop of version 2
+    monkeypatch.setattr(store_module, "HISTORY", older)
     with pytest.raises(HistoryError, match=r"written by a newer gputop \(store version 3"):
         open_for_reading(store)
     with pytest.raises(HistoryError, match=r"written by a newer gputop \(store version 3"):

@@ -327,6 +327,29 @@ def test_a_negative_store_version_is_refused_with_exit_2(
     assert store.read_bytes() == before
 
 
+@pytest.mark.parametrize("command", ["record", "report"])
+def test_a_database_gputop_did_not_create_is_refused_as_the_job_store_refuses_it(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Someone's own database given as --db: before, the recorder added its tables to it
+    and stamped it a history store (and the report said to run record)."""
+    from gputop.cli.main import main
+
+    store = tmp_path / "state" / "history.sqlite3"
+    store.parent.mkdir(mode=0o700)
+    connection = sqlite3.connect(store)
+    connection.execute("CREATE TABLE photos (name TEXT)")
+    connection.commit()
+    connection.close()
+    before = store.read_bytes()
+    extra = ["--count", "1", "--fake", "v100x4"] if command == "record" else []
+    code = main([command, "--db", str(store), *extra])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "is a database gputop did not create (it holds 'photos')" in err
+    assert "Traceback" not in err and store.read_bytes() == before
+
+
 def test_samples_dropped_while_the_store_cannot_be_written_are_said_and_counted(
     tmp_path: Path, scenario: str
 ) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.core.jobs import store_file
+from gputop.core import sqlite_files
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
@@ -141,15 +141,15 @@ def test_a_passing_error_is_retried_and_never_moves_a_store(
 ) -> None:
     state_dir = tmp_path / "state"
     _fill(state_dir)
-    real_check = store_file._check
+    real_check = sqlite_files.check
     failures = iter([True, True])
 
-    def flaky(connection: sqlite3.Connection) -> int:
+    def flaky(kind: sqlite_files.StoreKind, connection: sqlite3.Connection) -> int:
         if next(failures, False):
             raise sqlite3.DatabaseError("database disk image is malformed")
-        return real_check(connection)
+        return real_check(kind, connection)
 
-    monkeypatch.setattr(store_file, "_check", flaky)
+    monkeypatch.setattr(sqlite_files, "check", flaky)
     with JobStore.open(state_dir, repair=True) as store:
         assert store.notices == [] and len(store.list_jobs()) == JOBS
     assert not list(state_dir.glob("*.corrupt-*"))
@@ -162,10 +162,10 @@ def test_a_check_that_keeps_failing_on_a_sound_store_moves_nothing(
     state_dir = tmp_path / "state"
     _fill(state_dir)
 
-    def always(connection: sqlite3.Connection) -> int:
+    def always(kind: sqlite_files.StoreKind, connection: sqlite3.Connection) -> int:
         raise sqlite3.DatabaseError("database disk image is malformed")
 
-    monkeypatch.setattr(store_file, "_check", always)
+    monkeypatch.setattr(sqlite_files, "check", always)
     with pytest.raises(StoreError, match="integrity check found it sound"):
         JobStore.open(state_dir, repair=True)
     assert not list(state_dir.glob("*.corrupt-*"))

@@ -12,13 +12,8 @@ import fcntl
 import os
 from pathlib import Path
 
-from gputop.core.history.store import HistoryError, history_error
-from gputop.core.private_files import (
-    Sharing,
-    StoreError,
-    open_private_dir,
-    open_private_file,
-)
+from gputop.core.history.store import HistoryError
+from gputop.core.private_files import Sharing, open_private_dir, open_private_file
 
 MAX_PID_TEXT = 32
 
@@ -45,16 +40,13 @@ class RecorderLock:
         if self._fd is not None:
             return
         directory = self._store_path.parent
+        dir_fd = open_private_dir(directory, store="history store", sharing=self._sharing)
         try:
-            dir_fd = open_private_dir(directory, store="history store", sharing=self._sharing)
-            try:
-                fd = open_private_file(
-                    dir_fd, directory, self.path.name, os.O_RDWR, "history recorder lock file"
-                )
-            finally:
-                os.close(dir_fd)
-        except StoreError as error:
-            raise history_error(error) from None
+            fd = open_private_file(
+                dir_fd, directory, self.path.name, os.O_RDWR, "history recorder lock file"
+            )
+        finally:
+            os.close(dir_fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:

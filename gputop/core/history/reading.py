@@ -20,14 +20,12 @@ data is what is read anyway. SQLite itself opens the files with ``O_NOFOLLOW``.
 from __future__ import annotations
 
 import os
-import sqlite3
 import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from gputop.core.errors import GputopError
 from gputop.core.private_files import owner_name
-from gputop.core.safe_text import clean
 from gputop.core.sqlite_files import os_cause
 
 WRITABLE_BY_OTHERS = 0o022
@@ -115,11 +113,3 @@ def _check_companion(path: Path, owner: int) -> None:
             f"store's owner ({owner_name(owner)}): gputop will not read the store."
         )
     _refuse_writable(path, info, "history store file")
-
-
-def foreign_objects(connection: sqlite3.Connection) -> str:
-    """The triggers and views in a store (gputop creates none), named; empty when none."""
-    found = connection.execute(
-        "SELECT type, name FROM sqlite_master WHERE type NOT IN ('table', 'index')"
-    ).fetchall()
-    return ", ".join(f"{clean(str(kind))} {clean(str(name))!r}" for kind, name in found)

@@ -1,41 +1,29 @@
-"""Opening the history store: for the recorder (created, checked, recovered) or read-only.
+"""The history store's kind (core/sqlite_files.py) and its two ways in: for the recorder
+(created, checked, recovered) or read-only.
 
 The store is one SQLite file in WAL mode, by default ``history.sqlite3`` in gputop's state
-directory. The recorder opens it as the job store opens its own (jobs/store_file.py): the
-directory and the files are checked to be the user's own and private, never reached through
-a link (core/private_files.py); a damaged file is moved aside under a new name, never
-deleted; a store written by a newer gputop is refused and left untouched. Readers (``gputop
-report``, the dashboard) open it read-only: in WAL mode they never block the recorder.
-See docs/history.md.
+directory. The recorder opens it as the job store opens its own (the lifecycle and its rules
+are sqlite_files.py's; the recorder's lock is held: no other recorder opens it meanwhile).
+Readers (``gputop report``, the dashboard) open it read-only: in WAL mode they never block
+the recorder, and the store may be another user's (reading.py). See docs/history.md.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
 from gputop.core.errors import GputopError
-from gputop.core.history.reading import check_for_reading, foreign_objects
-from gputop.core.history.schema import SCHEMA_VERSION, create_schema, migrate
-from gputop.core.private_files import (
-    Sharing,
-    StoreError,
-    check_companion,
-    check_store_file,
-    default_state_dir,
-    open_private_dir,
-)
-from gputop.core.sqlite_files import (
-    first_check,
-    move_aside,
-    os_cause,
-    proven_damage,
-    refuse_foreign_version,
-)
-from gputop.core.write_faults import WriteFault, write_fault_of
+from gputop.core.history.reading import check_for_reading
+from gputop.core.history.schema import MIGRATIONS, SCHEMA_VERSION, create_schema
+from gputop.core.private_files import Sharing, default_state_dir, open_private_dir
+from gputop.core.private_files import StoreError as HistoryError
+from gputop.core.sqlite_files import COMPANIONS, StoreKind, open_for_writing, open_read_only
+from gputop.core.write_faults import write_fault_of
+
+__all__ = ["COMPANIONS", "HistoryError"]
 
 TRUNCATE_AT = 4 * 1024 * 1024
 """The size the ``-wal`` goes back to when it starts over (``journal_size_limit``), and
@@ -46,24 +34,16 @@ HISTORY_DB_ENV = "GPUTOP_HISTORY_DB"
 """Where the history is read from by default (and recorded, without --db): a shared store
 an admin runs, for every gputop of the machine (docs/history.md, "A shared store")."""
 BUSY_TIMEOUT_S = 5.0
-COMPANIONS = ("-wal", "-shm", "-journal")
-
-
-class HistoryError(GputopError):
-    """The history store cannot be used: the message names the path and the cause.
-
-    ``fault`` is set when the cause is a full or read-only disk (write_faults.py): the
-    recorder then keeps sampling and tries again (docs/faults.md).
-    """
-
-    def __init__(self, message: str, fault: WriteFault | None = None) -> None:
-        super().__init__(message)
-        self.fault = fault
-
-
-def history_error(error: StoreError) -> HistoryError:
-    """The private-files helpers' refusal, for the history store (its fault kept)."""
-    return HistoryError(str(error), error.fault)
+HISTORY = StoreKind(
+    what="history store",
+    version=SCHEMA_VERSION,
+    create=lambda connection, _path: create_schema(connection),
+    migrations=MIGRATIONS,
+    elsewhere="give --db PATH",
+    repaired_by="the recorder moves it aside once an integrity check proves it damaged.",
+    busy_timeout_s=BUSY_TIMEOUT_S,
+    wal_limit=TRUNCATE_AT,
+)
 
 
 def default_history_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -84,44 +64,9 @@ def open_for_recording(
     ``sharing``: a store others may read (``--readable-by``), else private.
     """
     path = Path(os.path.abspath(path))
+    dir_fd = open_private_dir(path.parent, store=HISTORY.what, sharing=sharing)
     try:
-        dir_fd = open_private_dir(path.parent, store="history store", sharing=sharing)
-    except StoreError as error:
-        raise history_error(error) from None
-    try:
-        _prepare_files(dir_fd, path, sharing)
-        try:
-            connection, version, problem = first_check(lambda: _sqlite(str(path)), _check)
-            if connection is None:
-                # Retried, and still damaged? Proven by an integrity check in a write
-                # transaction (the recorder's lock is held: no other recorder), or left.
-                proof = proven_damage(lambda: _sqlite(str(path)))
-                if proof is None:
-                    raise HistoryError(
-                        f"Cannot read the history store {path}: {problem}. An integrity "
-                        "check found it sound, so it was left as it is; try again."
-                    )
-                notices.append(_move_aside(path, proof))
-                _prepare_files(dir_fd, path, sharing)
-                connection = _sqlite(str(path))
-                version = 0
-        except sqlite3.DatabaseError as error:
-            raise _cannot_open(path, error) from None
-        _refuse_foreign(connection, path, version)
-        _refuse_newer(connection, path, version)
-        try:
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
-            # the -wal goes back to this size when it starts over (wal_bound.py)
-            connection.execute(f"PRAGMA journal_size_limit = {TRUNCATE_AT}")
-            if version == 0:
-                create_schema(connection)
-            elif version < SCHEMA_VERSION:
-                migrate(connection, version)
-        except sqlite3.Error as error:
-            connection.close()
-            raise _cannot_open(path, error) from None
-        return connection
+        return open_for_writing(HISTORY, dir_fd, path, notices, sharing=sharing)
     finally:
         os.close(dir_fd)
 
@@ -136,37 +81,19 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
         info = check_for_reading(path, COMPANIONS)
     except GputopError as error:
         raise HistoryError(str(error)) from None
-    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
-    if info.st_uid != os.geteuid() and not os.path.lexists(f"{path}-wal"):
+    connection, version = open_read_only(
+        HISTORY,
+        path,
         # Another user's store, its recorder stopped: read the main file as it is, so that
         # even root creates no -shm beside it (docs/history.md, "A shared store").
-        uri += "&immutable=1"
-    try:
-        connection, version = _read_only(uri)
-    except sqlite3.Error as error:
-        if write_fault_of(error, path.parent) is None or _wal_bytes(path) > 0:
-            raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
+        immutable=info.st_uid != os.geteuid() and not os.path.lexists(f"{path}-wal"),
         # A full or read-only disk, or another user's store in a directory this user may
-        # not write (SQLite says "readonly directory"), where SQLite cannot create the -shm
-        # file it reads a WAL store through: with no -wal content everything is in the main
-        # file, which no recorder is changing (docs/faults.md, docs/history.md).
-        try:
-            connection, version = _read_only(uri + "&immutable=1")
-        except sqlite3.Error as second:
-            raise HistoryError(f"Cannot read the history store {path}: {second}.") from None
-    _refuse_foreign(connection, path, version)
-    _refuse_newer(connection, path, version)
-    try:
-        found = foreign_objects(connection)
-    except sqlite3.Error as error:
-        connection.close()
-        raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
-    if found:
-        connection.close()
-        raise HistoryError(
-            f"The history store {path} contains {found}, which gputop never creates: someone "
-            "changed it. Nothing in it was run."
-        )
+        # not write (SQLite says "readonly directory"), where SQLite cannot create its -shm:
+        # with no -wal content nothing is changing the main file (docs/faults.md).
+        fall_back=lambda error: (
+            write_fault_of(error, path.parent) is not None and _wal_bytes(path) == 0
+        ),
+    )
     if version < READABLE_FROM:
         connection.close()
         raise HistoryError(
@@ -185,99 +112,8 @@ HEALTH_FROM = 3
 """The oldest store version with the Xids and health counters (schema.HEALTH_SCHEMA)."""
 
 
-def _cannot_open(path: Path, error: sqlite3.Error) -> HistoryError:
-    return HistoryError(
-        f"Cannot open the history store {path}: {error}.", write_fault_of(error, path.parent)
-    )
-
-
-def _read_only(uri: str) -> tuple[sqlite3.Connection, int]:
-    connection = sqlite3.connect(
-        uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-    )
-    try:
-        connection.execute("PRAGMA trusted_schema = OFF")
-        return connection, int(connection.execute("PRAGMA user_version").fetchone()[0])
-    except BaseException:
-        connection.close()
-        raise
-
-
 def _wal_bytes(path: Path) -> int:
     try:
         return os.stat(f"{path}-wal", follow_symlinks=False).st_size
     except FileNotFoundError:
         return 0
-
-
-class ForeignHistoryError(HistoryError):
-    """Not a store gputop writes (a negative version): refused, left untouched."""
-
-    exit_code = 2
-
-
-def _refuse_foreign(connection: sqlite3.Connection, path: Path, version: int) -> None:
-    why = refuse_foreign_version(version, path, "history store")
-    if why is not None:
-        connection.close()
-        raise ForeignHistoryError(f"{why} Give --db PATH to use another store.")
-
-
-def _refuse_newer(connection: sqlite3.Connection, path: Path, version: int) -> None:
-    if version > SCHEMA_VERSION:
-        connection.close()
-        raise HistoryError(
-            f"The history store {path} was written by a newer gputop (store version "
-            f"{version}; this gputop reads up to {SCHEMA_VERSION}). It was left untouched: "
-            "upgrade gputop, or give --db PATH to use another store."
-        )
-
-
-def _prepare_files(dir_fd: int, path: Path, sharing: Sharing | None = None) -> None:
-    try:
-        check_store_file(
-            dir_fd, path.parent, path.name, "history store", create=True, sharing=sharing
-        )
-        for suffix in COMPANIONS:
-            check_companion(dir_fd, path.parent, path.name + suffix, "history store file", sharing)
-    except StoreError as error:
-        raise history_error(error) from None
-
-
-def _sqlite(path: str) -> sqlite3.Connection:
-    connection = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-    )
-    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    connection.execute("PRAGMA trusted_schema = OFF")
-    return connection
-
-
-def _check(connection: sqlite3.Connection) -> int:
-    """The store's schema version; raises DatabaseError when the file is damaged."""
-    version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-    if 0 <= version <= SCHEMA_VERSION:
-        result = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
-        if result != "ok":
-            raise sqlite3.DatabaseError(f"database disk image is malformed ({result})")
-        names = foreign_objects(connection)
-        if names:  # gputop never creates a trigger or a view: someone else put it there
-            raise HistoryError(
-                f"The history store contains {names}, which gputop never creates: someone "
-                "changed it. It was left untouched and nothing in it was run."
-            )
-    return version
-
-
-def _move_aside(path: Path, problem: str) -> str:
-    try:
-        target = move_aside(path, COMPANIONS)
-    except OSError as error:
-        raise HistoryError(
-            f"The history store {path} is damaged ({problem}) and could not be moved aside: "
-            f"{os_cause(error)}. Move it away yourself to start a new store."
-        ) from None
-    return (
-        f"The history store {path} was damaged ({problem}); it was moved aside to {target} "
-        "and a new, empty store was started."
-    )

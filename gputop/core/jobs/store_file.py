@@ -1,16 +1,11 @@
-"""Opening the job store's file: a private directory, the schema, and recovery.
+"""The job store's kind (core/sqlite_files.py: the lifecycle) and how its file is opened:
+a private directory with the job logs beside it, the schema, and recovery.
 
-Whatever happens here must never lose a job silently. A file that is not a database (or is
-damaged) is moved aside under a new name, never deleted, and a notice says where; a file
-written by a newer gputop is refused and left exactly as it is; a directory that cannot be
-used is an error naming the path and the cause. Opening is serialised across processes
-with a lock file, so two processes never both "repair" the same store.
-
-Nothing found in the directory is trusted (core/private_files.py checks ownership, links and
-modes); a store with a trigger or a view, which gputop never creates, is refused (a planted
-trigger would run SQL as the user on every write). A file that cannot be opened for lack of
-permission is not damaged: that is reported, never "repaired". Older stores are migrated in
-place (``_MIGRATIONS``), keeping every job.
+Whatever happens here must never lose a job silently. Opening is serialised across
+processes with a lock file, so two processes never both "repair" the same store; a damaged
+store is moved aside only by a command that records jobs, with every job it still holds
+carried over (store_salvage.py). Older stores are migrated in place (``_MIGRATIONS``),
+keeping every job; columns are also added without a new version (``ADDED_COLUMNS``).
 """
 
 from __future__ import annotations
@@ -27,34 +22,29 @@ from gputop.core.numbers import is_ascii_digits
 from gputop.core.private_files import (
     STATE_DIR_ENV,
     StoreError,
-    StorePermissionError,
-    check_companion,
-    check_store_file,
     default_state_dir,
     open_private_dir,
     open_private_file,
     open_private_subdir,
 )
 from gputop.core.sqlite_files import (
-    first_check,
+    StoreKind,
+    check,
+    connect,
     immediate,
-    migrate,
-    move_aside,
-    os_cause,
-    proven_damage,
-    refuse_foreign_version,
+    open_for_writing,
+    prepare,
     user_version,
 )
-from gputop.core.write_faults import write_fault_of
+from gputop.core.sqlite_files import open_read_only as _open_read_only
 
-__all__ = ["STATE_DIR_ENV", "StoreError", "StorePermissionError", "default_state_dir"]
+__all__ = ["StoreError", "default_state_dir"]
 
 SCHEMA_VERSION = 4
 DB_NAME = "jobs.sqlite3"
 LOGS_DIR = "logs"
 LOCK_NAME = "jobs.lock"
 BUSY_TIMEOUT_S = 30.0
-COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 _SCHEMA = """
@@ -138,6 +128,24 @@ gputop next opens it for writing. Every reader takes a missing one as NULL (stor
 """
 
 
+def _create(connection: sqlite3.Connection, path: Path) -> None:
+    _create_schema(connection, path.parent / LOGS_DIR)
+
+
+JOBS = StoreKind(
+    what="job store",
+    version=SCHEMA_VERSION,
+    create=_create,
+    migrations=_MIGRATIONS,
+    elsewhere=f"set {STATE_DIR_ENV}",
+    repaired_by="a store is moved aside only once an integrity check under its lock proves "
+    "it damaged, which the next command that records jobs (gputop run, a launch) does, "
+    "keeping every job it can read.",
+    busy_timeout_s=BUSY_TIMEOUT_S,
+    rows=True,
+)
+
+
 def open_connection(
     directory: Path, notices: list[str], *, repair: bool = False
 ) -> sqlite3.Connection:
@@ -152,9 +160,28 @@ def open_connection(
     try:
         os.close(open_private_subdir(dir_fd, directory, LOGS_DIR))
         with _open_lock(dir_fd, directory):
-            return _connect(dir_fd, directory, notices, repair)
+            return open_for_writing(
+                JOBS,
+                dir_fd,
+                directory / DB_NAME,
+                notices,
+                repair=repair,
+                salvage=lambda damaged, connection: _carry(damaged, connection, directory),
+                after=_add_missing_columns,
+            )
     finally:
         os.close(dir_fd)
+
+
+def _carry(damaged: Path, connection: sqlite3.Connection, directory: Path) -> str:
+    """What ``damaged`` holds, carried into the new store (``connection``)."""
+    with immediate(connection):
+        carried = carry_over(damaged, connection, directory)
+        _continue_ids_after(connection, directory / LOGS_DIR)
+    return (
+        f"a new store was started: {carried.describe()}. Job logs in {directory / LOGS_DIR} "
+        "are untouched"
+    )
 
 
 def open_read_only(directory: Path) -> sqlite3.Connection:
@@ -171,51 +198,26 @@ def open_read_only(directory: Path) -> sqlite3.Connection:
     path = directory / DB_NAME
     dir_fd = open_private_dir(directory, create=False)
     try:
-        if not check_store_file(dir_fd, directory, DB_NAME, "job store", create=False):
+        if not prepare(JOBS, dir_fd, path, create=False):
             raise StoreError(f"There is no job store at {path}.")
-        for suffix in COMPANIONS:
-            check_companion(dir_fd, directory, DB_NAME + suffix, "job store file")
         has_wal = _size(dir_fd, DB_NAME + "-wal") > 0
     finally:
         os.close(dir_fd)
-    uri = path.as_uri() + "?mode=ro"
+    connection, _version = _open_read_only(
+        JOBS, path, immutable=False, fall_back=lambda _error: not has_wal
+    )
     try:
-        connection = _read_only_sqlite(uri)
-    except sqlite3.Error as error:
-        if has_wal:
-            raise StoreError(f"Cannot read the job store {path}: {error}.") from None
-        try:
-            connection = _read_only_sqlite(uri + "&immutable=1")
-        except sqlite3.Error as second:
-            raise StoreError(f"Cannot read the job store {path}: {second}.") from None
-    try:
-        version = _check(connection)
+        version = check(JOBS, connection)
         if version != SCHEMA_VERSION:
             raise StoreError(
                 f"The job store {path} is store version {version}; this gputop reads "
                 f"version {SCHEMA_VERSION}, and cannot migrate it while nothing can be "
                 "written there."
             )
-        _refuse_foreign_objects(connection, path)
-    except sqlite3.Error as error:
+    except BaseException as error:
         connection.close()
-        raise StoreError(f"Cannot read the job store {path}: {error}.") from None
-    except BaseException:
-        connection.close()
-        raise
-    return connection
-
-
-def _read_only_sqlite(uri: str) -> sqlite3.Connection:
-    connection = sqlite3.connect(
-        uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-    )
-    try:
-        connection.row_factory = sqlite3.Row
-        connection.execute("PRAGMA trusted_schema = OFF")
-        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # opens it now
-    except BaseException:
-        connection.close()
+        if isinstance(error, sqlite3.Error):
+            raise StoreError(f"Cannot read the job store {path}: {error}.") from None
         raise
     return connection
 
@@ -230,7 +232,7 @@ def _size(dir_fd: int, name: str) -> int:
 
 def memory_connection() -> sqlite3.Connection:
     """An empty store in memory: what a read-only command sees where none was created."""
-    connection = _sqlite(":memory:")
+    connection = connect(JOBS, ":memory:")
     _create_schema(connection, None)
     return connection
 
@@ -255,101 +257,6 @@ def _open_lock(dir_fd: int, directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _connect(dir_fd: int, directory: Path, notices: list[str], repair: bool) -> sqlite3.Connection:
-    """Under the open lock: the store checked (again, while it reads as damaged), and moved
-    aside only where ``repair`` and an integrity check prove it damaged (docs/sqlite.md)."""
-    path = directory / DB_NAME
-    _prepare_files(dir_fd, directory)
-    try:
-        connection, version, problem = first_check(lambda: _sqlite(str(path)), _check)
-    except sqlite3.DatabaseError as error:
-        raise StoreError(
-            f"Cannot open the job store {path}: {error}.", write_fault_of(error, directory)
-        ) from None
-    if connection is None:
-        proof = _proof(path, problem, directory) if repair else None
-        if proof is None:
-            raise StoreError(
-                f"Cannot read the job store {path}: {problem}. It was left as it is: "
-                + (
-                    "an integrity check found it sound, so this was a passing error; try again."
-                    if repair
-                    else "a store is moved aside only once an integrity check under its "
-                    "lock proves it damaged, which the next command that records jobs "
-                    "(gputop run, a launch) does, keeping every job it can read."
-                )
-            )
-        target = _move_aside(path, proof)
-        try:
-            _prepare_files(dir_fd, directory)
-            connection = _sqlite(str(path))
-            try:
-                _create_schema(connection, directory / LOGS_DIR)
-                with immediate(connection):
-                    carried = carry_over(target, connection, directory)
-                    _continue_ids_after(connection, directory / LOGS_DIR)
-            except BaseException:
-                connection.close()
-                raise
-        except BaseException as error:
-            # a new store without what the damaged one holds would read as sound, and every
-            # job would be forgotten: the damaged store goes back, as it was
-            try:
-                _put_back(target, path)
-            except OSError as undo:
-                raise StoreError(
-                    f"The job store {path} is damaged ({proof}); carrying what it holds into "
-                    f"a new store failed ({error}), and so did putting it back ({os_cause(undo)})"
-                    f": it is {target}. Move it back to {path} (and its -wal), and run the "
-                    "command again."
-                ) from None
-            if not isinstance(error, (sqlite3.Error, OSError)):
-                raise
-            raise StoreError(
-                f"The job store {path} is damaged ({proof}); carrying what it holds into a "
-                f"new store failed ({error}), so it was put back as it was. The next command "
-                "that records jobs tries again.",
-                write_fault_of(error, directory),
-            ) from None
-        notices.append(
-            f"The job store {path} was damaged ({proof}); it was moved aside to {target} and "
-            f"a new store was started: {carried.describe()}. Job logs in "
-            f"{directory / LOGS_DIR} are untouched."
-        )
-        version = SCHEMA_VERSION
-    foreign = refuse_foreign_version(version, path, "job store")
-    if foreign is not None:
-        connection.close()
-        raise ForeignStoreError(f"{foreign} Set {STATE_DIR_ENV} to use another store.")
-    if version > SCHEMA_VERSION:
-        connection.close()
-        raise StoreError(
-            f"The job store {path} was written by a newer gputop (store version {version}; "
-            f"this gputop reads up to {SCHEMA_VERSION}). It was left untouched: upgrade "
-            f"gputop, or set {STATE_DIR_ENV} to use another store."
-        )
-    try:
-        _refuse_foreign_objects(connection, path)
-        if version == 0:
-            _refuse_foreign_tables(connection, path)
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute("PRAGMA synchronous = NORMAL")
-        if version == 0:
-            _create_schema(connection, directory / LOGS_DIR)
-        elif version < SCHEMA_VERSION:
-            migrate(connection, _MIGRATIONS, SCHEMA_VERSION)
-        _add_missing_columns(connection)
-    except sqlite3.Error as error:
-        connection.close()
-        raise StoreError(
-            f"Cannot open the job store {path}: {error}.", write_fault_of(error, directory)
-        ) from None
-    except BaseException:
-        connection.close()
-        raise
-    return connection
-
-
 def _add_missing_columns(connection: sqlite3.Connection) -> None:
     """``ADDED_COLUMNS`` that a store from an earlier gputop lacks, added in one transaction
     (another process may add them meanwhile: the check is made again inside it)."""
@@ -363,102 +270,6 @@ def _add_missing_columns(connection: sqlite3.Connection) -> None:
 def _missing_columns(connection: sqlite3.Connection) -> list[tuple[str, str]]:
     present = {row[1] for row in connection.execute("PRAGMA table_info(jobs)")}
     return [(name, kind) for name, kind in ADDED_COLUMNS if name not in present]
-
-
-def _proof(path: Path, problem: str | None, directory: Path) -> str | None:
-    """The integrity check's finding, or ``None`` where the store is sound after all."""
-    try:
-        return proven_damage(lambda: _sqlite(str(path)))
-    except sqlite3.Error as error:
-        raise StoreError(
-            f"Cannot check the job store {path} ({problem}): {error}. It was left as it is.",
-            write_fault_of(error, directory),
-        ) from None
-
-
-class ForeignStoreError(StoreError):
-    """The file is a SQLite database gputop did not write: refused, left untouched."""
-
-    exit_code = 2
-
-
-def _refuse_foreign_tables(connection: sqlite3.Connection, path: Path) -> None:
-    """Version 0 with tables in it: someone else's database, never made a job store."""
-    names = [row[0] for row in connection.execute("SELECT name FROM sqlite_master")]
-    if names:
-        raise ForeignStoreError(
-            f"The job store {path} is a database gputop did not create (it holds "
-            f"{', '.join(repr(name) for name in names[:5])}). It was left untouched: move it "
-            f"away, or set {STATE_DIR_ENV} to use another store."
-        )
-
-
-def _prepare_files(dir_fd: int, directory: Path) -> None:
-    """Create the store file 0600 if missing; check it and SQLite's companion files.
-
-    A file we may not open is a permission problem (StorePermissionError), never damage.
-    """
-    check_store_file(dir_fd, directory, DB_NAME, "job store", create=True)
-    for suffix in COMPANIONS:
-        check_companion(dir_fd, directory, DB_NAME + suffix, "job store file")
-
-
-def _refuse_foreign_objects(connection: sqlite3.Connection, path: Path) -> None:
-    """gputop creates tables and indexes only: a trigger or view was put there by someone
-    else, and a trigger would run its SQL with the user's rights on every write."""
-    rows = connection.execute(
-        "SELECT type, name FROM sqlite_master WHERE type NOT IN ('table', 'index')"
-    ).fetchall()
-    if rows:
-        found = ", ".join(f"{kind} {name!r}" for kind, name in rows)
-        raise StoreError(
-            f"The job store {path} contains {found}, which gputop never creates: someone "
-            "changed it. It was left untouched and nothing in it was run; move it away to "
-            f"start a new store, or set {STATE_DIR_ENV} to use another."
-        )
-
-
-def _sqlite(path: str) -> sqlite3.Connection:
-    connection = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-    )
-    connection.row_factory = sqlite3.Row
-    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    # No SQL function with side effects from the schema (triggers, views, defaults).
-    connection.execute("PRAGMA trusted_schema = OFF")
-    return connection
-
-
-def _check(connection: sqlite3.Connection) -> int:
-    """The store's schema version; raises DatabaseError when the file is damaged."""
-    version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-    if 0 <= version <= SCHEMA_VERSION:
-        result = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
-        if result != "ok":
-            raise sqlite3.DatabaseError(f"database disk image is malformed ({result})")
-    return version
-
-
-def _put_back(target: Path, path: Path) -> None:
-    """Undo ``_move_aside``: the new store's files removed, the damaged one renamed back
-    (the open lock is held: no other gputop opened the new one)."""
-    for suffix in ("", *COMPANIONS):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{path}{suffix}")
-    os.rename(target, path)
-    for suffix in COMPANIONS:
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(f"{target}{suffix}", f"{path}{suffix}")
-
-
-def _move_aside(path: Path, problem: str) -> Path:
-    try:
-        return move_aside(path, COMPANIONS)
-    except OSError as error:
-        raise StoreError(
-            f"The job store {path} is damaged ({problem}) and could not be moved aside: "
-            f"{os_cause(error)}. Move it away yourself to start a new store."
-        ) from None
 
 
 def _create_schema(connection: sqlite3.Connection, logs_dir: Path | None) -> None:

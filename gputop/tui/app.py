@@ -19,7 +19,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.message import Message
 
@@ -42,7 +41,7 @@ from gputop.tui.sampling_loop import (
     SamplingLoop,
     StoreJobs,
 )
-from gputop.tui.textual_compat import app_closing
+from gputop.tui.textual_compat import unless_closing
 from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
@@ -206,28 +205,21 @@ class GputopApp(DashboardApp, JobsActions):
                 SlurmRead(SlurmView(node="", error=f"{type(error).__name__}: {error}"))
             )
 
+    @unless_closing
     def on_slurm_read(self, message: SlurmRead) -> None:
         view = message.view
         if view.error and view.error != self._slurm_error:
             self.notify(f"Slurm: {clean(view.error)}", severity="warning", timeout=10)
         self._slurm_error = view.error
-        try:
-            self.query_one(GpuGrid).show_slurm(
-                {i: label for i in view.holders if (label := view.card_label(i)) is not None}
-            )
-            self.query_one(ProcessTable).set_slurm_jobs(view.process_jobs)
-            self.query_one(JobsPanel).show_slurm(view.user_jobs)
-        except NoMatches:
-            if self.is_running and not app_closing(self):
-                raise
+        self.query_one(GpuGrid).show_slurm(
+            {i: label for i in view.holders if (label := view.card_label(i)) is not None}
+        )
+        self.query_one(ProcessTable).set_slurm_jobs(view.process_jobs)
+        self.query_one(JobsPanel).show_slurm(view.user_jobs)
 
+    @unless_closing
     def on_snapshot_sampled(self, message: SnapshotSampled) -> None:
-        try:
-            self._show_sample(message)
-        except NoMatches:
-            if self.is_running and not app_closing(self):
-                raise
-            # A sample that arrives while the app closes finds its widgets gone: drop it.
+        self._show_sample(message)
 
     def _show_sample(self, message: SnapshotSampled) -> None:
         first = self.snapshot is None
@@ -264,14 +256,11 @@ class GputopApp(DashboardApp, JobsActions):
             if read.complete or time.monotonic() > deadline:
                 return
 
+    @unless_closing
     def on_history_refilled(self, message: HistoryRefilled) -> None:
         self.history.refill(message.stored)
         if self.snapshot is not None:
-            try:
-                self.query_one(GpuGrid).show(self.snapshot, self.history, self.compact)
-            except NoMatches:
-                if self.is_running and not app_closing(self):
-                    raise
+            self.query_one(GpuGrid).show(self.snapshot, self.history, self.compact)
 
     def on_sampling_failed(self, message: SamplingFailed) -> None:
         """Said once while sampling fails (not every interval); the last frame stays."""

@@ -15,7 +15,6 @@ from types import MappingProxyType
 from rich.text import Text
 from textual import work
 from textual.app import App
-from textual.css.query import NoMatches
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
@@ -28,7 +27,7 @@ from gputop.core.model import Snapshot
 from gputop.tui.safe import plain
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.job_log import JobLogScreen
-from gputop.tui.textual_compat import app_closing
+from gputop.tui.textual_compat import unless_closing
 from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.process_table import ProcessTable
@@ -76,13 +75,9 @@ class JobsActions(App[None]):
         if jobs is not None:
             self.post_message(JobsRead(jobs))
 
+    @unless_closing
     def on_jobs_read(self, message: JobsRead) -> None:
-        try:
-            self._show_jobs(message.jobs)
-        except NoMatches:
-            if self.is_running and not app_closing(self):
-                raise
-            # Jobs read while the app closes find the panel gone: nothing to show them in.
+        self._show_jobs(message.jobs)
 
     def _show_jobs(self, jobs: JobsView) -> None:
         shown = self.jobs_service.view

@@ -10,14 +10,15 @@ pins the minor version these were checked with.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import selectors
 import threading
 import weakref
 from codecs import getincrementaldecoder
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from rich.cells import cell_len
 from rich.color import ColorSystem
@@ -28,6 +29,7 @@ from textual._loop import loop_last
 from textual._xterm_parser import XTermParser
 from textual.app import App
 from textual.cache import FIFOCache
+from textual.css.query import NoMatches
 from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Region
 from textual.strip import Strip
@@ -45,6 +47,7 @@ __all__ = [
     "install_partial_updates",
     "terminal_fd",
     "textual_handles_exception",
+    "unless_closing",
     "visual_strips",
 ]
 
@@ -69,6 +72,25 @@ def app_closing(app: App[Any]) -> bool:
     closing it (``App._closing``). A message handled then may find its widgets gone
     (``NoMatches``), which is no error; ``is_running`` stays true until the very end."""
     return bool(app._exit or app._closing)
+
+
+A = TypeVar("A", bound=App[Any])
+M = TypeVar("M")
+
+
+def unless_closing(handler: Callable[[A, M], None]) -> Callable[[A, M], None]:
+    """A message handler that draws: a message that arrives while the app closes finds its
+    widgets gone (``NoMatches``) and is dropped; at any other time that is an error."""
+
+    @functools.wraps(handler)
+    def handle(app: A, message: M) -> None:
+        try:
+            handler(app, message)
+        except NoMatches:
+            if app.is_running and not app_closing(app):
+                raise
+
+    return handle
 
 
 # -- An exception that reaches Textual -------------------------------------------------------

@@ -52,6 +52,7 @@ from gputop.tui.textual_compat import (
     app_closing,
     install_lean_strips,
     textual_handles_exception,
+    unless_closing,
     visual_strips,
 )
 from gputop.tui.widgets.gpu_grid import GpuGrid
@@ -186,6 +187,20 @@ async def test_a_message_handled_while_the_app_closes_finds_its_widgets_gone() -
     async with app.run_test(size=SIZE):
         app.exit()
     assert found == ["gone"]
+
+
+async def test_a_drawing_handler_drops_its_message_only_while_the_app_closes() -> None:
+    class Drawing(App[None]):
+        @unless_closing
+        def draw(self, message: str) -> None:
+            self.query_one("#nowhere")
+
+    app = Drawing()
+    async with app.run_test(size=SIZE):
+        with pytest.raises(NoMatches):  # while it runs, a widget missing is an error
+            app.draw("sample")
+        app.exit()
+        app.draw("sample")  # dropped: the app is on its way out
 
 
 # -- an exception that reaches Textual -------------------------------------------------------

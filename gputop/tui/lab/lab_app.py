@@ -46,7 +46,7 @@ from gputop.tui.safe import plain, plain_argv
 from gputop.tui.screens.card_history import CardHistoryScreen
 from gputop.tui.screens.confirm import ConfirmScreen
 from gputop.tui.screens.launch import LaunchContext
-from gputop.tui.textual_compat import app_closing
+from gputop.tui.textual_compat import unless_closing
 from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.torch_panel import TorchPanel
 
@@ -147,12 +147,9 @@ class LabApp(DashboardApp):
             self.post_message(LabSampled(self.source.statuses()))
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
 
+    @unless_closing
     def on_lab_sampled(self, message: LabSampled) -> None:
-        try:
-            self._show_lab(message.statuses)
-        except NoMatches:
-            if self.is_running and not app_closing(self):
-                raise
+        self._show_lab(message.statuses)
 
     def _show_lab(self, statuses: list[HostStatus]) -> None:
         self.statuses = statuses

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 
+from gputop.core import settings
 from gputop.core.errors import GputopError
 from gputop.core.history.reading import check_for_reading
 from gputop.core.history.schema import MIGRATIONS, SCHEMA_VERSION, create_schema
@@ -30,9 +31,6 @@ TRUNCATE_AT = 4 * 1024 * 1024
 past which the recorder truncates it once no reader holds it (wal_bound.py)."""
 
 DB_NAME = "history.sqlite3"
-HISTORY_DB_ENV = "GPUTOP_HISTORY_DB"
-"""Where the history is read from by default (and recorded, without --db): a shared store
-an admin runs, for every gputop of the machine (docs/history.md, "A shared store")."""
 BUSY_TIMEOUT_S = 5.0
 HISTORY = StoreKind(
     what="history store",
@@ -47,9 +45,10 @@ HISTORY = StoreKind(
 
 
 def default_history_path(environ: Mapping[str, str] = os.environ) -> Path:
-    """``GPUTOP_HISTORY_DB``, else ``history.sqlite3`` in the state directory
-    (``GPUTOP_STATE_DIR``, XDG, ``~/.local``)."""
-    chosen = environ.get(HISTORY_DB_ENV, "")
+    """``settings.HISTORY_DB`` (a shared store an admin runs, for every gputop of the
+    machine: docs/history.md, "A shared store"), else ``history.sqlite3`` in the state
+    directory (``settings.STATE_DIR``, XDG, ``~/.local``)."""
+    chosen = settings.HISTORY_DB.read(environ)
     if chosen:
         return Path(os.path.abspath(chosen))
     return default_state_dir(environ) / DB_NAME

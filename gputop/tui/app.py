@@ -318,14 +318,7 @@ class GputopApp(DashboardApp, JobsActions):
             return
         from gputop.tui.screens.card_history import CardHistoryScreen
 
-        card = next(
-            (
-                g
-                for g in (self.snapshot.gpus if self.snapshot else ())
-                if g.physical_index == highlighted
-            ),
-            None,
-        )
+        card = self._card(highlighted)
         self.push_screen(
             CardHistoryScreen(
                 highlighted,

@@ -249,8 +249,7 @@ class LabApp(DashboardApp):
         if status is None or card is None:
             self.notify("No card highlighted: move to a card of a host (g / G, arrows).")
             return
-        gpus = status.snapshot.gpus if status.snapshot is not None else ()
-        uuid = next((gpu.uuid for gpu in gpus if gpu.physical_index == card), None)
+        uuid = gpu.uuid if (gpu := self._lab_card(position, card)) is not None else None
         if status.mode is Mode.LOCAL:
             self.push_screen(CardHistoryScreen(card, self.history_store, uuid=uuid))
             return

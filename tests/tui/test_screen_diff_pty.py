@@ -28,7 +28,9 @@ from helpers.pty_terminal import PtyTerminal, differing_rows
 
 from gputop.tui.screen_diff import DIFFED, NOT_FOLLOWED, UNCHANGED, WHOLE
 
-COLUMNS, ROWS = 120, 40
+COLUMNS, ROWS = 120, 52
+"""Tall enough for the PyTorch view's probe lines ("Driver: ...", "torch: ...") to be on the
+screen: the first frame waits for both probes' answers (``first_frame``)."""
 HOST = "dgx-h100-07"
 HELP_LINE = "move the highlight across cards"
 """A line of the help screen (``?``): it is showing."""
@@ -37,6 +39,9 @@ TORCH_LINE = "CUDA_VISIBLE_DEVICES="
 DEFAULT_SORT = "by GPU memory"
 DOWN, TAB, ESCAPE, CTRL_L = b"\x1b[B", b"\t", b"\x1b", b"\x0c"
 TIMEOUT_S = 20.0
+PROBES_S = 70.0
+"""How long the first frame may wait for the probes: the torch probe gives up after 60 s
+(gputop.core.probes.torch_probe), and importing torch on a loaded machine takes seconds."""
 MOST_OF_TEXTUALS_BYTES = 0.25
 """The diff writes at most this share of the bytes Textual gives it while the dashboard
 refreshes (docs/screen-diff.md: about 11 % measured at a refresh every 0.2 s, since the
@@ -98,13 +103,18 @@ def dashboard(
 
 
 def first_frame(text: str) -> bool:
-    """Every panel drawn, the driver probe (started after the first frame) answered."""
+    """Every panel drawn, the driver and torch probes (started after the first frame)
+    answered: a dashboard whose probe answers a refresh after the other's shows other lines
+    in its PyTorch view meanwhile (and, its text growing, another scroll bar)."""
     return (
         HOST in text
         and "MHz" in text
         and TORCH_LINE in text
         and "Quit" in text
+        and "Driver: " in text
         and "Driver: checking" not in text
+        and "torch: " in text
+        and "torch: checking" not in text
     )
 
 
@@ -143,13 +153,16 @@ class Session:
 
 
 def wait_for_both(
-    terminals: list[PtyTerminal], done: Callable[[PtyTerminal], bool], what: str
+    terminals: list[PtyTerminal],
+    done: Callable[[PtyTerminal], bool],
+    what: str,
+    timeout_s: float = TIMEOUT_S,
 ) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while not all(done(terminal) for terminal in terminals):
         if time.monotonic() > deadline or any(terminal.ended for terminal in terminals):
             screens = "\n\n".join(terminal.text() for terminal in terminals)
-            pytest.fail(f"{what}: not shown within {TIMEOUT_S:g} s; the screens:\n{screens}")
+            pytest.fail(f"{what}: not shown within {timeout_s:g} s; the screens:\n{screens}")
         for terminal in terminals:
             terminal.pump(time.monotonic() + 0.02)
 
@@ -164,6 +177,12 @@ def wait_until_identical(with_diff: PtyTerminal, without_diff: PtyTerminal) -> l
         with_diff.pump(time.monotonic() + 0.02)
         without_diff.pump(time.monotonic() + 0.02)
     return differing_rows(with_diff.cells(), without_diff.cells())
+
+
+def differences(with_diff: PtyTerminal, without_diff: PtyTerminal) -> list[str]:
+    """``wait_until_identical``'s rows, each as both terminals show it (for the failure)."""
+    rows = wait_until_identical(with_diff, without_diff)
+    return [f"{y}: {t.lines()[y]!r}" for y in rows for t in (with_diff, without_diff)]
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +200,10 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
                 if step.keys:
                     terminal.write(step.keys)
             wait_for_both(
-                terminals, lambda terminal, step=step: step.shown(terminal.text()), step.name
+                terminals,
+                lambda terminal, step=step: step.shown(terminal.text()),
+                step.name,
+                PROBES_S if step is STEPS[0] else TIMEOUT_S,
             )
             result.differences[step.name] = wait_until_identical(with_diff, without_diff)
             if step is STEPS[0]:
@@ -215,7 +237,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> list[Write]:
     log = tmp_path_factory.mktemp("outcomes-live") / "writes.tsv"
     terminal = dashboard(tmp_path_factory.mktemp("state-live"), True, log=log, frozen=False)
     try:
-        wait_for_both([terminal], lambda t: first_frame(t.text()), "first frame")
+        wait_for_both([terminal], lambda t: first_frame(t.text()), "first frame", PROBES_S)
         start_up = len(outcomes(log))
 
         def refreshed() -> bool:
@@ -261,16 +283,17 @@ def test_ctrl_l_repaints_a_terminal_another_program_wrote_on(tmp_path: Path) -> 
     with_diff = dashboard(tmp_path / "diff", screen_diff=True)
     without_diff = dashboard(tmp_path / "plain", screen_diff=False)
     try:
-        wait_for_both([with_diff, without_diff], lambda t: first_frame(t.text()), "first frame")
-        assert wait_until_identical(with_diff, without_diff) == []
+        terminals = [with_diff, without_diff]
+        wait_for_both(terminals, lambda t: first_frame(t.text()), "first frame", PROBES_S)
+        assert differences(with_diff, without_diff) == []
         with_diff.feed_as_if_written(b"\x1b[3;5H\x1b[31mstray output\x1b[0m\x1b[2;1H\x1b[K")
         # the stray rows differ now (another row may too, for a moment: one dashboard can
-        # take a late answer, such as the torch probe's, a refresh before the other)
+        # draw a refresh before the other)
         assert {1, 2} <= set(differing_rows(with_diff.cells(), without_diff.cells()))
 
         with_diff.write(CTRL_L)
 
-        assert wait_until_identical(with_diff, without_diff) == []
+        assert differences(with_diff, without_diff) == []
     finally:
         with_diff.stop()
         without_diff.stop()
@@ -294,7 +317,7 @@ def test_line_feeds_are_kept_while_the_diff_runs_and_the_terminal_is_given_back_
     terminals = [with_diff, without_diff]
     try:
         assert not any(_line_feeds_kept(terminal) for terminal in terminals)  # as spawned
-        wait_for_both(terminals, lambda t: first_frame(t.text()), "first frame")
+        wait_for_both(terminals, lambda t: first_frame(t.text()), "first frame", PROBES_S)
         assert _line_feeds_kept(with_diff)
         assert not _line_feeds_kept(without_diff)
         with_diff.write(b"q")
@@ -317,7 +340,7 @@ def test_the_terminal_is_given_back_in_its_default_colours(tmp_path: Path) -> No
     drawn in the dashboard's colours."""
     terminal = dashboard(tmp_path / "diff", screen_diff=True)
     try:
-        assert terminal.wait_for(lambda: first_frame(terminal.text()), TIMEOUT_S)
+        assert terminal.wait_for(lambda: first_frame(terminal.text()), PROBES_S)
         terminal.write(DOWN)  # a diffed frame: the highlight moves
         assert terminal.wait_for(lambda: not _pen_is_default(terminal), TIMEOUT_S)
         terminal.write(b"q")

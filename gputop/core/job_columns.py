@@ -3,8 +3,8 @@
 Each column has its title (a shorter one in the panels, which share the screen with the
 cards), its side in ``gputop jobs`` and the text of a job. ``gputop jobs`` writes times to
 the second; the panels one unit shorter, so that a steady dashboard repaints nothing
-(docs/units.md). A local ``Job`` and a host's (``HostJob``: gputop/core/remote/host_jobs.py)
-answer the same questions, so one definition reads both.
+(docs/units.md). A host's job (``HostJob``, decoded in gputop/core/remote/host_jobs.py)
+answers the same questions as a local ``Job``, so one definition reads both.
 """
 
 from __future__ import annotations
@@ -12,30 +12,56 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
+from gputop.core.jobs.model import Job
 from gputop.core.jobs.usage import JobUsage, activity_cell
 from gputop.core.units import duration, duration_coarse, human_bytes
 
 
-class ShownJob(Protocol):
-    """What a job's columns read, of a local job or of a host's."""
+@dataclass(frozen=True)
+class HostJob:
+    """One job of one host, as its agent described it."""
+
+    host: int
+    """The host's position in the lab."""
+    host_name: str
+    id: int
+    name: str = ""
+    status: str = "?"
+    status_text: str = "?"
+    physical_indices: tuple[int, ...] = ()
+    pid: int | None = None
+    command_text: str = ""
+    created_at: float = 0.0
+    started_at: float | None = None
+    ended_at: float | None = None
+    usage: JobUsage | None = None
+    """What it used, as its host measured it: range-checked where it entered."""
+    local: bool = False
+    """A job of this machine (the lab's ``local``): acted on without ssh."""
 
     @property
-    def id(self) -> int: ...
+    def ssh_host(self) -> str | None:
+        """Where ``gputop jobs`` runs for it: the host over ssh, or None for this machine."""
+        return None if self.local else self.host_name
+
     @property
-    def name(self) -> str: ...
+    def active(self) -> bool:
+        return self.status in ("waiting", "running")
+
     @property
-    def gpus_text(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def status_text(self) -> str: ...
-    @property
-    def started_at(self) -> float | None: ...
-    @property
-    def usage(self) -> JobUsage | None: ...
-    def duration_s(self, now: float | None = None) -> float | None: ...
+    def gpus_text(self) -> str:
+        return ",".join(str(i) for i in self.physical_indices) or "-"
+
+    def duration_s(self, now: float | None = None) -> float | None:
+        if self.started_at is None:
+            return None
+        end = self.ended_at if self.ended_at is not None else now
+        return None if end is None else max(0.0, end - self.started_at)
+
+
+ShownJob = Job | HostJob
+"""What the columns read: a job of this machine, or of a host (decoded in remote/host_jobs.py)."""
 
 
 def elapsed(seconds: float | None, exact: bool) -> str:

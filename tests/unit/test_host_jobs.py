@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from gputop.core import job_columns
-from gputop.core.remote.host_jobs import HostJob, host_jobs
+from gputop.core.job_columns import HostJob
+from gputop.core.remote.host_jobs import host_jobs
 
 
 def test_a_hosts_record_becomes_a_job_the_columns_read_as_a_local_one() -> None:

@@ -1,62 +1,18 @@
 """A host's jobs as its agent streams them (``gputop jobs --json`` records), decoded here once.
 
 A record is another machine's: each field is checked by type and range where it enters and a
-record without a job id is dropped, so no dashboard reads a server's dict. A ``HostJob``
-answers what a job's columns ask (gputop/core/job_columns.py) as a local ``Job`` does, and
-what the launch warnings ask of an active job (id, name, cards). Its text is drawn as plain
-text, cleaned, by whoever shows it.
+record without a job id is dropped, so no dashboard reads a server's dict: it reads a
+``HostJob`` (gputop/core/job_columns.py), whose text is drawn as plain text, cleaned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from gputop.core.jobs.usage import JobUsage, usage_from_json
+from gputop.core.job_columns import HostJob
+from gputop.core.jobs.usage import usage_from_json
 from gputop.core.numbers import LATEST_TIME_S, MAX_ID, MAX_PID, whole_within, within
-
-
-@dataclass(frozen=True)
-class HostJob:
-    """One job of one host, as its agent described it."""
-
-    host: int
-    """The host's position in the lab."""
-    host_name: str
-    id: int
-    name: str = ""
-    status: str = "?"
-    status_text: str = "?"
-    physical_indices: tuple[int, ...] = ()
-    pid: int | None = None
-    command_text: str = ""
-    created_at: float = 0.0
-    started_at: float | None = None
-    ended_at: float | None = None
-    usage: JobUsage | None = None
-    """What it used, as its host measured it: range-checked where it entered."""
-    local: bool = False
-    """A job of this machine (the lab's ``local``): acted on without ssh."""
-
-    @property
-    def ssh_host(self) -> str | None:
-        """Where ``gputop jobs`` runs for it: the host over ssh, or None for this machine."""
-        return None if self.local else self.host_name
-
-    @property
-    def active(self) -> bool:
-        return self.status in ("waiting", "running")
-
-    @property
-    def gpus_text(self) -> str:
-        return ",".join(str(i) for i in self.physical_indices) or "-"
-
-    def duration_s(self, now: float | None = None) -> float | None:
-        if self.started_at is None:
-            return None
-        end = self.ended_at if self.ended_at is not None else now
-        return None if end is None else max(0.0, end - self.started_at)
 
 
 def host_jobs(

@@ -26,10 +26,11 @@ from textual.widgets import Static
 
 from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_advice
+from gputop.core.job_columns import HostJob
 from gputop.core.jobs.policy import FreePolicy
 from gputop.core.model import GpuHealth, GpuSample
 from gputop.core.remote.agent_version import older_note
-from gputop.core.remote.host_jobs import HostJob, host_jobs
+from gputop.core.remote.host_jobs import host_jobs
 from gputop.core.remote.host_summary import summarize
 from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S, HistoryAsk
 from gputop.core.remote.remote_jobs import run_remote, signal_argv

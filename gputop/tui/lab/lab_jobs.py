@@ -12,7 +12,7 @@ import time
 from rich.text import Text
 
 from gputop.core import job_columns as columns
-from gputop.core.remote.host_jobs import HostJob
+from gputop.core.job_columns import HostJob
 from gputop.tui.safe import plain
 from gputop.tui.widgets.jobs_panel import panel_cells
 from gputop.tui.widgets.jobs_table import JobRequest, JobsTable

@@ -22,12 +22,12 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Input, RichLog, Static
 
+from gputop.core.job_columns import HostJob
 from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.logs import shown_line
 from gputop.core.jobs.usage import usage_summary
 from gputop.core.mig_targets import target_label
 from gputop.core.numbers import DECODE_ERRORS, outside_json
-from gputop.core.remote.host_jobs import HostJob
 from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail
 from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote, start_remote
 from gputop.core.safe_text import clean

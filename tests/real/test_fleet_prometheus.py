@@ -100,6 +100,11 @@ class Fleet:
     closed: str
     fresh_exporter: str
     frozen_exporter: str
+    guarded: Prometheus
+    """Behind basic auth (ops, s3cret), scraping the first two nodes."""
+    tls: Prometheus
+    """Serving https with ``certificate``, scraping the second node."""
+    certificate: Path
 
 
 def unused_port() -> int:
@@ -123,13 +128,22 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             for exporter in (fresh, frozen)
         ]
         every = [*targets, closed, *exporters]
-        with fleet_prometheus(directory / "prometheus", every) as prometheus:
+        cert, key = self_signed(directory)
+        # the three started together: a Prometheus scrapes its targets first about 5 s after
+        # it starts (its scrape manager's reload), the three waits in one
+        with (
+            fleet_prometheus(directory / "prometheus", every) as prometheus,
+            fleet_prometheus(
+                directory / "guarded", targets[:2], basic_auth=("ops", "s3cret")
+            ) as guarded,
+            fleet_prometheus(directory / "tls", targets[1:2], tls=(cert, key)) as tls,
+        ):
             wait_for(
                 lambda: _scraped_enough(prometheus, len(every)),
                 "every target scraped a few times",
                 90,
             )
-            yield Fleet(prometheus, targets, closed, exporters[0], exporters[1])
+            yield Fleet(prometheus, targets, closed, exporters[0], exporters[1], guarded, tls, cert)
 
 
 def _scraped_enough(prometheus: Prometheus, count: int) -> bool:
@@ -332,18 +346,11 @@ def test_a_server_that_is_not_prometheus_and_one_that_never_answers(fleet: Fleet
     assert "Traceback" not in node_page.stderr + silent.stderr
 
 
-@pytest.fixture(scope="module")
-def guarded(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    directory = tmp_path_factory.mktemp("guarded")
-    with fleet_prometheus(directory, fleet.targets[:2], basic_auth=("ops", "s3cret")) as server:
-        yield server
-
-
-def test_basic_auth_from_a_private_file(guarded: Prometheus, tmp_path: Path) -> None:
+def test_basic_auth_from_a_private_file(fleet: Fleet, tmp_path: Path) -> None:
     auth = tmp_path / "auth"
     auth.write_text("ops:s3cret\n", encoding="utf-8")
     auth.chmod(0o600)
-    url = guarded.url
+    url = fleet.guarded.url
 
     def seen() -> bool:
         done = gputop(
@@ -366,27 +373,26 @@ def test_basic_auth_from_a_private_file(guarded: Prometheus, tmp_path: Path) -> 
 
 
 def test_tls_with_a_ca_of_ones_own(fleet: Fleet, tmp_path: Path) -> None:
-    cert, key = self_signed(tmp_path)
-    with fleet_prometheus(tmp_path / "tls", fleet.targets[1:2], tls=(cert, key)) as server:
-        args = ("snapshot", "--prometheus", server.url, "--json")
+    cert, server = fleet.certificate, fleet.tls
+    args = ("snapshot", "--prometheus", server.url, "--json")
 
-        def seen() -> bool:
-            done = gputop(*args, "--prometheus-ca", str(cert))
-            return done.returncode == 0 and len(json.loads(done.stdout)["nodes"]) == 1
+    def seen() -> bool:
+        done = gputop(*args, "--prometheus-ca", str(cert))
+        return done.returncode == 0 and len(json.loads(done.stdout)["nodes"]) == 1
 
-        wait_for(seen, "the node over TLS", 60)
-        unknown = gputop(*args)
-        assert unknown.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in unknown.stderr
-        not_ca = gputop(*args, "--prometheus-ca", str(tmp_path))
-        assert not_ca.returncode == 2 and "--prometheus-ca" in not_ca.stderr
-        plain = gputop(
-            "snapshot",
-            "--prometheus",
-            server.url.replace("https:", "http:"),
-            "--prometheus-ca",
-            str(cert),
-        )
-        assert plain.returncode == 2 and "https://" in plain.stderr
+    wait_for(seen, "the node over TLS", 60)
+    unknown = gputop(*args)
+    assert unknown.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in unknown.stderr
+    not_ca = gputop(*args, "--prometheus-ca", str(tmp_path))
+    assert not_ca.returncode == 2 and "--prometheus-ca" in not_ca.stderr
+    plain = gputop(
+        "snapshot",
+        "--prometheus",
+        server.url.replace("https:", "http:"),
+        "--prometheus-ca",
+        str(cert),
+    )
+    assert plain.returncode == 2 and "https://" in plain.stderr
 
 
 class _Trickle(BaseHTTPRequestHandler):

@@ -104,11 +104,14 @@ def read_probe(out: Path) -> dict[str, Any]:
 
 
 def launch(directory: Path, command: Any, gpus: tuple[int, ...] = (0,), **options: Any) -> Job:
-    """``launch_job`` on simulated v100x4 cards, as the dashboard calls it."""
+    """``launch_job`` as the dashboard calls it, on the simulated cards of the scenario file
+    ``GPUTOP_FAKE`` names (helpers/usage.py gives each test cards of its own), else v100x4."""
+    scenario = os.environ.get("GPUTOP_FAKE", "")
     store = JobStore.open(directory)
     try:
         request = LaunchRequest(command=command, physical_indices=gpus, **options)
-        return launch_job(store, request, snapshot_of())
+        cards = snapshot_of(scenario if Path(scenario).is_file() else "v100x4")
+        return launch_job(store, request, cards)
     finally:
         store.close()
 

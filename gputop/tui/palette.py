@@ -51,6 +51,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "toggle_torch": ("PyTorch view: show or hide cuda:N → physical cards", "p"),
     "toggle_jobs": ("Jobs: show or hide the jobs gputop launched", "J"),
     "card_history": ("History of the highlighted card: use and holders", "H · needs gputop record"),
+    "card_health": ("Health of the highlighted card: counters and Xid events", "e"),
     "app.process_history": ("History of the highlighted process", "H in the processes"),
     "signal_process('SIGTERM')": ("Terminate the highlighted process (SIGTERM)", "t · yours only"),
     "signal_process('SIGKILL')": ("Kill the highlighted process (SIGKILL)", "T · yours only"),

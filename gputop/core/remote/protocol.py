@@ -20,7 +20,6 @@ speak nvidia-smi CSV instead (gputop/core/remote/reduced.py). See docs/lab.md.
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +43,7 @@ from gputop.core.model import (
     Snapshot,
     XidEvent,
 )
-from gputop.core.numbers import outside_float, outside_json, strict_json
+from gputop.core.numbers import LATEST_TIME_S, outside_float, outside_json, strict_json, within
 from gputop.core.sampling.process_env import MAX_PORT, MAX_RANK
 
 PROTOCOL_VERSION = 1
@@ -258,7 +257,7 @@ def _health(value: Any, where: str) -> GpuHealth | None:
             item = _object(raw, f"{at}[{i}]")
             xid = count(item, "xid", f"{at}[{i}]")
             time = _float(item.get("time"), f"{at}[{i}].time")
-            if xid is None or time is None or not math.isfinite(time):
+            if xid is None or time is None or not within(time, 0.0, LATEST_TIME_S):
                 raise ProtocolError(f"{at}[{i}] needs an xid and a time")
             events.append(XidEvent(xid, time, max(1, count(item, "count", f"{at}[{i}]") or 1)))
     counts = []
@@ -290,7 +289,7 @@ def _health(value: Any, where: str) -> GpuHealth | None:
         xid_sources=sources,
         xid_counts=tuple(sorted(counts)),
         refused=refused,
-        read_at=None if read_at is None or not math.isfinite(read_at) else read_at,
+        read_at=read_at if within(read_at, 0.0, LATEST_TIME_S) else None,
     )
 
 

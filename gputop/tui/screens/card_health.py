@@ -11,6 +11,7 @@ from rich.text import Text
 
 from gputop.core.health import verdict
 from gputop.core.model import GpuHealth
+from gputop.core.safe_text import clean
 from gputop.core.xid import describe
 
 _LEVEL_STYLES = {"ok": "green", "warning": "bold yellow", "critical": "bold red"}
@@ -36,7 +37,7 @@ def render_health(health: GpuHealth | None) -> list[Text]:
     lines += [_row(name, value) for name, value in counter_rows(health)]
     lines += _xid_lines(health)
     if health.refused:
-        lines.append(_row("not allowed", ", ".join(health.refused)))
+        lines.append(_row("not allowed", clean(", ".join(health.refused))))  # a host's words
     return lines
 
 

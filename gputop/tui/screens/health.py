@@ -23,7 +23,7 @@ from textual.widgets import Static
 from gputop.core.health import verdict
 from gputop.core.model import GpuHealth
 from gputop.core.xid import describe
-from gputop.tui.safe import plain_content
+from gputop.tui.safe import plain, plain_content
 from gputop.tui.screens.card_health import counter_rows
 
 STYLES = {"ok": "bold green", "warning": "bold yellow", "critical": "bold red"}
@@ -88,7 +88,7 @@ def render_health_screen(health: GpuHealth | None) -> RenderableType:
     if health.read_at is not None:
         counters.add_row("read at", Text(_clock(health.read_at), style="dim"))
     if health.refused:
-        counters.add_row("not allowed", ", ".join(health.refused))
+        counters.add_row("not allowed", plain(", ".join(health.refused)))  # a host's words
     return Group(level, reasons, Text(""), counters, Text(""), *xid_block(health))
 
 

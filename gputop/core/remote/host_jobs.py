@@ -13,6 +13,7 @@ from typing import Any
 from gputop.core.job_columns import HostJob
 from gputop.core.jobs.usage import usage_from_json
 from gputop.core.numbers import LATEST_TIME_S, MAX_ID, MAX_PID, whole_within, within
+from gputop.core.remote.protocol import MAX_TEXT_CHARS
 
 
 def host_jobs(
@@ -51,7 +52,8 @@ def _decoded(host: int, name: str, record: Mapping[str, Any], local: bool) -> Ho
 
 
 def _text(value: object) -> str:
-    return "" if value is None else str(value)
+    """A text of the record, cut as every text a host sends; what is not a text is none."""
+    return value[:MAX_TEXT_CHARS] if isinstance(value, str) else ""
 
 
 def _time(value: object) -> float | None:

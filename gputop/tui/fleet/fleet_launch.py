@@ -16,6 +16,7 @@ import fnmatch
 import glob
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -46,11 +47,19 @@ def plain_host_name(name: str) -> bool:
 
 def _config_patterns(path: Path, home: Path, depth: int = 0) -> list[str]:
     """The ``Host`` patterns of an ssh config and of the files it ``Include``s."""
-    try:
-        with path.open("rb") as file:
-            text = file.read(MAX_CONFIG_BYTES).decode("utf-8", "replace")
+    try:  # NONBLOCK, then a regular file only: a FIFO there would hang the dashboard
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return []
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        os.set_blocking(fd, True)
+        text = os.read(fd, MAX_CONFIG_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
     patterns: list[str] = []
     for line in text.splitlines():
         words = line.strip().replace("=", " ", 1).split()

@@ -60,11 +60,12 @@ def parse_seconds(text: str, what: str, minimum: float, maximum: float) -> float
         value = float(text)
     except (TypeError, ValueError):
         raise UsageError(
-            f"{what} {text!r} is not a number of seconds: give one from {minimum:g} to {maximum:g}."
+            f"{what} {quoted(text)} is not a number of seconds: give one from {minimum:g} to "
+            f"{maximum:g}."
         ) from None
     if not math.isfinite(value) or not minimum <= value <= maximum:
         raise UsageError(
-            f"{what} {text!r}: give a number of seconds from {minimum:g} to {maximum:g}."
+            f"{what} {quoted(text)}: give a number of seconds from {minimum:g} to {maximum:g}."
         )
     return value
 
@@ -76,7 +77,9 @@ def parse_size(text: str, what: str) -> int:
     suffix = value[-1:] if value[-1:] in units else ""
     digits = value[: len(value) - len(suffix)].strip()
     if not is_ascii_digits(digits) or len(digits) > MAX_ID_DIGITS:
-        raise ValueError(f"{what} {text!r} is not a size: give bytes, or a number with k, M, G")
+        raise ValueError(
+            f"{what} {quoted(text)} is not a size: give bytes, or a number with k, M, G"
+        )
     return int(digits) * units[suffix]
 
 
@@ -91,14 +94,14 @@ def parse_count(text: str, what: str, minimum: int, maximum: int | None = None) 
     stripped = text.strip()
     digits = stripped.removeprefix("-")
     if not is_ascii_digits(digits):
-        raise UsageError(f"{what} {text!r} is not a whole number (digits 0-9).")
+        raise UsageError(f"{what} {quoted(text)} is not a whole number (digits 0-9).")
     if maximum is not None:
         bounds = f"from {minimum} to {maximum}"
     else:
         bounds = f"{minimum} or more, at most {MAX_COUNT}"
     if len(digits.lstrip("0")) > MAX_ID_DIGITS:
         size = "too small" if stripped.startswith("-") else "too large"
-        raise UsageError(f"{what} {_digits_shown(stripped)} is {size}: give {bounds}.")
+        raise UsageError(f"{what} {quoted(stripped)} is {size}: give {bounds}.")
     value = int(stripped)
     if value < minimum or (maximum is not None and value > maximum):
         if maximum is None:
@@ -117,11 +120,12 @@ def digits_within(text: str | None, minimum: int, maximum: int) -> int | None:
     return value if minimum <= value <= maximum else None
 
 
-def _digits_shown(digits: str) -> str:
-    """A long number as a message quotes it: whole up to 40 characters, else its start."""
-    if len(digits) <= 40:
-        return repr(digits)
-    return f"{digits[:24]!r}... ({len(digits)} characters)"
+def quoted(text: str) -> str:
+    """A value from outside as a message quotes it: whole up to 40 characters, else its
+    start (an environment variable holds 128 KiB: never a message of that)."""
+    if len(text) <= 40:
+        return repr(text)
+    return f"{text[:24]!r}... ({len(text)} characters)"
 
 
 def finite_or_none(value: Any) -> Any:

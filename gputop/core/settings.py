@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
-from gputop.core.numbers import is_ascii_digits, parse_seconds, parse_size
+from gputop.core.numbers import is_ascii_digits, parse_seconds, parse_size, quoted
 
 _OFF = frozenset({"0", "off", "no", "false"})
 
@@ -86,7 +86,7 @@ class Seconds:
         except UsageError:
             if not self.refusal:
                 raise
-            raise UsageError(f"{self.name}={text!r} {self.refusal}") from None
+            raise UsageError(f"{self.name}={quoted(text)} {self.refusal}") from None
 
     def read(self, environ: Mapping[str, str] | None = None) -> float:
         """The value, the default when unset, else a UsageError (``given``)."""
@@ -140,7 +140,7 @@ class Count:
         if digits and self.minimum <= int(text) <= self.maximum:
             return int(text)
         raise UsageError(
-            f"{self.name}={text!r} is not a {self.kind}: give {self.meaning}, a whole number "
+            f"{self.name}={quoted(text)} is not a {self.kind}: give {self.meaning}, a whole number "
             f"from {self.minimum} to {self.maximum} (default {self.default})."
         )
 

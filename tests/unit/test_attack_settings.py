@@ -53,3 +53,13 @@ def test_the_dashboards_snapshot_refuses_a_long_value_in_a_line() -> None:
     )
     assert done.returncode == 2
     assert done.stderr.startswith("gputop: GPUTOP_FAKE_TIME=") and len(done.stderr) < 400
+
+
+def test_ssh_options_that_cannot_be_split_are_refused_in_a_short_message() -> None:
+    from gputop.core.remote.transport import ssh_argv
+
+    for value in ("'", '"' + LONG):
+        with pytest.raises(UsageError) as refused:
+            ssh_argv("gpu1", "true", {settings.SSH_OPTIONS.name: value})
+        message = str(refused.value)
+        assert message.startswith(settings.SSH_OPTIONS.name) and len(message) < 400

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from gputop.core import settings
 from gputop.core.errors import UsageError
 from gputop.core.install_advice import install_advice
+from gputop.core.numbers import quoted
 
 SSH_CONFIG_ENV = settings.SSH_CONFIG.name
 CONNECT_TIMEOUT_S = 10
@@ -63,7 +64,7 @@ def ssh_argv(
         argv += shlex.split(extra)
     except ValueError as error:
         raise UsageError(
-            f"{settings.SSH_OPTIONS.name}={extra!r} cannot be split: {error}."
+            f"{settings.SSH_OPTIONS.name}={quoted(extra)} cannot be split: {error}."
         ) from None
     argv += [
         "-T",  # no terminal: a pty would echo, translate newlines and merge stderr

@@ -162,3 +162,14 @@ def test_what_a_person_types_wrong_is_said_with_exit_2(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and "pw1" not in err
+
+
+def test_a_target_scraped_a_few_times_yet_does_not_slow_the_refresh() -> None:
+    """Three scrapes in the two-minute window are as many from a 5-s target that started
+    ten seconds ago as from a 60-s one: the refresh waits at most Prometheus's default (it
+    read every 60 s for two minutes after a target started, before); each node keeps its own
+    estimate for its staleness."""
+    young = build_fleet("http://p", NOW, answers(scrapes=[sample(3.0)]), 7)
+    assert young.interval_s == 15.0 and young.nodes[0].interval_s == 60.0
+    settled = build_fleet("http://p", NOW, answers(scrapes=[sample(25.0)]), 7)
+    assert settled.interval_s == 5.0

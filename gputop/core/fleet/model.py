@@ -509,7 +509,11 @@ def build_fleet(
             if gpu.memory_used_bytes is not None and gpu.memory_free_bytes is not None:
                 gpu.memory_total_bytes = gpu.memory_used_bytes + gpu.memory_free_bytes
     intervals = sorted(node.interval_s for node in nodes if node.scrapes and node.scrapes >= 2)
-    interval = intervals[len(intervals) // 2] if intervals else DEFAULT_INTERVAL_S
+    # At most Prometheus's default: a few scrapes in the window are as many from a target
+    # scraped every 5 s that started seconds ago as from one scraped every 60 s.
+    interval = (
+        min(intervals[len(intervals) // 2], DEFAULT_INTERVAL_S) if intervals else DEFAULT_INTERVAL_S
+    )
     return Fleet(url, now, nodes, _users(nodes), queries, interval, partial)
 
 

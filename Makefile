@@ -73,6 +73,7 @@ bench: $(STAMP) $(if $(filter $(NVITOP_VENV)/bin/python,$(NVITOP_PYTHON)),$(NVIT
 	$(BIN)/python tests/bench/exporter_bench.py || status=1; \
 	$(BIN)/python tests/bench/fleet_bench.py || status=1; \
 	$(BIN)/python tests/bench/fleet_dashboard_bench.py || status=1; \
+	$(BIN)/python tests/bench/health_bench.py || status=1; \
 	exit $$status
 
 ## make dist: the sdist and the wheel of gputop-dash in dist/ (README, Install)

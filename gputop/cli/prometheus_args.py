@@ -26,17 +26,19 @@ def add_credentials_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def server_from_args(args: argparse.Namespace, from_environment: bool = False) -> Server | None:
+def server_from_args(
+    args: argparse.Namespace, from_environment: bool = False, named: str = "--prometheus "
+) -> Server | None:
     """The server ``--prometheus`` names (else, where ``from_environment``,
-    ``settings.PROMETHEUS``), None when neither does."""
+    ``settings.PROMETHEUS``), None when neither does; ``named``: where the URL was given."""
     url = args.prometheus
     if url is None and from_environment:
-        url = settings.PROMETHEUS.read() or None
+        url, named = settings.PROMETHEUS.read() or None, f"{ENVIRONMENT}="
     if url is None:
         if args.prometheus_auth_file is not None or args.prometheus_ca is not None:
             raise UsageError("--prometheus-auth-file and --prometheus-ca go with --prometheus.")
         return None
-    return server_for(url, args.prometheus_auth_file, args.prometheus_ca)
+    return server_for(url, args.prometheus_auth_file, args.prometheus_ca, named)
 
 
 def add_fleet_arguments(parser: argparse.ArgumentParser, group_by: bool = False) -> None:
@@ -87,4 +89,5 @@ def fleet_server(args: argparse.Namespace) -> Server | None:
                 "--prometheus http://prometheus:9090, or set it."
             )
         args.prometheus = url
+        return server_from_args(args, named=f"{ENVIRONMENT}=")  # named so in an error
     return server_from_args(args)

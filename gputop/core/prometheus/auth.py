@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gputop.core.errors import UsageError
+from gputop.core.numbers import quoted
 
 if TYPE_CHECKING:
     import ssl
@@ -57,11 +58,12 @@ def check_url(url: str) -> str:
     return _parse_url(url)[0]
 
 
-def _parse_url(url: str) -> tuple[str, str | None]:
-    """The URL without credentials, and the basic-auth header its ``user:pass@`` gives."""
+def _parse_url(url: str, named: str = "--prometheus ") -> tuple[str, str | None]:
+    """The URL without credentials, and the basic-auth header its ``user:pass@`` gives;
+    ``named``: where it was given, as an error begins (``GPUTOP_PROMETHEUS=``)."""
     shown = _without_password(url)
     wanted = (
-        f"--prometheus {shown!r}: give the server's http:// or https:// address, e.g. "
+        f"{named}{quoted(shown)}: give the server's http:// or https:// address, e.g. "
         "http://127.0.0.1:9090"
     )
     if not url.isascii() or not url.isprintable() or any(c.isspace() for c in url):
@@ -74,6 +76,8 @@ def _parse_url(url: str) -> tuple[str, str | None]:
         raise UsageError(f"{wanted} ({error}).") from None
     if parts.scheme not in ("http", "https") or not host:
         raise UsageError(f"{wanted}.")
+    if len(host) > 253 or max(len(label) for label in host.split(".")) > 63:
+        raise UsageError(f"{wanted} (a host name of at most 253 characters, 63 between dots).")
     if port == 0:
         raise UsageError(f"{wanted} (port 0 is no server's).")
     if parts.query or parts.fragment or "?" in url or "#" in url:
@@ -148,10 +152,12 @@ def read_auth_file(path: str) -> str:
     return "Basic " + base64.b64encode(line.encode("utf-8")).decode("ascii")
 
 
-def server_for(url: str, auth_file: str | None = None, ca_file: str | None = None) -> Server:
+def server_for(
+    url: str, auth_file: str | None = None, ca_file: str | None = None, named: str = "--prometheus "
+) -> Server:
     """The server at ``url``, signed in to as ``auth_file`` says (it wins over the URL's
-    ``user:pass@``), trusting ``ca_file`` for TLS."""
-    base, authorization = _parse_url(url)
+    ``user:pass@``), trusting ``ca_file`` for TLS; ``named`` as ``_parse_url``'s."""
+    base, authorization = _parse_url(url, named)
     if auth_file is not None:
         authorization = read_auth_file(auth_file)
     if ca_file is not None:

@@ -47,11 +47,11 @@ REFILL_EVERY_S = 10.0
 def refill_read(path: Path, live_from: float, seconds: int) -> RefillRead | None:
     """What the store holds now of the ``seconds`` before ``live_from``; None where there is
     no store or it cannot be read (no recorder: nothing will come)."""
-    if not path.exists():
-        return None
     try:
+        if not path.exists():  # OSError: a path no file can have (ENAMETOOLONG, EACCES)
+            return None
         connection = open_for_reading(path)
-    except HistoryError:
+    except (HistoryError, OSError):
         return None
     try:
         found = recent_utilization(connection, live_from, seconds)

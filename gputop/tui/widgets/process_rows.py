@@ -210,8 +210,9 @@ class RowMaker:
         """Before every row key (the lab's host position: keys are unique across hosts)."""
         self._order = HeldOrder()
         """The last refresh's order: a row passes another only by a clear margin."""
-        self._health: dict[int, GpuHealth | None] = {}
-        """Each card's health this refresh, for the Xids since a process started."""
+        self._health: dict[int, GpuHealth] = {}
+        """This refresh's health of each card that has had Xids, for those since a process
+        started; a card with none is left out (its 200 rows need no look at its events)."""
 
     def rows(
         self,
@@ -231,7 +232,11 @@ class RowMaker:
         ]
         processes = self._ordered(processes, sort_key, reverse)
         known, self._fixed = self._fixed, {}
-        self._health = {gpu.physical_index: gpu.health for gpu in snapshot.gpus}
+        self._health = {
+            gpu.physical_index: gpu.health
+            for gpu in snapshot.gpus
+            if gpu.health is not None and gpu.health.xid_events
+        }
         slurm = slurm_of_pid or {}
         return [self._row(p, snapshot.timestamp, job_of_pid, known, slurm) for p in processes]
 

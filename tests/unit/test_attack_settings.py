@@ -63,3 +63,13 @@ def test_ssh_options_that_cannot_be_split_are_refused_in_a_short_message() -> No
             ssh_argv("gpu1", "true", {settings.SSH_OPTIONS.name: value})
         message = str(refused.value)
         assert message.startswith(settings.SSH_OPTIONS.name) and len(message) < 400
+
+
+@pytest.mark.parametrize("value", ["s" * 120_000, "/tmp/" + "d/" * 60_000], ids=["name", "path"])
+def test_a_scenario_of_120000_characters_is_refused_in_a_short_message(value: str) -> None:
+    from gputop.core.errors import ScenarioError
+    from gputop.core.fake import resolve_scenario_path
+
+    with pytest.raises(ScenarioError) as refused:
+        resolve_scenario_path(value)  # GPUTOP_FAKE's, or --fake's
+    assert str(refused.value).startswith("Bad scenario '") and len(str(refused.value)) < 400

@@ -14,6 +14,7 @@ from pathlib import Path
 from gputop.core.errors import ScenarioError
 from gputop.core.fake.nvml import FakeDeviceHandle, FakeNvml, SimulatedProcess
 from gputop.core.fake.scenario import Scenario, load_scenario
+from gputop.core.numbers import quoted
 
 __all__ = [
     "BUILTIN_SCENARIOS",
@@ -37,19 +38,20 @@ def resolve_scenario_path(name_or_path: str) -> Path:
         return Path(str(packaged))
     path = Path(name_or_path).expanduser()
     builtin = f"built-in scenarios: {', '.join(BUILTIN_SCENARIOS)}"
+    shown = name_or_path if len(name_or_path) <= 200 else quoted(name_or_path)
     try:  # Path.is_file raises on EACCES (a file in a folder the user cannot enter)
         if path.is_file():
             return path
         exists = path.exists()
     except OSError as error:
-        raise ScenarioError(name_or_path, f"cannot read the file: {error.strerror}") from None
+        raise ScenarioError(shown, f"cannot read the file: {error.strerror}") from None
     if exists:
         problem = f"not a file ({builtin})"
     elif path.suffix == "" and len(path.parts) == 1:
         problem = f"no built-in scenario of that name, and no such file ({builtin})"
     else:
         problem = f"no such scenario file ({builtin})"
-    raise ScenarioError(name_or_path, problem)
+    raise ScenarioError(shown, problem)
 
 
 def load_fake_nvml(

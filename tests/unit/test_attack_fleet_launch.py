@@ -58,3 +58,20 @@ def test_an_ssh_config_that_is_a_fifo_is_no_config(tmp_path: Path) -> None:
     (ssh / "config").write_text(f"Host gpu1\nInclude {fifo}\n")
     assert answers_within(lambda: found.append(ssh_destination("gpu1", home)), fifo)
     assert found == [False, True]  # the FIFO names nothing; the config beside it still does
+
+
+def test_a_hosts_toml_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    from gputop.core.remote.hosts import HostsFileError, load_groups
+
+    fifo = tmp_path / "hosts.toml"
+    os.mkfifo(fifo)
+    outcome: list[object] = []
+
+    def load() -> None:
+        try:
+            outcome.append(load_groups(fifo))
+        except HostsFileError as error:
+            outcome.append(str(error))
+
+    assert answers_within(load, fifo)  # blocked in open() before, until a writer came
+    assert outcome and "not a regular file" in str(outcome[0])

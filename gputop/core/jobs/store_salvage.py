@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.jobs.model import DEFAULT_GRACE_S, JobState, RunMode
-from gputop.core.jobs.unrecorded import read_pending_ends
 from gputop.core.jobs.store_rows import row_to_job
+from gputop.core.jobs.unrecorded import read_pending_ends
 from gputop.core.numbers import is_ascii_digits
 from gputop.core.sqlite_files import readable_rows
 

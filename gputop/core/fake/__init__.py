@@ -38,7 +38,8 @@ def resolve_scenario_path(name_or_path: str) -> Path:
         return Path(str(packaged))
     path = Path(name_or_path).expanduser()
     builtin = f"built-in scenarios: {', '.join(BUILTIN_SCENARIOS)}"
-    shown = name_or_path if len(name_or_path) <= 200 else quoted(name_or_path)
+    shown = str(name_or_path)  # a Path from a test or a caller, too
+    shown = shown if len(shown) <= 200 else quoted(shown)
     try:  # Path.is_file raises on EACCES (a file in a folder the user cannot enter)
         if path.is_file():
             return path

@@ -102,6 +102,9 @@ class LabApp(DashboardApp):
         self.statuses: list[HostStatus] = []
         self.policy = FreePolicy()
         self.remote_jobs: list[HostJob] = []
+        self._decoded_jobs: dict[int, tuple[object, object, list[HostJob]]] = {}
+        """Each host's jobs as last decoded, with the records they came from: a host sends
+        its jobs only when they change, so a redraw decodes only a new list."""
         self._said: dict[int, str] = {}
         """The last problem said about each host (said once per change, not every tick)."""
         self.history_timeout_s = HISTORY_TIMEOUT_S
@@ -163,7 +166,7 @@ class LabApp(DashboardApp):
         rows = []
         jobs: list[HostJob] = []
         for position, status in enumerate(statuses):
-            of_host = host_jobs(position, status.host, status.jobs, status.mode is Mode.LOCAL)
+            of_host = self._host_jobs(position, status)
             jobs.extend(of_host)
             job_of_pid = {j.pid: j.id for j in of_host if j.pid is not None}
             rows.append(HostRows(status.host, status.snapshot, self._user_of(status), job_of_pid))
@@ -172,6 +175,14 @@ class LabApp(DashboardApp):
         self.query_one(LabProcessTable).show_hosts(rows)
         self.query_one(LabJobsPanel).show(jobs, now)
         self._show_torch()
+
+    def _host_jobs(self, position: int, status: HostStatus) -> list[HostJob]:
+        known = self._decoded_jobs.get(position)
+        if known is not None and known[0] is status.jobs and known[1] == (status.host, status.mode):
+            return known[2]
+        decoded = host_jobs(position, status.host, status.jobs, status.mode is Mode.LOCAL)
+        self._decoded_jobs[position] = (status.jobs, (status.host, status.mode), decoded)
+        return decoded
 
     def _user_of(self, status: HostStatus) -> str:
         return self.user if status.mode is Mode.LOCAL else (status.user or "")

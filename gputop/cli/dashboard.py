@@ -106,13 +106,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         first_sample.wait()
         backend.close()
-    if app.fatal_error is not None:  # the terminal is restored by now
-        error = app.fatal_error
-        raise DashboardStopped(
-            f"the dashboard stopped on an error: {type(error).__name__}: {clean(str(error))}. "
-            f"This is a bug in gputop; {settings.DEBUG_HINT}."
-        )
-    return app.return_code or 0
+    return _finish(app)
 
 
 def run_lab(args: argparse.Namespace) -> int:

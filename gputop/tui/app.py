@@ -25,7 +25,7 @@ from textual.message import Message
 from gputop.core.history.recent import REFILL_EVERY_S
 from gputop.core.jobs.service import JobsView
 from gputop.core.jobs.store import JobStore
-from gputop.core.model import GpuHealth, GpuSample, Snapshot
+from gputop.core.model import GpuSample, Snapshot
 from gputop.core.safe_text import clean
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.history import UtilizationHistory, initial_history
@@ -42,7 +42,9 @@ from gputop.tui.sampling_loop import (
     StoreJobs,
 )
 from gputop.tui.textual_compat import unless_closing
-from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH, GpuGrid
+from gputop.tui.widgets.card_frame import CARD_HEIGHT
+from gputop.tui.widgets.gpu_grid import GpuGrid
+from gputop.tui.widgets.grid_layout import columns_for
 from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.process_table import ProcessTable
@@ -54,7 +56,6 @@ if TYPE_CHECKING:
 
 FIXED_LINES = 3
 """The status line, the host line and the key bar."""
-CARD_HEIGHT = 8
 
 
 class SlurmRead(Message):
@@ -167,8 +168,7 @@ class GputopApp(DashboardApp, JobsActions):
     def _apply_size(self, size: Size | None = None) -> None:
         count = len(self.snapshot.gpus) if self.snapshot else 0
         width, height = size or self.size
-        columns = max(1, min(max(count, 1), width // MIN_CARD_WIDTH))
-        card_rows = math.ceil(max(count, 1) / columns) * CARD_HEIGHT
+        card_rows = math.ceil(max(count, 1) / columns_for(count, width)) * CARD_HEIGHT
         compact = width < 100 or height - card_rows - FIXED_LINES < MIN_TABLE_ROWS
         if compact != self.compact:
             self.compact = compact
@@ -331,20 +331,8 @@ class GputopApp(DashboardApp, JobsActions):
         )
 
     def action_card_health(self) -> None:
-        from gputop.tui.screens.health import HealthScreen
-
         index = self.query_one(GpuGrid).highlighted
-        card = self._card(index)
-        if card is None:
-            self.notify("No card highlighted.")
-            return
-
-        def health() -> GpuHealth | None:
-            now = self._card(index)
-            return None if now is None else now.health
-
-        title = " ".join(filter(None, [f"GPU {index}", card.name, "health"]))
-        self.push_screen(HealthScreen(title, health))
+        self.show_card_health(lambda: self._card(index), "No card highlighted.", None, index)
 
     def _card(self, index: int | None) -> GpuSample | None:
         gpus = self.snapshot.gpus if self.snapshot is not None else ()

@@ -17,7 +17,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypedDict
 
@@ -38,7 +38,7 @@ from gputop.core.errors import GputopError
 from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
 from gputop.core.history.store import default_history_path
 from gputop.core.jobs.service import JobsService, Severity
-from gputop.core.model import ProcessOrigin
+from gputop.core.model import GpuHealth, GpuSample, ProcessOrigin
 from gputop.core.process_control import current_boot_id, signal_own_process
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.users import current_user
@@ -103,6 +103,9 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     compact = var(False, init=False, toggle_class="-compact")
     """The small terminal's layout: one lower panel, the PyTorch view only on p (gputop.tcss)."""
     jobs_shown = var(False, init=False, toggle_class="-jobs-shown")
+    torch_hidden = var(False, init=False, toggle_class="-torch-hidden")
+    """p on a large terminal; on a small one p shows it over the jobs (``torch_shown``)."""
+    torch_shown = var(False, init=False, toggle_class="-torch-shown")
 
     # The key bar shows these in this order and cuts what does not fit: at 80 columns, after
     # how to leave and the help, the launch, the selection it uses and the jobs. Each
@@ -267,6 +270,28 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         if not isinstance(self.screen, HelpScreen):  # the palette's Keys over the help
             self.push_screen(HelpScreen(KEY_HELP))
 
+    def show_card_health(
+        self,
+        card_now: Callable[[], GpuSample | None],
+        none: str,
+        host: str | None,
+        index: int | None,
+    ) -> None:
+        """``e``: the health screen of the card ``card_now()`` finds, read again at each
+        refresh of the screen; ``none`` said where there is no card."""
+        card = card_now()
+        if card is None:
+            self.notify(none)
+            return
+        from gputop.tui.screens.health import HealthScreen
+
+        def health() -> GpuHealth | None:
+            now = card_now()
+            return None if now is None else now.health
+
+        title = " ".join(filter(None, [host, f"GPU {index}", card.name, "health"]))
+        self.push_screen(HealthScreen(title, health))
+
     def _now(self) -> float:
         """The time history windows end at."""
         return time.time()
@@ -316,13 +341,16 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         self.keep_focus_shown()  # the compact layout hides the PyTorch view
 
     def action_toggle_torch(self) -> None:
-        self.toggle_class("-torch-hidden" if not self.compact else "-torch-shown")
+        if self.compact:
+            self.torch_shown = not self.torch_shown
+        else:
+            self.torch_hidden = not self.torch_hidden
         self.keep_focus_shown()
 
     def action_toggle_jobs(self) -> None:
         # Small terminals show one lower panel: J brings the jobs back over the PyTorch view.
-        covered = self.compact and self.has_class("-torch-shown")
-        self.remove_class("-torch-shown")
+        covered = self.compact and self.torch_shown
+        self.torch_shown = False
         self.jobs_shown = covered or not self.jobs_shown
         if self.jobs_shown:
             self.query_one("#jobs").focus()

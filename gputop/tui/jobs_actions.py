@@ -146,10 +146,10 @@ class JobsActions(App[None]):
 
         self.push_screen(LaunchScreen(context), launched)
 
-    def on_jobs_panel_log_requested(self, message: JobsPanel.LogRequested) -> None:
+    def on_jobs_table_log_requested(self, message: JobsPanel.LogRequested) -> None:
         self.push_screen(JobLogScreen(message.job))
 
-    def on_jobs_panel_stop_requested(self, message: JobsPanel.StopRequested) -> None:
+    def on_jobs_table_stop_requested(self, message: JobsPanel.StopRequested) -> None:
         job = message.job
         if job.status not in ("waiting", "running"):
             self.notify(f"Job {job.id} has already ended ({job.status_text}).")

@@ -28,7 +28,7 @@ from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_advice
 from gputop.core.job_columns import HostJob
 from gputop.core.jobs.policy import FreePolicy
-from gputop.core.model import GpuHealth, GpuSample
+from gputop.core.model import GpuSample
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_jobs import host_jobs
 from gputop.core.remote.host_summary import summarize
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 COMPACT_BELOW_WIDTH = 100
 COMPACT_BELOW_HEIGHT = 40
+NO_CARD = "No card highlighted: move to a card of a host (g / G, arrows)."
 
 
 class HostSource(Protocol):
@@ -259,7 +260,7 @@ class LabApp(DashboardApp):
         position, card = grid.host, grid.highlighted
         status = self.statuses[position] if position < len(self.statuses) else None
         if status is None or card is None:
-            self.notify("No card highlighted: move to a card of a host (g / G, arrows).")
+            self.notify(NO_CARD)
             return
         uuid = gpu.uuid if (gpu := self._lab_card(position, card)) is not None else None
         if status.mode is Mode.LOCAL:
@@ -274,22 +275,10 @@ class LabApp(DashboardApp):
         self.push_screen(RemoteCardHistoryScreen(status.host, card, read))
 
     def action_card_health(self) -> None:
-        from gputop.tui.screens.health import HealthScreen
-
         grid = self.query_one(LabGrid)
         position, index = grid.host, grid.highlighted
-        card = self._lab_card(position, index)
-        if card is None or index is None:
-            self.notify("No card highlighted: move to a card of a host (g / G, arrows).")
-            return
-        host = self.statuses[position].host
-
-        def health() -> GpuHealth | None:
-            now = self._lab_card(position, index)
-            return None if now is None else now.health
-
-        title = " ".join(filter(None, [host, f"GPU {index}", card.name, "health"]))
-        self.push_screen(HealthScreen(title, health))
+        host = self.statuses[position].host if position < len(self.statuses) else None
+        self.show_card_health(lambda: self._lab_card(position, index), NO_CARD, host, index)
 
     def _lab_card(self, position: int, index: int | None) -> GpuSample | None:
         status = self.statuses[position] if position < len(self.statuses) else None
@@ -343,10 +332,10 @@ class LabApp(DashboardApp):
             return
         self.push_screen(RemoteLaunchScreen(context, status.host, self.ssh_environ))
 
-    def on_lab_jobs_panel_log_requested(self, message: LabJobsPanel.LogRequested) -> None:
+    def on_jobs_table_log_requested(self, message: LabJobsPanel.LogRequested) -> None:
         self.push_screen(RemoteLogScreen(message.job, self.ssh_environ))
 
-    def on_lab_jobs_panel_stop_requested(self, message: LabJobsPanel.StopRequested) -> None:
+    def on_jobs_table_stop_requested(self, message: LabJobsPanel.StopRequested) -> None:
         job = message.job
         if not job.active:
             said = f"Job {job.id} on {clean(job.host_name)} has already ended ({job.status_text})."

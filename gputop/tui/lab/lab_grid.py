@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Grid, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
@@ -26,11 +25,9 @@ from gputop.core.remote.host_summary import HostSummary
 from gputop.core.remote.status import HostStatus
 from gputop.core.sampling.history import UtilizationHistory
 from gputop.tui.lab.host_line import HostLine, memory_free_text, summary_line
+from gputop.tui.widgets.card_frame import CARD_HEIGHT
 from gputop.tui.widgets.gpu_card import CardView, GpuCard
-from gputop.tui.widgets.gpu_grid import MIN_CARD_WIDTH
-
-CARD_HEIGHT = 8
-"""A whole card, border included (as the one-host grid lays them out)."""
+from gputop.tui.widgets.grid_layout import CARD_KEYS, columns_for
 
 
 @dataclass(frozen=True)
@@ -105,12 +102,7 @@ class HostGroup:
 
 
 class LabGrid(VerticalScroll, can_focus=True):
-    BINDINGS = [
-        Binding("left,k", "move(-1)", "Prev card", show=False),
-        Binding("right,j", "move(1)", "Next card", show=False),
-        Binding("up", "move_row(-1)", "Card above", show=False),
-        Binding("down", "move_row(1)", "Card below", show=False),
-    ]
+    BINDINGS = CARD_KEYS
 
     DEFAULT_CSS = """
     LabGrid { height: auto; scrollbar-size-vertical: 1; }
@@ -307,12 +299,7 @@ class LabGrid(VerticalScroll, can_focus=True):
             self._paint()
 
     def _columns(self, count: int) -> int:
-        width = self.size.width or self.app.size.width
-        fit = max(1, width // MIN_CARD_WIDTH)
-        count = max(count, 1)
-        if count <= fit:
-            return count
-        return math.ceil(count / math.ceil(count / fit))
+        return columns_for(count, self.size.width or self.app.size.width)
 
     def _group_lines(self, group: HostGroup) -> int:
         if not group.physical:

@@ -15,7 +15,7 @@ from gputop.core import job_columns as columns
 from gputop.core.job_columns import HostJob
 from gputop.tui.safe import plain
 from gputop.tui.widgets.jobs_panel import panel_cells
-from gputop.tui.widgets.jobs_table import JobRequest, JobsTable
+from gputop.tui.widgets.jobs_table import JobsTable
 
 SHOWN = (*columns.COLUMNS[:4], columns.DURATION, *columns.USAGE)
 COLUMNS = ("HOST", *(column.short for column in SHOWN))
@@ -26,12 +26,6 @@ def job_cells(job: HostJob, now: float) -> tuple[Text, ...]:
 
 
 class LabJobsPanel(JobsTable[HostJob]):
-    class LogRequested(JobRequest[HostJob]):
-        pass
-
-    class StopRequested(JobRequest[HostJob]):
-        pass
-
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(COLUMNS, "Jobs (every host)", id=id)
 

@@ -43,8 +43,7 @@ from gputop.tui.widgets.gpu_card import (
     _subtitle,
     _title,
 )
-from gputop.tui.widgets.grid_layout import MIN_CARD_WIDTH as MIN_CARD_WIDTH  # the lab's too
-from gputop.tui.widgets.grid_layout import changed_span, columns_for, place
+from gputop.tui.widgets.grid_layout import CARD_KEYS, changed_span, columns_for, place
 
 
 class CardState(NamedTuple):
@@ -75,13 +74,7 @@ _Placed = tuple[tuple[int, int, int, int], _Card]
 
 
 class GpuGrid(Widget, can_focus=True):
-    BINDINGS = [
-        Binding("left,k", "move(-1)", "Prev card", show=False),
-        Binding("right,j", "move(1)", "Next card", show=False),
-        Binding("up", "move_row(-1)", "Card above", show=False),
-        Binding("down", "move_row(1)", "Card below", show=False),
-        Binding("m", "next_instance", "Next MIG instance", show=False),
-    ]
+    BINDINGS = [*CARD_KEYS, Binding("m", "next_instance", "Next MIG instance", show=False)]
 
     ALLOW_SELECT = False  # a selection would run across cards: see CHANGELOG, docs/speed.md
 

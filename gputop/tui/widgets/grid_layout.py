@@ -8,9 +8,17 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from rich.cells import cell_len
+from textual.binding import Binding
 from textual.strip import Strip
 
 MIN_CARD_WIDTH = 38
+CARD_KEYS = [
+    Binding("left,k", "move(-1)", "Prev card", show=False),
+    Binding("right,j", "move(1)", "Next card", show=False),
+    Binding("up", "move_row(-1)", "Card above", show=False),
+    Binding("down", "move_row(1)", "Card below", show=False),
+]
+"""The keys that move the highlight across the cards, in both dashboards' grids."""
 
 Card = TypeVar("Card")
 Place = tuple[tuple[int, int, int, int], Card]

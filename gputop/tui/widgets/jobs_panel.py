@@ -24,7 +24,7 @@ from gputop.core.safe_text import clean
 from gputop.core.slurm.queue import SlurmJob
 from gputop.core.units import duration, duration_coarse
 from gputop.tui.safe import plain
-from gputop.tui.widgets.jobs_table import JobRequest, JobsTable
+from gputop.tui.widgets.jobs_table import JobsTable
 
 COLUMNS = (*(column.short for column in columns.COLUMNS), columns.LAST_LINE[1])
 
@@ -108,12 +108,6 @@ def slurm_cells(job: SlurmJob, now: float) -> tuple[Text, ...]:
 
 class JobsPanel(JobsTable[Job]):
     ROOM_AFTER = 15  # the last log line's heading, LAST LOG LINE, where the width allows
-
-    class LogRequested(JobRequest[Job]):
-        pass
-
-    class StopRequested(JobRequest[Job]):
-        pass
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(COLUMNS, "Jobs", id=id)

@@ -1,8 +1,8 @@
 """What the local and the lab jobs panels share: keyed rows, the highlighted job, the keys.
 
-A subclass says what a job is (``Job`` here, ``RemoteJob`` in the lab), declares its own
-``LogRequested`` / ``StopRequested`` messages (handlers are named after the panel), and
-hands ``put_rows`` its rows in order; rows are rebuilt only when the order changes,
+A subclass says what a job is (``Job`` here, ``HostJob`` in the lab) and hands ``put_rows``
+its rows in order (``enter`` and ``K`` post ``LogRequested`` / ``StopRequested``, handled as
+``on_jobs_table_*``: each app has one jobs panel); rows are rebuilt only when the order changes,
 otherwise only the cells that changed are updated.
 
 A job's name is the user's and can be of any length: it is cut with an ellipsis to what the
@@ -45,8 +45,12 @@ class JobsTable(DataTable[Any], Generic[J]):
         Binding("K", "stop_job", "Stop job"),
     ]
 
-    LogRequested: type[JobRequest[Any]]
-    StopRequested: type[JobRequest[Any]]
+    class LogRequested(JobRequest[Any]):
+        pass
+
+    class StopRequested(JobRequest[Any]):
+        pass
+
     ROOM_AFTER = 0
     """Cells kept free after the last fixed column for a last column of free text (the local
     panel's last log line), before the name gets them."""

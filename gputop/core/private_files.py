@@ -129,10 +129,7 @@ def _check_dir(fd: int, path: Path, store: str = JOB_STORE, sharing: Sharing | N
             f"they could plant files in it, so gputop will not use it. Make it private "
             f"(chmod 700 {path}) and check what is in it, or {ADVICE}."
         )
-    if sharing is not None:
-        _share(fd, path, info, sharing.dir_mode, sharing)
-    elif mode & 0o077:
-        _make_private(fd, mode & PRIVATE_DIR_MODE)
+    _keep_private(fd, path, info, sharing, mode & PRIVATE_DIR_MODE)
     if mode & PRIVATE_DIR_MODE != PRIVATE_DIR_MODE and os.geteuid() != 0:
         raise StorePermissionError(
             f"The {store} directory {path} is not readable and writable by you (mode "
@@ -278,49 +275,41 @@ def _check_file(fd: int, path: Path, what: str, sharing: Sharing | None = None) 
             f"yours under a second name, so gputop will not write to it. Remove it, or "
             f"{ADVICE}."
         )
-    if sharing is not None:
-        _share(fd, path, info, sharing.file_mode, sharing)
-    elif stat.S_IMODE(info.st_mode) & 0o077:
-        _make_private(fd, PRIVATE_FILE_MODE)
+    _keep_private(fd, path, info, sharing, PRIVATE_FILE_MODE)
 
 
-def _chmod(fd: int, mode: int) -> None:
-    """``fchmod``, also for an ``O_PATH`` descriptor (which ``fchmod`` refuses): through
-    its ``/proc/self/fd`` entry, which names the very inode the descriptor holds."""
+def _by_fd(fd: int, change: Callable[[int | str], None]) -> None:
+    """``change`` (``os.chmod``, ``os.chown``) on a descriptor, also an ``O_PATH`` one (which
+    ``fchmod`` refuses): through its ``/proc/self/fd`` entry, the very inode it holds."""
     try:
-        os.fchmod(fd, mode)
+        change(fd)
     except OSError as error:
         if error.errno != errno.EBADF:
             raise
-        os.chmod(f"/proc/self/fd/{fd}", mode)
+        change(f"/proc/self/fd/{fd}")
 
 
-def _chgrp(fd: int, group_id: int) -> None:
-    try:
-        os.fchown(fd, -1, group_id)
-    except OSError as error:
-        if error.errno != errno.EBADF:
-            raise
-        os.chown(f"/proc/self/fd/{fd}", -1, group_id)
-
-
-def _make_private(fd: int, mode: int) -> None:
-    """``fchmod`` something of ours, reached without following a link. On a read-only
-    file system it cannot change, and nobody can plant anything there either."""
-    try:
-        _chmod(fd, mode)
-    except OSError as error:
-        if error.errno != errno.EROFS:
-            raise
-
-
-def _share(fd: int, path: Path, info: os.stat_result, mode: int, sharing: Sharing) -> None:
-    """Give something of ours (checked) the shared store's group and mode, by descriptor."""
+def _keep_private(
+    fd: int, path: Path, info: os.stat_result, sharing: Sharing | None, private_mode: int
+) -> None:
+    """Something of ours (checked), reached without following a link: shared as ``sharing``
+    says, else made private where others may read it. On a read-only file system it cannot
+    change, and nobody can plant anything there either."""
+    if sharing is None:
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            try:
+                _by_fd(fd, lambda f: os.chmod(f, private_mode))
+            except OSError as error:
+                if error.errno != errno.EROFS:
+                    raise
+        return
+    mode = sharing.file_mode if stat.S_ISREG(info.st_mode) else sharing.dir_mode
     try:
         if sharing.group_id is not None and info.st_gid != sharing.group_id:
-            _chgrp(fd, sharing.group_id)
+            group_id = sharing.group_id
+            _by_fd(fd, lambda f: os.chown(f, -1, group_id))
         if stat.S_IMODE(info.st_mode) != mode:
-            _chmod(fd, mode)
+            _by_fd(fd, lambda f: os.chmod(f, mode))
     except OSError as error:
         if error.errno == errno.EROFS:
             return

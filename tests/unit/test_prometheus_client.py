@@ -28,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputop.core.errors import UsageError
+from gputop.core.numbers import within
 from gputop.core.prometheus import answer as decoding
 from gputop.core.prometheus import client
 from gputop.core.prometheus.auth import read_auth_file, server_for
@@ -408,6 +409,66 @@ def test_any_answer_split_anywhere_reads_as_one_decode_of_the_whole(
         assert list(read.times) == [float(at) for at, _ in points]
         expected = [decoding.point_value(text, 1e300) for _, text in points]
         assert [None if math.isnan(v) else v for v in read.values] == expected
+
+
+def _expected_sample(item: object) -> tuple[dict[str, str], float | None, float | None] | None:
+    """An instant vector's item as the client must read it, decoded the slow, plain way."""
+    if not isinstance(item, dict):
+        return None
+    metric, pair = item.get("metric"), item.get("value")
+    if not isinstance(metric, dict) or not isinstance(pair, list) or len(pair) != 2:
+        return None
+    labels = {k: v for k, v in metric.items() if isinstance(v, str)}
+    at, text = pair
+    return labels, float(at) if within(at, 0, 1e11) else None, decoding.point_value(text, 1e300)
+
+
+_LABEL = st.text(alphabet=st.sampled_from([*'ab"]\\[,{}: \n\u202e\x1b', "\U0001f600"]), max_size=8)
+_ITEM = st.fixed_dictionaries(
+    {
+        "metric": st.dictionaries(_LABEL, _LABEL | st.integers(0, 9), max_size=3)
+        | st.sampled_from(["x", None]),
+        "value": st.tuples(
+            st.sampled_from([1767225600.5, 0, -1, 1e300, True, "1"]),
+            _LABEL | st.sampled_from(["1", "2.5", "NaN", "+Inf", "-1", "1e400"]),
+        ).map(list)
+        | st.sampled_from(["not a pair", [1]]),
+    }
+) | st.sampled_from([7, "x", None, [1, 2]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=st.lists(_ITEM, max_size=6),
+    sizes=st.lists(st.integers(1, 70), min_size=1, max_size=5),
+    indent=st.sampled_from([None, 1]),
+)
+def test_any_instant_answer_split_anywhere_reads_as_one_decode_of_the_whole(
+    items: list[object], sizes: list[int], indent: int | None
+) -> None:
+    """An instant vector's items are decoded in runs, cut after a ``"]}``: label values
+    holding ``"]}`` or ``"]}]``, items that are no series and chunks cut anywhere read as
+    each item decoded alone."""
+    document = {"status": "success", "data": {"resultType": "vector", "result": items}}
+    body = json.dumps(document, indent=indent, ensure_ascii=False).encode()
+    got = _walk_chunks(body, sizes, "vector").checked_samples()
+    expected = [e for e in map(_expected_sample, items) if e is not None]
+    assert [(s.labels, s.time, s.value) for s in got] == expected
+
+
+def test_an_instant_answer_larger_than_a_run_reads_whole() -> None:
+    """Thousands of items, some with ``"]}]`` in a label, one larger than a run of the
+    decoder: every one read, in order."""
+    items = [
+        {"metric": {"gpu": str(k), "odd": '"]}]' * (k % 5)}, "value": [1767225600.5, str(k)]}
+        for k in range(5000)
+    ]
+    items[2500]["metric"]["big"] = "x" * (200 << 10)
+    document = {"status": "success", "data": {"resultType": "vector", "result": items}}
+    body = json.dumps(document, separators=(",", ":")).encode()
+    got = _walk_chunks(body, [65536, 997], "vector").checked_samples()
+    assert [s.labels for s in got] == [item["metric"] for item in items]
+    assert [s.value for s in got] == [float(k) for k in range(5000)]
 
 
 @settings(max_examples=300, deadline=None)

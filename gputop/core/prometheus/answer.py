@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 
 from gputop.core.errors import GputopError
 from gputop.core.numbers import within
-from gputop.core.prometheus.stream import Stream, TooLarge, points, walk_array, walk_object
+from gputop.core.prometheus.stream import (
+    Stream,
+    TooLarge,
+    instant_items,
+    points,
+    walk_array,
+    walk_object,
+)
 
 TIMEOUT_S = 60.0
 """The default ``--timeout`` of a report: the most seconds the whole of it may take."""
@@ -27,6 +34,7 @@ MAX_TOTAL_BYTES = 128 << 20
 MAX_SERIES = 200_000
 """Series (or instant samples) in all the answers of one report or refresh."""
 MAX_MESSAGE_CHARS = 200
+_LARGEST = 1e300
 _TIME_SLACK_S = 0.001
 """The window is sent with three decimals: a point at its very edge may differ by that."""
 
@@ -134,7 +142,7 @@ class Answer:
         self.url = url
         self.budget = budget
         self.wanted_type = result_type
-        self.maximum = maximum
+        self.maximum = min(maximum, _LARGEST)  # an infinite value is never one
         self.window = (
             (window[0] - _TIME_SLACK_S, window[1] + _TIME_SLACK_S) if window is not None else None
         )
@@ -163,7 +171,10 @@ class Answer:
         stream = self._stream()
         if key == "result" and stream.peek() == "[":
             self.series, self.samples = [], []
-            walk_array(stream, self.item)
+            if self.wanted_type == "vector":
+                instant_items(stream, self.instants)
+            else:
+                walk_array(stream, self.item)
             return
         value = stream.value()
         if key == "resultType":
@@ -180,20 +191,55 @@ class Answer:
             stream.value()  # not a series: skipped
             return
         found = _Item(self)
-        if self.wanted_type == "vector":  # one sample: small, decoded whole at C's speed
-            item = stream.value()
-            if isinstance(item, dict):
-                found.take(item)
-            return
         walk_object(stream, found.member)
         found.keep()
+
+    def instants(self, items: list[object]) -> None:
+        """A run of an instant vector's items, decoded whole (each is small), checked in one
+        pass: labels that are strings, a time that is one, a value as ``point_value`` says."""
+        if self.budget.seconds_left() <= 0:
+            raise too_slow(self.url, self.budget)  # the deadline holds while reading, too
+        samples = self.samples
+        if samples is None:
+            return
+        maximum = self.maximum
+        kept = 0
+        for item in items:
+            if type(item) is not dict:
+                continue  # not a series: skipped
+            metric = item.get("metric")
+            pair = item.get("value")
+            if type(metric) is not dict or type(pair) is not list or len(pair) != 2:
+                continue
+            for label in metric.values():
+                if type(label) is not str:  # keys are strings in JSON; values need not be
+                    metric = {k: v for k, v in metric.items() if type(v) is str}
+                    break
+            at, text = pair
+            kind = type(at)
+            evaluated = float(at) if (kind is float or kind is int) and 0 <= at <= 1e11 else None
+            number = None
+            if type(text) is str and len(text) <= 400:
+                try:
+                    number = float(text)
+                except ValueError:
+                    number = None
+                else:
+                    if not 0.0 <= number <= maximum:  # NaN, infinite, negative or too large
+                        number = None
+            samples.append(Sample(metric, evaluated, number))
+            kept += 1
+        self.count(kept)
 
     def _stream(self) -> Stream:
         assert self.stream is not None
         return self.stream
 
     def count_one(self) -> None:
-        if self.budget.spend(series=1).series > MAX_SERIES:
+        self.count(1)
+
+    def count(self, series: int) -> None:
+        if self.budget.spend(series=series).series > MAX_SERIES:
             raise PrometheusError(
                 f"Prometheus at {self.url} answered more than {MAX_SERIES:,} series in all for "
                 f"this {self.budget.what}: {self.budget.advice}."
@@ -225,7 +271,7 @@ class Answer:
 
 
 class _Item:
-    """One item of ``data.result``: ``metric`` and ``values`` (a matrix) or ``value``."""
+    """One item of a matrix's ``data.result``: ``metric`` and ``values``."""
 
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
@@ -233,31 +279,17 @@ class _Item:
         self.times: array[float] = array("d")
         self.values: array[float] = array("d")
         self.has_values = False
-        self.instant: object = None
 
     def member(self, key: str) -> None:
         answer = self.answer
         stream = answer._stream()
-        if key == "values" and answer.wanted_type == "matrix" and stream.peek() == "[":
+        if key == "values" and stream.peek() == "[":
             self.has_values = True
             points(stream, self.point)
             return
         value = stream.value()
         if key == "metric" and isinstance(value, dict):
             self.labels = {str(k): v for k, v in value.items() if isinstance(v, str)}
-        elif key == "value":
-            self.instant = value
-
-    def take(self, item: dict[str, object]) -> None:
-        """An instant vector's item, decoded whole."""
-        metric = item.get("metric")
-        if isinstance(metric, dict):
-            if all(type(v) is str for v in metric.values()):  # keys are strings in JSON
-                self.labels = metric
-            else:
-                self.labels = {str(k): v for k, v in metric.items() if isinstance(v, str)}
-        self.instant = item.get("value")
-        self.keep()
 
     def point(self, point: object) -> None:
         if not isinstance(point, list) or len(point) != 2:
@@ -274,22 +306,10 @@ class _Item:
 
     def keep(self) -> None:
         answer = self.answer
-        if self.labels is None:
+        if self.labels is None or not self.has_values or answer.series is None:
             return
-        if answer.wanted_type == "matrix":
-            if not self.has_values or answer.series is None:
-                return
-            answer.count_one()
-            answer.series.append(Series(self.labels, self.times, self.values))
-            return
-        if answer.samples is None or not isinstance(self.instant, list):
-            return
-        if len(self.instant) != 2:
-            return
-        at, text = self.instant
-        evaluated = float(at) if within(at, 0, 1e11) else None
         answer.count_one()
-        answer.samples.append(Sample(self.labels, evaluated, point_value(text, answer.maximum)))
+        answer.series.append(Series(self.labels, self.times, self.values))
 
 
 def walk(url: str, read: Callable[[], bytes], answer: Answer) -> None:

@@ -7,7 +7,8 @@ memory an answer costs is what the caller keeps of it, never its size as text or
 objects. A single value larger than ``MAX_VALUE_CHARS`` is refused; nesting is bounded by
 the caller's walk and, inside a value, by Python's recursion limit (``RecursionError``, which
 the caller turns into "nested too deeply"). The points of a range query's series, the bulk of
-a large answer, are decoded many at a time (``points``), at the speed of the C decoder.
+a large answer, are decoded many at a time (``points``), at the speed of the C decoder, and
+so are the items of an instant query's answer (``instant_items``).
 """
 
 from __future__ import annotations
@@ -177,5 +178,35 @@ def points(stream: Stream, point: Callable[[object], None]) -> None:
                 point(each)
         else:
             point(stream.value())
+        if _next(stream, "]"):
+            return
+
+
+def instant_items(stream: Stream, take: Callable[[list[object]], None]) -> None:
+    """An array of an instant vector's items (``{"metric": {...}, "value": [time, "v"]}``,
+    each small), given to ``take`` a run at a time: the text up to the last ``"]}`` of the
+    next ``_BATCH_CHARS`` (or of the array), decoded as a list exactly when it ends where an
+    item ends, as ``points`` does; else one item is decoded alone."""
+    stream.expect("[")
+    if stream.peek() == "]":
+        stream.at += 1
+        return
+    while True:
+        stream.fill(_BATCH_CHARS)
+        text, at = stream.text, stream.at
+        limit = at + _BATCH_CHARS
+        close = text.find('"]}]', at, limit)
+        cut = close + 3 if close >= 0 else text.rfind('"]}', at, limit) + 3
+        batch = None
+        if cut > at + 3:
+            try:
+                batch = DECODER.decode("[" + text[at:cut] + "]")
+            except (ValueError, RecursionError):
+                batch = None
+        if isinstance(batch, list):
+            stream.at = cut
+            take(batch)
+        else:
+            take([stream.value()])
         if _next(stream, "]"):
             return

@@ -22,6 +22,7 @@ import pytest
 from gputop.core.jobs.launch import LaunchRequest, launch_job
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_rows import ProcessSeen, ended, started, supervisor_seen
 from gputop.core.model import Snapshot
 from gputop.core.process_control import group_members, process_alive, process_start_time
 from gputop.core.sampling.source import open_backend
@@ -197,11 +198,12 @@ def write_jobs(directory: str, worker: int, count: int) -> None:
                 uuids=[V100[worker % 4]],
                 env={},
             )
-            store.mark_supervisor(created.id, os.getpid(), process_start_time(os.getpid()))
-            store.mark_started(created.id, os.getpid(), process_start_time(os.getpid()))
+            me = ProcessSeen(os.getpid(), process_start_time(os.getpid()), None)
+            store.record(created.id, supervisor_seen(me))
+            store.record(created.id, started(me))
             store.add_history(f"python w{worker}.py --run {number}")
             store.list_jobs()
-            store.mark_ended(created.id, exit_code=worker)
+            store.record(created.id, ended(exit_code=worker))
     finally:
         store.close()
 

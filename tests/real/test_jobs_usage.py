@@ -18,6 +18,7 @@ from helpers.usage import scenario_file, sleeper
 from helpers.waiting import wait_for
 
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_rows import usage_measured
 from gputop.core.jobs.unrecorded import (
     RESERVED_BYTES,
     RecordedEnd,
@@ -174,7 +175,7 @@ def test_a_store_of_schema_3_gains_the_usage_column_and_keeps_its_jobs(state_dir
         connection.execute("PRAGMA user_version = 3")
     with JobStore.open(state_dir) as store:
         kept = store.get(old.id)
-        store.set_usage(old.id, USAGE)
+        store.record(old.id, usage_measured(USAGE))
         measured = store.get(old.id)
     assert (kept.name, kept.usage, measured.usage) == ("old.py", None, USAGE)
     with sqlite3.connect(state_dir / "jobs.sqlite3") as connection:

@@ -335,9 +335,11 @@ def record_job(
             uuids=uuids,
             env={},
         )
-        store.mark_supervisor(job.id, os.getpid(), psutil.Process().create_time())
+        rows = pytest.importorskip("gputop.core.jobs.store_rows")
+        seen = rows.ProcessSeen(os.getpid(), psutil.Process().create_time(), None)
+        store.record(job.id, rows.supervisor_seen(seen))
         if ended:
-            store.mark_ended(job.id, exit_code=0)
+            store.record(job.id, rows.ended(exit_code=0))
         return int(job.id)
     finally:
         store.close()

@@ -29,6 +29,7 @@ from gputop.cli.main import main
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.stop import stop_job
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_rows import ended
 from gputop.core.process_control import process_alive
 
 
@@ -52,7 +53,7 @@ def earlier_job(state_dir: Path) -> Job:
             uuids=[V100[1]],
             env={},
         )
-        store.mark_ended(created.id, exit_code=0)
+        store.record(created.id, ended(exit_code=0))
         return store.get(created.id)
 
 

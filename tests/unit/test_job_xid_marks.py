@@ -17,6 +17,7 @@ from gputop.core.history.store import open_for_reading
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.notify import ENDED, JobEvent, event_environment, job_events
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_rows import ProcessSeen, ended, started
 from gputop.core.jobs.xid_marks import live_job_xids, mark
 from gputop.core.model import GpuHealth, GpuSample, XidEvent
 
@@ -38,8 +39,9 @@ def job_on(state_dir: Path, uuid: str, index: int, start_s: float, end_s: float)
             uuids=[uuid],
             env={},
         )
-        store.mark_started(created.id, 4300200 + created.id, None, started_at=EPOCH + start_s)
-        store.mark_ended(created.id, exit_code=1, ended_at=EPOCH + end_s)
+        seen = ProcessSeen(4300200 + created.id, None, None)
+        store.record(created.id, started(seen, EPOCH + start_s))
+        store.record(created.id, ended(exit_code=1, ended_at=EPOCH + end_s))
         return store.get(created.id)
 
 

@@ -19,7 +19,8 @@ import pytest
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_file import DB_NAME, SCHEMA_VERSION, open_read_only
-from gputop.core.jobs.store_rows import row_to_job
+from gputop.core.jobs.store_rows import row_to_job, supervisor_seen
+from gputop.core.jobs.store_rows import started as started_as
 from gputop.core.jobs.unrecorded import ProcessSeen, Unrecorded, read_unrecorded
 from gputop.core.process_control import (
     ProcessGone,
@@ -115,8 +116,9 @@ def test_the_store_records_ticks_and_a_job_survives_a_step_of_its_start_times(
     with JobStore.open() as store:
         job = _make_job(store)
         # as if the clock stepped an hour after both were recorded
-        store.mark_supervisor(job.id, sleeper.pid, started.time - STEP_S, None, started.ticks)
-        store.mark_started(job.id, sleeper.pid, started.time - STEP_S, None, None, started.ticks)
+        seen = ProcessSeen(sleeper.pid, started.time - STEP_S, None, started.ticks)
+        store.record(job.id, supervisor_seen(seen))
+        store.record(job.id, started_as(seen))
         seen = store.get(job.id)
 
     assert seen.state is JobState.RUNNING, seen.note
@@ -217,8 +219,11 @@ def test_a_lost_job_ends_when_it_was_found_lost_and_its_note_is_of_then(
     ran = process_start(supervisor.pid)
     with JobStore.open() as store:
         job = _make_job(store)
-        store.mark_supervisor(job.id, supervisor.pid, ran.time, None, ran.ticks)
-        store.mark_started(job.id, sleeper.pid, started.time, None, None, started.ticks)
+        store.record(
+            job.id, supervisor_seen(ProcessSeen(supervisor.pid, ran.time, None, ran.ticks))
+        )
+        seen = ProcessSeen(sleeper.pid, started.time, None, started.ticks)
+        store.record(job.id, started_as(seen))
     supervisor.send_signal(signal.SIGKILL)
     supervisor.wait()
 
@@ -235,7 +240,7 @@ def test_a_lost_job_ends_when_it_was_found_lost_and_its_note_is_of_then(
 def test_a_job_lost_before_its_end_was_recorded_has_no_growing_duration(state_dir: Path) -> None:
     with JobStore.open() as store:
         job = _make_job(store)
-        store.mark_started(job.id, 2**22, 1.7e9, None, 1.7e9)
+        store.record(job.id, started_as(ProcessSeen(2**22, 1.7e9, None), 1.7e9))
         # as a gputop before this marked it lost: no ended_at
         store._conn.execute("UPDATE jobs SET state = 'lost', note = 'gone' WHERE id = ?", (job.id,))
         lost = store.get(job.id)

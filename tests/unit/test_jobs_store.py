@@ -15,6 +15,7 @@ from helpers.jobs import V100, all_jobs, launch, probe_command, wait_until_ended
 
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.store import JobNotFound, JobStore, StoreError, default_state_dir
+from gputop.core.jobs.store_rows import ProcessSeen, ended, lost, supervisor_seen
 from gputop.core.process_control import process_start_time
 
 
@@ -156,7 +157,7 @@ def test_a_job_whose_supervisor_vanished_is_marked_lost(state_dir: Path) -> None
     ended.wait()
     with JobStore.open() as store:
         job = make_job(store)
-        store.mark_supervisor(job.id, ended.pid, None)
+        store.record(job.id, supervisor_seen(ProcessSeen(ended.pid, None, None)))
         (listed,) = store.list_jobs()
     assert listed.state is JobState.LOST and listed.status_text == "lost"
     assert listed.note is not None and f"pid {ended.pid}" in listed.note
@@ -167,7 +168,8 @@ def test_a_job_whose_supervisor_lives_is_not_marked_lost(state_dir: Path) -> Non
     try:
         with JobStore.open() as store:
             job = make_job(store)
-            store.mark_supervisor(job.id, living.pid, process_start_time(living.pid))
+            seen = ProcessSeen(living.pid, process_start_time(living.pid), None)
+            store.record(job.id, supervisor_seen(seen))
             assert store.get(job.id).state is JobState.WAITING
     finally:
         living.kill()
@@ -177,8 +179,8 @@ def test_a_job_whose_supervisor_lives_is_not_marked_lost(state_dir: Path) -> Non
 def test_a_recorded_end_is_kept_even_for_a_job_taken_as_lost(state_dir: Path) -> None:
     with JobStore.open() as store:
         job = make_job(store)
-        store.mark_lost(job.id, "gone", None)
-        store.mark_ended(job.id, exit_code=0)
+        store.record(job.id, lost("gone", None))
+        store.record(job.id, ended(exit_code=0))
         assert store.get(job.id).status_text == "exited 0"
 
 

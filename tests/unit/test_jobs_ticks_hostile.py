@@ -14,6 +14,8 @@ import pytest
 
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_rows import ProcessSeen, supervisor_seen
+from gputop.core.jobs.store_rows import started as started_as
 from gputop.core.process_control import process_start
 
 
@@ -41,8 +43,9 @@ def test_ticks_that_are_no_count_prove_by_the_start_time(
             uuids=["GPU-0"],
             env={},
         )
-        store.mark_supervisor(job.id, sleeper.pid, started.time, None, started.ticks)
-        store.mark_started(job.id, sleeper.pid, started.time, None, None, started.ticks)
+        seen = ProcessSeen(sleeper.pid, started.time, None, started.ticks)
+        store.record(job.id, supervisor_seen(seen))
+        store.record(job.id, started_as(seen))
         store._conn.execute(
             "UPDATE jobs SET pid_start_ticks = ?, supervisor_start_ticks = ? WHERE id = ?",
             (value, value, job.id),

@@ -22,6 +22,7 @@ import pytest
 from gputop.core import sqlite_files
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.store import JobStore, StoreError
+from gputop.core.jobs.store_rows import ended
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.unrecorded import RecordedEnd, keep_end
 
@@ -46,7 +47,7 @@ def _fill(state_dir: Path) -> dict[int, dict[str, str]]:
                 uuids=[f"GPU-{n % 4}"],
                 env=env,
             )
-            store.mark_ended(job.id, exit_code=n % 3)
+            store.record(job.id, ended(exit_code=n % 3))
             envs[job.id] = env
         store.add_history("python train0.py")
     connection = sqlite3.connect(state_dir / "jobs.sqlite3")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_rows import ended
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.sqlite_files import readable_rows
 
@@ -35,7 +36,7 @@ def _job(store: JobStore, n: int) -> int:
         uuids=["GPU-0"],
         env={"PAD": f"{n:04d}" * 200},
     )
-    store.mark_ended(job.id, exit_code=n % 3)
+    store.record(job.id, ended(exit_code=n % 3))
     return job.id
 
 

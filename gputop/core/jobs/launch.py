@@ -31,6 +31,7 @@ from gputop.core.jobs.launchers import (
 )
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_rows import ProcessSeen, ended, supervisor_seen
 from gputop.core.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.model import Snapshot
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
@@ -241,7 +242,7 @@ def launch_job(
             _start_detached(store, job, environ, asked.log_max_bytes, asked.notify_command)
     except (OSError, subprocess.SubprocessError, LaunchError) as error:
         message = str(error) if isinstance(error, LaunchError) else f"{error}"
-        store.mark_ended(job.id, exit_code=126, note=f"could not start: {message}")
+        store.record(job.id, ended(exit_code=126, note=f"could not start: {message}"))
         if isinstance(error, LaunchError):
             raise
         raise LaunchError(f"Job {job.id} could not be started: {message}.") from None
@@ -341,7 +342,8 @@ def _start_in_tmux(
 def _mark_supervisor(store: JobStore, job_id: int, pid: int) -> None:
     """Record the supervisor just started: its start as a time and in ticks since boot."""
     started = process_start(pid)
-    store.mark_supervisor(job_id, pid, started.time, session_of(pid), started.ticks)
+    seen = ProcessSeen(pid, started.time, session_of(pid), started.ticks)
+    store.record(job_id, supervisor_seen(seen))
 
 
 def _tmux(environ: Mapping[str, str]) -> str:

@@ -20,6 +20,7 @@ import psutil
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.store import JobStore, StoreError
+from gputop.core.jobs.store_rows import ended, stop_asked
 from gputop.core.jobs.unrecorded import RecordedEnd, keep_end
 from gputop.core.process_control import (
     START_TIME_TOLERANCE_S,
@@ -82,7 +83,7 @@ def stop_job(
             "was signalled."
         )
     grace = job.grace_s if grace_s is None else grace_s
-    _record(lambda: store.request_stop(job.id, grace_s))  # the signal never waits for it
+    _record(lambda: store.record(job.id, stop_asked(grace_s)))  # the signal never waits for it
     if job.is_active and job.supervisor_pid is not None:
         try:
             signal_own_process(
@@ -133,7 +134,7 @@ def _cancel_in_slurm(store: JobStore, job: Job, cancel: SlurmCanceller | None) -
             f"gputop jobs stop {job.id}, or scancel {job.slurm_job_id}."
         )
     cancel(job.slurm_job_id or 0)
-    store.request_stop(job.id)
+    store.record(job.id, stop_asked())
     return f"Job {job.id} cancelled in Slurm (scancel {job.slurm_job_id})."
 
 
@@ -162,7 +163,8 @@ def _stop_without_supervisor(store: JobStore, job: Job, grace: float) -> str:
                 f"Job {job.id} is lost ({job.note or 'its supervisor is gone'}) and none of "
                 "its processes is running: nothing to stop."
             )
-        _record(lambda: store.mark_ended(job.id, note="stopped; nothing of it was running"))
+        note = "stopped; nothing of it was running"
+        _record(lambda: store.record(job.id, ended(note=note)))
         return f"Job {job.id} ({job.name}) had nothing left running; it is marked as stopped."
     used = _end_members(job, grace)
     note = "stopped by gputop directly: its supervisor was gone"

@@ -22,23 +22,13 @@ from gputop.core.jobs.store_file import StoreError, default_state_dir
 from gputop.core.jobs.store_rows import (
     CLAIMED,
     NOT_ENDED,
-    ProcessSeen,
     Transition,
-    cards_set,
     column_text,
-    ended,
     job_columns,
-    lost,
-    note_set,
     row_to_job,
-    started,
-    stop_asked,
-    supervisor_seen,
     text_column,
-    usage_measured,
 )
 from gputop.core.jobs.store_salvage import REBUILT_NOTE
-from gputop.core.jobs.usage import JobUsage
 from gputop.core.mig_targets import target_keys
 from gputop.core.private_files import STATE_DIR_ENV, open_log_append
 from gputop.core.process_control import current_boot_id
@@ -220,53 +210,6 @@ class JobStore(StoreConnection):
                 (job_id, REBUILT_NOTE),
             )
         )
-
-    # The transitions by name (store_rows.py defines them).
-
-    def mark_supervisor(
-        self,
-        job_id: int,
-        pid: int,
-        start_time: float | None,
-        session_id: int | None = None,
-        start_ticks: int | None = None,
-    ) -> None:
-        self.record(job_id, supervisor_seen(ProcessSeen(pid, start_time, session_id, start_ticks)))
-
-    def mark_started(
-        self,
-        job_id: int,
-        pid: int,
-        pid_start_time: float | None,
-        session_id: int | None = None,
-        started_at: float | None = None,
-        start_ticks: int | None = None,
-    ) -> None:
-        seen = ProcessSeen(pid, pid_start_time, session_id, start_ticks)
-        self.record(job_id, started(seen, started_at))
-
-    def mark_ended(self, job_id: int, **end: Any) -> None:
-        """``end``: the keywords of store_rows.ended."""
-        self.record(job_id, ended(**end))
-
-    def mark_lost(
-        self, job_id: int, note: str, supervisor_pid: int | None, found_at: float | None = None
-    ) -> bool:
-        return self.record(job_id, lost(note, supervisor_pid, found_at))
-
-    def request_stop(self, job_id: int, grace_s: float | None = None) -> None:
-        self.record(job_id, stop_asked(grace_s))
-
-    def set_note(self, job_id: int, note: str | None) -> None:
-        self.record(job_id, note_set(note))
-
-    def set_gpus(
-        self, job_id: int, physical_indices: Sequence[int], uuids: Sequence[str], env: Mapping
-    ) -> None:
-        self.record(job_id, cards_set(physical_indices, uuids, env))
-
-    def set_usage(self, job_id: int, usage: JobUsage) -> None:
-        self.record(job_id, usage_measured(usage))
 
     # --- internals -----------------------------------------------------------------------
 

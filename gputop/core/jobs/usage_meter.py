@@ -22,6 +22,7 @@ from gputop.core import settings
 from gputop.core.clock_events import throttling
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job
+from gputop.core.jobs.store_rows import usage_measured
 from gputop.core.jobs.usage import (
     MAX_BYTES,
     PEAK_FROM_ACCOUNTING,
@@ -299,7 +300,7 @@ class UsageRecorder:
             meter.close()
             return
         with contextlib.suppress(StoreError):
-            self._store.set_usage(self._job_id, meter.usage())
+            self._store.record(self._job_id, usage_measured(meter.usage()))
 
     def finish(self) -> JobUsage | None:
         """What the job used in all (``None``: not measured); measuring ends."""

@@ -17,6 +17,7 @@ from gputop.core import settings
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_rows import cards_set
 from gputop.core.users import current_user
 
 if TYPE_CHECKING:
@@ -130,26 +131,17 @@ class CardWaiter:
             snapshot = self._backend.sample()
         except GputopError as error:
             return None, f"cannot read the GPUs: {error}"
-        running = {
-            other.id: other.physical_indices
+        others = [
+            other
             for other in self.store.active_jobs()
             if other.id != job.id and other.state is JobState.RUNNING
-        }
-        running_uuids = {
-            other.id: other.uuids
-            for other in self.store.active_jobs()
-            if other.id != job.id and other.state is JobState.RUNNING
-        }
-        claimed, claimed_instances = self._claims(snapshot, job)
+        ]
+        running = {other.id: other.physical_indices for other in others}
+        running_uuids = {other.id: other.uuids for other in others}
+        claimed, instances = self._claims(snapshot, job)
+        policy = job_policy(job)
         decision = wait_decision(
-            snapshot,
-            job,
-            job_policy(job),
-            self._user,
-            running,
-            running_uuids,
-            claimed,
-            claimed_instances,
+            snapshot, job, policy, self._user, running, running_uuids, claimed, instances
         )
         if not decision.ready:
             return None, decision.reason
@@ -159,12 +151,12 @@ class CardWaiter:
                 list(decision.physical_indices),
                 driver_version=snapshot.driver_version,
             )
-            self.store.set_gpus(
-                job.id,
+            chosen = cards_set(
                 [device.physical_index for device in pinning.devices],
                 [device.uuid or "" for device in pinning.devices],
                 {**pinning.env, **_ignored_mark(job)},
             )
+            self.store.record(job.id, chosen)
         holder = self.store.claim_cards(job.id)
         if holder is not None:
             return None, f"job {holder.id} ({holder.name}) has just taken a card"

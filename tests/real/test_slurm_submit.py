@@ -80,15 +80,15 @@ def test_cancelling_a_running_job_frees_its_card_for_the_pending_one(
 ) -> None:
     ids = [submit_reporting_job(capsys, f"job{n}") for n in range(GPU_COUNT + 1)]
     waiting_id = ids[-1]
-    wait_for(
-        lambda: any(
-            job["id"] == waiting_id and job["status_text"] in WAITING_FOR_CARDS
-            for job in jobs_json(capsys)
-        ),
-        "the fifth job pending",
-        poll_s=POLL_S,
-    )
-    victim = next(job for job in jobs_json(capsys) if job["id"] == ids[1])
+
+    def settled() -> list[dict[str, Any]] | None:
+        jobs = {job["id"]: job for job in jobs_json(capsys)}
+        if jobs[waiting_id]["status_text"] not in WAITING_FOR_CARDS:
+            return None
+        others = [jobs[job_id] for job_id in ids[:-1]]
+        return others if all(job["status"] == "running" and job["gpus"] for job in others) else None
+
+    victim = wait_for(settled, "four jobs on cards and the fifth pending", poll_s=POLL_S)[1]
     freed_card = victim["gpus"][0]
 
     code, out, err = gputop(capsys, "jobs", "stop", "--yes", str(ids[1]))

@@ -207,6 +207,9 @@ def test_a_claim_planted_behind_anothers_neither_blocks_its_extension_nor_inheri
     assert listed == []
     ran = gputop_as(ana, claims_dir, "run", "--gpus", "3", "--", "true")
     assert ran.returncode == 0, ran.stderr
+    # The job holds the card while it runs; its supervisor gives the claim back at its end
+    # (not bob, whose plant was never a claim).
+    wait_for(lambda: holders(claims_dir) == [], "the job's claim given back at its end")
     again = gputop_as(ana, claims_dir, "claim", "--gpus", "3")
     assert again.returncode == 0, again.stderr
     assert holders(claims_dir) == [(3, ana.name)]

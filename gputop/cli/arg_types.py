@@ -11,12 +11,13 @@ import argparse
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gputop.core.errors import UsageError
 from gputop.core.history.periods import parse_duration
 from gputop.core.numbers import parse_count, parse_seconds
 
+T = TypeVar("T")
 _COMMANDS: weakref.WeakKeyDictionary[argparse.ArgumentParser, Mapping[str, Any]] = (
     weakref.WeakKeyDictionary()
 )
@@ -35,39 +36,36 @@ def commands_of(parser: argparse.ArgumentParser) -> Mapping[str, argparse.Argume
     return _COMMANDS.get(parser, {})
 
 
-def seconds(minimum: float, maximum: float) -> Callable[[str], float]:
-    """A finite number of seconds in ``[minimum, maximum]`` (``nan``, ``inf`` refused)."""
+def argument_type(read: Callable[[str], T]) -> Callable[[str], T]:
+    """``read`` as an argparse type: its ``UsageError`` said as argparse says a bad value
+    (argparse puts "argument --for: " before it: the option is named once)."""
 
-    def parse(text: str) -> float:
+    def parse(text: str) -> T:
         try:
-            return parse_seconds(text, "", minimum, maximum)
+            return read(text)
         except UsageError as error:
             raise argparse.ArgumentTypeError(str(error).strip()) from None
 
     return parse
+
+
+def seconds(minimum: float, maximum: float) -> Callable[[str], float]:
+    """A finite number of seconds in ``[minimum, maximum]`` (``nan``, ``inf`` refused)."""
+    return argument_type(lambda text: parse_seconds(text, "", minimum, maximum))
 
 
 def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     """A whole number written in ASCII digits, in ``[minimum, maximum]``."""
-
-    def parse(text: str) -> int:
-        try:
-            return parse_count(text, "", minimum, maximum)
-        except UsageError as error:
-            raise argparse.ArgumentTypeError(str(error).strip()) from None
-
-    return parse
+    return argument_type(lambda text: parse_count(text, "", minimum, maximum))
 
 
 def duration(minimum_s: float = 0.0, shortest: str = "") -> Callable[[str], float]:
     """Seconds from ``90m``, ``24h``, ``7d`` (docs/history.md), at least ``minimum_s``
     (``shortest`` says it as a person would, with why)."""
+    read = argument_type(lambda text: parse_duration(text, ""))
 
     def parse(text: str) -> float:
-        try:
-            value = parse_duration(text, "")
-        except UsageError as error:
-            raise argparse.ArgumentTypeError(str(error).strip()) from None
+        value = read(text)
         if value < minimum_s:
             raise argparse.ArgumentTypeError(f"{text!r} is too short: give {shortest}.")
         return value

@@ -7,11 +7,11 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from gputop.cli.arg_types import duration as duration_type
 from gputop.core.claims.book import Card, ClaimBook
 from gputop.core.claims.directory import claims_path, setup_line
 from gputop.core.claims.files import MAX_FOR_S, MAX_NOTE, MIN_FOR_S
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.history.periods import parse_duration
 from gputop.core.mig_targets import mig_target_by_uuid
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
@@ -21,10 +21,7 @@ from gputop.core.units import duration
 
 def claim_duration(text: str) -> float:
     """``--for``: 90m, 4h, 2d; one minute to seven days."""
-    try:  # argparse says "argument --for: " before the message: the option once
-        value = parse_duration(text, "")
-    except UsageError as error:
-        raise argparse.ArgumentTypeError(str(error).strip()) from None
+    value = duration_type()(text)
     if not MIN_FOR_S <= value <= MAX_FOR_S:
         raise argparse.ArgumentTypeError(
             f"{clean(text)!r}: a claim lasts from {duration(MIN_FOR_S)} to "

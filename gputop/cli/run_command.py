@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gputop.cli.arg_types import count, seconds
+from gputop.cli.claims_common import sample
 from gputop.cli.job_store import open_store_to_record
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.pick_command import active_job_gpus
@@ -55,7 +56,7 @@ from gputop.core.numbers import parse_size, strict_json
 from gputop.core.probes import DriverProbe
 from gputop.core.probes.driver_mapping import check_launch
 from gputop.core.safe_text import clean
-from gputop.core.sampling.source import environment_for_jobs, open_backend
+from gputop.core.sampling.source import environment_for_jobs
 from gputop.core.units import counted
 from gputop.core.users import current_user
 from gputop.core.visibility import Visibility, resolve_visibility
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         settings.WAIT_POLL.read(environ)
     # Everything is checked before the store is opened: a rejected run writes nothing, not
     # even the state directory.
-    snapshot = _sample(args.fake)
+    snapshot = sample(args.fake)
     wait_count = None
     indices: list[int | str]
     claims = read_claims(environ)
@@ -372,14 +373,6 @@ def card_labels(job: Job, snapshot: Snapshot) -> list[str]:
         uuid = job.uuids[logical] if logical < len(job.uuids) else ""
         labels.append(card_label(snapshot.gpus, uuid if uuid.startswith("MIG-") else physical))
     return labels
-
-
-def _sample(fake: str | None) -> Snapshot:
-    backend = open_backend(fake)
-    try:
-        return backend.sample()
-    finally:
-        backend.close()
 
 
 def _missing_program(job: Job, environ: Mapping[str, str]) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gputop.core.jobs.command import CommandPlan
 from gputop.core.numbers import MAX_COUNT, digits_within
@@ -45,21 +45,11 @@ _DEEPSPEED_FLAGS = frozenset(
      "--save_pid", "--enable_each_rank_log", "--autotuning", "--elastic_training",
      "--bind_cores_to_rank", "--ssh", "--no_ssh", "--quiet"}
 )  # fmt: skip
-_TORCH_RENDEZVOUS: tuple[str, ...] = (
-    "--standalone",
-    "--rdzv-endpoint",
-    "--rdzv_endpoint",
-    "--master-port",
-)
+_TORCH_RENDEZVOUS = ("--standalone", "--rdzv-endpoint", "--rdzv_endpoint", "--master-port")
 _TORCH_RENDEZVOUS += ("--master_port",)
 _TORCH_RENDEZVOUS_ENV = ("PET_STANDALONE", "PET_RDZV_ENDPOINT", "PET_MASTER_PORT")
-_ACCELERATE_MODES: tuple[str, ...] = (
-    "--multi_gpu",
-    "--use_deepspeed",
-    "--use_fsdp",
-    "--use_megatron_lm",
-)
-_ACCELERATE_MODES += ("--cpu", "--tpu")
+_ACCELERATE_MODES = ("--multi_gpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--cpu")
+_ACCELERATE_MODES += ("--tpu",)
 
 
 @dataclass(frozen=True)
@@ -117,12 +107,14 @@ def plan_launcher(
     if found is None:
         return None
     launcher, start = found
-    options = _launcher_options(plan.argv, start, _flags(launcher))
-    if launcher == ACCELERATE:
-        return _accelerate(plan.argv, start, options, cards, port_finder)
-    if launcher == DEEPSPEED:
-        return _deepspeed(plan.argv, start, options, cards, port_finder)
-    return _torchrun(launcher, plan.argv, start, options, cards, environ, port_finder)
+    flags, build = _LAUNCHERS.get(launcher, (_TORCH_FLAGS, _torchrun))
+    draft = _Draft(launcher, _launcher_options(plan.argv, start, flags), cards, port_finder)
+    count, port = build(draft, environ)
+    added = tuple(draft.added)
+    return LauncherPlan(
+        launcher, (*plan.argv[:start], *added, *plan.argv[start:]), added, count, port,
+        tuple(draft.notes), tuple(draft.warnings), pin_with_indices=launcher == DEEPSPEED,
+    )  # fmt: skip
 
 
 def plain_python_note(plan: CommandPlan, cards: int) -> str | None:
@@ -173,14 +165,6 @@ def _before_script(argv: Sequence[str]) -> list[str]:
     return words
 
 
-def _flags(launcher: str) -> frozenset[str]:
-    if launcher == ACCELERATE:
-        return _ACCELERATE_FLAGS
-    if launcher == DEEPSPEED:
-        return _DEEPSPEED_FLAGS
-    return _TORCH_FLAGS
-
-
 def _launcher_options(argv: Sequence[str], start: int, flags: frozenset[str]) -> dict[str, str]:
     """The launcher's own options (before its script), by name: ``{"--nproc-per-node": "2"}``.
 
@@ -211,131 +195,93 @@ def _given(options: Mapping[str, str], *names: str) -> str | None:
     return None
 
 
-def _insert(argv: Sequence[str], start: int, added: Sequence[str]) -> tuple[str, ...]:
-    return (*argv[:start], *added, *argv[start:])
+@dataclass
+class _Draft:
+    """A launcher's plan being made: its options, and what gputop adds and says."""
+
+    launcher: str
+    options: Mapping[str, str]
+    cards: int
+    port_finder: PortFinder | None
+    added: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def process_count(self, given: str | None, option: str) -> int | None:
+        """The processes per node, and the note or warning about it."""
+        cards = self.cards
+        if given is None:
+            self.added.append(f"{option}={cards}")
+            self.notes.append(
+                f"{option} was not given: gputop sets it to {cards}, one process per selected card."
+            )
+            return cards
+        count = digits_within(given, 0, MAX_COUNT)
+        selected = f"{cards} card{'s are' if cards > 1 else ' is'} selected"
+        if count is None:
+            self.warnings.append(
+                f"{option}={given}: {self.launcher} decides the process count itself; {selected}."
+            )
+        elif count != cards:
+            idle = f"{cards - count} card(s) stay idle" if count < cards else "ranks share cards"
+            self.warnings.append(f"{option}={count} but {selected}: {idle}.")
+        return count
+
+    def port(self, option: str, why: str) -> int | None:
+        """A free rendezvous port as ``option``, unless the command gives one."""
+        if option in self.options:
+            self.notes.append(f"The rendezvous port is given ({option}): gputop leaves it.")
+            return None
+        port = self.port_finder() if self.port_finder is not None else None
+        self.added.append(f"{option}={'PORT' if port is None else port}")
+        given = "a free port, chosen at launch" if port is None else f"port {port}, free now"
+        self.notes.append(f"{why}: gputop gives it {given}.")
+        return port
 
 
-def _process_count(
-    launcher: str, given: str | None, cards: int, added: list[str], option: str
-) -> tuple[int | None, list[str], list[str]]:
-    """The processes per node, and the note or warning about it."""
-    notes: list[str] = []
-    warnings: list[str] = []
-    if given is None:
-        added.append(f"{option}={cards}")
-        notes.append(
-            f"{option} was not given: gputop sets it to {cards}, one process per selected card."
-        )
-        return cards, notes, warnings
-    count = digits_within(given, 0, MAX_COUNT)
-    if count is None:
-        warnings.append(
-            f"{option}={given}: {launcher} decides the process count itself; "
-            f"{cards} card{'s are' if cards > 1 else ' is'} selected."
-        )
-    elif count != cards:
-        idle = f"{cards - count} card(s) stay idle" if count < cards else "ranks share cards"
-        warnings.append(
-            f"{option}={count} but {cards} card{'s are' if cards > 1 else ' is'} selected: {idle}."
-        )
-    return count, notes, warnings
-
-
-def _port_added(
-    added: list[str], option: str, port_finder: PortFinder | None, why: str
-) -> tuple[int | None, str]:
-    port = port_finder() if port_finder is not None else None
-    shown = str(port) if port is not None else "PORT"
-    added.append(f"{option}={shown}")
-    if port is None:
-        return None, f"{why}: gputop gives it a free port, chosen at launch."
-    return port, f"{why}: gputop gives it port {port}, free now."
-
-
-def _torchrun(
-    launcher: str,
-    argv: Sequence[str],
-    start: int,
-    options: Mapping[str, str],
-    cards: int,
-    environ: Mapping[str, str],
-    port_finder: PortFinder | None,
-) -> LauncherPlan:
-    added: list[str] = []
+def _torchrun(draft: _Draft, environ: Mapping[str, str]) -> tuple[int | None, int | None]:
+    options = draft.options
     given = _given(options, "--nproc-per-node", "--nproc_per_node")
     if given is None:
         given = environ.get("PET_NPROC_PER_NODE")
-    count, notes, warnings = _process_count(launcher, given, cards, added, "--nproc_per_node")
+    count = draft.process_count(given, "--nproc_per_node")
     rendezvous = [name for name in _TORCH_RENDEZVOUS if name in options]
     rendezvous += [name for name in _TORCH_RENDEZVOUS_ENV if environ.get(name)]
     nodes = _given(options, "--nnodes") or environ.get("PET_NNODES") or "1"
-    port: int | None = None
     if rendezvous:
-        notes.append(f"The rendezvous is given ({rendezvous[0]}): gputop leaves it.")
-    elif nodes.split(":")[-1] not in ("", "1"):
-        notes.append(f"--nnodes={nodes}: a multi-node rendezvous; gputop leaves its port.")
-    else:
-        port, said = _port_added(
-            added,
-            "--master_port",
-            port_finder,
-            "Without --master-port, torchrun 2.13 picks a free port itself on one node but "
-            "older releases rendezvous on the fixed port 29500",
-        )
-        notes.append(said)
-    return LauncherPlan(
-        launcher, _insert(argv, start, added), tuple(added), count, port,
-        tuple(notes), tuple(warnings),
-    )  # fmt: skip
+        draft.notes.append(f"The rendezvous is given ({rendezvous[0]}): gputop leaves it.")
+        return count, None
+    if nodes.split(":")[-1] not in ("", "1"):
+        draft.notes.append(f"--nnodes={nodes}: a multi-node rendezvous; gputop leaves its port.")
+        return count, None
+    why = (
+        "Without --master-port, torchrun 2.13 picks a free port itself on one node but "
+        "older releases rendezvous on the fixed port 29500"
+    )
+    return count, draft.port("--master_port", why)
 
 
-def _accelerate(
-    argv: Sequence[str],
-    start: int,
-    options: Mapping[str, str],
-    cards: int,
-    port_finder: PortFinder | None,
-) -> LauncherPlan:
-    added: list[str] = []
+def _accelerate(draft: _Draft, environ: Mapping[str, str]) -> tuple[int | None, int | None]:
+    options = draft.options
     given = _given(options, "--num_processes", "--num-processes")
-    count, notes, warnings = _process_count(ACCELERATE, given, cards, added, "--num_processes")
-    if given is None and cards > 1 and not any(mode in options for mode in _ACCELERATE_MODES):
-        added.append("--multi_gpu")
+    count = draft.process_count(given, "--num_processes")
+    if given is None and draft.cards > 1 and not any(mode in options for mode in _ACCELERATE_MODES):
+        draft.added.append("--multi_gpu")
     if "--gpu_ids" in options:
-        warnings.append(
+        draft.warnings.append(
             "--gpu_ids makes accelerate set CUDA_VISIBLE_DEVICES itself, replacing gputop's "
             "pinning: leave it out."
         )
-    port: int | None = None
-    if "--main_process_port" in options:
-        notes.append("The rendezvous port is given (--main_process_port): gputop leaves it.")
-    else:
-        port, said = _port_added(
-            added,
-            "--main_process_port",
-            port_finder,
-            "Without --main_process_port (or one in its config file), accelerate uses 29500",
-        )
-        notes.append(said)
-    notes.append(
+    why = "Without --main_process_port (or one in its config file), accelerate uses 29500"
+    port = draft.port("--main_process_port", why)
+    draft.notes.append(
         "accelerate's config file (accelerate config) may set more; options given here win."
     )
-    return LauncherPlan(
-        ACCELERATE, _insert(argv, start, added), tuple(added), count, port,
-        tuple(notes), tuple(warnings),
-    )  # fmt: skip
+    return count, port
 
 
-def _deepspeed(
-    argv: Sequence[str],
-    start: int,
-    options: Mapping[str, str],
-    cards: int,
-    port_finder: PortFinder | None,
-) -> LauncherPlan:
-    added: list[str] = []
-    notes: list[str] = []
-    warnings: list[str] = []
+def _deepspeed(draft: _Draft, environ: Mapping[str, str]) -> tuple[int | None, int | None]:
+    options, cards = draft.options, draft.cards
     overriding = [
         name
         for name in ("--include", "-i", "--exclude", "-e", "--num_gpus", "--num_accelerators")
@@ -346,28 +292,24 @@ def _deepspeed(
     count: int | None = cards
     if overriding:
         count = digits_within(_given(options, "--num_gpus", "--num_accelerators"), 0, MAX_COUNT)
-        warnings.append(
+        draft.warnings.append(
             f"With {overriding[0]}, deepspeed ignores CUDA_VISIBLE_DEVICES and picks cards "
             "of the whole machine: gputop's pinning is lost. Leave it out; deepspeed then "
             f"starts one process per selected card ({cards})."
         )
     else:
-        notes.append(
+        draft.notes.append(
             f"deepspeed starts one process per visible card: {cards}. It reads "
             "CUDA_VISIBLE_DEVICES as integers, so gputop pins by index."
         )
-    port: int | None = None
-    if "--master_port" in options:
-        notes.append("The rendezvous port is given (--master_port): gputop leaves it.")
-    else:
-        port, said = _port_added(
-            added, "--master_port", port_finder, "Without --master_port, deepspeed uses 29500"
-        )
-        notes.append(said)
-    return LauncherPlan(
-        DEEPSPEED, _insert(argv, start, added), tuple(added), count, port,
-        tuple(notes), tuple(warnings), pin_with_indices=True,
-    )  # fmt: skip
+    return count, draft.port("--master_port", "Without --master_port, deepspeed uses 29500")
+
+
+_LAUNCHERS = {
+    ACCELERATE: (_ACCELERATE_FLAGS, _accelerate),
+    DEEPSPEED: (_DEEPSPEED_FLAGS, _deepspeed),
+}
+"""Each launcher's flags without a value, and what gputop adds for it (else torchrun's)."""
 
 
 def rank_lines(launcher: LauncherPlan, card_labels: Sequence[str]) -> list[str]:

@@ -1,11 +1,8 @@
-"""The job store's kind (core/sqlite_files.py: the lifecycle) and how its file is opened:
-a private directory with the job logs beside it, the schema, and recovery.
+"""The job store's file: its schema, migrations and kind (sqlite_files.py has the lifecycle).
 
-Whatever happens here must never lose a job silently. Opening is serialised across
-processes with a lock file, so two processes never both "repair" the same store; a damaged
-store is moved aside only by a command that records jobs, with every job it still holds
-carried over (store_salvage.py). Older stores are migrated in place (``_MIGRATIONS``),
-keeping every job; columns are also added without a new version (``ADDED_COLUMNS``).
+Never lose a job silently: opening is serialised by a lock file, so two processes never both
+repair one store; a damaged store is moved aside only by a command that records jobs, with
+what it still holds carried over (store_salvage.py).
 """
 
 from __future__ import annotations
@@ -17,8 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from gputop.core.jobs.store_salvage import MAX_LOG_ID_DIGITS, carry_over
-from gputop.core.numbers import is_ascii_digits
+from gputop.core.jobs.store_salvage import carry_over, log_ids
 from gputop.core.private_files import (
     STATE_DIR_ENV,
     StoreError,
@@ -128,14 +124,10 @@ gputop next opens it for writing. Every reader takes a missing one as NULL (stor
 """
 
 
-def _create(connection: sqlite3.Connection, path: Path) -> None:
-    _create_schema(connection, path.parent / LOGS_DIR)
-
-
 JOBS = StoreKind(
     what="job store",
     version=SCHEMA_VERSION,
-    create=_create,
+    create=lambda connection, path: _create_schema(connection, path.parent / LOGS_DIR),
     migrations=_MIGRATIONS,
     elsewhere=f"set {STATE_DIR_ENV}",
     repaired_by="a store is moved aside only once an integrity check under its lock proves "
@@ -149,13 +141,10 @@ JOBS = StoreKind(
 def open_connection(
     directory: Path, notices: list[str], *, repair: bool = False
 ) -> sqlite3.Connection:
-    """A connection to ``directory``'s store, created or migrated as needed.
-
-    ``repair``: a store that reads as damaged is checked under the open lock and, where
-    the check proves it, moved aside with what it still holds carried over (only commands
-    that record jobs repair; a reader is refused with a message, docs/sqlite.md).
-    Appends to ``notices`` what a person must be told (a damaged store moved aside).
-    """
+    """A connection to ``directory``'s store, created or migrated as needed; what a person
+    must be told goes to ``notices``. ``repair`` (commands that record jobs; a reader is
+    refused instead): a store that reads as damaged is checked under the open lock, and
+    moved aside with what it holds carried over where that proves it (docs/sqlite.md)."""
     dir_fd = open_private_dir(directory)
     try:
         os.close(open_private_subdir(dir_fd, directory, LOGS_DIR))
@@ -174,7 +163,6 @@ def open_connection(
 
 
 def _carry(damaged: Path, connection: sqlite3.Connection, directory: Path) -> str:
-    """What ``damaged`` holds, carried into the new store (``connection``)."""
     with immediate(connection):
         carried = carry_over(damaged, connection, directory)
         _continue_ids_after(connection, directory / LOGS_DIR)
@@ -185,16 +173,11 @@ def _carry(damaged: Path, connection: sqlite3.Connection, directory: Path) -> st
 
 
 def open_read_only(directory: Path) -> sqlite3.Connection:
-    """A read-only connection to ``directory``'s existing store, for when nothing can be
-    written there (a full disk, a read-only file system: docs/faults.md).
-
-    It creates nothing: no directory, no lock file, no ``-wal``/``-shm`` where SQLite can
-    do without them, and it forces no checkpoint. The same checks as for writing apply (a
-    private directory, a regular file of ours, no trigger or view, not from a newer
-    gputop). Where SQLite cannot set up its shared memory file (it would have to create
-    it) and the ``-wal`` file is absent or empty, everything is in the main file: it is
-    then opened as immutable.
-    """
+    """A read-only connection to ``directory``'s store where nothing can be written (a full
+    disk, a read-only file system: docs/faults.md), with the checks of writing. It creates
+    nothing (no lock file, no ``-wal``/``-shm`` SQLite can do without) and forces no
+    checkpoint; where SQLite cannot set up its shared memory and the ``-wal`` is absent or
+    empty, everything is in the main file: it is opened as immutable."""
     path = directory / DB_NAME
     dir_fd = open_private_dir(directory, create=False)
     try:
@@ -287,21 +270,9 @@ def _continue_ids_after(connection: sqlite3.Connection, logs_dir: Path) -> None:
     """After a store was moved aside, new ids continue after every id known (the old
     logs', the jobs carried over), so that a new job never appends to an old job's log."""
     highest = max(
-        _highest_log_id(logs_dir),
+        max(log_ids(logs_dir, logs_only=False), default=0),
         int(connection.execute("SELECT COALESCE(MAX(id), 0) FROM jobs").fetchone()[0]),
     )
     if highest:
         connection.execute("DELETE FROM sqlite_sequence WHERE name = 'jobs'")
         connection.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)", (highest,))
-
-
-def _highest_log_id(logs_dir: Path) -> int:
-    """The highest id a job log is named after. At most 18 digits: an id SQLite can still
-    count on from (a log named 2**63-1 made every launch fail as "disk is full")."""
-    highest = 0
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(logs_dir):
-            stem = entry.name.split(".", 1)[0]
-            if is_ascii_digits(stem) and len(stem) <= MAX_LOG_ID_DIGITS:
-                highest = max(highest, int(stem))
-    return highest

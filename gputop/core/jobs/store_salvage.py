@@ -1,10 +1,7 @@
 """What a damaged job store still holds, carried into the new one (docs/sqlite.md).
 
-A store is moved aside only once an integrity check under its lock proves it damaged
-(store_file.py). Then every job row SQLite can still return is recorded again, as it was;
-a job whose row is lost but whose log remains is rebuilt from the log and from the end its
-supervisor kept beside the store (``run/<id>.end``, pending_end.py); the launch dialog's
-remembered commands are carried too. The person is told how many jobs were kept.
+Every row SQLite still returns is recorded again as it was; a job whose row is lost but
+whose log remains is rebuilt from the log and the end its supervisor kept (unrecorded.py).
 """
 
 from __future__ import annotations
@@ -26,25 +23,22 @@ from gputop.core.sqlite_files import readable_rows
 REBUILT_NOTE = (
     "rebuilt from its log after the job store was damaged: its command and cards are not known"
 )
-"""The note of a job rebuilt from its log; its supervisor, if it still runs, records the
-job again over it (JobStore.adopt)."""
+"""A still running supervisor records its job again over such a row (JobStore.adopt)."""
 
 MAX_LOG_ID_DIGITS = 18
-"""A log named with more digits is no job's (ids stay below 2**63, and new ones follow)."""
+"""A log named with more digits is no job's: ids stay below 2**63 (a log named 2**63-1 made
+every launch fail as "disk is full"), and new ones follow."""
 
 
 @dataclass(frozen=True)
-class Carried:
-    """What was carried from a damaged store into the new one."""
+class SalvageCounts:
+    """How much of a damaged store the new one holds: rows read back whole, jobs rebuilt
+    from their logs, remembered commands; why nothing could be read (``None``: it could)."""
 
     kept: int
-    """Job rows read back whole."""
     rebuilt: int
-    """Jobs whose row was lost, rebuilt from their logs."""
     commands: int
-    """Remembered commands (the launch dialog's history)."""
     unreadable: str | None = None
-    """Why nothing at all could be read from the damaged file (``None``: it could)."""
 
     def describe(self) -> str:
         jobs = f"{self.kept} job{'s' if self.kept != 1 else ''} read back from it"
@@ -56,10 +50,10 @@ class Carried:
         return text
 
 
-def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -> Carried:
+def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -> SalvageCounts:
     """Record in ``connection`` (the new, empty store) what ``damaged`` still holds."""
     logs_dir = state_dir / "logs"
-    log_ids = _log_ids(logs_dir)
+    ids = log_ids(logs_dir)
     job_rows: list[dict[str, object]] = []
     history_rows: list[dict[str, object]] = []
     unreadable = None
@@ -74,7 +68,7 @@ def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -
             old.row_factory = sqlite3.Row
             old.execute("PRAGMA trusted_schema = OFF")
             with contextlib.suppress(sqlite3.DatabaseError):
-                job_rows = readable_rows(old, "jobs", log_ids)
+                job_rows = readable_rows(old, "jobs", ids)
             with contextlib.suppress(sqlite3.DatabaseError):
                 history_rows = readable_rows(old, "history")
             if not job_rows and not history_rows:
@@ -86,17 +80,20 @@ def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -
             old.close()
     columns = [row[1] for row in connection.execute("PRAGMA table_info(jobs)")]
     kept = _insert_jobs(connection, job_rows, columns)
-    rebuilt = _rebuild_from_logs(connection, logs_dir, log_ids, state_dir)
+    rebuilt = _rebuild_from_logs(connection, logs_dir, ids, state_dir)
     commands = _insert_history(connection, history_rows)
-    return Carried(kept=kept, rebuilt=rebuilt, commands=commands, unreadable=unreadable)
+    return SalvageCounts(kept, rebuilt, commands, unreadable)
 
 
-def _log_ids(logs_dir: Path) -> set[int]:
+def log_ids(logs_dir: Path, *, logs_only: bool = True) -> set[int]:
+    """The job ids files in ``logs_dir`` are named after: ``ID.log`` (``logs_only`` False:
+    any ``ID`` or ``ID.*``, which new ids continue after)."""
     ids: set[int] = set()
     with contextlib.suppress(OSError):
         for entry in os.scandir(logs_dir):
             stem, _, suffix = entry.name.partition(".")
-            if suffix == "log" and is_ascii_digits(stem) and len(stem) <= MAX_LOG_ID_DIGITS:
+            wanted = suffix == "log" or not logs_only
+            if wanted and is_ascii_digits(stem) and len(stem) <= MAX_LOG_ID_DIGITS:
                 ids.add(int(stem))
     return ids
 
@@ -129,11 +126,11 @@ def _insert_jobs(
 
 
 def _rebuild_from_logs(
-    connection: sqlite3.Connection, logs_dir: Path, log_ids: set[int], state_dir: Path
+    connection: sqlite3.Connection, logs_dir: Path, ids: set[int], state_dir: Path
 ) -> int:
     """A job for each log whose row is gone: lost, or ended as its kept end says."""
     present = {int(row[0]) for row in connection.execute("SELECT id FROM jobs")}
-    missing = sorted(log_ids - present)
+    missing = sorted(ids - present)
     if not missing:
         return 0
     ends = read_pending_ends(state_dir)

@@ -4,7 +4,6 @@ they name (docs/claims.md)."""
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Sequence
 
 from gputop.cli.arg_types import duration as duration_type
@@ -77,7 +76,3 @@ def cards_of(snapshot: Snapshot, targets: Sequence[int | str]) -> list[Card]:
         instances = tuple(m.uuid for m in gpu.mig_devices if m.uuid)
         cards.append(Card(gpu.uuid, target, f"GPU {target}", instances))
     return cards
-
-
-def my_uid() -> int:
-    return os.geteuid()

@@ -43,6 +43,7 @@ JOB_STORE = "job store"
 ADVICE = f"set {STATE_DIR_ENV} (or XDG_STATE_HOME) to a directory of your own"
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -356,12 +357,7 @@ def check_store_file(
     path = directory / name
     if create:
         try:
-            fd = os.open(
-                name,
-                os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                PRIVATE_FILE_MODE,
-                dir_fd=dir_fd,
-            )
+            fd = os.open(name, os.O_RDWR | _NEW_FILE, PRIVATE_FILE_MODE, dir_fd=dir_fd)
         except FileExistsError:
             pass
         except OSError as error:
@@ -431,13 +427,18 @@ def open_log_append(log_path: str | os.PathLike[str]) -> int:
     able to tell a refused log from a full disk).
     """
     path = Path(log_path)
-    dir_fd = _open_dir(lambda: os.open(path.parent, _DIR_FLAGS), path.parent)
+    dir_fd = _open_parent(path)
     try:
         return open_private_file(
             dir_fd, path.parent, path.name, os.O_WRONLY | os.O_APPEND, "job log"
         )
     finally:
         os.close(dir_fd)
+
+
+def _open_parent(path: Path) -> int:
+    """The checked directory of a file named by its path (a job's log, an env file)."""
+    return _open_dir(lambda: os.open(path.parent, _DIR_FLAGS), path.parent)
 
 
 def append_to_log(log_path: str | os.PathLike[str], data: bytes) -> bool:
@@ -464,12 +465,7 @@ def write_env_file(state_dir: Path, run_dir: str, job_id: int, environ: Mapping[
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=run_fd)  # a stale one of ours: never reused
         try:
-            fd = os.open(
-                name,
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                PRIVATE_FILE_MODE,
-                dir_fd=run_fd,
-            )
+            fd = os.open(name, os.O_WRONLY | _NEW_FILE, PRIVATE_FILE_MODE, dir_fd=run_fd)
         except OSError as error:
             raise StoreError(
                 f"Cannot create {state_dir / run_dir / name}: {_cause(error)}."
@@ -485,7 +481,7 @@ def read_env_file(env_file: str) -> dict[str, str] | None:
     """The environment a launcher left, read once and deleted; ``None`` if refused."""
     path = Path(env_file)
     try:
-        dir_fd = _open_dir(lambda: os.open(path.parent, _DIR_FLAGS), path.parent)
+        dir_fd = _open_parent(path)
     except StoreError:
         return None
     try:

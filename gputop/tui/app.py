@@ -353,6 +353,5 @@ class GputopApp(DashboardApp, JobsActions):
         self.query_one(GpuGrid).clear_selection()
 
     def action_filter_card(self) -> None:
-        table = self.query_one(ProcessTable)
-        table.toggle_filter(self.query_one(GpuGrid).highlighted)
-        self.notify(table.describe_view(), timeout=2)
+        highlighted = self.query_one(GpuGrid).highlighted
+        self.change_view(lambda table: table.toggle_filter(highlighted))

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from rich.text import Text
 from textual import events
@@ -313,25 +313,25 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
 
         def answered(text: str | None) -> None:
             if text is not None:
-                table.set_text_filter(text)
-                self.notify(table.describe_view(), timeout=2)
+                self.change_view(lambda table: table.set_text_filter(text))
 
         self.push_screen(FilterScreen(table.text_filter), answered)
 
-    def action_only_mine(self) -> None:
+    def change_view(self, change: Callable[[Any], object]) -> None:
+        """``change(table)`` on the process table (the lab's: ``LabProcessTable``), then say
+        what it now shows."""
         table = self.query_one(ProcessTable)
-        table.toggle_only_mine()
+        change(table)
         self.notify(table.describe_view(), timeout=2)
+
+    def action_only_mine(self) -> None:
+        self.change_view(ProcessTable.toggle_only_mine)
 
     def action_cycle_sort(self) -> None:
-        table = self.query_one(ProcessTable)
-        table.next_sort()
-        self.notify(table.describe_view(), timeout=2)
+        self.change_view(ProcessTable.next_sort)
 
     def action_reverse_sort(self) -> None:
-        table = self.query_one(ProcessTable)
-        table.toggle_reverse()
-        self.notify(table.describe_view(), timeout=2)
+        self.change_view(ProcessTable.toggle_reverse)
 
     def action_resort(self) -> None:
         """Sort the processes exactly now: rows held by the margin move (row_order.py)."""

@@ -236,9 +236,8 @@ class LabApp(DashboardApp):
         self.notify("Every host expanded." if expanded else "Every host collapsed.", timeout=2)
 
     def action_filter_host(self) -> None:
-        table = self.query_one(LabProcessTable)
-        table.filter_host(self.query_one(LabGrid).host)
-        self.notify(table.describe_view(), timeout=2)
+        host = self.query_one(LabGrid).host
+        self.change_view(lambda table: table.filter_host(host))
 
     def action_toggle_card(self) -> None:
         self.query_one(LabGrid).toggle_highlighted()
@@ -251,9 +250,7 @@ class LabApp(DashboardApp):
 
     def action_filter_card(self) -> None:
         grid = self.query_one(LabGrid)
-        table = self.query_one(LabProcessTable)
-        table.filter_card(grid.host, grid.highlighted)
-        self.notify(table.describe_view(), timeout=2)
+        self.change_view(lambda table: table.filter_card(grid.host, grid.highlighted))
 
     def action_card_history(self) -> None:
         grid = self.query_one(LabGrid)

@@ -140,11 +140,11 @@ def book_of(directory: Path) -> ClaimBook:
     return book
 
 
-def uuids() -> list[str]:
-    """The v100x4 scenario's cards' UUIDs."""
+def uuids(scenario: str = "v100x4") -> list[str]:
+    """The cards' UUIDs of a built-in scenario (v100x4's unless told)."""
     from gputop.core.sampling.source import open_backend
 
-    backend = open_backend("v100x4")
+    backend = open_backend(scenario)
     try:
         return [gpu.uuid or "" for gpu in backend.sample().gpus]
     finally:

@@ -278,46 +278,58 @@ MAKE = {  # what bob makes under a claim's name, by hand
 }
 
 
-@pytest.mark.parametrize("kind", sorted(MAKE))
+KINDS = sorted(MAKE)  # on GPUs 0 to 4 of dgx-h100's eight cards, one kind a card
+HERS = 7  # the card ana claims first: one entry of each kind is made behind her claim
+
+
 @pytest.mark.parametrize("in_her_name", [False, True])
 def test_an_entry_named_like_a_claim_is_its_owners_possible_hold_for_a_claims_time(
-    two_users: tuple[User, User], claims_dir: Path, kind: str, in_her_name: bool
+    two_users: tuple[User, User], claims_dir: Path, in_her_name: bool
 ) -> None:
-    """Bob makes a symlink, FIFO, directory, socket or empty file named like a claim on GPU
-    1 (his, or one in ana's name): it is bob's possible hold (the kernel's owner), never
-    ana's, blocks nobody's earlier claim, ends with a claim's longest time, and no reader
-    fails on it."""
+    """Bob makes a symlink, FIFO, directory, socket and empty file named like claims (his,
+    or in ana's name), each kind on a card of its own: each is bob's possible hold (the
+    kernel's owner), never ana's, blocks nobody's earlier claim, ends with a claim's longest
+    time, and no reader fails on them."""
     ana, bob = two_users
-    gpu = uuids()
-    assert gputop_as(ana, claims_dir, "claim", "--gpus", "3").returncode == 0
+    gpu = uuids("dgx-h100")
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", str(HERS), fake="dgx-h100").returncode == 0
     named = ana if in_her_name else bob
-    for card, nonce in ((gpu[1], 0x61), (gpu[3], 0x62)):
-        path = str(claims_dir / claim_name(card, named, nonce))
-        code = f"import os, socket, sys\npath = sys.argv[1]\n{MAKE[kind]}\n"
-        python, _ = python_for_users()
-        made = as_user(bob, [python, "-c", code, path], {})
-        assert made.returncode == 0, made.stderr
+    paths, makers = [], []
+    for index, kind in enumerate(KINDS):
+        for card, nonce in ((gpu[index], 0x61), (gpu[HERS], 0x62 + index)):
+            paths.append(str(claims_dir / claim_name(card, named, nonce)))
+            makers.append(f"def make(path):\n    {MAKE[kind]}\n")
+    code = "import os, socket, sys\n" + "".join(
+        f"{maker}make(sys.argv[{i + 1}])\n" for i, maker in enumerate(makers)
+    )
+    python, _ = python_for_users()
+    made = as_user(bob, [python, "-c", code, *paths], {})
+    assert made.returncode == 0, made.stderr
     # every reader of the directory goes through one scan: each once for bob's own names,
     # the scan alone (claims --json, below) for entries in her name
     readers = [["release"]] if in_her_name else [["claims"], ["snapshot", "--json"], ["release"]]
     for argv in readers:
-        no_crash(gputop_as(ana, claims_dir, *argv))
-    # bob's entry on GPU 3 was made behind her claim: void, even once she released it
-    assert gputop_as(ana, claims_dir, "claim", "--gpus", "3").returncode == 0
-    refused = gputop_as(ana, claims_dir, "claim", "--gpus", "1")
-    assert refused.returncode == 1 and f"may be claimed by {bob.name}" in refused.stderr
-    listed = json.loads(gputop_as(ana, claims_dir, "claims", "--json").stdout)
+        no_crash(gputop_as(ana, claims_dir, *argv, fake="dgx-h100"))
+    # bob's entries on her card were made behind her claim: void, even once she released it
+    again = gputop_as(ana, claims_dir, "claim", "--gpus", str(HERS), fake="dgx-h100")
+    assert again.returncode == 0, again.stderr
+    cards = ",".join(str(i) for i in range(len(KINDS)))
+    refused = gputop_as(ana, claims_dir, "claim", "--gpus", cards, fake="dgx-h100")
+    assert refused.returncode == 1, refused.stderr
+    for index in range(len(KINDS)):  # each kind of entry holds its card
+        assert f"GPU {index} may be claimed by {bob.name}" in refused.stderr, refused.stderr
+    listed = json.loads(gputop_as(ana, claims_dir, "claims", "--json", fake="dgx-h100").stdout)
     assert sorted((e["gpu"], e["user"], e["certain"]) for e in listed) == [
-        (1, bob.name, False),
-        (3, ana.name, True),
+        *((index, bob.name, False) for index in range(len(KINDS))),
+        (HERS, ana.name, True),
     ]
     env = short_lived(claims_dir, 0.5)
     birth = max(born(claims_dir / n) for n in os.listdir(claims_dir))
     # (an empty file is one being written for its first PENDING_S: it stays in line)
     wait_for(lambda: time.time() > birth + PENDING_S, "bob's entries to outlive a possible hold")
-    claimed = gputop_as(ana, claims_dir, "claim", "--gpus", "1", env=env)
+    claimed = gputop_as(ana, claims_dir, "claim", "--gpus", cards, env=env, fake="dgx-h100")
     assert claimed.returncode == 0, claimed.stderr
-    assert holders(claims_dir) == [(1, ana.name), (3, ana.name)]
+    assert holders(claims_dir) == [*((i, ana.name) for i in range(len(KINDS))), (HERS, ana.name)]
 
 
 def test_a_file_cannot_be_renamed_over_another_users_claim(

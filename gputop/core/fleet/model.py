@@ -20,7 +20,6 @@ never 0. Label values stay raw here; they are cleaned where shown.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from gputop.core.fleet.queries import ACTIVITY, HEALTH_FLAGS, INTERVAL_WINDOW_S, LAST_SAMPLE
@@ -45,7 +44,6 @@ MIN_EXPORTER_STALE_S = 45.0
 """gputop's exporter samples every 15 s by default: three of them."""
 DEFAULT_MIN_FREE_MIB = 1024
 DEFAULT_MAX_UTIL_PERCENT = 10
-POD_LABELS = ("pod", "namespace", "container")
 TARGET_LABELS_DROPPED = ("__name__",)
 
 
@@ -271,10 +269,6 @@ def _node_key(labels: dict[str, str]) -> tuple[str, str]:
     return (labels.get("job", ""), labels.get("instance", ""))
 
 
-def _card_key(labels: dict[str, str]) -> str:
-    return labels.get("UUID") or f"gpu{labels.get('gpu', '')}"
-
-
 def _index(text: str | None) -> int | None:
     return int(text) if text is not None and is_ascii_digits(text) and len(text) <= 4 else None
 
@@ -284,6 +278,10 @@ class _Builder:
         self.now = now
         self.rule = rule
         self.nodes: dict[tuple[str, str], FleetNode] = {}
+        self._cards: dict[tuple[str, str, str], tuple[FleetNode, FleetGpu]] = {}
+        """(job, instance, card key) -> the card and its node: looked up once a series."""
+        self._verdicts: dict[tuple[object, ...], Verdict] = {}
+        """The core's verdict by what a card's health series say: most cards say the same."""
 
     def node(self, labels: dict[str, str]) -> FleetNode:
         key = _node_key(labels)
@@ -308,41 +306,60 @@ class _Builder:
                 node.scrapes = _number(sample.value, MAX_COUNT)
 
     def gpu(self, labels: dict[str, str]) -> tuple[FleetNode, FleetGpu]:
-        node = self.node(labels)
-        key = _card_key(labels)
-        gpu = node.gpus.get(key)
-        if gpu is None:
-            gpu = node.gpus[key] = FleetGpu(key=key)
-        hostname = _label(labels, "Hostname")
-        if hostname is not None:
+        """The card a series is of (and its node); each label it carries that the card
+        lacks still read (the first non-empty one), its ``Hostname`` counted."""
+        get = labels.get
+        job = get("job", "")
+        instance = get("instance", "")
+        key = get("UUID") or "gpu" + get("gpu", "")
+        found = self._cards.get((job, instance, key))
+        if found is None:
+            node = self.node(labels)
+            gpu = node.gpus.get(key)
+            if gpu is None:
+                gpu = node.gpus[key] = FleetGpu(key=key)
+            found = self._cards[(job, instance, key)] = (node, gpu)
+        node, gpu = found
+        hostname = get("Hostname")
+        if hostname:
             node.hostnames[hostname] = node.hostnames.get(hostname, 0) + 1
-        gpu.index = gpu.index if gpu.index is not None else _index(_label(labels, "gpu"))
-        gpu.uuid = gpu.uuid or _label(labels, "UUID")
-        gpu.name = gpu.name or _label(labels, "modelName")
-        gpu.pci_bus_id = gpu.pci_bus_id or _label(labels, "pci_bus_id")
-        gpu.driver_version = gpu.driver_version or _label(labels, "DCGM_FI_DRIVER_VERSION")
-        return node, gpu
+        if gpu.index is None:
+            gpu.index = _index(get("gpu") or None)
+        if gpu.uuid is None:
+            gpu.uuid = get("UUID") or None
+        if gpu.name is None:
+            gpu.name = get("modelName") or None
+        if gpu.pci_bus_id is None:
+            gpu.pci_bus_id = get("pci_bus_id") or None
+        if gpu.driver_version is None:
+            gpu.driver_version = get("DCGM_FI_DRIVER_VERSION") or None
+        return found
 
     def cards(self, samples: list[Sample]) -> None:
+        simple = _SIMPLE_FIGURES
         for sample in samples:
-            name = sample.labels.get("__name__", "")
-            node, gpu = self.gpu(sample.labels)
+            labels = sample.labels
+            name = labels.get("__name__", "")
+            node, gpu = self.gpu(labels)
             value = sample.value
-            if name.startswith("gputop_"):
+            if name[0:7] == "gputop_":
                 node.gputop = True
-            if name.startswith("DCGM_FI_DEV_") and gpu.pod is None:
-                for label in POD_LABELS:
-                    setattr(gpu, label, getattr(gpu, label) or _label(sample.labels, label))
-            if name == "DCGM_FI_DEV_FB_USED":
-                gpu.memory_used_bytes = _int(_mib(value), MAX_MEMORY_BYTES)
-            elif name == "DCGM_FI_DEV_FB_FREE":
-                gpu.memory_free_bytes = _int(_mib(value), MAX_MEMORY_BYTES)
-            elif name == "DCGM_FI_DEV_GPU_UTIL":
-                gpu.utilization_gpu = _number(value, 100.0)
-            elif name == "DCGM_FI_DEV_GPU_TEMP":
-                gpu.temperature_c = _number(value, MAX_TEMPERATURE_C)
-            elif name == "DCGM_FI_DEV_POWER_USAGE":
-                gpu.power_w = _number(value, MAX_POWER_W)
+            elif gpu.pod is None and name[0:12] == "DCGM_FI_DEV_":
+                if gpu.namespace is None:
+                    gpu.namespace = labels.get("namespace") or None
+                if gpu.container is None:
+                    gpu.container = labels.get("container") or None
+                gpu.pod = labels.get("pod") or None
+            figure = simple.get(name)
+            if figure is not None:  # the most of them: a number in range, or unknown
+                attribute, maximum, scale = figure
+                if value is not None and scale != 1:
+                    value *= scale
+                if value is None or not 0.0 <= value <= maximum:
+                    value = None
+                elif scale != 1:
+                    value = int(value)
+                setattr(gpu, attribute, value)
             elif name == "DCGM_FI_DEV_XID_ERRORS":
                 gpu.xid = _int(value, MAX_COUNT)
             elif name == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL":
@@ -428,7 +445,18 @@ class _Builder:
             for gpu in () if partial else node.gpus.values():
                 if node.gputop and gpu.processes is None:
                     gpu.processes = []  # gputop's exporter: none exported on this card
-                gpu.verdict = gpu.judge()
+                said = (
+                    gpu.xid,
+                    gpu.uncorrected_ecc,
+                    gpu.row_remap_pending,
+                    gpu.row_remap_failed,
+                    gpu.retired_pages_pending,
+                    gpu.reported_level,
+                )
+                verdict = self._verdicts.get(said)
+                if verdict is None:
+                    verdict = self._verdicts[said] = gpu.judge()
+                gpu.verdict = verdict
                 gpu.free = self._free(node, gpu)
         return sorted(self.nodes.values(), key=lambda node: (node.host, node.instance, node.job))
 
@@ -473,13 +501,20 @@ class _Builder:
         return True
 
 
+_SIMPLE_FIGURES: dict[str, tuple[str, float, int]] = {
+    "DCGM_FI_DEV_FB_USED": ("memory_used_bytes", MAX_MEMORY_BYTES, MIB),
+    "DCGM_FI_DEV_FB_FREE": ("memory_free_bytes", MAX_MEMORY_BYTES, MIB),
+    "DCGM_FI_DEV_GPU_UTIL": ("utilization_gpu", 100.0, 1),
+    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", MAX_TEMPERATURE_C, 1),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", MAX_POWER_W, 1),
+}
+"""A card's series that are one figure each: its attribute, its largest value, and the
+scale of its unit (MiB: a whole number of bytes)."""
+
+
 def _flag(value: float | None) -> bool | None:
     """A 0 or 1 series; anything else unknown."""
     return None if value not in (0.0, 1.0) else value == 1.0
-
-
-def _mib(value: float | None) -> float | None:
-    return value * MIB if value is not None and math.isfinite(value) else None
 
 
 def build_fleet(

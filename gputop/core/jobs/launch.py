@@ -29,7 +29,7 @@ from gputop.core.jobs.launchers import (
     plain_python_note,
     plan_launcher,
 )
-from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode
+from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode, checked_grace
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import ProcessSeen, ended, supervisor_seen
 from gputop.core.mig_targets import find_mig_target, is_mig_target_text
@@ -167,7 +167,7 @@ def prepare_launch(
     )
     warnings = launcher.warnings if launcher else ()
     name = _job_name(request.name, plan)
-    grace_s = _grace(request.grace_s)
+    grace_s = checked_grace(request.grace_s)
     tmux = _tmux(environ) if request.mode is RunMode.TMUX else None
     if request.wait_count is not None:
         if request.wait_count < 1:
@@ -383,12 +383,6 @@ def _job_name(name: str | None, plan: CommandPlan) -> str:
     if not cleaned:
         raise UsageError("The job name is empty: give a name, or leave it out for a default.")
     return cleaned
-
-
-def _grace(grace_s: float) -> float:
-    if not 0 <= grace_s <= 24 * 3600:
-        raise UsageError(f"The grace period must be between 0 and 86400 seconds, not {grace_s}.")
-    return float(grace_s)
 
 
 def _known_gpus(snapshot: Snapshot) -> str:

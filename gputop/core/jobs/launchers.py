@@ -45,11 +45,13 @@ _DEEPSPEED_FLAGS = frozenset(
      "--save_pid", "--enable_each_rank_log", "--autotuning", "--elastic_training",
      "--bind_cores_to_rank", "--ssh", "--no_ssh", "--quiet"}
 )  # fmt: skip
-_TORCH_RENDEZVOUS = ("--standalone", "--rdzv-endpoint", "--rdzv_endpoint", "--master-port")
-_TORCH_RENDEZVOUS += ("--master_port",)
+_TORCH_RENDEZVOUS = (
+    "--standalone", "--rdzv-endpoint", "--rdzv_endpoint", "--master-port", "--master_port",
+)  # fmt: skip
 _TORCH_RENDEZVOUS_ENV = ("PET_STANDALONE", "PET_RDZV_ENDPOINT", "PET_MASTER_PORT")
-_ACCELERATE_MODES = ("--multi_gpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--cpu")
-_ACCELERATE_MODES += ("--tpu",)
+_ACCELERATE_MODES = (
+    "--multi_gpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--cpu", "--tpu",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

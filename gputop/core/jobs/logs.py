@@ -1,31 +1,13 @@
-"""Job logs: private files, appended to by the job, capped by its supervisor, read and
-followed by the CLI and the dashboard.
+"""Job logs: private files the job appends to, capped by its supervisor, followed by readers.
 
-A log holds the job's own output (stdout and stderr, interleaved as written) and a few lines
-gputop adds itself, each starting with ``[gputop]``: what it waited for, when the job
-started on which cards, how it ended. Readers that want "the job's last line" skip those.
-
-Following a log (``LogFollower``): complete lines, decoded incrementally, safe for a
-terminal. The dashboard's log view and ``gputop jobs log`` read a log that another process
-is still writing. Reads end anywhere, often in the middle of a UTF-8 character (tqdm's bars
-are made of three-byte block characters), so bytes are decoded with an incremental decoder
-that keeps an unfinished character for the next read. A read is capped: a job that writes
-faster than the view can follow makes the view skip ahead (and say how much it skipped),
-never read gigabytes in one tick. See docs/security.md.
-
-The cap (``LogCap``): a log has a size cap, and stops growing when the disk is nearly full.
-The job writes its log itself (the supervisor gives it the file as stdout, appending), so
-it keeps running and keeps its output even if its supervisor is killed. The supervisor
-watches the log's size twice a second. Past the cap it keeps the log's beginning (half the
-cap), a mark, and a rolling end (a quarter of the cap): the newest lines are moved to just
-after the mark and the file is cut there. Where free space falls under a floor, it does the
-same with a rolling end of 64 KiB, so the log stops taking space while the job runs on.
-
-The mark is one line, rewritten in place at each cut with the bytes left out so far:
-``[gputop] ---- N bytes of output left out here: ... ----``. A job appends with
-``O_APPEND``, so a line it writes in the moment between the last copy and the cut (a few
-microseconds, after a check that nothing new came) can be lost with the cut part.
-(docs/faults.md)
+A log holds the job's output and gputop's own ``[gputop]`` lines. Readers decode it
+incrementally (a read may end inside a UTF-8 character), cap each read (a job that writes
+faster than a view reads makes it skip ahead, and say so) and make it safe for a terminal
+(docs/security.md). The job writes its log itself, so it keeps its output if its supervisor
+is killed; the supervisor keeps the log under a cap and a floor of free space by moving the
+newest lines to just after a mark that counts what was left out (``LogCap``). A job appends
+with ``O_APPEND``: a line written between the last copy and the cut (microseconds, after a
+check that nothing new came) can be lost with the cut part (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -49,11 +31,8 @@ LOG_PREFIX = "[gputop] "
 
 
 def open_log(path: str | os.PathLike[str]) -> BinaryIO:
-    """A job's log opened for reading: never through a symbolic link, only a regular file.
-
-    O_NONBLOCK keeps a FIFO planted in the log's place from blocking the reader; the check
-    after opening refuses anything but a plain file (docs/security.md).
-    """
+    """A job's log opened for reading: never through a link, only a regular file (O_NONBLOCK:
+    a FIFO planted in its place cannot block the reader; docs/security.md)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -66,22 +45,15 @@ def open_log(path: str | os.PathLike[str]) -> BinaryIO:
 
 
 def gputop_line(text: str) -> bytes:
-    """One line gputop writes into a job's log, stamped with the local time.
-
-    The whole text is cleaned (``safe_text.clean``): it quotes job names, commands, paths
-    and error messages, and a log is shown on terminals that keep its colours
-    (docs/security.md), so no ESC, newline or undecodable byte of theirs gets in: the line
-    is one line of valid UTF-8 with nothing a terminal obeys."""
+    """One line gputop writes into a job's log, stamped with the local time, cleaned whole: it
+    quotes names, commands and errors, and logs are shown on terminals that keep colours."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     return f"{LOG_PREFIX}{stamp} {clean(text)}\n".encode()
 
 
 def last_line(path: str | os.PathLike[str], tail_bytes: int = 16384) -> str | None:
-    """The job's last non-empty output line; gputop's own lines only when it printed none.
-
-    Progress bars rewrite a line with ``\\r``: the text after the last ``\\r`` is what a
-    terminal would show.
-    """
+    """The job's last non-empty output line (after a progress bar's last ``\\r``); gputop's
+    own lines only when it printed none."""
     try:
         with open_log(path) as handle:
             size = handle.seek(0, os.SEEK_END)
@@ -117,16 +89,12 @@ class LogRead:
     """What one read of the log found, ready to show."""
 
     lines: tuple[str, ...] = ()
-    """Complete lines as a terminal would leave them (the text after a progress bar's last
-    ``\\r``), every control character but tab and colour sequences (SGR) made visible."""
+    """Complete lines as ``shown_line`` makes them."""
     restarted: bool = False
     """The log was truncated or replaced: what was shown before is gone."""
     skipped_bytes: int = 0
-    """Output skipped because the job wrote faster than the view reads."""
     missing: bool = False
-    """There is no log (yet)."""
     error: str | None = None
-    """Why the log could not be read (for example, no permission)."""
 
 
 class LogFollower:
@@ -211,23 +179,16 @@ class LogFollower:
 
 
 def shown_line(line: str) -> str:
-    """One line of output as a terminal leaves it, safe to show.
-
-    A progress bar rewrites its line with ``\\r``: the last non-empty rewrite is what a
-    terminal would show (``"text\\r"`` from Windows line ends keeps its text).
-    """
+    """One line as a terminal leaves it (a progress bar's last non-empty rewrite; ``text\\r``
+    keeps its text), every control character but tab and colours (SGR) made visible."""
     rewrites = [part for part in line.split("\r") if part]
     return clean_keeping_colours(rewrites[-1] if rewrites else "", keep="\t")
 
 
 class TerminalLogFilter:
-    """Log bytes for a terminal, piece by piece: colours and line control, nothing else.
-
-    ``gputop jobs log`` copies a log to the terminal as it grows; this keeps the job's
-    colours and its progress bars (``\\r``, ``\\b``) and shows every other control
-    character as a visible escape. A piece may end inside a character or a colour
-    sequence: that end waits for the next piece.
-    """
+    """Log bytes for ``gputop jobs log``'s terminal, piece by piece: colours, ``\\r`` and
+    ``\\b`` kept, every other control made visible; an unfinished character or colour
+    sequence waits for the next piece."""
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -264,8 +225,8 @@ def size_text(value_bytes: int) -> str:
 
 
 def limits_from(environ: Mapping[str, str], log_max: int | None) -> tuple[int, int]:
-    """(cap, floor) in bytes: ``log_max`` (``--log-max``), else ``settings.LOG_MAX``; the
-    floor from ``settings.LOG_FLOOR``. A bad value: the default."""
+    """(cap, floor) in bytes: ``--log-max``, else ``settings.LOG_MAX`` (out of range: the
+    default); the floor from ``settings.LOG_FLOOR``."""
     cap = log_max if log_max is not None else settings.LOG_MAX.or_default(environ)
     if not MIN_LOG_MAX_BYTES <= cap <= MAX_LOG_MAX_BYTES:
         cap = DEFAULT_LOG_MAX_BYTES
@@ -299,8 +260,8 @@ class LogCap:
             self._fd = None
 
     def check(self) -> str | None:
-        """Cut the log if it is past the cap or the disk is nearly full; what happened, for
-        the log and the job's note, the first time (and when the reason changes)."""
+        """Cut the log past the cap or when the disk is nearly full; what happened (for the
+        log and the job's note) the first time and when the reason changes."""
         if self._fd is None:
             return None
         try:

@@ -1,10 +1,8 @@
 """One launched job as gputop records it: what was asked, on which cards, and how it ended.
 
-A job is a row in the job store, read back as a frozen ``Job``. Its state moves one way:
-waiting -> running -> ended, or to lost when the supervisor that watched it vanished without
-recording an end (a reboot, a ``kill -9``). The status a person reads ("exited 0",
-"failed 3", "killed (SIGTERM)") is derived from how it ended, never stored separately, so
-the two cannot disagree.
+Its state moves one way: waiting -> running -> ended, or lost when its supervisor vanished
+without recording an end. The status a person reads ("failed 3") is derived from how it
+ended, never stored, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gputop.core import settings
+from gputop.core.errors import UsageError
 
 if TYPE_CHECKING:
     from gputop.core.jobs.usage import JobUsage
@@ -24,6 +23,15 @@ if TYPE_CHECKING:
 DEFAULT_GRACE_S = 10.0
 """Seconds between SIGTERM and SIGKILL when a job is stopped."""
 MAX_GRACE_S = 24 * 3600.0
+
+
+def checked_grace(grace_s: float) -> float:
+    """A grace period given by a person, refused out of range."""
+    if not 0 <= grace_s <= MAX_GRACE_S:
+        raise UsageError(f"The grace period must be between 0 and 86400 seconds, not {grace_s}.")
+    return float(grace_s)
+
+
 JOB_ID_ENV = settings.JOB_ID.name
 """Set in every launched job's environment to its id (process_jobs.py reads it back)."""
 JOB_TOKEN_ENV = settings.JOB_TOKEN.name
@@ -89,9 +97,7 @@ class Job:
     """Set when a signal ended the job."""
     note: str | None = None
     """For a person: why it is waiting, why it failed to start, why it was lost."""
-    # Additions to the agreed API, all with defaults:
     supervisor_start_time: float | None = None
-    """With ``supervisor_pid``, tells the supervisor from a later process given its pid."""
     host: str = ""
     """The machine the job runs on: a store on a shared home directory is seen from many."""
     grace_s: float = DEFAULT_GRACE_S
@@ -110,22 +116,18 @@ class Job:
     """The job's session (it leads its own): every process it starts shares it."""
     supervisor_session_id: int | None = None
     token: str | None = None
-    """A random value in the job's environment (``JOB_TOKEN_ENV``): with its session and
-    start times, it proves a process left over from a lost job belongs to it."""
+    """A random value in the job's environment (``JOB_TOKEN_ENV``): proves a process left
+    over from a lost job is its."""
     slurm_job_id: int | None = None
-    """Set for a job submitted through ``sbatch`` (docs/slurm.md): Slurm runs and stops it,
-    Slurm chose its cards; its state here follows what Slurm reports."""
+    """A job submitted through ``sbatch``: Slurm runs it; its state follows Slurm's."""
     usage: JobUsage | None = None
-    """What it used, per card and in total, as its supervisor measured it (usage.py);
-    ``None``: not measured (no NVML, no cards, not sampled yet, or see ``usage_note``)."""
+    """What it used as its supervisor measured it (usage.py); ``None``: not measured."""
     usage_note: str | None = None
-    """Why ``usage`` is ``None`` where that is known: a Slurm job whose node could not
-    measure it, or sent nothing back (docs/slurm.md, "What a Slurm job used")."""
+    """Why ``usage`` is ``None``, where known (a Slurm job's node could not measure it)."""
     pid_start_ticks: int | None = None
-    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``): with
-    ``boot_id``, proves the pid still names the job whatever the wall clock did since
-    (``pid_start_time`` moves with every step of the clock). ``None``: recorded by a gputop
-    before it; the start time is then compared, as before."""
+    """When ``pid`` started, in clock ticks since boot: with ``boot_id``, proves the pid is
+    the job's whatever the wall clock did (``None``: an older record; its start time is
+    compared)."""
     supervisor_start_ticks: int | None = None
 
     @property
@@ -139,18 +141,12 @@ class Job:
 
     @property
     def status(self) -> str:
-        """waiting | running | exited | failed | killed | lost."""
-        if self.state is JobState.WAITING:
-            return "waiting"
-        if self.state is JobState.RUNNING:
-            return "running"
-        if self.state is JobState.LOST:
-            return "lost"
+        """waiting | running | lost (the state's names) | exited | failed | killed."""
+        if self.state is not JobState.ENDED:
+            return self.state.value
         if self.signal is not None or self.stop_requested:
             return "killed"
-        if self.exit_code == 0:
-            return "exited"
-        return "failed"
+        return "exited" if self.exit_code == 0 else "failed"
 
     @property
     def status_text(self) -> str:
@@ -186,10 +182,8 @@ class Job:
         return "starting (its supervisor has not started it yet)"
 
     def duration_s(self, now: float | None = None) -> float | None:
-        """Run time so far (running) or in all (ended); ``None`` before it started. A lost
-        job's ends when it was found lost (``ended_at``, set then); ``None`` for one lost
-        before that was recorded (a gputop before it): its end is not known, and it never
-        grows."""
+        """Run time so far (running) or in all (ended); ``None`` before it started, and for a
+        job lost without ``ended_at`` (an older record): its end is not known, never grows."""
         if self.started_at is None:
             return None
         end = self.ended_at
@@ -210,29 +204,20 @@ class Job:
 
     def to_json(self) -> dict[str, Any]:
         """The ``gputop jobs --json`` record. Fields are only ever added."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "command": list(self.command),
-            "command_text": self.command_text,
-            "uses_shell": self.uses_shell,
-            "cwd": self.cwd,
-            "gpus": list(self.physical_indices),
-            "uuids": list(self.uuids),
-            "env": dict(self.env),
-            "status": self.status,
-            "status_text": self.status_text,
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "pid": self.pid,
-            "log_path": self.log_path,
-            "created_at": self.created_at,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "mode": self.mode.value,
-            "host": self.host,
-            "note": self.note,
-            "slurm_job_id": self.slurm_job_id,
-            "usage": self.usage.to_json() if self.usage is not None else None,
-            "usage_note": self.usage_note,
-        }
+        record = {name: getattr(self, name, None) for name in _JSON_FIELDS}
+        record.update(
+            command=list(self.command),
+            gpus=list(self.physical_indices),
+            uuids=list(self.uuids),
+            env=dict(self.env),
+            mode=self.mode.value,
+            usage=self.usage.to_json() if self.usage is not None else None,
+        )
+        return record
+
+
+_JSON_FIELDS = (
+    "id", "name", "command", "command_text", "uses_shell", "cwd", "gpus", "uuids", "env",
+    "status", "status_text", "exit_code", "signal", "pid", "log_path", "created_at",
+    "started_at", "ended_at", "mode", "host", "note", "slurm_job_id", "usage", "usage_note",
+)  # fmt: skip

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 
 import psutil
 
-from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
+from gputop.core.errors import GputopError
+from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState, checked_grace
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.store_rows import ended, stop_asked
 from gputop.core.jobs.unrecorded import RecordedEnd, keep_end
@@ -66,8 +66,8 @@ def stop_job(
     ``cancel_in_slurm``: how a job Slurm runs is cancelled; without it such a job is
     refused with a message.
     """
-    if grace_s is not None and not 0 <= grace_s <= 24 * 3600:
-        raise UsageError(f"The grace period must be between 0 and 86400 seconds, not {grace_s}.")
+    if grace_s is not None:
+        checked_grace(grace_s)
     job = store.get(job_id)
     if job.slurm_job_id is not None and job.state is not JobState.ENDED:
         return _cancel_in_slurm(store, job, cancel_in_slurm)  # from any host of the cluster

@@ -8,7 +8,7 @@ never a number no renderer expects (docs/history.md, "What each job used").
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TypeGuard
 
 from gputop.core.numbers import MAX_MEMORY_BYTES as MAX_BYTES
@@ -47,19 +47,9 @@ class CardUsage:
     hardware slowdown); ``None`` where the driver never said."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "gpu": self.physical_index,
-            "uuid": self.uuid,
-            "peak_memory_bytes": self.peak_memory_bytes,
-            "mean_sm_percent": self.mean_sm_percent,
-            "gpu_seconds": self.gpu_seconds,
-            "energy_j": self.energy_j,
-            "peak_from": self.peak_from,
-            "mean_sm_active_percent": self.mean_sm_active_percent,
-            "mean_tensor_active_percent": self.mean_tensor_active_percent,
-            "mean_dram_active_percent": self.mean_dram_active_percent,
-            "throttled_seconds": self.throttled_seconds,
-        }
+        """Every field by its name, the index as ``gpu``."""
+        named = {field.name: getattr(self, field.name) for field in fields(self)[1:]}
+        return {"gpu": self.physical_index, **named}
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,53 +159,43 @@ def usage_from_json(data: object) -> JobUsage | None:
     return JobUsage(tuple(c for c in cards if c is not None), peak, samples)
 
 
+_OPTIONAL_NUMBERS = {
+    "mean_sm_percent": 100,
+    "energy_j": MAX_ENERGY_J,
+    "mean_sm_active_percent": 100,
+    "mean_tensor_active_percent": 100,
+    "mean_dram_active_percent": 100,
+    "throttled_seconds": MAX_SECONDS,
+}
+"""A card's figures that may be unknown (``None``; absent from older records), each's most."""
+
+
 def _card(item: object) -> CardUsage | None:
     if not isinstance(item, dict):
         return None
-    index, uuid = item.get("gpu"), item.get("uuid")
-    peak, sm = item.get("peak_memory_bytes"), item.get("mean_sm_percent")
-    seconds, energy = item.get("gpu_seconds"), item.get("energy_j")
-    peak_from = item.get("peak_from")
+    index, uuid, peak = item.get("gpu"), item.get("uuid"), item.get("peak_memory_bytes")
+    seconds, peak_from = item.get("gpu_seconds"), item.get("peak_from")
     if not whole_within(index, 0, 4096) or not isinstance(uuid, str) or len(uuid) > 200:
         return None
-    if not _optional_int(peak, MAX_BYTES) or not _number(seconds, MAX_SECONDS):
-        return None
-    if sm is not None and not _number(sm, 100):
-        return None
-    if energy is not None and not _number(energy, MAX_ENERGY_J):
+    if not _optional_int(peak, MAX_BYTES) or not within(seconds, 0, MAX_SECONDS):
         return None
     if peak_from not in (PEAK_FROM_SAMPLES, PEAK_FROM_ACCOUNTING):
         return None
-    activity = [item.get(key) for key in ACTIVITY_KEYS]  # absent from older records
-    if not all(value is None or _number(value, 100) for value in activity):
-        return None
-    throttled = item.get("throttled_seconds")
-    if throttled is not None and not _number(throttled, MAX_SECONDS):
+    known = {key: item.get(key) for key in _OPTIONAL_NUMBERS}
+    if not all(v is None or within(v, 0, _OPTIONAL_NUMBERS[k]) for k, v in known.items()):
         return None
     return CardUsage(
         physical_index=index,
         uuid=uuid,
         peak_memory_bytes=peak,
-        mean_sm_percent=None if sm is None else float(sm),
-        gpu_seconds=float(seconds),
-        energy_j=None if energy is None else float(energy),
+        gpu_seconds=float(seconds),  # type: ignore[arg-type]  # checked: a number
         peak_from=peak_from,
-        mean_sm_active_percent=None if activity[0] is None else float(activity[0]),
-        mean_tensor_active_percent=None if activity[1] is None else float(activity[1]),
-        mean_dram_active_percent=None if activity[2] is None else float(activity[2]),
-        throttled_seconds=None if throttled is None else float(throttled),
+        **{key: None if value is None else float(value) for key, value in known.items()},
     )
-
-
-ACTIVITY_KEYS = ("mean_sm_active_percent", "mean_tensor_active_percent", "mean_dram_active_percent")
 
 
 def _optional_int(value: object, high: int) -> TypeGuard[int | None]:
     return value is None or whole_within(value, 0, high)
-
-
-def _number(value: object, high: float) -> TypeGuard[int | float]:
-    return within(value, 0, high)
 
 
 def usage_summary(usage: JobUsage | None, note: str | None = None) -> str:

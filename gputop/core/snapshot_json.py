@@ -28,6 +28,46 @@ from gputop.core.xid import describe
 
 SCHEMA_VERSION = 1
 
+JsonFields = dict[str, tuple[str, type]]
+"""JSON key: (the model's attribute, its kind), for the plain fields a host's document is
+read back by (gputop/core/remote/protocol.py), in the order they are written."""
+
+
+def _fields(kind: type, names: str) -> JsonFields:
+    """``names``: JSON keys, each ``key=attribute`` where the model names it otherwise."""
+    return {key: (attr or key, kind) for key, _, attr in (n.partition("=") for n in names.split())}
+
+
+GPU_FIELDS = {
+    **_fields(str, "uuid name pci_bus_id sample_error"),
+    **_fields(
+        int,
+        "memory_reserved_bytes memory_total_bytes memory_used_bytes memory_free_bytes "
+        "utilization_gpu=utilization_gpu_percent utilization_memory=utilization_memory_percent "
+        "temperature_c fan_percent performance_state compute_mode multiprocessor_count",
+    ),
+    **_fields(float, "power_w power_limit_w throttled_since"),
+    **_fields(bool, "persistence_mode mig_mode=mig_mode_current mig_mode_pending"),
+}
+MIG_FIELDS = {
+    **_fields(str, "uuid name"),
+    **_fields(
+        int,
+        "gpu_instance_id compute_instance_id memory_total_bytes memory_used_bytes "
+        "multiprocessor_count",
+    ),
+}
+PROCESS_FIELDS = {
+    **_fields(str, "mig_uuid user hint"),
+    **_fields(int, "used_memory_bytes sm_util=sm_util_percent host_memory_bytes start_ticks"),
+    **_fields(float, "cpu_percent start_time"),
+}
+CLOCK_FIELDS = _fields(int, "graphics=graphics_mhz sm=sm_mhz memory=memory_mhz video=video_mhz")
+
+
+def _plain(item: object, fields: JsonFields) -> dict[str, Any]:
+    return {key: getattr(item, attr) for key, (attr, _) in fields.items()}
+
 
 def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
     return {
@@ -139,25 +179,11 @@ def _claim(claim: GpuClaim | None) -> dict[str, Any] | None:
 
 
 def _clocks(clocks: Clocks) -> dict[str, int | None]:
-    return {
-        "graphics": clocks.graphics_mhz,
-        "sm": clocks.sm_mhz,
-        "memory": clocks.memory_mhz,
-        "video": clocks.video_mhz,
-    }
+    return _plain(clocks, CLOCK_FIELDS)
 
 
 def _mig(mig: MigDevice) -> dict[str, Any]:
-    return {
-        "uuid": mig.uuid,
-        "name": mig.name,
-        "gpu_instance_id": mig.gpu_instance_id,
-        "compute_instance_id": mig.compute_instance_id,
-        "memory_total_bytes": mig.memory_total_bytes,
-        "memory_used_bytes": mig.memory_used_bytes,
-        "multiprocessor_count": mig.multiprocessor_count,
-        "activity": activity_json(mig.activity),
-    }
+    return {**_plain(mig, MIG_FIELDS), "activity": activity_json(mig.activity)}
 
 
 def activity_json(activity: Activity) -> dict[str, float | None]:

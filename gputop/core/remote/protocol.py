@@ -20,6 +20,7 @@ speak nvidia-smi CSV instead (gputop/core/remote/reduced.py). See docs/lab.md.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,13 @@ from gputop.core.model import (
 )
 from gputop.core.numbers import LATEST_TIME_S, outside_float, outside_json, strict_json, within
 from gputop.core.sampling.process_env import MAX_PORT, MAX_RANK
+from gputop.core.snapshot_json import (
+    CLOCK_FIELDS,
+    GPU_FIELDS,
+    MIG_FIELDS,
+    PROCESS_FIELDS,
+    JsonFields,
+)
 
 PROTOCOL_VERSION = 1
 MAX_CLAIM_TEXT = 200
@@ -142,58 +150,29 @@ def _gpu(value: Any, position: int, room: list[int]) -> GpuSample:
     listed = _list(processes or [], f"{where}.processes")
     taken, room[0] = listed[: room[0]], max(0, room[0] - len(listed))
     dropped = _int(gpu.get("processes_dropped"), f"{where}.processes_dropped") or 0
-    capability = gpu.get("compute_capability")
+    migs = _list(gpu.get("mig_devices") or [], f"{where}.mig_devices")[:MAX_MIG_DEVICES]
+    users = _list(gpu.get("unclaimed_users") or [], f"{where}.unclaimed_users")[:MAX_USERS]
     return GpuSample(
         physical_index=index,
-        uuid=_str(gpu.get("uuid"), f"{where}.uuid"),
-        name=_str(gpu.get("name"), f"{where}.name"),
-        pci_bus_id=_str(gpu.get("pci_bus_id"), f"{where}.pci_bus_id"),
         lost=bool(gpu.get("lost")),
         no_access=bool(gpu.get("no_access")),
-        sample_error=_str(gpu.get("sample_error"), f"{where}.sample_error"),
-        memory_reserved_bytes=_int(
-            gpu.get("memory_reserved_bytes"), f"{where}.memory_reserved_bytes"
-        ),
         processes_dropped=dropped + len(listed) - len(taken),
-        memory_total_bytes=_int(gpu.get("memory_total_bytes"), f"{where}.memory_total_bytes"),
-        memory_used_bytes=_int(gpu.get("memory_used_bytes"), f"{where}.memory_used_bytes"),
-        memory_free_bytes=_int(gpu.get("memory_free_bytes"), f"{where}.memory_free_bytes"),
-        utilization_gpu_percent=_int(gpu.get("utilization_gpu"), f"{where}.utilization_gpu"),
-        utilization_memory_percent=_int(
-            gpu.get("utilization_memory"), f"{where}.utilization_memory"
-        ),
-        temperature_c=_int(gpu.get("temperature_c"), f"{where}.temperature_c"),
-        fan_percent=_int(gpu.get("fan_percent"), f"{where}.fan_percent"),
-        power_w=_float(gpu.get("power_w"), f"{where}.power_w"),
-        power_limit_w=_float(gpu.get("power_limit_w"), f"{where}.power_limit_w"),
         clocks=_clocks(gpu.get("clocks_mhz"), f"{where}.clocks_mhz"),
         max_clocks=_clocks(gpu.get("max_clocks_mhz"), f"{where}.max_clocks_mhz"),
-        performance_state=_int(gpu.get("performance_state"), f"{where}.performance_state"),
-        compute_mode=_int(gpu.get("compute_mode"), f"{where}.compute_mode"),
-        persistence_mode=_bool(gpu.get("persistence_mode"), f"{where}.persistence_mode"),
-        compute_capability=_capability(capability, f"{where}.compute_capability"),
-        multiprocessor_count=_int(gpu.get("multiprocessor_count"), f"{where}.multiprocessor_count"),
-        mig_mode_current=_bool(gpu.get("mig_mode"), f"{where}.mig_mode"),
-        mig_mode_pending=_bool(gpu.get("mig_mode_pending"), f"{where}.mig_mode_pending"),
-        mig_devices=tuple(
-            _mig(m, i, f"{where}.mig_devices[{i}]")
-            for i, m in enumerate(
-                _list(gpu.get("mig_devices") or [], f"{where}.mig_devices")[:MAX_MIG_DEVICES]
-            )
+        compute_capability=_capability(
+            gpu.get("compute_capability"), f"{where}.compute_capability"
         ),
+        mig_devices=tuple(_mig(m, i, f"{where}.mig_devices[{i}]") for i, m in enumerate(migs)),
         processes=tuple(_process(p, index, f"{where}.processes[{i}]") for i, p in enumerate(taken)),
         processes_listed=processes is not None,
         activity=_activity(gpu.get("activity"), f"{where}.activity"),
         clock_event_mask=_clock_event_mask(gpu.get("clock_event_reasons"), where),
-        throttled_since=_float(gpu.get("throttled_since"), f"{where}.throttled_since"),
         claim=_claim(gpu.get("claim"), f"{where}.claim"),
         health=_health(gpu.get("health"), f"{where}.health"),
         unclaimed_users=tuple(
-            _str(u, f"{where}.unclaimed_users[{i}]") or "?"
-            for i, u in enumerate(
-                _list(gpu.get("unclaimed_users") or [], f"{where}.unclaimed_users")[:MAX_USERS]
-            )
+            _str(u, f"{where}.unclaimed_users[{i}]") or "?" for i, u in enumerate(users)
         ),
+        **_read(gpu, where, GPU_FIELDS),
     )
 
 
@@ -347,30 +326,15 @@ def _clock_event_mask(value: Any, where: str) -> int | None:
 
 
 def _clocks(value: Any, where: str) -> Clocks:
-    if value is None:
-        return Clocks()
-    clocks = _object(value, where)
-    return Clocks(
-        graphics_mhz=_int(clocks.get("graphics"), f"{where}.graphics"),
-        sm_mhz=_int(clocks.get("sm"), f"{where}.sm"),
-        memory_mhz=_int(clocks.get("memory"), f"{where}.memory"),
-        video_mhz=_int(clocks.get("video"), f"{where}.video"),
+    return (
+        Clocks() if value is None else Clocks(**_read(_object(value, where), where, CLOCK_FIELDS))
     )
 
 
 def _mig(value: Any, position: int, where: str) -> MigDevice:
     mig = _object(value, where)
-    return MigDevice(
-        mig_index=position,
-        uuid=_str(mig.get("uuid"), f"{where}.uuid"),
-        name=_str(mig.get("name"), f"{where}.name"),
-        gpu_instance_id=_int(mig.get("gpu_instance_id"), f"{where}.gpu_instance_id"),
-        compute_instance_id=_int(mig.get("compute_instance_id"), f"{where}.compute_instance_id"),
-        memory_total_bytes=_int(mig.get("memory_total_bytes"), f"{where}.memory_total_bytes"),
-        memory_used_bytes=_int(mig.get("memory_used_bytes"), f"{where}.memory_used_bytes"),
-        multiprocessor_count=_int(mig.get("multiprocessor_count"), f"{where}.multiprocessor_count"),
-        activity=_activity(mig.get("activity"), f"{where}.activity"),
-    )
+    activity = _activity(mig.get("activity"), f"{where}.activity")
+    return MigDevice(mig_index=position, activity=activity, **_read(mig, where, MIG_FIELDS))
 
 
 def _process(value: Any, physical_index: int, where: str) -> GpuProcess:
@@ -391,18 +355,10 @@ def _process(value: Any, physical_index: int, where: str) -> GpuProcess:
         pid=pid,
         physical_index=physical_index,
         type=kind,
-        used_memory_bytes=_int(process.get("used_memory_bytes"), f"{where}.used_memory_bytes"),
-        sm_util_percent=_int(process.get("sm_util"), f"{where}.sm_util"),
-        mig_uuid=_str(process.get("mig_uuid"), f"{where}.mig_uuid"),
         origin=origin,
-        user=_str(process.get("user"), f"{where}.user"),
         command=tuple((_str(arg, f"{where}.command") or "")[:MAX_ARG_CHARS] for arg in command),
-        cpu_percent=_float(process.get("cpu_percent"), f"{where}.cpu_percent"),
-        host_memory_bytes=_int(process.get("host_memory_bytes"), f"{where}.host_memory_bytes"),
-        start_time=_float(process.get("start_time"), f"{where}.start_time"),
-        start_ticks=_int(process.get("start_ticks"), f"{where}.start_ticks"),
-        hint=_str(process.get("hint"), f"{where}.hint"),
         cuda=_process_cuda(process.get("cuda"), f"{where}.cuda"),
+        **_read(process, where, PROCESS_FIELDS),
     )
 
 
@@ -449,6 +405,14 @@ def _capability(value: Any, where: str) -> tuple[int, int] | None:
     return (major, minor)
 
 
+def _read(item: dict[str, Any], where: str, fields: JsonFields) -> dict[str, Any]:
+    """The model's keyword arguments for ``fields`` of ``item``, each read by its kind."""
+    return {
+        attr: _READERS[kind](item.get(key), f"{where}.{key}")
+        for key, (attr, kind) in fields.items()
+    }
+
+
 def _object(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ProtocolError(f"{where} is not an object")
@@ -493,3 +457,6 @@ def _bool(value: Any, where: str) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     raise ProtocolError(f"{where} is not true or false")
+
+
+_READERS: dict[type, Callable[[Any, str], Any]] = {str: _str, int: _int, float: _float, bool: _bool}

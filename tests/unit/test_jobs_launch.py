@@ -22,8 +22,8 @@ from helpers.jobs import (
 from helpers.scenarios import minimal_gpu
 
 from gputop.core.errors import UsageError
-from gputop.core.jobs.command import default_name
-from gputop.core.jobs.launch import plan_command, resolve_gpus
+from gputop.core.jobs.command import default_name, plan_command
+from gputop.core.jobs.launch import resolve_gpus
 from gputop.core.jobs.model import RunMode
 from gputop.core.jobs.store import JobStore
 from gputop.core.sampling.source import open_backend

@@ -1,10 +1,8 @@
 """Launch a job pinned to chosen cards, and return at once.
 
-Everything a person can get wrong is checked before anything is recorded or started: the
-command, the working directory, the cards, tmux. Then the job is recorded as waiting and a
-small supervisor process is started detached from the caller (its own session, no
-terminal), which runs the job, records its pid, and records how it ended. The caller (the
-CLI, the dashboard) may exit or lose its terminal at once: nothing depends on it any more.
+Everything a person can get wrong is checked before anything is recorded or started; then
+the job is recorded as waiting and its supervisor started detached (supervisor.py): the
+caller may exit or lose its terminal at once.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.command import CommandPlan, default_name, needs_shell, plan_command
+from gputop.core.jobs.command import CommandPlan, default_name, plan_command
 from gputop.core.jobs.launchers import (
     LauncherPlan,
     PortFinder,
@@ -42,20 +40,6 @@ from gputop.core.visibility import pin_environment
 
 if TYPE_CHECKING:
     from gputop.core.jobs.policy import FreePolicy
-
-__all__ = [
-    "CommandPlan",
-    "LaunchError",
-    "LaunchRequest",
-    "PreparedLaunch",
-    "check_gpu_count",
-    "launch_job",
-    "needs_shell",
-    "plan_command",
-    "prepare_launch",
-    "resolve_gpus",
-    "supervisor_argv",
-]
 
 SUPERVISOR_MODULE = "gputop.core.jobs.supervisor"
 RUN_DIR = "run"
@@ -91,12 +75,9 @@ class LaunchRequest:
 
 
 def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
-    """Targets from ``["3,1"]`` or ``["3", "GPU-5a9e", "0:1"]``, in the order given.
-
-    A token is a physical index or a unique UUID prefix (``GPU-5a9e`` or ``5a9e``): a whole
-    GPU, as its index; or a MIG instance (``MIG-4fd9`` or ``GPU:DEVICE`` such as ``0:1``,
-    defined in gputop.core.mig_targets), as its full MIG UUID.
-    """
+    """Targets from ``["3,1"]`` or ``["3", "GPU-5a9e", "0:1"]``, in the order given: a GPU by
+    index or unique UUID prefix, as its index; a MIG instance (``MIG-4fd9``, ``0:1``:
+    mig_targets.py) as its full MIG UUID."""
     known = _known_gpus(snapshot)
     parts = [(token, part.strip()) for token in tokens for part in str(token).split(",")]
     if not parts or all(not part for _, part in parts):
@@ -147,11 +128,9 @@ def prepare_launch(
     environ: Mapping[str, str] = os.environ,
     port_finder: PortFinder | None = free_port,
 ) -> PreparedLaunch:
-    """Check everything a person can get wrong, touching nothing (no store, no file).
-
-    A rejected launch must write nothing: callers prepare first and open the store after.
-    A multi-card launcher gets its process count and a free port (gputop.core.jobs.launchers).
-    """
+    """Check everything a person can get wrong, touching nothing: a rejected launch writes
+    nothing (callers prepare, then open the store). A multi-card launcher gets its process
+    count and a free port (launchers.py)."""
     cwd = _working_directory(request.cwd)
     typed = plan_command(request.command, environ, cwd)
     cards = request.wait_count or len(request.physical_indices)
@@ -256,9 +235,7 @@ def supervisor_argv(
     log_max_bytes: int | None = None,
     notify: Sequence[str] = (),
 ) -> list[str]:
-    """``python -m gputop.core.jobs.supervisor --state-dir D --job ID [--log-max N]
-    [--tty]``, and each word of a notify command as its own ``--notify-arg=WORD`` (an argv,
-    never a string)."""
+    """The supervisor's argv; each word of a notify command its own ``--notify-arg=WORD``."""
     argv = [sys.executable or "python3", "-m", SUPERVISOR_MODULE]
     argv += ["--state-dir", str(store.state_dir), "--job", str(job_id)]
     if log_max_bytes is not None:
@@ -304,11 +281,9 @@ def _start_in_tmux(
     log_max_bytes: int | None,
     notify: Sequence[str] = (),
 ) -> None:
-    """A new tmux window running the supervisor on a terminal, without a shell string.
-
-    The window's environment is the tmux server's, not the caller's: the caller's is
-    handed over in a private file the supervisor reads and deletes at once.
-    """
+    """A new tmux window running the supervisor on a terminal, without a shell string; the
+    caller's environment (the window gets the tmux server's) goes in a private file the
+    supervisor reads and deletes at once."""
     env_file = write_env_file(store.state_dir, RUN_DIR, job.id, environ)
     argv = [
         tmux, "new-window", "-d", "-P", "-F", "#{pane_pid}", "-n", f"gputop-{job.id}",
@@ -325,15 +300,13 @@ def _start_in_tmux(
             timeout=15,
             check=False,
         )
-    except (OSError, subprocess.SubprocessError):
+        if result.returncode != 0:
+            reason = (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
+            raise LaunchError(f"tmux could not open a window for job {job.id}: {reason}")
+    except (OSError, subprocess.SubprocessError, LaunchError):
         with contextlib.suppress(OSError):
             os.unlink(env_file)
         raise
-    if result.returncode != 0:
-        with contextlib.suppress(OSError):
-            os.unlink(env_file)
-        reason = (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
-        raise LaunchError(f"tmux could not open a window for job {job.id}: {reason}")
     pane_pid = result.stdout.strip()
     if is_ascii_digits(pane_pid) and len(pane_pid) <= MAX_ID_DIGITS:
         _mark_supervisor(store, job.id, int(pane_pid))

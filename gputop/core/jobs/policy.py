@@ -1,9 +1,7 @@
 """When is a GPU free to take a job: the one rule `gputop pick`, `run --auto` and `--wait` share.
 
-Free: reachable, not split into MIG instances, used by no other (or unnamed) user, claimed by
-no waiting or running gputop job, free memory and utilisation within the policy. A reading
-NVML could not give counts as busy: a card wrongly free puts two jobs on it, one wrongly busy
-only makes the user wait.
+A reading NVML could not give counts as busy: a card wrongly free puts two jobs on it, one
+wrongly busy only makes the user wait.
 """
 
 from __future__ import annotations
@@ -106,28 +104,18 @@ def judge_cards(
     active_job_gpus: Mapping[int, Sequence[int]] = _NO_JOBS,
     claimed: Mapping[int, str] = _NO_CLAIMS,
 ) -> list[CardVerdict]:
-    """One verdict per card, in physical order.
-
-    ``active_job_gpus``: ``{job id: physical indices}`` of the gputop jobs still waiting or
-    running; their cards are taken even before their processes show up in NVML.
-    ``claimed``: ``{physical index: why}`` for cards another user's claim holds
-    (docs/claims.md).
-    """
+    """One verdict per card, in physical order. ``active_job_gpus``: the cards of gputop's
+    waiting and running jobs, taken before their processes show in NVML; ``claimed``: why
+    another user's claim holds a card (docs/claims.md)."""
     jobs_by_card: dict[int, list[int]] = {}
     for job_id, indices in sorted(active_job_gpus.items()):
         for index in indices:
             jobs_by_card.setdefault(index, []).append(job_id)
-    gpus = sorted(snapshot.gpus, key=lambda g: g.physical_index)
-    return [
-        _judge(
-            gpu,
-            policy,
-            user,
-            jobs_by_card.get(gpu.physical_index, []),
-            claimed.get(gpu.physical_index),
-        )
-        for gpu in gpus
-    ]
+    verdicts = []
+    for gpu in sorted(snapshot.gpus, key=lambda g: g.physical_index):
+        index = gpu.physical_index
+        verdicts.append(_judge(gpu, policy, user, jobs_by_card.get(index, []), claimed.get(index)))
+    return verdicts
 
 
 def pick_free(
@@ -138,11 +126,8 @@ def pick_free(
     active_job_gpus: Mapping[int, Sequence[int]] = _NO_JOBS,
     claimed: Mapping[int, str] = _NO_CLAIMS,
 ) -> list[int]:
-    """The ``count`` best free cards, in physical order.
-
-    Best: most free memory, then lowest utilisation, then lowest physical index (so the
-    answer is the same for the same readings). Raises NotEnoughFreeGpus.
-    """
+    """The ``count`` best free cards (most free memory, then lowest utilisation and index:
+    the same answer for the same readings), in physical order; else NotEnoughFreeGpus."""
     if count < 1:
         raise UsageError(f"Cannot pick {count} GPUs: ask for at least 1.")
     verdicts = judge_cards(snapshot, policy, user, active_job_gpus, claimed)
@@ -164,15 +149,9 @@ def pick_free_targets(
     active_job_gpus: Mapping[int, Sequence[int | str]] = _NO_JOBS,
     claimed: Mapping[int, str] = _NO_CLAIMS,
 ) -> list[int | str]:
-    """``pick_free``, and for one card a free MIG instance (by its ``MIG-`` UUID) where no
-    whole card is free: ``gputop pick`` and ``run --auto 1``.
-
-    Whole free cards come first. A MIG instance is judged by the MIG rule
-    (gputop.core.mig_targets: no other user's process, enough free memory; utilisation
-    is not measured per instance) and the one with the most free memory wins. Only for one
-    card: a CUDA process uses the first MIG instance of its CUDA_VISIBLE_DEVICES only.
-    ``active_job_gpus`` values may hold MIG UUIDs: the instances gputop jobs are pinned to.
-    """
+    """``pick_free``, and for one card (a CUDA process uses only the first MIG instance it
+    sees) the free MIG instance with the most free memory where no whole card is free, by
+    the MIG rule (mig_targets.py). ``active_job_gpus`` may hold jobs' MIG UUIDs."""
     try:
         whole = whole_cards(active_job_gpus)
         return list(pick_free(snapshot, count, policy, user, whole, claimed))
@@ -227,11 +206,8 @@ def launch_warnings(
     *,
     policy: FreePolicy | None = None,
 ) -> list[str]:
-    """What a person should know before launching on these cards; empty when all is well.
-
-    The launch is not refused (the user may share a card on purpose): these sentences are
-    for the preview. "Busy" is judged by ``policy`` (default FreePolicy()).
-    """
+    """What a person should know before launching on these cards (never a refusal: a card
+    may be shared on purpose); "busy" by ``policy``, default FreePolicy()."""
     policy = FreePolicy() if policy is None else policy
     by_index = {gpu.physical_index: gpu for gpu in snapshot.gpus}
     warnings: list[str] = []

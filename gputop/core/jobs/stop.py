@@ -1,19 +1,17 @@
 """Stop a job: its whole process group, SIGTERM first, SIGKILL after its grace period.
 
-Normally the job's supervisor is asked (SIGTERM to it) and records the end; only when it is
-gone are the job's processes signalled here, each only when provably the one recorded
-(process_control.py; a left-over process must carry the job's token), else nothing is and
-the message says why (docs/security.md). A Slurm job goes to the canceller handed in.
+Its supervisor is asked (SIGTERM to it) and records the end; only when it is gone are the
+job's processes signalled here, each only when provably the job's (a left-over one must
+carry its token), else none is and the message says why (docs/security.md).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import psutil
 
@@ -59,13 +57,9 @@ def stop_job(
     wait_s: float | None = None,
     cancel_in_slurm: SlurmCanceller | None = None,
 ) -> str:
-    """Stop job ``job_id``; returns what happened, for a person.
-
-    ``grace_s`` overrides the job's grace period. ``wait_s``: wait up to that long for the
-    supervisor to record the end (the CLI does; the dashboard refreshes instead).
-    ``cancel_in_slurm``: how a job Slurm runs is cancelled; without it such a job is
-    refused with a message.
-    """
+    """Stop job ``job_id``; what happened, for a person. ``grace_s`` overrides the job's;
+    ``wait_s``: how long to wait for the supervisor to record the end (the CLI's);
+    ``cancel_in_slurm``: how a Slurm job is cancelled (without it: refused)."""
     if grace_s is not None:
         checked_grace(grace_s)
     job = store.get(job_id)
@@ -106,8 +100,8 @@ def stop_job(
 
 
 def _record(write: Callable[[], object]) -> bool:
-    """Write to the store; False where the disk is full or read-only (the store says so
-    once). Stopping goes on: the supervisor keeps the end until it can be recorded."""
+    """Write to the store; False where the disk is full or read-only (said once): stopping
+    goes on, the supervisor keeps the end until it can be recorded."""
     try:
         write()
     except StoreError as error:
@@ -182,11 +176,9 @@ def _expected_session(recorded: int | None, pid: int) -> int:
 
 
 def job_members(job: Job) -> list[Recorded]:
-    """The job's processes still running, each provably the job's and the user's own.
-
-    Raises IdentityUnproven (naming the process and why) when a process in the job's
-    session cannot be proven to be the job's: then nothing at all may be signalled.
-    """
+    """The job's processes still running, each provably the job's and the user's own;
+    IdentityUnproven (naming the process) where one in its session cannot be proven: then
+    nothing at all may be signalled."""
     if job.pid is None or job.pid_start_time is None or job.started_at is None:
         return []
     if from_earlier_boot(job.boot_id, job.pid_start_time):
@@ -194,7 +186,7 @@ def job_members(job: Job) -> list[Recorded]:
     session = _expected_session(job.session_id, job.pid)
     leader = Recorded(job.pid, job.pid_start_time, session, job.boot_id, job.pid_start_ticks)
     try:
-        with _pinned(leader):
+        with pinned(leader, "The job's process"):
             leader_alive = True
     except ProcessGone:
         leader_alive = False
@@ -203,7 +195,7 @@ def job_members(job: Job) -> list[Recorded]:
         # process group or session has that id, so nothing of the job is left.
         return []
     members = []
-    for pid in _session_processes(session):
+    for pid in live_processes_where(os.getsid, session):
         started = _prove_member(job, pid, leader_alive)
         if started is not None:
             members.append(Recorded(pid, started.time, session, job.boot_id, started.ticks))
@@ -217,26 +209,12 @@ def _exists_not_zombie(pid: int) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def _pinned(recorded: Recorded) -> Iterator[int | None]:
-    with pinned(recorded, "The job's process") as pidfd:
-        yield pidfd
-
-
-def _session_processes(session: int) -> list[int]:
-    """Live (not zombie) processes in ``session``."""
-    return live_processes_where(os.getsid, session)
-
-
 def _prove_member(job: Job, pid: int, leader_alive: bool) -> Started | None:
-    """A process of the job's session is the job's, or IdentityUnproven says why not.
-
-    With the leader alive the session cannot have been reused (it exists as long as its
-    leader does). Without it, the process must also have started after the job did (by
-    their starts in clock ticks since boot where the job's was recorded: a step of the
-    clock moves start times, never ticks) and carry the job's token (or, for older jobs,
-    its id) in its environment. Returns its start (None: it ended meanwhile).
-    """
+    """The start of a process of the job's session proven the job's (None: it ended), or
+    IdentityUnproven. With the leader alive the session cannot have been reused; without
+    it the process must have started after the job (in clock ticks since boot where
+    recorded: a clock step moves start times, never ticks) and carry the job's token (older
+    jobs: its id) in its environment."""
     label = f"Process {pid} in job {job.id}'s session"
     try:
         process = psutil.Process(pid)
@@ -285,7 +263,7 @@ def _signal_members(job: Job, signum: int) -> int:
     sent = 0
     for member in job_members(job):
         try:
-            with _pinned(member) as pidfd:
+            with pinned(member, "The job's process") as pidfd:
                 sent += send(pidfd, member.pid, signum)
         except SignalRefused:
             continue

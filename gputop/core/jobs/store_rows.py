@@ -1,10 +1,8 @@
 """A job's record: its row in the store both ways, and every change of it (a transition).
 
-A transition is defined once (``Transition``): the store writes it as one ``UPDATE`` and a
-reader applies it to a job it read, from the same columns, so what a reader shows of a
-change not yet recorded (kept in the reserved file, unrecorded.py; or a store that cannot
-be written) is what the store will hold once it is. Gputop's supervisors and Slurm's rows
-(slurm/job_rows.py) change jobs through it alone.
+A transition is written as one ``UPDATE`` and applied to a job read, from the same columns,
+so what a reader shows of a change not yet recorded (unrecorded.py, or a store that cannot
+be written) is what the store will hold. Supervisors and Slurm's rows change jobs by it alone.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ from gputop.core.jobs.usage import (
 from gputop.core.numbers import valid_text
 
 MAX_TICKS = 2**63 - 1
-"""The most clock ticks since boot a start can be (the kernel's is an unsigned 64-bit count;
-SQLite's integers end here)."""
+"""The most clock ticks since boot a start can be (SQLite's integers end here)."""
 ACTIVE = (JobState.WAITING, JobState.RUNNING)
 NOT_ENDED = (JobState.WAITING, JobState.RUNNING, JobState.LOST)
 """The states a job's end may still be recorded from."""
@@ -36,9 +33,8 @@ _ANY = object()
 
 
 def text_column(text: str) -> str | bytes:
-    """``text`` as stored: text where valid UTF-8, else its exact bytes (a BLOB): an argv or
-    a path may hold bytes that are not UTF-8 (lone surrogates in Python), and the job must
-    run with them. A surrogate that stands for no byte becomes U+FFFD."""
+    """``text`` as stored: text where valid UTF-8, else its exact bytes (a BLOB: an argv or a
+    path may hold other bytes, and the job must run with them); a lone surrogate: U+FFFD."""
     if text.isascii():
         return text
     try:
@@ -85,17 +81,15 @@ def row_to_job(row: sqlite3.Row | Mapping[str, Any]) -> Job:
 
 
 def _ticks(value: object) -> int | None:
-    """A start in ticks as recorded, or ``None`` where it is no count of ticks (a row changed
-    by hand: text, a fraction, negative): its process is then proven by its start time, as
-    for a row without ticks (one taken as ticks made a running job lost, for good)."""
+    """A start in ticks as recorded, or ``None`` where it is no count (a row changed by hand):
+    its process is then proven by its start time (a bad one made a running job lost)."""
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TICKS:
         return value
     return None
 
 
 def _added(row: sqlite3.Row | Mapping[str, Any], name: str) -> Any:
-    """A column of store_file.ADDED_COLUMNS: NULL where the store has none yet (a store of
-    an earlier gputop, opened read-only)."""
+    """A column of store_file.ADDED_COLUMNS: NULL in an older store opened read-only."""
     return row[name] if name in row.keys() else None  # noqa: SIM118 (a Row: keys, not values)
 
 
@@ -129,8 +123,7 @@ def _json(value: object) -> str:
 
 @dataclass(frozen=True)
 class ProcessSeen:
-    """A process as the store records it: pid, start time, session, and its start in clock
-    ticks since boot (``None``: unread, or a record of a gputop before it)."""
+    """A process as the store records it (``start_ticks`` None: unread, or an older record)."""
 
     pid: int
     start_time: float | None
@@ -140,8 +133,7 @@ class ProcessSeen:
 
 @dataclass(frozen=True)
 class Transition:
-    """One change of a job's row: ``columns`` (stored values) set while the job is in one of
-    ``states`` (``None``: any). Written by ``sql``, applied to a job read by ``applied``."""
+    """``columns`` (stored values) set while the job is in one of ``states`` (``None``: any)."""
 
     columns: Mapping[str, Any]
     states: tuple[JobState, ...] | None = ACTIVE
@@ -198,8 +190,7 @@ def supervisor_seen(seen: ProcessSeen) -> Transition:
 
 
 def started(seen: ProcessSeen, at: float | None = None) -> Transition:
-    """Running as ``seen``, spawned ``at`` (default now: its run time is never shorter than
-    the process's own)."""
+    """Running as ``seen``, spawned ``at`` (default now)."""
     at = time.time() if at is None else at
     columns = {
         "state": JobState.RUNNING.value,
@@ -235,9 +226,9 @@ def ended(
     usage: JobUsage | None = None,
     kept: object = None,
 ) -> Transition:
-    """How the job ended; also ends a job taken as lost (the end is the truth). ``None``
-    leaves the note, ``stopped`` (a job that ended by itself while a stop was on its way did
-    not end because of it) and the usage as recorded; ``kept``: the file's record of it."""
+    """How the job ended; also ends a lost job (the end is the truth). ``None`` leaves the
+    note, usage and ``stopped`` as recorded (a job that ended by itself while a stop was on
+    its way did not end because of it); ``kept``: the file's record of it."""
     columns: dict[str, Any] = {
         "state": JobState.ENDED.value,
         "exit_code": exit_code,
@@ -254,8 +245,8 @@ def ended(
 
 
 def lost(note: str, supervisor_pid: int | None, found_at: float | None = None) -> Transition:
-    """Lost, unless its supervisor recorded an end (or was replaced) meanwhile; it ended when
-    found lost (the last moment gputop knew of it), until a true end replaces that."""
+    """Lost, unless its supervisor recorded an end (or was replaced) meanwhile; ended when
+    found so (the last moment gputop knew of it) until a true end replaces that."""
     columns = {
         "state": JobState.LOST.value,
         "note": _note(note),

@@ -1,13 +1,8 @@
 """The supervisor: one small process per job that waits for its cards, runs it, records it.
 
-``python -m gputop.core.jobs.supervisor --state-dir D --job ID [--tty [--env-file F]]``
-
-Started detached by launch.py (its own session, stdin from /dev/null, stderr to the job's
-log), it outlives whatever launched it. It starts the job as the leader of a new session
-and process group, records its pid and start time, waits, and records the exit code or the
-signal that ended it. SIGTERM to the supervisor is a stop request: SIGTERM to the job's
-whole process group, SIGKILL to what is left after the job's grace period. With ``--tty``
-(tmux mode) the job runs on a pseudo-terminal whose output goes to the pane and the log.
+Started detached by launch.py (stderr to the job's log), it outlives whatever launched it
+and starts the job as the leader of a new session. SIGTERM to it is a stop request: SIGTERM
+to the job's whole process group, SIGKILL after its grace. ``--tty``: on a pty (tmux mode).
 """
 
 from __future__ import annotations
@@ -79,8 +74,7 @@ class Supervisor:
         notify: Sequence[str] = (),
     ) -> None:
         self.notify = tuple(notify)
-        """The person's ``--notify-command`` as an argv: run when the job starts after
-        waiting and when it ends (gputop.core.jobs.notify)."""
+        """``--notify-command``'s argv (notify.py)."""
         self.store = store
         self.job_id = job_id
         self.environ = environ
@@ -94,9 +88,7 @@ class Supervisor:
         self._recorder: Recorder | None = None
         self._log_limits = limits_from(environ, log_max)
         self._claim: JobClaim | None = None
-        """The claim on the job's cards while it runs (gputop.core.claims.jobs)."""
         self._measuring: UsageRecorder | None = None
-        """Measures what the job uses of its cards while it runs (usage_meter.py)."""
 
     def run(self) -> int:
         job = self.store.get(self.job_id)
@@ -133,12 +125,8 @@ class Supervisor:
             self._child.finish()
         self._release_claim()
         note = f"gputop's supervisor failed: {error}"
-        if returncode is None:
-            self._record_end(exit_code=SUPERVISOR_FAILED_EXIT, note=note)
-        elif returncode < 0:
-            self._record_end(signal=-returncode, note=note)
-        else:
-            self._record_end(exit_code=returncode, note=note)
+        code, signum = _split(SUPERVISOR_FAILED_EXIT if returncode is None else returncode)
+        self._record_end(exit_code=code, signal=signum, note=note)
         return SUPERVISOR_FAILED_EXIT
 
     # --- recording, also when the disk is full -------------------------------------------
@@ -165,11 +153,9 @@ class Supervisor:
         usage: JobUsage | None = None,
         announce: Callable[[RecordedEnd], None] | None = None,
     ) -> RecordedEnd:
-        """Record the job's end in the store, or (it refuses) in the reserved file, and
-        leave: a few quick tries, never a long wait; the next gputop that can write the
-        store records what the file holds. ``announce`` writes the end to the log before
-        any reader can find it, so whoever waits on the store (``gputop jobs wait``) finds
-        the log complete."""
+        """Record the job's end in the store or (it refuses) the reserved file: a few quick
+        tries, never a long wait (recording.py). ``announce`` writes it to the log before
+        any reader can find it, so whoever waits on the store finds the log complete."""
         end = RecordedEnd(self.job_id, time.time(), exit_code, signal, bool(stopped), note, usage)
         if announce is not None:
             announce(end)
@@ -261,14 +247,10 @@ class Supervisor:
             seen = end.transition().applied(self._stored_or(as_seen))
             self._say(f"job {job.id} {seen.status_text} after {duration(seen.duration_s() or 0.0)}")
 
-        if returncode < 0:
-            end = self._record_end(
-                signal=-returncode, stopped=self._stopped, usage=usage, announce=announce
-            )
-        else:
-            end = self._record_end(
-                exit_code=returncode, stopped=self._stopped, usage=usage, announce=announce
-            )
+        code, signum = _split(returncode)
+        end = self._record_end(
+            exit_code=code, signal=signum, stopped=self._stopped, usage=usage, announce=announce
+        )
         ended = self._stored_or(as_seen)
         if ended.is_active:  # not recorded, and no file could hold it
             ended = end.transition().applied(ended)
@@ -440,11 +422,9 @@ class Supervisor:
                 os.write(1, gputop_line(text).replace(b"\n", b"\r\n"))
 
 
-def _cards(job: Job) -> str:
-    if job.physical_indices:
-        cards = ",".join(str(i) for i in job.physical_indices)
-        return f"GPU {cards}" if len(job.physical_indices) == 1 else f"GPUs {cards}"
-    return f"{job.wait_count} free GPUs"
+def _split(returncode: int) -> tuple[int | None, int | None]:
+    """(exit code, signal) from a return code, negative for the signal that ended it."""
+    return (None, -returncode) if returncode < 0 else (returncode, None)
 
 
 def _describe(job: Job) -> str:

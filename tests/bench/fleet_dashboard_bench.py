@@ -40,7 +40,7 @@ from helpers.fleet import fleet_prometheus, simulated_nodes  # noqa: E402
 from helpers.waiting import wait_for  # noqa: E402
 
 from gputop.core.fleet.queries import INTERVAL_WINDOW_S  # noqa: E402
-from gputop.core.fleet.read import read_fleet  # noqa: E402
+from gputop.core.fleet.read import read_fleet, read_node_figures  # noqa: E402
 from gputop.core.prometheus.auth import server_for  # noqa: E402
 from gputop.core.sampling.source import open_backend  # noqa: E402
 from gputop.tui.app import GputopApp  # noqa: E402
@@ -85,10 +85,13 @@ def local(seconds: float) -> tuple[float, float, float]:
 
 def fleet(url: str, seconds: float) -> tuple[float, float, float]:
     server = server_for(url)
-    app = FleetApp(
-        lambda: read_fleet(server, timeout_s=60.0),
+    app = FleetApp(  # as gputop --prometheus makes it (gputop/cli/dashboard.py)
+        lambda: read_fleet(server, timeout_s=60.0, every_figure=False),
         url,
-        progressive=lambda early: read_fleet(server, timeout_s=60.0, early=early),
+        progressive=lambda early: read_fleet(
+            server, timeout_s=60.0, early=early, every_figure=False
+        ),
+        node_figures=lambda node: read_node_figures(server, node, timeout_s=60.0),
     )
     return asyncio.run(
         measure(

@@ -441,3 +441,52 @@ def test_the_first_answers_come_first_then_the_whole_fleet(fleet: Fleet) -> None
     states = {node.instance: node.state for node in whole.nodes}
     assert {node.instance: node.state for node in first.nodes} == states
     assert first.gpu_count == whole.gpu_count
+
+
+def test_the_dashboard_reads_a_nodes_temperature_and_power_when_it_is_opened(
+    fleet: Fleet,
+) -> None:
+    """The dashboard's refresh leaves out the cards' temperature, power and activity (its
+    table shows none of them); one query reads them for one node, as the full read has
+    them, range-checked (dcgm-1's +Inf temperature and 1e300 W stay unknown)."""
+    from gputop.core.fleet.model import fill_figures
+    from gputop.core.fleet.read import read_fleet, read_node_figures
+    from gputop.core.prometheus.auth import server_for
+
+    server = server_for(fleet.prometheus.url)
+    whole = read_fleet(server)
+    lean = read_fleet(server, every_figure=False)
+    assert not lean.every_figure and whole.every_figure
+    assert [n.instance for n in lean.nodes] == [n.instance for n in whole.nodes]
+    assert lean.free_count == whole.free_count
+    wanted = {n.instance: n for n in whole.nodes}
+    for node in lean.nodes:
+        assert all(g.temperature_c is None and g.activity is None for g in node.gpus.values())
+    node = next(n for n in lean.nodes if n.host == "dcgm-1")
+    before = instant_queries_answered(fleet.prometheus)
+    fill_figures(node, read_node_figures(server, node))
+    assert instant_queries_answered(fleet.prometheus) - before == 1
+    full = wanted[node.instance]
+    for key, gpu in node.gpus.items():
+        assert (gpu.temperature_c, gpu.power_w, gpu.activity) == (
+            full.gpus[key].temperature_c,
+            full.gpus[key].power_w,
+            full.gpus[key].activity,
+        )
+    temps = [g.temperature_c for g in node.sorted_gpus()]
+    assert temps[6] is None and temps[0] is not None and node.sorted_gpus()[7].power_w is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['a"b', "back\\slash", "new\nline\ttab", "\x1b]0;x\x07", "\x7f\u2028é😀", "\\u0041", ""],
+)
+def test_a_label_value_is_quoted_as_prometheus_reads_it(fleet: Fleet, value: str) -> None:
+    """``promql_string``, read back by Prometheus's own parser: the same text."""
+    from gputop.core.fleet.queries import promql_string
+    from gputop.core.prometheus.client import query
+
+    quoted = promql_string(value)
+    assert quoted is not None
+    (sample,) = query(fleet.prometheus.url, f'label_replace(vector(1), "v", {quoted}, "", "")')
+    assert sample.labels.get("v", "") == value

@@ -11,7 +11,7 @@ import pytest
 from helpers.waiting import pilot_wait_for
 from textual.widgets import DataTable, Static
 
-from gputop.core.fleet.model import Fleet, build_fleet
+from gputop.core.fleet.model import Fleet, FleetNode, build_fleet
 from gputop.core.prometheus.client import PrometheusError, Sample
 from gputop.core.remote.transport import SSH_CONFIG_ENV
 from gputop.core.slurm.detect import slurm_commands_here
@@ -445,3 +445,56 @@ async def test_only_the_gputop_command_settles_the_collector(
     monkeypatch.setattr(cli_dashboard, "require_terminal", lambda: None)
     assert cli_dashboard.run(build_parser().parse_args(["--prometheus", "http://p:9090"])) == 0
     assert made and made[0]["tune_collector"] is True
+
+
+def lean_fleet() -> Fleet:
+    """``fleet()`` as the dashboard reads it: without the cards' temperature and power."""
+    whole = fleet()
+    whole.every_figure = False
+    return whole
+
+
+async def test_a_nodes_temperature_and_power_are_read_when_it_is_opened() -> None:
+    """The dashboard's refresh does not read them (its table does not show them): opening
+    a node reads its cards' (one query), shows ``…`` meanwhile, then the figures, range
+    checked; a failed read is said on the node's screen."""
+    import threading
+
+    asked: list[tuple[str, str]] = []
+    release = threading.Event()
+
+    def figures(node: FleetNode) -> list[Sample]:
+        asked.append((node.job, node.instance))
+        release.wait(10)
+        if node.instance == "10.0.0.2:9400":
+            raise PrometheusError("Prometheus at http://prometheus:9090 answered HTTP 503.")
+        labels = {**target(node.instance), "gpu": "1", "UUID": f"GPU-{node.host}-1"}
+        return [
+            Sample({**labels, "__name__": "DCGM_FI_DEV_GPU_TEMP"}, NOW, 61.0),
+            Sample({**labels, "__name__": "DCGM_FI_DEV_POWER_USAGE"}, NOW, 1e9),  # too large
+            Sample({**labels, "__name__": "DCGM_FI_DEV_FB_USED", "gpu": "0"}, NOW, 1.0),
+            Sample({**target("10.0.0.7:9400"), "__name__": "DCGM_FI_DEV_GPU_TEMP"}, NOW, 5.0),
+        ]
+
+    app = FleetApp(lean_fleet, "http://prometheus:9090", node_figures=figures)
+
+    def detail() -> str:
+        return "".join(str(w.render()) for w in app.screen.query(Static))
+
+    async with app.run_test(size=(100, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.press("s")  # by name: 10.0.0.5 (down), node-00, node-01, node-02, ...
+        await pilot.press("slash", *"node-01", "enter", "enter")
+        await pilot_wait_for(pilot, lambda: isinstance(app.screen, TextScreen), "its screen", 10)
+        assert "…" in detail() and asked == [("dcgm", "10.0.0.1:9400")]
+        release.set()
+        await pilot_wait_for(pilot, lambda: "61C" in detail(), "the temperature", 10)
+        lines = detail().splitlines()
+        (gpu1,) = [line for line in lines if line.startswith("GPU  1")]
+        assert "61C" in gpu1 and "?" in gpu1 and "…" not in detail()  # 1 GW: unknown
+        node = next(n for n in app.fleet.nodes if n.instance == "10.0.0.1:9400")  # type: ignore[union-attr]
+        assert [g.temperature_c for g in node.sorted_gpus()] == [None, 61.0, None, None]
+        assert node.gpus["GPU-node-01-0"].memory_used_bytes == 0  # not a figure it asked for
+        await pilot.press("escape", "escape", "slash", *"node-02", "enter", "enter")
+        await pilot_wait_for(pilot, lambda: "HTTP 503" in detail(), "the failure", 10)
+        assert "temperature and power: Prometheus at http://prometheus:9090" in detail()

@@ -7,9 +7,16 @@ from __future__ import annotations
 import pytest
 
 from gputop.core.errors import UsageError
-from gputop.core.fleet.model import build_fleet
-from gputop.core.fleet.queries import check_selector, refresh_queries
-from gputop.core.prometheus.client import Sample
+from gputop.core.fleet.model import FleetNode, build_fleet
+from gputop.core.fleet.queries import (
+    DETAIL_METRICS,
+    check_selector,
+    node_figures_query,
+    refresh_queries,
+)
+from gputop.core.fleet.read import read_node_figures
+from gputop.core.prometheus.auth import server_for
+from gputop.core.prometheus.client import PrometheusError, Sample
 
 NOW = 1_800_000_000.0
 TARGET = {"job": "dcgm", "instance": "n1:9400"}
@@ -173,3 +180,25 @@ def test_a_target_scraped_a_few_times_yet_does_not_slow_the_refresh() -> None:
     assert young.interval_s == 15.0 and young.nodes[0].interval_s == 60.0
     settled = build_fleet("http://p", NOW, answers(scrapes=[sample(25.0)]), 7)
     assert settled.interval_s == 5.0
+
+
+def test_the_dashboards_refresh_leaves_out_what_its_table_does_not_show() -> None:
+    """Without ``every_figure`` the cards' query has no temperature, power or activity (read
+    for one node when it is opened); the other seven queries are the same."""
+    whole, lean = refresh_queries(""), refresh_queries("", every_figure=False)
+    assert whole.keys() == lean.keys()
+    assert {k for k in whole if whole[k] != lean[k]} == {"cards"}
+    for name in DETAIL_METRICS:
+        assert name in whole["cards"] and name not in lean["cards"]
+    for name in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS"):
+        assert name in lean["cards"]
+
+
+def test_a_nodes_figures_query_quotes_its_labels_or_refuses() -> None:
+    promql = node_figures_query('rack="r1"', 'jo"b', "10.0.0.1:9400\n")
+    assert promql is not None
+    assert 'job="jo\\"b", instance="10.0.0.1:9400\\n", rack="r1"' in promql
+    assert node_figures_query("", "nodes", "bad\ud800") is None  # no UTF-8 for it
+    node = FleetNode(instance="bad\ud800", job="nodes")
+    with pytest.raises(PrometheusError, match="not text a query can carry"):
+        read_node_figures(server_for("http://127.0.0.1:1"), node)

@@ -22,7 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gputop.core.fleet.queries import ACTIVITY, HEALTH_FLAGS, INTERVAL_WINDOW_S, LAST_SAMPLE
+from gputop.core.fleet.queries import (
+    ACTIVITY,
+    DETAIL_METRICS,
+    HEALTH_FLAGS,
+    INTERVAL_WINDOW_S,
+    LAST_SAMPLE,
+)
 from gputop.core.health import LEVELS, OK, Reason, Verdict
 from gputop.core.health import verdict as judge
 from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
@@ -231,6 +237,9 @@ class Fleet:
     interval_s: float = DEFAULT_INTERVAL_S
     partial: bool = False
     """Built from the first answers only: the cards' figures (and so free cards) not yet."""
+    every_figure: bool = True
+    """False: the cards' temperature, power and activity were not read (the dashboard's
+    table, which does not show them; ``fill_figures`` adds them for one node)."""
 
     @property
     def gpu_count(self) -> int:
@@ -267,6 +276,10 @@ def _label(labels: dict[str, str], name: str) -> str | None:
 
 def _node_key(labels: dict[str, str]) -> tuple[str, str]:
     return (labels.get("job", ""), labels.get("instance", ""))
+
+
+def _card_key(labels: dict[str, str]) -> str:
+    return labels.get("UUID") or "gpu" + labels.get("gpu", "")
 
 
 def _index(text: str | None) -> int | None:
@@ -311,7 +324,7 @@ class _Builder:
         get = labels.get
         job = get("job", "")
         instance = get("instance", "")
-        key = get("UUID") or "gpu" + get("gpu", "")
+        key = get("UUID") or "gpu" + get("gpu", "")  # _card_key, inline: once a series
         found = self._cards.get((job, instance, key))
         if found is None:
             node = self.node(labels)
@@ -524,6 +537,7 @@ def build_fleet(
     queries: int,
     rule: FreeRule | None = None,
     partial: bool = False,
+    every_figure: bool = True,
 ) -> Fleet:
     """The fleet ``answers`` (each refresh query's samples, by name) describe at ``now``;
     ``partial`` where some answers are still to come (no card is free then)."""
@@ -549,7 +563,25 @@ def build_fleet(
     interval = (
         min(intervals[len(intervals) // 2], DEFAULT_INTERVAL_S) if intervals else DEFAULT_INTERVAL_S
     )
-    return Fleet(url, now, nodes, _users(nodes), queries, interval, partial)
+    return Fleet(url, now, nodes, _users(nodes), queries, interval, partial, every_figure)
+
+
+def fill_figures(node: FleetNode, samples: list[Sample]) -> None:
+    """``node``'s cards' figures from ``samples`` (``read_node_figures``: the series of
+    ``DETAIL_METRICS``), each range-checked as a refresh's are; other nodes' and other
+    cards' series are passed over."""
+    builder = _Builder(0.0, FreeRule())
+    for gpu in node.gpus.values():
+        builder._cards[(node.job, node.instance, gpu.key)] = (node, gpu)
+    wanted = set(builder._cards)
+    builder.cards(
+        [
+            sample
+            for sample in samples
+            if (*_node_key(sample.labels), _card_key(sample.labels)) in wanted
+            and sample.labels.get("__name__") in DETAIL_METRICS
+        ]
+    )
 
 
 def _users(nodes: list[FleetNode]) -> list[FleetUser]:

@@ -7,6 +7,7 @@ each selector, so a refresh reads only those nodes' series.
 
 from __future__ import annotations
 
+import json
 import re
 
 from gputop.core.errors import UsageError
@@ -52,6 +53,10 @@ CARD_METRICS = (
     "gputop_gpu_claimed",
     "gputop_gpu_health",
 )
+DETAIL_METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", *ACTIVITY)
+"""A card's figures the fleet dashboard's table does not show (its node's screen does):
+the dashboard reads them for one node when it is opened, not every refresh for every card
+(``refresh_queries(every_figure=False)``, ``node_figures_query``)."""
 CARD_KEY = "__name__, job, instance, UUID, gpu, user"
 """What tells one card's series apart (``user``: a claim's holder)."""
 PROCESS_METRICS = ("gputop_process_memory_used_bytes", "gputop_process_sm_util_percent")
@@ -92,8 +97,34 @@ def _names(metrics: tuple[str, ...] | list[str]) -> str:
     return "|".join(metrics)
 
 
-def refresh_queries(matchers: str) -> dict[str, str]:
-    """The queries of one refresh, by name; ``matchers`` from ``check_selector``."""
+def promql_string(value: str) -> str | None:
+    """``value`` as a PromQL string literal (double quotes, Go's escapes: JSON's are a
+    subset of them); ``None`` for text no query can carry (not UTF-8: a lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return json.dumps(value, ensure_ascii=False)
+
+
+def node_figures_query(matchers: str, job: str, instance: str) -> str | None:
+    """The figures of ``DETAIL_METRICS`` of one node's cards (its target's ``job`` and
+    ``instance``, label values from the server, quoted here); ``None`` where a label value
+    cannot be quoted."""
+    quoted_job, quoted_instance = promql_string(job), promql_string(instance)
+    if quoted_job is None or quoted_instance is None:
+        return None
+    extra = f", {matchers}" if matchers else ""
+    return (
+        f'max by ({CARD_KEY}) ({{__name__=~"{_names(DETAIL_METRICS)}", GPU_I_ID="", '
+        f"job={quoted_job}, instance={quoted_instance}{extra}}})"
+    )
+
+
+def refresh_queries(matchers: str, every_figure: bool = True) -> dict[str, str]:
+    """The queries of one refresh, by name; ``matchers`` from ``check_selector``; without
+    ``every_figure``, not the cards' ``DETAIL_METRICS`` (the dashboard's table)."""
+    figures = [m for m in CARD_METRICS[1:] if every_figure or m not in DETAIL_METRICS]
     extra = f", {matchers}" if matchers else ""
     only = f"{{{matchers}}}" if matchers else ""
     return {
@@ -106,7 +137,6 @@ def refresh_queries(matchers: str) -> dict[str, str]:
         # tell them apart: a quarter of the bytes, and of the decoding.
         "card_labels": f'{{__name__=~"DCGM_FI_DEV_FB_USED|{LAST_SAMPLE}", GPU_I_ID=""{extra}}}',
         "nodes": f'{{__name__=~"{_names(NODE_METRICS)}"{extra}}}',
-        "cards": f"max by ({CARD_KEY}) "
-        f'({{__name__=~"{_names(CARD_METRICS[1:])}", GPU_I_ID=""{extra}}})',
+        "cards": f'max by ({CARD_KEY}) ({{__name__=~"{_names(figures)}", GPU_I_ID=""{extra}}})',
         "processes": f'{{__name__=~"{_names(PROCESS_METRICS)}"{extra}}}',
     }

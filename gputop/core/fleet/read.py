@@ -8,9 +8,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gputop.core.fleet import TIMEOUT_S
-from gputop.core.fleet.model import Fleet, FreeRule, build_fleet
-from gputop.core.fleet.queries import refresh_queries
-from gputop.core.prometheus.client import MAX_TOTAL_BYTES, Budget, Sample, Server, query
+from gputop.core.fleet.model import Fleet, FleetNode, FreeRule, build_fleet
+from gputop.core.fleet.queries import node_figures_query, refresh_queries
+from gputop.core.prometheus.client import (
+    MAX_TOTAL_BYTES,
+    Budget,
+    PrometheusError,
+    Sample,
+    Server,
+    query,
+)
 
 MAX_TIMEOUT_S = 3600.0
 EARLY_AFTER = "card_labels"
@@ -24,19 +31,22 @@ def read_fleet(
     rule: FreeRule | None = None,
     max_bytes: int = MAX_TOTAL_BYTES,
     early: Callable[[Fleet], None] | None = None,
+    every_figure: bool = True,
 ) -> Fleet:
     """The fleet now, as ``server`` sees it; a ``PrometheusError`` saying why not.
 
     ``early``: given the fleet as the first, quick answers show it (the nodes, their states,
     their cards and memory: ``Fleet.partial``, no card free yet) while the cards' figures are
-    still on their way; the dashboard's first frame."""
+    still on their way; the dashboard's first frame. Without ``every_figure``, not the
+    cards' temperature, power and activity (``DETAIL_METRICS``: the dashboard's table does
+    not show them; ``read_node_figures`` reads them for one node)."""
     budget = Budget(
         timeout_s,
         max_bytes,
         what="refresh",
         advice="narrow the nodes with --match, or ask a Prometheus closer to them",
     )
-    queries = refresh_queries(matchers)
+    queries = refresh_queries(matchers, every_figure)
     # At once: the refresh takes the longest query's time, not their sum (the server
     # evaluates them in parallel too); the budget is one for all of them.
     names = list(queries)
@@ -50,8 +60,25 @@ def read_fleet(
             for name, future in asked.items():
                 answers[name] = future.result()  # the first failure is said
             if early is not None and EARLY_AFTER in asked:
-                early(build_fleet(server.shown, _now(answers), answers, budget.queries, rule, True))
-    return build_fleet(server.shown, _now(answers), answers, budget.queries, rule)
+                partial = build_fleet(
+                    server.shown, _now(answers), answers, budget.queries, rule, True, every_figure
+                )
+                early(partial)
+    return build_fleet(
+        server.shown, _now(answers), answers, budget.queries, rule, every_figure=every_figure
+    )
+
+
+def read_node_figures(
+    server: Server, node: FleetNode, matchers: str = "", timeout_s: float = TIMEOUT_S
+) -> list[Sample]:
+    """The ``DETAIL_METRICS`` of ``node``'s cards (one query), for ``fill_figures``; a
+    ``PrometheusError`` saying why not."""
+    promql = node_figures_query(matchers, node.job, node.instance)
+    if promql is None:
+        raise PrometheusError("this node's name is not text a query can carry")
+    budget = Budget(timeout_s, what="read of the node", advice="narrow the nodes with --match")
+    return query(server, promql, budget)
 
 
 def _now(answers: dict[str, list[Sample]]) -> float:

@@ -36,7 +36,8 @@ from gputop.core.fleet.fleet_text import (
     memory,
     node_badge,
 )
-from gputop.core.fleet.model import Fleet, FleetNode
+from gputop.core.fleet.model import Fleet, FleetNode, fill_figures
+from gputop.core.prometheus.client import Sample
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
 from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
@@ -138,8 +139,9 @@ def matches(node: FleetNode, needle: str) -> bool:
     return needle.lower() in clean(haystack).lower()
 
 
-def node_detail(fleet: Fleet, node: FleetNode) -> Text:
-    """A node's cards and processes, as the lab view shows a host (cleaned text)."""
+def node_detail(fleet: Fleet, node: FleetNode, reading: bool = False) -> Text:
+    """A node's cards and processes, as the lab view shows a host (cleaned text);
+    ``reading``: its cards' temperature and power are on their way (``…``)."""
     text = Text()
     text.append(f"{clean(node.host)}", style="bold")
     text.append(
@@ -151,8 +153,9 @@ def node_detail(fleet: Fleet, node: FleetNode) -> Text:
         util = "?" if gpu.utilization_gpu is None else f"{gpu.utilization_gpu:.0f}%"
         used = "?" if gpu.memory_used_bytes is None else human_bytes(gpu.memory_used_bytes)
         total = "?" if gpu.memory_total_bytes is None else human_bytes(gpu.memory_total_bytes)
-        temp = "?" if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}C"
-        power = "?" if gpu.power_w is None else f"{gpu.power_w:.0f}W"
+        unknown = "…" if reading else "?"
+        temp = unknown if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}C"
+        power = unknown if gpu.power_w is None else f"{gpu.power_w:.0f}W"
         index = "?" if gpu.index is None else str(gpu.index)
         held = []
         if gpu.claimed:
@@ -204,6 +207,25 @@ def users_detail(fleet: Fleet) -> Text:
     return text
 
 
+class NodeFigures(Message):
+    """A node's cards' temperature, power and activity, read when its screen opened."""
+
+    def __init__(
+        self,
+        screen: TextScreen,
+        fleet: Fleet,
+        node: FleetNode,
+        samples: list[Sample] | None,
+        error: str | None,
+    ) -> None:
+        super().__init__()
+        self.screen = screen
+        self.fleet = fleet
+        self.node = node
+        self.samples = samples
+        self.error = error
+
+
 class TextScreen(Screen[None]):
     """A node's detail or the users' view: ``escape`` or ``q`` goes back."""
 
@@ -217,8 +239,14 @@ class TextScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(plain(self._title, style="bold reverse"))
         with VerticalScroll():
-            yield Static(self._body)
+            yield Static(self._body, id="text-body")
         yield Static(Text("escape back"))
+
+    def show(self, body: Text) -> None:
+        """The body again (a node's figures arrived)."""
+        self._body = body
+        if self.is_mounted:
+            self.query_one("#text-body", Static).update(body)
 
 
 class FleetApp(QuitHint, App[int]):
@@ -250,13 +278,17 @@ class FleetApp(QuitHint, App[int]):
         group_by: str | None = None,
         progressive: Callable[[Callable[[Fleet], None]], Fleet] | None = None,
         tune_collector: bool = False,
+        node_figures: Callable[[FleetNode], list[Sample]] | None = None,
     ) -> None:
         """``progressive``: a source that also gives the fleet as its first answers show it
         (``read_fleet``'s ``early``); used for the first read, so the first frame comes
         before the cards' figures. ``tune_collector``: gputop's own process only, as the
         local dashboard's (gputop/tui/collector.py): each refresh makes some 100,000 objects,
-        and Python's default collector walked them 50 times a refresh."""
+        and Python's default collector walked them 50 times a refresh. ``node_figures``:
+        reads a node's cards' temperature, power and activity when its screen opens, for a
+        source that does not read them every refresh (``Fleet.every_figure``)."""
         super().__init__()
+        self.node_figures = node_figures
         self._tune_collector = tune_collector
         self.progressive = progressive
         self.group_by = group_by
@@ -465,7 +497,33 @@ class FleetApp(QuitHint, App[int]):
         node = self._shown[event.cursor_row]
         if node is None:  # a group's line
             return
-        self.push_screen(TextScreen(f"{node.host} ({node.state})", node_detail(self.fleet, node)))
+        fleet = self.fleet
+        reading = not fleet.every_figure and self.node_figures is not None and bool(node.gpus)
+        screen = TextScreen(f"{node.host} ({node.state})", node_detail(fleet, node, reading))
+        self.push_screen(screen)
+        if reading:
+            self.run_worker(
+                lambda: self._read_node(screen, fleet, node), thread=True, group="fleet-node"
+            )
+
+    def _read_node(self, screen: TextScreen, fleet: Fleet, node: FleetNode) -> None:
+        assert self.node_figures is not None
+        try:
+            samples = self.node_figures(node)
+        except GputopError as error:
+            self.post_message(NodeFigures(screen, fleet, node, None, str(error)))
+            return
+        self.post_message(NodeFigures(screen, fleet, node, samples, None))
+
+    def on_node_figures(self, message: NodeFigures) -> None:
+        """A node's figures: put on its cards here, on the UI thread, and its screen drawn
+        again (its fleet, not a newer one: the screen shows the node as it was opened)."""
+        if message.samples is not None:
+            fill_figures(message.node, message.samples)
+        body = node_detail(message.fleet, message.node)
+        if message.error is not None:
+            body.append(f"temperature and power: {clean(message.error)}\n", style="red")
+        message.screen.show(body)
 
     def action_users(self) -> None:
         if self.fleet is not None:

@@ -227,9 +227,10 @@ class CCalls(ProcessCalls):
             info.processSamplesCount = len(measured)
             return NVML_ERROR_INSUFFICIENT_SIZE
         shares = self._time_shares(handle, sample_t)  # the card's time (card_load.py)
-        array = (_DriverUtilizationInfoV1 * len(measured)).from_address(info.procUtilArray)
+        layout = _DriverUtilizationInfoV1 * len(measured)
+        ctypes.memset(info.procUtilArray, 0, ctypes.sizeof(layout))  # every slot at once
+        array = layout.from_address(info.procUtilArray)
         for slot, (process, ids) in zip(array, measured, strict=True):
-            ctypes.memset(ctypes.addressof(slot), 0, ctypes.sizeof(slot))
             slot.pid = process.pid
             slot.timeStamp = stamp
             slot.smUtil, slot.memUtil = shares[(ids, process.pid)]

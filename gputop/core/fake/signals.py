@@ -97,16 +97,16 @@ class Signal:
         """The reading at scenario time ``t`` (seconds), clamped to ``[min, max]``."""
         value = self.base
         if self.amp:
-            value += self.amp * math.sin(2 * math.pi * (t / self.period_s + self.phase))
+            value += self.amp * _sin(_TAU * (t / self.period_s + self.phase))
         for wave in self.waves:
-            value += wave.amp * math.sin(2 * math.pi * (t / wave.period_s + wave.phase))
+            value += wave.amp * _sin(_TAU * (t / wave.period_s + wave.phase))
         if self.jitter:
-            step = math.floor(t / self.jitter_period_s)
-            value += self.jitter * _unit_noise(self.seed, step)
-        if self.minimum is not None:
-            value = max(self.minimum, value)
-        if self.maximum is not None:
-            value = min(self.maximum, value)
+            value += self.jitter * _unit_noise(self.seed, _floor(t / self.jitter_period_s))
+        # as max(minimum, value) and min(maximum, value) choose, ties and NaN included
+        if self.minimum is not None and not value > self.minimum:
+            value = self.minimum
+        if self.maximum is not None and not value < self.maximum:
+            value = self.maximum
         return value
 
     def upper_bound(self) -> float:
@@ -194,7 +194,16 @@ def _seed(field: str) -> int:
     return int.from_bytes(hashlib.blake2b(field.encode(), digest_size=8).digest(), "little")
 
 
+_TAU = 2 * math.pi  # as 2 * math.pi * x computes it: (2 * math.pi) * x
+_sin = math.sin
+_floor = math.floor
+_pack_seed_step = struct.Struct("<Qq").pack
+_from_bytes = int.from_bytes
+_blake2b = hashlib.blake2b
+_HALF_RANGE = float(2**63)
+
+
 def _unit_noise(seed: int, step: int) -> float:
     """A value in [-1, 1] that depends only on (seed, step)."""
-    digest = hashlib.blake2b(struct.pack("<Qq", seed, step), digest_size=8).digest()
-    return int.from_bytes(digest, "little") / 2**63 - 1.0
+    digest = _blake2b(_pack_seed_step(seed, step), digest_size=8).digest()
+    return _from_bytes(digest, "little") / _HALF_RANGE - 1.0

@@ -1,11 +1,8 @@
-"""Word when a job ends or a waiting job starts: the event, a terminal notification, a hook.
+"""Word when a job ends or a waiting job starts: a toast, a terminal notification, a hook.
 
-The event is computed from two reads of the job store (``job_events``). It reaches a person
-as a toast in the dashboard, as a terminal notification (OSC 9 or OSC 777 where the terminal
-is known to show one, wrapped for tmux; the bell elsewhere), and through a command the person
-gives (``--notify-command``), run as an argv with the job's facts in ``GPUTOP_*`` variables,
-never spliced into a command line. Job names come from outside: every text is cleaned
-(gputop.core.safe_text) and stripped of what would end an OSC string. docs/notifications.md.
+The person's ``--notify-command`` runs as an argv with the job's facts in ``GPUTOP_*``
+variables, never spliced into a command line; job names come from outside, so every text is
+cleaned and stripped of what would end an OSC string (docs/notifications.md).
 """
 
 from __future__ import annotations
@@ -47,12 +44,11 @@ class JobEvent:
     peak_memory_bytes: int | None = None
     """The most GPU memory its processes held together, where a dashboard saw it."""
     xids: JobXids = ()
-    """The Xids its cards had while it ran, where the reader knows them (xid_marks.py)."""
 
     @property
     def text(self) -> str:
-        """``Job 3 (train.py) exited 0 after 1h02m, peak 31.2G GPU memory``, then why it ended
-        so where its supervisor said (``Job 4 (x) failed 127: x: command not found``): cleaned."""
+        """``Job 3 (train.py) exited 0 after 1h02m, peak 31.2G GPU memory``, and why where its
+        supervisor said (``: x: command not found``), cleaned."""
         job = self.job
         name = clean(job.name)
         if self.kind == STARTED:
@@ -71,9 +67,8 @@ class JobEvent:
 
 
 def end_note(job: Job) -> str:
-    """``": X: command not found"``: why an ended job ended as it did, where its
-    supervisor said (cleaned, cut to ``NOTE_MAX``); ``""`` where nothing was said, or where
-    the note already is its status (a Slurm job's)."""
+    """``": X: command not found"``: why an ended job ended so, cleaned and cut; ``""`` where
+    nothing was said or the note is its status (a Slurm job's)."""
     note = (job.note or "").strip()
     if job.is_active or not note or note == job.status_text:
         return ""
@@ -90,15 +85,10 @@ def job_events(
     launched: Collection[int] = (),
     xids: Callable[[Job], JobXids] | None = None,
 ) -> list[JobEvent]:
-    """What changed between two reads: jobs that ended, and waiting jobs that started.
-
-    A job first seen already ended is no news (it ended before this reader looked), unless
-    this reader launched it (``launched``: a job that ends before the next read is still
-    the launcher's news); nor is the start of a job it launched that was not queued for
-    busy cards (its launch said it). ``peaks``: job id → the most GPU memory seen held by
-    its processes (the dashboard's). ``xids``: the Xids a job's cards had while it ran,
-    asked of each job that ended (xid_marks.py).
-    """
+    """Jobs that ended and waiting jobs that started between two reads. A job first seen
+    ended is no news unless this reader ``launched`` it; nor is the start of one it launched
+    unqueued (its launch said it). ``peaks``: the dashboard's most GPU memory per job;
+    ``xids``: asked of each job that ended."""
     earlier = {job.id: job for job in before}
     events: list[JobEvent] = []
     for job in after:
@@ -193,12 +183,9 @@ def run_notify_command(
 
 
 def terminal_notification(title: str, body: str, environ: Mapping[str, str]) -> bytes:
-    """The bytes that make this terminal show a notification (the bell where none is known).
-
-    OSC 777 (``notify;title;body``) for VTE terminals and foot, OSC 9 for iTerm2, WezTerm,
-    ghostty and Windows Terminal; inside tmux wrapped in its passthrough (``ESC P tmux;``),
-    which tmux 3.3+ forwards when ``allow-passthrough`` is on.
-    """
+    """The bytes that make this terminal show a notification: OSC 777 (VTE, foot), OSC 9
+    (iTerm2, WezTerm, ghostty, Windows Terminal), else the bell; inside tmux wrapped in its
+    passthrough, which tmux 3.3+ forwards with ``allow-passthrough`` on."""
     safe_title, safe_body = _osc_text(title), _osc_text(body)
     term = environ.get("TERM", "")
     if environ.get("VTE_VERSION") or term.startswith("foot"):
@@ -229,7 +216,6 @@ def write_terminal_notification(event: JobEvent, environ: Mapping[str, str]) -> 
 
 
 def _osc_text(text: str) -> str:
-    """Cleaned (no control character reaches the terminal), no ``;`` (OSC 777's separator),
-    short enough for any terminal's OSC buffer."""
+    """Cleaned, no ``;`` (OSC 777's separator), short enough for any OSC buffer."""
     cleaned = clean(text).replace(";", ",")
     return cleaned[:_OSC_TEXT_MAX]

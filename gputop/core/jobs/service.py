@@ -1,9 +1,7 @@
 """The dashboard's jobs: one owner of the job store, the log tails and what was last read.
 
-Two threads read jobs (the sampler, and a worker after a launch or a stop), and a SQLite
-connection stays in its thread, so each opens its own store here; the shared log tails sit
-behind one lock, re-read only when a log grew. Problems go to the UI's ``report`` callback.
-A GPU process is a job's when it shares the job's session (``JobsView``). No Textual here.
+Two threads read jobs (the sampler, a worker after a launch or stop) and a SQLite connection
+stays in its thread, so each opens its own store here; the log tails sit behind one lock.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ class JobsView:
     job_of_pid: Mapping[int, int] = field(default_factory=dict)
     """GPU process pid -> id of the running job it belongs to."""
     read_number: int = 0
-    """Reads are numbered as they start: a view with a lower number is older, however late
-    it arrives (a sampling thread and a worker read at once)."""
+    """Reads are numbered as they start: a lower number is older, however late it arrives."""
 
     @property
     def active(self) -> tuple[Job, ...]:
@@ -108,8 +105,7 @@ def read_jobs_view(
 def job_memory_peaks(
     peaks: Mapping[int, int], snapshot: Snapshot | None, jobs: JobsView
 ) -> dict[int, int]:
-    """The most GPU memory each running job's processes held together, updated with one
-    more snapshot; jobs no longer in the view are forgotten."""
+    """The most GPU memory each job's processes held together, with one more snapshot."""
     known = {job.id for job in jobs.jobs}
     updated = {job_id: most for job_id, most in peaks.items() if job_id in known}
     if snapshot is None:
@@ -129,8 +125,6 @@ DASHBOARD_CLAIM_ADVICE = (
     'Choose other cards, or tick "Wait until these cards are free" to start once the claim '
     "ends (gputop run --ignore-claims launches anyway, and marks the job so)."
 )
-"""What the launch dialog suggests when it refuses claimed cards (``gputop run``'s advice
-names its options)."""
 
 Severity = Literal["information", "warning", "error"]
 ReportProblem = Callable[[str, Severity], None]
@@ -151,13 +145,11 @@ class JobsService:
     ) -> None:
         self.state_dir = state_dir
         self.user = user
-        """Whose cards count as taken by "you" when a launch is checked."""
         self.cwd = cwd
         """Where a launch runs by default: where gputop was started."""
         self._job_environ = dict(job_environ) if job_environ is not None else None
         self._report = report
         self.cancel_in_slurm = cancel_in_slurm
-        """How a job Slurm runs is stopped (``gputop.core.slurm.submit.cancel``)."""
         self._tails = LogTails()
         self._tails_lock = threading.Lock()
         self._read_numbers = itertools.count(1)
@@ -166,7 +158,7 @@ class JobsService:
         """The jobs last shown; replaced on the UI thread only."""
 
     def job_environ(self) -> dict[str, str]:
-        """What launched jobs inherit; by default this process's own environment."""
+        """What launched jobs inherit (default: this process's environment)."""
         return dict(os.environ if self._job_environ is None else self._job_environ)
 
     def open_store(self) -> JobStore | None:
@@ -213,8 +205,8 @@ class JobsService:
                 store.close()
 
     def history(self) -> tuple[str, ...]:
-        """Commands launched before, oldest first; none when the store cannot be opened
-        (no history is no reason to refuse a launch: the launch itself will say why)."""
+        """Commands launched before, oldest first; none where the store cannot be opened (the
+        launch itself says why)."""
         try:
             store = JobStore.open(self.state_dir)
         except GputopError:
@@ -225,13 +217,9 @@ class JobsService:
             store.close()
 
     def launch(self, request: LaunchRequest, snapshot: Snapshot, environ: Mapping[str, str]) -> Job:
-        """Check and start a job (``launch_job``). Raises GputopError, or OSError when the
-        supervisor cannot be started.
-
-        Cards another user claimed are refused first, as ``gputop run`` refuses them (the
-        same check), with nothing recorded; a launch that waits waits for the claim. Claims
-        that cannot be told (a flood) refuse every launch, as ``run`` without
-        ``--ignore-claims`` does."""
+        """Check and start a job (``launch_job``); GputopError, or OSError. Cards another user
+        claimed, or claims that cannot be told, are refused first, by ``gputop run``'s check,
+        with nothing recorded; a launch that waits waits for the claim."""
         from gputop.core.claims.jobs import check_launch_claims  # not before the first frame
         from gputop.core.claims.view import read_claims
 

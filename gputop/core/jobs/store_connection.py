@@ -1,10 +1,9 @@
 """The job store's connection: one per store and process, shared by its threads.
 
-Many processes write the store at once, so every write is one short ``BEGIN IMMEDIATE``
-transaction (``_writing``). Where nothing can be written (a full or read-only disk) it reads
-read-only and tries to write again now and then; a read SQLite answers "malformed" is tried
-again on a new connection, never taken as proof of damage; a store another process moved
-aside and replaced is followed (docs/sqlite.md). store.py holds the jobs' queries.
+Every write is one short ``BEGIN IMMEDIATE`` transaction (many processes write at once).
+Where nothing can be written it reads read-only and tries to write again now and then; a
+read SQLite answers "malformed" is retried on a new connection, never proof of damage; a
+store another process moved aside and replaced is followed (docs/sqlite.md).
 """
 
 from __future__ import annotations
@@ -48,8 +47,7 @@ class _ReadsAsDamaged(StoreError):
 
 
 _OPEN: dict[Path, StoreConnection] = {}
-"""The store open in this process, per state directory: every ``open`` of the same
-directory shares it (docs/sqlite.md: one connection per store per process)."""
+"""The store open in this process, per state directory, shared by every ``open`` of it."""
 _OPEN_LOCK = threading.Lock()
 
 
@@ -65,8 +63,7 @@ os.register_at_fork(after_in_child=_forget_open_stores)
 
 
 class StoreConnection:
-    """The store's connection, safe to share between threads; one per process and state
-    directory (``open`` hands out the same one; it closes when its last user closes it)."""
+    """The store's connection, shared by threads; it closes when its last user closes it."""
 
     def __init__(self, state_dir: Path, connection: sqlite3.Connection, notices: list[str]):
         self.state_dir = state_dir
@@ -81,21 +78,19 @@ class StoreConnection:
         self.faults = FaultReporter(
             f"the job store {self.db_path}", FAULT_CONSEQUENCE, notices.append
         )
-        """Says once that the store cannot be written (and once that it can again)."""
         self._read_only = False
         self._writable_tried = 0.0
         self._notices_taken = 0
         self._users = 1
         self._pid = os.getpid()
         self._damaged = False
-        """A read or write found the store damaged, and no new connection read it since:
-        the next opening that may repair (a launch) checks it under the open lock."""
+        """A read or write found the store damaged since the last connection: the next
+        opening that may repair (a launch) checks it under the open lock."""
 
     @classmethod
     def open(cls: type[_S], state_dir: Path | str | None = None, *, repair: bool = False) -> _S:
-        """The store, read-only where nothing can be written (said once in ``notices``).
-        ``repair`` (commands that record jobs; readers never do): a store that reads as
-        damaged is checked under its lock, moved aside only where that proves it."""
+        """The store, read-only where nothing can be written (said once in ``notices``);
+        ``repair``: as open_connection's."""
         directory = Path(state_dir) if state_dir is not None else default_state_dir()
         directory = directory.expanduser().absolute()
         shared = cls._share(directory)
@@ -151,7 +146,6 @@ class StoreConnection:
 
     @property
     def writable(self) -> bool:
-        """False while the store is open read-only (nothing can be written now)."""
         return not self._read_only
 
     def take_notices(self) -> list[str]:
@@ -171,8 +165,8 @@ class StoreConnection:
 
     @classmethod
     def open_existing(cls: type[_S], state_dir: Path | str | None = None) -> _S | None:
-        """The store if one was ever created, else ``None``: for commands that only read
-        (``pick``, ``jobs``), which must not create a state directory as a side effect."""
+        """The store if one was ever created, else ``None``: readers (``pick``, ``jobs``) must
+        not create a state directory as a side effect."""
         directory = Path(state_dir) if state_dir is not None else default_state_dir()
         directory = directory.expanduser().absolute()
         plain_dir = os.path.isdir(directory) and not os.path.islink(directory)
@@ -203,16 +197,13 @@ class StoreConnection:
         self.close()
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        """Run a query; where reading needs a write SQLite cannot make (its ``-shm`` file
-        on a full disk), read again through a read-only connection."""
+        """Run a query; where reading needs a write SQLite cannot make (its ``-shm`` on a full
+        disk), read again through a read-only connection."""
         for attempt in range(1, CHECK_ATTEMPTS + 1):
             try:
                 with self._reading():
                     return list(self._conn.execute(sql, params).fetchall())
-            except _ReadsAsDamaged:
-                # A read error is retried on a new connection, never taken as proof of
-                # damage: only a command that records jobs moves a store aside, after an
-                # integrity check under the open lock (docs/sqlite.md).
+            except _ReadsAsDamaged:  # retried on a new connection, never proof of damage
                 if attempt == CHECK_ATTEMPTS or self.in_memory:
                     raise
                 time.sleep(CHECK_PAUSE_S * attempt)
@@ -226,7 +217,6 @@ class StoreConnection:
         raise AssertionError("unreachable")
 
     def _reconnect(self) -> None:
-        """A new connection in place of one that read the store as damaged."""
         if self._read_only:
             connection = open_read_only(self.state_dir)
         else:
@@ -235,7 +225,6 @@ class StoreConnection:
         self._damaged = False
 
     def _use(self, connection: sqlite3.Connection, read_only: bool) -> None:
-        """``connection`` in place of the one this store had."""
         with contextlib.suppress(sqlite3.Error):
             self._conn.close()
         self._conn = connection
@@ -243,7 +232,6 @@ class StoreConnection:
         self._read_only = read_only
 
     def _repair(self) -> None:
-        """``open_connection``'s repair (docs/sqlite.md), for every user of this store."""
         with self._lock:
             if not self._damaged:
                 return
@@ -260,7 +248,7 @@ class StoreConnection:
         self._became_read_only(fault)
 
     def _try_writable(self) -> None:
-        """Opened read-only: open for writing again, at most every WRITABLE_RETRY_S."""
+        """Open for writing again, at most every WRITABLE_RETRY_S."""
         if time.monotonic() - self._writable_tried < WRITABLE_RETRY_S:
             return
         self._writable_tried = time.monotonic()
@@ -274,8 +262,8 @@ class StoreConnection:
         self._use(connection, False)
 
     def _follow_replacement(self) -> None:
-        """Another process moved a damaged store aside and started a new one: use the new
-        one (a supervisor then records its job there again, see supervisor.py)."""
+        """Another process moved a damaged store aside: use the new one (a supervisor then
+        records its job there again)."""
         if self._read_only:
             return  # nothing can be moved aside where nothing can be written
         if self._file is None or store_identity(self.state_dir) in (self._file, None):
@@ -320,20 +308,13 @@ class StoreConnection:
                 raise self._write_error(error) from None
             try:
                 yield self._conn
-            except sqlite3.Error as error:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                raise self._write_error(error) from None
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                raise
-            try:
                 self._conn.execute("COMMIT")
-            except sqlite3.Error as error:
+            except BaseException as error:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("ROLLBACK")
-                raise self._write_error(error) from None
+                if isinstance(error, sqlite3.Error):
+                    raise self._write_error(error) from None
+                raise
             self.faults.succeeded()
 
     def _write_error(self, error: sqlite3.Error) -> StoreError:

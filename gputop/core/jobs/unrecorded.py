@@ -1,12 +1,10 @@
 """What a supervisor could not record in the store, kept in a file it reserved (docs/faults.md).
 
-At its start a supervisor reserves ``run/ID.end`` with ``posix_fallocate``, so writing into
-it needs no new space on a full disk. Every transition the store refuses goes there, one
-JSON object rewritten in place (``Unrecorded``), the one record of it; every reader applies
-it and whoever can write the store records it (current.py), both by the transitions of
-store_rows.py. The format is that of gputop's first end files with keys added (``ended_at``
-only once the job ended), padded to the reserved size; a record that does not read as a
-supervisor writes it is taken as holding nothing, never as damage to act on.
+``run/ID.end`` is reserved with ``posix_fallocate`` at the start, so writing it needs no new
+space on a full disk. Each transition the store refuses goes there, in one JSON object
+rewritten in place: the format of gputop's first end files with keys added. Readers apply
+it, writers record it (current.py). A record that does not read as a supervisor writes it
+holds nothing, never damage to act on.
 """
 
 from __future__ import annotations
@@ -60,16 +58,13 @@ class RecordedEnd:
     stopped: bool = False
     note: str | None = None
     usage: JobUsage | None = None
-    """What the job used (usage_meter.py): kept with its end, as the end itself."""
 
     def to_bytes(self) -> bytes:
-        """The record, at most RESERVED_BYTES: a usage that does not fit is left out
-        (the end matters more), never cut into JSON nobody can read."""
         return Unrecorded(self.job_id, end=self).to_bytes()
 
     def transition(self, stopped: bool | None = None) -> Transition:
-        """The end as the store records it; ``stopped`` as its supervisor knows it (``None``:
-        set where kept so, else left as recorded: a stop on its way did not end it)."""
+        """The end as the store records it; ``stopped`` as the supervisor knows it (``None``:
+        set where kept so, else as recorded: a stop on its way did not end it)."""
         return ended(
             exit_code=self.exit_code,
             signal=self.signal,
@@ -83,14 +78,13 @@ class RecordedEnd:
 
 @dataclass(frozen=True)
 class Unrecorded:
-    """The transitions of one job the store did not take yet, as its file holds them: each
-    the newest of its kind, recorded in this order (``transitions``)."""
+    """One job's transitions the store did not take yet, each the newest of its kind,
+    recorded in the order of ``transitions``."""
 
     job_id: int
     supervisor: ProcessSeen | None = None
     started: ProcessSeen | None = None
     started_at: float | None = None
-    """When the job's process (``started``) was spawned."""
     note: str | None = None
     stop_requested: bool = False
     end: RecordedEnd | None = None
@@ -110,24 +104,17 @@ class Unrecorded:
         return [transition for transition in held if transition is not None]
 
     def applied(self, job: Job) -> Job:
-        """``job`` (its row) as the store holds it once this is recorded."""
         for transition in self.transitions():
             job = transition.applied(job)
         return job
 
     def holding(self, transition: Transition) -> Unrecorded:
-        """This, with ``transition`` in its place."""
         return dataclasses.replace(self, **transition.kept)
 
     def to_bytes(self) -> bytes:
-        """The record, at most RESERVED_BYTES: what does not fit goes, the usage first,
-        then the notes' length; never cut into JSON nobody can read."""
-        for with_usage, note_chars in (
-            (True, MAX_NOTE_CHARS),
-            (False, MAX_NOTE_CHARS),
-            (False, SHORT_NOTE_CHARS),
-            (False, 0),
-        ):
+        """The record, at most RESERVED_BYTES: what does not fit goes, the usage first (the
+        end matters more), then the notes' length; never cut into JSON nobody can read."""
+        for with_usage, note_chars in _SHRINKING:
             data = json.dumps(
                 self._fields(with_usage, note_chars), allow_nan=False, ensure_ascii=True
             ).encode()
@@ -157,12 +144,14 @@ class Unrecorded:
         return data
 
 
+_SHRINKING = (
+    (True, MAX_NOTE_CHARS), (False, MAX_NOTE_CHARS), (False, SHORT_NOTE_CHARS), (False, 0),
+)  # fmt: skip
+
+
 def _process_fields(seen: ProcessSeen) -> dict[str, object]:
-    fields: dict[str, object] = {
-        "pid": seen.pid,
-        "start_time": seen.start_time,
-        "session": seen.session,
-    }
+    fields: dict[str, object] = {"pid": seen.pid, "start_time": seen.start_time}
+    fields["session"] = seen.session
     if seen.start_ticks is not None:  # a key added: a gputop before it ignores it
         fields["start_ticks"] = seen.start_ticks
     return fields
@@ -177,8 +166,7 @@ def _open_run_dir(state_dir: Path) -> int:
 
 
 class EndReservation:
-    """The supervisor's reserved file for what the store refuses; not ``reserved``: none
-    (not even 4 KiB was free)."""
+    """The supervisor's reserved file (not ``reserved``: not even 4 KiB was free)."""
 
     def __init__(self, state_dir: Path, job_id: int) -> None:
         self.job_id = job_id
@@ -206,12 +194,11 @@ class EndReservation:
         return self._fd is not None
 
     def keep(self, end: RecordedEnd) -> bool:
-        """Write ``end`` alone into the reserved blocks (see ``keep_all``)."""
         return self.keep_all(Unrecorded(end.job_id, end=end))
 
     def keep_all(self, kept: Unrecorded) -> bool:
-        """Write ``kept`` in place of what the blocks held, padded to their size (no tail of a
-        longer record stays), then to the disk. False when there are none, or it failed."""
+        """Write ``kept`` over the blocks, padded (no tail of a longer record stays), then to
+        the disk. False when there are none, or it failed."""
         return self._write(kept.to_bytes().ljust(RESERVED_BYTES, b" "))
 
     def clear(self) -> bool:
@@ -247,9 +234,8 @@ class EndReservation:
 
 def keep_end(state_dir: Path, end: RecordedEnd) -> bool:
     """Best effort, without a reservation (``jobs stop`` ended a job whose supervisor was
-    gone, and the store cannot record it): the end is added to what the job's file holds.
-    False when even this small file cannot be written; the job then shows as lost, which
-    is true."""
+    gone, and the store refuses it): the end added to the job's file. False when even this
+    cannot be written; the job then shows as lost, which is true."""
     try:
         run_fd = _open_run_dir(state_dir)
         name = f"{end.job_id}{SUFFIX}"
@@ -274,8 +260,7 @@ def keep_end(state_dir: Path, end: RecordedEnd) -> bool:
 
 
 def read_unrecorded(state_dir: Path) -> dict[int, Unrecorded]:
-    """What every job's file holds, by job id (a file that holds nothing, or nothing that
-    reads as a supervisor writes it: none)."""
+    """What every job's file holds, by job id (none for one that holds nothing of ours)."""
     run_dir = state_dir / RUN_DIR
     found: dict[int, Unrecorded] = {}
     try:
@@ -302,12 +287,10 @@ def read_unrecorded(state_dir: Path) -> dict[int, Unrecorded]:
 
 
 def read_pending_ends(state_dir: Path) -> dict[int, RecordedEnd]:
-    """Every end kept beside the store, by job id."""
     return {job_id: kept.end for job_id, kept in read_unrecorded(state_dir).items() if kept.end}
 
 
 def forget_unrecorded(state_dir: Path, job_id: int) -> None:
-    """The store has recorded what job ``job_id``'s file held: the file goes."""
     with contextlib.suppress(OSError):
         os.unlink(state_dir / RUN_DIR / f"{job_id}{SUFFIX}")
 

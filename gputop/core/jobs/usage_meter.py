@@ -1,13 +1,8 @@
 """Measuring what a running job uses, from its supervisor (docs/history.md).
 
-Every few seconds (``settings.USAGE_POLL``, default 5; the first samples one, two and four
-seconds in, so a short job is measured too) the supervisor samples the cards
-through the one backend every gputop view uses, real or simulated, and
-adds up, for each card the job is pinned to, the job's own processes there: those of the
-job's session, which every process it starts shares. Per card it keeps the peak memory
-(the driver's exact per-process peak where its accounting mode is on), the mean SM use over
-the time the job was there, the GPU-seconds (time with at least one process there) and the
-card's energy counter over the run. With no NVML at all nothing is measured (``None``).
+The supervisor samples the cards through the backend every view uses and adds up, per card
+the job is pinned to, its own processes there (those of its session): peak memory (the
+driver's exact peak where accounting is on), mean SM use, GPU-seconds and the energy counter.
 """
 
 from __future__ import annotations
@@ -20,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from gputop.core import settings
 from gputop.core.clock_events import throttling
-from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.store_rows import usage_measured
 from gputop.core.jobs.usage import (
@@ -41,7 +35,7 @@ if TYPE_CHECKING:
     from gputop.core.sampling.nvml_backend import NvmlBackend
 
 FIRST_INTERVALS_S = (1.0, 1.0, 2.0)
-"""The first samples of a run, one, two and four seconds in; then every poll interval."""
+"""The first samples of a run, one, two and four seconds in (a short job is measured too)."""
 LONGEST_INTERVAL_S = 30.0
 """A longer gap between samples (a suspended machine, a stalled driver) counts as this
 long (or three polls, if longer): time nobody saw is not counted as time on the card."""
@@ -49,8 +43,7 @@ long (or three polls, if longer): time nobody saw is not counted as time on the 
 
 @dataclass(frozen=True, slots=True)
 class MeteredCards:
-    """What a meter needs of a job it does not supervise (a Slurm job on its node): its
-    cards, as NVML numbers them where the meter runs, and its own process."""
+    """A job a meter does not supervise (a Slurm job on its node): its cards, its process."""
 
     physical_indices: tuple[int, ...]
     uuids: tuple[str, ...]
@@ -74,8 +67,7 @@ class _CardTally:
     accounted: dict[int, int] = field(default_factory=dict)
     """The driver's peak for each of the job's pids seen there (accounting on)."""
     activity: list[float] = field(default_factory=lambda: [0.0] * 6)
-    """GPM's SM active, tensor active, DRAM: percent-seconds and known seconds, each, over
-    every sample of the run (docs/activity.md)."""
+    """GPM's SM active, tensor active, DRAM: percent-seconds and known seconds, each."""
     throttled_s: float | None = None
 
     def usage(self) -> CardUsage:
@@ -101,7 +93,6 @@ class _CardTally:
         )
 
     def add_activity(self, gpu: GpuSample, interval: float) -> None:
-        """The card's GPM figures and throttling for one sample of the run."""
         figures = (
             gpu.activity.sm_active_percent,
             gpu.activity.tensor_active_percent,
@@ -130,8 +121,7 @@ class UsageMeter:
         poll_s: float,
         owns: Callable[[int], bool] | None = None,
     ) -> None:
-        """``owns(pid)``: whether a process is the job's; by default its pid or session
-        (a Slurm job's wrapper counts the command's process tree: slurm/usage_wrapper.py)."""
+        """``owns(pid)``: whether a process is the job's (default: its pid or session)."""
         from gputop.core.sampling.nvml_usage import accounting_on, energy_mj
 
         self.job = job
@@ -151,7 +141,6 @@ class UsageMeter:
             self._cards.append(_CardTally(index, uuid, on, energy, energy))
 
     def sample(self) -> None:
-        """One look at the cards: the job's processes there, and the energy counters."""
         now = time.monotonic()
         interval = min(now - self._last, max(LONGEST_INTERVAL_S, 3 * self.poll_s))
         self._last = now
@@ -173,8 +162,7 @@ class UsageMeter:
         self._samples += 1
 
     def finish(self) -> JobUsage:
-        """The usage so far, with the energy counters read once more (the job has ended),
-        and the cards looked at once more (the Xids up to its end)."""
+        """The usage, the energy counters and the cards (their Xids) read once more."""
         for card in self._cards:
             self._read_energy(card)
         self.gpus = tuple(self._backend.sample().gpus)
@@ -191,7 +179,7 @@ class UsageMeter:
         self._backend.close()
 
     def _count(self, card: _CardTally, mine: list[GpuProcess], interval: float) -> int | None:
-        """Add one sample of the job's processes on ``card``; their memory now, if known."""
+        """Add one sample of the job's processes on ``card``; their memory, if known."""
         if not mine:
             return None
         card.seconds += interval
@@ -226,8 +214,6 @@ class UsageMeter:
         card.energy_last_mj = now
 
     def _is_job(self, process: GpuProcess) -> bool:
-        """The job's own process: of this machine, in the job's session (it leads its own;
-        service.py finds a job's processes the same way)."""
         if process.origin is not ProcessOrigin.HOST:
             return False
         if self._owns is not None:
@@ -250,17 +236,14 @@ def open_meter(job: Job, environ: Mapping[str, str]) -> UsageMeter | None:
             environ=environ,
             options=SamplingOptions(driver_probe=False, cuda_views=False, claims=False),
         )
-    except GputopError:
-        return None
-    except Exception:  # a broken driver binding must not stop the job
+    except Exception:  # GputopError, or a broken driver binding: it must not stop the job
         return None
     return UsageMeter(job, backend, settings.USAGE_POLL.or_default(environ))
 
 
 class UsageRecorder:
-    """A supervisor's measuring of its running job: a sample when due, what it used so far
-    recorded after each, the total at its end. A write the store refuses (a full disk) is
-    skipped: the next carries it, and the end keeps the last (unrecorded.py)."""
+    """A supervisor's measuring: a sample when due, recorded after each (a write the store
+    refuses is skipped: the next carries it), the total at the end."""
 
     def __init__(
         self, store: JobStore, job: Job, environ: Mapping[str, str], say: Callable[[str], None]
@@ -275,15 +258,13 @@ class UsageRecorder:
         """The cards as the meter last saw them, kept when it closes (for the end word)."""
 
     def _interval_s(self, meter: UsageMeter) -> float:
-        """Until the next sample: the first ones come sooner (``FIRST_INTERVALS_S``), so a
-        job of a few seconds is measured too, as the dashboard saw it."""
         if self._samples < len(FIRST_INTERVALS_S):
             return min(meter.poll_s, FIRST_INTERVALS_S[self._samples])
         return meter.poll_s
 
     @property
     def wait_s(self) -> float | None:
-        """The longest the supervisor may wait before the next ``tick`` (None: no limit)."""
+        """The longest the supervisor may wait for the next ``tick`` (None: no limit)."""
         return self._interval_s(self._meter) if self._meter is not None else None
 
     def tick(self) -> None:

@@ -186,15 +186,25 @@ class FakeNvmlBase:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return signal.value_at(self.now() if t is None else t)
 
+    # The three below are every reading's path: written out, one call fewer each (as
+    # max(0, ...) and min(100, ...) would give).
+
     def _uint(self, signal: Signal | None, t: float | None = None) -> int:
         """A reading as NVML's unsigned int: rounded, never negative."""
-        return max(0, round(self._value(signal, t)))
+        if signal is None:
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        value = round(signal.value_at(self.now() if t is None else t))
+        return value if value > 0 else 0
 
     def _percent(self, signal: Signal | None, t: float | None = None) -> int:
-        return min(100, self._uint(signal, t))
+        value = self._uint(signal, t)
+        return value if value < 100 else 100
 
     def _bytes(self, signal_mib: Signal | None, t: float | None = None) -> int:
-        return max(0, round(self._value(signal_mib, t) * MIB))
+        if signal_mib is None:
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        value = round(signal_mib.value_at(self.now() if t is None else t) * MIB)
+        return value if value > 0 else 0
 
     def _percent_or_zero(self, signal: Signal | None, t: float | None = None) -> int:
         """A secondary reading of a call whose main reading exists: absent reads 0."""

@@ -99,7 +99,8 @@ def owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def _cause(error: OSError) -> str:
+def os_cause(error: OSError) -> str:
+    """``no space left on device``: the system's words for a message's end."""
     return error.strerror.lower() if error.strerror else str(error)
 
 
@@ -156,11 +157,11 @@ def open_private_dir(
                 os.mkdir(path, PRIVATE_DIR_MODE)
         except PermissionError as error:
             raise StorePermissionError(
-                f"Cannot create the {store} directory {path}: {_cause(error)}; {ADVICE}."
+                f"Cannot create the {store} directory {path}: {os_cause(error)}; {ADVICE}."
             ) from None
         except OSError as error:
             raise StoreError(
-                f"Cannot create the {store} directory {path}: {_cause(error)}; {ADVICE}.",
+                f"Cannot create the {store} directory {path}: {os_cause(error)}; {ADVICE}.",
                 write_fault_of(error),
             ) from None
     else:
@@ -192,7 +193,7 @@ def open_private_subdir(parent_fd: int, parent: Path, name: str) -> int:
         pass
     except OSError as error:
         raise StoreError(
-            f"Cannot create the directory {path}: {_cause(error)}.", write_fault_of(error)
+            f"Cannot create the directory {path}: {os_cause(error)}.", write_fault_of(error)
         ) from None
     return _open_dir(lambda: os.open(name, _DIR_FLAGS, dir_fd=parent_fd), path)
 
@@ -211,9 +212,9 @@ def _open_dir(
             ) from None
         if error.errno == errno.EACCES:
             raise StorePermissionError(
-                f"Cannot open the {store} directory {path}: {_cause(error)}; {ADVICE}."
+                f"Cannot open the {store} directory {path}: {os_cause(error)}; {ADVICE}."
             ) from None
-        raise StoreError(f"Cannot open the {store} directory {path}: {_cause(error)}.") from None
+        raise StoreError(f"Cannot open the {store} directory {path}: {os_cause(error)}.") from None
     try:
         _check_dir(fd, path, store, sharing)
     except BaseException:
@@ -316,7 +317,7 @@ def _keep_private(
             return
         group = f" to the group {sharing.group_name}" if sharing.group_name else ""
         raise StorePermissionError(
-            f"Cannot share {path}{group} (mode {mode:04o}): {_cause(error)}"
+            f"Cannot share {path}{group} (mode {mode:04o}): {os_cause(error)}"
             + (" (you must be a member of that group)" if group else "")
             + "."
         ) from None
@@ -404,11 +405,11 @@ def _open_error(error: OSError, path: Path, what: str) -> StoreError:
         return _refuse_symlink(path, what)
     if error.errno in (errno.EACCES, errno.EPERM):
         return StorePermissionError(
-            f"Cannot open the {what} {path}: {_cause(error)}. It was left as it is (it is "
+            f"Cannot open the {what} {path}: {os_cause(error)}. It was left as it is (it is "
             f"not damaged): give it back to yourself and make it private (chmod 600 "
             f"{path}), or {ADVICE}."
         )
-    return StoreError(f"Cannot open the {what} {path}: {_cause(error)}.", write_fault_of(error))
+    return StoreError(f"Cannot open the {what} {path}: {os_cause(error)}.", write_fault_of(error))
 
 
 @contextlib.contextmanager
@@ -468,7 +469,7 @@ def write_env_file(state_dir: Path, run_dir: str, job_id: int, environ: Mapping[
             fd = os.open(name, os.O_WRONLY | _NEW_FILE, PRIVATE_FILE_MODE, dir_fd=run_fd)
         except OSError as error:
             raise StoreError(
-                f"Cannot create {state_dir / run_dir / name}: {_cause(error)}."
+                f"Cannot create {state_dir / run_dir / name}: {os_cause(error)}."
             ) from None
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(_env_record(environ), handle, allow_nan=False)

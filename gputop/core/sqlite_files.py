@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gputop.core.private_files import Sharing, StoreError, check_store_file
+from gputop.core.private_files import Sharing, StoreError, check_store_file, os_cause
 from gputop.core.safe_text import clean
 from gputop.core.write_faults import write_fault_of
 
@@ -74,11 +74,6 @@ def is_corruption(error: sqlite3.DatabaseError) -> bool:
         return (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
     text = str(error).lower()
     return "not a database" in text or "malformed" in text
-
-
-def os_cause(error: OSError) -> str:
-    """``no space left on device``: the system's words for a message's end."""
-    return error.strerror.lower() if error.strerror else str(error)
 
 
 def connect(kind: StoreKind, target: str, *, uri: bool = False) -> sqlite3.Connection:

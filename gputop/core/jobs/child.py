@@ -1,10 +1,8 @@
-"""The job's process as its supervisor sees it: how the supervisor waits, and the job run
-directly (``PopenChild``) or on a pseudo-terminal (``PtyChild``, tmux mode).
+"""The job's process as its supervisor sees it: run directly or on a pty (tmux mode).
 
-Signal handlers only set a flag and write a byte to a pipe every wait selects on
-(``Wakeup``), so a stop, the job's exit or a resize wakes the supervisor at once. On a pty
-the job leads its own session as in detached mode (stopping works the same); the pane is in
-raw mode so every key, Ctrl-C included, reaches the job.
+Signal handlers only set a flag and write a byte to a pipe every wait selects on, so a stop,
+the job's exit or a resize wakes the supervisor at once. On a pty the job leads its own
+session as when detached; the pane is raw so every key, Ctrl-C included, reaches the job.
 """
 
 from __future__ import annotations
@@ -32,14 +30,11 @@ class Child(Protocol):
 
     pid: int
 
-    def poll(self) -> int | None:
-        """The return code once it ended: negative for a signal, like ``Popen``."""
+    def poll(self) -> int | None: ...  # negative for a signal, like Popen's
 
-    def wait_for_event(self, timeout_s: float) -> None:
-        """Wait for a signal or the timeout (relaying terminal I/O meanwhile)."""
+    def wait_for_event(self, timeout_s: float) -> None: ...  # relaying terminal I/O meanwhile
 
-    def finish(self) -> None:
-        """Last output, terminal restored."""
+    def finish(self) -> None: ...  # last output copied, terminal restored
 
 
 class Wakeup:
@@ -52,15 +47,12 @@ class Wakeup:
         self.resized = False
 
     def install(self) -> None:
-        """Take over the signals a supervisor cares about.
-
-        SIGHUP gets a handler that does nothing rather than SIG_IGN: an ignored signal
-        stays ignored in the job after ``exec``, a handled one goes back to its default.
-        """
-        signal.signal(signal.SIGHUP, self._ignore)
+        """Take over the signals a supervisor cares about. SIGHUP gets a handler that does
+        nothing, not SIG_IGN: an ignored signal stays ignored in the job after ``exec``."""
+        signal.signal(signal.SIGHUP, lambda signum, frame: None)
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
-        signal.signal(signal.SIGCHLD, self._poke)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: self.poke())
         signal.signal(signal.SIGWINCH, self._on_resize)
 
     def wait(self, timeout_s: float, also: tuple[int, ...] = ()) -> list[int]:
@@ -81,12 +73,6 @@ class Wakeup:
         with contextlib.suppress(OSError):
             while os.read(self.read_fd, 4096):
                 pass
-
-    def _ignore(self, signum: int, frame: FrameType | None) -> None:
-        return None
-
-    def _poke(self, signum: int, frame: FrameType | None) -> None:
-        self.poke()
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
         self.stop_signal = signum

@@ -1,9 +1,8 @@
 """From what a person typed to the argv gputop executes, and a short name for the job.
 
-Split as a POSIX shell would (``shlex``) and executed directly, so nothing is interpreted
-twice; only text that needs a shell (pipes, redirections, globs, ``$VAR``...) runs under
-``$SHELL -c``, and the plan says so. A command that, taken whole, names an existing file runs
-that file whatever its name holds: never a shell by accident (docs/security.md).
+Split as a POSIX shell would and executed directly, so nothing is interpreted twice; only
+text that needs a shell runs under ``$SHELL -c``. A command that, taken whole, names an
+existing file runs that file: never a shell by accident (docs/security.md).
 """
 
 from __future__ import annotations
@@ -35,17 +34,14 @@ NAME_MAX = 60
 
 @dataclass(frozen=True)
 class CommandPlan:
-    """How a command will run. ``display`` is for the preview: ``python train.py``, or
-    ``/bin/bash -c 'a | b'`` when it needs a shell."""
+    """How a command will run; ``display`` for the preview (``/bin/bash -c 'a | b'``), ``text``
+    as the user would type it again (history, tables), ``note`` why it runs so."""
 
     argv: tuple[str, ...]
     uses_shell: bool
     display: str
     text: str = ""
-    """The command as the user would type it again: kept in the history, shown in tables."""
     note: str | None = None
-    """For the person launching, before it starts: why it runs as it does (a file whose
-    name looks like a command line)."""
 
 
 def plan_command(
@@ -54,15 +50,10 @@ def plan_command(
     cwd: str | None = None,
     look_for_file: bool = True,
 ) -> CommandPlan:
-    """Split a typed command (``str``) or take an argv (``Sequence``, from ``gputop run --``).
-
-    An argv runs as it is, never under a shell, except a single argument that is itself a
-    command line (``gputop run --gpus 0 -- "python a.py | tee log"``): that is planned like
-    typed text. A command that names an existing file as a whole runs that file (``cwd``:
-    the job's working directory, default the current one; ``look_for_file=False`` where the
-    files are another machine's, whose gputop decides). Raises UsageError for an empty
-    command or a bad quote.
-    """
+    """Split a typed command or take an argv (``gputop run --``), which runs as it is unless
+    it is one argument holding a command line. A command naming an existing file in ``cwd``
+    (default: here; ``look_for_file=False``: another machine's) runs that file. UsageError
+    for an empty command or a bad quote."""
     if not look_for_file:
         cwd = _NOWHERE
     if isinstance(command, str):
@@ -123,8 +114,7 @@ def default_name(plan: CommandPlan) -> str:
 
 
 def _is_command_line(argument: str) -> bool:
-    """One quoted argument that may hold a whole command (it has a space or shell syntax);
-    ``_plan_text`` still runs it as one file where a file of that name exists."""
+    """One quoted argument that may hold a whole command (a space or shell syntax)."""
     return needs_shell(argument) or any(c.isspace() for c in argument.strip())
 
 
@@ -133,8 +123,8 @@ _NOWHERE = "\0"
 
 
 def _existing_file(text: str, cwd: str | None) -> str | None:
-    """``text`` as a path to run, where it names something that exists (relative to
-    ``cwd``); a bare name gets ``./``, since ``execvp`` would search ``PATH`` for it."""
+    """``text`` as a path to run where it exists in ``cwd``; a bare name gets ``./`` (execvp
+    would search ``PATH`` for it)."""
     if not text or "\0" in text or cwd == _NOWHERE:
         return None
     base = cwd if cwd is not None else os.curdir
@@ -240,8 +230,8 @@ def _script_of(words: Sequence[str]) -> str | None:
 def missing_program(
     argv: Sequence[str], uses_shell: bool, cwd: str, environ: Mapping[str, str]
 ) -> str | None:
-    """A hint now for the most common failure later: a program that is not there (``gputop
-    run`` and the launch dialog say it alike). A shell's command is the shell's to find."""
+    """A hint now for the most common failure later: a program that is not there (not for a
+    shell's command: the shell's to find)."""
     if uses_shell or not argv:
         return None
     program = argv[0]

@@ -1,10 +1,8 @@
 """The jobs as they are now: what the store's readers are shown.
 
-Two things can be truer than a row. What a supervisor kept in its reserved file
-(unrecorded.py: the store refused it) is what happened to the job; an active job whose
-supervisor is gone is lost. Both are recorded when the store can be written, else applied to
-what is returned only, so reading never needs writing (docs/faults.md). A file whose
-supervisor still lives and has not ended its job is that supervisor's to record.
+Two things are truer than a row: what a supervisor kept in its reserved file (unrecorded.py),
+and that an active job whose supervisor is gone is lost. Both are recorded where the store
+can be written, else applied to what is returned, so reading never needs writing.
 """
 
 from __future__ import annotations
@@ -43,8 +41,8 @@ def current_jobs(store: RowStore, jobs: list[Job]) -> list[Job]:
 
 
 def record_unrecorded(store: RowStore, unrecorded: Unrecorded) -> None:
-    """Make in the store the writes the file holds, in the order made: each the store's own
-    write, with the same result however often made (a reader and the supervisor may both)."""
+    """Make the writes the file holds, in order: each with the same result however often
+    made (a reader and the supervisor may both)."""
     for transition in unrecorded.transitions():
         store.record(unrecorded.job_id, transition)
 
@@ -93,7 +91,6 @@ def _supervisor_may_live(store: RowStore, job: Job) -> bool:
 
 
 def supervisor_alive(job: Job) -> bool:
-    """The job's recorded supervisor is alive and provably the same process."""
     assert job.supervisor_pid is not None
     return process_alive(
         job.supervisor_pid, job.supervisor_start_time, job.supervisor_start_ticks, job.boot_id
@@ -101,7 +98,6 @@ def supervisor_alive(job: Job) -> bool:
 
 
 def leader_alive(job: Job) -> bool:
-    """The job's own process is alive and provably the same process."""
     assert job.pid is not None
     return process_alive(job.pid, job.pid_start_time, job.pid_start_ticks, job.boot_id)
 
@@ -133,8 +129,7 @@ def _lost_note(job: Job, now: float) -> str | None:
 
 
 def _refresh_liveness(store: RowStore, jobs: list[Job]) -> list[Job]:
-    """Mark lost the active jobs of this host whose supervisor is gone: in the store, or
-    (where it cannot be written) in the list returned."""
+    """Mark lost the active jobs of this host whose supervisor is gone."""
     result = []
     now = time.time()
     for job in jobs:

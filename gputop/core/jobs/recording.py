@@ -1,9 +1,8 @@
 """What a supervisor records of its job, also when the disk is full (docs/faults.md).
 
-Each transition goes to the store; where it refuses (a full or read-only disk), or earlier
-ones wait, it goes into the file reserved at the start (unrecorded.py), in place, and the
-whole file is recorded once the store takes it. A job's end gets a few quick tries, never a
-long wait: then the supervisor exits and the next gputop that can write records the file.
+Where the store refuses a transition, or earlier ones wait, it goes into the reserved file
+(unrecorded.py), recorded whole once the store takes it. An end gets a few quick tries,
+never a long wait: the next gputop that can write records the file.
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ END_TRIES = 3
 END_RETRY_S = 0.5
 """A job's end the store refused is tried again this often, this far apart."""
 RECORD_RETRY_S = 1.0
-"""Only where no file could be reserved (not even 4 KiB was free), a supervisor whose job
-ended tries this often, for ``settings.RECORD_GIVE_UP``, to record its end in the store or in
-a file; after that the job shows as lost."""
+"""Where no file could be reserved, an end is tried this often for ``RECORD_GIVE_UP``."""
 
 
 class Recorder:
@@ -38,7 +35,6 @@ class Recorder:
         """What the store refused, as the reserved file holds it."""
         self._file = EndReservation(store.state_dir, job_id)  # before any write
         self._in_file = False
-        """The file holds ``unrecorded``: it is written into blocks reserved at the start."""
         self._fault_said = False
 
     def record(self, transition: Transition) -> None:
@@ -56,7 +52,7 @@ class Recorder:
         self.flush()
 
     def _keep(self) -> None:
-        """``unrecorded`` into the reserved file (reserved now, where it could not be before)."""
+        """``unrecorded`` into the reserved file (reserved now, where it could not be earlier)."""
         if not self._file.reserved:
             self._file = EndReservation(self.store.state_dir, self.job_id)
         self._in_file = self._file.keep_all(self.unrecorded)

@@ -1,9 +1,8 @@
-"""The job store: one SQLite file per user, shared by every gputop and every supervisor.
+"""The job store: one private SQLite file per user, shared by every gputop and supervisor.
 
-It is private (directory 0700, files 0600): commands and paths say what a person works on.
-It never loses data silently: a damaged file is moved aside, never deleted, and one written
-by a newer gputop is refused and left as it is (store_file.py, store_connection.py). A job's
-row changes only by the transitions of store_rows.py (``record``).
+Private (0700, 0600): commands and paths say what a person works on. A damaged file is moved
+aside, never deleted; a newer gputop's is refused as it is (store_file.py). A job's row
+changes only by the transitions of store_rows.py (``record``).
 """
 
 from __future__ import annotations
@@ -143,15 +142,14 @@ class JobStore(StoreConnection):
         return self.get(job_id)
 
     def insert_job(self, columns: Mapping[str, Any]) -> Job:
-        """Record a new job from its columns (names from code, values bound): one that runs
-        outside gputop's supervisors, a Slurm job (slurm/job_rows.py)."""
+        """Record a job that runs outside gputop's supervisors (slurm/job_rows.py)."""
         with self._writing() as conn:
             job_id = int(_insert(conn, columns).lastrowid or 0)
         return self.get(job_id)
 
     def adopt(self, job: Job) -> bool:
-        """Record ``job`` again, as it was, in a store that lost it (a damaged store was moved
-        aside while it ran), in place of a row rebuilt from its log. False: its id is taken."""
+        """Record ``job`` again in a store that lost it (moved aside while it ran), over a row
+        rebuilt from its log. False: its id is taken."""
         with self._writing() as conn:
             conn.execute(
                 "DELETE FROM jobs WHERE id = ? AND token IS NULL AND note = ?",
@@ -182,9 +180,8 @@ class JobStore(StoreConnection):
             return conn.execute(sql, params).rowcount > 0
 
     def claim_cards(self, job_id: int) -> Job | None:
-        """Move a waiting job to running unless a running job of this host holds its cards:
-        of two jobs that see a card free at the same poll, only the first starts. Returns
-        the job holding a card, or ``None`` when claimed."""
+        """Move a waiting job to running unless a running job of this host holds its cards
+        (returned): of two jobs that see a card free at one poll, only the first starts."""
         with self._writing() as conn:
             mine = row_to_job(conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
             for other in map(
@@ -202,8 +199,7 @@ class JobStore(StoreConnection):
         return None
 
     def has_job(self, job_id: int) -> bool:
-        """Whether the store records this job (a row rebuilt from its log does not count:
-        its supervisor records the job again over it)."""
+        """Whether the store records this job (a row rebuilt from its log does not count)."""
         return bool(
             self._rows(
                 "SELECT 1 FROM jobs WHERE id = ? AND NOT (token IS NULL AND note IS ?)",
@@ -229,7 +225,7 @@ class JobStore(StoreConnection):
 
 
 def _insert(conn: Any, columns: Mapping[str, Any], verb: str = "INSERT") -> Any:
-    """Insert a row: the column names are the schema's, written in code; the values bound."""
+    """Insert a row: the column names from code, the values bound."""
     marks = ", ".join("?" for _ in columns)
     return conn.execute(
         f"{verb} INTO jobs ({', '.join(columns)}) VALUES ({marks})", tuple(columns.values())

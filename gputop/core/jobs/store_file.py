@@ -92,36 +92,26 @@ CREATE TABLE history (
 """
 
 _MIGRATIONS = {
-    # version 1 -> 2: what proves a process is the job's (docs/security.md, part two). Jobs
-    # recorded before have NULLs here; stop.py then relies on their start time alone
-    # against this boot's start, and on the session being the job's pid.
+    # 1 -> 2: what proves a process is the job's (docs/security.md); NULL in older rows.
     1: (
         "ALTER TABLE jobs ADD COLUMN boot_id TEXT",
         "ALTER TABLE jobs ADD COLUMN session_id INTEGER",
         "ALTER TABLE jobs ADD COLUMN supervisor_session_id INTEGER",
         "ALTER TABLE jobs ADD COLUMN token TEXT",
     ),
-    # version 2 -> 3: a job submitted through sbatch (docs/slurm.md) is Slurm's to run;
-    # its row records Slurm's job id. NULL for every job gputop runs itself.
-    2: ("ALTER TABLE jobs ADD COLUMN slurm_job_id INTEGER",),
-    # version 3 -> 4: what the job used, per card (usage.py, docs/history.md), as strict
-    # JSON its supervisor writes while it runs. NULL: not measured (jobs of older versions).
-    3: ("ALTER TABLE jobs ADD COLUMN usage TEXT",),
+    2: ("ALTER TABLE jobs ADD COLUMN slurm_job_id INTEGER",),  # 2 -> 3: a job sbatch runs
+    3: ("ALTER TABLE jobs ADD COLUMN usage TEXT",),  # 3 -> 4: what it used (usage.py)
 }
 
 ADDED_COLUMNS = (
-    # When the job's process and its supervisor started, in clock ticks since boot (field
-    # 22 of /proc/PID/stat): what proves a pid still names them whatever the wall clock did
-    # (process_control.py, docs/faults.md). NULL: recorded by a gputop before them, whose
-    # jobs are proven by their start times, as before.
+    # Starts in clock ticks since boot (/proc/PID/stat field 22): what proves a pid still
+    # names them whatever the wall clock did. NULL: an older record, proven by start time.
     ("pid_start_ticks", "INTEGER"),
     ("supervisor_start_ticks", "INTEGER"),
 )
 """Columns added without a new store version, so that the store stays readable both ways:
-a gputop before them reads and writes a store that has them (it names every column it
-uses, and leaves these NULL in what it writes), and a store it created gets them when this
-gputop next opens it for writing. Every reader takes a missing one as NULL (store_rows.py).
-"""
+a gputop before them names every column it uses (and leaves these NULL), and a store it
+created gets them when this gputop next writes it; readers take a missing one as NULL."""
 
 
 JOBS = StoreKind(
@@ -221,7 +211,7 @@ def memory_connection() -> sqlite3.Connection:
 
 
 def store_identity(directory: Path) -> tuple[int, int] | None:
-    """(device, inode) of the store file now: it changes when the file is moved aside."""
+    """(device, inode) of the store file: it changes when the file is moved aside."""
     try:
         info = os.stat(directory / DB_NAME, follow_symlinks=False)
     except OSError:
@@ -231,7 +221,6 @@ def store_identity(directory: Path) -> tuple[int, int] | None:
 
 @contextlib.contextmanager
 def _open_lock(dir_fd: int, directory: Path) -> Iterator[None]:
-    """Serialise opening (schema creation, moving a damaged file aside) across processes."""
     fd = open_private_file(dir_fd, directory, LOCK_NAME, os.O_RDWR, "job store lock file")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -241,8 +230,8 @@ def _open_lock(dir_fd: int, directory: Path) -> Iterator[None]:
 
 
 def _add_missing_columns(connection: sqlite3.Connection) -> None:
-    """``ADDED_COLUMNS`` that a store from an earlier gputop lacks, added in one transaction
-    (another process may add them meanwhile: the check is made again inside it)."""
+    """``ADDED_COLUMNS`` an older store lacks, in one transaction (checked again inside it:
+    another process may add them meanwhile)."""
     if not _missing_columns(connection):
         return
     with immediate(connection):

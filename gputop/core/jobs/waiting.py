@@ -1,10 +1,8 @@
-"""Waiting for free cards: the supervisor's decision, one poll of the GPUs at a time.
+"""Waiting for free cards (policy.py): the supervisor's decision, one poll at a time.
 
-A queued job starts once its cards are free by the free-card policy (policy.py), or, for
-``--auto N --wait``, once N cards are; those are then fixed in the store with their pinning
-environment. Only *running* gputop jobs count as holding a card here: counting waiting ones
-too would make two jobs waiting for the same card wait for each other for ever. Of two jobs
-that see the same card free at the same poll, the store lets only the first claim it.
+Only *running* gputop jobs hold a card here: counting waiting ones would make two jobs
+waiting for one card wait for each other for ever. Of two jobs that see a card free at the
+same poll, the store lets only the first claim it.
 """
 
 from __future__ import annotations
@@ -45,13 +43,9 @@ def wait_decision(
     claimed: Mapping[int, str] | None = None,
     claimed_instances: Mapping[str, str] | None = None,
 ) -> WaitDecision:
-    """May the job start now, and on which cards?
-
-    ``running_job_uuids``: the running jobs' pinned UUIDs, so a MIG instance another job
-    is pinned to counts as taken (gputop.core.mig_targets has the MIG policy).
-    ``claimed``, ``claimed_instances``: why cards and MIG instances another user claimed
-    are not free (docs/claims.md).
-    """
+    """May the job start now, and on which cards? ``running_job_uuids``: so a MIG instance
+    another job is pinned to is taken; ``claimed``, ``claimed_instances``: why cards and MIG
+    instances another user claimed are not free (docs/claims.md)."""
     claimed = claimed or {}
     claimed_instances = claimed_instances or {}
     from gputop.core.jobs.policy import NotEnoughFreeGpus, judge_cards, pick_free
@@ -98,15 +92,8 @@ def job_policy(job: Job) -> FreePolicy:
     """The policy the job was queued with (``--min-free-mib``, ``--max-util``)."""
     from gputop.core.jobs.policy import FreePolicy
 
-    defaults = FreePolicy()
-    return FreePolicy(
-        min_free_mib=defaults.min_free_mib
-        if job.wait_min_free_mib is None
-        else job.wait_min_free_mib,
-        max_util_percent=defaults.max_util_percent
-        if job.wait_max_util_percent is None
-        else job.wait_max_util_percent,
-    )
+    given = {"min_free_mib": job.wait_min_free_mib, "max_util_percent": job.wait_max_util_percent}
+    return FreePolicy(**{name: value for name, value in given.items() if value is not None})
 
 
 class CardWaiter:

@@ -1,8 +1,7 @@
 """The mark of a gputop job whose cards had an Xid while it ran (docs/health.md).
 
-Its cards' Xids (by UUID, else index) between its start and its end, from the history store
-(history/job_xids.py) or a dashboard's live health (``live_job_xids``); the mark is the most
-severe code and how many others (``✖ Xid 79 (+1)``).
+From the history store (history/job_xids.py) or a dashboard's live health; the mark is the
+most severe code and how many others (``✖ Xid 79 (+1)``).
 """
 
 from __future__ import annotations

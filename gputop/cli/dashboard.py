@@ -133,10 +133,14 @@ def run_fleet(args: argparse.Namespace, server: Server) -> int:
     """``gputop --prometheus URL``: the fleet dashboard (docs/fleet.md)."""
     from gputop.cli.fleet_cli import fleet_timeout
     from gputop.core.fleet.queries import check_selector
-    from gputop.core.fleet.read import read_fleet, read_node_figures
+    from gputop.core.fleet.read import FirstRead, read_fleet, read_node_figures
 
     matchers = check_selector(args.match)
     timeout_s = fleet_timeout(args)
+    # The first read runs while Textual loads (docs/fleet.md, "The fleet dashboard").
+    first = FirstRead.start(
+        lambda early: read_fleet(server, matchers, timeout_s, early=early, every_figure=False)
+    )
     from gputop.tui.fleet.fleet_app import FleetApp
 
     # The table shows no temperature, power or activity: read for a node when it is opened.
@@ -144,9 +148,7 @@ def run_fleet(args: argparse.Namespace, server: Server) -> int:
         lambda: read_fleet(server, matchers, timeout_s, every_figure=False),
         server.shown,
         args.group_by,
-        progressive=lambda early: read_fleet(
-            server, matchers, timeout_s, early=early, every_figure=False
-        ),
+        progressive=first.follow,
         tune_collector=True,
         node_figures=lambda node: read_node_figures(server, node, matchers, timeout_s),
     )

@@ -445,6 +445,11 @@ async def test_only_the_gputop_command_settles_the_collector(
     monkeypatch.setattr(cli_dashboard, "require_terminal", lambda: None)
     assert cli_dashboard.run(build_parser().parse_args(["--prometheus", "http://p:9090"])) == 0
     assert made and made[0]["tune_collector"] is True
+    # The first read was begun before the app (before Textual loads): the app follows it.
+    from gputop.core.fleet.read import FirstRead
+
+    assert isinstance(getattr(made[0]["progressive"], "__self__", None), FirstRead)
+    assert made[0]["node_figures"] is not None
 
 
 def lean_fleet() -> Fleet:

@@ -4,17 +4,19 @@ against a real Prometheus: tests/real/test_fleet_prometheus.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from gputop.core.errors import UsageError
-from gputop.core.fleet.model import FleetNode, build_fleet
+from gputop.core.fleet.model import Fleet, FleetNode, build_fleet
 from gputop.core.fleet.queries import (
     DETAIL_METRICS,
     check_selector,
     node_figures_query,
     refresh_queries,
 )
-from gputop.core.fleet.read import read_node_figures
+from gputop.core.fleet.read import FirstRead, read_node_figures
 from gputop.core.prometheus.auth import server_for
 from gputop.core.prometheus.client import PrometheusError, Sample
 
@@ -202,3 +204,33 @@ def test_a_nodes_figures_query_quotes_its_labels_or_refuses() -> None:
     node = FleetNode(instance="bad\ud800", job="nodes")
     with pytest.raises(PrometheusError, match="not text a query can carry"):
         read_node_figures(server_for("http://127.0.0.1:1"), node)
+
+
+def test_the_first_read_starts_before_the_dashboard_and_is_followed_once() -> None:
+    """``FirstRead`` (begun before Textual loads): the app's first ``follow`` gets its early
+    fleet, then the whole; the big answers wait until the early one is painted; a second
+    ``follow`` reads afresh; an error reaches the follower."""
+    import threading
+
+    early_fleet = build_fleet("http://p", NOW, {}, 5, partial=True)
+    whole_fleet = build_fleet("http://p", NOW, {}, 8)
+    held = threading.Event()
+    calls: list[str] = []
+
+    def read(early: Callable[[Fleet], None]) -> Fleet:
+        calls.append("read")
+        early(early_fleet)
+        held.set()  # only once the follower has painted the early fleet
+        return whole_fleet
+
+    first = FirstRead.start(read)
+    seen: list[tuple[Fleet, bool]] = []
+    assert first.follow(lambda fleet: seen.append((fleet, held.is_set()))) is whole_fleet
+    assert seen == [(early_fleet, False)] and held.is_set()
+    assert first.follow(lambda fleet: None) is whole_fleet and calls == ["read", "read"]
+
+    def failing(early: Callable[[Fleet], None]) -> Fleet:
+        raise PrometheusError("Cannot reach Prometheus at http://p: connection refused.")
+
+    with pytest.raises(PrometheusError, match="connection refused"):
+        FirstRead.start(failing).follow(lambda fleet: None)

@@ -3,6 +3,7 @@ and one memory bound for all of them together (docs/fleet.md)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -85,3 +86,67 @@ def _now(answers: dict[str, list[Sample]]) -> float:
     """The server's clock (its evaluation time), not this machine's."""
     evaluated = [sample.time for sample in answers.get("up", []) if sample.time is not None]
     return max(evaluated) if evaluated else time.time()
+
+
+EARLY_HOLD_S = 3.0
+"""How long the first read holds its big answers for the dashboard to paint the first,
+quick ones (Textual loading and mounting, then a frame: well under a second)."""
+
+
+class FirstRead:
+    """The dashboard's first read of the fleet, started before the dashboard loads (Textual
+    takes about 0.3 s to import): the quick answers arrive meanwhile, and the first frame
+    is drawn as soon as the app stands. ``follow`` is the app's ``progressive`` source: the
+    first call gives it this read (its early fleet, then the whole, or the error), each
+    later call reads afresh. The big answers wait until the early fleet is painted (at most
+    ``EARLY_HOLD_S``), so that their decoding does not delay the first frame."""
+
+    def __init__(self, read: Callable[[Callable[[Fleet], None]], Fleet]) -> None:
+        self._read = read
+        self._partial: Fleet | None = None
+        self._fleet: Fleet | None = None
+        self._error: BaseException | None = None
+        self._arrived = threading.Event()
+        """The early fleet is here, or the read ended."""
+        self._painted = threading.Event()
+        self._done = threading.Event()
+        self._followed = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(cls, read: Callable[[Callable[[Fleet], None]], Fleet]) -> FirstRead:
+        """``read(early)``, ``read_fleet`` with its ``early``, begun on a thread of its own."""
+        first = cls(read)
+        threading.Thread(target=first._run, name="fleet-first", daemon=True).start()
+        return first
+
+    def _run(self) -> None:
+        try:
+            self._fleet = self._read(self._early)
+        except BaseException as error:  # given to the app's worker, which says it
+            self._error = error
+        finally:
+            self._done.set()
+            self._arrived.set()
+
+    def _early(self, fleet: Fleet) -> None:
+        self._partial = fleet
+        self._arrived.set()
+        self._painted.wait(EARLY_HOLD_S)
+
+    def follow(self, early: Callable[[Fleet], None]) -> Fleet:
+        with self._lock:
+            again, self._followed = self._followed, True
+        if again:
+            return self._read(early)
+        self._arrived.wait()
+        try:
+            if self._partial is not None:
+                early(self._partial)  # the app's: returns once it is painted
+        finally:
+            self._painted.set()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._fleet is not None
+        return self._fleet

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import replace
 
 from gputop.cli.agent_command import MIN_INTERVAL_S
 from gputop.cli.lab_common import host_label, hosts_timeout, open_lab, status_json
-from gputop.cli.snapshot_text import render_snapshot
+from gputop.cli.snapshot_text import CLEAR_HOME, render_snapshot, reprint_every
 from gputop.core.errors import UsageError
 from gputop.core.numbers import strict_json
 from gputop.core.remote.lab import settled
@@ -24,7 +23,6 @@ from gputop.core.safe_text import clean
 from gputop.core.snapshot_json import SCHEMA_VERSION
 
 STATS_SNAPSHOTS = 5
-CLEAR_HOME = "\x1b[H\x1b[J"
 INTERRUPTED = 130
 """Ctrl-C's status (128 + SIGINT), as every gputop command answers it (main)."""
 
@@ -59,19 +57,18 @@ def run(args: argparse.Namespace, width: int | None) -> int:
 def _watch(args: argparse.Namespace, width: int | None) -> int:
     """Reprint every host each interval until Ctrl-C; hosts stream at that interval."""
     with open_lab(args, interval_s=args.watch) as lab:
+
+        def frame() -> str:
+            statuses = lab.statuses()
+            if args.json:
+                return lab_json(statuses)
+            return CLEAR_HOME + "\n\n".join(render_host(s, width, once=False) for s in statuses)
+
         try:
-            while True:
-                started = time.monotonic()
-                statuses = lab.statuses()
-                if args.json:
-                    sys.stdout.write(lab_json(statuses) + "\n")
-                else:
-                    screen = "\n\n".join(render_host(s, width, once=False) for s in statuses)
-                    sys.stdout.write(CLEAR_HOME + screen + "\n")
-                sys.stdout.flush()
-                time.sleep(max(0.0, args.watch - (time.monotonic() - started)))
+            reprint_every(args.watch, frame)
         except KeyboardInterrupt:
             return INTERRUPTED
+    return INTERRUPTED  # reprint_every returns only by Ctrl-C
 
 
 def lab_json(statuses: list[HostStatus], indent: int | None = None) -> str:

@@ -5,19 +5,17 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import time
 
 from gputop.cli.arg_types import seconds
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
-from gputop.cli.snapshot_text import render_snapshot
+from gputop.cli.snapshot_text import CLEAR_HOME, render_snapshot, reprint_every
 from gputop.core.errors import UsageError
 from gputop.core.numbers import strict_json
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.source import open_backend
 from gputop.core.snapshot_json import snapshot_to_json
 
-CLEAR_HOME = "\x1b[H\x1b[J"
 MIN_WATCH_S = 0.1
 GPM_INTERVAL_S = 0.15
 """Below this, sleeping to the interval can bring two GPM samples within NVML's 100 ms."""
@@ -100,14 +98,11 @@ def _watch(backend: NvmlBackend, interval_s: float, as_json: bool) -> None:
             "sample's where two samples come closer than NVML's 100 ms (docs/activity.md).",
             file=sys.stderr,
         )
-    # Ctrl-C (KeyboardInterrupt) ends the loop and the command with 130, as main says.
-    while True:
-        started = time.monotonic()
+
+    def frame() -> str:
         snapshot = backend.sample()
         if as_json:
-            sys.stdout.write(strict_json(snapshot_to_json(snapshot)) + "\n")
-        else:
-            screen = render_snapshot(snapshot, _terminal_width())
-            sys.stdout.write(CLEAR_HOME + screen + "\n")
-        sys.stdout.flush()
-        time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+            return strict_json(snapshot_to_json(snapshot))
+        return CLEAR_HOME + render_snapshot(snapshot, _terminal_width())
+
+    reprint_every(interval_s, frame)

@@ -1,8 +1,11 @@
-"""``gputop snapshot`` as text: a line per GPU with its processes under it, like gpustat."""
+"""``gputop snapshot`` as text: a line per GPU with its processes under it, like gpustat;
+with ``--watch``, reprinted in place."""
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 
 from gputop.core.claims.view import card_claim_text
 from gputop.core.clock_events import badge_labels
@@ -151,3 +154,16 @@ def _process_line(process: GpuProcess, now: float, gpu: GpuSample | None = None)
 
 def _clip(line: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
+
+
+CLEAR_HOME = "\x1b[H\x1b[J"
+
+
+def reprint_every(interval_s: float, frame: Callable[[], str]) -> None:
+    """Write ``frame()`` and a line end every ``interval_s`` until Ctrl-C (KeyboardInterrupt
+    ends the loop, and the command with 130, as main says)."""
+    while True:
+        started = time.monotonic()
+        sys.stdout.write(frame() + "\n")
+        sys.stdout.flush()
+        time.sleep(max(0.0, interval_s - (time.monotonic() - started)))

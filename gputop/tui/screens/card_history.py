@@ -5,7 +5,7 @@ store are plain text, never markup."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.text import Text
@@ -63,14 +63,7 @@ def render_card_history(history: CardHistory) -> Text:
     series = history.series
     if series is not None:
         util = series.utilization_percent
-        known_util = [value for value in util if value is not None]
-        figures = (
-            f"mean {sum(known_util) / len(known_util):.0f} %  peak {max(known_util):.0f} %"
-            if known_util
-            else "nothing recorded"
-        )
-        lines.append(Text.assemble(("utilisation  ", "bold"), figures))
-        lines += plot_lines(util, 100.0, lambda value: f"{value:.0f}%")
+        lines += _percent_plot("utilisation", util)
         known = [value for value in series.memory_used_bytes if value is not None]
         top = series.memory_total_bytes or (max(known) if known else None)
         total = f" of {human_bytes(series.memory_total_bytes)}" if series.memory_total_bytes else ""
@@ -115,15 +108,20 @@ def _activity_lines(series: GpuSeries) -> list[Text]:
         return []
     if not any(v is not None for _, key in ACTIVITY_PLOTS for v in getattr(series, key)):
         return [Text("activity (SM, tensor, DRAM): not available on this GPU", style="dim")]
-    lines: list[Text] = []
-    for title, key in ACTIVITY_PLOTS:
-        values = getattr(series, key)
-        known = [value for value in values if value is not None]
-        figures = (
-            f"mean {sum(known) / len(known):.0f} %  peak {max(known):.0f} %"
-            if known
-            else "nothing recorded"
-        )
-        lines.append(Text.assemble((f"{title}  ", "bold"), figures))
-        lines += plot_lines(values, 100.0, lambda value: f"{value:.0f}%")
-    return lines
+    return [
+        line for title, key in ACTIVITY_PLOTS for line in _percent_plot(title, getattr(series, key))
+    ]
+
+
+def _percent_plot(title: str, values: Sequence[float | None]) -> list[Text]:
+    """A percentage's mean and peak over the window, and its plot."""
+    known = [value for value in values if value is not None]
+    figures = (
+        f"mean {sum(known) / len(known):.0f} %  peak {max(known):.0f} %"
+        if known
+        else "nothing recorded"
+    )
+    return [
+        Text.assemble((f"{title}  ", "bold"), figures),
+        *plot_lines(values, 100.0, lambda value: f"{value:.0f}%"),
+    ]

@@ -1,8 +1,5 @@
-"""``gputop claim``: hold cards for a while, so that nobody else's gputop launches on them.
-
-``gputop claim --gpus 0,1 --for 4h --note "paper deadline"``, ``gputop claim -n 2``,
-``gputop claim --extend``. All or nothing; refused, naming who and until when, where another
-user holds a card (docs/claims.md).
+"""``gputop claim``: hold cards for a while, so that nobody else's gputop launches on them; all
+or nothing, refused, naming who and until when, where another user holds one (docs/claims.md).
 """
 
 from __future__ import annotations

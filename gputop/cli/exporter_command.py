@@ -1,8 +1,5 @@
-"""``gputop exporter``: serve this machine's GPUs as Prometheus metrics (docs/exporter.md).
-
-One sampling loop reads the GPUs every ``--interval`` through the one sampler; each scrape
-of ``/metrics`` is answered from the newest sample, in the text format prometheus_client
-writes. SIGTERM or Ctrl-C stops it cleanly.
+"""``gputop exporter``: serve this machine's GPUs as Prometheus metrics (docs/exporter.md);
+each scrape is answered from the newest sample.
 """
 
 from __future__ import annotations

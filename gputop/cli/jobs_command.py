@@ -1,8 +1,5 @@
-"""``gputop jobs``: the jobs gputop launched, their logs, and stopping one.
-
-``gputop jobs`` lists them (``--json`` for scripts), ``gputop jobs log ID [--follow]``
-prints a job's log, ``gputop jobs stop ID`` stops it after a confirmation (``--yes`` for
-scripts; without a terminal to ask on and without ``--yes`` it refuses).
+"""``gputop jobs``: the jobs gputop launched, their logs, and stopping one (asked first;
+without a terminal to ask on, only with ``--yes``).
 """
 
 from __future__ import annotations

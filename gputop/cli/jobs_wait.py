@@ -1,10 +1,5 @@
-"""``gputop jobs wait ID...``: block until those jobs end; exit with the job's status.
-
-For scripts: ``gputop jobs wait 3 && gputop run ...``. Each start of a waiting job and each
-end is said on stdout, as a terminal notification and through ``--notify-command``
-(gputop.core.jobs.notify). The exit status is the job's (its exit code, 128 + the signal that
-ended it), with several jobs the first one's that did not exit 0; ``--timeout`` gives up
-with 124, as timeout(1) does.
+"""``gputop jobs wait ID...``: block until those jobs end; exit with the job's status, or
+124 after ``--timeout``, as timeout(1) does (gputop.core.jobs.notify says each start and end).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``gputop snapshot --hosts ...``: every host's GPUs once, with each host's status.
-
-Text: a section per host, headed by its name and status (live, reduced mode, unreachable
-and why), then the same lines as the local ``snapshot``. ``--json``: one aggregate object,
-``{"schema": 1, "kind": "lab", "hosts": [...]}``, an entry per host in the order given
-(docs/lab.md lists the fields). ``--stats`` also measures the bytes each host sends.
+"""``gputop snapshot --hosts ...``: every host's GPUs once, each under its name and status
+(``--json``: one aggregate document, its fields in docs/lab.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""``gputop report``: who used the cards and who held them idle, from the history store.
-
-A table for a person (idle holders first), ``--json`` or ``--csv`` for scripts. Reads the
-store read-only: a running recorder is never blocked. See docs/history.md.
+"""``gputop report``: who used the cards and who held them idle, from the history store, read
+read-only so that a running recorder is never blocked (docs/history.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""``gputop run``: launch a command pinned to chosen GPUs, detached, and return at once.
-
-``gputop run --gpus 3,1 -- python train.py`` makes GPU 3 ``cuda:0`` and GPU 1 ``cuda:1``
-(``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and ``CUDA_VISIBLE_DEVICES`` set to their UUIDs), starts
-the job in its own session with its output in a log, prints the job id, the mapping and
-the log path, and exits; the job keeps running after logout. ``--auto N`` picks N free
-cards by the free-card policy; ``--wait`` queues the job until its cards are free.
+"""``gputop run``: launch a command pinned to chosen GPUs, detached, and return at once
+(``--auto N`` picks free cards, ``--wait`` queues the job until they are free).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
 """``gputop run --slurm``: submit through ``sbatch``; Slurm chooses the cards (docs/slurm.md).
-
-``gputop run --slurm --gpus 1 -- python train.py`` writes a batch script with the command
-quoted, submits it, records Slurm's job id in the job store, and prints it. ``gputop jobs``
-then shows Slurm's state and reason, the cards Slurm gave it once it runs, and its output
-(``gputop jobs log ID``); ``gputop jobs stop ID`` cancels it with ``scancel``. A submission
-Slurm refuses prints Slurm's own message and records nothing.
+A submission Slurm refuses prints Slurm's own message and records nothing.
 """
 
 from __future__ import annotations

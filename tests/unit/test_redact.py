@@ -369,6 +369,6 @@ def test_the_agent_sends_its_users_commands_whole_and_everyone_elses_redacted(
 def test_a_report_from_prometheus_redacts_what_an_older_exporter_labelled() -> None:
     from gputop.core.history.prometheus_report import _Holder
 
-    holder = _Holder(labels={})
+    holder = _Holder()
     row = holder.row(ReportBy.PROCESS, ("12", "alice", "python t.py --hf-token hf_SECRETVALUE1"))
     assert row.command == "python t.py --hf-token ***"

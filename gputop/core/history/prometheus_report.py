@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, idle_counted
+from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, Sums, idle_counted
 from gputop.core.history.spans import IDLE_SM_PERCENT
 from gputop.core.numbers import MAX_ID_DIGITS, MAX_MEMORY_BYTES
 from gputop.core.prometheus.client import (
@@ -130,7 +130,7 @@ def prometheus_report(
             if key is None:
                 continue
             card = (series.labels.get("Hostname", ""), series.labels.get("gpu", ""))
-            holders.setdefault(key, _Holder(series.labels))
+            holders.setdefault(key, _Holder())
             cards.setdefault((key, card), _Card()).figures[name] = series
     for (key, card), card_figures in cards.items():
         holders[key].add_card(card_figures, activity.get(card, _Card()), step, query)
@@ -161,21 +161,7 @@ class _Card:
         return series.points if series is not None else {}
 
 
-@dataclass
-class _Holder:
-    labels: dict[str, str]
-    gpu_seconds: float = 0.0
-    idle_s: float = 0.0
-    memory_sum: float = 0.0
-    memory_weight: float = 0.0
-    sm_sum: float = 0.0
-    sm_weight: float = 0.0
-    peak: float | None = None
-    activity: dict[str, list[float]] = field(
-        default_factory=lambda: {name: [0.0, 0.0] for name in ACTIVITY}
-    )
-    """Per activity figure: percent-seconds and seconds known."""
-
+class _Holder(Sums):
     def add_card(self, card: _Card, activity: _Card, step: float, query: ReportQuery) -> None:
         """Each point held counts from the point before to its own time, at most a step,
         and only inside the window; the card's activity at that point counts as long."""
@@ -223,24 +209,8 @@ class _Holder:
             user, command = key[1], key[2]
         elif by is ReportBy.JOB:
             user = key[1]
-        return ReportRow(
-            key=shown,
-            gpu_seconds=self.gpu_seconds,
-            idle_held_seconds=self.idle_s,
-            mean_memory_bytes=round(self.memory_sum / self.memory_weight)
-            if self.memory_weight
-            else None,
-            peak_memory_bytes=int(self.peak) if self.peak is not None else None,
-            mean_sm_util=self.sm_sum / self.sm_weight if self.sm_weight else None,
-            user=user,
-            command=text_for_others(command),  # an older exporter's label may hold secrets
-            mean_sm_active_percent=self._mean("sm_active"),
-            mean_tensor_active_percent=self._mean("tensor_active"),
-        )
-
-    def _mean(self, name: str) -> float | None:
-        total, known = self.activity[name]
-        return min(100.0, total / known) if known > 0 else None
+        # an older exporter's label may hold secrets
+        return self.report_row(shown, user, text_for_others(command))
 
 
 def _pid(label: str) -> int | str:

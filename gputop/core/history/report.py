@@ -22,6 +22,7 @@ are checked (finite, not negative) before use. See docs/history.md.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
 import functools
@@ -107,23 +108,48 @@ class _Span:
     sm_percent_seconds: float | None
 
 
-class _Holder:
-    """What is summed for one holder, card by card."""
+class Sums:
+    """What the report sums for one holder over its cards (the store's spans here,
+    Prometheus's steps in prometheus_report.py), and the row they give."""
 
     def __init__(self) -> None:
-        self.gpu_seconds = 0.0
-        self.idle_s = 0.0
-        self.memory_sum = 0.0
-        self.memory_weight = 0.0
-        self.sm_sum = 0.0
-        self.sm_weight = 0.0
+        self.gpu_seconds = self.idle_s = 0.0
+        self.memory_sum = self.memory_weight = 0.0
+        self.sm_sum = self.sm_weight = 0.0
         self.peak: float | None = None
-        self.activity = [0.0, 0.0, 0.0, 0.0]
-        """SM active and tensor active: percent-seconds and seconds known, each."""
+        self.activity = {"sm_active": [0.0, 0.0], "tensor_active": [0.0, 0.0]}
+        """Per GPM figure: percent-seconds and seconds known."""
+
+    def report_row(
+        self, key: str | int, user: str | None = None, command: str | None = None
+    ) -> ReportRow:
+        return ReportRow(
+            key=key,
+            gpu_seconds=self.gpu_seconds,
+            idle_held_seconds=self.idle_s,
+            mean_memory_bytes=round(self.memory_sum / self.memory_weight)
+            if self.memory_weight
+            else None,
+            peak_memory_bytes=int(self.peak) if self.peak is not None else None,
+            mean_sm_util=min(100.0, self.sm_sum / self.sm_weight) if self.sm_weight else None,
+            user=user,
+            command=command,
+            mean_sm_active_percent=_mean(*self.activity["sm_active"]),
+            mean_tensor_active_percent=_mean(*self.activity["tensor_active"]),
+        )
+
+
+class _Holder(Sums):
+    """What is summed for one holder, card by card."""
 
     def add_activity(self, card: _CardActivity, spans: list[_Span]) -> None:
-        for position, value in enumerate(card.integrate(_merged(spans))):
-            self.activity[position] += value
+        sm_sum, sm_known, tc_sum, tc_known = card.integrate(_merged(spans))
+        for name, (total, known) in (
+            ("sm_active", (sm_sum, sm_known)),
+            ("tensor_active", (tc_sum, tc_known)),
+        ):
+            self.activity[name][0] += total
+            self.activity[name][1] += known
 
     def add_card(self, spans: list[_Span], idle_min_s: float) -> None:
         spans.sort(key=_start)
@@ -229,18 +255,7 @@ class _CardActivity:
 def _union_s(spans: list[_Span]) -> float:
     """Seconds covered by at least one span (a holder holds a card once, however many of
     its processes are on it)."""
-    total = 0.0
-    current_start = current_end = None
-    for span in sorted(spans, key=lambda span: span.start_t):
-        if current_end is None or span.start_t > current_end:
-            if current_end is not None and current_start is not None:
-                total += current_end - current_start
-            current_start, current_end = span.start_t, span.end_t
-        else:
-            current_end = max(current_end, span.end_t)
-    if current_end is not None and current_start is not None:
-        total += current_end - current_start
-    return total
+    return sum(end - start for start, end in _merged(spans))
 
 
 def idle_counted(run_s: float, idle_min_s: float) -> float:
@@ -310,25 +325,11 @@ _CHECKED = "CASE WHEN {0} BETWEEN 0 AND 1e300 THEN {0} END"
 and not negative, else unknown; a text where a number belongs is unknown too."""
 
 
-DISPLAY_SERVERS = frozenset(
-    {
-        "Xorg",
-        "X",
-        "Xwayland",
-        "gnome-shell",
-        "gdm-x-session",
-        "kwin_x11",
-        "kwin_wayland",
-        "plasmashell",
-        "mutter",
-        "sway",
-        "weston",
-        "Hyprland",
-        "cinnamon",
-        "xfwm4",
-        "compiz",
-    }
+_DISPLAY_PROGRAMS = (
+    "Xorg X Xwayland gnome-shell gdm-x-session kwin_x11 kwin_wayland plasmashell mutter sway "
+    "weston Hyprland cinnamon xfwm4 compiz"
 )
+DISPLAY_SERVERS = frozenset(_DISPLAY_PROGRAMS.split())
 """Display servers and desktop shells: they hold a little memory on the card that drives a
 screen, by design. They are never idle holders (a display server is not a hog)."""
 
@@ -450,22 +451,9 @@ def _measure(value: object) -> float | None:
 
 
 def _row(key: _Key, summed: _Holder) -> ReportRow:
-    user = None
     if isinstance(key, tuple):  # a job, with its user
-        key, user = key
-    return ReportRow(
-        key=key,
-        gpu_seconds=summed.gpu_seconds,
-        idle_held_seconds=summed.idle_s,
-        mean_memory_bytes=round(summed.memory_sum / summed.memory_weight)
-        if summed.memory_weight
-        else None,
-        peak_memory_bytes=int(summed.peak) if summed.peak is not None else None,
-        mean_sm_util=min(100.0, summed.sm_sum / summed.sm_weight) if summed.sm_weight else None,
-        user=user,
-        mean_sm_active_percent=_mean(summed.activity[0], summed.activity[1]),
-        mean_tensor_active_percent=_mean(summed.activity[2], summed.activity[3]),
-    )
+        return summed.report_row(key[0], key[1])
+    return summed.report_row(key)
 
 
 def _capped(percent: float | None) -> float | None:
@@ -493,18 +481,12 @@ def _with_process_facts(
         if found is None:
             continue
         pid, start_time, user, command = found
-        yield ReportRow(
+        yield dataclasses.replace(
+            row,
             key=int(pid),
-            gpu_seconds=row.gpu_seconds,
-            idle_held_seconds=row.idle_held_seconds,
-            mean_memory_bytes=row.mean_memory_bytes,
-            peak_memory_bytes=row.peak_memory_bytes,
-            mean_sm_util=row.mean_sm_util,
             user=user,
             command=text_for_others(command) if redact else command,
             start_time=_measure(start_time),
-            mean_sm_active_percent=row.mean_sm_active_percent,
-            mean_tensor_active_percent=row.mean_tensor_active_percent,
         )
 
 

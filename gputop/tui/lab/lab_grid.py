@@ -102,7 +102,7 @@ class HostGroup:
 
 
 class LabGrid(VerticalScroll, can_focus=True):
-    BINDINGS = CARD_KEYS
+    BINDINGS = [*CARD_KEYS]
 
     DEFAULT_CSS = """
     LabGrid { height: auto; scrollbar-size-vertical: 1; }

@@ -446,9 +446,10 @@ def test_the_first_answers_come_first_then_the_whole_fleet(fleet: Fleet) -> None
 def test_the_dashboard_reads_a_nodes_temperature_and_power_when_it_is_opened(
     fleet: Fleet,
 ) -> None:
-    """The dashboard's refresh leaves out the cards' temperature, power and activity (its
-    table shows none of them); one query reads them for one node, as the full read has
-    them, range-checked (dcgm-1's +Inf temperature and 1e300 W stay unknown)."""
+    """The dashboard's refresh leaves out the cards' temperature, power and activity and
+    the processes (its table shows none of them); opening a node reads them for it (two
+    queries), as the full read has them, range-checked (dcgm-1's +Inf temperature and
+    1e300 W stay unknown)."""
     from gputop.core.fleet.model import fill_figures
     from gputop.core.fleet.read import read_fleet, read_node_figures
     from gputop.core.prometheus.auth import server_for
@@ -465,7 +466,7 @@ def test_the_dashboard_reads_a_nodes_temperature_and_power_when_it_is_opened(
     node = next(n for n in lean.nodes if n.host == "dcgm-1")
     before = instant_queries_answered(fleet.prometheus)
     fill_figures(node, read_node_figures(server, node))
-    assert instant_queries_answered(fleet.prometheus) - before == 1
+    assert instant_queries_answered(fleet.prometheus) - before == 2
     full = wanted[node.instance]
     for key, gpu in node.gpus.items():
         assert (gpu.temperature_c, gpu.power_w, gpu.activity) == (
@@ -475,6 +476,15 @@ def test_the_dashboard_reads_a_nodes_temperature_and_power_when_it_is_opened(
         )
     temps = [g.temperature_c for g in node.sorted_gpus()]
     assert temps[6] is None and temps[0] is not None and node.sorted_gpus()[7].power_w is None
+    # gputop's exporter's node: its processes too, as the full read has them
+    busy = next(n for n in lean.nodes if any(wanted[n.instance].gpus[k].processes for k in n.gpus))
+    assert all(not g.processes for g in busy.gpus.values())
+    fill_figures(busy, read_node_figures(server, busy))
+    for key, gpu in busy.gpus.items():
+        assert sorted(gpu.processes or [], key=repr) == sorted(
+            wanted[busy.instance].gpus[key].processes or [], key=repr
+        )
+    assert any(gpu.processes for gpu in busy.gpus.values())
 
 
 @pytest.mark.parametrize(

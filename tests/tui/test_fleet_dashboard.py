@@ -474,7 +474,9 @@ async def test_a_nodes_temperature_and_power_are_read_when_it_is_opened() -> Non
         if node.instance == "10.0.0.2:9400":
             raise PrometheusError("Prometheus at http://prometheus:9090 answered HTTP 503.")
         labels = {**target(node.instance), "gpu": "1", "UUID": f"GPU-{node.host}-1"}
+        process = {**labels, "pid": "777", "user": "bob", "command": "python eval.py"}
         return [
+            Sample({**process, "__name__": "gputop_process_sm_util_percent"}, NOW, 55.0),
             Sample({**labels, "__name__": "DCGM_FI_DEV_GPU_TEMP"}, NOW, 61.0),
             Sample({**labels, "__name__": "DCGM_FI_DEV_POWER_USAGE"}, NOW, 1e9),  # too large
             Sample({**labels, "__name__": "DCGM_FI_DEV_FB_USED", "gpu": "0"}, NOW, 1.0),
@@ -499,6 +501,8 @@ async def test_a_nodes_temperature_and_power_are_read_when_it_is_opened() -> Non
         assert "61C" in gpu1 and "?" in gpu1 and "…" not in detail()  # 1 GW: unknown
         node = next(n for n in app.fleet.nodes if n.instance == "10.0.0.1:9400")  # type: ignore[union-attr]
         assert [g.temperature_c for g in node.sorted_gpus()] == [None, 61.0, None, None]
+        assert "777" in detail() and "python eval.py" in detail()
+        assert "4242" not in detail()  # the processes read now replace those read before
         assert node.gpus["GPU-node-01-0"].memory_used_bytes == 0  # not a figure it asked for
         await pilot.press("escape", "escape", "slash", *"node-02", "enter", "enter")
         await pilot_wait_for(pilot, lambda: "HTTP 503" in detail(), "the failure", 10)

@@ -185,11 +185,12 @@ def test_a_target_scraped_a_few_times_yet_does_not_slow_the_refresh() -> None:
 
 
 def test_the_dashboards_refresh_leaves_out_what_its_table_does_not_show() -> None:
-    """Without ``every_figure`` the cards' query has no temperature, power or activity (read
-    for one node when it is opened); the other seven queries are the same."""
+    """Without ``every_figure`` the cards' query has no temperature, power or activity, and
+    the processes are not asked (both read for one node when it is opened); the other six
+    queries are the same."""
     whole, lean = refresh_queries(""), refresh_queries("", every_figure=False)
-    assert whole.keys() == lean.keys()
-    assert {k for k in whole if whole[k] != lean[k]} == {"cards"}
+    assert whole.keys() - lean.keys() == {"processes"}
+    assert {k for k in lean if whole[k] != lean[k]} == {"cards"}
     for name in DETAIL_METRICS:
         assert name in whole["cards"] and name not in lean["cards"]
     for name in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS"):
@@ -199,7 +200,9 @@ def test_the_dashboards_refresh_leaves_out_what_its_table_does_not_show() -> Non
 def test_a_nodes_figures_query_quotes_its_labels_or_refuses() -> None:
     promql = node_figures_query('rack="r1"', 'jo"b', "10.0.0.1:9400\n")
     assert promql is not None
-    assert 'job="jo\\"b", instance="10.0.0.1:9400\\n", rack="r1"' in promql
+    for each in promql:  # the cards' figures, the processes
+        assert 'job="jo\\"b", instance="10.0.0.1:9400\\n", rack="r1"' in each
+    assert "DCGM_FI_DEV_GPU_TEMP" in promql[0] and "gputop_process_" in promql[1]
     assert node_figures_query("", "nodes", "bad\ud800") is None  # no UTF-8 for it
     node = FleetNode(instance="bad\ud800", job="nodes")
     with pytest.raises(PrometheusError, match="not text a query can carry"):

@@ -28,6 +28,7 @@ from gputop.core.fleet.queries import (
     HEALTH_FLAGS,
     INTERVAL_WINDOW_S,
     LAST_SAMPLE,
+    PROCESS_METRICS,
 )
 from gputop.core.health import LEVELS, OK, Reason, Verdict
 from gputop.core.health import verdict as judge
@@ -567,21 +568,18 @@ def build_fleet(
 
 
 def fill_figures(node: FleetNode, samples: list[Sample]) -> None:
-    """``node``'s cards' figures from ``samples`` (``read_node_figures``: the series of
-    ``DETAIL_METRICS``), each range-checked as a refresh's are; other nodes' and other
-    cards' series are passed over."""
+    """``node``'s cards' figures and processes from ``samples`` (``read_node_figures``:
+    the series of ``DETAIL_METRICS`` and ``PROCESS_METRICS``), each range-checked as a
+    refresh's are; other nodes' and other cards' series are passed over, and processes
+    read before are replaced."""
     builder = _Builder(0.0, FreeRule())
     for gpu in node.gpus.values():
         builder._cards[(node.job, node.instance, gpu.key)] = (node, gpu)
+        gpu.processes = [] if node.gputop else None
     wanted = set(builder._cards)
-    builder.cards(
-        [
-            sample
-            for sample in samples
-            if (*_node_key(sample.labels), _card_key(sample.labels)) in wanted
-            and sample.labels.get("__name__") in DETAIL_METRICS
-        ]
-    )
+    mine = [s for s in samples if (*_node_key(s.labels), _card_key(s.labels)) in wanted]
+    builder.cards([s for s in mine if s.labels.get("__name__") in DETAIL_METRICS])
+    builder.processes([s for s in mine if s.labels.get("__name__") in PROCESS_METRICS])
 
 
 def _users(nodes: list[FleetNode]) -> list[FleetUser]:

@@ -56,7 +56,8 @@ CARD_METRICS = (
 DETAIL_METRICS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", *ACTIVITY)
 """A card's figures the fleet dashboard's table does not show (its node's screen does):
 the dashboard reads them for one node when it is opened, not every refresh for every card
-(``refresh_queries(every_figure=False)``, ``node_figures_query``)."""
+(``refresh_queries(every_figure=False)``, ``node_figures_query``), as it does the processes
+(``PROCESS_METRICS``: the table's free rule counts them by ``gputop_gpu_processes``)."""
 CARD_KEY = "__name__, job, instance, UUID, gpu, user"
 """What tells one card's series apart (``user``: a claim's holder)."""
 PROCESS_METRICS = ("gputop_process_memory_used_bytes", "gputop_process_sm_util_percent")
@@ -107,27 +108,28 @@ def promql_string(value: str) -> str | None:
     return json.dumps(value, ensure_ascii=False)
 
 
-def node_figures_query(matchers: str, job: str, instance: str) -> str | None:
-    """The figures of ``DETAIL_METRICS`` of one node's cards (its target's ``job`` and
-    ``instance``, label values from the server, quoted here); ``None`` where a label value
-    cannot be quoted."""
+def node_figures_query(matchers: str, job: str, instance: str) -> tuple[str, str] | None:
+    """The figures of ``DETAIL_METRICS`` of one node's cards and its processes' series
+    (its target's ``job`` and ``instance``, label values from the server, quoted here);
+    ``None`` where a label value cannot be quoted."""
     quoted_job, quoted_instance = promql_string(job), promql_string(instance)
     if quoted_job is None or quoted_instance is None:
         return None
-    extra = f", {matchers}" if matchers else ""
+    only = f"job={quoted_job}, instance={quoted_instance}" + (f", {matchers}" if matchers else "")
     return (
-        f'max by ({CARD_KEY}) ({{__name__=~"{_names(DETAIL_METRICS)}", GPU_I_ID="", '
-        f"job={quoted_job}, instance={quoted_instance}{extra}}})"
+        f'max by ({CARD_KEY}) ({{__name__=~"{_names(DETAIL_METRICS)}", GPU_I_ID="", {only}}})',
+        f'{{__name__=~"{_names(PROCESS_METRICS)}", {only}}}',
     )
 
 
 def refresh_queries(matchers: str, every_figure: bool = True) -> dict[str, str]:
     """The queries of one refresh, by name; ``matchers`` from ``check_selector``; without
-    ``every_figure``, not the cards' ``DETAIL_METRICS`` (the dashboard's table)."""
+    ``every_figure``, not the cards' ``DETAIL_METRICS`` nor the processes (the dashboard's
+    table)."""
     figures = [m for m in CARD_METRICS[1:] if every_figure or m not in DETAIL_METRICS]
     extra = f", {matchers}" if matchers else ""
     only = f"{{{matchers}}}" if matchers else ""
-    return {
+    queries = {
         "up": f"up{only}",
         "scraped": f"timestamp(up{only})",
         "scrapes": f"count_over_time(up{only}[{INTERVAL_WINDOW_S}s])",
@@ -140,3 +142,6 @@ def refresh_queries(matchers: str, every_figure: bool = True) -> dict[str, str]:
         "cards": f'max by ({CARD_KEY}) ({{__name__=~"{_names(figures)}", GPU_I_ID=""{extra}}})',
         "processes": f'{{__name__=~"{_names(PROCESS_METRICS)}"{extra}}}',
     }
+    if not every_figure:
+        del queries["processes"]
+    return queries

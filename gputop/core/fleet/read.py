@@ -73,13 +73,15 @@ def read_fleet(
 def read_node_figures(
     server: Server, node: FleetNode, matchers: str = "", timeout_s: float = TIMEOUT_S
 ) -> list[Sample]:
-    """The ``DETAIL_METRICS`` of ``node``'s cards (one query), for ``fill_figures``; a
-    ``PrometheusError`` saying why not."""
+    """The ``DETAIL_METRICS`` of ``node``'s cards and its processes (two queries, at once),
+    for ``fill_figures``; a ``PrometheusError`` saying why not."""
     promql = node_figures_query(matchers, node.job, node.instance)
     if promql is None:
         raise PrometheusError("this node's name is not text a query can carry")
     budget = Budget(timeout_s, what="read of the node", advice="narrow the nodes with --match")
-    return query(server, promql, budget)
+    with ThreadPoolExecutor(max_workers=len(promql), thread_name_prefix="fleet-node") as pool:
+        asked = [pool.submit(query, server, each, budget) for each in promql]
+        return [sample for future in asked for sample in future.result()]
 
 
 def _now(answers: dict[str, list[Sample]]) -> float:

@@ -141,7 +141,7 @@ def matches(node: FleetNode, needle: str) -> bool:
 
 def node_detail(fleet: Fleet, node: FleetNode, reading: bool = False) -> Text:
     """A node's cards and processes, as the lab view shows a host (cleaned text);
-    ``reading``: its cards' temperature and power are on their way (``…``)."""
+    ``reading``: its cards' temperature, power and processes are on their way (``…``)."""
     text = Text()
     text.append(f"{clean(node.host)}", style="bold")
     text.append(
@@ -184,6 +184,8 @@ def node_detail(fleet: Fleet, node: FleetNode, reading: bool = False) -> Text:
                 f"{sm:>4} {clean(process.command or '')[:60]}\n",
                 style="dim",
             )
+    if reading and node.gputop:
+        text.append("processes …\n", style="dim")
     if not node.gpus:
         text.append("no series: nothing is known of its cards\n")
     return text

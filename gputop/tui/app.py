@@ -343,15 +343,6 @@ class GputopApp(DashboardApp, JobsActions):
         clock = getattr(self.backend.nvml, "epoch_time", None)
         return float(clock()) if callable(clock) else time.time()
 
-    def action_toggle_card(self) -> None:
-        self.query_one(GpuGrid).toggle_highlighted()
-
-    def action_select_all(self) -> None:
-        self.query_one(GpuGrid).select_all()
-
-    def action_clear_selection(self) -> None:
-        self.query_one(GpuGrid).clear_selection()
-
     def action_filter_card(self) -> None:
         highlighted = self.query_one(GpuGrid).highlighted
         self.change_view(lambda table: table.toggle_filter(highlighted))

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict, cast
 
 from rich.text import Text
 from textual import events
@@ -38,7 +38,7 @@ from gputop.core.errors import GputopError
 from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
 from gputop.core.history.store import default_history_path
 from gputop.core.jobs.service import JobsService, Severity
-from gputop.core.model import GpuHealth, GpuSample, ProcessOrigin
+from gputop.core.model import GpuHealth, GpuProcess, GpuSample, ProcessOrigin
 from gputop.core.process_control import current_boot_id, signal_own_process
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.users import current_user
@@ -81,6 +81,14 @@ class _ReportedByGputop(Exception):
         return Text()
 
 
+class CardGrid(Protocol):
+    """What both grids (``GpuGrid``, the lab's ``LabGrid``) do on the selection's keys."""
+
+    def toggle_highlighted(self) -> None: ...
+    def select_all(self) -> None: ...
+    def clear_selection(self) -> None: ...
+
+
 class DashboardOptions(TypedDict, total=False):
     """What each dashboard passes on to ``DashboardApp``: ``**options: Unpack[...]``."""
 
@@ -99,6 +107,8 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     CSS_PATH = str(Path(__file__).parent / "gputop.tcss")
     """Absolute: Textual reads a relative path beside the module of the running app's class."""
     TITLE = "gputop"
+    GRID = "#cards"
+    """The grid of cards, a ``CardGrid``."""
     ENABLE_COMMAND_PALETTE = True
     compact = var(False, init=False, toggle_class="-compact")
     """The small terminal's layout: one lower panel, the PyTorch view only on p (gputop.tcss)."""
@@ -333,6 +343,15 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     def action_reverse_sort(self) -> None:
         self.change_view(ProcessTable.toggle_reverse)
 
+    def action_toggle_card(self) -> None:
+        cast(CardGrid, self.query_one(self.GRID)).toggle_highlighted()
+
+    def action_select_all(self) -> None:
+        cast(CardGrid, self.query_one(self.GRID)).select_all()
+
+    def action_clear_selection(self) -> None:
+        cast(CardGrid, self.query_one(self.GRID)).clear_selection()
+
     def action_resort(self) -> None:
         """Sort the processes exactly now: rows held by the margin move (row_order.py)."""
         self.query_one(ProcessTable).resort()
@@ -382,7 +401,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         return True
 
     def action_signal_process(self, signal_name: str) -> None:
-        """Signal the highlighted process of this machine, once asked (yours only)."""
+        """Signal the highlighted process, once asked (yours only)."""
         if self.readonly:
             self.notify("Read-only mode: gputop will not signal processes.", severity="warning")
             return
@@ -390,6 +409,10 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         if process is None:
             self.notify("No process highlighted: press tab to reach the process table.")
             return
+        self.signal_process(process, signal_name)
+
+    def signal_process(self, process: GpuProcess, signal_name: str) -> None:
+        """``process`` of this machine (the lab's on another host: ``LabApp``'s)."""
         if process.origin is ProcessOrigin.FOREIGN:
             # Foreign: NVML's pid is no process of this PID namespace, or an unrelated one
             # that merely shares the number (gputop.core.sampling.pid_namespace).

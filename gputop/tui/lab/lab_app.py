@@ -28,7 +28,7 @@ from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_advice
 from gputop.core.job_columns import HostJob
 from gputop.core.jobs.policy import FreePolicy
-from gputop.core.model import GpuSample
+from gputop.core.model import GpuProcess, GpuSample
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_jobs import host_jobs
 from gputop.core.remote.host_summary import summarize
@@ -79,6 +79,7 @@ class LabSampled(Message):
 class LabApp(DashboardApp):
     """Many hosts' dashboard, fed by the lab's links (the keys: ``DashboardApp``'s, and these)."""
 
+    GRID = "#lab"
     BINDINGS = [
         Binding("g", "jump_host(1)", "Next host"),
         Binding("G", "jump_host(-1)", "Prev host", show=False),
@@ -239,15 +240,6 @@ class LabApp(DashboardApp):
         host = self.query_one(LabGrid).host
         self.change_view(lambda table: table.filter_host(host))
 
-    def action_toggle_card(self) -> None:
-        self.query_one(LabGrid).toggle_highlighted()
-
-    def action_select_all(self) -> None:
-        self.query_one(LabGrid).select_all()
-
-    def action_clear_selection(self) -> None:
-        self.query_one(LabGrid).clear_selection()
-
     def action_filter_card(self) -> None:
         grid = self.query_one(LabGrid)
         self.change_view(lambda table: table.filter_card(grid.host, grid.highlighted))
@@ -359,19 +351,14 @@ class LabApp(DashboardApp):
     def _stop_remote(self, job: HostJob) -> None:
         self.notify(stop_remote_job(job, self.ssh_environ))
 
-    def action_signal_process(self, signal_name: str) -> None:
-        table = self.query_one(LabProcessTable)
-        position = table.current_host
-        process = table.current_process
-        if self.readonly:
-            self.notify("Read-only mode: gputop will not signal processes.", severity="warning")
-            return
-        if process is None or position is None:
+    def signal_process(self, process: GpuProcess, signal_name: str) -> None:
+        position = self.query_one(LabProcessTable).current_host
+        if position is None:  # a row of no known host: never taken for this machine's
             self.notify("No process highlighted: press tab to reach the process table.")
             return
         status = self.statuses[position]
         if status.mode is Mode.LOCAL:
-            super().action_signal_process(signal_name)
+            super().signal_process(process, signal_name)
             return
         host = clean(status.host)
         owner = self._user_of(status)

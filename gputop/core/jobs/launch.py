@@ -187,11 +187,9 @@ def launch_job(
     environ: Mapping[str, str] = os.environ,
 ) -> Job:
     """Check, record and start a job; returns it (still waiting for its supervisor)."""
-    ready = (
-        request
-        if isinstance(request, PreparedLaunch)
-        else prepare_launch(request, snapshot, environ)
-    )
+    ready = request
+    if not isinstance(ready, PreparedLaunch):
+        ready = prepare_launch(ready, snapshot, environ)
     asked = ready.request
     waits = asked.wait or asked.wait_count is not None
     policy = asked.policy

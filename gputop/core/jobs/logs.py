@@ -320,14 +320,14 @@ def _open_for_cutting(log_path: str) -> int | None:
     path = Path(log_path)
     try:
         dir_fd = open_private_dir(path.parent, create=False)
+        try:
+            return open_private_file(
+                dir_fd, path.parent, path.name, os.O_RDWR, "job log", create=False
+            )
+        finally:
+            os.close(dir_fd)
     except StoreError:
         return None
-    try:
-        return open_private_file(dir_fd, path.parent, path.name, os.O_RDWR, "job log", create=False)
-    except StoreError:
-        return None
-    finally:
-        os.close(dir_fd)
 
 
 def _free_bytes(fd: int) -> int:

@@ -143,23 +143,12 @@ def _rebuild_from_logs(
         except OSError:
             created = 0.0
         end = ends.get(job_id)
-        rows.append(
-            (
-                job_id,
-                f"job {job_id}",
-                "(not known)",
-                RunMode.DETACHED.value,
-                (JobState.ENDED if end is not None else JobState.LOST).value,
-                str(log_path),
-                end.ended_at if end is not None and end.ended_at < created else created,
-                end.ended_at if end is not None else None,
-                end.exit_code if end is not None else None,
-                end.signal if end is not None else None,
-                REBUILT_NOTE,
-                host,
-                DEFAULT_GRACE_S,
-            )
-        )
+        state = JobState.LOST if end is None else JobState.ENDED
+        how: tuple[float | int | None, ...] = (created, None, None, None)  # created, how it ended
+        if end is not None:
+            how = (min(created, end.ended_at), end.ended_at, end.exit_code, end.signal)
+        basics = (job_id, f"job {job_id}", "(not known)", RunMode.DETACHED.value, state.value)
+        rows.append((*basics, str(log_path), *how, REBUILT_NOTE, host, DEFAULT_GRACE_S))
     connection.executemany(  # at once: a user of years may have 100,000 logs
         "INSERT OR IGNORE INTO jobs (id, name, command, command_text, uses_shell, cwd, "
         "physical_indices, uuids, env, mode, state, log_path, created_at, ended_at, "

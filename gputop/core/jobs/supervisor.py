@@ -54,9 +54,7 @@ SUPERVISOR_FAILED_EXIT = 70
 
 def job_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
     """The caller's environment, the pinning variables, and the job's id and token."""
-    env = dict(base)
-    env.update(job.env)
-    env[JOB_ID_ENV] = str(job.id)
+    env = {**base, **job.env, JOB_ID_ENV: str(job.id)}
     if job.token:
         env[JOB_TOKEN_ENV] = job.token
     return env

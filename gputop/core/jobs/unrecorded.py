@@ -165,6 +165,11 @@ def _open_run_dir(state_dir: Path) -> int:
         os.close(dir_fd)
 
 
+def _padded(kept: Unrecorded) -> bytes:
+    """The record padded to the reserved size: no tail of a longer record stays."""
+    return kept.to_bytes().ljust(RESERVED_BYTES, b" ")
+
+
 class EndReservation:
     """The supervisor's reserved file (not ``reserved``: not even 4 KiB was free)."""
 
@@ -197,9 +202,8 @@ class EndReservation:
         return self.keep_all(Unrecorded(end.job_id, end=end))
 
     def keep_all(self, kept: Unrecorded) -> bool:
-        """Write ``kept`` over the blocks, padded (no tail of a longer record stays), then to
-        the disk. False when there are none, or it failed."""
-        return self._write(kept.to_bytes().ljust(RESERVED_BYTES, b" "))
+        """Write ``kept`` over the blocks, then to the disk; False: none, or it failed."""
+        return self._write(_padded(kept))
 
     def clear(self) -> bool:
         """The store took everything: the blocks hold nothing (they stay reserved)."""
@@ -249,7 +253,7 @@ def keep_end(state_dir: Path, end: RecordedEnd) -> bool:
     kept = dataclasses.replace(before or Unrecorded(end.job_id), end=end)
     try:
         os.ftruncate(fd, 0)
-        os.write(fd, kept.to_bytes().ljust(RESERVED_BYTES, b" "))
+        os.write(fd, _padded(kept))
         os.fsync(fd)
     except OSError:
         forget_unrecorded(state_dir, end.job_id)

@@ -188,7 +188,8 @@ def run_log(args: argparse.Namespace) -> int:
             job = started
         try:
             with open_log(job.log_path) as log:
-                copy = _Copier(log, None if args.raw or not _to_terminal() else TerminalLogFilter())
+                terminal = not args.raw and _is_tty(sys.stdout)
+                copy = _Copier(log, TerminalLogFilter() if terminal else None)
                 copy()
                 if args.follow:  # until the job ends, or Ctrl-C: status 130, from main
                     _follow(store, job, copy)
@@ -202,9 +203,10 @@ def run_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _to_terminal() -> bool:
+def _is_tty(stream: Any) -> bool:
+    """``stream`` is a terminal (False for a closed one, or None where there is no stream)."""
     try:
-        return sys.stdout.isatty()
+        return stream is not None and bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
 
@@ -312,7 +314,7 @@ def stop_question(job: Job) -> str:
 
 
 def _confirmed(job: Job) -> bool:
-    if not _interactive():
+    if not _is_tty(sys.stdin):
         raise UsageError(
             f"Not stopping job {job.id} without a confirmation, and there is no terminal to "
             "ask on: add --yes to stop it."
@@ -322,10 +324,3 @@ def _confirmed(job: Job) -> bool:
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
-
-
-def _interactive() -> bool:
-    try:
-        return sys.stdin is not None and sys.stdin.isatty()
-    except (AttributeError, ValueError):
-        return False

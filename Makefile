@@ -40,7 +40,7 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m compileall -q gputop tests
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest --collect-only -qq -p no:cacheprovider >/dev/null 2>&1 || true
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 ## make check: lint and type-check
 check: $(STAMP)

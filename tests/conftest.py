@@ -31,6 +31,66 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 
+# The files that take one worker longest (CI, 2026-12-02: each has a test of 9 s or more),
+# longest first. ``make test`` hands files to the workers in collection order
+# (``--no-loadscope-reorder``): these go first, so that none is left running alone at the
+# end, then the rest, most tests first (the order xdist would choose by itself).
+# docs/testing.md "How it is split".
+LONG_FILES = (
+    "tests/real/test_fleet_prometheus.py",
+    "tests/tui/test_screen_diff_pty.py",
+    "tests/multiuser/test_claims_hostile.py",
+    "tests/multiuser/test_claims_bounded.py",
+    "tests/unit/test_activity_history.py",
+    "tests/real/test_lab_dashboard_sshd.py",
+    "tests/tui/test_palette.py",
+    "tests/real/test_gpu_rehearsal.py",
+    "tests/real/test_gpu_kit.py",
+    "tests/tui/test_store_stress.py",
+    "tests/real/test_probes.py",
+    "tests/unit/test_prometheus_client.py",
+    "tests/tui/test_lab_hostile_host.py",
+    "tests/tui/test_host_stats.py",
+    "tests/unit/test_jobs_store.py",
+    "tests/unit/test_visibility_inverse.py",
+    "tests/real/test_hosts_install.py",
+    "tests/real/test_lab_sshd.py",
+    "tests/unit/test_declared_dependencies.py",
+    "tests/real/test_launchers_torchrun.py",
+    "tests/multiuser/test_claims.py",
+    "tests/real/test_gpu_probe.py",
+    "tests/tui/test_dashboard_keys_first_hour.py",
+    "tests/tui/test_fleet_dashboard.py",
+    "tests/tui/test_hostile_text.py",
+    "tests/real/test_visibility_vs_torch.py",
+    "tests/tui/test_process_table_churn.py",
+    "tests/tui/test_attack_health_screen.py",
+    "tests/tui/test_history_dashboard.py",
+    "tests/multiuser/test_history_wal_bound.py",
+    "tests/real/test_lab_history_sshd.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long files first, then the others by their number of tests, most first; each
+    file's tests stay together and in their order."""
+    rank = {name: place for place, name in enumerate(LONG_FILES)}
+    counts: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        counts[path] = counts.get(path, 0) + 1
+    first = {}
+    for place, item in enumerate(items):
+        first.setdefault(item.nodeid.split("::", 1)[0], place)
+
+    def order(item: pytest.Item) -> tuple[int, int, int]:
+        path = item.nodeid.split("::", 1)[0]
+        return (rank.get(path, len(rank)), -counts[path], first[path])
+
+    items.sort(key=order)
+
+
 @pytest.fixture(autouse=True)
 def private_state_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

@@ -164,8 +164,11 @@ def _plain(text: str) -> Cell:
 
 _percents = tuple(f"{value}%" for value in range(101))
 _cells: dict[str, Cell] = {}
-_CELLS_LIMIT = 4096
-"""Cells kept at most (a shown text: 44.2G, 937M, 42%); then they start over."""
+_CELLS_LIMIT = 1024
+"""Cells kept at most (a shown text: 44.2G, 937M, 42%); then they start over. A refresh of
+200 processes shows a few hundred texts; on a busy server, whose memory figures move every
+second, a larger store only fills with texts no row shows any more and keeps them to the end
+(process_table.PAINTED_LINES)."""
 
 
 def _bytes_text(value: int | None, none: str = NA) -> str:

@@ -46,6 +46,12 @@ CELL_PADDING = 1
 HEADER_LINES = 1
 MIN_COMMAND_CELLS = 8
 """Below this much room for COMMAND, ←/→ scroll the whole row, not the command alone."""
+PAINTED_LINES = 256
+"""Painted lines kept (``render_line``): a few screens of the table, its highlight's and
+hover's lines both ways. On a busy server most rows change every second, so a larger store
+only fills with lines no longer shown and keeps them to the end (with process_rows.py's
+cells, 1,024 lines here and 4,096 cells there: 0.5 to 0.65 MiB of the busy server's peak
+RSS, docs/speed.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +143,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self._snapshot: Snapshot | None = None
         self._subtitle: str | None = None
         self._palette: _Palette | None = None
-        self._painted: LRUCache[tuple[object, ...], Strip] = LRUCache(maxsize=1024)
+        self._painted: LRUCache[tuple[object, ...], Strip] = LRUCache(maxsize=PAINTED_LINES)
         self.collapsed_jobs: set[GroupKey] = set()
         """Distributed jobs whose ranks show as one line (rank_groups.py)."""
         self.text_filter = ""

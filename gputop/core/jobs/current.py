@@ -48,35 +48,26 @@ def record_unrecorded(store: RowStore, unrecorded: Unrecorded) -> None:
 
 
 def _with_unrecorded(store: RowStore, jobs: list[Job]) -> list[Job]:
-    if store.in_memory:
-        return jobs
-    files = read_unrecorded(store.state_dir)
-    if not files:
-        return jobs
-    result = []
-    for job in jobs:
-        unrecorded = files.get(job.id)
-        if unrecorded is None:
-            result.append(job)
-            continue
-        if job.state is JobState.ENDED:  # recorded already (the file is left over)
-            forget_unrecorded(store.state_dir, job.id)
-            result.append(job)
-            continue
-        seen = unrecorded.applied(job)
-        if unrecorded.end is None and _supervisor_may_live(store, seen):
-            result.append(seen)  # its supervisor records it (and rewrites it meanwhile)
-            continue
-        try:
-            record_unrecorded(store, unrecorded)
-        except StoreError as error:
-            if error.fault is None:
-                raise
-            result.append(seen)
-            continue
+    files = {} if store.in_memory else read_unrecorded(store.state_dir)
+    return [job if job.id not in files else _unrecorded(store, job, files[job.id]) for job in jobs]
+
+
+def _unrecorded(store: RowStore, job: Job, unrecorded: Unrecorded) -> Job:
+    """``job`` with what its file holds, recorded where the store takes it."""
+    if job.state is JobState.ENDED:  # recorded already (the file is left over)
         forget_unrecorded(store.state_dir, job.id)
-        result.append(store.reread(job.id))
-    return result
+        return job
+    seen = unrecorded.applied(job)
+    if unrecorded.end is None and _supervisor_may_live(store, seen):
+        return seen  # its supervisor records it (and rewrites it meanwhile)
+    try:
+        record_unrecorded(store, unrecorded)
+    except StoreError as error:
+        if error.fault is None:
+            raise
+        return seen
+    forget_unrecorded(store.state_dir, job.id)
+    return store.reread(job.id)
 
 
 def _supervisor_may_live(store: RowStore, job: Job) -> bool:
@@ -130,23 +121,21 @@ def _lost_note(job: Job, now: float) -> str | None:
 
 def _refresh_liveness(store: RowStore, jobs: list[Job]) -> list[Job]:
     """Mark lost the active jobs of this host whose supervisor is gone."""
-    result = []
     now = time.time()
-    for job in jobs:
-        result.append(job)
-        if not job.is_active or job.host != store.host or job.slurm_job_id is not None:
-            continue  # Slurm's jobs have no supervisor: gputop.core.slurm.sync follows them
-        note = _lost_note(job, now)
-        if note is None:
-            continue
-        transition = lost(note, job.supervisor_pid, now)
-        try:
-            marked = store.record(job.id, transition)
-        except StoreError as error:
-            if error.fault is None:
-                raise
-            result[-1] = transition.applied(job)
-            continue
-        if marked:
-            result[-1] = store.reread(job.id)
-    return result
+    return [_lost_if_gone(store, job, now) for job in jobs]
+
+
+def _lost_if_gone(store: RowStore, job: Job, now: float) -> Job:
+    if not job.is_active or job.host != store.host or job.slurm_job_id is not None:
+        return job  # Slurm's jobs have no supervisor: gputop.core.slurm.sync follows them
+    note = _lost_note(job, now)
+    if note is None:
+        return job
+    transition = lost(note, job.supervisor_pid, now)
+    try:
+        marked = store.record(job.id, transition)
+    except StoreError as error:
+        if error.fault is None:
+            raise
+        return transition.applied(job)
+    return store.reread(job.id) if marked else job

@@ -211,10 +211,8 @@ class JobsService:
             store = JobStore.open(self.state_dir)
         except GputopError:
             return ()
-        try:
+        with store:
             return tuple(store.history())
-        finally:
-            store.close()
 
     def launch(self, request: LaunchRequest, snapshot: Snapshot, environ: Mapping[str, str]) -> Job:
         """Check and start a job (``launch_job``); GputopError, or OSError. Cards another user
@@ -232,18 +230,12 @@ class JobsService:
             advice=DASHBOARD_CLAIM_ADVICE,
             unknown_advice="gputop run --ignore-claims launches anyway (the job is marked so).",
         )
-        store = JobStore.open(self.state_dir, repair=True)
-        try:
-            from gputop.core.jobs.launch import launch_job  # not before the first frame
+        from gputop.core.jobs.launch import launch_job  # not before the first frame
 
+        with JobStore.open(self.state_dir, repair=True) as store:
             return launch_job(store, request, snapshot, environ)
-        finally:
-            store.close()
 
     def stop(self, job_id: int) -> str:
         """Stop a job (``stop_job``); what happened, for a person. Raises GputopError."""
-        store = JobStore.open(self.state_dir)
-        try:
+        with JobStore.open(self.state_dir) as store:
             return stop_job(store, job_id, cancel_in_slurm=self.cancel_in_slurm)
-        finally:
-            store.close()

@@ -62,6 +62,11 @@ def _forget_open_stores() -> None:
 os.register_at_fork(after_in_child=_forget_open_stores)
 
 
+def _directory(state_dir: Path | str | None) -> Path:
+    given = Path(state_dir) if state_dir is not None else default_state_dir()
+    return given.expanduser().absolute()
+
+
 class StoreConnection:
     """The store's connection, shared by threads; it closes when its last user closes it."""
 
@@ -91,8 +96,7 @@ class StoreConnection:
     def open(cls: type[_S], state_dir: Path | str | None = None, *, repair: bool = False) -> _S:
         """The store, read-only where nothing can be written (said once in ``notices``);
         ``repair``: as open_connection's."""
-        directory = Path(state_dir) if state_dir is not None else default_state_dir()
-        directory = directory.expanduser().absolute()
+        directory = _directory(state_dir)
         shared = cls._share(directory)
         if shared is not None:
             if repair and shared._damaged:  # a command that records jobs proves it
@@ -158,7 +162,7 @@ class StoreConnection:
     @classmethod
     def in_memory_store(cls: type[_S]) -> _S:
         """An empty store that writes nothing on disk (no store was ever created)."""
-        store = cls(default_state_dir().expanduser().absolute(), memory_connection(), [])
+        store = cls(_directory(None), memory_connection(), [])
         store.in_memory = True
         store._file = None
         return store
@@ -167,8 +171,7 @@ class StoreConnection:
     def open_existing(cls: type[_S], state_dir: Path | str | None = None) -> _S | None:
         """The store if one was ever created, else ``None``: readers (``pick``, ``jobs``) must
         not create a state directory as a side effect."""
-        directory = Path(state_dir) if state_dir is not None else default_state_dir()
-        directory = directory.expanduser().absolute()
+        directory = _directory(state_dir)
         plain_dir = os.path.isdir(directory) and not os.path.islink(directory)
         if not os.path.lexists(directory) or (
             plain_dir and not os.path.lexists(directory / DB_NAME)

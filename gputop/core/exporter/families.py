@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -31,9 +32,9 @@ from gputop.core.model import Activity, GpuSample, MigDevice, Snapshot
 from gputop.core.process_jobs import NO_JOBS, ProcessJobs
 
 MIB = 1 << 20
+T = TypeVar("T")
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
 PROF_LABELS = (*GPU_LABELS, "GPU_I_ID", "GPU_I_PROFILE")
-T = TypeVar("T")
 """dcgm-exporter's labels for profiling fields: a MIG GPU instance adds its id and profile
 (both empty, so absent in Prometheus, for a whole GPU)."""
 PROCESS_LABELS = ("gpu", "UUID", "Hostname", "pid", "user", "command", "gputop_job", "slurm_job")
@@ -50,133 +51,122 @@ class Counts:
     last_sample_duration_s: float | None = None
 
 
-Reading = Callable[[GpuSample], "float | int | None"]
+Reading = Callable[[T], "float | int | None"]
 
 
-def _mib(value: int | None) -> float | None:
-    return None if value is None else value / MIB
+def _readings(
+    table: tuple[tuple[str, str, str], ...], suffix: str, divisor: float
+) -> tuple[tuple[str, str, Reading[T]], ...]:
+    """Each (name, help, attribute path) with its reading: the attribute, divided by
+    ``divisor`` where its name ends in ``suffix`` (bytes to MiB, percent to a ratio)."""
+
+    def reading(path: str) -> Reading[T]:
+        get, by = attrgetter(path), divisor if path.endswith(suffix) else 1
+        return lambda item: None if (value := get(item)) is None else value / by
+
+    return tuple((name, help_text, reading(path)) for name, help_text, path in table)
 
 
-DCGM_GAUGES: tuple[tuple[str, str, Reading], ...] = (
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda g: g.utilization_gpu_percent),
+DCGM_GAUGES: tuple[tuple[str, str, Reading[GpuSample]], ...] = _readings(
     (
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-        "Memory utilization (in %).",
-        lambda g: g.utilization_memory_percent,
+        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "utilization_gpu_percent"),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "utilization_memory_percent"),
+        ("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", "encoder_util_percent"),
+        ("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", "decoder_util_percent"),
+        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "memory_used_bytes"),
+        ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "memory_free_bytes"),
+        ("DCGM_FI_DEV_FB_TOTAL", "Framebuffer memory total (in MiB).", "memory_total_bytes"),
+        (
+            "DCGM_FI_DEV_FB_RESERVED",
+            "Framebuffer memory reserved (in MiB).",
+            "memory_reserved_bytes",
+        ),
+        ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temperature_c"),
+        ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power_w"),
+        ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).", "power_limit_w"),
+        ("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in % of its rated speed).", "fan_percent"),
+        ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "clocks.sm_mhz"),
+        ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", "clocks.memory_mhz"),
+        ("DCGM_FI_DEV_PSTATE", "Performance state (0 to 15).", "performance_state"),
+        (
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            "Uncorrectable (double-bit) ECC errors since the driver loaded.",
+            "ecc_uncorrected_volatile",
+        ),
+        (
+            "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+            "Clock event (throttle) reasons, NVML's bit mask.",
+            "clock_event_mask",
+        ),
     ),
-    ("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", lambda g: g.encoder_util_percent),
-    ("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", lambda g: g.decoder_util_percent),
-    (
-        "DCGM_FI_DEV_FB_USED",
-        "Framebuffer memory used (in MiB).",
-        lambda g: _mib(g.memory_used_bytes),
-    ),
-    (
-        "DCGM_FI_DEV_FB_FREE",
-        "Framebuffer memory free (in MiB).",
-        lambda g: _mib(g.memory_free_bytes),
-    ),
-    (
-        "DCGM_FI_DEV_FB_TOTAL",
-        "Framebuffer memory total (in MiB).",
-        lambda g: _mib(g.memory_total_bytes),
-    ),
-    (
-        "DCGM_FI_DEV_FB_RESERVED",
-        "Framebuffer memory reserved (in MiB).",
-        lambda g: _mib(g.memory_reserved_bytes),
-    ),
-    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda g: g.temperature_c),
-    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda g: g.power_w),
-    (
-        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-        "Power management limit (in W).",
-        lambda g: g.power_limit_w,
-    ),
-    ("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in % of its rated speed).", lambda g: g.fan_percent),
-    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda g: g.clocks.sm_mhz),
-    ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", lambda g: g.clocks.memory_mhz),
-    ("DCGM_FI_DEV_PSTATE", "Performance state (0 to 15).", lambda g: g.performance_state),
-    (
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        "Uncorrectable (double-bit) ECC errors since the driver loaded.",
-        lambda g: g.ecc_uncorrected_volatile,
-    ),
-    (
-        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-        "Clock event (throttle) reasons, NVML's bit mask.",
-        lambda g: g.clock_event_mask,
-    ),
+    "_bytes",
+    MIB,
 )
-
-ActivityReading = Callable[[Activity], "float | None"]
-
-
-def _ratio(value: float | None) -> float | None:
-    return None if value is None else value / 100.0
-
-
-DCGM_PROF_GAUGES: tuple[tuple[str, str, ActivityReading], ...] = (
+DCGM_PROF_GAUGES: tuple[tuple[str, str, Reading[Activity]], ...] = _readings(
     (
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        "Ratio of time the graphics engine is active.",
-        lambda a: _ratio(a.graphics_percent),
+        (
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            "Ratio of time the graphics engine is active.",
+            "graphics_percent",
+        ),
+        (
+            "DCGM_FI_PROF_SM_ACTIVE",
+            "The ratio of cycles an SM has at least 1 warp assigned.",
+            "sm_active_percent",
+        ),
+        (
+            "DCGM_FI_PROF_SM_OCCUPANCY",
+            "The ratio of number of warps resident on an SM.",
+            "sm_occupancy_percent",
+        ),
+        (
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+            "Ratio of cycles the tensor (HMMA) pipe is active.",
+            "tensor_active_percent",
+        ),
+        (
+            "DCGM_FI_PROF_DRAM_ACTIVE",
+            "Ratio of cycles the device memory interface is active sending or receiving data.",
+            "dram_active_percent",
+        ),
+        (
+            "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+            "Ratio of cycles the fp64 pipes are active.",
+            "fp64_percent",
+        ),
+        (
+            "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+            "Ratio of cycles the fp32 pipes are active.",
+            "fp32_percent",
+        ),
+        (
+            "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+            "Ratio of cycles the fp16 pipes are active.",
+            "fp16_percent",
+        ),
+        (
+            "DCGM_FI_PROF_PCIE_TX_BYTES",
+            "The rate of data transmitted over the PCIe bus (in B/s).",
+            "pcie_tx_bytes_per_s",
+        ),
+        (
+            "DCGM_FI_PROF_PCIE_RX_BYTES",
+            "The rate of data received over the PCIe bus (in B/s).",
+            "pcie_rx_bytes_per_s",
+        ),
+        (
+            "DCGM_FI_PROF_NVLINK_TX_BYTES",
+            "The rate of data transmitted over NVLink (in B/s).",
+            "nvlink_tx_bytes_per_s",
+        ),
+        (
+            "DCGM_FI_PROF_NVLINK_RX_BYTES",
+            "The rate of data received over NVLink (in B/s).",
+            "nvlink_rx_bytes_per_s",
+        ),
     ),
-    (
-        "DCGM_FI_PROF_SM_ACTIVE",
-        "The ratio of cycles an SM has at least 1 warp assigned.",
-        lambda a: _ratio(a.sm_active_percent),
-    ),
-    (
-        "DCGM_FI_PROF_SM_OCCUPANCY",
-        "The ratio of number of warps resident on an SM.",
-        lambda a: _ratio(a.sm_occupancy_percent),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        "Ratio of cycles the tensor (HMMA) pipe is active.",
-        lambda a: _ratio(a.tensor_active_percent),
-    ),
-    (
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        "Ratio of cycles the device memory interface is active sending or receiving data.",
-        lambda a: _ratio(a.dram_active_percent),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
-        "Ratio of cycles the fp64 pipes are active.",
-        lambda a: _ratio(a.fp64_percent),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
-        "Ratio of cycles the fp32 pipes are active.",
-        lambda a: _ratio(a.fp32_percent),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
-        "Ratio of cycles the fp16 pipes are active.",
-        lambda a: _ratio(a.fp16_percent),
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_TX_BYTES",
-        "The rate of data transmitted over the PCIe bus (in B/s).",
-        lambda a: a.pcie_tx_bytes_per_s,
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_RX_BYTES",
-        "The rate of data received over the PCIe bus (in B/s).",
-        lambda a: a.pcie_rx_bytes_per_s,
-    ),
-    (
-        "DCGM_FI_PROF_NVLINK_TX_BYTES",
-        "The rate of data transmitted over NVLink (in B/s).",
-        lambda a: a.nvlink_tx_bytes_per_s,
-    ),
-    (
-        "DCGM_FI_PROF_NVLINK_RX_BYTES",
-        "The rate of data received over NVLink (in B/s).",
-        lambda a: a.nvlink_rx_bytes_per_s,
-    ),
+    "_percent",
+    100.0,
 )
 """dcgm-exporter's profiling fields, from GPM (docs/activity.md): only where GPM answers,
 never from another NVML reading (DCGM's own figures before Hopper come from a profiling
@@ -219,7 +209,7 @@ def snapshot_families(
 
 
 def _gauges(
-    gauges: Sequence[tuple[str, str, Callable[[T], float | int | None]]],
+    gauges: Sequence[tuple[str, str, Reading[T]]],
     label_names: Sequence[str],
     series: Sequence[tuple[T, list[str]]],
 ) -> Iterator[Metric]:

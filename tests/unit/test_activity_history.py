@@ -193,7 +193,9 @@ def test_the_card_series_carries_activity_for_the_history_screen(hour_store: Pat
 def test_roll_ups_keep_the_activity_means(tmp_path: Path) -> None:
     store = tmp_path / "rolled.db"
     scenario = activity_holders(tmp_path / "holders.json")
-    record_stepped(scenario, store, samples=720, retention=Retention(full_s=60.0))
+    # half an hour: the power cap's 10 minutes, then three roll-ups 10 minutes apart
+    # (RETENTION_EVERY_S), each of the rows older than a minute
+    record_stepped(scenario, store, samples=HOUR_SAMPLES // 2, retention=Retention(full_s=60.0))
     rows = report(store, ReportBy.GPU)
     assert rows[1].mean_sm_active_percent == pytest.approx(50.0)
     assert rows[0].mean_sm_active_percent == pytest.approx(3.0)

@@ -4,11 +4,12 @@
 failures (every notification cleaned, a failing worker said once, an exception that reaches
 Textual ended in one line), the job service (this machine's jobs: the launch dialog's
 history and local launches, in both), the keys both bind, and the actions both do alike
-(help, redraw, the palette's commands, the process table's filters and sort, signalling a
-process of this machine). Each dashboard adds its own layout, sampling and the actions that
-depend on it: ``GputopApp`` (gputop/tui/app.py) one host through NVML, ``LabApp``
-(gputop/tui/lab/lab_app.py) many through the lab's links. Neither defines ``on_mount`` here:
-Textual runs a handler of every class on the way up, so the base has none of its own.
+(help, redraw, the palette's commands, the selection, card health, the process table's
+filters and sort, signalling a process of this machine). Each dashboard adds its own
+layout, sampling and the actions that depend on it: ``GputopApp`` (gputop/tui/app.py) one
+host through NVML, ``LabApp`` (gputop/tui/lab/lab_app.py) many through the lab's links.
+Neither defines ``on_mount`` here: Textual runs a handler of every class on the way up, so
+the base has none of its own.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
 
     # The key bar shows these in this order and cuts what does not fit: at 80 columns, after
     # how to leave and the help, the launch, the selection it uses and the jobs. Each
-    # dashboard has every one of these actions (the selection and the jobs its own way).
+    # dashboard has every one of these actions (the launch and the jobs its own way).
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Keys"),

@@ -4,16 +4,3 @@
 ended, ``store`` keeps every job in a private SQLite file, ``stop`` ends a job's whole
 process group, ``policy`` says when a card is free. Nothing here imports Textual.
 """
-
-from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.store import JobNotFound, JobStore, StoreError, default_state_dir
-
-__all__ = [
-    "Job",
-    "JobNotFound",
-    "JobState",
-    "JobStore",
-    "RunMode",
-    "StoreError",
-    "default_state_dir",
-]

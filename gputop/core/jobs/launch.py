@@ -53,25 +53,20 @@ class LaunchError(GputopError):
 class LaunchRequest:
     command: str | Sequence[str]
     physical_indices: Sequence[int | str]
-    """In the cuda order wanted: the first becomes ``cuda:0``. A whole GPU by physical
-    index, or a MIG instance by its full ``MIG-`` UUID (gputop.core.mig_targets)."""
+    """In cuda order: GPUs by index, MIG instances by their full ``MIG-`` UUID."""
     name: str | None = None
     cwd: str | None = None
-    """Default: the caller's current directory."""
     mode: RunMode = RunMode.DETACHED
     wait: bool = False
     """Queue the job until its cards are free by ``policy``."""
     wait_count: int | None = None
     """``--auto N --wait``: no cards yet; take N free ones once that many are free."""
     policy: FreePolicy | None = None
-    """For waiting; default FreePolicy()."""
     grace_s: float = DEFAULT_GRACE_S
-    """Seconds between SIGTERM and SIGKILL when the job is stopped."""
     notify_command: tuple[str, ...] = ()
-    """An argv the supervisor runs when the job starts after waiting and when it ends,
-    with the job's facts in its environment (gputop.core.jobs.notify)."""
+    """The argv run when the job starts after waiting and when it ends (notify.py)."""
     log_max_bytes: int | None = None
-    """The log's size cap (logs.py, LogCap); default ``settings.LOG_MAX``, else 1 GiB."""
+    """The log's size cap (logs.py); default ``settings.LOG_MAX``."""
 
 
 def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
@@ -116,7 +111,6 @@ class PreparedLaunch:
     uuids: tuple[str, ...]
     env: dict[str, str]
     launcher: LauncherPlan | None = None
-    """The multi-card launcher found in the command, and what gputop added to it."""
     notes: tuple[str, ...] = ()
     """For the person launching: what gputop added or what the command will do."""
     warnings: tuple[str, ...] = ()

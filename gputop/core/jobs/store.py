@@ -20,7 +20,6 @@ from gputop.core.jobs.store_connection import StoreConnection
 from gputop.core.jobs.store_file import StoreError, default_state_dir
 from gputop.core.jobs.store_rows import (
     CLAIMED,
-    NOT_ENDED,
     Transition,
     column_text,
     job_columns,
@@ -33,14 +32,7 @@ from gputop.core.private_files import STATE_DIR_ENV, open_log_append
 from gputop.core.process_control import current_boot_id
 from gputop.core.safe_text import clean
 
-__all__ = [
-    "NEVER_STARTED_AFTER_S",
-    "NOT_ENDED",
-    "JobNotFound",
-    "JobStore",
-    "StoreError",
-    "default_state_dir",
-]
+__all__ = ["NEVER_STARTED_AFTER_S", "JobNotFound", "JobStore", "StoreError", "default_state_dir"]
 
 HISTORY_KEPT = 1000
 

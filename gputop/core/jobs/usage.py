@@ -122,32 +122,28 @@ def usage_note_from_text(text: str | None) -> str | None:
     """Why the job's use was not measured, where that was recorded (cleaned), else None."""
     from gputop.core.safe_text import clean
 
-    if not text or NOT_MEASURED not in text:
-        return None
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
+    data = _json(text) if text and NOT_MEASURED in text else None
     reason = data.get(NOT_MEASURED) if isinstance(data, dict) else None
     return clean(reason[:MAX_NOTE_CHARS]) if isinstance(reason, str) and reason else None
 
 
 def usage_from_text(text: str | None) -> JobUsage | None:
     """The stored form back, every number range-checked; ``None`` when absent or not sane."""
-    if not text:
-        return None
+    return usage_from_json(_json(text)) if text else None
+
+
+def _json(text: str) -> object:
+    """``text`` decoded; ``None`` where it is no JSON (or too deeply nested)."""
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except (ValueError, RecursionError):
         return None
-    return usage_from_json(data)
 
 
 def usage_from_json(data: object) -> JobUsage | None:
     if not isinstance(data, dict):
         return None
-    cards_data = data.get("per_card")
-    samples = data.get("samples")
+    cards_data, samples = data.get("per_card"), data.get("samples")
     peak = data.get("peak_memory_bytes")
     if not isinstance(cards_data, list) or len(cards_data) > MAX_CARDS:
         return None

@@ -44,7 +44,7 @@ from gputop.core.history.report import (
 from gputop.core.history.series import GpuSeries, gpu_series
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
-from gputop.core.numbers import DECODE_ERRORS, MAX_MEMORY_BYTES, outside_float
+from gputop.core.numbers import DECODE_ERRORS, MAX_MEMORY_BYTES, outside_float, whole_within
 from gputop.core.redact import text_for_others
 from gputop.core.remote.protocol import ProtocolError, decode, encode
 
@@ -105,11 +105,7 @@ def answer(
     """The ``history`` line for one request (its error named in it, if any). ``reader``:
     the user the agent runs for; a command of anyone else's is redacted (redact.py)."""
     request_id = request.get("id")
-    if (
-        not isinstance(request_id, int)
-        or isinstance(request_id, bool)
-        or not (0 <= request_id <= MAX_ID)
-    ):
+    if not whole_within(request_id, 0, MAX_ID):
         request_id = None
     series: dict[str, object] | None = None
     try:
@@ -156,11 +152,7 @@ def _columns(request: dict[str, Any]) -> int | None:
     columns = request.get("columns")
     if columns is None:
         return None
-    if (
-        isinstance(columns, bool)
-        or not isinstance(columns, int)
-        or not MIN_COLUMNS <= columns <= MAX_COLUMNS
-    ):
+    if not whole_within(columns, MIN_COLUMNS, MAX_COLUMNS):
         raise GputopError(
             f"history request: 'columns' must be a whole number from {MIN_COLUMNS} "
             f"to {MAX_COLUMNS}, or null"
@@ -193,9 +185,7 @@ def _query(request: dict[str, Any], now: float) -> ReportQuery:
             f"history request: 'by' must be user, gpu, job or process, not {by_text!r}"
         )
     card = request.get("physical_index")
-    if card is not None and (
-        not isinstance(card, int) or isinstance(card, bool) or not 0 <= card < 1024
-    ):
+    if card is not None and not whole_within(card, 0, 1023):
         raise GputopError("history request: 'physical_index' must be a GPU index or null")
     uuid = request.get("uuid")
     if uuid is not None and not is_card_uuid(uuid):
@@ -215,10 +205,7 @@ def is_card_uuid(text: object) -> bool:
     return (
         isinstance(text, str)
         and 0 < len(text) <= MAX_UUID_CHARS
-        and all(
-            character.isascii() and (character.isalnum() or character in "-_./")
-            for character in text
-        )
+        and all(c.isascii() and (c.isalnum() or c in "-_./") for c in text)
     )
 
 
@@ -267,9 +254,7 @@ def _series_from_json(document: object) -> GpuSeries | None:
     index = document.get("physical_index")
     utilization, memory = document.get("utilization_percent"), document.get("memory_used_bytes")
     if (
-        isinstance(index, bool)
-        or not isinstance(index, int)
-        or not 0 <= index < 1024
+        not whole_within(index, 0, 1023)
         or not isinstance(utilization, list)
         or not isinstance(memory, list)
         or not 0 < len(utilization) <= MAX_COLUMNS
@@ -277,13 +262,12 @@ def _series_from_json(document: object) -> GpuSeries | None:
     ):
         return None
     total = _reading(document.get("memory_total_bytes"), MAX_MEMORY_BYTES)
-    activity = []
-    for key in ACTIVITY_SERIES:
-        values = document.get(key)
-        if isinstance(values, list) and len(values) == len(utilization):
-            activity.append(tuple(_reading(v, 100.0) for v in values))
-        else:
-            activity.append(())
+    activity = [
+        tuple(_reading(v, 100.0) for v in values)
+        if isinstance(values := document.get(key), list) and len(values) == len(utilization)
+        else ()
+        for key in ACTIVITY_SERIES
+    ]
     return GpuSeries(
         index,
         None,

@@ -10,6 +10,7 @@ from gputop.core.install_advice import install_advice
 from gputop.core.model import Snapshot
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.transport import Failure
+from gputop.core.units import counted
 
 
 class LinkState(str, enum.Enum):
@@ -68,15 +69,14 @@ class HostStatus:
         (shown as N/A), clock 3 h ahead``; empty when nothing is."""
         parts = []
         if self.impossible_values:
-            count = self.impossible_values
-            parts.append(f"sent {count} impossible value{'' if count == 1 else 's'} (shown as N/A)")
+            parts.append(
+                f"sent {counted(self.impossible_values, 'impossible value')} (shown as N/A)"
+            )
         if self.clock_skew_s is not None:
             parts.append(f"clock {skew_text(self.clock_skew_s)}")
         if self.unreadable_lines:
-            count = self.unreadable_lines
-            parts.append(
-                f"{count} unreadable line{'' if count == 1 else 's'} ({self.unreadable_reason})"
-            )
+            lines = counted(self.unreadable_lines, "unreadable line")
+            parts.append(f"{lines} ({self.unreadable_reason})")
         return ", ".join(parts)
 
     def describe(self) -> str:

@@ -36,7 +36,3 @@ def inside_allocation(environ: Mapping[str, str] | None = None) -> bool:
     """This process runs inside a Slurm job (``SLURM_JOB_ID`` is set)."""
     env = os.environ if environ is None else environ
     return any(env.get(name) for name in ALLOCATION_VARIABLES)
-
-
-def slurm_detected(environ: Mapping[str, str] | None = None) -> bool:
-    return slurm_commands_here(environ) or inside_allocation(environ)

@@ -1,30 +1,14 @@
 """``gputop report --prometheus URL``: the history report's rows, from a Prometheus server.
 
-The same questions as the local store (gputop/core/history/report.py) over every host a
-Prometheus server scrapes with ``gputop exporter``: PromQL sums each holder's processes on
-each card at every step of the window (``query_range``), and the rows follow the report's
-rules on those steps: a holder holds a card at a step where one of its processes has a
-memory series; its memory and SM % there are its processes' sums (SM capped at 100); it
-holds the card idle at a step where every one of its processes there holds memory with SM
-known and under 5 %, and such steps count once they form a run of ``idle_min_s`` or more.
-Only processes the exporter wrote one by one are seen (its ``--top`` per card). A GPU is
-``HOST:INDEX``, since several hosts have a GPU 0; a job is ``HOST:gputop:ID`` (or
-``HOST:slurm:ID``) with its user, since job ids are per user and per host.
-
-Each holder's ``mean_sm_active_percent`` and ``mean_tensor_active_percent`` are the cards'
-GPM figures, as the exporter gives them (dcgm-exporter's ``DCGM_FI_PROF_SM_ACTIVE`` and
-``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE``, ratios 0-1, of the whole GPU), at the steps the holder
-held each card, weighted as its seconds are: the local report's figures (docs/activity.md).
-A card without those series (no GPM, or an exporter that does not give them) adds nothing, and
-a holder none of whose cards has them has ``null``; a value that is not a ratio from 0 to 1
-(NaN, negative, above 1) is unknown at that step.
-
-A point at time ``t`` is what Prometheus saw last at ``t`` (its newest sample then), so it
-stands for the time since the point before (at most one step), inside the window only: a
-holder present all of a one-hour window holds 1:00:00 (the point at its start stands for
-time before it), and a server sending extra points cannot make a holder hold a card longer
-than the window.
-See docs/exporter.md.
+The local store's questions (gputop/core/history/report.py) over every host a server scrapes
+with ``gputop exporter``: PromQL sums each holder's processes on each card at every step of
+the window (``query_range``), and the rows follow the report's rules on those steps. Only
+processes the exporter wrote one by one are seen (its ``--top`` per card). A GPU is
+``HOST:INDEX`` and a job ``HOST:gputop:ID`` (or ``HOST:slurm:ID``) with its user: indices and
+job ids are per host (and per user). A point at ``t`` stands for the time since the point
+before (at most one step), inside the window only, so a server sending extra points cannot
+make a holder hold a card longer than the window; a GPM figure that is not a ratio from 0 to
+1 is unknown at that step. The rules in full: docs/exporter.md.
 """
 
 from __future__ import annotations

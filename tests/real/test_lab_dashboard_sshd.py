@@ -153,6 +153,7 @@ async def test_a_remote_jobs_log_is_followed_and_k_stops_it_on_its_host(
     from textual.widgets import RichLog
 
     from gputop.tui.lab.remote_screens import RemoteLogScreen
+    from gputop.tui.screens.confirm import ConfirmScreen
 
     app = lab_app(lab)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -178,8 +179,12 @@ async def test_a_remote_jobs_log_is_followed_and_k_stops_it_on_its_host(
             lambda: any("hello-from-dgx" in line.text for line in log.lines),
             "the job's line in the log view",
         )
-        await pilot.press("escape", "K")
-        await until(pilot, lambda: app.screen.id != "_default", "the confirmation")
+        await pilot.press("escape")
+        # K is the jobs table's: pressed while the log view was still closing it was lost,
+        # and the log view passed for the confirmation (then the job ran on for 60 s)
+        await until(pilot, lambda: app.screen.id == "_default", "the log view closed")
+        await pilot.press("K")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         await pilot.press("y")
         await until(
             pilot,

@@ -17,7 +17,9 @@ Both dashboards run headless in this process
   card's figures (all 8 queries answered and decoded);
 - **CPU**: this process's CPU time over a window of ``--seconds`` after the first frames
   (the local dashboard samples every second; the fleet reads Prometheus at its targets'
-  scrape interval, in a worker thread of this process, so its decoding counts).
+  scrape interval, in a worker thread of this process, so its decoding counts), once each
+  app has settled Python's collector as its command does (gputop/tui/collector.py; the
+  collector is set back after each app, as a fresh process would have it).
 
 Python's start-up and imports are not in either figure (``make bench``'s pty benches have
 them for the local dashboard). Medians (min-max) of ``--runs``; exits 1 when a target is
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import sys
 import tempfile
@@ -49,9 +52,11 @@ from gputop.core.prometheus.auth import server_for  # noqa: E402
 from gputop.core.sampling.early import EarlySample  # noqa: E402
 from gputop.core.sampling.source import open_backend  # noqa: E402
 from gputop.tui.app import GputopApp  # noqa: E402
+from gputop.tui.collector import SETTLE_AFTER_S  # noqa: E402
 from gputop.tui.fleet.fleet_app import FleetApp  # noqa: E402
 
 SIZE = (160, 48)
+DEFAULT_THRESHOLDS = gc.get_threshold()
 FIRST_FRAME_RATIO = 2.0
 CPU_RATIO = 1.0
 
@@ -80,10 +85,14 @@ async def measure(
             await asyncio.sleep(0.005)
         await painted(app)
         complete = time.monotonic() - started
-        await pilot.pause(2.0)
+        # Past the collector's settling (as each command settles it, gputop/tui/collector.py)
+        await pilot.pause(max(2.0, SETTLE_AFTER_S + 1.0 - (time.monotonic() - started)))
         cpu = time.process_time()
         await asyncio.sleep(seconds)
         used = time.process_time() - cpu
+    gc.unfreeze()  # the next app starts as a fresh process would
+    gc.set_threshold(*DEFAULT_THRESHOLDS)
+    gc.collect()
     return first, 100.0 * used / seconds, complete
 
 
@@ -92,8 +101,19 @@ def local(seconds: float) -> tuple[float, float, float]:
     backend = open_backend("dgx-h100")
     first_sample = EarlySample.start(backend)  # as gputop's command starts it (cli/dashboard.py)
     first_sample.wait(FIRST_SAMPLE_WAIT_S)
-    app = GputopApp(backend, probes=False, user="alice", environ={}, first_sample=first_sample)
-    return asyncio.run(measure(app, lambda: app.snapshot is not None, seconds, started=started))
+    app = GputopApp(
+        backend,
+        probes=False,
+        user="alice",
+        environ={},
+        first_sample=first_sample,
+        tune_collector=True,
+    )
+    try:
+        return asyncio.run(measure(app, lambda: app.snapshot is not None, seconds, started=started))
+    finally:
+        first_sample.wait()
+        backend.close()
 
 
 def fleet(url: str, seconds: float) -> tuple[float, float, float]:
@@ -109,6 +129,7 @@ def fleet(url: str, seconds: float) -> tuple[float, float, float]:
         url,
         progressive=first.follow,
         node_figures=lambda node: read_node_figures(server, node, timeout_s=60.0),
+        tune_collector=True,
     )
     return asyncio.run(
         measure(

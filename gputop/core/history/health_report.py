@@ -11,11 +11,12 @@ docs/health.md.
 
 from __future__ import annotations
 
-import datetime as dt
+import dataclasses
 import sqlite3
 from dataclasses import dataclass, field
 
 from gputop.core.history.report import _private_to_reader as private_to_reader
+from gputop.core.history.report import iso_text
 from gputop.core.history.schema import HEALTH_COLUMNS
 from gputop.core.numbers import LATEST_TIME_S, MAX_PID, within
 from gputop.core.redact import text_for_others
@@ -207,8 +208,8 @@ def health_report_to_json(report: HealthReport) -> dict[str, object]:
     window also as ISO text as ``report --json`` gives it."""
     return {
         "schema": 1,
-        "since": _iso(report.since),
-        "until": _iso(report.until),
+        "since": iso_text(report.since),
+        "until": iso_text(report.until),
         "events": [
             {
                 "gpu": event.gpu,
@@ -219,28 +220,10 @@ def health_report_to_json(report: HealthReport) -> dict[str, object]:
                 "count": event.count,
                 "meaning": describe(event.xid).meaning,
                 "action": describe(event.xid).action,
-                "processes": [
-                    {"pid": p.pid, "user": p.user, "command": p.command, "job": p.job}
-                    for p in event.processes.values()
-                ],
+                "processes": [dataclasses.asdict(p) for p in event.processes.values()],
             }
             for event in report.events
         ],
-        "counters": [
-            {
-                "gpu": rise.gpu,
-                "uuid": rise.uuid,
-                "first_time": rise.first_time,
-                "last_time": rise.last_time,
-                "first": rise.first,
-                "last": rise.last,
-                "rise": rise.rise,
-            }
-            for rise in report.counters
-        ],
+        "counters": [dataclasses.asdict(rise) for rise in report.counters],
         "skipped_rows": report.skipped_rows,
     }
-
-
-def _iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")

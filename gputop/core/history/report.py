@@ -521,8 +521,8 @@ def report_to_json(query: ReportQuery, rows: list[ReportRow]) -> dict[str, objec
     """``gputop report --json``, and the lab agent's answer to a history request."""
     return {
         "schema": JSON_SCHEMA,
-        "since": _iso(query.since),
-        "until": _iso(query.until),
+        "since": iso_text(query.since),
+        "until": iso_text(query.until),
         "by": query.by.value,
         "idle_min_seconds": query.idle_min_s,
         "rows": [_row_json(row) for row in rows],
@@ -536,5 +536,6 @@ def _row_json(row: ReportRow) -> dict[str, object]:
     return document
 
 
-def _iso(epoch: float) -> str:
+def iso_text(epoch: float) -> str:
+    """A time as ``report --json`` writes it: local, to the second, with its offset."""
     return dt.datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")

@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 _CHILD = r"""
@@ -47,14 +47,7 @@ class TorchProbeResult:
     devices: tuple[dict[str, str], ...] = field(default_factory=tuple)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "message": self.message,
-            "python": self.python,
-            "version": self.version,
-            "device_count": self.device_count,
-            "devices": list(self.devices),
-        }
+        return {**asdict(self), "devices": list(self.devices)}
 
 
 def child_environment(

@@ -38,6 +38,8 @@ TORCH_LINE = "CUDA_VISIBLE_DEVICES="
 """A line of the PyTorch view (``p``): it is showing."""
 DEFAULT_SORT = "by GPU memory"
 DOWN, TAB, ESCAPE, CTRL_L = b"\x1b[B", b"\t", b"\x1b", b"\x0c"
+STRAY = b"\x1b[3;5H\x1b[31mstray output\x1b[0m\x1b[2;1H\x1b[K"
+"""Another program's output on the diffing dashboard's terminal: rows 2 and 3 (1 and 2 from 0)."""
 TIMEOUT_S = 20.0
 PROBES_S = 70.0
 """How long the first frame may wait for the probes: the torch probe gives up after 60 s
@@ -150,6 +152,19 @@ class Session:
     bytes_without_diff: int = 0
     steady: list[Write] = field(default_factory=list)
     """What the diff did with each write once the first frame was shown."""
+    line_feeds_kept: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+    """Whether each pty (with the diff, without) passes line feeds as they are: as spawned,
+    while the dashboards run, and once the diffing one has left."""
+    stray_rows: set[int] = field(default_factory=set)
+    """The rows that differed once another program wrote on the diffing terminal."""
+    after_ctrl_l: list[str] = field(default_factory=list)
+    """The rows that still differed after ctrl+L (``differences``)."""
+    pen_moved: bool = False
+    """Whether a diffed frame left the pen in a colour of its own."""
+    ended: bool = False
+    """Whether the diffing dashboard left on ``q``."""
+    pen_default_after: bool = False
+    """Whether the pen was back to the terminal's default once it had left."""
 
 
 def wait_for_both(
@@ -187,12 +202,18 @@ def differences(with_diff: PtyTerminal, without_diff: PtyTerminal) -> list[str]:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    """Both dashboards driven through ``STEPS``."""
+    """Both dashboards driven through ``STEPS``; then another program writes on the diffing
+    one's terminal and ctrl+L repaints it; then a diffed frame and ``q``: it leaves the
+    terminal as it found it. (One pair of dashboards for all: each start costs seconds.)"""
     log = tmp_path_factory.mktemp("outcomes") / "writes.tsv"
     with_diff = dashboard(tmp_path_factory.mktemp("state-diff"), screen_diff=True, log=log)
     without_diff = dashboard(tmp_path_factory.mktemp("state-plain"), screen_diff=False)
     terminals = [with_diff, without_diff]
     result = Session()
+    result.line_feeds_kept["as spawned"] = (
+        _line_feeds_kept(with_diff),
+        _line_feeds_kept(without_diff),
+    )
     start_up = 0
     try:
         for step in STEPS:
@@ -208,9 +229,29 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
             result.differences[step.name] = wait_until_identical(with_diff, without_diff)
             if step is STEPS[0]:
                 start_up = len(outcomes(log))
+                result.line_feeds_kept["running"] = (
+                    _line_feeds_kept(with_diff),
+                    _line_feeds_kept(without_diff),
+                )
         result.steady = outcomes(log)[start_up:]
         result.bytes_with_diff = with_diff.bytes_read
         result.bytes_without_diff = without_diff.bytes_read
+        if not result.differences[STEPS[-1].name]:
+            with_diff.feed_as_if_written(STRAY)
+            # the stray rows differ now (another row may too, for a moment: one dashboard
+            # can draw a refresh before the other)
+            result.stray_rows = set(differing_rows(with_diff.cells(), without_diff.cells()))
+            with_diff.write(CTRL_L)
+            result.after_ctrl_l = differences(with_diff, without_diff)
+        with_diff.write(DOWN)  # a diffed frame: the highlight moves
+        result.pen_moved = with_diff.wait_for(lambda: not _pen_is_default(with_diff), TIMEOUT_S)
+        with_diff.write(b"q")
+        result.ended = with_diff.wait_for(lambda: with_diff.ended, TIMEOUT_S)
+        result.line_feeds_kept["left"] = (
+            _line_feeds_kept(with_diff),
+            _line_feeds_kept(without_diff),
+        )
+        result.pen_default_after = _pen_is_default(with_diff)
         yield result
     finally:
         for terminal in terminals:
@@ -279,24 +320,10 @@ def test_a_refreshing_dashboard_is_sent_at_most_a_quarter_of_textuals_bytes(
     )
 
 
-def test_ctrl_l_repaints_a_terminal_another_program_wrote_on(tmp_path: Path) -> None:
-    with_diff = dashboard(tmp_path / "diff", screen_diff=True)
-    without_diff = dashboard(tmp_path / "plain", screen_diff=False)
-    try:
-        terminals = [with_diff, without_diff]
-        wait_for_both(terminals, lambda t: first_frame(t.text()), "first frame", PROBES_S)
-        assert differences(with_diff, without_diff) == []
-        with_diff.feed_as_if_written(b"\x1b[3;5H\x1b[31mstray output\x1b[0m\x1b[2;1H\x1b[K")
-        # the stray rows differ now (another row may too, for a moment: one dashboard can
-        # draw a refresh before the other)
-        assert {1, 2} <= set(differing_rows(with_diff.cells(), without_diff.cells()))
-
-        with_diff.write(CTRL_L)
-
-        assert differences(with_diff, without_diff) == []
-    finally:
-        with_diff.stop()
-        without_diff.stop()
+def test_ctrl_l_repaints_a_terminal_another_program_wrote_on(session: Session) -> None:
+    assert session.differences[STEPS[-1].name] == []  # identical before the stray output
+    assert {1, 2} <= session.stray_rows
+    assert session.after_ctrl_l == []
 
 
 def _line_feeds_kept(terminal: PtyTerminal) -> bool:
@@ -307,25 +334,15 @@ def _line_feeds_kept(terminal: PtyTerminal) -> bool:
 
 
 def test_line_feeds_are_kept_while_the_diff_runs_and_the_terminal_is_given_back_as_it_was(
-    tmp_path: Path,
+    session: Session,
 ) -> None:
     """The diff moves down a row with one line feed (ONLCR off, as curses' ``nonl``) only
     while the dashboard runs; the terminal's settings are back once it leaves, and
     ``GPUTOP_SCREEN_DIFF=0`` leaves them alone."""
-    with_diff = dashboard(tmp_path / "diff", screen_diff=True)
-    without_diff = dashboard(tmp_path / "plain", screen_diff=False)
-    terminals = [with_diff, without_diff]
-    try:
-        assert not any(_line_feeds_kept(terminal) for terminal in terminals)  # as spawned
-        wait_for_both(terminals, lambda t: first_frame(t.text()), "first frame", PROBES_S)
-        assert _line_feeds_kept(with_diff)
-        assert not _line_feeds_kept(without_diff)
-        with_diff.write(b"q")
-        assert with_diff.wait_for(lambda: with_diff.ended, TIMEOUT_S)
-        assert not _line_feeds_kept(with_diff)
-    finally:
-        for terminal in terminals:
-            terminal.stop()
+    assert session.line_feeds_kept["as spawned"] == (False, False)
+    assert session.line_feeds_kept["running"] == (True, False)
+    assert session.ended
+    assert session.line_feeds_kept["left"] == (False, False)
 
 
 def _pen_is_default(terminal: PtyTerminal) -> bool:
@@ -334,17 +351,10 @@ def _pen_is_default(terminal: PtyTerminal) -> bool:
     return (pen.fg, pen.bg, pen.bold, pen.reverse) == ("default", "default", False, False)
 
 
-def test_the_terminal_is_given_back_in_its_default_colours(tmp_path: Path) -> None:
+def test_the_terminal_is_given_back_in_its_default_colours(session: Session) -> None:
     """A frame leaves the pen in its last colour, for the next frame to start from
     (docs/screen-diff.md); leaving the dashboard resets it, so the shell's prompt is not
     drawn in the dashboard's colours."""
-    terminal = dashboard(tmp_path / "diff", screen_diff=True)
-    try:
-        assert terminal.wait_for(lambda: first_frame(terminal.text()), PROBES_S)
-        terminal.write(DOWN)  # a diffed frame: the highlight moves
-        assert terminal.wait_for(lambda: not _pen_is_default(terminal), TIMEOUT_S)
-        terminal.write(b"q")
-        assert terminal.wait_for(lambda: terminal.ended, TIMEOUT_S)
-        assert _pen_is_default(terminal)
-    finally:
-        terminal.stop()
+    assert session.pen_moved
+    assert session.ended
+    assert session.pen_default_after

@@ -74,14 +74,7 @@ class Claim:
         return (self.place_ns or self.ctime_ns, self.name)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu,
-            "uuid": self.uuid,
-            "user": self.user,
-            "until": self.until,
-            "note": self.note,
-            "job": self.job,
-        }
+        return {key: getattr(self, key) for key in ("gpu", "uuid", "user", "until", "note", "job")}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from gputop.core.visibility.model import Visibility
 
@@ -165,18 +165,8 @@ def describe_allocation(view: AllocationView) -> list[str]:
 
 def allocation_json(view: AllocationView) -> dict[str, object]:
     return {
-        "job_id": view.job_id,
-        "variable": view.variable,
+        **asdict(view),
         "slurm_gpus": list(view.slurm_gpus),
-        "renumbered": view.renumbered,
-        "devices": [
-            {
-                "logical_index": d.logical_index,
-                "nvml_index": d.nvml_index,
-                "node_index": d.node_index,
-                "slurm_gave_it": d.slurm_gave_it,
-            }
-            for d in view.devices
-        ],
+        "devices": [asdict(d) for d in view.devices],
         "warnings": list(view.warnings),
     }

@@ -109,12 +109,7 @@ class PtyChild:
     """A job running on a pty whose other side this process relays."""
 
     def __init__(
-        self,
-        argv: Sequence[str],
-        cwd: str,
-        env: dict[str, str],
-        log_path: str,
-        wake: Wakeup,
+        self, argv: Sequence[str], cwd: str, env: dict[str, str], log_path: str, wake: Wakeup
     ) -> None:
         self._wake = wake
         self._returncode: int | None = None
@@ -145,12 +140,8 @@ class PtyChild:
         return self._returncode
 
     def wait_for_event(self, timeout_s: float) -> None:
-        watched = tuple(
-            fd
-            for fd in (self._master if self._master_open else None, self._stdin)
-            if fd is not None
-        )
-        readable = self._wake.wait(timeout_s, watched)
+        fds = (self._master if self._master_open else None, self._stdin)
+        readable = self._wake.wait(timeout_s, tuple(fd for fd in fds if fd is not None))
         if self._wake.resized:
             self._wake.resized = False
             self._copy_window_size()

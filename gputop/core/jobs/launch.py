@@ -369,9 +369,7 @@ def _one_gpu(snapshot: Snapshot, part: str, known: str) -> int | str:
             f"{part!r} is not a GPU index (digits 0-9) or a UUID prefix (hex digits). {known}"
         )
     if part.isdigit():
-        if len(part) > MAX_ID_DIGITS:
-            raise UsageError(f"There is no GPU {part}. {known}")
-        index = int(part)
+        index = int(part) if len(part) <= MAX_ID_DIGITS else -1
         if any(gpu.physical_index == index for gpu in snapshot.gpus):
             return index
         raise UsageError(f"There is no GPU {part}. {known}")

@@ -137,7 +137,7 @@ def _asked_supervisor(store: JobStore, job: Job, grace: float, wait_s: float | N
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             ended = store.get(job.id)
-            if ended.state is not JobState.RUNNING and ended.state is not JobState.WAITING:
+            if not ended.is_active:
                 return f"Job {job.id} ({job.name}) stopped: {ended.status_text}."
             time.sleep(WAIT_POLL_S)
     if job.state is JobState.WAITING and job.pid is None:

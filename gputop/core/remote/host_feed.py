@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop.core.install_advice import install_advice
 from gputop.core.model import Snapshot
 from gputop.core.numbers import DECODE_ERRORS
 from gputop.core.remote.agent_version import checked_version
@@ -29,7 +28,7 @@ from gputop.core.remote.protocol import (
 )
 from gputop.core.remote.reduced import MARK_NOTHING, MARK_REDUCED, ReducedFrames
 from gputop.core.remote.status import Mode
-from gputop.core.remote.transport import Failure
+from gputop.core.remote.transport import Failure, no_gputop
 from gputop.core.safe_text import clean
 
 MAX_REASON_CHARS = 120
@@ -70,13 +69,7 @@ class HostFeed:
             self._reduced = ReducedFrames(self.host, self._wall_clock)
             return Outcome({"mode": Mode.REDUCED})
         if text == MARK_NOTHING:
-            return Outcome(
-                end=Failure(
-                    "no-gputop",
-                    "neither gputop nor nvidia-smi is on the server's PATH",
-                    install_advice(self.host),
-                )
-            )
+            return Outcome(end=no_gputop(self.host))
         try:
             message = decode(text)
         except ProtocolError as error:

@@ -156,13 +156,15 @@ def classify_failure(host: str, stderr: str, exit_code: int | None) -> Failure:
     if exit_code == 255:
         return Failure("closed", f"ssh failed: {last}" if last else "ssh failed")
     if exit_code == 127:
-        return Failure(
-            "no-gputop",
-            "neither gputop nor nvidia-smi is on the server's PATH",
-            install_advice(host),
-        )
+        return no_gputop(host)
     detail = f": {last}" if last else ""
     return Failure("remote-error", f"the remote command ended (exit {exit_code}){detail}")
+
+
+def no_gputop(host: str) -> Failure:
+    return Failure(
+        "no-gputop", "neither gputop nor nvidia-smi is on the server's PATH", install_advice(host)
+    )
 
 
 def _last_line(text: str) -> str:

@@ -67,9 +67,10 @@ labels, among the first answers, so the first frame's states are right."""
 NODE_METRICS = (
     "gputop_user_memory_used_bytes",
     "gputop_user_idle_held_memory_bytes",
-    "gputop_user_processes",
     "gputop_user_gpus",
 )
+"""The users' figures the fleet shows (``gputop_user_processes`` is none of them: not read,
+a quarter of that answer less)."""
 LAST_SEEN_WINDOW = "1h"
 LAST_SEEN_STEP = "15s"
 INTERVAL_WINDOW_S = 120

@@ -169,10 +169,7 @@ def _claim(claim: GpuClaim | None) -> dict[str, Any] | None:
     if claim is None:
         return None
     return {
-        "user": claim.user,
-        "until": claim.until,
-        "note": claim.note,
-        "job": claim.job,
+        **{key: getattr(claim, key) for key in ("user", "until", "note", "job")},
         "certain": claim.doubt is None,  # false: a file that may be a claim (docs/claims.md)
         "reason": claim.doubt,
     }
@@ -212,19 +209,17 @@ def _process(process: GpuProcess, health: GpuHealth | None = None) -> dict[str, 
     }
 
 
+_CUDA_AS_IS = (
+    "visible_devices device_order rank local_rank world_size master_addr master_port run_id"
+)
+
+
 def _cuda(cuda: ProcessCuda | None) -> dict[str, Any] | None:
     """The process's own CUDA view; None where its environment could not be read."""
     if cuda is None:
         return None
     return {
-        "visible_devices": cuda.visible_devices,
-        "device_order": cuda.device_order,
-        "rank": cuda.rank,
-        "local_rank": cuda.local_rank,
-        "world_size": cuda.world_size,
-        "master_addr": cuda.master_addr,
-        "master_port": cuda.master_port,
-        "run_id": cuda.run_id,
+        **{key: getattr(cuda, key) for key in _CUDA_AS_IS.split()},
         "devices": list(cuda.devices),
         "mismatch": cuda.mismatch,
         "devices_from": "driver" if cuda.devices_from_driver else "rules",

@@ -27,13 +27,13 @@ import datetime as dt
 import enum
 import functools
 import itertools
-import math
 import os
 import sqlite3
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gputop.core.history.series import read_back
 from gputop.core.history.spans import decode_runs
 from gputop.core.redact import text_for_others
 
@@ -442,14 +442,6 @@ def _decoded(runs: object, span_s: float) -> tuple[tuple[float, float], ...]:
     return tuple(decode_runs(runs, span_s))
 
 
-def _measure(value: object) -> float | None:
-    """A number read back from the store: finite and not negative, else unknown."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) and number >= 0 else None
-
-
 def _row(key: _Key, summed: _Holder) -> ReportRow:
     if isinstance(key, tuple):  # a job, with its user
         return summed.report_row(key[0], key[1])
@@ -486,7 +478,7 @@ def _with_process_facts(
             key=int(pid),
             user=user,
             command=text_for_others(command) if redact else command,
-            start_time=_measure(start_time),
+            start_time=read_back(start_time),
         )
 
 

@@ -27,7 +27,7 @@ class GpuSeries:
     dram_active_percent: tuple[float | None, ...] = ()
 
 
-def _finite(value: object, top: float = math.inf) -> float | None:
+def read_back(value: object, top: float = math.inf) -> float | None:
     """A reading read back from the store: finite, not negative (at most ``top``)."""
     if isinstance(value, (int, float)) and within(value, 0, top):  # not a bool, NaN or inf
         return float(value)
@@ -73,11 +73,11 @@ def gpu_series(
         if card is not None:
             uuid = card[1]
         entry = found.setdefault(index, (uuid, [[None] * columns for _ in range(5)], []))
-        entry[1][0][column] = _finite(utilization, 100.0)
-        entry[1][1][column] = _finite(memory)
+        entry[1][0][column] = read_back(utilization, 100.0)
+        entry[1][1][column] = read_back(memory)
         for position, value in enumerate(activity, start=2):
-            entry[1][position][column] = _finite(value, 100.0)
-        total_bytes = _finite(total)
+            entry[1][position][column] = read_back(value, 100.0)
+        total_bytes = read_back(total)
         if total_bytes is not None:
             entry[2].append(int(total_bytes))
     return [
@@ -106,7 +106,7 @@ def recorded_span(
     first, last = connection.execute(
         "SELECT MIN(t - duration_s), MAX(t) FROM samples WHERE t >= ? AND t < ?", (since, until)
     ).fetchone()
-    start, end = _finite(first), _finite(last)
+    start, end = read_back(first), read_back(last)
     if start is None or end is None:
         return None
     start, end = max(since, start), min(until, end + 1e-3)
@@ -121,7 +121,7 @@ def plot_columns_for(
     (mean,) = connection.execute(
         "SELECT AVG(duration_s) FROM samples WHERE t >= ? AND t < ?", (since, until)
     ).fetchone()
-    step = _finite(mean)
+    step = read_back(mean)
     if step is None or step <= 0:
         return columns
     return max(1, min(columns, math.floor((until - since) / (1.5 * step))))
@@ -142,7 +142,7 @@ def recent_utilization(
     )
     result: dict[str, list[int | None]] = {}
     for uuid, t, duration, utilization in rows:
-        end, length, value = _finite(t), _finite(duration), _finite(utilization, 100.0)
+        end, length, value = read_back(t), read_back(duration), read_back(utilization, 100.0)
         if not isinstance(uuid, str) or end is None or length is None:
             continue
         series = result.setdefault(uuid, [None] * seconds)

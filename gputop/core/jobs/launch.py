@@ -205,14 +205,9 @@ def launch_job(
     )
     store.add_history(ready.plan.text)
     try:
-        if ready.tmux is not None:
-            _start_in_tmux(
-                store, job, ready.tmux, environ, asked.log_max_bytes, asked.notify_command
-            )
-        else:
-            _start_detached(store, job, environ, asked.log_max_bytes, asked.notify_command)
+        (_start_detached if ready.tmux is None else _start_in_tmux)(store, job, environ, ready)
     except (OSError, subprocess.SubprocessError, LaunchError) as error:
-        message = str(error) if isinstance(error, LaunchError) else f"{error}"
+        message = str(error)
         store.record(job.id, ended(exit_code=126, note=f"could not start: {message}"))
         if isinstance(error, LaunchError):
             raise
@@ -237,18 +232,15 @@ def supervisor_argv(
 
 
 def _start_detached(
-    store: JobStore,
-    job: Job,
-    environ: Mapping[str, str],
-    log_max_bytes: int | None,
-    notify: Sequence[str] = (),
+    store: JobStore, job: Job, environ: Mapping[str, str], ready: PreparedLaunch
 ) -> None:
+    asked = ready.request
     log_fd = open_log_append(job.log_path)
     try:
         # cwd "/": ``python -m`` puts the current directory first on sys.path, where a
         # directory named like a package of gputop's would be imported instead.
         process = subprocess.Popen(
-            supervisor_argv(store, job.id, log_max_bytes=log_max_bytes, notify=notify),
+            supervisor_argv(store, job.id, False, asked.log_max_bytes, asked.notify_command),
             cwd="/",
             env=dict(environ),
             stdin=subprocess.DEVNULL,
@@ -266,21 +258,18 @@ def _start_detached(
 
 
 def _start_in_tmux(
-    store: JobStore,
-    job: Job,
-    tmux: str,
-    environ: Mapping[str, str],
-    log_max_bytes: int | None,
-    notify: Sequence[str] = (),
+    store: JobStore, job: Job, environ: Mapping[str, str], ready: PreparedLaunch
 ) -> None:
     """A new tmux window running the supervisor on a terminal, without a shell string; the
     caller's environment (the window gets the tmux server's) goes in a private file the
     supervisor reads and deletes at once."""
     env_file = write_env_file(store.state_dir, RUN_DIR, job.id, environ)
+    asked, tmux = ready.request, ready.tmux
+    assert tmux is not None  # launch_job opens a window only where tmux was found
+    supervisor = supervisor_argv(store, job.id, True, asked.log_max_bytes, asked.notify_command)
     argv = [
         tmux, "new-window", "-d", "-P", "-F", "#{pane_pid}", "-n", f"gputop-{job.id}",
-        "-c", job.cwd, "-e", "PYTHONSAFEPATH=1", "--",
-        *supervisor_argv(store, job.id, True, log_max_bytes, notify), "--env-file", env_file,
+        "-c", job.cwd, "-e", "PYTHONSAFEPATH=1", "--", *supervisor, "--env-file", env_file,
     ]  # fmt: skip
     try:
         result = subprocess.run(

@@ -450,6 +450,7 @@ def test_the_dashboard_reads_a_nodes_temperature_and_power_when_it_is_opened(
     the processes (its table shows none of them); opening a node reads them for it (two
     queries), as the full read has them, range-checked (dcgm-1's +Inf temperature and
     1e300 W stay unknown)."""
+    from gputop.core.fleet.fleet_text import holders, memory
     from gputop.core.fleet.model import fill_figures
     from gputop.core.fleet.read import read_fleet, read_node_figures
     from gputop.core.prometheus.auth import server_for
@@ -461,6 +462,19 @@ def test_the_dashboard_reads_a_nodes_temperature_and_power_when_it_is_opened(
     assert [n.instance for n in lean.nodes] == [n.instance for n in whole.nodes]
     assert lean.free_count == whole.free_count
     wanted = {n.instance: n for n in whole.nodes}
+    shown = {n.instance: (n.host, n.state, memory(n), holders(n)) for n in whole.nodes}
+    assert {n.instance: (n.host, n.state, memory(n), holders(n)) for n in lean.nodes} == shown
+    for node in lean.nodes:  # what the table and a node's screen show of each card
+        for key, gpu in node.gpus.items():
+            full = wanted[node.instance].gpus[key]
+            assert (gpu.index, gpu.uuid, gpu.name, gpu.pod, gpu.free, gpu.verdict) == (
+                full.index,
+                full.uuid,
+                full.name,
+                full.pod,
+                full.free,
+                full.verdict,
+            )
     for node in lean.nodes:
         assert all(g.temperature_c is None and g.activity is None for g in node.gpus.values())
     node = next(n for n in lean.nodes if n.host == "dcgm-1")

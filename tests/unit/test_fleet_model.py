@@ -190,7 +190,9 @@ def test_the_dashboards_refresh_leaves_out_what_its_table_does_not_show() -> Non
     queries are the same."""
     whole, lean = refresh_queries(""), refresh_queries("", every_figure=False)
     assert whole.keys() - lean.keys() == {"processes"}
-    assert {k for k in lean if whole[k] != lean[k]} == {"cards"}
+    assert {k for k in lean if whole[k] != lean[k]} == {"cards", "card_labels"}
+    assert lean["card_labels"].startswith("max by (__name__, job, instance, UUID, gpu, Hostname")
+    assert whole["card_labels"] in lean["card_labels"]
     for name in DETAIL_METRICS:
         assert name in whole["cards"] and name not in lean["cards"]
     for name in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS"):

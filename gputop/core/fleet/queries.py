@@ -59,6 +59,11 @@ the dashboard reads them for one node when it is opened, not every refresh for e
 (``refresh_queries(every_figure=False)``, ``node_figures_query``), as it does the processes
 (``PROCESS_METRICS``: the table's free rule counts them by ``gputop_gpu_processes``)."""
 CARD_KEY = "__name__, job, instance, UUID, gpu, user"
+SHOWN_CARD_LABELS = (
+    "__name__, job, instance, UUID, gpu, Hostname, modelName, pod, namespace, container"
+)
+"""Each card's labels the dashboard shows (its PCI bus id and driver version are in the JSON
+only; a node's target labels come with ``up``)."""
 """What tells one card's series apart (``user``: a claim's holder)."""
 PROCESS_METRICS = ("gputop_process_memory_used_bytes", "gputop_process_sm_util_percent")
 LAST_SAMPLE = "gputop_last_sample_timestamp_seconds"
@@ -145,4 +150,6 @@ def refresh_queries(matchers: str, every_figure: bool = True) -> dict[str, str]:
     }
     if not every_figure:
         del queries["processes"]
+        # Only the labels the dashboard shows or needs: a third of the answer's bytes less.
+        queries["card_labels"] = f"max by ({SHOWN_CARD_LABELS}) ({queries['card_labels']})"
     return queries

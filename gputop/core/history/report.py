@@ -34,11 +34,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gputop.core.history.series import read_back
-from gputop.core.history.spans import decode_runs
+from gputop.core.history.spans import SAME_TIME_S, decode_runs
 from gputop.core.redact import text_for_others
 
 DEFAULT_IDLE_MIN_S = 30 * 60.0
-_SAME_TIME_S = 1e-6
 
 
 class ReportBy(str, enum.Enum):
@@ -187,7 +186,7 @@ class _Holder(Sums):
             if peak is not None and (self.peak is None or peak > self.peak):
                 self.peak = peak
             for start, end in span.idle_pieces:
-                if run_end is None or abs(start - run_end) > _SAME_TIME_S:
+                if run_end is None or abs(start - run_end) > SAME_TIME_S:
                     self.idle_s += idle_counted(run_s, idle_min_s)
                     run_s = 0.0
                 run_s += end - start

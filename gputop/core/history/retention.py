@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.history.schema import ACTIVITY_COLUMNS, DAY, HOUR, MINUTE, RAW
-from gputop.core.history.spans import decode_runs, encode_runs, keep_run
-
-_SAME_TIME_S = 1e-6
-"""Two span ends this close are the same moment (the writer's and the report's rule)."""
+from gputop.core.history.spans import SAME_TIME_S, decode_runs, encode_runs, keep_run
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +118,8 @@ def _delete_before(connection: sqlite3.Connection, resolution: int, before: floa
         )
 
 
-_SPAN_SUMS = (
-    "held_s",
-    "samples",
-    "memory_byte_seconds",
-    "memory_known_s",
-    "sm_percent_seconds",
-    "sm_known_s",
-)
+_SUM_NAMES = "held_s samples memory_byte_seconds memory_known_s sm_percent_seconds sm_known_s"
+_SPAN_SUMS = _SUM_NAMES.split()
 
 
 def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
@@ -145,7 +138,7 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
     earliest = min(float(row[3]) for row in found)
     found += connection.execute(
         select + "WHERE resolution_s = ? AND end_t >= ? AND end_t < ?",
-        (DAY, earliest - _SAME_TIME_S, older_than),
+        (DAY, earliest - SAME_TIME_S, older_than),
     ).fetchall()
     found.sort(key=lambda row: (row[1], row[2], row[3]))
     merged: list[list[Any]] = []
@@ -160,7 +153,7 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
             last is not None
             and last[1] == row[1]
             and last[2] == row[2]
-            and abs(last[4] - start) < _SAME_TIME_S
+            and abs(last[4] - start) < SAME_TIME_S
             and math.floor(last[3] / DAY) == math.floor(start / DAY)
         ):
             shift = start - last[3]
@@ -171,9 +164,9 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
                 else:
                     joined.append((offset + shift, length))
             last[4] = end
-            last[6] = _max(last[6], row[6])
+            last[6] = _combined(last[6], row[6], max)
             for offset in range(len(_SPAN_SUMS)):
-                last[7 + offset] = _add(last[7 + offset], row[7 + offset])
+                last[7 + offset] = _combined(last[7 + offset], row[7 + offset], operator.add)
         else:
             merged.append([row[0], row[1], row[2], start, end, None, *row[6:]])
             runs.append(list(own_runs))
@@ -189,17 +182,10 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
     )
 
 
-def _max(first: object, second: object) -> object:
+def _combined(first: Any, second: Any, combine: Callable[[Any, Any], Any]) -> Any:
+    """Two spans' figure: ``combine`` of both, or the one that is known."""
     if first is None:
         return second
     if second is None:
         return first
-    return max(first, second)  # type: ignore[call-overload]
-
-
-def _add(first: object, second: object) -> object:
-    if first is None:
-        return second
-    if second is None:
-        return first
-    return first + second  # type: ignore[operator]
+    return combine(first, second)

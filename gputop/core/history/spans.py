@@ -22,7 +22,9 @@ SPAN_MAX_S = 15 * 60.0
 MIN_IDLE_RUN_S = 60.0
 """Shorter idle stretches inside a span are not kept: ``--idle-min`` is at least this."""
 MAX_RUNS_TEXT = 65536
-_SAME_TIME_S = 1e-6
+SAME_TIME_S = 1e-6
+"""Two span ends this close are the same moment (the writer's, the report's and retention's
+rule)."""
 
 
 def is_idle(memory_bytes: float | None, sm_percent: float | None) -> bool:
@@ -54,7 +56,7 @@ def decode_runs(text: object, span_s: float) -> list[tuple[float, float]]:
             return []
         if not plus or not (math.isfinite(offset) and math.isfinite(length)):
             return []
-        if offset < last_end - _SAME_TIME_S or length <= 0 or offset + length > span_s + 1e-3:
+        if offset < last_end - SAME_TIME_S or length <= 0 or offset + length > span_s + 1e-3:
             return []
         runs.append((offset, length))
         last_end = offset + length
@@ -62,7 +64,7 @@ def decode_runs(text: object, span_s: float) -> list[tuple[float, float]]:
 
 
 def keep_run(offset: float, length: float, span_s: float) -> bool:
-    touches_edge = offset < _SAME_TIME_S or abs(offset + length - span_s) < 1e-3
+    touches_edge = offset < SAME_TIME_S or abs(offset + length - span_s) < 1e-3
     return length >= MIN_IDLE_RUN_S or touches_edge
 
 
@@ -87,7 +89,7 @@ class OpenSpan:
 
     def continues(self, sample_start: float) -> bool:
         return (
-            abs(sample_start - self.end_t) < _SAME_TIME_S and self.end_t - self.start_t < SPAN_MAX_S
+            abs(sample_start - self.end_t) < SAME_TIME_S and self.end_t - self.start_t < SPAN_MAX_S
         )
 
     def add(
@@ -107,7 +109,7 @@ class OpenSpan:
                 self.idle_from = start
         elif self.idle_from is not None:
             offset, length = self.idle_from - self.start_t, start - self.idle_from
-            if length > 0 and (length >= MIN_IDLE_RUN_S or offset < _SAME_TIME_S):
+            if length > 0 and (length >= MIN_IDLE_RUN_S or offset < SAME_TIME_S):
                 self.runs.append((offset, length))
             self.idle_from = None
         self.end_t = end_t

@@ -10,20 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from gputop.core import model
 from gputop.core.clock_events import reason_names
 from gputop.core.health import verdict, xids_since
-from gputop.core.model import (
-    ACTIVITY_KEYS,
-    Activity,
-    Clocks,
-    GpuClaim,
-    GpuHealth,
-    GpuProcess,
-    GpuSample,
-    MigDevice,
-    ProcessCuda,
-    Snapshot,
-)
 from gputop.core.xid import describe
 
 SCHEMA_VERSION = 1
@@ -69,7 +58,7 @@ def _plain(item: object, fields: JsonFields) -> dict[str, Any]:
     return {key: getattr(item, attr) for key, (attr, _) in fields.items()}
 
 
-def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
+def snapshot_to_json(snapshot: model.Snapshot) -> dict[str, Any]:
     return {
         "schema": SCHEMA_VERSION,
         "host": snapshot.host,
@@ -83,7 +72,7 @@ def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
     }
 
 
-def _gpu(gpu: GpuSample) -> dict[str, Any]:
+def _gpu(gpu: model.GpuSample) -> dict[str, Any]:
     return {
         "index": gpu.physical_index,
         "uuid": gpu.uuid,
@@ -127,7 +116,7 @@ def _gpu(gpu: GpuSample) -> dict[str, Any]:
     }
 
 
-def health_json(health: GpuHealth | None) -> dict[str, Any] | None:
+def health_json(health: model.GpuHealth | None) -> dict[str, Any] | None:
     """A card's health (docs/health.md); each signal ``null`` where the card does not have
     it; the whole ``null`` where it was not read (a lost or refused card)."""
     if health is None:
@@ -165,7 +154,7 @@ def health_json(health: GpuHealth | None) -> dict[str, Any] | None:
     }
 
 
-def _claim(claim: GpuClaim | None) -> dict[str, Any] | None:
+def _claim(claim: model.GpuClaim | None) -> dict[str, Any] | None:
     if claim is None:
         return None
     return {
@@ -175,20 +164,20 @@ def _claim(claim: GpuClaim | None) -> dict[str, Any] | None:
     }
 
 
-def _clocks(clocks: Clocks) -> dict[str, int | None]:
+def _clocks(clocks: model.Clocks) -> dict[str, int | None]:
     return _plain(clocks, CLOCK_FIELDS)
 
 
-def _mig(mig: MigDevice) -> dict[str, Any]:
+def _mig(mig: model.MigDevice) -> dict[str, Any]:
     return {**_plain(mig, MIG_FIELDS), "activity": activity_json(mig.activity)}
 
 
-def activity_json(activity: Activity) -> dict[str, float | None]:
+def activity_json(activity: model.Activity) -> dict[str, float | None]:
     """Exactly ``ACTIVITY_KEYS``; ``null`` where unknown (docs/activity.md)."""
-    return dict(zip(ACTIVITY_KEYS, activity.values(), strict=True))
+    return dict(zip(model.ACTIVITY_KEYS, activity.values(), strict=True))
 
 
-def _process(process: GpuProcess, health: GpuHealth | None = None) -> dict[str, Any]:
+def _process(process: model.GpuProcess, health: model.GpuHealth | None = None) -> dict[str, Any]:
     xids = xids_since(health, process.start_time)
     return {
         "pid": process.pid,
@@ -214,7 +203,7 @@ _CUDA_AS_IS = (
 )
 
 
-def _cuda(cuda: ProcessCuda | None) -> dict[str, Any] | None:
+def _cuda(cuda: model.ProcessCuda | None) -> dict[str, Any] | None:
     """The process's own CUDA view; None where its environment could not be read."""
     if cuda is None:
         return None

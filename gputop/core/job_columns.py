@@ -30,6 +30,7 @@ class HostJob:
     status: str = "?"
     status_text: str = "?"
     physical_indices: tuple[int, ...] = ()
+    """Its cards' indices on its host (never another host's cards)."""
     pid: int | None = None
     command_text: str = ""
     created_at: float = 0.0
@@ -39,6 +40,8 @@ class HostJob:
     """What it used, as its host measured it: range-checked where it entered."""
     local: bool = False
     """A job of this machine (the lab's ``local``): acted on without ssh."""
+    uuids: tuple[str, ...] = ()
+    """Its cards' UUIDs, as its host recorded them (none from an older agent)."""
 
     @property
     def ssh_host(self) -> str | None:

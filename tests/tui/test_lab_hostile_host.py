@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
+import pytest
 from helpers.hostile import BIG, HOSTILE, controls_left, drawn_controls, terminal_bytes
 from helpers.hostile_hosts import (
     GOOD,
@@ -22,13 +24,17 @@ from helpers.hostile_hosts import (
     replay,
 )
 from helpers.lab_dashboard import first_lab_sample, make_lab_app
+from helpers.waiting import pilot_wait_for
 from hypothesis import HealthCheck, given, settings
 
 from gputop.cli.lab_pick import first_host_with
 from gputop.cli.lab_snapshot import lab_json, render_host
 from gputop.core.jobs.policy import FreePolicy
+from gputop.core.remote import host_jobs as host_jobs_module
+from gputop.core.remote.host_jobs import MAX_HOST_JOBS
 from gputop.core.remote.reduced import MARK_APPS, MARK_END, MARK_GPUS, ReducedFrames
 from gputop.core.remote.status import HostStatus, LinkState
+from gputop.tui.lab.lab_grid import LabGrid
 from gputop.tui.lab.lab_jobs import LabJobsPanel
 
 WIDTH = 160
@@ -263,3 +269,41 @@ async def _draw_lab(statuses: list[HostStatus]) -> None:
         assert drawn_controls(terminal_bytes(app), BIG[1]) == []
         assert app.statuses[-1].state is LinkState.LIVE
         assert app.return_code is None  # nothing took the dashboard down
+
+
+async def test_a_host_sending_100000_jobs_has_only_its_newest_decoded_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The store keeps every job and an older agent sends them all; a hostile one sends
+    100,000 records (each decoded on the UI thread: 0.87 s a list). The lab decodes the
+    newest MAX_HOST_JOBS and says on the panel how many were sent."""
+    sent = 100_000
+    records = [{"id": n, "name": f"j{n}", "status": "exited"} for n in range(1, sent + 1)]
+    flood = replay("flood", agent_lines(GOOD, jobs=records))
+    assert len(flood.jobs or ()) == sent
+    decoded: list[int] = []
+    decode = host_jobs_module._decoded
+
+    def counted(host, name, record, local):  # type: ignore[no-untyped-def]
+        decoded.append(record["id"])
+        return decode(host, name, record, local)
+
+    monkeypatch.setattr(host_jobs_module, "_decoded", counted)
+    good = replace(good_host(), jobs=[{"id": 7, "name": "mine", "status": "running"}])
+    app = make_lab_app([flood, good])
+    async with app.run_test(size=BIG) as pilot:
+        await first_lab_sample(pilot)
+        await pilot.press("J")
+        panel = app.query_one(LabJobsPanel)
+        await pilot_wait_for(pilot, lambda: panel.row_count > 0, "the jobs shown")
+
+        assert sorted(decoded) == [7, *range(sent - MAX_HOST_JOBS + 1, sent + 1)]
+        assert panel.row_count == MAX_HOST_JOBS + 1
+        assert f"flood: newest {MAX_HOST_JOBS} of 100,000 jobs shown" in str(panel.border_subtitle)
+        shown = [job.id for job in app.remote_jobs if job.host == 0]
+        assert shown == list(range(sent - MAX_HOST_JOBS + 1, sent + 1))
+        for _ in range(3):  # redraws of the same list decode nothing again
+            app._show_lab(app.source.statuses())
+        assert len(decoded) == MAX_HOST_JOBS + 1
+        await pilot.press("g")  # the dashboard still answers its keys
+        await pilot_wait_for(pilot, lambda: app.query_one(LabGrid).host == 1, "the next host")

@@ -7,8 +7,8 @@ most severe code and how many others (``✖ Xid 79 (+1)``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
-from gputop.core.jobs.model import Job
 from gputop.core.model import GpuSample
 from gputop.core.xid import describe
 
@@ -16,20 +16,33 @@ JobXids = tuple[tuple[int, int], ...]
 """(Xid, count), by code."""
 
 
-def job_window(job: Job, now: float) -> tuple[float, float] | None:
+class RanOnCards(Protocol):
+    """A job of this machine (``Job``) or of a lab host (``HostJob``): when, and on which cards."""
+
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def ended_at(self) -> float | None: ...
+    @property
+    def uuids(self) -> tuple[str, ...]: ...
+    @property
+    def physical_indices(self) -> tuple[int, ...]: ...
+
+
+def job_window(job: RanOnCards, now: float) -> tuple[float, float] | None:
     """When the job ran (to ``now`` while it runs); None before it started."""
     if job.started_at is None:
         return None
     return job.started_at, job.ended_at if job.ended_at is not None else now
 
 
-def is_job_card(job: Job, physical_index: int, uuid: str | None) -> bool:
+def is_job_card(job: RanOnCards, physical_index: int, uuid: str | None) -> bool:
     if job.uuids:
         return uuid is not None and uuid in job.uuids
     return physical_index in job.physical_indices
 
 
-def live_job_xids(job: Job, gpus: Iterable[GpuSample], now: float) -> JobXids:
+def live_job_xids(job: RanOnCards, gpus: Iterable[GpuSample], now: float) -> JobXids:
     """The Xids a dashboard's cards hold that arrived on ``job``'s cards while it ran."""
     window = job_window(job, now)
     if window is None:

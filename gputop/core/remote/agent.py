@@ -16,8 +16,8 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import IO, Any
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from gputop import __version__
 from gputop.core.errors import GputopError
@@ -25,16 +25,35 @@ from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.redact import redact_argv
 from gputop.core.remote.agent_history import HistoryRequests
 from gputop.core.remote.agent_history import answer as answer_history
+from gputop.core.remote.host_jobs import MAX_HOST_JOBS
 from gputop.core.remote.protocol import PROTOCOL_VERSION, encode
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.snapshot_json import snapshot_to_json
 from gputop.core.users import current_user
 
+if TYPE_CHECKING:
+    from gputop.core.jobs.model import Job
+
 JobsReader = Callable[[], tuple[list[dict[str, Any]] | None, str | None]]
 
 
+def jobs_sent(jobs: Sequence[Job], limit: int = MAX_HOST_JOBS) -> list[Job]:
+    """What the agent sends of ``jobs`` (oldest first, as the store lists them): every active
+    one and the newest ended ones, ``limit`` in all (the newest active ones first, should
+    there be more), still oldest first. The store keeps every job: a host with a long
+    history sent thousands, each time one changed."""
+    if len(jobs) <= limit:
+        return list(jobs)
+    active = [job for job in jobs if job.is_active][-limit:]
+    room = limit - len(active)
+    ended = [job for job in jobs if not job.is_active][-room:] if room else []
+    kept = {job.id for job in (*active, *ended)}
+    return [job for job in jobs if job.id in kept]
+
+
 def read_jobs_from_store() -> JobsReader:
-    """A reader of this host's gputop jobs that reports, not raises, an unreadable store."""
+    """A reader of this host's gputop jobs (``jobs_sent``) that reports, not raises, an
+    unreadable store."""
     store: Any = None
 
     def read() -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -44,7 +63,7 @@ def read_jobs_from_store() -> JobsReader:
                 from gputop.core.jobs.store import JobStore
 
                 store = JobStore.open()
-            return [job.to_json() for job in store.list_jobs()], None
+            return [job.to_json() for job in jobs_sent(store.list_jobs())], None
         except (GputopError, OSError, sqlite3.Error) as error:
             if store is not None:  # the next read opens the store again
                 with contextlib.suppress(GputopError, OSError, sqlite3.Error):

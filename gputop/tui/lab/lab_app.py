@@ -30,7 +30,7 @@ from gputop.core.job_columns import HostJob
 from gputop.core.jobs.policy import FreePolicy
 from gputop.core.model import GpuProcess, GpuSample
 from gputop.core.remote.agent_version import older_note
-from gputop.core.remote.host_jobs import host_jobs
+from gputop.core.remote.host_jobs import host_jobs, left_out
 from gputop.core.remote.host_summary import summarize
 from gputop.core.remote.lab_history import HISTORY_TIMEOUT_S, HistoryAsk
 from gputop.core.remote.remote_jobs import run_remote, signal_argv
@@ -167,15 +167,18 @@ class LabApp(DashboardApp):
         grid.show(statuses, summaries)
         rows = []
         jobs: list[HostJob] = []
+        cut: dict[str, tuple[int, int]] = {}
         for position, status in enumerate(statuses):
             of_host = self._host_jobs(position, status)
             jobs.extend(of_host)
+            if left_out(status.jobs):  # a host sent more than the lab shows: the newest
+                cut[status.host] = (len(of_host), len(status.jobs or ()))
             job_of_pid = {j.pid: j.id for j in of_host if j.pid is not None}
             rows.append(HostRows(status.host, status.snapshot, self._user_of(status), job_of_pid))
             self._say_problems(position, status)
         self.remote_jobs = jobs
         self.query_one(LabProcessTable).show_hosts(rows)
-        self.query_one(LabJobsPanel).show(jobs, now)
+        self.query_one(LabJobsPanel).show(jobs, now, statuses, cut)
         self._show_torch()
 
     def _host_jobs(self, position: int, status: HostStatus) -> list[HostJob]:

@@ -303,17 +303,12 @@ class HistoryWriter:
         span.add(gpu, end_t, duration_s)
 
     def _save_spans(self) -> None:
-        for claim in [*self._claims_closed, *self._claims.values()]:
-            if claim.dirty:
-                claim.save(self._db())
+        spans: list[OpenSpan | OpenClaimSpan] = [*self._claims_closed, *self._claims.values()]
+        for span in [*spans, *self._closed, *self._open.values()]:
+            if span.dirty:
+                span.save(self._db())
         self._claims_closed.clear()
-        for span in self._closed:
-            if span.dirty:
-                span.save(self._db())
         self._closed.clear()
-        for span in self._open.values():
-            if span.dirty:
-                span.save(self._db())
 
     def _string_id(self, text: str | None) -> int | None:
         if text is None:

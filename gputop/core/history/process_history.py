@@ -7,10 +7,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, build_report
+from gputop.core.history.report import CHECKED, ReportBy, ReportQuery, ReportRow, build_report
 from gputop.core.history.store import HistoryError, open_for_reading
-
-_CHECKED = "CASE WHEN {0} BETWEEN 0 AND 1e300 THEN {0} END"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +33,7 @@ def read_process_history(
     try:
         spans = connection.execute(
             "SELECT p.start_t, p.end_t, "
-            f"{_CHECKED.format('p.memory_byte_seconds')}, {_CHECKED.format('p.memory_known_s')} "
+            f"{CHECKED.format('p.memory_byte_seconds')}, {CHECKED.format('p.memory_known_s')} "
             "FROM process_spans p JOIN processes r ON r.id = p.process_id "
             "WHERE r.pid = ? AND r.start_time IS ? AND p.end_t > ? AND p.start_t < ? "
             "AND p.start_t BETWEEN 0 AND 1e300 AND p.end_t BETWEEN p.start_t AND 1e300",

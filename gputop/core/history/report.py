@@ -216,8 +216,8 @@ class _CardActivity:
     def __init__(self, connection: sqlite3.Connection, card: int, since: float, until: float):
         rows = connection.execute(
             "SELECT s.t - s.duration_s, s.t, "
-            f"{_CHECKED.format('g.sm_active_percent')}, "
-            f"{_CHECKED.format('g.tensor_active_percent')} "
+            f"{CHECKED.format('g.sm_active_percent')}, "
+            f"{CHECKED.format('g.tensor_active_percent')} "
             "FROM samples s JOIN gpu_samples g ON g.sample_id = s.id "
             "WHERE g.physical_index = ? AND s.t > ? AND s.t - s.duration_s < ? "
             "AND s.t BETWEEN 0 AND 1e300 AND s.duration_s BETWEEN 0 AND 1e300 "
@@ -319,7 +319,7 @@ them named a card, the index is the card's."""
 _Key = str | int | tuple[str, str]
 """A holder: a user, a GPU index, a process's row id, or (job, its user)."""
 
-_CHECKED = "CASE WHEN {0} BETWEEN 0 AND 1e300 THEN {0} END"
+CHECKED = "CASE WHEN {0} BETWEEN 0 AND 1e300 THEN {0} END"
 """A number read back from the store, checked where it enters: finite (SQLite keeps no NaN)
 and not negative, else unknown; a text where a number belongs is unknown too."""
 
@@ -353,8 +353,8 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
     rows = connection.execute(
         f"SELECT {holder} AS holder, COALESCE(users.text, '?'), p.physical_index, p.start_t, "
         "p.end_t, p.idle_runs, "
-        f"{_CHECKED.format('p.memory_byte_seconds')}, {_CHECKED.format('p.peak_memory_bytes')}, "
-        f"{_CHECKED.format('p.sm_percent_seconds')}, commands.text "
+        f"{CHECKED.format('p.memory_byte_seconds')}, {CHECKED.format('p.peak_memory_bytes')}, "
+        f"{CHECKED.format('p.sm_percent_seconds')}, commands.text "
         "FROM process_spans p JOIN processes r ON r.id = p.process_id "
         "LEFT JOIN strings users ON users.id = r.user_id "
         "LEFT JOIN strings commands ON commands.id = r.command_id "

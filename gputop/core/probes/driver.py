@@ -209,13 +209,13 @@ def compare_with_rules(visibility: Visibility, probe: DriverProbeResult) -> tupl
     )
 
 
+def uuid_key(uuid: str) -> str:
+    """The hex part: cuDeviceGetUuid gives a MIG device's UUID in the GPU- shape."""
+    return uuid.split("-", 1)[-1].lower()
+
+
 def _same(expected: tuple[str, ...], seen: tuple[str, ...]) -> bool:
-    """MIG UUIDs come back from cuDeviceGetUuid in GPU- shape; compare the hex part."""
-
-    def key(uuid: str) -> str:
-        return uuid.split("-", 1)[-1].lower()
-
-    return [key(u) for u in expected] == [key(u) for u in seen]
+    return [uuid_key(u) for u in expected] == [uuid_key(u) for u in seen]
 
 
 def order_note(visibility: Visibility, default: DriverProbeResult | None) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gputop.core.model import GpuSample
-from gputop.core.probes.driver import DriverProbe, DriverProbeResult
+from gputop.core.probes.driver import DriverProbe, DriverProbeResult, uuid_key
 from gputop.core.visibility import LogicalDevice, Visibility, resolve_visibility
 
 
@@ -56,18 +56,13 @@ def _listed(visibility: Visibility) -> str:
     )
 
 
-def _key(uuid: str) -> str:
-    """The hex part: cuDeviceGetUuid gives a MIG device's UUID in the GPU- shape."""
-    return uuid.split("-", 1)[-1].lower()
-
-
 def _card(gpus: Sequence[GpuSample], uuid: str) -> tuple[GpuSample, str | None] | None:
-    wanted = _key(uuid)
+    wanted = uuid_key(uuid)
     for gpu in gpus:
-        if gpu.uuid and _key(gpu.uuid) == wanted:
+        if gpu.uuid and uuid_key(gpu.uuid) == wanted:
             return gpu, None
         for mig in gpu.mig_devices:
-            if mig.uuid and _key(mig.uuid) == wanted:
+            if mig.uuid and uuid_key(mig.uuid) == wanted:
                 return gpu, mig.uuid
     return None
 

@@ -356,15 +356,9 @@ def _end(record: dict[str, Any], job_id: int) -> RecordedEnd:
         raise _NotOurs
     if not isinstance(stopped, bool):
         raise _NotOurs
-    return RecordedEnd(
-        job_id=job_id,
-        ended_at=_time(record.get("ended_at")),
-        exit_code=exit_code,
-        signal=signal,
-        stopped=stopped,
-        note=_text(record.get("note")),
-        usage=usage_from_json(record.get("usage")),
-    )
+    ended_at, note = _time(record.get("ended_at")), _text(record.get("note"))
+    usage = usage_from_json(record.get("usage"))
+    return RecordedEnd(job_id, ended_at, exit_code, signal, stopped, note, usage)
 
 
 def _process(value: object) -> ProcessSeen | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import shutil
 import sqlite3
 import sys
@@ -27,6 +26,7 @@ from gputop.core.history.report import (
     build_report,
     report_to_json,
 )
+from gputop.core.history.report import iso_text as _iso
 from gputop.core.history.series import gpu_series, plot_columns_for, recorded_span
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
@@ -323,7 +323,3 @@ def render_claims(claimed: list[ClaimedTime]) -> str:
 
 def _percent(value: float | None) -> str:
     return NA if value is None else f"{value:.0f} %"
-
-
-def _iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")

@@ -22,9 +22,8 @@ import pytest
 from gputop.core.jobs.launch import LaunchRequest, launch_job
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.store import JobStore
-from gputop.core.jobs.store_rows import ProcessSeen, ended, started, supervisor_seen
 from gputop.core.model import Snapshot
-from gputop.core.process_control import group_members, process_alive, process_start_time
+from gputop.core.process_control import group_members, process_alive
 from gputop.core.sampling.source import open_backend
 from helpers.waiting import wait_for
 
@@ -184,28 +183,11 @@ def supervisors_of(directory: Path) -> list[int]:
 
 
 def write_jobs(directory: str, worker: int, count: int) -> None:
-    """One of several processes writing the store at once (run by multiprocessing)."""
-    store = JobStore.open(directory)
-    try:
-        for number in range(count):
-            created = store.create_job(
-                name=f"writer-{worker}-{number}",
-                command=["python", f"w{worker}.py"],
-                command_text=f"python w{worker}.py",
-                uses_shell=False,
-                cwd="/",
-                physical_indices=[worker % 4],
-                uuids=[V100[worker % 4]],
-                env={},
-            )
-            me = ProcessSeen(os.getpid(), process_start_time(os.getpid()), None)
-            store.record(created.id, supervisor_seen(me))
-            store.record(created.id, started(me))
-            store.add_history(f"python w{worker}.py --run {number}")
-            store.list_jobs()
-            store.record(created.id, ended(exit_code=worker))
-    finally:
-        store.close()
+    """One of several processes writing the store at once (run by multiprocessing); spawned
+    children start faster on helpers.store_writer's, which this calls."""
+    from helpers.store_writer import write_jobs as write
+
+    write(directory, worker, count, V100)
 
 
 def run_cli(*argv: str, env: dict[str, str] | None = None, timeout: float = 30) -> Any:

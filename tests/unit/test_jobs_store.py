@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.jobs import V100, all_jobs, launch, probe_command, wait_until_ended, write_jobs
+from helpers.jobs import V100, all_jobs, launch, probe_command, wait_until_ended
+from helpers.store_writer import write_jobs
 
 from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.store import JobNotFound, JobStore, StoreError, default_state_dir
@@ -189,7 +190,7 @@ def test_several_writers_at_once_leave_the_store_intact(state_dir: Path, tmp_pat
     writers, per_writer = 8, 12
     context = multiprocessing.get_context("spawn")
     processes = [
-        context.Process(target=write_jobs, args=(str(state_dir), worker, per_writer))
+        context.Process(target=write_jobs, args=(str(state_dir), worker, per_writer, V100))
         for worker in range(writers)
     ]
     for process in processes:

@@ -38,12 +38,12 @@ time.tzset()
 # docs/testing.md "How it is split".
 LONG_FILES = (
     "tests/real/test_fleet_prometheus.py",
-    "tests/tui/test_screen_diff_pty.py",
     "tests/multiuser/test_claims_hostile.py",
     "tests/multiuser/test_claims_bounded.py",
-    "tests/unit/test_activity_history.py",
-    "tests/real/test_lab_dashboard_sshd.py",
     "tests/tui/test_palette.py",
+    "tests/real/test_lab_dashboard_sshd.py",
+    "tests/tui/test_screen_diff_pty.py",
+    "tests/unit/test_activity_history.py",
     "tests/real/test_gpu_rehearsal.py",
     "tests/real/test_gpu_kit.py",
     "tests/tui/test_store_stress.py",

@@ -11,15 +11,13 @@ Every label value from outside passes ``labels.label``. The list is docs/exporte
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gputop.core.exporter.health_families import health_families
+from gputop.core.exporter.health_families import Reading, T, gauges, health_families
 from gputop.core.exporter.labels import CommandLabel, command_label, label
 from gputop.core.exporter.processes import (
     GpuProcesses,
@@ -32,7 +30,6 @@ from gputop.core.model import Activity, GpuSample, MigDevice, Snapshot
 from gputop.core.process_jobs import NO_JOBS, ProcessJobs
 
 MIB = 1 << 20
-T = TypeVar("T")
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
 PROF_LABELS = (*GPU_LABELS, "GPU_I_ID", "GPU_I_PROFILE")
 """dcgm-exporter's labels for profiling fields: a MIG GPU instance adds its id and profile
@@ -49,9 +46,6 @@ class Counts:
     samples: int = 0
     sampling_errors: int = 0
     last_sample_duration_s: float | None = None
-
-
-Reading = Callable[[T], "float | int | None"]
 
 
 def _readings(
@@ -208,24 +202,9 @@ def snapshot_families(
     return families
 
 
-def _gauges(
-    gauges: Sequence[tuple[str, str, Reading[T]]],
-    label_names: Sequence[str],
-    series: Sequence[tuple[T, list[str]]],
-) -> Iterator[Metric]:
-    """One family per gauge; each series' reading where it is a finite number."""
-    for name, help_text, reading in gauges:
-        family = GaugeMetricFamily(name, help_text, labels=label_names)
-        for source, labels in series:
-            value = reading(source)
-            if value is not None and math.isfinite(value):
-                family.add_metric(labels, float(value))
-        yield family
-
-
 def _dcgm_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
     labelled = [(gpu, gpu_labels(gpu, host)) for gpu in snapshot.gpus]
-    return _gauges(DCGM_GAUGES, GPU_LABELS, labelled)
+    return gauges(DCGM_GAUGES, GPU_LABELS, labelled)
 
 
 def mig_profile(mig: MigDevice) -> str:
@@ -253,7 +232,7 @@ def _activity_series(snapshot: Snapshot, host: str) -> list[tuple[Activity, list
 
 
 def _prof_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
-    return _gauges(DCGM_PROF_GAUGES, PROF_LABELS, _activity_series(snapshot, host))
+    return gauges(DCGM_PROF_GAUGES, PROF_LABELS, _activity_series(snapshot, host))
 
 
 def _gpu_state_families(

@@ -12,7 +12,9 @@ gives its verdict and Xids only: its counters are no longer read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -20,9 +22,26 @@ from gputop.core.health import verdict
 from gputop.core.model import GpuHealth, GpuSample
 from gputop.core.xid import describe
 
-HealthReading = Callable[[GpuHealth], "int | bool | None"]
+T = TypeVar("T")
+Reading = Callable[[T], "float | int | None"]
 
-HEALTH_GAUGES: tuple[tuple[str, str, HealthReading], ...] = (
+
+def gauges(
+    table: Sequence[tuple[str, str, Reading[T]]],
+    label_names: Sequence[str],
+    series: Sequence[tuple[T, list[str]]],
+) -> Iterator[Metric]:
+    """One family per gauge; each series' reading where it is a finite number."""
+    for name, help_text, reading in table:
+        family = GaugeMetricFamily(name, help_text, labels=label_names)
+        for source, labels in series:
+            value = reading(source)
+            if value is not None and math.isfinite(value):
+                family.add_metric(labels, float(value))
+        yield family
+
+
+HEALTH_GAUGES: tuple[tuple[str, str, Reading[GpuHealth]], ...] = (
     (
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
         "Corrected (single-bit) ECC errors since the driver loaded.",
@@ -90,15 +109,8 @@ def health_families(
     gpus: list[tuple[GpuSample, list[str]]], labels: tuple[str, ...]
 ) -> list[Metric]:
     """The health families of ``gpus``, each with its GPU labels (named ``labels``)."""
-    families: list[Metric] = []
-    for name, help_text, reading in HEALTH_GAUGES:
-        family = GaugeMetricFamily(name, help_text, labels=labels)
-        for gpu, values in gpus:
-            health = gpu.health
-            value = None if health is None or gpu.lost else reading(health)
-            if value is not None:
-                family.add_metric(values, float(value))
-        families.append(family)
+    read = [(gpu.health, values) for gpu, values in gpus if gpu.health is not None and not gpu.lost]
+    families: list[Metric] = list(gauges(HEALTH_GAUGES, labels, read))
     last = GaugeMetricFamily(
         "DCGM_FI_DEV_XID_ERRORS",
         "The last Xid the driver reported (0: none since gputop started).",

@@ -5,8 +5,8 @@ Keys act on the highlighted job on its own host: ``enter`` follows its log, ``K`
 Every field comes from a server: it is cleaned and drawn as plain text. A job whose cards
 had an Xid while it ran is marked after its status (``running ✖ Xid 79``), as in the local
 panel, from its own host's cards (their health, as that host's agent sent it). Of a host
-that sends more jobs than the lab shows (``MAX_HOST_JOBS``), the subtitle says how many of
-its jobs are shown.
+that sends more jobs than the lab reads (``MAX_HOST_JOBS``), the subtitle says how many of
+its jobs are shown; the panel lists as many of every host together, the active first.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from gputop.core.job_columns import HostJob
 from gputop.core.jobs.xid_marks import live_job_xids
 from gputop.core.jobs.xid_marks import mark as job_xid_mark
 from gputop.core.model import GpuSample
+from gputop.core.remote.host_jobs import MAX_HOST_JOBS
 from gputop.core.remote.status import HostStatus
 from gputop.core.safe_text import clean
 from gputop.tui.safe import plain
@@ -31,6 +32,8 @@ from gputop.tui.widgets.jobs_table import JobsTable
 
 SHOWN = (*columns.COLUMNS[:4], columns.DURATION, *columns.USAGE)
 COLUMNS = ("HOST", *(column.short for column in SHOWN))
+MAX_ROWS = MAX_HOST_JOBS
+"""The most jobs the panel lists, of every host together (a host sends as many)."""
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,26 @@ class LabJobsPanel(JobsTable[HostJob]):
         now = time.time() if now is None else now
         cards = host_cards(statuses)
         newest = sorted(jobs, key=lambda j: j.created_at, reverse=True)
-        by_key = {f"{job.host}:{job.id}": job for job in newest}
+        rows = shown_rows(newest)
+        by_key = {f"{job.host}:{job.id}": job for job in rows}
         cells = {key: job_cells(job, now, xid_mark(job, cards)) for key, job in by_key.items()}
         active = sum(1 for job in newest if job.active)
-        count = f"{len(newest)} job" + ("" if len(newest) == 1 else "s")
+        if len(rows) < len(newest):
+            count = f"newest {len(rows):,} of {len(newest):,} jobs"
+        else:
+            count = f"{len(newest)} job" + ("" if len(newest) == 1 else "s")
         note = cut_note(cut or {})
         self.put_rows(by_key, cells, f"{count}, {active} active · {note}enter log · K stop")
+
+
+def shown_rows(newest: Sequence[HostJob], limit: int = MAX_ROWS) -> list[HostJob]:
+    """The rows of ``newest`` (newest first) the panel lists: every active job and the newest
+    ended ones, ``limit`` in all. Twenty hosts of 500 jobs each were 10,000 rows, each made
+    again at every redraw (1 s a tick)."""
+    if len(newest) <= limit:
+        return list(newest)
+    active = [job for job in newest if job.active][:limit]
+    room = limit - len(active)
+    kept = {id(job) for job in active}
+    kept.update(id(job) for job in [job for job in newest if not job.active][:room])
+    return [job for job in newest if id(job) in kept]

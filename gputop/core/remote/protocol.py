@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from gputop.core.clock_events import mask_from_names
@@ -201,17 +201,8 @@ def _health(value: Any, where: str) -> GpuHealth | None:
     if health.get("ecc_errors") is not None:
         at = f"{where}.ecc_errors"
         item = _object(health["ecc_errors"], at)
-        ecc = EccCounts(
-            *(
-                count(item, key, at)
-                for key in (
-                    "corrected_volatile",
-                    "uncorrected_volatile",
-                    "corrected_aggregate",
-                    "uncorrected_aggregate",
-                )
-            )
-        )
+        # written by snapshot_json as dataclasses.asdict: its keys are the fields' names
+        ecc = EccCounts(*(count(item, f.name, at) for f in fields(EccCounts)))
     if health.get("retired_pages") is not None:
         at = f"{where}.retired_pages"
         item = _object(health["retired_pages"], at)

@@ -9,7 +9,7 @@ never hides the rest. Names carry their unit; "physical" is the NVML / nvidia-sm
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -200,12 +200,7 @@ class EccCounts:
         return any(v is not None for v in self.values())
 
     def values(self) -> tuple[int | None, ...]:
-        return (
-            self.corrected_volatile,
-            self.uncorrected_volatile,
-            self.corrected_aggregate,
-            self.uncorrected_aggregate,
-        )
+        return astuple(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,7 +95,7 @@ def main() -> int:
     assert fleet is not None
     print(f"{args.nodes} nodes, {len(fleet.nodes)} read, {fleet.gpu_count} GPUs; CPU a read:")
     print(f"  read_fleet, whole      {shown(whole)}")
-    print(f"  the 8 answers decoded  {shown(decode)}")
+    print(f"  the {len(parts)} answers decoded  {shown(decode)}")
     for name, figures in parts.items():
         print(f"    {name:<20} {shown(figures)}")
     print(f"  build_fleet            {shown(built)}")

@@ -66,12 +66,13 @@ _PLAIN = tuple(f.name for f in dataclasses.fields(Job) if f.name not in _CODED)
 
 def row_to_job(row: sqlite3.Row | Mapping[str, Any]) -> Job:
     """A job from its row in the store."""
+    fields: dict[str, Any] = {name: row[name] for name in _PLAIN}
+    fields.update((name, column_text(row[name])) for name in _TEXT)
+    fields.update((name, tuple(json.loads(row[name]))) for name in _LISTS)
+    fields.update((name, bool(row[name])) for name in _BOOLS)
+    fields.update((name, _ticks(_added(row, name))) for name in _TICKS)
     return Job(
-        **{name: row[name] for name in _PLAIN},
-        **{name: column_text(row[name]) for name in _TEXT},
-        **{name: tuple(json.loads(row[name])) for name in _LISTS},
-        **{name: bool(row[name]) for name in _BOOLS},
-        **{name: _ticks(_added(row, name)) for name in _TICKS},
+        **fields,
         env=json.loads(row["env"]),
         mode=RunMode(row["mode"]),
         state=JobState(row["state"]),

@@ -239,3 +239,17 @@ def test_the_first_read_starts_before_the_dashboard_and_is_followed_once() -> No
 
     with pytest.raises(PrometheusError, match="connection refused"):
         FirstRead.start(failing).follow(lambda fleet: None)
+
+
+def test_a_fresh_nodes_age_is_its_interval_and_holds_still_a_late_ones_is_exact() -> None:
+    from gputop.core.fleet.fleet_text import age
+
+    def shown(scraped_age_s: float, up: float = 1.0) -> str:
+        fleet = build_fleet("http://p", NOW, answers(scraped_age_s, up), 7)
+        return age(fleet, fleet.nodes[0])
+
+    # Within one 15-s interval the row does not change as the scrape cycle turns.
+    assert shown(1.0) == shown(9.0) == shown(15.0) == "<15s"
+    assert shown(20.0) == "20s"  # late, not yet stale: the exact age
+    assert shown(60.0) == "60s"  # stale
+    assert shown(300.0, up=0.0) == "10m"  # down: since it was last up

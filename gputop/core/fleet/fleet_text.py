@@ -44,9 +44,18 @@ def card_cell(gpu: FleetGpu, node: FleetNode, partial: bool = False) -> str:
 
 
 def age(fleet: Fleet, node: FleetNode) -> str:
+    """How long ago the node was last seen. A node up and seen within its scrape interval is
+    ``<15s`` (its interval): its exact age only says where in the scrape cycle the read fell,
+    and would change every row at every refresh (each row repainted for it)."""
     if node.last_seen is None:
         return "never"
     seconds = max(0.0, fleet.time - node.last_seen)
+    if node.state == "up" and seconds <= node.interval_s:
+        return f"<{_duration(node.interval_s)}"
+    return _duration(seconds)
+
+
+def _duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f}s"
     if seconds < 7200:

@@ -396,8 +396,8 @@ class FleetApp(QuitHint, App[int]):
             if name is not None:
                 free = sum(len(node.free_gpus) for node in members)
                 label = plain(f"{self.group_by}={name}"[:NODE_CHARS], style="bold")
-                cells = (label, Text(f"{len(members)} nodes"), Text(""), Text(f"{free}"))
-                rows.append((f"group\0{name}", cells + (Text(""),) * 3))
+                heading = (label, Text(f"{len(members)} nodes"), Text(""), Text(f"{free}"))
+                rows.append((f"group\0{name}", heading + (Text(""),) * 3))
                 shown.append(None)
             for node in members:
                 rows.append((f"node\0{node.job}\0{node.instance}", self._cells(fleet, node)))

@@ -19,6 +19,7 @@ import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 from textual.screen import Screen
@@ -160,7 +161,7 @@ def launch_advice(node: FleetNode, environ: Mapping[str, str] | None = None) -> 
 
 def launch_screen(
     node: FleetNode, now: float, environ: Mapping[str, str] | None = None
-) -> Screen[object] | Text:
+) -> Screen[Any] | Text:
     """The lab's launch dialog on ``node``'s free cards where it is an ssh destination, else
     the advice of :func:`launch_advice`."""
     free = [gpu for gpu in node.free_gpus if launchable(gpu)]

@@ -111,7 +111,7 @@ def promql_string(value: str) -> str | None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         return None
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def node_figures_query(matchers: str, job: str, instance: str) -> tuple[str, str] | None:

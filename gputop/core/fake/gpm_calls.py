@@ -142,21 +142,28 @@ class GpmCalls(FakeNvmlBase):
         ):
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         signals = self._gpm_signals(second)
+        metrics = request.metrics
+        # pynvml's structures read and write each field through Python methods (bytes to
+        # text and back; these fields are numbers): a ctypes entry is read and written plainly
+        plain = isinstance(metrics, ctypes.Array)
+        get = object.__getattribute__ if plain else getattr
+        put = object.__setattr__ if plain else setattr
         for index in range(count):  # only numMetrics entries: the struct's length varies
-            entry = request.metrics[index]
-            key = METRIC_SIGNALS.get(int(entry.metricId))
+            entry = metrics[index]
+            metric_id = int(get(entry, "metricId"))
+            key = METRIC_SIGNALS.get(metric_id)
             signal: Signal | None = None
             at = 0.0
             if key is not None and signals is not None:
                 owner, at = signals
                 signal = getattr(owner, key)
             if signal is None:
-                entry.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
-                entry.value = 0.0
+                put(entry, "nvmlReturn", pynvml.NVML_ERROR_NOT_SUPPORTED)
+                put(entry, "value", 0.0)
                 continue
-            entry.nvmlReturn = pynvml.NVML_SUCCESS
+            put(entry, "nvmlReturn", pynvml.NVML_SUCCESS)
             value = max(0.0, signal.value_at(at))
-            entry.value = min(100.0, value) if int(entry.metricId) < 20 else value
+            put(entry, "value", min(100.0, value) if metric_id < 20 else value)
         return request
 
     def _gpm_signals(self, taken: _Taken) -> tuple[ActivitySignals, float] | None:

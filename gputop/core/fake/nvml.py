@@ -54,6 +54,10 @@ class FakeNvml(DeviceCalls, MigCalls, CCalls, UsageCalls, GpmCalls, HealthCalls)
             raise AttributeError(name)
         value = getattr(pynvml, name, _ABSENT)
         if value is not _ABSENT and not _is_library_call(name, value):
+            if not name.startswith("_") and not isinstance(value, types.FunctionType):
+                # a constant, struct or error class: kept, so the next read of it (a
+                # sample reads about 180) finds it without coming here
+                self.__dict__[name] = value
             return value
         if name.startswith("nvml"):
             return _function_not_found(name)

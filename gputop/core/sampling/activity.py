@@ -140,12 +140,19 @@ class GpmTarget:
         for entry, (key, metric_id, factor) in zip(
             request.metrics, METRICS[: self._count], strict=False
         ):
-            if entry.metricId != metric_id or entry.nvmlReturn != success:
+            # pynvml's structures read each field through a Python __getattribute__ (it
+            # decodes bytes; these fields are numbers): read them plainly
+            get = _plain_get if isinstance(entry, ctypes.Structure) else getattr
+            if get(entry, "metricId") != metric_id or get(entry, "nvmlReturn") != success:
                 continue
-            value = _figure(entry.value, factor)
+            value = _figure(get(entry, "value"), factor)
             if value is not None:
                 figures[key] = value
         return Activity(gpm=True, **figures)
+
+
+_plain_get = object.__getattribute__
+"""A field of a ctypes structure, without a subclass's ``__getattribute__``."""
 
 
 def _entry_address(request: Any, index: int) -> int:

@@ -16,6 +16,7 @@ asks for the samples of the last ``SAMPLE_WINDOW_S`` and a process without one r
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -176,6 +177,8 @@ class ProcessUtilization:
 
 
 IDLE = ProcessUtilization(0, 0)
+_plain_get = object.__getattribute__
+"""A field of a ctypes structure, without a subclass's ``__getattribute__``."""
 INFO_CALL = "nvmlDeviceGetProcessesUtilizationInfo"
 """R550 and newer; absent from nvidia-ml-py before 12.550 (docs/activity.md)."""
 
@@ -204,9 +207,15 @@ def read_utilization(
     newest: dict[int, tuple[int, ProcessUtilization]] = {}
     try:
         for sample in samples:
-            stamp, pid = int(sample.timeStamp), int(sample.pid)
+            # pynvml's structures read every field through a Python __getattribute__ (it
+            # decodes bytes, which these integer fields never are): read them plainly
+            get = _plain_get if isinstance(sample, ctypes.Structure) else getattr
+            stamp, pid = int(get(sample, "timeStamp")), int(get(sample, "pid"))
             if pid not in newest or stamp >= newest[pid][0]:
-                newest[pid] = (stamp, ProcessUtilization(int(sample.smUtil), int(sample.memUtil)))
+                newest[pid] = (
+                    stamp,
+                    ProcessUtilization(int(get(sample, "smUtil")), int(get(sample, "memUtil"))),
+                )
     except (TypeError, ValueError, OverflowError, AttributeError):
         return {}
     if absent is None:

@@ -143,7 +143,9 @@ def test_the_processes_of_a_jobs_srun_step_count_as_the_jobs(
     simulated: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``srun`` asks slurmd for a step: its processes are not below the command."""
-    argv = [sys.executable, "-c", PINNED_JOB, json.dumps(simulated), "2.5", "0"]
+    # 4 s: a step starts through slurmd, and on a loaded machine the wrapper's first sample
+    # of it came after a 2.5-s step had ended (peak None).
+    argv = [sys.executable, "-c", PINNED_JOB, json.dumps(simulated), "4", "0"]
     status, out, err = gputop(
         capsys, "run", "--slurm", "--gpus", "1", "--", "srun", "--ntasks=1", *argv
     )

@@ -253,3 +253,8 @@ def test_a_fresh_nodes_age_is_its_interval_and_holds_still_a_late_ones_is_exact(
     assert shown(20.0) == "20s"  # late, not yet stale: the exact age
     assert shown(60.0) == "60s"  # stale
     assert shown(300.0, up=0.0) == "10m"  # down: since it was last up
+
+    fleet = build_fleet("http://p", NOW, answers(0.1), 7)
+    for interval_s, text in ((0.3, "<1s"), (9.4, "<10s"), (125.0, "<3m")):
+        fleet.nodes[0].interval_s = interval_s
+        assert age(fleet, fleet.nodes[0]) == text

@@ -3,6 +3,8 @@ shared with the fleet dashboard (docs/fleet.md). Every label passes the one sani
 
 from __future__ import annotations
 
+import math
+
 from gputop.core.fleet.fleet_json import node_group
 from gputop.core.fleet.model import Fleet, FleetGpu, FleetNode
 from gputop.core.health import badge
@@ -51,7 +53,8 @@ def age(fleet: Fleet, node: FleetNode) -> str:
         return "never"
     seconds = max(0.0, fleet.time - node.last_seen)
     if node.state == "up" and seconds <= node.interval_s:
-        return f"<{_duration(node.interval_s)}"
+        whole = math.ceil(max(1.0, node.interval_s))  # "<N" is never less than the interval
+        return f"<{whole}s" if whole < 120 else f"<{math.ceil(whole / 60)}m"
     return _duration(seconds)
 
 

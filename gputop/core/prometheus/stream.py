@@ -152,53 +152,40 @@ def _next(stream: Stream, closing: str) -> bool:
 
 def points(stream: Stream, point: Callable[[object], None]) -> None:
     """An array of a range query's points (``[time, "value"]``, each small), given one by one
-    to ``point``. Runs of points are decoded together: the text up to the last ``"]`` of the
-    next ``_BATCH_CHARS`` (or of the array), which decodes as a list of the points it holds
-    exactly when it ends where a point ends (a cut inside a string, say one holding ``"]``,
-    leaves it unfinished: then one point is decoded alone)."""
-    stream.expect("[")
-    if stream.peek() == "]":
-        stream.at += 1
-        return
-    while True:
-        stream.fill(_BATCH_CHARS)
-        text, at = stream.text, stream.at
-        limit = at + _BATCH_CHARS
-        close = text.find('"]]', at, limit)
-        cut = close + 2 if close >= 0 else text.rfind('"]', at, limit) + 2
-        batch = None
-        if cut > at + 2:
-            try:
-                batch = DECODER.decode("[" + text[at:cut] + "]")
-            except (ValueError, RecursionError):
-                batch = None
-        if isinstance(batch, list):
-            stream.at = cut
-            for each in batch:
-                point(each)
-        else:
-            point(stream.value())
-        if _next(stream, "]"):
-            return
+    to ``point``, decoded a run at a time (``_runs``)."""
+
+    def each(batch: list[object]) -> None:
+        for one in batch:
+            point(one)
+
+    _runs(stream, '"]', each)
 
 
 def instant_items(stream: Stream, take: Callable[[list[object]], None]) -> None:
     """An array of an instant vector's items (``{"metric": {...}, "value": [time, "v"]}``,
-    each small), given to ``take`` a run at a time: the text up to the last ``"]}`` of the
-    next ``_BATCH_CHARS`` (or of the array), decoded as a list exactly when it ends where an
-    item ends, as ``points`` does; else one item is decoded alone."""
+    each small), given to ``take`` a run at a time (``_runs``)."""
+    _runs(stream, '"]}', take)
+
+
+def _runs(stream: Stream, end: str, take: Callable[[list[object]], None]) -> None:
+    """An array of small items that each end with ``end``, given to ``take`` a run at a time:
+    the text up to the last ``end`` of the next ``_BATCH_CHARS`` (or of the array), which
+    decodes as a list of the items it holds exactly when it ends where an item ends (a cut
+    inside a string, say one holding ``end``, leaves it unfinished: then one item is decoded
+    alone)."""
     stream.expect("[")
     if stream.peek() == "]":
         stream.at += 1
         return
+    width = len(end)
     while True:
         stream.fill(_BATCH_CHARS)
         text, at = stream.text, stream.at
         limit = at + _BATCH_CHARS
-        close = text.find('"]}]', at, limit)
-        cut = close + 3 if close >= 0 else text.rfind('"]}', at, limit) + 3
+        close = text.find(end + "]", at, limit)
+        cut = close + width if close >= 0 else text.rfind(end, at, limit) + width
         batch = None
-        if cut > at + 3:
+        if cut > at + width:
             try:
                 batch = DECODER.decode("[" + text[at:cut] + "]")
             except (ValueError, RecursionError):

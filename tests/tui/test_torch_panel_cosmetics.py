@@ -55,3 +55,14 @@ async def test_uuids_and_mappings_of_the_launch_preview_are_never_cut() -> None:
             assert any(line.strip().rstrip(",") == gpu.uuid for line in text.splitlines())
         for index in range(4):
             assert any(line.strip() == f"cuda:{index} → GPU {index}" for line in text.splitlines())
+
+
+async def test_in_a_narrow_view_cuda_n_and_its_gpu_are_kept_and_the_name_gives_way() -> None:
+    app = make_app("faulty", at_s="1")  # a long name: Tesla P100-PCIE-16GB
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        for width in (48, 40):  # Rich squeezed cuda:0 to "cud…" at 48 and dropped it at 40
+            text = await panel_text(app, pilot, width=width)
+            rows = [line.split() for line in text.splitlines() if line.startswith(" cuda:")]
+            table = [row for row in rows if "→" not in row]
+            assert [row[:2] for row in table] == [["cuda:0", "0"], ["cuda:1", "2"], ["cuda:2", "1"]]

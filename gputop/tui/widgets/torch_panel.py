@@ -291,10 +291,13 @@ def _mapping_table(visibility: Visibility, lost: Set[int] = frozenset()) -> Rend
     if not visibility.devices:
         return Text("No CUDA device is visible with this setting.", style="bold red")
     table = Table(box=None, padding=(0, 1), show_header=True, header_style="dim")
-    table.add_column("cuda")
-    table.add_column("GPU", justify="right")
+    # cuda:N and its GPU are what the view is for: when the panel is narrow the name and the
+    # uuid give way (Rich squeezed "cuda:0" to "cud…", then dropped both columns).
+    widest = max(len(f"cuda:{device.logical_index}") for device in visibility.devices)
+    table.add_column("cuda", no_wrap=True, min_width=widest)
+    table.add_column("GPU", justify="right", no_wrap=True, min_width=3)
     table.add_column("name", overflow="ellipsis", no_wrap=True)
-    table.add_column("uuid", no_wrap=True)
+    table.add_column("uuid", overflow="ellipsis", no_wrap=True)
     for device in visibility.devices:
         uuid = (device.mig_uuid or device.uuid or "?")[:12]
         table.add_row(  # Text cells: a str cell of a Rich table is read as markup

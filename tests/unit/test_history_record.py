@@ -198,9 +198,13 @@ def test_a_reader_never_blocks_the_recorder_and_the_report_matches_the_recorded_
     assert recorder.returncode == 0, stderr
     assert samples_in(store) == 72 > seen
     connection = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    first, last = connection.execute("SELECT MIN(t), MAX(t) FROM samples").fetchone()
+    first, last, recorded_s = connection.execute(
+        "SELECT MIN(t), MAX(t), SUM(duration_s) FROM samples"
+    ).fetchone()
     connection.close()
-    recorded_s = last - first + 5.0  # the first sample stands for the interval before it
+    # What the samples stand for: the time between them, the interval for the first and
+    # after a stall past the longest gap (at 120x a 0.25-s stall of a loaded machine is one).
+    assert 0.9 * 72 * 5.0 <= recorded_s <= last - first + 5.0 + 1
     report = subprocess.run(
         [
             sys.executable,

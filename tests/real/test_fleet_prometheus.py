@@ -451,13 +451,22 @@ def test_the_dashboard_reads_a_nodes_temperature_and_power_when_it_is_opened(
     queries), as the full read has them, range-checked (dcgm-1's +Inf temperature and
     1e300 W stay unknown)."""
     from gputop.core.fleet.fleet_text import holders, memory
+    from gputop.core.fleet.model import Fleet as FleetModel
     from gputop.core.fleet.model import fill_figures
     from gputop.core.fleet.read import read_fleet, read_node_figures
     from gputop.core.prometheus.auth import server_for
 
     server = server_for(fleet.prometheus.url)
-    whole = read_fleet(server)
-    lean = read_fleet(server, every_figure=False)
+
+    def same_scrapes() -> tuple[FleetModel, FleetModel] | None:
+        """A full read and a lean one of the same scrapes (a live node's memory moves)."""
+        whole, lean = read_fleet(server), read_fleet(server, every_figure=False)
+        scraped = [(n.instance, n.scraped_at) for n in whole.nodes]
+        return (
+            (whole, lean) if scraped == [(n.instance, n.scraped_at) for n in lean.nodes] else None
+        )
+
+    whole, lean = wait_for(same_scrapes, "two reads of the same scrapes")
     assert not lean.every_figure and whole.every_figure
     assert [n.instance for n in lean.nodes] == [n.instance for n in whole.nodes]
     assert lean.free_count == whole.free_count

@@ -10,9 +10,10 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from helpers.waiting import wait_for
 
 from gputop.core.sampling.host_processes import HostProcessTable
-from gputop.core.sampling.proc_counters import StatFiles, read_proc_stat
+from gputop.core.sampling.proc_counters import Counters, StatFiles, read_proc_stat
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
 
@@ -35,9 +36,19 @@ def test_a_live_process_reads_as_with_an_open_each_time_and_its_file_is_kept(
     files = StatFiles()
     first = files(sleeper.pid)
     assert first is not None and files.kept == {sleeper.pid}
-    again = files(sleeper.pid)
-    direct = read_proc_stat(sleeper.pid)
-    assert again is not None and direct is not None
+
+    def settled() -> tuple[Counters, Counters] | None:
+        """The kept file's reading between two direct ones that agree (a process just
+        started is still mapping its pages: its RSS moves between two reads)."""
+        before, again, after = (
+            read_proc_stat(sleeper.pid),
+            files(sleeper.pid),
+            read_proc_stat(sleeper.pid),
+        )
+        assert before is not None and again is not None and after is not None
+        return (again, after) if before.rss_bytes == after.rss_bytes else None
+
+    again, direct = wait_for(settled, "the sleeper's memory settled")
     assert again.start_mark == direct.start_mark == first.start_mark
     assert again.rss_bytes == direct.rss_bytes
     files.close()

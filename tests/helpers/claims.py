@@ -123,6 +123,21 @@ def gputop_as(
     return as_user(user, [python, "-m", "gputop", "--fake", fake, *args], environ)
 
 
+def ended_job(user: User, claims: Path, timeout_s: float = 60.0) -> dict:
+    """``user``'s one job once it has ended, as ``gputop jobs --json`` lists it: its claim was
+    given back before its end was recorded (the supervisor's order), so a test that waits here
+    never sees the moment before the job took its claim."""
+    import json
+
+    from helpers.waiting import wait_for
+
+    def ended() -> dict | None:
+        (job,) = json.loads(gputop_as(user, claims, "jobs", "--json").stdout)
+        return None if job["status"] in ("running", "waiting") else job
+
+    return wait_for(ended, f"{user.name}'s job to end", timeout_s=timeout_s, poll_s=0.2)
+
+
 # -- writing claim files by hand, as gputop never would (the hostile tests) --------------
 
 WRITE = (

@@ -17,6 +17,7 @@ from helpers.claims import (
     as_user,
     book_of,
     claim_name,
+    ended_job,
     gputop_as,
     holders,
     no_crash,
@@ -208,8 +209,10 @@ def test_a_claim_planted_behind_anothers_neither_blocks_its_extension_nor_inheri
     ran = gputop_as(ana, claims_dir, "run", "--gpus", "3", "--", "true")
     assert ran.returncode == 0, ran.stderr
     # The job holds the card while it runs; its supervisor gives the claim back at its end
-    # (not bob, whose plant was never a claim).
-    wait_for(lambda: holders(claims_dir) == [], "the job's claim given back at its end")
+    # (not bob, whose plant was never a claim). Its claim is taken after `run` returns, so
+    # the wait is for the job's end, not for no holder.
+    assert ended_job(ana, claims_dir)["status_text"] == "exited 0"
+    assert holders(claims_dir) == []
     again = gputop_as(ana, claims_dir, "claim", "--gpus", "3")
     assert again.returncode == 0, again.stderr
     assert holders(claims_dir) == [(3, ana.name)]

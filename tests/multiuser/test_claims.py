@@ -305,7 +305,7 @@ sys.exit(main.main(["--fake", "v100x4", "claim", "--gpus", "1", "--for", "1h"]))
 """
 
 
-@pytest.mark.parametrize(("barrier", "rounds"), [("start", 2), ("create", 5)])
+@pytest.mark.parametrize(("barrier", "rounds"), [("start", 2), ("create", 3)])
 def test_a_race_of_many_claimers_of_both_users_has_exactly_one_winner(
     two_users: tuple[User, User], claims_dir: Path, barrier: str, rounds: int
 ) -> None:

@@ -46,49 +46,33 @@ def gputop_run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str
     return code, out, err
 
 
-def test_torchrun_on_two_cards_starts_two_ranks_that_all_reduce_and_see_their_cards(
+def test_two_jobs_at_once_torchrun_and_the_run_module_each_start_ranks_that_all_reduce(
     state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], torchrun: str
 ) -> None:
-    code, printed, _ = gputop_run(capsys, "--gpus", "3,1", "--", torchrun, DDP, str(tmp_path))
+    """One job by the ``torchrun`` script on GPUs 3,1 (out of bus order), one by ``python -m
+    torch.distributed.run`` on 2,0, at once: each is given a process per card, its ranks see
+    their cards in the order asked, all-reduce in a group of their own, on a port of their
+    own (one test, not three: each job starts three processes that import torch)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    code, printed, _ = gputop_run(capsys, "--gpus", "3,1", "--", torchrun, DDP, str(first))
     assert code == 0
     assert "--nproc_per_node=2" in printed
     assert "local rank 0 → cuda:0 → GPU 3" in printed
     assert "local rank 1 → cuda:1 → GPU 1" in printed
-    ended = wait_until_ended(state_dir, 1, TORCH_JOB_S)
-    assert ended.exit_code == 0, (state_dir / "logs" / "1.log").read_text()
-    reports = ranks(tmp_path)
-    assert [r["world_size"] for r in reports] == [2, 2]
-    assert [r["sum"] for r in reports] == [3.0, 3.0]
-    for report in reports:
-        assert report["env"]["CUDA_VISIBLE_DEVICES"] == f"{V100[3]},{V100[1]}"
-        assert report["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert sorted(r["env"]["LOCAL_RANK"] for r in reports) == ["0", "1"]
-
-
-def test_two_torchrun_jobs_at_once_each_get_their_own_port_and_group(
-    state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], torchrun: str
-) -> None:
-    first, second = tmp_path / "a", tmp_path / "b"
-    first.mkdir()
-    second.mkdir()
-    assert gputop_run(capsys, "--gpus", "0,1", "--", torchrun, DDP, str(first))[0] == 0
-    assert gputop_run(capsys, "--gpus", "2,3", "--", torchrun, DDP, str(second))[0] == 0
+    module = ["--gpus", "2,0", "--", sys.executable, "-m", "torch.distributed.run", DDP]
+    code, printed, _ = gputop_run(capsys, *module, str(second))
+    assert code == 0 and "-m torch.distributed.run --nproc_per_node=2 --master_port=" in printed
     for job_id in (1, 2):
         ended = wait_until_ended(state_dir, job_id, TORCH_JOB_S)
         assert ended.exit_code == 0, (state_dir / "logs" / f"{job_id}.log").read_text()
     a, b = ranks(first), ranks(second)
+    assert [r["world_size"] for r in a + b] == [2] * 4
     assert [r["sum"] for r in a + b] == [3.0] * 4
-    assert a[0]["env"]["CUDA_VISIBLE_DEVICES"] == f"{V100[0]},{V100[1]}"
-    assert b[0]["env"]["CUDA_VISIBLE_DEVICES"] == f"{V100[2]},{V100[3]}"
+    for reports, cards in ((a, (3, 1)), (b, (2, 0))):
+        for report in reports:
+            assert report["env"]["CUDA_VISIBLE_DEVICES"] == ",".join(V100[i] for i in cards)
+            assert report["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        assert sorted(r["env"]["LOCAL_RANK"] for r in reports) == ["0", "1"]
     assert a[0]["env"]["MASTER_PORT"] != b[0]["env"]["MASTER_PORT"]
-
-
-def test_the_torch_distributed_run_module_is_given_a_process_per_card_too(
-    state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], torchrun: str
-) -> None:
-    argv = ["--gpus", "0,2", "--", sys.executable, "-m", "torch.distributed.run", DDP]
-    code, printed, _ = gputop_run(capsys, *argv, str(tmp_path))
-    assert code == 0 and "-m torch.distributed.run --nproc_per_node=2 --master_port=" in printed
-    ended = wait_until_ended(state_dir, 1, TORCH_JOB_S)
-    assert ended.exit_code == 0, (state_dir / "logs" / "1.log").read_text()
-    assert [r["sum"] for r in ranks(tmp_path)] == [3.0, 3.0]

@@ -142,7 +142,7 @@ def test_a_simulated_hosts_cpus_and_memory_hold_while_its_load_moves(scenario: s
     backend = open_backend(scenario, environ={"GPUTOP_FAKE_TIME": "0"})
     try:
         sizes, peak_load, peak_memory = set(), 0.0, 0
-        for t in range(0, 1200, 5):
+        for t in range(0, 1200, 10):
             backend.nvml.set_time(float(t))
             stats = backend.sample().host_stats
             assert stats is not None and stats.load_1m is not None

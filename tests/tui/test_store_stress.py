@@ -27,7 +27,7 @@ from textual.widgets import Input, Static
 from gputop.tui.app import GputopApp
 from gputop.tui.screens.launch import LaunchScreen
 
-STRESS_S = 10.0
+STRESS_S = 5.0
 """How long the CLI launchers and readers run beside the dashboard (the store broke within
 a few seconds before its files were checked through ``O_PATH``; at least
 ``DASHBOARD_LAUNCHES`` launches from the dashboard however long they take)."""

@@ -28,7 +28,7 @@ VALUES = st.tuples(st.sampled_from([(), (0,), (1,), (2,)]), AMOUNTS)
 UPDATES = st.lists(st.dictionaries(KEYS, VALUES, max_size=12), min_size=1, max_size=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(UPDATES, MARGINS, st.booleans())
 def test_after_any_updates_no_row_sits_above_one_clearly_larger(
     updates: list[dict[int, Value]], margin: Margin, descending: bool
@@ -52,7 +52,7 @@ NEAR = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     NEAR, st.sampled_from([FIVE_PERCENT, Margin(relative=0.05), Margin(absolute=10)]), st.booleans()
 )
@@ -69,7 +69,7 @@ def test_rows_near_one_another_never_sit_above_one_clearly_larger(
         assert is_held_order(order, values, margin, descending)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(UPDATES, MARGINS, st.booleans())
 def test_an_order_the_values_still_allow_is_kept_as_it_is(
     updates: list[dict[int, Value]], margin: Margin, descending: bool

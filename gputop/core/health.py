@@ -52,46 +52,41 @@ def verdict(health: GpuHealth | None) -> Verdict:
     """The verdict on ``health``; ok where nothing is known to be wrong."""
     if health is None:
         return OK
-    reasons: list[Reason] = []
-    rows = health.remapped_rows
-    if rows is not None and rows.failed:
-        reasons.append(
-            Reason(
-                "critical",
-                "row remapping failed",
-                "reset the GPU, then watch it; replace the board if errors go on",
-                "row remap failed: reset",
-            )
-        )
-    ecc = health.ecc
-    if ecc is not None and ecc.uncorrected_volatile:
-        reasons.append(
-            Reason(
-                "critical",
-                f"{ecc.uncorrected_volatile} uncorrectable ECC errors this boot",
-                "results of jobs on it may be wrong: rerun them; reset the GPU",
-                f"{ecc.uncorrected_volatile} uncorrectable ECC",
-            )
-        )
-    if rows is not None and rows.pending:
-        reasons.append(
-            Reason(
-                "warning",
-                "row remap pending",
-                "reset the GPU when it is idle",
-                "row remap pending: reset",
-            )
-        )
-    pages = health.retired_pages
-    if pages is not None and pages.pending:
-        reasons.append(
-            Reason(
-                "warning",
-                "retired pages pending",
-                "reset the GPU, then watch it",
-                "pages pending: reset",
-            )
-        )
+    rows, ecc, pages = health.remapped_rows, health.ecc, health.retired_pages
+    ecc_errors = ecc.uncorrected_volatile if ecc is not None else 0
+    signs: tuple[tuple[object, Level, str, str, str], ...] = (
+        (
+            rows is not None and rows.failed,
+            "critical",
+            "row remapping failed",
+            "reset the GPU, then watch it; replace the board if errors go on",
+            "row remap failed: reset",
+        ),
+        (
+            ecc_errors,
+            "critical",
+            f"{ecc_errors} uncorrectable ECC errors this boot",
+            "results of jobs on it may be wrong: rerun them; reset the GPU",
+            f"{ecc_errors} uncorrectable ECC",
+        ),
+        (
+            rows is not None and rows.pending,
+            "warning",
+            "row remap pending",
+            "reset the GPU when it is idle",
+            "row remap pending: reset",
+        ),
+        (
+            pages is not None and pages.pending,
+            "warning",
+            "retired pages pending",
+            "reset the GPU, then watch it",
+            "pages pending: reset",
+        ),
+    )
+    reasons = [
+        Reason(level, text, action, short) for found, level, text, action, short in signs if found
+    ]
     xids = _xid_reasons(health)
     ordered = [
         *(r for r in xids if r.level == "critical"),  # Xid 79 before what it explains

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from gputop.core.errors import GputopError
@@ -67,37 +67,28 @@ class JobsFailed:
 Delivered = Sampled | SampleFailed | JobsFailed
 
 
+@dataclass(eq=False)
 class SamplingLoop:
     """``run()`` samples until ``stop`` is set, delivering each result to ``deliver``."""
 
-    def __init__(
-        self,
-        backend: SnapshotSource,
-        *,
-        interval_s: float,
-        jobs: JobsReading,
-        stop: threading.Event,
-        deliver: Callable[[Delivered], None],
-        first_sample: EarlySample | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.backend = backend
-        self.interval_s = interval_s
-        self.jobs = jobs
-        self.stop = stop
-        self.deliver = deliver
-        self.clock = clock
-        self._first_sample = first_sample
-        self._shown_first: Snapshot | None = None
+    backend: SnapshotSource
+    _: KW_ONLY
+    interval_s: float
+    jobs: JobsReading
+    stop: threading.Event
+    deliver: Callable[[Delivered], None]
+    first_sample: EarlySample | None = None
+    clock: Callable[[], float] = time.monotonic
+    _shown_first: Snapshot | None = field(default=None, init=False)
 
     def show_first(self) -> Snapshot | None:
         """Before ``run``, on the UI thread: the first sample if it is read already (it is
         then shown at once, and ``run`` delivers only its jobs); None if it is still being
         read (``run`` waits for it) or failed (``run`` samples again and says what fails)."""
-        early = self._first_sample
+        early = self.first_sample
         if early is None or not early.ready():
             return None
-        self._first_sample = None
+        self.first_sample = None
         try:
             snapshot = early.take()
         except Exception:
@@ -110,7 +101,7 @@ class SamplingLoop:
         shown, self._shown_first = self._shown_first, None
         if shown is not None:
             return shown, True
-        early, self._first_sample = self._first_sample, None
+        early, self.first_sample = self.first_sample, None
         return (early.take() if early is not None else self.backend.sample()), False
 
     def run(self) -> None:

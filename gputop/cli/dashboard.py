@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from gputop.cli.arg_types import seconds
+from gputop.cli.arg_types import add_interval_argument
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
 from gputop.core import settings
 from gputop.core.errors import DashboardStopped, UsageError
@@ -17,19 +17,11 @@ from gputop.core.safe_text import clean
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.source import environment_for_jobs, open_backend
 
-MIN_INTERVAL_S = 0.2
-MAX_INTERVAL_S = 3600.0
 FIRST_SAMPLE_WAIT_S = 0.5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--interval",
-        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),
-        default=1.0,
-        metavar="SECONDS",
-        help=f"refresh every SECONDS (default 1.0, {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g})",
-    )
+    add_interval_argument(parser, 0.2, 1.0, "refresh every SECONDS")
     parser.add_argument(
         "--python",
         metavar="PATH",
@@ -133,7 +125,7 @@ def run_fleet(args: argparse.Namespace, server: Server) -> int:
     """``gputop --prometheus URL``: the fleet dashboard (docs/fleet.md)."""
     from gputop.cli.fleet_cli import fleet_timeout
     from gputop.core.fleet.queries import check_selector
-    from gputop.core.fleet.read import FirstRead, read_fleet, read_node_figures
+    from gputop.core.fleet.read import FirstRead, read_fleet, read_node_figures, read_user_counts
 
     matchers = check_selector(args.match)
     timeout_s = fleet_timeout(args)
@@ -143,7 +135,8 @@ def run_fleet(args: argparse.Namespace, server: Server) -> int:
     )
     from gputop.tui.fleet.fleet_app import FleetApp
 
-    # The table shows no temperature, power or activity: read for a node when it is opened.
+    # The table shows no temperature, power or activity: read for a node when it is opened;
+    # nor the users' idle memory and GPUs: read when their view is opened.
     app = FleetApp(
         lambda: read_fleet(server, matchers, timeout_s, every_figure=False),
         server.shown,
@@ -151,6 +144,7 @@ def run_fleet(args: argparse.Namespace, server: Server) -> int:
         progressive=first.follow,
         tune_collector=True,
         node_figures=lambda node: read_node_figures(server, node, matchers, timeout_s),
+        user_counts=lambda: read_user_counts(server, matchers, timeout_s),
     )
     app.run()
     return _finish(app)

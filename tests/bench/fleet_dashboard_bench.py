@@ -47,7 +47,12 @@ from helpers.waiting import wait_for  # noqa: E402
 
 from gputop.cli.dashboard import FIRST_SAMPLE_WAIT_S  # noqa: E402
 from gputop.core.fleet.queries import INTERVAL_WINDOW_S  # noqa: E402
-from gputop.core.fleet.read import FirstRead, read_fleet, read_node_figures  # noqa: E402
+from gputop.core.fleet.read import (  # noqa: E402
+    FirstRead,
+    read_fleet,
+    read_node_figures,
+    read_user_counts,
+)
 from gputop.core.prometheus.auth import server_for  # noqa: E402
 from gputop.core.sampling.early import EarlySample  # noqa: E402
 from gputop.core.sampling.source import open_backend  # noqa: E402
@@ -129,6 +134,7 @@ def fleet(url: str, seconds: float) -> tuple[float, float, float]:
         url,
         progressive=first.follow,
         node_figures=lambda node: read_node_figures(server, node, timeout_s=60.0),
+        user_counts=lambda: read_user_counts(server, timeout_s=60.0),
         tune_collector=True,
     )
     return asyncio.run(

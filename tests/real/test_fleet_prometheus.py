@@ -458,21 +458,24 @@ def test_the_dashboard_reads_a_nodes_temperature_and_power_when_it_is_opened(
 
     server = server_for(fleet.prometheus.url)
 
+    def shown(fleet: FleetModel) -> dict[str, tuple[str, str, str, str]]:
+        return {n.instance: (n.host, n.state, memory(n), holders(n)) for n in fleet.nodes}
+
     def same_scrapes() -> tuple[FleetModel, FleetModel] | None:
-        """A full read and a lean one of the same scrapes (a live node's memory moves)."""
+        """A full read and a lean one of the same scrapes (a live node's memory moves, and
+        a read's answers may straddle a scrape): between two full reads that agree."""
         whole, lean = read_fleet(server), read_fleet(server, every_figure=False)
         scraped = [(n.instance, n.scraped_at) for n in whole.nodes]
-        return (
-            (whole, lean) if scraped == [(n.instance, n.scraped_at) for n in lean.nodes] else None
-        )
+        if scraped != [(n.instance, n.scraped_at) for n in lean.nodes]:
+            return None
+        return (whole, lean) if shown(read_fleet(server)) == shown(whole) else None
 
     whole, lean = wait_for(same_scrapes, "two reads of the same scrapes")
     assert not lean.every_figure and whole.every_figure
     assert [n.instance for n in lean.nodes] == [n.instance for n in whole.nodes]
     assert lean.free_count == whole.free_count
     wanted = {n.instance: n for n in whole.nodes}
-    shown = {n.instance: (n.host, n.state, memory(n), holders(n)) for n in whole.nodes}
-    assert {n.instance: (n.host, n.state, memory(n), holders(n)) for n in lean.nodes} == shown
+    assert shown(lean) == shown(whole)
     for node in lean.nodes:  # what the table and a node's screen show of each card
         for key, gpu in node.gpus.items():
             full = wanted[node.instance].gpus[key]
@@ -508,6 +511,50 @@ def test_the_dashboard_reads_a_nodes_temperature_and_power_when_it_is_opened(
             wanted[busy.instance].gpus[key].processes or [], key=repr
         )
     assert any(gpu.processes for gpu in busy.gpus.values())
+
+
+def test_the_dashboards_users_view_reads_the_users_counts_when_it_opens(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dashboard's refresh reads only the users' memory (its table shows no more): none
+    of the queries it sends asks for ``gputop_user_gpus`` or the idle memory; the users'
+    view reads them in one query (counted by Prometheus), and the users are then the full
+    read's (of the same scrapes)."""
+    from gputop.core.fleet import read as read_module
+    from gputop.core.fleet.model import Fleet as FleetModel
+    from gputop.core.fleet.model import fill_user_counts
+    from gputop.core.fleet.read import read_fleet, read_user_counts
+    from gputop.core.prometheus.auth import server_for
+
+    server = server_for(fleet.prometheus.url)
+    asked: list[str] = []
+    original = read_module.query
+
+    def logged(where: Any, promql: str, *args: Any, **options: Any) -> Any:
+        asked.append(promql)
+        return original(where, promql, *args, **options)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(read_module, "query", logged)
+        lean = read_fleet(server, every_figure=False)
+    assert len(asked) == lean.queries == 7
+    assert not any("gputop_user_gpus" in q or "user_idle" in q for q in asked)
+    assert any("gputop_user_memory_used_bytes" in q for q in asked)
+    assert not lean.user_counts and all(u.gpus == 0 for u in lean.users)
+    assert lean.users and all(u.idle_held_memory_bytes is None for u in lean.users)
+
+    def same_scrapes() -> tuple[FleetModel, FleetModel] | None:
+        """The full read, and the dashboard's with the counts read, between two full reads
+        that agree (a live exporter's figures move)."""
+        whole, lean = read_fleet(server), read_fleet(server, every_figure=False)
+        before = instant_queries_answered(fleet.prometheus)
+        fill_user_counts(lean, read_user_counts(server))
+        assert instant_queries_answered(fleet.prometheus) - before == 1
+        return (whole, lean) if read_fleet(server).users == whole.users else None
+
+    whole, filled = wait_for(same_scrapes, "two full reads that agree")
+    assert filled.user_counts and filled.users == whole.users
+    assert any(u.gpus for u in filled.users) and any(u.idle_held_memory_bytes for u in filled.users)
 
 
 @pytest.mark.parametrize(

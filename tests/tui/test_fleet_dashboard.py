@@ -449,7 +449,7 @@ async def test_only_the_gputop_command_settles_the_collector(
     from gputop.core.fleet.read import FirstRead
 
     assert isinstance(getattr(made[0]["progressive"], "__self__", None), FirstRead)
-    assert made[0]["node_figures"] is not None
+    assert made[0]["node_figures"] is not None and made[0]["user_counts"] is not None
 
 
 def lean_fleet() -> Fleet:
@@ -507,3 +507,80 @@ async def test_a_nodes_temperature_and_power_are_read_when_it_is_opened() -> Non
         await pilot.press("escape", "escape", "slash", *"node-02", "enter", "enter")
         await pilot_wait_for(pilot, lambda: "HTTP 503" in detail(), "the failure", 10)
         assert "temperature and power: Prometheus at http://prometheus:9090" in detail()
+
+
+async def test_the_users_counts_are_read_when_their_view_opens_never_by_a_refresh() -> None:
+    """The table shows only the users' memory: a refresh does not read their idle memory
+    and GPU counts; ``u`` reads them once for the fleet it shows (``…`` meanwhile, range
+    checked, a hostile name cleaned), again for a newer fleet; a failed read is said."""
+    import threading
+
+    from gputop.core.fleet.model import fill_user_counts
+    from gputop.core.units import human_bytes
+
+    asked: list[int] = []
+    release = threading.Event()
+
+    def lean() -> Fleet:
+        whole = lean_fleet()
+        whole.user_counts = False
+        return whole
+
+    def counts() -> list[Sample]:
+        asked.append(len(asked))
+        release.wait(10)
+        if len(asked) > 1:
+            raise PrometheusError("Prometheus at http://prometheus:9090 answered HTTP 503.")
+        node = {**target("10.0.0.1:9400"), "Hostname": "node-01"}
+        return [
+            Sample({**node, "__name__": "gputop_user_gpus", "user": "alice"}, NOW, 2.0),
+            Sample(
+                {**node, "__name__": "gputop_user_idle_held_memory_bytes", "user": "alice"},
+                NOW,
+                3.0 * 2**30,
+            ),
+            Sample({**node, "__name__": "gputop_user_gpus", "user": HOSTILE}, NOW, 1.0),
+            Sample({**node, "__name__": "gputop_user_gpus", "user": "bob"}, NOW, 1e300),
+        ]
+
+    app = FleetApp(lean, "http://prometheus:9090", user_counts=counts)
+
+    def view() -> str:
+        return "".join(str(w.render()) for w in app.screen.query(Static))
+
+    async with app.run_test(size=(100, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        for _ in range(2):
+            first = app.fleet
+            await pilot.press("r")
+            await pilot_wait_for(pilot, lambda f=first: app.fleet is not f, "a refresh", 10)
+        assert asked == []
+        assert [row[6] for row in rows(app) if row[0] == "node-01"] == ["alice"]  # by memory
+        await pilot.press("u")
+        await pilot_wait_for(pilot, lambda: isinstance(app.screen, TextScreen), "the view", 10)
+        (alice,) = [line for line in view().splitlines() if line.startswith("alice")]
+        assert alice.split()[-3:] == ["…", "…", "1"] and asked == [0]
+        release.set()
+        await pilot_wait_for(pilot, lambda: "…" not in view(), "the counts", 10)
+        (alice,) = [line for line in view().splitlines() if line.startswith("alice")]
+        assert alice.split()[-3:] == [human_bytes(3 * 2**30), "2", "1"]
+        (evil,) = [line for line in view().splitlines() if line.startswith("[@click")]
+        assert evil.split()[-2:] == ["1", "1"]  # as written, never markup
+        assert all(line.isprintable() for line in view().splitlines())
+        assert "bob" not in view()  # 1e300 GPUs: unknown, so nothing of bob
+        shown = app.fleet
+        await pilot.press("escape", "u")  # the same fleet: not read again
+        await pilot_wait_for(pilot, lambda: isinstance(app.screen, TextScreen), "the view", 10)
+        assert "…" not in view() and asked == [0]
+        await pilot.press("escape", "r")
+        await pilot_wait_for(pilot, lambda: app.fleet is not shown, "a refresh", 10)
+        assert asked == [0]
+        await pilot.press("u")
+        await pilot_wait_for(pilot, lambda: "HTTP 503" in view(), "the failure", 10)
+        assert "idle memory and GPUs: Prometheus at http://prometheus:9090" in view()
+        (alice,) = [line for line in view().splitlines() if line.startswith("alice")]
+        assert alice.split()[-3:] == ["?", "?", "1"] and asked == [0, 1]
+    whole = fleet()  # the full read's fleet, counts read: fill changes nothing of it
+    users = whole.users
+    fill_user_counts(whole, [])
+    assert whole.users == users

@@ -9,12 +9,15 @@ from collections.abc import Callable
 import pytest
 
 from gputop.core.errors import UsageError
-from gputop.core.fleet.model import Fleet, FleetNode, build_fleet
+from gputop.core.fleet.model import Fleet, FleetNode, build_fleet, fill_user_counts
 from gputop.core.fleet.queries import (
     DETAIL_METRICS,
+    USER_COUNTS,
+    USER_MEMORY,
     check_selector,
     node_figures_query,
     refresh_queries,
+    user_counts_query,
 )
 from gputop.core.fleet.read import FirstRead, read_node_figures
 from gputop.core.prometheus.auth import server_for
@@ -190,13 +193,59 @@ def test_the_dashboards_refresh_leaves_out_what_its_table_does_not_show() -> Non
     queries are the same."""
     whole, lean = refresh_queries(""), refresh_queries("", every_figure=False)
     assert whole.keys() - lean.keys() == {"processes"}
-    assert {k for k in lean if whole[k] != lean[k]} == {"cards", "card_labels"}
+    assert {k for k in lean if whole[k] != lean[k]} == {"cards", "card_labels", "nodes"}
     assert lean["card_labels"].startswith("max by (__name__, job, instance, UUID, gpu, Hostname")
     assert whole["card_labels"] in lean["card_labels"]
     for name in DETAIL_METRICS:
         assert name in whole["cards"] and name not in lean["cards"]
     for name in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS"):
         assert name in lean["cards"]
+
+
+def test_the_dashboards_refresh_reads_only_the_users_memory() -> None:
+    """Its table shows only the users' memory: their idle memory and GPU counts are asked
+    by the users' view when it opens (``user_counts_query``), never by a refresh; the full
+    read (``snapshot``, ``pick``) asks all three."""
+    whole, lean = refresh_queries(""), refresh_queries('rack="r1"', every_figure=False)
+    for name in USER_COUNTS:
+        assert name in whole["nodes"] and name in user_counts_query("")
+        assert all(name not in promql for promql in lean.values())
+    assert lean["nodes"] == '{__name__="gputop_user_memory_used_bytes", rack="r1"}'
+    assert user_counts_query('rack="r1"').endswith(', rack="r1"}')
+
+
+def _user(name: str, user: str, value: float | None, instance: str = "n1:9400") -> Sample:
+    return Sample({**TARGET, "instance": instance, "__name__": name, "user": user}, NOW, value)
+
+
+def test_the_users_counts_filled_in_are_the_full_reads() -> None:
+    """``fill_user_counts`` on the dashboard's fleet gives the users the full read has,
+    each count range-checked; a node the fleet lacks and other series are passed over."""
+    sampled = Sample({**TARGET, "__name__": "gputop_last_sample_timestamp_seconds"}, NOW, NOW)
+    memory = [sampled, _user(USER_MEMORY, "ann", 5e9), _user(USER_MEMORY, "bo", 1e9)]
+    counts = [
+        _user("gputop_user_gpus", "ann", 2.0),
+        _user("gputop_user_idle_held_memory_bytes", "ann", 1e9),
+        _user("gputop_user_gpus", "bo", float("nan")),
+        _user("gputop_user_idle_held_memory_bytes", "bo", -1.0),
+        _user("gputop_user_gpus", "ann", 7.0, instance="gone:9400"),
+        _user(USER_MEMORY, "ann", 1e12),  # not a count: passed over
+    ]
+    up = [sample(1.0)]
+    base = {"up": up, "scraped": [sample(NOW - 1)], "scrapes": [sample(9.0)]}
+    card = [sample(100.0, __name__="DCGM_FI_DEV_FB_USED", gpu="0", UUID="GPU-0")]
+    whole = build_fleet("http://p", NOW, {**base, "cards": card, "nodes": memory + counts[:4]}, 8)
+    lean = build_fleet(
+        "http://p", NOW, {**base, "cards": card, "nodes": memory}, 7, every_figure=False
+    )
+    assert whole.user_counts and not lean.user_counts
+    assert lean.nodes[0].state == "up" and [u.gpus for u in lean.users] == [0, 0]
+    assert all(u.idle_held_memory_bytes is None for u in lean.users)
+    fill_user_counts(lean, counts)
+    assert lean.user_counts and lean.users == whole.users
+    ann, bo = lean.users
+    assert (ann.gpus, ann.idle_held_memory_bytes, ann.memory_used_bytes) == (2, 1e9, 5e9)
+    assert (bo.gpus, bo.idle_held_memory_bytes, bo.nodes) == (0, None, 1)
 
 
 def test_a_nodes_figures_query_quotes_its_labels_or_refuses() -> None:

@@ -29,6 +29,7 @@ from gputop.core.fleet.queries import (
     INTERVAL_WINDOW_S,
     LAST_SAMPLE,
     PROCESS_METRICS,
+    USER_COUNTS,
 )
 from gputop.core.health import LEVELS, OK, Reason, Verdict
 from gputop.core.health import verdict as judge
@@ -241,6 +242,9 @@ class Fleet:
     every_figure: bool = True
     """False: the cards' temperature, power and activity were not read (the dashboard's
     table, which does not show them; ``fill_figures`` adds them for one node)."""
+    user_counts: bool = True
+    """False: the users' idle memory and GPU counts were not read (the dashboard's table,
+    which shows only their memory; ``fill_user_counts`` adds them for the users' view)."""
 
     @property
     def gpu_count(self) -> int:
@@ -446,11 +450,7 @@ class _Builder:
             if name == "gputop_last_sample_timestamp_seconds":
                 node.last_sample_at = _number(sample.value, MAX_TIME_S)
                 continue
-            user = sample.labels.get("user", "")
-            figure = name.removeprefix("gputop_user_")
-            value = _number(sample.value, MAX_MEMORY_BYTES if "memory" in figure else MAX_COUNT)
-            if value is not None:
-                node.users.setdefault(user, {})[figure] = value
+            _user_figure(node, name, sample)
 
     def finish(self, partial: bool) -> list[FleetNode]:
         """States, and each card's verdict and freedom (not ``partial``: not known yet)."""
@@ -515,6 +515,15 @@ class _Builder:
         return True
 
 
+def _user_figure(node: FleetNode, name: str, sample: Sample) -> None:
+    """One of a user's figures on ``node`` (``gputop_user_*``), range-checked."""
+    user = sample.labels.get("user", "")
+    figure = name.removeprefix("gputop_user_")
+    value = _number(sample.value, MAX_MEMORY_BYTES if "memory" in figure else MAX_COUNT)
+    if value is not None:
+        node.users.setdefault(user, {})[figure] = value
+
+
 _SIMPLE_FIGURES: dict[str, tuple[str, float, int]] = {
     "DCGM_FI_DEV_FB_USED": ("memory_used_bytes", MAX_MEMORY_BYTES, MIB),
     "DCGM_FI_DEV_FB_FREE": ("memory_free_bytes", MAX_MEMORY_BYTES, MIB),
@@ -564,7 +573,23 @@ def build_fleet(
     interval = (
         min(intervals[len(intervals) // 2], DEFAULT_INTERVAL_S) if intervals else DEFAULT_INTERVAL_S
     )
-    return Fleet(url, now, nodes, _users(nodes), queries, interval, partial, every_figure)
+    return Fleet(
+        url, now, nodes, _users(nodes), queries, interval, partial, every_figure, every_figure
+    )
+
+
+def fill_user_counts(fleet: Fleet, samples: list[Sample]) -> None:
+    """The users' ``USER_COUNTS`` (``read_user_counts``) on ``fleet``'s nodes, each
+    range-checked as a refresh's are, and its users counted again; series of other
+    figures, or of nodes the fleet does not have, are passed over."""
+    nodes = {(node.job, node.instance): node for node in fleet.nodes}
+    for sample in samples:
+        name = sample.labels.get("__name__", "")
+        node = nodes.get(_node_key(sample.labels))
+        if node is not None and name in USER_COUNTS:
+            _user_figure(node, name, sample)
+    fleet.users = _users(fleet.nodes)
+    fleet.user_counts = True
 
 
 def fill_figures(node: FleetNode, samples: list[Sample]) -> None:

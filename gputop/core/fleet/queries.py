@@ -69,11 +69,12 @@ PROCESS_METRICS = ("gputop_process_memory_used_bytes", "gputop_process_sm_util_p
 LAST_SAMPLE = "gputop_last_sample_timestamp_seconds"
 """gputop's exporter's newest sample (a stuck sampler's node is stale): read with each card's
 labels, among the first answers, so the first frame's states are right."""
-NODE_METRICS = (
-    "gputop_user_memory_used_bytes",
-    "gputop_user_idle_held_memory_bytes",
-    "gputop_user_gpus",
-)
+USER_MEMORY = "gputop_user_memory_used_bytes"
+USER_COUNTS = ("gputop_user_idle_held_memory_bytes", "gputop_user_gpus")
+"""What the users' view (``u``) shows beside their memory: the dashboard's refresh does not
+read them (its table shows only the users' memory; two thirds of that answer), they are
+read when the view opens (``user_counts_query``); ``snapshot`` and ``pick`` read them."""
+NODE_METRICS = (USER_MEMORY, *USER_COUNTS)
 """The users' figures the fleet shows (``gputop_user_processes`` is none of them: not read,
 a quarter of that answer less)."""
 LAST_SEEN_WINDOW = "1h"
@@ -128,10 +129,16 @@ def node_figures_query(matchers: str, job: str, instance: str) -> tuple[str, str
     )
 
 
+def user_counts_query(matchers: str) -> str:
+    """The users' ``USER_COUNTS`` on every node, for the users' view of the dashboard."""
+    extra = f", {matchers}" if matchers else ""
+    return f'{{__name__=~"{_names(USER_COUNTS)}"{extra}}}'
+
+
 def refresh_queries(matchers: str, every_figure: bool = True) -> dict[str, str]:
     """The queries of one refresh, by name; ``matchers`` from ``check_selector``; without
-    ``every_figure``, not the cards' ``DETAIL_METRICS`` nor the processes (the dashboard's
-    table)."""
+    ``every_figure``, not the cards' ``DETAIL_METRICS``, the processes nor the users'
+    ``USER_COUNTS`` (the dashboard's table)."""
     figures = [m for m in CARD_METRICS[1:] if every_figure or m not in DETAIL_METRICS]
     extra = f", {matchers}" if matchers else ""
     only = f"{{{matchers}}}" if matchers else ""
@@ -150,6 +157,7 @@ def refresh_queries(matchers: str, every_figure: bool = True) -> dict[str, str]:
     }
     if not every_figure:
         del queries["processes"]
+        queries["nodes"] = f'{{__name__="{USER_MEMORY}"{extra}}}'
         # Only the labels the dashboard shows or needs: a third of the answer's bytes less.
         queries["card_labels"] = f"max by ({SHOWN_CARD_LABELS}) ({queries['card_labels']})"
     return queries

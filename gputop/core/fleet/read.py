@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gputop.core.fleet import TIMEOUT_S
 from gputop.core.fleet.model import Fleet, FleetNode, FreeRule, build_fleet
-from gputop.core.fleet.queries import node_figures_query, refresh_queries
+from gputop.core.fleet.queries import node_figures_query, refresh_queries, user_counts_query
 from gputop.core.prometheus.client import (
     MAX_TOTAL_BYTES,
     Budget,
@@ -82,6 +82,15 @@ def read_node_figures(
     with ThreadPoolExecutor(max_workers=len(promql), thread_name_prefix="fleet-node") as pool:
         asked = [pool.submit(query, server, each, budget) for each in promql]
         return [sample for future in asked for sample in future.result()]
+
+
+def read_user_counts(
+    server: Server, matchers: str = "", timeout_s: float = TIMEOUT_S
+) -> list[Sample]:
+    """The users' idle memory and GPU counts on every node (one query), for
+    ``fill_user_counts``: the dashboard's users' view; a ``PrometheusError`` saying why not."""
+    budget = Budget(timeout_s, what="read of the users", advice="narrow the nodes with --match")
+    return query(server, user_counts_query(matchers), budget)
 
 
 def _now(answers: dict[str, list[Sample]]) -> float:

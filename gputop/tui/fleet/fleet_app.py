@@ -36,7 +36,7 @@ from gputop.core.fleet.fleet_text import (
     memory,
     node_badge,
 )
-from gputop.core.fleet.model import Fleet, FleetNode, fill_figures
+from gputop.core.fleet.model import Fleet, FleetNode, fill_figures, fill_user_counts
 from gputop.core.prometheus.client import Sample
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
@@ -191,18 +191,22 @@ def node_detail(fleet: Fleet, node: FleetNode, reading: bool = False) -> Text:
     return text
 
 
-def users_detail(fleet: Fleet) -> Text:
+def users_detail(fleet: Fleet, reading: bool = False) -> Text:
+    """The users across the fleet; ``reading``: their idle memory and GPU counts are on
+    their way (``…``; ``?`` where they were not read)."""
     text = Text()
     text.append("USER             MEMORY  IDLE-HELD  GPUS NODES\n", style="bold")
+    unknown = "…" if reading else "?"
     for user in fleet.users:
         idle = (
-            "?"
+            unknown
             if user.idle_held_memory_bytes is None
             else human_bytes(int(user.idle_held_memory_bytes))
         )
+        gpus = str(user.gpus) if fleet.user_counts else unknown
         text.append(
             f"{clean(user.user)[:14]:<14} {human_bytes(int(user.memory_used_bytes)):>8} {idle:>10} "
-            f"{user.gpus:>5} {user.nodes:>5}\n"
+            f"{gpus:>5} {user.nodes:>5}\n"
         )
     if not fleet.users:
         text.append("no users: only gputop's exporter exports them (docs/fleet.md)\n")
@@ -224,6 +228,19 @@ class NodeFigures(Message):
         self.screen = screen
         self.fleet = fleet
         self.node = node
+        self.samples = samples
+        self.error = error
+
+
+class UserCounts(Message):
+    """The users' idle memory and GPU counts, read when the users' view opened."""
+
+    def __init__(
+        self, screen: TextScreen, fleet: Fleet, samples: list[Sample] | None, error: str | None
+    ) -> None:
+        super().__init__()
+        self.screen = screen
+        self.fleet = fleet
         self.samples = samples
         self.error = error
 
@@ -281,6 +298,7 @@ class FleetApp(QuitHint, App[int]):
         progressive: Callable[[Callable[[Fleet], None]], Fleet] | None = None,
         tune_collector: bool = False,
         node_figures: Callable[[FleetNode], list[Sample]] | None = None,
+        user_counts: Callable[[], list[Sample]] | None = None,
     ) -> None:
         """``progressive``: a source that also gives the fleet as its first answers show it
         (``read_fleet``'s ``early``); used for the first read, so the first frame comes
@@ -288,8 +306,11 @@ class FleetApp(QuitHint, App[int]):
         local dashboard's (gputop/tui/collector.py): each refresh makes some 100,000 objects,
         and Python's default collector walked them 50 times a refresh. ``node_figures``:
         reads a node's cards' temperature, power and activity when its screen opens, for a
-        source that does not read them every refresh (``Fleet.every_figure``)."""
+        source that does not read them every refresh (``Fleet.every_figure``).
+        ``user_counts``: reads the users' idle memory and GPU counts when the users' view
+        opens, for a source that does not read them every refresh (``Fleet.user_counts``)."""
         super().__init__()
+        self.user_counts = user_counts
         self.node_figures = node_figures
         self._tune_collector = tune_collector
         self.progressive = progressive
@@ -528,8 +549,33 @@ class FleetApp(QuitHint, App[int]):
         message.screen.show(body)
 
     def action_users(self) -> None:
-        if self.fleet is not None:
-            self.push_screen(TextScreen("users across the fleet", users_detail(self.fleet)))
+        fleet = self.fleet
+        if fleet is None:
+            return
+        reading = not fleet.user_counts and self.user_counts is not None
+        screen = TextScreen("users across the fleet", users_detail(fleet, reading))
+        self.push_screen(screen)
+        if reading:
+            self.run_worker(lambda: self._read_users(screen, fleet), thread=True, group="users")
+
+    def _read_users(self, screen: TextScreen, fleet: Fleet) -> None:
+        assert self.user_counts is not None
+        try:
+            samples = self.user_counts()
+        except GputopError as error:
+            self.post_message(UserCounts(screen, fleet, None, str(error)))
+            return
+        self.post_message(UserCounts(screen, fleet, samples, None))
+
+    def on_user_counts(self, message: UserCounts) -> None:
+        """The users' counts: put on the fleet here, on the UI thread (the one the view was
+        opened on), and the view drawn again."""
+        if message.samples is not None and not message.fleet.user_counts:
+            fill_user_counts(message.fleet, message.samples)
+        body = users_detail(message.fleet)
+        if message.error is not None:
+            body.append(f"idle memory and GPUs: {clean(message.error)}\n", style="red")
+        message.screen.show(body)
 
     def action_refresh_now(self) -> None:
         self.read_fleet()

@@ -73,6 +73,22 @@ def duration(minimum_s: float = 0.0, shortest: str = "") -> Callable[[str], floa
     return parse
 
 
+MAX_INTERVAL_S = 3600.0
+
+
+def add_interval_argument(
+    parser: argparse.ArgumentParser, minimum: float, default: float, what: str
+) -> None:
+    """``--interval SECONDS`` from ``minimum`` to an hour; ``what`` says what it sets."""
+    parser.add_argument(
+        "--interval",
+        type=seconds(minimum, MAX_INTERVAL_S),
+        default=default,
+        metavar="SECONDS",
+        help=f"{what} (default {default:g}, {minimum:g} to {MAX_INTERVAL_S:g})",
+    )
+
+
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
     """``--db PATH``: the history store, for ``record`` and ``report``."""
     parser.add_argument(

@@ -11,17 +11,13 @@ import threading
 import time
 from types import FrameType
 
-from gputop.cli.arg_types import count, seconds
+from gputop.cli.arg_types import add_interval_argument, count
 from gputop.core.errors import UsageError
 from gputop.core.exporter.labels import COMMAND_LABELS
 from gputop.core.exporter.listen import DEFAULT_LISTEN, ListenAddress, parse_listen
 from gputop.core.exporter.processes import DEFAULT_TOP, MAX_TOP
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import open_backend
-
-DEFAULT_INTERVAL_S = 15.0
-MIN_INTERVAL_S = 0.2
-MAX_INTERVAL_S = 3600.0
 
 
 def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -41,14 +37,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help=f"address to serve on (default {DEFAULT_LISTEN}: this machine only; port 0 "
         "picks a free one)",
     )
-    parser.add_argument(
-        "--interval",
-        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),
-        default=DEFAULT_INTERVAL_S,
-        metavar="SECONDS",
-        help=f"seconds between samples of the GPUs (default {DEFAULT_INTERVAL_S:g}, "
-        f"{MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g})",
-    )
+    add_interval_argument(parser, 0.2, 15.0, "seconds between samples of the GPUs")
     parser.add_argument(
         "--top",
         type=count(1, MAX_TOP),

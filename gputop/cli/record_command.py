@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from gputop.cli.arg_types import add_db_argument, count, duration, seconds
+from gputop.cli.arg_types import add_db_argument, add_interval_argument, count, duration
 from gputop.core import settings
 from gputop.core.errors import UsageError
 from gputop.core.history.jobs import job_of_process
@@ -40,9 +40,6 @@ from gputop.core.safe_text import clean, clean_lines
 from gputop.core.sampling.nvml_backend import SamplingOptions
 from gputop.core.sampling.source import open_backend
 
-MIN_INTERVAL_S = 0.5
-MAX_INTERVAL_S = 3600.0
-
 
 def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
@@ -54,13 +51,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "Ctrl-C or SIGTERM (docs/history.md has systemd units).",
     )
     add_db_argument(parser)
-    parser.add_argument(
-        "--interval",
-        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),
-        default=DEFAULT_INTERVAL_S,
-        metavar="SECONDS",
-        help=f"seconds between samples (default {DEFAULT_INTERVAL_S:g})",
-    )
+    add_interval_argument(parser, 0.5, DEFAULT_INTERVAL_S, "seconds between samples")
     defaults = Retention()
     for keep, default, then in (
         ("full", defaults.full_s, "every sample this long (default 48h), then one per minute"),

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from gputop.cli.arg_types import seconds
+from gputop.cli.arg_types import add_interval_argument
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
 from gputop.core import settings
 from gputop.core.errors import DashboardStopped, UsageError
@@ -17,19 +17,11 @@ from gputop.core.safe_text import clean
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.source import environment_for_jobs, open_backend
 
-MIN_INTERVAL_S = 0.2
-MAX_INTERVAL_S = 3600.0
 FIRST_SAMPLE_WAIT_S = 0.5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--interval",
-        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),
-        default=1.0,
-        metavar="SECONDS",
-        help=f"refresh every SECONDS (default 1.0, {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g})",
-    )
+    add_interval_argument(parser, 0.2, 1.0, "refresh every SECONDS")
     parser.add_argument(
         "--python",
         metavar="PATH",

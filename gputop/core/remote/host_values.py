@@ -72,12 +72,9 @@ CLOCK_RANGES = {
     name: (0, MAX_CLOCK_MHZ) for name in ("graphics_mhz", "sm_mhz", "memory_mhz", "video_mhz")
 }
 INSTANCE_IDS = {"gpu_instance_id": (0, MAX_COUNT), "compute_instance_id": (0, MAX_COUNT)}
-MIG_RANGES = {
-    **INSTANCE_IDS,
-    "memory_total_bytes": MEMORY,
-    "memory_used_bytes": MEMORY,
-    "multiprocessor_count": (0, MAX_COUNT),
-}
+MIG_AS_GPU = ("memory_total_bytes", "memory_used_bytes", "multiprocessor_count")
+"""A MIG device's numbers that mean what a whole GPU's do."""
+MIG_RANGES = {**INSTANCE_IDS, **{name: GPU_RANGES[name] for name in MIG_AS_GPU}}
 PROCESS_RANGES: dict[str, tuple[float, float]] = {
     "used_memory_bytes": MEMORY,
     "sm_util_percent": PERCENT,

@@ -67,13 +67,13 @@ DCGM_GAUGES: tuple[tuple[str, str, Reading[GpuSample]], ...] = _readings(
         ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "utilization_memory_percent"),
         ("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", "encoder_util_percent"),
         ("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", "decoder_util_percent"),
-        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "memory_used_bytes"),
-        ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "memory_free_bytes"),
-        ("DCGM_FI_DEV_FB_TOTAL", "Framebuffer memory total (in MiB).", "memory_total_bytes"),
-        (
-            "DCGM_FI_DEV_FB_RESERVED",
-            "Framebuffer memory reserved (in MiB).",
-            "memory_reserved_bytes",
+        *(
+            (
+                f"DCGM_FI_DEV_FB_{part.upper()}",
+                f"Framebuffer memory {part} (in MiB).",
+                f"memory_{part}_bytes",
+            )
+            for part in ("used", "free", "total", "reserved")
         ),
         ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temperature_c"),
         ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power_w"),
@@ -123,40 +123,22 @@ DCGM_PROF_GAUGES: tuple[tuple[str, str, Reading[Activity]], ...] = _readings(
             "Ratio of cycles the device memory interface is active sending or receiving data.",
             "dram_active_percent",
         ),
-        (
-            "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
-            "Ratio of cycles the fp64 pipes are active.",
-            "fp64_percent",
+        *(
+            (
+                f"DCGM_FI_PROF_PIPE_FP{bits}_ACTIVE",
+                f"Ratio of cycles the fp{bits} pipes are active.",
+                f"fp{bits}_percent",
+            )
+            for bits in (64, 32, 16)
         ),
-        (
-            "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
-            "Ratio of cycles the fp32 pipes are active.",
-            "fp32_percent",
-        ),
-        (
-            "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
-            "Ratio of cycles the fp16 pipes are active.",
-            "fp16_percent",
-        ),
-        (
-            "DCGM_FI_PROF_PCIE_TX_BYTES",
-            "The rate of data transmitted over the PCIe bus (in B/s).",
-            "pcie_tx_bytes_per_s",
-        ),
-        (
-            "DCGM_FI_PROF_PCIE_RX_BYTES",
-            "The rate of data received over the PCIe bus (in B/s).",
-            "pcie_rx_bytes_per_s",
-        ),
-        (
-            "DCGM_FI_PROF_NVLINK_TX_BYTES",
-            "The rate of data transmitted over NVLink (in B/s).",
-            "nvlink_tx_bytes_per_s",
-        ),
-        (
-            "DCGM_FI_PROF_NVLINK_RX_BYTES",
-            "The rate of data received over NVLink (in B/s).",
-            "nvlink_rx_bytes_per_s",
+        *(
+            (
+                f"DCGM_FI_PROF_{link.upper()}_{way.upper()}_BYTES",
+                f"The rate of data {verb} over {over} (in B/s).",
+                f"{link}_{way}_bytes_per_s",
+            )
+            for link, over in (("pcie", "the PCIe bus"), ("nvlink", "NVLink"))
+            for way, verb in (("tx", "transmitted"), ("rx", "received"))
         ),
     ),
     "_percent",

@@ -45,7 +45,7 @@ def test_a_reserved_file_holds_its_blocks_before_it_holds_an_end(state: Path) ->
     assert os.stat(state / "run" / "4.end").st_blocks * 512 >= 4096
     assert read_pending_ends(state) == {}  # reserved, not yet an end
     end = RecordedEnd(4, 1_700_000_000.5, exit_code=7, note="done")
-    assert reservation.keep(end)
+    assert reservation.keep_all(Unrecorded(4, end=end))
     assert read_pending_ends(state) == {4: end}
     reservation.release()
     assert read_pending_ends(state) == {}

@@ -37,7 +37,9 @@ class RowStore(Protocol):
 
 def current_jobs(store: RowStore, jobs: list[Job]) -> list[Job]:
     """``jobs`` (rows just read from ``store``) as they are now."""
-    return _refresh_liveness(store, _with_unrecorded(store, jobs))
+    files = {} if store.in_memory else read_unrecorded(store.state_dir)
+    now = time.time()
+    return [_lost_if_gone(store, _unrecorded(store, job, files.get(job.id)), now) for job in jobs]
 
 
 def record_unrecorded(store: RowStore, unrecorded: Unrecorded) -> None:
@@ -47,13 +49,10 @@ def record_unrecorded(store: RowStore, unrecorded: Unrecorded) -> None:
         store.record(unrecorded.job_id, transition)
 
 
-def _with_unrecorded(store: RowStore, jobs: list[Job]) -> list[Job]:
-    files = {} if store.in_memory else read_unrecorded(store.state_dir)
-    return [job if job.id not in files else _unrecorded(store, job, files[job.id]) for job in jobs]
-
-
-def _unrecorded(store: RowStore, job: Job, unrecorded: Unrecorded) -> Job:
+def _unrecorded(store: RowStore, job: Job, unrecorded: Unrecorded | None) -> Job:
     """``job`` with what its file holds, recorded where the store takes it."""
+    if unrecorded is None:
+        return job
     if job.state is JobState.ENDED:  # recorded already (the file is left over)
         forget_unrecorded(store.state_dir, job.id)
         return job
@@ -119,13 +118,8 @@ def _lost_note(job: Job, now: float) -> str | None:
     return note
 
 
-def _refresh_liveness(store: RowStore, jobs: list[Job]) -> list[Job]:
-    """Mark lost the active jobs of this host whose supervisor is gone."""
-    now = time.time()
-    return [_lost_if_gone(store, job, now) for job in jobs]
-
-
 def _lost_if_gone(store: RowStore, job: Job, now: float) -> Job:
+    """``job``, marked lost where it is active on this host and its supervisor is gone."""
     if not job.is_active or job.host != store.host or job.slurm_job_id is not None:
         return job  # Slurm's jobs have no supervisor: gputop.core.slurm.sync follows them
     note = _lost_note(job, now)

@@ -22,6 +22,7 @@ from gputop.core.jobs.store_rows import (
     CLAIMED,
     Transition,
     column_text,
+    insert_row,
     job_columns,
     row_to_job,
     text_column,
@@ -120,7 +121,7 @@ class JobStore(StoreConnection):
         columns = job_columns(job)
         del columns["id"]
         with self._writing() as conn:
-            job_id = int(_insert(conn, columns).lastrowid or 0)
+            job_id = int(insert_row(conn, columns).lastrowid or 0)
             log_path = self.logs_dir / f"{job_id}.log"
             try:
                 os.close(open_log_append(log_path))
@@ -136,7 +137,7 @@ class JobStore(StoreConnection):
     def insert_job(self, columns: Mapping[str, Any]) -> Job:
         """Record a job that runs outside gputop's supervisors (slurm/job_rows.py)."""
         with self._writing() as conn:
-            job_id = int(_insert(conn, columns).lastrowid or 0)
+            job_id = int(insert_row(conn, columns).lastrowid or 0)
         return self.get(job_id)
 
     def adopt(self, job: Job) -> bool:
@@ -147,7 +148,7 @@ class JobStore(StoreConnection):
                 "DELETE FROM jobs WHERE id = ? AND token IS NULL AND note = ?",
                 (job.id, REBUILT_NOTE),
             )
-            return _insert(conn, job_columns(job), "INSERT OR IGNORE").rowcount > 0
+            return insert_row(conn, job_columns(job), "INSERT OR IGNORE").rowcount > 0
 
     def add_history(self, command_text: str) -> None:
         """Remember a command for the launch dialog; a repeat moves to the newest place."""
@@ -214,11 +215,3 @@ class JobStore(StoreConnection):
                     f"{STATE_DIR_ENV} to use another store."
                 ) from None
         return jobs
-
-
-def _insert(conn: Any, columns: Mapping[str, Any], verb: str = "INSERT") -> Any:
-    """Insert a row: the column names from code, the values bound."""
-    marks = ", ".join("?" for _ in columns)
-    return conn.execute(
-        f"{verb} INTO jobs ({', '.join(columns)}) VALUES ({marks})", tuple(columns.values())
-    )

@@ -119,6 +119,16 @@ def _json(value: object) -> str:
     return json.dumps(value, allow_nan=False)
 
 
+def insert_row(
+    connection: sqlite3.Connection, columns: Mapping[str, Any], verb: str = "INSERT"
+) -> sqlite3.Cursor:
+    """Insert a job's row: the column names from code (or a store's own), the values bound."""
+    marks = ", ".join("?" for _ in columns)
+    return connection.execute(
+        f"{verb} INTO jobs ({', '.join(columns)}) VALUES ({marks})", tuple(columns.values())
+    )
+
+
 # --- transitions ------------------------------------------------------------------------
 
 

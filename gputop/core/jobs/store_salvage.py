@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.jobs.model import DEFAULT_GRACE_S, JobState, RunMode
-from gputop.core.jobs.store_rows import row_to_job
+from gputop.core.jobs.store_rows import insert_row, row_to_job
 from gputop.core.jobs.unrecorded import read_pending_ends
 from gputop.core.numbers import is_ascii_digits
 from gputop.core.sqlite_files import readable_rows
@@ -104,16 +104,12 @@ def _insert_jobs(
     """Each readable row as it was; a row whose values no longer make a job is left out."""
     kept = 0
     for row in rows:
-        names = [name for name in row if name in columns]
-        if "id" not in names:
+        known = {name: value for name, value in row.items() if name in columns}
+        if "id" not in known:
             continue
         try:
             connection.execute("SAVEPOINT carry")
-            connection.execute(
-                f"INSERT OR IGNORE INTO jobs ({', '.join(names)}) "
-                f"VALUES ({', '.join('?' for _ in names)})",
-                tuple(row[name] for name in names),
-            )
+            insert_row(connection, known, "INSERT OR IGNORE")
             again = connection.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone()
             row_to_job(again)
         except Exception:

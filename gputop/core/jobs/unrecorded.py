@@ -157,12 +157,19 @@ def _process_fields(seen: ProcessSeen) -> dict[str, object]:
     return fields
 
 
-def _open_run_dir(state_dir: Path) -> int:
+def _open_end_file(state_dir: Path, job_id: int, flags: int) -> tuple[int, Unrecorded | None]:
+    """Job ``job_id``'s file, created where missing, and what it held; StoreError."""
     dir_fd = open_private_dir(state_dir, create=False)
     try:
-        return open_private_subdir(dir_fd, state_dir, RUN_DIR)
+        run_fd = open_private_subdir(dir_fd, state_dir, RUN_DIR)
     finally:
         os.close(dir_fd)
+    name = f"{job_id}{SUFFIX}"
+    try:
+        before = _read_one(run_fd, state_dir / RUN_DIR, name, job_id)
+        return open_private_file(run_fd, state_dir / RUN_DIR, name, flags, "file"), before
+    finally:
+        os.close(run_fd)
 
 
 def _padded(kept: Unrecorded) -> bytes:
@@ -178,11 +185,7 @@ class EndReservation:
         self.path = state_dir / RUN_DIR / f"{job_id}{SUFFIX}"
         self._fd: int | None = None
         try:
-            run_fd = _open_run_dir(state_dir)
-            try:
-                fd = open_private_file(run_fd, self.path.parent, self.path.name, os.O_RDWR, "file")
-            finally:
-                os.close(run_fd)
+            fd, _before = _open_end_file(state_dir, job_id, os.O_RDWR)
         except StoreError:
             return  # no space even for this: the supervisor tries again later
         try:
@@ -197,9 +200,6 @@ class EndReservation:
     @property
     def reserved(self) -> bool:
         return self._fd is not None
-
-    def keep(self, end: RecordedEnd) -> bool:
-        return self.keep_all(Unrecorded(end.job_id, end=end))
 
     def keep_all(self, kept: Unrecorded) -> bool:
         """Write ``kept`` over the blocks, then to the disk; False: none, or it failed."""
@@ -241,13 +241,7 @@ def keep_end(state_dir: Path, end: RecordedEnd) -> bool:
     gone, and the store refuses it): the end added to the job's file. False when even this
     cannot be written; the job then shows as lost, which is true."""
     try:
-        run_fd = _open_run_dir(state_dir)
-        name = f"{end.job_id}{SUFFIX}"
-        try:
-            before = _read_one(run_fd, state_dir / RUN_DIR, name, end.job_id)
-            fd = open_private_file(run_fd, state_dir / RUN_DIR, name, os.O_WRONLY, "file")
-        finally:
-            os.close(run_fd)
+        fd, before = _open_end_file(state_dir, end.job_id, os.O_WRONLY)
     except StoreError:
         return False
     kept = dataclasses.replace(before or Unrecorded(end.job_id), end=end)

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 from gputop.core.probes.cuda_errors import (
     CUDA_ERROR_INVALID_DEVICE,
@@ -149,6 +149,7 @@ def _device(entry: dict[str, object]) -> ProbedDevice:
     )
 
 
+@dataclass(eq=False)
 class DriverProbe:
     """Driver probes cached per (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
 
@@ -156,18 +157,14 @@ class DriverProbe:
     A failure is kept only ``retry_after_s``: the next ask after that runs the probe again.
     """
 
-    def __init__(
-        self,
-        library: str = LIBCUDA,
-        *,
-        retry_after_s: float = RETRY_FAILED_PROBE_AFTER_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._library = library
-        self._retry_after_s = retry_after_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._cache: dict[tuple[str | None, str | None], tuple[DriverProbeResult, float]] = {}
+    library: str = LIBCUDA
+    _: KW_ONLY
+    retry_after_s: float = RETRY_FAILED_PROBE_AFTER_S
+    clock: Callable[[], float] = time.monotonic
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _cache: dict[tuple[str | None, str | None], tuple[DriverProbeResult, float]] = field(
+        default_factory=dict, init=False
+    )
 
     def probe(
         self, cuda_visible_devices: str | None, cuda_device_order: str | None
@@ -179,11 +176,11 @@ class DriverProbe:
             result, at = cached
             if result.status in ("ok", "no-device"):
                 return result
-            if self._clock() - at < self._retry_after_s:
+            if self.clock() - at < self.retry_after_s:
                 return result
-        result = run_driver_probe(cuda_visible_devices, cuda_device_order, library=self._library)
+        result = run_driver_probe(cuda_visible_devices, cuda_device_order, library=self.library)
         with self._lock:
-            self._cache[key] = (result, self._clock())
+            self._cache[key] = (result, self.clock())
         return result
 
     def default_order(self) -> DriverProbeResult:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from gputop.core.errors import UsageError
 from gputop.core.history.periods import parse_duration
+from gputop.core.jobs.notify import VARIABLES_HELP
 from gputop.core.numbers import parse_count, parse_seconds
 
 T = TypeVar("T")
@@ -86,6 +87,15 @@ def add_interval_argument(
         default=default,
         metavar="SECONDS",
         help=f"{what} (default {default:g}, {minimum:g} to {MAX_INTERVAL_S:g})",
+    )
+
+
+def add_notify_argument(parser: argparse.ArgumentParser, when: str) -> None:
+    """``--notify-command CMD``: a command run ``when`` a job starts or ends (jobs.notify)."""
+    parser.add_argument(
+        "--notify-command",
+        metavar="CMD",
+        help=f"run CMD (split like a shell would, never run by one) {when}, with {VARIABLES_HELP}",
     )
 
 

@@ -10,12 +10,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from gputop.cli.arg_types import seconds
+from gputop.cli.arg_types import add_notify_argument, seconds
 from gputop.cli.job_store import open_store
 from gputop.cli.job_xids import recorded_xids
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.notify import (
-    VARIABLES_HELP,
     JobEvent,
     end_note,
     exit_status,
@@ -51,12 +50,7 @@ def add_parser(actions: argparse._SubParsersAction, job_id: Callable[[str], int]
         metavar="SECONDS",
         help="give up after this long and exit 124 (default: wait for ever)",
     )
-    wait.add_argument(
-        "--notify-command",
-        metavar="CMD",
-        help="run CMD (split like a shell would, never run by one) when a job starts or "
-        f"ends, with {VARIABLES_HELP}",
-    )
+    add_notify_argument(wait, "when a job starts or ends")
     wait.set_defaults(run=run_wait)
 
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gputop.cli.arg_types import count, seconds
+from gputop.cli.arg_types import add_notify_argument, count, seconds
 from gputop.cli.claims_common import sample
 from gputop.cli.job_store import open_store_to_record
 from gputop.cli.lab_common import add_hosts_arguments
@@ -37,7 +37,7 @@ from gputop.core.jobs.launch import (
 from gputop.core.jobs.launchers import rank_lines
 from gputop.core.jobs.logs import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
-from gputop.core.jobs.notify import VARIABLES_HELP, notify_argv
+from gputop.core.jobs.notify import notify_argv
 from gputop.core.jobs.policy import (
     FreePolicy,
     NotEnoughFreeGpus,
@@ -125,12 +125,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         default=DEFAULT_GRACE_S,
         help=f"when stopped: seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
     )
-    parser.add_argument(
-        "--notify-command",
-        metavar="CMD",
-        help="run CMD (split like a shell would, never run by one) when the job starts after "
-        f"waiting and when it ends, with {VARIABLES_HELP}",
-    )
+    add_notify_argument(parser, "when the job starts after waiting and when it ends")
     parser.add_argument(
         "--log-max",
         type=log_size,

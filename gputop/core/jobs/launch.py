@@ -30,6 +30,7 @@ from gputop.core.jobs.launchers import (
 from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode, checked_grace
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import ProcessSeen, ended, supervisor_seen
+from gputop.core.jobs.unrecorded import RUN_DIR
 from gputop.core.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.model import Snapshot
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from gputop.core.jobs.policy import FreePolicy
 
 SUPERVISOR_MODULE = "gputop.core.jobs.supervisor"
-RUN_DIR = "run"
 
 
 class LaunchError(GputopError):

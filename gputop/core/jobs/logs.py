@@ -1,13 +1,9 @@
 """Job logs: private files the job appends to, capped by its supervisor, followed by readers.
 
 A log holds the job's output and gputop's own ``[gputop]`` lines. Readers decode it
-incrementally (a read may end inside a UTF-8 character), cap each read (a job that writes
-faster than a view reads makes it skip ahead, and say so) and make it safe for a terminal
-(docs/security.md). The job writes its log itself, so it keeps its output if its supervisor
-is killed; the supervisor keeps the log under a cap and a floor of free space by moving the
-newest lines to just after a mark that counts what was left out (``LogCap``). A job appends
-with ``O_APPEND``: a line written between the last copy and the cut (microseconds, after a
-check that nothing new came) can be lost with the cut part (docs/faults.md).
+incrementally, cap each read and make it safe for a terminal (docs/security.md); the job
+writes it itself, so it keeps its output if its supervisor is killed, and the supervisor
+keeps it under a cap and a floor of free space (``LogCap``, docs/faults.md).
 """
 
 from __future__ import annotations

@@ -360,28 +360,22 @@ def _busy_details(gpu: GpuSample, policy: FreePolicy, user: str) -> list[str]:
     return details
 
 
-def _left(claim: GpuClaim) -> str:
-    from gputop.core.claims.view import left_text
-
-    return left_text(claim.until - time.time())
-
-
 def _claimed(claim: GpuClaim) -> str:
     """``claimed by ana (2h left)``, or ``may be claimed by bob (why)`` for a file that
     cannot be told (docs/claims.md): either way the card is not free."""
+    from gputop.core.claims.view import left_text
+
     if claim.doubt is not None:
         return f"may be claimed by {claim.user} ({claim.doubt})"
-    return f"claimed by {claim.user} ({_left(claim)} left)"
+    return f"claimed by {claim.user} ({left_text(claim.until - time.time())} left)"
 
 
 def _user_claim(claim: GpuClaim) -> str:
     """``is claimed by ana (2h left): …``: another user's claim (docs/claims.md)."""
     if claim.doubt is not None:
         return f"{_claimed(claim)}: gputop refuses to launch there unless it waits for it to end"
-    left = _left(claim)
     return (
-        f"is claimed by {claim.user} ({left} left): the job will not start there unless it "
-        "waits for the claim to end"
+        f"is {_claimed(claim)}: the job will not start there unless it waits for the claim to end"
     )
 
 

@@ -1,7 +1,7 @@
 """The dashboard's jobs: one owner of the job store, the log tails and what was last read.
 
-Two threads read jobs (the sampler, a worker after a launch or stop) and a SQLite connection
-stays in its thread, so each opens its own store here; the log tails sit behind one lock.
+Two threads read jobs (the sampler, a worker after a launch or stop): each opens the store
+here (``JobStore.open`` shares one connection per process) and the log tails sit behind a lock.
 """
 
 from __future__ import annotations

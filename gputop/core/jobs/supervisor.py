@@ -29,7 +29,6 @@ from gputop.core.jobs.recording import Recorder
 from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.store_rows import (
     ProcessSeen,
-    Transition,
     note_set,
     started,
     stop_asked,
@@ -83,7 +82,7 @@ class Supervisor:
         self._stopped = False
         self._last: Job | None = None
         """The job as last recorded: recorded again if the store is replaced."""
-        self._recorder: Recorder | None = None
+        self._recorder: Recorder  # made by ``run``, before any write
         self._log_limits = limits_from(environ, log_max)
         self._claim: JobClaim | None = None
         self._measuring: UsageRecorder | None = None
@@ -94,7 +93,7 @@ class Supervisor:
         self._recorder = Recorder(self.store, job.id, self.environ, self._say)
         began = process_start(os.getpid())
         me = ProcessSeen(os.getpid(), began.time, os.getsid(0) or None, began.ticks)
-        self._record(supervisor_seen(me))  # the launcher did too
+        self._recorder.record(supervisor_seen(me))  # the launcher did too
         job = self._last = self.store.get(self.job_id)
         if job.state is not JobState.WAITING:
             return 0  # already ended (stopped before this supervisor got going) or taken
@@ -129,18 +128,6 @@ class Supervisor:
 
     # --- recording, also when the disk is full -------------------------------------------
 
-    def _record(self, transition: Transition) -> None:
-        assert self._recorder is not None
-        self._recorder.record(transition)
-
-    def _flush(self) -> None:
-        if self._recorder is not None:
-            self._recorder.flush()
-
-    @property
-    def _unrecorded(self) -> bool:
-        return self._recorder is not None and not self._recorder.unrecorded.empty
-
     def _record_end(
         self,
         *,
@@ -157,7 +144,6 @@ class Supervisor:
         end = RecordedEnd(self.job_id, time.time(), exit_code, signal, bool(stopped), note, usage)
         if announce is not None:
             announce(end)
-        assert self._recorder is not None
         self._recorder.end(end, stopped)
         return end
 
@@ -169,7 +155,7 @@ class Supervisor:
         last_reason = None
         try:
             while not self._stop_asked():
-                self._flush()
+                self._recorder.flush()
                 try:
                     ready, reason = waiter.try_start(job)
                     if ready is not None:
@@ -198,7 +184,7 @@ class Supervisor:
         return job.stop_requested or job.state is JobState.ENDED
 
     def _ended_before_start(self) -> None:
-        self._record(stop_asked())
+        self._recorder.record(stop_asked())
         self._record_end(note="stopped while waiting; it never started")
         self._say(f"job {self.job_id} was stopped while waiting; it never started")
 
@@ -228,7 +214,7 @@ class Supervisor:
         self._child = child
         began = process_start(child.pid)
         seen = ProcessSeen(child.pid, began.time, session_of(child.pid), began.ticks)
-        self._record(started(seen, spawned_at))
+        self._recorder.record(started(seen, spawned_at))
         self._last = self.store.get(job.id)
         if job.wait_for_free:
             self._notify(STARTED, background=True)  # as recorded: started
@@ -316,9 +302,12 @@ class Supervisor:
             while (returncode := child.poll()) is None:
                 if self.wake.stop_signal is not None:
                     return self._stop(child)
-                if time.monotonic() - checked >= RUNNING_POLL_S or self._unrecorded:
+                if (
+                    time.monotonic() - checked >= RUNNING_POLL_S
+                    or not self._recorder.unrecorded.empty
+                ):
                     self._ensure_recorded()
-                    self._flush()
+                    self._recorder.flush()
                     checked = time.monotonic()
                 if self._measuring is not None:
                     self._measuring.tick()
@@ -327,7 +316,7 @@ class Supervisor:
                 said = cap.check()
                 if said is not None:
                     self._say(f"job {self.job_id}'s {said}")
-                    self._record(note_set(said))
+                    self._recorder.record(note_set(said))
                 due = self._measuring.wait_s if self._measuring is not None else None
                 child.wait_for_event(CHECK_S if due is None else min(CHECK_S, due))
             cap.check()
@@ -358,7 +347,7 @@ class Supervisor:
 
     def _stop(self, child: Child) -> int:
         self._stopped = True
-        self._record(stop_asked())
+        self._recorder.record(stop_asked())
         grace = self.store.get(self.job_id).grace_s
         self._say(
             f"stopping job {self.job_id}: SIGTERM to its process group, SIGKILL after {grace:g} s"

@@ -1,10 +1,8 @@
 """What a supervisor could not record in the store, kept in a file it reserved (docs/faults.md).
 
-``run/ID.end`` is reserved with ``posix_fallocate`` at the start, so writing it needs no new
-space on a full disk. Each transition the store refuses goes there, in one JSON object
-rewritten in place: the format of gputop's first end files with keys added. Readers apply
-it, writers record it (current.py). A record that does not read as a supervisor writes it
-holds nothing, never damage to act on.
+``run/ID.end`` is reserved at the start, so writing it needs no new space on a full disk:
+each transition the store refuses goes there, in one JSON object rewritten in place. Readers
+apply it, writers record it (current.py); a record no supervisor writes holds nothing.
 """
 
 from __future__ import annotations

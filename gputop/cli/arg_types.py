@@ -99,6 +99,13 @@ def add_notify_argument(parser: argparse.ArgumentParser, when: str) -> None:
     )
 
 
+def add_python_argument(parser: argparse.ArgumentParser, which: str) -> None:
+    """``--python PATH``: the interpreter the torch probe asks (gputop.core.probes)."""
+    parser.add_argument(
+        "--python", metavar="PATH", help=f"{which} (default: the first python3 on PATH)"
+    )
+
+
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
     """``--db PATH``: the history store, for ``record`` and ``report``."""
     parser.add_argument(

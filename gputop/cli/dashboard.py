@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from gputop.cli.arg_types import add_interval_argument
+from gputop.cli.arg_types import add_interval_argument, add_python_argument
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
 from gputop.core import settings
 from gputop.core.errors import DashboardStopped, UsageError
@@ -22,11 +22,7 @@ FIRST_SAMPLE_WAIT_S = 0.5
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_interval_argument(parser, 0.2, 1.0, "refresh every SECONDS")
-    parser.add_argument(
-        "--python",
-        metavar="PATH",
-        help="the interpreter your jobs use, for the torch check (default: python3 on PATH)",
-    )
+    add_python_argument(parser, "the interpreter your jobs use, for the torch check")
     parser.add_argument("--readonly", action="store_true", help="never offer to signal processes")
     parser.add_argument(
         "--hosts",

@@ -13,6 +13,7 @@ import argparse
 import os
 from typing import Any
 
+from gputop.cli.arg_types import add_python_argument
 from gputop.core import settings
 from gputop.core.numbers import strict_json
 from gputop.core.probes import (
@@ -46,11 +47,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help=f"a {CVD} value to explain (default: this shell's; '' hides every GPU)",
     )
     parser.add_argument("--order", metavar="ORDER", help=f"a {ORDER} value (default: this shell's)")
-    parser.add_argument(
-        "--python",
-        metavar="PATH",
-        help="the interpreter whose torch to ask (default: the first python3 on PATH)",
-    )
+    add_python_argument(parser, "the interpreter whose torch to ask")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch probe")
     parser.add_argument("--json", action="store_true", help="print JSON instead")
     parser.set_defaults(run=run)

@@ -177,7 +177,7 @@ def test_every_command_and_reader_in_process_keeps_this_process_locks(
     from gputop.core.history.card_history import read_card_history
     from gputop.core.history.process_history import read_process_history
     from gputop.core.history.recent import stored_utilization
-    from gputop.core.jobs.service import JobsService, LogTails, read_jobs_view
+    from gputop.core.jobs.service import JobsService, LogTails
     from gputop.core.jobs.unrecorded import RecordedEnd, keep_end, read_pending_ends
     from gputop.core.remote.agent import read_jobs_from_store
 
@@ -208,7 +208,7 @@ def test_every_command_and_reader_in_process_keeps_this_process_locks(
         jobs, problem = read_jobs_from_store()()
         assert problem is None and jobs is not None and len(jobs) == 2
         with JobStore.open(state_dir) as store:
-            read_jobs_view(store.list_jobs(), None, LogTails())
+            LogTails().last_lines(store.list_jobs())
         keep_end(state_dir, RecordedEnd(job_id=1, ended_at=1.8e9, exit_code=0))
         assert read_pending_ends(state_dir)
         assert main(["report", "--db", str(history), "--since", "1h"]) in (0, 1)

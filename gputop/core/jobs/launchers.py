@@ -55,15 +55,6 @@ _ACCELERATE_MODES = (
 
 
 @dataclass(frozen=True)
-class RankDevice:
-    """Local rank ``local_rank`` uses ``cuda:<logical_index>`` by the usual convention
-    (``torch.cuda.set_device(LOCAL_RANK)``); None where it would have no card."""
-
-    local_rank: int
-    logical_index: int | None
-
-
-@dataclass(frozen=True)
 class LauncherPlan:
     """What gputop will run for a launcher, and what a person must be told about it."""
 
@@ -79,10 +70,6 @@ class LauncherPlan:
     warnings: tuple[str, ...] = ()
     pin_with_indices: bool = False
     """deepspeed reads CUDA_VISIBLE_DEVICES as integers: pin by index, not UUID."""
-
-    def ranks(self, cards: int) -> tuple[RankDevice, ...]:
-        count = self.processes_per_node or 0
-        return tuple(RankDevice(rank, rank if rank < cards else None) for rank in range(count))
 
 
 def free_port() -> int:
@@ -315,15 +302,13 @@ _LAUNCHERS = {
 
 
 def rank_lines(launcher: LauncherPlan, card_labels: Sequence[str]) -> list[str]:
-    """``local rank 0 → cuda:0 → GPU 3 …`` for each process; ``card_labels[N]`` is cuda:N."""
+    """``local rank 0 → cuda:0 → GPU 3 …`` for each process; ``card_labels[N]`` is cuda:N.
+    Local rank N uses cuda:N by the usual convention (``torch.cuda.set_device(LOCAL_RANK)``)."""
     if launcher.processes_per_node is None:
         return [f"{launcher.launcher} decides how many processes it starts."]
     count = launcher.processes_per_node
     lines = [f"{launcher.launcher} starts {count} process{'' if count == 1 else 'es'}:"]
-    for rank in launcher.ranks(len(card_labels)):
-        if rank.logical_index is None:
-            lines.append(f"  local rank {rank.local_rank} → no card of its own")
-        else:
-            where = card_labels[rank.logical_index]
-            lines.append(f"  local rank {rank.local_rank} → cuda:{rank.logical_index} → {where}")
+    for rank in range(count):
+        where = f"cuda:{rank} → {card_labels[rank]}" if rank < len(card_labels) else None
+        lines.append(f"  local rank {rank} → {where or 'no card of its own'}")
     return lines

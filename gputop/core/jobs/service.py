@@ -90,18 +90,6 @@ def job_processes(snapshot: Snapshot, jobs: Sequence[Job]) -> dict[int, int]:
     return found
 
 
-def read_jobs_view(
-    jobs: Sequence[Job], snapshot: Snapshot | None, tails: LogTails, read_number: int = 0
-) -> JobsView:
-    """Everything the jobs panel and the process table need, in one immutable value."""
-    return JobsView(
-        read_number=read_number,
-        jobs=tuple(jobs),
-        last_lines=tails.last_lines(jobs),
-        job_of_pid=job_processes(snapshot, jobs) if snapshot is not None else {},
-    )
-
-
 def job_memory_peaks(
     peaks: Mapping[int, int], snapshot: Snapshot | None, jobs: JobsView
 ) -> dict[int, int]:
@@ -190,7 +178,9 @@ class JobsService:
                 self._report(notice, "warning")
             self._problem = None
             with self._tails_lock:
-                return read_jobs_view(jobs, snapshot, self._tails, number)
+                lines = self._tails.last_lines(jobs)
+            pids = job_processes(snapshot, jobs) if snapshot is not None else {}
+            return JobsView(tuple(jobs), lines, pids, number)
         except GputopError as error:
             self._unavailable(str(error))
             return None

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.model import GpuClaim, GpuSample, ProcessType, Snapshot
-from gputop.core.units import MIB, NA
+from gputop.core.units import MIB, NA, counted
 
 GIB = 1024 * MIB
 COMPUTE_MODE_PROHIBITED = 2
@@ -223,7 +223,7 @@ def launch_warnings(
             warnings.append(f"GPU {index} is lost")
             continue
         if gpu.mig_mode_current:
-            instances = _plural(len(gpu.mig_devices), "MIG instance")
+            instances = counted(len(gpu.mig_devices), "MIG instance")
             warnings.append(
                 f"GPU {index} is in MIG mode: the job sees its {instances}, not the whole GPU"
                 if gpu.mig_devices
@@ -320,7 +320,7 @@ def _owner_reasons(gpu: GpuSample, user: str) -> list[str]:
         reasons.append(_processes_of(others))
     unknown = sum(1 for p in gpu.processes if p.user is None)
     if unknown:
-        reasons.append(f"{_plural(unknown, 'process')} of unknown owner")
+        reasons.append(f"{_processes(unknown)} of unknown owner")
     if not gpu.processes_listed:
         reasons.append("processes not listed by NVML (owners unknown)")
     return reasons
@@ -331,7 +331,7 @@ def _processes_of(counts: Counter[str]) -> str:
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     (first_user, first_count), rest = ranked[0], ranked[1:]
     return ", ".join(
-        [f"{_plural(first_count, 'process')} of {first_user}"]
+        [f"{_processes(first_count)} of {first_user}"]
         + [f"{count} of {name}" for name, count in rest]
     )
 
@@ -388,12 +388,12 @@ def _job_claim(job: ActiveJob) -> str:
 
 def _not_enough_message(wanted: int, verdicts: Sequence[CardVerdict], policy: FreePolicy) -> str:
     free = [v.physical_index for v in verdicts if v.free]
-    asked = f"Asked for {_plural(wanted, 'free GPU')}"
+    asked = f"Asked for {counted(wanted, 'free GPU')}"
     if not verdicts:
         return f"{asked}, but this machine has no GPU."
     if wanted > len(verdicts):
         some = f"{len(free)} of them free ({_cards(free)})" if free else "none of them free"
-        head = f"{asked}, but this machine has only {_plural(len(verdicts), 'GPU')}, {some}."
+        head = f"{asked}, but this machine has only {counted(len(verdicts), 'GPU')}, {some}."
     elif not free:
         head = f"{asked}, but none is free."
     else:
@@ -412,6 +412,5 @@ def _cards(indices: Sequence[int]) -> str:
     return "GPUs " + ", ".join(str(i) for i in indices)
 
 
-def _plural(count: int, noun: str) -> str:
-    plural = noun + ("es" if noun.endswith("ss") else "s")
-    return f"{count} {noun if count == 1 else plural}"
+def _processes(count: int) -> str:
+    return f"{count} process{'' if count == 1 else 'es'}"

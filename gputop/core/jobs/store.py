@@ -65,10 +65,6 @@ class JobStore(StoreConnection):
         """The job's row as the store holds it now, nothing applied."""
         return self._select("SELECT * FROM jobs WHERE id = ?", (job_id,))[0]
 
-    @property
-    def host(self) -> str:
-        return self._host
-
     def history(self, limit: int = 200) -> list[str]:
         """Commands launched before, oldest first and newest last, each once."""
         rows = self._rows("SELECT command_text FROM history ORDER BY seq DESC LIMIT ?", (limit,))

@@ -77,7 +77,8 @@ class StoreConnection:
         self.notices = notices
         self._conn = connection
         self._lock = threading.RLock()
-        self._host = socket.gethostname()
+        self.host = socket.gethostname()
+        """This machine: the host of the jobs it launches and judges."""
         self._file = store_identity(state_dir) if connection is not None else None
         self.in_memory = False
         self.faults = FaultReporter(

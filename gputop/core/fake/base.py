@@ -11,6 +11,7 @@ calls themselves only compute readings.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import time
 from collections.abc import Callable
@@ -24,6 +25,12 @@ from gputop.core.fake.signals import Signal
 
 MIB = 1024 * 1024
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+DRIVER_TICK_S = 0.05
+"""How often the simulated driver updates its readings: every call within one such window
+of scenario time (on a frozen clock, of real time as well) reads the same values, taken at
+the window's start, as a real driver refreshes what it reports periodically, not per call
+(docs/scenario.md, "When readings change")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +96,9 @@ class FakeNvmlBase:
         across runs (the history store knows a process by both) and its age stays that of
         a process of this machine's uptime, not of the scenario's date."""
         self._init_count = 0
+        self._tick: tuple[float, int] | None = None
+        """The driver update the memo below holds (``_tick_key``)."""
+        self._tick_memo: dict[Any, Any] = {}
 
     @property
     def scenario(self) -> Scenario:
@@ -101,6 +111,35 @@ class FakeNvmlBase:
         if self._frozen_time is not None:
             return self._frozen_time
         return (time.monotonic() - self._t0) * self._speed
+
+    def reading_time(self) -> float:
+        """The scenario time the readings of a call made now are taken at: the frozen time,
+        or on a running clock the start of the current driver update (``DRIVER_TICK_S``)."""
+        if self._frozen_time is not None:
+            return self._frozen_time
+        now = (time.monotonic() - self._t0) * self._speed
+        return math.floor(now / DRIVER_TICK_S) * DRIVER_TICK_S
+
+    def _tick_key(self) -> tuple[float, int]:
+        """The driver update a call falls in: its reading time and, on a frozen clock, the
+        real time's window too, for what moves with real time there as well (the jobs pinned
+        to simulated cards, pinned.py)."""
+        if self._frozen_time is None:
+            return self.reading_time(), 0
+        return self._frozen_time, math.floor(time.monotonic() / DRIVER_TICK_S)
+
+    def _memo(self, key: Any, compute: Callable[[], T]) -> T:
+        """``compute()``, once per driver update for ``key``: what the calls of one update
+        share (a card's processes, their memory and time shares) is worked out once."""
+        tick = self._tick_key()
+        if tick != self._tick:
+            self._tick = tick
+            self._tick_memo = {}
+        memo = self._tick_memo
+        if key in memo:
+            return memo[key]
+        value = memo[key] = compute()
+        return value
 
     @property
     def speed(self) -> float:
@@ -181,10 +220,10 @@ class FakeNvmlBase:
         return self._scenario.gpus[handle.gpu].mig_devices[handle.mig]
 
     def _value(self, signal: Signal | None, t: float | None = None) -> float:
-        """The signal now (or at ``t``); an absent reading is NOT_SUPPORTED."""
+        """The signal now (its driver update's, or at ``t``); absent is NOT_SUPPORTED."""
         if signal is None:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return signal.value_at(self.now() if t is None else t)
+        return signal.value_at(self.reading_time() if t is None else t)
 
     # The three below are every reading's path: written out, one call fewer each (as
     # max(0, ...) and min(100, ...) would give).
@@ -193,7 +232,7 @@ class FakeNvmlBase:
         """A reading as NVML's unsigned int: rounded, never negative."""
         if signal is None:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        value = round(signal.value_at(self.now() if t is None else t))
+        value = round(signal.value_at(self.reading_time() if t is None else t))
         return value if value > 0 else 0
 
     def _percent(self, signal: Signal | None, t: float | None = None) -> int:
@@ -203,7 +242,7 @@ class FakeNvmlBase:
     def _bytes(self, signal_mib: Signal | None, t: float | None = None) -> int:
         if signal_mib is None:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        value = round(signal_mib.value_at(self.now() if t is None else t) * MIB)
+        value = round(signal_mib.value_at(self.reading_time() if t is None else t) * MIB)
         return value if value > 0 else 0
 
     def _percent_or_zero(self, signal: Signal | None, t: float | None = None) -> int:

@@ -151,7 +151,10 @@ class CCalls(ProcessCalls):
             self._check_device(symbol, handle, allow_mig=True)
         except pynvml.NVMLError as error:
             return int(error.value)
-        listed = [p for p in self._processes(handle) if _in_list(p[0], kind)]
+        listed = self._memo(
+            ("listed", handle, kind),
+            lambda: [p for p in self._processes(handle) if _in_list(p[0], kind)],
+        )
         capacity = int(count.contents.value)
         count.contents.value = len(listed)
         if not listed:
@@ -164,7 +167,9 @@ class CCalls(ProcessCalls):
                 f"the caller's {ctypes.sizeof(entries)}-byte buffer"
             )
         written = (layout * len(listed)).from_buffer(entries)
-        shares = self._memory_shares(handle, self.now())  # the card's memory (card_load.py)
+        shares = self._memory_shares(
+            handle, self.reading_time()
+        )  # the card's memory (card_load.py)
         for slot, (process, ids) in zip(written, listed, strict=True):
             gpu_instance_id, compute_instance_id = ids
             slot.pid = process.pid
@@ -218,7 +223,7 @@ class CCalls(ProcessCalls):
             return int(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if info.version != UTILIZATION_INFO_V1:
             return NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-        measured = [(p, ids) for p, ids in self._processes(handle) if p.sm_util is not None]
+        measured = self._measured(handle)
         sample_t = math.floor(self.now() / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S
         stamp = round(self._epoch_at(sample_t) * 1_000_000)
         if not measured or stamp <= info.lastSeenTimeStamp:

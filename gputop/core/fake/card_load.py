@@ -109,14 +109,30 @@ class CardLoad(FakeNvmlBase):
             owners += [(m, (m.gpu_instance_id, m.compute_instance_id)) for m in gpu.mig_devices]
         return owners
 
-    def _processes(self, handle: FakeDeviceHandle) -> Iterator[tuple[ScenarioProcess, InstanceIds]]:
+    def _processes(
+        self, handle: FakeDeviceHandle
+    ) -> tuple[tuple[ScenarioProcess, InstanceIds], ...]:
         """The processes a handle sees (the scenario's and the jobs pinned to it), with their
-        (GPU, compute) instance ids."""
+        (GPU, compute) instance ids: once per driver update."""
+        return self._memo(("processes", handle), lambda: tuple(self._each_process(handle)))
+
+    def _each_process(
+        self, handle: FakeDeviceHandle
+    ) -> Iterator[tuple[ScenarioProcess, InstanceIds]]:
         for owner, ids in self._owners(handle):
             for process in self._on(owner):
                 yield process, ids
 
+    def _measured(self, handle: FakeDeviceHandle) -> list[tuple[ScenarioProcess, InstanceIds]]:
+        """The processes a handle sees that have an SM reading (those the driver samples)."""
+        return self._memo(
+            ("measured", handle),
+            lambda: [(p, ids) for p, ids in self._processes(handle) if p.sm_util is not None],
+        )
+
     def _on(self, owner: Owner) -> tuple[ScenarioProcess, ...]:
+        if self._pinned_scanner is None:
+            return owner.processes
         return (*owner.processes, *self._pinned_to(owner.uuid, owner.processes))
 
     @functools.cached_property
@@ -133,6 +149,13 @@ class CardLoad(FakeNvmlBase):
     ) -> tuple[ScenarioProcess, ...]:
         """The live processes pinned to the card ``uuid``, as compute processes with the
         scenario's job profile at their age (times the fake's speed)."""
+        if self._pinned_scanner is None or self._scenario.job_profile is None:
+            return ()
+        return self._memo(("pinned", uuid), lambda: self._pinned_now(uuid, listed))
+
+    def _pinned_now(
+        self, uuid: str, listed: tuple[ScenarioProcess, ...]
+    ) -> tuple[ScenarioProcess, ...]:
         scanner = self._pinned_scanner
         profile = self._scenario.job_profile
         if scanner is None or profile is None:
@@ -164,6 +187,9 @@ class CardLoad(FakeNvmlBase):
         """The card's utilisation (GPU %, memory %) at scenario time ``t``: the scenario's
         plus what the jobs pinned to it ask for, at most 100 each. Needs the scenario's
         ``utilization_gpu`` (NOT_SUPPORTED without it)."""
+        return self._memo(("utilization", id(gpu), t), lambda: self._utilization_at(gpu, t))
+
+    def _utilization_at(self, gpu: ScenarioGpu, t: float) -> tuple[int, int]:
         pinned = self._pinned_to(gpu.uuid, gpu.processes)
         busy = self._percent(gpu.utilization_gpu, t)
         busy += sum(self._percent(p.sm_util, t) for p in pinned if p.sm_util is not None)
@@ -174,12 +200,16 @@ class CardLoad(FakeNvmlBase):
     def _card_used_bytes(self, owner: Owner, t: float) -> int:
         """The memory a GPU or MIG device has in use at ``t`` (v2 "used", without what the
         driver reserves): at least what its processes hold, at most what it has."""
-        listed, pinned = owner.processes, self._pinned_to(owner.uuid, owner.processes)
-        used = max(self._bytes_at(owner.memory_used_mib, t), self._memory_demand(listed, t))
-        used += self._memory_demand(pinned, t)
+        return self._memo(("used", id(owner), t), lambda: self._used_bytes_at(owner, t))
+
+    def _used_bytes_at(self, owner: Owner, t: float) -> int:
+        asked = self._memory_asked(owner, t)
+        listed = sum(asked[p.pid] for p in owner.processes if p.used_memory_mib is not None)
+        everyone = sum(asked.values())  # the listed processes' and the pinned jobs'
+        used = max(self._bytes_at(owner.memory_used_mib, t), listed) + everyone - listed
         if isinstance(owner, ScenarioGpu) and _in_mig_mode(owner):
             in_migs = sum(self._card_used_bytes(m, t) for m in owner.mig_devices)
-            used = max(used, self._memory_demand(self._on(owner), t) + in_migs)
+            used = max(used, everyone + in_migs)
         capacity = self._capacity_bytes(owner)
         return used if capacity is None else min(capacity, used)
 
@@ -193,18 +223,30 @@ class CardLoad(FakeNvmlBase):
 
     # -- the shares -------------------------------------------------------------------------
 
+    def _memory_asked(self, owner: Owner, t: float) -> dict[int, int]:
+        """What each process on a device asks for at ``t`` (bytes, by pid; those the scenario
+        gives a memory only): what its card's used memory and the shares are made of."""
+        return self._memo(
+            ("asked", id(owner), t),
+            lambda: {
+                p.pid: self._bytes(p.used_memory_mib, t)
+                for p in self._on(owner)
+                if p.used_memory_mib is not None
+            },
+        )
+
     def _memory_shares(self, handle: FakeDeviceHandle, t: float) -> dict[ProcessKey, int | None]:
         """The memory each process the handle sees holds at scenario time ``t``, by
         (instance ids, pid): what it asks for, or its part of its device's memory where they
-        ask for more (``None``: the scenario gives it none, NVML's "not available")."""
+        ask for more (``None``: the scenario gives it none, NVML's "not available"). Once
+        per driver update: the callers only read it."""
+        return self._memo(("memory", handle, t), lambda: self._memory_shares_at(handle, t))
+
+    def _memory_shares_at(self, handle: FakeDeviceHandle, t: float) -> dict[ProcessKey, int | None]:
         shares: dict[ProcessKey, int | None] = {}
         for owner, ids in self._owners(handle):
             everyone = self._on(owner)
-            asked = {
-                p.pid: self._bytes(p.used_memory_mib, t)
-                for p in everyone
-                if p.used_memory_mib is not None
-            }
+            asked = self._memory_asked(owner, t)
             held = share_out(asked, self._capacity_bytes(owner))
             shares.update({(ids, p.pid): held.get(p.pid) for p in everyone})
         gpu = self._gpu(handle)
@@ -216,7 +258,10 @@ class CardLoad(FakeNvmlBase):
     def _time_shares(self, handle: FakeDeviceHandle, t: float) -> dict[ProcessKey, TimeShare]:
         """(SM %, memory %) of each process with an SM reading the handle sees, at scenario
         time ``t``, by (instance ids, pid): what it asks for, or its part of its device's
-        utilisation where they ask for more (module docstring)."""
+        utilisation where they ask for more (module docstring). Once per driver update."""
+        return self._memo(("time", handle, t), lambda: self._time_shares_at(handle, t))
+
+    def _time_shares_at(self, handle: FakeDeviceHandle, t: float) -> dict[ProcessKey, TimeShare]:
         shares: dict[ProcessKey, TimeShare] = {}
         for owner, ids in self._owners(handle):
             measured = [p for p in self._on(owner) if p.sm_util is not None]
@@ -243,9 +288,6 @@ class CardLoad(FakeNvmlBase):
         if owner.utilization_gpu is None:
             return None, None
         return self._card_utilization(owner, t)
-
-    def _memory_demand(self, processes: tuple[ScenarioProcess, ...], t: float) -> int:
-        return sum(self._bytes_at(p.used_memory_mib, t) for p in processes)
 
     def _bytes_at(self, signal_mib: Signal | None, t: float) -> int:
         return 0 if signal_mib is None else self._bytes(signal_mib, t)

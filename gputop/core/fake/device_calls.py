@@ -96,7 +96,7 @@ class DeviceCalls(CardLoad):
         owner = self._mig(handle) or self._gpu(handle)
         total = int(self._static(owner.memory_total_mib)) * MIB
         reserved = min(total, (getattr(owner, "memory_reserved_mib", None) or 0) * MIB)
-        used = min(total - reserved, self._card_used_bytes(owner, self.now()))
+        used = min(total - reserved, self._card_used_bytes(owner, self.reading_time()))
         free = total - reserved - used
         if version:
             if "nvmlDeviceGetMemoryInfo_v2" in self._scenario.missing_functions:
@@ -125,7 +125,7 @@ class DeviceCalls(CardLoad):
         """Needs ``utilization_gpu``; an absent ``utilization_memory`` reads 0. A job
         launched on the card adds its own (card_load.py)."""
         rates = pynvml.c_nvmlUtilization_t()
-        rates.gpu, rates.memory = self._card_utilization(self._gpu(handle), self.now())
+        rates.gpu, rates.memory = self._card_utilization(self._gpu(handle), self.reading_time())
         return rates
 
     @nvml_function()

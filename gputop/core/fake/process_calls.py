@@ -91,7 +91,7 @@ class ProcessCalls(CardLoad):
         idle one is left out), and no sample at all is NOT_FOUND. A GPU where no process has
         ``sm_util`` in the scenario does not measure processes: NOT_SUPPORTED.
         """
-        measured = [(p, ids) for p, ids in self._processes(handle) if p.sm_util is not None]
+        measured = self._measured(handle)
         if not measured:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
         sample_t = math.floor(self.now() / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S
@@ -234,7 +234,9 @@ class ProcessCalls(CardLoad):
         )
 
     def _running(self, handle: FakeDeviceHandle, *, compute: bool) -> list[Any]:
-        shares = self._memory_shares(handle, self.now())  # the card's memory (card_load.py)
+        shares = self._memory_shares(
+            handle, self.reading_time()
+        )  # the card's memory (card_load.py)
         result = []
         for process, ids in self._processes(handle):
             if not (process.is_compute if compute else process.is_graphics):

@@ -57,8 +57,8 @@ def _unrecorded(store: RowStore, job: Job, unrecorded: Unrecorded | None) -> Job
         forget_unrecorded(store.state_dir, job.id)
         return job
     seen = unrecorded.applied(job)
-    if unrecorded.end is None and _supervisor_may_live(store, seen):
-        return seen  # its supervisor records it (and rewrites it meanwhile)
+    if unrecorded.end is None and (seen.host != store.host or _supervisor_alive(seen)):
+        return seen  # its supervisor records it (another host's: this reader cannot tell)
     try:
         record_unrecorded(store, unrecorded)
     except StoreError as error:
@@ -69,32 +69,22 @@ def _unrecorded(store: RowStore, job: Job, unrecorded: Unrecorded | None) -> Job
     return store.reread(job.id)
 
 
-def _supervisor_may_live(store: RowStore, job: Job) -> bool:
-    """Alive, or on another host (a shared state directory), where this reader cannot tell."""
-    if job.host != store.host:
-        return True
-    if job.supervisor_pid is None:
+def _supervisor_alive(job: Job) -> bool:
+    """The job's recorded supervisor still runs (started in this boot)."""
+    if job.supervisor_pid is None or _from_earlier_boot(job):
         return False
-    if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
-        return False
-    return supervisor_alive(job)
-
-
-def supervisor_alive(job: Job) -> bool:
-    assert job.supervisor_pid is not None
     return process_alive(
         job.supervisor_pid, job.supervisor_start_time, job.supervisor_start_ticks, job.boot_id
     )
 
 
-def leader_alive(job: Job) -> bool:
-    assert job.pid is not None
-    return process_alive(job.pid, job.pid_start_time, job.pid_start_ticks, job.boot_id)
+def _from_earlier_boot(job: Job) -> bool:
+    return from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at)
 
 
 def _lost_note(job: Job, now: float) -> str | None:
     """Why an active job of this host is lost, or ``None`` where it is not."""
-    if from_earlier_boot(job.boot_id, job.supervisor_start_time or job.created_at):
+    if _from_earlier_boot(job):
         return (
             "the machine restarted since it was launched: none of its processes is "
             "running, and gputop will never signal its old pids"
@@ -103,13 +93,15 @@ def _lost_note(job: Job, now: float) -> str | None:
         return (
             None if now - job.created_at < NEVER_STARTED_AFTER_S else "its supervisor never started"
         )
-    if supervisor_alive(job):
+    if _supervisor_alive(job):
         return None
     note = (
         f"its supervisor (pid {job.supervisor_pid}) ended without recording how the "
         "job ended (killed, or the machine restarted)"
     )
-    if job.pid is not None and leader_alive(job):
+    if job.pid is not None and process_alive(
+        job.pid, job.pid_start_time, job.pid_start_ticks, job.boot_id
+    ):
         # said as of then: the note stays while the process may end at any time
         note += (
             f"; the job (pid {job.pid}) was still running when this was found "

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from gputop.core.errors import GputopError, UsageError
+from gputop.core.mig_targets import MigTarget, judge_mig_instance, mig_target_by_uuid
 from gputop.core.model import GpuClaim, GpuSample, ProcessType, Snapshot
 from gputop.core.units import MIB, NA, counted
 
@@ -176,8 +177,6 @@ def _free_mig_instance(
     active_job_gpus: Mapping[int, Sequence[int | str]],
     claimed: Mapping[int, str] = _NO_CLAIMS,
 ) -> str | None:
-    from gputop.core.mig_targets import MigTarget, judge_mig_instance
-
     candidates: list[tuple[int, int, int, str]] = []
     for gpu in sorted(snapshot.gpus, key=lambda g: g.physical_index):
         if not gpu.mig_mode_current or gpu.lost or gpu.no_access:
@@ -245,8 +244,6 @@ def _mig_warnings(
     snapshot: Snapshot, mig_uuid: str, policy: FreePolicy, user: str, jobs: Sequence[ActiveJob]
 ) -> list[str]:
     """A MIG instance is judged alone (gputop.core.mig_targets has the rule)."""
-    from gputop.core.mig_targets import judge_mig_instance, mig_target_by_uuid
-
     target = mig_target_by_uuid(snapshot.gpus, mig_uuid)
     if target is None:
         return [f"MIG device {mig_uuid} is not on this machine"]

@@ -13,6 +13,8 @@ from typing import Any, TypeGuard
 
 from gputop.core.numbers import MAX_MEMORY_BYTES as MAX_BYTES
 from gputop.core.numbers import strict_json, whole_within, within
+from gputop.core.safe_text import clean
+from gputop.core.units import duration, human_bytes
 
 MAX_SECONDS = 10 * 365 * 86400.0
 MAX_ENERGY_J = 1e15
@@ -120,8 +122,6 @@ def not_measured_text(reason: str) -> str:
 
 def usage_note_from_text(text: str | None) -> str | None:
     """Why the job's use was not measured, where that was recorded (cleaned), else None."""
-    from gputop.core.safe_text import clean
-
     data = _json(text) if text and NOT_MEASURED in text else None
     reason = data.get(NOT_MEASURED) if isinstance(data, dict) else None
     return clean(reason[:MAX_NOTE_CHARS]) if isinstance(reason, str) and reason else None
@@ -197,8 +197,6 @@ def _optional_int(value: object, high: int) -> TypeGuard[int | None]:
 def usage_summary(usage: JobUsage | None, note: str | None = None) -> str:
     """One line for a person (the job's log view): per card, then in total; where nothing
     was measured, why (``note``: a job's cleaned ``usage_note``) if known."""
-    from gputop.core.units import duration, human_bytes
-
     if usage is None:
         return f"GPU use: {note}" if note else "GPU use: not measured"
     parts = []
@@ -222,8 +220,6 @@ def usage_summary(usage: JobUsage | None, note: str | None = None) -> str:
 def activity_words(card: CardUsage) -> list[str]:
     """``SM active 72 %``, ``tensor 41 %``, ``DRAM 55 %``, ``throttled 3:20``: the card's
     GPM figures over the run and its throttled time, where known (docs/activity.md)."""
-    from gputop.core.units import duration
-
     words = [
         f"{name} {value:.0f} %"
         for name, value in (

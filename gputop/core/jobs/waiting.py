@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 from gputop.core import settings
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, judge_cards, pick_free
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import cards_set
+from gputop.core.mig_targets import judge_mig_instance, mig_target_by_uuid
 from gputop.core.users import current_user
 
 if TYPE_CHECKING:
-    from gputop.core.jobs.policy import FreePolicy
     from gputop.core.model import Snapshot
     from gputop.core.sampling.nvml_backend import NvmlBackend
 
@@ -48,9 +49,6 @@ def wait_decision(
     instances another user claimed are not free (docs/claims.md)."""
     claimed = claimed or {}
     claimed_instances = claimed_instances or {}
-    from gputop.core.jobs.policy import NotEnoughFreeGpus, judge_cards, pick_free
-    from gputop.core.mig_targets import judge_mig_instance, mig_target_by_uuid
-
     if job.wait_count is not None and not job.physical_indices:
         try:
             chosen = pick_free(
@@ -90,8 +88,6 @@ def wait_decision(
 
 def job_policy(job: Job) -> FreePolicy:
     """The policy the job was queued with (``--min-free-mib``, ``--max-util``)."""
-    from gputop.core.jobs.policy import FreePolicy
-
     given = {"min_free_mib": job.wait_min_free_mib, "max_util_percent": job.wait_max_util_percent}
     return FreePolicy(**{name: value for name, value in given.items() if value is not None})
 

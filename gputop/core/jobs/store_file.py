@@ -173,7 +173,9 @@ def open_read_only(directory: Path) -> sqlite3.Connection:
     try:
         if not prepare(JOBS, dir_fd, path, create=False):
             raise StoreError(f"There is no job store at {path}.")
-        has_wal = _size(dir_fd, DB_NAME + "-wal") > 0
+        has_wal = False  # absent, or empty (left by a failed open)
+        with contextlib.suppress(FileNotFoundError):
+            has_wal = os.stat(DB_NAME + "-wal", dir_fd=dir_fd, follow_symlinks=False).st_size > 0
     finally:
         os.close(dir_fd)
     connection, _version = _open_read_only(
@@ -193,14 +195,6 @@ def open_read_only(directory: Path) -> sqlite3.Connection:
             raise StoreError(f"Cannot read the job store {path}: {error}.") from None
         raise
     return connection
-
-
-def _size(dir_fd: int, name: str) -> int:
-    """Bytes in ``name`` (0 when absent: an empty ``-wal`` is left by a failed open)."""
-    try:
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_size
-    except FileNotFoundError:
-        return 0
 
 
 def memory_connection() -> sqlite3.Connection:

@@ -19,7 +19,8 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from gputop.core.claims.jobs import JobClaim
+from gputop.core.claims.directory import claims_path
+from gputop.core.claims.jobs import IGNORED_ENV, JobClaim, job_cards
 from gputop.core.errors import GputopError
 from gputop.core.jobs.child import Child, PopenChild, PtyChild, Wakeup, wait_for_enter
 from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from
@@ -252,8 +253,6 @@ class Supervisor:
 
     def _take_claim(self, job: Job) -> str | None:
         """Claim the job's cards while it runs (docs/claims.md); why it must not start."""
-        from gputop.core.claims.directory import claims_path
-        from gputop.core.claims.jobs import IGNORED_ENV, JobClaim, job_cards
         from gputop.core.sampling.source import open_backend
 
         self._claim = JobClaim(job.id, self.environ)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gputop.core import settings
+from gputop.core.claims.jobs import IGNORED_ENV
+from gputop.core.claims.view import read_claims
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, judge_cards, pick_free
@@ -147,8 +149,6 @@ class CardWaiter:
 
     def _claims(self, snapshot: Snapshot, job: Job) -> tuple[dict[int, str], dict[str, str]]:
         """Cards and instances other users' claims keep this job off (docs/claims.md)."""
-        from gputop.core.claims.view import read_claims
-
         if _ignored_mark(job):
             return {}, {}
         view = read_claims(self.environ)
@@ -162,6 +162,4 @@ class CardWaiter:
 
 def _ignored_mark(job: Job) -> dict[str, str]:
     """The ``--ignore-claims`` mark of a job, kept when its cards are fixed."""
-    from gputop.core.claims.jobs import IGNORED_ENV
-
     return {IGNORED_ENV: job.env[IGNORED_ENV]} if IGNORED_ENV in job.env else {}

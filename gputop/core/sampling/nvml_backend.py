@@ -326,7 +326,11 @@ class NvmlBackend:
         usage: dict[int, ProcessUtilization] = {}
         if processes:
             usage = read_utilization(
-                self._reader, handle, (p.pid for p in processes), self._clock()
+                self._reader,
+                handle,
+                (p.pid for p in processes),
+                self._clock(),
+                self._processes.symbols,
             )
         index = state.static.physical_index
         activity = self._activity.gpu(index)

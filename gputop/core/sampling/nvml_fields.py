@@ -41,10 +41,35 @@ class FieldReader:
             nvml, "NVMLLibraryMismatchError", _NeverRaised
         )
         self._missing: set[str] = set()
+        self._binding_lacks: dict[tuple[str, ...], bool] = {}
 
     def has(self, function: str) -> bool:
         """False once the driver has said it lacks ``function``."""
         return function not in self._missing
+
+    def binding_lacks(self, *names: str) -> bool:
+        """Whether the NVML module lacks one of ``names`` (a function or a struct of a newer
+        binding), asked once."""
+        known = self._binding_lacks.get(names)
+        if known is None:
+            known = self._binding_lacks[names] = not all(
+                getattr(self._nvml, name, None) is not None for name in names
+            )
+        return known
+
+    def error_for(self, code: int) -> Exception:
+        """The binding's exception for an NVML return code (``NVMLError(code)`` picks the
+        subclass), for a call gputop makes through a driver symbol."""
+        return self._nvml_error(code)
+
+    def call(
+        self, function: str, call: Callable[..., T], *args: Any, not_found: Any = None
+    ) -> T | Any | None:
+        """``call(*args)`` answered as ``read`` answers ``nvml.<function>(*args)``: for a
+        call gputop makes itself through the driver's symbol of ``function``."""
+        if function in self._missing:
+            return None
+        return self._answer(function, call, args, not_found)
 
     def read(self, function: str, *args: Any, not_found: Any = None) -> Any | None:
         """``nvml.<function>(*args)``, or ``None`` when NVML cannot give it.
@@ -59,6 +84,11 @@ class FieldReader:
         if fn is None:
             self._missing.add(function)
             return None
+        return self._answer(function, fn, args, not_found)
+
+    def _answer(
+        self, function: str, fn: Callable[..., Any], args: tuple[Any, ...], not_found: Any
+    ) -> Any | None:
         try:
             return fn(*args)
         except self._lost_error as error:

@@ -17,14 +17,17 @@ asks for the samples of the last ``SAMPLE_WINDOW_S`` and a process without one r
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterable
+import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.model import MigDevice, ProcessType
 from gputop.core.numbers import MAX_PID
+from gputop.core.nvml_layouts import NVML_ERROR_INSUFFICIENT_SIZE, NVML_SUCCESS
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError
 from gputop.core.sampling.nvml_running import (
+    ATTEMPTS,
     COMPUTE,
     GRAPHICS,
     MPS,
@@ -104,12 +107,15 @@ class ProcessLister:
             (ProcessType.GRAPHICS, graphics),
             (ProcessType.MPS_CLIENT, mps),
         ):
-            for entry in entries or ():
-                if not 0 < entry.pid <= MAX_PID:
+            for pid, used, gi, ci in entries or ():
+                if not 0 < pid <= MAX_PID:
                     dropped += 1
                     continue
-                process = _from_raw(entry, kind, by_instance)
-                key = (process.pid, process.gpu_instance_id, process.compute_instance_id)
+                mig = by_instance.get((gi, ci)) if gi is not None else None
+                process = NvmlProcess(
+                    pid, kind, used, mig.uuid if mig is not None else None, gi, ci
+                )
+                key = (pid, gi, ci)
                 earlier = merged.get(key)
                 if earlier is not None and earlier.type is not kind:
                     process = _combined(earlier, process)
@@ -133,21 +139,6 @@ class ProcessLister:
         if all(entries is None for entries in per_instance):
             return None
         return [entry for entries in per_instance for entry in entries or ()]
-
-
-def _from_raw(
-    entry: RawProcess, kind: ProcessType, by_instance: dict[tuple[int | None, int | None], Any]
-) -> NvmlProcess:
-    gi, ci = entry.gpu_instance_id, entry.compute_instance_id
-    mig = by_instance.get((gi, ci)) if gi is not None else None
-    return NvmlProcess(
-        pid=entry.pid,
-        type=kind,
-        used_memory_bytes=entry.used_memory_bytes,
-        mig_uuid=mig.uuid if mig is not None else None,
-        gpu_instance_id=gi,
-        compute_instance_id=ci,
-    )
 
 
 def _combined(first: NvmlProcess, second: NvmlProcess) -> NvmlProcess:
@@ -183,21 +174,98 @@ INFO_CALL = "nvmlDeviceGetProcessesUtilizationInfo"
 """R550 and newer; absent from nvidia-ml-py before 12.550 (docs/activity.md)."""
 
 
+class _ProcessUtilizationInfoV1(ctypes.Structure):
+    """nvml.h's ``nvmlProcessUtilizationInfo_v1_t``: one process's sample (40 bytes)."""
+
+    _fields_ = [
+        ("timeStamp", ctypes.c_ulonglong),
+        ("pid", ctypes.c_uint),
+        ("smUtil", ctypes.c_uint),
+        ("memUtil", ctypes.c_uint),
+        ("encUtil", ctypes.c_uint),
+        ("decUtil", ctypes.c_uint),
+        ("jpgUtil", ctypes.c_uint),
+        ("ofaUtil", ctypes.c_uint),
+    ]
+
+
+class _ProcessesUtilizationInfoV1(ctypes.Structure):
+    """nvml.h's ``nvmlProcessesUtilizationInfo_v1_t``: the request and the caller's array."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("processSamplesCount", ctypes.c_uint),
+        ("lastSeenTimeStamp", ctypes.c_ulonglong),
+        ("procUtilArray", ctypes.c_void_p),
+    ]
+
+
+_INFO_V1 = ctypes.sizeof(_ProcessesUtilizationInfoV1) | 1 << 24
+"""``nvmlProcessesUtilizationInfo_v1``: NVML_STRUCT_VERSION(..., 1), 0x01000018."""
+_INFO_SAMPLE = struct.Struct("=QIII20x")
+"""A sample's time stamp, pid, SM % and memory % (the codec figures after them skipped)."""
+_INFO_BINDING_STRUCT = "c_nvmlProcessesUtilizationInfo_v1_t"
+"""What nvidia-ml-py defines with the call (12.550 and later)."""
+
+
+def _info_call(
+    function: Any, error: Callable[[int], Exception]
+) -> Callable[[Any, int], list[tuple[int, int, int, int]]]:
+    """``nvmlDeviceGetProcessesUtilizationInfo`` made through the driver's symbol, as the
+    binding's wrapper makes it (a call for the count, then one with an array), with room to
+    grow and a retry as for the process lists, its samples read from the array's bytes in
+    one pass: (time stamp, pid, SM %, memory %) each."""
+
+    def call(handle: Any, since_us: int) -> list[tuple[int, int, int, int]]:
+        info = _ProcessesUtilizationInfoV1(_INFO_V1, 0, since_us, None)
+        samples: Any = None
+        capacity = 0
+        for _attempt in range(ATTEMPTS):
+            result = int(function(handle, ctypes.byref(info)))
+            if result == NVML_SUCCESS:
+                if samples is None:
+                    return []
+                count = min(int(info.processSamplesCount), capacity)
+                data = ctypes.string_at(samples, count * _INFO_SAMPLE.size)
+                return list(_INFO_SAMPLE.iter_unpack(data))
+            if result != NVML_ERROR_INSUFFICIENT_SIZE:
+                raise error(result)
+            capacity = int(info.processSamplesCount) * 2 + 5
+            samples = (_ProcessUtilizationInfoV1 * capacity)()
+            info.processSamplesCount = capacity
+            info.procUtilArray = ctypes.addressof(samples)
+        raise error(NVML_ERROR_INSUFFICIENT_SIZE)
+
+    return call
+
+
 def read_utilization(
-    reader: FieldReader, handle: Any, pids: Iterable[int], now_s: float
+    reader: FieldReader,
+    handle: Any,
+    pids: Iterable[int],
+    now_s: float,
+    symbols: DriverSymbols | None = None,
 ) -> dict[int, ProcessUtilization]:
     """SM and memory utilisation of each of ``pids`` over the last ``SAMPLE_WINDOW_S``.
 
     With ``nvmlDeviceGetProcessesUtilizationInfo`` a process without a sample is unknown
     (left out). With the older call a process without a sample in the window was idle and
     reads 0, and NOT_FOUND (no process ran) reads 0 for all. Any other failure of both (not
-    supported) leaves every process unknown.
+    supported) leaves every process unknown. The R550 call is asked where the binding has
+    it (nvidia-ml-py 12.550 and later); with ``symbols`` and the driver's symbol found, it
+    is made through the symbol (``_info_call``), else through the binding's wrapper.
     """
     since_us = max(0, int((now_s - SAMPLE_WINDOW_S) * 1_000_000))
     absent: ProcessUtilization | None = IDLE
     samples = None
     if reader.has(INFO_CALL):
-        samples = reader.read(INFO_CALL, handle, since_us, not_found=())
+        direct = _direct_info_call(reader, symbols)
+        if direct is not None:
+            rows = reader.call(INFO_CALL, direct, handle, since_us, not_found=())
+            if rows is not None:
+                return _newest(rows, pids, None)
+        else:
+            samples = reader.read(INFO_CALL, handle, since_us, not_found=())
         absent = None
     if samples is None:
         absent = IDLE
@@ -221,3 +289,34 @@ def read_utilization(
     if absent is None:
         return {pid: newest[pid][1] for pid in pids if pid in newest}
     return {pid: newest[pid][1] if pid in newest else absent for pid in pids}
+
+
+def _direct_info_call(
+    reader: FieldReader, symbols: DriverSymbols | None
+) -> Callable[[Any, int], list[tuple[int, int, int, int]]] | None:
+    """The R550 call through the driver's symbol, where the binding has the call and the
+    driver the symbol; ``None`` where the binding's own function is to be asked."""
+    if symbols is None or reader.binding_lacks(INFO_CALL, _INFO_BINDING_STRUCT):
+        return None
+    function = symbols.get(INFO_CALL)
+    return None if function is None else _info_call(function, reader.error_for)
+
+
+def _newest(
+    rows: list[tuple[int, int, int, int]], pids: Iterable[int], absent: ProcessUtilization | None
+) -> dict[int, ProcessUtilization]:
+    """Each of ``pids``'s newest sample of ``rows`` ((time stamp, pid, SM %, memory %) each);
+    ``absent`` for one without."""
+    newest: dict[int, tuple[int, int, int]] = {}
+    for stamp, pid, sm, memory in rows:
+        earlier = newest.get(pid)
+        if earlier is None or stamp >= earlier[0]:
+            newest[pid] = (stamp, sm, memory)
+    result: dict[int, ProcessUtilization] = {}
+    for pid in pids:
+        found = newest.get(pid)
+        if found is not None:
+            result[pid] = ProcessUtilization(found[1], found[2])
+        elif absent is not None:
+            result[pid] = absent
+    return result

@@ -132,12 +132,8 @@ def prepare_launch(
     plan = typed
     if launcher is not None:
         plan = replace(typed, argv=launcher.argv, display=shlex.join(launcher.argv))
-    python_note = plain_python_note(typed, cards)
-    notes = (
-        *((typed.note,) if typed.note else ()),
-        *(launcher.notes if launcher else ()),
-        *((python_note,) if python_note else ()),
-    )
+    said = (typed.note, *(launcher.notes if launcher else ()), plain_python_note(typed, cards))
+    notes = tuple(note for note in said if note)
     warnings = launcher.warnings if launcher else ()
     name = _job_name(request.name, plan)
     grace_s = checked_grace(request.grace_s)

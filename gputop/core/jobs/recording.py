@@ -82,7 +82,7 @@ class Recorder:
             self._say(f"cannot record job {self.job_id} in the job store now: {error}")
             self._say(f"job {self.job_id}: what the job store refuses is kept in {self._file.path}")
 
-    def end(self, end: RecordedEnd, stopped: bool | None) -> None:
+    def end(self, end: RecordedEnd, stopped: bool | None = None) -> None:
         """Record the job's end in the store or the file, and let the file go."""
         self.record(end.transition(stopped))
         for _ in range(END_TRIES):

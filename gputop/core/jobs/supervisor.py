@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gputop.core.claims.directory import claims_path
@@ -36,7 +36,6 @@ from gputop.core.jobs.store_rows import (
     supervisor_seen,
 )
 from gputop.core.jobs.unrecorded import RecordedEnd
-from gputop.core.jobs.usage import JobUsage
 from gputop.core.jobs.usage_meter import UsageRecorder
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.xid_marks import live_job_xids
@@ -124,29 +123,8 @@ class Supervisor:
         self._release_claim()
         note = f"gputop's supervisor failed: {error}"
         code, signum = _split(SUPERVISOR_FAILED_EXIT if returncode is None else returncode)
-        self._record_end(exit_code=code, signal=signum, note=note)
+        self._recorder.end(RecordedEnd(self.job_id, time.time(), code, signum, note=note))
         return SUPERVISOR_FAILED_EXIT
-
-    # --- recording, also when the disk is full -------------------------------------------
-
-    def _record_end(
-        self,
-        *,
-        exit_code: int | None = None,
-        signal: int | None = None,
-        note: str | None = None,
-        stopped: bool | None = None,
-        usage: JobUsage | None = None,
-        announce: Callable[[RecordedEnd], None] | None = None,
-    ) -> RecordedEnd:
-        """Record the job's end in the store or (it refuses) the reserved file: a few quick
-        tries, never a long wait (recording.py). ``announce`` writes it to the log before
-        any reader can find it, so whoever waits on the store finds the log complete."""
-        end = RecordedEnd(self.job_id, time.time(), exit_code, signal, bool(stopped), note, usage)
-        if announce is not None:
-            announce(end)
-        self._recorder.end(end, stopped)
-        return end
 
     # --- waiting -------------------------------------------------------------------------
 
@@ -186,7 +164,8 @@ class Supervisor:
 
     def _ended_before_start(self) -> None:
         self._recorder.record(stop_asked())
-        self._record_end(note="stopped while waiting; it never started")
+        why = "stopped while waiting; it never started"
+        self._recorder.end(RecordedEnd(self.job_id, time.time(), note=why))
         self._say(f"job {self.job_id} was stopped while waiting; it never started")
 
     # --- running -------------------------------------------------------------------------
@@ -227,15 +206,12 @@ class Supervisor:
         usage = self._measuring.finish()
         self._ensure_recorded()  # its end must land in the store it is recorded in
         as_seen = self._last or job
-
-        def announce(end: RecordedEnd) -> None:
-            seen = end.transition().applied(self._stored_or(as_seen))
-            self._say(f"job {job.id} {seen.status_text} after {duration(seen.duration_s() or 0.0)}")
-
         code, signum = _split(returncode)
-        end = self._record_end(
-            exit_code=code, signal=signum, stopped=self._stopped, usage=usage, announce=announce
-        )
+        end = RecordedEnd(self.job_id, time.time(), code, signum, self._stopped, usage=usage)
+        # said before the end is recorded: whoever waits on the store finds the log complete
+        told = end.transition().applied(self._stored_or(as_seen))
+        self._say(f"job {job.id} {told.status_text} after {duration(told.duration_s() or 0.0)}")
+        self._recorder.end(end, self._stopped)  # a few quick tries, never a long wait
         ended = self._stored_or(as_seen)
         if ended.is_active:  # not recorded, and no file could hold it
             ended = end.transition().applied(ended)
@@ -370,7 +346,7 @@ class Supervisor:
     def _could_not_start(self, job: Job, code: int, why: str) -> int:
         self._release_claim()
         self._say(f"job {job.id} could not start: {why}")
-        self._record_end(exit_code=code, note=why)
+        self._recorder.end(RecordedEnd(self.job_id, time.time(), code, note=why))
         self._notify(ENDED)
         if self.tty:
             wait_for_enter(self.wake)

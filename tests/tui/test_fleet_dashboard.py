@@ -406,6 +406,39 @@ async def test_a_refresh_rewrites_only_what_changed_in_the_same_lines() -> None:
         assert all(table.rows[key] is row for key, row in before.items())
 
 
+async def test_a_refresh_that_says_the_same_writes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A line that says what it said keeps its very cells, and the header is not written
+    again (each write lays the screen out and paints it again); a line that changed is made
+    and written anew, and a header that changed is written."""
+    values = iter([{"a": 50, "b": 60}, {"a": 50, "b": 60}, {"a": 50, "b": 90}])
+    app = app_of(lambda: utilised(next(values)))
+    written: list[str] = []
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.pause()
+        table = app.query_one("#fleet-nodes", DataTable)
+        head = app.query_one("#fleet-header", Static)
+        original = head.update
+        monkeypatch.setattr(
+            head, "update", lambda line: (written.append(str(line)), original(line))
+        )
+        cells = [table.get_row_at(i) for i in range(table.row_count)]
+        for _ in range(2):
+            first = app.fleet
+            await pilot.press("r")
+            await pilot_wait_for(pilot, lambda f=first: app.fleet is not f, "read again", 10)
+            await pilot.pause()
+        now = [table.get_row_at(i) for i in range(table.row_count)]
+        assert all(a is b for a, b in zip(now[0], cells[0], strict=True))  # a's: the same
+        assert now[1][4] is not cells[1][4] and now[1][0] is cells[1][0]  # b's card changed
+        assert written == []  # the header says the same: 2 nodes, 2 GPUs, none free
+        app.sort = "name"
+        app.redraw()
+        assert len(written) == 1 and "sort name" in written[0]
+
+
 async def test_only_the_gputop_command_settles_the_collector(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

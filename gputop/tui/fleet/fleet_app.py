@@ -328,6 +328,12 @@ class FleetApp(QuitHint, App[int]):
         """The table's rows: a node, or None for a group's line."""
         self._rows: list[tuple[str, tuple[Text, ...]]] = []
         """Each row's key and cells as last written: a refresh rewrites only what changed."""
+        self._lines: dict[str, tuple[tuple[str, ...], tuple[Text, ...]]] = {}
+        """Each node's line as last said (``_said``) and its cells: made again only when it
+        says something else."""
+        self._head: Text | None = None
+        """The header as last written: written again only when it changes (an update lays
+        the screen out and paints it again)."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"reading {clean(self.url)} ..."), id="fleet-header")
@@ -396,7 +402,9 @@ class FleetApp(QuitHint, App[int]):
                 line.append(f" · filter {clean(self.needle)}")
         if self.error is not None:
             line.append(("  " if self.fleet else "") + clean(self.error), style="red")
-        head.update(line)
+        if self._head is None or line != self._head:
+            head.update(line)
+            self._head = line
         self._fill()
 
     def _fill(self) -> None:
@@ -413,6 +421,7 @@ class FleetApp(QuitHint, App[int]):
         ]
         shown: list[FleetNode | None] = []
         rows: list[tuple[str, tuple[Text, ...]]] = []
+        lines: dict[str, tuple[tuple[str, ...], tuple[Text, ...]]] = {}
         for name, members in self._groups(nodes):
             if name is not None:
                 free = sum(len(node.free_gpus) for node in members)
@@ -421,14 +430,21 @@ class FleetApp(QuitHint, App[int]):
                 rows.append((f"group\0{name}", heading + (Text(""),) * 3))
                 shown.append(None)
             for node in members:
-                rows.append((f"node\0{node.job}\0{node.instance}", self._cells(fleet, node)))
+                key = f"node\0{node.job}\0{node.instance}"
+                said = self._said(fleet, node)
+                last = self._lines.get(key)
+                made = last[1] if last is not None and last[0] == said else self._made(said)
+                lines[key] = (said, made)
+                rows.append((key, made))
                 shown.append(node)
         if [key for key, _ in rows] == [key for key, _ in self._rows]:
             # The same lines in the same order (most refreshes): only the cells that changed
             # are written, so the table neither measures nor renders the others again.
             for (key, cells), (_, was) in zip(rows, self._rows, strict=True):
+                if cells is was:
+                    continue  # the line says what it said: its very cells again
                 for column, new, old in zip(COLUMNS, cells, was, strict=True):
-                    if new != old:
+                    if new is not old and new != old:
                         wider = new.cell_len > old.cell_len
                         table.update_cell(key, column, new, update_width=wider)
         else:
@@ -440,26 +456,51 @@ class FleetApp(QuitHint, App[int]):
                     table.move_cursor(row=row)
                     break
         self._rows = rows
+        self._lines = lines
         self._shown = shown
 
     @staticmethod
-    def _cells(fleet: Fleet, node: FleetNode) -> tuple[Text, ...]:
-        cells = "".join(card_cell(gpu, node, fleet.partial) for gpu in node.sorted_gpus())
-        users = Text(holders(node))  # cleaned by holders()
-        health = None if fleet.partial else node_badge(node)
-        if health is not None:  # the worst card's badge before the users
+    def _said(fleet: Fleet, node: FleetNode) -> tuple[str, ...]:
+        """What a node's line says, as plain strings (its host not yet cleaned): compared
+        with the last refresh's before any cell is made (most lines say the same)."""
+        gpus = node.sorted_gpus()
+        partial = fleet.partial
+        cells = "".join(card_cell(gpu, node, partial) for gpu in gpus)
+        free = "?" if partial else str(sum(1 for gpu in gpus if gpu.free))
+        health = None if partial else node_badge(node)
+        return (
+            node.host[:NODE_CHARS],
+            node.state,
+            age(fleet, node),
+            f"{free}/{len(gpus)}",
+            cells,
+            memory(node),
+            holders(node),  # cleaned by holders()
+            health or "",
+        )
+
+    @staticmethod
+    def _made(said: tuple[str, ...]) -> tuple[Text, ...]:
+        """A node's cells from what its line says (``_said``)."""
+        host, state, seen, free, cells, used, holding, health = said
+        users = Text(holding)
+        if health:  # the worst card's badge before the users
             style = "red" if health.startswith("✖") else "yellow"
             users = Text.assemble((health, style), " ", users)
         users.truncate(USERS_CHARS)
         return (
-            plain(node.host[:NODE_CHARS]),
-            Text(node.state, style=STATE_STYLES.get(node.state, "")),
-            Text(age(fleet, node)),
-            Text(f"{'?' if fleet.partial else len(node.free_gpus)}/{len(node.gpus)}"),
+            plain(host),
+            Text(state, style=STATE_STYLES.get(state, "")),
+            Text(seen),
+            Text(free),
             Text(cells),
-            Text(memory(node)),
+            Text(used),
             users,
         )
+
+    @classmethod
+    def _cells(cls, fleet: Fleet, node: FleetNode) -> tuple[Text, ...]:
+        return cls._made(cls._said(fleet, node))
 
     def _groups(self, nodes: list[FleetNode]) -> list[tuple[str | None, list[FleetNode]]]:
         if self.group_by is None:

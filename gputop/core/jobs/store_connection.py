@@ -98,7 +98,8 @@ class StoreConnection:
         """The store, read-only where nothing can be written (said once in ``notices``);
         ``repair``: as open_connection's."""
         directory = _directory(state_dir)
-        shared = cls._share(directory)
+        with _OPEN_LOCK:
+            shared = cls._share(directory)
         if shared is not None:
             if repair and shared._damaged:  # a command that records jobs proves it
                 try:
@@ -109,24 +110,23 @@ class StoreConnection:
             return shared
         store = cls._open_new(directory, repair)
         with _OPEN_LOCK:
-            other = _OPEN.get(directory)
-            if other is not None and other._pid == store._pid and other._users > 0:
-                other._users += 1  # another thread opened it meanwhile: one is enough
-                store._close_connection()
-                with other._lock:  # what this opening learnt (a store moved aside) is said
-                    other.notices.extend(store.notices)
-                return other  # type: ignore[return-value]
-            _OPEN[directory] = store
-        return store
+            other = cls._share(directory)  # another thread opened it meanwhile: one is enough
+            if other is None:
+                _OPEN[directory] = store
+                return store
+            store._close_connection()
+            with other._lock:  # what this opening learnt (a store moved aside) is said
+                other.notices.extend(store.notices)
+            return other
 
     @classmethod
     def _share(cls: type[_S], directory: Path) -> _S | None:
-        with _OPEN_LOCK:
-            store = _OPEN.get(directory)
-            if store is None or store._pid != os.getpid() or store._users <= 0:
-                return None
-            store._users += 1
-            return store  # type: ignore[return-value]  # one class of store per directory
+        """The store this process has open there, with one more user (under _OPEN_LOCK)."""
+        store = _OPEN.get(directory)
+        if store is None or store._pid != os.getpid() or store._users <= 0:
+            return None
+        store._users += 1
+        return store  # type: ignore[return-value]  # one class of store per directory
 
     @classmethod
     def _open_new(cls: type[_S], directory: Path, repair: bool) -> _S:

@@ -100,8 +100,10 @@ class Signal:
             value += self.amp * _sin(_TAU * (t / self.period_s + self.phase))
         for wave in self.waves:
             value += wave.amp * _sin(_TAU * (t / wave.period_s + wave.phase))
-        if self.jitter:
-            value += self.jitter * _unit_noise(self.seed, _floor(t / self.jitter_period_s))
+        if self.jitter:  # _unit_noise, written out: it is on every reading's path
+            noise = _new_hash()
+            noise.update(_pack_seed_step(self.seed, _floor(t / self.jitter_period_s)))
+            value += self.jitter * (_from_bytes(noise.digest(), "little") / _HALF_RANGE - 1.0)
         # as max(minimum, value) and min(maximum, value) choose, ties and NaN included
         if self.minimum is not None and not value > self.minimum:
             value = self.minimum
@@ -199,11 +201,14 @@ _sin = math.sin
 _floor = math.floor
 _pack_seed_step = struct.Struct("<Qq").pack
 _from_bytes = int.from_bytes
-_blake2b = hashlib.blake2b
+_new_hash = hashlib.blake2b(digest_size=8).copy
+"""A fresh 8-byte blake2b, copied from one never fed: the same digest as
+``blake2b(data, digest_size=8)``, without parsing its arguments on every reading."""
 _HALF_RANGE = float(2**63)
 
 
 def _unit_noise(seed: int, step: int) -> float:
     """A value in [-1, 1] that depends only on (seed, step)."""
-    digest = _blake2b(_pack_seed_step(seed, step), digest_size=8).digest()
-    return _from_bytes(digest, "little") / _HALF_RANGE - 1.0
+    noise = _new_hash()
+    noise.update(_pack_seed_step(seed, step))
+    return _from_bytes(noise.digest(), "little") / _HALF_RANGE - 1.0

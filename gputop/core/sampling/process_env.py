@@ -259,19 +259,19 @@ class CudaViews:
         physical_index: int,
         driver: DriverAnswer | None,
     ) -> ProcessCuda:
-        if any(name in environment.cut for name in CUDA_VARIABLES):
-            answer = None
-        elif driver is not None:
+        # asked for each of 200 processes a refresh: an environment read whole (no ``cut``)
+        # and no driver probe (simulated cards) go straight to the kept view
+        unknown = bool(environment.cut) and any(name in environment.cut for name in CUDA_VARIABLES)
+        answer = None
+        if driver is not None and not unknown:
             answer = driver(
                 environment.get("CUDA_VISIBLE_DEVICES"), environment.get("CUDA_DEVICE_ORDER")
             )
-        else:
-            answer = None
         key = (environment, physical_index)
         kept = self._views.get(key)
         if kept is not None and kept[0] is answer:
             return kept[1]
-        if any(name in environment.cut for name in CUDA_VARIABLES):
+        if unknown:
             view = _unknown_view(environment)
         else:
             view = _mapped(environment, gpus, driver_version, physical_index, answer)

@@ -211,10 +211,7 @@ def _exists_not_zombie(pid: int) -> bool:
 
 def _prove_member(job: Job, pid: int, leader_alive: bool) -> Started | None:
     """The start of a process of the job's session proven the job's (None: it ended), or
-    IdentityUnproven. With the leader alive the session cannot have been reused; without
-    it the process must have started after the job (in clock ticks since boot where
-    recorded: a clock step moves start times, never ticks) and carry the job's token (older
-    jobs: its id) in its environment."""
+    IdentityUnproven, by the rule of docs/security.md ("Signals go only to a process ...")."""
     label = f"Process {pid} in job {job.id}'s session"
     try:
         process = psutil.Process(pid)

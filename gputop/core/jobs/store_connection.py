@@ -1,9 +1,8 @@
 """The job store's connection: one per store and process, shared by its threads.
 
-Every write is one short ``BEGIN IMMEDIATE`` transaction (many processes write at once).
-Where nothing can be written it reads read-only and tries to write again now and then; a
-read SQLite answers "malformed" is retried on a new connection, never proof of damage; a
-store another process moved aside and replaced is followed (docs/sqlite.md).
+Every write is one short ``BEGIN IMMEDIATE`` transaction (many processes write at once);
+where nothing can be written it reads read-only (docs/faults.md); a read that SQLite answers
+"malformed" is retried, never proof of damage, and a replaced store is followed (docs/sqlite.md).
 """
 
 from __future__ import annotations

@@ -132,9 +132,8 @@ def open_connection(
     directory: Path, notices: list[str], *, repair: bool = False
 ) -> sqlite3.Connection:
     """A connection to ``directory``'s store, created or migrated as needed; what a person
-    must be told goes to ``notices``. ``repair`` (commands that record jobs; a reader is
-    refused instead): a store that reads as damaged is checked under the open lock, and
-    moved aside with what it holds carried over where that proves it (docs/sqlite.md)."""
+    must be told goes to ``notices``. ``repair``: only commands that record jobs may prove a
+    store damaged and move it aside (docs/sqlite.md, rules 4 and 5)."""
     dir_fd = open_private_dir(directory)
     try:
         os.close(open_private_subdir(dir_fd, directory, LOGS_DIR))
@@ -163,11 +162,8 @@ def _carry(damaged: Path, connection: sqlite3.Connection, directory: Path) -> st
 
 
 def open_read_only(directory: Path) -> sqlite3.Connection:
-    """A read-only connection to ``directory``'s store where nothing can be written (a full
-    disk, a read-only file system: docs/faults.md), with the checks of writing. It creates
-    nothing (no lock file, no ``-wal``/``-shm`` SQLite can do without) and forces no
-    checkpoint; where SQLite cannot set up its shared memory and the ``-wal`` is absent or
-    empty, everything is in the main file: it is opened as immutable."""
+    """A read-only connection to ``directory``'s store where nothing can be written, with the
+    checks of writing; it creates nothing (docs/faults.md, "Reading never needs writing")."""
     path = directory / DB_NAME
     dir_fd = open_private_dir(directory, create=False)
     try:

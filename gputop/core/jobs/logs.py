@@ -264,8 +264,7 @@ class LogCap:
             size = os.fstat(self._fd).st_size
             if _free_bytes(self._fd) < self.floor_bytes:
                 head = self._mark_at
-                if head is None:
-                    head = min(self.max_bytes // 2, size // 2)
+                head = min(self.max_bytes // 2, size // 2) if head is None else head
                 if size > head + len(mark_line(0, self.max_bytes)) + 2 * FLOOR_TAIL_BYTES:
                     why = f"free space fell under {size_text(self.floor_bytes)}"
                     return self._cut(head, FLOOR_TAIL_BYTES, why)
@@ -281,7 +280,8 @@ class LogCap:
         assert fd is not None
         first = self._mark_at is None
         mark = mark_line(0, self.max_bytes)
-        keep_from = (self._mark_at + len(mark)) if self._mark_at is not None else head + len(mark)
+        mark_at = head if self._mark_at is None else self._mark_at
+        keep_from = mark_at + len(mark)
         size = os.fstat(fd).st_size
         start = max(size - tail, keep_from)
         if start <= keep_from:
@@ -300,7 +300,6 @@ class LogCap:
             write_at += len(chunk)
             read_at += len(chunk)
         self.cut_bytes += read_at - write_at + (len(mark) if first else 0)
-        mark_at = self._mark_at if self._mark_at is not None else head
         # The mark before the cut: a reader that sees the log under its cap sees the mark
         # too (written after, a reader between the two saw a cut log without it).
         os.pwrite(fd, mark_line(self.cut_bytes, self.max_bytes), mark_at)

@@ -7,8 +7,8 @@ and answers those symbols in the C convention: ``fn(handle, unsigned *count, ent
 returning an NVML return code, filling ``count`` and writing entries in the layout the
 simulated driver generation writes (docs/scenario.md, "Driver generations"): 16 bytes for
 the unversioned call, 24 for ``_v2`` and ``_v3``, 32 for ``_v3`` on drivers 535.43-535.86.
-The layouts are written here again from ``nvml.h`` rather than imported from the backend, so
-a mistake in one is caught by the other.
+The layouts are nvml_layouts.py's, which the sampler reads too; the C imitation
+(tests/cnvml) writes them from ``nvml.h`` on its own, so a mistake in them is caught there.
 
 ``nvmlDeviceGetProcessesUtilizationInfo`` (R550 and later; FUNCTION_NOT_FOUND before) is
 answered the same way, in the C convention ``fn(handle, nvmlProcessesUtilizationInfo_t *)``
@@ -35,9 +35,12 @@ from gputop.core.fake.scenario_types import ScenarioProcess
 from gputop.core.nvml_layouts import (
     NVML_ERROR_INSUFFICIENT_SIZE,
     NVML_SUCCESS,
+    UTILIZATION_INFO_V1,
+    ProcessesUtilizationInfoV1,
     ProcessInfoV1,
     ProcessInfoV2,
     ProcessInfoV3Wide,
+    ProcessUtilizationInfoV1,
 )
 
 NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
@@ -45,36 +48,6 @@ NOT_ON_MIG = 0xFFFFFFFF
 UTILIZATION_INFO = "nvmlDeviceGetProcessesUtilizationInfo"
 UTILIZATION_INFO_DRIVER = 550
 """The first driver branch that exports ``nvmlDeviceGetProcessesUtilizationInfo``."""
-
-
-class _DriverUtilizationInfoV1(ctypes.Structure):
-    """nvml.h's ``nvmlProcessUtilizationInfo_v1_t``: one process's sample (40 bytes)."""
-
-    _fields_ = [
-        ("timeStamp", ctypes.c_ulonglong),
-        ("pid", ctypes.c_uint),
-        ("smUtil", ctypes.c_uint),
-        ("memUtil", ctypes.c_uint),
-        ("encUtil", ctypes.c_uint),
-        ("decUtil", ctypes.c_uint),
-        ("jpgUtil", ctypes.c_uint),
-        ("ofaUtil", ctypes.c_uint),
-    ]
-
-
-class _DriverProcessesUtilizationInfoV1(ctypes.Structure):
-    """nvml.h's ``nvmlProcessesUtilizationInfo_v1_t``: the caller's request and array."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("processSamplesCount", ctypes.c_uint),
-        ("lastSeenTimeStamp", ctypes.c_ulonglong),
-        ("procUtilArray", ctypes.c_void_p),
-    ]
-
-
-UTILIZATION_INFO_V1 = ctypes.sizeof(_DriverProcessesUtilizationInfoV1) | 1 << 24
-"""nvml.h's ``nvmlProcessesUtilizationInfo_v1``: NVML_STRUCT_VERSION(…, 1), 0x01000018."""
 
 
 _LISTS = {
@@ -218,7 +191,7 @@ class CCalls(ProcessCalls):
             self._check_device(UTILIZATION_INFO, handle, allow_mig=True)
         except pynvml.NVMLError as error:
             return int(error.value)
-        info = _pointed_at(info_ref, _DriverProcessesUtilizationInfoV1)
+        info = _pointed_at(info_ref, ProcessesUtilizationInfoV1)
         if info is None:
             return int(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if info.version != UTILIZATION_INFO_V1:
@@ -232,7 +205,7 @@ class CCalls(ProcessCalls):
             info.processSamplesCount = len(measured)
             return NVML_ERROR_INSUFFICIENT_SIZE
         shares = self._time_shares(handle, sample_t)  # the card's time (card_load.py)
-        layout = _DriverUtilizationInfoV1 * len(measured)
+        layout = ProcessUtilizationInfoV1 * len(measured)
         ctypes.memset(info.procUtilArray, 0, ctypes.sizeof(layout))  # every slot at once
         array = layout.from_address(info.procUtilArray)
         for slot, (process, ids) in zip(array, measured, strict=True):

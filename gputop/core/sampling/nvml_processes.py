@@ -24,7 +24,13 @@ from typing import Any
 
 from gputop.core.model import MigDevice, ProcessType
 from gputop.core.numbers import MAX_PID
-from gputop.core.nvml_layouts import NVML_ERROR_INSUFFICIENT_SIZE, NVML_SUCCESS
+from gputop.core.nvml_layouts import (
+    NVML_ERROR_INSUFFICIENT_SIZE,
+    NVML_SUCCESS,
+    UTILIZATION_INFO_V1,
+    ProcessesUtilizationInfoV1,
+    ProcessUtilizationInfoV1,
+)
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError
 from gputop.core.sampling.nvml_running import (
     ATTEMPTS,
@@ -174,34 +180,6 @@ INFO_CALL = "nvmlDeviceGetProcessesUtilizationInfo"
 """R550 and newer; absent from nvidia-ml-py before 12.550 (docs/activity.md)."""
 
 
-class _ProcessUtilizationInfoV1(ctypes.Structure):
-    """nvml.h's ``nvmlProcessUtilizationInfo_v1_t``: one process's sample (40 bytes)."""
-
-    _fields_ = [
-        ("timeStamp", ctypes.c_ulonglong),
-        ("pid", ctypes.c_uint),
-        ("smUtil", ctypes.c_uint),
-        ("memUtil", ctypes.c_uint),
-        ("encUtil", ctypes.c_uint),
-        ("decUtil", ctypes.c_uint),
-        ("jpgUtil", ctypes.c_uint),
-        ("ofaUtil", ctypes.c_uint),
-    ]
-
-
-class _ProcessesUtilizationInfoV1(ctypes.Structure):
-    """nvml.h's ``nvmlProcessesUtilizationInfo_v1_t``: the request and the caller's array."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("processSamplesCount", ctypes.c_uint),
-        ("lastSeenTimeStamp", ctypes.c_ulonglong),
-        ("procUtilArray", ctypes.c_void_p),
-    ]
-
-
-_INFO_V1 = ctypes.sizeof(_ProcessesUtilizationInfoV1) | 1 << 24
-"""``nvmlProcessesUtilizationInfo_v1``: NVML_STRUCT_VERSION(..., 1), 0x01000018."""
 _INFO_SAMPLE = struct.Struct("=QIII20x")
 """A sample's time stamp, pid, SM % and memory % (the codec figures after them skipped)."""
 _INFO_BINDING_STRUCT = "c_nvmlProcessesUtilizationInfo_v1_t"
@@ -217,7 +195,7 @@ def _info_call(
     one pass: (time stamp, pid, SM %, memory %) each."""
 
     def call(handle: Any, since_us: int) -> list[tuple[int, int, int, int]]:
-        info = _ProcessesUtilizationInfoV1(_INFO_V1, 0, since_us, None)
+        info = ProcessesUtilizationInfoV1(UTILIZATION_INFO_V1, 0, since_us, None)
         samples: Any = None
         capacity = 0
         for _attempt in range(ATTEMPTS):
@@ -231,7 +209,7 @@ def _info_call(
             if result != NVML_ERROR_INSUFFICIENT_SIZE:
                 raise error(result)
             capacity = int(info.processSamplesCount) * 2 + 5
-            samples = (_ProcessUtilizationInfoV1 * capacity)()
+            samples = (ProcessUtilizationInfoV1 * capacity)()
             info.processSamplesCount = capacity
             info.procUtilArray = ctypes.addressof(samples)
         raise error(NVML_ERROR_INSUFFICIENT_SIZE)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gputop.core.fleet.card_health import health_json
 from gputop.core.fleet.model import Fleet, FleetGpu, FleetNode, FleetProcess
 
 SCHEMA_VERSION = 1
@@ -87,7 +88,7 @@ def _gpu(gpu: FleetGpu) -> dict[str, Any]:
         "temperature_c": gpu.temperature_c,
         "power_w": gpu.power_w,
         "activity": gpu.activity,
-        "health": gpu.health,
+        "health": health_json(gpu),
         "claim": {"user": gpu.claim_user, "until": None} if gpu.claimed else None,
         "processes": None
         if gpu.processes is None

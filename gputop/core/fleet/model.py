@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputop.core.fleet.card_health import card_verdict
 from gputop.core.fleet.queries import (
     ACTIVITY,
     DETAIL_METRICS,
@@ -31,9 +32,7 @@ from gputop.core.fleet.queries import (
     PROCESS_METRICS,
     USER_COUNTS,
 )
-from gputop.core.health import LEVELS, OK, Reason, Verdict
-from gputop.core.health import verdict as judge
-from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
+from gputop.core.health import OK, Verdict
 from gputop.core.numbers import MAX_MEMORY_BYTES, is_ascii_digits, within
 from gputop.core.prometheus.client import Sample
 
@@ -109,76 +108,6 @@ class FleetGpu:
     def unhealthy(self) -> bool:
         """Never free: lost, failing to be read, or critical."""
         return bool(self.lost or self.sample_error or self.verdict.level == "critical")
-
-    def health_reading(self) -> GpuHealth | None:
-        """The health the series give, as the local sampler would hold it (``None``: no
-        series of it), for the core's verdict. Only what decides a verdict is exported
-        that way: the uncorrectable ECC errors this boot, the row remapper's and the page
-        retirement's flags, and the last Xid (when it came is not exported)."""
-        flags = (self.row_remap_pending, self.row_remap_failed, self.retired_pages_pending)
-        if self.xid is None and self.uncorrected_ecc is None and all(f is None for f in flags):
-            return None
-        rows = None
-        if self.row_remap_pending is not None or self.row_remap_failed is not None:
-            rows = RemappedRows(
-                correctable=0,  # not read: the verdict does not weigh them
-                uncorrectable=0,
-                pending=bool(self.row_remap_pending),
-                failed=bool(self.row_remap_failed),
-            )
-        pages = None
-        if self.retired_pages_pending is not None:
-            pages = RetiredPages(pending=self.retired_pages_pending)
-        return GpuHealth(
-            ecc=None if self.uncorrected_ecc is None else EccCounts(None, self.uncorrected_ecc),
-            retired_pages=pages,
-            remapped_rows=rows,
-            xid_events=None
-            if self.xid is None
-            else ((XidEvent(self.xid, 0.0),) if self.xid > 0 else ()),
-        )
-
-    def judge(self) -> Verdict:
-        """The core's verdict on the series; where gputop's exporter said worse (an earlier
-        Xid 79 behind a last Xid 13), its word first."""
-        result = judge(self.health_reading())
-        said = self.reported_level
-        if said is None or said <= result.value:
-            return result
-        level = next(name for name, value in LEVELS.items() if value == said)
-        told = Reason(
-            level,
-            f"{level} by gputop on its node",
-            "see the card's health on the node (gputop snapshot)",
-            f"{level} on its node",
-        )
-        return Verdict(level, (told, *result.reasons))
-
-    @property
-    def health(self) -> dict[str, object] | None:
-        signals = {
-            "lost": self.lost,
-            "sample_error": self.sample_error,
-            "no_access": self.no_access,
-            "last_xid": self.xid,
-            "uncorrected_ecc_errors": self.uncorrected_ecc,
-            "row_remap_pending": self.row_remap_pending,
-            "row_remap_failed": self.row_remap_failed,
-            "retired_pages_pending": self.retired_pages_pending,
-        }
-        if all(value is None for value in signals.values()) and self.reported_level is None:
-            return None
-        result = self.verdict
-        return {
-            **signals,
-            "verdict": result.level,
-            "reasons": [
-                {"level": reason.level, "reason": reason.text, "action": reason.action}
-                for reason in result.reasons
-            ],
-            "action": result.action,
-            "healthy": result.level == "ok" and not self.lost and not self.sample_error,
-        }
 
 
 @dataclass
@@ -469,7 +398,7 @@ class _Builder:
                 )
                 verdict = self._verdicts.get(said)
                 if verdict is None:
-                    verdict = self._verdicts[said] = gpu.judge()
+                    verdict = self._verdicts[said] = card_verdict(gpu)
                 gpu.verdict = verdict
                 gpu.free = self._free(node, gpu)
         return sorted(self.nodes.values(), key=lambda node: (node.host, node.instance, node.job))

@@ -20,7 +20,8 @@ from gputop.core.fleet.model import Fleet, build_fleet
 from gputop.core.jobs.store import JobStore
 from gputop.core.prometheus.client import Sample
 from gputop.core.remote.transport import SSH_CONFIG_ENV
-from gputop.tui.fleet.fleet_app import FleetApp, TextScreen
+from gputop.tui.fleet.fleet_app import FleetApp
+from gputop.tui.fleet.fleet_views import TextScreen
 from gputop.tui.lab.remote_screens import RemoteLaunchScreen
 
 NOW = 1_800_000_000.0

@@ -14,7 +14,8 @@ from textual.widgets import DataTable, Static
 from gputop.core.fleet.model import Fleet, build_fleet
 from gputop.core.prometheus.client import Sample
 from gputop.core.remote.transport import SSH_CONFIG_ENV
-from gputop.tui.fleet.fleet_app import FleetApp, TextScreen
+from gputop.tui.fleet.fleet_app import FleetApp
+from gputop.tui.fleet.fleet_views import TextScreen
 
 NOW = 1_800_000_000.0
 HOSTS = ["-oProxyCommand=x", "a;b", "gрu1", "x" * 300, "[b]bold[/b]\x1b[2J", ""]

@@ -15,7 +15,8 @@ from gputop.core.fleet.model import Fleet, FleetNode, build_fleet
 from gputop.core.prometheus.client import PrometheusError, Sample
 from gputop.core.remote.transport import SSH_CONFIG_ENV
 from gputop.core.slurm.detect import slurm_commands_here
-from gputop.tui.fleet.fleet_app import FleetApp, TextScreen, sorted_nodes
+from gputop.tui.fleet.fleet_app import FleetApp, sorted_nodes
+from gputop.tui.fleet.fleet_views import TextScreen
 from gputop.tui.row_order import HeldOrder
 
 NOW = 1_800_000_000.0

@@ -6,8 +6,9 @@ submitted the job, where the node has it. The bootstrap imports only this module
 ``start_meter`` and then ``exec``'s the user's command in its own process: the command is
 the batch step's process itself, so Slurm's signals reach it, its exit status (or the
 signal that killed it) is the job's, and its environment (the one the process started with,
-read back from ``/proc/self/environ``), stdin, stdout and stderr are exactly those the
-script had. Whatever fails in the bootstrap or the meter, the command still runs.
+read back by the sampler's reader of environments: Python's start adds ``LC_CTYPE`` in a C
+locale), stdin, stdout and stderr are exactly those the script had. Whatever fails in the
+bootstrap or the meter, the command still runs.
 
 ``start_meter`` forks the meter twice over, so it is nobody's child the command could reap
 by surprise. The meter closes the job's standard streams, reads NVML through the same
@@ -32,6 +33,7 @@ from pathlib import Path
 
 BOOTSTRAP = """\
 import os, signal, sys
+env = os.environb
 command = sys.argv[3:]
 try:
     import importlib.util
@@ -40,17 +42,13 @@ try:
     package = importlib.util.module_from_spec(spec)
     sys.modules["gputop"] = package
     spec.loader.exec_module(package)
-    from gputop.core.slurm.usage_wrapper import start_meter
+    from gputop.core.slurm.usage_wrapper import start_meter, started_environment
+    env = started_environment()
     start_meter(sys.argv[2], os.getpid())
 except BaseException:
     pass
 for name in ("SIGPIPE", "SIGXFSZ"):
     signal.signal(getattr(signal, name), signal.SIG_DFL)
-try:
-    with open("/proc/self/environ", "rb") as f:
-        env = dict(i.split(b"=", 1) for i in f.read().split(b"\\0") if b"=" in i)
-except OSError:
-    env = os.environb
 try:
     os.execvpe(command[0], command, env)
 except OSError as error:
@@ -62,6 +60,21 @@ COMMAND...``. The ``gputop`` package is loaded from PACKAGE_DIR, the submitting 
 without putting its parent (a whole site-packages) ahead of the standard library; the job's
 working directory is not searched. Python ignores SIGPIPE and SIGXFSZ; both go back to the
 default before the ``exec``, as ``subprocess`` does for its children."""
+
+
+WHOLE_ENVIRON_BYTES = 1 << 30
+"""More than ``execve`` passes (arguments and environment share a quarter of the stack)."""
+
+
+def started_environment() -> Mapping[bytes, bytes]:
+    """The environment this process started with, for the command's ``exec``; the current
+    one if it cannot be read."""
+    from gputop.core.sampling.process_env import read_environ
+
+    data = read_environ("/proc/self", WHOLE_ENVIRON_BYTES)
+    if data is None:
+        return os.environb
+    return dict(item.split(b"=", 1) for item in data.split(b"\0") if b"=" in item)
 
 
 def start_meter(logs_dir: str, command_pid: int) -> None:

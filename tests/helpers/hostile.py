@@ -14,6 +14,7 @@ from rich.console import Console
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.store import JobStore
 from gputop.tui.app import GputopApp
+from helpers.jobs import asked_job
 from helpers.scenarios import minimal_gpu
 
 OSC52 = "\x1b]52;c;aGVsbG8gY2xpcGJvYXJk\x07"
@@ -54,14 +55,14 @@ def add_job(name: str, command: list[str]) -> Job:
     store = JobStore.open()
     try:
         job = store.create_job(
-            name=name,
-            command=command,
-            command_text=" ".join(command),
-            uses_shell=False,
-            cwd="/tmp",
-            physical_indices=[1],
-            uuids=[V100_1],
-            env={"CUDA_VISIBLE_DEVICES": V100_1},
+            asked_job(
+                name=name,
+                command=command,
+                cwd="/tmp",
+                physical_indices=[1],
+                uuids=[V100_1],
+                env={"CUDA_VISIBLE_DEVICES": V100_1},
+            )
         )
         return store.get(job.id)
     finally:

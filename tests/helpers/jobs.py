@@ -103,6 +103,16 @@ def read_probe(out: Path) -> dict[str, Any]:
     return json.loads(out.read_text())
 
 
+def asked_job(name: str = "train.py", **fields: Any) -> Job:
+    """A launch as ``JobStore.create_job`` records it: ``python NAME`` on GPU 0, unless
+    ``fields`` say otherwise."""
+    command = tuple(fields.pop("command", ("python", name)))
+    given: dict[str, Any] = {"command_text": " ".join(command), "uses_shell": False, "cwd": "/"}
+    given.update(physical_indices=(0,), uuids=("GPU-0",), env={})
+    given.update(fields)
+    return Job(name=name, command=command, **given)
+
+
 def launch(directory: Path, command: Any, gpus: tuple[int, ...] = (0,), **options: Any) -> Job:
     """``launch_job`` as the dashboard calls it, on the simulated cards of the scenario file
     ``GPUTOP_FAKE`` names (helpers/usage.py gives each test cards of its own), else v100x4."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from gputop.core.jobs.model import Job
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import ProcessSeen, ended, started, supervisor_seen
 from gputop.core.process_control import process_start_time
@@ -20,14 +21,16 @@ def write_jobs(directory: str, worker: int, count: int, uuids: Sequence[str]) ->
         for number in range(count):
             card = worker % len(uuids)
             created = store.create_job(
-                name=f"writer-{worker}-{number}",
-                command=["python", f"w{worker}.py"],
-                command_text=f"python w{worker}.py",
-                uses_shell=False,
-                cwd="/",
-                physical_indices=[card],
-                uuids=[uuids[card]],
-                env={},
+                Job(
+                    name=f"writer-{worker}-{number}",
+                    command=("python", f"w{worker}.py"),
+                    command_text=f"python w{worker}.py",
+                    uses_shell=False,
+                    cwd="/",
+                    physical_indices=(card,),
+                    uuids=(uuids[card],),
+                    env={},
+                )
             )
             me = ProcessSeen(os.getpid(), process_start_time(os.getpid()), None)
             store.record(created.id, supervisor_seen(me))

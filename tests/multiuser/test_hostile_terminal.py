@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers.hostile import CLEAR, OSC0, OSC52
+from helpers.jobs import asked_job
 from helpers.pty_run import GPUTOP, PtyRun, run_in_pty
 from helpers.scenarios import minimal_gpu
 
@@ -148,14 +149,12 @@ def test_jobs_list_and_log_show_hostile_text_and_keep_only_colours(tmp_path: Pat
     store = JobStore.open(tmp_path / "state")
     try:
         job = store.create_job(
-            name=f"exp{OSC0}",
-            command=["python", OSC52],
-            command_text=f"python {OSC52}",
-            uses_shell=False,
-            cwd="/tmp",
-            physical_indices=[0],
-            uuids=["GPU-5a9e5b38-bd6d-2f23-3b22-d42f6e26aa55"],
-            env={},
+            asked_job(
+                name=f"exp{OSC0}",
+                command=["python", OSC52],
+                cwd="/tmp",
+                uuids=["GPU-5a9e5b38-bd6d-2f23-3b22-d42f6e26aa55"],
+            )
         )
     finally:
         store.close()

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from helpers.jobs import (
     V100,
+    asked_job,
     job,
     launch,
     probe_command,
@@ -42,16 +43,7 @@ from gputop.core.private_files import read_env_file, write_env_file
 
 
 def make_job(store: JobStore, name: str = "train.py") -> Job:
-    return store.create_job(
-        name=name,
-        command=["python", name],
-        command_text=f"python {name}",
-        uses_shell=False,
-        cwd="/",
-        physical_indices=[0],
-        uuids=[V100[0]],
-        env={},
-    )
+    return store.create_job(asked_job(name=name, uuids=[V100[0]]))
 
 
 def digest(path: Path) -> tuple[str, int]:

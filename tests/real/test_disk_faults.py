@@ -15,6 +15,7 @@ import pytest
 from helpers import HELPERS
 from helpers.jobs import (
     all_jobs,
+    asked_job,
     gone,
     launch,
     probe_command,
@@ -240,10 +241,13 @@ def test_a_job_whose_store_is_full_from_its_start_is_read_from_its_file_alone(
     go = tmp_path / "go"
     with JobStore.open(small_state_dir) as store:
         job = store.create_job(
-            name="quiet", command=chatty("--lines", "0", "--until", str(go), "--exit", "7"),
-            command_text="quiet", uses_shell=False, cwd="/", physical_indices=[0], uuids=[],
-            env={},
-        )  # fmt: skip
+            asked_job(
+                name="quiet",
+                command=chatty("--lines", "0", "--until", str(go), "--exit", "7"),
+                command_text="quiet",
+                uuids=[],
+            )
+        )
         argv = supervisor_argv(store, job.id)
     EndReservation(small_state_dir, job.id).close()  # its blocks, taken before the disk fills
     fill(small_state_dir.parent)

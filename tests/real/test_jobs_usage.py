@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import HELPERS
-from helpers.jobs import PYTHON, gone, launch, wait_for_job, wait_until_ended
+from helpers.jobs import PYTHON, asked_job, gone, launch, wait_for_job, wait_until_ended
 from helpers.small_filesystems import fill
 from helpers.usage import scenario_file, sleeper
 from helpers.waiting import wait_for
@@ -122,9 +122,8 @@ USAGE = JobUsage(
 def test_usage_is_kept_with_an_end_the_store_cannot_take_yet(state_dir: Path) -> None:
     with JobStore.open(state_dir) as store:
         job = store.create_job(
-            name="x", command=["x"], command_text="x", uses_shell=False, cwd="/",
-            physical_indices=[1], uuids=["GPU-x"], env={},
-        )  # fmt: skip
+            asked_job(name="x", command=["x"], physical_indices=[1], uuids=["GPU-x"])
+        )
     assert keep_end(state_dir, RecordedEnd(job.id, 1e9, exit_code=0, usage=USAGE))
     assert read_pending_ends(state_dir)[job.id].usage == USAGE
     with JobStore.open(state_dir) as store:  # a gputop that can write records it
@@ -166,10 +165,7 @@ def test_a_store_of_schema_3_gains_the_usage_column_and_keeps_its_jobs(state_dir
     import sqlite3
 
     with JobStore.open(state_dir) as store:
-        old = store.create_job(
-            name="old.py", command=["python", "old.py"], command_text="python old.py",
-            uses_shell=False, cwd="/", physical_indices=[1], uuids=[], env={},
-        )  # fmt: skip
+        old = store.create_job(asked_job(name="old.py", physical_indices=[1], uuids=[]))
     with sqlite3.connect(state_dir / "jobs.sqlite3") as connection:
         connection.execute("ALTER TABLE jobs DROP COLUMN usage")
         connection.execute("PRAGMA user_version = 3")

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from helpers.dashboard import first_sample, make_app
+from helpers.jobs import asked_job
 from helpers.pty_run import GPUTOP, run_in_pty
 from helpers.waiting import pilot_wait_for
 
@@ -108,14 +109,12 @@ async def test_a_worker_failing_again_and_again_is_said_once(
     store = JobStore.open()
     try:
         job = store.create_job(
-            name="j",
-            command=["true"],
-            command_text="true",
-            uses_shell=False,
-            cwd=str(tmp_path),
-            physical_indices=[0],
-            uuids=["GPU-5a9e5b38-bd6d-2f23-3b22-d42f6e26aa55"],
-            env={},
+            asked_job(
+                name="j",
+                command=["true"],
+                cwd=str(tmp_path),
+                uuids=["GPU-5a9e5b38-bd6d-2f23-3b22-d42f6e26aa55"],
+            )
         )
     finally:
         store.close()

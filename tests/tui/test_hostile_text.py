@@ -29,6 +29,7 @@ from helpers.hostile import (
     screen_text,
     terminal_bytes,
 )
+from helpers.jobs import asked_job
 from helpers.scenarios import minimal_gpu
 from helpers.waiting import pilot_wait_for
 from hypothesis import HealthCheck, example, given, settings
@@ -202,16 +203,7 @@ def test_no_control_character_of_any_text_reaches_the_dashboard(text: str) -> No
         scenario.write_text(json.dumps(document))
         store = JobStore.open(root / "state")
         try:
-            store.create_job(
-                name=text,
-                command=["python", text],
-                command_text=f"python {text}",
-                uses_shell=False,
-                cwd=directory,
-                physical_indices=[0],
-                uuids=[gpu["uuid"]],
-                env={},
-            )
+            store.create_job(asked_job(name=text, cwd=directory, uuids=[gpu["uuid"]]))
         finally:
             store.close()
         output, _ = asyncio.run(_dashboard_output(str(scenario), root / "state"))

@@ -11,6 +11,7 @@ from typing import Any
 
 import psutil
 import pytest
+from helpers.jobs import asked_job
 from helpers.scenarios import minimal_gpu
 
 from gputop.cli import pick_command
@@ -326,14 +327,7 @@ def record_job(
     store = store_module.JobStore.open(state_dir)
     try:
         job = store.create_job(
-            name="train.py",
-            command=("python", "train.py"),
-            command_text="python train.py",
-            uses_shell=False,
-            cwd=str(state_dir),
-            physical_indices=physical_indices,
-            uuids=uuids,
-            env={},
+            asked_job(cwd=str(state_dir), physical_indices=physical_indices, uuids=uuids)
         )
         rows = pytest.importorskip("gputop.core.jobs.store_rows")
         seen = rows.ProcessSeen(os.getpid(), psutil.Process().create_time(), None)

@@ -16,6 +16,7 @@ from helpers.jobs import (
     PYTHON,
     V100,
     all_jobs,
+    asked_job,
     job,
     probe_command,
     read_probe,
@@ -43,16 +44,7 @@ def gputop_run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str
 def earlier_job(state_dir: Path) -> Job:
     """A job already in the store, which no failed launch may disturb."""
     with JobStore.open(state_dir) as store:
-        created = store.create_job(
-            name="old.py",
-            command=["python", "old.py"],
-            command_text="python old.py",
-            uses_shell=False,
-            cwd="/",
-            physical_indices=[1],
-            uuids=[V100[1]],
-            env={},
-        )
+        created = store.create_job(asked_job(name="old.py", physical_indices=[1], uuids=[V100[1]]))
         store.record(created.id, ended(exit_code=0))
         return store.get(created.id)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 import pytest
-from helpers.jobs import V100, gone, job, launch, run_cli, wait_until_running
+from helpers.jobs import V100, asked_job, gone, job, launch, run_cli, wait_until_running
 from helpers.waiting import wait_for
 
 from gputop.core.jobs.model import Job, JobState
@@ -52,16 +52,7 @@ def started_at(pid: int) -> float:
 def record(state_dir: Path, **columns: Any) -> Job:
     """A job row as some earlier gputop left it; ``columns`` are written as given."""
     with JobStore.open(state_dir) as store:
-        created = store.create_job(
-            name="old.py",
-            command=["python", "old.py"],
-            command_text="python old.py",
-            uses_shell=False,
-            cwd="/",
-            physical_indices=[0],
-            uuids=[V100[0]],
-            env={},
-        )
+        created = store.create_job(asked_job(name="old.py", uuids=[V100[0]]))
     connection = sqlite3.connect(state_dir / "jobs.sqlite3")
     assignments = ", ".join(f"{name} = ?" for name in columns)
     connection.execute(

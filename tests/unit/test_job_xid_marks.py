@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers.history_health import EPOCH, STORM_UUID, WriteScenario, record_storm
+from helpers.jobs import asked_job
 
 from gputop.cli.main import main
 from gputop.core.history.job_xids import recorded_job_xids
@@ -29,16 +30,7 @@ DURING_STORM = 20000  # a job from 20 s to 100 s: the rows of minutes 0 and 1
 
 def job_on(state_dir: Path, uuid: str, index: int, start_s: float, end_s: float) -> Job:
     with JobStore.open(state_dir) as store:
-        created = store.create_job(
-            name="train.py",
-            command=["python", "train.py"],
-            command_text="python train.py",
-            uses_shell=False,
-            cwd="/",
-            physical_indices=[index],
-            uuids=[uuid],
-            env={},
-        )
+        created = store.create_job(asked_job(physical_indices=[index], uuids=[uuid]))
         seen = ProcessSeen(4300200 + created.id, None, None)
         store.record(created.id, started(seen, EPOCH + start_s))
         store.record(created.id, ended(exit_code=1, ended_at=EPOCH + end_s))

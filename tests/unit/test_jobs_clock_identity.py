@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.jobs import asked_job
 
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store import JobStore
@@ -44,16 +45,7 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def _make_job(store: JobStore, name: str = "train.py") -> Job:
-    return store.create_job(
-        name=name,
-        command=["python", name],
-        command_text=f"python {name}",
-        uses_shell=False,
-        cwd="/",
-        physical_indices=[0],
-        uuids=["GPU-0"],
-        env={},
-    )
+    return store.create_job(asked_job(name=name))
 
 
 def test_a_start_in_ticks_is_read_from_proc_and_does_not_change(sleeper) -> None:

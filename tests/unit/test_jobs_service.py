@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers.jobs import asked_job
 
 from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
@@ -25,14 +26,12 @@ def _record_job(state_dir: Path, log_line: str) -> int:
     store = JobStore.open(state_dir)
     try:
         job = store.create_job(
-            name="train",
-            command=["python", "train.py"],
-            command_text="python train.py",
-            uses_shell=False,
-            cwd="/tmp",
-            physical_indices=[0],
-            uuids=["GPU-0"],
-            env={"CUDA_VISIBLE_DEVICES": "GPU-0"},
+            asked_job(
+                name="train",
+                command=["python", "train.py"],
+                cwd="/tmp",
+                env={"CUDA_VISIBLE_DEVICES": "GPU-0"},
+            )
         )
     finally:
         store.close()

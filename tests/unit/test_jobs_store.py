@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.jobs import V100, all_jobs, launch, probe_command, wait_until_ended
+from helpers.jobs import V100, all_jobs, asked_job, launch, probe_command, wait_until_ended
 from helpers.store_writer import write_jobs
 
 from gputop.core.jobs.model import Job, JobState, RunMode
@@ -22,17 +22,11 @@ from gputop.core.process_control import process_start_time
 
 def make_job(store: JobStore, name: str = "train.py", **overrides: object) -> Job:
     fields: dict[str, object] = {
-        "name": name,
-        "command": ["python", name],
-        "command_text": f"python {name}",
-        "uses_shell": False,
-        "cwd": "/",
         "physical_indices": [3, 1],
         "uuids": [V100[3], V100[1]],
         "env": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "x"},
     }
-    fields.update(overrides)
-    return store.create_job(**fields)  # type: ignore[arg-type]
+    return store.create_job(asked_job(name, **{**fields, **overrides}))
 
 
 def mode(path: Path) -> int:

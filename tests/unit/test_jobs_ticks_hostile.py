@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.jobs import asked_job
 
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.store import JobStore
@@ -33,16 +34,7 @@ def test_ticks_that_are_no_count_prove_by_the_start_time(
 ) -> None:
     started = process_start(sleeper.pid)
     with JobStore.open() as store:
-        job = store.create_job(
-            name="train.py",
-            command=["python", "train.py"],
-            command_text="python train.py",
-            uses_shell=False,
-            cwd="/",
-            physical_indices=[0],
-            uuids=["GPU-0"],
-            env={},
-        )
+        job = store.create_job(asked_job())
         seen = ProcessSeen(sleeper.pid, started.time, None, started.ticks)
         store.record(job.id, supervisor_seen(seen))
         store.record(job.id, started_as(seen))

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.jobs import asked_job
 from helpers.pending_end_v1 import read_as_before
 
 from gputop.core.jobs.model import Job
@@ -272,10 +273,7 @@ def test_a_link_to_a_valid_record_is_never_followed(state: Path, tmp_path: Path)
 
 
 def new_job(store: JobStore, created_ago_s: float) -> Job:
-    job = store.create_job(
-        name="x", command=["x"], command_text="x", uses_shell=False, cwd="/",
-        physical_indices=[0], uuids=[], env={},
-    )  # fmt: skip
+    job = store.create_job(asked_job(name="x", command=["x"], uuids=[]))
     store.record(job.id, Transition({"created_at": time.time() - created_ago_s}, states=None))
     return job
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from helpers.jobs import asked_job
+
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.store import NEVER_STARTED_AFTER_S, JobStore
 from gputop.core.jobs.usage import not_measured_text, usage_summary
@@ -89,16 +91,7 @@ def test_a_store_of_schema_2_gains_the_slurm_column_and_keeps_its_jobs(
     private_state_dir: Path,
 ) -> None:
     with JobStore.open(private_state_dir) as store:
-        old = store.create_job(
-            name="old.py",
-            command=["python", "old.py"],
-            command_text="python old.py",
-            uses_shell=False,
-            cwd="/",
-            physical_indices=[1],
-            uuids=[],
-            env={},
-        )
+        old = store.create_job(asked_job(name="old.py", physical_indices=[1], uuids=[]))
     with sqlite3.connect(private_state_dir / "jobs.sqlite3") as connection:
         connection.execute("ALTER TABLE jobs DROP COLUMN slurm_job_id")
         connection.execute("ALTER TABLE jobs DROP COLUMN usage")  # added in version 4

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.jobs import asked_job
 
 from gputop.core import sqlite_files
 from gputop.core.jobs.model import JobState
@@ -38,14 +39,13 @@ def _fill(state_dir: Path) -> dict[int, dict[str, str]]:
         for n in range(JOBS):
             env = {"CUDA_VISIBLE_DEVICES": str(n % 4), "PAD": f"{n:04d}" * 200}
             job = store.create_job(
-                name=f"job-{n}",
-                command=["python", f"train{n}.py"],
-                command_text=f"python train{n}.py",
-                uses_shell=False,
-                cwd="/",
-                physical_indices=[n % 4],
-                uuids=[f"GPU-{n % 4}"],
-                env=env,
+                asked_job(
+                    name=f"job-{n}",
+                    command=["python", f"train{n}.py"],
+                    physical_indices=[n % 4],
+                    uuids=[f"GPU-{n % 4}"],
+                    env=env,
+                )
             )
             store.record(job.id, ended(exit_code=n % 3))
             envs[job.id] = env
@@ -122,19 +122,7 @@ def test_a_proven_damage_keeps_every_job_sqlite_can_still_return(tmp_path: Path)
         assert kept_end.state is JobState.ENDED and kept_end.exit_code == 3
     assert history == ["python train0.py"]
     with JobStore.open(state_dir) as store:
-        assert (
-            store.create_job(
-                name="next",
-                command=["true"],
-                command_text="true",
-                uses_shell=False,
-                cwd="/",
-                physical_indices=[0],
-                uuids=["GPU-0"],
-                env={},
-            ).id
-            == JOBS + 1
-        )
+        assert store.create_job(asked_job(name="next", command=["true"])).id == JOBS + 1
 
 
 def test_a_passing_error_is_retried_and_never_moves_a_store(

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.jobs import asked_job
 
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import ended
@@ -27,14 +28,9 @@ PAGE = 4096
 
 def _job(store: JobStore, n: int) -> int:
     job = store.create_job(
-        name=f"job-{n}",
-        command=["python", f"train{n}.py"],
-        command_text=f"python train{n}.py",
-        uses_shell=False,
-        cwd="/",
-        physical_indices=[0],
-        uuids=["GPU-0"],
-        env={"PAD": f"{n:04d}" * 200},
+        asked_job(
+            name=f"job-{n}", command=["python", f"train{n}.py"], env={"PAD": f"{n:04d}" * 200}
+        )
     )
     store.record(job.id, ended(exit_code=n % 3))
     return job.id

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers.jobs import asked_job
 
 from gputop.core.jobs import store_connection as store_module
 from gputop.core.jobs.store import JobStore
@@ -23,16 +24,7 @@ ROUNDS = 30
 
 
 def _create(store: JobStore, name: str) -> int:
-    return store.create_job(
-        name=name,
-        command=["true"],
-        command_text="true",
-        uses_shell=False,
-        cwd="/",
-        physical_indices=[0],
-        uuids=["GPU-0"],
-        env={},
-    ).id
+    return store.create_job(asked_job(name=name, command=["true"])).id
 
 
 def _descriptors_of(path: Path) -> int:

@@ -180,24 +180,24 @@ def launch_job(
     ready = request
     if not isinstance(ready, PreparedLaunch):
         ready = prepare_launch(ready, snapshot, environ)
-    asked = ready.request
-    waits = asked.wait or asked.wait_count is not None
-    policy = asked.policy
+    asked, policy = ready.request, ready.request.policy
     job = store.create_job(
-        name=ready.name,
-        command=ready.plan.argv,
-        command_text=ready.plan.text,
-        uses_shell=ready.plan.uses_shell,
-        cwd=ready.cwd,
-        physical_indices=ready.indices,
-        uuids=ready.uuids,
-        env=ready.env,
-        mode=asked.mode,
-        grace_s=ready.grace_s,
-        wait_for_free=waits,
-        wait_count=asked.wait_count,
-        wait_min_free_mib=None if policy is None else policy.min_free_mib,
-        wait_max_util_percent=None if policy is None else policy.max_util_percent,
+        Job(
+            name=ready.name,
+            command=ready.plan.argv,
+            command_text=ready.plan.text,
+            uses_shell=ready.plan.uses_shell,
+            cwd=ready.cwd,
+            physical_indices=ready.indices,
+            uuids=ready.uuids,
+            env=ready.env,
+            mode=asked.mode,
+            grace_s=ready.grace_s,
+            wait_for_free=asked.wait or asked.wait_count is not None,
+            wait_count=asked.wait_count,
+            wait_min_free_mib=None if policy is None else policy.min_free_mib,
+            wait_max_util_percent=None if policy is None else policy.max_util_percent,
+        )
     )
     store.add_history(ready.plan.text)
     try:

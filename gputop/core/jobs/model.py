@@ -64,9 +64,12 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Job:
-    id: int
+    """A job as recorded; a launch's ``Job`` (``JobStore.create_job``) is what was asked,
+    before the store gives it an id, its log, its state and what proves its processes."""
+
+    id: int = 0
     name: str
     command: tuple[str, ...]
     """The argv exactly as exec'd; for a shell job ``(shell, "-c", text)``."""
@@ -81,10 +84,10 @@ class Job:
     """Same order as ``physical_indices``."""
     env: Mapping[str, str]
     """The pinning variables only: CUDA_DEVICE_ORDER and CUDA_VISIBLE_DEVICES."""
-    mode: RunMode
-    state: JobState
-    log_path: str
-    created_at: float
+    mode: RunMode = RunMode.DETACHED
+    state: JobState = JobState.WAITING
+    log_path: str = ""
+    created_at: float = 0.0
     started_at: float | None = None
     ended_at: float | None = None
     pid: int | None = None

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.current import NEVER_STARTED_AFTER_S, current_jobs
-from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
+from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store_connection import StoreConnection
 from gputop.core.jobs.store_file import StoreError, default_state_dir
 from gputop.core.jobs.store_rows import (
@@ -72,45 +73,14 @@ class JobStore(StoreConnection):
 
     # --- writing -------------------------------------------------------------------------
 
-    def create_job(
-        self,
-        *,
-        name: str,
-        command: Sequence[str],
-        command_text: str,
-        uses_shell: bool,
-        cwd: str,
-        physical_indices: Sequence[int],
-        uuids: Sequence[str],
-        env: Mapping[str, str],
-        mode: RunMode = RunMode.DETACHED,
-        grace_s: float = DEFAULT_GRACE_S,
-        wait_for_free: bool = False,
-        wait_count: int | None = None,
-        wait_min_free_mib: int | None = None,
-        wait_max_util_percent: int | None = None,
-    ) -> Job:
-        """Record a new job as waiting, and create its (empty, private) log."""
-        job = Job(
-            id=0,
-            name=name,
-            command=tuple(command),
-            command_text=command_text,
-            uses_shell=uses_shell,
-            cwd=cwd,
-            physical_indices=tuple(physical_indices),
-            uuids=tuple(uuids),
-            env=dict(env),
-            mode=mode,
+    def create_job(self, asked: Job) -> Job:
+        """Record ``asked`` (a launch: ``Job``'s defaults stand for what the store sets) as a
+        new waiting job of this host, and create its (empty, private) log."""
+        job = replace(
+            asked,
             state=JobState.WAITING,
-            log_path="",
             created_at=time.time(),
             host=self.host,
-            grace_s=float(grace_s),
-            wait_for_free=wait_for_free,
-            wait_count=wait_count,
-            wait_min_free_mib=wait_min_free_mib,
-            wait_max_util_percent=wait_max_util_percent,
             boot_id=current_boot_id(),
             token=secrets.token_hex(16),
         )

@@ -136,34 +136,17 @@ def matches(node: FleetNode, needle: str) -> bool:
     return needle.lower() in clean(haystack).lower()
 
 
-class NodeFigures(Message):
-    """A node's cards' temperature, power and activity, read when its screen opened."""
+Show = Callable[[list[Sample] | None, str | None], None]
+"""Draws what a worker read for a screen opened on the fleet (None: the error says why)."""
 
-    def __init__(
-        self,
-        screen: TextScreen,
-        fleet: Fleet,
-        node: FleetNode,
-        samples: list[Sample] | None,
-        error: str | None,
-    ) -> None:
+
+class DetailRead(Message):
+    """A node's temperature, power and activity, or the users' idle memory and GPU counts,
+    read when their screen opened (``samples`` None: ``error`` says why), for ``show``."""
+
+    def __init__(self, show: Show, samples: list[Sample] | None, error: str | None) -> None:
         super().__init__()
-        self.screen = screen
-        self.fleet = fleet
-        self.node = node
-        self.samples = samples
-        self.error = error
-
-
-class UserCounts(Message):
-    """The users' idle memory and GPU counts, read when the users' view opened."""
-
-    def __init__(
-        self, screen: TextScreen, fleet: Fleet, samples: list[Sample] | None, error: str | None
-    ) -> None:
-        super().__init__()
-        self.screen = screen
-        self.fleet = fleet
+        self.show = show
         self.samples = samples
         self.error = error
 
@@ -173,7 +156,6 @@ class FleetApp(QuitHint, App[int]):
     CSS = """
     #fleet-header { height: 1; }
     #fleet-filter { height: 3; display: none; }
-    #fleet-filter.shown { display: block; }
     #fleet-nodes { height: 1fr; }
     #fleet-keys { height: 1; }
     #fleet-legend { height: 1; color: $text-muted; }
@@ -398,10 +380,6 @@ class FleetApp(QuitHint, App[int]):
             users,
         )
 
-    @classmethod
-    def _cells(cls, fleet: Fleet, node: FleetNode) -> tuple[Text, ...]:
-        return cls._made(cls._said(fleet, node))
-
     def _groups(self, nodes: list[FleetNode]) -> list[tuple[str | None, list[FleetNode]]]:
         if self.group_by is None:
             return [(None, nodes)]
@@ -437,13 +415,13 @@ class FleetApp(QuitHint, App[int]):
 
     def action_filter(self) -> None:
         box = self.query_one("#fleet-filter", Input)
-        box.add_class("shown")
+        box.display = True
         box.focus()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#fleet-filter", Input)
         box.value = ""
-        box.remove_class("shown")
+        box.display = False
         self.needle = ""
         self.query_one("#fleet-nodes", DataTable).focus()
         self.redraw()
@@ -461,62 +439,58 @@ class FleetApp(QuitHint, App[int]):
         node = self._shown[event.cursor_row]
         if node is None:  # a group's line
             return
-        fleet = self.fleet
-        reading = not fleet.every_figure and self.node_figures is not None and bool(node.gpus)
+        fleet, figures = self.fleet, self.node_figures
+        reading = not fleet.every_figure and figures is not None and bool(node.gpus)
         screen = TextScreen(f"{node.host} ({node.state})", node_detail(fleet, node, reading))
         self.push_screen(screen)
-        if reading:
-            self.run_worker(
-                lambda: self._read_node(screen, fleet, node), thread=True, group="fleet-node"
-            )
 
-    def _read_node(self, screen: TextScreen, fleet: Fleet, node: FleetNode) -> None:
-        assert self.node_figures is not None
-        try:
-            samples = self.node_figures(node)
-        except GputopError as error:
-            self.post_message(NodeFigures(screen, fleet, node, None, str(error)))
-            return
-        self.post_message(NodeFigures(screen, fleet, node, samples, None))
+        def show(samples: list[Sample] | None, error: str | None) -> None:
+            """Put on its cards here, on the UI thread, and its screen drawn again (its
+            fleet, not a newer one: the screen shows the node as it was opened)."""
+            if samples is not None:
+                fill_figures(node, samples)
+            body = node_detail(fleet, node)
+            if error is not None:
+                body.append(f"temperature and power: {clean(error)}\n", style="red")
+            screen.show(body)
 
-    def on_node_figures(self, message: NodeFigures) -> None:
-        """A node's figures: put on its cards here, on the UI thread, and its screen drawn
-        again (its fleet, not a newer one: the screen shows the node as it was opened)."""
-        if message.samples is not None:
-            fill_figures(message.node, message.samples)
-        body = node_detail(message.fleet, message.node)
-        if message.error is not None:
-            body.append(f"temperature and power: {clean(message.error)}\n", style="red")
-        message.screen.show(body)
+        if reading and figures is not None:
+            self._read_detail(lambda: figures(node), show)
 
     def action_users(self) -> None:
-        fleet = self.fleet
+        fleet, counts = self.fleet, self.user_counts
         if fleet is None:
             return
-        reading = not fleet.user_counts and self.user_counts is not None
+        reading = not fleet.user_counts and counts is not None
         screen = TextScreen("users across the fleet", users_detail(fleet, reading))
         self.push_screen(screen)
-        if reading:
-            self.run_worker(lambda: self._read_users(screen, fleet), thread=True, group="users")
 
-    def _read_users(self, screen: TextScreen, fleet: Fleet) -> None:
-        assert self.user_counts is not None
-        try:
-            samples = self.user_counts()
-        except GputopError as error:
-            self.post_message(UserCounts(screen, fleet, None, str(error)))
-            return
-        self.post_message(UserCounts(screen, fleet, samples, None))
+        def show(samples: list[Sample] | None, error: str | None) -> None:
+            """Put on the fleet here, on the UI thread (the one the view was opened on),
+            and the view drawn again."""
+            if samples is not None and not fleet.user_counts:
+                fill_user_counts(fleet, samples)
+            body = users_detail(fleet)
+            if error is not None:
+                body.append(f"idle memory and GPUs: {clean(error)}\n", style="red")
+            screen.show(body)
 
-    def on_user_counts(self, message: UserCounts) -> None:
-        """The users' counts: put on the fleet here, on the UI thread (the one the view was
-        opened on), and the view drawn again."""
-        if message.samples is not None and not message.fleet.user_counts:
-            fill_user_counts(message.fleet, message.samples)
-        body = users_detail(message.fleet)
-        if message.error is not None:
-            body.append(f"idle memory and GPUs: {clean(message.error)}\n", style="red")
-        message.screen.show(body)
+        if reading and counts is not None:
+            self._read_detail(counts, show)
+
+    def _read_detail(self, read: Callable[[], list[Sample]], show: Show) -> None:
+        """``read`` in a worker thread, and what it found to ``show`` on the UI thread."""
+
+        def work() -> None:
+            try:
+                self.post_message(DetailRead(show, read(), None))
+            except GputopError as error:
+                self.post_message(DetailRead(show, None, str(error)))
+
+        self.run_worker(work, thread=True, group="fleet-detail")
+
+    def on_detail_read(self, message: DetailRead) -> None:
+        message.show(message.samples, message.error)
 
     def action_refresh_now(self) -> None:
         self.read_fleet()

@@ -13,10 +13,11 @@ from gputop.cli.claims_common import (
     cards_of,
     claim_duration,
     claim_note,
+    named_cards,
     open_book,
     sample,
 )
-from gputop.core.claims.book import Card, until_text
+from gputop.core.claims.book import until_text
 from gputop.core.claims.files import DEFAULT_FOR_S, Claim
 from gputop.core.errors import UsageError
 from gputop.core.model import Snapshot
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         with open_book() as book:
             uuids = None
             if args.gpus is not None:
-                uuids = [card.uuid for card in _cards(args, args.gpus)]
+                uuids = [card.uuid for card in named_cards(args.fake, args.gpus)]
             asked_until = time.time() + for_s
             made = book.extend(uuids, for_s)
         if args.json:
@@ -80,24 +81,14 @@ def run(args: argparse.Namespace) -> int:
         return _report(kept, "Kept", False, why)
     if args.gpus is None and args.count is None:
         raise UsageError("Say which GPUs: --gpus LIST or -n N (or --extend).")
-    snapshot = sample(args.fake)
     if args.count is not None:
-        targets: list[int | str] = list(_pick(snapshot, args.count))
+        snapshot = sample(args.fake)
+        cards = cards_of(snapshot, _pick(snapshot, args.count))
     else:
-        from gputop.core.jobs.launch import resolve_gpus
-
-        targets = resolve_gpus(snapshot, [args.gpus])
-    cards = cards_of(snapshot, targets)
+        cards = named_cards(args.fake, args.gpus)
     with open_book() as book:
         made = book.claim(cards, for_s, args.note)
     return _report(made, "Claimed", args.json)
-
-
-def _cards(args: argparse.Namespace, gpus: str) -> list[Card]:
-    from gputop.core.jobs.launch import resolve_gpus
-
-    snapshot = sample(args.fake)
-    return cards_of(snapshot, resolve_gpus(snapshot, [gpus]))
 
 
 def _pick(snapshot: Snapshot, wanted: int) -> list[int]:

@@ -4,7 +4,7 @@ they name (docs/claims.md)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gputop.cli.arg_types import duration as duration_type
 from gputop.core.claims.book import Card, ClaimBook
@@ -51,12 +51,21 @@ def open_book() -> ClaimBook:
     return book
 
 
-def sample(fake: str | None) -> Snapshot:
-    backend = open_backend(fake)
+def sample(fake: str | None, environ: Mapping[str, str] | None = None) -> Snapshot:
+    """One sample of this machine's cards (or the simulation's), the backend closed again."""
+    backend = open_backend(fake, environ=environ)
     try:
         return backend.sample()
     finally:
         backend.close()
+
+
+def named_cards(fake: str | None, gpus: str) -> list[Card]:
+    """The cards ``--gpus`` names, as ``gputop run --gpus`` reads it."""
+    from gputop.core.jobs.launch import resolve_gpus
+
+    snapshot = sample(fake)
+    return cards_of(snapshot, resolve_gpus(snapshot, [gpus]))
 
 
 def cards_of(snapshot: Snapshot, targets: Sequence[int | str]) -> list[Card]:

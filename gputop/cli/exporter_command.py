@@ -9,7 +9,6 @@ import signal
 import sys
 import threading
 import time
-from types import FrameType
 
 from gputop.cli.arg_types import add_interval_argument, count
 from gputop.core.errors import UsageError
@@ -71,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         collector = SnapshotCollector(top=args.top, command=args.command_label)
         stop = threading.Event()
-        _stop_on_signals(stop)
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, lambda *_: stop.set())
         sampled_at = time.monotonic()
         problem = sample_once(backend.sample, collector)  # the first scrape has a sample
         if problem is not None:
@@ -85,14 +85,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         backend.close()
     return 0
-
-
-def _stop_on_signals(stop: threading.Event) -> None:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
 
 
 def _announce(address: ListenAddress, url: str) -> None:

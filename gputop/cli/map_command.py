@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from gputop.cli.arg_types import add_python_argument
+from gputop.cli.claims_common import sample
 from gputop.core import settings
 from gputop.core.numbers import strict_json
 from gputop.core.probes import (
@@ -25,7 +26,6 @@ from gputop.core.probes import (
 )
 from gputop.core.probes.driver_mapping import driver_visibility, rules_error
 from gputop.core.safe_text import clean
-from gputop.core.sampling.source import open_backend
 from gputop.core.slurm.allocation import allocation_json, describe_allocation, explain_allocation
 from gputop.core.visibility import Visibility, resolve_visibility
 
@@ -57,11 +57,7 @@ def run(args: argparse.Namespace) -> int:
     visible = args.visible if args.visible is not None else os.environ.get(CVD)
     order = args.order if args.order is not None else os.environ.get(ORDER)
     simulated = bool(args.fake or settings.FAKE.read())
-    backend = open_backend(args.fake)
-    try:
-        snapshot = backend.sample()
-    finally:
-        backend.close()
+    snapshot = sample(args.fake)
     driver = DriverProbe()
     default: DriverProbeResult | None = None
     if not simulated:

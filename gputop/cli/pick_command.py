@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputop.cli.arg_types import count
+from gputop.cli.claims_common import sample
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
 from gputop.core.errors import GputopError
@@ -24,7 +25,6 @@ from gputop.core.mig_targets import target_keys
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
-from gputop.core.sampling.source import open_backend
 from gputop.core.users import current_user
 from gputop.core.visibility import cuda_order, pin_environment, resolve_visibility
 from gputop.core.visibility.order import PCI_BUS_ID
@@ -94,11 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_pick(args)
     policy = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
-    backend = open_backend(args.fake)
-    try:
-        snapshot = backend.sample()
-    finally:
-        backend.close()
+    snapshot = sample(args.fake)
     picked = pick_free_targets(
         snapshot,
         args.count,
@@ -118,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "index" and whole:  # a MIG instance is named by its UUID either way
         warning = index_order_warning(snapshot, value, whole, os.environ.get(ORDER))
         if warning:
-            _warn(warning)
+            warn(warning)
     if args.json:
         uuids = [device.mig_uuid or device.uuid for device in pinning.devices]
         indices = [device.physical_index for device in pinning.devices]  # a MIG one's GPU
@@ -149,23 +145,20 @@ def active_job_gpus() -> dict[int, tuple[int | str, ...]]:
     """
     try:
         store = open_job_store()
+        if store is None:
+            return {}
+        try:
+            for notice in store.notices:
+                warn(notice)
+            return {
+                job.id: tuple(target_keys(job.physical_indices, job.uuids))
+                for job in store.active_jobs()
+            }
+        finally:
+            store.close()
     except (GputopError, OSError, sqlite3.Error) as error:
-        _warn(f"cannot read gputop's jobs ({error}); GPUs its jobs use may be picked")
+        warn(f"cannot read gputop's jobs ({error}); GPUs its jobs use may be picked")
         return {}
-    if store is None:
-        return {}
-    try:
-        for notice in store.notices:
-            _warn(notice)
-        return {
-            job.id: tuple(target_keys(job.physical_indices, job.uuids))
-            for job in store.active_jobs()
-        }
-    except (GputopError, OSError, sqlite3.Error) as error:
-        _warn(f"cannot read gputop's jobs ({error}); GPUs its jobs use may be picked")
-        return {}
-    finally:
-        store.close()
 
 
 def claims_in_the_way(snapshot: Snapshot) -> dict[int, str]:
@@ -175,9 +168,9 @@ def claims_in_the_way(snapshot: Snapshot) -> dict[int, str]:
 
     view = read_claims()
     if view.state == UNSAFE:
-        _warn(view.message)
+        warn(view.message)
     if view.state == UNKNOWN:
-        _warn(f"{view.message} Other users' claims cannot be told: gputop run will refuse.")
+        warn(f"{view.message} Other users' claims cannot be told: gputop run will refuse.")
     return view.blocked_cards(snapshot)
 
 
@@ -211,5 +204,5 @@ def index_order_warning(
     )
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
     print(f"gputop: warning: {clean(message)}", file=sys.stderr)

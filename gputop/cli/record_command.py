@@ -18,7 +18,6 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 
 from gputop.cli.arg_types import add_db_argument, add_interval_argument, count, duration
 from gputop.core import settings
@@ -114,9 +113,8 @@ def run(args: argparse.Namespace) -> int:
         _refuse_open_directory(Path(os.path.abspath(path)).parent)
     lock = RecorderLock(path, sharing)
     stop = threading.Event()
-    previous = {
-        number: signal.signal(number, _setter(stop)) for number in (signal.SIGTERM, signal.SIGINT)
-    }
+    # SIGTERM and SIGINT ask the loop to write what is pending and stop.
+    previous = {n: signal.signal(n, lambda *_: stop.set()) for n in (signal.SIGTERM, signal.SIGINT)}
     writer: HistoryWriter | None = None
     try:
         # The recorder keeps no CUDA view: neither the driver probe nor cuda:N resolution.
@@ -248,12 +246,3 @@ def _home() -> Path | None:
         return Path(os.path.realpath(pwd.getpwuid(os.geteuid()).pw_dir))
     except (KeyError, OSError):
         return None
-
-
-def _setter(stop: threading.Event) -> Callable[[int, FrameType | None], None]:
-    """A signal handler that asks the loop to write what is pending and stop."""
-
-    def handle(number: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    return handle

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gputop.cli.claims_common import cards_of, open_book, sample
+from gputop.cli.claims_common import named_cards, open_book
 from gputop.core.safe_text import clean
 
 
@@ -22,12 +22,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
-    uuids = None
-    if args.gpus is not None:
-        from gputop.core.jobs.launch import resolve_gpus
-
-        snapshot = sample(args.fake)
-        uuids = [card.uuid for card in cards_of(snapshot, resolve_gpus(snapshot, [args.gpus]))]
+    uuids = None if args.gpus is None else [c.uuid for c in named_cards(args.fake, args.gpus)]
     with open_book() as book:
         gone = book.release(uuids)
     if not gone:

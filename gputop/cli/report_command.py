@@ -10,6 +10,8 @@ import shutil
 import sqlite3
 import sys
 import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from gputop.cli.arg_types import add_db_argument, duration, seconds
 from gputop.cli.prometheus_args import add_credentials_arguments, server_from_args
@@ -134,10 +136,15 @@ def run(args: argparse.Namespace) -> int:
     if args.prometheus is not None:
         return _print_prometheus_report(args, query)
     server_from_args(args)  # --prometheus-auth-file alone: said
+    return _from_store(args, lambda connection, _: _print_report(args, connection, query))
+
+
+def _from_store(args: argparse.Namespace, read: Callable[[sqlite3.Connection, Path], int]) -> int:
+    """``read`` on the history store ``--db`` names (else the default), opened read-only."""
     path = args.db if args.db is not None else default_history_path()
     connection = open_for_reading(path)
     try:
-        return _print_report(args, connection, query)
+        return read(connection, path)
     except sqlite3.Error as error:  # a store damaged after it was opened
         raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
     finally:
@@ -154,14 +161,10 @@ def _print_health(args: argparse.Namespace, since: float, until: float) -> int:
         )
     if args.by != ReportBy.USER.value:
         raise UsageError("--health lists Xids and counters per GPU: --by does not apply.")
-    path = args.db if args.db is not None else default_history_path()
-    connection = open_for_reading(path)
-    try:
-        return print_health_report(connection, path, since, until, args.json)
-    except sqlite3.Error as error:  # a store damaged after it was opened
-        raise HistoryError(f"Cannot read the history store {path}: {error}.") from None
-    finally:
-        connection.close()
+    return _from_store(
+        args,
+        lambda connection, path: print_health_report(connection, path, since, until, args.json),
+    )
 
 
 def _print_report(
@@ -298,27 +301,27 @@ def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
                 _percent(row.mean_tensor_active_percent),
             )
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(HEADERS))]
-    text = [title]
-    for line in lines:
-        cells = [line[0].ljust(widths[0]), line[1].ljust(widths[1])]
-        cells += [cell.rjust(width) for cell, width in zip(line[2:], widths[2:], strict=True)]
-        text.append("  ".join(cells).rstrip())
-    return "\n".join(text)
+    return "\n".join([title, *_aligned(lines, left=2)])
+
+
+def _aligned(lines: Sequence[tuple[str, ...]], left: int) -> list[str]:
+    """Each line's cells in columns two spaces apart: the first ``left`` to the left."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return [
+        "  ".join(
+            cell.ljust(width) if column < left else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ).rstrip()
+        for line in lines
+    ]
 
 
 def render_claims(claimed: list[ClaimedTime]) -> str:
     """Claimed GPU time per user, and how much of it the cards sat idle (docs/claims.md)."""
     lines = [("user", "claimed", "idle")]
     lines += [(clean(c.user), elapsed(c.claimed_s), elapsed(c.idle_s)) for c in claimed]
-    widths = [max(len(line[i]) for line in lines) for i in range(3)]
-    text = ["Claimed GPU time per user (idle: utilisation under 5 %)"]
-    for user, claimed_text, idle_text in lines:
-        text.append(
-            f"{user.ljust(widths[0])}  {claimed_text.rjust(widths[1])}  "
-            f"{idle_text.rjust(widths[2])}"
-        )
-    return "\n".join(text)
+    title = "Claimed GPU time per user (idle: utilisation under 5 %)"
+    return "\n".join([title, *_aligned(lines, left=1)])
 
 
 def _percent(value: float | None) -> str:

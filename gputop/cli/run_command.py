@@ -7,15 +7,13 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import sys
-from collections.abc import Mapping
 from dataclasses import replace
 
 from gputop.cli.arg_types import add_notify_argument, count, seconds
 from gputop.cli.claims_common import sample
 from gputop.cli.job_store import open_store_to_record
 from gputop.cli.lab_common import add_hosts_arguments
-from gputop.cli.pick_command import active_job_gpus
+from gputop.cli.pick_command import active_job_gpus, warn
 from gputop.cli.slurm_run import (
     add_slurm_arguments,
     run_slurm_submit,
@@ -198,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     indices: list[int | str]
     claims = read_claims(environ)
     if claims.state == UNSAFE:
-        print(f"gputop: warning: {clean(claims.message)}", file=sys.stderr)
+        warn(claims.message)
     check_claims_known(claims, ignore=args.ignore_claims)  # before --auto picks around claims
     if args.auto is not None:
         check_gpu_count(snapshot, args.auto)
@@ -234,18 +232,12 @@ def run(args: argparse.Namespace) -> int:
     if args.ignore_claims and claims.state == UNKNOWN:
         mark = f"claims cannot be read ({claims.message})"
         prepared = replace(prepared, env={**prepared.env, IGNORED_ENV: mark[:400]})
-        print(
-            f"gputop: warning: {clean(claims.message)}; launched anyway (--ignore-claims)",
-            file=sys.stderr,
-        )
+        warn(f"{claims.message}; launched anyway (--ignore-claims)")
     if args.ignore_claims and in_the_way:
         marks = ", ".join(_claim_marks(claims, snapshot, indices))
         prepared = replace(prepared, env={**prepared.env, IGNORED_ENV: marks})
         for said in in_the_way:
-            print(
-                f"gputop: warning: {clean(said)}; launched anyway (--ignore-claims)",
-                file=sys.stderr,
-            )
+            warn(f"{said}; launched anyway (--ignore-claims)")
     store = open_store_to_record("launched", "launch")
     try:
         busy = [] if args.wait else busy_warnings(snapshot, indices, policy, store)
@@ -262,15 +254,12 @@ def run(args: argparse.Namespace) -> int:
         print(strict_json(job.to_json(), indent=2))
     else:
         print(describe_launch(job, snapshot, policy, prepared, driver_seen))
-    if rules_wrong is not None:
-        print(f"gputop: warning: {clean(rules_wrong)}", file=sys.stderr)
-    for said in (*prepared.warnings, *busy):
-        print(f"gputop: warning: {clean(said)}", file=sys.stderr)
-    for hidden in mig_pinning_warnings(snapshot, job):
-        print(f"gputop: warning: {clean(hidden)}", file=sys.stderr)
-    warning = _missing_program(job, environ)
-    if warning:
-        print(f"gputop: warning: {clean(warning)}", file=sys.stderr)
+    missing = missing_program(job.command, job.uses_shell, job.cwd, environ)  # the usual failure
+    for warning in (rules_wrong, *prepared.warnings, *busy, *mig_pinning_warnings(snapshot, job)):
+        if warning:
+            warn(warning)
+    if missing:
+        warn(missing)
     return 0
 
 
@@ -363,8 +352,3 @@ def card_labels(job: Job, snapshot: Snapshot) -> list[str]:
         uuid = job.uuids[logical] if logical < len(job.uuids) else ""
         labels.append(card_label(snapshot.gpus, uuid if uuid.startswith("MIG-") else physical))
     return labels
-
-
-def _missing_program(job: Job, environ: Mapping[str, str]) -> str | None:
-    """A hint now for the most common failure later: a program that is not there."""
-    return missing_program(job.command, job.uses_shell, job.cwd, environ)

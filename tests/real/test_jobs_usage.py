@@ -22,6 +22,7 @@ from gputop.core.jobs.store_rows import usage_measured
 from gputop.core.jobs.unrecorded import (
     RESERVED_BYTES,
     RecordedEnd,
+    Unrecorded,
     keep_end,
     read_pending_ends,
 )
@@ -135,7 +136,7 @@ def test_usage_is_kept_with_an_end_the_store_cannot_take_yet(state_dir: Path) ->
 def test_a_usage_too_large_for_the_reserved_blocks_leaves_the_end_whole() -> None:
     cards = tuple(CardUsage(i, "GPU-" + "0" * 36, MIB, 1.0, 1.0, 1.0) for i in range(40))
     end = RecordedEnd(5, 1e9, exit_code=3, usage=JobUsage(cards, MIB, 1))
-    data = end.to_bytes()
+    data = Unrecorded(5, end=end).to_bytes()
     assert len(data) <= RESERVED_BYTES
     record = json.loads(data)
     assert record["exit_code"] == 3 and "usage" not in record

@@ -64,8 +64,6 @@ class LauncherPlan:
     added: tuple[str, ...]
     processes_per_node: int | None
     """Processes the launcher will start here; None where gputop cannot know."""
-    rendezvous_port: int | None
-    """The port gputop gave it, or None (it had one, or it picks one itself)."""
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     pin_with_indices: bool = False
@@ -98,10 +96,10 @@ def plan_launcher(
     launcher, start = found
     flags, build = _LAUNCHERS.get(launcher, (_TORCH_FLAGS, _torchrun))
     draft = _Draft(launcher, _launcher_options(plan.argv, start, flags), cards, port_finder)
-    count, port = build(draft, environ)
+    count = build(draft, environ)
     added = tuple(draft.added)
     return LauncherPlan(
-        launcher, (*plan.argv[:start], *added, *plan.argv[start:]), added, count, port,
+        launcher, (*plan.argv[:start], *added, *plan.argv[start:]), added, count,
         tuple(draft.notes), tuple(draft.warnings), pin_with_indices=launcher == DEEPSPEED,
     )  # fmt: skip
 
@@ -216,19 +214,18 @@ class _Draft:
             self.warnings.append(f"{option}={count} but {selected}: {idle}.")
         return count
 
-    def port(self, option: str, why: str) -> int | None:
+    def port(self, option: str, why: str) -> None:
         """A free rendezvous port as ``option``, unless the command gives one."""
         if option in self.options:
             self.notes.append(f"The rendezvous port is given ({option}): gputop leaves it.")
-            return None
+            return
         port = self.port_finder() if self.port_finder is not None else None
         self.added.append(f"{option}={'PORT' if port is None else port}")
         given = "a free port, chosen at launch" if port is None else f"port {port}, free now"
         self.notes.append(f"{why}: gputop gives it {given}.")
-        return port
 
 
-def _torchrun(draft: _Draft, environ: Mapping[str, str]) -> tuple[int | None, int | None]:
+def _torchrun(draft: _Draft, environ: Mapping[str, str]) -> int | None:
     options = draft.options
     given = _given(options, "--nproc-per-node", "--nproc_per_node")
     if given is None:
@@ -239,18 +236,18 @@ def _torchrun(draft: _Draft, environ: Mapping[str, str]) -> tuple[int | None, in
     nodes = _given(options, "--nnodes") or environ.get("PET_NNODES") or "1"
     if rendezvous:
         draft.notes.append(f"The rendezvous is given ({rendezvous[0]}): gputop leaves it.")
-        return count, None
-    if nodes.split(":")[-1] not in ("", "1"):
+    elif nodes.split(":")[-1] not in ("", "1"):
         draft.notes.append(f"--nnodes={nodes}: a multi-node rendezvous; gputop leaves its port.")
-        return count, None
-    why = (
-        "Without --master-port, torchrun 2.13 picks a free port itself on one node but "
-        "older releases rendezvous on the fixed port 29500"
-    )
-    return count, draft.port("--master_port", why)
+    else:
+        why = (
+            "Without --master-port, torchrun 2.13 picks a free port itself on one node but "
+            "older releases rendezvous on the fixed port 29500"
+        )
+        draft.port("--master_port", why)
+    return count
 
 
-def _accelerate(draft: _Draft, environ: Mapping[str, str]) -> tuple[int | None, int | None]:
+def _accelerate(draft: _Draft, environ: Mapping[str, str]) -> int | None:
     options = draft.options
     given = _given(options, "--num_processes", "--num-processes")
     count = draft.process_count(given, "--num_processes")
@@ -262,14 +259,14 @@ def _accelerate(draft: _Draft, environ: Mapping[str, str]) -> tuple[int | None, 
             "pinning: leave it out."
         )
     why = "Without --main_process_port (or one in its config file), accelerate uses 29500"
-    port = draft.port("--main_process_port", why)
+    draft.port("--main_process_port", why)
     draft.notes.append(
         "accelerate's config file (accelerate config) may set more; options given here win."
     )
-    return count, port
+    return count
 
 
-def _deepspeed(draft: _Draft, environ: Mapping[str, str]) -> tuple[int | None, int | None]:
+def _deepspeed(draft: _Draft, environ: Mapping[str, str]) -> int | None:
     options, cards = draft.options, draft.cards
     overriding = [
         name
@@ -291,7 +288,8 @@ def _deepspeed(draft: _Draft, environ: Mapping[str, str]) -> tuple[int | None, i
             f"deepspeed starts one process per visible card: {cards}. It reads "
             "CUDA_VISIBLE_DEVICES as integers, so gputop pins by index."
         )
-    return count, draft.port("--master_port", "Without --master_port, deepspeed uses 29500")
+    draft.port("--master_port", "Without --master_port, deepspeed uses 29500")
+    return count
 
 
 _LAUNCHERS = {

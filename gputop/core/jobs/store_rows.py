@@ -22,7 +22,7 @@ from gputop.core.jobs.usage import (
     usage_from_text,
     usage_note_from_text,
 )
-from gputop.core.numbers import valid_text
+from gputop.core.numbers import valid_text, whole_within
 
 MAX_TICKS = 2**63 - 1
 """The most clock ticks since boot a start can be (SQLite's integers end here)."""
@@ -84,9 +84,7 @@ def row_to_job(row: sqlite3.Row | Mapping[str, Any]) -> Job:
 def _ticks(value: object) -> int | None:
     """A start in ticks as recorded, or ``None`` where it is no count (a row changed by hand):
     its process is then proven by its start time (a bad one made a running job lost)."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TICKS:
-        return value
-    return None
+    return value if whole_within(value, 0, MAX_TICKS) else None
 
 
 def _added(row: sqlite3.Row | Mapping[str, Any], name: str) -> Any:

@@ -57,9 +57,6 @@ class RecordedEnd:
     note: str | None = None
     usage: JobUsage | None = None
 
-    def to_bytes(self) -> bytes:
-        return Unrecorded(self.job_id, end=self).to_bytes()
-
     def transition(self, stopped: bool | None = None) -> Transition:
         """The end as the store records it; ``stopped`` as the supervisor knows it (``None``:
         set where kept so, else as recorded: a stop on its way did not end it)."""
@@ -155,7 +152,7 @@ def _process_fields(seen: ProcessSeen) -> dict[str, object]:
     return fields
 
 
-def _open_end_file(state_dir: Path, job_id: int, flags: int) -> tuple[int, Unrecorded | None]:
+def _open_end_file(state_dir: Path, job_id: int) -> tuple[int, Unrecorded | None]:
     """Job ``job_id``'s file, created where missing, and what it held; StoreError."""
     dir_fd = open_private_dir(state_dir, create=False)
     try:
@@ -165,14 +162,9 @@ def _open_end_file(state_dir: Path, job_id: int, flags: int) -> tuple[int, Unrec
     name = f"{job_id}{SUFFIX}"
     try:
         before = _read_one(run_fd, state_dir / RUN_DIR, name, job_id)
-        return open_private_file(run_fd, state_dir / RUN_DIR, name, flags, "file"), before
+        return open_private_file(run_fd, state_dir / RUN_DIR, name, os.O_RDWR, "file"), before
     finally:
         os.close(run_fd)
-
-
-def _padded(kept: Unrecorded) -> bytes:
-    """The record padded to the reserved size: no tail of a longer record stays."""
-    return kept.to_bytes().ljust(RESERVED_BYTES, b" ")
 
 
 class EndReservation:
@@ -180,10 +172,13 @@ class EndReservation:
 
     def __init__(self, state_dir: Path, job_id: int) -> None:
         self.job_id = job_id
+        self._state_dir = state_dir
         self.path = state_dir / RUN_DIR / f"{job_id}{SUFFIX}"
         self._fd: int | None = None
+        self.before: Unrecorded | None = None
+        """What the file held before it was reserved again."""
         try:
-            fd, _before = _open_end_file(state_dir, job_id, os.O_RDWR)
+            fd, self.before = _open_end_file(state_dir, job_id)
         except StoreError:
             return  # no space even for this: the supervisor tries again later
         try:
@@ -191,7 +186,7 @@ class EndReservation:
             os.posix_fallocate(fd, 0, RESERVED_BYTES)
         except OSError:
             os.close(fd)
-            self._remove()
+            forget_unrecorded(self._state_dir, self.job_id)
             return
         self._fd = fd
 
@@ -200,8 +195,9 @@ class EndReservation:
         return self._fd is not None
 
     def keep_all(self, kept: Unrecorded) -> bool:
-        """Write ``kept`` over the blocks, then to the disk; False: none, or it failed."""
-        return self._write(_padded(kept))
+        """Write ``kept`` over the blocks (padded: no tail of a longer record stays), then to
+        the disk; False: none, or it failed."""
+        return self._write(kept.to_bytes().ljust(RESERVED_BYTES, b" "))
 
     def clear(self) -> bool:
         """The store took everything: the blocks hold nothing (they stay reserved)."""
@@ -220,7 +216,7 @@ class EndReservation:
     def release(self) -> None:
         """The store holds everything: the file goes."""
         self.close()
-        self._remove()
+        forget_unrecorded(self._state_dir, self.job_id)
 
     def close(self) -> None:
         """Keep the file: the next gputop that can write the store records what it holds."""
@@ -229,30 +225,18 @@ class EndReservation:
                 os.close(self._fd)
             self._fd = None
 
-    def _remove(self) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-
 
 def keep_end(state_dir: Path, end: RecordedEnd) -> bool:
     """Best effort, without a reservation (``jobs stop`` ended a job whose supervisor was
     gone, and the store refuses it): the end added to the job's file. False when even this
     cannot be written; the job then shows as lost, which is true."""
-    try:
-        fd, before = _open_end_file(state_dir, end.job_id, os.O_WRONLY)
-    except StoreError:
-        return False
-    kept = dataclasses.replace(before or Unrecorded(end.job_id), end=end)
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, _padded(kept))
-        os.fsync(fd)
-    except OSError:
-        forget_unrecorded(state_dir, end.job_id)
-        return False
-    finally:
-        os.close(fd)
-    return True
+    file = EndReservation(state_dir, end.job_id)
+    kept = file.keep_all(dataclasses.replace(file.before or Unrecorded(end.job_id), end=end))
+    if file.reserved and not kept:
+        file.release()  # half written, perhaps: no record at all
+    else:
+        file.close()
+    return kept
 
 
 def read_unrecorded(state_dir: Path) -> dict[int, Unrecorded]:

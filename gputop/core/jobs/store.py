@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import sqlite3
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -84,10 +84,8 @@ class JobStore(StoreConnection):
             boot_id=current_boot_id(),
             token=secrets.token_hex(16),
         )
-        columns = job_columns(job)
-        del columns["id"]
         with self._writing() as conn:
-            job_id = int(insert_row(conn, columns).lastrowid or 0)
+            job_id = _insert_new(conn, job)
             log_path = self.logs_dir / f"{job_id}.log"
             try:
                 os.close(open_log_append(log_path))
@@ -100,10 +98,11 @@ class JobStore(StoreConnection):
             )
         return self.get(job_id)
 
-    def insert_job(self, columns: Mapping[str, Any]) -> Job:
-        """Record a job that runs outside gputop's supervisors (slurm/job_rows.py)."""
+    def insert_job(self, job: Job) -> Job:
+        """Record ``job`` as it is, under a new id: a job that runs outside gputop's
+        supervisors (slurm/job_rows.py)."""
         with self._writing() as conn:
-            job_id = int(insert_row(conn, columns).lastrowid or 0)
+            job_id = _insert_new(conn, job)
         return self.get(job_id)
 
     def adopt(self, job: Job) -> bool:
@@ -181,3 +180,10 @@ class JobStore(StoreConnection):
                     f"{STATE_DIR_ENV} to use another store."
                 ) from None
         return jobs
+
+
+def _insert_new(connection: sqlite3.Connection, job: Job) -> int:
+    """``job``'s row under a new id; the id."""
+    columns = job_columns(job)
+    del columns["id"]
+    return int(insert_row(connection, columns).lastrowid or 0)

@@ -9,9 +9,9 @@ import json
 import time
 from collections.abc import Sequence
 
-from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, JobState, RunMode
+from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store import JobStore
-from gputop.core.jobs.store_rows import NOT_ENDED, Transition, text_column
+from gputop.core.jobs.store_rows import NOT_ENDED, Transition
 from gputop.core.numbers import valid_text
 from gputop.core.process_control import current_boot_id
 
@@ -32,25 +32,21 @@ def record_slurm_job(
     ``update_slurm_job`` once Slurm reports them.
     """
     return store.insert_job(
-        {
-            "name": text_column(name),  # exact bytes where not UTF-8 (store_rows.py)
-            "command": json.dumps(list(command), allow_nan=False),
-            "command_text": text_column(command_text),
-            "uses_shell": 0,
-            "cwd": text_column(cwd),
-            "physical_indices": "[]",
-            "uuids": "[]",
-            "env": "{}",
-            "mode": RunMode.DETACHED.value,
-            "state": JobState.WAITING.value,
-            "log_path": text_column(log_path),
-            "created_at": time.time(),
-            "host": store.host,
-            "grace_s": DEFAULT_GRACE_S,
-            "wait_for_free": 0,
-            "boot_id": current_boot_id(),
-            "slurm_job_id": slurm_job_id,
-        }
+        Job(
+            name=name,
+            command=tuple(command),
+            command_text=command_text,
+            uses_shell=False,
+            cwd=cwd,
+            physical_indices=(),
+            uuids=(),
+            env={},
+            log_path=log_path,
+            created_at=time.time(),
+            host=store.host,
+            boot_id=current_boot_id(),
+            slurm_job_id=slurm_job_id,
+        )
     )
 
 

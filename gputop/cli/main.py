@@ -6,7 +6,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 from typing import NoReturn
 
 from gputop.cli.arg_types import add_commands, commands_of
@@ -91,7 +90,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="print the distribution, its version and, from a git checkout, the commit",
     )
     if only is None or only == DASHBOARD:
-        dashboard = _module("gputop.cli.dashboard")
+        dashboard = importlib.import_module("gputop.cli.dashboard")
         dashboard.add_arguments(parser)
         parser.set_defaults(run=dashboard.run)
     if only == DASHBOARD:
@@ -99,12 +98,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     commands = add_commands(parser, title="commands", metavar="COMMAND")
     for name, module in COMMAND_MODULES.items():
         if only is None or name == only:
-            _module(module).add_parser(commands, common)
+            importlib.import_module(module).add_parser(commands, common)
     return parser
-
-
-def _module(name: str) -> ModuleType:
-    return importlib.import_module(name)
 
 
 def _named_command(argv: Sequence[str]) -> str | None:

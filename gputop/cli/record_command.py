@@ -34,7 +34,7 @@ from gputop.core.history.store import (
 from gputop.core.history.wal_bound import max_wal_bytes
 from gputop.core.history.writer import HistoryWriter
 from gputop.core.private_files import Sharing, default_state_dir
-from gputop.core.redact import COMMAND_FORMS, CommandForm
+from gputop.core.redact import COMMAND_FORMS
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.sampling.nvml_backend import SamplingOptions
 from gputop.core.sampling.source import open_backend
@@ -129,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
                 _say,
                 job_of=job_of_process,
                 connect=_opener(path, lock, sharing),
-                command_form=_command_form(args.command_label, sharing),
+                # A shared store writes commands redacted unless told otherwise; a private
+                # one keeps them whole unless told otherwise.
+                command_form=args.command_label or ("redacted" if sharing is not None else None),
             )
             writer.open_store()  # a full or read-only disk: said, and tried at every batch
             options = RecorderOptions(
@@ -155,14 +157,6 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(number, handler)
         lock.release()
     return 0
-
-
-def _command_form(given: CommandForm | None, sharing: Sharing | None) -> CommandForm | None:
-    """A shared store writes commands redacted unless told otherwise; a private one keeps
-    them whole unless told otherwise."""
-    if given is not None:
-        return given
-    return "redacted" if sharing is not None else None
 
 
 def _opener(

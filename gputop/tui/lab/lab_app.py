@@ -247,10 +247,15 @@ class LabApp(DashboardApp):
         grid = self.query_one(LabGrid)
         self.change_view(lambda table: table.filter_card(grid.host, grid.highlighted))
 
+    def _status(self, position: int | None) -> HostStatus | None:
+        """The host at ``position`` as last read (None: none there, or not read yet)."""
+        known = position is not None and position < len(self.statuses)
+        return self.statuses[position] if known and position is not None else None
+
     def action_card_history(self) -> None:
         grid = self.query_one(LabGrid)
         position, card = grid.host, grid.highlighted
-        status = self.statuses[position] if position < len(self.statuses) else None
+        status = self._status(position)
         if status is None or card is None:
             self.notify(NO_CARD)
             return
@@ -269,18 +274,16 @@ class LabApp(DashboardApp):
     def action_card_health(self) -> None:
         grid = self.query_one(LabGrid)
         position, index = grid.host, grid.highlighted
-        host = self.statuses[position].host if position < len(self.statuses) else None
+        host = status.host if (status := self._status(position)) is not None else None
         self.show_card_health(lambda: self._lab_card(position, index), NO_CARD, host, index)
 
     def _lab_card(self, position: int, index: int | None) -> GpuSample | None:
-        status = self.statuses[position] if position < len(self.statuses) else None
+        status = self._status(position)
         gpus = status.snapshot.gpus if status is not None and status.snapshot else ()
         return next((g for g in gpus if g.physical_index == index), None)
 
     def action_process_history(self) -> None:
-        position = self.query_one(LabProcessTable).current_host
-        shown = position is not None and position < len(self.statuses)
-        status = self.statuses[position] if shown and position is not None else None
+        status = self._status(self.query_one(LabProcessTable).current_host)
         if status is not None and status.mode is not Mode.LOCAL:
             self.notify(
                 "A remote process's own history is not shown yet: H on its card shows "
@@ -292,7 +295,7 @@ class LabApp(DashboardApp):
     def action_launch(self) -> None:
         grid = self.query_one(LabGrid)
         position = grid.selection_host
-        status = self.statuses[position] if position < len(self.statuses) else None
+        status = self._status(position)
         if status is None or status.snapshot is None:
             self.notify("No reading from this host yet: nothing to launch on.")
             return

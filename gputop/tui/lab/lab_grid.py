@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -173,11 +174,8 @@ class LabGrid(VerticalScroll, can_focus=True):
     @property
     def selection_host(self) -> int:
         """Where a launch goes: the selection's host, else the highlighted one."""
-        return (
-            self._selected_host
-            if self._selected and self._selected_host is not None
-            else (self.host)
-        )
+        selected = self._selected_host if self._selected else None
+        return self.host if selected is None else selected
 
     def is_expanded(self, position: int) -> bool:
         if position in self.expanded_by_person:
@@ -242,23 +240,21 @@ class LabGrid(VerticalScroll, can_focus=True):
 
     def toggle_highlighted(self) -> None:
         card = self.highlighted
-        if card is None:
-            return
-        if self._selected and self._selected_host != self._place.host:
-            old = self._selected_host
-            self._selected = set()
-            if old is not None:
-                self.post_message(self.SelectionMoved(old, self._place.host))
-        self._selected_host = self._place.host
-        self._selected ^= {card}
-        self._changed()
+        if card is not None:
+            self._select_on_host(lambda selected: selected ^ {card})
 
     def select_all(self) -> None:
-        old = self._selected_host if self._selected else None
-        self._selected_host = self._place.host
-        self._selected = set(self.groups[self._place.host].physical)
-        if old is not None and old != self._place.host:
-            self.post_message(self.SelectionMoved(old, self._place.host))
+        self._select_on_host(lambda _: set(self.groups[self._place.host].physical))
+
+    def _select_on_host(self, change: Callable[[set[int]], set[int]]) -> None:
+        """The selection ``change`` makes on the highlighted host; one on another host is
+        dropped first (a selection belongs to one host), and that said."""
+        host, old = self._place.host, self._selected_host if self._selected else None
+        kept = self._selected if old == host else set()
+        if old is not None and old != host:
+            self.post_message(self.SelectionMoved(old, host))
+        self._selected_host = host
+        self._selected = change(kept)
         self._changed()
 
     def clear_selection(self) -> None:
@@ -281,15 +277,14 @@ class LabGrid(VerticalScroll, can_focus=True):
                 self.groups[position].set_cards(physical)
                 if position == self._selected_host:
                     self._selected &= set(physical)
-        first = self._place.card is None and self.groups[self._place.host].physical
-        if first and self.is_expanded(self._place.host):
+        first = self._place.card is None and bool(self.groups[self._place.host].physical)
+        first = first and self.is_expanded(self._place.host)
+        if first:
             self._place = HighlightPlace(self._place.host, 0)
-            self._relayout()
-            self._paint()
-            self.post_message(self.SelectionChanged(self.host, self.highlighted, self.selection))
-            return
         self._relayout()
         self._paint()
+        if first:
+            self.post_message(self.SelectionChanged(self.host, self.highlighted, self.selection))
 
     def set_geometry(self, compact: bool, max_lines: int) -> None:
         if (compact, max_lines) != (self.compact, self.max_lines):
@@ -298,8 +293,12 @@ class LabGrid(VerticalScroll, can_focus=True):
             self._relayout()
             self._paint()
 
+    @property
+    def _width(self) -> int:
+        return self.size.width or self.app.size.width
+
     def _columns(self, count: int) -> int:
-        return columns_for(count, self.size.width or self.app.size.width)
+        return columns_for(count, self._width)
 
     def _group_lines(self, group: HostGroup) -> int:
         if not group.physical:
@@ -310,7 +309,7 @@ class LabGrid(VerticalScroll, can_focus=True):
         return 1 + math.ceil(len(group.physical) / columns) * CARD_HEIGHT
 
     def _relayout(self) -> None:
-        width = self.size.width or self.app.size.width
+        width = self._width
         cards = tuple(tuple(g.physical) for g in self.groups)
         shape = (
             cards,
@@ -332,7 +331,7 @@ class LabGrid(VerticalScroll, can_focus=True):
             )
 
     def _paint(self) -> None:
-        width = max((self.size.width or self.app.size.width) - 3, 10)
+        width = max(self._width - 3, 10)
         for position, group in enumerate(self.groups):
             summary = self.summaries[position]
             status = self.statuses[position]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from rich.cells import cell_len
 
-from gputop.core.model import GpuProcess, Snapshot
+from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
 from gputop.tui.row_order import HeldOrder
 from gputop.tui.widgets.process_rows import COLUMNS, ProcessRow, RowMaker, column_widths
@@ -123,10 +123,6 @@ class LabProcessTable(ProcessTable):
         if not 0 <= self.cursor_row < len(rows):
             return None
         return self._row_hosts.get(rows[self.cursor_row].key)
-
-    @property
-    def current_process(self) -> GpuProcess | None:
-        return super().current_process
 
     def filter_card(self, host: int, physical_index: int | None, follow: bool = False) -> None:
         """``f``: one card of one host, or everything again."""

@@ -17,9 +17,6 @@ from typing import IO
 
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.screen import ModalScreen
 from textual.widgets import Input, RichLog, Static
 
 from gputop.core.job_columns import HostJob
@@ -32,10 +29,8 @@ from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail
 from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote, start_remote
 from gputop.core.safe_text import clean
 from gputop.tui.safe import plain
+from gputop.tui.screens.job_log import LogScreen, log_title
 from gputop.tui.screens.launch import LaunchContext, LaunchScreen
-from gputop.tui.workers import ReportsWorkerFailures
-
-MAX_LINES_SHOWN = 20_000
 
 
 class RemoteLaunchScreen(LaunchScreen):
@@ -106,29 +101,16 @@ def log_lines(stream: IO[bytes]) -> Iterator[str]:
         yield raw.decode("utf-8", "replace").rstrip("\r\n")
 
 
-class RemoteLogScreen(ReportsWorkerFailures, ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
-
+class RemoteLogScreen(LogScreen):
     def __init__(self, job: HostJob, ssh_environ: Mapping[str, str] | None) -> None:
         super().__init__()
         self.job = job
         self.ssh_environ = ssh_environ
         self._process: subprocess.Popen[bytes] | None = None
 
-    def compose(self) -> ComposeResult:
-        title = Text.assemble(
-            f"Job {self.job.id} (",
-            plain(self.job.name),
-            ") on ",
-            plain(self.job.host_name, style="bold cyan"),
-            ": ",
-            plain(self.job.status_text),
-            ("   escape closes", "dim"),
-            "\n",
-            (usage_summary(self.job.usage), "dim"),
-        )
-        yield Static(title, id="log-title")
-        yield RichLog(id="log", max_lines=MAX_LINES_SHOWN, wrap=False, markup=False)
+    def title_line(self) -> Text:
+        job = self.job
+        return log_title(job, plain(job.host_name, style="bold cyan"), usage_summary(job.usage))
 
     def on_mount(self) -> None:
         self._follow()

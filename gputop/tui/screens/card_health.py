@@ -66,13 +66,24 @@ def counter_rows(health: GpuHealth) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
+XIDS_UNKNOWN = "unknown: neither NVML's events nor the kernel log is open to you"
+
+
+def xids_in_all(health: GpuHealth) -> str | None:
+    """``Xid 13: 1, Xid 79: 3`` where the events kept do not count every Xid (also the health
+    screen's)."""
+    totals = dict(health.xid_counts)
+    if sum(totals.values()) <= sum(e.count for e in health.xid_events or ()):
+        return None
+    return ", ".join(f"Xid {code}: {n}" for code, n in sorted(totals.items()))
+
+
 def _xid_lines(health: GpuHealth) -> list[Text]:
     if health.xid_events is None:
-        return [_row("Xids", "unknown: neither NVML's events nor the kernel log is open to you")]
+        return [_row("Xids", XIDS_UNKNOWN)]
     sources = " and ".join(health.xid_sources)
     if not health.xid_events:
         return [_row("Xids", f"none since gputop started (from {sources})")]
-    totals = dict(health.xid_counts)
     lines = [_row("Xids", f"from {sources}, newest last")]
     for event in health.xid_events:
         info = describe(event.xid)
@@ -85,8 +96,7 @@ def _xid_lines(health: GpuHealth) -> list[Text]:
                 (info.action[:1].upper() + info.action[1:], "dim"),  # a sentence of its own
             )
         )
-    if sum(totals.values()) > sum(e.count for e in health.xid_events):
-        counted = ", ".join(f"Xid {code}: {n}" for code, n in sorted(totals.items()))
+    if (counted := xids_in_all(health)) is not None:
         lines.append(Text(f"    in all: {counted}", style="dim"))
     return lines
 

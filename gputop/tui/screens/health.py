@@ -24,7 +24,7 @@ from gputop.core.health import verdict
 from gputop.core.model import GpuHealth
 from gputop.core.xid import describe
 from gputop.tui.safe import plain, plain_content
-from gputop.tui.screens.card_health import counter_rows
+from gputop.tui.screens.card_health import XIDS_UNKNOWN, counter_rows, xids_in_all
 
 STYLES = {"ok": "bold green", "warning": "bold yellow", "critical": "bold red"}
 REFRESH_S = 1.0
@@ -95,12 +95,7 @@ def render_health_screen(health: GpuHealth | None) -> RenderableType:
 def xid_block(health: GpuHealth) -> list[RenderableType]:
     """The Xids, newest first: a time column, and beside it what each means and what to do."""
     if health.xid_events is None:
-        return [
-            Text.assemble(
-                ("Xids  ", "bold"),
-                ("unknown: neither NVML's events nor the kernel log is open to you", "yellow"),
-            )
-        ]
+        return [Text.assemble(("Xids  ", "bold"), (XIDS_UNKNOWN, "yellow"))]
     sources = " and ".join(health.xid_sources)
     if not health.xid_events:
         return [Text.assemble(("Xids  ", "bold"), f"none since gputop started (from {sources})")]
@@ -121,9 +116,7 @@ def xid_block(health: GpuHealth) -> list[RenderableType]:
             ),
         )
     parts: list[RenderableType] = [title, table]
-    totals = dict(health.xid_counts)
-    if sum(totals.values()) > sum(e.count for e in health.xid_events):
-        counted = ", ".join(f"Xid {code}: {n}" for code, n in sorted(totals.items()))
+    if (counted := xids_in_all(health)) is not None:
         parts.append(Text(f"in all: {counted}", style="dim"))
     return parts
 

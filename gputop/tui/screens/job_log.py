@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import RichLog, Static
 from textual.worker import Worker
 
+from gputop.core.job_columns import HostJob
 from gputop.core.jobs.logs import LogFollower, LogRead
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.usage import usage_summary
@@ -32,9 +33,35 @@ MAX_LINES_SHOWN = 20_000
 """Older lines scroll out of the view (the log file keeps them)."""
 
 
-class JobLogScreen(ReportsWorkerFailures, ModalScreen[None]):
+class LogScreen(ReportsWorkerFailures, ModalScreen[None]):
+    """A job's log under a title line (``title``), this machine's or another host's."""
+
     BINDINGS = [Binding("escape,q", "dismiss", "Close")]
 
+    def compose(self) -> ComposeResult:
+        yield Static(self.title_line(), id="log-title")
+        yield RichLog(id="log", max_lines=MAX_LINES_SHOWN, wrap=False, markup=False)
+
+    def title_line(self) -> Text:
+        raise NotImplementedError
+
+
+def log_title(job: Job | HostJob, where: Text, usage: str) -> Text:
+    """``Job 3 (train) on GPU 0,1: running   escape closes``, and what it used under it."""
+    return Text.assemble(
+        f"Job {job.id} (",
+        plain(job.name),
+        ") on ",
+        where,
+        ": ",
+        plain(job.status_text),
+        ("   escape closes", "dim"),
+        "\n",
+        (usage, "dim"),
+    )
+
+
+class JobLogScreen(LogScreen):
     def __init__(self, job: Job) -> None:
         super().__init__()
         self.job = job
@@ -42,10 +69,6 @@ class JobLogScreen(ReportsWorkerFailures, ModalScreen[None]):
         self._shown_missing = False
         self._last_error: str | None = None
         self._reader: Worker[None] | None = None
-
-    def compose(self) -> ComposeResult:
-        yield Static(self._title(), id="log-title")
-        yield RichLog(id="log", max_lines=MAX_LINES_SHOWN, wrap=False, markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#log", RichLog).border_title = plain_content(self.job.log_path)
@@ -57,23 +80,15 @@ class JobLogScreen(ReportsWorkerFailures, ModalScreen[None]):
         if self._reader is None or self._reader.is_finished:
             self._reader = self._read()
 
-    def _title(self) -> Text:
-        job = self.job
-        return Text.assemble(
-            f"Job {job.id} (",
-            plain(job.name),
-            f") on GPU {job.gpus_text}: ",
-            plain(job.status_text),
-            ("   escape closes", "dim"),
-            "\n",
-            (usage_summary(job.usage, job.usage_note), "dim"),
-        )
+    def title_line(self) -> Text:
+        usage = usage_summary(self.job.usage, self.job.usage_note)
+        return log_title(self.job, Text(f"GPU {self.job.gpus_text}"), usage)
 
     def update_job(self, job: Job) -> None:
         """The dashboard passes each newer state of the job, for the title line."""
         if job.id == self.job.id and job != self.job:
             self.job = job
-            self.query_one("#log-title", Static).update(self._title())
+            self.query_one("#log-title", Static).update(self.title_line())
 
     @work(thread=True, group="log", exit_on_error=False)
     def _read(self) -> None:

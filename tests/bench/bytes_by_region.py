@@ -7,12 +7,20 @@ following the cursor through its moves: cursor moves, colour (SGR) sequences and
 screen region (gputop: the status line, each line of the cards, each column of the process
 table, the PyTorch view, the key bar; nvitop: its bands of rows). A tool for finding what
 to cut (docs/speed.md, "Bytes to the terminal"), not a check: it prints and exits 0.
+
+``--record FILE`` also keeps what Textual gave gputop's screen diff (every write, with the
+terminal's size), and ``--replay FILE`` feeds such a recording through this tree's
+``ScreenDiff``: two versions of the diff compared on exactly the same frames, bytes by kind
+over the recording's window, and (``--check``) every write's result on an emulated terminal
+compared, cell by cell, with what Textual's own bytes show there.
 """
 
 from __future__ import annotations
 
 import argparse
 import codecs
+import dataclasses
+import json
 import re
 import sys
 import time
@@ -22,6 +30,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+import pyte  # noqa: E402
 from busy_scenario import busy  # noqa: E402
 from dashboard_bench import (  # noqa: E402
     SCENARIO,
@@ -36,6 +45,23 @@ from helpers.pty_terminal import PtyTerminal  # noqa: E402
 from recorder_store import recorder_store  # noqa: E402
 from rich.cells import cell_len  # noqa: E402
 from stand_ins import live_scenario  # noqa: E402
+
+from gputop.tui.screen_diff import ScreenDiff  # noqa: E402
+
+RECORDING = """
+import json, runpy, sys, time
+from gputop.tui import screen_diff
+log = open(sys.argv.pop(1), "w", encoding="utf-8")
+diff_frame = screen_diff.ScreenDiff.filter
+def recorded(self, data, size):
+    log.write(json.dumps([time.monotonic(), size, self.line_feeds, data]) + "\\n")
+    return diff_frame(self, data, size)
+screen_diff.ScreenDiff.filter = recorded
+sys.argv[0] = "gputop"
+runpy.run_module("gputop", run_name="__main__", alter_sys=True)
+"""
+"""``python -m gputop`` keeping every write given to its screen diff: one JSON array a
+line (monotonic time, the terminal's size, ``line_feeds``, the data)."""
 
 _TOKEN = re.compile(
     r"\x1b\[(?P<private>[?<>=]?)(?P<params>[0-9;:]*)[ $]?(?P<final>[@-~])"
@@ -90,6 +116,9 @@ class ByteMap:
                 kind = "move"
             elif final == "m":
                 kind = "sgr"
+        elif match.group(0) == "\x1bM":  # reverse index: a row up
+            self.y -= 1
+            kind = "move"
         elif control is not None:
             kind = "move"
             if control == "\r":
@@ -184,13 +213,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--truecolor", action="store_true", help="gputop in a truecolor terminal (COLORTERM)"
     )
+    parser.add_argument("--record", metavar="FILE", help="keep what gputop's diff was given")
+    parser.add_argument("--replay", metavar="FILE", help="feed a recording through the diff")
+    parser.add_argument(
+        "--check", action="store_true", help="with --replay: compare every write's screen"
+    )
     args = parser.parse_args(argv)
+    if args.replay:
+        return replay(Path(args.replay), args.check)
     transform = busy if args.busy else None
     with (
         live_scenario(SCENARIO, transform) as (scenario, _),
         recorder_store(scenario) as state_dir,
     ):
         gputop = subjects(scenario, state_dir)[0]
+        if args.record:
+            options = gputop.command[3:]  # python -m gputop ...
+            command = [sys.executable, "-c", RECORDING, args.record, *options]
+            gputop = dataclasses.replace(gputop, command=command)
         apps = [in_truecolor(gputop) if args.truecolor else gputop]
         if args.nvitop:
             apps.append(nvitop_subject(args.nvitop, scenario))
@@ -212,12 +252,65 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for terminal in terminals:
                 terminal.stop()
+    if args.record:
+        with open(args.record, "a", encoding="utf-8") as log:
+            log.write(json.dumps(["window", started, started + seconds]) + "\n")
     for app in apps:
         pick = nvitop_region if app.name == "nvitop" else gputop_region
         report(app.name, maps[app.name], seconds, pick(screens[app.name]))
         if args.rows:
             report_rows(maps[app.name], seconds, screens[app.name], args.rows)
     return 0
+
+
+def replay(path: Path, check: bool) -> int:
+    """Feed the writes recorded in ``path`` (``--record``) through ``ScreenDiff``; print the
+    bytes it sends over the recording's window, by kind. ``check``: after every write, the
+    terminal fed the diff's output must show what the one fed Textual's shows."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    window = json.loads(lines[-1])
+    if window[0] != "window":
+        raise SystemExit(f"{path}: no window at its end (the recording did not finish)")
+    _, start, end = window
+    diff, byte_map = ScreenDiff(), ByteMap()
+    before: Counter[tuple[str, int, int]] | None = None
+    textual_bytes = 0
+    screens: tuple[pyte.Screen, pyte.Screen] | None = None
+    streams: list[pyte.Stream] = []
+    for number, line in enumerate(lines[:-1]):
+        at, size, diff.line_feeds, data = json.loads(line)
+        if before is None and at >= start:
+            before = byte_map.bytes.copy()
+        if before is not None and at < end:
+            textual_bytes += len(data.encode())
+        out = diff.filter(data, tuple(size))
+        if at < end:
+            byte_map.feed(out.encode())
+        if check:
+            if screens is None or (screens[0].columns, screens[0].lines) != tuple(size):
+                screens = (pyte.Screen(*size), pyte.Screen(*size))
+                streams = [pyte.Stream(screen) for screen in screens]
+            streams[0].feed(data)
+            streams[1].feed(out)
+            if _cells(screens[0]) != _cells(screens[1]):
+                raise SystemExit(f"write {number}: the diff's terminal shows other cells")
+    seconds = end - start
+    byte_map.bytes.subtract(before or Counter())
+    by_kind: Counter[str] = Counter()
+    for (kind, _, _), count in byte_map.bytes.items():
+        by_kind[kind] += count
+    total = sum(by_kind.values())
+    print(f"replay of {path}: {total / seconds:.0f} B/s over {seconds:.0f} s", end="")
+    print(f" (Textual gave {textual_bytes / seconds:.0f} B/s)")
+    kinds = ", ".join(f"{k} {v / seconds:.0f}" for k, v in by_kind.most_common())
+    print(f"  by kind (B/s): {kinds}")
+    if check:
+        print("  every write's screen the same as Textual's")
+    return 0
+
+
+def _cells(screen: pyte.Screen) -> list[list[object]]:
+    return [[screen.buffer[y][x] for x in range(screen.columns)] for y in range(screen.lines)]
 
 
 def _tap(terminal: PtyTerminal, byte_map: ByteMap) -> None:

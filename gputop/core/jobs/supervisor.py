@@ -16,9 +16,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from gputop.core import settings
 from gputop.core.claims.directory import claims_path
 from gputop.core.claims.jobs import IGNORED_ENV, JobClaim, job_cards
 from gputop.core.errors import GputopError
@@ -26,16 +27,16 @@ from gputop.core.jobs.child import Child, PopenChild, PtyChild, Wakeup, wait_for
 from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
-from gputop.core.jobs.recording import Recorder
-from gputop.core.jobs.store import JobStore, StoreError
+from gputop.core.jobs.store import JobStore, StoreError, record_unrecorded
 from gputop.core.jobs.store_rows import (
     ProcessSeen,
+    Transition,
     note_set,
     started,
     stop_asked,
     supervisor_seen,
 )
-from gputop.core.jobs.unrecorded import RecordedEnd
+from gputop.core.jobs.unrecorded import EndReservation, RecordedEnd, Unrecorded
 from gputop.core.jobs.usage_meter import UsageRecorder
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.xid_marks import live_job_xids
@@ -49,6 +50,105 @@ RUNNING_POLL_S = 5.0
 PANE_VARIABLES = ("TERM", "TMUX_PANE", "COLUMNS", "LINES")
 LEADER_REAP_S = 5.0
 SUPERVISOR_FAILED_EXIT = 70
+END_TRIES = 3
+END_RETRY_S = 0.5
+"""A job's end the store refused is tried again this often, this far apart."""
+RECORD_RETRY_S = 1.0
+"""Where no file could be reserved, an end is tried this often for ``RECORD_GIVE_UP``."""
+
+
+class Recorder:
+    """What a supervisor records of its job, also when the disk is full (docs/faults.md).
+
+    Where the store refuses a transition, or earlier ones wait, it goes into the reserved
+    file (unrecorded.py), recorded whole once the store takes it. An end gets a few quick
+    tries, never a long wait: the next gputop that can write records the file.
+    """
+
+    def __init__(
+        self, store: JobStore, job_id: int, environ: Mapping[str, str], say: Callable[[str], None]
+    ) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.environ = environ
+        self._say = say
+        self.unrecorded = Unrecorded(job_id)
+        """What the store refused, as the reserved file holds it."""
+        self._file = EndReservation(store.state_dir, job_id)  # before any write
+        self._in_file = False
+        self._fault_said = False
+
+    def record(self, transition: Transition) -> None:
+        """Write to the store now, or (it refuses, or earlier writes wait) into the file."""
+        if self.unrecorded.empty:
+            try:
+                self.store.record(self.job_id, transition)
+                return
+            except StoreError as error:
+                if error.fault is None:
+                    raise
+                self._fault(error)
+        self.unrecorded = self.unrecorded.holding(transition)
+        self._keep()
+        self.flush()
+
+    def _keep(self) -> None:
+        """``unrecorded`` into the reserved file (reserved now, where it could not be earlier)."""
+        if not self._file.reserved:
+            self._file = EndReservation(self.store.state_dir, self.job_id)
+        self._in_file = self._file.keep_all(self.unrecorded)
+
+    def flush(self) -> bool:
+        """Record what the file holds, then clear it; True when nothing is left to record."""
+        if self.unrecorded.empty:
+            return True
+        try:
+            record_unrecorded(self.store, self.unrecorded)
+        except StoreError as error:
+            if error.fault is None:
+                raise
+            self._fault(error)
+            return False
+        self.unrecorded = Unrecorded(self.job_id)
+        self._file.clear()
+        self._in_file = False
+        if self._fault_said:
+            self._fault_said = False
+            self._say(f"job {self.job_id} is recorded in the job store again")
+        return True
+
+    def _fault(self, error: StoreError) -> None:
+        if not self._fault_said:
+            self._fault_said = True
+            self._say(f"cannot record job {self.job_id} in the job store now: {error}")
+            self._say(f"job {self.job_id}: what the job store refuses is kept in {self._file.path}")
+
+    def end(self, end: RecordedEnd, stopped: bool | None = None) -> None:
+        """Record the job's end in the store or the file, and let the file go."""
+        self.record(end.transition(stopped))
+        for _ in range(END_TRIES):
+            if self.unrecorded.empty:
+                break
+            time.sleep(END_RETRY_S)
+            self.flush()
+        if not self.unrecorded.empty and not self._in_file:  # the end is in memory only
+            deadline = time.monotonic() + settings.RECORD_GIVE_UP.or_default(self.environ)
+            while time.monotonic() < deadline:
+                time.sleep(RECORD_RETRY_S)
+                if self.flush():
+                    break
+                self._keep()
+                if self._in_file:
+                    break
+        if self.unrecorded.empty:
+            self._file.release()
+            return
+        self._file.close()  # the next gputop that can write records it
+        if self._in_file:
+            self._say(
+                f"job {self.job_id}'s end is kept in {self._file.path}; the next "
+                "gputop that can write the job store records it"
+            )
 
 
 def job_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:

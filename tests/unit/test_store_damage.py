@@ -23,8 +23,8 @@ from helpers.jobs import asked_job
 from gputop.core import sqlite_files
 from gputop.core.jobs.model import JobState
 from gputop.core.jobs.store import JobStore, StoreError
+from gputop.core.jobs.store_file import REBUILT_NOTE
 from gputop.core.jobs.store_rows import ended
-from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.unrecorded import RecordedEnd, keep_end
 
 JOBS = 300

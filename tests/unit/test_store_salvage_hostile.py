@@ -19,8 +19,8 @@ import pytest
 from helpers.jobs import asked_job
 
 from gputop.core.jobs.store import JobStore
+from gputop.core.jobs.store_file import REBUILT_NOTE
 from gputop.core.jobs.store_rows import ended
-from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.sqlite_files import readable_rows
 
 PAGE = 4096
@@ -265,7 +265,7 @@ def test_a_salvage_that_fails_puts_the_damaged_store_back(
     goes back where it was, untouched, and the next recording command carries it all.
     Before, the new store (its schema committed, no job in it) stayed, read as sound, and
     every job was forgotten, after an internal error."""
-    from gputop.core.jobs import store_salvage
+    from gputop.core.jobs import store_file
     from gputop.core.jobs.store import StoreError
 
     state_dir = tmp_path / "state"
@@ -279,7 +279,7 @@ def test_a_salvage_that_fails_puts_the_damaged_store_back(
     def full(*args: object) -> int:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(store_salvage, "_rebuild_from_logs", full)
+    monkeypatch.setattr(store_file, "_rebuild_from_logs", full)
     with pytest.raises(StoreError, match="put back as it was") as error:
         JobStore.open(state_dir, repair=True)
     assert error.value.fault is not None

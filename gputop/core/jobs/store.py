@@ -22,7 +22,7 @@ from typing import Any
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store_connection import StoreConnection
-from gputop.core.jobs.store_file import StoreError, default_state_dir
+from gputop.core.jobs.store_file import REBUILT_NOTE, StoreError, default_state_dir
 from gputop.core.jobs.store_rows import (
     CLAIMED,
     Transition,
@@ -33,7 +33,6 @@ from gputop.core.jobs.store_rows import (
     row_to_job,
     text_column,
 )
-from gputop.core.jobs.store_salvage import REBUILT_NOTE
 from gputop.core.jobs.unrecorded import Unrecorded, forget_unrecorded, read_unrecorded
 from gputop.core.mig_targets import target_keys
 from gputop.core.private_files import STATE_DIR_ENV, open_log_append

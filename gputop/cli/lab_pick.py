@@ -138,10 +138,8 @@ def run_launch(args: argparse.Namespace, command: list[str]) -> int:
     remote = ["gputop", "run", "--gpus", ",".join(found.uuids)]
     remote += ["--min-free-mib", str(args.min_free_mib), "--max-util", str(args.max_util)]
     remote += ["--grace", str(args.grace)]
-    if args.name:
-        remote += ["--name", args.name]
-    if args.cwd:
-        remote += ["--cwd", args.cwd]
+    for option, value in (("--name", args.name), ("--cwd", args.cwd)):
+        remote += [option, value] if value else []
     if args.json:
         remote.append("--json")
     remote += ["--", *command]

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from dataclasses import replace
 
@@ -60,11 +61,9 @@ def _watch(args: argparse.Namespace, width: int | None) -> int:
                 return lab_json(statuses)
             return CLEAR_HOME + "\n\n".join(render_host(s, width, once=False) for s in statuses)
 
-        try:
+        with contextlib.suppress(KeyboardInterrupt):  # reprint_every returns only by Ctrl-C
             reprint_every(args.watch, frame)
-        except KeyboardInterrupt:
-            return INTERRUPTED
-    return INTERRUPTED  # reprint_every returns only by Ctrl-C
+    return INTERRUPTED
 
 
 def lab_json(statuses: list[HostStatus], indent: int | None = None) -> str:

@@ -109,10 +109,6 @@ def _health_line(gpu: GpuSample) -> str | None:
     return f"{'':4}{mark} health {result.level}: {reasons}. {action[:1].upper()}{action[1:]}"
 
 
-def _number(value: float | None) -> str:
-    return NA if value is None else f"{value:.0f}"
-
-
 def _mig_lines(gpu: GpuSample) -> list[str]:
     return [
         f"{'':4}MIG {mig.mig_index}  GI {mig.gpu_instance_id}  CI {mig.compute_instance_id}  "

@@ -11,13 +11,17 @@ from pathlib import Path
 from rich.text import Text
 
 from gputop.core.history.card_history import CardHistory, read_card_history
-from gputop.core.history.plot import time_axis
 from gputop.core.history.series import GpuSeries
 from gputop.core.model import GpuHealth
 from gputop.core.units import NA, duration, human_bytes
 from gputop.tui.safe import plain
 from gputop.tui.screens.card_health import render_health
-from gputop.tui.screens.history_window import PLOT_LABEL_WIDTH, HistoryWindowScreen, plot_lines
+from gputop.tui.screens.history_window import (
+    HistoryWindowScreen,
+    memory_plot,
+    plot_lines,
+    time_line,
+)
 
 
 class CardHistoryScreen(HistoryWindowScreen):
@@ -69,8 +73,8 @@ def render_card_history(history: CardHistory) -> Text:
         total = f" of {human_bytes(series.memory_total_bytes)}" if series.memory_total_bytes else ""
         figures = f"peak {human_bytes(int(max(known)))}{total}" if known else "nothing recorded"
         lines.append(Text.assemble(("memory  ", "bold"), figures))
-        lines += plot_lines(series.memory_used_bytes, top, lambda value: human_bytes(int(value)))
-        axis = Text(time_axis(history.since, history.until, len(util), PLOT_LABEL_WIDTH), "dim")
+        lines += memory_plot(series.memory_used_bytes, top)
+        axis = time_line(history.since, history.until, len(util))
         lines.append(axis)
         activity = _activity_lines(series)
         lines += activity

@@ -16,7 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputop.core.history.card_history import WINDOWS_S
-from gputop.core.history.plot import labelled_plot
+from gputop.core.history.plot import labelled_plot, time_axis
+from gputop.core.units import human_bytes
 from gputop.tui.workers import ReportsWorkerFailures
 
 PLOT_LABEL_WIDTH = 6
@@ -83,6 +84,16 @@ class HistoryWindowScreen(ReportsWorkerFailures, ModalScreen[None]):
 
     def render_history(self, found: object) -> Text:
         raise NotImplementedError
+
+
+def memory_plot(values: Sequence[float | None], top: float | None) -> list[Text]:
+    """Memory in bytes as a plot, its scale in ``40.0G``."""
+    return plot_lines(values, top, lambda value: human_bytes(int(value)))
+
+
+def time_line(since: float, until: float, columns: int) -> Text:
+    """The time axis under plots of ``columns`` slices from ``since`` to ``until``."""
+    return Text(time_axis(since, until, columns, PLOT_LABEL_WIDTH), "dim")
 
 
 def plot_lines(

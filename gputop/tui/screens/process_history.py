@@ -9,12 +9,11 @@ from pathlib import Path
 
 from rich.text import Text
 
-from gputop.core.history.plot import time_axis
 from gputop.core.history.process_history import ProcessHistory, read_process_history
 from gputop.core.model import GpuProcess
 from gputop.core.units import NA, duration, human_bytes
 from gputop.tui.safe import plain, plain_argv
-from gputop.tui.screens.history_window import PLOT_LABEL_WIDTH, HistoryWindowScreen, plot_lines
+from gputop.tui.screens.history_window import HistoryWindowScreen, memory_plot, time_line
 
 
 class ProcessHistoryScreen(HistoryWindowScreen):
@@ -57,16 +56,8 @@ def render_process_history(history: ProcessHistory) -> Text:
     return Text("\n").join(
         [
             Text("GPU memory (all its cards)", style="bold"),
-            *plot_lines(history.memory_used_bytes, top, lambda value: human_bytes(int(value))),
-            Text(
-                time_axis(
-                    history.since,
-                    history.until,
-                    len(history.memory_used_bytes),
-                    PLOT_LABEL_WIDTH,
-                ),
-                "dim",
-            ),
+            *memory_plot(history.memory_used_bytes, top),
+            time_line(history.since, history.until, len(history.memory_used_bytes)),
             Text(""),
             Text.assemble(
                 f"GPU time {duration(summary.gpu_seconds)}",

@@ -11,15 +11,16 @@ import contextlib
 import os
 import weakref
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import psutil
 
 _PROC = "/proc"
 
 
-@dataclass(frozen=True, slots=True)
-class Counters:
+class Counters(NamedTuple):
+    """A named tuple: one is read for every GPU process at every refresh."""
+
     cpu_time_s: float
     """User plus system CPU time since the process started."""
     rss_bytes: int
@@ -67,14 +68,14 @@ def _parse_stat(line: bytes) -> Counters | None:
     if not line:
         return None
     # The command name (field 2) is in parentheses and may hold spaces and parentheses.
-    fields = line[line.rindex(b")") + 2 :].split()
+    # Fields 3 to 24 are split off, not the thirty after them.
+    fields = line[line.rindex(b")") + 2 :].split(None, 22)
     if fields[0] in (b"Z", b"X"):  # field 3, the state: zombie or dead
         return None
-    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15
     return Counters(
-        cpu_time_s=(utime + stime) / _TICKS_PER_S,
-        rss_bytes=int(fields[21]) * _PAGE_BYTES,  # field 24, in pages
-        start_mark=float(fields[19]),  # field 22, ticks since boot
+        (int(fields[11]) + int(fields[12])) / _TICKS_PER_S,  # fields 14 and 15
+        int(fields[21]) * _PAGE_BYTES,  # field 24, in pages
+        float(fields[19]),  # field 22, ticks since boot
     )
 
 

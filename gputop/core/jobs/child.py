@@ -84,11 +84,27 @@ class Wakeup:
 
 
 class PopenChild:
-    """A detached job: a ``Popen`` whose waits are the supervisor's."""
+    """A detached job: a ``Popen`` in a session of its own, output to its log, whose waits
+    are the supervisor's."""
 
-    def __init__(self, process: subprocess.Popen[bytes], wake: Wakeup) -> None:
-        self.process = process
-        self.pid = process.pid
+    def __init__(
+        self, argv: Sequence[str], cwd: str, env: dict[str, str], log_path: str, wake: Wakeup
+    ) -> None:
+        log_fd = open_log_append(log_path)
+        try:
+            self.process = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                close_fds=True,
+                start_new_session=True,
+            )
+        finally:
+            os.close(log_fd)
+        self.pid = self.process.pid
         self._wake = wake
 
     def poll(self) -> int | None:

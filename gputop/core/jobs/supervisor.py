@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -41,7 +40,7 @@ from gputop.core.jobs.usage_meter import UsageRecorder
 from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.xid_marks import live_job_xids
 from gputop.core.numbers import parse_size
-from gputop.core.private_files import append_to_log, open_log_append, read_env_file
+from gputop.core.private_files import append_to_log, read_env_file
 from gputop.core.process_control import end_group, process_start, session_of
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.units import duration
@@ -279,8 +278,9 @@ class Supervisor:
             return self._could_not_start(job, 1, refused)
         self._say(f"job {job.id} ({job.name}) starting: {_describe(job)}")
         spawned_at = time.time()
+        kind = PtyChild if self.tty else PopenChild  # on a terminal (tmux mode), or detached
         try:
-            child = self._spawn(job, env)
+            child: Child = kind(job.command, job.cwd, env, job.log_path, self.wake)
         except StoreError as error:  # its log is refused (a planted link, another's file)
             return self._could_not_start(job, 126, f"its log cannot be used: {error}")
         except FileNotFoundError:
@@ -348,25 +348,6 @@ class Supervisor:
         cards = job_cards(snapshot, job.physical_indices, job.uuids)
         refused = self._claim.take(cards, job.name)
         return None if refused is None else f"its cards were claimed meanwhile: {refused}"
-
-    def _spawn(self, job: Job, env: dict[str, str]) -> Child:
-        if self.tty:
-            return PtyChild(job.command, job.cwd, env, job.log_path, self.wake)
-        log_fd = open_log_append(job.log_path)
-        try:
-            process = subprocess.Popen(
-                list(job.command),
-                cwd=job.cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log_fd,
-                stderr=subprocess.STDOUT,
-                close_fds=True,
-                start_new_session=True,
-            )
-        finally:
-            os.close(log_fd)
-        return PopenChild(process, self.wake)
 
     def _supervise(self, child: Child) -> int:
         """Wait for the job's end; a stop request on the way ends its whole group. Its log

@@ -473,6 +473,7 @@ class ProcessTable(ScrollView, can_focus=True):
             scroll_x = 0  # the header stays: COMMAND names its column however far it scrolls
             key: tuple[object, ...] = ("header", self._widths, style, scroll_x, width)
             cells: tuple[Cell, ...] = tuple(((name, ""),) for name in self.columns)
+            used = tuple(cell_len(name) for name in self.columns)
             over = Style.null()
         else:
             index = y - HEADER_LINES + scroll_y
@@ -485,11 +486,12 @@ class ProcessTable(ScrollView, can_focus=True):
             else:
                 over = Style.null()
             style = palette.base
-            cells = self._rows[index].cells
+            row = self._rows[index]
+            cells, used = row.cells, row.widths
             key = (cells, self._widths, style, over, scroll_x, width)
         strip = self._painted.get(key)
         if strip is None:
-            whole = self._paint(cells, style, over)
+            whole = self._paint(cells, used, style, over)
             strip = self._painted[key] = self._window(whole, scroll_x, width, style + over)
         return strip
 
@@ -506,35 +508,40 @@ class ProcessTable(ScrollView, can_focus=True):
         command = whole.crop(fixed + scroll_x, scroll_x + width)
         return Strip.join([whole.crop(0, fixed), command]).crop_extend(0, width, style)
 
-    def _paint(self, cells: tuple[Cell, ...], base: Style, over: Style) -> Strip:
+    def _paint(
+        self, cells: tuple[Cell, ...], used: tuple[int, ...], base: Style, over: Style
+    ) -> Strip:
         """A whole row, every column laid out; ``render_line`` crops it to the window.
-        Neighbouring parts of one style are one segment, as ``Strip.simplify`` would make
-        them, without a second pass."""
+        ``used`` is each cell's width. Neighbouring parts of one style are one segment, as
+        ``Strip.simplify`` would make them, without a second pass: most cells are one plain
+        part, written with their padding as one string."""
         plain = base + over
         pad = " " * CELL_PADDING
         segments: list[Segment] = []
         run: list[str] = []
         run_style = plain
-
-        def flush() -> None:
-            text = "".join(run)
-            if text:
-                segments.append(Segment(text, run_style))
-            run.clear()
-
-        def add(part: str, style: Style) -> None:
-            nonlocal run_style
-            if style != run_style:
-                flush()
-                run_style = style
-            run.append(part)
-
-        for cell, width in zip(cells, self._widths, strict=True):
-            used = 0
-            add(pad, plain)
-            for part, style_name in cell:
-                add(part, base + Style.parse(style_name) + over if style_name else plain)
-                used += cell_len(part)
-            add(" " * (width - used) + pad, plain)
-        flush()
+        for cell, cell_width, width in zip(cells, used, self._widths, strict=True):
+            if len(cell) == 1 and not cell[0][1]:  # one part in the row's own style
+                if run_style is not plain and run_style != plain:
+                    if run:
+                        segments.append(Segment("".join(run), run_style))
+                        run.clear()
+                    run_style = plain
+                run.append(f"{pad}{cell[0][0]}{' ' * (width - cell_width)}{pad}")
+                continue
+            parts = [(pad, plain)]
+            parts.extend(
+                (part, base + Style.parse(style_name) + over if style_name else plain)
+                for part, style_name in cell
+            )
+            parts.append((" " * (width - cell_width) + pad, plain))
+            for part, style in parts:
+                if style is not run_style and style != run_style:
+                    if run:
+                        segments.append(Segment("".join(run), run_style))
+                        run.clear()
+                    run_style = style
+                run.append(part)
+        if run:
+            segments.append(Segment("".join(run), run_style))
         return Strip(segments)

@@ -13,7 +13,6 @@ never read as markup (gputop/tui/safe.py).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from rich.text import Text
@@ -167,7 +166,7 @@ class FleetApp(QuitHint, App[int]):
         Binding("slash", "filter", "Filter"),
         Binding("u", "users", "Users"),
         Binding("l", "launch", "Launch"),
-        Binding("r", "refresh_now", "Refresh"),
+        Binding("r", "read_fleet", "Refresh"),
         Binding("question_mark", "help", "Keys"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
@@ -205,7 +204,6 @@ class FleetApp(QuitHint, App[int]):
         self._held = HeldOrder()
         """The table's last order by utilisation (``o`` or ``s`` sorts it exactly again)."""
         self.needle = ""
-        self.read_at = 0.0
         self._shown: list[FleetNode | None] = []
         """The table's rows: a node, or None for a group's line."""
         self._rows: list[tuple[str, tuple[Text, ...]]] = []
@@ -230,11 +228,11 @@ class FleetApp(QuitHint, App[int]):
         for column in COLUMNS:
             table.add_column(column, key=column)
         table.focus()
-        self.read_fleet()
+        self.action_read_fleet()
         if self._tune_collector:
             self.set_timer(SETTLE_AFTER_S, settle_collector)
 
-    def read_fleet(self) -> None:
+    def action_read_fleet(self) -> None:
         self.run_worker(self._read, thread=True, exclusive=True, group="fleet")
 
     def _read(self) -> None:
@@ -264,14 +262,13 @@ class FleetApp(QuitHint, App[int]):
             if message.painted is not None:
                 self.call_after_refresh(message.painted.set)
             return
-        self.read_at = time.time()
         if message.fleet is not None:
             self.fleet = message.fleet
             self.error = None
         else:
             self.error = message.error
         interval = self.fleet.interval_s if self.fleet is not None else 15.0
-        self.set_timer(min(MAX_REFRESH_S, max(MIN_REFRESH_S, interval)), self.read_fleet)
+        self.set_timer(min(MAX_REFRESH_S, max(MIN_REFRESH_S, interval)), self.action_read_fleet)
         self.redraw()
 
     def redraw(self) -> None:
@@ -491,9 +488,6 @@ class FleetApp(QuitHint, App[int]):
 
     def on_detail_read(self, message: DetailRead) -> None:
         message.show(message.samples, message.error)
-
-    def action_refresh_now(self) -> None:
-        self.read_fleet()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -47,7 +47,6 @@ class HostGroup:
     """
 
     def __init__(self, position: int) -> None:
-        self.position = position
         self.physical: list[int] = []
         self.line = HostLine(position)
         self.cards = Grid(classes="host-cards")

@@ -13,8 +13,8 @@ from textual.widgets import Button, Static
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [
-        Binding("y", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
+        Binding("y", "dismiss(True)", "Yes"),
+        Binding("n,escape", "dismiss(False)", "No"),
     ]
 
     def __init__(self, question: Text, yes_label: str = "Yes") -> None:
@@ -35,6 +35,3 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)

@@ -13,7 +13,7 @@ class FilterScreen(ModalScreen[str | None]):
     """Asks for the filter; enter applies it (empty: every process again), escape keeps
     the one there was."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "dismiss", "Cancel")]
 
     def __init__(self, current: str) -> None:
         super().__init__()
@@ -26,6 +26,3 @@ class FilterScreen(ModalScreen[str | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

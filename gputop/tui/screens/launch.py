@@ -74,7 +74,7 @@ REMOTE_FILE_NOTE = (
 
 class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
     BINDINGS = [
-        Binding("escape", "cancel", "Cancel"),
+        Binding("escape", "dismiss", "Cancel"),
         Binding("enter", "launch", "Launch", show=False),  # wherever enter means nothing else
         Binding("up", "history(-1)", "Earlier command", show=False),
         Binding("down", "history(1)", "Later command", show=False),
@@ -323,6 +323,3 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         error = self.query_one("#launch-error", Static)
         error.display = message is not None
         error.update(Text(f"✗ {clean_lines(message)}", style="bold red") if message else "")
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

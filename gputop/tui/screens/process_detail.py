@@ -29,7 +29,7 @@ HISTORY_COLUMNS = 60
 
 
 class ProcessDetailScreen(ReportsWorkerFailures, ModalScreen[None]):
-    BINDINGS = [Binding("escape,enter,q", "close", "Close")]
+    BINDINGS = [Binding("escape,enter,q", "dismiss", "Close")]
 
     def __init__(
         self,
@@ -111,9 +111,6 @@ class ProcessDetailScreen(ReportsWorkerFailures, ModalScreen[None]):
     def _show_history(self, found: ProcessHistory) -> None:
         self.history = found
         self.query_one("#detail-history", Static).update(render_process_history(found))
-
-    def action_close(self) -> None:
-        self.dismiss(None)
 
 
 def _text(lines: list[DetailLine]) -> Text:

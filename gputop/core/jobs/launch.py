@@ -33,7 +33,7 @@ from gputop.core.jobs.store_rows import ProcessSeen, ended, supervisor_seen
 from gputop.core.jobs.unrecorded import RUN_DIR
 from gputop.core.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.model import Snapshot
-from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
+from gputop.core.numbers import MAX_ID_DIGITS, PID_MAX_LIMIT, digits_within
 from gputop.core.private_files import open_log_append, write_env_file
 from gputop.core.process_control import process_start, session_of
 from gputop.core.units import counted
@@ -284,9 +284,9 @@ def _start_in_tmux(
         with contextlib.suppress(OSError):
             os.unlink(env_file)
         raise
-    pane_pid = result.stdout.strip()
-    if is_ascii_digits(pane_pid) and len(pane_pid) <= MAX_ID_DIGITS:
-        _mark_supervisor(store, job.id, int(pane_pid))
+    pane_pid = digits_within(result.stdout, 1, PID_MAX_LIMIT)
+    if pane_pid is not None:
+        _mark_supervisor(store, job.id, pane_pid)
 
 
 def _mark_supervisor(store: JobStore, job_id: int, pid: int) -> None:

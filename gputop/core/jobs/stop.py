@@ -17,7 +17,7 @@ import psutil
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState, checked_grace
-from gputop.core.jobs.store import JobStore, StoreError
+from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import ended, stop_asked
 from gputop.core.jobs.unrecorded import RecordedEnd, keep_end
 from gputop.core.process_control import (
@@ -77,7 +77,9 @@ def stop_job(
             "was signalled."
         )
     grace = job.grace_s if grace_s is None else grace_s
-    _record(lambda: store.record(job.id, stop_asked(grace_s)))  # the signal never waits for it
+    # Where the disk refuses it, stopping goes on: the supervisor keeps the end until it
+    # can be recorded, and the signal never waits for it.
+    store.try_record(job.id, stop_asked(grace_s))
     if job.is_active and job.supervisor_pid is not None:
         try:
             signal_own_process(
@@ -97,18 +99,6 @@ def stop_job(
         else:
             return _with_record_note(store, _asked_supervisor(store, job, grace, wait_s))
     return _with_record_note(store, _stop_without_supervisor(store, job, grace))
-
-
-def _record(write: Callable[[], object]) -> bool:
-    """Write to the store; False where the disk is full or read-only (said once): stopping
-    goes on, the supervisor keeps the end until it can be recorded."""
-    try:
-        write()
-    except StoreError as error:
-        if error.fault is None:
-            raise
-        return False
-    return True
 
 
 def _with_record_note(store: JobStore, text: str) -> str:
@@ -158,12 +148,12 @@ def _stop_without_supervisor(store: JobStore, job: Job, grace: float) -> str:
                 "its processes is running: nothing to stop."
             )
         note = "stopped; nothing of it was running"
-        _record(lambda: store.record(job.id, ended(note=note)))
+        store.try_record(job.id, ended(note=note))
         return f"Job {job.id} ({job.name}) had nothing left running; it is marked as stopped."
     used = _end_members(job, grace)
     note = "stopped by gputop directly: its supervisor was gone"
     end = RecordedEnd(job.id, time.time(), None, used, True, note)
-    if not _record(lambda: store.record(job.id, end.transition())):
+    if store.try_record(job.id, end.transition()) is not None:
         keep_end(store.state_dir, end)
     name = "SIGTERM" if used == signal.SIGTERM else "SIGKILL"
     return f"Job {job.id} ({job.name}) stopped ({name} to its process group)."

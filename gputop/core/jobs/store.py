@@ -144,6 +144,19 @@ class JobStore(StoreConnection):
         with self._writing() as conn:
             return conn.execute(sql, params).rowcount > 0
 
+    def try_record(self, job_id: int, *transitions: Transition) -> StoreError | None:
+        """Make ``transitions`` in order, each with the same result however often made (a
+        reader and the supervisor may both); where the disk is full or read-only the refusal
+        is returned, never raised: the caller keeps what it could not record."""
+        try:
+            for transition in transitions:
+                self.record(job_id, transition)
+        except StoreError as error:
+            if error.fault is None:
+                raise
+            return error
+        return None
+
     def claim_cards(self, job_id: int) -> Job | None:
         """Move a waiting job to running unless a running job of this host holds its cards
         (returned): of two jobs that see a card free at one poll, only the first starts."""
@@ -206,13 +219,6 @@ def current_jobs(store: JobStore, jobs: list[Job]) -> list[Job]:
     return [_lost_if_gone(store, _unrecorded(store, job, files.get(job.id)), now) for job in jobs]
 
 
-def record_unrecorded(store: JobStore, unrecorded: Unrecorded) -> None:
-    """Make the writes the file holds, in order: each with the same result however often
-    made (a reader and the supervisor may both)."""
-    for transition in unrecorded.transitions():
-        store.record(unrecorded.job_id, transition)
-
-
 def _unrecorded(store: JobStore, job: Job, unrecorded: Unrecorded | None) -> Job:
     """``job`` with what its file holds, recorded where the store takes it."""
     if unrecorded is None:
@@ -223,11 +229,7 @@ def _unrecorded(store: JobStore, job: Job, unrecorded: Unrecorded | None) -> Job
     seen = unrecorded.applied(job)
     if unrecorded.end is None and (seen.host != store.host or _supervisor_alive(seen)):
         return seen  # its supervisor records it (another host's: this reader cannot tell)
-    try:
-        record_unrecorded(store, unrecorded)
-    except StoreError as error:
-        if error.fault is None:
-            raise
+    if store.try_record(job.id, *unrecorded.transitions()) is not None:
         return seen
     forget_unrecorded(store.state_dir, job.id)
     return store.reread(job.id)

@@ -78,7 +78,7 @@ class StoreConnection:
         self._lock = threading.RLock()
         self.host = socket.gethostname()
         """This machine: the host of the jobs it launches and judges."""
-        self._file = store_identity(state_dir) if connection is not None else None
+        self._file = store_identity(state_dir)
         self.in_memory = False
         self.faults = FaultReporter(
             f"the job store {self.db_path}", FAULT_CONSEQUENCE, notices.append
@@ -216,7 +216,7 @@ class StoreConnection:
                 if error.fault is None or self._read_only or self.in_memory or attempt > 1:
                     raise
                 with self._lock:
-                    self._switch_to_read_only(error.fault)
+                    self._became_read_only(error.fault, reconnect=True)
         raise AssertionError("unreachable")
 
     def _reconnect(self) -> None:
@@ -241,14 +241,12 @@ class StoreConnection:
             self._use(open_connection(self.state_dir, self.notices, repair=True), False)
             self._damaged = False
 
-    def _became_read_only(self, fault: WriteFault) -> None:
+    def _became_read_only(self, fault: WriteFault, *, reconnect: bool = False) -> None:
+        if reconnect:
+            self._use(open_read_only(self.state_dir), True)
         self._read_only = True
         self._writable_tried = time.monotonic()
         self.faults.failed(fault)
-
-    def _switch_to_read_only(self, fault: WriteFault) -> None:
-        self._use(open_read_only(self.state_dir), True)
-        self._became_read_only(fault)
 
     def _try_writable(self) -> None:
         """Open for writing again, at most every WRITABLE_RETRY_S."""

@@ -26,7 +26,7 @@ from gputop.core.jobs.child import Child, PopenChild, PtyChild, Wakeup, wait_for
 from gputop.core.jobs.logs import CHECK_S, LogCap, gputop_line, limits_from
 from gputop.core.jobs.model import JOB_ID_ENV, JOB_TOKEN_ENV, Job, JobState
 from gputop.core.jobs.notify import ENDED, STARTED, JobEvent, run_notify_command
-from gputop.core.jobs.store import JobStore, StoreError, record_unrecorded
+from gputop.core.jobs.store import JobStore, StoreError
 from gputop.core.jobs.store_rows import (
     ProcessSeen,
     Transition,
@@ -80,13 +80,10 @@ class Recorder:
     def record(self, transition: Transition) -> None:
         """Write to the store now, or (it refuses, or earlier writes wait) into the file."""
         if self.unrecorded.empty:
-            try:
-                self.store.record(self.job_id, transition)
+            refused = self.store.try_record(self.job_id, transition)
+            if refused is None:
                 return
-            except StoreError as error:
-                if error.fault is None:
-                    raise
-                self._fault(error)
+            self._fault(refused)
         self.unrecorded = self.unrecorded.holding(transition)
         self._keep()
         self.flush()
@@ -101,12 +98,9 @@ class Recorder:
         """Record what the file holds, then clear it; True when nothing is left to record."""
         if self.unrecorded.empty:
             return True
-        try:
-            record_unrecorded(self.store, self.unrecorded)
-        except StoreError as error:
-            if error.fault is None:
-                raise
-            self._fault(error)
+        refused = self.store.try_record(self.job_id, *self.unrecorded.transitions())
+        if refused is not None:
+            self._fault(refused)
             return False
         self.unrecorded = Unrecorded(self.job_id)
         self._file.clear()

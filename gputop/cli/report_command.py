@@ -266,12 +266,6 @@ HEADERS = (
     "", "WHO", "GPU TIME", "IDLE HELD", "MEAN MEM", "PEAK MEM", "MEAN SM", "SM ACTIVE", "TENSOR"
 )  # fmt: skip
 """SM ACTIVE and TENSOR: GPM's, of the cards held (docs/activity.md); N/A without GPM."""
-FIRST_COLUMN = {
-    ReportBy.USER: "USER",
-    ReportBy.GPU: "GPU",
-    ReportBy.JOB: "JOB",
-    ReportBy.PROCESS: "PROCESS",
-}
 
 
 def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
@@ -283,7 +277,7 @@ def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
     if not rows:
         nothing = "No gputop job" if query.by is ReportBy.JOB else "Nothing was recorded"
         return f"{title}\n{nothing} in this window."
-    lines = [("", FIRST_COLUMN.get(query.by, "WHO"), *HEADERS[2:])]
+    lines = [("", query.by.value.upper(), *HEADERS[2:])]  # USER, GPU, JOB or PROCESS
     for row in rows:
         who = clean(str(row.key))
         if row.user is not None or row.command is not None:
@@ -296,7 +290,7 @@ def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
                 elapsed(row.idle_held_seconds) if row.idle else "-",
                 human_bytes(row.mean_memory_bytes),
                 human_bytes(row.peak_memory_bytes),
-                NA if row.mean_sm_util is None else f"{row.mean_sm_util:.0f} %",
+                _percent(row.mean_sm_util),
                 _percent(row.mean_sm_active_percent),
                 _percent(row.mean_tensor_active_percent),
             )

@@ -71,11 +71,6 @@ class ProcessDetailScreen(ReportsWorkerFailures, ModalScreen[None]):
         if self.history_store is not None:
             self._read_history(self.history_store)
 
-    def _jobs_text(self) -> Text:
-        job = self.jobs.gputop_job
-        name, status = self._job_names.get(job, (None, None)) if job is not None else (None, None)
-        return _text(job_lines(job, self.jobs.slurm_job, name, status))
-
     @work(thread=True, group="process-detail-jobs", exclusive=True, exit_on_error=False)
     def _read_jobs(self) -> None:
         """Its environment names its jobs (gputop/core/process_jobs.py): read off the UI
@@ -95,8 +90,10 @@ class ProcessDetailScreen(ReportsWorkerFailures, ModalScreen[None]):
             slurm_job=known.slurm_job if known.slurm_job is not None else found.slurm_job,
         )
         self.jobs_read = self.jobs_read or read
+        job = self.jobs.gputop_job
+        name, status = self._job_names.get(job, (None, None)) if job is not None else (None, None)
         shown = self.query_one("#detail-jobs", Static)
-        text = self._jobs_text()
+        text = _text(job_lines(job, self.jobs.slurm_job, name, status))
         shown.update(text)
         shown.display = bool(text.plain)
 

@@ -89,16 +89,15 @@ class HostGroup:
             return  # setting a style, even to its value, costs a layout pass
         self._shape = shape
         self.cards.display = expanded and bool(self.physical)
+        columns = 1 if compact else max(1, min(columns, len(self.physical)))
+        self.cards.styles.grid_size_columns = columns
+        self.cards.styles.grid_rows = "1" if compact else str(CARD_HEIGHT)
+        self.cards.styles.height = self.cards_height(columns, compact)
+
+    def cards_height(self, columns: int, compact: bool) -> int:
+        """The lines its cards take (one card's at least), ``columns`` of them to a row."""
         count = max(len(self.physical), 1)
-        if compact:
-            self.cards.styles.grid_size_columns = 1
-            self.cards.styles.grid_rows = "1"
-            self.cards.styles.height = count
-        else:
-            columns = max(1, min(columns, count))
-            self.cards.styles.grid_size_columns = columns
-            self.cards.styles.grid_rows = str(CARD_HEIGHT)
-            self.cards.styles.height = math.ceil(count / columns) * CARD_HEIGHT
+        return count if compact else math.ceil(count / max(1, min(columns, count))) * CARD_HEIGHT
 
 
 class LabGrid(VerticalScroll, can_focus=True):
@@ -300,12 +299,10 @@ class LabGrid(VerticalScroll, can_focus=True):
         return columns_for(count, self._width)
 
     def _group_lines(self, group: HostGroup) -> int:
+        """Its summary line and, expanded, its cards."""
         if not group.physical:
             return 1
-        if self.compact:
-            return 1 + len(group.physical)
-        columns = self._columns(len(group.physical))
-        return 1 + math.ceil(len(group.physical) / columns) * CARD_HEIGHT
+        return 1 + group.cards_height(self._columns(len(group.physical)), self.compact)
 
     def _relayout(self) -> None:
         width = self._width

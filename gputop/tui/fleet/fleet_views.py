@@ -95,7 +95,7 @@ def users_detail(fleet: Fleet, reading: bool = False) -> Text:
 class TextScreen(Screen[None]):
     """A node's detail or the users' view: ``escape`` or ``q`` goes back."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("q", "app.pop_screen", "Back")]
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
 
     def __init__(self, title: str, body: Text) -> None:
         super().__init__()

@@ -176,9 +176,8 @@ class LabGrid(VerticalScroll, can_focus=True):
         return self.host if selected is None else selected
 
     def is_expanded(self, position: int) -> bool:
-        if position in self.expanded_by_person:
-            return self.expanded_by_person[position]
-        return self._fits or position == self._place.host
+        """As a person left it, else by the fitting rule (the highlighted host always)."""
+        return self.expanded_by_person.get(position, self._fits or position == self._place.host)
 
     def _places(self) -> list[HighlightPlace]:
         places: list[HighlightPlace] = []

@@ -92,10 +92,7 @@ class NotEnoughFreeGpus(GputopError):
     exit_code = 1
 
     def __init__(self, wanted: int, verdicts: Sequence[CardVerdict], policy: FreePolicy) -> None:
-        self.wanted = wanted
-        self.verdicts = tuple(verdicts)
-        self.policy = policy
-        super().__init__(_not_enough_message(wanted, self.verdicts, policy))
+        super().__init__(_not_enough_message(wanted, verdicts, policy))
 
 
 def judge_cards(

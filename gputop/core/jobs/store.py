@@ -284,10 +284,6 @@ def _lost_if_gone(store: JobStore, job: Job, now: float) -> Job:
     if note is None:
         return job
     transition = lost(note, job.supervisor_pid, now)
-    try:
-        marked = store.record(job.id, transition)
-    except StoreError as error:
-        if error.fault is None:
-            raise
+    if store.try_record(job.id, transition) is not None:
         return transition.applied(job)
-    return store.reread(job.id) if marked else job
+    return store.reread(job.id)  # lost, or ended by its supervisor just now

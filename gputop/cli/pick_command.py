@@ -126,13 +126,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def open_job_store() -> Any:
-    """The job store, or None where this gputop has none; a seam for tests."""
-    try:
-        from gputop.core.jobs.store import JobStore
-    except ModuleNotFoundError as error:
-        if error.name in ("gputop.core.jobs", "gputop.core.jobs.store"):
-            return None
-        raise
+    """The job store, or None where none was ever created; a seam for tests."""
+    from gputop.core.jobs.store import JobStore
+
     return JobStore.open_existing()
 
 

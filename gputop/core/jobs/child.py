@@ -18,7 +18,7 @@ import subprocess
 import termios
 import time
 import tty
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Protocol
 
@@ -83,6 +83,27 @@ class Wakeup:
         self.poke()
 
 
+def start_detached(
+    argv: Sequence[str], cwd: str, env: Mapping[str, str], log_path: str, output: bool = True
+) -> subprocess.Popen[bytes]:
+    """``argv`` leading a session of its own (no terminal: it survives logout), reading
+    nothing, its stderr (and its stdout, with ``output``) appended to the log."""
+    log_fd = open_log_append(log_path)
+    try:
+        return subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd if output else subprocess.DEVNULL,
+            stderr=log_fd,
+            close_fds=True,
+            start_new_session=True,
+        )
+    finally:
+        os.close(log_fd)
+
+
 class PopenChild:
     """A detached job: a ``Popen`` in a session of its own, output to its log, whose waits
     are the supervisor's."""
@@ -90,20 +111,7 @@ class PopenChild:
     def __init__(
         self, argv: Sequence[str], cwd: str, env: dict[str, str], log_path: str, wake: Wakeup
     ) -> None:
-        log_fd = open_log_append(log_path)
-        try:
-            self.process = subprocess.Popen(
-                list(argv),
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log_fd,
-                stderr=subprocess.STDOUT,
-                close_fds=True,
-                start_new_session=True,
-            )
-        finally:
-            os.close(log_fd)
+        self.process = start_detached(argv, cwd, env, log_path)
         self.pid = self.process.pid
         self._wake = wake
 

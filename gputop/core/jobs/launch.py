@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gputop.core.errors import GputopError, UsageError
+from gputop.core.jobs.child import start_detached
 from gputop.core.jobs.command import CommandPlan, default_name, plan_command
 from gputop.core.jobs.launchers import (
     LauncherPlan,
@@ -34,7 +35,7 @@ from gputop.core.jobs.unrecorded import RUN_DIR
 from gputop.core.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.model import Snapshot
 from gputop.core.numbers import MAX_ID_DIGITS, PID_MAX_LIMIT, digits_within
-from gputop.core.private_files import open_log_append, write_env_file
+from gputop.core.private_files import write_env_file
 from gputop.core.process_control import process_start, session_of
 from gputop.core.units import counted
 from gputop.core.visibility import pin_environment
@@ -231,22 +232,10 @@ def _start_detached(
     store: JobStore, job: Job, environ: Mapping[str, str], ready: PreparedLaunch
 ) -> None:
     asked = ready.request
-    log_fd = open_log_append(job.log_path)
-    try:
-        # cwd "/": ``python -m`` puts the current directory first on sys.path, where a
-        # directory named like a package of gputop's would be imported instead.
-        process = subprocess.Popen(
-            supervisor_argv(store, job.id, False, asked.log_max_bytes, asked.notify_command),
-            cwd="/",
-            env=dict(environ),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log_fd,
-            close_fds=True,
-            start_new_session=True,
-        )
-    finally:
-        os.close(log_fd)
+    # cwd "/": ``python -m`` puts the current directory first on sys.path, where a
+    # directory named like a package of gputop's would be imported instead.
+    argv = supervisor_argv(store, job.id, False, asked.log_max_bytes, asked.notify_command)
+    process = start_detached(argv, "/", environ, job.log_path, output=False)
     _mark_supervisor(store, job.id, process.pid)
     # A long-lived caller (the dashboard) must reap the supervisor when it ends, or it
     # lingers as a zombie; a short-lived one (the CLI) exits and leaves it to init.

@@ -1,7 +1,7 @@
 """The jobs of every host: what each host's agent streams, decoded in the core (``HostJob``).
 
 Keys act on the highlighted job on its own host: ``enter`` follows its log, ``K`` stops it
-(after a yes), both through ``gputop jobs`` there (gputop/tui/lab/remote_actions.py).
+(after a yes), both through ``gputop jobs`` there (gputop/tui/lab/remote_screens.py).
 Every field comes from a server: it is cleaned and drawn as plain text. A job whose cards
 had an Xid while it ran is marked after its status (``running ✖ Xid 79``), as in the local
 panel, from its own host's cards (their health, as that host's agent sent it). Of a host

@@ -26,6 +26,7 @@ import re
 
 from rich.cells import cell_len, get_character_cell_size
 
+from gputop.tui.screen_moves import move, tour
 from gputop.tui.screen_pens import (
     RESET,
     RESET_PEN,
@@ -58,9 +59,6 @@ moves, DCH and ICH: about 16 bytes, against at least 3 a cell and its moves)."""
 MERGE_GAP = 4
 """At most this many unchanged cells between two changes are resent instead of moved over,
 where that is fewer bytes than the move."""
-
-FEEDS_MAX = 3
-"""At most this many line feeds for a move down; more are no shorter than CUD."""
 
 _BARE_LINE_FEED = re.compile(r"(?<!\r)\n")
 _SEQUENCE = re.compile(r"(\x1b\[[0-9;]*[Hfm]|\r\n|\r|\n)")
@@ -347,25 +345,55 @@ class ScreenDiff:
             if target != pen:
                 out.append(change_pen(pen, target, sgr))
                 pen = target
-            for y, x in cells:
-                chars, sgrs = self._chars[y], self._sgrs[y]
-                # A resent gap never reaches into a run still to shift: no cell of a run is
-                # written before it shifts, and a gap past its last cell would hold that cell,
-                # of the gap's colour only if it is in this group, so sent (shifted) already.
-                first = shift_ending_at.get((y, x))
-                if first is not None:  # the run shifts, then its new cell is written here
-                    out.append(_move(y, first, row, column, columns, feeds) + "\x1b[P")
-                    out.append(_move(y, x, y, first, columns, feeds) + "\x1b[@")
-                    row, column = y, x
-                elif (y, x) != (row, column):
-                    move = _move(y, x, row, column, columns, feeds)
-                    gap = self._resendable(y, column, x, sgr) if y == row else None
-                    out.append(move if gap is None or _bytes(gap) > _bytes(move) else gap)
-                char = chars[x] or ""
-                out.append(char)
-                row, column = y, x + (1 if char.isascii() else cell_len(char))
+            runs, ends = self._runs(cells, sgr, shift_ending_at)
+            for run in tour(runs, (row, column), columns, feeds):
+                for y, x in cells[ends[run - 1] if run else 0 : ends[run]]:
+                    chars = self._chars[y]
+                    # A resent gap never reaches into a run still to shift: it would hold
+                    # the whole run and its last cell (no cursor is left inside one), more
+                    # than MERGE_GAP cells.
+                    first = shift_ending_at.get((y, x))
+                    if first is not None:  # the run shifts, then its new cell is written here
+                        out.append(move(y, first, row, column, columns, feeds) + "\x1b[P")
+                        out.append(move(y, x, y, first, columns, feeds) + "\x1b[@")
+                        row, column = y, x
+                    elif (y, x) != (row, column):
+                        step = move(y, x, row, column, columns, feeds)
+                        gap = self._resendable(y, column, x, sgr) if y == row else None
+                        out.append(step if gap is None or _bytes(gap) > _bytes(step) else gap)
+                    char = chars[x] or ""
+                    out.append(char)
+                    row, column = y, x + (1 if char.isascii() else cell_len(char))
         self._pen = pen
         return out, (row, column)
+
+    def _runs(
+        self, cells: list[tuple[int, int]], sgr: str, shift_ending_at: dict[tuple[int, int], int]
+    ) -> tuple[list[tuple[int, int, int]], list[int]]:
+        """The cells of one colour (in screen order) as runs the cursor goes through without
+        a move: each run's row, the column the cursor enters it at and the one it leaves it
+        at (for ``tour``), and where in ``cells`` each ends. Cells next to each other, or with
+        a gap between that is resent (``_resendable``), are one run; a shifted run's last
+        cell starts one, entered where the shift starts.
+        """
+        columns, feeds = self._size[0], self.line_feeds
+        runs: list[tuple[int, int, int]] = []
+        ends: list[int] = []
+        for index, (y, x) in enumerate(cells):
+            char = self._chars[y][x] or ""
+            leave = x + (1 if char.isascii() else cell_len(char))
+            first = shift_ending_at.get((y, x))
+            if first is None and runs and runs[-1][0] == y:
+                _, entry, column = runs[-1]
+                gap = "" if column == x else self._resendable(y, column, x, sgr)
+                if gap == "" or (
+                    gap is not None and _bytes(gap) <= len(move(y, x, y, column, columns, feeds))
+                ):
+                    runs[-1], ends[-1] = (y, entry, leave), index + 1
+                    continue
+            runs.append((y, x if first is None else first, leave))
+            ends.append(index + 1)
+        return runs, ends
 
     def _resendable(self, y: int, column: int, x: int, sgr: str) -> str | None:
         """The cells from ``column`` up to ``x`` on row ``y``, to resend instead of moving
@@ -376,39 +404,6 @@ class ScreenDiff:
         if all(_narrow(chars[g]) and (sgrs[g] or "") == sgr for g in range(column, x)):
             return "".join(chars[g] or "" for g in range(column, x))
         return None
-
-
-def _move(y: int, x: int, row: int, column: int, columns: int, feeds: bool = False) -> str:
-    """The shortest sequence that puts the cursor at row ``y``, column ``x`` (0-based) from
-    row ``row``, column ``column`` (``row`` -1: unknown).
-
-    Absolute (CUP) or relative (CUU/CUD, CUF/CUB, carriage return, backspace), as curses
-    chooses. A relative move needs a known cursor inside the screen: after a write to the
-    last column the terminal's cursor waits to wrap, and where it then is differs between
-    terminals. ``feeds``: a line feed moves down a row and no more (``ScreenDiff.line_feeds``).
-    """
-    best = f"\x1b[{y + 1}H" if x == 0 else f"\x1b[{y + 1};{x + 1}H"
-    if row < 0 or not 0 <= column < columns:
-        return best
-    down = y - row
-    if feeds and 0 < down <= FEEDS_MAX:
-        vertical = "\n" * down
-    else:
-        vertical = "" if not down else _step(abs(down), "B" if down > 0 else "A")
-    if x == column:
-        horizontal = ""
-    elif x == 0:
-        horizontal = "\r"
-    elif column - 3 <= x < column:
-        horizontal = "\b" * (column - x)  # backspaces: one byte a cell
-    else:
-        horizontal = _step(abs(x - column), "C" if x > column else "D")
-    relative = vertical + horizontal
-    return relative if len(relative) < len(best) else best
-
-
-def _step(count: int, final: str) -> str:
-    return f"\x1b[{final}" if count == 1 else f"\x1b[{count}{final}"
 
 
 def _bytes(text: str) -> int:

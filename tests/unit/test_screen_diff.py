@@ -75,7 +75,7 @@ def test_a_frame_starts_in_the_pen_the_last_one_left() -> None:
     diff.filter(frame((0, 0, RED, "GPU  93%"), (1, 0, BLUE, "mem 1")), SIZE)
     # red, then blue (screen order, the same cost): the terminal's pen is left blue
     update = diff.filter(frame((0, 0, RED, "GPU  94%"), (1, 0, BLUE, "mem 2")), SIZE)
-    assert update == "\x1b[2;5H2\x1b[0;38;2;255;0;0m\x1b[1;7H4"
+    assert update == "\x1b[2;5H2\x1b[0;38;2;255;0;0m\x1bM\x1b[C4"  # a row up, a column on
     # a change in the pen the terminal has needs no colour at all
     update = diff.filter(frame((0, 0, RED, "GPU  95%"), (1, 0, BLUE, "mem 2")), SIZE)
     assert update == "\x1b[1;7H5"
@@ -208,7 +208,9 @@ def test_unchanged_box_characters_are_moved_over_not_resent() -> None:
     diff = ScreenDiff()
     diff.filter(frame((0, 0, RED, "1│││1")), SIZE)
     update = diff.filter(frame((0, 0, RED, "2│││2")), SIZE)
-    assert update == "\x1b[1H2\x1b[3C2"  # 4 bytes, not 9 of box characters
+    # the right one first, then a carriage return: 9 bytes, where moving over the three box
+    # characters would be 10 (and resending them 14)
+    assert update == "\x1b[1;5H2\r2"
 
 
 def test_after_the_last_column_the_next_move_is_absolute() -> None:
@@ -402,6 +404,87 @@ def test_the_terminal_shows_what_textual_wrote(
                 textual.screen.cursor.y,
                 textual.screen.cursor.x,
             )
+
+
+Cell = tuple[str, str]
+"""A character (a wide one takes two cells) and its SGR sequence."""
+NARROW = ["a", "b", "1", " ", "%", "│", "█", "▇"]
+COLOURS = ["", RED, BLUE, BOLD_ITALIC, REVERSE]
+
+
+@st.composite
+def dashboard_row(draw: st.DrawFn, columns: int) -> list[Cell]:
+    row: list[Cell] = []
+    width = 0
+    while width < columns:
+        char = draw(st.sampled_from([*NARROW, "漢"] if width < columns - 1 else NARROW))
+        row.append((char, draw(st.sampled_from(COLOURS))))
+        width += 2 if char == "漢" else 1
+    return row
+
+
+@st.composite
+def dashboard_frames(draw: st.DrawFn) -> list[tuple[tuple[int, int], list[list[Cell]]]]:
+    """Screens, each a few cells away from the last (a figure's digits, a colour), some
+    with a run of a row one cell to the left (a sparkline), once in a while a new size."""
+    size = draw(st.sampled_from([(30, 6), (31, 5), (40, 7)]))
+    screen = [draw(dashboard_row(size[0])) for _ in range(size[1])]
+    frames = [(size, screen)]
+    for _ in range(draw(st.integers(1, 7))):
+        if draw(st.integers(0, 9)) == 0:
+            size = draw(st.sampled_from([(30, 6), (31, 5), (40, 7)]))
+            screen = [draw(dashboard_row(size[0])) for _ in range(size[1])]
+        else:
+            screen = [row[:] for row in screen]
+            for _ in range(draw(st.integers(1, 12))):
+                row = screen[draw(st.integers(0, size[1] - 1))]
+                i = draw(st.integers(0, len(row) - 1))
+                narrow = NARROW if row[i][0] != "漢" else ["漢"]
+                row[i] = (draw(st.sampled_from(narrow)), draw(st.sampled_from(COLOURS)))
+            if draw(st.booleans()):  # a run shifted left, a new cell at its end
+                row = screen[draw(st.integers(0, size[1] - 1))]
+                i = draw(st.integers(0, len(row) - 2))
+                j = draw(st.integers(i + 1, len(row) - 1))
+                if all(char != "漢" for char, _ in row[i : j + 1]):
+                    row[i:j] = row[i + 1 : j + 1]
+                    row[j] = (draw(st.sampled_from(NARROW)), row[j - 1][1])
+        frames.append((size, screen))
+    return frames
+
+
+def textual_lines(screen: list[list[Cell]], before: list[list[Cell]] | None) -> str:
+    """As Textual writes them: each changed line from its start, a segment a colour."""
+    out = []
+    for y, row in enumerate(screen):
+        if before is not None and y < len(before) and before[y] == row:
+            continue
+        out.append(f"\x1b[{y + 1};1H")
+        for char, sgr in row:
+            out.append(f"{sgr}{char}\x1b[0m")
+    return "".join(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(dashboard_frames(), st.booleans())
+def test_a_dashboards_frames_show_what_textual_wrote(
+    frames: list[tuple[tuple[int, int], list[list[Cell]]]], feeds: bool
+) -> None:
+    """Many small changes in several colours at once (so the cells of a colour are toured in
+    an order of their own), wide characters, the last column, rows shifted, a resize: the
+    terminal fed the diff shows, cell for cell, what the one fed Textual's frames shows."""
+    diff = ScreenDiff()
+    diff.line_feeds = feeds
+    textual = ours = None
+    before: list[list[Cell]] | None = None
+    for size, screen in frames:
+        if textual is None or (textual.screen.columns, textual.screen.lines) != size:
+            textual, ours, before = Terminal(*size), Terminal(*size), None
+        assert ours is not None
+        data = textual_lines(screen, before) + HOME
+        textual.feed(data)
+        ours.feed(diff.filter(data, size))
+        assert ours.cells == textual.cells
+        before = screen
 
 
 @pytest.mark.parametrize("setting", [None, "", "1", "on"])

@@ -1,0 +1,178 @@
+"""The cursor's moves for the screen diff: the shortest sequence from one cell to another,
+what it costs without writing it, and the order of a colour's runs of cells that moves the
+cursor with few bytes (docs/screen-diff.md, "What an update is made of").
+
+Every sequence here is in the terminfo entries of xterm, the Linux console, screen and tmux
+(``cup``, ``cuu``/``cud``/``cuf``/``cub``, ``hpa``, ``cr``, ``cub1`` (backspace), ``cud1``
+(line feed) and ``ri``, which screen's and tmux's entries give as their ``cuu1``), and pyte,
+which the tests use, follows them all. A line feed and a reverse index scroll the screen
+only at its bottom and top rows, which a move down or up to a cell of the screen never
+leaves from (Textual sets no scrolling region).
+"""
+
+from __future__ import annotations
+
+FEEDS_MAX = 3
+"""At most this many line feeds for a move down; more are no shorter than CUD."""
+BACKSPACES_MAX = 3
+"""At most this many backspaces for a move left; more are no shorter than CUB."""
+SHORTEST_CUP = 4
+"""The shortest absolute move: ``CSI 1 H``, the first row's first column."""
+LINK_MAX = 4
+"""The dearest move (bytes) that ``tour`` chains two runs by before joining the chains:
+longer links, taken cheapest first, chain runs that are better reached from elsewhere."""
+LINK_ROWS = range(-1, FEEDS_MAX + 1)
+"""The rows, relative to a run's, where the next run can be at most ``LINK_MAX`` bytes away
+(up: a reverse index and two backspaces; down: line feeds)."""
+
+
+def move(y: int, x: int, row: int, column: int, columns: int, feeds: bool = False) -> str:
+    """The shortest sequence that puts the cursor at row ``y``, column ``x`` (0-based) from
+    row ``row``, column ``column`` (``row`` -1: unknown).
+
+    Absolute (CUP) or relative: up or down (CUU/CUD, a reverse index for one row up, line
+    feeds where ``feeds``), then along the row (CUF/CUB, the column itself (CHA), a carriage
+    return, backspaces), as curses chooses. A relative move needs a known cursor inside the
+    screen: after a write to the last column the terminal's cursor waits to wrap, and where
+    it then is differs between terminals. ``feeds``: a line feed moves down a row and no
+    more (``ScreenDiff.line_feeds``). ``move_cost`` is its length.
+    """
+    best = f"\x1b[{y + 1}H" if x == 0 else f"\x1b[{y + 1};{x + 1}H"
+    if row < 0 or not 0 <= column < columns:
+        return best
+    down = y - row
+    if not down:
+        vertical = ""
+    elif feeds and 0 < down <= FEEDS_MAX:
+        vertical = "\n" * down
+    elif down == -1:
+        vertical = "\x1bM"  # reverse index: two bytes
+    else:
+        vertical = _step(abs(down), "B" if down > 0 else "A")
+    if x == column:
+        horizontal = ""
+    elif x == 0:
+        horizontal = "\r"
+    elif column - BACKSPACES_MAX <= x < column:
+        horizontal = "\b" * (column - x)  # backspaces: one byte a cell
+    else:
+        horizontal = _step(abs(x - column), "C" if x > column else "D")
+        if len(horizontal) > 3 + _digits(x + 1):
+            horizontal = f"\x1b[{x + 1}G"
+    relative = vertical + horizontal
+    return relative if len(relative) < len(best) else best
+
+
+def move_cost(y: int, x: int, row: int, column: int, columns: int, feeds: bool = False) -> int:
+    """The length of ``move(...)``, worked out without writing it (``tour`` asks for many)."""
+    if row >= 0 and 0 <= column < columns:
+        down, right = y - row, x - column
+        if not down:
+            vertical = 0
+        elif feeds and 0 < down <= FEEDS_MAX:
+            vertical = down
+        elif down == -1:
+            vertical = 2
+        else:
+            vertical = 3 if down == 1 else 3 + _digits(abs(down))
+        if not right:
+            horizontal = 0
+        elif x == 0:
+            horizontal = 1
+        elif -BACKSPACES_MAX <= right < 0:
+            horizontal = -right
+        else:
+            step = 3 if right == 1 else 3 + _digits(abs(right))
+            horizontal = min(step, 3 + _digits(x + 1))
+        relative = vertical + horizontal
+        if relative <= SHORTEST_CUP:
+            return relative
+    else:
+        relative = columns + 99  # only absolute
+    return min(relative, (3 if x == 0 else 4 + _digits(x + 1)) + _digits(y + 1))
+
+
+def tour(
+    runs: list[tuple[int, int, int]], cursor: tuple[int, int], columns: int, feeds: bool
+) -> list[int]:
+    """An order of ``runs`` (row, the column the cursor enters at, the column it leaves at),
+    by index, whose moves are few bytes, from the cursor at ``cursor`` (row, column; -1, -1
+    not known).
+
+    Greedy edges, the cheapest first: a run is chained to the next where the move between
+    them is at most ``LINK_MAX`` bytes and neither end is taken already (nor would the link
+    close a loop); then the chains go one after another, each time the one whose first run
+    is nearest. In screen order, a table's rows would be swept one after another, a long
+    move back each time; chained, a column of one colour goes down a row at a time (a line
+    feed and a backspace or two), and the next column after it. Screen order is kept where
+    it is no dearer.
+    """
+    count = len(runs)
+    if count < 2:
+        return list(range(count))
+    entries: dict[int, list[tuple[int, int]]] = {}
+    for index, (y, entry, _) in enumerate(runs):
+        entries.setdefault(y, []).append((entry, index))
+    links: list[tuple[int, int, int]] = []
+    for a, (y, _, leave) in enumerate(runs):
+        for down in LINK_ROWS:
+            # at most LINK_MAX bytes: on the row, a one-digit step or column (CHA); on
+            # another, the row's move leaves at most three for a backspace or a step right
+            near = range(leave - 9, leave + 10) if not down else range(leave - 3, leave + 2)
+            for entry, b in entries.get(y + down, ()):
+                if entry in near or entry < (9 if not down else 1):
+                    cost = move_cost(y + down, entry, y, leave, columns, feeds)
+                    if cost <= LINK_MAX and b != a:
+                        links.append((cost, a, b))
+    links.sort()
+    following = [-1] * count
+    followed = [False] * count
+    head_of = list(range(count))  # of a chain's last run: its first
+    last_of = list(range(count))  # of a chain's first run: its last
+    for _, a, b in links:
+        if following[a] < 0 and not followed[b] and head_of[a] != b:
+            following[a], followed[b] = b, True
+            head, last = head_of[a], last_of[b]
+            last_of[head], head_of[last] = last, head
+    heads = [index for index in range(count) if not followed[index]]
+    order: list[int] = []
+    row, column = cursor
+    while heads:
+        nearest, cheapest = -1, 0
+        for head in heads:
+            cost = move_cost(runs[head][0], runs[head][1], row, column, columns, feeds)
+            if nearest < 0 or cost < cheapest:
+                nearest, cheapest = head, cost
+        heads.remove(nearest)
+        index = nearest
+        while index >= 0:
+            order.append(index)
+            index = following[index]
+        row, column = runs[order[-1]][0], runs[order[-1]][2]
+    screen_order = list(range(count))
+    return min(order, screen_order, key=lambda o: _cost(o, runs, cursor, columns, feeds))
+
+
+def _cost(
+    order: list[int],
+    runs: list[tuple[int, int, int]],
+    cursor: tuple[int, int],
+    columns: int,
+    feeds: bool,
+) -> int:
+    """The bytes of the moves through ``runs`` in ``order`` from ``cursor``."""
+    row, column = cursor
+    total = 0
+    for index in order:
+        y, entry, leave = runs[index]
+        total += move_cost(y, entry, row, column, columns, feeds)
+        row, column = y, leave
+    return total
+
+
+def _step(count: int, final: str) -> str:
+    return f"\x1b[{final}" if count == 1 else f"\x1b[{count}{final}"
+
+
+def _digits(number: int) -> int:
+    return 1 if number < 10 else 2 if number < 100 else len(str(number))

@@ -491,8 +491,12 @@ class ProcessTable(ScrollView, can_focus=True):
             key = (cells, self._widths, style, over, scroll_x, width)
         strip = self._painted.get(key)
         if strip is None:
-            whole = self._paint(cells, used, style, over)
-            strip = self._painted[key] = self._window(whole, scroll_x, width, style + over)
+            if scroll_x:
+                whole = self._paint(cells, used, style, over)
+                strip = self._window(whole, scroll_x, width, style + over)
+            else:
+                strip = self._paint(cells, used, style, over, fit=width)
+            self._painted[key] = strip
         return strip
 
     def _window(self, whole: Strip, scroll_x: int, width: int, style: Style) -> Strip:
@@ -503,45 +507,64 @@ class ProcessTable(ScrollView, can_focus=True):
         and a few cells of the command scrolls the whole row, so every column can be read.
         """
         fixed = sum(w + 2 * CELL_PADDING for w in self._widths[:-1]) + CELL_PADDING
-        if fixed + MIN_COMMAND_CELLS > width or not scroll_x:  # not scrolled: the row as is
+        if fixed + MIN_COMMAND_CELLS > width:  # too narrow: the whole row scrolls
             return whole.crop_extend(scroll_x, scroll_x + width, style)
         command = whole.crop(fixed + scroll_x, scroll_x + width)
         return Strip.join([whole.crop(0, fixed), command]).crop_extend(0, width, style)
 
     def _paint(
-        self, cells: tuple[Cell, ...], used: tuple[int, ...], base: Style, over: Style
+        self,
+        cells: tuple[Cell, ...],
+        used: tuple[int, ...],
+        base: Style,
+        over: Style,
+        fit: int | None = None,
     ) -> Strip:
-        """A whole row, every column laid out; ``render_line`` crops it to the window.
-        ``used`` is each cell's width. Neighbouring parts of one style are one segment, as
-        ``Strip.simplify`` would make them, without a second pass: most cells are one plain
-        part, written with their padding as one string."""
+        """A whole row, every column laid out (``used``: each cell's width), or with ``fit``
+        the row not scrolled sideways in exactly that many cells, as ``crop_extend(0, fit)``
+        of the whole row makes it without the whole row's strip. Neighbouring parts of one
+        style are one segment, as ``Strip.simplify`` would make them: most cells are one
+        plain part, written with their padding as one string."""
         plain = base + over
         pad = " " * CELL_PADDING
+        parts: list[tuple[str, Style]] = []
+        add = parts.append
+        for cell, cell_width, width in zip(cells, used, self._widths, strict=True):
+            if len(cell) == 1 and not cell[0][1]:  # one part in the row's own style
+                add((f"{pad}{cell[0][0]}{' ' * (width - cell_width)}{pad}", plain))
+                continue
+            add((pad, plain))
+            for part, style_name in cell:
+                add((part, base + Style.parse(style_name) + over if style_name else plain))
+            add((" " * (width - cell_width) + pad, plain))
         segments: list[Segment] = []
         run: list[str] = []
         run_style = plain
-        for cell, cell_width, width in zip(cells, used, self._widths, strict=True):
-            if len(cell) == 1 and not cell[0][1]:  # one part in the row's own style
-                if run_style is not plain and run_style != plain:
-                    if run:
-                        segments.append(Segment("".join(run), run_style))
-                        run.clear()
-                    run_style = plain
-                run.append(f"{pad}{cell[0][0]}{' ' * (width - cell_width)}{pad}")
-                continue
-            parts = [(pad, plain)]
-            parts.extend(
-                (part, base + Style.parse(style_name) + over if style_name else plain)
-                for part, style_name in cell
-            )
-            parts.append((" " * (width - cell_width) + pad, plain))
-            for part, style in parts:
-                if style is not run_style and style != run_style:
-                    if run:
-                        segments.append(Segment("".join(run), run_style))
-                        run.clear()
-                    run_style = style
-                run.append(part)
-        if run:
-            segments.append(Segment("".join(run), run_style))
-        return Strip(segments)
+        for text, style in parts:
+            if style is not run_style and style != run_style:
+                joined = "".join(run)
+                if joined:
+                    segments.append(Segment(joined, run_style))
+                run, run_style = [text], style
+            else:
+                run.append(text)
+        joined = "".join(run)
+        if joined:
+            segments.append(Segment(joined, run_style))
+        if fit is None:
+            return Strip(segments)
+        total = sum(self._widths) + 2 * CELL_PADDING * len(self._widths)
+        if total <= fit:
+            if total < fit:
+                segments.append(Segment(" " * (fit - total), plain))
+            return Strip(segments, fit)
+        shown: list[Segment] = []
+        position = 0
+        for segment in segments:  # as Strip.crop cuts: a wide character cut in two is spaces
+            end = position + cell_len(segment.text)
+            if end >= fit:
+                shown.append(segment.split_cells(fit - position)[0])
+                break
+            shown.append(segment)
+            position = end
+        return Strip(shown, fit)

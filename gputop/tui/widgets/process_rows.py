@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.cells import cell_len
 
@@ -106,9 +106,11 @@ SORT_KEYS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessRow:
-    """One process as the table shows it; ``cells`` is all that its painting depends on."""
+class ProcessRow(NamedTuple):
+    """One process as the table shows it; ``cells`` is all that its painting depends on.
+
+    A named tuple, not a frozen dataclass: 200 are made a second on a busy server, and a
+    frozen dataclass's ``__init__`` costs several times as much."""
 
     key: str
     process: GpuProcess
@@ -144,14 +146,12 @@ def row_key(process: GpuProcess) -> str:
 
 def column_widths(rows: list[ProcessRow], columns: tuple[str, ...] = COLUMNS) -> tuple[int, ...]:
     """Each column as wide as its widest cell or its title (SM and CPU: at least "100%")."""
-    widths = (
-        [_title_width(name) for name in columns] if columns is not COLUMNS else list(HEADER_WIDTHS)
+    titles = (
+        tuple(_title_width(name) for name in columns) if columns is not COLUMNS else HEADER_WIDTHS
     )
-    for row in rows:
-        for column, width in enumerate(row.widths):
-            if width > widths[column]:
-                widths[column] = width
-    return tuple(widths)
+    if not rows:
+        return tuple(titles)
+    return tuple(map(max, titles, *(row.widths for row in rows)))
 
 
 _Fixed = tuple[tuple[Cell, ...], tuple[int, ...], str]
@@ -182,6 +182,23 @@ def _percent_text(value: int | None) -> str:
     return _percents[value] if 0 <= value <= 100 else f"{value}%"
 
 
+_ages: dict[int, str] = {}
+
+
+def _age_text(elapsed: float | None) -> str:
+    """``duration_coarse(elapsed)``, kept by the minute it shows (made anew for a process
+    once a minute, not every refresh)."""
+    if elapsed is None or elapsed < 60:
+        return duration_coarse(elapsed)
+    minutes = int(elapsed // 60)
+    text = _ages.get(minutes)
+    if text is None:
+        if len(_ages) > _CELLS_LIMIT:
+            _ages.clear()
+        text = _ages[minutes] = duration_coarse(elapsed)
+    return text
+
+
 def _cell(text: str) -> Cell:
     """A cell of plain ``text``, made once per text."""
     cell = _cells.get(text)
@@ -206,7 +223,10 @@ class RowMaker:
         self, user: str, *, lead: tuple[Cell, int] | None = None, key_prefix: str = ""
     ) -> None:
         self.me = user
-        self._fixed: dict[tuple[Any, ...], _Fixed] = {}
+        self._fixed: dict[tuple[int, int, int | None], tuple[tuple[Any, ...], _Fixed]] = {}
+        """Each process's fixed cells by (pid, card, GPU instance), with what they show:
+        a key of small numbers, hashed once, and the rest compared (mostly the same objects
+        as the last refresh's), not a tuple of everything hashed twice a row."""
         self._lead = lead
         """A first cell for every row and its width (the lab's HOST column), or None."""
         self._key_prefix = key_prefix
@@ -272,12 +292,13 @@ class RowMaker:
         process: GpuProcess,
         now: float,
         job_of_pid: Mapping[int, int],
-        known: dict[tuple[Any, ...], _Fixed],
+        known: dict[tuple[int, int, int | None], tuple[tuple[Any, ...], _Fixed]],
         slurm_of_pid: Mapping[int, int],
     ) -> ProcessRow:
         job_id = job_of_pid.get(process.pid)
         slurm_id = slurm_of_pid.get(process.pid)
-        xids = xids_since(self._health.get(process.physical_index), process.start_time)
+        health = self._health.get(process.physical_index) if self._health else None
+        xids = None if health is None else xids_since(health, process.start_time)
         identity = (
             process.pid,
             process.physical_index,
@@ -291,28 +312,35 @@ class RowMaker:
             process.cuda,
             xids,
         )
-        fixed = known.get(identity) or self._fixed_cells(process, job_id, slurm_id, xids)
-        self._fixed[identity] = fixed
+        place = (process.pid, process.physical_index, process.gpu_instance_id)
+        kept = known.get(place)
+        if kept is not None and kept[0] == identity:
+            self._fixed[place] = kept
+            fixed = kept[1]
+        else:
+            fixed = self._fixed_cells(process, job_id, slurm_id, xids)
+            self._fixed[place] = (identity, fixed)
         (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w), key = fixed
-        elapsed = None if process.start_time is None else now - process.start_time
+        start = process.start_time
         # Numbers formatted here are ASCII: one terminal cell a character. Each shown text's
         # cell is made once (_cells): 200 rows a second repeat the same few hundred.
         kind = process.type.value
         used = _bytes_text(process.used_memory_bytes)
         sm = _percent_text(process.sm_util_percent)
         cpu = _percent_text(None if process.cpu_percent is None else round(process.cpu_percent))
-        host = _bytes_text(process.host_memory_bytes, NA)
-        age = duration_coarse(elapsed)
+        host = _bytes_text(process.host_memory_bytes)
+        age = _age_text(None if start is None else now - start)
+        cell = _cells.get
         cells: tuple[Cell, ...] = (
             gpu,
             pid,
             user,
-            _cell(kind),
-            _cell(used),
-            _cell(sm),
-            _cell(cpu),
-            _cell(host),
-            _cell(age),
+            cell(kind) or _cell(kind),
+            cell(used) or _cell(used),
+            cell(sm) or _cell(sm),
+            cell(cpu) or _cell(cpu),
+            cell(host) or _cell(host),
+            cell(age) or _cell(age),
             command,
         )
         widths: tuple[int, ...] = (
@@ -329,7 +357,7 @@ class RowMaker:
         )
         if self._lead is not None:
             cells, widths = (self._lead[0], *cells), (self._lead[1], *widths)
-        return ProcessRow(key, process, cells, widths, mine=process.user == self.me)
+        return ProcessRow(key, process, cells, widths, (), process.user == self.me)
 
     def _fixed_cells(
         self,

@@ -9,7 +9,6 @@ and host memory, and expands it again.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import replace
 
 from rich.cells import cell_len
 
@@ -79,8 +78,7 @@ def summary_row(key: GroupKey, ranks: list[ProcessRow]) -> ProcessRow:
     command: Cell = ((mark, GROUP_MARK_STYLE), *first.cells[lead + 9])
     cells[lead + 9] = command
     widths[lead + 9] = cell_len(mark) + first.widths[lead + 9]
-    return replace(
-        first,
+    return first._replace(
         key=f"ranks:{clean(addr)}:{port}:{key[2]}",
         cells=tuple(cells),
         widths=tuple(widths),

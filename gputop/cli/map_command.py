@@ -154,13 +154,9 @@ def _as_text(
 
 
 def _shown(value: str | None) -> str:
-    return (
-        "(unset)"
-        if value is None
-        else repr(value)
-        if value.strip() != value or not value
-        else clean(value)
-    )
+    if value is None:
+        return "(unset)"
+    return repr(value) if value.strip() != value or not value else clean(value)
 
 
 def _as_json(visibility: Visibility, verdict: str, torch: Any) -> dict[str, Any]:

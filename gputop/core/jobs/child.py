@@ -183,17 +183,14 @@ class PtyChild:
                 self._relay_output()
             elif not readable:
                 break
-        self.restore_terminal()
-        with contextlib.suppress(OSError):
-            os.close(self._master)
-        with contextlib.suppress(OSError):
-            os.close(self._log_fd)
-
-    def restore_terminal(self) -> None:
         if self._stdin is not None and self._saved_tty is not None:
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(self._stdin, termios.TCSADRAIN, self._saved_tty)
             self._saved_tty = None
+        with contextlib.suppress(OSError):
+            os.close(self._master)
+        with contextlib.suppress(OSError):
+            os.close(self._log_fd)
 
     def _relay_output(self) -> None:
         try:

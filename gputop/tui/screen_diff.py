@@ -320,7 +320,8 @@ class ScreenDiff:
         switches between them dozens of times in screen order. The colours go in the order
         that changes the pen with the fewest bytes. Within a colour, a short gap of
         unchanged cells of the same colour is resent where that is fewer bytes than moving
-        over it, and each move is the shortest one. The pen is left as the last colour set
+        over it, the runs of cells go in an order of few cursor bytes (``tour``: a table's
+        column down, then the next), and each move is the shortest one. The pen is left as the last colour set
         it, and the next frame starts from there: a busy frame often starts with the colour
         the last one ended in (a column of the process table).
 

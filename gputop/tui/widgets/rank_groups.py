@@ -78,9 +78,11 @@ def summary_row(key: GroupKey, ranks: list[ProcessRow]) -> ProcessRow:
     command: Cell = ((mark, GROUP_MARK_STYLE), *first.cells[lead + 9])
     cells[lead + 9] = command
     widths[lead + 9] = cell_len(mark) + first.widths[lead + 9]
-    return first._replace(
+    return ProcessRow(
         key=f"ranks:{clean(addr)}:{port}:{key[2]}",
+        process=first.process,
         cells=tuple(cells),
         widths=tuple(widths),
         group=processes,
+        mine=first.mine,
     )

@@ -353,7 +353,7 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
         line.append(" ")
         line.append_text(activity)
     lines.append(line)
-    lines.append(sparkline(view.history, width))
+    lines.append(_sparkline(view.history, width))
     used_pct = percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
     mem_text = memory_pair(gpu.memory_used_bytes, gpu.memory_total_bytes)
     mem_bar = bar(used_pct, max(width - 4 - 1 - len(mem_text), 4), level_style(used_pct, 80, 95))
@@ -361,6 +361,23 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
     lines.append(_sensors(gpu))
     lines.append(_mig_line(view) if gpu.mig_mode_current else _clocks(gpu))
     return lines
+
+
+_sparklines: dict[tuple[tuple[int | None, ...], int], Text] = {}
+SPARKLINES_KEPT = 64
+
+
+def _sparkline(history: tuple[int | None, ...], width: int) -> Text:
+    """``sparkline(history, width)``, made once for each last ``width`` points: a card's
+    points move once a bucket (every 2 s), its other lines every refresh. The same ``Text``
+    is given again: the card's lines are never changed in place (they are copied first)."""
+    key = (history[-width:] if width > 0 else (), width)
+    line = _sparklines.get(key)
+    if line is None:
+        if len(_sparklines) >= SPARKLINES_KEPT:
+            _sparklines.clear()
+        line = _sparklines[key] = sparkline(history, width)
+    return line
 
 
 def _sensors(gpu: GpuSample) -> Text:
@@ -446,7 +463,7 @@ def _compact_line(view: CardView, width: int) -> Text:
     spark_width = max(0, min(room // 2, 30))
     line.append_text(bar(util, max(room - spark_width - 1, 0), view.util_style))
     line.append(" ")
-    line.append_text(sparkline(view.history, spark_width))
+    line.append_text(_sparkline(view.history, spark_width))
     line.append_text(tail)
     line.truncate(width)
     return line

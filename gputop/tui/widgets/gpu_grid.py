@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
 from textual.binding import Binding
@@ -449,7 +450,11 @@ class GpuGrid(Widget, can_focus=True):
 
     def _content(self, line: Text, width: int, text_style: VisualStyle, inner: RichStyle) -> Strip:
         strip = self._line_strips.strip(self, 0, line, max(width, 1), text_style)
-        return strip.adjust_cell_length(max(width, 0), inner)
+        width = max(width, 0)
+        length = strip.cell_length
+        if length < width:  # padded as adjust_cell_length pads, without the cache it makes
+            return Strip([*strip, Segment(" " * (width - length), inner)], width)
+        return strip.adjust_cell_length(width, inner)
 
     def _current_palette(self) -> Palette:
         """The styles of a paint; made again when the theme, the background or the focus

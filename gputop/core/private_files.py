@@ -104,6 +104,25 @@ def os_cause(error: OSError) -> str:
     return error.strerror.lower() if error.strerror else str(error)
 
 
+class NotRegularFile(OSError):
+    """A FIFO, a device or a directory where a file was named."""
+
+
+def read_regular_file(
+    path: str | os.PathLike[str], limit: int = -1
+) -> tuple[os.stat_result, bytes]:
+    """A file the user named (outside the state directory, links followed), its status and
+    at most ``limit`` bytes; raises ``OSError``, ``NotRegularFile`` when it is not a regular
+    file. Opened without blocking: a FIFO there would hang whoever reads it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        return info, file.read(limit)
+
+
 def _refuse_symlink(path: Path, what: str) -> StoreError:
     return StoreError(
         f"The {what} {path} is a symbolic link: gputop never follows links in its state "

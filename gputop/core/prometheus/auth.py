@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from gputop.core.errors import UsageError
 from gputop.core.numbers import quoted
+from gputop.core.private_files import NotRegularFile, read_regular_file
 
 if TYPE_CHECKING:
     import ssl
@@ -108,28 +109,19 @@ def read_auth_file(path: str) -> str:
     """The ``Authorization`` header a ``--prometheus-auth-file`` gives."""
     named = f"--prometheus-auth-file {path!r}"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+        info, data = read_regular_file(path, MAX_AUTH_FILE_BYTES + 1)
+    except NotRegularFile:
+        raise UsageError(f"{named}: not a regular file.") from None
     except OSError as error:
         raise UsageError(f"{named}: cannot open it ({error.strerror}).") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{named}: not a regular file.")
-        if info.st_mode & 0o077:
-            raise UsageError(
-                f"{named}: other users can read or change it (mode "
-                f"{stat.S_IMODE(info.st_mode):04o}); a file of credentials must be yours "
-                f"alone: chmod 600 {path}"
-            )
-        if info.st_uid not in (os.geteuid(), 0):
-            raise UsageError(
-                f"{named}: owned by another user; a file of credentials must be yours."
-            )
-        data = os.read(fd, MAX_AUTH_FILE_BYTES + 1)
-    except OSError as error:
-        raise UsageError(f"{named}: cannot read it ({error.strerror}).") from None
-    finally:
-        os.close(fd)
+    if info.st_mode & 0o077:
+        raise UsageError(
+            f"{named}: other users can read or change it (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}); a file of credentials must be yours "
+            f"alone: chmod 600 {path}"
+        )
+    if info.st_uid not in (os.geteuid(), 0):
+        raise UsageError(f"{named}: owned by another user; a file of credentials must be yours.")
     if len(data) > MAX_AUTH_FILE_BYTES:
         raise UsageError(
             f"{named}: larger than a line of credentials ({MAX_AUTH_FILE_BYTES} bytes)."

@@ -16,13 +16,13 @@ See docs/lab.md.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import GputopError, UsageError
+from gputop.core.private_files import read_regular_file
 from gputop.core.remote.local_link import LOCAL_NAMES
 from gputop.core.remote.transport import check_destination
 from gputop.core.safe_text import clean
@@ -53,20 +53,12 @@ def config_path(environ: Mapping[str, str] | None = None) -> Path:
 
 def load_groups(path: Path) -> dict[str, list[str]]:
     """The ``[groups]`` table of hosts.toml; {} when the file does not exist."""
-    try:  # NONBLOCK, then a regular file only: a FIFO there would hang whoever reads it
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        data = read_regular_file(path)[1]
     except FileNotFoundError:
         return {}
     except OSError as error:
         raise HostsFileError(f"Cannot read {path}: {error.strerror or error}.") from None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise HostsFileError(f"Cannot read {path}: not a regular file.")
-        os.set_blocking(fd, True)
-        try:
-            data = file.read()
-        except OSError as error:
-            raise HostsFileError(f"Cannot read {path}: {error.strerror or error}.") from None
     document = _parse_toml(path, data)
     groups = document.get("groups", {})
     if not isinstance(groups, dict):

@@ -16,7 +16,6 @@ import fnmatch
 import glob
 import os
 import re
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from gputop.core.errors import GputopError
 from gputop.core.fleet.model import FleetGpu, FleetNode
 from gputop.core.jobs.service import JobsService
 from gputop.core.model import GpuSample, Snapshot
+from gputop.core.private_files import read_regular_file
 from gputop.core.remote.hosts import config_path, load_groups
 from gputop.core.safe_text import clean
 from gputop.core.slurm.detect import slurm_commands_here
@@ -48,19 +48,10 @@ def plain_host_name(name: str) -> bool:
 
 def _config_patterns(path: Path, home: Path, depth: int = 0) -> list[str]:
     """The ``Host`` patterns of an ssh config and of the files it ``Include``s."""
-    try:  # NONBLOCK, then a regular file only: a FIFO there would hang the dashboard
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
-        return []
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return []
-        os.set_blocking(fd, True)
-        text = os.read(fd, MAX_CONFIG_BYTES).decode("utf-8", "replace")
+        text = read_regular_file(path, MAX_CONFIG_BYTES)[1].decode("utf-8", "replace")
     except OSError:
         return []
-    finally:
-        os.close(fd)
     patterns: list[str] = []
     for line in text.splitlines():
         words = line.strip().replace("=", " ", 1).split()

@@ -127,11 +127,13 @@ def tour(
     links.sort()
     following = [-1] * count
     followed = [False] * count
+    spent = 0  # the bytes of the moves of the order
     head_of = list(range(count))  # of a chain's last run: its first
     last_of = list(range(count))  # of a chain's first run: its last
-    for _, a, b in links:
+    for cost, a, b in links:
         if following[a] < 0 and not followed[b] and head_of[a] != b:
             following[a], followed[b] = b, True
+            spent += cost
             head, last = head_of[a], last_of[b]
             last_of[head], head_of[last] = last, head
     heads = [index for index in range(count) if not followed[index]]
@@ -144,30 +146,19 @@ def tour(
             if nearest < 0 or cost < cheapest:
                 nearest, cheapest = head, cost
         heads.remove(nearest)
+        spent += cheapest
         index = nearest
         while index >= 0:
             order.append(index)
             index = following[index]
         row, column = runs[order[-1]][0], runs[order[-1]][2]
-    screen_order = list(range(count))
-    return min(order, screen_order, key=lambda o: _cost(o, runs, cursor, columns, feeds))
-
-
-def _cost(
-    order: list[int],
-    runs: list[tuple[int, int, int]],
-    cursor: tuple[int, int],
-    columns: int,
-    feeds: bool,
-) -> int:
-    """The bytes of the moves through ``runs`` in ``order`` from ``cursor``."""
     row, column = cursor
-    total = 0
-    for index in order:
-        y, entry, leave = runs[index]
-        total += move_cost(y, entry, row, column, columns, feeds)
+    for y, entry, leave in runs:  # screen order, while it is not dearer
+        spent -= move_cost(y, entry, row, column, columns, feeds)
+        if spent < 0:
+            return order
         row, column = y, leave
-    return total
+    return list(range(count))
 
 
 def _step(count: int, final: str) -> str:

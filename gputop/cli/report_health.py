@@ -4,7 +4,6 @@ See docs/health.md."""
 
 from __future__ import annotations
 
-import datetime as dt
 import sqlite3
 import textwrap
 
@@ -13,6 +12,7 @@ from gputop.core.history.health_report import health_report_to_json as to_json
 from gputop.core.history.store import HEALTH_FROM, HistoryError
 from gputop.core.numbers import strict_json
 from gputop.core.safe_text import clean
+from gputop.core.units import local_time
 from gputop.core.xid import describe
 
 WIDTH = 80
@@ -38,18 +38,18 @@ def print_health_report(
 
 
 def render_health(report: HealthReport) -> str:
-    lines = [f"Xids and health counters, {_when(report.since)} to {_when(report.until)}"]
+    lines = [f"Xids and health counters, {local_time(report.since)} to {local_time(report.until)}"]
     if not report.events:
         lines.append("No Xid was recorded in this window.")
     else:
         lines.append(f"{'FIRST SEEN':<19}  {'GPU':>3}  {'XID':>4}  {'COUNT':>7}  WHAT")
     for event in report.events:
         info = describe(event.xid)
-        head = f"{_when(event.time):<19}  {event.gpu:>3}  {event.xid:>4}  {event.count:>7}  "
+        head = f"{local_time(event.time):<19}  {event.gpu:>3}  {event.xid:>4}  {event.count:>7}  "
         lines.append(_cut(head + info.short))
         indent = " " * 6
         if event.count > 1 and event.last_time > event.time:
-            lines.append(_cut(f"{indent}until {_when(event.last_time)}"))
+            lines.append(_cut(f"{indent}until {local_time(event.last_time)}"))
         lines += textwrap.wrap(
             f"what to do: {info.action}",
             WIDTH,
@@ -85,7 +85,3 @@ def render_health(report: HealthReport) -> str:
 
 def _cut(line: str) -> str:
     return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
-
-
-def _when(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch).astimezone().strftime("%Y-%m-%d %H:%M:%S")

@@ -8,10 +8,8 @@ what eight block characters say at this size. docs/history.md.
 
 from __future__ import annotations
 
-import datetime as dt
-
 from gputop.core.history.series import GAP, GpuSeries, bars
-from gputop.core.units import human_bytes
+from gputop.core.units import human_bytes, local_time
 
 LABEL_WIDTH = 12
 MIN_COLUMNS = 10
@@ -27,7 +25,8 @@ def plot_columns(terminal_width: int | None) -> int:
 def render_plot(series: list[GpuSeries], since: float, until: float, columns: int) -> str:
     slice_s = (until - since) / columns
     lines = [
-        f"GPU utilisation and memory, {_local(since)} to {_local(until)} "
+        f"GPU utilisation and memory, {local_time(since, seconds=False)} to "
+        f"{local_time(until, seconds=False)} "
         f"(one column: {_span(slice_s)}; {GAP} nothing recorded)"
     ]
     if not series:
@@ -52,7 +51,3 @@ def _span(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.1f} min"
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-
-
-def _local(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch).astimezone().strftime("%Y-%m-%d %H:%M")

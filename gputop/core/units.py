@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 NA = "N/A"
 MIB = 1024 * 1024
+
+
+def local_time(epoch: float, *, seconds: bool = True) -> str:
+    """``2026-01-02 14:05:09`` in the local time zone; ``2026-01-02 14:05`` without seconds."""
+    form = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
+    return time.strftime(form, time.localtime(epoch))
 
 
 def counted(count: int, noun: str) -> str:

@@ -32,6 +32,7 @@ from gputop.core.claims.files import (
 from gputop.core.claims.scan import PENDING_S, ClaimsUnreadable, Doubt, Hold, Scan
 from gputop.core.errors import GputopError
 from gputop.core.safe_text import clean
+from gputop.core.units import local_time
 
 DECIDE_POLL_S = 0.001
 OTHERS_POLL_S = 0.05
@@ -64,8 +65,7 @@ class Card:
 
 def until_text(until: float, now: float) -> str:
     """``until 2026-01-02 14:05 (2h left)``."""
-    moment = time.strftime("%Y-%m-%d %H:%M", time.localtime(until))
-    return f"until {moment} ({left_text(until - now)} left)"
+    return f"until {local_time(until, seconds=False)} ({left_text(until - now)} left)"
 
 
 def left_text(seconds: float) -> str:

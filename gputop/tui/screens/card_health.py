@@ -5,13 +5,12 @@ driver as text."""
 
 from __future__ import annotations
 
-import time
-
 from rich.text import Text
 
 from gputop.core.health import verdict
 from gputop.core.model import GpuHealth
 from gputop.core.safe_text import clean
+from gputop.core.units import local_time
 from gputop.core.xid import describe
 
 _LEVEL_STYLES = {"ok": "green", "warning": "bold yellow", "critical": "bold red"}
@@ -90,7 +89,7 @@ def _xid_lines(health: GpuHealth) -> list[Text]:
         count = f" ({event.count}x)" if event.count > 1 else ""
         lines.append(
             Text.assemble(
-                f"    {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(event.time))}  ",
+                f"    {local_time(event.time)}  ",
                 (f"Xid {event.xid} {info.short}{count}", _LEVEL_STYLES[info.severity]),
                 f"  {info.meaning} ",
                 (info.action[:1].upper() + info.action[1:], "dim"),  # a sentence of its own

@@ -15,7 +15,9 @@ from gputop.tui.diff_driver import DiffingLinuxDriver, driver_with_screen_diff
 from gputop.tui.screen_diff import (
     DIFFED,
     HOME,
+    MERGE_GAP,
     NOT_FOLLOWED,
+    SHIFT_MIN_CELLS,
     UNCHANGED,
     WHOLE,
     ScreenDiff,
@@ -416,8 +418,9 @@ COLOURS = ["", RED, BLUE, BOLD_ITALIC, REVERSE]
 def dashboard_row(draw: st.DrawFn, columns: int) -> list[Cell]:
     row: list[Cell] = []
     width = 0
+    wide = draw(st.booleans())  # rows of one-cell characters only can be shifted
     while width < columns:
-        char = draw(st.sampled_from([*NARROW, "漢"] if width < columns - 1 else NARROW))
+        char = draw(st.sampled_from([*NARROW, "漢"] if wide and width < columns - 1 else NARROW))
         row.append((char, draw(st.sampled_from(COLOURS))))
         width += 2 if char == "漢" else 1
     return row
@@ -444,7 +447,7 @@ def dashboard_frames(draw: st.DrawFn) -> list[tuple[tuple[int, int], list[list[C
             if draw(st.booleans()):  # a run shifted left, a new cell at its end
                 row = screen[draw(st.integers(0, size[1] - 1))]
                 i = draw(st.integers(0, len(row) - 2))
-                j = draw(st.integers(i + 1, len(row) - 1))
+                j = draw(st.integers(min(i + 6, len(row) - 1), len(row) - 1))
                 if all(char != "漢" for char, _ in row[i : j + 1]):
                     row[i:j] = row[i + 1 : j + 1]
                     row[j] = (draw(st.sampled_from(NARROW)), row[j - 1][1])
@@ -485,6 +488,15 @@ def test_a_dashboards_frames_show_what_textual_wrote(
         ours.feed(diff.filter(data, size))
         assert ours.cells == textual.cells
         before = screen
+
+
+def test_a_resent_gap_is_too_short_to_hold_a_run_still_to_shift() -> None:
+    """The runs of a colour go in any order (``tour``), so a gap may be resent before a
+    shift on its row is sent; one holding a shifted run's cells would be shifted with them.
+    A run shifts at least SHIFT_MIN_CELLS changed cells and ends in its new cell, which is
+    never inside a gap, and no cursor is left inside a run still to shift: a gap holding
+    any of it is at least SHIFT_MIN_CELLS + 1 cells long."""
+    assert MERGE_GAP <= SHIFT_MIN_CELLS
 
 
 @pytest.mark.parametrize("setting", [None, "", "1", "on"])

@@ -51,10 +51,20 @@ def node_group(node: FleetNode, group_by: str | None) -> str | None:
         return None
     if group_by in ("host", "Hostname"):
         return node.host
-    value = node.labels.get(group_by)
-    if value:
-        return value
-    return None
+    return node.labels.get(group_by) or None
+
+
+def node_groups(
+    nodes: list[FleetNode], group_by: str | None
+) -> list[tuple[str | None, list[FleetNode]]]:
+    """The nodes by their ``--group-by`` value, sorted by it (``(none)``: a node without
+    one); without ``group_by``, one group named None."""
+    if group_by is None:
+        return [(None, nodes)]
+    groups: dict[str | None, list[FleetNode]] = {}
+    for node in nodes:
+        groups.setdefault(node_group(node, group_by) or "(none)", []).append(node)
+    return sorted(groups.items())
 
 
 def _node(node: FleetNode, group_by: str | None) -> dict[str, Any]:

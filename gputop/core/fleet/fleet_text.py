@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from gputop.core.fleet.fleet_json import node_group
+from gputop.core.fleet.fleet_json import node_groups
 from gputop.core.fleet.model import Fleet, FleetGpu, FleetNode
 from gputop.core.health import badge
 from gputop.core.safe_text import clean
@@ -126,16 +126,10 @@ def node_line(fleet: Fleet, node: FleetNode, width: int | None) -> str:
 
 def render_fleet(fleet: Fleet, width: int | None, group_by: str | None = None) -> str:
     lines = [header(fleet), f"{'NODE':<24} STATE   AGE FREE CARDS"]
-    if group_by is None:
-        lines += [node_line(fleet, node, width) for node in fleet.nodes]
-    else:
-        groups: dict[str, list[FleetNode]] = {}
-        for node in fleet.nodes:
-            groups.setdefault(node_group(node, group_by) or "(none)", []).append(node)
-        for name in sorted(groups):
-            members = groups[name]
+    for name, members in node_groups(fleet.nodes, group_by):
+        if group_by is not None and name is not None:
             free = sum(len(node.free_gpus) for node in members)
             lines.append(f"{clean(group_by)}={clean(name)}: {len(members)} nodes, {free} free")
-            lines += [node_line(fleet, node, width) for node in members]
+        lines += [node_line(fleet, node, width) for node in members]
     lines.append(LEGEND)
     return "\n".join(lines)

@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
 from gputop.core.errors import GputopError
-from gputop.core.fleet.fleet_json import node_group
+from gputop.core.fleet.fleet_json import node_groups
 from gputop.core.fleet.fleet_text import (
     LEGEND,
     age,
@@ -301,7 +301,7 @@ class FleetApp(QuitHint, App[int]):
         shown: list[FleetNode | None] = []
         rows: list[tuple[str, tuple[Text, ...]]] = []
         lines: dict[str, tuple[tuple[str, ...], tuple[Text, ...]]] = {}
-        for name, members in self._groups(nodes):
+        for name, members in node_groups(nodes, self.group_by):
             if name is not None:
                 free = sum(len(node.free_gpus) for node in members)
                 label = plain(f"{self.group_by}={name}"[:NODE_CHARS], style="bold")
@@ -376,14 +376,6 @@ class FleetApp(QuitHint, App[int]):
             Text(used),
             users,
         )
-
-    def _groups(self, nodes: list[FleetNode]) -> list[tuple[str | None, list[FleetNode]]]:
-        if self.group_by is None:
-            return [(None, nodes)]
-        groups: dict[str, list[FleetNode]] = {}
-        for node in nodes:
-            groups.setdefault(node_group(node, self.group_by) or "(none)", []).append(node)
-        return sorted(groups.items())
 
     def _current(self) -> FleetNode | None:
         row = self.query_one("#fleet-nodes", DataTable).cursor_row

@@ -20,7 +20,7 @@ import ctypes
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gputop.core.model import MigDevice, ProcessType
 from gputop.core.numbers import MAX_PID
@@ -48,9 +48,10 @@ SAMPLE_WINDOW_S = 1.0
 """How far back process samples are asked for: NVML samples about every 1/6 s on busy GPUs."""
 
 
-@dataclass(frozen=True, slots=True)
-class NvmlProcess:
-    """One process as NVML reports it, before the host adds what it knows."""
+class NvmlProcess(NamedTuple):
+    """One process as NVML reports it, before the host adds what it knows. (A named tuple,
+    as ``ProcessUtilization``: one of each is made for every GPU process at every refresh,
+    where a frozen dataclass's ``__init__`` costs several times as much.)"""
 
     pid: int
     type: ProcessType
@@ -167,8 +168,7 @@ def _combined(first: NvmlProcess, second: NvmlProcess) -> NvmlProcess:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessUtilization:
+class ProcessUtilization(NamedTuple):
     sm_percent: int | None
     memory_percent: int | None
 

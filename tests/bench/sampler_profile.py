@@ -2,17 +2,27 @@
 with its 200 live stand-ins, in-process, at 1-s intervals.
 
     python tests/bench/sampler_profile.py [--samples 30] [--profile]
+    python tests/bench/sampler_profile.py --instructions [--samples 20] [--tree DIR]
 
 Prints the thread CPU time of each sample (median, minimum) and, with ``--profile``, the
-cProfile of the samples after the first, by tottime and by cumtime.
+cProfile of the samples after the first, by tottime and by cumtime. ``--instructions``
+counts instructions instead, which do not move with the machine's load (as
+``frame_instructions.py`` does for frames): the simulated clock frozen and stepped by one
+second a sample, the same stand-ins' ``/proc`` read, under ``valgrind --tool=cachegrind``,
+once with one sample and once with ``--samples`` more; the difference over the extra
+samples is one sample's cost. ``--tree DIR`` counts another checkout's sampler.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,17 +33,67 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 from busy_scenario import busy  # noqa: E402
 from stand_ins import live_scenario  # noqa: E402
 
-from gputop.core.sampling.source import open_backend  # noqa: E402
-
 SCENARIO = REPO / "gputop" / "core" / "fake" / "scenarios" / "dgx-h100.json"
+FROZEN_AT_S = "1000"
+_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def _count_samples(tree: Path, scenario: Path, samples: int) -> None:
+    """``1 + samples`` samples of ``tree``'s sampler on a frozen clock, a second apart."""
+    sys.path.insert(0, str(tree))
+    for name in [name for name in sys.modules if name.startswith("gputop")]:
+        del sys.modules[name]  # this file imported its own checkout's: the tree's instead
+    from gputop.core import settings
+    from gputop.core.sampling.source import open_backend
+
+    backend = open_backend(str(scenario), environ={settings.FAKE_TIME.name: FROZEN_AT_S})
+    for _ in range(1 + samples):
+        backend.nvml.set_time(backend.nvml.now() + 1.0)
+        backend.sample()
+    backend.close()
+
+
+def _instructions(tree: Path, scenario: Path, samples: int) -> int:
+    command = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
+    command += ["--cachegrind-out-file=/dev/null", sys.executable, __file__]
+    command += ["--samples-of", str(tree), str(scenario), str(samples)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    found = _REFS.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"valgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def count_instructions(tree: Path, samples: int) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("sampler_profile: --instructions needs valgrind")
+    with live_scenario(SCENARIO, busy) as (scenario, count):
+        few = _instructions(tree, scenario, 0)
+        many = _instructions(tree, scenario, samples)
+    print(
+        f"{tree}: {(many - few) / samples / 1e6:.1f}M instructions a busy sample "
+        f"({count} stand-ins, {samples} samples)"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--tree", type=Path, default=REPO, help="a checkout of gputop")
+    parser.add_argument("--samples-of", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.samples_of:
+        tree, scenario, samples = args.samples_of
+        _count_samples(Path(tree), Path(scenario), int(samples))
+        return
+    if args.instructions:
+        count_instructions(args.tree.resolve(), args.samples)
+        return
+    from gputop.core.sampling.source import open_backend
+
     with live_scenario(SCENARIO, busy) as (scenario, count):
         backend = open_backend(str(scenario))
         started = time.thread_time()
@@ -62,4 +122,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
     main()

@@ -342,18 +342,6 @@ def _keep_private(
         ) from None
 
 
-def check_companion(
-    dir_fd: int, directory: Path, name: str, what: str, sharing: Sharing | None = None
-) -> None:
-    """A file SQLite will open by path (``-wal``, ``-shm``): absent, or ours and regular.
-
-    SQLite removes them when the last connection to the store closes, which another thread
-    or gputop process may do while this one looks: a file gone by the time it is looked at
-    is absent, not an error. Checked without opening it for I/O (``check_store_file``).
-    """
-    check_store_file(dir_fd, directory, name, what, create=False, sharing=sharing)
-
-
 def check_store_file(
     dir_fd: int,
     directory: Path,

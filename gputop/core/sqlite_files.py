@@ -101,7 +101,7 @@ def prepare(
     name, directory = path.name, path.parent
     if not check_store_file(dir_fd, directory, name, kind.what, create=create, sharing=sharing):
         return False
-    for suffix in COMPANIONS:
+    for suffix in COMPANIONS:  # removed as the last connection closes: one gone is absent
         what = f"{kind.what} file"
         check_store_file(dir_fd, directory, name + suffix, what, create=False, sharing=sharing)
     return True

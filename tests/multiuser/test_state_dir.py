@@ -228,8 +228,12 @@ def test_a_companion_file_that_stays_unopenable_is_still_an_error(
 
     monkeypatch.setattr(private_files.os, "open", fails)
     with pytest.raises(StoreError, match="input/output error"):
-        private_files.check_companion(
-            os.open(state_dir, os.O_RDONLY), state_dir, "jobs.sqlite3-shm", "job store file"
+        private_files.check_store_file(
+            os.open(state_dir, os.O_RDONLY),
+            state_dir,
+            "jobs.sqlite3-shm",
+            "job store file",
+            create=False,
         )
 
 

@@ -143,6 +143,10 @@ class ProcessTable(ScrollView, can_focus=True):
         self._snapshot: Snapshot | None = None
         self._subtitle: str | None = None
         self._palette: _Palette | None = None
+        self._styles: tuple[Style, Style, Style, Style] | None = None
+        """The row, header, cursor and hover styles until the styles next change: Textual
+        forgets its own copy at every refresh, and working them out again walked the DOM
+        four times a paint."""
         self._painted: LRUCache[tuple[object, ...], Strip] = LRUCache(maxsize=PAINTED_LINES)
         self.collapsed_jobs: set[GroupKey] = set()
         """Distributed jobs whose ranks show as one line (rank_groups.py)."""
@@ -442,18 +446,22 @@ class ProcessTable(ScrollView, can_focus=True):
     # -- painting ------------------------------------------------------------------------
 
     def notify_style_update(self) -> None:
+        # Called whenever Textual applies the stylesheet to this widget: a theme, its focus,
+        # a class of its own or of an ancestor (each restyles every node under it).
         super().notify_style_update()
         self._painted.clear()
+        self._styles = None
 
     def _current_palette(self) -> _Palette:
-        return _Palette(
-            base=self.rich_style,
-            header=self.get_component_rich_style("process-table--header"),
-            cursor=self.get_component_rich_style("process-table--cursor"),
-            hover=self.get_component_rich_style("process-table--hover"),
-            scroll=self.scroll_offset,
-            width=self.size.width,
-        )
+        if self._styles is None:
+            self._styles = (
+                self.rich_style,
+                self.get_component_rich_style("process-table--header"),
+                self.get_component_rich_style("process-table--cursor"),
+                self.get_component_rich_style("process-table--hover"),
+            )
+        base, header, cursor, hover = self._styles
+        return _Palette(base, header, cursor, hover, self.scroll_offset, self.size.width)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # The styles, the size and the scroll are the same for every line of one paint:

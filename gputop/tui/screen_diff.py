@@ -321,9 +321,9 @@ class ScreenDiff:
         that changes the pen with the fewest bytes. Within a colour, a short gap of
         unchanged cells of the same colour is resent where that is fewer bytes than moving
         over it, the runs of cells go in an order of few cursor bytes (``tour``: a table's
-        column down, then the next), and each move is the shortest one. The pen is left as the last colour set
-        it, and the next frame starts from there: a busy frame often starts with the colour
-        the last one ended in (a column of the process table).
+        column down, then the next), and each move is the shortest one. The pen is left as
+        the last colour set it, and the next frame starts from there: a busy frame often
+        starts with the colour the last one ended in (a column of the process table).
 
         ``cursor``: where the terminal's cursor is (row, column), if known. Returns the
         update and where it leaves the cursor.

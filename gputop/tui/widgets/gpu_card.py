@@ -13,7 +13,7 @@ from rich.cells import cell_len, set_cell_size
 from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
+from rich.text import Span, Text
 from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
@@ -305,16 +305,40 @@ def activity_text(activity: Activity, *, tight: bool = False) -> Text | None:
     where GPM is absent (docs/activity.md)."""
     if not activity.gpm:
         return None
-    text = Text()
+    parts: list[str | tuple[str, str]] = []
     for position, (name, key) in enumerate(ACTIVITY_FIGURES):
         value = getattr(activity, key)
         if position:
-            text.append(" ")
-        text.append(name[:2] if tight else f"{name} ", style="dim")
-        text.append(
-            "--" if value is None else f"{value:2.0f}", style="dim" if value is None else "cyan"
-        )
-    return text
+            parts.append(" ")
+        parts.append((name[:2] if tight else f"{name} ", "dim"))
+        parts.append(("--", "dim") if value is None else (f"{value:2.0f}", "cyan"))
+    return _assembled(*parts, tab_size=None)
+
+
+_Part = str | Text | tuple[str, str]
+
+
+def _assembled(*parts: _Part, tab_size: int | None = 8) -> Text:
+    """``Text.assemble(*parts)`` of the card's own text: figures, bars, labels, with no
+    control codes for ``Text.append`` to strip part by part. The same text and spans, made
+    in one pass (a card's lines are made again at every refresh)."""
+    texts: list[str] = []
+    spans: list[Span] = []
+    at = 0
+    for part in parts:
+        if isinstance(part, Text):
+            text = part.plain
+            if text:
+                if part.style:
+                    spans.append(Span(at, at + len(text), part.style))
+                spans.extend(Span(start + at, end + at, style) for start, end, style in part.spans)
+        else:
+            text, style = (part, "") if isinstance(part, str) else part
+            if text and style:
+                spans.append(Span(at, at + len(text), style))
+        texts.append(text)
+        at += len(text)
+    return Text("".join(texts), spans=spans, tab_size=tab_size)
 
 
 def _state(gpu: GpuSample) -> str | None:
@@ -348,16 +372,13 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
     extra = 0 if activity is None else activity.cell_len + 1
     bar_width = width - 4 - 1 - len(util_text) - extra
     style = view.util_style or level_style(util)
-    line = Text.assemble("GPU ", bar(util, bar_width, style), " ", (util_text, style))
-    if activity is not None:
-        line.append(" ")
-        line.append_text(activity)
-    lines.append(line)
+    shown = ("GPU ", bar(util, bar_width, style), " ", (util_text, style))
+    lines.append(_assembled(*shown, *(() if activity is None else (" ", activity))))
     lines.append(_sparkline(view.history, width))
     used_pct = percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
     mem_text = memory_pair(gpu.memory_used_bytes, gpu.memory_total_bytes)
     mem_bar = bar(used_pct, max(width - 4 - 1 - len(mem_text), 4), level_style(used_pct, 80, 95))
-    lines.append(Text.assemble("MEM ", mem_bar, " ", mem_text))
+    lines.append(_assembled("MEM ", mem_bar, " ", mem_text))
     lines.append(_sensors(gpu))
     lines.append(_mig_line(view) if gpu.mig_mode_current else _clocks(gpu))
     return lines
@@ -383,7 +404,7 @@ def _sparkline(history: tuple[int | None, ...], width: int) -> Text:
 def _sensors(gpu: GpuSample) -> Text:
     temperature = NA if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
     fan = NA if gpu.fan_percent is None else f"{gpu.fan_percent}%"
-    return Text.assemble(
+    return _assembled(
         (temperature, temperature_style(gpu.temperature_c)),
         f"  {power_pair(gpu.power_w, gpu.power_limit_w)}",
         ("  fan ", "dim"),
@@ -413,7 +434,7 @@ def _mig_line(view: CardView) -> Text:
 def _clocks(gpu: GpuSample) -> Text:
     sm = gpu.clocks.sm_mhz
     memory = gpu.clocks.memory_mhz
-    return Text.assemble(
+    return _assembled(
         ("SM ", "dim"),
         NA if sm is None else f"{sm}",
         ("  MEM ", "dim"),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from gputop.core.numbers import whole_within
+
 REASONS: tuple[tuple[int, str, str], ...] = (
     (0x1, "gpu_idle", "idle"),
     (0x2, "applications_clocks_setting", "app clocks"),
@@ -31,9 +33,7 @@ _LABELS = {bit: label for bit, _, label in REASONS}
 
 def valid_mask(value: object) -> int | None:
     """``value`` as a mask, or ``None`` when it is not a 64-bit unsigned integer."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MASK:
-        return None
-    return value
+    return value if whole_within(value, 0, MAX_MASK) else None
 
 
 def reason_names(mask: int) -> list[str]:

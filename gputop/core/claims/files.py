@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gputop.core.numbers import LATEST_TIME_S, valid_text, within
+from gputop.core.numbers import LATEST_TIME_S, valid_text, whole_within, within
 from gputop.core.safe_text import clean
 
 SUFFIX = ".claim"
@@ -259,7 +259,7 @@ def _parse_content(data: bytes, name: str, parsed: ParsedName, info: FileStat) -
         return f"it names uid {clean(str(uid))[:20]}, but belongs to uid {info.st_uid}"
     if user != user_name(info.st_uid):
         return f"it names user {clean(str(user))[:40]}, but belongs to {user_name(info.st_uid)}"
-    if type(gpu) is not int or not 0 <= gpu <= MAX_GPU_INDEX:
+    if not whole_within(gpu, 0, MAX_GPU_INDEX):
         return "its GPU index is out of range"
     if not isinstance(until, (int, float)) or not within(until, 0.0, LATEST_TIME_S):
         # a string, a bool, NaN, 10**400

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from gputop.core.history.report import _private_to_reader as private_to_reader
 from gputop.core.history.report import iso_text
 from gputop.core.history.schema import HEALTH_COLUMNS
-from gputop.core.numbers import LATEST_TIME_S, MAX_PID, within
+from gputop.core.numbers import LATEST_TIME_S, MAX_PID, whole_within, within
 from gputop.core.redact import text_for_others
 from gputop.core.xid import describe
 
@@ -190,14 +190,13 @@ def _checked_counters(
     if not (
         isinstance(t, (int, float))
         and _time_ok(t)
-        and isinstance(gpu, int)
-        and within(gpu, 0, 4096)
+        and whole_within(gpu, 0, 4096)
         and (uuid is None or isinstance(uuid, str))
     ):
         return None
     counters: dict[str, int | None] = {}
     for name, value in zip(HEALTH_COLUMNS, values, strict=True):
-        if value is not None and not (isinstance(value, int) and within(value, 0, MAX_COUNT)):
+        if value is not None and not whole_within(value, 0, MAX_COUNT):
             return None
         counters[name] = value
     return float(t), gpu, uuid, counters

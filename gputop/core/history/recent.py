@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gputop.core.history.series import recent_utilization
 from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
+from gputop.core.numbers import within
 from gputop.core.sampling.history import UtilizationHistory, initial_history
 
 
@@ -61,7 +62,7 @@ def refill_read(path: Path, live_from: float, seconds: int) -> RefillRead | None
     finally:
         connection.close()
     newest = row[0] if row else None
-    complete = isinstance(newest, int | float) and math.isfinite(newest) and newest >= live_from
+    complete = within(newest, live_from, math.inf)
     if not any(value is not None for values in found.values() for value in values):
         return RefillRead(None, complete)
     return RefillRead(found, complete)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import queue
 import sqlite3
 import threading
@@ -44,7 +43,7 @@ from gputop.core.history.report import (
 from gputop.core.history.series import GpuSeries, gpu_series
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
-from gputop.core.numbers import DECODE_ERRORS, MAX_MEMORY_BYTES, outside_float, whole_within
+from gputop.core.numbers import DECODE_ERRORS, MAX_MEMORY_BYTES, outside_float, whole_within, within
 from gputop.core.redact import text_for_others
 from gputop.core.remote.protocol import ProtocolError, decode, encode
 
@@ -213,7 +212,7 @@ def _number(value: object, name: str, minimum: float, maximum: float) -> float:
     number = outside_float(value)
     if number is None:
         raise GputopError(f"history request: {name!r} must be a number of seconds")
-    if not math.isfinite(number) or not minimum <= number <= maximum:
+    if not within(number, minimum, maximum):
         raise GputopError(
             f"history request: {name!r} must be from {minimum:g} to {maximum:g} seconds"
         )
@@ -314,7 +313,7 @@ def _row_from_json(document: object) -> ReportRow | None:
 def _seconds(value: object) -> float | None:
     """A number from another machine: finite and not negative, else unknown."""
     number = outside_float(value)  # 10**400: infinite, so unknown
-    return number if number is not None and math.isfinite(number) and 0 <= number <= 1e300 else None
+    return number if within(number, 0, 1e300) else None
 
 
 class HistoryAnswers:

@@ -11,7 +11,7 @@ Every label value from outside passes ``labels.label``. The list is docs/exporte
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -172,21 +172,17 @@ def snapshot_families(
     """Every family for ``snapshot``, at most ``top`` process series per GPU; ``command``:
     how a process's command line is written (labels.command_label)."""
     host = label(snapshot.host)
-    families = list(_dcgm_families(snapshot, host))
-    families += health_families([(g, gpu_labels(g, host)) for g in snapshot.gpus], GPU_LABELS)
-    families += _prof_families(snapshot, host)
+    labelled = [(gpu, gpu_labels(gpu, host)) for gpu in snapshot.gpus]
+    families = list(gauges(DCGM_GAUGES, GPU_LABELS, labelled))
+    families += health_families(labelled, GPU_LABELS)
+    families += gauges(DCGM_PROF_GAUGES, PROF_LABELS, _activity_series(labelled))
     per_gpu = [(gpu, process_uses(gpu)) for gpu in snapshot.gpus if gpu.processes_listed]
     bounded = {gpu.physical_index: bound_processes(uses, top) for gpu, uses in per_gpu}
-    families += _gpu_state_families(snapshot, host, bounded)
+    families += _gpu_state_families(labelled, bounded)
     families += _process_families(snapshot, host, bounded, jobs, command)
     families += _user_families(host, per_gpu)
     families += _exporter_families(snapshot, host, counts)
     return families
-
-
-def _dcgm_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
-    labelled = [(gpu, gpu_labels(gpu, host)) for gpu in snapshot.gpus]
-    return gauges(DCGM_GAUGES, GPU_LABELS, labelled)
 
 
 def mig_profile(mig: MigDevice) -> str:
@@ -195,13 +191,14 @@ def mig_profile(mig: MigDevice) -> str:
     return name.rsplit(" MIG ", 1)[1] if " MIG " in name else ""
 
 
-def _activity_series(snapshot: Snapshot, host: str) -> list[tuple[Activity, list[str]]]:
+def _activity_series(
+    labelled: list[tuple[GpuSample, list[str]]],
+) -> list[tuple[Activity, list[str]]]:
     """Each GPU's and each MIG GPU instance's activity (once per instance), labelled."""
     series: list[tuple[Activity, list[str]]] = []
-    for gpu in snapshot.gpus:
+    for gpu, labels in labelled:
         if gpu.lost or not gpu.activity.gpm:
             continue
-        labels = gpu_labels(gpu, host)
         series.append((gpu.activity, [*labels, "", ""]))
         seen: set[int] = set()
         for mig in gpu.mig_devices:
@@ -213,12 +210,8 @@ def _activity_series(snapshot: Snapshot, host: str) -> list[tuple[Activity, list
     return series
 
 
-def _prof_families(snapshot: Snapshot, host: str) -> Iterator[Metric]:
-    return gauges(DCGM_PROF_GAUGES, PROF_LABELS, _activity_series(snapshot, host))
-
-
 def _gpu_state_families(
-    snapshot: Snapshot, host: str, bounded: Mapping[int, GpuProcesses]
+    labelled: list[tuple[GpuSample, list[str]]], bounded: Mapping[int, GpuProcesses]
 ) -> list[Metric]:
     def gauge(name: str, help_text: str) -> GaugeMetricFamily:
         return GaugeMetricFamily(name, help_text, labels=GPU_LABELS)
@@ -252,8 +245,7 @@ def _gpu_state_families(
         "1 while a user's gputop claim holds the GPU (docs/claims.md); no series when none does.",
         labels=(*GPU_LABELS, "user"),
     )
-    for gpu in snapshot.gpus:
-        labels = gpu_labels(gpu, host)
+    for gpu, labels in labelled:
         if gpu.claim is not None and gpu.claim.doubt is None:  # a believable claim
             claimed.add_metric([*labels, label(gpu.claim.user)], 1.0)
         lost.add_metric(labels, 1.0 if gpu.lost else 0.0)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 BOOTSTRAP = """\
 import os, signal, sys
-env = os.environb
+env = {name: value for name, value in os.environb.items() if name}
 command = sys.argv[3:]
 try:
     import importlib.util
@@ -68,13 +68,23 @@ WHOLE_ENVIRON_BYTES = 1 << 30
 
 def started_environment() -> Mapping[bytes, bytes]:
     """The environment this process started with, for the command's ``exec``; the current
-    one if it cannot be read."""
+    one if it cannot be read.
+
+    A name given twice is its first entry's, as ``getenv`` gives it; an entry with no name
+    (``=x``, which no one can read by name) is left out: ``os.execve`` refuses it with
+    ValueError, and the command would not run."""
     from gputop.core.sampling.process_env import read_environ
 
     data = read_environ("/proc/self", WHOLE_ENVIRON_BYTES)
     if data is None:
-        return os.environb
-    return dict(item.split(b"=", 1) for item in data.split(b"\0") if b"=" in item)
+        entries = list(os.environb.items())
+    else:
+        entries = [item.partition(b"=")[::2] for item in data.split(b"\0") if b"=" in item]
+    environment: dict[bytes, bytes] = {}
+    for name, value in entries:
+        if name:
+            environment.setdefault(name, value)
+    return environment
 
 
 def start_meter(logs_dir: str, command_pid: int) -> None:

@@ -170,7 +170,8 @@ def scan(directory: OpenDir, now: float) -> Scan:
         except FileNotFoundError:
             continue  # removed meanwhile
         except OSError as error:
-            said = _cannot(error)  # the name says whose: it may be a claim, placed now
+            # the name says whose: it may be a claim, placed now
+            said = f"it cannot be examined ({error.strerror or error})"
             result.suspicious.append(Suspicious(name, parsed.uid, said))  # (behind all)
             placed = int(now * 1e9)
             result.doubts.append(Doubt(name, parsed.uuid, parsed.uid, placed, said))
@@ -347,7 +348,3 @@ def _outlive(scan: Scan, now: float) -> None:
     for doubt in old:
         reason = f"older than {days}, the longest a claim lasts: ignored ({doubt.reason})"
         scan.suspicious.append(Suspicious(doubt.name, doubt.uid, reason))
-
-
-def _cannot(error: OSError) -> str:
-    return f"it cannot be examined ({error.strerror or error})"

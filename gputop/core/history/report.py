@@ -396,7 +396,10 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
             activity = cards[index] = _CardActivity(connection, index, since, until)
         if activity.samples:
             summed.add_activity(activity, spans)
-    result = [_row(key, summed) for key, summed in holders.items()]
+    result = [  # a job's key holds its user
+        summed.report_row(*key) if isinstance(key, tuple) else summed.report_row(key)
+        for key, summed in holders.items()
+    ]
     if query.by is ReportBy.GPU:
         result.extend(_unused_cards(connection, query, set(holders)))
     if query.by is ReportBy.PROCESS:
@@ -439,12 +442,6 @@ def _decoded(runs: object, span_s: float) -> tuple[tuple[float, float], ...]:
     """``decode_runs``, once per distinct text and length: most spans of a month share a few
     (a 15-minute span idle in its first sample, a day idle throughout)."""
     return tuple(decode_runs(runs, span_s))
-
-
-def _row(key: _Key, summed: _Holder) -> ReportRow:
-    if isinstance(key, tuple):  # a job, with its user
-        return summed.report_row(key[0], key[1])
-    return summed.report_row(key)
 
 
 def _capped(percent: float | None) -> float | None:

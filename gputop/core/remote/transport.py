@@ -152,7 +152,7 @@ def classify_failure(host: str, stderr: str, exit_code: int | None) -> Failure:
         for kind, pattern, reason, advice in _RULES:
             if pattern.search(stderr):
                 return Failure(kind, reason, advice.format(host=host) if advice else None)
-    last = _last_line(stderr)
+    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
     if exit_code == 255:
         return Failure("closed", f"ssh failed: {last}" if last else "ssh failed")
     if exit_code == 127:
@@ -165,8 +165,3 @@ def no_gputop(host: str) -> Failure:
     return Failure(
         "no-gputop", "neither gputop nor nvidia-smi is on the server's PATH", install_advice(host)
     )
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""

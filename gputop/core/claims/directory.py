@@ -105,12 +105,9 @@ def _unsafe(info: os.stat_result, path: str, *, itself: bool) -> str | None:
     if info.st_uid != 0:
         return f"{path} belongs to uid {info.st_uid}, not root"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
-        return f"{path} is writable by other users without the sticky bit (mode {_mode(info)})"
+        mode = stat.S_IMODE(info.st_mode)
+        return f"{path} is writable by other users without the sticky bit (mode {mode:04o})"
     return None
-
-
-def _mode(info: os.stat_result) -> str:
-    return f"{stat.S_IMODE(info.st_mode):04o}"
 
 
 def _already_set_up(path: str) -> bool:

@@ -105,10 +105,6 @@ def user_name(uid: int) -> str:
         return str(uid)
 
 
-def encode_card(uuid: str) -> str:
-    return uuid.replace("/", "_")
-
-
 def parse_name(name: str) -> ParsedName | None:
     match = _NAME.fullmatch(name)
     if match is None:
@@ -117,12 +113,12 @@ def parse_name(name: str) -> ParsedName | None:
 
 
 def new_name(uuid: str, uid: int, job: bool) -> str:
-    return f"{encode_card(uuid)}.{uid}.{'j' if job else 'c'}{secrets.token_hex(8)}{SUFFIX}"
+    return f"{uuid.replace('/', '_')}.{uid}.{'j' if job else 'c'}{secrets.token_hex(8)}{SUFFIX}"
 
 
 def card_key(uuid: str) -> str:
     """The card as a name holds it (``/`` of old MIG UUIDs as ``_``): how claims are compared."""
-    return encode_card(uuid).replace("_", "/")
+    return uuid.replace("_", "/")
 
 
 def content(

@@ -141,8 +141,9 @@ class ScreenDiff:
             self.forget((0, 0))
             self.last_outcome = NOT_FOLLOWED
             return data
-        if size != self._size:
+        if size != self._size:  # the terminal may have moved the cursor, too
             self.forget(size)
+            parked = None
         parsed = _parse(data)
         if parsed is None:  # not a frame: modes, queries, titles are harmless
             if _HARMLESS.match(data):

@@ -344,6 +344,17 @@ def test_a_resized_terminal_gets_whole_frames_again() -> None:
     assert "GPU  93%" in diff.filter(line, (20, 6))
 
 
+def test_after_a_resize_the_first_move_is_from_nowhere_known() -> None:
+    """A terminal that shrinks puts its cursor where it likes (tmux and xterm keep it on the
+    screen): a frame of cells after the resize is placed as if the cursor were unknown, not
+    moved to from where the last frame left it (row 7 of a screen now 6 rows high)."""
+    diff = ScreenDiff()
+    diff.filter(frame(*[(y, 0, RED, "." * 20) for y in range(8)]) + HOME, (20, 8))
+    diff.filter(frame((6, 10, RED, "ab")) + HOME, (20, 8))  # leaves the cursor at row 7
+    late = frame((5, 13, RED, "xy")) + HOME  # a card's figure, before the whole repaint
+    assert diff.filter(late, (20, 6)) == "\x1b[6;14Hxy"  # the pen is still red
+
+
 def test_leaving_the_alternate_screen_forgets_what_was_shown() -> None:
     diff = ScreenDiff()
     line = frame((0, 0, RED, "GPU  93%"))

@@ -22,7 +22,7 @@ def frame(host: str, *lines: str) -> ReducedFrames:
 
 
 def test_a_gpu_line_gives_every_field_nvidia_smi_offers_and_none_for_na() -> None:
-    gpu, driver = parse_gpu_line(GPU_LINE)
+    gpu, driver = parse_gpu_line(GPU_LINE, [])
 
     assert (gpu.physical_index, gpu.uuid, driver) == (0, UUID, "550.54.15")
     assert gpu.name == "NVIDIA H100 80GB HBM3, rev, B"  # the name may hold the separator

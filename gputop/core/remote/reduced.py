@@ -130,10 +130,9 @@ class ReducedFrames:
         )
 
 
-def parse_gpu_line(line: str, impossible: list[str] | None = None) -> tuple[GpuSample, str | None]:
+def parse_gpu_line(line: str, bad: list[str]) -> tuple[GpuSample, str | None]:
     """One ``--query-gpu`` line: the GPU, and the driver version nvidia-smi puts on it.
-    Each field that is not a finite number is appended to ``impossible``."""
-    bad = impossible if impossible is not None else []
+    Each field that is not a finite number is appended to ``bad``."""
     values = line.split(SEPARATOR, len(GPU_FIELDS) - 1)
     if len(values) != len(GPU_FIELDS):
         raise ValueError(f"expected {len(GPU_FIELDS)} fields, got {len(values)}")
@@ -170,9 +169,8 @@ def parse_gpu_line(line: str, impossible: list[str] | None = None) -> tuple[GpuS
     return gpu, _text(f["driver_version"])
 
 
-def parse_app_line(line: str, impossible: list[str] | None = None) -> tuple[str, GpuProcess]:
+def parse_app_line(line: str, bad: list[str]) -> tuple[str, GpuProcess]:
     """One ``--query-compute-apps`` line: the GPU's UUID and the process on it."""
-    bad = impossible if impossible is not None else []
     values = line.split(SEPARATOR, len(APP_FIELDS) - 1)
     if len(values) != len(APP_FIELDS):
         raise ValueError(f"expected {len(APP_FIELDS)} fields, got {len(values)}")

@@ -50,7 +50,8 @@ class DiffingLinuxDriver(QuietInput):
     def forget_screen(self) -> None:
         """Send the next frames whole: the terminal may show something else (``ctrl+l``)."""
         with self._screen_diff_lock:
-            self._screen_diff.forget()
+            reset = self._screen_diff.redraw()
+        super().write(reset)
 
     def write(self, data: str) -> None:
         with self._screen_diff_lock:

@@ -43,6 +43,9 @@ HOME = "\x1b[1;1H"
 """The move that ends a frame when no widget wants the (hidden) cursor anywhere: Textual's
 ``App.cursor_position`` is then the top-left cell. Not sent (docs/screen-diff.md)."""
 
+WHOLE_SCROLLING_REGION = "\x1b[r"
+"""DECSTBM without rows: every row scrolls together (and the cursor goes home)."""
+
 DIFFED = "diffed"
 """A frame rewritten into the cells that changed."""
 WHOLE = "whole"
@@ -113,6 +116,14 @@ class ScreenDiff:
         self._sgrs = [[None] * columns for _ in range(rows)]
         self._cursor = None
         self._parked = None
+
+    def redraw(self) -> str:
+        """Forget what the terminal shows (``ctrl+l``: something else may have written on
+        it), and what to send before the repaint: the whole screen as the scrolling region
+        (DECSTBM), which another program may have left set, and where the diff's line feed
+        at its bottom row or reverse index at its top would scroll part of the screen."""
+        self.forget()
+        return WHOLE_SCROLLING_REGION
 
     def release_pen(self) -> str:
         """What resets the terminal's pen, if a frame left it set (before the application

@@ -355,6 +355,29 @@ def test_after_a_resize_the_first_move_is_from_nowhere_known() -> None:
     assert diff.filter(late, (20, 6)) == "\x1b[6;14Hxy"  # the pen is still red
 
 
+def test_ctrl_l_puts_back_the_whole_screen_as_the_scrolling_region() -> None:
+    """Another program writing on the terminal may leave a scrolling region (DECSTBM), where
+    Textual's absolute moves still land but the diff's line feed at its bottom row (or a
+    reverse index at its top) scrolls part of the screen. ``ctrl+l`` (``redraw``) sends the
+    whole screen back as the region before the repaint."""
+    textual, ours = Terminal(*SIZE), Terminal(*SIZE)
+    diff = ScreenDiff()
+    diff.line_feeds = True
+    rows = ["a" * 12, "b" * 12, "c" * 12, "d" * 12]
+    for changed in ((), (2, 3)):
+        for y in changed:
+            rows[y] = rows[y][:4] + "XY"[y - 2] + rows[y][5:]
+        data = frame(*((y, 0, RED, row) for y, row in enumerate(rows))) + HOME
+        textual.feed(data)
+        ours.feed(diff.filter(data, SIZE))
+        if not changed:
+            for terminal in (textual, ours):
+                terminal.feed("\x1b[2;3r")  # something else sets a region: rows 2 and 3
+            ours.feed(diff.redraw())  # ctrl+l, then Textual repaints every cell
+            ours.feed(diff.filter(data, SIZE))
+    assert ours.cells == textual.cells
+
+
 def test_leaving_the_alternate_screen_forgets_what_was_shown() -> None:
     diff = ScreenDiff()
     line = frame((0, 0, RED, "GPU  93%"))

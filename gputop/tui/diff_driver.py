@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gputop.core import settings
-from gputop.tui.screen_diff import ScreenDiff
+from gputop.tui.screen_diff import RESET_NEWLINE_MODE, ScreenDiff
 from gputop.tui.textual_compat import LinuxDriver, QuietInput, terminal_fd
 
 
@@ -68,9 +68,6 @@ class DiffingLinuxDriver(QuietInput):
 
 
 _drivers: weakref.WeakSet[DiffingLinuxDriver] = weakref.WeakSet()
-
-RESET_NEWLINE_MODE = "\x1b[20l"
-"""LNM off: a line feed does not also return the carriage (VT100; the terminal's default)."""
 
 
 def keep_line_feeds(fd: int) -> bool:

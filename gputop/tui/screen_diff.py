@@ -43,8 +43,11 @@ HOME = "\x1b[1;1H"
 """The move that ends a frame when no widget wants the (hidden) cursor anywhere: Textual's
 ``App.cursor_position`` is then the top-left cell. Not sent (docs/screen-diff.md)."""
 
-WHOLE_SCROLLING_REGION = "\x1b[r"
-"""DECSTBM without rows: every row scrolls together (and the cursor goes home)."""
+RESET_NEWLINE_MODE = "\x1b[20l"
+"""LNM off: a line feed does not also return the carriage (VT100; the terminal's default)."""
+REDRAW_RESET = "\x1b[r" + RESET_NEWLINE_MODE
+"""Before ``ctrl+l``'s repaint: DECSTBM without rows (every row scrolls together, and the
+cursor goes home) and LNM off."""
 
 DIFFED = "diffed"
 """A frame rewritten into the cells that changed."""
@@ -120,10 +123,11 @@ class ScreenDiff:
     def redraw(self) -> str:
         """Forget what the terminal shows (``ctrl+l``: something else may have written on
         it), and what to send before the repaint: the whole screen as the scrolling region
-        (DECSTBM), which another program may have left set, and where the diff's line feed
-        at its bottom row or reverse index at its top would scroll part of the screen."""
+        (DECSTBM) and newline mode off (LNM), which another program may have left set,
+        where the diff's line feed at the region's bottom row or reverse index at its top
+        would scroll part of the screen, or a line feed return the carriage too."""
         self.forget()
-        return WHOLE_SCROLLING_REGION
+        return REDRAW_RESET
 
     def release_pen(self) -> str:
         """What resets the terminal's pen, if a frame left it set (before the application

@@ -355,11 +355,12 @@ def test_after_a_resize_the_first_move_is_from_nowhere_known() -> None:
     assert diff.filter(late, (20, 6)) == "\x1b[6;14Hxy"  # the pen is still red
 
 
-def test_ctrl_l_puts_back_the_whole_screen_as_the_scrolling_region() -> None:
-    """Another program writing on the terminal may leave a scrolling region (DECSTBM), where
-    Textual's absolute moves still land but the diff's line feed at its bottom row (or a
-    reverse index at its top) scrolls part of the screen. ``ctrl+l`` (``redraw``) sends the
-    whole screen back as the region before the repaint."""
+@pytest.mark.parametrize("left_set", ["\x1b[2;3r", "\x1b[20h"], ids=["region", "newline"])
+def test_ctrl_l_puts_back_the_terminal_state_the_diffs_moves_rely_on(left_set: str) -> None:
+    """Another program writing on the terminal may leave a scrolling region (DECSTBM) or
+    newline mode (LNM) set, where Textual's absolute moves still land but the diff's line
+    feed at the region's bottom row scrolls part of the screen, or returns the carriage
+    too. ``ctrl+l`` (``redraw``) sets both back before the repaint."""
     textual, ours = Terminal(*SIZE), Terminal(*SIZE)
     diff = ScreenDiff()
     diff.line_feeds = True
@@ -372,7 +373,7 @@ def test_ctrl_l_puts_back_the_whole_screen_as_the_scrolling_region() -> None:
         ours.feed(diff.filter(data, SIZE))
         if not changed:
             for terminal in (textual, ours):
-                terminal.feed("\x1b[2;3r")  # something else sets a region: rows 2 and 3
+                terminal.feed(left_set)  # by something else (the region: rows 2 and 3)
             ours.feed(diff.redraw())  # ctrl+l, then Textual repaints every cell
             ours.feed(diff.filter(data, SIZE))
     assert ours.cells == textual.cells

@@ -235,7 +235,8 @@ class ProcessTable(ScrollView, can_focus=True):
         """Show ``snapshot``'s processes; the highlight stays on the same process."""
         self._snapshot = snapshot
         every = self._make_rows(snapshot)
-        shown = [row for row in every if self._passes(row)]
+        filtered = self.only_mine or self.text_filter
+        shown = [row for row in every if self._passes(row)] if filtered else every
         rows = group_ranks(shown, self.collapsed_jobs)
         old_rows, old_widths, old_cursor = self._rows, self._widths, self._cursor
         highlighted = old_rows[old_cursor].key if old_cursor < len(old_rows) else None

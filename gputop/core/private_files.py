@@ -115,12 +115,15 @@ def read_regular_file(
     at most ``limit`` bytes; raises ``OSError``, ``NotRegularFile`` when it is not a regular
     file. Opened without blocking: a FIFO there would hang whoever reads it."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as file:
+    try:  # checked before a file object is made: os.fdopen refuses a directory's
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(errno.EINVAL, "not a regular file")
         os.set_blocking(fd, True)
-        return info, file.read(limit)
+        with open(fd, "rb", closefd=False) as file:
+            return info, file.read(limit)
+    finally:
+        os.close(fd)
 
 
 def _refuse_symlink(path: Path, what: str) -> StoreError:
@@ -250,13 +253,11 @@ def open_private_file(
     what: str,
     *,
     create: bool = True,
-    sharing: Sharing | None = None,
 ) -> int:
     """``directory/name`` opened with ``flags`` through ``dir_fd``, never through a link.
 
     A new file is created exclusively (0600); an existing one must be a regular file of
-    ours with a single link. ``what`` ("job log") names it in errors. ``sharing``: a shared
-    store's file, readable by others.
+    ours with a single link. ``what`` ("job log") names it in errors.
     """
     path = directory / name
     base = flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: a planted FIFO
@@ -270,7 +271,7 @@ def open_private_file(
     except OSError as error:
         raise _open_error(error, path, what) from None
     try:
-        _check_file(fd, path, what, sharing)
+        _check_file(fd, path, what)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

@@ -10,7 +10,7 @@ answers the same questions as a local ``Job``, so one definition reads both.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gputop.core.jobs.model import Job
@@ -128,8 +128,6 @@ COLUMNS = (ID, NAME, GPUS, STATUS, STARTED, DURATION, GPU_TIME, PEAK, SM_ACTIVE)
 USAGE = (GPU_TIME, PEAK, SM_ACTIVE)
 
 
-def texts(
-    job: ShownJob, now: float, exact: bool, columns: Sequence[JobColumn] = COLUMNS
-) -> list[str]:
-    """A job's text in each of ``columns``."""
-    return [column.text(job, now, exact) for column in columns]
+def texts(job: ShownJob, now: float, exact: bool) -> list[str]:
+    """A job's text in each of ``COLUMNS``."""
+    return [column.text(job, now, exact) for column in COLUMNS]

@@ -339,39 +339,26 @@ def group_members(pgid: int) -> list[int]:
     return live_processes_where(os.getpgid, pgid)
 
 
-def end_group(
-    pgid: int,
-    grace_s: float,
-    wait: Callable[[float], None] = time.sleep,
-    tick: Callable[[], object] | None = None,
-) -> int | None:
+def end_group(pgid: int, grace_s: float, wait: Callable[[float], None]) -> int | None:
     """SIGTERM to the group, SIGKILL to what is left after ``grace_s``.
 
-    ``wait(seconds)`` waits between checks (the supervisor relays output meanwhile);
-    ``tick()`` runs at each check (to reap a leader that is the caller's child).
+    ``wait(seconds)`` waits between checks (the supervisor relays output meanwhile).
     Returns the last signal sent, or ``None`` when the group was already empty.
     """
     if not group_members(pgid):
         return None
     signal_group(pgid, signal.SIGTERM)
-    if wait_for_group(pgid, grace_s, wait, tick):
+    if wait_for_group(pgid, grace_s, wait):
         return signal.SIGTERM
     signal_group(pgid, signal.SIGKILL)
-    wait_for_group(pgid, AFTER_KILL_WAIT_S, wait, tick)
+    wait_for_group(pgid, AFTER_KILL_WAIT_S, wait)
     return signal.SIGKILL
 
 
-def wait_for_group(
-    pgid: int,
-    timeout_s: float,
-    wait: Callable[[float], None] = time.sleep,
-    tick: Callable[[], object] | None = None,
-) -> bool:
+def wait_for_group(pgid: int, timeout_s: float, wait: Callable[[float], None]) -> bool:
     """Wait until the group is empty; False if members are left after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
-        if tick is not None:
-            tick()
         if not group_members(pgid):
             return True
         left = deadline - time.monotonic()

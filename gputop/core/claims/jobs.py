@@ -129,10 +129,10 @@ class JobClaim:
         self.held = False
         self._renewed = 0.0
 
-    def take(self, cards: Sequence[Card], name: str, ignored: bool = False) -> str | None:
+    def take(self, cards: Sequence[Card], name: str) -> str | None:
         """Claim the cards for the job; why not, where another user holds one (None when
-        taken, or when claims are not set up here or the job ignores them)."""
-        if ignored or not cards:
+        taken, or when claims are not set up here)."""
+        if not cards:
             return None
         try:
             book = ClaimBook.open(self.environ)

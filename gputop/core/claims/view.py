@@ -57,15 +57,15 @@ class ClaimsView:
         held = [c for m in gpu.mig_devices if (c := self.holder(m.uuid)) is not None]
         return min(held, key=lambda c: c.order) if held else None
 
-    def gpu_hold(self, gpu: GpuSample, uid: int | None = None) -> Hold | None:
+    def gpu_hold(self, gpu: GpuSample) -> Hold | None:
         """What keeps others off this GPU, as shown: its believable claim (``gpu_claim``),
         else the first file on it or an instance of it that may be a claim of another
-        user's than ``uid`` (default: this process's) and cannot be told, a ``Doubt``
-        (``run`` refuses the card for it: shown, so the card does not look free)."""
+        user's than this process's and cannot be told, a ``Doubt`` (``run`` refuses the
+        card for it: shown, so the card does not look free)."""
         claim = self.gpu_claim(gpu)
         if claim is not None or self.state != READY:
             return claim
-        uid = os.geteuid() if uid is None else uid
+        uid = os.geteuid()
         found = [self.scan.first(uuid, uid) for uuid in _keys(gpu)]
         doubts = [d for d in found if isinstance(d, Doubt) and d.uid != uid]
         return min(doubts, key=lambda d: d.order) if doubts else None
@@ -93,10 +93,10 @@ class ClaimsView:
         """``GPU 2 is claimed by ana …`` / ``GPU 2 may be claimed by bob (…)``."""
         return f"{label} {'' if isinstance(claim, Doubt) else 'is '}{self.reason(claim)}"
 
-    def blocked_cards(self, snapshot: Snapshot, uid: int | None = None) -> dict[int, str]:
-        """``{physical index: why}`` for the GPUs another user's claim keeps ``uid`` (default:
-        this process's) off."""
-        uid = os.geteuid() if uid is None else uid
+    def blocked_cards(self, snapshot: Snapshot) -> dict[int, str]:
+        """``{physical index: why}`` for the GPUs another user's claim keeps this process's
+        user off."""
+        uid = os.geteuid()
         if self.state == UNKNOWN:  # a flood voids nobody's claim: every card may be claimed
             return {gpu.physical_index: self.unknown_reason() for gpu in snapshot.gpus}
         found = {}
@@ -109,9 +109,10 @@ class ClaimsView:
     def unknown_reason(self) -> str:
         return "may be claimed: the claims directory cannot be read (gputop claims says why)"
 
-    def blocked_instances(self, snapshot: Snapshot, uid: int | None = None) -> dict[str, str]:
-        """``{MIG uuid: why}`` for instances another user's claim keeps ``uid`` off."""
-        uid = os.geteuid() if uid is None else uid
+    def blocked_instances(self, snapshot: Snapshot) -> dict[str, str]:
+        """``{MIG uuid: why}`` for instances another user's claim keeps this process's user
+        off."""
+        uid = os.geteuid()
         if self.state == UNKNOWN:
             return {
                 m.uuid: self.unknown_reason()
@@ -142,8 +143,8 @@ def _keys(gpu: GpuSample) -> set[str]:
     return keys
 
 
-def read_claims(environ: Mapping[str, str] | None = None, tidy: bool = True) -> ClaimsView:
-    """The claims now; never raises. ``tidy``: remove this user's expired claims on the way
+def read_claims(environ: Mapping[str, str] | None = None) -> ClaimsView:
+    """The claims now; never raises. This user's expired claims are removed on the way
     (their owner's next gputop does, docs/claims.md)."""
     environ = os.environ if environ is None else environ
     try:
@@ -160,8 +161,7 @@ def read_claims(environ: Mapping[str, str] | None = None, tidy: bool = True) -> 
         )
     try:
         scan = book.scan()
-        if tidy:
-            book.tidy(scan)
+        book.tidy(scan)
     except ClaimsUnreadable as error:
         return ClaimsView(UNKNOWN, str(error), now=time.time())
     except GputopError as error:

@@ -36,22 +36,20 @@ def label(text: str | None, limit: int = MAX_LABEL_CHARS) -> str:
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + ELLIPSIS
 
 
-def command_label(
-    argv: tuple[str, ...], limit: int = MAX_LABEL_CHARS, mode: CommandLabel = "redacted"
-) -> str:
+def command_label(argv: tuple[str, ...], mode: CommandLabel = "redacted") -> str:
     """A process's command line as one cleaned, bounded label value, as ``mode`` says."""
     if mode == "none" or not argv:
         return ""
     if mode == "name":
-        return label(argv_for_others(argv, "name")[0], limit)
+        return label(argv_for_others(argv, "name")[0])
     shown: list[str] = []
     length = 0
     # Only the arguments that can show: a long argv costs no more. Each is redacted knowing
     # the ones before it (the value of a secret option that is the last one shown, too).
     for arg in redacted_args(arg[:MAX_REDACTED_ARG_CHARS] for arg in argv):
-        shown.append(arg[: limit + 1])
+        shown.append(arg[: MAX_LABEL_CHARS + 1])
         length += len(shown[-1]) + 1
-        if length > limit:
+        if length > MAX_LABEL_CHARS:
             break
     text = clean_argv(shown)
-    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+    return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + ELLIPSIS

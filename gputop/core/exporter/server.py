@@ -33,7 +33,6 @@ def serve(
     address: ListenAddress,
     certfile: str | None = None,
     keyfile: str | None = None,
-    max_connections: int | None = None,
 ) -> Iterator[int]:
     """Serve ``collector`` on ``address`` while the block runs; gives the port it got."""
     registry = MetricsRegistry(auto_describe=False)  # ?name[]= works (registry.py)
@@ -56,7 +55,6 @@ def serve(
         address.host,
         address.port,
         context,
-        max_connections,
     )
     try:
         port = server.start()

@@ -113,17 +113,13 @@ def query(
     promql: str,
     budget: Budget | None = None,
     maximum: float = NO_MAXIMUM,
-    at: float | None = None,
 ) -> list[Sample]:
-    """Every series of the instant vector ``promql`` gives (at ``at``, else now); values
-    above ``maximum`` are unknown."""
+    """Every series of the instant vector ``promql`` gives now; values above ``maximum``
+    are unknown."""
     server = _server(where)
     budget = budget if budget is not None else Budget()
-    params = {"query": promql}
-    if at is not None:
-        params["time"] = f"{at:.3f}"
     answer = Answer(server.shown, budget, "vector", maximum, None, 1)
-    _ask(server, "query", params, budget, answer)
+    _ask(server, "query", {"query": promql}, budget, answer)
     return answer.checked_samples()
 
 

@@ -28,12 +28,11 @@ def host_jobs(
     name: str,
     records: Sequence[Any] | None,
     local: bool = False,
-    limit: int = MAX_HOST_JOBS,
 ) -> list[HostJob]:
-    """The jobs in the newest ``limit`` of a host's records (the list is oldest first); one
-    that is not a record with a job id is left out."""
+    """The jobs in the newest ``MAX_HOST_JOBS`` of a host's records (the list is oldest
+    first); one that is not a record with a job id is left out."""
     jobs = []
-    for record in newest(records, limit):
+    for record in newest(records, MAX_HOST_JOBS):
         if isinstance(record, Mapping) and whole_within(record.get("id"), 0, MAX_ID):
             jobs.append(_decoded(host, name, record, local))
     return jobs
@@ -46,9 +45,9 @@ def newest(records: Sequence[Any] | None, limit: int = MAX_HOST_JOBS) -> Sequenc
     return records[-limit:] if len(records) > limit else records
 
 
-def left_out(records: Sequence[Any] | None, limit: int = MAX_HOST_JOBS) -> int:
+def left_out(records: Sequence[Any] | None) -> int:
     """How many of a host's records ``host_jobs`` leaves undecoded (the oldest)."""
-    return max(0, len(records or ()) - limit)
+    return max(0, len(records or ()) - MAX_HOST_JOBS)
 
 
 def _decoded(host: int, name: str, record: Mapping[str, Any], local: bool) -> HostJob:

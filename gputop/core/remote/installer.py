@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,12 +113,11 @@ def install_on_host(
     host: str,
     wheel: Path,
     pip_args: Sequence[str] = (),
-    environ: Mapping[str, str] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> InstallResult:
     """Copy ``wheel`` to ``host`` and install it there; never raises for a host's failure."""
     try:
-        argv = ssh_argv(host, remote_install_command(wheel.name, pip_args), environ)
+        argv = ssh_argv(host, remote_install_command(wheel.name, pip_args))
     except UsageError as error:
         return InstallResult(host, False, None, str(error))
     try:

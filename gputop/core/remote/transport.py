@@ -51,11 +51,10 @@ def ssh_argv(
     destination: str,
     remote_command: str,
     environ: Mapping[str, str] | None = None,
-    ssh_program: str = "ssh",
 ) -> list[str]:
     """``ssh`` with options that never prompt, the user's extra options, the destination,
     and the remote command (already quoted for the remote shell)."""
-    argv = [ssh_program]
+    argv = ["ssh"]
     config = settings.SSH_CONFIG.read(environ)
     if config:
         argv += ["-F", config]

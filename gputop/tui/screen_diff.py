@@ -45,9 +45,9 @@ HOME = "\x1b[1;1H"
 
 RESET_NEWLINE_MODE = "\x1b[20l"
 """LNM off: a line feed does not also return the carriage (VT100; the terminal's default)."""
-REDRAW_RESET = "\x1b[r" + RESET_NEWLINE_MODE
+REDRAW_RESET = "\x1b[r" + RESET_NEWLINE_MODE + RESET
 """Before ``ctrl+l``'s repaint: DECSTBM without rows (every row scrolls together, and the
-cursor goes home) and LNM off."""
+cursor goes home), LNM off and the pen reset."""
 
 DIFFED = "diffed"
 """A frame rewritten into the cells that changed."""
@@ -123,10 +123,13 @@ class ScreenDiff:
     def redraw(self) -> str:
         """Forget what the terminal shows (``ctrl+l``: something else may have written on
         it), and what to send before the repaint: the whole screen as the scrolling region
-        (DECSTBM) and newline mode off (LNM), which another program may have left set,
-        where the diff's line feed at the region's bottom row or reverse index at its top
-        would scroll part of the screen, or a line feed return the carriage too."""
+        (DECSTBM), newline mode off (LNM) and the pen reset, which another program may have
+        left set: the diff's line feed at the region's bottom row or reverse index at its
+        top would scroll part of the screen, a line feed return the carriage too, and an
+        underline or reverse left on would mark the repaint's first cells, which the diff
+        does not send again."""
         self.forget()
+        self._pen = RESET_PEN
         return REDRAW_RESET
 
     def release_pen(self) -> str:

@@ -355,12 +355,16 @@ def test_after_a_resize_the_first_move_is_from_nowhere_known() -> None:
     assert diff.filter(late, (20, 6)) == "\x1b[6;14Hxy"  # the pen is still red
 
 
-@pytest.mark.parametrize("left_set", ["\x1b[2;3r", "\x1b[20h"], ids=["region", "newline"])
+@pytest.mark.parametrize(
+    "left_set", ["\x1b[2;3r", "\x1b[20h", "\x1b[4;7m"], ids=["region", "newline", "pen"]
+)
 def test_ctrl_l_puts_back_the_terminal_state_the_diffs_moves_rely_on(left_set: str) -> None:
     """Another program writing on the terminal may leave a scrolling region (DECSTBM) or
     newline mode (LNM) set, where Textual's absolute moves still land but the diff's line
     feed at the region's bottom row scrolls part of the screen, or returns the carriage
-    too. ``ctrl+l`` (``redraw``) sets both back before the repaint."""
+    too; or a pen the repaint's first colour does not reset (underline, reverse), which
+    Textual's next write of the line puts right and the diff never sends again. ``ctrl+l``
+    (``redraw``) sets all three back before the repaint."""
     textual, ours = Terminal(*SIZE), Terminal(*SIZE)
     diff = ScreenDiff()
     diff.line_feeds = True
@@ -368,7 +372,7 @@ def test_ctrl_l_puts_back_the_terminal_state_the_diffs_moves_rely_on(left_set: s
     for changed in ((), (2, 3)):
         for y in changed:
             rows[y] = rows[y][:4] + "XY"[y - 2] + rows[y][5:]
-        data = frame(*((y, 0, RED, row) for y, row in enumerate(rows))) + HOME
+        data = frame(*((y, 0, "", row) for y, row in enumerate(rows))) + HOME  # plain
         textual.feed(data)
         ours.feed(diff.filter(data, SIZE))
         if not changed:
@@ -376,6 +380,7 @@ def test_ctrl_l_puts_back_the_terminal_state_the_diffs_moves_rely_on(left_set: s
                 terminal.feed(left_set)  # by something else (the region: rows 2 and 3)
             ours.feed(diff.redraw())  # ctrl+l, then Textual repaints every cell
             ours.feed(diff.filter(data, SIZE))
+            textual.feed(data)
     assert ours.cells == textual.cells
 
 

@@ -50,8 +50,7 @@ class DiffingLinuxDriver(QuietInput):
     def forget_screen(self) -> None:
         """Send the next frames whole: the terminal may show something else (``ctrl+l``)."""
         with self._screen_diff_lock:
-            reset = self._screen_diff.redraw()
-        super().write(reset)
+            self._screen_diff.redraw()
 
     def write(self, data: str) -> None:
         with self._screen_diff_lock:

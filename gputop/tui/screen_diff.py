@@ -109,6 +109,8 @@ class ScreenDiff:
         """The terminal gets a line feed as it is (no ``ONLCR``): one byte moves the cursor
         down a row in its column, as curses does. Output passed through then has each bare
         line feed sent as carriage return and line feed, which it means."""
+        self._reset_first = ""
+        """What ``redraw`` left to send before the next output."""
 
     def forget(self, size: tuple[int, int] | None = None) -> None:
         """Every cell unknown, e.g. after the terminal was resized or cleared."""
@@ -120,17 +122,24 @@ class ScreenDiff:
         self._cursor = None
         self._parked = None
 
-    def redraw(self) -> str:
+    def redraw(self) -> None:
         """Forget what the terminal shows (``ctrl+l``: something else may have written on
-        it), and what to send before the repaint: the whole screen as the scrolling region
-        (DECSTBM), newline mode off (LNM) and the pen reset, which another program may have
-        left set: the diff's line feed at the region's bottom row or reverse index at its
-        top would scroll part of the screen, a line feed return the carriage too, and an
-        underline or reverse left on would mark the repaint's first cells, which the diff
-        does not send again."""
+        it), and send before the next output (the repaint) the whole screen as the
+        scrolling region (DECSTBM), newline mode off (LNM) and the pen reset, which another
+        program may have left set: the diff's line feed at the region's bottom row or
+        reverse index at its top would scroll part of the screen, a line feed return the
+        carriage too, and an underline or reverse left on would mark the repaint's first
+        cells, which the diff does not send again."""
         self.forget()
         self._pen = RESET_PEN
-        return REDRAW_RESET
+        self._reset_first = REDRAW_RESET
+
+    def filter(self, data: str, size: tuple[int, int] | None) -> str:
+        """What to write instead of ``data`` for a terminal of ``size`` (columns, rows)."""
+        out = self._passed_on(data, size)
+        if self._reset_first:
+            out, self._reset_first = self._reset_first + out, ""
+        return out
 
     def release_pen(self) -> str:
         """What resets the terminal's pen, if a frame left it set (before the application
@@ -138,8 +147,7 @@ class ScreenDiff:
         kept, self._pen = self._pen, RESET_PEN
         return "" if kept == RESET_PEN else RESET
 
-    def filter(self, data: str, size: tuple[int, int] | None) -> str:
-        """What to write instead of ``data`` for a terminal of ``size`` (columns, rows)."""
+    def _passed_on(self, data: str, size: tuple[int, int] | None) -> str:
         out = self._filter(data, size)
         if out is not data or self.last_outcome == UNCHANGED:
             return out

@@ -378,7 +378,7 @@ def test_ctrl_l_puts_back_the_terminal_state_the_diffs_moves_rely_on(left_set: s
         if not changed:
             for terminal in (textual, ours):
                 terminal.feed(left_set)  # by something else (the region: rows 2 and 3)
-            ours.feed(diff.redraw())  # ctrl+l, then Textual repaints every cell
+            diff.redraw()  # ctrl+l, then Textual repaints every cell
             ours.feed(diff.filter(data, SIZE))
             textual.feed(data)
     assert ours.cells == textual.cells

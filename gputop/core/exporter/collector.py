@@ -30,12 +30,11 @@ class SnapshotCollector(Collector):
     def __init__(
         self,
         top: int = DEFAULT_TOP,
-        job_labels: JobLabels | None = None,
         command: CommandLabel = "redacted",
     ) -> None:
         self._top = top
         self._command: CommandLabel = command
-        self._job_labels = job_labels if job_labels is not None else JobLabels()
+        self._job_labels = JobLabels()
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._jobs: dict[int, ProcessJobs] = {}

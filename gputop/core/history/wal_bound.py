@@ -33,11 +33,11 @@ def max_wal_bytes(environ: Mapping[str, str] | None = None) -> int:
 
 
 class WalBound:
-    def __init__(self, path: Path, say: Callable[[str], None], max_bytes: int | None = None):
+    def __init__(self, path: Path, say: Callable[[str], None]):
         self._path = path
         self._wal = Path(f"{path}-wal")
         self._say = say
-        self.max_bytes = max_wal_bytes() if max_bytes is None else max_bytes
+        self.max_bytes = max_wal_bytes()
         self._held_back = False
         self.capped = False
         """True while the recorder does not append (the ``-wal`` at its bound)."""

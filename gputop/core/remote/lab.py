@@ -7,7 +7,7 @@ that cannot be named, reached or read each get their own status; none stops the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from gputop.core.history.card_history import CardHistory
@@ -67,7 +67,6 @@ class Lab:
         entries: Sequence[HostEntry],
         interval_s: float,
         open_local_backend: Callable[[], NvmlBackend],
-        environ: Mapping[str, str] | None = None,
         **link_options: Any,
     ) -> None:
         self.links: list[Link] = []
@@ -77,7 +76,7 @@ class Lab:
             elif entry.local:
                 self.links.append(LocalLink(entry.name, open_local_backend, interval_s))
             else:
-                self.links.append(HostLink(entry.name, interval_s, environ=environ, **link_options))
+                self.links.append(HostLink(entry.name, interval_s, **link_options))
 
     def __enter__(self) -> Lab:
         for link in self.links:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gputop.core.errors import GputopError
-from gputop.core.remote.agent import JobsReader, read_jobs_from_store
+from gputop.core.remote.agent import read_jobs_from_store
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure
 from gputop.core.sampling.nvml_backend import NvmlBackend
@@ -27,12 +27,11 @@ class LocalLink:
         host: str,
         open_backend: Callable[[], NvmlBackend],
         interval_s: float = 1.0,
-        read_jobs: JobsReader | None = None,
     ) -> None:
         self.host = host
         self.interval_s = interval_s
         self._open_backend = open_backend
-        self._read_jobs = read_jobs or read_jobs_from_store()
+        self._read_jobs = read_jobs_from_store()
         self._changed = threading.Condition()
         self._stopping = threading.Event()
         self._status = HostStatus(host, LinkState.CONNECTING, mode=Mode.LOCAL)

@@ -87,8 +87,8 @@ def _gpu(gpu: model.GpuSample) -> dict[str, Any]:
         "fan_percent": gpu.fan_percent,
         "power_w": gpu.power_w,
         "power_limit_w": gpu.power_limit_w,
-        "clocks_mhz": _clocks(gpu.clocks),
-        "max_clocks_mhz": _clocks(gpu.max_clocks),
+        "clocks_mhz": _plain(gpu.clocks, CLOCK_FIELDS),
+        "max_clocks_mhz": _plain(gpu.max_clocks, CLOCK_FIELDS),
         "performance_state": gpu.performance_state,
         "compute_mode": gpu.compute_mode,
         "persistence_mode": gpu.persistence_mode,
@@ -162,10 +162,6 @@ def _claim(claim: model.GpuClaim | None) -> dict[str, Any] | None:
         "certain": claim.doubt is None,  # false: a file that may be a claim (docs/claims.md)
         "reason": claim.doubt,
     }
-
-
-def _clocks(clocks: model.Clocks) -> dict[str, int | None]:
-    return _plain(clocks, CLOCK_FIELDS)
 
 
 def _mig(mig: model.MigDevice) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gputop.core.history.report import ReportQuery, ReportRow, build_report
-from gputop.core.history.series import GpuSeries, gpu_series
+from gputop.core.history.series import GpuSeries, card_series
 from gputop.core.history.store import HistoryError, open_for_reading
 
 WINDOWS_S = {"1": 3600.0, "2": 86400.0, "3": 7 * 86400.0}
@@ -37,24 +37,16 @@ def read_card_history(
     """The card's history: by ``uuid`` where it is known (a replaced or renumbered card
     has its own history, not that of the card once at its index), else by its index."""
     since = now - window_s
-    empty = CardHistory(physical_index, since, now)
     try:
         connection = open_for_reading(path)
     except HistoryError as error:
         return CardHistory(physical_index, since, now, problem=str(error))
     try:
-        card = None if uuid is None else (physical_index, uuid)
-        found = [
-            series
-            for series in gpu_series(connection, since, now, columns, card)
-            if series.physical_index == physical_index
-        ]
+        series = card_series(connection, since, now, columns, physical_index, uuid)
         query = ReportQuery(since, now, physical_index=physical_index, uuid=uuid)
         holders = tuple(build_report(connection, query))
     except sqlite3.Error as error:
         return CardHistory(physical_index, since, now, problem=f"Cannot read {path}: {error}.")
     finally:
         connection.close()
-    if not found and not holders:
-        return empty
-    return CardHistory(physical_index, since, now, found[0] if found else None, holders)
+    return CardHistory(physical_index, since, now, series, holders)

@@ -95,6 +95,21 @@ def gpu_series(
     ]
 
 
+def card_series(
+    connection: sqlite3.Connection,
+    since: float,
+    until: float,
+    columns: int,
+    physical_index: int,
+    uuid: str | None,
+) -> GpuSeries | None:
+    """One card's ``gpu_series``: by ``uuid`` where it is known, else by its index; None
+    where nothing of it was recorded in the window."""
+    card = None if uuid is None else (physical_index, uuid)
+    found = gpu_series(connection, since, until, columns, card)
+    return next((one for one in found if one.physical_index == physical_index), None)
+
+
 _ACTIVITY = ("sm_active_percent", "tensor_active_percent", "dram_active_percent")
 _WEIGHTED = "SUM(g.{0} * s.duration_s) / SUM(CASE WHEN g.{0} IS NOT NULL THEN s.duration_s END)"
 

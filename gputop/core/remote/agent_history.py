@@ -40,7 +40,7 @@ from gputop.core.history.report import (
     build_report,
     report_to_json,
 )
-from gputop.core.history.series import GpuSeries, gpu_series
+from gputop.core.history.series import GpuSeries, card_series
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
 from gputop.core.numbers import DECODE_ERRORS, MAX_MEMORY_BYTES, outside_float, whole_within, within
@@ -116,18 +116,10 @@ def answer(
             if reader is not None:
                 rows = [_for_reader(row, reader) for row in rows]
             if columns is not None and query.physical_index is not None:
-                found = [
-                    one
-                    for one in gpu_series(
-                        connection,
-                        query.since,
-                        query.until,
-                        columns,
-                        None if query.uuid is None else (query.physical_index, query.uuid),
-                    )
-                    if one.physical_index == query.physical_index
-                ]
-                series = _series_json(found[0]) if found else None
+                found = card_series(
+                    connection, query.since, query.until, columns, query.physical_index, query.uuid
+                )
+                series = _series_json(found) if found is not None else None
         finally:
             connection.close()
     except (GputopError, sqlite3.Error, OSError) as error:

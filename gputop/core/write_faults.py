@@ -75,8 +75,9 @@ def write_fault_of(
 
 
 def fault_at(path: str | os.PathLike[str]) -> WriteFault | None:
-    """The fault the file system holding ``path`` shows now (read-only, or under
-    LOW_SPACE_BYTES free for this user), else ``None``."""
+    """The fault the file system holding ``path`` shows now (read-only, under
+    LOW_SPACE_BYTES free for this user, or no inode left for a new file: SQLite must make
+    its ``-wal`` and ``-shm`` files to open a store), else ``None``."""
     try:
         info = os.statvfs(path)
     except OSError:
@@ -84,6 +85,8 @@ def fault_at(path: str | os.PathLike[str]) -> WriteFault | None:
     if info.f_flag & os.ST_RDONLY:
         return WriteFault.READ_ONLY
     if info.f_bavail * info.f_frsize < LOW_SPACE_BYTES:
+        return WriteFault.FULL
+    if info.f_files and not info.f_favail:  # f_files 0: the file system sets no limit
         return WriteFault.FULL
     return None
 

@@ -73,19 +73,24 @@ def bar(percent: float | None, width: int, style: str | None = None) -> Text:
     return text
 
 
+def _spark_char(value: float) -> str:
+    level = round(max(0, min(100, value)) / 100 * (len(SPARK_CHARS) - 1))
+    return SPARK_CHARS[max(level, 1)]
+
+
+_SPARK_OF: dict[float | None, str] = {None: " "} | {p: _spark_char(p) for p in range(101)}
+"""A gap's character and every whole percent's block: a card's sparkline is then a look-up
+per point (anything else, a fraction or a value outside 0-100, is worked out)."""
+
+
 def sparkline(series: Sequence[int | None], width: int, style: str = "cyan") -> Text:
     """The last ``width`` readings, oldest left; gaps (unknown) as spaces."""
     if width <= 0:
         return Text()
-    recent = list(series)[-width:]
-    chars = []
-    for value in recent:
-        if value is None:
-            chars.append(" ")
-        else:
-            level = round(max(0, min(100, value)) / 100 * (len(SPARK_CHARS) - 1))
-            chars.append(SPARK_CHARS[max(level, 1)])
-    return Text("".join(chars).rjust(width), style=style)
+    recent = series[-width:] if isinstance(series, tuple | list) else list(series)[-width:]
+    known = _SPARK_OF
+    line = "".join([known.get(value) or _spark_char(value) for value in recent])  # type: ignore[arg-type]
+    return Text(line.rjust(width), style=style)
 
 
 def percent_of(part: int | None, whole: int | None) -> float | None:

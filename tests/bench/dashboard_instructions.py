@@ -21,40 +21,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import json
 import os
 import pstats
-import re
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-SIZE = (200, 50)
+from busy_instructions import (
+    REPO,
+    busy_dashboard,
+    busy_scenario_file,
+    print_instructions_each,
+)
+
 WARM_SAMPLES = 10
 """Samples shown before any is counted: caches filled as in a running dashboard."""
-_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
 async def _show(tree: Path, scenario: Path, counted: int, profile: str | None) -> None:
     """Show ``WARM_SAMPLES + counted`` busy samples in ``tree``'s dashboard, headless."""
-    sys.path[:0] = [str(tree / "tests"), str(tree)]
-    from helpers.dashboard import first_sample
+    async with busy_dashboard(tree, scenario, WARM_SAMPLES + counted) as (app, pilot, snapshots):
+        from gputop.tui.app import SnapshotSampled  # the tree's, on the path from here
 
-    from gputop.tui.app import SnapshotSampled
-    from gputop.tui.screenshots import build_app
-
-    app = build_app(str(scenario), interval_s=3600)  # no sampling but the first
-    async with app.run_test(size=SIZE) as pilot:
-        await first_sample(pilot)
-        nvml = app.backend.nvml
-        snapshots = []
-        for _ in range(WARM_SAMPLES + counted):
-            nvml.set_time(nvml.now() + 1.0)
-            snapshots.append(app.backend.sample())
         screen = app.screen
         counts = {"layouts": 0, "updates": 0}
         refresh_layout, compositor_refresh = screen._refresh_layout, screen._compositor_refresh
@@ -84,28 +72,6 @@ async def _show(tree: Path, scenario: Path, counted: int, profile: str | None) -
         print(f"a sample: {per['layouts']:.2f} layouts, {per['updates']:.2f} screen updates")
 
 
-def _instructions(tree: Path, scenario: Path, counted: int) -> int:
-    command = [
-        "valgrind",
-        "--tool=cachegrind",
-        "--cache-sim=no",
-        "--cachegrind-out-file=/dev/null",
-        sys.executable,
-        __file__,
-        "--samples-of",
-        str(tree),
-        str(scenario),
-        str(counted),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    found = _REFS.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"valgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    if counted > 1:
-        print(done.stdout.strip())
-    return int(found.group(1).replace(",", ""))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--tree", type=Path, default=REPO, help="a checkout of gputop")
@@ -121,24 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.profile and shutil.which("valgrind") is None:
         print("dashboard_instructions: needs valgrind", file=sys.stderr)
         return 2
-    sys.path[:0] = [str(HERE), str(REPO)]
-    from busy_scenario import busy
-    from dashboard_bench import SCENARIO
-
     tree = args.tree.resolve()
-    with tempfile.TemporaryDirectory() as folder:
-        scenario = Path(folder) / "busy.json"
-        scenario.write_text(json.dumps(busy(json.loads(SCENARIO.read_text()))))
-        if args.profile:
+    if args.profile:
+        with busy_scenario_file() as scenario:
             asyncio.run(_show(tree, scenario, args.samples, args.sort))
-            return 0
-        few = _instructions(tree, scenario, 1)
-        many = _instructions(tree, scenario, 1 + args.samples)
-    per_sample = (many - few) / args.samples
-    print(
-        f"{tree}: {per_sample / 1e6:.1f}M instructions a busy sample shown "
-        f"({args.samples} samples, {SIZE[0]}x{SIZE[1]})"
-    )
+        return 0
+    print_instructions_each(__file__, "--samples-of", tree, args.samples, "sample shown")
     return 0
 
 

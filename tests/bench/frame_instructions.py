@@ -17,43 +17,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import re
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-SIZE = (200, 50)
+from busy_instructions import REPO, SIZE, busy_dashboard, print_instructions_each
+
 WARM_FRAMES = 10
 """Frames shown before any is counted: caches filled as in a running dashboard."""
 SNAPSHOTS = 80
-_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
 async def _frames(tree: Path, scenario: Path, counted: int) -> None:
     """Show ``WARM_FRAMES + counted`` busy frames of ``tree``'s dashboard, headless."""
-    sys.path[:0] = [str(tree / "tests"), str(tree)]
-    from helpers.dashboard import first_sample
+    async with busy_dashboard(tree, scenario, SNAPSHOTS) as (app, _, snapshots):
+        from gputop.tui.screen_diff import ScreenDiff  # the tree's, on the path from here
+        from gputop.tui.widgets.gpu_grid import GpuGrid
+        from gputop.tui.widgets.process_table import ProcessTable
 
-    from gputop.tui.screen_diff import ScreenDiff
-    from gputop.tui.screenshots import build_app
-    from gputop.tui.widgets.gpu_grid import GpuGrid
-    from gputop.tui.widgets.process_table import ProcessTable
-
-    app = build_app(str(scenario), interval_s=3600)  # no sampling but the first
-    async with app.run_test(size=SIZE) as pilot:
-        await first_sample(pilot)
-        nvml = app.backend.nvml
-        snapshots = []
-        for _ in range(SNAPSHOTS):
-            nvml.set_time(nvml.now() + 1.0)
-            snapshots.append(app.backend.sample())
         screen = app.screen
         compositor = screen._compositor
         widgets = set(screen.walk_children())
@@ -67,26 +49,6 @@ async def _frames(tree: Path, scenario: Path, counted: int) -> None:
             update = compositor.render_update(screen_stack=[])
             if update is not None:
                 diff.filter(update.render_segments(app.console), SIZE)
-
-
-def _instructions(tree: Path, scenario: Path, counted: int) -> int:
-    command = [
-        "valgrind",
-        "--tool=cachegrind",
-        "--cache-sim=no",
-        "--cachegrind-out-file=/dev/null",
-        sys.executable,
-        __file__,
-        "--frames-of",
-        str(tree),
-        str(scenario),
-        str(counted),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    found = _REFS.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"valgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,21 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not 1 <= args.frames <= SNAPSHOTS - WARM_FRAMES - 1:
         parser.error(f"--frames: 1 to {SNAPSHOTS - WARM_FRAMES - 1}")
-    sys.path[:0] = [str(HERE), str(REPO)]
-    from busy_scenario import busy
-    from dashboard_bench import SCENARIO
-
-    with tempfile.TemporaryDirectory() as folder:
-        scenario = Path(folder) / "busy.json"
-        scenario.write_text(json.dumps(busy(json.loads(SCENARIO.read_text()))))
-        started = time.monotonic()
-        few = _instructions(args.tree.resolve(), scenario, 1)
-        many = _instructions(args.tree.resolve(), scenario, 1 + args.frames)
-    per_frame = (many - few) / args.frames
-    print(
-        f"{args.tree.resolve()}: {per_frame / 1e6:.1f}M instructions a busy frame "
-        f"({args.frames} frames, {SIZE[0]}x{SIZE[1]}; {time.monotonic() - started:.0f} s)"
-    )
+    print_instructions_each(__file__, "--frames-of", args.tree.resolve(), args.frames, "frame")
     return 0
 
 

@@ -27,9 +27,12 @@ def _quick_init(cls: _Class) -> _Class:
     name up again on every call). A busy server's sample builds hundreds of these a second.
     Nothing else changes: ``replace``, ``asdict``, ``fields``, equality, hashing, and
     immutability after construction are the dataclass's own."""
+    specs = dataclasses.fields(cls)
+    if hasattr(cls, "__post_init__") or any(not f.init or f.kw_only for f in specs):
+        raise TypeError(f"{cls.__name__}: _quick_init writes plain positional fields only")
     names: dict[str, object] = {"_factory": dataclasses.MISSING}
     params, body = [], []
-    for spec in dataclasses.fields(cls):
+    for spec in specs:
         name = spec.name
         names[f"_set_{name}"] = cls.__dict__[name].__set__
         if spec.default is not dataclasses.MISSING:

@@ -125,14 +125,8 @@ _NOWHERE = "\0"
 def _existing_file(text: str, cwd: str | None) -> str | None:
     """``text`` as a path to run where it exists in ``cwd``; a bare name gets ``./`` (execvp
     would search ``PATH`` for it)."""
-    if not text or "\0" in text or cwd == _NOWHERE:
-        return None
-    base = cwd if cwd is not None else os.curdir
-    try:
-        found = os.path.lexists(os.path.join(base, text))
-    except (OSError, ValueError):  # a name too long for the file system, say
-        return None
-    if not found:
+    # lexists is False for a NUL or a name too long for the file system, never an error
+    if not text or cwd == _NOWHERE or not os.path.lexists(os.path.join(cwd or os.curdir, text)):
         return None
     return text if os.sep in text else os.curdir + os.sep + text
 

@@ -8,6 +8,7 @@ added to the argv. What each launcher does without them: docs/multi-card.md.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -108,9 +109,8 @@ def plain_python_note(plan: CommandPlan, cards: int) -> str | None:
     """A python script on several cards without a launcher uses one of them."""
     if plan.uses_shell or cards < 2 or find_launcher(plan.argv) is not None:
         return None
-    if not any(
-        os.path.basename(word).startswith(("python", "pypy")) for word in _before_script(plan.argv)
-    ):
+    before_script = itertools.takewhile(lambda word: not _is_script(word), plan.argv)
+    if not any(os.path.basename(word).startswith(("python", "pypy")) for word in before_script):
         return None
     return (
         f"The script sees {cards} devices (cuda:0 … cuda:{cards - 1}) and uses only cuda:0 "
@@ -138,18 +138,13 @@ def find_launcher(argv: Sequence[str]) -> tuple[str, int] | None:
             if module in _TORCH_MODULES:
                 return _TORCH_MODULES[module], position + 2
             return None
-        if word.endswith(_SCRIPT_SUFFIXES) and not word.startswith("-"):
+        if _is_script(word):
             return None
     return None
 
 
-def _before_script(argv: Sequence[str]) -> list[str]:
-    words: list[str] = []
-    for word in argv:
-        if word.endswith(_SCRIPT_SUFFIXES) and not word.startswith("-"):
-            break
-        words.append(word)
-    return words
+def _is_script(word: str) -> bool:
+    return word.endswith(_SCRIPT_SUFFIXES) and not word.startswith("-")
 
 
 def _launcher_options(argv: Sequence[str], start: int, flags: frozenset[str]) -> dict[str, str]:
@@ -176,10 +171,7 @@ def _launcher_options(argv: Sequence[str], start: int, flags: frozenset[str]) ->
 
 
 def _given(options: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        if name in options:
-            return options[name]
-    return None
+    return next((options[name] for name in names if name in options), None)
 
 
 @dataclass

@@ -100,7 +100,7 @@ class Signal:
             value += self.amp * _sin(_TAU * (t / self.period_s + self.phase))
         for wave in self.waves:
             value += wave.amp * _sin(_TAU * (t / wave.period_s + wave.phase))
-        if self.jitter:  # _unit_noise, written out: it is on every reading's path
+        if self.jitter:  # a value in [-1, 1] that depends only on (seed, step)
             noise = _new_hash()
             noise.update(_pack_seed_step(self.seed, _floor(t / self.jitter_period_s)))
             value += self.jitter * (_from_bytes(noise.digest(), "little") / _HALF_RANGE - 1.0)
@@ -205,10 +205,3 @@ _new_hash = hashlib.blake2b(digest_size=8).copy
 """A fresh 8-byte blake2b, copied from one never fed: the same digest as
 ``blake2b(data, digest_size=8)``, without parsing its arguments on every reading."""
 _HALF_RANGE = float(2**63)
-
-
-def _unit_noise(seed: int, step: int) -> float:
-    """A value in [-1, 1] that depends only on (seed, step)."""
-    noise = _new_hash()
-    noise.update(_pack_seed_step(seed, step))
-    return _from_bytes(noise.digest(), "little") / _HALF_RANGE - 1.0

@@ -1,23 +1,13 @@
 """MIG instances as launch targets: how a person names one, and when one is free.
 
-Naming (``gputop run --gpus``, and what the dashboard's selection produces):
+Naming (``gputop run --gpus``, the dashboard's selection): ``MIG-<uuid>`` or a leading part
+naming exactly one MIG device (case-insensitive), or ``G:I``, MIG device index ``I`` of the
+GPU of physical index ``G`` (not the GPU or compute instance id); either way the job is
+pinned with ``CUDA_VISIBLE_DEVICES=MIG-<full uuid>`` (docs/cuda-visibility.md, "Launching").
 
-- ``MIG-<uuid>``, as ``nvidia-smi -L`` prints it, or any leading part of it that names
-  exactly one MIG device (``MIG-4fd95d93``); compared without regard to case.
-- ``G:I``: MIG device ``I`` of GPU ``G``. ``G`` is the GPU's physical index (nvidia-smi's);
-  ``I`` is NVML's MIG device index on that GPU (``nvmlDeviceGetMigDeviceHandleByIndex``),
-  the ``Device I`` of ``nvidia-smi -L``, shown as ``0:1`` on the dashboard's cards. It is
-  *not* the GPU instance id nor the compute instance id. Both are ASCII digits.
-
-Either way the job is pinned with ``CUDA_VISIBLE_DEVICES=MIG-<full uuid>``
-(docs/cuda-visibility.md, "Launching").
-
-Free-card policy for an instance: it is free when its GPU is reachable, no other user's
-process (nor one of unknown owner) runs on it, no running gputop job is pinned to it, and its
-free memory meets the policy's minimum. Utilisation is not judged: NVML measures it for the
-whole GPU only, not per MIG instance, and another instance's work does not slow this one's
-SMs. ``gputop pick`` and ``run --auto 1`` take a free instance where no whole card is free
-(``pick_free_targets`` in policy.py); ``--auto N`` for more picks whole GPUs only.
+An instance is free when its GPU is reachable, no other user's process (nor one of unknown
+owner) and no running gputop job is on it, and its free memory meets the policy's minimum.
+Utilisation is not judged: NVML measures it for the whole GPU only.
 """
 
 from __future__ import annotations

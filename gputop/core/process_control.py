@@ -1,33 +1,17 @@
 """Signal a process only when it is provably the one that was recorded or shown.
 
-Between the moment gputop learns of a process (a row on the screen, a job's record) and the
-moment it signals, the process may have ended and its pid been reused by another, or the
-machine may have restarted (pids start again from low numbers). A signal is therefore sent
-only when everything recorded still holds:
+Between the moment gputop learns of a process and the moment it signals, the process may
+have ended and its pid been reused, or the machine restarted. A signal is therefore sent only
+when everything recorded still holds: the same boot (``boot_id``), the same start (its start
+in clock ticks since boot, field 22 of ``/proc/PID/stat``, which no clock step moves; for
+older records the start time to a second), the same session id where recorded, and the
+current user's own process. The pid is pinned with ``pidfd_open`` before the checks and
+signalled through that descriptor, so it cannot be reused in between; when identity cannot
+be proven nothing is sent and the message says why (docs/security.md, part two).
 
-- the same boot (``/proc/sys/kernel/random/boot_id``; for records without one, a start time
-  after this boot began);
-- the same start: in the same boot, the start in clock ticks since boot (field 22 of
-  ``/proc/PID/stat``), which no clock can move; for records without it (gputop before
-  them), the start time to a second. That start time is the boot time the kernel reports
-  (``btime`` in ``/proc/stat``) plus the ticks, and the boot time moves with every step of
-  the wall clock (and with slewing that adds up): compared after a step, the same process
-  reads as another (docs/faults.md, "A step of the clock");
-- when recorded, the same session id;
-- the current user's own process.
-
-The pid is pinned with ``pidfd_open`` before the checks and signalled through that
-descriptor, so it cannot be reused between the check and the signal. When identity cannot
-be proven, nothing is sent and the message says why. See docs/security.md, part two.
-
-This is the one module that sends signals (``pidfd_send_signal``, ``kill``, ``killpg``), so
-that every way of reaching another process is read, and checked, in one place.
-
-A job's process group (its second half): a job leads its own process group, so everything
-it starts (DataLoader workers, ``torchrun`` ranks, a shell pipeline's stages) is signalled
-at once with ``killpg`` (``signal_group``). The leader may exit while its children live on,
-so "ended" means no live member is left, not that the leader is gone. Zombies (ended, not
-yet reaped by a parent that may never come) count as ended.
+This is the one module that sends signals (``pidfd_send_signal``, ``kill``, ``killpg``).
+A job leads its own process group, signalled at once with ``killpg`` (``signal_group``);
+"ended" means no live member is left (zombies count as ended), not that the leader is gone.
 """
 
 from __future__ import annotations

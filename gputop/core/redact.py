@@ -1,38 +1,10 @@
 """The one redactor of command lines, for every place other people read one.
 
-A command line is the process owner's: ``python train.py --hf-token=hf_…`` shows in their
-own dashboard as it is. Where gputop writes it for someone else (the exporter's labels, a
-history store shared with ``record --readable-by``, and the reports from it, the lab agent
-about another user's processes), it passes ``redact_argv`` (an argv) or ``redact_text`` (a
-command line already joined, as a store keeps it) first. docs/security.md lists each place
-and its test.
-
-It is an allow-list: a redactor that lists the forms of secrets will always miss one
-(``-pSECRET``, ``-u admin:SECRET``, ``sshpass -p SECRET`` inside ``bash -c '…'``), so what
-may be shown is decided instead, and every other word becomes ``***``. Shown are:
-
-- the program: the first word (a path or a name), and the first word of a shell command
-  given with ``-c`` (and after ``;``, ``&&``, ``||``, ``|``);
-- words that look like paths or file names (``train.py``, ``cfg/a.yaml``, ``./run``,
-  ``torch.distributed.run``): letters, digits and ``. / ~ , * % _ -`` only, so nothing
-  with ``=``, ``:``, ``@``, ``+``, quotes or other punctuation;
-- URLs, without their user-info, query and fragment (``https://***@host/path?***``);
-- options: ``--name`` (and ``--name=V`` or ``--name:V`` with ``V`` judged as a word of its
-  own), ``-v`` and two-character ``-xy``; a longer word after one dash keeps its first
-  letter only (``-pSECRET`` becomes ``-p***``: ``mysql -pSECRET`` and ``-la`` cannot be
-  told apart past the first letters); ``-name=V`` as ``--name=V``;
-- ``NAME=V`` (an environment variable, a Hydra override), ``V`` judged as a word;
-- plain numbers (``0.1``, ``3e-4``, ``10``, ``512M``, ``0,1,2,3``, ``224x224``) and the
-  words true, false, none, null, yes, no, on, off, auto.
-
-On top of that, what is shown is checked for secrets that look allowed: the value of an
-option, variable or header whose name says it holds a secret (token, key, secret, pass,
-pw, pwd, auth, credential, cookie, session, signature…) is hidden even if it looks like a
-path or a number; tokens known by their shape (``hf_``, ``ghp_``, ``sk-``, ``sk_live_``,
-``AIza``, ``AKIA``, JWTs ``eyJ….….…``) are taken out wherever they stand, keeping their
-prefix to say what was there (``hf_***``); and a word holding a run of letters and digits
-that reads as a generated key (``_random``) is hidden whole, path or URL as it may look.
-
+Where gputop writes a command line for someone other than its owner (the exporter's labels,
+a shared history store and its reports, the lab agent), it passes ``redact_argv`` (an argv)
+or ``redact_text`` (a line already joined) first. It is an allow-list: what may be shown is
+decided, every other word becomes ``***``, and what looks allowed is still checked for
+secrets (docs/security.md, "Secrets in command lines", lists the rules and each place).
 Redacting twice gives the same text as once, and redacting never fails.
 """
 

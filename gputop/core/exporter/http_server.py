@@ -2,23 +2,12 @@
 
 prometheus_client's own server starts a thread per connection, with no limit and no read
 deadline: one local user holding a thousand idle sockets took the exporter offline. This
-one (docs/exporter.md, "Serving under a flood", has the measurements behind the choice):
-
-- **one thread** reads every connection (asyncio), TLS included (``ssl_handshake_timeout``);
-- **a deadline for a request**: its head must be whole within ``HEAD_DEADLINE_S`` of its
-  first byte, and a connection that sends nothing for ``IDLE_S`` is closed;
-- **a cap on open connections** (``max_connections``, below the descriptor limit): a new
-  connection past it closes the one that has waited longest without being answered;
-- **a fixed pool of ``WORKERS`` threads** builds the page with prometheus_client's WSGI app
-  (so ``?name[]=``, 405 and gzip are the library's), and a page built in the last
-  ``PAGE_CACHE_S`` for the same sample and the same kind of answer is reused: a burst of
-  requests released at once costs one build, not one each.
-
-Nothing here grows with the number of connections but the connections themselves (one
-descriptor and a few KiB each, up to the cap). Limits on the request itself: the request
-line at most ``MAX_REQUEST_LINE`` bytes (else 414), the head at most ``MAX_HEAD_BYTES`` and
-``MAX_HEADERS`` lines (else 431); a request with a body, or a malformed one, is answered
-and the connection closed.
+one reads every connection on one thread (TLS included), gives a request's head
+``HEAD_DEADLINE_S`` and an idle connection ``IDLE_S``, caps open connections (past the cap
+the longest-waiting unanswered one is closed), and builds the page on ``WORKERS`` threads
+with prometheus_client's WSGI app, reusing a page built within ``PAGE_CACHE_S`` for the same
+sample and kind of answer. Nothing grows with the connections but the connections
+themselves. docs/exporter.md, "Serving under a flood", has the limits and measurements.
 """
 
 from __future__ import annotations

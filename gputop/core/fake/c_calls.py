@@ -1,21 +1,12 @@
 """The simulated driver's C symbols: ``_nvmlGetFunctionPointer``, the process lists and the
 R550 per-process utilisation.
 
-gputop calls the running-process lists in C (``gputop.core.sampling.nvml_running``), because the
-entry layout depends on the driver. The fake therefore offers the binding's symbol lookup
-and answers those symbols in the C convention: ``fn(handle, unsigned *count, entries)``
-returning an NVML return code, filling ``count`` and writing entries in the layout the
-simulated driver generation writes (docs/scenario.md, "Driver generations"): 16 bytes for
-the unversioned call, 24 for ``_v2`` and ``_v3``, 32 for ``_v3`` on drivers 535.43-535.86.
-The layouts are nvml_layouts.py's, which the sampler reads too; the C imitation
-(tests/cnvml) writes them from ``nvml.h`` on its own, so a mistake in them is caught there.
-
-``nvmlDeviceGetProcessesUtilizationInfo`` (R550 and later; FUNCTION_NOT_FOUND before) is
-answered the same way, in the C convention ``fn(handle, nvmlProcessesUtilizationInfo_t *)``
-with the sizing the binding's wrapper relies on: a first call without an array (or with too
-small a ``processSamplesCount``) gets the count and INSUFFICIENT_SIZE, the second the samples.
-Its pynvml-level function is the binding's wrapper over that symbol, and exists only where
-the installed nvidia-ml-py has it (12.550 and later).
+gputop calls the running-process lists in C (core/sampling/nvml_running.py), because the
+entry layout depends on the driver, so the fake answers those symbols in the C convention
+(``fn(handle, unsigned *count, entries)``), writing entries in the layout of the simulated
+driver generation (nvml_layouts.py; docs/scenario.md, "Driver generations").
+``nvmlDeviceGetProcessesUtilizationInfo`` (R550+) is answered the same way, with the sizing
+the binding's wrapper relies on (a first call gets the count and INSUFFICIENT_SIZE).
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """What a simulated card's processes add up to: never more than the card, as on a driver.
 
-A driver measures a card and its processes on one timeline. A process's SM % is the share
-of the sample period in which its kernels ran, so the processes of a card add up to at most
-the card's utilisation (their memory-controller % to at most the card's); the memory they
-hold is part of the card's used memory. A scenario gives each reading a signal of its own
-(what a process would do alone, docs/scenario.md), and a job launched on a simulated card
-(pinned.py) brings the job profile's readings on top, so the fake shares out:
-
-- **time**: a card is as busy as the scenario says plus what the jobs pinned to it ask for
-  (at most 100 %); where its processes ask for more than that, each gets its part in
-  proportion (as time-slicing shares a card out), in whole percent that add up to the
-  card's;
-- **memory**: a card holds at least what its processes hold (the scenario's figure, or its
-  listed processes' sum where larger, plus the pinned jobs'), at most what it has; processes
-  that ask for more than that get their part in proportion.
-
-A MIG device is a card of its own here (its processes' SM % add up to at most 100); a GPU in
-MIG mode holds at least what its MIG devices hold. Every call that reports a process or a
-card's utilisation or memory reads the shares from here, so what one call says of a process
-matches what another says of its card; ``CardLoad.shares_at`` hands the same numbers to the
-tests' second simulation, the C NVML (tests/cnvml/data.py).
+A scenario gives each reading a signal of its own (what a process would do alone), and a job
+launched on a simulated card (pinned.py) brings the job profile's readings on top, so the
+fake shares out each card's time and memory (docs/scenario.md, "What adds up"): where its
+processes ask for more than the card has, each gets its part in proportion, in whole units
+that add up to the card's. A MIG device is a card of its own here. Every call that reports a
+process or a card reads the shares from here, so the calls agree; ``CardLoad.shares_at``
+hands the same numbers to the tests' C NVML (tests/cnvml/data.py).
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """The fleet at one moment, built from one refresh's answers (gputop/core/fleet/read.py).
 
-A node is a target Prometheus scrapes (``job``, ``instance``): **down** where ``up`` is 0
-(listed by its instance, with when ``up`` was last 1, within the last hour); **stale** where
-its newest scrape is older than three scrape intervals, where gputop's exporter's last sample
-is older than three intervals (and 45 s: three of the exporter's default samples), or where
-Prometheus reports no ``up`` for it at all (a federated copy, say); else **up**. Stale and
-down nodes never have a free card. The nodes are the targets of the jobs that serve GPU
-series (at least one of their targets does): a down target of such a job is a node, while
-Prometheus's own job and a node_exporter's are not.
-
-A card is **free** on an up node when its used memory is known and under 1 GiB (a CUDA
-context and a desktop at most), its free memory is at least the policy's, its utilisation known and
-at most the policy's, it is not lost, failing, refused or critical (the core's verdict on its
-health series, gputop/core/health.py), and: no pod on it (Kubernetes
-mapped one to it) and, on a node with gputop's exporter, no process and no claim. Every number is
-checked where it enters: not finite, negative or past what a card can be is unknown (None),
-never 0. Label values stay raw here; they are cleaned where shown.
+The node states (up, stale, down) and the rule for a free card are docs/fleet.md's ("States",
+"Free"). Every number is checked where it enters: not finite, negative or past what a card
+can be is unknown (None), never 0. Label values stay raw here; they are cleaned where shown.
 """
 
 from __future__ import annotations

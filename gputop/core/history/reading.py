@@ -1,20 +1,11 @@
 """What a reader checks before it opens a history store, its own or another user's (a shared
-store an admin records: ``gputop record --readable-by``; docs/history.md, "A shared store").
+store an admin records: ``gputop record --readable-by``; docs/history.md, "A shared store",
+lists what is refused: links, files or directories others may write, foreign companions).
 
-A reader only reads, so a store owned by root or another user is fine, as long as what it
-reads is what that owner's recorder wrote: nobody else may have been able to change it or
-put something in its place. So the store is refused when
-
-- the store file is a link or not a regular file, or its directory is a link;
-- the store, its ``-wal``/``-shm``/``-journal`` or its directory can be written by anyone but
-  their owner (group or others), or a companion file has another owner than the store;
-- the directory belongs to someone other than the store's owner or root;
-- the directory's parent may be written by every user without the sticky bit (anyone could
-  rename the directory away and put their own in its place).
-
-These are checked by path just before SQLite opens it: whoever could swap something in
-between must be able to write the directory, which only its owner can, and that owner's
-data is what is read anyway. SQLite itself opens the files with ``O_NOFOLLOW``.
+A reader only reads, so a store of root's or another user's is fine as long as nobody but
+its owner could have changed it. The checks are by path just before SQLite opens it:
+whoever could swap something in between must be able to write the directory, which only
+its owner can. SQLite itself opens the files with ``O_NOFOLLOW``.
 """
 
 from __future__ import annotations

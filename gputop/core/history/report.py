@@ -1,23 +1,10 @@
 """Who used the cards and who held them idle, from the history store's process spans.
 
 For each holder (a user, a GPU, a job or a process) and each card it held, its spans in the
-window (clipped to it) give:
-
-- ``gpu_seconds``: the seconds it held a card (the union of its spans: a user with three
-  processes on one card holds it once), summed over cards;
-- ``mean_memory_bytes`` and ``mean_sm_util``: its processes' memory and SM % on a card, added
-  up, time-weighted over the seconds it held the card (SM % capped at 100; unknown where NVML
-  did not say). The SM % is NVML's per-process figure, the share of the time a kernel of the
-  process ran, not how much of the SMs it used (that is GPM's SM active, the
-  ``mean_sm_active_percent``); a card's processes add up to at most its utilisation, so
-  ``--by gpu`` gives a card at most that;
-- ``peak_memory_bytes``: the most it held on one card at once;
-- ``idle_held_seconds``: the seconds of unbroken stretches, each at least ``idle_min_s`` long,
-  in which every one of its processes on a card held memory with SM under 5 %.
-
-Spans are cut where a process's idleness changes, so every figure is a sum of recorded
-samples and matches what was recorded within one sample. Numbers read back from the store
-are checked (finite, not negative) before use. See docs/history.md.
+window (clipped to it) give the figures docs/history.md defines (``gpu_seconds``, the
+time-weighted means, ``peak_memory_bytes``, ``idle_held_seconds``). Spans are cut where a
+process's idleness changes, so every figure is a sum of recorded samples. Numbers read back
+from the store are checked (finite, not negative) before use.
 """
 
 from __future__ import annotations

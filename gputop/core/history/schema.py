@@ -1,19 +1,10 @@
 """The history store's tables, its version, and how a store is created or refused.
 
 Kept apart from the queries (report.py, writer.py, retention.py): the schema changes when
-what is recorded changes, the queries when what is asked changes. docs/history.md describes
-every column and its unit.
-
-A sample ends at ``t`` (epoch seconds) and stands for the ``duration_s`` seconds before it:
-the time since the recorder's previous sample for a raw one, the seconds recorded in that
-minute or hour for a rolled-up one (``resolution_s`` 60 or 3600, 0 for raw; its ``t`` is
-that of the last sample merged into it). GPU readings are kept per sample.
-
-Processes are kept as spans, not per sample: a span is a run of consecutive samples in which
-one process held one card, at most ``SPAN_MAX_S`` long. It keeps the sums the report needs
-(seconds held, memory and SM % times seconds, the peak) and where in it the process was idle
-(``idle_runs``: memory held, SM under 5 %), so the figures stay exact to the sample while
-200 processes cost a few rows an hour instead of 720 (docs/history.md, spans.py).
+what is recorded changes. docs/history.md describes every column and its unit. A sample
+ends at ``t`` and stands for the ``duration_s`` before it; processes are kept as spans (at
+most ``SPAN_MAX_S``) holding the sums the report needs and their idle runs, so 200
+processes cost a few rows an hour instead of 720 (spans.py).
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""The agent's answer to a history request: what ``gputop report --json`` would say on its
-host, from the host's history store (docs/history.md, docs/lab.md).
-
-A request is one line on the agent's stdin::
-
-    {"type": "history_request", "id": 1, "window_s": 86400, "by": "user",
-     "idle_min_s": 1800, "physical_index": null, "columns": 120, "uuid": null}
-
-and the answer one line on its stdout, after its next snapshot::
-
-    {"type": "history", "id": 1, "report": {...} | null, "error": TEXT | null,
-     "series": {...} | null}
-
-``columns`` (optional, with a ``physical_index``) asks for that card's utilisation and memory
-in that many slices of the window as well: ``series`` holds them (the lab's ``H``).
-``uuid`` (optional, with a ``physical_index``): the card's UUID; its history is found by it,
-so a replaced or renumbered card does not get another card's (an older agent ignores it and
-answers by index).
+"""The agent's answer to a ``history_request`` line on its stdin: what ``gputop report
+--json`` would say on its host, from the host's history store, written as one ``history``
+line after its next snapshot (docs/lab.md has both lines' fields; docs/history.md).
 
 Every field of a request is checked (it comes from the network); a bad one is answered
 with an error naming it, never a traceback. The window ends at the agent's sampling clock.

@@ -1,22 +1,14 @@
 """One long-lived ssh connection to one host, read by one thread, reconnected with backoff.
 
-Why a thread per host and not a selector loop: each connection is a blocking read of
-ssh's stdout that costs nothing while it waits, and the work per line (one JSON document a
-second) is the same either way; a thread keeps each host's reconnect timing and failure
-handling independent and simple, and twenty hosts are forty mostly sleeping threads (one
-for stdout, one for stderr's last lines). The CPU the lab view costs is the JSON decoding,
-measured by ``gputop snapshot --hosts ... --stats``. See docs/lab.md.
+A thread per host, not a selector loop: a blocking read of ssh's stdout costs nothing while
+it waits, and each host's reconnect timing stays independent (docs/lab.md).
 
 State: connecting → live (a snapshot arrived) → stale (none for ``stale_after_s``) or
-unreachable (ssh ended: the classified reason, and when the next try is). After a
-connection that delivered data and held for ``STEADY_AFTER_S`` ends, the next try is at
-once; after a failed one, or one that hung up sooner (a host that sends a snapshot and hangs
-up, again and again, would be an ssh every few milliseconds), the wait doubles from
-``first_retry_s`` up to ``max_retry_s``. A connection whose output could not be read at all
-(its reader raised: feed catches every decoding error, so this is only a net) counts as
-failed: it is dropped, said (``unreadable``) and tried again with backoff. So does one that
-sends more than an agent ever does (``FLOOD_BYTES`` or ``FLOOD_LINES`` within
-``FLOOD_WINDOW_S``: ``flood``), which would otherwise keep this reader busy on a core.
+unreachable (ssh ended: the classified reason, and when the next try is). After a connection
+that delivered data and held for ``STEADY_AFTER_S``, the next try is at once; after any
+other (failed, hung up sooner, unreadable, or a ``flood`` past ``FLOOD_BYTES`` or
+``FLOOD_LINES`` within ``FLOOD_WINDOW_S``) the wait doubles from ``first_retry_s`` up to
+``max_retry_s``.
 """
 
 from __future__ import annotations

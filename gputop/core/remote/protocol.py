@@ -1,20 +1,10 @@
 """The agent's line protocol: one JSON object per line, each with a ``"type"``.
 
-``gputop agent`` writes, on its stdout:
-
-- ``{"type": "hello", "protocol": 1, "mode": "full", "gputop": VERSION, "user": NAME,
-  "interval_s": S}`` once, first;
-- ``{"type": "snapshot", "snapshot": {...}}`` every interval: the ``snapshot --json``
-  document (schema 1, gputop/core/snapshot_json.py);
-- ``{"type": "jobs", "jobs": [...] | null, "error": TEXT | null}`` after each snapshot: the
-  host's gputop jobs (``gputop jobs --json`` objects), null with the reason where the job
-  store cannot be read;
-- ``{"type": "error", "message": TEXT}`` when the agent cannot sample at all (then it exits);
-- ``{"type": "history", "id": N, "report": {...} | null, "error": TEXT | null}``: the answer
-  to a ``history_request`` line on its stdin (gputop/core/remote/agent_history.py).
-
-A reader ignores types it does not know, so the protocol can grow. Hosts without gputop
-speak nvidia-smi CSV instead (gputop/core/remote/reduced.py). See docs/lab.md.
+``gputop agent`` writes ``hello`` once, then a ``snapshot`` (the ``snapshot --json``
+document, core/snapshot_json.py) and a ``jobs`` line every interval, ``error`` when it
+cannot sample at all, and ``history`` in answer to a request (agent_history.py); docs/lab.md
+lists each line's fields. A reader ignores types it does not know, so the protocol can grow.
+Hosts without gputop speak nvidia-smi CSV instead (reduced.py).
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """On a Slurm node: measure what a job submitted by ``gputop run --slurm`` uses of its cards
 (docs/slurm.md, "What a Slurm job used").
 
-The batch script (submit.py) runs ``BOOTSTRAP`` with the interpreter of the gputop that
-submitted the job, where the node has it. The bootstrap imports only this module, calls
-``start_meter`` and then ``exec``'s the user's command in its own process: the command is
-the batch step's process itself, so Slurm's signals reach it, its exit status (or the
-signal that killed it) is the job's, and its environment (the one the process started with,
-read back by the sampler's reader of environments: Python's start adds ``LC_CTYPE`` in a C
-locale), stdin, stdout and stderr are exactly those the script had. Whatever fails in the
-bootstrap or the meter, the command still runs.
-
-``start_meter`` forks the meter twice over, so it is nobody's child the command could reap
-by surprise. The meter closes the job's standard streams, reads NVML through the same
-backend as every gputop view, measures the cards Slurm gave the job with the usage meter
-of local jobs (``gputop/core/jobs/usage_meter.py``), counting the command, every process
-below it and the job's ``srun`` steps, and rewrites the job's report after each sample
-(usage_file.py): the node may kill it the moment the command ends, and then the last
-sample stands. It ends itself when the command does.
+The batch script (submit.py) runs ``BOOTSTRAP``, which imports only this module, calls
+``start_meter`` and then ``exec``'s the user's command: the command is the batch step's
+process itself, so Slurm's signals, its exit status, its environment and its standard
+streams are exactly the script's. Whatever fails in the bootstrap or the meter, the command
+still runs. ``start_meter`` forks the meter twice over, so it is nobody's child the command
+could reap; the meter measures the job's cards with the local jobs' usage meter
+(core/jobs/usage_meter.py) and rewrites the job's report after each sample (usage_file.py),
+since the node may kill it the moment the command ends.
 """
 
 from __future__ import annotations

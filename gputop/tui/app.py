@@ -13,6 +13,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual import work
@@ -58,38 +59,34 @@ FIXED_LINES = 3
 """The status line, the host line and the key bar."""
 
 
+@dataclass
 class SlurmRead(Message):
     """What Slurm says of this node's cards, the user's jobs and the GPU processes."""
 
-    def __init__(self, view: SlurmView) -> None:
-        super().__init__()
-        self.view = view
+    view: SlurmView
 
 
+@dataclass
 class SnapshotSampled(Message):
     """A new snapshot and the jobs with it; it supersedes one still waiting in the queue."""
 
-    def __init__(self, snapshot: Snapshot, jobs: JobsView | None) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.jobs = jobs
+    snapshot: Snapshot
+    jobs: JobsView | None
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotSampled)
 
 
+@dataclass
 class HistoryRefilled(Message):
     """The sparklines' past, read again from the recorder's store (core/history/recent.py)."""
 
-    def __init__(self, stored: dict[str, tuple[int | None, ...]]) -> None:
-        super().__init__()
-        self.stored = stored
+    stored: dict[str, tuple[int | None, ...]]
 
 
+@dataclass
 class SamplingFailed(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+    error: str
 
 
 class GputopApp(DashboardApp, JobsActions):

@@ -10,6 +10,7 @@ arrive as ``JobStoreProblem`` messages, which both dashboards show alike
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from rich.text import Text
@@ -33,12 +34,11 @@ from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.process_table import ProcessTable
 
 
+@dataclass
 class JobsRead(Message):
     """The jobs, read again at once after a launch or a stop."""
 
-    def __init__(self, jobs: JobsView) -> None:
-        super().__init__()
-        self.jobs = jobs
+    jobs: JobsView
 
     def can_replace(self, message: Message) -> bool:
         """This read, waiting to be shown, gives way to ``message`` (posted after it) only
@@ -46,13 +46,12 @@ class JobsRead(Message):
         return isinstance(message, JobsRead) and message.jobs.read_number >= self.jobs.read_number
 
 
+@dataclass
 class JobStoreProblem(Message):
     """The job store said something a person must know (moved aside, unreadable)."""
 
-    def __init__(self, text: str, severity: SeverityLevel) -> None:
-        super().__init__()
-        self.text = text
-        self.severity = severity
+    text: str
+    severity: SeverityLevel
 
 
 class JobsActions(App[None]):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -78,19 +79,12 @@ FLEET_KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
 """The fleet dashboard's keys, for its help screen (``?``)."""
 
 
+@dataclass
 class FleetRead(Message):
-    def __init__(
-        self,
-        fleet: Fleet | None,
-        error: str | None,
-        early: bool = False,
-        painted: threading.Event | None = None,
-    ) -> None:
-        super().__init__()
-        self.fleet = fleet
-        self.error = error
-        self.early = early
-        self.painted = painted
+    fleet: Fleet | None
+    error: str | None
+    early: bool = False
+    painted: threading.Event | None = None
 
 
 def mean_util(node: FleetNode) -> float:
@@ -139,15 +133,14 @@ Show = Callable[[list[Sample] | None, str | None], None]
 """Draws what a worker read for a screen opened on the fleet (None: the error says why)."""
 
 
+@dataclass
 class DetailRead(Message):
     """A node's temperature, power and activity, or the users' idle memory and GPU counts,
     read when their screen opened (``samples`` None: ``error`` says why), for ``show``."""
 
-    def __init__(self, show: Show, samples: list[Sample] | None, error: str | None) -> None:
-        super().__init__()
-        self.show = show
-        self.samples = samples
-        self.error = error
+    show: Show
+    samples: list[Sample] | None
+    error: str | None
 
 
 class FleetApp(QuitHint, App[int]):

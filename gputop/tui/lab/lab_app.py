@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
 from rich.text import Text
@@ -67,10 +68,9 @@ class HostSource(Protocol):
         ...
 
 
+@dataclass
 class LabSampled(Message):
-    def __init__(self, statuses: list[HostStatus]) -> None:
-        super().__init__()
-        self.statuses = statuses
+    statuses: list[HostStatus]
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, LabSampled)

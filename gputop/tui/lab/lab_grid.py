@@ -108,23 +108,21 @@ class LabGrid(VerticalScroll, can_focus=True):
     LabGrid > .host-cards { height: auto; grid-gutter: 0 0; }
     """
 
+    @dataclass
     class SelectionChanged(Message):
         """The highlight or selection moved. ``host`` is the highlighted card's host
         position; ``cards`` what a launch there would use (physical indices)."""
 
-        def __init__(self, host: int, highlighted: int | None, cards: tuple[int, ...]) -> None:
-            super().__init__()
-            self.host = host
-            self.highlighted = highlighted
-            self.cards = cards
+        host: int
+        highlighted: int | None
+        cards: tuple[int, ...]
 
+    @dataclass
     class SelectionMoved(Message):
         """A card on another host was selected: the old selection was dropped."""
 
-        def __init__(self, old_host: int, new_host: int) -> None:
-            super().__init__()
-            self.old_host = old_host
-            self.new_host = new_host
+        old_host: int
+        new_host: int
 
     def __init__(self, host_count: int, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from rich.segment import Segment
@@ -100,14 +101,13 @@ class GpuGrid(Widget, can_focus=True):
     """A card's border colour (``color``) by state; its title's and subtitle's colour,
     background and text style; a highlighted one-line card's background."""
 
+    @dataclass
     class SelectionChanged(Message):
         """The highlight or the selection moved; ``cards`` is what a launch would use:
         physical indices of whole GPUs and ``MIG-`` UUIDs of MIG instances."""
 
-        def __init__(self, highlighted: int | None, cards: tuple[int | str, ...]) -> None:
-            super().__init__()
-            self.highlighted = highlighted
-            self.cards = cards
+        highlighted: int | None
+        cards: tuple[int | str, ...]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -13,6 +13,7 @@ columns, and beside the PyTorch view).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from rich.cells import cell_len
@@ -31,12 +32,11 @@ MIN_NAME_CELLS = 10
 the right edge."""
 
 
+@dataclass
 class JobRequest(Message, Generic[J]):
     """A person asked something of a job (its log, to stop it)."""
 
-    def __init__(self, job: J) -> None:
-        super().__init__()
-        self.job = job
+    job: J
 
 
 class JobsTable(DataTable[Any], Generic[J]):

@@ -371,12 +371,11 @@ class ProcessTable(ScrollView, can_focus=True):
         elif self._cursor >= top + self._page_rows:
             self.scroll_to(y=self._cursor - self._page_rows + 1, animate=False)
 
+    @dataclass
     class DetailRequested(Message):
         """Enter on a process: the app opens its detail."""
 
-        def __init__(self, process: GpuProcess) -> None:
-            super().__init__()
-            self.process = process
+        process: GpuProcess
 
     def action_open_detail(self) -> None:
         if 0 <= self._cursor < len(self._rows) and self._rows[self._cursor].group:

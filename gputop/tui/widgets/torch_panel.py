@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Set
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -38,11 +39,10 @@ PREVIEW_WIDTH = 48
 """The narrowest the panel's text gets (its min-width, less border, padding and gutter)."""
 
 
+@dataclass
 class ProbeFinished(Message):
-    def __init__(self, kind: str, result: Any) -> None:
-        super().__init__()
-        self.kind = kind
-        self.result = result
+    kind: str
+    result: Any
 
 
 class TorchPanel(ReportsWorkerFailures, VerticalScroll):

@@ -1,16 +1,11 @@
 """The one sanitiser for text that comes from outside gputop.
 
-Process command lines and user names (of any user on the machine), job names, commands,
-working directories, log lines, scenario strings and host names can hold bytes that a
-terminal obeys: ESC sequences that set the window title or the clipboard (OSC 0, OSC 52),
-clear the screen or move the cursor; newlines that forge table rows; bidirectional
-overrides that make text read differently from what it is. Every such string passes
-through :func:`clean` before it reaches a terminal, in every output (dashboard, dialogs,
-``snapshot``, ``jobs``, ``map``), and is then drawn as plain text, never parsed as markup.
-
-Control characters become visible escapes (``\\x1b``, ``\\n``), never bytes: a person sees
-that something odd is there, and the terminal is never told to do anything. See
-docs/security.md for the guarantees this module is part of.
+Command lines, user names, job names, log lines, scenario strings and host names can hold
+what a terminal obeys (ESC sequences such as OSC 0 and OSC 52, newlines that forge rows,
+bidirectional overrides). Every such string passes :func:`clean` before it reaches a
+terminal, in every output, and is then drawn as plain text, never parsed as markup. Control
+characters become visible escapes (``\\x1b``, ``\\n``): a person sees that something odd is
+there, and the terminal is never told to do anything (docs/security.md).
 """
 
 from __future__ import annotations

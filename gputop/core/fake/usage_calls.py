@@ -1,15 +1,9 @@
 """Simulated calls for what a job used: the energy counter and per-process accounting.
 
-``nvmlDeviceGetTotalEnergyConsumption`` is the board's energy in millijoules since the
-driver loaded: here the scenario's ``power_w`` summed second by second from scenario t=0
-(each whole second at the power of its start), so it only ever grows. A GPU without
-``power_w`` does not count energy (NOT_SUPPORTED), as older boards.
-
-Accounting (``nvmlDeviceGetAccountingMode`` / ``nvmlDeviceGetAccountingStats``) follows
-the GPU's ``accounting_mode`` in the scenario: absent, NOT_SUPPORTED; off, the stats are
-NOT_SUPPORTED as the driver says; on, a live process pinned to the card (pinned.py) has
-stats from the ``job_profile`` over its life: the peak of its memory and the mean of its SM
-use, sampled each second of its age. Any other pid is NOT_FOUND.
+The energy is the scenario's ``power_w`` summed second by second from scenario t=0, so it
+only ever grows; accounting follows the GPU's ``accounting_mode``, with stats from the
+``job_profile`` for a live process pinned to the card (pinned.py). docs/scenario.md,
+"Energy and accounting", has every answer.
 """
 
 from __future__ import annotations

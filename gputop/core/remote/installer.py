@@ -1,14 +1,11 @@
 """``gputop hosts install``: put this gputop's wheel on a GPU server over the user's own ssh.
 
-One ``ssh`` per host, with the same options as the lab's links (transport.py: the user's
-config, ``BatchMode``, never a prompt). The wheel travels on ssh's stdin; the remote command
-is one POSIX ``sh`` script on one line, ``sh -c 'SCRIPT'``, so it means the same under any
-login shell. It writes the wheel into a fresh ``mktemp -d`` directory (removed on exit),
-installs it with pipx where present (``pipx install --force``), else with ``python3 -m pip
-install --user``, then runs the ``gputop --version`` the lab's agent search would find.
-Marker lines (``gputop-install: ...``) say which installer ran and what it found. Every word
-that varies (the wheel's file name, the pip options) goes through ``shlex.quote``: nothing
-is interpreted twice. See docs/lab.md, "Installing gputop on the servers".
+One ``ssh`` per host with the lab's options (transport.py: never a prompt); the wheel
+travels on its stdin, and the remote command is one POSIX ``sh -c 'SCRIPT'``, so it means
+the same under any login shell: the wheel into a fresh ``mktemp -d``, installed with pipx
+where present, else ``pip install --user``, then the ``gputop --version`` the lab's agent
+search would find, with marker lines (``gputop-install: ...``) saying what happened. Every
+word that varies goes through ``shlex.quote``. docs/lab.md, "Installing gputop on the servers".
 """
 
 from __future__ import annotations

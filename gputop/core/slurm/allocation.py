@@ -1,17 +1,10 @@
 """Inside a Slurm allocation: Slurm's physical cards → CUDA_VISIBLE_DEVICES → cuda:N.
 
 Slurm hands a job its cards as ``SLURM_JOB_GPUS`` (``SLURM_STEP_GPUS`` inside an ``srun``
-step): the node's GPU indices, its ``IDX``. What the job's CUDA sees depends on the node
-(docs/slurm.md):
-
-- with ``ConstrainDevices=yes`` (cgroups) NVML inside the job sees only its own cards and
-  numbers them 0..k-1, and Slurm sets ``CUDA_VISIBLE_DEVICES`` in that renumbered space:
-  nvidia-smi in the job says GPU 0 where the node's nvidia-smi (and Slurm) say GPU 2;
-- without it NVML sees every card of the node and ``CUDA_VISIBLE_DEVICES`` holds the
-  node's indices: cuda:0 is GPU 2, and code that passes Slurm's index as ``cuda:2`` asks
-  for a card the process cannot see, or another job's.
-
-This module tells the two apart and says, for each cuda:N, which node GPU it is.
+step), the node's GPU indices. With ``ConstrainDevices=yes`` NVML in the job sees only its
+own cards, numbered 0..k-1, and ``CUDA_VISIBLE_DEVICES`` is in that space; without it,
+``CUDA_VISIBLE_DEVICES`` holds the node's indices (docs/slurm.md). This module tells the two
+apart and says, for each cuda:N, which node GPU it is.
 """
 
 from __future__ import annotations

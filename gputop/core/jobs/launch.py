@@ -78,8 +78,7 @@ def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
     parts = [(token, part.strip()) for token in tokens for part in str(token).split(",")]
     if not parts or all(not part for _, part in parts):
         raise UsageError(f"No GPU given: name cards by index or UUID prefix, e.g. 0,2. {known}")
-    chosen: list[int | str] = []
-    given_as: dict[int | str, str] = {}
+    given_as: dict[int | str, str] = {}  # in the order given
     for token, part in parts:
         if not part:
             raise UsageError(
@@ -94,8 +93,7 @@ def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
             what = f"MIG device {index}" if isinstance(index, str) else f"GPU {index}"
             raise UsageError(f"{what} is given twice {twice}; each card can be pinned once.")
         given_as[index] = part
-        chosen.append(index)
-    return chosen
+    return list(given_as)
 
 
 @dataclass(frozen=True)

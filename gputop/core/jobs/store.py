@@ -162,16 +162,13 @@ class JobStore(StoreConnection):
         (returned): of two jobs that see a card free at one poll, only the first starts."""
         with self._writing() as conn:
             mine = row_to_job(conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
-            for other in map(
-                row_to_job,
-                conn.execute(
-                    "SELECT * FROM jobs WHERE state = ? AND id != ? AND host = ?",
-                    (JobState.RUNNING.value, job_id, self.host),
-                ).fetchall(),
-            ):
-                if target_keys(other.physical_indices, other.uuids) & target_keys(
-                    mine.physical_indices, mine.uuids
-                ):
+            wanted = target_keys(mine.physical_indices, mine.uuids)
+            running = conn.execute(
+                "SELECT * FROM jobs WHERE state = ? AND id != ? AND host = ?",
+                (JobState.RUNNING.value, job_id, self.host),
+            ).fetchall()
+            for other in map(row_to_job, running):
+                if target_keys(other.physical_indices, other.uuids) & wanted:
                     return other
             conn.execute(*CLAIMED.sql(job_id))
         return None

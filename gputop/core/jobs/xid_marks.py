@@ -62,8 +62,7 @@ def mark(xids: JobXids) -> str:
     """``✖ Xid 79``, ``⚠ Xid 13 ×40 (+1)``; empty without an Xid."""
     if not xids:
         return ""
-    worst = sorted(xids, key=lambda item: (describe(item[0]).severity != "critical", item[0]))
-    code, count = worst[0]
+    code, count = min(xids, key=lambda item: (describe(item[0]).severity != "critical", item[0]))
     sign = "✖" if describe(code).severity == "critical" else "⚠"
     times = f" ×{count}" if count > 1 else ""
     more = f" (+{len(xids) - 1})" if len(xids) > 1 else ""

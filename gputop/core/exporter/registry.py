@@ -1,13 +1,10 @@
 """The exporter's registry: ``/metrics?name[]=X`` answers the series named X.
 
-prometheus_client's exposition hands ``name[]`` to ``registry.restricted_registry``, whose
-default finds collectors by the names they describe at registration. The snapshot collector
-describes none (its series follow each snapshot), so the default answered every such scrape
-with an empty 200. Here the filter runs on what the collectors give at that scrape: a family
-is kept with the samples whose names were asked for, as prometheus_client's own filter
-keeps them. Whatever serves the page (the HTTP server in
-server.py, or a WSGI server over ``prometheus_client.make_wsgi_app``) gets it through the
-registry alone. See docs/exporter.md.
+prometheus_client's default ``restricted_registry`` finds collectors by the names they
+describe at registration; the snapshot collector describes none (its series follow each
+snapshot), so every such scrape got an empty 200. Here the filter runs on what the
+collectors give at that scrape, keeping the samples asked for as prometheus_client's own
+filter does, for whatever serves the page (server.py, or ``make_wsgi_app``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Simulated GPM (GPU Performance Monitoring) and clock event reasons, as a driver answers.
 
-GPM exists from driver R520 (older drivers lack the symbols: FUNCTION_NOT_FOUND) and
-supports Hopper and newer only: ``nvmlGpmQueryDeviceSupport`` says no before compute
-capability 9.0 and a sample there is NOT_SUPPORTED. A sample records which GPU or GPU
-instance and when; ``nvmlGpmMetricsGet`` answers each metric from the scenario's
-``activity`` signals at the newer sample's time, a metric without a signal in its own
-``nvmlReturn`` (NOT_SUPPORTED), and writes only ``numMetrics`` entries. See
-docs/scenario.md ("Activity") and docs/activity.md.
+GPM exists from driver R520 (before: FUNCTION_NOT_FOUND) on Hopper and newer only (compute
+capability 9.0). ``nvmlGpmMetricsGet`` answers each metric from the scenario's ``activity``
+signals at the newer sample's time, one without a signal NOT_SUPPORTED in its own
+``nvmlReturn``. See docs/scenario.md ("Activity") and docs/activity.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """``gputop report --health``: a window's Xids and the cards whose health counters rose.
 
-Read from the store's ``xid_events``, ``xid_processes`` and ``health_counters`` (schema
-version 3, health_rows.py). The minute rows of one card and code that follow each other (a
-storm) are shown as one event with their whole count. A counter's first value is the last
-one recorded at or before the window's start (else the first in it), its last value the
-last one recorded in it. Every number read back is range-checked: a row that fails is
-left out and counted (``skipped_rows``), the store's fault, never the reader's. See
-docs/health.md.
+Read from the store's Xid and health counter tables (health_rows.py). A storm of one card
+and code is shown as one event with its whole count; a counter's rise is from its last value
+at or before the window's start (else its first in it) to its last in it. A row that fails
+a range check is left out and counted (``skipped_rows``). See docs/health.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The dashboard's sparklines start from the history store when a recorder fills it.
 
-Read at start-up, read-only, in a few milliseconds: the last few minutes of each GPU's
-utilisation (series.recent_utilization). No store, an empty one, or one that cannot be read
-is no history, never an error: the dashboard then starts as it always did.
-
-A recorder writes in batches (every 30 s by default), so at start-up the store lacks up to a
-batch of the last seconds: the sparklines' past would end in a hole. The dashboard reads the
-same past again (``refill_read``) until the store holds a sample from its own start on, and
-the hole fills (``UtilizationHistory.refill``).
+Read at start-up, read-only, in a few milliseconds; no store, or one that cannot be read,
+is no history, never an error. A recorder writes in batches, so the store lacks up to a
+batch of the last seconds: the dashboard reads the same past again (``refill_read``) until
+the store holds a sample from its own start on (``UtilizationHistory.refill``).
 """
 
 from __future__ import annotations

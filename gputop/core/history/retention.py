@@ -1,13 +1,9 @@
 """Retention with roll-ups: full resolution, then 1-minute, then 1-hour, then nothing.
 
-GPU samples older than ``full_s`` are merged into one sample per minute, minute samples
-older than ``minute_s`` into one per hour, and hour samples older than ``hour_s`` are
-deleted; a roll-up keeps time-weighted means of the readings. Only whole minutes (hours) are
-merged, so a bucket is never merged twice. Process spans older than ``full_s`` are merged
-with their neighbours into at most one per process, card and day (their sums and idle runs
-keep every figure of the report exact); spans that ended more than ``hour_s`` ago are
-deleted, as are the Xids and health counters (kept as recorded, never rolled up) older than
-that. See docs/history.md.
+Only whole minutes (hours) are merged, so a bucket is never merged twice; a roll-up keeps
+time-weighted means. Old process spans are merged into at most one per process, card and
+day, their sums and idle runs keeping every figure of the report exact; Xids and health
+counters are kept as recorded until deleted. See docs/history.md.
 """
 
 from __future__ import annotations

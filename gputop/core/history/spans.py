@@ -1,13 +1,11 @@
 """Process spans: a run of consecutive samples in which one process held one card.
 
 The writer keeps one open span per (process, card) and extends it with each sample; a span
-ends when the process is no longer on the card, after a gap in the recording, or at
-``SPAN_MAX_S``. Where the process was idle inside it (memory held, SM under 5 %) is kept as
-``idle_runs``: "offset+length" pairs in seconds from the span's start, joined by ";". Only
-runs of at least ``MIN_IDLE_RUN_S`` are kept, and any run that touches the span's start or
-end (it may go on in the next span): a process whose SM % flickers around 5 costs nothing.
-Each flush writes the spans touched since the last one (a new row, or an update of the open
-one), so a SIGKILL loses only what the last batch would have added. See docs/history.md.
+ends when the process leaves the card, after a gap in the recording, or at ``SPAN_MAX_S``.
+Where the process was idle inside it is kept as ``idle_runs`` ("offset+length" pairs from
+the span's start, joined by ";"): only runs of at least ``MIN_IDLE_RUN_S``, or that touch
+the span's start or end (they may go on in the next span), so an SM % that flickers around
+the idle bound costs nothing. See docs/history.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Writing samples into the history store: in batches, one transaction each.
 
-The recorder hands every snapshot to ``add``; ``flush`` writes what is pending in one
-transaction (the GPU readings of each sample, and the process spans it extended: spans.py),
-so a SIGKILL loses at most the samples since the last flush and SQLite's WAL keeps the file
-whole. A write that fails (a full disk, a store made read-only) keeps the samples pending
-(up to ``max_pending``, then the oldest go) and is retried at the next flush. A full or
-read-only disk is told apart and said once, and once more when writing works again, by the
-one piece every writer of gputop's state uses (write_faults.py, docs/faults.md); any other
-failure is said once per cause.
+``flush`` writes what ``add`` gathered in one transaction, so a SIGKILL loses at most the
+samples since the last flush. A write that fails keeps the samples pending (up to
+``max_pending``, then the oldest go) for the next flush; a full or read-only disk is told
+apart and said once, and once more when writing works again (write_faults.py,
+docs/faults.md); any other failure is said once per cause.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Ask the CUDA driver itself which devices a process would see, without keeping a context.
 
-A short-lived child process loads ``libcuda`` through ctypes with the environment to test,
-calls ``cuInit``, ``cuDeviceGetCount`` and, for each ordinal, ``cuDeviceGetUuid``,
-``cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)`` and ``cuDeviceGetPCIBusId``, prints them and
-exits. ``cuInit`` creates no context, so no GPU memory is used; running it in a child keeps
-the dashboard's own process free of the driver's state and of the variables. With both
-variables unset the answer is the driver's own default (FASTEST_FIRST) order, which no NVML
-call gives (docs/cuda-visibility.md, "The driver probe").
+A short-lived child loads ``libcuda`` through ctypes with the environment to test, calls
+``cuInit`` and, for each ordinal, reads its UUID, SM count and PCI bus id, prints them and
+exits: ``cuInit`` creates no context, and the child keeps the driver's state out of the
+dashboard. With both variables unset the answer is the driver's own default order, which
+no NVML call gives (docs/cuda-visibility.md, "The driver probe").
 """
 
 from __future__ import annotations

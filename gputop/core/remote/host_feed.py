@@ -1,12 +1,9 @@
 """One host's output, line by line, turned into checked values for its status.
 
-The agent's JSON lines (gputop/core/remote/protocol.py) or, in reduced mode, nvidia-smi's CSV
-frames (gputop/core/remote/reduced.py) are decoded here, and every snapshot and jobs list
-is checked for meaning where it enters (gputop/core/remote/host_values.py). A line that
-cannot be read marks this host's status and nothing else: no exception leaves ``feed``
-for what a host sends (a line nested too deeply, a number of 401 digits: its fault, said as
-an unreadable line). ``HostLink`` feeds it the lines of its ssh; tests feed it lines
-directly.
+The agent's JSON lines (protocol.py) or nvidia-smi's CSV frames (reduced.py) are decoded
+here and checked for meaning where they enter (host_values.py). A line that cannot be read
+marks this host's status and nothing else: no exception leaves ``feed`` for what a host
+sends. ``HostLink`` feeds it the lines of its ssh; tests feed it lines directly.
 """
 
 from __future__ import annotations

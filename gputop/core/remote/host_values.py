@@ -1,12 +1,9 @@
 """A host's numbers checked for meaning, once, where its line is decoded.
 
-The protocol (gputop/core/remote/protocol.py) checks types; this module checks that each
-number can be what it says: finite, in range for what it is, memory within the card's total,
-pids that can exist, a clock near ours. A host can be broken (a bad clock, a buggy driver, an
-older or newer gputop) or hostile (anyone who controls one machine of a lab). Every value out
-of range becomes ``None`` (N/A) on that field alone and is counted, so the host's status says
-"sent 3 impossible values" and no renderer has to guard against NaN (docs/security.md, "A
-host's values").
+The protocol (protocol.py) checks types; this checks that each number can be what it says
+(finite, in range, memory within the card's total, pids that can exist, a clock near ours),
+since a host can be broken or hostile. A value out of range becomes ``None`` on that field
+alone and is counted for the host's status (docs/security.md, "A host's values").
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Reduced mode: a host without gputop, read through ``nvidia-smi``'s CSV queries.
 
-Every NVIDIA driver installs ``nvidia-smi``. Where the server has no gputop, the remote
-command (gputop/core/remote/remote_command.py) loops over two CSV queries, framed by marker
-lines, and this module turns each frame into the same Snapshot model. What nvidia-smi does
-not give stays ``None`` (shown as N/A): the owner and command line of processes (only the
-program name), per-process SM use, MIG instances, the CUDA driver version. Processes of
-unknown owner make a card busy for the free-card policy, so reduced hosts never look freer
-than they are. docs/lab.md says how to install gputop to get everything.
+The remote command (remote_command.py) loops over two CSV queries framed by marker lines,
+and this module turns each frame into the same Snapshot model. What nvidia-smi does not give
+stays ``None`` (N/A): process owners and command lines, per-process SM, MIG instances. Processes
+of unknown owner make a card busy for the free-card policy, so a reduced host never looks
+freer than it is (docs/lab.md).
 """
 
 from __future__ import annotations

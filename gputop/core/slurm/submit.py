@@ -1,12 +1,9 @@
 """Submitting a job through ``sbatch``, and cancelling it with ``scancel`` (docs/slurm.md).
 
-The command is never handed to ``sbatch --wrap`` (a shell string): gputop writes a batch
-script into the private state directory with the command quoted by ``shlex.join`` (or,
-for a command line that needs a shell, the user's text under ``$SHELL -c``, quoted the
-same way), submits it with ``sbatch --parsable``, and removes it: ``sbatch`` has copied
-it to the controller by then. Every option is one ``--name=value`` argv element, so no
-value is ever read as another option. Slurm chooses the cards; the job's row shows which
-once Slurm reports them.
+Never ``sbatch --wrap`` (a shell string): the command goes into a private batch script,
+quoted by ``shlex.join`` (or the user's text under ``$SHELL -c``), submitted with ``sbatch
+--parsable`` and removed. Every option is one ``--name=value`` argv element, so no value is
+ever read as another option.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """What a Slurm job used, as its node's wrapper reports it: a private file beside Slurm's
 output in the job store's logs directory (docs/slurm.md, "What a Slurm job used").
 
-The wrapper (usage_wrapper.py) rewrites ``slurm-<id>.usage.json`` after each sample: a
-temporary file of its own renamed over it, so a reader sees the last whole report, never a
-half-written one. The submitting side reads it whenever it asks Slurm about the job
-(sync.py), like any file from outside: through the checked logs directory, never through a
-link, only a regular file of the user's own, at most ``MAX_REPORT_BYTES``, every number
-range-checked (usage.py); anything else is "not measured", with the reason.
+The wrapper (usage_wrapper.py) renames a whole new ``slurm-<id>.usage.json`` over the old
+after each sample. The submitting side reads it like any file from outside: through the
+checked logs directory, never through a link, a regular file of the user's own of at most
+``MAX_REPORT_BYTES``, every number range-checked (usage.py); else "not measured", with why.
 """
 
 from __future__ import annotations

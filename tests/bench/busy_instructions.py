@@ -49,7 +49,9 @@ def busy_scenario_file() -> Iterator[Path]:
         yield scenario
 
 
-def _count(script: str, flag: str, tree: Path, scenario: Path, counted: int) -> tuple[int, str]:
+def count_run(script: str, flag: str, tree: Path, scenario: Path, counted: int) -> tuple[int, str]:
+    """The instructions of ``script flag tree scenario counted`` under cachegrind, and what
+    it printed."""
     command = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
     command += ["--cachegrind-out-file=/dev/null", sys.executable, script]
     command += [flag, str(tree), str(scenario), str(counted)]
@@ -60,19 +62,21 @@ def _count(script: str, flag: str, tree: Path, scenario: Path, counted: int) -> 
     return int(found.group(1).replace(",", "")), done.stdout.strip()
 
 
-def print_instructions_each(script: str, flag: str, tree: Path, extra: int, unit: str) -> None:
+def print_instructions_each(
+    script: str, flag: str, tree: Path, extra: int, unit: str, units: str | None = None
+) -> None:
     """Count and print the instructions of one ``unit`` of ``script``'s work on the busy
     scenario (run as ``script flag tree scenario N`` with N = 1, then 1 + ``extra``), after
-    what the longer run printed."""
+    what the longer run printed. ``units``: the plural (``unit`` and an s where None)."""
     started = time.monotonic()
     with busy_scenario_file() as scenario:
-        few, _ = _count(script, flag, tree, scenario, 1)
-        many, printed = _count(script, flag, tree, scenario, 1 + extra)
+        few, _ = count_run(script, flag, tree, scenario, 1)
+        many, printed = count_run(script, flag, tree, scenario, 1 + extra)
     if printed:
         print(printed)
     print(
         f"{tree}: {(many - few) / extra / 1e6:.1f}M instructions a busy {unit} "
-        f"({extra} {unit}s, {SIZE[0]}x{SIZE[1]}; {time.monotonic() - started:.0f} s)"
+        f"({extra} {units or unit + 's'}, {SIZE[0]}x{SIZE[1]}; {time.monotonic() - started:.0f} s)"
     )
 
 

@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         with busy_scenario_file() as scenario:
             asyncio.run(_show(tree, scenario, args.samples, args.sort))
         return 0
-    print_instructions_each(__file__, "--samples-of", tree, args.samples, "sample shown")
+    print_instructions_each(
+        __file__, "--samples-of", tree, args.samples, "sample shown", "samples shown"
+    )
     return 0
 
 

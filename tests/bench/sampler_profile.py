@@ -19,10 +19,8 @@ import argparse
 import cProfile
 import os
 import pstats
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,12 +28,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
+from busy_instructions import count_run  # noqa: E402
 from busy_scenario import busy  # noqa: E402
 from stand_ins import live_scenario  # noqa: E402
 
 SCENARIO = REPO / "gputop" / "core" / "fake" / "scenarios" / "dgx-h100.json"
 FROZEN_AT_S = "1000"
-_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
 def _count_samples(tree: Path, scenario: Path, samples: int) -> None:
@@ -53,23 +51,12 @@ def _count_samples(tree: Path, scenario: Path, samples: int) -> None:
     backend.close()
 
 
-def _instructions(tree: Path, scenario: Path, samples: int) -> int:
-    command = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
-    command += ["--cachegrind-out-file=/dev/null", sys.executable, __file__]
-    command += ["--samples-of", str(tree), str(scenario), str(samples)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    found = _REFS.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"valgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
-
-
 def count_instructions(tree: Path, samples: int) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("sampler_profile: --instructions needs valgrind")
     with live_scenario(SCENARIO, busy) as (scenario, count):
-        few = _instructions(tree, scenario, 0)
-        many = _instructions(tree, scenario, samples)
+        few, _ = count_run(__file__, "--samples-of", tree, scenario, 0)
+        many, _ = count_run(__file__, "--samples-of", tree, scenario, samples)
     print(
         f"{tree}: {(many - few) / samples / 1e6:.1f}M instructions a busy sample "
         f"({count} stand-ins, {samples} samples)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from gputop.core.fake.scenario_types import (
     ScenarioMigDevice,
     ScenarioProcess,
 )
+from gputop.core.private_files import NotRegularFile, read_regular_file
 
 __all__ = [
     "ClockSignals",
@@ -51,6 +53,9 @@ __all__ = [
 ]
 
 MAX_MIG_DEVICES = 7
+MAX_SCENARIO_BYTES = 16 << 20
+"""16 MiB: the largest built-in scenario (dgx-h100, 8 cards, 200 processes) is 95 KB; a
+larger file is refused, not read whole."""
 MAX_SCENARIO_NUMBER = 1e12
 """No reading, size or time in a scenario comes near this; larger values (``1e308``) only
 overflow later, deep inside a sample, where no message can name the field."""
@@ -169,17 +174,21 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate the scenario file at ``path``."""
     where = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = read_regular_file(path, MAX_SCENARIO_BYTES + 1)[1]
     except FileNotFoundError:
         raise ScenarioError(where, "file not found") from None
-    except IsADirectoryError:
-        raise ScenarioError(where, "is a directory, not a scenario file") from None
-    except UnicodeDecodeError as error:
-        raise ScenarioError(where, f"not UTF-8 text ({error.reason})") from None
+    except NotRegularFile:  # a FIFO is not waited on
+        directory = os.path.isdir(path)
+        problem = "is a directory, not a scenario file" if directory else "not a regular file"
+        raise ScenarioError(where, problem) from None
     except OSError as error:
         raise ScenarioError(where, f"cannot read the file: {error.strerror}") from None
+    if len(raw) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(where, "larger than 16 MiB, far more than a scenario holds")
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ScenarioError(where, f"not UTF-8 text ({error.reason})") from None
     except json.JSONDecodeError as error:
         raise ScenarioError(
             where, f"not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"

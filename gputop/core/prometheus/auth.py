@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import ssl
 
 MAX_AUTH_FILE_BYTES = 16 << 10
+MAX_CA_FILE_BYTES = 4 << 20
+"""4 MiB: a system's whole CA bundle is about 220 KB."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +46,23 @@ class Server:
             return None
         import ssl  # only for a CA of one's own (urllib imports it for https:// anyway)
 
-        try:
-            return ssl.create_default_context(cafile=self.ca_file)
-        except (OSError, ssl.SSLError, ValueError) as error:
+        named = f"--prometheus-ca {self.ca_file!r}"
+        try:  # read here, not by OpenSSL, which would wait on a FIFO and read any size
+            data = read_regular_file(self.ca_file, MAX_CA_FILE_BYTES + 1)[1]
+        except NotRegularFile:
+            raise UsageError(f"{named}: not a regular file.") from None
+        except OSError as error:
+            raise UsageError(f"{named}: cannot open it ({error.strerror}).") from None
+        if len(data) > MAX_CA_FILE_BYTES:
+            raise UsageError(f"{named}: larger than 4 MiB, far more than a CA bundle.")
+        try:  # PEM is ASCII: what is not (a comment's accents) is outside its blocks
+            pem = data.decode("ascii", "ignore")
+            if "-----BEGIN" not in pem:
+                raise ValueError("no PEM certificate")
+            return ssl.create_default_context(cadata=pem)
+        except (ssl.SSLError, ValueError) as error:
             raise UsageError(
-                f"--prometheus-ca {self.ca_file!r}: not a CA certificate file gputop can read "
-                f"({error.__class__.__name__})."
+                f"{named}: not a CA certificate file gputop can read ({error.__class__.__name__})."
             ) from None
 
 

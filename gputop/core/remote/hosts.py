@@ -28,6 +28,9 @@ from gputop.core.remote.transport import check_destination
 from gputop.core.safe_text import clean
 
 HOSTS_FILE = "hosts.toml"
+MAX_HOSTS_FILE_BYTES = 1 << 20
+"""1 MiB: tens of thousands of host names, the same bound as an ssh config's
+(``fleet_launch.MAX_CONFIG_BYTES``); a larger file is refused, not read whole."""
 
 
 class HostsFileError(GputopError):
@@ -54,11 +57,16 @@ def config_path(environ: Mapping[str, str] | None = None) -> Path:
 def load_groups(path: Path) -> dict[str, list[str]]:
     """The ``[groups]`` table of hosts.toml; {} when the file does not exist."""
     try:
-        data = read_regular_file(path)[1]
+        data = read_regular_file(path, MAX_HOSTS_FILE_BYTES + 1)[1]
     except FileNotFoundError:
         return {}
     except OSError as error:
         raise HostsFileError(f"Cannot read {path}: {error.strerror or error}.") from None
+    if len(data) > MAX_HOSTS_FILE_BYTES:
+        raise HostsFileError(
+            f"{path} is larger than 1 MiB, far more than a list of hosts: check what it "
+            "holds (docs/lab.md shows one)."
+        )
     document = _parse_toml(path, data)
     groups = document.get("groups", {})
     if not isinstance(groups, dict):

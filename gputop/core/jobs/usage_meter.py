@@ -28,6 +28,7 @@ from gputop.core.model import GpuSample, ProcessOrigin
 from gputop.core.numbers import within
 from gputop.core.private_files import StoreError
 from gputop.core.process_control import session_of
+from gputop.core.sampling.nvml_usage import accounted_peak_bytes, accounting_on, energy_mj
 
 if TYPE_CHECKING:
     from gputop.core.jobs.store import JobStore
@@ -122,8 +123,6 @@ class UsageMeter:
         owns: Callable[[int], bool] | None = None,
     ) -> None:
         """``owns(pid)``: whether a process is the job's (default: its pid or session)."""
-        from gputop.core.sampling.nvml_usage import accounting_on, energy_mj
-
         self.job = job
         self.poll_s = poll_s
         self._owns = owns
@@ -192,8 +191,6 @@ class UsageMeter:
             card.sm_percent_seconds += min(100, sum(s for s in sms if s is not None)) * interval
             card.sm_seconds += interval
         if card.accounting:
-            from gputop.core.sampling.nvml_usage import accounted_peak_bytes
-
             for process in mine:
                 peak = accounted_peak_bytes(self._backend, card.physical_index, process.pid)
                 if peak is not None:
@@ -201,8 +198,6 @@ class UsageMeter:
         return memory
 
     def _read_energy(self, card: _CardTally) -> None:
-        from gputop.core.sampling.nvml_usage import energy_mj
-
         if card.energy_first_mj is None:
             return
         now = energy_mj(self._backend, card.physical_index)

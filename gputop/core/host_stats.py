@@ -72,13 +72,10 @@ def simulated_host_stats(
     uptime_s: float,
     peak: tuple[float, int] = (0.0, 0),
 ) -> HostStats:
-    """A simulated host: its load averages (1, 5 and 15 minutes) are the simulated
-    processes' (the fake works them out as a kernel does), its memory theirs plus the
-    system's, its uptime the scenario's. It is as big as ``peak`` (the most CPUs its
-    processes can keep busy, the most host memory they can hold) needs, with room to spare,
-    and never bigger than that at one moment and smaller at the next: a machine's CPUs and
-    memory do not change while one watches (``load`` and ``host_memory`` larger than the peak
-    still fit)."""
+    """A simulated host: the simulated processes' load averages and memory (plus the
+    system's), the scenario's uptime. Its size is what ``peak`` (the most CPUs and host
+    memory its processes can use) needs, with room to spare, and the same at every moment:
+    a machine's CPUs and memory do not change while one watches."""
     used = SIMULATED_BASE_MEMORY_BYTES + sum(m for m in host_memory if m is not None)
     peak_cpus, peak_memory = peak
     most_used = max(used, SIMULATED_BASE_MEMORY_BYTES + peak_memory)

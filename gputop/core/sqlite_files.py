@@ -433,16 +433,13 @@ def readable_rows(
     connection: sqlite3.Connection, table: str, more_ids: Iterable[int] = ()
 ) -> list[dict[str, object]]:
     """Every row of ``table`` (a rowid table) that a damaged store still returns, as
-    ``{column: value}`` in rowid order.
+    ``{column: value}`` in rowid order; ``more_ids`` (known from elsewhere: the job logs)
+    are looked up alone as well.
 
-    Rows are read in runs, forward by rowid, each until the end or a damaged page. Past a
-    damaged page the next run starts at the first row a lookup reaches again (a lookup by
-    rowid goes down the tree to the pages still sound): the next LINEAR_PROBES ids one by
-    one, then doubling the step; the ids a doubled step skipped are read backwards, and
-    what lies below where that stops is searched the same way. So the time grows with the
-    rows and the damaged places (at most LINEAR_PROBES and 64 lookups each), never with how
-    large the ids are. ``more_ids`` (ids
-    known from elsewhere: the job logs) are looked up alone as well."""
+    Rows are read in runs forward by rowid, each until a damaged page; the next run starts
+    at the first id a lookup (down the tree, by the pages still sound) reaches again, probed
+    one by one and then by doubling steps, so the time grows with the rows and the damaged
+    places (at most LINEAR_PROBES and 64 lookups each), never with how large the ids are."""
     found: dict[int, dict[str, object]] = {}
     read: list[tuple[int, int]] = []
     _read_between(connection, table, found, _LOWEST_ROWID, _HIGHEST_ROWID, read)

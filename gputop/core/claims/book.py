@@ -153,13 +153,11 @@ class ClaimBook:
     def extend(
         self, uuids: Iterable[str] | None, for_s: float, job: int | None = None
     ) -> list[Claim]:
-        """This user's claims on these cards (default: all of them; a person's, or with
-        ``job`` that job's) last at least ``for_s`` from now: a claim that already lasts
-        longer is kept as it is, never shortened (``release`` gives a card back). The file
-        is rewritten in place: its birth time, its place, does not move, so nothing another
-        user wrote behind it can take the card. Where the directory cannot be read as a
-        whole (flooded), this user's own claims are still extended in place
-        (``renew_in_place``): a flood must not make them lapse."""
+        """This user's claims on these cards (default: all; a person's, or with ``job``
+        that job's) last at least ``for_s`` from now, never shortened. The file is rewritten
+        in place, so its birth time (its place) does not move; where the directory is
+        flooded they are still extended (``renew_in_place``): a flood must not make them
+        lapse."""
         wanted = None if uuids is None else {card_key(u) for u in uuids}
         try:
             scan = self.scan()

@@ -189,14 +189,10 @@ def attach_claims(gpus: Sequence[GpuSample], view: ClaimsView) -> list[GpuSample
 
 
 def card_claim_text(gpu: GpuSample, now: float) -> str | None:
-    """``claimed by ana · 2h left · note · in use without a claim: bob`` for a claimed card;
-    ``? may be claimed by bob · at most 6d · why`` for one a file that cannot be told may
-    hold (docs/claims.md); None for one nobody claimed. Cleaned (the text may come from
-    another host).
-
-    Who uses a card without a claim is said on a claimed card only, where it is someone
-    using a card another holds: said on every card, it crowded every border as soon as one
-    claim existed (``snapshot --json`` still lists them for every card)."""
+    """``claimed by ana · 2h left · note · in use without a claim: bob``, or ``? may be
+    claimed by bob · at most 6d · why`` (docs/claims.md); None for a card nobody claimed.
+    Cleaned (it may come from another host). Unclaimed users are said on a claimed card
+    only: on every card they crowded every border as soon as one claim existed."""
     claim = gpu.claim
     if claim is None:
         return None

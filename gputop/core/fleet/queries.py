@@ -59,12 +59,12 @@ the dashboard reads them for one node when it is opened, not every refresh for e
 (``refresh_queries(every_figure=False)``, ``node_figures_query``), as it does the processes
 (``PROCESS_METRICS``: the table's free rule counts them by ``gputop_gpu_processes``)."""
 CARD_KEY = "__name__, job, instance, UUID, gpu, user"
+"""What tells one card's series apart (``user``: a claim's holder)."""
 SHOWN_CARD_LABELS = (
     "__name__, job, instance, UUID, gpu, Hostname, modelName, pod, namespace, container"
 )
 """Each card's labels the dashboard shows (its PCI bus id and driver version are in the JSON
 only; a node's target labels come with ``up``)."""
-"""What tells one card's series apart (``user``: a claim's holder)."""
 PROCESS_METRICS = ("gputop_process_memory_used_bytes", "gputop_process_sm_util_percent")
 LAST_SAMPLE = "gputop_last_sample_timestamp_seconds"
 """gputop's exporter's newest sample (a stuck sampler's node is stale): read with each card's

@@ -36,11 +36,9 @@ def read_fleet(
 ) -> Fleet:
     """The fleet now, as ``server`` sees it; a ``PrometheusError`` saying why not.
 
-    ``early``: given the fleet as the first, quick answers show it (the nodes, their states,
-    their cards and memory: ``Fleet.partial``, no card free yet) while the cards' figures are
-    still on their way; the dashboard's first frame. Without ``every_figure``, not the
-    cards' temperature, power and activity (``DETAIL_METRICS``: the dashboard's table does
-    not show them; ``read_node_figures`` reads them for one node)."""
+    ``early``: given the fleet as the first, quick answers show it (``Fleet.partial``), for
+    the dashboard's first frame. Without ``every_figure``, not the ``DETAIL_METRICS``
+    (``read_node_figures`` reads them for one node)."""
     budget = Budget(
         timeout_s,
         max_bytes,
@@ -105,12 +103,10 @@ quick ones (Textual loading and mounting, then a frame: well under a second)."""
 
 
 class FirstRead:
-    """The dashboard's first read of the fleet, started before the dashboard loads (Textual
-    takes about 0.3 s to import): the quick answers arrive meanwhile, and the first frame
-    is drawn as soon as the app stands. ``follow`` is the app's ``progressive`` source: the
-    first call gives it this read (its early fleet, then the whole, or the error), each
-    later call reads afresh. The big answers wait until the early fleet is painted (at most
-    ``EARLY_HOLD_S``), so that their decoding does not delay the first frame."""
+    """The dashboard's first read of the fleet, started before Textual is imported (0.3 s),
+    so the first frame is drawn as soon as the app stands. ``follow`` is the app's
+    ``progressive`` source: its first call gives this read, each later call reads afresh.
+    The big answers wait until the early fleet is painted (at most ``EARLY_HOLD_S``)."""
 
     def __init__(self, read: Callable[[Callable[[Fleet], None]], Fleet]) -> None:
         self._read = read

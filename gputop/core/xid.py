@@ -34,14 +34,10 @@ class XidInfo:
     severity: Severity
 
 
-def _entry(code: int, short: str, meaning: str, action: str, severity: Severity) -> XidInfo:
-    return XidInfo(code, short, meaning, action, severity)
-
-
 CATALOGUE: dict[int, XidInfo] = {
     info.code: info
     for info in (
-        _entry(
+        XidInfo(
             13,
             "graphics engine exception",
             "A program on the GPU did something illegal (a bad address, an illegal instruction, "
@@ -49,7 +45,7 @@ CATALOGUE: dict[int, XidInfo] = {
             f"{RESTART_APP}; check its code (run it under compute-sanitizer)",
             "warning",
         ),
-        _entry(
+        XidInfo(
             31,
             "memory page fault",
             "A program touched GPU memory it does not own (an illegal address); usually the "
@@ -57,7 +53,7 @@ CATALOGUE: dict[int, XidInfo] = {
             f"{RESTART_APP}; check its code",
             "warning",
         ),
-        _entry(
+        XidInfo(
             32,
             "corrupted command stream",
             "The stream of commands to the GPU arrived corrupted (PBDMA error); a program's bug, "
@@ -65,21 +61,21 @@ CATALOGUE: dict[int, XidInfo] = {
             f"{RESTART_APP}; if it happens again, check the PCIe link and the board",
             "warning",
         ),
-        _entry(
+        XidInfo(
             38,
             "driver firmware error",
             "A watchdog in the driver's firmware fired (FECS timeout).",
             f"{RESET_GPU}; update the driver; {SUPPORT}",
             "warning",
         ),
-        _entry(
+        XidInfo(
             43,
             "GPU stopped processing",
             "The GPU stopped a program's work after a fault in that program; the card goes on.",
             RESTART_APP,
             "warning",
         ),
-        _entry(
+        XidInfo(
             45,
             "work cleaned up",
             "The driver ended a program's work: the program was killed, or an earlier error "
@@ -87,28 +83,28 @@ CATALOGUE: dict[int, XidInfo] = {
             "nothing on its own; follow any other Xid reported with it",
             "warning",
         ),
-        _entry(
+        XidInfo(
             48,
             "uncorrectable ECC error",
             "A double-bit (uncorrectable) error in GPU memory: data a program read may be wrong.",
             f"rerun the jobs that ran on it; {RESET_GPU} so the memory is repaired; {REPLACE}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             61,
             "micro-controller breakpoint",
             "An internal micro-controller of the GPU stopped at a breakpoint or warning.",
             f"{RESET_GPU}; {SUPPORT}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             62,
             "micro-controller halted",
             "An internal micro-controller of the GPU halted (DCGM groups it with thermal trouble).",
             f"{RESET_GPU}; check cooling and power; {SUPPORT}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             63,
             "memory repair recorded",
             "The driver recorded a page retirement or a row remap after memory errors; it takes "
@@ -116,7 +112,7 @@ CATALOGUE: dict[int, XidInfo] = {
             f"{RESET_GPU} when it is idle",
             "warning",
         ),
-        _entry(
+        XidInfo(
             64,
             "memory repair failed",
             "The driver could not record a page retirement or row remap (no room left, or an "
@@ -124,42 +120,42 @@ CATALOGUE: dict[int, XidInfo] = {
             f"{RESET_GPU}, then watch it; {REPLACE}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             68,
             "video decoder exception",
             "The video decoder (NVDEC) hit an error, usually from the program's input.",
             f"{RESTART_APP}; {SUPPORT}",
             "warning",
         ),
-        _entry(
+        XidInfo(
             69,
             "graphics class error",
             "The graphics engine was given an invalid request (class error).",
             f"{RESTART_APP}; check the application and CUDA versions",
             "warning",
         ),
-        _entry(
+        XidInfo(
             74,
             "NVLink error",
             "An NVLink link reported an error (CRC, replay, or a link going down).",
             f"{RESET_GPU}; check the NVLink links and bridges; {SUPPORT}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             79,
             "fell off the bus",
             "The GPU no longer answers on PCIe: power, heat, a loose board or a failing board.",
             f"{REBOOT}; check power, cooling and seating; {REPLACE}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             92,
             "many corrected ECC errors",
             "An unusually high rate of single-bit (corrected) memory errors.",
             f"watch it; {REPLACE}",
             "warning",
         ),
-        _entry(
+        XidInfo(
             94,
             "contained memory error",
             "An uncorrectable memory error, contained to the program that used that memory; other "
@@ -167,7 +163,7 @@ CATALOGUE: dict[int, XidInfo] = {
             f"{RESTART_APP} that was hit; reset the GPU when it is idle",
             "warning",
         ),
-        _entry(
+        XidInfo(
             95,
             "uncontained memory error",
             "An uncorrectable memory error the GPU could not contain: every program on the card "
@@ -175,7 +171,7 @@ CATALOGUE: dict[int, XidInfo] = {
             f"rerun the jobs that ran on it; {RESET_GPU}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             109,
             "context switch timeout",
             "The GPU took too long to switch between programs (sources disagree whether the card "
@@ -183,35 +179,35 @@ CATALOGUE: dict[int, XidInfo] = {
             f"{RESTART_APP}; {RESET_GPU} if it happens again",
             "warning",
         ),
-        _entry(
+        XidInfo(
             119,
             "GSP firmware timeout",
             "The GPU's system processor (GSP) firmware stopped answering the driver.",
             f"{RESET_GPU} (or {REBOOT}); update the driver; {SUPPORT}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             120,
             "GSP firmware error",
             "The GPU's system processor (GSP) firmware reported an error.",
             f"{RESET_GPU} (or {REBOOT}); update the driver; {SUPPORT}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             121,
             "C2C link error",
             "The chip-to-chip (C2C) link between the GPU and its CPU reported an error.",
             SUPPORT,
             "warning",
         ),
-        _entry(
+        XidInfo(
             140,
             "ECC error escaped",
             "An uncorrectable memory error escaped containment: results may be wrong.",
             f"rerun the jobs that ran on it; {RESET_GPU}; {REPLACE}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             143,
             "GPU initialisation error",
             "The GPU failed to initialise.",
@@ -219,7 +215,7 @@ CATALOGUE: dict[int, XidInfo] = {
             "critical",
         ),
         *(
-            _entry(
+            XidInfo(
                 code,
                 "NVLink5 error",
                 "An NVLink5 unit reported an error (the log line names the unit).",
@@ -228,70 +224,70 @@ CATALOGUE: dict[int, XidInfo] = {
             )
             for code in range(144, 150)
         ),
-        _entry(
+        XidInfo(
             150,
             "NVLink watchdog",
             "The NVLink management engine's watchdog fired.",
             f"{RESET_GPU}; {SUPPORT}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             151,
             "key rotation error",
             "Confidential computing could not rotate its keys.",
             "restart the virtual machine",
             "warning",
         ),
-        _entry(
+        XidInfo(
             154,
             "recovery action changed",
             "The driver says which recovery the GPU now needs (the kernel log names it).",
             "do what the kernel log line says (reset the GPU, or reboot the node)",
             "warning",
         ),
-        _entry(
+        XidInfo(
             155,
             "NVLink software error",
             "NVLink software detected an error.",
             f"{RESET_GPU}; {SUPPORT}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             156,
             "resource retired",
             "The GPU retired a failing internal resource.",
             f"{RESET_GPU} when it is idle",
             "warning",
         ),
-        _entry(
+        XidInfo(
             157,
             "resource retirement failed",
             "The GPU could not retire a failing internal resource.",
             f"{RESET_GPU}; {SUPPORT}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             158,
             "GPU fatal timeout",
             "The GPU stopped responding within the driver's fatal timeout.",
             f"{RESET_GPU}; {SUPPORT}",
             "critical",
         ),
-        _entry(
+        XidInfo(
             159,
             "CHI non-data error",
             "The coherent host interface reported an error that carried no data.",
             f"{RESTART_APP}; {SUPPORT}",
             "warning",
         ),
-        _entry(
+        XidInfo(
             160,
             "channel retired",
             "The GPU retired a failing channel (memory marked for repair).",
             f"{RESET_GPU} when it is idle",
             "warning",
         ),
-        _entry(
+        XidInfo(
             161,
             "channel retirement failed",
             "The GPU could not retire a failing channel.",

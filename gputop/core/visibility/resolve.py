@@ -197,7 +197,7 @@ def _lookup(
         ]
         if len(matches) == 1:
             return matches[0], ""
-        return None, _match_problem(entry.prefix, len(matches), "MIG device")
+        return None, _match_problem(len(matches), "MIG device")
     if isinstance(entry, LegacyMigEntry):
         gpu, reason = _gpu_by_prefix(entry.gpu_prefix, gpus)
         if gpu is None:
@@ -220,10 +220,10 @@ def _gpu_by_prefix(prefix: str, gpus: Sequence[GpuSample]) -> tuple[GpuSample | 
     matches = [g for g in gpus if g.uuid is not None and g.uuid.startswith(prefix)]
     if len(matches) == 1:
         return matches[0], ""
-    return None, _match_problem(prefix, len(matches), "GPU", matches)
+    return None, _match_problem(len(matches), "GPU", matches)
 
 
-def _match_problem(prefix: str, count: int, kind: str, matches: Sequence[GpuSample] = ()) -> str:
+def _match_problem(count: int, kind: str, matches: Sequence[GpuSample] = ()) -> str:
     if count == 0:
         return f"matches no {kind}'s UUID (UUIDs are case-sensitive, 'GPU-' included)"
     which = ", ".join(f"GPU {g.physical_index}" for g in matches)

@@ -114,16 +114,37 @@ def read_regular_file(
     """A file the user named (outside the state directory, links followed), its status and
     at most ``limit`` bytes; raises ``OSError``, ``NotRegularFile`` when it is not a regular
     file. Opened without blocking: a FIFO there would hang whoever reads it."""
+    fd, info = _open_regular(path)
+    try:
+        with open(fd, "rb", closefd=False) as file:
+            return info, file.read(limit)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def regular_file_path(path: str | os.PathLike[str]) -> Iterator[str]:
+    """A file the user named, checked as ``read_regular_file`` checks it, as a path for a
+    library that takes only paths (OpenSSL's certificate chain): the ``/proc/self/fd``
+    entry of the descriptor checked, so what it opens is that file, never a FIFO."""
+    fd = _open_regular(path)[0]
+    try:
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:  # checked before a file object is made: os.fdopen refuses a directory's
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(errno.EINVAL, "not a regular file")
         os.set_blocking(fd, True)
-        with open(fd, "rb", closefd=False) as file:
-            return info, file.read(limit)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd, info
 
 
 def _refuse_symlink(path: Path, what: str) -> StoreError:

@@ -29,6 +29,10 @@ def config_with_hosts(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return hosts, {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
 
 
+def env_now() -> dict[str, str]:
+    return dict(os.environ)
+
+
 def answered(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The CLI's answer; a child still blocked after 20 s (on a FIFO) fails the test."""
     try:
@@ -95,7 +99,7 @@ def test_a_scenario_file_over_the_limit_is_refused_by_name(tmp_path: Path) -> No
     with scenario.open("wb") as file:  # sparse: costs the disk nothing
         file.truncate(MAX_SCENARIO_BYTES + 1)
 
-    done = answered("snapshot", "--fake", str(scenario), env=dict(os.environ))
+    done = answered("snapshot", "--fake", str(scenario), env=env_now())
 
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"Bad scenario {scenario}: larger than 16 MiB" in done.stderr
@@ -107,8 +111,24 @@ def test_a_ca_file_that_is_a_fifo_is_refused_by_the_cli_at_once(tmp_path: Path) 
     os.mkfifo(fifo)
     argv = ("snapshot", "--prometheus", "https://127.0.0.1:9", "--prometheus-ca", str(fifo))
 
-    done = answered(*argv, env=dict(os.environ))
+    done = answered(*argv, env=env_now())
 
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--prometheus-ca" in done.stderr and "not a regular file" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("fifo_is", ["--tls-cert", "--tls-key"])
+def test_an_exporter_tls_file_that_is_a_fifo_is_refused_at_once(
+    fifo_is: str, tmp_path: Path
+) -> None:
+    fifo, other = tmp_path / "fifo.pem", tmp_path / "other.pem"
+    os.mkfifo(fifo)
+    other.write_text("not read: the FIFO is refused first\n")
+    files = {"--tls-cert": other, "--tls-key": other, fifo_is: fifo}
+    tls = [word for option, path in files.items() for word in (option, str(path))]
+
+    done = answered("exporter", "--fake", "demo", "--listen", "127.0.0.1:0", *tls, env=env_now())
+
+    assert done.returncode != 0 and f"{fifo_is} {str(fifo)!r}" in done.stderr, done.stderr
+    assert "not a regular file" in done.stderr and "Traceback" not in done.stderr

@@ -21,6 +21,7 @@ from gputop.core.exporter.collector import SnapshotCollector
 from gputop.core.exporter.http_server import BoundedServer
 from gputop.core.exporter.listen import ListenAddress
 from gputop.core.exporter.registry import MetricsRegistry
+from gputop.core.private_files import regular_file_path
 
 
 class ServeError(GputopError):
@@ -41,14 +42,7 @@ def serve(
     where = f"{address.host}:{address.port}"
     context: ssl.SSLContext | None = None
     if certfile and keyfile:
-        try:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(certfile=certfile, keyfile=keyfile)
-        except OSError as error:  # ssl.SSLError is one
-            raise ServeError(
-                f"Cannot serve metrics on {where}: cannot load --tls-cert {certfile!r} with "
-                f"--tls-key {keyfile!r}: {error.strerror or error}."
-            ) from None
+        context = _tls_context(certfile, keyfile, where)
     server = BoundedServer(
         make_wsgi_app(registry),
         lambda: collector.generation,
@@ -71,3 +65,27 @@ def serve(
         yield port
     finally:
         server.stop()
+
+
+def _tls_context(certfile: str, keyfile: str, where: str) -> ssl.SSLContext:
+    """The context serving with the certificate and key the user named, each checked to be
+    a regular file first: OpenSSL would wait on a FIFO for ever."""
+    with contextlib.ExitStack() as files:
+        paths = []
+        for option, path in (("--tls-cert", certfile), ("--tls-key", keyfile)):
+            try:
+                paths.append(files.enter_context(regular_file_path(path)))
+            except OSError as error:
+                raise ServeError(
+                    f"Cannot serve metrics on {where}: {option} {path!r}: "
+                    f"{error.strerror or error}."
+                ) from None
+        try:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(certfile=paths[0], keyfile=paths[1])
+        except OSError as error:  # ssl.SSLError is one
+            raise ServeError(
+                f"Cannot serve metrics on {where}: cannot load --tls-cert {certfile!r} with "
+                f"--tls-key {keyfile!r}: {error.strerror or error}."
+            ) from None
+    return context

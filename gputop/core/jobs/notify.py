@@ -93,24 +93,14 @@ def job_events(
     events: list[JobEvent] = []
     for job in after:
         was = earlier.get(job.id)
-        if was is None and job.id in launched and not job.is_active:
-            events.append(_ended(job, peaks, xids))
-            continue
-        if was is None or not was.is_active:
-            continue
-        if not job.is_active:
-            events.append(_ended(job, peaks, xids))
-        elif was.state is JobState.WAITING and job.state is JobState.RUNNING:
+        if not job.is_active and (job.id in launched if was is None else was.is_active):
+            peak = (peaks or {}).get(job.id)
+            events.append(JobEvent(ENDED, job, peak, xids(job) if xids is not None else ()))
+        elif was is not None and was.state is JobState.WAITING and job.state is JobState.RUNNING:
             if job.id in launched and not job.wait_for_free:
                 continue  # started as launched: the launcher said so ("launched on GPU 1")
             events.append(JobEvent(STARTED, job))
     return events
-
-
-def _ended(
-    job: Job, peaks: Mapping[int, int] | None, xids: Callable[[Job], JobXids] | None
-) -> JobEvent:
-    return JobEvent(ENDED, job, (peaks or {}).get(job.id), xids(job) if xids is not None else ())
 
 
 def exit_status(job: Job) -> int:

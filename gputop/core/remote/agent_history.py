@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from gputop.core.errors import GputopError
 from gputop.core.history.report import (
+    DEFAULT_IDLE_MIN_S,
     ReportBy,
     ReportQuery,
     ReportRow,
@@ -153,7 +154,7 @@ ACTIVITY_SERIES = ("sm_active_percent", "tensor_active_percent", "dram_active_pe
 def _query(request: dict[str, Any], now: float) -> ReportQuery:
     window = _number(request.get("window_s"), "window_s", 60.0, MAX_WINDOW_S)
     idle_min = _number(
-        request.get("idle_min_s", 1800.0), "idle_min_s", MIN_IDLE_RUN_S, MAX_WINDOW_S
+        request.get("idle_min_s", DEFAULT_IDLE_MIN_S), "idle_min_s", MIN_IDLE_RUN_S, MAX_WINDOW_S
     )
     by_text = request.get("by", "user")
     if not isinstance(by_text, str) or by_text not in {by.value for by in ReportBy}:

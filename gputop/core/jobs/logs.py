@@ -287,12 +287,9 @@ class LogCap:
         if start <= keep_from:
             return None
         start = _next_line(fd, start, size)
-        write_at = keep_from
-        read_at = start
-        while True:  # move the newest lines to just after the mark, then cut there
-            size = os.fstat(fd).st_size
-            if read_at >= size:
-                break
+        write_at, read_at = keep_from, start
+        # move the newest lines to just after the mark (the job may still be writing), then cut
+        while read_at < (size := os.fstat(fd).st_size):
             chunk = os.pread(fd, min(_COPY_CHUNK, size - read_at), read_at)
             if not chunk:
                 break

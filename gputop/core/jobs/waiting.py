@@ -83,9 +83,7 @@ def wait_decision(
             problems.append(f"GPU {index} is not on this machine")
         elif not verdict.free:
             problems.append(f"GPU {index}: {', '.join(verdict.reasons)}")
-    if problems:
-        return WaitDecision(False, job.physical_indices, "; ".join(problems))
-    return WaitDecision(True, job.physical_indices, "")
+    return WaitDecision(not problems, job.physical_indices, "; ".join(problems))
 
 
 def job_policy(job: Job) -> FreePolicy:

@@ -1,14 +1,11 @@
 """``gputop report --prometheus URL``: the history report's rows, from a Prometheus server.
 
-The local store's questions (gputop/core/history/report.py) over every host a server scrapes
-with ``gputop exporter``: PromQL sums each holder's processes on each card at every step of
-the window (``query_range``), and the rows follow the report's rules on those steps. Only
-processes the exporter wrote one by one are seen (its ``--top`` per card). A GPU is
-``HOST:INDEX`` and a job ``HOST:gputop:ID`` (or ``HOST:slurm:ID``) with its user: indices and
-job ids are per host (and per user). A point at ``t`` stands for the time since the point
-before (at most one step), inside the window only, so a server sending extra points cannot
-make a holder hold a card longer than the window; a GPM figure that is not a ratio from 0 to
-1 is unknown at that step. The rules in full: docs/exporter.md.
+The local store's questions (report.py) over every host a server scrapes with ``gputop
+exporter``: PromQL sums each holder's processes on each card at every step of the window
+(``query_range``), and the rows follow the report's rules on those steps. A GPU is
+``HOST:INDEX``, a job ``HOST:gputop:ID`` (or ``HOST:slurm:ID``). A point stands for the time
+since the point before (at most one step), inside the window only, so a server sending
+extra points cannot stretch a holding. The rules in full: docs/exporter.md.
 """
 
 from __future__ import annotations

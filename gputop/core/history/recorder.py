@@ -1,13 +1,10 @@
 """The recorder's loop: sample through the one sampler, write in batches, roll up, stop cleanly.
 
-It runs in the foreground (a terminal, tmux, a systemd unit). ``stop`` is an event the
-command's SIGTERM and SIGINT handlers set: the loop then writes what is pending and returns,
-so both signals end with everything recorded. Samples carry the backend's clock (the
-scenario's on simulated GPUs, which ``settings.FAKE_SPEED`` runs faster: the loop then waits
-``interval_s / speed`` real seconds). When to write a batch and when to roll up is timed on
-the machine's monotonic clock (``CLOCK_BOOTTIME``, which counts a suspend too), never on the
-wall clock: a wall clock stepped back a day (an NTP correction, a restored VM) used to stop
-every write until it caught up. A step is said once and kept in the store as a marker
+``stop`` is an event the command's SIGTERM and SIGINT handlers set: the loop then writes
+what is pending and returns. Samples carry the backend's clock (a simulated scenario's runs
+``settings.FAKE_SPEED`` times faster: the loop then waits ``interval_s / speed``). Batches
+and roll-ups are timed on ``CLOCK_BOOTTIME``, never the wall clock: one stepped back a day
+used to stop every write until it caught up; a step is said once and kept as a marker
 (``clock_steps``). See docs/history.md, docs/faults.md.
 """
 

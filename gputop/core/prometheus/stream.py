@@ -1,14 +1,12 @@
 """A JSON document read while it arrives, never held whole (a Prometheus answer, docs/fleet.md).
 
-``Stream`` keeps a window of the text (about a megabyte at most, plus the one value being
-decoded) and hands out the values the caller asks for: the caller walks the document's known
-shape (``walk_object``, ``walk_array``) and decodes each small value whole (``value``), so the
-memory an answer costs is what the caller keeps of it, never its size as text or as Python
-objects. A single value larger than ``MAX_VALUE_CHARS`` is refused; nesting is bounded by
-the caller's walk and, inside a value, by Python's recursion limit (``RecursionError``, which
-the caller turns into "nested too deeply"). The points of a range query's series, the bulk of
-a large answer, are decoded many at a time (``points``), at the speed of the C decoder, and
-so are the items of an instant query's answer (``instant_items``).
+``Stream`` keeps a window of the text (about a megabyte) and the caller walks the document's
+known shape (``walk_object``, ``walk_array``), decoding each small value whole (``value``),
+so an answer costs what the caller keeps of it, never its size. A value larger than
+``MAX_VALUE_CHARS`` is refused; nesting is bounded by the caller's walk and, inside a value,
+by ``RecursionError`` (said as "nested too deeply"). A range query's points and an instant
+query's items are decoded many at a time, at the C decoder's speed (``points``,
+``instant_items``).
 """
 
 from __future__ import annotations

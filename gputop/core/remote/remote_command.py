@@ -1,14 +1,11 @@
 """The command line the lab view asks sshd to run on each GPU server.
 
-One POSIX ``sh`` script on one line, passed as ``sh -c 'SCRIPT'`` so it means the same
-under any login shell (bash, zsh, fish, csh). It runs ``gputop agent`` where gputop is
-installed, else loops over nvidia-smi's CSV queries (reduced mode,
-gputop/core/remote/reduced.py), else says there is neither. Every word that varies is
-passed through ``shlex.quote``: nothing is interpreted twice. See docs/lab.md.
-
-``settings.REMOTE_PATH`` on the server (set in the server's environment or passed by ``SetEnv``
-where its sshd accepts it) is searched first, and ``~/.local/bin`` (where pipx
-and ``pip install --user`` put gputop) last, since non-interactive ssh sessions often lack it.
+One POSIX ``sh`` script on one line, ``sh -c 'SCRIPT'``, so it means the same under any
+login shell: ``gputop agent`` where gputop is installed, else a loop over nvidia-smi's CSV
+queries (reduced.py), else a line saying there is neither. Every word that varies goes
+through ``shlex.quote``. ``settings.REMOTE_PATH`` on the server is searched first and
+``~/.local/bin`` (pipx, ``pip install --user``) last, since non-interactive ssh sessions
+often lack it (docs/lab.md).
 """
 
 from __future__ import annotations

@@ -140,7 +140,8 @@ class GpuCard(Widget):
         view = self._view
         if view is None:
             return Text("waiting for the first sample…", style="dim")
-        lines = self._current_lines(view)[1]
+        # the lines for the card's width now (a first sample can come before its layout)
+        lines = self._lines_of_width(view, max(self.content_size.width, 10))[1]
         if view.compact:
             return lines[0]
         return Text("\n").join(line.copy() for line in lines)
@@ -148,12 +149,7 @@ class GpuCard(Widget):
     def render_lines(self, crop: Region) -> list[Strip]:
         # What every line of one paint needs is looked up once: a widget's size walks the
         # DOM to the screen each time it is asked.
-        self._paint = _Paint(
-            self.size.width,
-            max(self.content_size.width, 10),
-            self.visual_style,
-            self.text_selection is not None,
-        )
+        self._paint = self._look_up_paint()
         try:
             return super().render_lines(crop)
         finally:
@@ -161,12 +157,7 @@ class GpuCard(Widget):
 
     def render_line(self, y: int) -> Strip:
         """One line of the card, rendered alone: a repaint renders only changed lines."""
-        paint = self._paint or _Paint(
-            self.size.width,
-            max(self.content_size.width, 10),
-            self.visual_style,
-            self.text_selection is not None,
-        )
+        paint = self._paint or self._look_up_paint()
         width = paint.width
         if self._view is None or paint.selecting:
             return super().render_line(y)  # waiting, or text selected: the whole card
@@ -179,19 +170,17 @@ class GpuCard(Widget):
         cached = self._strips.get(y)
         if cached is not None and cached[0] == key:
             return cached[1]
-        strip = self._render_line_alone(y, lines[y], width, paint.visual_style)
+        strip = self._line_strips.strip(self, y, lines[y], width, paint.visual_style)
         self._strips[y] = (key, strip)
         return strip
 
-    def _render_line_alone(
-        self, y: int, line: Text, width: int, visual_style: VisualStyle
-    ) -> Strip:
-        """Line ``y`` as Textual renders it inside the whole card."""
-        return self._line_strips.strip(self, y, line, width, visual_style)
-
-    def _current_lines(self, view: CardView) -> tuple[int, list[Text], list[tuple[object, ...]]]:
-        """The lines for the card's width now (a first sample can come before its layout)."""
-        return self._lines_of_width(view, max(self.content_size.width, 10))
+    def _look_up_paint(self) -> _Paint:
+        return _Paint(
+            self.size.width,
+            max(self.content_size.width, 10),
+            self.visual_style,
+            self.text_selection is not None,
+        )
 
     def _lines_of_width(
         self, view: CardView, width: int

@@ -433,20 +433,18 @@ class GpuGrid(Widget, can_focus=True):
         return joined
 
     def _card_row(self, card: _Card, row: int, width: int, palette: Palette) -> Strip:
-        key = (card.rows[row] if row < len(card.rows) else None, width, palette.key)
+        shown = card.rows[row] if row < len(card.rows) else None
+        key = (shown, width, palette.key)
         cached = card.strips.get(row)
         if cached is not None and cached[0] == key:
             return cached[1]
-        strip = self._draw_row(card, row, width, palette)
-        card.strips[row] = (key, strip)
-        return strip
-
-    def _draw_row(self, card: _Card, row: int, width: int, palette: Palette) -> Strip:
         assert card.view is not None
-        label = card.rows[row][2] if row < len(card.rows) else None
-        return draw_row(
+        label = shown[2] if shown is not None else None
+        strip = draw_row(
             card.view, card.lines, label, row, width, palette, self._content, card.focused
         )
+        card.strips[row] = (key, strip)
+        return strip
 
     def _content(self, line: Text, width: int, text_style: VisualStyle, inner: RichStyle) -> Strip:
         strip = self._line_strips.strip(self, 0, line, max(width, 1), text_style)

@@ -300,7 +300,7 @@ class SalvageCounts:
 
 def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -> SalvageCounts:
     """Record in ``connection`` (the new, empty store) what ``damaged`` still holds."""
-    logs_dir = state_dir / "logs"
+    logs_dir = state_dir / LOGS_DIR
     ids = log_ids(logs_dir)
     job_rows: list[dict[str, object]] = []
     history_rows: list[dict[str, object]] = []
@@ -355,17 +355,15 @@ def _insert_jobs(
         known = {name: value for name, value in row.items() if name in columns}
         if "id" not in known:
             continue
+        connection.execute("SAVEPOINT carry")
         try:
-            connection.execute("SAVEPOINT carry")
             insert_row(connection, known, "INSERT OR IGNORE")
             again = connection.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone()
             row_to_job(again)
+            kept += 1
         except Exception:
             connection.execute("ROLLBACK TO carry")
-            connection.execute("RELEASE carry")
-            continue
         connection.execute("RELEASE carry")
-        kept += 1
     return kept
 
 

@@ -1,21 +1,12 @@
 """True activity through NVML's GPM (GPU Performance Monitoring), Hopper and newer.
 
-For each GPU whose driver says GPM supports it (``nvmlGpmQueryDeviceSupport``), and for each
-GPU instance of a MIG GPU, a ``GpmTarget`` holds two samples from ``nvmlGpmSampleAlloc``
-(allocated once) and one ``nvmlGpmMetricsGet_t`` (allocated once, its metric ids written
-once). Each tick fills the older sample (``nvmlGpmSampleGet`` for a GPU,
-``nvmlGpmMigSampleGet(parent, gpuInstanceId)`` for an instance) and asks for the metrics
-between it and the newer one: the two samples alternate, so sampling never sleeps. NVML
-wants the two more than 100 ms apart; a tick sooner than that reuses the last figures and
-says so (``Activity.reused``).
-
-``NVML_GPM_METRIC_MAX`` (the length of the struct's ``metrics`` array) differs between
-bindings (98, 210, 477) while the struct's ``version`` stays 1: only ``numMetrics`` entries
-are written and read, and the entry after them is a guard that must come back untouched;
-a driver that writes past ``numMetrics`` is not asked again. Each metric's own return code
-and NaN are checked: one failing metric is ``None``, never 0. Where GPM is absent
-(pre-Hopper, drivers without the symbols, vGPU profiles without it) there are no figures
-at all, never a substitute from utilisation rates. See docs/activity.md.
+For each GPU GPM supports, and each GPU instance of a MIG GPU, a ``GpmTarget`` holds two
+samples and one ``nvmlGpmMetricsGet_t``, allocated once; each tick fills the older sample
+and asks for the metrics between the two, so sampling never sleeps (a tick within NVML's
+100 ms reuses the last figures: ``Activity.reused``). Only ``numMetrics`` entries are
+written and read, with a guard entry after them (``NVML_GPM_METRIC_MAX`` differs between
+bindings); one failing metric is ``None``, and without GPM there are no figures at all,
+never a substitute from utilisation rates. See docs/activity.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """Health readings of each GPU: ECC counts, retired pages, remapped rows, PCIe replays,
-NVLink CRC errors (docs/health.md), and the Xids NVML's event set and the kernel log report.
+NVLink CRC errors, and the Xids NVML's event set and the kernel log report (docs/health.md).
 
-The counters change rarely and cost up to 40 NVML calls a card (one per NVLink link), so
-they are read once every ``period_s`` (10 s), not on every sample; between two readings a
-sample carries the last one. Unsupported is ``None``, never 0. A call this user may not make
-(NO_PERMISSION) is remembered and named once in ``GpuHealth.refused``; it is not asked again.
-
-Xids come from an NVML event set on a thread of its own (``gputop-xid``), which blocks in
-``nvmlEventSetWait_v2`` (ctypes lets go of the GIL meanwhile) and never delays a sample: a
-sample only copies what it counted. Every Xid is counted exactly; consecutive repeats of one
-code are coalesced into one event with a count, and at most ``XID_EVENTS_KEPT`` events are
-kept a GPU, so a storm costs no memory per Xid. What the set holds when the thread starts is
-taken first, before the first sample, so a one-shot reading has it. The kernel log's records
-(kmsg_xid.py) are counted with them, an Xid both report within ``XID_MATCH_S`` once. On ECC
-boards the set also hears of single- and double-bit ECC errors: one makes the next sample
-read that card's counters again, so an uncorrectable error shows then, not up to 10 s later.
+The counters cost up to 40 NVML calls a card, so they are read every ``period_s``, not on
+every sample; a refused call (NO_PERMISSION) is named once in ``GpuHealth.refused`` and not
+asked again. Xids come from an NVML event set on a thread of its own (``gputop-xid``) that
+blocks in ``nvmlEventSetWait_v2`` and never delays a sample; every Xid is counted exactly,
+repeats of one code coalesced (at most ``XID_EVENTS_KEPT`` events a GPU), and the kernel
+log's records (kmsg_xid.py) counted with them, an Xid both report within ``XID_MATCH_S``
+once. An ECC error event makes the next sample read that card's counters again.
 """
 
 from __future__ import annotations

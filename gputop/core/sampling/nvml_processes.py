@@ -1,17 +1,11 @@
 """Which processes use a GPU, as NVML lists them, and how busy each is.
 
-NVML keeps compute, graphics and MPS-client processes in separate lists; they are read with
-gputop's own structs through ``nvml_running`` (the layout depends on the driver). Entries
-with an impossible pid (0, or 2**31 and above, which no Linux pid reaches) are dropped and
-counted: they mean the driver wrote a layout gputop did not expect, and must never reach
-psutil or a signal.
-
-Per-process SM utilisation comes from NVML's sample buffer. Drivers from R550 answer
-``nvmlDeviceGetProcessesUtilizationInfo``, asked first; there a process without a sample is
-unknown, never 0 (a silent 0 would mark every job on such a driver idle: docs/activity.md).
-Older drivers answer ``nvmlDeviceGetProcessUtilization``, whose buffer holds samples only for
-processes that ran kernels recently and answers NOT_FOUND when none did: there each refresh
-asks for the samples of the last ``SAMPLE_WINDOW_S`` and a process without one reads 0.
+The compute, graphics and MPS-client lists are read with gputop's own structs
+(nvml_running.py). Entries with an impossible pid (0, or 2**31 and above) are dropped and
+counted: the driver wrote a layout gputop did not expect, and they must never reach psutil
+or a signal. Per-process SM % is asked of the R550 call first (there a process without a
+sample is unknown, never 0), else of the older sample buffer over the last
+``SAMPLE_WINDOW_S``, where a process without a sample reads 0 (docs/activity.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """Each GPU process's own CUDA view: read from its environment, mapped to physical cards.
 
-A process's ``cuda:N`` depends on the ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` it
-was started with, not on gputop's. Linux shows a process's initial environment in
-``/proc/PID/environ`` to its owner and to root; gputop reads the few variables below from it,
-once per (pid, start time) when the process is first seen, on the sampler thread (never the
-UI's), at most ``ENVIRON_LIMIT_BYTES``. A process that vanished or refuses is "unknown"
-(``None``). A read cut at the limit (an environment may hold several MiB: 128 KiB is the
-limit of one string, not of all) says nothing of the variables it did not reach, and a
-value longer than ``TEXT_LIMIT`` is not read whole: such a process's CUDA view is "unknown
-(environment too large)", never "unset" (docs/cuda-visibility.md). Values are decoded as
-UTF-8 with undecodable bytes replaced, so no JSON gputop writes holds a lone surrogate.
-The variables are mapped with the same resolver as ``gputop map``; a process that
-NVML shows on a card its own list excludes is flagged. docs/cuda-visibility.md explains it.
+A process's ``cuda:N`` depends on the variables it was started with, not on gputop's. They
+are read from ``/proc/PID/environ`` once per (pid, start time), on the sampler thread, at
+most ``ENVIRON_LIMIT_BYTES``; a process that vanished or refuses is unknown (``None``), and a
+read cut at the limit, or a value longer than ``TEXT_LIMIT``, makes the view "unknown
+(environment too large)", never "unset". Values are UTF-8 with bad bytes replaced (no lone
+surrogate reaches JSON), mapped with ``gputop map``'s resolver; a process NVML shows on a
+card its own list excludes is flagged (docs/cuda-visibility.md).
 """
 
 from __future__ import annotations

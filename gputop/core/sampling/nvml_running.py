@@ -1,19 +1,12 @@
 """NVML's running-process lists, called in C with gputop's own structs.
 
-The bindings cannot be trusted with these calls. Each driver generation writes its own entry
-layout (docs/scenario.md, "Driver generations"):
-
-- before R470 only the unversioned call exists, writing 16-byte ``{pid, usedGpuMemory}``;
-- R470 adds ``_v2`` and R510 ``_v3``, both writing 24 bytes (plus the MIG instance ids);
-- 535.43 to 535.86 wrote 32-byte entries from ``_v3`` (a confidential-computing field NVIDIA
-  later moved to another call), so a 24-byte reader sees every second pid as garbage.
-
-nvidia-ml-py hard-codes one layout per release, and 12.550+ raises
-``NVMLLibraryMismatchError`` where the driver lacks ``_v3``. So, as nvitop does, gputop asks
-the driver which symbols it exports (through the binding's ``_nvmlGetFunctionPointer``),
-picks the newest call and the layout that driver writes, and makes the two-step
-INSUFFICIENT_SIZE call itself. The simulated NVML offers the same lookup and answers in the
-same C convention, so tests run this exact code.
+The bindings cannot be trusted with these calls: each driver generation writes its own
+entry layout (16, 24, or on 535.43 to 535.86 32 bytes from ``_v3``: docs/scenario.md,
+"Driver generations"), while nvidia-ml-py hard-codes one layout per release and 12.550+
+raises ``NVMLLibraryMismatchError`` where the driver lacks ``_v3``. So, as nvitop does,
+gputop asks the driver which symbols it exports (``_nvmlGetFunctionPointer``), picks the
+newest call and the layout that driver writes, and makes the two-step INSUFFICIENT_SIZE call
+itself. The simulated NVML answers in the same C convention, so tests run this exact code.
 """
 
 from __future__ import annotations

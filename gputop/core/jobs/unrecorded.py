@@ -245,13 +245,10 @@ def read_unrecorded(state_dir: Path) -> dict[int, Unrecorded]:
     found: dict[int, Unrecorded] = {}
     try:
         names = [name for name in os.listdir(run_dir) if name.endswith(SUFFIX)]
-    except OSError:
+        dir_fd = open_private_dir(run_dir, create=False) if names else None
+    except (OSError, StoreError):
         return found
-    if not names:
-        return found
-    try:
-        dir_fd = open_private_dir(run_dir, create=False)
-    except StoreError:
+    if dir_fd is None:
         return found
     try:
         for name in names:

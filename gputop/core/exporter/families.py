@@ -1,12 +1,9 @@
 """One snapshot as Prometheus metric families, under dcgm-exporter's names where they overlap.
 
-A dashboard built for NVIDIA's dcgm-exporter charts ``DCGM_FI_DEV_*`` with the labels
-``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName`` and ``Hostname``, in
-dcgm-exporter's units (MiB, MHz, W, °C, %): gputop writes those the same way, so such a
-dashboard works unchanged. What only gputop knows (processes with their users and jobs,
-memory held idle, per-user totals, lost GPUs, sampling errors) is under ``gputop_``, in
-base units. A reading that is not available is left out, never written as 0 or NaN.
-Every label value from outside passes ``labels.label``. The list is docs/exporter.md.
+What dcgm-exporter charts (``DCGM_FI_DEV_*``) gputop writes with its labels and in its units,
+so a dashboard built for it works unchanged; what only gputop knows is under ``gputop_``, in
+base units. A reading that is not available is left out, never written as 0 or NaN. Every
+label value from outside passes ``labels.label``. The list is docs/exporter.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """A card's health (docs/health.md) as metric families, under dcgm-exporter's names.
 
-dcgm-exporter's ECC, retired-page, row-remap, PCIe-replay and NVLink CRC fields keep their
-names and meaning (they are written as gauges, as gputop writes every ``DCGM_FI_DEV_*``: the
-values are the driver's counts, so ``increase()`` works on them all the same);
-``DCGM_FI_DEV_XID_ERRORS`` is the last Xid, with dcgm-exporter's ``err_code`` and
-``err_msg`` labels. gputop adds ``gputop_gpu_xid_errors_total{xid}``, a counter per code, so
-``increase()`` gives the Xids of a window, and ``gputop_gpu_health`` (0 ok, 1 warning,
-2 critical). A signal the card does not have is left out, never written as 0. A lost card
-gives its verdict and Xids only: its counters are no longer read.
+dcgm-exporter's ECC, retired-page, row-remap, PCIe-replay, NVLink CRC and last-Xid fields
+keep their names, labels and meaning (gauges of the driver's counts, so ``increase()`` works
+on them); gputop adds a counter per Xid code and the verdict (docs/exporter.md lists them).
+A signal the card does not have is left out, never written as 0; a lost card gives its
+verdict and Xids only.
 """
 
 from __future__ import annotations

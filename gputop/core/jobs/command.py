@@ -196,10 +196,7 @@ def _first_script(words: Sequence[str]) -> str | None:
 def _script_of(words: Sequence[str]) -> str | None:
     """Skip assignments, interpreters and wrappers and their options; keep the script."""
     wrapper: str | None = None
-    take_next = False
     for position, word in enumerate(words):
-        if take_next:
-            return word
         base = os.path.basename(word)
         if _ASSIGNMENT.match(word) and wrapper is None:
             continue
@@ -210,9 +207,8 @@ def _script_of(words: Sequence[str]) -> str | None:
             script = _first_script(words[position:])
             if script is not None:
                 return script
-            if word == "-m":
-                take_next = True
-                continue
+            if word == "-m":  # the module's name
+                return words[position + 1] if position + 1 < len(words) else wrapper
             if word == "-c":
                 return f"{wrapper} -c"
             if word.startswith("-") or word.isdigit() or word in _SUBCOMMANDS:

@@ -23,6 +23,7 @@ from gputop.core.exporter.processes import (
     process_uses,
     user_totals,
 )
+from gputop.core.history.spans import IDLE_SM_PERCENT
 from gputop.core.model import Activity, GpuSample, MigDevice, Snapshot
 from gputop.core.process_jobs import NO_JOBS, ProcessJobs
 
@@ -223,7 +224,7 @@ def _gpu_state_families(
     )
     idle = gauge(
         "gputop_gpu_idle_held_memory_bytes",
-        "Memory held by processes whose SM utilization is under 5 %.",
+        f"Memory held by processes whose SM utilization is under {IDLE_SM_PERCENT:g} %.",
     )
     others = gauge(
         "gputop_gpu_other_processes",
@@ -325,7 +326,8 @@ def _user_families(host: str, per_gpu: list[tuple[GpuSample, list[ProcessUse]]])
     )
     idle = GaugeMetricFamily(
         "gputop_user_idle_held_memory_bytes",
-        "GPU memory a user's processes hold while their SM utilization is under 5 %.",
+        "GPU memory a user's processes hold while their SM utilization is under "
+        f"{IDLE_SM_PERCENT:g} %.",
         labels=USER_LABELS,
     )
     processes = GaugeMetricFamily(

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
 
-_OPERATORS = frozenset("|&;<>()")
 _EXPANSIONS = frozenset("$`")
-_GLOBS = frozenset("*?[")
+_SPECIAL = frozenset("|&;<>()\n*?[") | _EXPANSIONS
+"""What a shell does more with than split words: operators, a newline, globs, expansions."""
 _WORD_START_SPECIAL = frozenset("#~")
 _ASSIGNMENT = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = re.compile(
@@ -92,18 +92,12 @@ def needs_shell(text: str) -> bool:
             word_start = False
         elif char in " \t":
             word_start = True
-        elif _special_unquoted(char, word_start):
+        elif char in _SPECIAL or (word_start and char in _WORD_START_SPECIAL):
             return True
         else:
             word_start = False
         position += 1
     return False
-
-
-def _special_unquoted(char: str, word_start: bool) -> bool:
-    if char == "\n" or char in _OPERATORS or char in _EXPANSIONS or char in _GLOBS:
-        return True
-    return word_start and char in _WORD_START_SPECIAL
 
 
 def default_name(plan: CommandPlan) -> str:

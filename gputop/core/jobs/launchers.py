@@ -153,20 +153,12 @@ def _launcher_options(argv: Sequence[str], start: int, flags: frozenset[str]) ->
     A flag maps to ``""``. Scanning ends at the script or at ``--``.
     """
     options: dict[str, str] = {}
-    position = start
-    while position < len(argv):
-        word = argv[position]
-        if word == "--" or not word.startswith("-") or word == "-":
+    words = iter(argv[start:])
+    for word in words:
+        if word in ("--", "-") or not word.startswith("-"):
             break
         name, equals, value = word.partition("=")
-        if equals:
-            options[name] = value
-        elif name in flags:
-            options[name] = ""
-        else:
-            options[name] = argv[position + 1] if position + 1 < len(argv) else ""
-            position += 1
-        position += 1
+        options[name] = value if equals or name in flags else next(words, "")
     return options
 
 

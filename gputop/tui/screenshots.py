@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from textual.app import App
 
 from gputop.core import settings
 from gputop.core.sampling.source import open_backend
@@ -20,6 +23,7 @@ SIZES = {"160x48": (160, 48), "80x24": (80, 24)}
 FROZEN_AT_S = "30"
 SCREENSHOT_USER = "alice"
 """Whose processes show as "yours": a scenario user, so pictures match on every machine."""
+A = TypeVar("A", bound=App[Any])
 
 
 def build_app(
@@ -33,10 +37,12 @@ def build_app(
     return GputopApp(backend, interval_s=interval_s, **options)
 
 
-async def save_screenshot(scenario: str, size: tuple[int, int], path: Path) -> None:
-    app = build_app(scenario)
+async def save_screenshot(
+    app: A, size: tuple[int, int], path: Path, sampled: Callable[[A], bool]
+) -> None:
+    """``app``'s screen at ``size`` once ``sampled(app)``: sampling runs in a worker thread."""
     async with app.run_test(size=size) as pilot:
-        while app.snapshot is None:  # sampling runs in a worker thread
+        while not sampled(app):
             await pilot.pause(0.05)
         await pilot.pause()
         app.save_screenshot(filename=path.name, path=str(path.parent))
@@ -55,15 +61,6 @@ def build_lab_app(host_count: int) -> Any:
     return LabApp(FixedHosts(statuses), [s.host for s in statuses], user=SCREENSHOT_USER)
 
 
-async def save_lab_screenshot(label: str, path: Path) -> None:
-    app = build_lab_app(LAB_HOSTS[label])
-    async with app.run_test(size=SIZES[label]) as pilot:
-        while not app.statuses:  # sampling runs in a worker thread
-            await pilot.pause(0.05)
-        await pilot.pause()
-        app.save_screenshot(filename=path.name, path=str(path.parent))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", nargs="?", default="screenshots", type=Path)
@@ -72,11 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     for scenario in SCENARIOS:
         for label, size in SIZES.items():
             path = args.out / f"{scenario}-{label}.svg"
-            asyncio.run(save_screenshot(scenario, size, path))
+            app = build_app(scenario)
+            asyncio.run(save_screenshot(app, size, path, lambda a: a.snapshot is not None))
             print(f"wrote {path}")
     for label in SIZES:
         path = args.out / f"lab-{label}.svg"
-        asyncio.run(save_lab_screenshot(label, path))
+        lab = build_lab_app(LAB_HOSTS[label])
+        asyncio.run(save_screenshot(lab, SIZES[label], path, lambda a: bool(a.statuses)))
         print(f"wrote {path}")
     return 0
 

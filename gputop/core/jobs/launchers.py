@@ -127,17 +127,13 @@ def find_launcher(argv: Sequence[str]) -> tuple[str, int] | None:
     """
     for position, word in enumerate(argv):
         base = os.path.basename(word)
-        if base == TORCHRUN:
-            return TORCHRUN, position + 1
-        if base == DEEPSPEED:
-            return DEEPSPEED, position + 1
+        if base in (TORCHRUN, DEEPSPEED):
+            return base, position + 1
         if base == "accelerate" and tuple(argv[position + 1 : position + 2]) == ("launch",):
             return ACCELERATE, position + 2
         if word == "-m" and position > 0:
             module = argv[position + 1] if position + 1 < len(argv) else ""
-            if module in _TORCH_MODULES:
-                return _TORCH_MODULES[module], position + 2
-            return None
+            return (_TORCH_MODULES[module], position + 2) if module in _TORCH_MODULES else None
         if _is_script(word):
             return None
     return None

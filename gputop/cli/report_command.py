@@ -30,7 +30,7 @@ from gputop.core.history.report import (
 )
 from gputop.core.history.report import iso_text as _iso
 from gputop.core.history.series import gpu_series, plot_columns_for, recorded_span
-from gputop.core.history.spans import MIN_IDLE_RUN_S
+from gputop.core.history.spans import IDLE_SM_PERCENT, MIN_IDLE_RUN_S
 from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
 from gputop.core.numbers import strict_json
 from gputop.core.prometheus.client import MAX_TIMEOUT_S, TIMEOUT_S
@@ -42,7 +42,8 @@ COLUMNS_HELP = (
     "The columns, for each holder over the window: GPU TIME: the seconds it held a card, "
     "each card counted once however many of its processes held it, summed over cards. "
     "IDLE HELD: the seconds of stretches of --idle-min or more in which it held memory with "
-    "SM under 5 %. MEAN MEM: the memory it held, time-weighted while it held a card. "
+    f"SM under {IDLE_SM_PERCENT:g} %. "
+    "MEAN MEM: the memory it held, time-weighted while it held a card. "
     "PEAK MEM: the most it held on one card at once. MEAN SM: its processes' SM % added up, "
     "time-weighted while it held a card: NVML's per-process figure, the share of the time "
     "a kernel of theirs ran, whatever number of SMs it kept busy; with --by gpu all of a "
@@ -60,7 +61,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="who used the GPUs, and who held them idle, from the recorded history",
         description="Sum up what 'gputop record' recorded: GPU time, memory and SM use per "
         "user, GPU, job or process, and who held a card idle (memory held while SM stayed "
-        "under 5 % for at least --idle-min). Idle holders come first.",
+        f"under {IDLE_SM_PERCENT:g} % for at least --idle-min). Idle holders come first.",
         epilog=COLUMNS_HELP,
     )
     add_db_argument(parser)
@@ -272,7 +273,7 @@ def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
     """Plain text for a person: idle holders first, marked with ``!``."""
     title = (
         f"GPU use by {query.by.value}, {_iso(query.since)} to {_iso(query.until)} "
-        f"(idle: SM under 5 % for {elapsed(query.idle_min_s)} or more)"
+        f"(idle: SM under {IDLE_SM_PERCENT:g} % for {elapsed(query.idle_min_s)} or more)"
     )
     if not rows:
         nothing = "No gputop job" if query.by is ReportBy.JOB else "Nothing was recorded"
@@ -314,7 +315,7 @@ def render_claims(claimed: list[ClaimedTime]) -> str:
     """Claimed GPU time per user, and how much of it the cards sat idle (docs/claims.md)."""
     lines = [("user", "claimed", "idle")]
     lines += [(clean(c.user), elapsed(c.claimed_s), elapsed(c.idle_s)) for c in claimed]
-    title = "Claimed GPU time per user (idle: utilisation under 5 %)"
+    title = f"Claimed GPU time per user (idle: utilisation under {IDLE_SM_PERCENT:g} %)"
     return "\n".join([title, *_aligned(lines, left=1)])
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 from rich.text import Text
 
 from gputop.core.history.card_history import CardHistory, read_card_history
+from gputop.core.history.report import DEFAULT_IDLE_MIN_S
 from gputop.core.history.series import GpuSeries
+from gputop.core.history.spans import IDLE_SM_PERCENT
 from gputop.core.model import GpuHealth
 from gputop.core.units import NA, duration, human_bytes
 from gputop.tui.safe import plain
@@ -81,7 +83,8 @@ def render_card_history(history: CardHistory) -> Text:
         if len(activity) > 1:  # plots: their own time axis under them
             lines.append(axis.copy())
         lines.append(Text(""))
-    lines.append(Text("Held by (idle: SM under 5 % for 30 minutes or more)", style="bold"))
+    rule = f"SM under {IDLE_SM_PERCENT:g} % for {DEFAULT_IDLE_MIN_S / 60:g} minutes or more"
+    lines.append(Text(f"Held by (idle: {rule})", style="bold"))
     for row in history.holders:
         idle = f"idle {duration(row.idle_held_seconds)}" if row.idle else ""
         lines.append(

@@ -158,7 +158,7 @@ class GputopApp(DashboardApp, JobsActions):
         if first is not None:
             self._show_sample(SnapshotSampled(first, None))
         else:
-            self.query_one(StatusBar).show_waiting(self.interval_s)
+            self.query_one(StatusBar).show_waiting()
         self._sample_forever(loop)
         self.settle_collector_later()
 

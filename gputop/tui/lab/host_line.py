@@ -67,7 +67,6 @@ class HostLine(Widget):
         super().__init__(id=f"host-{position}", classes="host-line")
         self.auto_links = False  # no links here: spare Textual a look at the hover style
         self.text = Text()
-        self._strip: tuple[int, Style, Strip] | None = None
         self._base: Style | None = None
         """The line's style, kept until Textual says the styles changed: working it out
         walks every ancestor's background."""
@@ -81,7 +80,6 @@ class HostLine(Widget):
 
     def set_text(self, text: Text) -> None:
         self.text = text
-        self._strip = None
         self._version += 1
         self.refresh()
 
@@ -137,16 +135,13 @@ class HostLine(Widget):
         return lines
 
     def render_line(self, y: int) -> Strip:
+        """A line as Textual's general painting asks for it (``render_lines`` paints the
+        widget itself; a test compares the two)."""
         width = self.size.width
-        base = self._base
-        if base is None:
-            base = self._base = self.rich_style
+        base = self.rich_style
         if y != 0:
             return Strip.blank(width, base)
-        if self._strip is None or self._strip[:2] != (width, base):
-            strip = Strip(_segments(self.text, base, self.app.console)).crop_extend(0, width, base)
-            self._strip = (width, base, strip)
-        return self._strip[2]
+        return Strip(_segments(self.text, base, self.app.console)).crop_extend(0, width, base)
 
 
 def _segments(text: Text, base: Style, console: Console) -> list[Segment]:

@@ -41,7 +41,7 @@ class OneLine(Static):
 
 
 class StatusBar(OneLine):
-    def show_waiting(self, interval_s: float) -> None:
+    def show_waiting(self) -> None:
         self.update(Text.assemble(("gputop", "bold"), "  waiting for the first sample…"))
 
     def show(self, snapshot: Snapshot, interval_s: float) -> None:

@@ -16,8 +16,7 @@ from gputop.core.process_jobs import ProcessJobs, read_process_jobs
 class JobLabels:
     """The jobs of the processes of the newest snapshot, each process read once."""
 
-    def __init__(self, proc: Path = Path("/proc")) -> None:
-        self._proc = proc
+    def __init__(self) -> None:
         self._known: dict[tuple[int, float | None], ProcessJobs] = {}
 
     def refresh(self, processes: list[GpuProcess]) -> dict[int, ProcessJobs]:
@@ -30,7 +29,7 @@ class JobLabels:
             key = (process.pid, process.start_time)
             jobs = known.get(key) or self._known.get(key)
             if jobs is None:
-                jobs = read_process_jobs(self._proc / str(process.pid))
+                jobs = read_process_jobs(Path("/proc") / str(process.pid))
             known[key] = jobs
             result[process.pid] = jobs
         self._known = known

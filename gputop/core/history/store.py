@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Mapping
 from pathlib import Path
 
 from gputop.core import settings
@@ -44,14 +43,14 @@ HISTORY = StoreKind(
 )
 
 
-def default_history_path(environ: Mapping[str, str] = os.environ) -> Path:
+def default_history_path() -> Path:
     """``settings.HISTORY_DB`` (a shared store an admin runs, for every gputop of the
     machine: docs/history.md, "A shared store"), else ``history.sqlite3`` in the state
     directory (``settings.STATE_DIR``, XDG, ``~/.local``)."""
-    chosen = settings.HISTORY_DB.read(environ)
+    chosen = settings.HISTORY_DB.read()
     if chosen:
         return Path(os.path.abspath(chosen))
-    return default_state_dir(environ) / DB_NAME
+    return default_state_dir() / DB_NAME
 
 
 def open_for_recording(

@@ -104,10 +104,10 @@ class Budget:
         return self.deadline - time.monotonic()
 
 
-def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """``text`` as one line of at most ``limit`` characters, for a message."""
+def one_line(text: str) -> str:
+    """``text`` as one line of at most ``MAX_MESSAGE_CHARS`` characters, for a message."""
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return line if len(line) <= MAX_MESSAGE_CHARS else line[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
 class ReadFailed(Exception):

@@ -212,11 +212,8 @@ def launch_warnings(
             warnings.extend(_mig_warnings(snapshot, index, policy, user, active_jobs))
             continue
         gpu = by_index.get(index)
-        if gpu is None:
-            warnings.append(f"GPU {index} is not on this machine")
-            continue
-        if gpu.lost:
-            warnings.append(f"GPU {index} is lost")
+        if gpu is None or gpu.lost:
+            warnings.append(f"GPU {index} is {'not on this machine' if gpu is None else 'lost'}")
             continue
         if gpu.mig_mode_current:
             instances = counted(len(gpu.mig_devices), "MIG instance")

@@ -187,11 +187,9 @@ class Job:
     def duration_s(self, now: float | None = None) -> float | None:
         """Run time so far (running) or in all (ended); ``None`` before it started, and for a
         job lost without ``ended_at`` (an older record): its end is not known, never grows."""
-        if self.started_at is None:
+        if self.started_at is None or (self.ended_at is None and self.state is JobState.LOST):
             return None
         end = self.ended_at
-        if end is None and self.state is JobState.LOST:
-            return None
         if end is None:
             end = time.time() if now is None else now
         return max(0.0, end - self.started_at)

@@ -129,21 +129,16 @@ class SamplingLoop:
             self.jobs.close()
 
 
+@dataclass(eq=False)
 class StoreJobs:
     """The jobs of the job store, with Slurm's view read first (it updates Slurm's jobs in
     the store). A store that cannot be opened is tried again every ``STORE_RETRY_S``."""
 
-    def __init__(
-        self,
-        service: JobsService,
-        read_slurm: Callable[[JobStore | None, Snapshot], None],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.service = service
-        self.read_slurm = read_slurm
-        self.clock = clock
-        self._store: JobStore | None = None
-        self._reopen_at = 0.0
+    service: JobsService
+    read_slurm: Callable[[JobStore | None, Snapshot], None]
+    clock: Callable[[], float] = time.monotonic
+    _store: JobStore | None = field(default=None, init=False)
+    _reopen_at: float = field(default=0.0, init=False)
 
     def open(self) -> None:
         self._store = self.service.open_store()

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
-from gputop.tui.widgets.table_rows import replace_rows
+from gputop.tui.widgets.jobs_table import replace_rows
 
 
 class OneTable(App[None]):

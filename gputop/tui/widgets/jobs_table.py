@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from gputop.tui.widgets.table_rows import replace_rows
+from gputop.tui.safe import plain
 
 J = TypeVar("J")
 
@@ -37,6 +37,22 @@ class JobRequest(Message, Generic[J]):
     """A person asked something of a job (its log, to stop it)."""
 
     job: J
+
+
+def replace_rows(
+    table: DataTable[Any],
+    order: Sequence[str],
+    cells: Mapping[str, tuple[Any, ...]],
+    keep: str | None,
+) -> None:
+    """Rows ``order`` (keys) with their ``cells``; the cursor stays on row ``keep``. A
+    DataTable reads a ``str`` cell as markup: a cell given as one is cleaned and made
+    ``Text``, so that a job name or log line is never markup (docs/security.md)."""
+    table.clear()
+    for key in order:
+        table.add_row(*(plain(v) if isinstance(v, str) else v for v in cells[key]), key=key)
+    if keep is not None and keep in order:
+        table.move_cursor(row=list(order).index(keep), animate=False)
 
 
 class JobsTable(DataTable[Any], Generic[J]):

@@ -1,5 +1,6 @@
-"""``gputop jobs``: the jobs gputop launched, their logs, and stopping one (asked first;
-without a terminal to ask on, only with ``--yes``).
+"""``gputop jobs``: the jobs gputop launched, their logs, stopping one (asked first; without
+a terminal to ask on, only with ``--yes``), and waiting for some to end (``jobs wait``: the
+job's status, or 124 after ``--timeout``, as timeout(1) does).
 """
 
 from __future__ import annotations
@@ -11,14 +12,22 @@ import sys
 import time
 from typing import Any
 
-from gputop.cli import jobs_wait
-from gputop.cli.arg_types import add_commands, seconds
+from gputop.cli.arg_types import add_commands, add_notify_argument, seconds
 from gputop.cli.job_store import close_store, open_store
 from gputop.cli.job_xids import recorded_xids
 from gputop.core import job_columns as columns
 from gputop.core.errors import UsageError
 from gputop.core.jobs.logs import TerminalLogFilter, last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
+from gputop.core.jobs.notify import (
+    JobEvent,
+    end_note,
+    exit_status,
+    job_events,
+    notify_argv,
+    run_notify_command,
+    write_terminal_notification,
+)
 from gputop.core.jobs.stop import JobNotRunning, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.xid_marks import JobXids, mark, xids_json
@@ -31,6 +40,11 @@ from gputop.core.units import counted
 FOLLOW_POLL_S = 0.25
 STATE_POLL_S = 1.0
 STOP_WAIT_EXTRA_S = 5.0
+WAIT_POLL_S = 0.5
+SLURM_POLL_S = 5.0
+"""``jobs wait``: asking squeue/sacct every half second would load the controller for nothing."""
+TIMED_OUT = 124
+MAX_WAIT_S = 366 * 24 * 3600.0
 HEADINGS = (*(column.title for column in columns.COLUMNS), columns.LAST_LINE[0])
 
 
@@ -79,7 +93,24 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="seconds between SIGTERM and SIGKILL (default: the job's, 10)",
     )
     stop.set_defaults(run=run_stop)
-    jobs_wait.add_parser(actions, job_id)
+
+    wait = actions.add_parser(
+        "wait",
+        help="wait until jobs end; exit with the job's status (for scripts)",
+        description="Block until the given jobs have ended and exit with the job's status: "
+        "its exit code, 128 + the signal that ended it; with several jobs, the first one "
+        "that did not exit 0. Each start and end is printed, shown as a terminal "
+        "notification, and passed to --notify-command.",
+    )
+    wait.add_argument("job_ids", type=job_id, nargs="+", metavar="ID", help="the jobs' ids")
+    wait.add_argument(
+        "--timeout",
+        type=seconds(0, MAX_WAIT_S),
+        metavar="SECONDS",
+        help="give up after this long and exit 124 (default: wait for ever)",
+    )
+    add_notify_argument(wait, "when a job starts or ends")
+    wait.set_defaults(run=run_wait)
 
 
 def job_id(text: str) -> int:
@@ -324,3 +355,59 @@ def _confirmed(job: Job) -> bool:
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
+
+
+# --- gputop jobs wait ------------------------------------------------------------------------
+
+
+def run_wait(args: argparse.Namespace) -> int:
+    argv = notify_argv(args.notify_command) if args.notify_command else None
+    wanted = list(dict.fromkeys(args.job_ids))
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    store = open_store(create=False)
+    try:
+        jobs = [store.get(job_id) for job_id in wanted]
+        for job in jobs:
+            if not job.is_active:
+                ended = f"{clean(job.status_text)}{end_note(job)}"
+                print(f"Job {job.id} ({clean(job.name)}) has already ended: {ended}.")
+        while any(job.is_active for job in jobs):
+            if deadline is not None and time.monotonic() >= deadline:
+                running = ", ".join(str(job.id) for job in jobs if job.is_active)
+                print(
+                    f"gputop: gave up after {args.timeout:g} s: job(s) {running} still active.",
+                    file=sys.stderr,
+                )
+                return TIMED_OUT
+            time.sleep(SLURM_POLL_S if any(job.slurm_job_id for job in jobs) else WAIT_POLL_S)
+            if any(job.slurm_job_id is not None and job.is_active for job in jobs):
+                sync_slurm_jobs(store)  # Slurm's jobs have no supervisor (docs/slurm.md)
+            now = [store.get(job.id) for job in jobs]
+            for event in job_events(jobs, now, xids=_xids_of):
+                _tell(event, argv)
+            jobs = now
+    finally:
+        store.close()
+    return _status(jobs)
+
+
+def _xids_of(job: Job) -> JobXids:
+    """The Xids the history store recorded on the job's cards while it ran."""
+    return recorded_xids([job], time.time()).get(job.id) or ()
+
+
+def _tell(event: JobEvent, argv: list[str] | None) -> None:
+    print(event.text, flush=True)
+    write_terminal_notification(event, os.environ)
+    if argv is not None:
+        problem = run_notify_command(argv, event)
+        if problem:
+            print(f"gputop: warning: {clean(problem)}", file=sys.stderr)
+
+
+def _status(jobs: list[Job]) -> int:
+    for job in jobs:
+        status = exit_status(job)
+        if status != 0:
+            return status
+    return 0

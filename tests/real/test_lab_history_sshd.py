@@ -23,7 +23,7 @@ from gputop.core.remote.status import LinkState
 from gputop.core.remote.transport import SSH_CONFIG_ENV
 from gputop.core.sampling.source import open_backend
 from gputop.tui.lab.lab_app import LabApp
-from gputop.tui.lab.remote_history import RemoteCardHistoryScreen
+from gputop.tui.lab.remote_screens import RemoteCardHistoryScreen
 
 WAIT_S = 40.0
 HOSTS = "gpu-v100,gpu-dgx,gpu-reduced,gpu-hostile"

@@ -43,7 +43,7 @@ def test_lab_card_history_looks_as_approved(snap_compare) -> None:  # type: igno
     from gputop.core.history.card_history import CardHistory
     from gputop.core.history.report import ReportRow
     from gputop.core.history.series import GpuSeries
-    from gputop.tui.lab.remote_history import RemoteCardHistoryScreen
+    from gputop.tui.lab.remote_screens import RemoteCardHistoryScreen
 
     app = build_lab_app(LAB_HOSTS["160x48"])
     gib = 2**30

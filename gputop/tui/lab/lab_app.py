@@ -42,8 +42,12 @@ from gputop.tui.lab.host_line import lab_status_line
 from gputop.tui.lab.lab_grid import LabGrid
 from gputop.tui.lab.lab_jobs import LabJobsPanel
 from gputop.tui.lab.lab_processes import HostRows, LabProcessTable
-from gputop.tui.lab.remote_history import RemoteCardHistoryScreen
-from gputop.tui.lab.remote_screens import RemoteLaunchScreen, RemoteLogScreen, stop_remote_job
+from gputop.tui.lab.remote_screens import (
+    RemoteCardHistoryScreen,
+    RemoteLaunchScreen,
+    RemoteLogScreen,
+    stop_remote_job,
+)
 from gputop.tui.safe import plain, plain_argv
 from gputop.tui.screens.card_history import CardHistoryScreen
 from gputop.tui.screens.confirm import ConfirmScreen

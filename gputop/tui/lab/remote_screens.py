@@ -1,10 +1,11 @@
-"""The launch dialog and the log view for a job on another host, over the host's ssh.
+"""The launch dialog, the log view and a card's history for another host, over its ssh.
 
 The launch dialog is the local one (same preview: the host's own snapshot, its cards'
 pinning, its user's and jobs' warnings); only the launch itself differs: ``gputop run``
 on that host (gputop/core/remote/remote_jobs.py). The log view reads ``gputop jobs log ID
 --follow`` from the host; each line goes through the log follower's cleaning (colours
-kept, every other control shown as an escape) before it is drawn. See docs/lab.md.
+kept, every other control shown as an escape) before it is drawn. ``H`` on a card: the
+one host's history screen, fed by the host's agent (in the screen's worker). docs/lab.md.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 import subprocess
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO
 
 from rich.text import Text
 from textual import work
 from textual.widgets import Input, RichLog, Static
 
+from gputop.core.history.card_history import CardHistory
 from gputop.core.job_columns import HostJob
 from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.logs import shown_line
@@ -29,6 +31,8 @@ from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail
 from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote, start_remote
 from gputop.core.safe_text import clean
 from gputop.tui.safe import plain
+from gputop.tui.screens.card_history import render_card_history
+from gputop.tui.screens.history_window import HistoryWindowScreen
 from gputop.tui.screens.job_log import LogScreen, log_title
 from gputop.tui.screens.launch import LaunchContext, LaunchScreen
 
@@ -161,3 +165,27 @@ def stop_remote_job(job: HostJob, ssh_environ: Mapping[str, str] | None) -> str:
     if result.ok:
         return f"{where}: {result.message or f'job {job.id} stopped'}"
     return f"{where}: could not stop job {job.id}: {result.message}"
+
+
+ReadRemote = Callable[[int, float, float, int], CardHistory]
+"""(physical index, window in seconds, now, columns) -> what the host answered."""
+
+
+class RemoteCardHistoryScreen(HistoryWindowScreen):
+    def __init__(self, host_name: str, physical_index: int, read: ReadRemote) -> None:
+        super().__init__()
+        self.host_name = host_name
+        self.physical_index = physical_index
+        self._read_remote = read
+
+    def subject(self) -> Text:
+        return Text.assemble(
+            plain(self.host_name, style="bold"), (f"  GPU {self.physical_index}", "bold")
+        )
+
+    def read_history(self, window_s: float, now: float, columns: int) -> CardHistory:
+        return self._read_remote(self.physical_index, window_s, now, columns)
+
+    def render_history(self, found: object) -> Text:
+        assert isinstance(found, CardHistory)
+        return render_card_history(found)

@@ -3,14 +3,18 @@
 The preview is computed by the same core functions the launch uses (the command plan and
 the pinning environment), so it can never promise something the launch would not do.
 Launching runs in a worker thread: it writes the job store and starts the supervisor.
+Where Slurm is here, a job can be submitted through ``sbatch`` instead (docs/slurm.md): it
+asks Slurm for as many GPUs as cards are selected; Slurm chooses which, and the preview
+says so.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -18,13 +22,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.suggester import SuggestFromList
+from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.command import CommandPlan, missing_program, plan_command
+from gputop.core.jobs.command import CommandPlan, default_name, missing_program, plan_command
 from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.launchers import plain_python_note, plan_launcher, rank_lines
 from gputop.core.jobs.model import Job, RunMode
@@ -34,17 +39,24 @@ from gputop.core.jobs.store import JobStore
 from gputop.core.mig_targets import card_label, target_label
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean, clean_lines
+from gputop.core.slurm.detect import slurm_commands_here
 from gputop.core.slurm.record import submit_and_record
 from gputop.core.slurm.submit import SlurmRequest
 from gputop.core.visibility import pin_environment
-from gputop.tui.screens.launch_slurm import (
-    show_slurm_options,
-    slurm_fields,
-    slurm_preview,
-    slurm_request_from,
-)
-from gputop.tui.screens.launch_toggles import LaunchCheckbox, LaunchRadioSet
 from gputop.tui.workers import ReportsWorkerFailures, failure_message
+
+# Textual's ``RadioSet`` and ``Checkbox`` toggle on enter as on space. In the launch dialog
+# enter launches from anywhere; these keep space (and the arrows of the radio set) for
+# choosing. A subclass's binding for a key replaces its base class's for that key.
+LAUNCH_ON_ENTER = Binding("enter", "screen.launch", "Launch", show=False)
+
+
+class LaunchRadioSet(RadioSet):
+    BINDINGS = [LAUNCH_ON_ENTER]
+
+
+class LaunchCheckbox(Checkbox):
+    BINDINGS = [LAUNCH_ON_ENTER]
 
 
 @dataclass(frozen=True)
@@ -323,3 +335,78 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         error = self.query_one("#launch-error", Static)
         error.display = message is not None
         error.update(Text(f"✗ {clean_lines(message)}", style="bold red") if message else "")
+
+
+# -- the Slurm part (docs/slurm.md) ----------------------------------------------------------
+
+_OPTIONS = ("#slurm-partition-label", "#slurm-partition", "#slurm-time-label", "#slurm-time")
+
+
+def slurm_fields(environ: Mapping[str, str]) -> Iterator[Widget]:
+    """The checkbox and options; nothing where Slurm's commands are not here."""
+    if not slurm_commands_here(environ):
+        return
+    yield LaunchCheckbox("Submit through Slurm (sbatch): Slurm chooses the cards", id="slurm")
+    yield Label("Slurm partition (empty: the default)", id="slurm-partition-label")
+    yield Input(placeholder="debug", id="slurm-partition")
+    yield Label("Slurm time limit (empty: the partition's)", id="slurm-time-label")
+    yield Input(placeholder="1:00:00", id="slurm-time")
+
+
+def show_slurm_options(screen: Screen[Any], shown: bool) -> None:
+    for selector in _OPTIONS:
+        screen.query_one(selector).display = shown
+
+
+def slurm_chosen(screen: Screen[Any]) -> bool:
+    boxes = screen.query("#slurm").results(Checkbox)
+    return any(box.value for box in boxes)
+
+
+def slurm_request_from(
+    screen: Screen[Any], command: str, *, environ: Mapping[str, str], cwd: str, gpus: int
+) -> SlurmRequest | None:
+    """The sbatch request the dialog would make; ``None`` where Slurm is not chosen.
+
+    An empty or unparseable command gives a request with no argv: the preview says what is
+    wrong, the launch refuses it.
+    """
+    if not slurm_chosen(screen):
+        return None
+    try:
+        plan = plan_command(command, environ, cwd or None) if command.strip() else None
+    except GputopError:
+        plan = None
+    return SlurmRequest(
+        argv=plan.argv if plan is not None else (),
+        name=default_name(plan) if plan is not None else "job",
+        cwd=cwd or os.getcwd(),
+        partition=screen.query_one("#slurm-partition", Input).value.strip() or None,
+        gpus=max(1, gpus),
+        time_limit=screen.query_one("#slurm-time", Input).value.strip() or None,
+    )
+
+
+def slurm_preview(
+    request: SlurmRequest, command: str, environ: Mapping[str, str]
+) -> RenderableType:
+    parts: list[RenderableType] = []
+    if command.strip():
+        try:
+            plan = plan_command(command, environ, request.cwd)
+        except GputopError as error:
+            parts.append(Text(f"✗ {clean(str(error))}", style="red"))
+        else:
+            how = "Runs under a shell: " if plan.uses_shell else "Runs: "
+            parts.append(Text.assemble((how, "dim"), (clean(plan.display), "bold")))
+            if plan.note is not None:  # a file's name that looks like a command line
+                parts.append(Text(f"ℹ {clean(plan.note)}", style="cyan"))
+    parts.append(Text.assemble(("Submits through sbatch: ", "dim"), (request.asks_text, "bold")))
+    parts.append(
+        Text(
+            "Slurm chooses the physical cards (your selection sets how many); the job's row "
+            "shows which it got once it runs.",
+            style="cyan",
+        )
+    )
+    return Group(*parts)

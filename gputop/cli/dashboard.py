@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from gputop.cli.arg_types import add_interval_argument, add_python_argument
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
@@ -12,10 +13,12 @@ from gputop.core import settings
 from gputop.core.errors import DashboardStopped, UsageError
 from gputop.core.fleet import TIMEOUT_S as FLEET_TIMEOUT_S
 from gputop.core.history.recent import dashboard_history
-from gputop.core.prometheus.auth import Server
 from gputop.core.safe_text import clean
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.source import environment_for_jobs, open_backend
+
+if TYPE_CHECKING:
+    from gputop.core.prometheus.auth import Server
 
 FIRST_SAMPLE_WAIT_S = 0.5
 

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from gputop.core import settings
 from gputop.core.errors import UsageError
-from gputop.core.prometheus.auth import Server, server_for
+
+if TYPE_CHECKING:
+    from gputop.core.prometheus.auth import Server
 
 ENVIRONMENT = settings.PROMETHEUS.name
 
@@ -38,6 +41,8 @@ def server_from_args(
         if args.prometheus_auth_file is not None or args.prometheus_ca is not None:
             raise UsageError("--prometheus-auth-file and --prometheus-ca go with --prometheus.")
         return None
+    from gputop.core.prometheus.auth import server_for  # not on the way to the local dashboard
+
     return server_for(url, args.prometheus_auth_file, args.prometheus_ca, named)
 
 

@@ -97,13 +97,19 @@ def test_the_dashboards_command_line_imports_no_other_commands_module() -> None:
 
 def test_the_dashboard_imports_what_launches_and_stops_jobs_only_when_used() -> None:
     """The launch dialog, the launchers, Slurm's submission and package metadata are not
-    imported before the dashboard's first frame (docs/speed.md, "The first frame"); the
-    tests that launch from the dashboard show they still come when asked for."""
+    imported before the dashboard's first frame (docs/speed.md, "The first frame"), nor what
+    reads Slurm (before the first read, never without Slurm) or signs in to Prometheus; the
+    tests that launch from the dashboard or read Slurm show they still come when asked for."""
     later = (
         "gputop.tui.screens.launch",
         "gputop.core.jobs.launch",
         "gputop.core.slurm.submit",
         "importlib.metadata",
+        "gputop.core.slurm.queue",
+        "gputop.core.slurm.node",
+        "gputop.core.slurm.sync",
+        "gputop.core.slurm.commands",
+        "gputop.core.prometheus.auth",
     )
     code = (
         "import sys\n"

@@ -4,7 +4,8 @@ One ``squeue --json`` per read gives everything: the running jobs holding this n
 cards, the user's own jobs, and (through the job store) the state of the jobs gputop
 submitted. A process is tied to its Slurm job by its cgroup or environment. Reading runs
 in the dashboard's sampling thread, never on the UI thread; a failing Slurm is reported
-once in ``error`` and the last good view is kept.
+once in ``error`` and the last good view is kept. What reads Slurm is imported by the first
+read: where there is no Slurm the dashboard starts without it (docs/speed.md).
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gputop.core.jobs.store import JobStore
 from gputop.core.safe_text import clean
-from gputop.core.slurm.cgroup import slurm_job_of_pid
-from gputop.core.slurm.commands import SlurmError
 from gputop.core.slurm.detect import slurm_commands_here
-from gputop.core.slurm.node import CardHolder, card_holders, this_node
-from gputop.core.slurm.queue import SlurmJob, read_queue
-from gputop.core.slurm.sync import sync_slurm_jobs
 from gputop.core.units import duration
+
+if TYPE_CHECKING:
+    from gputop.core.jobs.store import JobStore
+    from gputop.core.slurm.node import CardHolder
+    from gputop.core.slurm.queue import SlurmJob
 
 READ_EVERY_S = 5.0
 
@@ -90,6 +91,11 @@ class SlurmWatch:
         )
 
     def _read(self, store: JobStore | None, now: float) -> SlurmView:
+        from gputop.core.slurm.commands import SlurmError
+        from gputop.core.slurm.node import card_holders, this_node
+        from gputop.core.slurm.queue import read_queue
+        from gputop.core.slurm.sync import sync_slurm_jobs
+
         if self._node is None:
             self._node = this_node(self._environ)
         problem = sync_slurm_jobs(store, self._environ) if store is not None else None
@@ -115,6 +121,8 @@ class SlurmWatch:
 
 def process_jobs(pids: Iterable[int]) -> dict[int, int]:
     """pid → Slurm job id, for those of ``pids`` that run inside a Slurm job."""
+    from gputop.core.slurm.cgroup import slurm_job_of_pid
+
     found: dict[int, int] = {}
     for pid in pids:
         job_id = slurm_job_of_pid(pid)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -21,10 +22,12 @@ from gputop.core.jobs.xid_marks import live_job_xids
 from gputop.core.jobs.xid_marks import mark as job_xid_mark
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
-from gputop.core.slurm.queue import SlurmJob
 from gputop.core.units import duration, duration_coarse
 from gputop.tui.safe import plain
 from gputop.tui.widgets.jobs_table import JobsTable
+
+if TYPE_CHECKING:
+    from gputop.core.slurm.queue import SlurmJob
 
 COLUMNS = (*(column.short for column in columns.COLUMNS), columns.LAST_LINE[1])
 

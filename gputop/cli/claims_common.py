@@ -11,7 +11,7 @@ from gputop.core.claims.book import Card, ClaimBook
 from gputop.core.claims.directory import claims_path, setup_line
 from gputop.core.claims.files import MAX_FOR_S, MAX_NOTE, MIN_FOR_S
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.mig_targets import mig_target_by_uuid
+from gputop.core.mig_targets import mig_target_by_uuid, resolve_gpus
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import open_backend
@@ -62,8 +62,6 @@ def sample(fake: str | None, environ: Mapping[str, str] | None = None) -> Snapsh
 
 def named_cards(fake: str | None, gpus: str) -> list[Card]:
     """The cards ``--gpus`` names, as ``gputop run --gpus`` reads it."""
-    from gputop.core.jobs.launch import resolve_gpus
-
     snapshot = sample(fake)
     return cards_of(snapshot, resolve_gpus(snapshot, [gpus]))
 

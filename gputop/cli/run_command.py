@@ -30,7 +30,6 @@ from gputop.core.jobs.launch import (
     check_gpu_count,
     launch_job,
     prepare_launch,
-    resolve_gpus,
 )
 from gputop.core.jobs.launchers import rank_lines
 from gputop.core.jobs.logs import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES
@@ -43,7 +42,7 @@ from gputop.core.jobs.policy import (
     pick_free_targets,
 )
 from gputop.core.jobs.store import JobStore
-from gputop.core.mig_targets import card_label
+from gputop.core.mig_targets import card_label, resolve_gpus
 from gputop.core.model import Snapshot
 from gputop.core.numbers import parse_size, strict_json
 from gputop.core.probes import DriverProbe

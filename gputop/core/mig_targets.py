@@ -1,9 +1,12 @@
-"""MIG instances as launch targets: how a person names one, and when one is free.
+"""Cards as launch targets: how a person names a GPU or a MIG instance, and when an instance
+is free.
 
-Naming (``gputop run --gpus``, the dashboard's selection): ``MIG-<uuid>`` or a leading part
-naming exactly one MIG device (case-insensitive), or ``G:I``, MIG device index ``I`` of the
-GPU of physical index ``G`` (not the GPU or compute instance id); either way the job is
-pinned with ``CUDA_VISIBLE_DEVICES=MIG-<full uuid>`` (docs/cuda-visibility.md, "Launching").
+Naming (``gputop run --gpus``, ``gputop claim``, the dashboard's selection): a GPU by its
+physical index or a case-insensitive leading part of exactly one GPU's UUID (``GPU-`` may be
+left out); a MIG instance by ``MIG-<uuid>`` or a leading part naming exactly one MIG device,
+or by ``G:I``, MIG device index ``I`` of the GPU of physical index ``G`` (not the GPU or
+compute instance id); a MIG job is pinned with ``CUDA_VISIBLE_DEVICES=MIG-<full uuid>``
+(docs/cuda-visibility.md, "Launching").
 
 An instance is free when its GPU is reachable, no other user's process (nor one of unknown
 owner) and no running gputop job is on it, and its free memory meets the policy's minimum.
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
 from gputop.core.model import GpuSample, MigDevice, Snapshot
+from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
 from gputop.core.safe_text import clean
 
 MIG_PREFIX = "MIG-"
@@ -40,28 +44,65 @@ class MigTarget:
         return f"GPU {self.gpu.physical_index}:{self.device.mig_index}{shown}"
 
 
-def is_mig_target_text(part: str) -> bool:
-    """Whether ``part`` is written as a MIG target (``MIG-...`` or ``G:I``)."""
-    return part[: len(MIG_PREFIX)].upper() == MIG_PREFIX or ":" in part
+def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
+    """Targets from ``["3,1"]`` or ``["3", "GPU-5a9e", "0:1"]``, in the order given: a GPU by
+    index or unique UUID prefix, as its index; a MIG instance as its full MIG UUID."""
+    known = _known_gpus(snapshot)
+    parts = [(token, part.strip()) for token in tokens for part in str(token).split(",")]
+    if not parts or all(not part for _, part in parts):
+        raise UsageError(f"No GPU given: name cards by index or UUID prefix, e.g. 0,2. {known}")
+    given_as: dict[int | str, str] = {}  # in the order given
+    for token, part in parts:
+        if not part:
+            raise UsageError(
+                f"The GPU list {token!r} has an empty entry: separate indices or UUID "
+                "prefixes with single commas, e.g. 0,2."
+            )
+        card = _one_target(snapshot, part, known)
+        if card in given_as:
+            twice = (
+                f"({part!r})" if given_as[card] == part else f"({given_as[card]!r} and {part!r})"
+            )
+            what = f"MIG device {card}" if isinstance(card, str) else f"GPU {card}"
+            raise UsageError(f"{what} is given twice {twice}; each card can be pinned once.")
+        given_as[card] = part
+    return list(given_as)
 
 
-def find_mig_target(snapshot: Snapshot, part: str) -> MigTarget:
-    """The MIG device ``part`` names; UsageError saying why where it names none."""
+def _one_target(snapshot: Snapshot, part: str, known: str) -> int | str:
     if ":" in part:
-        return _by_index(snapshot, part)
-    wanted = part.lower()
-    matches = [
-        MigTarget(gpu, device)
-        for gpu in snapshot.gpus
-        for device in gpu.mig_devices
-        if device.uuid and device.uuid.lower().startswith(wanted)
-    ]
+        return _by_index(snapshot, part).uuid
+    mig = part[: len(MIG_PREFIX)].upper() == MIG_PREFIX
+    if not mig and not part.isascii():  # int() reads "٣" as 3 and "²".isdigit() is True
+        raise UsageError(
+            f"{part!r} is not a GPU index (digits 0-9) or a UUID prefix (hex digits). {known}"
+        )
+    if not mig and part.isdigit():
+        index = int(part) if len(part) <= MAX_ID_DIGITS else -1
+        if any(gpu.physical_index == index for gpu in snapshot.gpus):
+            return index
+        raise UsageError(f"There is no GPU {part}. {known}")
+    # One rule for both kinds: a case-insensitive prefix of exactly one card's UUID.
+    wanted = part.lower() if mig or part.lower().startswith("gpu-") else f"gpu-{part.lower()}"
+    cards: list[tuple[str, str | None, int | str]] = (
+        [(m.label, m.uuid, m.uuid) for m in _mig_targets(snapshot)]
+        if mig
+        else [(f"GPU {gpu.physical_index}", gpu.uuid, gpu.physical_index) for gpu in snapshot.gpus]
+    )
+    matches = [card for card in cards if card[1] and card[1].lower().startswith(wanted)]
     if len(matches) == 1:
-        return matches[0]
-    if not matches:
+        return matches[0][2]
+    if not matches and mig:
         raise UsageError(f"No MIG device has a UUID starting with {part!r}. {_known(snapshot)}")
-    which = " and ".join(f"{m.label} ({m.uuid})" for m in matches)
-    raise UsageError(f"The MIG UUID prefix {part!r} is ambiguous: it matches {which}.")
+    if not matches:
+        raise UsageError(f"No GPU has an index or UUID starting with {part!r}. {known}")
+    which = " and ".join(f"{label} ({uuid})" for label, uuid, _ in matches)
+    kind, more = ("MIG ", ".") if mig else ("", "; give more of it.")
+    raise UsageError(f"The {kind}UUID prefix {part!r} is ambiguous: it matches {which}{more}")
+
+
+def _mig_targets(snapshot: Snapshot) -> list[MigTarget]:
+    return [MigTarget(gpu, device) for gpu in snapshot.gpus for device in gpu.mig_devices]
 
 
 def mig_target_by_uuid(gpus: Iterable[GpuSample], mig_uuid: str) -> MigTarget | None:
@@ -94,7 +135,7 @@ def card_label(gpus: Sequence[GpuSample], target: int | str) -> str:
 
 def _by_index(snapshot: Snapshot, part: str) -> MigTarget:
     gpu_text, _, device_text = part.partition(":")
-    if not (_digits(gpu_text) and _digits(device_text)):
+    if not all(is_ascii_digits(t) and len(t) <= MAX_ID_DIGITS for t in (gpu_text, device_text)):
         raise UsageError(
             f"{part!r} is not a MIG device: write GPU:DEVICE with two numbers, e.g. 0:1 for "
             "MIG device 1 of GPU 0 (as nvidia-smi -L lists them), or its MIG- UUID."
@@ -110,8 +151,15 @@ def _by_index(snapshot: Snapshot, part: str) -> MigTarget:
     raise UsageError(f"GPU {gpu_text} has no MIG device {device_text}. {_known(snapshot)}")
 
 
-def _digits(text: str) -> bool:
-    return 0 < len(text) <= 18 and all("0" <= c <= "9" for c in text)
+def _known_gpus(snapshot: Snapshot) -> str:
+    gpus = sorted(snapshot.gpus, key=lambda gpu: gpu.physical_index)
+    if not gpus:
+        return "This machine has no GPU."
+    listed = ", ".join(
+        f"{gpu.physical_index} ({gpu.short_uuid})" if gpu.uuid else str(gpu.physical_index)
+        for gpu in gpus
+    )
+    return f"This machine has GPUs {listed}."
 
 
 def _known(snapshot: Snapshot) -> str:

@@ -23,9 +23,9 @@ from helpers.scenarios import minimal_gpu
 
 from gputop.core.errors import UsageError
 from gputop.core.jobs.command import default_name, plan_command
-from gputop.core.jobs.launch import resolve_gpus
 from gputop.core.jobs.model import RunMode
 from gputop.core.jobs.store import JobStore
+from gputop.core.mig_targets import resolve_gpus
 from gputop.core.sampling.source import open_backend
 
 BASH = {"SHELL": "/bin/bash"}

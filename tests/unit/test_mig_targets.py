@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from gputop.core.mig_targets import find_mig_target, judge_mig_instance, target_keys
+from gputop.core.mig_targets import (
+    MigTarget,
+    judge_mig_instance,
+    mig_target_by_uuid,
+    resolve_gpus,
+    target_keys,
+)
 from gputop.core.model import Snapshot
 from gputop.core.sampling.source import open_backend
 
@@ -18,30 +24,39 @@ def mig_snapshot() -> Snapshot:
         backend.close()
 
 
+def instance(part: str) -> MigTarget:
+    """The MIG instance ``part`` names, as ``gputop run --gpus`` reads it."""
+    snapshot = mig_snapshot()
+    [uuid] = resolve_gpus(snapshot, [part])
+    found = mig_target_by_uuid(snapshot.gpus, str(uuid))
+    assert found is not None
+    return found
+
+
 def test_an_idle_instance_with_room_is_free() -> None:
-    target = find_mig_target(mig_snapshot(), "0:1")
+    target = instance("0:1")
     assert judge_mig_instance(target, 1024 * MIB, "me").free
 
 
 def test_another_users_process_on_the_instance_makes_it_busy() -> None:
-    target = find_mig_target(mig_snapshot(), "0:2")
+    target = instance("0:2")
     verdict = judge_mig_instance(target, 1024 * MIB, "me")
     assert not verdict.free and verdict.reasons == ("1 process(es) of ben",)
 
 
 def test_the_users_own_process_alone_does_not_make_it_busy() -> None:
-    target = find_mig_target(mig_snapshot(), "0:2")
+    target = instance("0:2")
     assert judge_mig_instance(target, 1024 * MIB, "ben").free
 
 
 def test_too_little_free_memory_on_the_instance_makes_it_busy() -> None:
-    target = find_mig_target(mig_snapshot(), "0:1")  # 19968 MiB, 13 used
+    target = instance("0:1")  # 19968 MiB, 13 used
     verdict = judge_mig_instance(target, 30000 * MIB, "me")
     assert verdict.reasons == ("only 19.5 GiB free (needs 29.3 GiB)",)
 
 
 def test_a_running_job_pinned_to_it_makes_it_taken() -> None:
-    target = find_mig_target(mig_snapshot(), "0:1")
+    target = instance("0:1")
     assert judge_mig_instance(target, 0, "me", [7]).reasons == ("in use by gputop job 7",)
 
 

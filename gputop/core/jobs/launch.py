@@ -32,9 +32,8 @@ from gputop.core.jobs.model import DEFAULT_GRACE_S, Job, RunMode, checked_grace
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import ProcessSeen, ended, supervisor_seen
 from gputop.core.jobs.unrecorded import RUN_DIR
-from gputop.core.mig_targets import find_mig_target, is_mig_target_text
 from gputop.core.model import Snapshot
-from gputop.core.numbers import MAX_ID_DIGITS, PID_MAX_LIMIT, digits_within
+from gputop.core.numbers import PID_MAX_LIMIT, digits_within
 from gputop.core.private_files import write_env_file
 from gputop.core.process_control import process_start, session_of
 from gputop.core.units import counted
@@ -68,32 +67,6 @@ class LaunchRequest:
     """The argv run when the job starts after waiting and when it ends (notify.py)."""
     log_max_bytes: int | None = None
     """The log's size cap (logs.py); default ``settings.LOG_MAX``."""
-
-
-def resolve_gpus(snapshot: Snapshot, tokens: Sequence[str]) -> list[int | str]:
-    """Targets from ``["3,1"]`` or ``["3", "GPU-5a9e", "0:1"]``, in the order given: a GPU by
-    index or unique UUID prefix, as its index; a MIG instance (``MIG-4fd9``, ``0:1``:
-    mig_targets.py) as its full MIG UUID."""
-    known = _known_gpus(snapshot)
-    parts = [(token, part.strip()) for token in tokens for part in str(token).split(",")]
-    if not parts or all(not part for _, part in parts):
-        raise UsageError(f"No GPU given: name cards by index or UUID prefix, e.g. 0,2. {known}")
-    given_as: dict[int | str, str] = {}  # in the order given
-    for token, part in parts:
-        if not part:
-            raise UsageError(
-                f"The GPU list {token!r} has an empty entry: separate indices or UUID "
-                "prefixes with single commas, e.g. 0,2."
-            )
-        index = _one_gpu(snapshot, part, known)
-        if index in given_as:
-            twice = (
-                f"({part!r})" if given_as[index] == part else f"({given_as[index]!r} and {part!r})"
-            )
-            what = f"MIG device {index}" if isinstance(index, str) else f"GPU {index}"
-            raise UsageError(f"{what} is given twice {twice}; each card can be pinned once.")
-        given_as[index] = part
-    return list(given_as)
 
 
 @dataclass(frozen=True)
@@ -320,38 +293,3 @@ def _job_name(name: str | None, plan: CommandPlan) -> str:
     if not cleaned:
         raise UsageError("The job name is empty: give a name, or leave it out for a default.")
     return cleaned
-
-
-def _known_gpus(snapshot: Snapshot) -> str:
-    gpus = sorted(snapshot.gpus, key=lambda gpu: gpu.physical_index)
-    if not gpus:
-        return "This machine has no GPU."
-    listed = ", ".join(
-        f"{gpu.physical_index} ({gpu.short_uuid})" if gpu.uuid else str(gpu.physical_index)
-        for gpu in gpus
-    )
-    return f"This machine has GPUs {listed}."
-
-
-def _one_gpu(snapshot: Snapshot, part: str, known: str) -> int | str:
-    if is_mig_target_text(part):
-        return find_mig_target(snapshot, part).uuid
-    if not part.isascii():  # int() reads "٣" as 3 and "²".isdigit() is True: not indices
-        raise UsageError(
-            f"{part!r} is not a GPU index (digits 0-9) or a UUID prefix (hex digits). {known}"
-        )
-    if part.isdigit():
-        index = int(part) if len(part) <= MAX_ID_DIGITS else -1
-        if any(gpu.physical_index == index for gpu in snapshot.gpus):
-            return index
-        raise UsageError(f"There is no GPU {part}. {known}")
-    wanted = part.lower() if part.lower().startswith("gpu-") else f"gpu-{part.lower()}"
-    matches = [gpu for gpu in snapshot.gpus if gpu.uuid and gpu.uuid.lower().startswith(wanted)]
-    if not matches:
-        raise UsageError(f"No GPU has an index or UUID starting with {part!r}. {known}")
-    if len(matches) > 1:
-        which = " and ".join(f"GPU {gpu.physical_index} ({gpu.uuid})" for gpu in matches)
-        raise UsageError(
-            f"The UUID prefix {part!r} is ambiguous: it matches {which}; give more of it."
-        )
-    return matches[0].physical_index

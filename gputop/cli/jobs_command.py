@@ -8,15 +8,18 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from gputop.cli.arg_types import add_commands, add_notify_argument, seconds
 from gputop.cli.job_store import close_store, open_store
-from gputop.cli.job_xids import recorded_xids
 from gputop.core import job_columns as columns
 from gputop.core.errors import UsageError
+from gputop.core.history.job_xids import recorded_job_xids
+from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
 from gputop.core.jobs.logs import TerminalLogFilter, last_line, open_log
 from gputop.core.jobs.model import MAX_GRACE_S, Job, JobState
 from gputop.core.jobs.notify import (
@@ -191,6 +194,27 @@ def render_table(
             line = line[: max(width - 1, 0)] + "…"
         lines.append(line)
     return "\n".join(lines)
+
+
+def recorded_xids(jobs: Iterable[Job], now: float) -> dict[int, JobXids | None]:
+    """Job id -> the Xids its cards had while it ran, from the history store where one is
+    readable (docs/health.md); every job ``None`` ("cannot know", never "none") where no
+    store can be read (none, one too old or unreadable)."""
+    jobs = list(jobs)
+    unknown: dict[int, JobXids | None] = {job.id: None for job in jobs}
+    path = default_history_path()
+    if not jobs or not os.path.lexists(path):
+        return unknown
+    try:
+        connection = open_for_reading(path)
+    except HistoryError:
+        return unknown  # the report says why; a jobs list shows no mark it cannot know
+    try:
+        return {job.id: recorded_job_xids(connection, job, now) for job in jobs}
+    except sqlite3.Error:
+        return unknown
+    finally:
+        connection.close()
 
 
 def _detail(job: Job) -> str:

@@ -116,24 +116,21 @@ def held_order(
     docstring for the rule.
     """
     down = descending if amounts_descending is None else amounts_descending
-    seen = set()
-    last: list[K] = []
-    for key in previous:
-        if key in values and key not in seen:
-            seen.add(key)
-            last.append(key)
-    new = [key for key in values if key not in seen]
+    before = dict.fromkeys(previous)  # each key once, first where it came
+    last: list[K] = [key for key in before if key in values]
+    new = [key for key in values if key not in before]
     if new:
         last = _placed(last, new, values, descending, down)
     # The exact parts first (a stable sort keeps the last order within each), then the
     # amounts within each run of one exact part.
-    last.sort(key=lambda key: values[key][0], reverse=descending)
+    exact = {key: value[0] for key, value in values.items()}
+    last.sort(key=exact.__getitem__, reverse=descending)
     ordered: list[K] = []
     start = 0
     while start < len(last):
-        group = values[last[start]][0]
+        group = exact[last[start]]
         end = start + 1
-        while end < len(last) and values[last[end]][0] == group:
+        while end < len(last) and exact[last[end]] == group:
             end += 1
         ordered.extend(_held_run(last[start:end], values, margin, down))
         start = end
@@ -168,28 +165,40 @@ def _held_run(run: list[K], values: Mapping[K, Value], margin: Margin, descendin
     descending; clearly smaller, ascending); then it goes just above the topmost such."""
     if len(run) < 2:
         return run
-    out: list[K] = []
-    amounts: list[float] = []
-    extreme = 0.0  # of those placed: the smallest amount (descending), the largest (ascending)
     limit = margin.limit
-    for key in run:
+    first = values[run[0]][1]
+    out: list[K] = [run[0]]
+    if descending:
+        # Each placed row's limit, worked out once: a row above one is clearly larger.
+        limits = [limit(first)]
+        bound = limits[0]  # the smallest placed row's: above it, clearly larger than one
+        for key in run[1:]:
+            amount = values[key][1]
+            mine = limit(amount)
+            if amount > bound:
+                at = next(i for i, other in enumerate(limits) if amount > other)
+                out.insert(at, key)
+                limits.insert(at, mine)
+                continue
+            out.append(key)
+            limits.append(mine)
+            if mine < bound:  # a smaller amount: a lower limit (limit never falls as b grows)
+                bound = mine
+        return out
+    amounts = [first]
+    extreme = first  # the largest amount placed
+    for key in run[1:]:
         amount = values[key][1]
-        if not out:
+        mine = limit(amount)
+        if extreme > mine:  # clearly smaller than one placed
+            at = next(i for i, other in enumerate(amounts) if other > mine)
+            out.insert(at, key)
+            amounts.insert(at, amount)
+        else:
+            out.append(key)
+            amounts.append(amount)
+        if amount > extreme:
             extreme = amount
-        elif descending and amount > limit(extreme):  # clearly larger than one placed
-            at = next(i for i, other in enumerate(amounts) if amount > limit(other))
-            out.insert(at, key)
-            amounts.insert(at, amount)
-            continue
-        elif not descending and extreme > limit(amount):  # clearly smaller than one placed
-            at = next(i for i, other in enumerate(amounts) if other > limit(amount))
-            out.insert(at, key)
-            amounts.insert(at, amount)
-            extreme = max(extreme, amount)
-            continue
-        out.append(key)
-        amounts.append(amount)
-        extreme = min(extreme, amount) if descending else max(extreme, amount)
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from rich.cells import cell_len
 
 from gputop.core.health import xids_since
-from gputop.core.model import GpuHealth, GpuProcess, Snapshot
+from gputop.core.model import GpuHealth, GpuProcess, ProcessType, Snapshot
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import MIB, NA, duration_coarse, human_bytes
 from gputop.core.xid import describe
@@ -162,7 +162,6 @@ def _plain(text: str) -> Cell:
     return ((text, ""),)
 
 
-_percents = tuple(f"{value}%" for value in range(101))
 _cells: dict[str, Cell] = {}
 _CELLS_LIMIT = 1024
 """Cells kept at most (a shown text: 44.2G, 937M, 42%); then they start over. A refresh of
@@ -170,33 +169,9 @@ _CELLS_LIMIT = 1024
 second, a larger store only fills with texts no row shows any more and keeps them to the end
 (process_table.PAINTED_LINES)."""
 
-
-def _bytes_text(value: int | None, none: str = NA) -> str:
-    return none if value is None else human_bytes(value)
-
-
-def _percent_text(value: int | None) -> str:
-    """``42%``; made once for 0 to 100."""
-    if value is None:
-        return NA
-    return _percents[value] if 0 <= value <= 100 else f"{value}%"
-
-
-_ages: dict[int, str] = {}
-
-
-def _age_text(elapsed: float | None) -> str:
-    """``duration_coarse(elapsed)``, kept by the minute it shows (made anew for a process
-    once a minute, not every refresh)."""
-    if elapsed is None or elapsed < 60:
-        return duration_coarse(elapsed)
-    minutes = int(elapsed // 60)
-    text = _ages.get(minutes)
-    if text is None:
-        if len(_ages) > _CELLS_LIMIT:
-            _ages.clear()
-        text = _ages[minutes] = duration_coarse(elapsed)
-    return text
+Sized = tuple[Cell, int]
+"""A cell of plain text and its width (the text's length: ASCII, one terminal cell a
+character)."""
 
 
 def _cell(text: str) -> Cell:
@@ -207,6 +182,83 @@ def _cell(text: str) -> Cell:
             _cells.clear()
         cell = _cells[text] = ((text, ""),)
     return cell
+
+
+def _sized(text: str) -> Sized:
+    return _cell(text), len(text)
+
+
+def _kept(store: dict[int, Sized], key: int, text: str) -> Sized:
+    """``text``'s cell, kept in ``store`` by the number ``key`` it is made from."""
+    if len(store) > _CELLS_LIMIT:
+        store.clear()
+    sized = store[key] = _sized(text)
+    return sized
+
+
+_NA = _sized(NA)
+_PERCENTS = tuple(_sized(f"{value}%") for value in range(101))
+_mebibytes: dict[int, Sized] = {}
+"""A size's cell under 1 GiB by its whole MiB (``human_bytes``: 937M)."""
+_tenths: dict[int, Sized] = {}
+"""A size's cell from 1 GiB by its tenths of a GiB (``human_bytes``: 44.2G)."""
+_HALF_TENTH = GIB // 2
+_EXACT_FLOATS = 1 << 53
+"""Sizes below this are exact as floats, so their tenths can be worked out in integers."""
+
+
+def _bytes_sized(value: int | None) -> Sized:
+    """``human_bytes(value)``'s cell (``N/A`` for None), by the number it shows: no text is
+    formatted for a figure shown before. The tenths are rounded as ``f"{x:.1f}"`` rounds the
+    exact ``value / GiB``: to the nearest, a tie to the even tenth."""
+    if value is None:
+        return _NA
+    if value < GIB:
+        mebibytes = value >> 20  # value // MIB
+        return _mebibytes.get(mebibytes) or _kept(_mebibytes, mebibytes, f"{mebibytes}M")
+    if value >= _EXACT_FLOATS:
+        return _sized(human_bytes(value))
+    tenths, rest = divmod(10 * value, GIB)
+    if rest > _HALF_TENTH or (rest == _HALF_TENTH and tenths & 1):
+        tenths += 1
+    sized = _tenths.get(tenths)
+    if sized is None:
+        whole, tenth = divmod(tenths, 10)
+        sized = _kept(_tenths, tenths, f"{whole}.{tenth}G")
+    return sized
+
+
+def _percent_sized(value: int | None) -> Sized:
+    """``42%``'s cell; made once for 0 to 100."""
+    if value is None:
+        return _NA
+    return _PERCENTS[value] if 0 <= value <= 100 else _sized(f"{value}%")
+
+
+_ages: dict[int, Sized] = {}
+
+
+def _age_sized(elapsed: float | None) -> Sized:
+    """``duration_coarse(elapsed)``'s cell, kept by the minute it shows (made anew for a
+    process once a minute, not every refresh)."""
+    if elapsed is None or elapsed < 60:
+        return _sized(duration_coarse(elapsed))
+    minutes = int(elapsed // 60)
+    return _ages.get(minutes) or _kept(_ages, minutes, duration_coarse(elapsed))
+
+
+_kinds: dict[ProcessType, Sized] = {}
+
+
+def _kind_sized(kind: ProcessType) -> Sized:
+    sized = _kinds.get(kind)
+    if sized is None:
+        sized = _kinds[kind] = _sized(kind.value)
+    return sized
+
+
+_new_row = tuple.__new__
+"""``ProcessRow``'s own ``__new__`` without its Python frame (200 rows a refresh)."""
 
 
 def _place(process: GpuProcess) -> tuple[int, int, str | None]:
@@ -261,7 +313,8 @@ class RowMaker:
             if gpu.health is not None and gpu.health.xid_events
         }
         slurm = slurm_of_pid or {}
-        return [self._row(p, snapshot.timestamp, job_of_pid, known, slurm) for p in processes]
+        now = snapshot.timestamp
+        return [self._row(p, now, job_of_pid, known, slurm) for p in processes]
 
     def resort(self) -> None:
         """The next refresh sorts exactly by what is shown (``o``): no margin holds a row."""
@@ -321,43 +374,37 @@ class RowMaker:
             fixed = self._fixed_cells(process, job_id, slurm_id, xids)
             self._fixed[place] = (identity, fixed)
         (gpu, pid, user, command), (gpu_w, pid_w, user_w, command_w), key = fixed
+        # Each figure's cell by the number it shows, made once (_bytes_sized, _PERCENTS):
+        # 200 rows a second repeat the same few hundred.
         start = process.start_time
-        # Numbers formatted here are ASCII: one terminal cell a character. Each shown text's
-        # cell is made once (_cells): 200 rows a second repeat the same few hundred.
-        kind = process.type.value
-        used = _bytes_text(process.used_memory_bytes)
-        sm = _percent_text(process.sm_util_percent)
-        cpu = _percent_text(None if process.cpu_percent is None else round(process.cpu_percent))
-        host = _bytes_text(process.host_memory_bytes)
-        age = _age_text(None if start is None else now - start)
-        cell = _cells.get
-        cells: tuple[Cell, ...] = (
-            gpu,
-            pid,
-            user,
-            cell(kind) or _cell(kind),
-            cell(used) or _cell(used),
-            cell(sm) or _cell(sm),
-            cell(cpu) or _cell(cpu),
-            cell(host) or _cell(host),
-            cell(age) or _cell(age),
-            command,
+        kind, kind_w = _kinds.get(process.type) or _kind_sized(process.type)
+        used, used_w = _bytes_sized(process.used_memory_bytes)
+        sm_percent = process.sm_util_percent
+        sm, sm_w = (
+            _PERCENTS[sm_percent]
+            if sm_percent is not None and 0 <= sm_percent <= 100
+            else _percent_sized(sm_percent)
         )
+        cpu_percent = process.cpu_percent
+        cpu, cpu_w = _percent_sized(None if cpu_percent is None else round(cpu_percent))
+        host, host_w = _bytes_sized(process.host_memory_bytes)
+        age, age_w = _age_sized(None if start is None else now - start)
+        cells: tuple[Cell, ...] = (gpu, pid, user, kind, used, sm, cpu, host, age, command)
         widths: tuple[int, ...] = (
             gpu_w,
             pid_w,
             user_w,
-            len(kind),
-            len(used),
-            len(sm),
-            len(cpu),
-            len(host),
-            len(age),
+            kind_w,
+            used_w,
+            sm_w,
+            cpu_w,
+            host_w,
+            age_w,
             command_w,
         )
         if self._lead is not None:
             cells, widths = (self._lead[0], *cells), (self._lead[1], *widths)
-        return ProcessRow(key, process, cells, widths, (), process.user == self.me)
+        return _new_row(ProcessRow, (key, process, cells, widths, (), process.user == self.me))
 
     def _fixed_cells(
         self,

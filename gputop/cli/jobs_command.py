@@ -96,24 +96,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="seconds between SIGTERM and SIGKILL (default: the job's, 10)",
     )
     stop.set_defaults(run=run_stop)
-
-    wait = actions.add_parser(
-        "wait",
-        help="wait until jobs end; exit with the job's status (for scripts)",
-        description="Block until the given jobs have ended and exit with the job's status: "
-        "its exit code, 128 + the signal that ended it; with several jobs, the first one "
-        "that did not exit 0. Each start and end is printed, shown as a terminal "
-        "notification, and passed to --notify-command.",
-    )
-    wait.add_argument("job_ids", type=job_id, nargs="+", metavar="ID", help="the jobs' ids")
-    wait.add_argument(
-        "--timeout",
-        type=seconds(0, MAX_WAIT_S),
-        metavar="SECONDS",
-        help="give up after this long and exit 124 (default: wait for ever)",
-    )
-    add_notify_argument(wait, "when a job starts or ends")
-    wait.set_defaults(run=run_wait)
+    _add_wait_parser(actions)
 
 
 def job_id(text: str) -> int:
@@ -382,6 +365,26 @@ def _confirmed(job: Job) -> bool:
 
 
 # --- gputop jobs wait ------------------------------------------------------------------------
+
+
+def _add_wait_parser(actions: argparse._SubParsersAction) -> None:
+    wait = actions.add_parser(
+        "wait",
+        help="wait until jobs end; exit with the job's status (for scripts)",
+        description="Block until the given jobs have ended and exit with the job's status: "
+        "its exit code, 128 + the signal that ended it; with several jobs, the first one "
+        "that did not exit 0. Each start and end is printed, shown as a terminal "
+        "notification, and passed to --notify-command.",
+    )
+    wait.add_argument("job_ids", type=job_id, nargs="+", metavar="ID", help="the jobs' ids")
+    wait.add_argument(
+        "--timeout",
+        type=seconds(0, MAX_WAIT_S),
+        metavar="SECONDS",
+        help="give up after this long and exit 124 (default: wait for ever)",
+    )
+    add_notify_argument(wait, "when a job starts or ends")
+    wait.set_defaults(run=run_wait)
 
 
 def run_wait(args: argparse.Namespace) -> int:

@@ -149,7 +149,12 @@ class GpuCard(Widget):
     def render_lines(self, crop: Region) -> list[Strip]:
         # What every line of one paint needs is looked up once: a widget's size walks the
         # DOM to the screen each time it is asked.
-        self._paint = self._look_up_paint()
+        self._paint = _Paint(
+            self.size.width,
+            max(self.content_size.width, 10),
+            self.visual_style,
+            self.text_selection is not None,
+        )
         try:
             return super().render_lines(crop)
         finally:
@@ -157,7 +162,12 @@ class GpuCard(Widget):
 
     def render_line(self, y: int) -> Strip:
         """One line of the card, rendered alone: a repaint renders only changed lines."""
-        paint = self._paint or self._look_up_paint()
+        paint = self._paint or _Paint(
+            self.size.width,
+            max(self.content_size.width, 10),
+            self.visual_style,
+            self.text_selection is not None,
+        )
         width = paint.width
         if self._view is None or paint.selecting:
             return super().render_line(y)  # waiting, or text selected: the whole card
@@ -173,14 +183,6 @@ class GpuCard(Widget):
         strip = self._line_strips.strip(self, y, lines[y], width, paint.visual_style)
         self._strips[y] = (key, strip)
         return strip
-
-    def _look_up_paint(self) -> _Paint:
-        return _Paint(
-            self.size.width,
-            max(self.content_size.width, 10),
-            self.visual_style,
-            self.text_selection is not None,
-        )
 
     def _lines_of_width(
         self, view: CardView, width: int

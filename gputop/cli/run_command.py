@@ -42,7 +42,7 @@ from gputop.core.jobs.policy import (
     pick_free_targets,
 )
 from gputop.core.jobs.store import JobStore
-from gputop.core.mig_targets import card_label, resolve_gpus
+from gputop.core.mig_targets import card_label, pinned_targets, resolve_gpus
 from gputop.core.model import Snapshot
 from gputop.core.numbers import parse_size, strict_json
 from gputop.core.probes import DriverProbe
@@ -346,8 +346,5 @@ def describe_launch(
 
 def card_labels(job: Job, snapshot: Snapshot) -> list[str]:
     """``GPU 3  Tesla V100-SXM2-16GB  GPU-80af15aa`` for each cuda:N of the job, in order."""
-    labels: list[str] = []
-    for logical, physical in enumerate(job.physical_indices):
-        uuid = job.uuids[logical] if logical < len(job.uuids) else ""
-        labels.append(card_label(snapshot.gpus, uuid if uuid.startswith("MIG-") else physical))
-    return labels
+    targets = pinned_targets(job.physical_indices, job.uuids)
+    return [card_label(snapshot.gpus, target) for target in targets]

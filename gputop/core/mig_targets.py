@@ -204,11 +204,15 @@ def judge_mig_instance(
     return InstanceVerdict(not reasons, tuple(reasons))
 
 
+def pinned_targets(physical_indices: Sequence[int], uuids: Sequence[str]) -> list[int | str]:
+    """What a job is pinned to, in cuda order, as ``resolve_gpus`` names it: whole GPUs by
+    index, MIG instances by the UUID recorded at launch."""
+    padded = [*uuids, *[""] * (len(physical_indices) - len(uuids))]  # a record may list fewer
+    pairs = zip(physical_indices, padded, strict=False)
+    return [uuid if uuid.startswith(MIG_PREFIX) else index for index, uuid in pairs]
+
+
 def target_keys(physical_indices: Sequence[int], uuids: Sequence[str]) -> set[int | str]:
     """What a job holds: whole GPUs by index, MIG instances by UUID (jobs on two instances
     of one GPU do not hold each other's)."""
-    keys: set[int | str] = set()
-    for position, index in enumerate(physical_indices):
-        uuid = uuids[position] if position < len(uuids) else ""
-        keys.add(uuid if uuid.startswith(MIG_PREFIX) else index)
-    return keys
+    return set(pinned_targets(physical_indices, uuids))

@@ -19,7 +19,7 @@ from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, judge_cards, pick_free
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import cards_set
-from gputop.core.mig_targets import judge_mig_instance, mig_target_by_uuid
+from gputop.core.mig_targets import judge_mig_instance, mig_target_by_uuid, pinned_targets
 from gputop.core.users import current_user
 
 if TYPE_CHECKING:
@@ -63,26 +63,24 @@ def wait_decision(
         v.physical_index: v for v in judge_cards(snapshot, policy, user, running_job_gpus, claimed)
     }
     problems = []
-    for position, index in enumerate(job.physical_indices):
-        uuid = job.uuids[position] if position < len(job.uuids) else ""
-        if uuid.startswith("MIG-"):
-            target = mig_target_by_uuid(snapshot.gpus, uuid)
-            if target is None:
-                problems.append(f"MIG device {uuid} is not on this machine")
-                continue
-            if uuid in claimed_instances:
-                problems.append(f"{target.label}: {claimed_instances[uuid]}")
-                continue
-            holders = [i for i, u in (running_job_uuids or {}).items() if uuid in u]
-            mig = judge_mig_instance(target, policy.min_free_bytes, user, holders)
-            if not mig.free:
-                problems.append(f"{target.label}: {', '.join(mig.reasons)}")
+    for target in pinned_targets(job.physical_indices, job.uuids):
+        if isinstance(target, int):
+            verdict = verdicts.get(target)
+            if verdict is None:
+                problems.append(f"GPU {target} is not on this machine")
+            elif not verdict.free:
+                problems.append(f"GPU {target}: {', '.join(verdict.reasons)}")
             continue
-        verdict = verdicts.get(index)
-        if verdict is None:
-            problems.append(f"GPU {index} is not on this machine")
-        elif not verdict.free:
-            problems.append(f"GPU {index}: {', '.join(verdict.reasons)}")
+        instance = mig_target_by_uuid(snapshot.gpus, target)
+        if instance is None:
+            problems.append(f"MIG device {target} is not on this machine")
+        elif target in claimed_instances:
+            problems.append(f"{instance.label}: {claimed_instances[target]}")
+        else:
+            holders = [i for i, u in (running_job_uuids or {}).items() if target in u]
+            mig = judge_mig_instance(instance, policy.min_free_bytes, user, holders)
+            if not mig.free:
+                problems.append(f"{instance.label}: {', '.join(mig.reasons)}")
     return WaitDecision(not problems, job.physical_indices, "; ".join(problems))
 
 

@@ -495,11 +495,9 @@ class GpuGrid(Widget, can_focus=True):
 
     def card_strips(self, physical_index: int) -> list[Strip]:
         """The card's rows as drawn (from the cache where they are in it)."""
-        palette = self._current_palette()
-        for (_, _, width, height), card in self._placement(self.size.width)[0]:
-            if card is self._cards.get(physical_index):
-                return [self._card_row(card, row, width, palette) for row in range(height)]
-        raise KeyError(physical_index)
+        region = self.card_region(physical_index)  # where it is placed (KeyError: nowhere)
+        card, palette = self._cards[physical_index], self._current_palette()
+        return [self._card_row(card, row, region.width, palette) for row in range(region.height)]
 
     def subtitle(self, physical_index: int) -> str | None:
         """The card's bottom border text, fitted to its width (none on one-line cards)."""

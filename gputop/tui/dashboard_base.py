@@ -140,6 +140,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
         Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
         Binding("ctrl+l", "redraw", "Redraw the screen", show=False),
+        Binding("ctrl+z", "suspend_process", "Suspend", show=False),
     ]
 
     def __init__(
@@ -244,6 +245,10 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
 
     # -- size and end ----------------------------------------------------------------------
 
+    def on_mount(self) -> None:
+        # Resumed after ctrl+z (fg): the terminal shows what the shell left, as for ctrl+l.
+        self.app_resume_signal.subscribe(self, lambda _app: self.action_redraw())
+
     def on_unmount(self) -> None:
         self._stop.set()
 
@@ -276,6 +281,21 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         """Repaint every cell, and send every cell: the screen diff forgets what it sent."""
         forget_screens()
         self.screen.refresh(self.screen.region)
+
+    def action_suspend_process(self) -> None:
+        """ctrl+z: back to the shell, whose ``fg`` resumes the dashboard (redrawn whole), as
+        the terminal's own ctrl+z stops a job: its whole process group. Only where a shell
+        with job control runs it: a stopped process nobody resumes would hang there."""
+        if self.is_headless:
+            return
+        if not _job_of_a_shell():
+            self.notify(
+                "ctrl+z needs a shell with job control to return to (fg resumes), and none "
+                "started this dashboard: q quits.",
+                timeout=10,
+            )
+            return
+        os.killpg(os.getpgrp(), signal.SIGTSTP)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):  # the palette's Keys over the help
@@ -464,3 +484,20 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
                 self.notify(f"Sent {signal_name} to process {process.pid}.")
 
         self.push_screen(ConfirmScreen(question, yes_label=f"Send {signal_name}"), answered)
+
+
+def _job_of_a_shell() -> bool:
+    """Whether this process group is a shell's job: the first ancestor outside it is in
+    this session (the shell; POSIX: the group is not orphaned). A group whose ancestors
+    are all in it or in other sessions (a session of its own: ``ssh -t host gputop``, a
+    process manager) would stay stopped for ever."""
+    group, session, pid = os.getpgrp(), os.getsid(0), os.getpid()
+    try:
+        while pid > 1:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            pid = int(fields[1])  # the parent (state, ppid, pgrp, session)
+            if pid <= 1 or os.getpgid(pid) != group:
+                return pid > 1 and os.getsid(pid) == session
+    except (OSError, ValueError, IndexError):
+        pass
+    return False

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gputop.core import settings
-from gputop.tui.screen_diff import RESET_NEWLINE_MODE, ScreenDiff
+from gputop.tui.screen_diff import ScreenDiff
 from gputop.tui.textual_compat import LinuxDriver, QuietInput, terminal_fd
 
 
@@ -32,11 +32,12 @@ class DiffingLinuxDriver(QuietInput):
         _drivers.add(self)
 
     def start_application_mode(self) -> None:
+        """Also on resuming after a suspend (ctrl+z, then ``fg``): whatever ran meanwhile may
+        have left a scrolling region, newline mode or a colour set, as for ``ctrl+l``."""
         super().start_application_mode()
         feeds = keep_line_feeds(terminal_fd(self))
-        if feeds:
-            super().write(RESET_NEWLINE_MODE)
         with self._screen_diff_lock:
+            self._screen_diff.redraw()
             self._screen_diff.line_feeds = feeds
 
     def stop_application_mode(self) -> None:
@@ -54,6 +55,8 @@ class DiffingLinuxDriver(QuietInput):
 
     def write(self, data: str) -> None:
         with self._screen_diff_lock:
+            if self._screen_diff.line_feeds:  # turned back on meanwhile (stty onlcr): off
+                self._screen_diff.line_feeds = keep_line_feeds(terminal_fd(self))
             data = self._screen_diff.filter(data, self._terminal_size())
         if data:
             super().write(data)
@@ -73,7 +76,8 @@ def keep_line_feeds(fd: int) -> bool:
     """Have the terminal ``fd`` pass a line feed as it is (``ONLCR`` off: curses' ``nonl``),
     for as long as the application runs: Textual restores the terminal's settings as they
     were when it leaves (or is suspended), and sets them again when it resumes. False if
-    the settings cannot be read or changed."""
+    the settings cannot be read or changed. Asked again before every write (3.8 us, one
+    ``tcgetattr``): another program may turn ``ONLCR`` back on (``stty onlcr``)."""
     try:
         attrs = termios.tcgetattr(fd)
         if attrs[1] & termios.OPOST and attrs[1] & termios.ONLCR:

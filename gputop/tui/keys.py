@@ -64,6 +64,7 @@ KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("ctrl+p", "command palette: every action by name"),
             ("?", "this help"),
             ("ctrl+l", "redraw the whole screen (after another program wrote on it)"),
+            ("ctrl+z", "suspend to the shell; fg resumes, the screen redrawn whole"),
             ("q", "quit (launched jobs keep running)"),
         ],
     ),

@@ -56,6 +56,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "signal_process('SIGTERM')": ("Terminate the highlighted process (SIGTERM)", "t · yours only"),
     "signal_process('SIGKILL')": ("Kill the highlighted process (SIGKILL)", "T · yours only"),
     "redraw": ("Redraw the whole screen", "ctrl+l"),
+    "suspend_process": ("Suspend to the shell (fg resumes)", "ctrl+z"),
     "open_detail": ("Details of the highlighted process", "enter in the processes"),
     "toggle_ranks": ("Collapse or expand a distributed job's ranks", "r in the processes"),
     "show_log": ("Log of the highlighted job", "enter in the jobs"),

@@ -35,7 +35,6 @@ from gputop.core.jobs.unrecorded import RUN_DIR
 from gputop.core.model import Snapshot
 from gputop.core.numbers import PID_MAX_LIMIT, digits_within
 from gputop.core.private_files import write_env_file
-from gputop.core.process_control import process_start, session_of
 from gputop.core.units import counted
 from gputop.core.visibility import pin_environment
 
@@ -251,9 +250,7 @@ def _start_in_tmux(
 
 def _mark_supervisor(store: JobStore, job_id: int, pid: int) -> None:
     """Record the supervisor just started: its start as a time and in ticks since boot."""
-    started = process_start(pid)
-    seen = ProcessSeen(pid, started.time, session_of(pid), started.ticks)
-    store.record(job_id, supervisor_seen(seen))
+    store.record(job_id, supervisor_seen(ProcessSeen.now(pid)))
 
 
 def _tmux(environ: Mapping[str, str]) -> str:

@@ -23,6 +23,7 @@ from gputop.core.jobs.usage import (
     usage_note_from_text,
 )
 from gputop.core.numbers import valid_text, whole_within
+from gputop.core.process_control import process_start, session_of
 
 MAX_TICKS = 2**63 - 1
 """The most clock ticks since boot a start can be (SQLite's integers end here)."""
@@ -138,6 +139,12 @@ class ProcessSeen:
     start_time: float | None
     session: int | None
     start_ticks: int | None = None
+
+    @classmethod
+    def now(cls, pid: int) -> ProcessSeen:
+        """``pid`` as it runs now: when it started (a time and in ticks since boot), its session."""
+        started = process_start(pid)
+        return cls(pid, started.time, session_of(pid), started.ticks)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from gputop.core.jobs.waiting import CardWaiter
 from gputop.core.jobs.xid_marks import live_job_xids
 from gputop.core.numbers import parse_size
 from gputop.core.private_files import append_to_log, read_env_file
-from gputop.core.process_control import end_group, process_start, session_of
+from gputop.core.process_control import end_group
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.units import duration
 
@@ -184,9 +184,7 @@ class Supervisor:
         job = self.store.get(self.job_id)
         self.log_path = job.log_path
         self._recorder = Recorder(self.store, job.id, self.environ, self._say)
-        began = process_start(os.getpid())
-        me = ProcessSeen(os.getpid(), began.time, os.getsid(0) or None, began.ticks)
-        self._recorder.record(supervisor_seen(me))  # the launcher did too
+        self._recorder.record(supervisor_seen(ProcessSeen.now(os.getpid())))  # the launcher did too
         job = self._last = self.store.get(self.job_id)
         if job.state is not JobState.WAITING:
             return 0  # already ended (stopped before this supervisor got going) or taken
@@ -286,9 +284,7 @@ class Supervisor:
                 job, 126, f"{job.command[0]}: cannot run it: {error.strerror or error}"
             )
         self._child = child
-        began = process_start(child.pid)
-        seen = ProcessSeen(child.pid, began.time, session_of(child.pid), began.ticks)
-        self._recorder.record(started(seen, spawned_at))
+        self._recorder.record(started(ProcessSeen.now(child.pid), spawned_at))
         self._last = self.store.get(job.id)
         if job.wait_for_free:
             self._notify(STARTED, background=True)  # as recorded: started

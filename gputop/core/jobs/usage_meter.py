@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,16 +40,6 @@ FIRST_INTERVALS_S = (1.0, 1.0, 2.0)
 LONGEST_INTERVAL_S = 30.0
 """A longer gap between samples (a suspended machine, a stalled driver) counts as this
 long (or three polls, if longer): time nobody saw is not counted as time on the card."""
-
-
-@dataclass(frozen=True, slots=True)
-class MeteredCards:
-    """A job a meter does not supervise (a Slurm job on its node): its cards, its process."""
-
-    physical_indices: tuple[int, ...]
-    uuids: tuple[str, ...]
-    pid: int
-    session_id: int | None = None
 
 
 @dataclass(slots=True)
@@ -117,13 +107,13 @@ class UsageMeter:
 
     def __init__(
         self,
-        job: Job | MeteredCards,
+        physical_indices: Sequence[int],
+        uuids: Sequence[str],
         backend: NvmlBackend,
         poll_s: float,
-        owns: Callable[[int], bool] | None = None,
+        owns: Callable[[int], bool],
     ) -> None:
-        """``owns(pid)``: whether a process is the job's (default: its pid or session)."""
-        self.job = job
+        """``owns(pid)``: whether a process is the job's."""
         self.poll_s = poll_s
         self._owns = owns
         self._backend = backend
@@ -133,8 +123,8 @@ class UsageMeter:
         self.gpus: tuple[GpuSample, ...] = ()
         """The cards as last sampled: their health has the Xids (jobs/xid_marks.py)."""
         self._cards = []
-        for position, index in enumerate(job.physical_indices):
-            uuid = job.uuids[position] if position < len(job.uuids) else ""
+        for position, index in enumerate(physical_indices):
+            uuid = uuids[position] if position < len(uuids) else ""
             energy = energy_mj(backend, index)
             on = accounting_on(backend, index)
             self._cards.append(_CardTally(index, uuid, on, energy, energy))
@@ -209,14 +199,7 @@ class UsageMeter:
         card.energy_last_mj = now
 
     def _is_job(self, process: GpuProcess) -> bool:
-        if process.origin is not ProcessOrigin.HOST:
-            return False
-        if self._owns is not None:
-            return self._owns(process.pid)
-        if process.pid == self.job.pid:
-            return True
-        session = self.job.session_id
-        return session is not None and session_of(process.pid) == session
+        return process.origin is ProcessOrigin.HOST and self._owns(process.pid)
 
 
 def open_meter(job: Job, environ: Mapping[str, str]) -> UsageMeter | None:
@@ -233,7 +216,15 @@ def open_meter(job: Job, environ: Mapping[str, str]) -> UsageMeter | None:
         )
     except Exception:  # GputopError, or a broken driver binding: it must not stop the job
         return None
-    return UsageMeter(job, backend, settings.USAGE_POLL.or_default(environ))
+    poll_s = settings.USAGE_POLL.or_default(environ)
+    return UsageMeter(job.physical_indices, job.uuids, backend, poll_s, _owner(job))
+
+
+def _owner(job: Job) -> Callable[[int], bool]:
+    """Whether a process is ``job``'s: its own, or one in its session."""
+    return lambda pid: (
+        pid == job.pid or (job.session_id is not None and session_of(pid) == job.session_id)
+    )
 
 
 class UsageRecorder:

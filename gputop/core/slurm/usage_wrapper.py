@@ -129,7 +129,7 @@ def _meter_process(logs_dir: Path, command_pid: int, pidfd: int) -> None:
 def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -> None:
     from gputop.core import settings
     from gputop.core.errors import GputopError
-    from gputop.core.jobs.usage_meter import MeteredCards, UsageMeter
+    from gputop.core.jobs.usage_meter import UsageMeter
     from gputop.core.sampling.nvml_backend import SamplingOptions
     from gputop.core.sampling.source import open_backend
     from gputop.core.slurm.usage_file import write_report
@@ -165,13 +165,9 @@ def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -
                 f"NVML there sees none of the cards Slurm gave the job (SLURM_JOB_GPUS={shown})"
             )
             return
-        job = MeteredCards(
-            physical_indices=tuple(nvml for nvml, _ in cards),
-            uuids=tuple(gpus[nvml].uuid or "" for nvml, _ in cards),
-            pid=watch.pid,
-        )
         meter = UsageMeter(
-            job,
+            [nvml for nvml, _ in cards],
+            [gpus[nvml].uuid or "" for nvml, _ in cards],
             backend,
             settings.USAGE_POLL.or_default(environ),
             owns=lambda pid: watch.owns(pid, job_id),

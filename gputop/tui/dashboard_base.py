@@ -123,6 +123,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     # dashboard has every one of these actions (the launch and the jobs its own way).
     BINDINGS = [
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+z", "suspend_process", "Suspend", show=False),
         Binding("question_mark", "help", "Keys"),
         Binding("l", "launch", "Launch"),
         Binding("space", "toggle_card", "Select card"),
@@ -140,7 +141,6 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         Binding("t", "signal_process('SIGTERM')", "Terminate"),
         Binding("T", "signal_process('SIGKILL')", "Kill", show=False),
         Binding("ctrl+l", "redraw", "Redraw the screen", show=False),
-        Binding("ctrl+z", "suspend_process", "Suspend", show=False),
     ]
 
     def __init__(

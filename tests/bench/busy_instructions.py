@@ -83,7 +83,8 @@ def print_instructions_each(
 @asynccontextmanager
 async def busy_dashboard(tree: Path, scenario: Path, samples: int) -> AsyncIterator[Shown]:
     """``tree``'s dashboard on ``scenario``, headless at ``SIZE``, its first sample shown, and
-    ``samples`` more samples made, a simulated second apart, for the caller to show."""
+    ``samples`` more samples made, a simulated second apart, for the caller to show; the
+    garbage collector then settled as in the running dashboard (``settle_collector``)."""
     sys.path[:0] = [str(tree / "tests"), str(tree)]
     from helpers.dashboard import first_sample
 
@@ -97,4 +98,16 @@ async def busy_dashboard(tree: Path, scenario: Path, samples: int) -> AsyncItera
         for _ in range(samples):
             nvml.set_time(nvml.now() + 1.0)
             snapshots.append(app.backend.sample())
+        settle_collector()
         yield Shown(app, pilot, snapshots)
+
+
+def settle_collector() -> None:
+    """The garbage collector tuned as the running ``gputop`` tunes it once started (frozen,
+    its young generation collected less often: gputop/tui/collector.py), where the tree
+    does; an app run in a test process keeps Python's defaults."""
+    try:
+        from gputop.tui.collector import settle_collector as settle
+    except ImportError:  # a tree from before the tuning
+        return
+    settle()

@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
-from busy_instructions import count_run  # noqa: E402
+from busy_instructions import count_run, settle_collector  # noqa: E402
 from busy_scenario import busy  # noqa: E402
 from stand_ins import live_scenario  # noqa: E402
 
@@ -45,6 +45,7 @@ def _count_samples(tree: Path, scenario: Path, samples: int) -> None:
     from gputop.core.sampling.source import open_backend
 
     backend = open_backend(str(scenario), environ={settings.FAKE_TIME.name: FROZEN_AT_S})
+    settle_collector()  # as the running dashboard's, whose thread samples
     for _ in range(1 + samples):
         backend.nvml.set_time(backend.nvml.now() + 1.0)
         backend.sample()

@@ -507,10 +507,6 @@ class GpuGrid(Widget, can_focus=True):
         region = self.card_region(physical_index)
         return _subtitle(view, region.width - LABEL_CELLS_RESERVED)
 
-    def title(self, physical_index: int) -> str | None:
-        view = self._view_of(physical_index)
-        return None if view.compact else _title(view)
-
     def card_region(self, physical_index: int) -> Region:
         """Where the card is on the screen."""
         x0, y0 = self.content_region.offset

@@ -24,6 +24,7 @@ from gputop.core.model import (
     MigDevice,
     ProcessCuda,
     Snapshot,
+    replaced,
 )
 from gputop.core.process_control import current_boot_id
 from gputop.core.sampling.activity import ActivitySampler
@@ -214,7 +215,7 @@ class NvmlBackend:
             bare = [gpu for gpu, _, _ in readings]
             view = self._cuda_views.views_for(bare, self._driver_version, self._driver_answer)
         gpus = [
-            replace(
+            replaced(
                 gpu, processes=_gpu_processes(gpu.physical_index, processes, usage, facts, view)
             )
             if processes
@@ -366,7 +367,7 @@ class NvmlBackend:
             state.throttled_since = None
         elif state.throttled_since is None:
             state.throttled_since = self._now
-        sample = replace(
+        sample = replaced(
             state.static,
             memory_total_bytes=attribute_int(memory, "total", state.static.memory_total_bytes),
             memory_used_bytes=attribute_int(memory, "used"),

@@ -49,6 +49,9 @@ class HostFacts(NamedTuple):
     """Its start in clock ticks since boot, where ``/proc`` gives it (GpuProcess.start_ticks)."""
 
 
+_new_facts = tuple.__new__
+"""``HostFacts``'s own ``__new__`` without its Python frame, for all nine fields."""
+
 SimulatedLookup = Callable[[int], "HostFacts | None"]
 """Describes a pid of a simulated GPU that does not exist on this host."""
 
@@ -157,16 +160,19 @@ class HostProcessTable:
             used_s = max(0.0, counters.cpu_time_s - tracked.cpu_time_s)
             cpu_percent = 100.0 * used_s / (now - tracked.read_at)
         tracked.cpu_time_s, tracked.read_at = counters.cpu_time_s, now
-        return HostFacts(
-            ProcessOrigin.HOST,
-            tracked.user,
-            tracked.command,
-            cpu_percent,
-            counters.rss_bytes,
-            tracked.create_time,
-            tracked.hint,
-            tracked.environment,
-            tracked.start_ticks,
+        return _new_facts(
+            HostFacts,
+            (
+                ProcessOrigin.HOST,
+                tracked.user,
+                tracked.command,
+                cpu_percent,
+                counters.rss_bytes,
+                tracked.create_time,
+                tracked.hint,
+                tracked.environment,
+                tracked.start_ticks,
+            ),
         )
 
     def _track(

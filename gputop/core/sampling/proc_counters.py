@@ -42,6 +42,8 @@ def _clock_ticks() -> int:
 _TICKS_PER_S = _clock_ticks()
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _STAT_BYTES = 8192
+_new_counters = tuple.__new__
+"""``Counters``'s own ``__new__`` without its Python frame (every GPU process, every refresh)."""
 
 
 def read_proc_stat(pid: int) -> Counters | None:
@@ -72,10 +74,13 @@ def _parse_stat(line: bytes) -> Counters | None:
     fields = line[line.rindex(b")") + 2 :].split(None, 22)
     if fields[0] in (b"Z", b"X"):  # field 3, the state: zombie or dead
         return None
-    return Counters(
-        (int(fields[11]) + int(fields[12])) / _TICKS_PER_S,  # fields 14 and 15
-        int(fields[21]) * _PAGE_BYTES,  # field 24, in pages
-        float(fields[19]),  # field 22, ticks since boot
+    return _new_counters(
+        Counters,
+        (
+            (int(fields[11]) + int(fields[12])) / _TICKS_PER_S,  # fields 14 and 15
+            int(fields[21]) * _PAGE_BYTES,  # field 24, in pages
+            float(fields[19]),  # field 22, ticks since boot
+        ),
     )
 
 

@@ -108,12 +108,11 @@ class NotRegularFile(OSError):
     """A FIFO, a device or a directory where a file was named."""
 
 
-def read_regular_file(
-    path: str | os.PathLike[str], limit: int = -1
-) -> tuple[os.stat_result, bytes]:
+def read_regular_file(path: str | os.PathLike[str], limit: int) -> tuple[os.stat_result, bytes]:
     """A file the user named (outside the state directory, links followed), its status and
-    at most ``limit`` bytes; raises ``OSError``, ``NotRegularFile`` when it is not a regular
-    file. Opened without blocking: a FIFO there would hang whoever reads it."""
+    at most ``limit`` bytes (always bounded: a file may be huge); raises ``OSError``,
+    ``NotRegularFile`` when it is not a regular file. Opened without blocking: a FIFO there
+    would hang whoever reads it."""
     fd, info = _open_regular(path)
     try:
         with open(fd, "rb", closefd=False) as file:

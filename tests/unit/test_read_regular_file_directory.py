@@ -27,7 +27,7 @@ def test_a_directory_is_not_a_regular_file_and_keeps_no_descriptor(tmp_path: Pat
     before = open_descriptors()
     for _ in range(20):
         with pytest.raises(NotRegularFile):
-            read_regular_file(tmp_path)
+            read_regular_file(tmp_path, 1 << 20)
     assert open_descriptors() == before
 
 

@@ -261,10 +261,6 @@ _new_row = tuple.__new__
 """``ProcessRow``'s own ``__new__`` without its Python frame (200 rows a refresh)."""
 
 
-def _place(process: GpuProcess) -> tuple[int, int, str | None]:
-    return (process.pid, process.physical_index, process.mig_uuid)
-
-
 class RowMaker:
     """Makes rows from snapshots; what depends only on the process itself is made once.
 
@@ -313,8 +309,8 @@ class RowMaker:
             if gpu.health is not None and gpu.health.xid_events
         }
         slurm = slurm_of_pid or {}
-        now = snapshot.timestamp
-        return [self._row(p, now, job_of_pid, known, slurm) for p in processes]
+        now, row = snapshot.timestamp, self._row
+        return [row(p, now, job_of_pid, known, slurm) for p in processes]
 
     def resort(self) -> None:
         """The next refresh sorts exactly by what is shown (``o``): no margin holds a row."""
@@ -326,7 +322,7 @@ class RowMaker:
         """``processes`` in the held order: values within the key's margin keep their places."""
         by_place: dict[tuple[Any, ...], GpuProcess] = {}
         for process in processes:
-            place: tuple[Any, ...] = _place(process)
+            place: tuple[Any, ...] = (process.pid, process.physical_index, process.mig_uuid)
             while place in by_place:  # the same process listed twice: both rows stay
                 place = (*place, 0)
             by_place[place] = process

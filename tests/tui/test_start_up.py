@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -231,7 +232,10 @@ async def test_the_collector_is_settled_after_start_up_only_where_asked(
 def test_the_gputop_command_asks_its_dashboard_to_settle_the_collector(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """...and starts it with the collector off (its objects live as long as it does; the
+    settling turns it on), and on again however the dashboard ends."""
     made: list[dict[str, object]] = []
+    collecting: list[bool] = []
 
     class Recorded:
         fatal_error = None
@@ -241,10 +245,17 @@ def test_the_gputop_command_asks_its_dashboard_to_settle_the_collector(
             made.append(options)
 
         def run(self) -> None:
-            return None
+            collecting.append(gc.isenabled())
+            if len(made) > 1:
+                raise KeyboardInterrupt
 
     monkeypatch.setattr(app_module, "GputopApp", Recorded)
     monkeypatch.setattr(cli_dashboard, "require_terminal", lambda: None)
     args = build_parser().parse_args(["--fake", "v100x4", "--interval", "1", "--readonly"])
+    assert gc.isenabled()
     assert cli_dashboard.run(args) == 0
     assert made and made[0]["tune_collector"] is True
+    assert collecting == [False] and gc.isenabled()
+    with pytest.raises(KeyboardInterrupt):
+        cli_dashboard.run(args)
+    assert collecting == [False, False] and gc.isenabled()

@@ -21,21 +21,24 @@ class Node:
 
 kept = [Node() for _ in range(100)]        # made at start-up and still in use
 before = gc.get_threshold()
+gc.disable()                              # as the dashboard starts (gputop/cli/dashboard.py)
 settle_collector()
+enabled = gc.isenabled()
 frozen = gc.get_freeze_count()
 for _ in range(50):                       # garbage made afterwards, in cycles
     Node()
 collected = gc.collect()
 print(json.dumps({"before": before, "after": gc.get_threshold(), "frozen": frozen,
-                  "collected": collected, "kept": len(kept)}))
+                  "collected": collected, "kept": len(kept), "enabled": enabled}))
 """
 
 
-def test_settling_freezes_what_start_up_made_and_still_collects_later_cycles() -> None:
+def test_settling_turns_the_collector_on_freezes_start_up_and_collects_later_cycles() -> None:
     result = subprocess.run(
         [sys.executable, "-c", CHILD], capture_output=True, text=True, check=True, timeout=60
     )
     found = json.loads(result.stdout)
+    assert found["enabled"] is True  # off while the dashboard started, on once it has
     assert found["before"][0] == 700  # Python's default, untouched until then
     assert found["after"] == [YOUNG_THRESHOLD, found["before"][1], found["before"][2]]
     assert found["frozen"] >= 100  # the objects in use at that point, at least

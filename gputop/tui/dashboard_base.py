@@ -48,8 +48,6 @@ from gputop.tui.diff_driver import driver_with_screen_diff, forget_screens
 from gputop.tui.jobs_actions import JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
-from gputop.tui.screens.confirm import ConfirmScreen
-from gputop.tui.screens.help import HelpScreen
 from gputop.tui.textual_compat import (
     ExceptionHook,
     QuitHint,
@@ -298,6 +296,8 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         os.killpg(os.getpgrp(), signal.SIGTSTP)
 
     def action_help(self) -> None:
+        from gputop.tui.screens.help import HelpScreen  # not before the first frame
+
         if not isinstance(self.screen, HelpScreen):  # the palette's Keys over the help
             self.push_screen(HelpScreen(KEY_HELP))
 
@@ -482,6 +482,8 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
                 self.notify(str(error), severity="error")
             else:
                 self.notify(f"Sent {signal_name} to process {process.pid}.")
+
+        from gputop.tui.screens.confirm import ConfirmScreen  # not before the first frame
 
         self.push_screen(ConfirmScreen(question, yes_label=f"Send {signal_name}"), answered)
 

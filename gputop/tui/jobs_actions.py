@@ -9,6 +9,7 @@ arrive as ``JobStoreProblem`` messages, which both dashboards show alike
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -26,8 +27,6 @@ from gputop.core.jobs.service import JobsService, JobsView, job_memory_peaks
 from gputop.core.jobs.xid_marks import JobXids, live_job_xids
 from gputop.core.model import Snapshot
 from gputop.tui.safe import plain
-from gputop.tui.screens.confirm import ConfirmScreen
-from gputop.tui.screens.job_log import JobLogScreen
 from gputop.tui.textual_compat import unless_closing
 from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.jobs_panel import JobsPanel
@@ -91,7 +90,8 @@ class JobsActions(App[None]):
         self.jobs_service.view = jobs
         self.query_one(ProcessTable).set_jobs(jobs.job_of_pid)
         self.query_one(JobsPanel).show(jobs)
-        if isinstance(self.screen, JobLogScreen):
+        log_screen = sys.modules.get("gputop.tui.screens.job_log")  # not before the first log
+        if log_screen and isinstance(self.screen, log_screen.JobLogScreen):
             for job in jobs.jobs:
                 self.screen.update_job(job)
 
@@ -146,6 +146,8 @@ class JobsActions(App[None]):
         self.push_screen(LaunchScreen(context), launched)
 
     def on_jobs_table_log_requested(self, message: JobsPanel.LogRequested) -> None:
+        from gputop.tui.screens.job_log import JobLogScreen  # not before the first frame
+
         self.push_screen(JobLogScreen(message.job))
 
     def on_jobs_table_stop_requested(self, message: JobsPanel.StopRequested) -> None:
@@ -169,6 +171,8 @@ class JobsActions(App[None]):
         def answered(yes: bool | None) -> None:
             if yes:
                 self._stop_job(job.id)
+
+        from gputop.tui.screens.confirm import ConfirmScreen  # not before the first frame
 
         self.push_screen(ConfirmScreen(question, yes_label="Stop job"), answered)
 

@@ -98,7 +98,8 @@ def test_the_dashboards_command_line_imports_no_other_commands_module() -> None:
 def test_the_dashboard_imports_what_launches_and_stops_jobs_only_when_used() -> None:
     """The launch dialog, the launchers, Slurm's submission and package metadata are not
     imported before the dashboard's first frame (docs/speed.md, "The first frame"), nor what
-    reads Slurm (before the first read, never without Slurm) or signs in to Prometheus; the
+    reads Slurm (before the first read, never without Slurm) or signs in to Prometheus, nor
+    the job log, confirmation and help screens; the
     tests that launch from the dashboard or read Slurm show they still come when asked for."""
     later = (
         "gputop.tui.screens.launch",
@@ -110,6 +111,9 @@ def test_the_dashboard_imports_what_launches_and_stops_jobs_only_when_used() -> 
         "gputop.core.slurm.sync",
         "gputop.core.slurm.commands",
         "gputop.core.prometheus.auth",
+        "gputop.tui.screens.job_log",
+        "gputop.tui.screens.confirm",
+        "gputop.tui.screens.help",
     )
     code = (
         "import sys\n"

@@ -53,6 +53,7 @@ from gputop.tui.textual_compat import (
     QuitHint,
     install_lean_strips,
     install_partial_updates,
+    stop_with_its_job,
     textual_handles_exception,
 )
 from gputop.tui.widgets.process_table import ProcessTable
@@ -293,7 +294,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
                 timeout=10,
             )
             return
-        os.killpg(os.getpgrp(), signal.SIGTSTP)
+        stop_with_its_job(self)
 
     def action_help(self) -> None:
         from gputop.tui.screens.help import HelpScreen  # not before the first frame

@@ -14,6 +14,7 @@ import functools
 import itertools
 import os
 import selectors
+import signal
 import threading
 import weakref
 from codecs import getincrementaldecoder
@@ -490,6 +491,28 @@ class QuietInput(LinuxDriver):
         hangup of a terminal; anyone may send one)."""
         if self._must_signal_resume:
             super()._sigcont_application()
+
+
+def stop_with_its_job(app: App[Any]) -> bool:
+    """Stop the app's whole process group (its job: ``make demo`` waiting on it, say), as
+    the terminal's own ctrl+z would, once the terminal is given back; False where the app's
+    driver cannot be suspended. The app leaves its application mode first, while it still
+    holds the terminal: stopping the group at once (Textual's handler runs later, in the main
+    thread) let a waiting shell take the terminal first, and the app, writing to a terminal
+    no longer its own, was stopped by SIGTTOU halfway through leaving it. On ``fg`` the
+    SIGCONT handler resumes it (``_must_signal_resume``, as Textual's SIGTSTP handler sets)."""
+    driver = app._driver
+    if not isinstance(driver, QuietInput):
+        return False
+    app._suspend_signal()
+    driver.suspend_application_mode()
+    driver._must_signal_resume = True
+    previous = signal.signal(signal.SIGTSTP, signal.SIG_DFL)  # not Textual's handler again
+    try:
+        os.killpg(os.getpgrp(), signal.SIGTSTP)  # this thread stops here; fg continues it
+    finally:
+        signal.signal(signal.SIGTSTP, previous)
+    return True
 
 
 def _close_fds(fds: tuple[int, ...]) -> None:

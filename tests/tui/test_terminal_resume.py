@@ -164,13 +164,21 @@ def test_ctrl_z_without_a_shell_to_return_to_says_so_and_runs_on(terminal: PtyTe
     assert process_state(terminal.pid) != "T"
 
 
+@pytest.mark.parametrize("under_make", [False, True], ids=["itself", "under-make"])
 def test_ctrl_z_returns_to_the_shell_and_fg_brings_the_dashboard_back_whole(
-    tmp_path: Path,
+    tmp_path: Path, under_make: bool
 ) -> None:
+    """Started by the shell itself, or by a program in its job (``make demo``: make waits in
+    the same process group), which must stop only once the dashboard has given the
+    terminal back: a shell that takes the terminal first stops the dashboard halfway."""
     env = {**dashboard_env(tmp_path), "PS1": "$ ", "HISTFILE": os.devnull}
+    command = shlex.join(DASHBOARD)
+    if under_make:
+        (tmp_path / "Makefile").write_text(f"demo:\n\t{command}\n")
+        command = shlex.join(["make", "-s", "-C", str(tmp_path), "demo"])
     shell = PtyTerminal.spawn(["bash", "--norc", "--noprofile", "-i"], env, COLUMNS, ROWS)
     try:
-        shell.write(f"{shlex.join(DASHBOARD)}\r".encode())
+        shell.write(f"{command}\r".encode())
         assert first_frame(shell), shell.text()
         before = repainted_by_ctrl_l(shell)
 

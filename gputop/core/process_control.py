@@ -297,6 +297,12 @@ def signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
+def stop_own_job() -> None:
+    """SIGTSTP to this process's own group (its shell job), as the terminal's ctrl+z sends
+    it: the group this process is in cannot be anyone else's."""
+    os.killpg(os.getpgrp(), signal.SIGTSTP)
+
+
 # --- a job's process group ------------------------------------------------------------
 
 

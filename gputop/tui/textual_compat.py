@@ -38,6 +38,8 @@ from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
+from gputop.core.process_control import stop_own_job
+
 __all__ = [
     "ExceptionHook",
     "LinuxDriver",
@@ -509,7 +511,7 @@ def stop_with_its_job(app: App[Any]) -> bool:
     driver._must_signal_resume = True
     previous = signal.signal(signal.SIGTSTP, signal.SIG_DFL)  # not Textual's handler again
     try:
-        os.killpg(os.getpgrp(), signal.SIGTSTP)  # this thread stops here; fg continues it
+        stop_own_job()  # this thread stops here; fg continues it
     finally:
         signal.signal(signal.SIGTSTP, previous)
     return True

@@ -75,14 +75,18 @@ def start_ticks(pid: int) -> int | None:
     """Field 22 of ``/proc/PID/stat``: when the process started, in clock ticks since boot.
     The kernel counts it on a clock no one can set; ``None`` where it cannot be read."""
     try:
-        with open(f"{_PROC}/{pid}/stat", "rb") as handle:
-            line = handle.read()
-        # The command name (field 2) is in parentheses and may hold spaces and parentheses.
-        fields = line[line.rindex(b")") + 2 :].split()
-        ticks = int(fields[19])
+        ticks = int(_stat_fields(pid)[19])
     except (OSError, ValueError, IndexError):
         return None
     return boot_ticks(ticks)
+
+
+def _stat_fields(pid: int) -> list[bytes]:
+    """``/proc/PID/stat`` from field 3 (the state) on; raises ``OSError``, ``ValueError``."""
+    with open(f"{_PROC}/{pid}/stat", "rb") as handle:
+        line = handle.read()
+    # The command name (field 2) is in parentheses and may hold spaces and parentheses.
+    return line[line.rindex(b")") + 2 :].split()
 
 
 def boot_ticks(seen: int) -> int | None:
@@ -295,6 +299,22 @@ def signal_group(pgid: int, signum: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def in_a_shell_job() -> bool:
+    """Whether this process group is a shell's job: the first ancestor outside it is in
+    this session (the shell; POSIX: the group is not orphaned). A group whose ancestors
+    are all in it or in other sessions (a session of its own: ``ssh -t host gputop``, a
+    process manager) would stay stopped for ever."""
+    group, session, pid = os.getpgrp(), os.getsid(0), os.getpid()
+    try:
+        while pid > 1:
+            pid = int(_stat_fields(pid)[1])  # the parent (state, ppid, pgrp, session)
+            if pid <= 1 or os.getpgid(pid) != group:
+                return pid > 1 and os.getsid(pid) == session
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def stop_own_job() -> None:

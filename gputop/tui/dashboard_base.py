@@ -40,7 +40,7 @@ from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
 from gputop.core.history.store import default_history_path
 from gputop.core.jobs.service import JobsService, Severity
 from gputop.core.model import GpuHealth, GpuProcess, GpuSample, ProcessOrigin
-from gputop.core.process_control import current_boot_id, signal_own_process
+from gputop.core.process_control import current_boot_id, in_a_shell_job, signal_own_process
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.users import current_user
 from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
@@ -287,7 +287,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         with job control runs it: a stopped process nobody resumes would hang there."""
         if self.is_headless:
             return
-        if not _job_of_a_shell():
+        if not in_a_shell_job():
             self.notify(
                 "ctrl+z needs a shell with job control to return to (fg resumes), and none "
                 "started this dashboard: q quits.",
@@ -487,20 +487,3 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         from gputop.tui.screens.confirm import ConfirmScreen  # not before the first frame
 
         self.push_screen(ConfirmScreen(question, yes_label=f"Send {signal_name}"), answered)
-
-
-def _job_of_a_shell() -> bool:
-    """Whether this process group is a shell's job: the first ancestor outside it is in
-    this session (the shell; POSIX: the group is not orphaned). A group whose ancestors
-    are all in it or in other sessions (a session of its own: ``ssh -t host gputop``, a
-    process manager) would stay stopped for ever."""
-    group, session, pid = os.getpgrp(), os.getsid(0), os.getpid()
-    try:
-        while pid > 1:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            pid = int(fields[1])  # the parent (state, ppid, pgrp, session)
-            if pid <= 1 or os.getpgid(pid) != group:
-                return pid > 1 and os.getsid(pid) == session
-    except (OSError, ValueError, IndexError):
-        pass
-    return False

@@ -31,6 +31,10 @@ DRIVER_TICK_S = 0.05
 of scenario time (on a frozen clock, of real time as well) reads the same values, taken at
 the window's start, as a real driver refreshes what it reports periodically, not per call
 (docs/scenario.md, "When readings change")."""
+SAMPLE_PERIOD_S = 1.0
+"""The driver's utilisation sample: a card's GPU % and its processes' SM % are each the share
+of one such second of scenario time, the same second for both (docs/scenario.md, "What adds
+up")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +123,10 @@ class FakeNvmlBase:
             return self._frozen_time
         now = (time.monotonic() - self._t0) * self._speed
         return math.floor(now / DRIVER_TICK_S) * DRIVER_TICK_S
+
+    def sample_time(self) -> float:
+        """The start of the utilisation sample (``SAMPLE_PERIOD_S``) a call made now reads."""
+        return math.floor(self.now() / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S
 
     def _tick_key(self) -> tuple[float, int]:
         """The driver update a call falls in: its reading time and, on a frozen clock, the

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import pynvml
 
 from gputop.core.fake.base import nvml_error
-from gputop.core.fake.process_calls import SAMPLE_PERIOD_S, ProcessCalls
+from gputop.core.fake.process_calls import ProcessCalls
 from gputop.core.fake.scenario_types import ScenarioProcess
 from gputop.core.nvml_layouts import (
     NVML_ERROR_INSUFFICIENT_SIZE,
@@ -188,7 +187,7 @@ class CCalls(ProcessCalls):
         if info.version != UTILIZATION_INFO_V1:
             return NVML_ERROR_ARGUMENT_VERSION_MISMATCH
         measured = self._measured(handle)
-        sample_t = math.floor(self.now() / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S
+        sample_t = self.sample_time()
         stamp = round(self._epoch_at(sample_t) * 1_000_000)
         if not measured or stamp <= info.lastSeenTimeStamp:
             return int(pynvml.NVML_ERROR_NOT_FOUND)

@@ -123,9 +123,10 @@ class DeviceCalls(CardLoad):
     @nvml_function()
     def nvmlDeviceGetUtilizationRates(self, handle: FakeDeviceHandle) -> Any:
         """Needs ``utilization_gpu``; an absent ``utilization_memory`` reads 0. A job
-        launched on the card adds its own (card_load.py)."""
+        launched on the card adds its own (card_load.py). Over the same one-second sample as
+        its processes' SM %, so they fit in it."""
         rates = pynvml.c_nvmlUtilization_t()
-        rates.gpu, rates.memory = self._card_utilization(self._gpu(handle), self.reading_time())
+        rates.gpu, rates.memory = self._card_utilization(self._gpu(handle), self.sample_time())
         return rates
 
     @nvml_function()

@@ -34,7 +34,6 @@ LOAD_CATCH_UP_TICKS = 36
 
 SIMULATED_UP_BEFORE_S = 86400.0
 """The simulated machine was up this long before its oldest process started."""
-SAMPLE_PERIOD_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +93,7 @@ class ProcessCalls(CardLoad):
         measured = self._measured(handle)
         if not measured:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        sample_t = math.floor(self.now() / SAMPLE_PERIOD_S) * SAMPLE_PERIOD_S
+        sample_t = self.sample_time()
         timestamp_us = round(self._epoch_at(sample_t) * 1_000_000)
         if timestamp_us <= last_seen_timestamp:
             nvml_error(pynvml.NVML_ERROR_NOT_FOUND)

@@ -190,11 +190,10 @@ def test_the_exporter_exports_who_claimed_each_gpu(claims_dir: Path, fake_backen
 
 async def test_the_lab_cards_say_who_claimed_them(claims_dir: Path) -> None:
     """The lab's simulated hosts sample this machine's claims as an agent would."""
-    from helpers.lab_dashboard import first_lab_sample
+    from helpers.lab_dashboard import first_lab_sample, lab_cards
 
     from gputop.tui.lab.fixed_hosts import LAB_SCENARIOS, simulated_status
     from gputop.tui.screenshots import build_lab_app
-    from gputop.tui.widgets.gpu_card import GpuCard
 
     status = simulated_status("gpu01", LAB_SCENARIOS[0])
     assert status.snapshot is not None
@@ -204,7 +203,7 @@ async def test_the_lab_cards_say_who_claimed_them(claims_dir: Path) -> None:
     app = build_lab_app(5)
     async with app.run_test(size=(160, 48)) as pilot:
         await first_lab_sample(pilot)
-        said = [str(card.border_subtitle) for card in app.query(GpuCard) if card.border_subtitle]
+        said = [text for cards, i in lab_cards(app) if (text := cards.subtitle(i))]
         # the claim text is cut to the card's width, its state kept (P0)
         assert any(
             text.startswith("claimed by root · 3h left") and text.endswith("… · P0")

@@ -18,7 +18,7 @@ from helpers.scenarios import minimal_gpu
 from textual.pilot import Pilot
 
 from gputop.core.model import NO_ACTIVITY, Activity
-from gputop.tui.widgets.gpu_card import GpuCard, activity_text
+from gputop.tui.widgets.gpu_card import activity_text
 from gputop.tui.widgets.gpu_grid import GpuGrid
 
 SIZES = {"200x50": (200, 50), "80x24": (80, 24)}
@@ -109,7 +109,7 @@ def test_before_two_samples_the_labels_show_no_figure_and_without_gpm_nothing_sh
 
 
 async def test_the_lab_shows_a_hopper_hosts_figures_and_badges() -> None:
-    from helpers.lab_dashboard import first_lab_sample
+    from helpers.lab_dashboard import first_lab_sample, lab_cards
 
     from gputop.tui.lab.fixed_hosts import FixedHosts, simulated_status
     from gputop.tui.lab.lab_app import LabApp
@@ -118,11 +118,13 @@ async def test_the_lab_shows_a_hopper_hosts_figures_and_badges() -> None:
     app = LabApp(FixedHosts(statuses), ["gpu02"], user="alice")
     async with app.run_test(size=SIZES["200x50"]) as pilot:
         await first_lab_sample(pilot)
-        while not app.query(GpuCard):
+        while not lab_cards(app):
             await pilot.pause(0.05)
         await pilot.pause()
-        cards = {card.physical_index: card for card in app.query(GpuCard)}
-        texts = {i: str(card.render()) + f" [{card.border_subtitle}]" for i, card in cards.items()}
+        texts = {
+            i: "\n".join(line.plain for line in cards.card_content(i)) + f" [{cards.subtitle(i)}]"
+            for cards, i in lab_cards(app)
+        }
     assert "SM 76 TC 51 DRAM 61" in texts[0]
     assert "⚠ power cap" in texts[3] and "⚠ thermal" in texts[5]
     assert "SM  8 TC  1 DRAM  1" in texts[7]  # "busy" at 92 % util, SMs almost idle

@@ -254,25 +254,29 @@ async def test_a_wider_panel_shows_more_of_the_name(state_dir: Path) -> None:
 
 
 async def test_the_labs_highlighted_card_shows_whether_the_cards_have_the_focus() -> None:
-    from helpers.lab_dashboard import first_lab_sample
+    from helpers.lab_dashboard import first_lab_sample, lab_cards
 
     from gputop.tui.screenshots import build_lab_app
-    from gputop.tui.widgets.gpu_card import GpuCard
 
     app = build_lab_app(3)
     async with app.run_test(size=BIG) as pilot:
         await first_lab_sample(pilot)
-        await pilot_wait_for(pilot, lambda: app.query(GpuCard), "the lab's cards")
-        card = next(c for c in app.query(GpuCard) if c.has_class("-highlighted"))
-        focused = border_colour(card)
+        await pilot_wait_for(pilot, lambda: lab_cards(app), "the lab's cards")
+        cards, index = next((c, i) for c, i in lab_cards(app) if c.card_state(i).highlighted)
+
+        def corner() -> object:  # the colour of the card's top left corner
+            style = next(iter(cards.card_strips(index)[0])).style
+            return None if style is None else style.color
+
+        focused = corner()
         await pilot.press("tab")
         await pilot.pause()
         assert app.focused is app.query_one("#processes")
-        assert border_colour(card) != focused
-        assert border_colour(app.query_one("#processes")) == focused  # the accent is theirs
+        assert corner() != focused
+        assert border_colour(app.query_one("#processes")).rich_color == focused  # theirs
         await pilot.press("shift+tab")
         await pilot.pause()
-        assert border_colour(card) == focused
+        assert corner() == focused
 
 
 async def test_the_lab_in_a_smaller_terminal_gives_the_hidden_panels_focus_to_the_cards() -> None:

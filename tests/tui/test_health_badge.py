@@ -94,15 +94,16 @@ async def test_xids_that_arrive_are_toasted_coalesced_and_counted(tmp_path: Path
 
 
 async def test_the_lab_shows_a_hosts_card_badge_from_its_health() -> None:
+    from helpers.lab_dashboard import lab_cards
+
     from gputop.tui.lab.fixed_hosts import FixedHosts, simulated_status
     from gputop.tui.lab.lab_app import LabApp
-    from gputop.tui.widgets.gpu_card import GpuCard
 
     app = LabApp(FixedHosts([simulated_status("gpu02", "faulty")]), ["gpu02"], user="alice")
     async with app.run_test(size=(200, 50)) as pilot:
-        await pilot_wait_for(pilot, lambda: len(app.query(GpuCard)) == 3, "the host's cards")
+        await pilot_wait_for(pilot, lambda: len(lab_cards(app)) == 3, "the host's cards")
         await pilot.pause()
-        subtitles = {card.physical_index: str(card.border_subtitle) for card in app.query(GpuCard)}
+        subtitles = {i: str(cards.subtitle(i)) for cards, i in lab_cards(app)}
     assert "⚠ pages pending: reset (+1)" in subtitles[1]  # faulty's P100
     assert "⚠" not in subtitles[0] and "✖" not in subtitles[0]
 

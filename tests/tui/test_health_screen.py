@@ -127,13 +127,14 @@ def test_the_faulty_p100s_health_at_80x24_looks_as_approved(snap_compare) -> Non
 
 
 async def test_the_lab_shows_a_hosts_card_health() -> None:
+    from helpers.lab_dashboard import lab_cards
+
     from gputop.tui.lab.fixed_hosts import FixedHosts, simulated_status
     from gputop.tui.lab.lab_app import LabApp
-    from gputop.tui.widgets.gpu_card import GpuCard
 
     app = LabApp(FixedHosts([simulated_status("gpu02", "faulty")]), ["gpu02"], user="alice")
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot_wait_for(pilot, lambda: len(app.query(GpuCard)) == 3, "the host's cards")
+        await pilot_wait_for(pilot, lambda: len(lab_cards(app)) == 3, "the host's cards")
         await pilot.press("right", "e")
         await pilot_wait_for(pilot, lambda: isinstance(app.screen, HealthScreen), "the screen")
         text = shown(app)

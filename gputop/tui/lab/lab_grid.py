@@ -11,23 +11,20 @@ docs/lab.md.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
-from textual.containers import Grid, VerticalScroll
+from textual.containers import VerticalScroll
+from textual.geometry import Region
 from textual.message import Message
-from textual.widget import Widget
 
-from gputop.core.claims.view import card_claim_text
-from gputop.core.model import GpuSample
 from gputop.core.remote.host_summary import HostSummary
 from gputop.core.remote.status import HostStatus
 from gputop.core.sampling.history import UtilizationHistory
 from gputop.tui.lab.host_line import HostLine, memory_free_text, summary_line
 from gputop.tui.widgets.card_frame import CARD_HEIGHT
-from gputop.tui.widgets.gpu_card import CardView, GpuCard
+from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.grid_layout import CARD_KEYS, columns_for
 
 
@@ -37,6 +34,34 @@ class HighlightPlace:
 
     host: int
     card: int | None
+
+
+class HostCards(GpuGrid, can_focus=False):
+    """One host's cards, drawn as the local dashboard draws its own (one widget for them
+    all); the lab grid moves the highlight and the selection across hosts and marks them."""
+
+    lab_focused = False
+    """Whether the lab grid has the focus: its highlighted card shows it in full colour."""
+
+    def mark(self, highlighted: int | None, selected: set[int], focused: bool) -> None:
+        """The highlighted card's place among these cards (None: on another host or on the
+        summary line) and the selected cards' physical indices."""
+        self._position = -1 if highlighted is None else highlighted
+        self._selected = set(selected)
+        self.lab_focused = focused
+
+    def _focus_shown(self) -> bool:
+        return self.lab_focused
+
+    def _changed(self) -> None:
+        self._paint()  # what moved is the lab grid's to say
+
+    def virtual_card_region(self, place: int) -> Region | None:
+        """Where the card at ``place`` is in the lab grid's scrolled space, once laid out."""
+        if place >= len(self._physical) or not self.size:
+            return None
+        region = self.card_region(self._physical[place])
+        return region.translate(self.virtual_region.offset - self.content_region.offset)
 
 
 class HostGroup:
@@ -49,8 +74,7 @@ class HostGroup:
     def __init__(self, position: int) -> None:
         self.physical: list[int] = []
         self.line = HostLine(position)
-        self.cards = Grid(classes="host-cards")
-        self._shape: tuple[object, ...] | None = None
+        self.cards = HostCards()
         self._line_key: tuple[object, ...] | None = None
 
     def show_summary(self, summary: HostSummary, expanded: bool, on_line: bool, width: int) -> None:
@@ -75,24 +99,10 @@ class HostGroup:
             self._line_key = key
             self.line.set_text(summary_line(summary, expanded, on_line, width))
 
-    def set_cards(self, physical: list[int]) -> None:
-        if physical == self.physical:
-            return
-        self.physical = physical
-        self._shape = None
-        self.cards.remove_children()
-        self.cards.mount_all(GpuCard(index) for index in physical)
-
-    def lay_out(self, columns: int, compact: bool, expanded: bool) -> None:
-        shape = (columns, compact, expanded, len(self.physical))
-        if shape == self._shape:
-            return  # setting a style, even to its value, costs a layout pass
-        self._shape = shape
-        self.cards.display = expanded and bool(self.physical)
-        columns = 1 if compact else max(1, min(columns, len(self.physical)))
-        self.cards.styles.grid_size_columns = columns
-        self.cards.styles.grid_rows = "1" if compact else str(CARD_HEIGHT)
-        self.cards.styles.height = self.cards_height(columns, compact)
+    def lay_out(self, expanded: bool) -> None:
+        shown = expanded and bool(self.physical)
+        if shown != self.cards.display:  # setting a style, even to its value, costs a layout
+            self.cards.display = shown
 
     def cards_height(self, columns: int, compact: bool) -> int:
         """The lines its cards take (one card's at least), ``columns`` of them to a row."""
@@ -105,7 +115,6 @@ class LabGrid(VerticalScroll, can_focus=True):
 
     DEFAULT_CSS = """
     LabGrid { height: auto; scrollbar-size-vertical: 1; }
-    LabGrid > .host-cards { height: auto; grid-gutter: 0 0; }
     """
 
     @dataclass
@@ -269,7 +278,7 @@ class LabGrid(VerticalScroll, can_focus=True):
             self.summaries[position] = summaries[position]
             physical = [g.physical_index for g in status.snapshot.gpus] if status.snapshot else []
             if physical != self.groups[position].physical:
-                self.groups[position].set_cards(physical)
+                self.groups[position].physical = physical
                 if position == self._selected_host:
                     self._selected &= set(physical)
         first = self._place.card is None and bool(self.groups[self._place.host].physical)
@@ -319,11 +328,16 @@ class LabGrid(VerticalScroll, can_focus=True):
         if not self.is_expanded(self._place.host):
             self._place = HighlightPlace(self._place.host, None)
         for position, group in enumerate(self.groups):
-            group.lay_out(
-                self._columns(len(group.physical)), self.compact, self.is_expanded(position)
-            )
+            group.lay_out(self.is_expanded(position))
 
-    def _paint(self) -> None:
+    def on_focus(self) -> None:
+        self._paint(focused=True)  # Textual sets ``has_focus`` after this handler
+
+    def on_blur(self) -> None:
+        self._paint(focused=False)
+
+    def _paint(self, focused: bool | None = None) -> None:
+        focused = self.has_focus if focused is None else focused
         width = max(self._width - 3, 10)
         for position, group in enumerate(self.groups):
             summary = self.summaries[position]
@@ -334,30 +348,17 @@ class LabGrid(VerticalScroll, can_focus=True):
                 group.show_summary(summary, expanded, on_line, width)
             if not expanded or status is None or status.snapshot is None:
                 continue
-            cards = {card.physical_index: card for card in group.cards.query(GpuCard)}
-            for place, gpu in enumerate(status.snapshot.gpus):
-                card = cards.get(gpu.physical_index)
-                if card is not None:
-                    card.show(self._view(position, place, gpu))
-
-    def _view(self, position: int, place: int, gpu: GpuSample) -> CardView:
-        highlighted = self._place == HighlightPlace(position, place)
-        return CardView(
-            gpu=gpu,
-            history=self.histories[position].series(gpu.uuid, gpu.physical_index),
-            highlighted=highlighted,
-            selected=position == self._selected_host and gpu.physical_index in self._selected,
-            compact=self.compact,
-            claim=card_claim_text(gpu, time.time()),
-        )
+            on_host = self._place.host == position
+            selected = self._selected if position == self._selected_host else set()
+            group.cards.mark(self._place.card if on_host else None, selected, focused)
+            group.cards.show(status.snapshot, self.histories[position], self.compact)
 
     def _changed(self) -> None:
         self._paint()
         group = self.groups[self._place.host]
-        target: Widget = group.line
-        cards = list(group.cards.query(GpuCard))
-        if self._place.card is not None and self._place.card < len(cards):
-            target = cards[self._place.card]
         self.scroll_to_widget(group.line, animate=False)
-        self.scroll_to_widget(target, animate=False)
+        if self._place.card is not None:
+            card = group.cards.virtual_card_region(self._place.card)
+            if card is not None:
+                self.scroll_to_region(card, animate=False)
         self.post_message(self.SelectionChanged(self.host, self.highlighted, self.selection))

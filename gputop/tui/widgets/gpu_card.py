@@ -1,21 +1,16 @@
-"""One GPU: bars, a utilisation sparkline, temperature, power, fan, clocks, MIG.
-
-A card repaints only when what it shows changes (its ``CardView`` compares equal
-otherwise), which keeps the bytes sent over SSH down on a quiet machine.
+"""One GPU card's text: bars, a utilisation sparkline, temperature, power, fan, clocks, MIG,
+its title and subtitle. ``GpuGrid`` draws the cards (both dashboards'), repainting a card
+only when its ``CardView`` changed, which keeps the bytes sent over SSH down.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from rich.cells import cell_len, set_cell_size
-from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Span, Text
-from textual.content import Content
-from textual.geometry import Region
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widget import Widget
@@ -29,15 +24,6 @@ from gputop.core.units import NA, duration_coarse, memory_pair, mib, power_pair
 from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
 from gputop.tui.safe import plain
 from gputop.tui.textual_compat import visual_strips
-
-
-class _Paint(NamedTuple):
-    """What one paint of a card looks up once for all its lines."""
-
-    width: int
-    content_width: int
-    visual_style: VisualStyle
-    selecting: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,117 +81,6 @@ class LineStrips:
                 start += len(segment.text)
             self._shapes[shape] = template
         return strip
-
-
-class GpuCard(Widget):
-    """A GPU's card; the grid decides what it shows through ``show``."""
-
-    def __init__(self, physical_index: int) -> None:
-        super().__init__(id=f"gpu-{physical_index}")
-        self.auto_links = False  # no links here: spare Textual a scan of every line
-        self.physical_index = physical_index
-        self._view: CardView | None = None
-        self._titles: tuple[str | None, str | None] = (None, None)
-        self._lines: tuple[int, list[Text], list[tuple[object, ...]]] | None = None
-        """The width they were made for, the lines last shown, and what each showed."""
-        self._strips: dict[int, tuple[tuple[object, ...], Strip]] = {}
-        self._line_strips = LineStrips()
-        self._paint: _Paint | None = None
-
-    def show(self, view: CardView) -> None:
-        if view == self._view:
-            return
-        self._view = view
-        self.set_class(view.highlighted, "-highlighted")
-        self.set_class(view.selected, "-selected")
-        self.set_class(view.gpu.lost, "-lost")
-        self.set_class(view.compact, "-compact")
-        self._show_titles(view)
-        self._repaint_changed_lines(view)
-
-    def on_resize(self) -> None:
-        if self._view is not None:
-            self._show_titles(self._view)  # the subtitle is fitted to the card's width
-
-    def _show_titles(self, view: CardView) -> None:
-        width = self.outer_size.width
-        room = width - LABEL_CELLS_RESERVED if width else None
-        titles = (None, None) if view.compact else (_title(view), _subtitle(view, room))
-        if titles != self._titles:  # setting a border title repaints the whole card
-            self._titles = titles
-            self.border_title = None if titles[0] is None else Content(titles[0])
-            self.border_subtitle = None if titles[1] is None else Content(titles[1])
-
-    def render(self) -> RenderableType:
-        view = self._view
-        if view is None:
-            return Text("waiting for the first sample…", style="dim")
-        # the lines for the card's width now (a first sample can come before its layout)
-        lines = self._lines_of_width(view, max(self.content_size.width, 10))[1]
-        if view.compact:
-            return lines[0]
-        return Text("\n").join(line.copy() for line in lines)
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        # What every line of one paint needs is looked up once: a widget's size walks the
-        # DOM to the screen each time it is asked.
-        self._paint = _Paint(
-            self.size.width,
-            max(self.content_size.width, 10),
-            self.visual_style,
-            self.text_selection is not None,
-        )
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._paint = None
-
-    def render_line(self, y: int) -> Strip:
-        """One line of the card, rendered alone: a repaint renders only changed lines."""
-        paint = self._paint or _Paint(
-            self.size.width,
-            max(self.content_size.width, 10),
-            self.visual_style,
-            self.text_selection is not None,
-        )
-        width = paint.width
-        if self._view is None or paint.selecting:
-            return super().render_line(y)  # waiting, or text selected: the whole card
-        _, lines, keys = self._lines_of_width(self._view, paint.content_width)
-        if any(line.cell_len > width for line in lines):
-            return super().render_line(y)  # lines wrap: only the whole card says where
-        if y >= len(lines):
-            return Strip.blank(width, paint.visual_style.rich_style)
-        key = (keys[y], width, paint.visual_style)
-        cached = self._strips.get(y)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        strip = self._line_strips.strip(self, y, lines[y], width, paint.visual_style)
-        self._strips[y] = (key, strip)
-        return strip
-
-    def _lines_of_width(
-        self, view: CardView, width: int
-    ) -> tuple[int, list[Text], list[tuple[object, ...]]]:
-        if self._lines is None or self._lines[0] != width:
-            self._lines = _lines_for(view, width)
-        return self._lines
-
-    def _repaint_changed_lines(self, view: CardView) -> None:
-        """Repaint only the lines that changed: a steady card costs a few cells a second."""
-        width = max(self.content_size.width, 10)
-        before, self._lines = self._lines, _lines_for(view, width)
-        _, lines, keys = self._lines
-        if before is None or before[0] != width or len(before[2]) != len(keys):
-            self.refresh()
-            return
-        if any(line.cell_len > width for line in lines):
-            self.refresh()  # a line wraps and moves the others: no line-by-line comparison
-            return
-        pairs = zip(before[2], keys, strict=True)
-        changed = [y for y, (old, new) in enumerate(pairs) if old != new]
-        if changed:
-            self.refresh(*(Region(0, y, width, 1) for y in changed))
 
 
 def _lines_for(view: CardView, width: int) -> tuple[int, list[Text], list[tuple[object, ...]]]:

@@ -263,7 +263,7 @@ class GpuGrid(Widget, can_focus=True):
                 card.view = views.get(id(card), card.view)
             return
         changed: list[Region] = []
-        focused = self.has_focus if focused is None else focused
+        focused = self._focus_shown() if focused is None else focused
         palette: Palette | None = None
         for (x, y, card_width, height), card in self._placement(width)[0]:
             view = views.get(id(card))
@@ -349,6 +349,11 @@ class GpuGrid(Widget, can_focus=True):
         self._paint()
         self.post_message(self.SelectionChanged(self.highlighted, self.selection))
 
+    def _focus_shown(self) -> bool:
+        """Whether the highlighted card shows that the keys reach it (the lab's cards: where
+        the lab grid has the focus)."""
+        return self.has_focus
+
     def on_focus(self) -> None:
         # The highlighted card shows where the keys go. Textual sets ``has_focus`` in its own
         # handler, which runs after this one: the new state is given.
@@ -410,7 +415,7 @@ class GpuGrid(Widget, can_focus=True):
             if card.view is not None and card.width != card_width:
                 # laid out since the sample was shown (the first frame): its rows now, in
                 # this frame, rather than in the one after
-                card.focused = self.has_focus
+                card.focused = self._focus_shown()
                 card.rows = self._rows(card, card_width, card.focused)
                 card.width = card_width
             if card.view is not None and card.rows:

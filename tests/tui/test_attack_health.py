@@ -1,7 +1,7 @@
-"""A lab host's hostile health readings, drawn by ``e``'s screen and ``H``'s section: a time no
-clock shows (finite, but past year 9999) and a refused call's name written as markup or with
-terminal escapes. Each is that host's datum's fault, caught where it is decoded or drawn as
-plain text; neither screen raises (docs/security.md)."""
+"""A lab host's hostile health readings, drawn as ``e``'s screen and ``H``'s section draw them
+(one renderer): a time no clock shows (finite, but past year 9999) and a refused call's name
+written as markup or with terminal escapes. Each is that host's datum's fault, caught where it
+is decoded or drawn as plain text; neither screen raises (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from helpers.hostile_hosts import agent_lines, good_document, replay
 from rich.console import Console, RenderableType
 
 from gputop.core.model import GpuHealth
-from gputop.tui.screens.card_health import render_health
 from gputop.tui.screens.health import render_health_screen
 
 HOSTILE_NAMES = ["[/]", "[bold red]loud[/bold red]", "[link=http://x]x[/link]\x1b[2Jgone"]
@@ -35,16 +34,14 @@ def host_health(health: dict[str, Any]) -> GpuHealth | None:
     return status.snapshot.gpus[0].health
 
 
-def both_screens(health: GpuHealth | None) -> str:
-    return drawn(render_health_screen(health)) + drawn(render_health(health))
-
-
 def test_an_xid_time_past_every_clock_is_not_drawn() -> None:
     for time_s in (1e300, -1e300, 1e20):
         health = host_health(
             {"xid_sources": ["nvml events"], "xid_events": [{"xid": 79, "time": time_s}]}
         )
-        both_screens(health)  # raised OverflowError before: the time reached the clock
+        drawn(
+            render_health_screen(health)
+        )  # raised OverflowError before: the time reached the clock
         assert health is None  # the host's snapshot is refused, as one with a NaN time
 
 
@@ -58,8 +55,8 @@ def test_a_reading_time_past_every_clock_is_not_drawn() -> None:
 def test_a_refused_calls_name_is_plain_text() -> None:
     health = host_health({"refused": HOSTILE_NAMES})
     assert health is not None
-    for text in (drawn(render_health_screen(health)), drawn(render_health(health))):
-        # MarkupError before on the health screen: its names were read as markup
-        assert "[bold red]loud[/bold red]" in text
-        assert "[/]" in text
-        assert "\x1b" not in text
+    text = drawn(render_health_screen(health))
+    # MarkupError before on the health screen: its names were read as markup
+    assert "[bold red]loud[/bold red]" in text
+    assert "[/]" in text
+    assert "\x1b" not in text

@@ -4,6 +4,7 @@ an Xid arrives in; a healthy card shows nothing. docs/health.md."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 from helpers.dashboard import first_sample
 from helpers.scenarios import minimal_gpu
 from helpers.waiting import pilot_wait_for
+from rich.console import Console
 
 from gputop.core.sampling.source import open_backend
 from gputop.tui.app import GputopApp
@@ -124,11 +126,12 @@ async def test_h_on_a_card_shows_its_health_under_its_history(tmp_path: Path) ->
             lambda: isinstance(app.screen, CardHistoryScreen) and app.screen.shown,
             "the card's screen",
         )
-        shown = app.screen.query_one("#history-body").render()
-        text = str(getattr(shown, "plain", shown))
-    assert "Health: warning" in text
-    assert "⚠ row remap pending: reset the GPU when it is idle" in text
-    assert "remapped rows     1 correctable, 0 uncorrectable, pending yes, failed no" in text
-    assert "retired pages     not on this card" in text
+        console = Console(file=io.StringIO(), width=200, color_system=None)
+        console.print(app.screen.render_history(app.screen.shown))
+        text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "Health\nverdict  warning" in text
+    assert "⚠ row remap pending: Reset the GPU when it is idle." in text
+    assert "remapped rows      1 correctable, 0 uncorrectable, pending yes, failed no" in text
+    assert "retired pages      not on this card" in text
     assert "Xid 13 graphics engine exception (3x)" in text
-    assert "restart the application" in text
+    assert "Restart the application" in text

@@ -6,6 +6,7 @@ card's history plot one cell too wide at 80x24."""
 
 from __future__ import annotations
 
+import io
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from helpers.dashboard import first_sample, make_app, open_launch_dialog, previe
 from helpers.history import holders_scenario, record_stepped
 from helpers.waiting import pilot_wait_for
 from rich.cells import cell_len
+from rich.console import Console
 from textual.widgets import Input, Static
 
 from gputop.core.fleet.model import Fleet
@@ -21,8 +23,8 @@ from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.model import EccCounts, GpuHealth, XidEvent
 from gputop.core.prometheus.client import PrometheusError
 from gputop.tui.fleet.fleet_app import FleetApp
-from gputop.tui.screens.card_health import render_health
-from gputop.tui.screens.card_history import CardHistoryScreen
+from gputop.tui.screens.card_history import CardHistoryScreen, render_card_history
+from gputop.tui.screens.health import render_health_screen
 from gputop.tui.widgets.jobs_panel import job_cells
 from gputop.tui.widgets.process_table import ProcessTable
 
@@ -92,9 +94,11 @@ def test_a_cards_health_gives_its_advice_as_a_sentence() -> None:
         xid_counts=((48, 1),),
         xid_sources=("nvml events",),
     )
-    lines = [line.plain for line in render_health(health)]
-    (xid_line,) = [line for line in lines if line.startswith("    ") and "Xid 48" in line]
-    assert "may be wrong. Rerun the jobs that ran on it" in xid_line
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(render_health_screen(health))
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    (meaning,) = [n for n, line in enumerate(lines) if "may be wrong." in line]
+    assert "→ Rerun the jobs that ran on it" in lines[meaning + 1]
 
 
 async def test_the_process_tables_title_reads_as_words_with_u_and_a_filter() -> None:
@@ -135,7 +139,7 @@ async def test_a_cards_history_plot_fits_its_window_at_80x24(tmp_path: Path) -> 
         await pilot_wait_for(pilot, lambda: screen.shown is not None, "the history")
         await pilot.pause()
         body = screen.query_one("#history-body", Static)
-        lines = str(body.content).splitlines()
+        lines = render_card_history(screen.shown).plain.splitlines()  # the plot: no health
         assert any("┤" in line for line in lines) and any(line.endswith("now") for line in lines)
         too_wide = [line for line in lines if cell_len(line) > body.content_region.width]
         assert too_wide == []  # the scale's ┤ was not counted: each plot row wrapped one cell

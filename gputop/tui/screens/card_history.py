@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from gputop.core.history.card_history import CardHistory, read_card_history
@@ -17,7 +18,7 @@ from gputop.core.history.spans import IDLE_SM_PERCENT
 from gputop.core.model import GpuHealth
 from gputop.core.units import NA, duration, human_bytes
 from gputop.tui.safe import plain
-from gputop.tui.screens.card_health import render_health
+from gputop.tui.screens.health import render_health_screen
 from gputop.tui.screens.history_window import (
     HistoryWindowScreen,
     memory_plot,
@@ -43,7 +44,7 @@ class CardHistoryScreen(HistoryWindowScreen):
         self.uuid = uuid
         """The card's UUID: its history is found by it (None: by its index alone)."""
         self.health = health
-        """The card's health at the sample the screen was opened on (card_health.py)."""
+        """The card's health at the sample the screen was opened on (screens/health.py)."""
         self.show_health = show_health
 
     def subject(self) -> Text:
@@ -52,12 +53,13 @@ class CardHistoryScreen(HistoryWindowScreen):
     def read_history(self, window_s: float, now: float, columns: int) -> CardHistory:
         return read_card_history(self.store, self.physical_index, window_s, now, columns, self.uuid)
 
-    def render_history(self, found: object) -> Text:
+    def render_history(self, found: object) -> RenderableType:
         assert isinstance(found, CardHistory)
         shown = render_card_history(found)
         if not self.show_health:
             return shown
-        return Text("\n").join([shown, *render_health(self.health)])
+        heading = Text("\nHealth", style="bold")
+        return Group(shown, heading, render_health_screen(self.health))
 
 
 def render_card_history(history: CardHistory) -> Text:

@@ -1,6 +1,7 @@
 """``e`` on a card: its health on a screen of its own (docs/health.md). The verdict with each
 reason and what to do, every counter (or that the card does not have it), each Xid with its
 time, meaning and action, newest first; read again from the dashboard's samples while open.
+The card history (``H``) shows the same under the card's history.
 
 Laid out in grids so that a long meaning wraps inside its own column at 80x24, never under
 the times. gputop's own words only: nothing here is the driver's text.
@@ -24,8 +25,9 @@ from gputop.core.health import verdict
 from gputop.core.model import GpuHealth
 from gputop.core.xid import describe
 from gputop.tui.safe import plain, plain_content
-from gputop.tui.screens.card_health import XIDS_UNKNOWN, counter_rows, xids_in_all
 
+NOT_HERE = "not on this card"
+XIDS_UNKNOWN = "unknown: neither NVML's events nor the kernel log is open to you"
 STYLES = {"ok": "bold green", "warning": "bold yellow", "critical": "bold red"}
 REFRESH_S = 1.0
 """How often the screen looks for a newer sample of the card."""
@@ -128,3 +130,46 @@ def sentence(text: str) -> str:
 def _clock(epoch: float) -> str:
     """``12-01 23:14:05``: local time, the year left out."""
     return time.strftime("%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def counter_rows(health: GpuHealth) -> list[tuple[str, str]]:
+    """Each counter's name and reading, or that the card does not have it."""
+    ecc, pages, rows = health.ecc, health.retired_pages, health.remapped_rows
+    return [
+        ("ECC errors", NOT_HERE if ecc is None else (
+            f"this boot {_n(ecc.corrected_volatile)} corrected, "
+            f"{_n(ecc.uncorrected_volatile)} uncorrectable · over its life "
+            f"{_n(ecc.corrected_aggregate)} corrected, "
+            f"{_n(ecc.uncorrected_aggregate)} uncorrectable"
+        )),
+        ("retired pages", NOT_HERE if pages is None else (
+            f"{_n(pages.single_bit)} for single-bit errors, {_n(pages.double_bit)} for "
+            f"double-bit, pending {_yes(pages.pending)}"
+        )),
+        ("remapped rows", NOT_HERE if rows is None else (
+            f"{rows.correctable} correctable, {rows.uncorrectable} uncorrectable, "
+            f"pending {_yes(rows.pending)}, failed {_yes(rows.failed)}"
+        )),
+        ("PCIe replays", NOT_HERE if health.pcie_replays is None else str(health.pcie_replays)),
+        ("NVLink CRC errors", NOT_HERE if health.nvlink_crc_errors is None
+            else str(health.nvlink_crc_errors)),
+    ]  # fmt: skip
+
+
+XIDS_UNKNOWN = "unknown: neither NVML's events nor the kernel log is open to you"
+
+
+def xids_in_all(health: GpuHealth) -> str | None:
+    """``Xid 13: 1, Xid 79: 3`` where the events kept do not count every Xid."""
+    totals = dict(health.xid_counts)
+    if sum(totals.values()) <= sum(e.count for e in health.xid_events or ()):
+        return None
+    return ", ".join(f"Xid {code}: {n}" for code, n in sorted(totals.items()))
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _yes(value: bool | None) -> str:
+    return "?" if value is None else ("yes" if value else "no")

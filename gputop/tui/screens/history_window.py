@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -82,7 +83,7 @@ class HistoryWindowScreen(ReportsWorkerFailures, ModalScreen[None]):
         """Runs in a worker thread."""
         raise NotImplementedError
 
-    def render_history(self, found: object) -> Text:
+    def render_history(self, found: object) -> RenderableType:
         raise NotImplementedError
 
 

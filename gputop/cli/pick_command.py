@@ -52,20 +52,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         metavar="N",
         help="how many GPUs (default 1)",
     )
-    parser.add_argument(
-        "--min-free-mib",
-        type=count(0),
-        default=DEFAULTS.min_free_mib,
-        metavar="MIB",
-        help=f"free memory a GPU needs (default {DEFAULTS.min_free_mib})",
-    )
-    parser.add_argument(
-        "--max-util",
-        type=count(0, 100),
-        default=DEFAULTS.max_util_percent,
-        metavar="PERCENT",
-        help=f"highest GPU utilisation a free GPU may have (default {DEFAULTS.max_util_percent})",
-    )
+    add_free_arguments(parser)
     parser.add_argument(
         "--format",
         choices=("uuid", "index"),
@@ -81,6 +68,24 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     add_hosts_arguments(parser)
     add_fleet_arguments(parser)
     parser.set_defaults(run=run)
+
+
+def add_free_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a free GPU is, for ``pick`` and ``run --auto``/``--wait`` (the free-card policy)."""
+    parser.add_argument(
+        "--min-free-mib",
+        type=count(0),
+        default=DEFAULTS.min_free_mib,
+        metavar="M",
+        help=f"a free GPU has at least M MiB of free memory (default {DEFAULTS.min_free_mib})",
+    )
+    parser.add_argument(
+        "--max-util",
+        type=count(0, 100),
+        default=DEFAULTS.max_util_percent,
+        metavar="P",
+        help=f"a free GPU has at most P %% utilisation (default {DEFAULTS.max_util_percent})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

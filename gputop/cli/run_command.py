@@ -13,7 +13,7 @@ from gputop.cli.arg_types import add_notify_argument, count, seconds
 from gputop.cli.claims_common import sample
 from gputop.cli.job_store import open_store_to_record
 from gputop.cli.lab_common import add_hosts_arguments
-from gputop.cli.pick_command import active_job_gpus, warn
+from gputop.cli.pick_command import active_job_gpus, add_free_arguments, warn
 from gputop.cli.slurm_run import (
     add_slurm_arguments,
     run_slurm_submit,
@@ -92,21 +92,7 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         metavar="N",
         help="pick N free GPUs by the free-card policy",
     )
-    defaults = FreePolicy()
-    parser.add_argument(
-        "--min-free-mib",
-        type=count(0),
-        metavar="M",
-        default=defaults.min_free_mib,
-        help=f"free means at least M MiB of free memory (default {defaults.min_free_mib})",
-    )
-    parser.add_argument(
-        "--max-util",
-        type=count(0),  # the upper bound is FreePolicy's, with its message
-        metavar="P",
-        default=defaults.max_util_percent,
-        help=f"free means at most P %% utilisation (default {defaults.max_util_percent})",
-    )
+    add_free_arguments(parser)
     parser.add_argument("--name", help="a name for the job (default: the script's name)")
     parser.add_argument("--cwd", metavar="DIR", help="working directory (default: this one)")
     parser.add_argument(

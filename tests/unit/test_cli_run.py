@@ -115,7 +115,6 @@ def process_exited(pid: int) -> bool:
         (["--gpus", "0", "--", "python 'a.py"], "no closing quotation"),
         (["--gpus", "0", "--tmux", "--", "true"], "not running inside tmux"),
         (["--auto", "4", "--", "true"], "Asked for 4 free GPUs, but only 2 are free"),
-        (["--gpus", "0", "--max-util", "101", "--", "true"], "between 0 and 100"),
     ],
 )
 def test_bad_input_is_refused_and_nothing_is_launched(
@@ -131,6 +130,16 @@ def test_bad_input_is_refused_and_nothing_is_launched(
     assert printed == ""
     assert all_jobs(state_dir) == [earlier_job]
     assert supervisors_of(state_dir) == []
+
+
+def test_a_utilisation_past_100_is_refused_as_pick_refuses_it(
+    state_dir: Path, earlier_job: Job, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        gputop_run(capsys, "--gpus", "0", "--max-util", "101", "--", "true")
+    assert exited.value.code == 2
+    assert "101 is out of range: give from 0 to 100" in capsys.readouterr().err
+    assert all_jobs(state_dir) == [earlier_job]
 
 
 def test_an_unusable_state_directory_is_refused(

@@ -11,7 +11,7 @@ from gputop.cli.job_store import open_store_to_record
 from gputop.core.errors import UsageError
 from gputop.core.jobs.command import default_name, plan_command
 from gputop.core.jobs.model import Job
-from gputop.core.numbers import strict_json
+from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits, quoted, strict_json
 from gputop.core.safe_text import clean
 from gputop.core.slurm.record import submit_and_record
 from gputop.core.slurm.submit import SlurmRequest, check_gres
@@ -49,10 +49,11 @@ def slurm_request(args: argparse.Namespace, command: list[str]) -> SlurmRequest:
         )
     gpus: int | None = None
     if args.gpus is not None:
-        if not args.gpus.isdigit() or int(args.gpus) < 1:
+        # ASCII digits only: "²".isdigit() is True and int() refuses it; int("٣") is 3
+        if not is_ascii_digits(args.gpus) or len(args.gpus) > MAX_ID_DIGITS or int(args.gpus) < 1:
             raise UsageError(
                 f"With --slurm, --gpus is a number of GPUs (Slurm chooses which), not "
-                f"{args.gpus!r}."
+                f"{quoted(args.gpus)}."
             )
         gpus = int(args.gpus)
     if gpus is not None and args.gres:

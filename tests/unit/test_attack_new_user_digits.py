@@ -1,0 +1,20 @@
+"""What a new user may type as ``run --slurm --gpus``: Python's ``int()`` reads ``²`` as no
+number though ``"²".isdigit()`` says it is one, and refuses a whole number of more than 4,300
+digits. Each is the usage message and exit 2, never an internal error."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop.cli.main import main
+
+
+@pytest.mark.parametrize("gpus", ["²", "2²", "٣", "３", "9" * 5000, "0", "-1", ""])
+def test_a_slurm_gpu_count_that_is_no_ascii_number_is_refused_by_name(
+    gpus: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--slurm", "--gpus", gpus, "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "--gpus is a number of GPUs" in err
+    assert "internal error" not in err and "Traceback" not in err
+    assert len(err) < 400

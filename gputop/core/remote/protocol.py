@@ -34,7 +34,14 @@ from gputop.core.model import (
     Snapshot,
     XidEvent,
 )
-from gputop.core.numbers import LATEST_TIME_S, outside_float, outside_json, strict_json, within
+from gputop.core.numbers import (
+    LATEST_TIME_S,
+    is_ascii_digits,
+    outside_float,
+    outside_json,
+    strict_json,
+    within,
+)
 from gputop.core.sampling.process_env import MAX_PORT, MAX_RANK
 from gputop.core.snapshot_json import (
     CLOCK_FIELDS,
@@ -224,7 +231,7 @@ def _health(value: Any, where: str) -> GpuHealth | None:
     at = f"{where}.xid_counts"
     raw_counts = _object(health.get("xid_counts") or {}, at)
     for code in list(raw_counts)[:MAX_HEALTH_ITEMS]:
-        if not (isinstance(code, str) and code.isdigit() and len(code) <= 10):
+        if not (isinstance(code, str) and is_ascii_digits(code) and len(code) <= 10):
             raise ProtocolError(f"{at} has a key that is not an Xid code")
         counts.append((int(code), count(raw_counts, code, at) or 0))
     refused = tuple(

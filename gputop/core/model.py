@@ -171,6 +171,14 @@ class MigDevice:
     """Of its GPU instance (every compute instance of one GPU instance shares it)."""
 
 
+CUDA_ENVIRONMENT = (
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+)  # fmt: skip
+"""The variables of a process's environment that its ``ProcessCuda`` is made from: read by
+the sampler (sampling/process_env.py), given by a simulated process (fake/scenario.py)."""
+
+
 @_quick_init
 @dataclass(frozen=True, slots=True)
 class ProcessCuda:

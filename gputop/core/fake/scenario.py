@@ -39,6 +39,8 @@ from gputop.core.fake.scenario_types import (
     ScenarioMigDevice,
     ScenarioProcess,
 )
+from gputop.core.model import CUDA_ENVIRONMENT
+from gputop.core.numbers import LATEST_TIME_S
 from gputop.core.private_files import NotRegularFile, read_regular_file
 
 __all__ = [
@@ -60,9 +62,8 @@ MAX_SCENARIO_NUMBER = 1e12
 """No reading, size or time in a scenario comes near this; larger values (``1e308``) only
 overflow later, deep inside a sample, where no message can name the field."""
 PID_MAX = 2**32 - 1
-"""pid_t is a signed 32-bit integer: ``pid >= 2^31`` is not a pid at all."""
-LATEST_START_TIME = 253_402_300_799.0
-"""9999-12-31T23:59:59Z: the last time a clock can print."""
+"""NVML's pid is an unsigned 32-bit integer: a scenario may give any it holds, as a driver
+may (pid_t is signed: the sampler drops a pid past ``numbers.MAX_PID``)."""
 
 _HEX_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _GPU_UUID = re.compile(rf"GPU-{_HEX_UUID}")
@@ -145,18 +146,6 @@ _PROCESS_KEYS = (
     "started_s_ago",
     "env",
 )
-_ENV_KEYS = (
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER",
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_RUN_ID",
-)
-"""What a simulated process's ``env`` may give: the variables gputop reads of a process
-(gputop.core.sampling.process_env.WATCHED)."""
 _MIG_KEYS = (
     "uuid",
     "gpu_instance_id",
@@ -232,10 +221,8 @@ def parse_scenario(data: Any, path: str) -> Scenario:
     if nvml_version is None and driver_version is not None:
         nvml_version = f"12.{driver_version}"
     start_time = top.number("start_time")
-    if start_time is not None and start_time > LATEST_START_TIME:
-        raise top.error(
-            "start_time", f"must be at most {LATEST_START_TIME:.0f}, got {start_time:g}"
-        )
+    if start_time is not None and start_time > LATEST_TIME_S:
+        raise top.error("start_time", f"must be at most {LATEST_TIME_S:.0f}, got {start_time:g}")
     return Scenario(
         path=path,
         description=top.string("description") or f"simulated GPUs from {Path(path).name}",
@@ -387,10 +374,11 @@ def _parse_processes(owner: ObjectReader) -> tuple[ScenarioProcess, ...]:
 
 def _environment(process: ObjectReader) -> tuple[tuple[str, str], ...]:
     """``env``: the variables the process was started with, strings only."""
-    env = process.child("env", _ENV_KEYS)
+    env = process.child("env", CUDA_ENVIRONMENT)
     if env is None:
         return ()
-    return tuple((name, value) for name in _ENV_KEYS if (value := env.string(name)) is not None)
+    names = CUDA_ENVIRONMENT
+    return tuple((name, value) for name in names if (value := env.string(name)) is not None)
 
 
 def _pci_bus_id(gpu: ObjectReader) -> str | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gputop.core.model import GpuSample, ProcessCuda
+from gputop.core.model import CUDA_ENVIRONMENT, GpuSample, ProcessCuda
 from gputop.core.numbers import digits_within
 from gputop.core.probes.driver import DriverProbeResult
 from gputop.core.probes.driver_mapping import driver_visibility
@@ -32,10 +32,6 @@ TOO_LARGE = "environment too large"
 CUDA_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 MAX_RANK = 1 << 24
 MAX_PORT = 65535
-WATCHED = (
-    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +98,7 @@ def parse_environ(data: bytes, truncated: bool = False) -> CudaEnvironment:
     entries = data.split(b"\0")
     if truncated and entries:
         entries = entries[:-1]
-    wanted = {name.encode(): name for name in WATCHED}
+    wanted = {name.encode(): name for name in CUDA_ENVIRONMENT}
     found: dict[str, str] = {}
     cut: set[str] = set()
     for entry in entries:
@@ -115,7 +111,7 @@ def parse_environ(data: bytes, truncated: bool = False) -> CudaEnvironment:
             continue
         found[name] = raw_value.decode("utf-8", "replace")
     if truncated:
-        cut.update(name for name in WATCHED if name not in found)
+        cut.update(name for name in CUDA_ENVIRONMENT if name not in found)
     return CudaEnvironment(tuple(sorted(found.items())), tuple(sorted(cut)))
 
 

@@ -23,8 +23,9 @@ def node_detail(fleet: Fleet, node: FleetNode, reading: bool = False) -> Text:
     ``reading``: its cards' temperature, power and processes are on their way (``…``)."""
     text = Text()
     text.append(f"{clean(node.host)}", style="bold")
+    seen = "never seen" if node.last_seen is None else f"seen {age(fleet, node)} ago"
     text.append(
-        f"  {node.state}, seen {age(fleet, node)} ago · {clean(node.instance)} · "
+        f"  {node.state}, {seen} · {clean(node.instance)} · "
         f"job {clean(node.job)} · {'gputop exporter' if node.gputop else 'dcgm-exporter'}\n"
     )
     for gpu in node.sorted_gpus():

@@ -48,10 +48,6 @@ def percent(value: float | None, width: int = 3) -> str:
     return NA.rjust(width) + " " if value is None else f"{value:>{width}.0f} %"
 
 
-def watts(value: float | None) -> str:
-    return NA if value is None else f"{value:.0f} W"
-
-
 def celsius(value: int | None) -> str:
     return NA if value is None else f"{value}°C"
 

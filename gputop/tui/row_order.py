@@ -9,7 +9,7 @@ an ascending one): larger by more than the column's ``Margin``, for GPU memory 5
 smaller value. Rows whose values are within the margin of each other keep the order they
 had; rows that come are put where their value belongs, rows that go leave the others in
 their order. The order is still the one the title says: no row ever sits above one whose
-shown value is clearly larger (``is_held_order``).
+shown value is clearly larger (the tests' ``is_held_order``).
 
 ``held_order`` is the whole rule, a pure function of the last order and the values now
 (the widgets keep the last order and draw): the rows are taken in the last order, and each
@@ -35,7 +35,7 @@ Docs: docs/reference.md ("The process table's order"), docs/speed.md.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -83,21 +83,6 @@ def clearly_before(
     if descending if amounts_descending is None else amounts_descending:
         return margin.clearly_larger(a[1], b[1])
     return margin.clearly_larger(b[1], a[1])
-
-
-def is_held_order(
-    order: Sequence[K],
-    values: Mapping[K, Value],
-    margin: Margin,
-    descending: bool,
-    amounts_descending: bool | None = None,
-) -> bool:
-    """No row sits above one that must sit above it (quadratic: for tests and checks)."""
-    return not any(
-        clearly_before(values[order[j]], values[order[i]], margin, descending, amounts_descending)
-        for i in range(len(order))
-        for j in range(i + 1, len(order))
-    )
 
 
 def held_order(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gputop.core.model import Clocks, GpuSample, MigDevice
+from gputop.core.visibility import Visibility
 
 U = (
     "GPU-11111111-aaaa-bbbb-cccc-000000000000",
@@ -83,3 +84,8 @@ def mig_box() -> tuple[GpuSample, ...]:
         ),
         gpu(1, U[1]),
     )
+
+
+def codes(visibility: Visibility) -> tuple[str, ...]:
+    """The codes of its warnings, in order."""
+    return tuple(w.code for w in visibility.warnings)

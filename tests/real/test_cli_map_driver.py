@@ -26,7 +26,7 @@ from gputop.core.probes import DriverProbe
 from gputop.core.probes.background import BackgroundDriverProbe
 from gputop.core.sampling import source
 from gputop.core.sampling.nvml_backend import NvmlBackend
-from gputop.core.sampling.process_env import attach_cuda_views, read_cuda_environment
+from gputop.core.sampling.process_env import CudaViews, read_cuda_environment
 
 V100 = [
     "GPU-5a9e5b38-bd6d-2f23-3b22-d42f6e26aa55",
@@ -192,7 +192,7 @@ def test_a_processs_own_mapping_is_the_drivers_once_it_has_answered(
     while background.answer("0", "PCI_BUS_ID") is None:  # asked once, answered in the back
         assert time.monotonic() < deadline, "the driver probe never answered"
         time.sleep(0.05)
-    gpus_seen = attach_cuda_views(
+    gpus_seen = CudaViews().attach(
         snapshot.gpus, environments, snapshot.driver_version, background.answer
     )
     (by_driver,) = gpus_seen[0].processes

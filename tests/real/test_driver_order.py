@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.fake_libcuda import build_fake_libcuda, devices_spec
-from helpers.visibility_machines import gpu, mixed
+from helpers.visibility_machines import codes, gpu, mixed
 
 from gputop.core.model import GpuSample
 from gputop.core.probes import DriverProbe, order_note, run_driver_probe
@@ -111,7 +111,7 @@ def test_without_the_probe_the_order_is_an_estimate_and_says_why(
     assert source == "estimate"
     assert "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH" in message
     assert "may be wrong" in message
-    assert "fastest-first-uncertain" in visibility.codes()
+    assert "fastest-first-uncertain" in codes(visibility)
 
 
 def test_a_driver_list_missing_a_whole_gpu_is_not_taken_as_the_order(

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from helpers.visibility_machines import U, four_same, mixed
+from helpers.visibility_machines import U, codes, four_same, mixed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -175,7 +175,7 @@ def test_on_a_mixed_box_torch_ignores_fastest_first(nvml_of_four: None) -> None:
         assert cuda()._get_nvml_device_index(0) == 0
     driver = resolve_visibility(mixed(), None, "0", None)
     assert driver.devices[0].physical_index == 3
-    assert "torch-nvml-mismatch" in driver.codes()
+    assert "torch-nvml-mismatch" in codes(driver)
 
 
 def test_torch_does_not_trim_out_of_range_entries(nvml_of_four: None) -> None:

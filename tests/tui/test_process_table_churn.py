@@ -14,11 +14,11 @@ from pathlib import Path
 
 from helpers.dashboard import first_sample, make_app
 from helpers.jobs import snapshot_of
+from helpers.row_order import is_held_order
 from textual.app import App, ComposeResult
 
 from gputop.core.model import Snapshot
 from gputop.tui.lab.lab_processes import HostRows, LabProcessTable
-from gputop.tui.row_order import is_held_order
 from gputop.tui.widgets.process_rows import SORT_KEYS, ProcessRow, shown_bytes
 from gputop.tui.widgets.process_table import ProcessTable
 

@@ -13,16 +13,25 @@ from collections.abc import Callable
 import pytest
 from helpers.cuda_view import UUIDS, four_cards, snapshot_processes
 
+from gputop.core.model import GpuSample, ProcessCuda
 from gputop.core.process_detail import describe_process
 from gputop.core.remote.protocol import snapshot_from_json
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.sampling.process_env import (
     ENVIRON_LIMIT_BYTES,
+    CudaEnvironment,
+    CudaViews,
     parse_environ,
-    process_cuda,
     read_cuda_environment,
 )
 from gputop.core.snapshot_json import snapshot_to_json
+
+
+def process_cuda(
+    environment: CudaEnvironment, gpus: list[GpuSample], driver_version: str | None, index: int
+) -> ProcessCuda:
+    """One process's view on card ``index``, as the sampler works it out."""
+    return CudaViews().views_for(gpus, driver_version)(environment, index)
 
 
 def test_each_rank_reports_its_own_cuda_devices_rank_and_world_size(
@@ -167,7 +176,6 @@ def test_a_view_is_worked_out_once_per_environment_and_card_while_the_cards_stay
     the cards' identities, never on a moving reading; a card lost, or the driver probe's
     answer arriving, works it out again."""
     from gputop.core.probes.driver import DriverProbeResult
-    from gputop.core.sampling.process_env import CudaViews
     from gputop.core.sampling.source import open_backend
 
     backend = open_backend(scenario_file(four_cards({})))

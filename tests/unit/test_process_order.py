@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from helpers.jobs import snapshot_of
+from helpers.row_order import is_held_order
 
 from gputop.core.model import GpuProcess, Snapshot
-from gputop.tui.row_order import is_held_order
 from gputop.tui.widgets.process_rows import SORT_KEYS, RowMaker, shown_bytes
 
 BY_MEMORY = SORT_KEYS[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from helpers.row_order import is_held_order
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,6 @@ from gputop.tui.row_order import (
     Value,
     clearly_before,
     held_order,
-    is_held_order,
 )
 
 FIVE_PERCENT = Margin(absolute=1.0, relative=0.05)

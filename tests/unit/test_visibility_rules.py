@@ -9,7 +9,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from helpers.visibility_machines import MIG_A, MIG_B, MIG_C, U, four_same, gpu, mig_box, mixed
+from helpers.visibility_machines import (
+    MIG_A,
+    MIG_B,
+    MIG_C,
+    U,
+    four_same,
+    gpu,
+    mig_box,
+    mixed,
+)
+from helpers.visibility_machines import (
+    codes as warning_codes,
+)
 
 from gputop.core.model import MigDevice
 from gputop.core.visibility import resolve_visibility
@@ -21,7 +33,7 @@ def physical(value: str | None, order: str | None = None, gpus=None, driver="550
 
 
 def codes(value: str | None, order: str | None = None, gpus=None, driver="550.54.15"):  # type: ignore[no-untyped-def]
-    return resolve_visibility(gpus or four_same(), driver, value, order).codes()
+    return warning_codes(resolve_visibility(gpus or four_same(), driver, value, order))
 
 
 @pytest.mark.parametrize(
@@ -120,7 +132,7 @@ def test_a_negative_entry_says_it_is_negative() -> None:
 def test_an_empty_value_hides_every_gpu_and_says_so() -> None:  # rule 2
     visibility = resolve_visibility(four_same(), "550.54.15", "", None)
     assert visibility.devices == ()
-    assert visibility.codes() == ("no-devices",)
+    assert warning_codes(visibility) == ("no-devices",)
 
 
 # -- CUDA_DEVICE_ORDER ------------------------------------------------------------------------
@@ -175,7 +187,7 @@ def test_differing_gpus_without_speed_data_are_uncertain_and_say_so() -> None:
     box = (gpu(0, U[0], "Card A", None, None), gpu(1, U[1], "Card B", None, None))  # type: ignore[arg-type]
     visibility = resolve_visibility(box, "550.54.15", "0", None)
     assert visibility.order_certain is False
-    assert "fastest-first-uncertain" in visibility.codes()
+    assert "fastest-first-uncertain" in warning_codes(visibility)
 
 
 def test_an_unknown_order_value_is_treated_as_fastest_first_with_a_warning() -> None:
@@ -257,7 +269,7 @@ def test_from_r570_one_compute_instance_per_gpu_instance() -> None:  # rule 22
     box = (replace(box[0], mig_devices=(*box[0].mig_devices, twin)), box[1])
     visibility = resolve_visibility(box, "570.86.10", f"{MIG_A},{twin.uuid}", None)
     assert [d.mig_uuid for d in visibility.devices] == [MIG_A]
-    assert "mig-one-ci-per-gi" in visibility.codes()
+    assert "mig-one-ci-per-gi" in warning_codes(visibility)
 
 
 def test_a_mig_gpu_without_instances_exposes_no_device() -> None:  # rule 25
@@ -265,7 +277,7 @@ def test_a_mig_gpu_without_instances_exposes_no_device() -> None:  # rule 25
     box = (replace(box[0], mig_devices=()), box[1])
     visibility = resolve_visibility(box, "570.86.10", None, None)
     assert [d.physical_index for d in visibility.devices] == [1]
-    assert "mig-no-instances" in visibility.codes()
+    assert "mig-no-instances" in warning_codes(visibility)
 
 
 def test_mig_devices_carry_their_parent_and_their_own_name() -> None:

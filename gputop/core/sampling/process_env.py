@@ -115,26 +115,6 @@ def parse_environ(data: bytes, truncated: bool = False) -> CudaEnvironment:
     return CudaEnvironment(tuple(sorted(found.items())), tuple(sorted(cut)))
 
 
-def process_cuda(
-    environment: CudaEnvironment,
-    gpus: Sequence[GpuSample],
-    driver_version: str | None,
-    physical_index: int,
-    driver: DriverAnswer | None = None,
-) -> ProcessCuda:
-    """Where this process's ``cuda:N`` are, and whether NVML shows it on a card outside them.
-
-    ``driver`` gives the driver probe's answer for an environment where it has one: that
-    enumeration is then the mapping (gputop.core.probes.driver_mapping), the rules' otherwise.
-    """
-    if any(name in environment.cut for name in CUDA_VARIABLES):
-        return _unknown_view(environment)
-    visible = environment.get("CUDA_VISIBLE_DEVICES")
-    order = environment.get("CUDA_DEVICE_ORDER")
-    answer = driver(visible, order) if driver is not None else None
-    return _mapped(environment, gpus, driver_version, physical_index, answer)
-
-
 def _mapped(
     environment: CudaEnvironment,
     gpus: Sequence[GpuSample],
@@ -288,14 +268,3 @@ def _identity(gpu: GpuSample) -> tuple[object, ...]:
             for m in gpu.mig_devices
         ),
     )
-
-
-def attach_cuda_views(
-    gpus: Sequence[GpuSample],
-    environments: Mapping[int, CudaEnvironment | None],
-    driver_version: str | None,
-    driver: DriverAnswer | None = None,
-) -> list[GpuSample]:
-    """Each GPU with its processes' CUDA views filled in where their environment was read
-    (once: a sampler keeps a ``CudaViews``)."""
-    return CudaViews().attach(gpus, environments, driver_version, driver)

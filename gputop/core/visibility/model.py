@@ -41,9 +41,6 @@ class Visibility:
     """True when ``devices`` is the driver probe's enumeration, not the rules' prediction
     (gputop.core.probes.driver_mapping)."""
 
-    def codes(self) -> tuple[str, ...]:
-        return tuple(w.code for w in self.warnings)
-
 
 @dataclass(frozen=True, slots=True)
 class Pinning:

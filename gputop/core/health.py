@@ -44,6 +44,11 @@ class Verdict:
     def value(self) -> int:
         return LEVELS[self.level]
 
+    def as_json(self) -> dict[str, object]:
+        """``snapshot --json``'s verdict, reasons and action (a local card's, a fleet card's)."""
+        reasons = [{"level": r.level, "reason": r.text, "action": r.action} for r in self.reasons]
+        return {"verdict": self.level, "reasons": reasons, "action": self.action}
+
 
 OK = Verdict("ok")
 

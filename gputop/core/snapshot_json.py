@@ -122,7 +122,6 @@ def health_json(health: model.GpuHealth | None) -> dict[str, Any] | None:
     if health is None:
         return None
     ecc, pages, rows = health.ecc, health.retired_pages, health.remapped_rows
-    result = verdict(health)
     return {
         "ecc_errors": None if ecc is None else asdict(ecc),
         "retired_pages": None if pages is None else asdict(pages),
@@ -143,12 +142,7 @@ def health_json(health: model.GpuHealth | None) -> dict[str, Any] | None:
         ],
         "xid_counts": {str(code): count for code, count in health.xid_counts},
         "xid_sources": list(health.xid_sources),
-        "verdict": result.level,
-        "reasons": [
-            {"level": reason.level, "reason": reason.text, "action": reason.action}
-            for reason in result.reasons
-        ],
-        "action": result.action,
+        **verdict(health).as_json(),
         "refused": list(health.refused),
         "read_at": health.read_at,
     }

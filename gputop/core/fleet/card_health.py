@@ -87,11 +87,6 @@ def health_json(gpu: FleetGpu) -> dict[str, object] | None:
     result = gpu.verdict
     return {
         **signals,
-        "verdict": result.level,
-        "reasons": [
-            {"level": reason.level, "reason": reason.text, "action": reason.action}
-            for reason in result.reasons
-        ],
-        "action": result.action,
+        **result.as_json(),
         "healthy": result.level == "ok" and not gpu.lost and not gpu.sample_error,
     }

@@ -87,7 +87,9 @@ class JobsTable(DataTable[Any], Generic[J]):
     def on_mount(self) -> None:
         self.border_title = self._title
         for name in self._columns:
-            self.add_column(name, key=name)
+            # A Text label: a str one is read as markup, and its first read of markup loads
+            # Rich's emoji table (about 16M instructions before the first frame).
+            self.add_column(Text(name), key=name)
 
     @property
     def current_job(self) -> J | None:

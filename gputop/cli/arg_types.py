@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 from gputop.core.errors import UsageError
 from gputop.core.history.periods import parse_duration
-from gputop.core.jobs.notify import VARIABLES_HELP
 from gputop.core.numbers import parse_count, parse_seconds
 
 T = TypeVar("T")
@@ -91,7 +90,10 @@ def add_interval_argument(
 
 
 def add_notify_argument(parser: argparse.ArgumentParser, when: str) -> None:
-    """``--notify-command CMD``: a command run ``when`` a job starts or ends (jobs.notify)."""
+    """``--notify-command CMD``: a command run ``when`` a job starts or ends (jobs.notify,
+    imported here: the dashboard's command line has no such option)."""
+    from gputop.core.jobs.notify import VARIABLES_HELP
+
     parser.add_argument(
         "--notify-command",
         metavar="CMD",

@@ -22,7 +22,6 @@ from textual.notifications import SeverityLevel
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.notify import job_events
 from gputop.core.jobs.service import JobsService, JobsView, job_memory_peaks
 from gputop.core.jobs.xid_marks import JobXids, live_job_xids
 from gputop.core.model import Snapshot
@@ -83,10 +82,13 @@ class JobsActions(App[None]):
             return  # read before what is shown, arrived after it: it would show the past
         peaks = self._job_peaks = job_memory_peaks(self._job_peaks, self.snapshot, jobs)
         launched = self._launched_here
-        for event in job_events(shown.jobs, jobs.jobs, peaks, launched, self._job_xids):
-            # Plain text (markup=False): the job's name is the user's, cleaned in the event.
-            severity: SeverityLevel = "warning" if event.failed else "information"
-            self.notify(event.text, severity=severity, timeout=10, markup=False)
+        if jobs.jobs:  # events are of jobs read now: none without (nor their module)
+            from gputop.core.jobs.notify import job_events
+
+            for event in job_events(shown.jobs, jobs.jobs, peaks, launched, self._job_xids):
+                # Plain text (markup=False): the job's name is the user's, cleaned in the event.
+                severity: SeverityLevel = "warning" if event.failed else "information"
+                self.notify(event.text, severity=severity, timeout=10, markup=False)
         self.jobs_service.view = jobs
         self.query_one(ProcessTable).set_jobs(jobs.job_of_pid)
         self.query_one(JobsPanel).show(jobs)

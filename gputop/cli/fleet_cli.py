@@ -14,9 +14,10 @@ from gputop.core.errors import GputopError, UsageError
 from gputop.core.fleet import TIMEOUT_S
 from gputop.core.fleet.fleet_json import fleet_to_json
 from gputop.core.fleet.fleet_text import render_fleet
-from gputop.core.fleet.model import Fleet, FreeRule
+from gputop.core.fleet.model import Fleet
 from gputop.core.fleet.queries import check_selector
 from gputop.core.fleet.read import MAX_TIMEOUT_S, read_fleet
+from gputop.core.jobs.policy import FreePolicy
 from gputop.core.numbers import strict_json
 from gputop.core.prometheus.auth import Server
 from gputop.core.safe_text import clean
@@ -34,7 +35,7 @@ def fleet_timeout(args: argparse.Namespace) -> float:
     return min(timeout, MAX_TIMEOUT_S)
 
 
-def load(args: argparse.Namespace, server: Server, rule: FreeRule | None = None) -> Fleet:
+def load(args: argparse.Namespace, server: Server, rule: FreePolicy | None = None) -> Fleet:
     return read_fleet(server, check_selector(args.match), fleet_timeout(args), rule)
 
 
@@ -49,7 +50,7 @@ def run_snapshot(args: argparse.Namespace, server: Server, width: int | None) ->
 
 
 def run_pick(args: argparse.Namespace, server: Server) -> int:
-    rule = FreeRule(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
+    rule = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
     fleet = load(args, server, rule)
     wanted = args.count
     fitting = [node for node in fleet.nodes if len(node.free_gpus) >= wanted]

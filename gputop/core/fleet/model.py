@@ -20,6 +20,7 @@ from gputop.core.fleet.queries import (
     USER_COUNTS,
 )
 from gputop.core.health import OK, Verdict
+from gputop.core.jobs.policy import FreePolicy
 from gputop.core.numbers import MAX_MEMORY_BYTES, is_ascii_digits, within
 from gputop.core.prometheus.client import Sample
 
@@ -36,8 +37,6 @@ DEFAULT_INTERVAL_S = 15.0
 STALE_INTERVALS = 3
 MIN_EXPORTER_STALE_S = 45.0
 """gputop's exporter samples every 15 s by default: three of them."""
-DEFAULT_MIN_FREE_MIB = 1024
-DEFAULT_MAX_UTIL_PERCENT = 10
 TARGET_LABELS_DROPPED = ("__name__",)
 
 
@@ -174,12 +173,6 @@ class Fleet:
         return sum(1 for node in self.nodes if node.state == state)
 
 
-@dataclass(frozen=True)
-class FreeRule:
-    min_free_mib: int = DEFAULT_MIN_FREE_MIB
-    max_util_percent: int = DEFAULT_MAX_UTIL_PERCENT
-
-
 def _number(value: float | None, maximum: float) -> float | None:
     """A value the client already found finite and not negative, at most ``maximum``."""
     return value if value is not None and within(value, 0, maximum) else None
@@ -208,7 +201,7 @@ def _index(text: str | None) -> int | None:
 
 
 class _Builder:
-    def __init__(self, now: float, rule: FreeRule) -> None:
+    def __init__(self, now: float, rule: FreePolicy) -> None:
         self.now = now
         self.rule = rule
         self.nodes: dict[tuple[str, str], FleetNode] = {}
@@ -461,13 +454,13 @@ def build_fleet(
     now: float,
     answers: dict[str, list[Sample]],
     queries: int,
-    rule: FreeRule | None = None,
+    rule: FreePolicy | None = None,
     partial: bool = False,
     every_figure: bool = True,
 ) -> Fleet:
     """The fleet ``answers`` (each refresh query's samples, by name) describe at ``now``;
     ``partial`` where some answers are still to come (no card is free then)."""
-    builder = _Builder(now, rule or FreeRule())
+    builder = _Builder(now, rule or FreePolicy())
     for name in ("up", "scraped", "last_up", "scrapes"):
         builder.targets(name, answers.get(name, []))
     labelled = answers.get("card_labels", [])
@@ -513,7 +506,7 @@ def fill_figures(node: FleetNode, samples: list[Sample]) -> None:
     the series of ``DETAIL_METRICS`` and ``PROCESS_METRICS``), each range-checked as a
     refresh's are; other nodes' and other cards' series are passed over, and processes
     read before are replaced."""
-    builder = _Builder(0.0, FreeRule())
+    builder = _Builder(0.0, FreePolicy())
     for gpu in node.gpus.values():
         builder._cards[(node.job, node.instance, gpu.key)] = (node, gpu)
         gpu.processes = [] if node.gputop else None

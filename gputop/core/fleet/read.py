@@ -9,8 +9,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gputop.core.fleet import TIMEOUT_S
-from gputop.core.fleet.model import Fleet, FleetNode, FreeRule, build_fleet
+from gputop.core.fleet.model import Fleet, FleetNode, build_fleet
 from gputop.core.fleet.queries import node_figures_query, refresh_queries, user_counts_query
+from gputop.core.jobs.policy import FreePolicy
 from gputop.core.prometheus.client import (
     MAX_TOTAL_BYTES,
     Budget,
@@ -29,7 +30,7 @@ def read_fleet(
     server: Server,
     matchers: str = "",
     timeout_s: float = TIMEOUT_S,
-    rule: FreeRule | None = None,
+    rule: FreePolicy | None = None,
     max_bytes: int = MAX_TOTAL_BYTES,
     early: Callable[[Fleet], None] | None = None,
     every_figure: bool = True,

@@ -156,9 +156,6 @@ def counter_rows(health: GpuHealth) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
-XIDS_UNKNOWN = "unknown: neither NVML's events nor the kernel log is open to you"
-
-
 def xids_in_all(health: GpuHealth) -> str | None:
     """``Xid 13: 1, Xid 79: 3`` where the events kept do not count every Xid."""
     totals = dict(health.xid_counts)

@@ -22,6 +22,7 @@ from gputop.core.errors import GputopError, UsageError
 from gputop.core.install_advice import install_advice
 from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.numbers import strict_json
+from gputop.core.remote.host_summary import active_job_gpus
 from gputop.core.remote.lab import Lab, settled
 from gputop.core.remote.remote_command import remote_gputop_command
 from gputop.core.remote.status import HostStatus, LinkState, Mode
@@ -30,8 +31,6 @@ from gputop.core.safe_text import clean
 from gputop.core.units import counted
 from gputop.core.users import current_user
 from gputop.core.visibility import pin_environment
-
-ACTIVE_JOB_STATUSES = ("waiting", "running")
 
 
 class NoHostHasFreeGpus(GputopError):
@@ -54,11 +53,7 @@ def pick_on_host(
     if snapshot is None or status.state not in (LinkState.LIVE,):
         raise GputopError(status.describe())
     user = status.user if status.mode is not Mode.LOCAL else current_user()
-    active = {
-        int(job["id"]): tuple(job.get("gpus") or ())
-        for job in status.jobs or []
-        if isinstance(job, dict) and job.get("status") in ACTIVE_JOB_STATUSES
-    }
+    active = active_job_gpus(status.jobs)
     picked = pick_free(snapshot, count, policy, user or "", active)
     pinning = pin_environment(
         snapshot.gpus, picked, use_uuids=use_uuids, driver_version=snapshot.driver_version

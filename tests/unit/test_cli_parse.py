@@ -126,22 +126,25 @@ def test_the_dashboard_imports_what_launches_and_stops_jobs_only_when_used() -> 
     assert done.stdout.strip().splitlines()[-1] == "none", done.stderr
 
 
-def test_the_dashboard_imports_the_job_end_words_only_when_a_job_is_read() -> None:
+def test_the_dashboard_imports_job_words_and_card_targets_only_when_used() -> None:
     """What words a job's start or end (the toasts and ``--notify-command``) comes with the
     first read that has jobs, and only the commands that take ``--notify-command`` import it
-    for their help: not before the dashboard's first frame (docs/speed.md, "The first
-    frame"); the tests of the job toasts show it still comes when a job ends."""
+    for their help; the cards' names for a launch (``mig_targets``) come with the first card
+    selected or job started after waiting. Neither before the dashboard's first frame
+    (docs/speed.md, "The first frame"); the tests of the job toasts, of the PyTorch view's
+    launch preview and of waiting jobs show they still come when used."""
+    later = ("gputop.core.jobs.notify", "gputop.core.mig_targets")
     code = (
         "import sys\n"
         "from gputop.cli.main import _parse\n"
         "_parse(['--fake', 'demo'])\n"
         "import gputop.cli.dashboard, gputop.tui.app, gputop.core.sampling.source\n"
-        "print('gputop.core.jobs.notify' in sys.modules)\n"
+        f"print(','.join(m for m in {later!r} if m in sys.modules) or 'none')\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
-    assert done.stdout.strip().splitlines()[-1] == "False", done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "none", done.stderr
 
 
 def test_a_dashboard_mistake_is_told_by_the_whole_parser(

@@ -34,7 +34,6 @@ from gputop.core.jobs.store_rows import (
     text_column,
 )
 from gputop.core.jobs.unrecorded import Unrecorded, forget_unrecorded, read_unrecorded
-from gputop.core.mig_targets import target_keys
 from gputop.core.private_files import STATE_DIR_ENV, open_log_append
 from gputop.core.process_control import current_boot_id, from_earlier_boot, process_alive
 from gputop.core.safe_text import clean
@@ -162,6 +161,8 @@ class JobStore(StoreConnection):
         (returned): of two jobs that see a card free at one poll, only the first starts."""
         with self._writing() as conn:
             mine = row_to_job(conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+            from gputop.core.mig_targets import target_keys  # not before the first frame
+
             wanted = target_keys(mine.physical_indices, mine.uuids)
             running = conn.execute(
                 "SELECT * FROM jobs WHERE state = ? AND id != ? AND host = ?",

@@ -23,7 +23,6 @@ from textual.message import Message
 from textual.widgets import Static
 
 from gputop.core.errors import GputopError
-from gputop.core.mig_targets import target_label
 from gputop.core.model import Snapshot
 from gputop.core.probes import DriverProbe, compare_with_rules, order_note, probe_torch
 from gputop.core.probes.driver_mapping import driver_visibility, rules_error
@@ -236,6 +235,8 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
             )
         except GputopError as error:
             return Text(f"Launch preview: {clean(str(error))}", style="red")
+        from gputop.core.mig_targets import target_label  # a card selected: not at start
+
         lines = Text("Launch on ", style="bold")
         lines.append(
             ", ".join(target_label(snapshot.gpus, t) for t in self._selection), style="bold"

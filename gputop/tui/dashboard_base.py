@@ -122,7 +122,8 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     # dashboard has every one of these actions (the launch and the jobs its own way).
     BINDINGS = [
         Binding("q", "quit", "Quit"),
-        Binding("ctrl+z", "suspend_process", "Suspend", show=False),
+        # priority: on a screen over the dashboard too (a modal screen hides the app's keys)
+        Binding("ctrl+z", "suspend_process", "Suspend", show=False, priority=True),
         Binding("question_mark", "help", "Keys"),
         Binding("l", "launch", "Launch"),
         Binding("space", "toggle_card", "Select card"),

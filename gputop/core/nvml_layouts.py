@@ -10,6 +10,8 @@ import ctypes
 
 NVML_SUCCESS = 0
 NVML_ERROR_INSUFFICIENT_SIZE = 7
+NOT_ON_MIG = 0xFFFFFFFF
+"""The instance ids NVML gives a process, or an event, that is not on a MIG instance."""
 
 
 class ProcessInfoV1(ctypes.Structure):

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from gputop.core.fake import FakeDeviceHandle, FakeNvml, Scenario
-from gputop.core.fake.card_load import NOT_ON_MIG, CardShares
+from gputop.core.fake.card_load import CardShares
 from gputop.core.fake.gpm_calls import METRIC_SIGNALS
 from gputop.core.fake.health_calls import health_answers
 from gputop.core.fake.scenario import ScenarioGpu, ScenarioMigDevice, ScenarioProcess
 from gputop.core.fake.scenario_types import ActivitySignals
 from gputop.core.fake.signals import Signal
 from gputop.core.fake.usage_calls import energy_j
+from gputop.core.nvml_layouts import NOT_ON_MIG
 
 MIB = 1024 * 1024
 NVML_ERROR_NO_PERMISSION = 4

@@ -34,7 +34,6 @@ from gputop.core.nvml_layouts import (
 )
 
 NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
-NOT_ON_MIG = 0xFFFFFFFF
 UTILIZATION_INFO = "nvmlDeviceGetProcessesUtilizationInfo"
 UTILIZATION_INFO_DRIVER = 550
 """The first driver branch that exports ``nvmlDeviceGetProcessesUtilizationInfo``."""

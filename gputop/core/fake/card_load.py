@@ -20,9 +20,8 @@ from gputop.core.fake.base import MIB, FakeDeviceHandle, FakeNvmlBase
 from gputop.core.fake.pinned import PinnedScanner
 from gputop.core.fake.scenario_types import ScenarioGpu, ScenarioMigDevice, ScenarioProcess
 from gputop.core.fake.signals import Signal
+from gputop.core.nvml_layouts import NOT_ON_MIG
 
-NOT_ON_MIG = 0xFFFFFFFF
-"""The instance id NVML reports for a process that is not on a MIG device."""
 K = TypeVar("K")
 Owner = ScenarioGpu | ScenarioMigDevice
 InstanceIds = tuple[int, int]

@@ -20,6 +20,7 @@ import pynvml
 
 from gputop.core.fake.base import FakeDeviceHandle, FakeNvmlBase, nvml_error, nvml_function
 from gputop.core.fake.scenario_types import ScenarioGpu
+from gputop.core.nvml_layouts import NOT_ON_MIG
 
 AMPERE = (8, 0)
 XID_CRITICAL_ERROR = 0x8
@@ -28,8 +29,6 @@ SINGLE_BIT_ECC = 0x1
 DOUBLE_BIT_ECC = 0x2
 """nvmlEventTypeSingleBitEccError, nvmlEventTypeDoubleBitEccError: only ECC boards have them."""
 ECC_EVENTS = SINGLE_BIT_ECC | DOUBLE_BIT_ECC
-NO_INSTANCE = 0xFFFFFFFF
-"""The event's GPU and compute instance ids when it is not about a MIG instance."""
 MAX_WAIT_S = 5.0
 
 
@@ -78,8 +77,8 @@ class FakeEventData:
     device: FakeDeviceHandle
     eventType: int
     eventData: int
-    gpuInstanceId: int = NO_INSTANCE
-    computeInstanceId: int = NO_INSTANCE
+    gpuInstanceId: int = NOT_ON_MIG
+    computeInstanceId: int = NOT_ON_MIG
 
 
 @dataclass(slots=True)

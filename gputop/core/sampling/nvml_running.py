@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.nvml_layouts import (
+    NOT_ON_MIG,
     NVML_ERROR_INSUFFICIENT_SIZE,
     NVML_SUCCESS,
     ProcessInfoV1,
@@ -26,8 +27,6 @@ from gputop.core.nvml_layouts import (
     ProcessInfoV3Wide,
 )
 
-NO_INSTANCE = 0xFFFFFFFF
-"""NVML's instance id for a process that is not on a MIG device."""
 MEMORY_NOT_AVAILABLE = 2**64 - 1
 """NVML_VALUE_NOT_AVAILABLE for ``usedGpuMemory`` (WDDM, some containers)."""
 ATTEMPTS = 4
@@ -139,7 +138,7 @@ def _entries(entries: Any, count: int) -> list[RawProcess]:
     layout = entries._type_
     data = ctypes.string_at(entries, count * ctypes.sizeof(layout))
     rows = _unpacker(layout)(data)
-    none, absent = NO_INSTANCE, MEMORY_NOT_AVAILABLE
+    none, absent = NOT_ON_MIG, MEMORY_NOT_AVAILABLE
     if not hasattr(layout, "gpuInstanceId"):  # v1: no MIG instance ids
         return [(pid, None if used == absent else used, None, None) for pid, used in rows]
     return [

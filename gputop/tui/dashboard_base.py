@@ -52,6 +52,7 @@ from gputop.tui.textual_compat import (
     ExceptionHook,
     QuitHint,
     install_lean_strips,
+    install_lean_styles,
     install_partial_updates,
     stop_with_its_job,
     textual_handles_exception,
@@ -157,6 +158,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         super().__init__()
         install_partial_updates()  # every frame asks only for what it writes
         install_lean_strips()  # and makes no caches it does not use
+        install_lean_styles()  # and reads a widget's styles once a paint
         self.interval_s = interval_s
         self.readonly = readonly
         self.user = user or current_user()

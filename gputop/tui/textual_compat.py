@@ -25,6 +25,7 @@ from rich.cells import cell_len
 from rich.color import ColorSystem
 from rich.segment import Segment
 from rich.text import Text
+from textual import _styles_cache
 from textual._compositor import ChopsUpdate, Compositor
 from textual._loop import loop_last
 from textual._xterm_parser import XTermParser
@@ -47,6 +48,7 @@ __all__ = [
     "QuitHint",
     "app_closing",
     "install_lean_strips",
+    "install_lean_styles",
     "install_partial_updates",
     "terminal_fd",
     "textual_handles_exception",
@@ -382,6 +384,172 @@ def _lean_strip_init(
     self._render_cache = None
     self._link_ids = None
     self._cell_count = None
+
+
+# -- A widget's lines styled once a paint -----------------------------------------------------
+#
+# ``StylesCache.render`` (``textual._styles_cache``) styles each line a widget paints through
+# ``StylesCache.render_line``, which reads the widget's styles again for every line (its
+# gutter, border and outline, each a tuple made from the rules; hatch, tint and text
+# opacity) and makes the left and right border's styles and segments anew: on the busy
+# server most of the process table's 35 lines and a dozen card lines each second, for the
+# same styles every time. ``install_lean_styles`` reads them once for each ``render`` (a
+# paint: the styles do not change during one) and draws a content line with the same steps
+# as Textual's branch for it, where nothing but a border and padding apply (no outline,
+# hatch, tint, opacity or text opacity); any other line (a border's top or bottom row, a
+# padding row) and any other widget go through Textual's own ``render_line``
+# (tests/tui/test_textual_compat.py compares both, strip by strip).
+
+_textual_styles_render = _styles_cache.StylesCache.render
+_textual_styles_render_line = _styles_cache.StylesCache.render_line
+
+
+def install_lean_styles() -> None:
+    """Style a paint's content lines from its styles read once (idempotent)."""
+    cache = _styles_cache.StylesCache
+    if cache.render is not _lean_styles_render:
+        cache.render = _lean_styles_render  # type: ignore[method-assign]
+        cache.render_line = _lean_styles_render_line  # type: ignore[method-assign]
+
+
+def _lean_styles_render(self: Any, *args: Any, **kwargs: Any) -> list[Strip]:
+    self._lean_frame = None  # read again for this paint, when its first line is drawn
+    try:
+        return _textual_styles_render(self, *args, **kwargs)
+    finally:
+        self._lean_frame = None
+
+
+_LeanFrame = tuple[int, int, int, int, int, int, int, int, Any, Any, Any]
+"""What a paint's content lines share: the rows between Textual's own (a border's top and
+bottom, the padding's), the gutter's top, the content's size, the padding's left and right,
+the width, the lines' background, the left and right border's segments (None without)."""
+
+
+def _lean_frame(
+    styles: Any,
+    size: Any,
+    content_size: Any,
+    padding: Any,
+    base_background: Any,
+    background: Any,
+    opacity: float,
+    inner_outer: Callable[[Any, Any], tuple[VisualStyle, VisualStyle]],
+) -> _LeanFrame | None:
+    """What every content line of one paint shares, read as Textual's ``render_line`` reads
+    it; None where a line needs more than a border and padding (Textual's own then)."""
+    outline = styles.outline
+    if any(edge for edge, _ in outline) or opacity != 1.0:
+        return None
+    if styles.text_opacity != 1.0 or styles.tint.a:
+        return None
+    if styles.has_rule("hatch") and styles.hatch != "none":
+        return None
+    gutter = styles.gutter
+    width, height = size
+    content_width, content_height = content_size
+    pad_top, pad_right, pad_bottom, pad_left = padding
+    (
+        (border_top, _),
+        (border_right, border_right_color),
+        (border_bottom, _),
+        (border_left, border_left_color),
+    ) = styles.border
+    inner, outer = inner_outer(base_background, background)
+    left = right = None
+    if border_left or border_right:
+        style = _styles_cache.Style
+        left_style = style(foreground=base_background + border_left_color.multiply_alpha(opacity))
+        left = _styles_cache.get_box(border_left, inner, outer, left_style)[1][0]
+        right_style = style(foreground=base_background + border_right_color.multiply_alpha(opacity))
+        right = _styles_cache.get_box(border_right, inner, outer, right_style)[1][2]
+        if not border_left:
+            left = None
+        if not border_right:
+            right = None
+    # The rows Textual draws itself: a border's top and bottom, and the padding's rows.
+    first = gutter.top if pad_top else (1 if border_top else 0)
+    last = height - gutter.bottom if pad_bottom else (height - 1 if border_bottom else height)
+    return (
+        first,
+        last,
+        gutter.top,
+        content_width,
+        content_height,
+        pad_left,
+        pad_right,
+        width,
+        inner.rich_style,
+        left,
+        right,
+    )
+
+
+def _lean_styles_render_line(
+    self: Any,
+    styles: Any,
+    y: int,
+    size: Any,
+    content_size: Any,
+    padding: Any,
+    base_background: Any,
+    background: Any,
+    render_content_line: Callable[[int], Strip],
+    border_title: Any,
+    border_subtitle: Any,
+    opacity: float,
+    ansi_theme: Any,
+    native_ansi: bool,
+) -> Strip:
+    frame = getattr(self, "_lean_frame", None)
+    if frame is None:
+        frame = self._lean_frame = (
+            _lean_frame(
+                styles,
+                size,
+                content_size,
+                padding,
+                base_background,
+                background,
+                opacity,
+                self.get_inner_outer,
+            )
+            or ()
+        )  # () : none of this paint's lines is lean
+    if not frame or not frame[0] <= y < frame[1]:
+        return _textual_styles_render_line(
+            self,
+            styles,
+            y,
+            size,
+            content_size,
+            padding,
+            base_background,
+            background,
+            render_content_line,
+            border_title,
+            border_subtitle,
+            opacity,
+            ansi_theme,
+            native_ansi,
+        )
+    _, _, top, content_width, content_height, pad_left, pad_right, width, inner, left, right = frame
+    # Textual's branch C (content with border and padding), its post-processing a no-op here.
+    content_y = y - top
+    line: Iterable[Segment]
+    if content_y < content_height:
+        line = render_content_line(content_y).adjust_cell_length(content_width, inner)
+    else:
+        line = Strip.blank(content_width, inner)
+    if pad_left or pad_right:
+        line = _styles_cache.line_pad(line, pad_left, pad_right, inner)
+    if left is not None and right is not None:
+        line = [left, *line, right]
+    elif left is not None:
+        line = [left, *line]
+    elif right is not None:
+        line = [*line, right]
+    return Strip(line, width)
 
 
 # -- An input thread that sleeps until there is input -----------------------------------------

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
-from textual import events
+from textual import _styles_cache, events
 from textual._compositor import Compositor
 from textual.app import App, ComposeResult
 from textual.cache import FIFOCache
@@ -46,11 +46,15 @@ from gputop.tui.textual_compat import (
     ExceptionHook,
     LinuxDriver,
     QuietInput,
+    _lean_styles_render,
     _render_partial_update,
     _textual_partial_update,
     _textual_strip_init,
+    _textual_styles_render,
+    _textual_styles_render_line,
     app_closing,
     install_lean_strips,
+    install_lean_styles,
     textual_handles_exception,
     unless_closing,
     visual_strips,
@@ -422,6 +426,94 @@ async def test_a_partial_update_shows_what_textuals_own_shows(scroll: bool) -> N
         await pilot.pause()
         assert app.screen is not app.screen_stack[0]
         assert _assert_partial_updates_show_what_textuals_show(app, seed=3) > 40
+
+
+# -- a widget's lines styled once a paint ----------------------------------------------------
+
+
+def _styled_lines(widget: Widget, lean: bool) -> list[list[Segment]]:
+    """Every line of ``widget`` as its styles cache renders it, lean or as Textual's own."""
+    cache = _styles_cache.StylesCache
+    saved = cache.render, cache.render_line
+    if not lean:
+        cache.render = _textual_styles_render  # type: ignore[method-assign]
+        cache.render_line = _textual_styles_render_line  # type: ignore[method-assign]
+    try:
+        widget._styles_cache.clear()
+        width, height = widget.region.size
+        return [list(strip) for strip in widget.render_lines(Region(0, 0, width, height))]
+    finally:
+        cache.render, cache.render_line = saved  # type: ignore[method-assign]
+        widget._styles_cache.clear()
+
+
+class _StyledApp(App[None]):
+    """Widgets with each of what a line's styles can hold: borders on some edges, padding,
+    an outline, a tint, opacity, text opacity, a hatch."""
+
+    CSS = """
+    Static { height: 4; }
+    #border { border: round red; padding: 0 2; }
+    #left { border-left: heavy green; border-bottom: solid blue; padding: 1 0 0 1; }
+    #right { border-right: double yellow; background: $panel; }
+    #outline { outline: solid red; }
+    #tint { tint: red 30%; border: round white; }
+    #opacity { opacity: 60%; border: round white; }
+    #text { text-opacity: 50%; border: round white; }
+    #hatch { hatch: cross red; padding: 1; }
+    #scroll { height: 3; border: round white; overflow-y: scroll; }
+    """
+
+    def compose(self) -> ComposeResult:
+        for name in ("border", "left", "right", "outline", "tint", "opacity", "text", "hatch"):
+            yield Static(f"{name} [b]bold[/b] 世界 " * 3, id=name)
+        yield Static("\n".join(f"line {n}" for n in range(9)), id="scroll")
+
+
+async def test_lean_styles_render_every_line_as_textuals_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``install_lean_styles``: every line of every widget of the dashboard (its process
+    table focused and scrolled, and not) and of widgets with each kind of style is the same
+    strip as Textual's own ``render_line`` makes it; most of the dashboard's lines are drawn
+    the lean way, not handed to Textual's."""
+    import gputop.tui.textual_compat as compat
+
+    handed = [0]
+
+    def counted(*args: Any) -> Strip:
+        handed[0] += 1
+        return _textual_styles_render_line(*args)
+
+    monkeypatch.setattr(compat, "_textual_styles_render_line", counted)
+    install_lean_styles()
+    install_lean_styles()  # idempotent
+    assert _styles_cache.StylesCache.render is _lean_styles_render
+    compared = 0
+    app = make_app("dgx-h100")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await first_sample(pilot)
+        for focus in (False, True):
+            if focus:
+                app.query_one(ProcessTable).focus()
+                await pilot.press("down", "down", "right")
+                await pilot.pause()
+            lines = handed[0] = 0
+            for widget in app.screen.walk_children(Widget):
+                if widget.region.area:
+                    lean = _styled_lines(widget, True)
+                    assert lean == _styled_lines(widget, False), widget
+                    compared += 1
+                    lines += len(lean)
+            assert handed[0] < lines / 4  # the borders' top and bottom rows, a few others
+    styled = _StyledApp()
+    async with styled.run_test(size=(60, 40)) as pilot:
+        await pilot.pause()
+        for widget in styled.screen.walk_children(Widget):
+            if widget.region.area:
+                assert _styled_lines(widget, True) == _styled_lines(widget, False), widget
+                compared += 1
+    assert compared > 20
 
 
 # -- strips made without their caches --------------------------------------------------------

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -171,7 +172,7 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
         parts.extend(self._allocation_lines(visibility))
         parts.append(self._probe_lines(visibility))
         parts.append(self._launch_preview())
-        return Group(*parts)
+        return _RenderedOnce(Group(*parts))
 
     def _allocation_lines(self, visibility: Visibility) -> list[Text]:
         """Inside a Slurm job: Slurm's cards → CUDA_VISIBLE_DEVICES → cuda:N."""
@@ -263,6 +264,40 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
         for warning in pinning.warnings:
             lines.append(f"\n⚠ {warning}", style="yellow")
         return lines
+
+
+class _RenderedOnce:
+    """``renderable``, rendered once for each width it is asked at: Textual renders an
+    auto-height widget's content once to count its lines and again to paint them, and the
+    view's table is most of its cost (about 18M instructions before the first frame). The
+    height asked for is not in the key: a table, a group and a text do not read it."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self._renderable = renderable
+        self._key: tuple[Any, ...] | None = None
+        self._segments: list[Any] = []
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        key = (
+            options.size,
+            options.legacy_windows,
+            options.min_width,
+            options.max_width,
+            options.is_terminal,
+            options.encoding,
+            options.justify,
+            options.overflow,
+            options.no_wrap,
+            options.highlight,
+            options.markup,
+        )
+        if key != self._key:
+            self._segments = list(console.render(self._renderable, options))
+            self._key = key
+        return self._segments
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._renderable)
 
 
 def _shown(value: str | None) -> Text:

@@ -60,14 +60,20 @@ def parse_seconds(text: str, what: str, minimum: float, maximum: float) -> float
         value = float(text)
     except (TypeError, ValueError):
         raise UsageError(
-            f"{what} {quoted(text)} is not a number of seconds: give one from {minimum:g} to "
-            f"{maximum:g}."
+            f"{what} {quoted(text)} is not a number of seconds: give one from "
+            f"{_bound(minimum)} to {_bound(maximum)}."
         ) from None
     if not math.isfinite(value) or not minimum <= value <= maximum:
         raise UsageError(
-            f"{what} {quoted(text)}: give a number of seconds from {minimum:g} to {maximum:g}."
+            f"{what} {quoted(text)}: give a number of seconds from {_bound(minimum)} to "
+            f"{_bound(maximum)}."
         )
     return value
+
+
+def _bound(seconds: float) -> str:
+    """A bound as a person types it: ``0.2``, ``3600``, ``31622400`` (never ``3.16224e+07``)."""
+    return f"{seconds:.0f}" if seconds == int(seconds) else f"{seconds:g}"
 
 
 def parse_size(text: str, what: str) -> int:

@@ -18,3 +18,15 @@ def test_a_slurm_gpu_count_that_is_no_ascii_number_is_refused_by_name(
     assert "--gpus is a number of GPUs" in err
     assert "internal error" not in err and "Traceback" not in err
     assert len(err) < 400
+
+
+@pytest.mark.parametrize("timeout", ["nan", "-1", "1e400", "99999999"])
+def test_the_longest_wait_is_said_in_plain_digits(
+    timeout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``jobs wait --timeout``'s bound is a year: said "31622400", never "3.16224e+07"."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["jobs", "wait", "1", "--timeout", timeout])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "from 0 to 31622400." in err and "e+" not in err

@@ -84,6 +84,24 @@ async def test_c_collapses_the_highlighted_host_and_expands_it_again() -> None:
     assert expanded == (True, True)
 
 
+async def test_down_goes_to_the_card_drawn_below_where_the_scrollbar_narrows_the_cards() -> None:
+    """Every host expanded, the grid scrolls: its cards get one cell less than the grid, at
+    152 columns room for two cards to a row, not four; down goes to the card drawn below."""
+    app = make_lab_app(count=8)
+    async with app.run_test(size=(152, 48)) as pilot:
+        await first_lab_sample(pilot)
+        grid = app.query_one(LabGrid)
+        if not grid.toggle_all():
+            grid.toggle_all()
+        grid.jump_host(0)  # host 0's first card
+        await pilot.pause()
+        assert grid.scrollbars_enabled[0]
+        columns = grid.groups[0].cards.columns_shown()
+        await pilot.press("down")
+    assert columns == 2
+    assert (grid.host, grid.highlighted) == (0, grid.groups[0].physical[2])
+
+
 async def test_selecting_a_card_on_another_host_starts_a_new_selection_and_says_so() -> None:
     app = make_lab_app(count=2)
     async with app.run_test(size=(160, 48)) as pilot:

@@ -56,6 +56,10 @@ class HostCards(GpuGrid, can_focus=False):
     def _changed(self) -> None:
         self._paint()  # what moved is the lab grid's to say
 
+    def columns_shown(self) -> int:
+        """The cards to a row as they are drawn."""
+        return 1 if self.compact else self._columns()
+
     def virtual_card_region(self, place: int) -> Region | None:
         """Where the card at ``place`` is in the lab grid's scrolled space, once laid out."""
         if place >= len(self._physical) or not self.size:
@@ -205,7 +209,7 @@ class LabGrid(VerticalScroll, can_focus=True):
 
     def action_move_row(self, step: int) -> None:
         group = self.groups[self._place.host]
-        columns = 1 if self.compact else self._columns(len(group.physical))
+        columns = group.cards.columns_shown()
         if self._place.card is not None:
             target = self._place.card + step * columns
             if 0 <= target < len(group.physical):
@@ -302,7 +306,8 @@ class LabGrid(VerticalScroll, can_focus=True):
         return self.size.width or self.app.size.width
 
     def _columns(self, count: int) -> int:
-        return columns_for(count, self._width)
+        """As the cards take them: beside the scrollbar where it shows."""
+        return columns_for(count, self.scrollable_content_region.width or self._width)
 
     def _group_lines(self, group: HostGroup) -> int:
         """Its summary line and, expanded, its cards."""

@@ -22,7 +22,6 @@ from gputop.core.probes.cuda_errors import (
     CUDA_ERROR_NO_DEVICE,
     describe_cuda_error,
 )
-from gputop.core.probes.torch_probe import child_environment
 from gputop.core.visibility import Visibility
 
 LIBCUDA = "libcuda.so.1"
@@ -100,6 +99,8 @@ def run_driver_probe(
     library: str = LIBCUDA,
     timeout_s: float = 10.0,
 ) -> DriverProbeResult:
+    from gputop.core.probes.torch_probe import child_environment  # not before a first probe
+
     env = child_environment(cuda_visible_devices, cuda_device_order)
     try:
         done = subprocess.run(

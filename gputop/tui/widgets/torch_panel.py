@@ -25,7 +25,7 @@ from textual.widgets import Static
 
 from gputop.core.errors import GputopError
 from gputop.core.model import Snapshot
-from gputop.core.probes import DriverProbe, compare_with_rules, order_note, probe_torch
+from gputop.core.probes import DriverProbe, compare_with_rules, order_note
 from gputop.core.probes.driver_mapping import driver_visibility, rules_error
 from gputop.core.safe_text import clean
 from gputop.core.slurm.allocation import describe_allocation, explain_allocation
@@ -125,6 +125,8 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
         self.post_message(ProbeFinished("driver-order", default))
         driver = self._driver_probe.probe(self.cuda_visible_devices, self.cuda_device_order)
         self.post_message(ProbeFinished("driver", driver))
+        from gputop.core.probes.torch_probe import probe_torch  # after the first frame
+
         torch = probe_torch(self.python, self.cuda_visible_devices, self.cuda_device_order)
         self.post_message(ProbeFinished("torch", torch))
 

@@ -98,7 +98,14 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
             f"The history store {path} is empty or from an older gputop (version {version}): "
             "run 'gputop record' once to bring it up to date."
         )
+    # A text that is not UTF-8 (a shared store is its owner's to write) is that text's
+    # fault, read with replacement characters: SQLite's own decoding stops the whole read.
+    connection.text_factory = _undecodable_replaced
     return connection
+
+
+def _undecodable_replaced(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
 
 
 READABLE_FROM = 2

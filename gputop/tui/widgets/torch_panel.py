@@ -28,7 +28,6 @@ from gputop.core.model import Snapshot
 from gputop.core.probes import DriverProbe, compare_with_rules, order_note
 from gputop.core.probes.driver_mapping import driver_visibility, rules_error
 from gputop.core.safe_text import clean
-from gputop.core.slurm.allocation import describe_allocation, explain_allocation
 from gputop.core.visibility import Visibility, pin_environment, resolve_visibility
 from gputop.tui.safe import plain
 from gputop.tui.workers import ReportsWorkerFailures
@@ -179,6 +178,10 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
     def _allocation_lines(self, visibility: Visibility) -> list[Text]:
         """Inside a Slurm job: Slurm's cards → CUDA_VISIBLE_DEVICES → cuda:N."""
         assert self._snapshot is not None
+        if not any(name.startswith("SLURM_") for name in self._slurm_environ):
+            return []  # no Slurm job without its variables (nor the module that reads them)
+        from gputop.core.slurm.allocation import describe_allocation, explain_allocation
+
         view = explain_allocation(self._slurm_environ, len(self._snapshot.gpus), visibility)
         if view is None:
             return []

@@ -95,7 +95,7 @@ def _pick(snapshot: Snapshot, wanted: int) -> list[int]:
     """``-n N``: by pick's rules, other users' claims and this user's jobs' cards excluded."""
     from gputop.cli.pick_command import active_job_gpus, claims_in_the_way
     from gputop.core.claims.view import read_claims
-    from gputop.core.jobs.policy import FreePolicy, pick_free, whole_cards
+    from gputop.core.free_cards import FreePolicy, pick_free, whole_cards
     from gputop.core.users import current_user
 
     blocked = claims_in_the_way(snapshot)

@@ -17,7 +17,7 @@ from gputop.core.fleet.fleet_text import render_fleet
 from gputop.core.fleet.model import Fleet
 from gputop.core.fleet.queries import check_selector
 from gputop.core.fleet.read import MAX_TIMEOUT_S, read_fleet
-from gputop.core.jobs.policy import FreePolicy
+from gputop.core.free_cards import FreePolicy
 from gputop.core.numbers import strict_json
 from gputop.core.prometheus.auth import Server
 from gputop.core.safe_text import clean

@@ -1,7 +1,7 @@
 """``gputop pick --hosts`` and ``gputop run --hosts --auto N``: free cards across servers.
 
 Each host is judged by its own readings with the same free-card policy as the local
-``pick`` (gputop/core/jobs/policy.py): its own user (the remote account the agent runs
+``pick`` (gputop/core/free_cards.py): its own user (the remote account the agent runs
 as), its own running and waiting gputop jobs. The first host in the order given that has
 N free cards wins, so the order of ``--hosts`` is a preference. Reduced-mode hosts are
 judged too, but nvidia-smi names no process owners, so any process makes a card busy.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from gputop.cli.lab_common import host_label, hosts_timeout, open_lab
 from gputop.core.errors import GputopError, UsageError
+from gputop.core.free_cards import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.install_advice import install_advice
-from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.numbers import strict_json
 from gputop.core.remote.host_summary import active_job_gpus
 from gputop.core.remote.lab import Lab, settled

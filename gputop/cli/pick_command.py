@@ -20,7 +20,7 @@ from gputop.cli.claims_common import sample
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
 from gputop.core.errors import GputopError
-from gputop.core.jobs.policy import FreePolicy, pick_free_targets
+from gputop.core.free_cards import FreePolicy, pick_free_targets
 from gputop.core.mig_targets import target_keys
 from gputop.core.model import Snapshot
 from gputop.core.numbers import strict_json

@@ -23,6 +23,12 @@ from gputop.core import settings
 from gputop.core.claims.jobs import IGNORED_ENV, check_claims_known, check_launch_claims
 from gputop.core.claims.view import UNKNOWN, UNSAFE, ClaimsView, read_claims
 from gputop.core.errors import UsageError
+from gputop.core.free_cards import (
+    FreePolicy,
+    NotEnoughFreeGpus,
+    launch_warnings,
+    pick_free_targets,
+)
 from gputop.core.jobs.command import missing_program
 from gputop.core.jobs.launch import (
     LaunchRequest,
@@ -35,12 +41,6 @@ from gputop.core.jobs.launchers import rank_lines
 from gputop.core.jobs.logs import MAX_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES
 from gputop.core.jobs.model import DEFAULT_GRACE_S, MAX_GRACE_S, Job, JobState, RunMode
 from gputop.core.jobs.notify import notify_argv
-from gputop.core.jobs.policy import (
-    FreePolicy,
-    NotEnoughFreeGpus,
-    launch_warnings,
-    pick_free_targets,
-)
 from gputop.core.jobs.store import JobStore
 from gputop.core.mig_targets import card_label, pinned_targets, resolve_gpus
 from gputop.core.model import Snapshot

@@ -190,7 +190,7 @@ def test_the_lab_protocol_carries_a_possible_hold(fake_backend) -> None:
     from dataclasses import replace
 
     from gputop.core.claims.view import card_claim_text
-    from gputop.core.jobs.policy import FreePolicy, judge_cards
+    from gputop.core.free_cards import FreePolicy, judge_cards
     from gputop.core.model import GpuClaim
     from gputop.core.remote.protocol import snapshot_from_json
     from gputop.core.snapshot_json import snapshot_to_json

@@ -215,7 +215,7 @@ def test_a_hosts_snapshot_with_a_claim_makes_its_card_taken_for_the_labs_pick(
     fake_backend,
 ) -> None:
     """``pick --hosts`` and the lab's host summary judge a host's cards from its snapshot."""
-    from gputop.core.jobs.policy import FreePolicy, judge_cards
+    from gputop.core.free_cards import FreePolicy, judge_cards
 
     snapshot = fake_backend("v100x4").sample()
     gpus = list(snapshot.gpus)

@@ -19,8 +19,8 @@ from helpers.jobs import (
 )
 from helpers.waiting import wait_for
 
+from gputop.core.free_cards import FreePolicy
 from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.policy import FreePolicy
 from gputop.core.jobs.waiting import wait_decision
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from gputop.cli.jobs_command import stop_question
 from gputop.cli.run_command import describe_launch
+from gputop.core.free_cards import FreePolicy
 from gputop.core.jobs.model import Job, JobState, RunMode
-from gputop.core.jobs.policy import FreePolicy
 from gputop.core.remote.status import HostStatus, LinkState
 from gputop.core.sampling.source import open_backend
 from gputop.core.units import counted

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 
 from gputop.cli.lab_pick import first_host_with
 from gputop.cli.lab_snapshot import lab_json, render_host
-from gputop.core.jobs.policy import FreePolicy
+from gputop.core.free_cards import FreePolicy
 from gputop.core.remote import host_jobs as host_jobs_module
 from gputop.core.remote.host_jobs import MAX_HOST_JOBS
 from gputop.core.remote.reduced import MARK_APPS, MARK_END, MARK_GPUS, ReducedFrames

@@ -241,7 +241,7 @@ def test_run_onto_a_busy_card_warns_as_the_launch_dialog_does(
     state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """GPU 0 of v100x4: ubuntu's two processes at 70 % (issue 28). The job still starts."""
-    from gputop.core.jobs.policy import FreePolicy, launch_warnings
+    from gputop.core.free_cards import FreePolicy, launch_warnings
     from gputop.core.sampling.source import open_backend
     from gputop.core.users import current_user
 

@@ -8,7 +8,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from gputop.core.jobs.policy import FreePolicy
+from gputop.core.free_cards import FreePolicy
 from gputop.core.remote.host_summary import active_job_gpus, summarize
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 from gputop.core.remote.transport import Failure

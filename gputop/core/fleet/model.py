@@ -19,8 +19,8 @@ from gputop.core.fleet.queries import (
     PROCESS_METRICS,
     USER_COUNTS,
 )
+from gputop.core.free_cards import FreePolicy
 from gputop.core.health import OK, Verdict
-from gputop.core.jobs.policy import FreePolicy
 from gputop.core.numbers import MAX_MEMORY_BYTES, is_ascii_digits, within
 from gputop.core.prometheus.client import Sample
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from gputop.core.fleet import TIMEOUT_S
 from gputop.core.fleet.model import Fleet, FleetNode, build_fleet
 from gputop.core.fleet.queries import node_figures_query, refresh_queries, user_counts_query
-from gputop.core.jobs.policy import FreePolicy
+from gputop.core.free_cards import FreePolicy
 from gputop.core.prometheus.client import (
     MAX_TOTAL_BYTES,
     Budget,

@@ -39,7 +39,7 @@ from gputop.core.units import counted
 from gputop.core.visibility import pin_environment
 
 if TYPE_CHECKING:
-    from gputop.core.jobs.policy import FreePolicy
+    from gputop.core.free_cards import FreePolicy
 
 SUPERVISOR_MODULE = "gputop.core.jobs.supervisor"
 

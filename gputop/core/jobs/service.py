@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.logs import last_line
 from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.stop import SlurmCanceller, stop_job
 from gputop.core.jobs.store import JobStore
@@ -58,6 +57,8 @@ class LogTails:
                 continue
             seen = self._seen.get(job.log_path)
             if seen is None or seen[0] != size:
+                from gputop.core.jobs.logs import last_line  # a job's log: not at start
+
                 seen = (size, last_line(job.log_path) or "")
                 self._seen[job.log_path] = seen
             lines[job.id] = seen[1]

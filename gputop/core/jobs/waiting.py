@@ -15,8 +15,8 @@ from gputop.core import settings
 from gputop.core.claims.jobs import IGNORED_ENV
 from gputop.core.claims.view import read_claims
 from gputop.core.errors import GputopError
+from gputop.core.free_cards import FreePolicy, NotEnoughFreeGpus, judge_cards, pick_free
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.policy import FreePolicy, NotEnoughFreeGpus, judge_cards, pick_free
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import cards_set
 from gputop.core.mig_targets import judge_mig_instance, mig_target_by_uuid, pinned_targets

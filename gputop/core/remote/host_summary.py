@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.core.jobs.policy import FreePolicy, judge_cards
+from gputop.core.free_cards import FreePolicy, judge_cards
 from gputop.core.remote.agent_version import lacks
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 

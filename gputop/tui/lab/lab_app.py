@@ -25,10 +25,10 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.widgets import Static
 
+from gputop.core.free_cards import FreePolicy
 from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_advice
 from gputop.core.job_columns import HostJob
-from gputop.core.jobs.policy import FreePolicy
 from gputop.core.model import GpuProcess, GpuSample
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_jobs import host_jobs, left_out

@@ -29,11 +29,11 @@ from textual.widgets import Checkbox, Input, Label, RadioButton, RadioSet, Stati
 from textual.worker import Worker, WorkerState
 
 from gputop.core.errors import GputopError, UsageError
+from gputop.core.free_cards import launch_warnings
 from gputop.core.jobs.command import CommandPlan, default_name, missing_program, plan_command
 from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.launchers import plain_python_note, plan_launcher, rank_lines
 from gputop.core.jobs.model import Job, RunMode
-from gputop.core.jobs.policy import launch_warnings
 from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
 from gputop.core.mig_targets import card_label, target_label

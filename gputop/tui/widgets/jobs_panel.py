@@ -15,7 +15,6 @@ from rich.text import Text
 
 from gputop.core import job_columns as columns
 from gputop.core.job_columns import JobColumn, ShownJob
-from gputop.core.jobs.logs import LOG_PREFIX
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.service import JobsView
 from gputop.core.jobs.xid_marks import live_job_xids
@@ -64,6 +63,8 @@ _STAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} ")
 def shown_log_line(job: Job, line: str) -> str:
     """gputop's own line without its date stamp and "job N (name)", which the row already
     shows: the column is narrow, and the stamp alone filled it ("[gputop] 2026-12-01 2")."""
+    from gputop.core.jobs.logs import LOG_PREFIX  # a job shown: not at start
+
     if not line.startswith(LOG_PREFIX):
         return line
     rest = line[len(LOG_PREFIX) :]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gputop.core.errors import GputopError, UsageError
-from gputop.core.jobs.policy import (
+from gputop.core.free_cards import (
     CardVerdict,
     FreePolicy,
     NotEnoughFreeGpus,

@@ -129,14 +129,16 @@ def test_the_dashboard_imports_what_launches_and_stops_jobs_only_when_used() -> 
 def test_the_dashboard_imports_what_jobs_launches_probes_and_slurm_jobs_need_when_used() -> None:
     """What words a job's start or end (the toasts and ``--notify-command``) comes with the
     first read that has jobs, and only the commands that take ``--notify-command`` import it
-    for their help; the cards' names for a launch (``mig_targets``) come with the first card
-    selected or job started after waiting; the torch probe with the first probe, after the
-    first frame; the PyTorch view's account of a Slurm allocation only inside a Slurm job.
-    None before the dashboard's first frame (docs/speed.md, "The first frame"); the tests of
-    the job toasts, the launch preview, waiting jobs, the probes and the dashboard in a Slurm
-    job show they still come when used."""
+    for their help; the job logs' reader with the first job shown; the cards' names for a
+    launch (``mig_targets``) with the first card selected or job started after waiting; the
+    torch probe with the first probe, after the first frame; the PyTorch view's account of a
+    Slurm allocation only inside a Slurm job. None before the dashboard's first frame
+    (docs/speed.md, "The first frame"); the tests of the job toasts, the jobs panel, the
+    launch preview, waiting jobs, the probes and the dashboard in a Slurm job show they still
+    come when used."""
     later = (
         "gputop.core.jobs.notify",
+        "gputop.core.jobs.logs",
         "gputop.core.mig_targets",
         "gputop.core.probes.torch_probe",
         "gputop.core.slurm.allocation",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -52,6 +53,10 @@ hover's lines both ways. On a busy server most rows change every second, so a la
 only fills with lines no longer shown and keeps them to the end (with process_rows.py's
 cells, 1,024 lines here and 4,096 cells there: 0.5 to 0.65 MiB of the busy server's peak
 RSS, docs/speed.md)."""
+
+
+_region = tuple.__new__
+"""``Region``'s own ``__new__`` without its Python frame (a few cells of 35 rows a refresh)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,25 +286,30 @@ class ProcessTable(ScrollView, can_focus=True):
         scroll_y = round(self.scroll_offset.y)
         height = self.scrollable_content_region.height
         width = self.scrollable_content_region.width  # not the scroll bar, nor the widgets beside
-        starts = None if round(self.scroll_offset.x) else self._column_starts()
-        regions = []
+        # Each column's start and its width on screen (cut at the window's edge), once.
+        spans = None
+        if not round(self.scroll_offset.x):
+            starts = self._column_starts()
+            spans = [(left, min(right, width) - left) for left, right in pairwise(starts)]
+        rows, cursor = self._rows, self._cursor
+        regions: list[Region] = []
+        add = regions.append
         for index in range(
-            scroll_y, min(scroll_y + height - HEADER_LINES, max(len(old_rows), len(self._rows)))
+            scroll_y, min(scroll_y + height - HEADER_LINES, max(len(old_rows), len(rows)))
         ):
             old = old_rows[index].cells if index < len(old_rows) else None
-            new = self._rows[index].cells if index < len(self._rows) else None
-            moved = (index == old_cursor) != (index == self._cursor)
+            new = rows[index].cells if index < len(rows) else None
+            moved = (index == old_cursor) != (index == cursor)
             if old == new and not moved:
                 continue
             y = index + HEADER_LINES - scroll_y
-            if moved or old is None or new is None or starts is None:
-                regions.append(Region(0, y, width, 1))
+            if moved or old is None or new is None or spans is None:
+                add(Region(0, y, width, 1))
                 continue
-            for column, (before, after) in enumerate(zip(old, new, strict=True)):
-                if before != after:
-                    left, right = starts[column], min(starts[column + 1], width)
-                    if left < right:
-                        regions.append(Region(left, y, right - left, 1))
+            for (left, span), before, after in zip(spans, old, new, strict=True):
+                # a cell made once for what it shows is the same object when it stays
+                if before is not after and span > 0 and before != after:
+                    add(_region(Region, (left, y, span, 1)))
         if regions:
             self.refresh(*regions)
 

@@ -126,10 +126,40 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     except _NotThisWay:
         pass
     whole = build_parser()
+    mistyped = _unknown_option_before_command(whole, argv)
+    if mistyped is not None:  # else argparse takes its value for the command: "invalid choice"
+        whole.error(f"unrecognized arguments: {mistyped}")
     parsed, unknown = whole.parse_known_args(argv)
     if unknown:  # told by the command's own parser, with its usage, not the top level's
         _parser_of(whole, argv).error(f"unrecognized arguments: {' '.join(unknown)}")
     return parsed
+
+
+def _unknown_option_before_command(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> str | None:
+    """The first word before the command that is written as an option and is none of the
+    top level's, nor the unique start of one (argparse takes those): ``--fke`` of
+    ``gputop --fke demo snapshot``. None once a word is no option (the command, or a value
+    this cannot place)."""
+    options = {name: action for action in parser._actions for name in action.option_strings}
+    words = iter(argv)
+    for word in words:
+        if word == "--" or not word.startswith("-"):
+            return None
+        name, equals, _value = word.partition("=")
+        found = (
+            [options[name]]
+            if name in options
+            else [options[known] for known in options if known.startswith(name)]
+        )
+        if not found:
+            return word
+        if len(found) == 1 and not equals and found[0].nargs is None:
+            next(words, None)  # its value
+        elif len(found) != 1 or found[0].nargs not in (None, 0):
+            return None  # ambiguous, or a value that may or may not follow: argparse says
+    return None
 
 
 def _parser_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:

@@ -140,11 +140,7 @@ def tour(
     order: list[int] = []
     row, column = cursor
     while heads:
-        nearest, cheapest = -1, 0
-        for head in heads:
-            cost = move_cost(runs[head][0], runs[head][1], row, column, columns, feeds)
-            if nearest < 0 or cost < cheapest:
-                nearest, cheapest = head, cost
+        nearest, cheapest = _nearest(heads, runs, row, column, columns, feeds)
         heads.remove(nearest)
         spent += cheapest
         index = nearest
@@ -159,6 +155,66 @@ def tour(
             return order
         row, column = y, leave
     return list(range(count))
+
+
+def _nearest(
+    heads: list[int],
+    runs: list[tuple[int, int, int]],
+    row: int,
+    column: int,
+    columns: int,
+    feeds: bool,
+) -> tuple[int, int]:
+    """The first of ``heads`` whose run the cursor reaches in the fewest bytes from ``row``,
+    ``column``, and that move's cost: ``move_cost`` of each written out in one loop (a busy
+    frame asks this of some 1,600 heads), stopping at a cost of nothing."""
+    nearest, cheapest = -1, 0
+    known = row >= 0 and 0 <= column < columns
+    for head in heads:
+        y, x, _ = runs[head]
+        cha = 3 + (1 if x < 9 else 2 if x < 99 else len(str(x + 1)))  # the column itself
+        line = 1 if y < 9 else 2 if y < 99 else len(str(y + 1))
+        cost = (3 + line) if x == 0 else (cha + 1 + line)  # absolute (CUP)
+        if known:
+            down, right = y - row, x - column
+            if not down:
+                vertical = 0
+            elif feeds and 0 < down <= FEEDS_MAX:
+                vertical = down
+            elif down == -1:
+                vertical = 2
+            else:
+                rows = -down if down < 0 else down
+                vertical = (
+                    3 if rows == 1 else 4 if rows < 10 else 5 if rows < 100 else 3 + len(str(rows))
+                )
+            if not right:
+                horizontal = 0
+            elif x == 0:
+                horizontal = 1
+            elif -BACKSPACES_MAX <= right < 0:
+                horizontal = -right
+            else:
+                cells = -right if right < 0 else right
+                step = (
+                    3
+                    if cells == 1
+                    else 4
+                    if cells < 10
+                    else 5
+                    if cells < 100
+                    else 3 + len(str(cells))
+                )
+                horizontal = step if step < cha else cha
+            if vertical + horizontal < cost:
+                cost = vertical + horizontal
+        elif columns + 99 < cost:  # as move_cost: no relative move, only absolute
+            cost = columns + 99
+        if nearest < 0 or cost < cheapest:
+            nearest, cheapest = head, cost
+            if not cost:  # none is cheaper, and the first of equals is taken
+                break
+    return nearest, cheapest
 
 
 def _step(count: int, final: str) -> str:

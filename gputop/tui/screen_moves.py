@@ -64,7 +64,9 @@ def move(y: int, x: int, row: int, column: int, columns: int, feeds: bool = Fals
 
 
 def move_cost(y: int, x: int, row: int, column: int, columns: int, feeds: bool = False) -> int:
-    """The length of ``move(...)``, worked out without writing it (``tour`` asks for many)."""
+    """The length of ``move(...)``, worked out without writing it (``tour`` asks for many;
+    the digits are counted in place, as ``_digits`` counts them)."""
+    cha = 3 + (1 if x < 9 else 2 if x < 99 else len(str(x + 1)))  # the column itself (CHA)
     if row >= 0 and 0 <= column < columns:
         down, right = y - row, x - column
         if not down:
@@ -74,7 +76,10 @@ def move_cost(y: int, x: int, row: int, column: int, columns: int, feeds: bool =
         elif down == -1:
             vertical = 2
         else:
-            vertical = 3 if down == 1 else 3 + _digits(abs(down))
+            rows = -down if down < 0 else down
+            vertical = (
+                3 if rows == 1 else 4 if rows < 10 else 5 if rows < 100 else 3 + len(str(rows))
+            )
         if not right:
             horizontal = 0
         elif x == 0:
@@ -82,14 +87,19 @@ def move_cost(y: int, x: int, row: int, column: int, columns: int, feeds: bool =
         elif -BACKSPACES_MAX <= right < 0:
             horizontal = -right
         else:
-            step = 3 if right == 1 else 3 + _digits(abs(right))
-            horizontal = min(step, 3 + _digits(x + 1))
+            cells = -right if right < 0 else right
+            step = (
+                3 if cells == 1 else 4 if cells < 10 else 5 if cells < 100 else 3 + len(str(cells))
+            )
+            horizontal = step if step < cha else cha
         relative = vertical + horizontal
         if relative <= SHORTEST_CUP:
             return relative
     else:
         relative = columns + 99  # only absolute
-    return min(relative, (3 if x == 0 else 4 + _digits(x + 1)) + _digits(y + 1))
+    line = 1 if y < 9 else 2 if y < 99 else len(str(y + 1))
+    absolute = (3 + line) if x == 0 else (cha + 1 + line)
+    return relative if relative < absolute else absolute
 
 
 def tour(

@@ -126,7 +126,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     except _NotThisWay:
         pass
     whole = build_parser()
-    mistyped = _unknown_option_before_command(whole, argv)
+    mistyped = _unknown_option_before_command(argv)
     if mistyped is not None:  # else argparse takes its value for the command: "invalid choice"
         whole.error(f"unrecognized arguments: {mistyped}")
     parsed, unknown = whole.parse_known_args(argv)
@@ -135,31 +135,20 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     return parsed
 
 
-def _unknown_option_before_command(
-    parser: argparse.ArgumentParser, argv: Sequence[str]
-) -> str | None:
+def _unknown_option_before_command(argv: Sequence[str]) -> str | None:
     """The first word before the command that is written as an option and is none of the
-    top level's, nor the unique start of one (argparse takes those): ``--fke`` of
-    ``gputop --fke demo snapshot``. None once a word is no option (the command, or a value
-    this cannot place)."""
-    options = {name: action for action in parser._actions for name in action.option_strings}
-    words = iter(argv)
-    for word in words:
-        if word == "--" or not word.startswith("-"):
-            return None
-        name, equals, _value = word.partition("=")
-        found = (
-            [options[name]]
-            if name in options
-            else [options[known] for known in options if known.startswith(name)]
-        )
-        if not found:
-            return word
-        if len(found) == 1 and not equals and found[0].nargs is None:
-            next(words, None)  # its value
-        elif len(found) != 1 or found[0].nargs not in (None, 0):
-            return None  # ambiguous, or a value that may or may not follow: argparse says
-    return None
+    top level's (nor the unique start of one, which argparse takes): ``--fke`` of
+    ``gputop --fke demo snapshot``; None where there is none, or the dashboard's own parser
+    cannot tell (a bad value: the whole parser says what is wrong)."""
+    end = next((i for i, word in enumerate(argv) if word in COMMAND_MODULES), len(argv))
+    before = argv[:end]
+    if any(word in ("-h", "--help", "--version") for word in before):
+        return None
+    try:
+        _parsed, unknown = build_parser(only=DASHBOARD).parse_known_args(before)
+    except _NotThisWay:
+        return None
+    return next((word for word in unknown if word.startswith("-")), None)
 
 
 def _parser_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:

@@ -149,8 +149,9 @@ def tour(
     heads = [index for index in range(count) if not followed[index]]
     order: list[int] = []
     row, column = cursor
+    reach = _reach(runs)
     while heads:
-        nearest, cheapest = _nearest(heads, runs, row, column, columns, feeds)
+        nearest, cheapest = _nearest(heads, reach, row, column, columns, feeds)
         heads.remove(nearest)
         spent += cheapest
         index = nearest
@@ -167,26 +168,36 @@ def tour(
     return list(range(count))
 
 
+def _reach(runs: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """Of each run, what a move to it costs whatever the cursor: its row and entry, the
+    entry's absolute column (CHA) and the absolute move (CUP), counted as ``move_cost``."""
+    reach = []
+    for y, x, _ in runs:
+        cha = 3 + (1 if x < 9 else 2 if x < 99 else len(str(x + 1)))
+        line = 1 if y < 9 else 2 if y < 99 else len(str(y + 1))
+        reach.append((y, x, cha, (3 + line) if x == 0 else (cha + 1 + line)))
+    return reach
+
+
 def _nearest(
     heads: list[int],
-    runs: list[tuple[int, int, int]],
+    reach: list[tuple[int, int, int, int]],
     row: int,
     column: int,
     columns: int,
     feeds: bool,
 ) -> tuple[int, int]:
-    """The first of ``heads`` whose run the cursor reaches in the fewest bytes from ``row``,
-    ``column``, and that move's cost: ``move_cost`` of each written out in one loop (a busy
-    frame asks this of some 1,600 heads), stopping at a cost of nothing."""
+    """The first of ``heads`` whose run (``_reach``) the cursor reaches in the fewest bytes
+    from ``row``, ``column``, and that move's cost: ``move_cost`` of each written out in one
+    loop (a busy frame asks this of some 1,600 heads), a head passed over once its absolute
+    move and its vertical part cost no less than the cheapest found (then it is no cheaper),
+    and stopping at a cost of nothing."""
     nearest, cheapest = -1, 0
     known = row >= 0 and 0 <= column < columns
     for head in heads:
-        y, x, _ = runs[head]
-        cha = 3 + (1 if x < 9 else 2 if x < 99 else len(str(x + 1)))  # the column itself
-        line = 1 if y < 9 else 2 if y < 99 else len(str(y + 1))
-        cost = (3 + line) if x == 0 else (cha + 1 + line)  # absolute (CUP)
+        y, x, cha, cost = reach[head]  # cost: the absolute move's, so far
         if known:
-            down, right = y - row, x - column
+            down = y - row
             if not down:
                 vertical = 0
             elif feeds and 0 < down <= FEEDS_MAX:
@@ -198,6 +209,9 @@ def _nearest(
                 vertical = (
                     3 if rows == 1 else 4 if rows < 10 else 5 if rows < 100 else 3 + len(str(rows))
                 )
+            if nearest >= 0 and vertical >= cheapest and cost >= cheapest:
+                continue  # no cheaper than the cheapest found, whatever the move along
+            right = x - column
             if not right:
                 horizontal = 0
             elif x == 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from gputop.tui.screen_moves import _nearest, move_cost, tour
+from gputop.tui.screen_moves import _nearest, _reach, move_cost, tour
 
 
 def _nearest_by_move_cost(
@@ -43,7 +43,7 @@ def test_the_nearest_head_is_the_one_move_cost_finds() -> None:
                 row = max(near[0] + chance.randint(-4, 4), -1)
                 column = near[2] + chance.randint(-5, 5)
         feeds = chance.random() < 0.5
-        assert _nearest(heads, runs, row, column, columns, feeds) == _nearest_by_move_cost(
+        assert _nearest(heads, _reach(runs), row, column, columns, feeds) == _nearest_by_move_cost(
             heads, runs, row, column, columns, feeds
         )
 

@@ -40,7 +40,7 @@ from gputop.core.history.store import DB_NAME as HISTORY_DB_NAME
 from gputop.core.history.store import default_history_path
 from gputop.core.jobs.service import JobsService, Severity
 from gputop.core.model import GpuHealth, GpuProcess, GpuSample, ProcessOrigin
-from gputop.core.process_control import current_boot_id, in_a_shell_job, signal_own_process
+from gputop.core.process_control import current_boot_id, signal_own_process
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.users import current_user
 from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
@@ -48,13 +48,13 @@ from gputop.tui.diff_driver import driver_with_screen_diff, forget_screens
 from gputop.tui.jobs_actions import JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
+from gputop.tui.suspend import SUSPEND_BINDING, suspend_to_shell
 from gputop.tui.textual_compat import (
     ExceptionHook,
     QuitHint,
     install_lean_strips,
     install_lean_styles,
     install_partial_updates,
-    stop_with_its_job,
     textual_handles_exception,
 )
 from gputop.tui.widgets.process_table import ProcessTable
@@ -123,8 +123,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     # dashboard has every one of these actions (the launch and the jobs its own way).
     BINDINGS = [
         Binding("q", "quit", "Quit"),
-        # priority: on a screen over the dashboard too (a modal screen hides the app's keys)
-        Binding("ctrl+z", "suspend_process", "Suspend", show=False, priority=True),
+        SUSPEND_BINDING,
         Binding("question_mark", "help", "Keys"),
         Binding("l", "launch", "Launch"),
         Binding("space", "toggle_card", "Select card"),
@@ -288,16 +287,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         """ctrl+z: back to the shell, whose ``fg`` resumes the dashboard (redrawn whole), as
         the terminal's own ctrl+z stops a job: its whole process group. Only where a shell
         with job control runs it: a stopped process nobody resumes would hang there."""
-        if self.is_headless:
-            return
-        if not in_a_shell_job():
-            self.notify(
-                "ctrl+z needs a shell with job control to return to (fg resumes), and none "
-                "started this dashboard: q quits.",
-                timeout=10,
-            )
-            return
-        stop_with_its_job(self)
+        suspend_to_shell(self)
 
     def action_help(self) -> None:
         from gputop.tui.screens.help import HelpScreen  # not before the first frame

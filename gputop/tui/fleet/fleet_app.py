@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
@@ -41,7 +42,8 @@ from gputop.tui.fleet.fleet_views import TextScreen, node_detail, users_detail
 from gputop.tui.row_order import HeldOrder, Margin
 from gputop.tui.safe import plain
 from gputop.tui.screens.help import HelpScreen
-from gputop.tui.textual_compat import QuitHint
+from gputop.tui.suspend import SUSPEND_BINDING, suspend_to_shell
+from gputop.tui.textual_compat import LinuxDriver, QuietInput, QuitHint
 
 SORTS = ("free", "name", "utilisation")
 NODE_CHARS = 18
@@ -72,6 +74,7 @@ FLEET_KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
         [
             ("r", "read the fleet again now (it is read again by itself every scrape)"),
             ("?", "this help"),
+            ("ctrl+z", "suspend to the shell; fg resumes, the screen redrawn whole"),
             ("q", "quit"),
         ],
     ),
@@ -153,6 +156,7 @@ class FleetApp(QuitHint, App[int]):
     #fleet-legend { height: 1; color: $text-muted; }
     """
     BINDINGS = [
+        SUSPEND_BINDING,
         Binding("q", "quit", "Quit"),
         Binding("s", "sort", "Sort"),
         Binding("o", "resort", "Re-sort", show=False),
@@ -216,7 +220,19 @@ class FleetApp(QuitHint, App[int]):
         yield Static(Text(LEGEND.removeprefix("cards: ")), id="fleet-legend")
         yield Static(Text(KEYS), id="fleet-keys")
 
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, its input thread asleep while idle (``QuietInput``): the one
+        ctrl+z stops with its whole job, as the dashboard's."""
+        driver = super().get_driver_class()
+        return QuietInput if driver is LinuxDriver else driver
+
+    def action_suspend_process(self) -> None:
+        """ctrl+z: back to the shell; ``fg`` resumes the fleet, redrawn whole."""
+        suspend_to_shell(self)
+
     def on_mount(self) -> None:
+        # Resumed after ctrl+z (fg): the terminal shows what the shell left.
+        self.app_resume_signal.subscribe(self, lambda _app: self.screen.refresh())
         table = self.query_one("#fleet-nodes", DataTable)
         for column in COLUMNS:
             table.add_column(column, key=column)

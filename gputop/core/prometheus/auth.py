@@ -75,7 +75,7 @@ def check_url(url: str) -> str:
 def _parse_url(url: str, named: str = "--prometheus ") -> tuple[str, str | None]:
     """The URL without credentials, and the basic-auth header its ``user:pass@`` gives;
     ``named``: where it was given, as an error begins (``GPUTOP_PROMETHEUS=``)."""
-    shown = _without_password(url)
+    shown = _without_secrets(url)
     wanted = (
         f"{named}{quoted(shown)}: give the server's http:// or https:// address, e.g. "
         "http://127.0.0.1:9090"
@@ -105,6 +105,14 @@ def _parse_url(url: str, named: str = "--prometheus ") -> tuple[str, str | None]
         authorization = "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")
     base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
     return base.rstrip("/"), authorization
+
+
+def _without_secrets(url: str) -> str:
+    """``url`` with whatever stands before an ``@`` in its authority, and its query and
+    fragment (a token may be there), replaced by ``***``."""
+    shown = _without_password(url)
+    cut = min((at for at in (shown.find("?"), shown.find("#")) if at >= 0), default=-1)
+    return shown if cut < 0 else shown[: cut + 1] + "***"
 
 
 def _without_password(url: str) -> str:

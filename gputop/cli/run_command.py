@@ -56,14 +56,22 @@ from gputop.core.visibility.inverse import MIG_HIDES
 from gputop.core.visibility.order import PCI_BUS_ID
 
 EXAMPLES = """examples:
-  gputop run --gpus 3,1 -- python train.py --lr 3e-4   GPU 3 is cuda:0, GPU 1 is cuda:1
-  gputop run --gpus GPU-5a9e -- ./train.sh              a card by UUID prefix
-  gputop run --gpus 0:1 -- python train.py              MIG device 1 of GPU 0 (nvidia-smi -L)
-  gputop run --gpus MIG-4fd9 -- python train.py         a MIG instance by UUID prefix
-  gputop run --auto 2 --wait -- python train.py         the first 2 cards that are free
-  gputop run --gpus 0 -- "python a.py | tee out.txt"    one argument: runs under $SHELL -c
-  gputop run --hosts gpu1,gpu2 --auto 2 -- python train.py  the first server with 2 free
-  gputop run --slurm --gpus 1 --time 1:00:00 -- python train.py  submitted through sbatch
+  gputop run --gpus 3,1 -- python train.py --lr 3e-4
+      GPU 3 is cuda:0, GPU 1 is cuda:1
+  gputop run --gpus GPU-5a9e -- ./train.sh
+      a card by UUID prefix
+  gputop run --gpus 0:1 -- python train.py
+      MIG device 1 of GPU 0 (nvidia-smi -L)
+  gputop run --gpus MIG-4fd9 -- python train.py
+      a MIG instance by UUID prefix
+  gputop run --auto 2 --wait -- python train.py
+      the first 2 cards that are free
+  gputop run --gpus 0 -- "python a.py | tee out.txt"
+      one argument: runs under $SHELL -c
+  gputop run --hosts gpu1,gpu2 --auto 2 -- python train.py
+      the first server with 2 free
+  gputop run --slurm --gpus 1 --time 1:00:00 -- python train.py
+      submitted through sbatch
 """
 
 
@@ -72,9 +80,9 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "run",
         parents=[parent],
         help="launch a command pinned to chosen GPUs, detached (survives logout)",
-        description="Launch a command pinned to chosen GPUs. It runs detached (its own "
-        "session, output to a log), so it survives logout; gputop prints the job id, which "
-        "physical GPU each cuda:N is, and the log path, and returns at once.",
+        description="Launch a command pinned to chosen GPUs. It runs detached (its own\n"
+        "session, output to a log), so it survives logout; gputop prints the job id,\n"
+        "which physical GPU each cuda:N is, and the log path, and returns at once.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

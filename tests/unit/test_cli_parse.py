@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import subprocess
 import sys
 
@@ -180,3 +181,19 @@ def test_report_imports_neither_the_dashboard_nor_the_sampling() -> None:
     )
     assert done.stdout.strip().splitlines()[-1] == "none", done.stderr
     assert "No history store at /nonexistent/history.sqlite3" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["", *COMMAND_MODULES])
+def test_every_commands_help_fits_an_80_column_terminal(command: str) -> None:
+    """argparse wraps options to the terminal; a raw description or example that does not
+    fit runs off the side of an 80-column terminal (run's was one 215-character line)."""
+    helped = subprocess.run(
+        [sys.executable, "-m", "gputop", *([command] if command else []), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert helped.returncode == 0, helped.stderr
+    wide = [line for line in helped.stdout.splitlines() if len(line) > 80]
+    assert not wide, "\n".join(wide)

@@ -324,7 +324,7 @@ class ScreenDiff:
                 saved = sum(1 for i in range(x, end) if i in row_changed)
                 if saved >= SHIFT_MIN_CELLS:
                     # the terminal shifts everything right of x: all of it one cell wide
-                    if not all(map(_narrow, chars[x:])) or not all(map(_narrow, old_chars[x:])):
+                    if not _all_narrow(chars[x:]) or not _all_narrow(old_chars[x:]):
                         break
                     shifts.append((y, x, end))
                     row_changed.difference_update(range(x, end))
@@ -445,6 +445,14 @@ def _wide(char: str | None) -> bool:
 
 def _narrow(char: str | None) -> bool:
     return char is not None and char != "" and (char.isascii() or cell_len(char) == 1)
+
+
+def _all_narrow(chars: list[str | None]) -> bool:
+    """``all(map(_narrow, chars))``, each different character measured once (a sparkline's
+    row to its end is some 150 cells of a dozen characters)."""
+    if None in chars or "" in chars:
+        return False
+    return all(char.isascii() or cell_len(char) == 1 for char in set(chars) if char is not None)
 
 
 def _parse(data: str) -> tuple[list[Run], str | None] | None:

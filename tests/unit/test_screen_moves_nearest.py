@@ -1,5 +1,7 @@
-"""The screen diff's tour picks each next chain by ``_nearest``, ``move_cost`` written out in
-one loop: the same head and cost as asking ``move_cost`` of each head in turn."""
+"""The screen diff's cheaper checks give what the plain ones give: its tour picks each next
+chain by ``_nearest``, ``move_cost`` written out in one loop (the same head and cost as
+asking ``move_cost`` of each head in turn), and a row to its end is narrow by
+``_all_narrow`` as each of its cells is by ``_narrow``."""
 
 from __future__ import annotations
 
@@ -57,3 +59,13 @@ def test_a_tour_still_visits_every_run_once() -> None:
         )
         order = tour(runs, (chance.randrange(-1, 50), chance.randrange(-1, 200)), 200, True)
         assert sorted(order) == list(range(len(runs)))
+
+
+def test_a_row_is_narrow_to_its_end_as_each_of_its_cells_is() -> None:
+    from gputop.tui.screen_diff import _all_narrow, _narrow
+
+    chance = random.Random(3)
+    alphabet: list[str | None] = ["a", " ", "▁", "▇", "世", "é", "", None, "\u0301", "😀"]
+    for _ in range(20_000):
+        chars = [chance.choice(alphabet) for _ in range(chance.randint(0, 12))]
+        assert _all_narrow(chars) == all(map(_narrow, chars))

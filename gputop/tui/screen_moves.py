@@ -65,34 +65,10 @@ def move(y: int, x: int, row: int, column: int, columns: int, feeds: bool = Fals
 
 def move_cost(y: int, x: int, row: int, column: int, columns: int, feeds: bool = False) -> int:
     """The length of ``move(...)``, worked out without writing it (``tour`` asks for many;
-    the digits are counted in place, as ``_digits`` counts them)."""
+    the digits counted in place, as ``_digits`` counts them)."""
     cha = 3 + (1 if x < 9 else 2 if x < 99 else len(str(x + 1)))  # the column itself (CHA)
     if row >= 0 and 0 <= column < columns:
-        down, right = y - row, x - column
-        if not down:
-            vertical = 0
-        elif feeds and 0 < down <= FEEDS_MAX:
-            vertical = down
-        elif down == -1:
-            vertical = 2
-        else:
-            rows = -down if down < 0 else down
-            vertical = (
-                3 if rows == 1 else 4 if rows < 10 else 5 if rows < 100 else 3 + len(str(rows))
-            )
-        if not right:
-            horizontal = 0
-        elif x == 0:
-            horizontal = 1
-        elif -BACKSPACES_MAX <= right < 0:
-            horizontal = -right
-        else:
-            cells = -right if right < 0 else right
-            step = (
-                3 if cells == 1 else 4 if cells < 10 else 5 if cells < 100 else 3 + len(str(cells))
-            )
-            horizontal = step if step < cha else cha
-        relative = vertical + horizontal
+        relative = _vertical(y - row, feeds) + _horizontal(x - column, x, cha)
         if relative <= SHORTEST_CUP:
             return relative
     else:
@@ -100,6 +76,32 @@ def move_cost(y: int, x: int, row: int, column: int, columns: int, feeds: bool =
     line = 1 if y < 9 else 2 if y < 99 else len(str(y + 1))
     absolute = (3 + line) if x == 0 else (cha + 1 + line)
     return relative if relative < absolute else absolute
+
+
+def _vertical(down: int, feeds: bool) -> int:
+    """The bytes of ``move``'s part up or down by ``down`` rows."""
+    if not down:
+        return 0
+    if feeds and 0 < down <= FEEDS_MAX:
+        return down
+    if down == -1:
+        return 2
+    rows = -down if down < 0 else down
+    return 3 if rows == 1 else 4 if rows < 10 else 5 if rows < 100 else 3 + len(str(rows))
+
+
+def _horizontal(right: int, x: int, cha: int) -> int:
+    """The bytes of ``move``'s part along the row, ``right`` cells to column ``x`` (``cha``:
+    the bytes of naming that column)."""
+    if not right:
+        return 0
+    if x == 0:
+        return 1
+    if -BACKSPACES_MAX <= right < 0:
+        return -right
+    cells = -right if right < 0 else right
+    step = 3 if cells == 1 else 4 if cells < 10 else 5 if cells < 100 else 3 + len(str(cells))
+    return step if step < cha else cha
 
 
 def tour(
@@ -188,50 +190,21 @@ def _nearest(
     feeds: bool,
 ) -> tuple[int, int]:
     """The first of ``heads`` whose run (``_reach``) the cursor reaches in the fewest bytes
-    from ``row``, ``column``, and that move's cost: ``move_cost`` of each written out in one
-    loop (a busy frame asks this of some 1,600 heads), a head passed over once its absolute
-    move and its vertical part cost no less than the cheapest found (then it is no cheaper),
-    and stopping at a cost of nothing."""
+    from ``row``, ``column``, and that move's cost, as ``move_cost`` counts it (a busy frame
+    asks this of some 1,600 heads): each head's absolute move counted once a tour, a head
+    passed over once that and its move up or down cost no less than the cheapest found (it
+    is then no cheaper), and a stop at a cost of nothing."""
     nearest, cheapest = -1, 0
     known = row >= 0 and 0 <= column < columns
     for head in heads:
         y, x, cha, cost = reach[head]  # cost: the absolute move's, so far
         if known:
-            down = y - row
-            if not down:
-                vertical = 0
-            elif feeds and 0 < down <= FEEDS_MAX:
-                vertical = down
-            elif down == -1:
-                vertical = 2
-            else:
-                rows = -down if down < 0 else down
-                vertical = (
-                    3 if rows == 1 else 4 if rows < 10 else 5 if rows < 100 else 3 + len(str(rows))
-                )
+            vertical = _vertical(y - row, feeds)
             if nearest >= 0 and vertical >= cheapest and cost >= cheapest:
                 continue  # no cheaper than the cheapest found, whatever the move along
-            right = x - column
-            if not right:
-                horizontal = 0
-            elif x == 0:
-                horizontal = 1
-            elif -BACKSPACES_MAX <= right < 0:
-                horizontal = -right
-            else:
-                cells = -right if right < 0 else right
-                step = (
-                    3
-                    if cells == 1
-                    else 4
-                    if cells < 10
-                    else 5
-                    if cells < 100
-                    else 3 + len(str(cells))
-                )
-                horizontal = step if step < cha else cha
-            if vertical + horizontal < cost:
-                cost = vertical + horizontal
+            relative = vertical + _horizontal(x - column, x, cha)
+            if relative < cost:
+                cost = relative
         elif columns + 99 < cost:  # as move_cost: no relative move, only absolute
             cost = columns + 99
         if nearest < 0 or cost < cheapest:

@@ -409,7 +409,7 @@ def install_lean_styles() -> None:
     cache = _styles_cache.StylesCache
     if cache.render is not _lean_styles_render:
         cache.render = _lean_styles_render  # type: ignore[method-assign]
-        cache.render_line = _lean_styles_render_line  # type: ignore[method-assign]
+        cache.render_line = _lean_styles_render_line  # type: ignore[method-assign,assignment]
 
 
 def _lean_styles_render(self: Any, *args: Any, **kwargs: Any) -> list[Strip]:
@@ -427,17 +427,13 @@ the width, the lines' background, the left and right border's segments (None wit
 
 
 def _lean_frame(
-    styles: Any,
-    size: Any,
-    content_size: Any,
-    padding: Any,
-    base_background: Any,
-    background: Any,
-    opacity: float,
-    inner_outer: Callable[[Any, Any], tuple[VisualStyle, VisualStyle]],
+    args: tuple[Any, ...], inner_outer: Callable[[Any, Any], tuple[VisualStyle, VisualStyle]]
 ) -> _LeanFrame | None:
     """What every content line of one paint shares, read as Textual's ``render_line`` reads
-    it; None where a line needs more than a border and padding (Textual's own then)."""
+    it (``args``: ``render_line``'s); None where a line needs more than a border and padding
+    (Textual's own then)."""
+    styles, _, size, content_size, padding, base_background, background = args[:7]
+    opacity = args[10]
     outline = styles.outline
     if any(edge for edge, _ in outline) or opacity != 1.0:
         return None
@@ -485,54 +481,17 @@ def _lean_frame(
     )
 
 
-def _lean_styles_render_line(
-    self: Any,
-    styles: Any,
-    y: int,
-    size: Any,
-    content_size: Any,
-    padding: Any,
-    base_background: Any,
-    background: Any,
-    render_content_line: Callable[[int], Strip],
-    border_title: Any,
-    border_subtitle: Any,
-    opacity: float,
-    ansi_theme: Any,
-    native_ansi: bool,
-) -> Strip:
+def _lean_styles_render_line(self: Any, *args: Any) -> Strip:
+    # Textual's arguments, as StylesCache.render passes them (by position): styles, y, size,
+    # content_size, padding, base_background, background, render_content_line, the border's
+    # title and subtitle, opacity, ansi_theme, native_ansi.
+    y = args[1]
     frame = getattr(self, "_lean_frame", None)
-    if frame is None:
-        frame = self._lean_frame = (
-            _lean_frame(
-                styles,
-                size,
-                content_size,
-                padding,
-                base_background,
-                background,
-                opacity,
-                self.get_inner_outer,
-            )
-            or ()
-        )  # () : none of this paint's lines is lean
+    if frame is None:  # () : none of this paint's lines is lean
+        frame = self._lean_frame = _lean_frame(args, self.get_inner_outer) or ()
     if not frame or not frame[0] <= y < frame[1]:
-        return _textual_styles_render_line(
-            self,
-            styles,
-            y,
-            size,
-            content_size,
-            padding,
-            base_background,
-            background,
-            render_content_line,
-            border_title,
-            border_subtitle,
-            opacity,
-            ansi_theme,
-            native_ansi,
-        )
+        return _textual_styles_render_line(self, *args)
+    render_content_line: Callable[[int], Strip] = args[7]
     _, _, top, content_width, content_height, pad_left, pad_right, width, inner, left, right = frame
     # Textual's branch C (content with border and padding), its post-processing a no-op here.
     content_y = y - top

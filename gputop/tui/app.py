@@ -46,7 +46,6 @@ from gputop.tui.textual_compat import unless_closing
 from gputop.tui.widgets.card_frame import CARD_HEIGHT
 from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.grid_layout import columns_for
-from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.key_bar import KeyBar
 from gputop.tui.widgets.process_table import ProcessTable
 from gputop.tui.widgets.status_bar import HostBar, StatusBar
@@ -54,6 +53,8 @@ from gputop.tui.widgets.torch_panel import TorchPanel
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from gputop.tui.widgets.jobs_panel import JobsPanel
 
 FIXED_LINES = 3
 """The status line, the host line and the key bar."""
@@ -135,7 +136,7 @@ class GputopApp(DashboardApp, JobsActions):
         with Horizontal(id="lower"):
             with Vertical(id="left"):
                 yield ProcessTable(user=self.user, id="processes")
-                yield JobsPanel(id="jobs")
+                yield Vertical(id="jobs-box")  # the jobs panel's place: jobs_table()
             yield TorchPanel(
                 environ=self.environ, python=self.python, probes=self.probes, id="torch"
             )
@@ -202,6 +203,25 @@ class GputopApp(DashboardApp, JobsActions):
                 SlurmRead(SlurmView(node="", error=f"{type(error).__name__}: {error}"))
             )
 
+    def jobs_table_mounted(self) -> bool:
+        """Whether ``jobs_table`` has mounted the table yet."""
+        return bool(self.query_one("#jobs-box").children)
+
+    def jobs_table(self) -> JobsPanel:
+        """The jobs panel, mounted the first time it is needed (a job or Slurm job to list, J,
+        a launch), with the jobs last read: a start without jobs mounts no table and imports
+        no DataTable before the first frame (docs/speed.md, "The first frame")."""
+        from gputop.tui.widgets.jobs_panel import JobsPanel
+
+        box = self.query_one("#jobs-box")
+        if box.children:
+            return box.query_one(JobsPanel)
+        panel = JobsPanel(id="jobs")
+        box.mount(panel)
+        if self.jobs_service.view.read_number:
+            panel.show(self.jobs_service.view)
+        return panel
+
     @unless_closing
     def on_slurm_read(self, message: SlurmRead) -> None:
         view = message.view
@@ -212,7 +232,8 @@ class GputopApp(DashboardApp, JobsActions):
             {i: label for i in view.holders if (label := view.card_label(i)) is not None}
         )
         self.query_one(ProcessTable).set_slurm_jobs(view.process_jobs)
-        self.query_one(JobsPanel).show_slurm(view.user_jobs)
+        if view.user_jobs or self.jobs_table_mounted():
+            self.jobs_table().show_slurm(view.user_jobs)
 
     @unless_closing
     def on_snapshot_sampled(self, message: SnapshotSampled) -> None:

@@ -274,6 +274,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
             else:
                 yield command
         if screen is self.screen_stack[0]:  # the dashboard, not a dialog over it
+            self.jobs_table()  # its keys too, where it is mounted when first needed
             yield from palette_commands(self, screen)
 
     # -- actions both dashboards do alike -----------------------------------------------
@@ -387,9 +388,13 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         self.torch_shown = False
         self.jobs_shown = covered or not self.jobs_shown
         if self.jobs_shown:
-            self.query_one("#jobs").focus()
+            self.jobs_table().focus()
         else:
             self.keep_focus_shown()
+
+    def jobs_table(self) -> Widget:
+        """The jobs panel's table (the local dashboard's is mounted when first needed)."""
+        return self.query_one("#jobs")
 
     def keep_focus_shown(self) -> None:
         """Once the layout has changed (p, J, a launch, a smaller terminal): where it hid the

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -28,8 +29,10 @@ from gputop.core.model import Snapshot
 from gputop.tui.safe import plain
 from gputop.tui.textual_compat import unless_closing
 from gputop.tui.widgets.gpu_grid import GpuGrid
-from gputop.tui.widgets.jobs_panel import JobsPanel
 from gputop.tui.widgets.process_table import ProcessTable
+
+if TYPE_CHECKING:
+    from gputop.tui.widgets.jobs_panel import JobsPanel
 
 
 @dataclass
@@ -60,6 +63,9 @@ class JobsActions(App[None]):
     keep_focus_shown: Callable[[], None]
     """The dashboard's (``DashboardApp``): a hidden panel's focus goes to the cards."""
     jobs_shown: bool
+    jobs_table: Callable[[], JobsPanel]
+    """The app's (``GputopApp``): the jobs panel's table, mounted the first time it is needed."""
+    jobs_table_mounted: Callable[[], bool]
     _launched_here: frozenset[int] = frozenset()
     """Jobs launched from this dashboard: their end is news even if no read saw them run."""
     _job_peaks: Mapping[int, int] = MappingProxyType({})
@@ -91,7 +97,8 @@ class JobsActions(App[None]):
                 self.notify(event.text, severity=severity, timeout=10, markup=False)
         self.jobs_service.view = jobs
         self.query_one(ProcessTable).set_jobs(jobs.job_of_pid)
-        self.query_one(JobsPanel).show(jobs)
+        if jobs.jobs or self.jobs_table_mounted():  # no table for no job (until J)
+            self.jobs_table().show(jobs)
         log_screen = sys.modules.get("gputop.tui.screens.job_log")  # not before the first log
         if log_screen and isinstance(self.screen, log_screen.JobLogScreen):
             for job in jobs.jobs:
@@ -141,7 +148,7 @@ class JobsActions(App[None]):
             self.jobs_shown = True
             # The new job is highlighted, for enter and K once tab reaches the jobs; the focus
             # stays where it was: the arrows, space and l still act on the cards.
-            self.query_one(JobsPanel).highlight(str(job.id))
+            self.jobs_table().highlight(str(job.id))
             self.keep_focus_shown()
             self._refresh_jobs()
 

@@ -233,7 +233,8 @@ async def test_J_toggles_the_jobs_panel() -> None:
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
         await first_sample(pilot)
-        assert not app.query_one(JobsPanel).display
+        assert not app.query_one("#jobs-box").display
+        assert not app.query(JobsPanel)  # without a job, its table comes with the first J
         await pilot.press("J")
         assert app.query_one(JobsPanel).display and app.focused is app.query_one(JobsPanel)
         await pilot.press("J")
@@ -404,7 +405,7 @@ async def test_after_a_launch_the_jobs_panel_highlights_the_new_job(
     """Job 1 highlighted, job 2 launched: enter and K act on job 2, not job 1 (issue 28)."""
     app = make_app("v100x4")
     async with app.run_test(size=BIG) as pilot:
-        panel = app.query_one(JobsPanel)
+        panel = app.jobs_table()
         await open_launch_dialog(app, pilot, "right", "right")
         await launch(app, pilot, f"{sys.executable} {probe} {tmp_path / 'a.json'} 60", tmp_path)
         await pilot_wait_for(

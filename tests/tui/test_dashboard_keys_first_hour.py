@@ -167,7 +167,7 @@ async def test_each_panel_shows_whether_it_has_the_focus(size: tuple[int, int]) 
         cards = app.query_one(GpuGrid)
         focused_card = card_colours(app, 0)
         panels: list[Widget] = [app.query_one(ProcessTable)]
-        panels.append(app.query_one(JobsPanel))
+        panels.append(app.jobs_table())  # mounted when first needed, here
         panels.append(app.query_one(TorchPanel))
         for panel in panels:
             if isinstance(panel, JobsPanel):

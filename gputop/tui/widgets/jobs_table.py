@@ -86,6 +86,13 @@ class JobsTable(DataTable[Any], Generic[J]):
 
     def on_mount(self) -> None:
         self.border_title = self._title
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        """The columns, once: on mount, or at the first rows if they come before it (the
+        local panel is mounted when first needed, and given its rows at once)."""
+        if self.columns:
+            return
         for name in self._columns:
             # A Text label: a str one is read as markup, and its first read of markup loads
             # Rich's emoji table (about 16M instructions before the first frame).
@@ -150,6 +157,7 @@ class JobsTable(DataTable[Any], Generic[J]):
         self, jobs: dict[str, J], cells: Mapping[str, tuple[Any, ...]], subtitle: str
     ) -> None:
         """Show ``cells`` (keyed rows, in order; a key without a job is shown, not acted on)."""
+        self._add_columns()
         self._given = (jobs, cells, subtitle)
         self._name_room = self._name_cells(cells)
         cells = self._cut_names(cells, self._name_room)

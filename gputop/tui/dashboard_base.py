@@ -227,7 +227,7 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
     def exception_reached_textual(self, error: Exception) -> None:
         """An exception reached Textual: keep the terminal, end with one line, not a traceback.
 
-        Textual has no public hook for this (gputop/tui/textual_compat.py), and this only
+        Textual has no public hook for this (gputop/tui/textual_compat/), and this only
         hands Textual an exception that renders as nothing (Textual then exits through its
         public ``panic``, restoring the terminal, with status 1); ``gputop`` prints one line
         naming the real error. ``settings.DEBUG`` shows Textual's traceback instead.

@@ -1,5 +1,5 @@
 """What gputop assumes of Textual's internals, one test per assumption
-(gputop/tui/textual_compat.py). A Textual upgrade that breaks one fails here, by name."""
+(gputop/tui/textual_compat/). A Textual upgrade that breaks one fails here, by name."""
 
 from __future__ import annotations
 
@@ -40,24 +40,26 @@ from textual.widgets import Static
 
 from gputop.tui.screen_diff import _parse
 from gputop.tui.textual_compat import (
-    _STRIP_CACHES,
-    _STRIP_SLOTS,
     HANGUP_RETURN_CODE,
     ExceptionHook,
     LinuxDriver,
     QuietInput,
-    _lean_styles_render,
-    _render_partial_update,
-    _textual_partial_update,
-    _textual_strip_init,
-    _textual_styles_render,
-    _textual_styles_render_line,
     app_closing,
     install_lean_strips,
     install_lean_styles,
     textual_handles_exception,
     unless_closing,
     visual_strips,
+)
+from gputop.tui.textual_compat.paint import (
+    _STRIP_CACHES,
+    _STRIP_SLOTS,
+    _lean_styles_render,
+    _render_partial_update,
+    _textual_partial_update,
+    _textual_strip_init,
+    _textual_styles_render,
+    _textual_styles_render_line,
 )
 from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.process_table import ProcessTable
@@ -282,7 +284,7 @@ INTERNAL_MODULES = re.compile(r"textual\.(drivers|visual)\b|textual(\.\w+)*\._\w
 
 
 def test_no_module_of_the_dashboard_but_the_compat_one_reaches_into_textual() -> None:
-    """No module of gputop/tui or gputop/cli but textual_compat.py imports Textual's internal
+    """No module of gputop/tui or gputop/cli outside textual_compat/ imports Textual's internal
     modules, or reads an underscore name that gputop does not define itself (one of
     Textual's: ``app._exit``), or overrides Textual's ``_handle_exception``."""
     package = REPO / "gputop"
@@ -301,7 +303,7 @@ def test_no_module_of_the_dashboard_but_the_compat_one_reaches_into_textual() ->
     reaching = sorted(
         f"{path.relative_to(package)}: {sorted(found)}"
         for path, source in sources.items()
-        if path.name != "textual_compat.py"
+        if path.parent.name != "textual_compat"
         and (
             found := {name for name in PRIVATE_ATTRIBUTE.findall(source) if name not in ours}
             | set(m.group(0) for m in INTERNAL_MODULES.finditer(source))
@@ -477,7 +479,7 @@ async def test_lean_styles_render_every_line_as_textuals_own(
     table focused and scrolled, and not) and of widgets with each kind of style is the same
     strip as Textual's own ``render_line`` makes it; most of the dashboard's lines are drawn
     the lean way, not handed to Textual's."""
-    import gputop.tui.textual_compat as compat
+    import gputop.tui.textual_compat.paint as compat
 
     handed = [0]
 

@@ -36,12 +36,13 @@ from textual.filter import DimFilter
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from gputop.tui.screen_diff import _parse
 from gputop.tui.textual_compat import (
     HANGUP_RETURN_CODE,
     ExceptionHook,
+    InOrderInput,
     LinuxDriver,
     QuietInput,
     app_closing,
@@ -725,3 +726,44 @@ def test_textual_binds_ctrl_c_to_the_help_quit_action_quit_hint_replaces() -> No
     (binding,) = [b for b in App.BINDINGS if getattr(b, "key", None) == "ctrl+c"]
     assert binding.action == "help_quit"  # type: ignore[union-attr]
     assert callable(App.action_help_quit) and callable(QuitHint.action_help_quit)
+
+
+# -- editing keys in the order they were typed -----------------------------------------------
+
+BURST = [
+    ("a", "a"),
+    ("b", "b"),
+    ("c", "c"),
+    ("backspace", "\x7f"),
+    ("d", "d"),
+    ("left", None),
+    ("x", "x"),
+    ("ctrl+u", "\x15"),
+    ("q", "q"),
+]
+"""Keys read from the terminal at once (an ssh link delivers them together), as the driver
+posts them: typed, they give "abd", then "abxd", then "d" (ctrl+u), then "qd"."""
+
+
+@pytest.mark.parametrize(("field", "shown"), [(Input, "x"), (InOrderInput, "qd")])
+async def test_editing_keys_read_together_act_in_the_order_typed(
+    field: type[Input], shown: str
+) -> None:
+    """Textual's ``Input`` runs a binding (backspace, left, ctrl+u) only once its key has
+    bubbled round, after the keys read with it: every letter lands first ("abcdxq"), then
+    backspace, left and ctrl+u act on them, leaving "x". ``InOrderInput`` runs them as they
+    arrive. If Textual's own comes out
+    right here, ``InOrderInput`` can go (gputop/tui/textual_compat/)."""
+
+    class Typed(App[None]):
+        def compose(self) -> ComposeResult:
+            yield field(id="typed")
+
+    app = Typed()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        for key, character in BURST:
+            app.post_message(events.Key(key, character))
+        await pilot.pause()
+        await pilot.pause()
+        assert app.query_one("#typed", Input).value == shown

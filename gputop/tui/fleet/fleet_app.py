@@ -43,7 +43,7 @@ from gputop.tui.row_order import HeldOrder, Margin
 from gputop.tui.safe import plain
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.suspend import SUSPEND_BINDING, suspend_to_shell
-from gputop.tui.textual_compat import LinuxDriver, QuietInput, QuitHint
+from gputop.tui.textual_compat import InOrderInput, LinuxDriver, QuietInput, QuitHint
 
 SORTS = ("free", "name", "utilisation")
 NODE_CHARS = 18
@@ -214,7 +214,7 @@ class FleetApp(QuitHint, App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"reading {clean(self.url)} ..."), id="fleet-header")
-        yield Input(placeholder="filter: host, user, pod, model, state", id="fleet-filter")
+        yield InOrderInput(placeholder="filter: host, user, pod, model, state", id="fleet-filter")
         table: DataTable[Text] = DataTable(id="fleet-nodes", cursor_type="row", zebra_stripes=False)
         yield table
         yield Static(Text(LEGEND.removeprefix("cards: ")), id="fleet-legend")

@@ -8,6 +8,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from gputop.tui.textual_compat import InOrderInput
+
 
 class FilterScreen(ModalScreen[str | None]):
     """Asks for the filter; enter applies it (empty: every process again), escape keeps
@@ -22,7 +24,7 @@ class FilterScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="filter"):
             yield Label("Show processes with this text (user, command, pid); empty shows all:")
-            yield Input(value=self._current, id="filter-text", placeholder="e.g. alice")
+            yield InOrderInput(value=self._current, id="filter-text", placeholder="e.g. alice")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)

@@ -43,6 +43,7 @@ from gputop.core.slurm.detect import slurm_commands_here
 from gputop.core.slurm.record import submit_and_record
 from gputop.core.slurm.submit import SlurmRequest
 from gputop.core.visibility import pin_environment
+from gputop.tui.textual_compat import InOrderInput
 from gputop.tui.workers import ReportsWorkerFailures, failure_message
 
 # Textual's ``RadioSet`` and ``Checkbox`` toggle on enter as on space. In the launch dialog
@@ -111,13 +112,13 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
             dialog.border_subtitle = "enter launches · escape cancels · ↑/↓ earlier commands"
             yield Static(Text(f"Launch on {cards}", style="bold"), id="launch-title")
             yield Label("Command")
-            yield Input(
+            yield InOrderInput(
                 placeholder="python train.py --config configs/base.yaml",
                 id="command",
             )
             yield Label("Working directory")
             # An Input draws its value raw: a directory name is shown cleaned (see _cwd).
-            yield Input(value=clean(self.context.cwd), id="cwd")
+            yield InOrderInput(value=clean(self.context.cwd), id="cwd")
             yield Static(id="launch-error")
             with LaunchRadioSet(id="mode"):
                 yield RadioButton("Detached: keeps running after you log out", value=True)
@@ -348,9 +349,9 @@ def slurm_fields(environ: Mapping[str, str]) -> Iterator[Widget]:
         return
     yield LaunchCheckbox("Submit through Slurm (sbatch): Slurm chooses the cards", id="slurm")
     yield Label("Slurm partition (empty: the default)", id="slurm-partition-label")
-    yield Input(placeholder="debug", id="slurm-partition")
+    yield InOrderInput(placeholder="debug", id="slurm-partition")
     yield Label("Slurm time limit (empty: the partition's)", id="slurm-time-label")
-    yield Input(placeholder="1:00:00", id="slurm-time")
+    yield InOrderInput(placeholder="1:00:00", id="slurm-time")
 
 
 def show_slurm_options(screen: Screen[Any], shown: bool) -> None:

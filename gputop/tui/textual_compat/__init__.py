@@ -23,11 +23,14 @@ from codecs import getincrementaldecoder
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from textual import events
 from textual._loop import loop_last
 from textual._xterm_parser import XTermParser
 from textual.app import App
+from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.drivers.linux_driver import LinuxDriver
+from textual.widgets import Input
 
 from gputop.core.process_control import stop_own_job
 from gputop.tui.textual_compat.paint import (
@@ -39,6 +42,7 @@ from gputop.tui.textual_compat.paint import (
 
 __all__ = [
     "ExceptionHook",
+    "InOrderInput",
     "LinuxDriver",
     "QuietInput",
     "QuitHint",
@@ -134,6 +138,38 @@ class QuitHint:
 
     def action_help_quit(self) -> None:
         self.notify(self.QUIT_HINT, title="Do you want to quit?")  # type: ignore[attr-defined]
+
+
+# -- Editing keys in the order they were typed ----------------------------------------------
+#
+# A key the focused widget does not take in its ``_on_key`` bubbles to its parent through the
+# message queue, and a binding of the widget's runs only when the bubbled key comes round
+# (``App.check_bindings``), after the keys read with it in the same read of the terminal:
+# ``Input`` given "abc", backspace, "d" in one read (keys an ssh link delivers together, a
+# paste without bracketed paste) inserted the d before the backspace ran and showed "abc";
+# ctrl+u then "python train.py" deleted what was typed. ``InOrderInput`` runs its own editing
+# bindings as each key arrives; a priority binding is still checked before it (by the app).
+
+_INPUT_ACTIONS = {
+    key.strip(): binding.action
+    for binding in Input.BINDINGS
+    if isinstance(binding, Binding)
+    for key in binding.key.split(",")
+}
+
+
+class InOrderInput(Input):
+    """An ``Input`` whose editing keys act in the order they were typed."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        action = next((_INPUT_ACTIONS[k] for k in event.aliases if k in _INPUT_ACTIONS), None)
+        if action is None:
+            await super()._on_key(event)
+            return
+        event.stop()
+        event.prevent_default()
+        self._restart_blink()
+        await self.run_action(action)
 
 
 # -- An input thread that sleeps until there is input -----------------------------------------

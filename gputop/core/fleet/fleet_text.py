@@ -63,7 +63,10 @@ def _duration(seconds: float) -> str:
         return f"{seconds:.0f}s"
     if seconds < 7200:
         return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.0f}h"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.0f}h"
+    days = seconds // 86400
+    return f"{days:.0f}d" if days <= 999 else ">999d"  # a clock at 1970: still 5 characters
 
 
 def holders(node: FleetNode) -> str:

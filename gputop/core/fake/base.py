@@ -178,8 +178,8 @@ class FakeNvmlBase:
     def _driver_before(self, branch: int) -> bool:
         """Whether the scenario's ``driver_version`` is of a branch older than ``branch``
         (no version: not older, the newest generation)."""
-        match = re.match(r"(\d+)\.", self._scenario.driver_version or "")
-        return match is not None and int(match[1]) < branch
+        major = _driver_branch(self._scenario.driver_version)
+        return major is not None and major < branch
 
     def _epoch_at(self, t: float) -> float:
         """The epoch time of scenario time ``t``, on the same scale as ``epoch_time``."""
@@ -204,7 +204,7 @@ class FakeNvmlBase:
         gpu = self._scenario.gpus[handle.gpu]
         if handle.mig is not None and not 0 <= handle.mig < len(gpu.mig_devices):
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        if self._is_lost(gpu):
+        if gpu.lost_after_s is not None and self.now() >= gpu.lost_after_s:
             nvml_error(pynvml.NVML_ERROR_GPU_IS_LOST)
         if name in gpu.no_permission:
             nvml_error(pynvml.NVML_ERROR_NO_PERMISSION)
@@ -213,9 +213,6 @@ class FakeNvmlBase:
             nvml_error(code)
         if handle.mig is not None and not allow_mig:
             nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-
-    def _is_lost(self, gpu: ScenarioGpu) -> bool:
-        return gpu.lost_after_s is not None and self.now() >= gpu.lost_after_s
 
     # -- readings ---------------------------------------------------------------------------
 
@@ -244,8 +241,11 @@ class FakeNvmlBase:
         return value if value > 0 else 0
 
     def _percent(self, signal: Signal | None, t: float | None = None) -> int:
-        value = self._uint(signal, t)
-        return value if value < 100 else 100
+        """A reading as NVML's percent: ``_uint``'s, at most 100."""
+        if signal is None:
+            nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        value = round(signal.value_at(self.reading_time() if t is None else t))
+        return 0 if value <= 0 else value if value < 100 else 100
 
     def _bytes(self, signal_mib: Signal | None, t: float | None = None) -> int:
         if signal_mib is None:
@@ -277,3 +277,12 @@ def _this_machines_boot() -> float:
         return float(psutil.boot_time())
     except (OSError, RuntimeError):
         return time.time()
+
+
+@functools.lru_cache(maxsize=16)
+def _driver_branch(driver_version: str | None) -> int | None:
+    """The branch of a driver version (``535`` of ``535.104.05``), ``None`` without one:
+    parsed once per version, not on every call that depends on it (a few hundred a
+    busy sample)."""
+    match = re.match(r"(\d+)\.", driver_version or "")
+    return None if match is None else int(match[1])

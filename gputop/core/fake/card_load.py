@@ -212,14 +212,15 @@ class CardLoad(FakeNvmlBase):
     def _memory_asked(self, owner: Owner, t: float) -> dict[int, int]:
         """What each process on a device asks for at ``t`` (bytes, by pid; those the scenario
         gives a memory only): what its card's used memory and the shares are made of."""
-        return self._memo(
-            ("asked", id(owner), t),
-            lambda: {
-                p.pid: self._bytes(p.used_memory_mib, t)
-                for p in self._on(owner)
-                if p.used_memory_mib is not None
-            },
-        )
+        return self._memo(("asked", id(owner), t), lambda: self._memory_asked_at(owner, t))
+
+    def _memory_asked_at(self, owner: Owner, t: float) -> dict[int, int]:
+        bytes_at = self._bytes  # looked up once, not for each of a card's processes
+        return {
+            p.pid: bytes_at(p.used_memory_mib, t)
+            for p in self._on(owner)
+            if p.used_memory_mib is not None
+        }
 
     def _memory_shares(self, handle: FakeDeviceHandle, t: float) -> dict[ProcessKey, int | None]:
         """The memory each process the handle sees holds at scenario time ``t``, by
@@ -254,8 +255,11 @@ class CardLoad(FakeNvmlBase):
             if not measured:
                 continue
             busy, busy_memory = self._busy_limits(owner, t)
-            sm = share_out({p.pid: self._percent(p.sm_util, t) for p in measured}, busy)
-            memory = {p.pid: self._percent_or_zero(p.mem_util, t) for p in measured}
+            percent = self._percent  # looked up once, not for each process
+            sm = share_out({p.pid: percent(p.sm_util, t) for p in measured}, busy)
+            memory = {  # as _percent_or_zero: no memory reading reads 0
+                p.pid: 0 if p.mem_util is None else percent(p.mem_util, t) for p in measured
+            }
             memory = share_out(memory, busy_memory)
             shares.update({(ids, p.pid): (sm[p.pid], memory[p.pid]) for p in measured})
         gpu = self._gpu(handle)

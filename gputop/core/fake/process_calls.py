@@ -147,8 +147,9 @@ class ProcessCalls(CardLoad):
                 )
             self._load = (tick, (one, five, fifteen))
         processes = self._described_processes.values()
+        bytes_at = self._bytes  # looked up once, not for each process
         memory = [
-            self._bytes(p.host_memory_mib, t) for p in processes if p.host_memory_mib is not None
+            bytes_at(p.host_memory_mib, t) for p in processes if p.host_memory_mib is not None
         ]
         return self._load[1], memory
 

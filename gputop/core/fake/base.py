@@ -188,20 +188,20 @@ class FakeNvmlBase:
     # -- checks, in the driver's order ----------------------------------------------------
 
     def _check_call(self, name: str) -> None:
-        if name in self._scenario.missing_functions:
+        scenario = self._scenario  # read once: FakeNvml has __getattr__, so reads of self are slow
+        if name in scenario.missing_functions:
             nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         if self._init_count == 0 and not name.startswith("nvmlInit"):
             nvml_error(pynvml.NVML_ERROR_UNINITIALIZED)
-        code = self._scenario.function_errors.get(name)
+        code = scenario.function_errors.get(name)
         if code is not None:
             nvml_error(code)
 
     def _check_device(self, name: str, handle: Any, *, allow_mig: bool) -> None:
-        if not isinstance(handle, FakeDeviceHandle) or not (
-            0 <= handle.gpu < len(self._scenario.gpus)
-        ):
+        gpus = self._scenario.gpus
+        if not isinstance(handle, FakeDeviceHandle) or not 0 <= handle.gpu < len(gpus):
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        gpu = self._scenario.gpus[handle.gpu]
+        gpu = gpus[handle.gpu]
         if handle.mig is not None and not 0 <= handle.mig < len(gpu.mig_devices):
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if gpu.lost_after_s is not None and self.now() >= gpu.lost_after_s:

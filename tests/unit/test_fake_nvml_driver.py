@@ -208,3 +208,23 @@ def test_a_535_104_driver_writes_24_byte_entries_again() -> None:
     nvml = make_nvml(GPU, driver_version="535.104.05")
     _, _, entries = _c_list(nvml, "nvmlDeviceGetComputeRunningProcesses_v3", _Entry24, 8)
     assert [e.pid for e in entries[:2]] == [PID, PID + 1]
+
+
+@pytest.mark.parametrize(
+    ("version", "has_clock_events"),
+    [("530.30.02", False), ("535.104.05", True), ("530.41.03", False), (None, True)],
+)
+def test_each_simulated_driver_answers_by_its_own_branch(
+    version: str | None, has_clock_events: bool
+) -> None:
+    """The branch of a version is parsed once and kept: drivers of other branches made in
+    the same process, before and after, still answer by their own (no version: newest)."""
+    nvml = make_nvml(GPU, driver_version=version)
+
+    def call() -> int:
+        return int(nvml.nvmlDeviceGetCurrentClocksEventReasons(first_handle(nvml)))
+
+    if has_clock_events:
+        assert call() >= 0
+    else:
+        assert _error_code(call) == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND

@@ -71,11 +71,13 @@ def test_a_log_past_its_cap_keeps_its_beginning_a_mark_and_its_newest_lines(
     assert b"step 0 loss" in data  # the beginning
     assert f"step {lines - 1} loss".encode() in data  # the newest line
     assert b"step 10000 loss" not in data  # from the middle: cut
+    # The supervisor notes the cut in the store just after it makes it: wait for the note
+    # before asking `gputop jobs` (asked first, on a loaded machine it came before the note).
+    cut = wait_for_job(state_dir, job.id, lambda j: j.log_cut, "the note that the log was cut")
     assert main(["jobs"]) == 0
     assert "(log cut)" in capsys.readouterr().out
     assert main(["jobs", "log", str(job.id)]) == 0
     assert "bytes of output left out here" in capsys.readouterr().out
-    cut = wait_for_job(state_dir, job.id, lambda j: j.log_cut, "the note that the log was cut")
     assert str(job_cells(cut, "step 1", 0.0)[-1]) == "(log cut) step 1"  # the dashboard's panel
 
 

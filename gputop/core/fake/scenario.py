@@ -468,8 +468,9 @@ def _check_numbers(path: str, value: Any, where: str) -> None:
             shown = (
                 f"{value:g}" if isinstance(value, float) else f"a {len(str(value))}-digit number"
             )
+            bound = f"{MAX_SCENARIO_NUMBER:.0f}"  # as a person types it, not 1e+12
             raise ScenarioError(
-                path, f"must be at most {MAX_SCENARIO_NUMBER:g} in size, got {shown}", where or None
+                path, f"must be from -{bound} to {bound}, got {shown}", where or None
             )
     elif isinstance(value, dict):
         for key, item in value.items():

@@ -230,6 +230,7 @@ def test_an_instant_query_keeps_only_finite_values_in_range(server: Server) -> N
             "not JSON",
         ),
         (b"<html>not Prometheus</html>", "not JSON"),
+        (b'[{"status":"success"}]', "a JSON list, not an object"),
         (b'{"status":"success","data":{"resultType":"matrix","result":[]}}', "instant vector"),
         (b'{"status":"success","data":{"resultType":"vector","result":{}}}', "of series"),
         (b'{"status":"error","error":"bad\\nquery"}', "refused the query: bad query"),

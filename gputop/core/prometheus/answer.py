@@ -317,7 +317,9 @@ def walk(url: str, read: Callable[[], bytes], answer: Answer) -> None:
     and each series' points decoded in batches as they arrive."""
     stream = Stream(read)
     answer.stream = stream
+    listed = False  # JSON, but a list where the answer's object belongs
     try:
+        listed = stream.peek() == "["
         walk_object(stream, answer.top)
         stream.end()
     except ReadFailed as failed:
@@ -335,9 +337,8 @@ def walk(url: str, read: Callable[[], bytes], answer: Answer) -> None:
             f"{url} did not answer as Prometheus's API does (JSON nested too deeply)."
         ) from None
     except (ValueError, IndexError, TypeError, OverflowError):  # not JSON, not UTF-8, ...
-        raise PrometheusError(
-            f"{url} did not answer as Prometheus's API does (not JSON)."
-        ) from None
+        what = "a JSON list, not an object" if listed else "not JSON"
+        raise PrometheusError(f"{url} did not answer as Prometheus's API does ({what}).") from None
 
 
 def point_value(text: object, maximum: float) -> float | None:

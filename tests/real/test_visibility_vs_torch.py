@@ -170,6 +170,17 @@ def test_a_bare_sign_makes_torch_raise_where_the_driver_just_stops(nvml_of_four:
     assert [d.physical_index for d in driver.devices] == [0]
 
 
+def test_a_digit_int_cannot_read_makes_torch_raise_and_gputop_says_which(
+    nvml_of_four: None,
+) -> None:
+    """'²' is a digit to str.isdigit, which torch's parser asks, and none to int(), which it
+    then calls: torch raises, and gputop's note says so instead of blaming a bare sign."""
+    assert torch_parse("1,²") == "ValueError"
+    problem = torch_view("1,²", U).problem or ""
+    assert "'²'" in problem and "bare sign" not in problem
+    assert "'-'" in (torch_view("0,-", U).problem or "")
+
+
 def test_on_a_mixed_box_torch_ignores_fastest_first(nvml_of_four: None) -> None:
     with visible("0"):
         assert cuda()._get_nvml_device_index(0) == 0

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gputop.core.safe_text import clean
+
 
 @dataclass(frozen=True, slots=True)
 class TorchView:
@@ -53,6 +55,17 @@ def strtoul(text: str) -> int:
     return int(text[:end]) if end > 0 else -1
 
 
+def _unreadable(value: str | None) -> str:
+    """The entry torch's ``_strtoul`` raises on, in words: a sign alone ('-'), or digits
+    ``str.isdigit`` takes and ``int`` does not ('²')."""
+    for entry in (value or "").split(","):
+        try:
+            strtoul(entry.strip())
+        except ValueError:
+            return f"the entry '{clean(entry.strip()[:24])}', which int() cannot read"
+    return "an entry int() cannot read"
+
+
 def _parse_with_prefix(value: str, prefix: str) -> list[str]:
     result: list[str] = []
     for element in value.split(","):
@@ -89,7 +102,9 @@ def torch_view(value: str | None, nvml_uuids: Sequence[str]) -> TorchView:
     try:
         visible = parse_visible_devices(value)
     except ValueError:
-        return TorchView(None, "torch.cuda.device_count() raises ValueError on a bare sign entry")
+        return TorchView(
+            None, f"torch.cuda.device_count() raises ValueError on {_unreadable(value)}"
+        )
     if not visible:
         return TorchView(())
     if isinstance(visible[0], str):

@@ -203,3 +203,19 @@ def _reaped(pid: int) -> bool:
 def differing_rows(left: list[list[Cell]], right: list[list[Cell]]) -> list[int]:
     """The rows (0-based) where two screens differ in any character, colour or attribute."""
     return [y for y, (a, b) in enumerate(zip(left, right, strict=True)) if a != b]
+
+
+CTRL_Z = b"\x1a"
+
+
+def suspend_and_resume(shell: PtyTerminal, shown: str, timeout_s: float) -> None:
+    """ctrl+z to the dashboard in an interactive ``shell``: the shell reports it stopped
+    and has the terminal (a command runs there, and ``shown`` is gone from the screen);
+    ``fg`` brings the dashboard back showing ``shown`` again."""
+    shell.write(CTRL_Z)
+    assert shell.wait_for(lambda: "Stopped" in shell.text(), timeout_s), shell.text()
+    shell.write(b"clear; echo shell-$((6 * 7))\r")  # the shell has the terminal
+    assert shell.wait_for(lambda: "shell-42" in shell.text(), timeout_s), shell.text()
+    assert shown not in shell.text()
+    shell.write(b"fg\r")
+    assert shell.wait_for(lambda: shown in shell.text(), timeout_s), shell.text()

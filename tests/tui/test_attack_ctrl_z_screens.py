@@ -11,11 +11,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers.pty_terminal import PtyTerminal
+from helpers.pty_terminal import PtyTerminal, suspend_and_resume
 
 COLUMNS, ROWS = 120, 50
 TIMEOUT_S = 30.0
-CTRL_Z = b"\x1a"
 DASHBOARD = [sys.executable, "-m", "gputop", "--fake", "demo", "--interval", "0.2"]
 
 
@@ -42,13 +41,7 @@ def test_ctrl_z_over_a_screen_returns_to_the_shell_and_fg_brings_it_back(
         shell.write(key)
         assert shell.wait_for(lambda: shown in shell.text(), TIMEOUT_S), shell.text()
 
-        shell.write(CTRL_Z)
-        assert shell.wait_for(lambda: "Stopped" in shell.text(), TIMEOUT_S), shell.text()
-        shell.write(b"clear; echo shell-$((6 * 7))\r")  # the shell has the terminal
-        assert shell.wait_for(lambda: "shell-42" in shell.text(), TIMEOUT_S), shell.text()
-        assert shown not in shell.text()
-        shell.write(b"fg\r")
-        assert shell.wait_for(lambda: shown in shell.text(), TIMEOUT_S), shell.text()
+        suspend_and_resume(shell, shown, TIMEOUT_S)
         shell.write(b"\x1b")  # the screen closes: the dashboard reads its keys again
         assert shell.wait_for(lambda: shown not in shell.text(), TIMEOUT_S), shell.text()
         (dashboard,) = psutil.Process(shell.pid).children()

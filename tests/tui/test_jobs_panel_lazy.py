@@ -4,11 +4,9 @@ without jobs neither mounts it nor imports DataTable before the first frame (doc
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from helpers.dashboard import first_sample, make_app
 from helpers.hostile import add_job
+from helpers.start_imports import loaded_at_start
 from helpers.waiting import pilot_wait_for
 
 from gputop.tui.widgets.jobs_panel import JobsPanel
@@ -22,15 +20,7 @@ def test_the_dashboard_does_not_import_the_jobs_table_at_start() -> None:
         "gputop.tui.widgets.jobs_table",
         "textual.widgets._data_table",
     )
-    code = (
-        "import sys\n"
-        "import gputop.cli.dashboard, gputop.tui.app, gputop.core.sampling.source\n"
-        f"print(','.join(m for m in {later!r} if m in sys.modules) or 'none')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.stdout.strip().splitlines()[-1] == "none", done.stderr
+    assert loaded_at_start(later) == []
 
 
 async def test_without_jobs_the_table_comes_with_J_and_the_jobs_last_read() -> None:

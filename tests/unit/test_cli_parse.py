@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.start_imports import loaded_at_start
 
 from gputop.cli.main import COMMAND_MODULES, _parse, build_parser
 
@@ -116,15 +117,7 @@ def test_the_dashboard_imports_what_launches_and_stops_jobs_only_when_used() -> 
         "gputop.tui.screens.confirm",
         "gputop.tui.screens.help",
     )
-    code = (
-        "import sys\n"
-        "import gputop.cli.dashboard, gputop.tui.app, gputop.core.sampling.source\n"
-        f"print(','.join(m for m in {later!r} if m in sys.modules) or 'none')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.stdout.strip().splitlines()[-1] == "none", done.stderr
+    assert loaded_at_start(later) == []
 
 
 def test_the_dashboard_imports_what_jobs_launches_probes_and_slurm_jobs_need_when_used() -> None:
@@ -144,17 +137,7 @@ def test_the_dashboard_imports_what_jobs_launches_probes_and_slurm_jobs_need_whe
         "gputop.core.probes.torch_probe",
         "gputop.core.slurm.allocation",
     )
-    code = (
-        "import sys\n"
-        "from gputop.cli.main import _parse\n"
-        "_parse(['--fake', 'demo'])\n"
-        "import gputop.cli.dashboard, gputop.tui.app, gputop.core.sampling.source\n"
-        f"print(','.join(m for m in {later!r} if m in sys.modules) or 'none')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.stdout.strip().splitlines()[-1] == "none", done.stderr
+    assert loaded_at_start(later, parse=["--fake", "demo"]) == []
 
 
 def test_a_dashboard_mistake_is_told_by_the_whole_parser(

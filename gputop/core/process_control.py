@@ -287,6 +287,21 @@ def group_exists(pgid: int) -> bool:
     return True
 
 
+def pid_exists(pid: int) -> bool:
+    """``pid`` may be a live process or thread (signal 0: asks, sends nothing): psutil's
+    ``pid_exists`` without its read of ``/proc/PID/status``, for callers that read that
+    file anyway and turn a thread's id away there (``sampling/host_processes.py``)."""
+    if pid <= 0:  # kill() would ask about a process group, or every process
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except (OverflowError, OSError):  # ESRCH, or no pid at all
+        return False
+    return True
+
+
 def signal_group(pgid: int, signum: int) -> bool:
     """``killpg`` to a job's whole process group; False when it has no member left.
 

@@ -19,7 +19,7 @@ def test_a_stat_lines_counters_are_the_named_tuple_of_its_fields() -> None:
     fields = [str(n * 7) for n in range(1, 50)]
     fields[0] = "S"
     counters = proc_counters._parse_stat(_stat_line(fields))
-    ticks, page = proc_counters._TICKS_PER_S, proc_counters._PAGE_BYTES
+    ticks, page = proc_counters.TICKS_PER_S, proc_counters._PAGE_BYTES
     want = Counters(
         cpu_time_s=(int(fields[11]) + int(fields[12])) / ticks,
         rss_bytes=int(fields[21]) * page,

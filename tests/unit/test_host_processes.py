@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from gputop.core.model import ProcessOrigin
+from gputop.core.sampling import host_processes
 from gputop.core.sampling.host_processes import FOREIGN_HINT, HostFacts, HostProcessTable
 from gputop.core.sampling.proc_counters import CounterReader, Counters, read_proc_stat, read_psutil
 
@@ -122,18 +123,19 @@ def counting(reader: CounterReader, calls: list[int]) -> CounterReader:
 def test_static_facts_are_read_once_per_process(
     sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cmdline_reads: list[int] = []
-    real_cmdline = psutil.Process.cmdline
+    cmdline_reads: list[str] = []
+    real_read = host_processes._read_whole
 
-    def cmdline(process: psutil.Process) -> list[str]:
-        cmdline_reads.append(process.pid)
-        return real_cmdline(process)
+    def read_whole(path: str) -> bytes:
+        if path.endswith("/cmdline"):
+            cmdline_reads.append(path)
+        return real_read(path)
 
-    monkeypatch.setattr(psutil.Process, "cmdline", cmdline)
+    monkeypatch.setattr(host_processes, "_read_whole", read_whole)
     table = HostProcessTable()
     for _ in range(3):
         assert table.describe([sleeper.pid])[sleeper.pid].command[0] == sys.executable
-    assert cmdline_reads == [sleeper.pid]
+    assert cmdline_reads == [f"/proc/{sleeper.pid}/cmdline"]
 
 
 def test_each_refresh_reads_the_counters_of_a_process_once(
@@ -217,14 +219,23 @@ def test_a_process_caught_mid_exec_is_read_again(monkeypatch: pytest.MonkeyPatch
     sleeper = subprocess.Popen([*SECOND, "third"], stdout=PIPE)
     try:
         assert sleeper.stdout is not None and sleeper.stdout.readline() == b"ready\n"
-        real = psutil.Process.cmdline
-        calls = []
+        # The first refresh reads /proc itself, then asks psutil (which names the
+        # process): both see the empty command line.
+        real, real_psutil = host_processes._read_whole, psutil.Process.cmdline
+        calls: list[str] = []
 
-        def empty_once(self: psutil.Process) -> list[str]:
-            calls.append(self.pid)
-            return [] if len(calls) == 1 else real(self)
+        def empty_once(path: str) -> bytes:
+            if not path.endswith("/cmdline"):
+                return real(path)
+            calls.append(path)
+            return b"" if len(calls) == 1 else real(path)
 
-        monkeypatch.setattr(psutil.Process, "cmdline", empty_once)
+        def psutil_empty_once(self: psutil.Process) -> list[str]:
+            calls.append("psutil")
+            return [] if calls == [calls[0], "psutil"] else real_psutil(self)
+
+        monkeypatch.setattr(host_processes, "_read_whole", empty_once)
+        monkeypatch.setattr(psutil.Process, "cmdline", psutil_empty_once)
         table = HostProcessTable()
         first = table.describe([sleeper.pid])[sleeper.pid]
         assert first.command[0].startswith("[") and first.command[0].endswith("]")
@@ -232,7 +243,7 @@ def test_a_process_caught_mid_exec_is_read_again(monkeypatch: pytest.MonkeyPatch
         assert second.command[-1] == "third"
         assert second.cpu_percent is not None  # the same process: its CPU counter went on
         third = table.describe([sleeper.pid])[sleeper.pid]
-        assert len(calls) == 2 and third.command == second.command  # settled: not read again
+        assert len(calls) == 3 and third.command == second.command  # settled: not read again
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -284,3 +295,61 @@ def test_an_ended_process_has_no_counters() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     assert read_proc_stat(child.pid) is None and read_psutil(child.pid) is None
+
+
+ODD_ARGUMENTS = ("two words", "tab\there", "cr\rlf\r\n", "ünï", "", "(paren")
+
+
+def test_static_facts_read_from_proc_are_the_ones_psutil_reads() -> None:
+    """The first sample reads a new process's user, command line and start from /proc
+    itself (a quarter of psutil's cost): the same values psutil gives, odd arguments
+    (spaces, tabs, carriage returns, non-UTF-8 bytes, an empty one) included."""
+    child = subprocess.Popen([*SECOND, *ODD_ARGUMENTS, os.fsdecode(b"raw\xff")], stdout=PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        facts = HostProcessTable().describe([child.pid])[child.pid]
+        process = psutil.Process(child.pid)
+        assert facts.origin is ProcessOrigin.HOST
+        assert facts.user == process.username()
+        assert facts.command == tuple(process.cmdline())
+        assert facts.start_time == process.create_time()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_title_rewritten_with_spaces_is_split_as_psutil_splits_it() -> None:
+    split = host_processes._split_command_line
+    assert split(b"python train.py --lr 1\x00") == ("python", "train.py", "--lr", "1")
+    assert split(b"a\x00b c\x00") == ("a", "b c")
+    assert split(b"postgres: writer process   ") == ("postgres:", "writer", "process", "", "")
+    assert split(b"") == ()
+
+
+def test_a_thread_id_is_not_taken_for_a_process() -> None:
+    """kill(tid, 0) succeeds for a thread; as psutil's pid_exists, a thread's id is not a
+    process of this host."""
+    code = (
+        "import threading, time\n"
+        "ready = threading.Event()\n"
+        "def run():\n"
+        "    print(threading.get_native_id(), flush=True); time.sleep(60)\n"
+        "threading.Thread(target=run, daemon=True).start(); time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=PIPE)
+    try:
+        assert child.stdout is not None
+        tid = int(child.stdout.readline())
+        assert tid != child.pid and not psutil.pid_exists(tid)
+        facts = HostProcessTable().describe([tid])[tid]
+        assert facts.origin is ProcessOrigin.FOREIGN and facts.hint == FOREIGN_HINT
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("pid", [0, -1, 2**40])
+def test_a_pid_no_process_can_have_is_foreign(pid: int) -> None:
+    """kill(0 or -1, 0) would ask about a group or every process: never a process here."""
+    facts = HostProcessTable().describe([pid])[pid]
+    assert facts.origin is ProcessOrigin.FOREIGN

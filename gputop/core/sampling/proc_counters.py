@@ -39,7 +39,7 @@ def _clock_ticks() -> int:
         return 100
 
 
-_TICKS_PER_S = _clock_ticks()
+TICKS_PER_S = _clock_ticks()
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _STAT_BYTES = 8192
 _new_counters = tuple.__new__
@@ -77,7 +77,7 @@ def _parse_stat(line: bytes) -> Counters | None:
     return _new_counters(
         Counters,
         (
-            (int(fields[11]) + int(fields[12])) / _TICKS_PER_S,  # fields 14 and 15
+            (int(fields[11]) + int(fields[12])) / TICKS_PER_S,  # fields 14 and 15
             int(fields[21]) * _PAGE_BYTES,  # field 24, in pages
             float(fields[19]),  # field 22, ticks since boot
         ),

@@ -18,7 +18,7 @@ from gputop.cli.prometheus_args import add_credentials_arguments, server_from_ar
 from gputop.cli.report_plot import plot_columns, render_plot
 from gputop.core.errors import UsageError
 from gputop.core.history.claim_spans import ClaimedTime, claimed_time
-from gputop.core.history.periods import parse_moment
+from gputop.core.history.periods import LATEST_S, parse_moment
 from gputop.core.history.report import (
     DEFAULT_IDLE_MIN_S,
     ROW_FIELDS,
@@ -206,7 +206,12 @@ def window_hints(
     (a simulated clock run faster, ``settings.FAKE_SPEED``, records ahead of real time) or,
     with nothing in it, only before its start; and ``--by job`` with no job in it."""
     hints = []
-    samples = "SELECT COUNT(*), MAX(t) FROM samples WHERE t {} ?"
+    # Only times a person can be shown: a time another user wrote by hand (text, year 10000)
+    # is no moment to name in --until, and datetime cannot format it.
+    samples = (
+        "SELECT COUNT(*), MAX(t) FROM samples WHERE t {} ? "
+        f"AND typeof(t) IN ('integer', 'real') AND t BETWEEN 0 AND {LATEST_S!r}"
+    )
     later, latest = connection.execute(samples.format(">="), (query.until,)).fetchone()
     if later:
         hints.append(

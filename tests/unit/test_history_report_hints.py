@@ -99,3 +99,29 @@ def test_samples_only_before_the_window_get_a_hint_too(
     lines = report(demo_store, capsys, "--since", "2099-01-01", "--until", "2100-01-01")
     assert lines[1] == "Nothing was recorded in this window."
     assert "samples before this window" in lines[2] and "widen --since" in lines[2]
+
+
+@pytest.mark.parametrize(
+    "bad_time",
+    ["253402300800", "1e300", "-1e300", "'x'", "x'00ff'"],
+    ids=["year-10000", "huge", "huge-negative", "text", "blob"],
+)
+def test_a_hand_edited_sample_time_is_no_internal_error_in_the_hints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad_time: str
+) -> None:
+    """Another user with write access set one sample's time by hand with sqlite3 (year 10000,
+    text): the window hints named it through datetime (ValueError) or added 1 to it
+    (TypeError), and the report ended in an internal error instead of its table."""
+    import sqlite3
+
+    store = tmp_path / "history.sqlite3"
+    record_stepped("v100x4", store, samples=4)
+    connection = sqlite3.connect(store)
+    with connection:
+        connection.execute(f"UPDATE samples SET t = {bad_time} WHERE id = 1")
+    connection.close()
+    for window in (("--since", "1h"), WHOLE):
+        code = main(["report", "--db", str(store), *window])
+        captured = capsys.readouterr()
+        assert code in (0, 1), captured.err
+        assert "internal error" not in captured.err

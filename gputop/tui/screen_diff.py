@@ -38,6 +38,8 @@ from gputop.tui.screen_pens import (
 
 Run = tuple[int, int, str, str]
 """Text a frame writes: row, column, the characters, and the SGR sequences before them."""
+_Row = tuple[list[str | None], list[str | None]]
+"""A row of what the terminal shows, its characters and their colours."""
 
 HOME = "\x1b[1;1H"
 """The move that ends a frame when no widget wants the (hidden) cursor anywhere: Textual's
@@ -184,8 +186,8 @@ class ScreenDiff:
             self.last_outcome = UNCHANGED
             return data
         columns, rows = self._size
-        before = [row[:] for row in self._chars], [row[:] for row in self._sgrs]
-        changed = self._apply(runs)
+        before: dict[int, _Row] = {}
+        changed = self._apply(runs, before)
         if changed is None:
             self.forget()
             self.last_outcome = NOT_FOLLOWED
@@ -195,7 +197,7 @@ class ScreenDiff:
             self.last_outcome = WHOLE
             return data
         self.last_outcome = DIFFED
-        update, at = self._update(changed, self._shifts(changed, *before), parked)
+        update, at = self._update(changed, self._shifts(changed, before), parked)
         if cursor == HOME:
             # Where Textual puts the cursor when no widget wants it: hidden, so left where
             # the update left it, and the next frame moves on from there.
@@ -209,8 +211,10 @@ class ScreenDiff:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _apply(self, runs: list[Run]) -> dict[int, set[int]] | None:
+    def _apply(self, runs: list[Run], before: dict[int, _Row]) -> dict[int, set[int]] | None:
         """Write the runs into what the terminal shows; the cells that changed, by row.
+        ``before``: each row it writes into, as it was (copied at its first write, not
+        the whole screen every frame: most rows of a busy frame are as they were).
 
         ``None`` when a run does not fit the screen or is not followed.
         """
@@ -232,6 +236,8 @@ class ScreenDiff:
                 old_chars, old_sgrs = chars[x:end], sgrs[x:end]
                 if old_chars == new_chars and old_sgrs == new_sgrs:
                     continue  # most text Textual writes is already there
+                if y not in before:
+                    before[y] = chars[:], sgrs[:]
                 changed.setdefault(y, set()).update(
                     i
                     for i, old_char, new_char, old_sgr in zip(
@@ -240,7 +246,10 @@ class ScreenDiff:
                     if old_char != new_char or old_sgr != sgr
                 )
                 chars[x:end], sgrs[x:end] = new_chars, new_sgrs
-            elif not self._apply_wide(y, x, text, sgr, changed.setdefault(y, set())):
+                continue
+            if y not in before:
+                before[y] = chars[:], sgrs[:]
+            if not self._apply_wide(y, x, text, sgr, changed.setdefault(y, set())):
                 return None
         for y in wide_rows.intersection(changed):
             chars, row_changed = self._chars[y], changed[y]
@@ -280,10 +289,7 @@ class ScreenDiff:
         return True
 
     def _shifts(
-        self,
-        changed: dict[int, set[int]],
-        chars_before: list[list[str | None]],
-        sgrs_before: list[list[str | None]],
+        self, changed: dict[int, set[int]], before: dict[int, _Row]
     ) -> list[tuple[int, int, int]]:
         """Runs of a row that moved one cell left (a sparkline scrolling), as (row, first,
         last column): the terminal shifts them itself, by deleting a character at the first
@@ -299,7 +305,7 @@ class ScreenDiff:
             if len(row_changed) < SHIFT_MIN_CELLS:
                 continue
             chars, sgrs = self._chars[y], self._sgrs[y]
-            old_chars, old_sgrs = chars_before[y], sgrs_before[y]
+            old_chars, old_sgrs = before[y]
             # A run saves at most the changed cells that equal their right neighbour of
             # before: a row with too few of those has none to shift (most rows).
             hits = sum(

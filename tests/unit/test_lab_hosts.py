@@ -104,3 +104,53 @@ def test_a_remote_command_not_found_says_how_to_install_gputop() -> None:
 
     assert failure.kind == "no-gputop"
     assert failure.advice == "install gputop there from here: gputop hosts install gpu1"
+
+
+def _snapshot_of_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], spec: str
+) -> tuple[int, str, str]:
+    """``gputop --fake demo snapshot --hosts SPEC`` as a person runs it, with the hosts.toml
+    of ``tmp_path``; (exit status, stdout, stderr)."""
+    from gputop.cli.main import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUTOP_DEBUG", raising=False)
+    status = main(["--fake", "demo", "snapshot", "--hosts", spec])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("nesting", ["[", "{ a = "])
+def test_a_hosts_file_nested_too_deeply_is_a_message_not_an_internal_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    nesting: str,
+) -> None:
+    # A hosts.toml of 100,000 '[' (well under its 1 MiB bound): Python's TOML reader
+    # recurses once a level and raised RecursionError, which ended 'gputop snapshot
+    # --hosts lab' in "internal error" (exit 70).
+    write_hosts(tmp_path, "[groups]\nlab = " + nesting * 100_000 + "\n")
+
+    status, out, err = _snapshot_of_hosts(tmp_path, monkeypatch, capsys, "lab")
+
+    assert status == 2, err
+    assert "internal error" not in err
+    assert "hosts.toml is not valid TOML" in err and "nested too deeply" in err
+    assert out == ""
+
+
+def test_a_group_that_lists_no_host_is_said_not_an_empty_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 'lab = []' in hosts.toml: 'gputop snapshot --hosts lab' printed an empty line and
+    # exited 1 with no word of why ('pick --hosts lab': "No host has 1 free GPU: ").
+    write_hosts(tmp_path, "[groups]\nlab = []\n")
+
+    status, out, err = _snapshot_of_hosts(tmp_path, monkeypatch, capsys, "lab")
+
+    assert status == 2
+    assert "the group 'lab'" in err and "lists no hosts" in err and "hosts.toml" in err
+    assert out == ""
+    # a group with hosts beside it is fine: the other names are watched
+    assert [e.name for e in resolve_hosts("lab,gpu1", {"lab": []})] == ["gpu1"]

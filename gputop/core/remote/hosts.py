@@ -97,6 +97,10 @@ def _parse_toml(path: Path, data: bytes) -> dict[str, Any]:
         return toml.loads(data.decode("utf-8"))
     except (toml.TOMLDecodeError, UnicodeDecodeError) as error:
         raise HostsFileError(f"{path} is not valid TOML: {error}.") from None
+    except RecursionError:  # the reader recurses once a level: 100,000 '[' fit in 1 MiB
+        raise HostsFileError(
+            f"{path} is not valid TOML: nested too deeply (docs/lab.md shows a list of hosts)."
+        ) from None
 
 
 def resolve_hosts(spec: str, groups: Mapping[str, list[str]]) -> list[HostEntry]:
@@ -109,6 +113,13 @@ def resolve_hosts(spec: str, groups: Mapping[str, list[str]]) -> list[HostEntry]
         if not item:
             continue
         names.extend(groups.get(item, [item]))
+    if not names:  # only groups, each of them empty: nothing to watch, and nothing said why
+        empty = [repr(clean(item)) for item in items if item]
+        which = f"the group {empty[0]}" if len(empty) == 1 else f"the groups {', '.join(empty)}"
+        raise UsageError(
+            f"--hosts: {which} in hosts.toml lists no hosts: add host names to it "
+            '(lab = ["gpu1", "gpu2"]) or name hosts directly: --hosts gpu1,gpu2.'
+        )
     entries: list[HostEntry] = []
     seen: set[str] = set()
     for name in names:

@@ -73,6 +73,22 @@ def duration(minimum_s: float = 0.0, shortest: str = "") -> Callable[[str], floa
     return parse
 
 
+def host_list(text: str) -> str:
+    """``--hosts LIST`` as given, refused where it names no host: an empty value (a script's
+    ``--hosts "$HOSTS"`` with HOSTS unset) would otherwise mean this machine."""
+    if not any(item.strip() for item in text.split(",")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no host: needs host names or a group, e.g. --hosts gpu1,gpu2 "
+            "('local' for this machine)."
+        )
+    return text
+
+
+MAX_WAIT_FOR_HOSTS_S = 86400.0
+wait_for_hosts = seconds(0.1, MAX_WAIT_FOR_HOSTS_S)
+"""``--timeout`` with ``--hosts`` or ``--prometheus`` (the fleet caps it at an hour)."""
+
+
 MAX_INTERVAL_S = 3600.0
 
 

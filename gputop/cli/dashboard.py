@@ -8,7 +8,12 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from gputop.cli.arg_types import add_interval_argument, add_python_argument
+from gputop.cli.arg_types import (
+    add_interval_argument,
+    add_python_argument,
+    host_list,
+    wait_for_hosts,
+)
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
 from gputop.core import settings
 from gputop.core.errors import DashboardStopped, UsageError
@@ -30,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--readonly", action="store_true", help="never offer to signal processes")
     parser.add_argument(
         "--hosts",
+        type=host_list,
         metavar="LIST",
         help="the dashboard across GPU servers over ssh: host names, ssh aliases or group "
         "names from $XDG_CONFIG_HOME/gputop/hosts.toml, comma-separated; 'local' is this "
@@ -38,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_fleet_arguments(parser, group_by=True)
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=wait_for_hosts,
         metavar="SECONDS",
         help=f"with --prometheus: the most one read of the fleet takes, every query and byte "
         f"together (default {FLEET_TIMEOUT_S:g}, as for snapshot and pick)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from gputop.cli.arg_types import host_list, wait_for_hosts
 from gputop.core.fleet import TIMEOUT_S as FLEET_TIMEOUT_S
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import open_backend
@@ -20,6 +21,7 @@ DEFAULT_TIMEOUT_S = 15.0
 def add_hosts_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hosts",
+        type=host_list,
         metavar="LIST",
         help="GPU servers over ssh: host names, ssh aliases or group names from "
         "$XDG_CONFIG_HOME/gputop/hosts.toml, comma-separated; 'local' is this machine "
@@ -27,7 +29,7 @@ def add_hosts_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=wait_for_hosts,
         metavar="SECONDS",
         help=f"with --hosts: how long to wait for the hosts to answer (default "
         f"{DEFAULT_TIMEOUT_S:g}); with --prometheus: the most one read of the fleet takes, "

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from gputop.cli.arg_types import MAX_INTERVAL_S, seconds
 from gputop.core.errors import UsageError
 from gputop.core.sampling.source import open_backend
 
@@ -28,10 +29,10 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     parser.add_argument(
         "--interval",
-        type=float,
+        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),  # finite, ASCII: inf never sleeps
         default=1.0,
         metavar="SECONDS",
-        help=f"seconds between snapshots (default 1, at least {MIN_INTERVAL_S})",
+        help=f"seconds between snapshots (default 1, {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g})",
     )
     parser.set_defaults(run=run)
 

@@ -86,3 +86,26 @@ def test_agent_that_cannot_sample_sends_one_error_line(tmp_path) -> None:
     assert json.loads(line)["type"] == "error"
     assert "missing.json" in json.loads(line)["message"]
     assert result.returncode != 0
+
+
+@pytest.mark.parametrize("interval", ["inf", "1e999", "\u0663", "nan", "0.1"])
+def test_an_agent_interval_no_clock_reaches_is_refused_before_the_first_line(
+    interval: str, tmp_path
+) -> None:
+    # 'gputop agent --interval inf' (stdin open, as over ssh) sent its hello and first
+    # snapshot, then ended in "internal error: OverflowError: timestamp out of range" and a
+    # "Fatal Python error" (exit 134); '--interval ٣' was taken as 3 seconds.
+    agent = subprocess.run(
+        [sys.executable, "-m", "gputop", "agent", "--fake", "v100x4", "--interval", interval],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "GPUTOP_STATE_DIR": str(tmp_path / "state")},
+        check=False,
+    )
+
+    assert agent.returncode == 2, agent.stderr
+    assert agent.stdout == ""
+    assert "argument --interval" in agent.stderr and "from 0.2 to 3600" in agent.stderr
+    assert "internal error" not in agent.stderr and "Fatal" not in agent.stderr

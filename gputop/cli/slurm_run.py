@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from gputop.cli.arg_types import argument_type
 from gputop.cli.job_store import open_store_to_record
 from gputop.core.errors import UsageError
 from gputop.core.jobs.command import default_name, plan_command
@@ -27,7 +28,9 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
         help="submit through sbatch; with it --gpus N is a number of GPUs",
     )
     group.add_argument("--partition", metavar="P", help="the Slurm partition")
-    group.add_argument("--gres", metavar="gpu:TYPE:N", type=check_gres, help="Slurm GRES")
+    group.add_argument(
+        "--gres", metavar="gpu:TYPE:N", type=argument_type(check_gres), help="Slurm GRES"
+    )
     group.add_argument("--nodelist", metavar="H", help="the node(s) to run on")
     group.add_argument("--time", metavar="T", help="time limit, as sbatch --time reads it")
 

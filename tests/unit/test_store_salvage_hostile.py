@@ -234,8 +234,21 @@ def test_rows_that_make_no_job_are_left_out_and_the_rest_kept(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("column", "value"),
-    [("command", "[" * 100_000 + "]" * 100_000), ("state", "bogus\x1b[2J"), ("env", "{")],
-    ids=["nested", "state", "env"],
+    [
+        ("command", "[" * 100_000 + "]" * 100_000),
+        ("state", "bogus\x1b[2J"),
+        ("env", "{"),
+        # JSON, but no environment: 'gputop jobs --json' ended in "internal error: TypeError:
+        # 'int' object is not iterable" (exit 70), and a supervisor would have met a number
+        # where a variable's text belongs
+        ("env", "-1"),
+        ("env", '{"CUDA_VISIBLE_DEVICES": 1}'),
+        # a NUL in a path (a blob written by hand): 'gputop jobs' and 'jobs --json' ended in
+        # "internal error: ValueError: embedded null byte" when the log was opened
+        ("log_path", b"\xff\x00"),
+        ("cwd", "/tmp\x00x"),
+    ],
+    ids=["nested", "state", "env", "env-number", "env-value-number", "log-nul", "cwd-nul"],
 )
 def test_a_row_changed_by_hand_is_named_never_an_internal_error(
     tmp_path: Path, column: str, value: str

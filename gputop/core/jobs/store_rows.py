@@ -72,14 +72,30 @@ def row_to_job(row: sqlite3.Row | Mapping[str, Any]) -> Job:
     fields.update((name, tuple(json.loads(row[name]))) for name in _LISTS)
     fields.update((name, bool(row[name])) for name in _BOOLS)
     fields.update((name, _ticks(_added(row, name))) for name in _TICKS)
+    for name in _PATHS:
+        if "\0" in fields[name]:  # no path holds one: open() and chdir() would raise
+            raise ValueError(f"its {name} holds a NUL byte")
     return Job(
         **fields,
-        env=json.loads(row["env"]),
+        env=_environment(json.loads(row["env"])),
         mode=RunMode(row["mode"]),
         state=JobState(row["state"]),
         usage=usage_from_text(row["usage"]),
         usage_note=usage_note_from_text(row["usage"]),
     )
+
+
+_PATHS = ("cwd", "log_path")
+
+
+def _environment(value: object) -> dict[str, str]:
+    """The variables a job was given, as recorded; ValueError where the row holds another
+    value (changed by hand): it is named, never met where a variable's text belongs."""
+    if not isinstance(value, dict) or not all(
+        isinstance(name, str) and isinstance(text, str) for name, text in value.items()
+    ):
+        raise ValueError("its env is not an object of texts")
+    return value
 
 
 def _ticks(value: object) -> int | None:

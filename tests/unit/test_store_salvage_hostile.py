@@ -247,8 +247,23 @@ def test_rows_that_make_no_job_are_left_out_and_the_rest_kept(tmp_path: Path) ->
         # "internal error: ValueError: embedded null byte" when the log was opened
         ("log_path", b"\xff\x00"),
         ("cwd", "/tmp\x00x"),
+        # another kind, or a number no clock reaches, in a plain column: internal errors of
+        # 'jobs' (OverflowError: timestamp out of range; TypeError: 'str' object cannot be
+        # interpreted as an integer), 'jobs --json' (bytes are not JSON serializable) and
+        # 'jobs wait' (unsupported operand type(s) for +: 'int' and 'str')
+        ("started_at", 9e999),
+        ("ended_at", "x"),
+        ("created_at", b"\xff"),
+        ("note", b"\xff\x00"),
+        ("signal", "[[["),
+        ("signal", 9e999),
+        ("host", b"\xff"),
     ],
-    ids=["nested", "state", "env", "env-number", "env-value-number", "log-nul", "cwd-nul"],
+    ids=[
+        *("nested", "state", "env", "env-number", "env-value-number", "log-nul", "cwd-nul"),
+        *("started-inf", "ended-text", "created-blob", "note-blob", "signal-text"),
+        *("signal-inf", "host-blob"),
+    ],
 )
 def test_a_row_changed_by_hand_is_named_never_an_internal_error(
     tmp_path: Path, column: str, value: str
@@ -257,7 +272,7 @@ def test_a_row_changed_by_hand_is_named_never_an_internal_error(
     with JobStore.open(state_dir) as store:
         _job(store, 1)
         store._conn.execute(f"UPDATE jobs SET {column} = ? WHERE id = 1", (value,))
-    for argv in (["jobs"], ["jobs", "--json"]):
+    for argv in (["jobs"], ["jobs", "--json"], ["jobs", "wait", "1", "--timeout", "1"]):
         result = subprocess.run(
             [sys.executable, "-m", "gputop", *argv],
             env={**os.environ, "GPUTOP_STATE_DIR": str(state_dir)},

@@ -22,8 +22,9 @@ from gputop.core.jobs.usage import (
     usage_from_text,
     usage_note_from_text,
 )
-from gputop.core.numbers import valid_text, whole_within
+from gputop.core.numbers import LATEST_TIME_S, valid_text, whole_within, within
 from gputop.core.process_control import process_start, session_of
+from gputop.core.safe_text import clean
 
 MAX_TICKS = 2**63 - 1
 """The most clock ticks since boot a start can be (SQLite's integers end here)."""
@@ -67,7 +68,7 @@ _PLAIN = tuple(f.name for f in dataclasses.fields(Job) if f.name not in _CODED)
 
 def row_to_job(row: sqlite3.Row | Mapping[str, Any]) -> Job:
     """A job from its row in the store."""
-    fields: dict[str, Any] = {name: row[name] for name in _PLAIN}
+    fields: dict[str, Any] = {name: _plain(name, row[name]) for name in _PLAIN}
     fields.update((name, column_text(row[name])) for name in _TEXT)
     fields.update((name, tuple(json.loads(row[name]))) for name in _LISTS)
     fields.update((name, bool(row[name])) for name in _BOOLS)
@@ -86,6 +87,35 @@ def row_to_job(row: sqlite3.Row | Mapping[str, Any]) -> Job:
 
 
 _PATHS = ("cwd", "log_path")
+_KINDS = {
+    field.name: str(field.type).split(" | ")[0]
+    for field in dataclasses.fields(Job)
+    if field.name in _PLAIN
+}
+"""Each plain field's kind (``int``, ``float``, ``str``), from the job's own annotations."""
+_LARGEST_INT = 2**63 - 1
+"""SQLite's largest integer: an int column holds no other whole number."""
+
+
+def _plain(name: str, value: object) -> Any:
+    """A plain column's value as recorded (NULL stays ``None``); ValueError where a row
+    changed by hand holds another kind (a blob, text in a number's column) or a number no
+    clock or process can have (``9e999`` in a time): named, never met by a renderer."""
+    kind = _KINDS[name]
+    if value is None:
+        return None
+    if kind == "str":
+        ok = isinstance(value, str)
+    elif kind == "int":
+        ok = whole_within(value, -_LARGEST_INT, _LARGEST_INT)
+    elif name.endswith(("_at", "_time")):
+        ok = within(value, 0.0, LATEST_TIME_S)
+    else:
+        ok = within(value, -LATEST_TIME_S, LATEST_TIME_S)
+    if not ok:
+        shown = clean(repr(value))[:40]
+        raise ValueError(f"its {name} is {shown}, which is no {kind} gputop records there")
+    return value
 
 
 def _environment(value: object) -> dict[str, str]:

@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-GPUTOP_RUN = (sys.executable, "-m", "gputop", "--fake", "demo", "run")
+from helpers.jobs import run_cli
 
 
 @pytest.mark.parametrize("gres", ["", "x", "gpu:a100:two", "gpu:\x1b]0;t\x07:1"])
@@ -19,13 +16,16 @@ def test_a_gres_that_is_no_gpu_request_is_a_usage_error_not_a_traceback(
     # 'gputop run --slurm --gres x -- train.py' printed a Python traceback ending in
     # "gputop.core.errors.UsageError: --gres 'x' is not a GPU request" and exited 1: the
     # check raised a gputop error inside argparse, where main's handler never sees it.
-    done = subprocess.run(
-        [*GPUTOP_RUN, "--slurm", "--gres", gres, "--", "true"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_cli(
+        "--fake",
+        "demo",
+        "run",
+        "--slurm",
+        "--gres",
+        gres,
+        "--",
+        "true",
         env={"PATH": "/usr/bin:/bin", "GPUTOP_STATE_DIR": str(tmp_path / "state")},
-        check=False,
     )
 
     assert done.returncode == 2, done.stderr

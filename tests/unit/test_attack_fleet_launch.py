@@ -75,3 +75,28 @@ def test_a_hosts_toml_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) ->
 
     assert answers_within(load, fifo)  # blocked in open() before, until a writer came
     assert outcome and "not a regular file" in str(outcome[0])
+
+
+def test_an_ssh_config_whose_includes_fan_out_is_read_a_bounded_number_of_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty files that each include all twenty (and the config itself): ssh reads each
+    once here, not 20**4 times while the dashboard waits; a Host in any of them still counts."""
+    import gputop.tui.fleet.fleet_launch as fleet_launch
+
+    ssh = tmp_path / ".ssh"
+    (ssh / "d").mkdir(parents=True)
+    (ssh / "config").write_text("Include d/*\nInclude config\n")
+    for i in range(20):
+        (ssh / "d" / f"{i:02}").write_text(f"Host h{i}\nInclude d/*\nInclude ~/.ssh/config\n")
+    reads: list[object] = []
+    real = fleet_launch.read_regular_file
+
+    def counted(path: object, limit: int) -> object:
+        reads.append(path)
+        return real(path, limit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fleet_launch, "read_regular_file", counted)
+    home = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+    assert ssh_destination("h19", home) and not ssh_destination("h20", home)
+    assert len(reads) <= 2 * 21  # each of the 21 files once per question

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import itertools
 import os
 import re
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 UUID = re.compile(r"GPU-[A-Za-z0-9-]{1,80}")
 MAX_CONFIG_BYTES = 1 << 20
 MAX_INCLUDE_DEPTH = 4
+MAX_CONFIG_FILES = 64
 
 
 def plain_host_name(name: str) -> bool:
@@ -46,8 +48,17 @@ def plain_host_name(name: str) -> bool:
     return len(name) <= 253 and HOST_NAME.fullmatch(name) is not None
 
 
-def _config_patterns(path: Path, home: Path, depth: int = 0) -> list[str]:
-    """The ``Host`` patterns of an ssh config and of the files it ``Include``s."""
+def _config_patterns(
+    path: Path, home: Path, depth: int = 0, seen: set[str] | None = None
+) -> list[str]:
+    """The ``Host`` patterns of an ssh config and of the files it ``Include``s: each file
+    read once, at most ``MAX_CONFIG_FILES`` of them (includes that fan out, or include
+    each other, would otherwise be read thousands of times while the dashboard waits)."""
+    seen = set() if seen is None else seen
+    key = os.path.realpath(path)
+    if key in seen or len(seen) >= MAX_CONFIG_FILES:
+        return []
+    seen.add(key)
     try:
         text = read_regular_file(path, MAX_CONFIG_BYTES)[1].decode("utf-8", "replace")
     except OSError:
@@ -64,8 +75,9 @@ def _config_patterns(path: Path, home: Path, depth: int = 0) -> list[str]:
             for item in words[1:]:
                 where = Path(os.path.expanduser(item))
                 where = where if where.is_absolute() else home / ".ssh" / where
-                for found in sorted(glob.glob(str(where))):
-                    patterns += _config_patterns(Path(found), home, depth + 1)
+                found = itertools.islice(glob.iglob(str(where)), MAX_CONFIG_FILES)
+                for each in sorted(found):
+                    patterns += _config_patterns(Path(each), home, depth + 1, seen)
     return patterns
 
 

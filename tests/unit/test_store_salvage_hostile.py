@@ -258,11 +258,17 @@ def test_rows_that_make_no_job_are_left_out_and_the_rest_kept(tmp_path: Path) ->
         ("signal", "[[["),
         ("signal", 9e999),
         ("host", b"\xff"),
+        # a signal no OS has: 'jobs wait' exited 127 for -1 (128 + -1), 128 for 0, and 0 for
+        # 128 (a status of 256); 'jobs' showed 'killed (signal -1)'
+        ("signal", -1),
+        ("signal", 0),
+        ("signal", 128),
+        ("signal", 2**63 - 1),
     ],
     ids=[
         *("nested", "state", "env", "env-number", "env-value-number", "log-nul", "cwd-nul"),
         *("started-inf", "ended-text", "created-blob", "note-blob", "signal-text"),
-        *("signal-inf", "host-blob"),
+        *("signal-inf", "host-blob", "signal-minus-1", "signal-0", "signal-128", "signal-huge"),
     ],
 )
 def test_a_row_changed_by_hand_is_named_never_an_internal_error(

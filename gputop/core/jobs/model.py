@@ -56,6 +56,11 @@ class RunMode(str, enum.Enum):
     """In a new tmux window, on a pseudo-terminal, output copied to the log."""
 
 
+LARGEST_SIGNAL = 127
+"""The largest signal a job's end records: 128 + it is still a shell's status (no OS has more:
+Linux ends at 64, FreeBSD at 128, whose 256 a shell would read as 0)."""
+
+
 def signal_name(number: int) -> str:
     """``SIGTERM`` for 15; ``signal 64`` for numbers Python has no name for."""
     try:

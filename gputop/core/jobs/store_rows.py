@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop.core.jobs.model import Job, JobState, RunMode
+from gputop.core.jobs.model import LARGEST_SIGNAL, Job, JobState, RunMode
 from gputop.core.jobs.usage import (
     JobUsage,
     not_measured_text,
@@ -106,6 +106,8 @@ def _plain(name: str, value: object) -> Any:
         return None
     if kind == "str":
         ok = isinstance(value, str)
+    elif name == "signal":  # -1 made 'jobs wait' exit 127 (128 + it), 128 exit 0 (256)
+        ok = whole_within(value, 1, LARGEST_SIGNAL)
     elif kind == "int":
         ok = whole_within(value, -_LARGEST_INT, _LARGEST_INT)
     elif name.endswith(("_at", "_time")):

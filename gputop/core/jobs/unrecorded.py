@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputop.core.jobs.model import Job
+from gputop.core.jobs.model import LARGEST_SIGNAL, Job
 from gputop.core.jobs.store_rows import (
     MAX_TICKS,
     ProcessSeen,
@@ -325,7 +325,7 @@ def _end(record: dict[str, Any], job_id: int) -> RecordedEnd:
     stopped = record.get("stopped")
     if exit_code is not None and not whole_within(exit_code, 0, 255):
         raise _NotOurs
-    if signal is not None and not whole_within(signal, 1, 128):
+    if signal is not None and not whole_within(signal, 1, LARGEST_SIGNAL):
         raise _NotOurs
     if not isinstance(stopped, bool):
         raise _NotOurs

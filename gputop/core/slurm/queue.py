@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.core.jobs.model import LARGEST_SIGNAL
 from gputop.core.numbers import LATEST_TIME_S, outside_json, within
 from gputop.core.safe_text import clean
 from gputop.core.slurm.commands import SlurmError, run_slurm
@@ -116,7 +117,7 @@ def _exit_code(value: Any, state: str) -> tuple[int | None, int | None]:
     before it ran has a plain 1), 23.02+ a mapping."""
     if isinstance(value, Mapping):  # 23.02+: {"status": [...], "return_code": N, "signal"}
         signal = value.get("signal")
-        number = _number(signal.get("id"), 0, 255) if isinstance(signal, Mapping) else None
+        number = _number(signal.get("id"), 0, LARGEST_SIGNAL) if isinstance(signal, Mapping) else None
         return _number(value.get("return_code"), *WAIT_STATUSES), number or None
     status = _number(value, *WAIT_STATUSES)
     if status is None:

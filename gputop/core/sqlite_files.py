@@ -28,6 +28,8 @@ from gputop.core.private_files import Sharing, StoreError, check_store_file, os_
 from gputop.core.safe_text import clean
 from gputop.core.write_faults import write_fault_of
 
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 CHECK_ATTEMPTS = 3
@@ -74,6 +76,15 @@ def is_corruption(error: sqlite3.DatabaseError) -> bool:
         return (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
     text = str(error).lower()
     return "not a database" in text or "malformed" in text
+
+
+def store_cause(kind: StoreKind, error: Exception, remedy: str = "; try again") -> str:
+    """``error`` for a person: a store another process holds locked also says that gputop
+    waited for it (``busy_timeout_s``), and ``remedy``."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int) and (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return f"{error} by another process (waited {kind.busy_timeout_s:g} s){remedy}"
+    return str(error)
 
 
 def connect(kind: StoreKind, target: str, *, uri: bool = False) -> sqlite3.Connection:
@@ -231,14 +242,16 @@ def _proof(kind: StoreKind, path: Path, problem: str | None) -> str | None:
         return proven_damage(lambda: connect(kind, str(path)))
     except sqlite3.Error as error:
         raise StoreError(
-            f"Cannot check the {kind.what} {path} ({problem}): {error}. It was left as it is.",
+            f"Cannot check the {kind.what} {path} ({problem}): {store_cause(kind, error)}. "
+            "It was left as it is.",
             write_fault_of(error, path.parent),
         ) from None
 
 
 def _cannot_open(kind: StoreKind, path: Path, error: sqlite3.Error) -> StoreError:
     return StoreError(
-        f"Cannot open the {kind.what} {path}: {error}.", write_fault_of(error, path.parent)
+        f"Cannot open the {kind.what} {path}: {store_cause(kind, error)}.",
+        write_fault_of(error, path.parent),
     )
 
 
@@ -259,7 +272,9 @@ def open_read_only(
             connection, version = _opened(kind, uri + "&immutable=1")
         refuse_foreign(kind, connection, path, version)
     except sqlite3.Error as error:
-        raise StoreError(f"Cannot read the {kind.what} {path}: {error}.") from None
+        raise StoreError(
+            f"Cannot read the {kind.what} {path}: {store_cause(kind, error)}."
+        ) from None
     return connection, version
 
 

@@ -20,11 +20,12 @@ from gputop.core.history.claim_spans import OpenClaimSpan
 from gputop.core.history.health_rows import HealthRows
 from gputop.core.history.schema import RAW
 from gputop.core.history.spans import OpenSpan
-from gputop.core.history.store import HistoryError
+from gputop.core.history.store import HISTORY, HistoryError
 from gputop.core.history.wal_bound import WalBound
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.redact import CommandForm, argv_for_others
 from gputop.core.safe_text import clean, clean_argv
+from gputop.core.sqlite_files import store_cause
 from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
 
 MAX_CACHED_STRINGS = 10_000
@@ -189,7 +190,7 @@ class HistoryWriter:
             self._other_failure = None
             self.faults.failed(fault)
             return
-        cause = clean(str(error)) or type(error).__name__
+        cause = clean(store_cause(HISTORY, error, "")) or type(error).__name__
         if cause != self._other_failure:
             self._other_failure = cause
             self._say(

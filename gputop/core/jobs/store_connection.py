@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from gputop.core.jobs.store_file import (
     DB_NAME,
+    JOBS,
     LOGS_DIR,
     StoreError,
     default_state_dir,
@@ -27,7 +28,7 @@ from gputop.core.jobs.store_file import (
     open_read_only,
     store_identity,
 )
-from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption
+from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption, store_cause
 from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
 WRITABLE_RETRY_S = 2.0
@@ -286,7 +287,7 @@ class StoreConnection:
                         "its lock proves it damaged (docs/sqlite.md)."
                     ) from None
                 raise StoreError(
-                    f"Cannot read the job store {self.db_path}: {error}.",
+                    f"Cannot read the job store {self.db_path}: {store_cause(JOBS, error)}.",
                     write_fault_of(error, self.state_dir),
                 ) from None
 
@@ -325,4 +326,5 @@ class StoreConnection:
             self.faults.failed(fault)
         if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
             self._damaged = True
-        return StoreError(f"Cannot write the job store {self.db_path}: {error}.", fault)
+        cause = store_cause(JOBS, error)
+        return StoreError(f"Cannot write the job store {self.db_path}: {cause}.", fault)

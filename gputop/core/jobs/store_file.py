@@ -39,6 +39,7 @@ from gputop.core.sqlite_files import (
     open_for_writing,
     prepare,
     readable_rows,
+    store_cause,
     user_version,
 )
 from gputop.core.sqlite_files import open_read_only as _open_read_only
@@ -197,7 +198,9 @@ def open_read_only(directory: Path) -> sqlite3.Connection:
     except BaseException as error:
         connection.close()
         if isinstance(error, sqlite3.Error):
-            raise StoreError(f"Cannot read the job store {path}: {error}.") from None
+            raise StoreError(
+                f"Cannot read the job store {path}: {store_cause(JOBS, error)}."
+            ) from None
         raise
     return connection
 

@@ -12,7 +12,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from helpers.hostile_hosts import agent_lines, good_document, replay
+from helpers.hostile_hosts import agent_lines, good_document, raw_line, replay
 
 from gputop.core.remote import host_link, protocol, remote_jobs
 from gputop.core.remote.host_link import HostLink
@@ -177,6 +177,20 @@ def test_a_hosts_texts_are_cut_where_decoded() -> None:
     assert len(status.snapshot.host) == protocol.MAX_TEXT_CHARS
     assert len(status.snapshot.gpus[0].name or "") == protocol.MAX_TEXT_CHARS
     assert status.user is not None and len(status.user) == protocol.MAX_TEXT_CHARS
+
+
+def test_an_agents_error_texts_are_cut_where_decoded() -> None:
+    """Kept whole, an error line of megabytes became the host's failure (said in a toast of
+    the lab's dashboard, and in its status on every frame), cleaned for seconds; and its jobs'
+    error in every 'gputop lab --json' frame."""
+    long = "\x1b[2J" * 1_000_000
+    failed = replay("gpu1", [raw_line("error", message=long)])
+    listed = replay("gpu1", [*agent_lines(good_document())[:2], raw_line("jobs", error=long)])
+
+    assert failed.failure is not None
+    assert len(failed.failure.reason) < 3 * protocol.MAX_TEXT_CHARS
+    assert len(failed.describe()) < 3 * protocol.MAX_TEXT_CHARS
+    assert listed.jobs_error is not None and len(listed.jobs_error) == protocol.MAX_TEXT_CHARS
 
 
 def test_a_reduced_frame_that_never_ends_holds_a_bounded_number_of_lines() -> None:

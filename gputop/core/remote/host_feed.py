@@ -88,7 +88,7 @@ class HostFeed:
             return Outcome(
                 {
                     "mode": Mode.FULL,
-                    "user": user[:MAX_TEXT_CHARS] if isinstance(user, str) else None,
+                    "user": _text(user),
                     "agent_version": checked_version(body.get("gputop")),
                 }
             )
@@ -100,7 +100,8 @@ class HostFeed:
             return Outcome(history=body)
         if kind == "error":
             message = body.get("message")
-            why = clean(message if isinstance(message, str) else repr(message))
+            text = _text(message)
+            why = clean(repr(message)[:MAX_TEXT_CHARS] if text is None else text)
             return Outcome(end=Failure("remote-error", f"gputop agent failed: {why}"))
         return NOTHING  # a type from a newer agent
 
@@ -126,7 +127,7 @@ class HostFeed:
         return Outcome(
             {
                 "jobs": jobs,
-                "jobs_error": error if isinstance(error, str) else None,
+                "jobs_error": _text(error),
                 "impossible_values": self._snapshot_impossible + self._jobs_impossible,
             }
         )
@@ -137,3 +138,9 @@ class HostFeed:
         if len(reason) > MAX_REASON_CHARS:
             reason = reason[: MAX_REASON_CHARS - 1] + "…"
         return Outcome({"unreadable_lines": self._unreadable, "unreadable_reason": reason})
+
+
+def _text(value: object) -> str | None:
+    """A text of the host's, cut where decoded (``MAX_TEXT_CHARS``): kept whole, one of
+    megabytes was cleaned, and drawn in the lab's toasts and status, again and again."""
+    return value[:MAX_TEXT_CHARS] if isinstance(value, str) else None

@@ -15,7 +15,12 @@ from gputop.core.remote import agent_history
 from gputop.core.remote.agent_history import HistoryRequests, answer, answer_from_json
 from gputop.core.remote.host_feed import HostFeed
 from gputop.core.remote.host_link import HostLink
-from gputop.core.remote.protocol import ProtocolError, decode, snapshot_from_json
+from gputop.core.remote.protocol import (
+    MAX_TEXT_CHARS,
+    ProtocolError,
+    decode,
+    snapshot_from_json,
+)
 from gputop.core.remote.status import LinkState
 
 DEEP = 100_000
@@ -100,6 +105,18 @@ def test_a_history_answer_with_huge_or_nested_numbers_reads_them_as_unknown() ->
     assert read.series is not None
     assert read.series.utilization_percent == (None, 50.0)
     assert read.series.memory_total_bytes is None
+
+
+def test_a_history_answers_texts_are_cut_where_decoded() -> None:
+    """Kept whole, a row's key of megabytes was cleaned and drawn in the card history (H)."""
+    long = "\x1b[2J" * 1_000_000
+    row = {"key": long, "gpu_seconds": 1, "idle_held_seconds": 0, "user": long, "command": long}
+
+    (kept,) = answer_from_json({"report": {"rows": [row]}}).rows or ()
+    refused = answer_from_json({"error": long})
+
+    assert {len(kept.key), len(kept.user or ""), len(kept.command or "")} == {MAX_TEXT_CHARS}
+    assert len(refused.error or "") == MAX_TEXT_CHARS
 
 
 def test_the_agent_answers_a_request_with_huge_numbers_with_an_error_line(tmp_path) -> None:

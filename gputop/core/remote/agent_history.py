@@ -31,7 +31,7 @@ from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
 from gputop.core.numbers import DECODE_ERRORS, MAX_MEMORY_BYTES, outside_float, whole_within, within
 from gputop.core.redact import text_for_others
-from gputop.core.remote.protocol import ProtocolError, decode, encode
+from gputop.core.remote.protocol import MAX_TEXT_CHARS, ProtocolError, decode, encode
 
 MAX_REQUEST_BYTES = 4096
 MAX_PENDING = 8
@@ -215,7 +215,8 @@ def answer_from_json(body: dict[str, Any]) -> HistoryAnswer:
     report = body.get("report")
     rows = report.get("rows") if isinstance(report, dict) else None
     if not isinstance(rows, list):
-        return HistoryAnswer(None, error if isinstance(error, str) else "no report in the answer")
+        said = _text(error)
+        return HistoryAnswer(None, "no report in the answer" if said is None else said)
     return HistoryAnswer(
         tuple(row for row in map(_row_from_json, rows[:MAX_ROWS]) if row),
         None,
@@ -277,15 +278,21 @@ def _row_from_json(document: object) -> ReportRow | None:
     sm = _seconds(document.get("mean_sm_util"))
     user, command = document.get("user"), document.get("command")
     return ReportRow(
-        key=key,
+        key=key[:MAX_TEXT_CHARS] if isinstance(key, str) else key,
         gpu_seconds=gpu_s,
         idle_held_seconds=idle_s,
         mean_memory_bytes=None if mean is None else int(mean),
         peak_memory_bytes=None if peak is None else int(peak),
         mean_sm_util=None if sm is None else min(sm, 100.0),
-        user=user if isinstance(user, str) else None,
-        command=command if isinstance(command, str) else None,
+        user=_text(user),
+        command=_text(command),
     )
+
+
+def _text(value: object) -> str | None:
+    """A text of the host's, cut where decoded (``MAX_TEXT_CHARS``, as a snapshot's are):
+    kept whole, one of megabytes was cleaned and drawn in the card history."""
+    return value[:MAX_TEXT_CHARS] if isinstance(value, str) else None
 
 
 def _seconds(value: object) -> float | None:

@@ -264,11 +264,17 @@ def test_rows_that_make_no_job_are_left_out_and_the_rest_kept(tmp_path: Path) ->
         ("signal", 0),
         ("signal", 128),
         ("signal", 2**63 - 1),
+        # no process has such a pid: 'jobs stop' of a running job ended in "internal error:
+        # OverflowError: signed integer is greater than maximum" (2**40), or ValueError (-1)
+        ("pid", 2**40),
+        ("pid", -1),
+        ("supervisor_pid", 0),
     ],
     ids=[
         *("nested", "state", "env", "env-number", "env-value-number", "log-nul", "cwd-nul"),
         *("started-inf", "ended-text", "created-blob", "note-blob", "signal-text"),
         *("signal-inf", "host-blob", "signal-minus-1", "signal-0", "signal-128", "signal-huge"),
+        *("pid-huge", "pid-minus-1", "supervisor-pid-0"),
     ],
 )
 def test_a_row_changed_by_hand_is_named_never_an_internal_error(
@@ -290,6 +296,28 @@ def test_a_row_changed_by_hand_is_named_never_an_internal_error(
         assert result.returncode == 1, result.stderr
         assert "holds a row for job 1 that no gputop wrote" in result.stderr
         assert "internal error" not in result.stderr and "\x1b" not in result.stderr
+
+
+def test_a_running_job_with_a_pid_no_process_has_is_named_by_jobs_stop(tmp_path: Path) -> None:
+    """Before: 'internal error: OverflowError: signed integer is greater than maximum'."""
+    state_dir = tmp_path / "state"
+    with JobStore.open(state_dir) as store:
+        job = store.create_job(asked_job(name="x", command=["true"]))
+        store._conn.execute(
+            "UPDATE jobs SET state = 'running', pid = ?, pid_start_time = 1.0, started_at = 1.0 "
+            "WHERE id = ?",
+            (2**40, job.id),
+        )
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop", "jobs", "stop", str(job.id), "--yes"],
+        env={**os.environ, "GPUTOP_STATE_DIR": str(state_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert f"holds a row for job {job.id} that no gputop wrote" in result.stderr
 
 
 def test_a_salvage_that_fails_puts_the_damaged_store_back(

@@ -117,7 +117,9 @@ def _exit_code(value: Any, state: str) -> tuple[int | None, int | None]:
     before it ran has a plain 1), 23.02+ a mapping."""
     if isinstance(value, Mapping):  # 23.02+: {"status": [...], "return_code": N, "signal"}
         signal = value.get("signal")
-        number = _number(signal.get("id"), 0, LARGEST_SIGNAL) if isinstance(signal, Mapping) else None
+        number = None
+        if isinstance(signal, Mapping):
+            number = _number(signal.get("id"), 0, LARGEST_SIGNAL)
         return _number(value.get("return_code"), *WAIT_STATUSES), number or None
     status = _number(value, *WAIT_STATUSES)
     if status is None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from gputop.core.numbers import DECODE_ERRORS, MAX_ID, outside_json, whole_within
 from gputop.core.remote.remote_command import remote_gputop_command
 from gputop.core.remote.transport import ssh_argv
 from gputop.core.safe_text import clean
@@ -154,3 +155,27 @@ def _said(line: str) -> str:
     """One line of the server's words for a person: cleaned, at most ``MAX_SAID_CHARS``."""
     text = clean(line)
     return text if len(text) <= MAX_SAID_CHARS else text[: MAX_SAID_CHARS - 1] + "…"
+
+
+MAX_LAUNCHED_GPUS = 1024
+"""More cards than any host has: an answer listing more is no job gputop launched."""
+
+
+def launch_answer(host: str, result: RemoteResult) -> str:
+    """What a person is told of a launch a host answered (``gputop run --json`` there): the
+    job's id and cards where the answer is one gputop wrote (an id of 1..2**63-1, at most
+    ``MAX_LAUNCHED_GPUS`` card indices), else the host's own words, already cleaned and cut."""
+    try:
+        job = outside_json(result.stdout)
+        number, gpus = job["id"], job.get("gpus", [])
+    except (*DECODE_ERRORS, KeyError, AttributeError):
+        job = None
+    if (
+        job is None
+        or not whole_within(number, 1, MAX_ID)
+        or not isinstance(gpus, list)
+        or len(gpus) > MAX_LAUNCHED_GPUS
+        or not all(whole_within(i, 0, MAX_LAUNCHED_GPUS) for i in gpus)
+    ):
+        return f"Launched on {clean(host)}: {result.message}"
+    return f"Job {number} launched on {clean(host)}, GPU " + ",".join(map(str, gpus))

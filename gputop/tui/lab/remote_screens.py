@@ -26,9 +26,14 @@ from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.logs import shown_line
 from gputop.core.jobs.usage import usage_summary
 from gputop.core.mig_targets import target_label
-from gputop.core.numbers import DECODE_ERRORS, outside_json
 from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail
-from gputop.core.remote.remote_jobs import log_argv, run_argv, run_remote, start_remote
+from gputop.core.remote.remote_jobs import (
+    launch_answer,
+    log_argv,
+    run_argv,
+    run_remote,
+    start_remote,
+)
 from gputop.core.safe_text import clean
 from gputop.tui.safe import plain
 from gputop.tui.screens.card_history import render_card_history
@@ -83,14 +88,8 @@ class RemoteLaunchScreen(LaunchScreen):
         if not result.ok:
             self.app.call_from_thread(self._failed, result.message or "the launch failed")
             return
-        try:
-            job = outside_json(result.stdout)
-            text = f"Job {int(job['id'])} launched on {clean(self.host)}, GPU " + ",".join(
-                str(int(i)) for i in job.get("gpus", ())
-            )
-        except (*DECODE_ERRORS, KeyError, AttributeError):  # the host's answer, unreadable
-            text = f"Launched on {clean(self.host)}: {result.message}"
-        self.app.notify(text)
+        text = launch_answer(self.host, result)
+        self.app.call_from_thread(self.app.notify, text)
         self.app.call_from_thread(self.dismiss, None)
 
 

@@ -22,7 +22,7 @@ from gputop.core.jobs.usage import (
     usage_from_text,
     usage_note_from_text,
 )
-from gputop.core.numbers import LATEST_TIME_S, PID_MAX_LIMIT, valid_text, whole_within, within
+from gputop.core.numbers import LATEST_TIME_S, MAX_PID, valid_text, whole_within, within
 from gputop.core.process_control import process_start, session_of
 from gputop.core.safe_text import clean
 
@@ -107,7 +107,7 @@ def _plain(name: str, value: object) -> Any:
     if kind == "str":
         ok = isinstance(value, str)
     elif name in ("pid", "supervisor_pid"):  # 2**40 ended 'jobs stop' in an OverflowError
-        ok = whole_within(value, 1, PID_MAX_LIMIT)
+        ok = whole_within(value, 1, MAX_PID)
     elif name == "signal":  # -1 made 'jobs wait' exit 127 (128 + it), 128 exit 0 (256)
         ok = whole_within(value, 1, LARGEST_SIGNAL)
     elif kind == "int":

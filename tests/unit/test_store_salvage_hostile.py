@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from helpers.jobs import asked_job
+from helpers.jobs import asked_job, run_cli
 
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_file import REBUILT_NOTE
@@ -285,14 +283,7 @@ def test_a_row_changed_by_hand_is_named_never_an_internal_error(
         _job(store, 1)
         store._conn.execute(f"UPDATE jobs SET {column} = ? WHERE id = 1", (value,))
     for argv in (["jobs"], ["jobs", "--json"], ["jobs", "wait", "1", "--timeout", "1"]):
-        result = subprocess.run(
-            [sys.executable, "-m", "gputop", *argv],
-            env={**os.environ, "GPUTOP_STATE_DIR": str(state_dir)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        result = run_cli(*argv, env={**os.environ, "GPUTOP_STATE_DIR": str(state_dir)}, timeout=60)
         assert result.returncode == 1, result.stderr
         assert "holds a row for job 1 that no gputop wrote" in result.stderr
         assert "internal error" not in result.stderr and "\x1b" not in result.stderr
@@ -308,14 +299,8 @@ def test_a_running_job_with_a_pid_no_process_has_is_named_by_jobs_stop(tmp_path:
             "WHERE id = ?",
             (2**40, job.id),
         )
-    result = subprocess.run(
-        [sys.executable, "-m", "gputop", "jobs", "stop", str(job.id), "--yes"],
-        env={**os.environ, "GPUTOP_STATE_DIR": str(state_dir)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    env = {**os.environ, "GPUTOP_STATE_DIR": str(state_dir)}
+    result = run_cli("jobs", "stop", str(job.id), "--yes", env=env, timeout=60)
     assert result.returncode == 1, result.stderr
     assert f"holds a row for job {job.id} that no gputop wrote" in result.stderr
 

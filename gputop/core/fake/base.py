@@ -56,28 +56,48 @@ def nvml_error(code: int) -> NoReturn:
     raise pynvml.NVMLError(code)
 
 
-def nvml_function(device: Literal["none", "gpu", "any"] = "gpu") -> Callable[[F], F]:
+def nvml_function(
+    device: Literal["none", "gpu", "any"] = "gpu", name: str | None = None
+) -> Callable[[F], F]:
     """Mark a method as a simulated NVML function and run the driver's checks first.
 
     ``device`` says what the first argument is: ``"none"`` (a system call), ``"gpu"`` (a
     GPU handle; a MIG handle is NOT_SUPPORTED, as for most real per-device readings) or
-    ``"any"`` (a GPU or MIG handle).
+    ``"any"`` (a GPU or MIG handle). ``name``: the symbol checked, if not the method's.
     """
 
     def decorate(method: F) -> F:
-        name = method.__name__
+        symbol = name or method.__name__
 
         @functools.wraps(method)
         def call(self: FakeNvmlBase, *args: Any, **kwargs: Any) -> Any:
-            self._check_call(name)
+            self._check_call(symbol)
             if device != "none":
                 handle = args[0] if args else kwargs.get("handle")
-                self._check_device(name, handle, allow_mig=device == "any")
+                self._check_device(symbol, handle, allow_mig=device == "any")
             return method(self, *args, **kwargs)
 
+        call.__name__ = symbol
+        call.nvml_device = device  # type: ignore[attr-defined]
         return call  # type: ignore[return-value]
 
     return decorate
+
+
+class _Twin:
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        method = nvml_function(self._call.nvml_device, name)(self._call.__wrapped__)
+        method.__qualname__ = f"{owner.__qualname__}.{name}"
+        setattr(owner, name, method)
+
+
+def nvml_twin(call: F) -> F:
+    """Another symbol of ``call`` (``nvmlDeviceGetPciInfo_v3`` of ``nvmlDeviceGetPciInfo``):
+    it answers the same, and the driver's checks name it, so a scenario may lack either."""
+    return _Twin(call)  # type: ignore[return-value]
 
 
 class FakeNvmlBase:

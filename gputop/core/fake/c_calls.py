@@ -129,9 +129,7 @@ class CCalls(ProcessCalls):
                 f"the caller's {ctypes.sizeof(entries)}-byte buffer"
             )
         written = (layout * len(listed)).from_buffer(entries)
-        shares = self._memory_shares(
-            handle, self.reading_time()
-        )  # the card's memory (card_load.py)
+        shares = self._memory_shares(handle, self.reading_time())  # card_load.py
         for slot, (process, ids) in zip(written, listed, strict=True):
             gpu_instance_id, compute_instance_id = ids
             slot.pid = process.pid

@@ -13,7 +13,7 @@ from typing import Any
 
 import pynvml
 
-from gputop.core.fake.base import MIB, FakeDeviceHandle, nvml_error, nvml_function
+from gputop.core.fake.base import MIB, FakeDeviceHandle, nvml_error, nvml_function, nvml_twin
 from gputop.core.fake.card_load import CardLoad
 from gputop.core.fake.signals import Signal
 
@@ -59,14 +59,7 @@ class DeviceCalls(CardLoad):
         return str(self._static(self._gpu(handle).serial))
 
     @nvml_function("any")
-    def nvmlDeviceGetPciInfo_v3(self, handle: FakeDeviceHandle) -> FakePciInfo:
-        return self._pci_info(handle)
-
-    @nvml_function("any")
     def nvmlDeviceGetPciInfo(self, handle: FakeDeviceHandle) -> FakePciInfo:
-        return self._pci_info(handle)
-
-    def _pci_info(self, handle: FakeDeviceHandle) -> FakePciInfo:
         bus_id = str(self._static(self._gpu(handle).pci_bus_id))
         domain, bus, rest = bus_id.split(":")
         device = rest.split(".")[0]
@@ -79,6 +72,8 @@ class DeviceCalls(CardLoad):
         info.pciDeviceId = PCI_VENDOR_NVIDIA
         info.pciSubSystemId = PCI_VENDOR_NVIDIA
         return info
+
+    nvmlDeviceGetPciInfo_v3 = nvml_twin(nvmlDeviceGetPciInfo)
 
     @nvml_function()
     def nvmlDeviceGetCudaComputeCapability(self, handle: FakeDeviceHandle) -> tuple[int, int]:
@@ -159,9 +154,7 @@ class DeviceCalls(CardLoad):
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeDeviceHandle) -> int:
         return round(self._static(self._gpu(handle).power_limit_w) * 1000)
 
-    @nvml_function()
-    def nvmlDeviceGetPowerManagementLimit(self, handle: FakeDeviceHandle) -> int:
-        return round(self._static(self._gpu(handle).power_limit_w) * 1000)
+    nvmlDeviceGetPowerManagementLimit = nvml_twin(nvmlDeviceGetEnforcedPowerLimit)
 
     @nvml_function()
     def nvmlDeviceGetEncoderUtilization(self, handle: FakeDeviceHandle) -> list[int]:

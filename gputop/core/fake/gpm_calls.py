@@ -128,15 +128,8 @@ class GpmCalls(FakeNvmlBase):
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         first = self._gpm_taken.get(self._gpm_address(request.sample1))
         second = self._gpm_taken.get(self._gpm_address(request.sample2))
-        if (
-            first is None
-            or second is None
-            or (first.gpu, first.gpu_instance_id)
-            != (
-                second.gpu,
-                second.gpu_instance_id,
-            )
-        ):
+        device = None if first is None else (first.gpu, first.gpu_instance_id)
+        if second is None or device != (second.gpu, second.gpu_instance_id):
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         signals = self._gpm_signals(second)
         metrics = request.metrics

@@ -11,7 +11,13 @@ from typing import Any
 
 import pynvml
 
-from gputop.core.fake.base import FakeDeviceHandle, FakeNvmlBase, nvml_error, nvml_function
+from gputop.core.fake.base import (
+    FakeDeviceHandle,
+    FakeNvmlBase,
+    nvml_error,
+    nvml_function,
+    nvml_twin,
+)
 
 MAX_MIG_DEVICES = 7
 
@@ -66,14 +72,7 @@ class MigCalls(FakeNvmlBase):
         return self._gpu(handle).mig_devices[handle.mig].compute_instance_id  # type: ignore[index]
 
     @nvml_function("any")
-    def nvmlDeviceGetAttributes_v2(self, handle: FakeDeviceHandle) -> Any:
-        return self._attributes(handle)
-
-    @nvml_function("any")
     def nvmlDeviceGetAttributes(self, handle: FakeDeviceHandle) -> Any:
-        return self._attributes(handle)
-
-    def _attributes(self, handle: FakeDeviceHandle) -> Any:
         """SM count, slice counts and memory of a MIG device.
 
         Real drivers answer NOT_SUPPORTED for a whole GPU, MIG mode or not: the SM count of
@@ -89,6 +88,8 @@ class MigCalls(FakeNvmlBase):
         attributes.gpuInstanceSliceCount = slices
         attributes.computeInstanceSliceCount = slices
         return attributes
+
+    nvmlDeviceGetAttributes_v2 = nvml_twin(nvmlDeviceGetAttributes)
 
 
 def _require_mig(handle: FakeDeviceHandle) -> None:

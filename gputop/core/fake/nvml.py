@@ -16,14 +16,13 @@ from typing import Any, NoReturn
 
 import pynvml
 
-from gputop.core.fake.base import FakeDeviceHandle, nvml_error, nvml_function
+from gputop.core.fake.base import FakeDeviceHandle, nvml_error, nvml_function, nvml_twin
 from gputop.core.fake.c_calls import CCalls
 from gputop.core.fake.device_calls import DeviceCalls
 from gputop.core.fake.gpm_calls import GpmCalls
 from gputop.core.fake.health_calls import HealthCalls
 from gputop.core.fake.mig_calls import MigCalls
 from gputop.core.fake.process_calls import SimulatedProcess
-from gputop.core.fake.scenario_types import Scenario
 from gputop.core.fake.usage_calls import UsageCalls
 
 __all__ = ["FakeDeviceHandle", "FakeNvml", "SimulatedProcess"]
@@ -39,11 +38,6 @@ class FakeNvml(DeviceCalls, MigCalls, CCalls, UsageCalls, GpmCalls, HealthCalls)
     every reading is reproducible; without it the clock runs from construction, ``speed``
     times faster than real time.
     """
-
-    def __init__(
-        self, scenario: Scenario, frozen_time: float | None = None, speed: float = 1.0
-    ) -> None:
-        super().__init__(scenario, frozen_time, speed)
 
     def __repr__(self) -> str:
         return f"<FakeNvml {self._scenario.path!r}, {len(self._scenario.gpus)} GPUs>"
@@ -112,9 +106,7 @@ class FakeNvml(DeviceCalls, MigCalls, CCalls, UsageCalls, GpmCalls, HealthCalls)
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         return int(self._static(self._scenario.cuda_driver_version))
 
-    @nvml_function("none")
-    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
-        return int(self._static(self._scenario.cuda_driver_version))
+    nvmlSystemGetCudaDriverVersion_v2 = nvml_twin(nvmlSystemGetCudaDriverVersion)
 
     # -- finding devices ----------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pynvml
 
-from gputop.core.fake.base import MIB, FakeDeviceHandle, nvml_error, nvml_function
+from gputop.core.fake.base import MIB, FakeDeviceHandle, nvml_error, nvml_function, nvml_twin
 from gputop.core.fake.card_load import CardLoad
 from gputop.core.fake.scenario_types import ScenarioProcess
 
@@ -61,24 +61,13 @@ class ProcessCalls(CardLoad):
         return self._running(handle, compute=True)
 
     @nvml_function("any")
-    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: FakeDeviceHandle) -> list[Any]:
-        return self._running(handle, compute=True)
-
-    @nvml_function("any")
-    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeDeviceHandle) -> list[Any]:
-        return self._running(handle, compute=True)
-
-    @nvml_function("any")
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeDeviceHandle) -> list[Any]:
         return self._running(handle, compute=False)
 
-    @nvml_function("any")
-    def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: FakeDeviceHandle) -> list[Any]:
-        return self._running(handle, compute=False)
-
-    @nvml_function("any")
-    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: FakeDeviceHandle) -> list[Any]:
-        return self._running(handle, compute=False)
+    nvmlDeviceGetComputeRunningProcesses_v3 = nvml_twin(nvmlDeviceGetComputeRunningProcesses)
+    nvmlDeviceGetComputeRunningProcesses_v2 = nvml_twin(nvmlDeviceGetComputeRunningProcesses)
+    nvmlDeviceGetGraphicsRunningProcesses_v3 = nvml_twin(nvmlDeviceGetGraphicsRunningProcesses)
+    nvmlDeviceGetGraphicsRunningProcesses_v2 = nvml_twin(nvmlDeviceGetGraphicsRunningProcesses)
 
     @nvml_function("any")
     def nvmlDeviceGetProcessUtilization(
@@ -234,9 +223,7 @@ class ProcessCalls(CardLoad):
         )
 
     def _running(self, handle: FakeDeviceHandle, *, compute: bool) -> list[Any]:
-        shares = self._memory_shares(
-            handle, self.reading_time()
-        )  # the card's memory (card_load.py)
+        shares = self._memory_shares(handle, self.reading_time())  # card_load.py
         result = []
         for process, ids in self._processes(handle):
             if not (process.is_compute if compute else process.is_graphics):

@@ -48,7 +48,7 @@ from gputop.tui.diff_driver import driver_with_screen_diff, forget_screens
 from gputop.tui.jobs_actions import JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
-from gputop.tui.suspend import SUSPEND_BINDING, suspend_to_shell
+from gputop.tui.suspend import SUSPEND_BINDING, SuspendsToShell
 from gputop.tui.textual_compat import (
     ExceptionHook,
     QuitHint,
@@ -102,7 +102,7 @@ class DashboardOptions(TypedDict, total=False):
     tune_collector: bool
 
 
-class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
+class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailures, App[None]):
     """The base of both dashboards; each subclass composes its widgets, mounts, samples."""
 
     CSS_PATH = str(Path(__file__).parent / "gputop.tcss")
@@ -283,12 +283,6 @@ class DashboardApp(QuitHint, ExceptionHook, ReportsWorkerFailures, App[None]):
         """Repaint every cell, and send every cell: the screen diff forgets what it sent."""
         forget_screens()
         self.screen.refresh(self.screen.region)
-
-    def action_suspend_process(self) -> None:
-        """ctrl+z: back to the shell, whose ``fg`` resumes the dashboard (redrawn whole), as
-        the terminal's own ctrl+z stops a job: its whole process group. Only where a shell
-        with job control runs it: a stopped process nobody resumes would hang there."""
-        suspend_to_shell(self)
 
     def action_help(self) -> None:
         from gputop.tui.screens.help import HelpScreen  # not before the first frame

@@ -42,7 +42,7 @@ from gputop.tui.fleet.fleet_views import TextScreen, node_detail, users_detail
 from gputop.tui.row_order import HeldOrder, Margin
 from gputop.tui.safe import plain
 from gputop.tui.screens.help import HelpScreen
-from gputop.tui.suspend import SUSPEND_BINDING, suspend_to_shell
+from gputop.tui.suspend import SUSPEND_BINDING, SuspendsToShell
 from gputop.tui.textual_compat import InOrderInput, LinuxDriver, QuietInput, QuitHint
 
 SORTS = ("free", "name", "utilisation")
@@ -146,7 +146,7 @@ class DetailRead(Message):
     error: str | None
 
 
-class FleetApp(QuitHint, App[int]):
+class FleetApp(QuitHint, SuspendsToShell, App[int]):
     QUIT_HINT = "Press q to quit."  # ctrl+c: Textual named ctrl+q, with markup
     CSS = """
     #fleet-header { height: 1; }
@@ -225,10 +225,6 @@ class FleetApp(QuitHint, App[int]):
         ctrl+z stops with its whole job, as the dashboard's."""
         driver = super().get_driver_class()
         return QuietInput if driver is LinuxDriver else driver
-
-    def action_suspend_process(self) -> None:
-        """ctrl+z: back to the shell; ``fg`` resumes the fleet, redrawn whole."""
-        suspend_to_shell(self)
 
     def on_mount(self) -> None:
         # Resumed after ctrl+z (fg): the terminal shows what the shell left.

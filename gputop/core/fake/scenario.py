@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from gputop.core.fake.scenario_types import (
     ScenarioGpu,
     ScenarioMigDevice,
     ScenarioProcess,
+    keys_of,
 )
 from gputop.core.model import CUDA_ENVIRONMENT
 from gputop.core.numbers import LATEST_TIME_S
@@ -73,90 +75,14 @@ _PCI_BUS_ID = re.compile(
     r"(?P<device>[0-9a-fA-F]{2})\.(?P<function>[0-7])"
 )
 
-_TOP_KEYS = (
-    "description",
-    "driver_version",
-    "cuda_driver_version",
-    "nvml_version",
-    "hostname",
-    "missing_functions",
-    "function_errors",
-    "start_time",
-    "job_profile",
-    "gpus",
-)
-_READINGS = (
-    "memory_used_mib",
-    "utilization_gpu",
-    "utilization_memory",
-    "temperature_c",
-    "power_w",
-    "fan_percent",
-    "pcie_tx_kbps",
-    "pcie_rx_kbps",
-    "encoder_util",
-    "decoder_util",
-    "bar1_used_mib",
-    "nvlink_tx_kbps",
-    "nvlink_rx_kbps",
-)
-_GPU_KEYS = (
-    "name",
-    "uuid",
-    "pci_bus_id",
-    "serial",
-    "memory_total_mib",
-    "memory_reserved_mib",
-    "power_limit_w",
-    "max_clocks_mhz",
-    "cuda_compute_capability",
-    "multiprocessor_count",
-    "performance_state",
-    "persistence_mode",
-    "display_active",
-    "compute_mode",
-    "ecc_uncorrected_volatile",
-    "bar1_total_mib",
-    "nvlink_count",
-    "clocks_mhz",
-    "processes",
-    "mig_mode",
-    "mig_devices",
-    "lost_after_s",
-    "no_permission",
-    "function_errors",
-    "accounting_mode",
-    "activity",
-    "clock_event_reasons",
-    *HEALTH_KEYS,
-    *_READINGS,
-)
-_CLOCK_KEYS = ("graphics", "sm", "mem", "video")
-_JOB_PROFILE_KEYS = ("used_memory_mib", "sm_util", "mem_util", "activity")
-_PROCESS_KEYS = (
-    "pid",
-    "used_memory_mib",
-    "type",
-    "sm_util",
-    "mem_util",
-    "user",
-    "cmd",
-    "cpu_percent",
-    "host_memory_mib",
-    "started_s_ago",
-    "env",
-)
-_MIG_KEYS = (
-    "uuid",
-    "gpu_instance_id",
-    "compute_instance_id",
-    "memory_total_mib",
-    "memory_used_mib",
-    "multiprocessor_count",
-    "profile",
-    "processes",
-    "activity",
-)
+_TOP_KEYS = keys_of(Scenario, leaving=("path",))
+_READINGS = tuple(f.name for f in fields(ScenarioGpu) if f.type == "Signal | None")
+"""A card's readings: its fields that are signals (clocks and activity are objects)."""
+_GPU_KEYS = (*keys_of(ScenarioGpu, leaving=("health",)), *HEALTH_KEYS)
+_CLOCK_KEYS = keys_of(ClockSignals)
+_JOB_PROFILE_KEYS = keys_of(JobProfile)
+_PROCESS_KEYS = keys_of(ScenarioProcess)
+_MIG_KEYS = keys_of(ScenarioMigDevice)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -13,18 +13,10 @@ from gputop.core.fake.scenario_types import (
     ClockEventWindow,
     ScenarioHealth,
     ScenarioXid,
+    keys_of,
 )
 
-HEALTH_KEYS = (
-    "ecc_corrected_volatile",
-    "ecc_corrected_aggregate",
-    "ecc_uncorrected_aggregate",
-    "retired_pages",
-    "remapped_rows",
-    "pcie_replays",
-    "nvlink_crc_errors",
-    "xid_events",
-)
+HEALTH_KEYS = keys_of(ScenarioHealth)
 """A card's health answers (docs/scenario.md, fake/health_calls.py)."""
 AMPERE = (8, 0)
 """Row remapping replaces page retirement from compute capability 8.0 on."""

@@ -9,7 +9,7 @@ at the call, so a test can compare a reading against the number written in the f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from gputop.core.fake.signals import Signal
 
@@ -18,6 +18,11 @@ DEFAULT_START_TIME = 1767225600.0
 
 PROCESS_TYPES = ("C", "G", "C+G", "M+C")
 """Compute, graphics, both, and an MPS client (listed by the MPS call only)."""
+
+
+def keys_of(kind: type, leaving: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The keys of a scenario object: its dataclass's fields, which are named alike."""
+    return tuple(f.name for f in fields(kind) if f.name not in leaving)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,24 +54,6 @@ class ScenarioProcess:
         return self.type == "M+C"
 
 
-ACTIVITY_SIGNALS = (
-    "graphics",
-    "sm_active",
-    "sm_occupancy",
-    "tensor_active",
-    "dram_active",
-    "fp64",
-    "fp32",
-    "fp16",
-    "pcie_tx_mib_s",
-    "pcie_rx_mib_s",
-    "nvlink_rx_mib_s",
-    "nvlink_tx_mib_s",
-)
-"""A scenario's ``activity`` keys: percent, then MiB/s, in the order of GPM's metrics
-(docs/scenario.md, "Activity")."""
-
-
 @dataclass(frozen=True, slots=True)
 class ActivitySignals:
     """What GPM answers for a GPU or MIG instance; an absent signal is that metric's own
@@ -84,6 +71,11 @@ class ActivitySignals:
     pcie_rx_mib_s: Signal | None = None
     nvlink_rx_mib_s: Signal | None = None
     nvlink_tx_mib_s: Signal | None = None
+
+
+ACTIVITY_SIGNALS = keys_of(ActivitySignals)
+"""A scenario's ``activity`` keys: percent, then MiB/s, in the order of GPM's metrics
+(docs/scenario.md, "Activity")."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,7 @@ import argparse
 import os
 import sys
 
-from gputop.cli.arg_types import MAX_INTERVAL_S, seconds
-from gputop.core.errors import UsageError
+from gputop.cli.arg_types import add_interval_argument
 from gputop.core.sampling.source import open_backend
 
 MIN_INTERVAL_S = 0.2
@@ -27,21 +26,11 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "JSON object per line, every interval, until stdin closes. The lab view "
         "(--hosts) runs it on each server over ssh; see docs/lab.md.",
     )
-    parser.add_argument(
-        "--interval",
-        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),  # finite, ASCII: inf never sleeps
-        default=1.0,
-        metavar="SECONDS",
-        help=f"seconds between snapshots (default 1, {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g})",
-    )
+    add_interval_argument(parser, MIN_INTERVAL_S, 1.0, "seconds between snapshots")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.interval >= MIN_INTERVAL_S:  # also refuses NaN
-        raise UsageError(
-            f"--interval {args.interval}: give at least {MIN_INTERVAL_S} seconds between snapshots."
-        )
     from gputop.core.remote.agent import main_loop  # only the agent needs it (docs/speed.md)
 
     code = main_loop(lambda: open_backend(args.fake), args.interval)

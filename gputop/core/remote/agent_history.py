@@ -31,7 +31,7 @@ from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
 from gputop.core.numbers import DECODE_ERRORS, MAX_MEMORY_BYTES, outside_float, whole_within, within
 from gputop.core.redact import text_for_others
-from gputop.core.remote.protocol import MAX_TEXT_CHARS, ProtocolError, decode, encode
+from gputop.core.remote.protocol import MAX_TEXT_CHARS, ProtocolError, decode, encode, host_text
 
 MAX_REQUEST_BYTES = 4096
 MAX_PENDING = 8
@@ -215,7 +215,7 @@ def answer_from_json(body: dict[str, Any]) -> HistoryAnswer:
     report = body.get("report")
     rows = report.get("rows") if isinstance(report, dict) else None
     if not isinstance(rows, list):
-        said = _text(error)
+        said = host_text(error)
         return HistoryAnswer(None, "no report in the answer" if said is None else said)
     return HistoryAnswer(
         tuple(row for row in map(_row_from_json, rows[:MAX_ROWS]) if row),
@@ -265,16 +265,12 @@ def _row_from_json(document: object) -> ReportRow | None:
     if not isinstance(document, dict):
         return None
     key = document.get("key")
-    gpu_s, idle_s = (
-        _seconds(document.get("gpu_seconds")),
-        _seconds(document.get("idle_held_seconds")),
-    )
+    gpu_s = _seconds(document.get("gpu_seconds"))
+    idle_s = _seconds(document.get("idle_held_seconds"))
     if isinstance(key, bool) or not isinstance(key, (str, int)) or gpu_s is None or idle_s is None:
         return None
-    mean, peak = (
-        _seconds(document.get("mean_memory_bytes")),
-        _seconds(document.get("peak_memory_bytes")),
-    )
+    mean = _seconds(document.get("mean_memory_bytes"))
+    peak = _seconds(document.get("peak_memory_bytes"))
     sm = _seconds(document.get("mean_sm_util"))
     user, command = document.get("user"), document.get("command")
     return ReportRow(
@@ -284,15 +280,9 @@ def _row_from_json(document: object) -> ReportRow | None:
         mean_memory_bytes=None if mean is None else int(mean),
         peak_memory_bytes=None if peak is None else int(peak),
         mean_sm_util=None if sm is None else min(sm, 100.0),
-        user=_text(user),
-        command=_text(command),
+        user=host_text(user),
+        command=host_text(command),
     )
-
-
-def _text(value: object) -> str | None:
-    """A text of the host's, cut where decoded (``MAX_TEXT_CHARS``, as a snapshot's are):
-    kept whole, one of megabytes was cleaned and drawn in the card history."""
-    return value[:MAX_TEXT_CHARS] if isinstance(value, str) else None
 
 
 def _seconds(value: object) -> float | None:

@@ -21,6 +21,7 @@ from gputop.core.remote.protocol import (
     MAX_TEXT_CHARS,
     ProtocolError,
     decode,
+    host_text,
     snapshot_from_json,
 )
 from gputop.core.remote.reduced import MARK_NOTHING, MARK_REDUCED, ReducedFrames
@@ -88,7 +89,7 @@ class HostFeed:
             return Outcome(
                 {
                     "mode": Mode.FULL,
-                    "user": _text(user),
+                    "user": host_text(user),
                     "agent_version": checked_version(body.get("gputop")),
                 }
             )
@@ -100,7 +101,7 @@ class HostFeed:
             return Outcome(history=body)
         if kind == "error":
             message = body.get("message")
-            text = _text(message)
+            text = host_text(message)
             why = clean(repr(message)[:MAX_TEXT_CHARS] if text is None else text)
             return Outcome(end=Failure("remote-error", f"gputop agent failed: {why}"))
         return NOTHING  # a type from a newer agent
@@ -127,7 +128,7 @@ class HostFeed:
         return Outcome(
             {
                 "jobs": jobs,
-                "jobs_error": _text(error),
+                "jobs_error": host_text(error),
                 "impossible_values": self._snapshot_impossible + self._jobs_impossible,
             }
         )
@@ -138,9 +139,3 @@ class HostFeed:
         if len(reason) > MAX_REASON_CHARS:
             reason = reason[: MAX_REASON_CHARS - 1] + "…"
         return Outcome({"unreadable_lines": self._unreadable, "unreadable_reason": reason})
-
-
-def _text(value: object) -> str | None:
-    """A text of the host's, cut where decoded (``MAX_TEXT_CHARS``): kept whole, one of
-    megabytes was cleaned, and drawn in the lab's toasts and status, again and again."""
-    return value[:MAX_TEXT_CHARS] if isinstance(value, str) else None

@@ -13,7 +13,7 @@ from typing import Any
 from gputop.core.job_columns import HostJob
 from gputop.core.jobs.usage import usage_from_json
 from gputop.core.numbers import LATEST_TIME_S, MAX_ID, MAX_PID, whole_within, within
-from gputop.core.remote.protocol import MAX_GPUS, MAX_TEXT_CHARS
+from gputop.core.remote.protocol import MAX_GPUS, host_text
 
 MAX_HOST_JOBS = 500
 """The most jobs of one host the lab shows: what a jobs panel can usefully list. The agent
@@ -83,8 +83,7 @@ def _decoded(host: int, name: str, record: Mapping[str, Any], local: bool) -> Ho
 
 
 def _text(value: object) -> str:
-    """A text of the record, cut as every text a host sends; what is not a text is none."""
-    return value[:MAX_TEXT_CHARS] if isinstance(value, str) else ""
+    return host_text(value) or ""
 
 
 def _time(value: object) -> float | None:

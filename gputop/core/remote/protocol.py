@@ -413,6 +413,13 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
+def host_text(value: object) -> str | None:
+    """A text a host sent, cut where decoded (``MAX_TEXT_CHARS``): kept whole, one of
+    megabytes was cleaned and drawn again and again (the lab's toasts, status, card history).
+    What is not a text is None."""
+    return value[:MAX_TEXT_CHARS] if isinstance(value, str) else None
+
+
 def _str(value: Any, where: str) -> str | None:
     """A text of the host's, cut at ``MAX_TEXT_CHARS``."""
     if value is None:

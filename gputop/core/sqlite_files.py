@@ -26,7 +26,7 @@ from pathlib import Path
 
 from gputop.core.private_files import Sharing, StoreError, check_store_file, os_cause
 from gputop.core.safe_text import clean
-from gputop.core.write_faults import write_fault_of
+from gputop.core.write_faults import WriteFault, write_fault_of
 
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
@@ -47,8 +47,8 @@ class StoreKind:
     """``job store``: named so in every message."""
     version: int
     """The schema version this gputop writes (``PRAGMA user_version``)."""
-    create: Callable[[sqlite3.Connection, Path], None]
-    """Creates an empty store's tables (given the store's path), in one transaction."""
+    schema: Sequence[str]
+    """The statements that make an empty store's tables (``create``)."""
     migrations: Mapping[int, Sequence[str]]
     """``migrations[N]`` takes version N to N+1."""
     elsewhere: str
@@ -60,6 +60,8 @@ class StoreKind:
     """``journal_size_limit``: the size the ``-wal`` goes back to when it starts over."""
     rows: bool = False
     """Rows as ``sqlite3.Row``."""
+    filled: Callable[[sqlite3.Connection, Path], None] | None = None
+    """Runs in the transaction that creates a store on disk (given the store's path)."""
 
 
 class ForeignStoreError(StoreError):
@@ -69,8 +71,10 @@ class ForeignStoreError(StoreError):
     exit_code = 2
 
 
-def is_corruption(error: sqlite3.DatabaseError) -> bool:
+def is_corruption(error: BaseException) -> bool:
     """The file is damaged or not a database (not: locked, full, read-only)."""
+    if not isinstance(error, sqlite3.DatabaseError):
+        return False
     code = getattr(error, "sqlite_errorcode", None)
     if isinstance(code, int):
         return (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
@@ -85,6 +89,13 @@ def store_cause(kind: StoreKind, error: Exception, remedy: str = "; try again") 
     if isinstance(code, int) and (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED):
         return f"{error} by another process (waited {kind.busy_timeout_s:g} s){remedy}"
     return str(error)
+
+
+def cannot(
+    kind: StoreKind, doing: str, path: Path, error: Exception, fault: WriteFault | None = None
+) -> StoreError:
+    """``Cannot DOING the KIND PATH: why.``, for a person."""
+    return StoreError(f"Cannot {doing} the {kind.what} {path}: {store_cause(kind, error)}.", fault)
 
 
 def connect(kind: StoreKind, target: str, *, uri: bool = False) -> sqlite3.Connection:
@@ -118,6 +129,18 @@ def prepare(
     return True
 
 
+def create(kind: StoreKind, connection: sqlite3.Connection, path: Path | None) -> None:
+    """An empty store's tables, in one transaction (nothing where another process made them
+    meanwhile); ``path`` ``None``: a store in memory, which ``kind.filled`` skips."""
+    with immediate(connection):
+        if user_version(connection) == 0:
+            for statement in kind.schema:
+                connection.execute(statement)
+            if kind.filled is not None and path is not None:
+                kind.filled(connection, path)
+            connection.execute(f"PRAGMA user_version = {kind.version}")
+
+
 def check(kind: StoreKind, connection: sqlite3.Connection) -> int:
     """The store's schema version; raises DatabaseError when the file is damaged."""
     version = user_version(connection)
@@ -147,9 +170,7 @@ def open_for_writing(
     be told. ``after`` runs on every connection opened (columns added without a version)."""
     prepare(kind, dir_fd, path, sharing)
     try:
-        connection, version, problem = first_check(
-            lambda: connect(kind, str(path)), lambda opened: check(kind, opened)
-        )
+        connection, version, problem = _first_check(kind, path)
     except sqlite3.DatabaseError as error:
         raise _cannot_open(kind, path, error) from None
     if connection is None:
@@ -172,7 +193,7 @@ def open_for_writing(
         if kind.wal_limit is not None:  # the -wal goes back to this size when it starts over
             connection.execute(f"PRAGMA journal_size_limit = {kind.wal_limit}")
         if version == 0:
-            kind.create(connection, path)
+            create(kind, connection, path)
         elif version < kind.version:
             migrate(connection, kind.migrations, kind.version)
         if after is not None:
@@ -208,7 +229,7 @@ def _start_over(
         prepare(kind, dir_fd, path, sharing)
         connection = connect(kind, str(path))
         try:
-            kind.create(connection, path)
+            create(kind, connection, path)
             kept = salvage(target, connection) if salvage else "a new, empty store was started"
         except BaseException:
             connection.close()
@@ -237,22 +258,31 @@ def _start_over(
 
 
 def _proof(kind: StoreKind, path: Path, problem: str | None) -> str | None:
-    """The integrity check's finding, or ``None`` where the store is sound after all."""
+    """What ``PRAGMA integrity_check`` finds wrong, run inside a write transaction (no
+    other process can change the store meanwhile); ``None``: the store is sound after all.
+
+    The caller holds its store's exclusive open lock, so no other gputop is opening or
+    repairing it. Only this proof may lead to a store being moved aside."""
     try:
-        return proven_damage(lambda: connect(kind, str(path)))
+        connection = connect(kind, str(path))
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            found = [str(row[0]) for row in connection.execute("PRAGMA integrity_check(10)")]
+        finally:
+            connection.close()  # which rolls the transaction back
     except sqlite3.Error as error:
+        if is_corruption(error):
+            return str(error)
         raise StoreError(
             f"Cannot check the {kind.what} {path} ({problem}): {store_cause(kind, error)}. "
             "It was left as it is.",
             write_fault_of(error, path.parent),
         ) from None
+    return None if found == ["ok"] else "integrity check: " + "; ".join(found[:3])
 
 
 def _cannot_open(kind: StoreKind, path: Path, error: sqlite3.Error) -> StoreError:
-    return StoreError(
-        f"Cannot open the {kind.what} {path}: {store_cause(kind, error)}.",
-        write_fault_of(error, path.parent),
-    )
+    return cannot(kind, "open", path, error, write_fault_of(error, path.parent))
 
 
 def open_read_only(
@@ -272,9 +302,7 @@ def open_read_only(
             connection, version = _opened(kind, uri + "&immutable=1")
         refuse_foreign(kind, connection, path, version)
     except sqlite3.Error as error:
-        raise StoreError(
-            f"Cannot read the {kind.what} {path}: {store_cause(kind, error)}."
-        ) from None
+        raise cannot(kind, "read", path, error) from None
     return connection, version
 
 
@@ -388,9 +416,7 @@ def migrate(
         connection.execute(f"PRAGMA user_version = {target}")
 
 
-def first_check(
-    connect: Callable[[], sqlite3.Connection], check: Callable[[sqlite3.Connection], int]
-) -> tuple[sqlite3.Connection | None, int, str | None]:
+def _first_check(kind: StoreKind, path: Path) -> tuple[sqlite3.Connection | None, int, str | None]:
     """Open and ``check`` a store, again up to CHECK_ATTEMPTS times while it reads as
     damaged: (connection, version, None), or (None, 0, what the last attempt said).
 
@@ -399,49 +425,15 @@ def first_check(
     for attempt in range(CHECK_ATTEMPTS):
         if attempt:
             time.sleep(CHECK_PAUSE_S * attempt)
-        connection = connect()
+        connection = connect(kind, str(path))
         try:
-            return connection, check(connection), None
-        except sqlite3.DatabaseError as error:
+            return connection, check(kind, connection), None
+        except BaseException as error:
             connection.close()
             if not is_corruption(error):
                 raise
             problem = str(error)
-        except BaseException:
-            connection.close()
-            raise
     return None, 0, problem
-
-
-def proven_damage(connect: Callable[[], sqlite3.Connection]) -> str | None:
-    """What ``PRAGMA integrity_check`` finds wrong, run inside a write transaction (no
-    other process can change the store meanwhile); ``None``: the store is sound.
-
-    The caller holds its store's exclusive open lock, so no other gputop is opening or
-    repairing it. Only this proof may lead to a store being moved aside."""
-    connection = connect()
-    try:
-        try:
-            connection.execute("BEGIN IMMEDIATE")
-        except sqlite3.DatabaseError as error:
-            if is_corruption(error):
-                return str(error)
-            raise
-        try:
-            rows = connection.execute("PRAGMA integrity_check(10)").fetchall()
-        except sqlite3.DatabaseError as error:
-            if is_corruption(error):
-                return str(error)
-            raise
-        finally:
-            with contextlib.suppress(sqlite3.Error):
-                connection.execute("ROLLBACK")
-        found = [str(row[0]) for row in rows]
-        if found == ["ok"]:
-            return None
-        return "integrity check: " + "; ".join(found[:3])
-    finally:
-        connection.close()
 
 
 def readable_rows(

@@ -9,9 +9,6 @@ processes cost a few rows an hour instead of 720 (spans.py).
 
 from __future__ import annotations
 
-import sqlite3
-
-from gputop.core import sqlite_files
 from gputop.core.history.claim_spans import SCHEMA as CLAIM_SCHEMA
 
 SCHEMA_VERSION = 3
@@ -147,20 +144,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 """version N -> N+1 statements, as the job store keeps them."""
 
-
-def create_schema(connection: sqlite3.Connection) -> None:
-    """Create the tables of an empty store (version 0) in one transaction."""
-    with sqlite_files.immediate(connection):
-        if sqlite_files.user_version(connection) == 0:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    connection.execute(statement)
-            for statement in (*CLAIM_SCHEMA, *HEALTH_SCHEMA):
-                connection.execute(statement)
-            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-
-def migrate(connection: sqlite3.Connection, version: int) -> None:
-    """Bring an older store up to SCHEMA_VERSION in one transaction, keeping every row."""
-    del version  # the transaction reads the store's own version
-    sqlite_files.migrate(connection, MIGRATIONS, SCHEMA_VERSION)
+SCHEMA = (
+    *(statement for statement in _SCHEMA.split(";") if statement.strip()),
+    *CLAIM_SCHEMA,
+    *HEALTH_SCHEMA,
+)
+"""An empty store's tables (sqlite_files.create)."""

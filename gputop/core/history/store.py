@@ -17,7 +17,7 @@ from pathlib import Path
 from gputop.core import settings
 from gputop.core.errors import GputopError
 from gputop.core.history.reading import check_for_reading
-from gputop.core.history.schema import MIGRATIONS, SCHEMA_VERSION, create_schema
+from gputop.core.history.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 from gputop.core.private_files import Sharing, default_state_dir, open_private_dir
 from gputop.core.private_files import StoreError as HistoryError
 from gputop.core.sqlite_files import COMPANIONS, StoreKind, open_for_writing, open_read_only
@@ -34,7 +34,7 @@ BUSY_TIMEOUT_S = 5.0
 HISTORY = StoreKind(
     what="history store",
     version=SCHEMA_VERSION,
-    create=lambda connection, _path: create_schema(connection),
+    schema=SCHEMA,
     migrations=MIGRATIONS,
     elsewhere="give --db PATH",
     repaired_by="the recorder moves it aside once an integrity check proves it damaged.",

@@ -28,7 +28,7 @@ from gputop.core.jobs.store_file import (
     open_read_only,
     store_identity,
 )
-from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, is_corruption, store_cause
+from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, cannot, is_corruption
 from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
 WRITABLE_RETRY_S = 2.0
@@ -279,17 +279,15 @@ class StoreConnection:
             try:
                 yield
             except sqlite3.Error as error:
-                if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+                if is_corruption(error):
                     self._damaged = True
                     raise _ReadsAsDamaged(
                         f"Cannot read the job store {self.db_path}: {error}. It was left as "
                         "it is: a store is moved aside only once an integrity check under "
                         "its lock proves it damaged (docs/sqlite.md)."
                     ) from None
-                raise StoreError(
-                    f"Cannot read the job store {self.db_path}: {store_cause(JOBS, error)}.",
-                    write_fault_of(error, self.state_dir),
-                ) from None
+                fault = write_fault_of(error, self.state_dir)
+                raise cannot(JOBS, "read", self.db_path, error, fault) from None
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -324,7 +322,6 @@ class StoreConnection:
         fault = write_fault_of(error, self.state_dir)
         if fault is not None:
             self.faults.failed(fault)
-        if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+        if is_corruption(error):
             self._damaged = True
-        cause = store_cause(JOBS, error)
-        return StoreError(f"Cannot write the job store {self.db_path}: {cause}.", fault)
+        return cannot(JOBS, "write", self.db_path, error, fault)

@@ -33,14 +33,14 @@ from gputop.core.private_files import (
 )
 from gputop.core.sqlite_files import (
     StoreKind,
+    cannot,
     check,
     connect,
+    create,
     immediate,
     open_for_writing,
     prepare,
     readable_rows,
-    store_cause,
-    user_version,
 )
 from gputop.core.sqlite_files import open_read_only as _open_read_only
 
@@ -127,7 +127,7 @@ created gets them when this gputop next writes it; readers take a missing one as
 JOBS = StoreKind(
     what="job store",
     version=SCHEMA_VERSION,
-    create=lambda connection, path: _create_schema(connection, path.parent / LOGS_DIR),
+    schema=tuple(statement for statement in _SCHEMA.split(";") if statement.strip()),
     migrations=_MIGRATIONS,
     elsewhere=f"set {STATE_DIR_ENV}",
     repaired_by="a store is moved aside only once an integrity check under its lock proves "
@@ -135,6 +135,7 @@ JOBS = StoreKind(
     "keeping every job it can read.",
     busy_timeout_s=BUSY_TIMEOUT_S,
     rows=True,
+    filled=lambda connection, path: _continue_ids_after(connection, path.parent / LOGS_DIR),
 )
 
 
@@ -198,9 +199,7 @@ def open_read_only(directory: Path) -> sqlite3.Connection:
     except BaseException as error:
         connection.close()
         if isinstance(error, sqlite3.Error):
-            raise StoreError(
-                f"Cannot read the job store {path}: {store_cause(JOBS, error)}."
-            ) from None
+            raise cannot(JOBS, "read", path, error) from None
         raise
     return connection
 
@@ -208,7 +207,7 @@ def open_read_only(directory: Path) -> sqlite3.Connection:
 def memory_connection() -> sqlite3.Connection:
     """An empty store in memory: what a read-only command sees where none was created."""
     connection = connect(JOBS, ":memory:")
-    _create_schema(connection, None)
+    create(JOBS, connection, None)
     return connection
 
 
@@ -244,17 +243,6 @@ def _add_missing_columns(connection: sqlite3.Connection) -> None:
 def _missing_columns(connection: sqlite3.Connection) -> list[tuple[str, str]]:
     present = {row[1] for row in connection.execute("PRAGMA table_info(jobs)")}
     return [(name, kind) for name, kind in ADDED_COLUMNS if name not in present]
-
-
-def _create_schema(connection: sqlite3.Connection, logs_dir: Path | None) -> None:
-    with immediate(connection):
-        if user_version(connection) == 0:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    connection.execute(statement)
-            if logs_dir is not None:
-                _continue_ids_after(connection, logs_dir)
-            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _continue_ids_after(connection: sqlite3.Connection, logs_dir: Path) -> None:
@@ -309,15 +297,11 @@ def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -
     history_rows: list[dict[str, object]] = []
     unreadable = None
     try:
-        old = sqlite3.connect(
-            f"file:{urllib.parse.quote(str(damaged))}?mode=ro", uri=True, isolation_level=None
-        )
+        old = connect(JOBS, f"file:{urllib.parse.quote(str(damaged))}?mode=ro", uri=True)
     except sqlite3.Error as error:
         old, unreadable = None, str(error)
     if old is not None:
         try:
-            old.row_factory = sqlite3.Row
-            old.execute("PRAGMA trusted_schema = OFF")
             with contextlib.suppress(sqlite3.DatabaseError):
                 job_rows = readable_rows(old, "jobs", ids)
             with contextlib.suppress(sqlite3.DatabaseError):

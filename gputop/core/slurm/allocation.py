@@ -41,9 +41,11 @@ class AllocationView:
     warnings: tuple[str, ...]
 
 
-def slurm_gpus(environ: Mapping[str, str]) -> tuple[str, tuple[int, ...]] | None:
-    """(variable, node GPU indices) from the allocation's environment, if it names any."""
-    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+def slurm_gpus(
+    environ: Mapping[str, str], names: Sequence[str] = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
+) -> tuple[str, tuple[int, ...]] | None:
+    """(variable, node GPU indices) from the first of ``names`` that lists them, if any."""
+    for name in names:
         value = environ.get(name, "").strip()
         if value:
             parts = [part.strip() for part in value.split(",")]

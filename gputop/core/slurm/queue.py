@@ -42,9 +42,9 @@ class SlurmJob:
     """``None``: no limit."""
     exit_code: int | None = None
     signal: int | None = None
+    """Set where a signal ended its batch script."""
     gres_detail: tuple[str, ...] = ()
     """Slurm's per-node GRES, one entry per node of ``nodes`` in order (docs/slurm.md)."""
-    """Set where a signal ended its batch script."""
 
     @property
     def is_active(self) -> bool:

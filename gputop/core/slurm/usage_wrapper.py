@@ -196,11 +196,10 @@ def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -
 
 def slurm_given(environ: Mapping[str, str]) -> tuple[int, ...]:
     """The node's indices of the cards Slurm gave the job (the whole job's, not a step's)."""
-    for name in ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS"):
-        parts = [part.strip() for part in environ.get(name, "").split(",")]
-        if all(part.isdigit() and len(part) <= 6 for part in parts):
-            return tuple(int(part) for part in parts)
-    return ()
+    from gputop.core.slurm.allocation import slurm_gpus
+
+    found = slurm_gpus(environ, ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS"))
+    return () if found is None else found[1]
 
 
 def job_cards(given: tuple[int, ...], nvml_indices: list[int]) -> list[tuple[int, int]]:

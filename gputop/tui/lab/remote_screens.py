@@ -18,14 +18,13 @@ from typing import IO
 
 from rich.text import Text
 from textual import work
-from textual.widgets import Input, RichLog, Static
+from textual.widgets import Input, RichLog
 
 from gputop.core.history.card_history import CardHistory
 from gputop.core.job_columns import HostJob
 from gputop.core.jobs.launch import LaunchRequest
 from gputop.core.jobs.logs import shown_line
 from gputop.core.jobs.usage import usage_summary
-from gputop.core.mig_targets import target_label
 from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail
 from gputop.core.remote.remote_jobs import (
     launch_answer,
@@ -55,12 +54,12 @@ class RemoteLaunchScreen(LaunchScreen):
         self.host = host
         self.ssh_environ = ssh_environ
 
-    def on_mount(self) -> None:
-        gpus = self.context.snapshot.gpus
-        cards = ", ".join(target_label(gpus, t) for t in self.context.physical_indices)
+    def heading(self, cards: str) -> Text:
         title = Text.assemble("Launch on ", (clean(self.host), "bold cyan"), f": {cards}")
         title.stylize("bold")
-        self.query_one("#launch-title", Static).update(title)
+        return title
+
+    def on_mount(self) -> None:
         # Remote jobs run detached: tmux is this terminal's, and waiting is the host's.
         self.query_one("#mode").display = False
         self.query_one("#wait").display = False

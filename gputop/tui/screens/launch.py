@@ -105,12 +105,15 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         self._draft = ""
         self._launching = False
 
+    def heading(self, cards: str) -> Text:
+        return Text(f"Launch on {cards}", style="bold")
+
     def compose(self) -> ComposeResult:
         gpus = self.context.snapshot.gpus
         cards = ", ".join(target_label(gpus, t) for t in self.context.physical_indices)
         with VerticalScroll(id="launch") as dialog:
             dialog.border_subtitle = "enter launches · escape cancels · ↑/↓ earlier commands"
-            yield Static(Text(f"Launch on {cards}", style="bold"), id="launch-title")
+            yield Static(self.heading(cards), id="launch-title")
             yield Label("Command")
             yield InOrderInput(
                 placeholder="python train.py --config configs/base.yaml",
@@ -213,11 +216,8 @@ class LaunchScreen(ReportsWorkerFailures, ModalScreen[Job | None]):
         cards = list(self.context.physical_indices)
         launcher = plan_launcher(plan, len(cards), self.context.environ, port_finder=None)
         shown = shlex.join(launcher.argv) if launcher is not None else plan.display
-        how = "Runs under a shell: " if plan.uses_shell else "Runs: "
-        parts: list[RenderableType] = [Text.assemble((how, "dim"), (clean(shown), "bold"))]
-        if plan.note is not None:  # a file's name that looks like a command line
-            parts.append(Text(f"ℹ {clean(plan.note)}", style="cyan"))
-        elif plan.uses_shell and not self.FILES_HERE:
+        parts: list[RenderableType] = [*plan_lines(plan, shown)]
+        if plan.note is None and plan.uses_shell and not self.FILES_HERE:
             parts.append(Text(f"ℹ {REMOTE_FILE_NOTE}", style="dim"))
         cwd = self._cwd() or self.context.cwd
         missing = missing_program(plan.argv, plan.uses_shell, cwd, self.context.environ)
@@ -359,11 +359,6 @@ def show_slurm_options(screen: Screen[Any], shown: bool) -> None:
         screen.query_one(selector).display = shown
 
 
-def slurm_chosen(screen: Screen[Any]) -> bool:
-    boxes = screen.query("#slurm").results(Checkbox)
-    return any(box.value for box in boxes)
-
-
 def slurm_request_from(
     screen: Screen[Any], command: str, *, environ: Mapping[str, str], cwd: str, gpus: int
 ) -> SlurmRequest | None:
@@ -372,7 +367,7 @@ def slurm_request_from(
     An empty or unparseable command gives a request with no argv: the preview says what is
     wrong, the launch refuses it.
     """
-    if not slurm_chosen(screen):
+    if not any(box.value for box in screen.query("#slurm").results(Checkbox)):
         return None
     try:
         plan = plan_command(command, environ, cwd or None) if command.strip() else None
@@ -388,6 +383,15 @@ def slurm_request_from(
     )
 
 
+def plan_lines(plan: CommandPlan, shown: str) -> list[Text]:
+    """What runs (``shown``: the command line as run), and the plan's note if it has one."""
+    how = "Runs under a shell: " if plan.uses_shell else "Runs: "
+    lines = [Text.assemble((how, "dim"), (clean(shown), "bold"))]
+    if plan.note is not None:  # a file's name that looks like a command line
+        lines.append(Text(f"ℹ {clean(plan.note)}", style="cyan"))
+    return lines
+
+
 def slurm_preview(
     request: SlurmRequest, command: str, environ: Mapping[str, str]
 ) -> RenderableType:
@@ -398,10 +402,7 @@ def slurm_preview(
         except GputopError as error:
             parts.append(Text(f"✗ {clean(str(error))}", style="red"))
         else:
-            how = "Runs under a shell: " if plan.uses_shell else "Runs: "
-            parts.append(Text.assemble((how, "dim"), (clean(plan.display), "bold")))
-            if plan.note is not None:  # a file's name that looks like a command line
-                parts.append(Text(f"ℹ {clean(plan.note)}", style="cyan"))
+            parts.extend(plan_lines(plan, plan.display))
     parts.append(Text.assemble(("Submits through sbatch: ", "dim"), (request.asks_text, "bold")))
     parts.append(
         Text(

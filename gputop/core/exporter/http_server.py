@@ -132,12 +132,11 @@ def wsgi_page(app: WsgiApp) -> Callable[[dict[str, Any]], Page]:
 
 
 class _Connection:
-    __slots__ = ("answering", "reader", "writer")
+    __slots__ = ("reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader: asyncio.StreamReader | None = reader
         self.writer = writer
-        self.answering = False
 
 
 class BoundedServer:
@@ -238,7 +237,6 @@ class BoundedServer:
                     return
                 if head is None:
                     return
-                connection.answering = True
                 self._waiting.pop(connection, None)
                 try:
                     request = _parse(head)
@@ -255,7 +253,6 @@ class BoundedServer:
                 await self._answer(connection, page, keep)
                 if not keep:
                     return
-                connection.answering = False
                 self._waiting[connection] = None  # waits again: the newest
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ssl.SSLError):
             return
@@ -301,7 +298,6 @@ class BoundedServer:
         return self.cache.get(key, {k: v for k, v in environ.items() if v is not None}, self._pool)
 
     async def _answer(self, connection: _Connection, page: Page, keep_alive: bool) -> None:
-        connection.answering = True
         self._waiting.pop(connection, None)
         lines = [f"HTTP/1.1 {page.status}"]
         lines += [f"{name}: {value}" for name, value in page.headers]

@@ -8,7 +8,6 @@ counters are kept as recorded until deleted. See docs/history.md.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import operator
 import sqlite3
@@ -18,6 +17,7 @@ from typing import Any
 
 from gputop.core.history.schema import ACTIVITY_COLUMNS, DAY, HOUR, MINUTE, RAW
 from gputop.core.history.spans import SAME_TIME_S, decode_runs, encode_runs, keep_run
+from gputop.core.sqlite_files import immediate
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,17 +38,11 @@ def _weighted(column: str, weight: str, integer: bool = False) -> str:
 
 def apply_retention(connection: sqlite3.Connection, now: float, retention: Retention) -> None:
     """Roll up and delete what ``retention`` says is too old at ``now``, in one transaction."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(connection):
         _roll_up(connection, RAW, MINUTE, now - retention.full_s)
         _merge_spans(connection, now - retention.full_s)
         _roll_up(connection, MINUTE, HOUR, now - retention.minute_s)
         _delete_before(connection, HOUR, now - retention.hour_s)
-        connection.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            connection.execute("ROLLBACK")
-        raise
 
 
 def _roll_up(connection: sqlite3.Connection, source: int, target: int, older_than: float) -> None:

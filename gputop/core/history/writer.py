@@ -25,7 +25,7 @@ from gputop.core.history.wal_bound import WalBound
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.redact import CommandForm, argv_for_others
 from gputop.core.safe_text import clean, clean_argv
-from gputop.core.sqlite_files import store_cause
+from gputop.core.sqlite_files import immediate, store_cause
 from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
 
 MAX_CACHED_STRINGS = 10_000
@@ -140,19 +140,13 @@ class HistoryWriter:
         if not self.wal.room(connection):
             return False  # a reader holds the -wal back: kept pending, said once
         try:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(connection):
                 for pending in self._pending:
                     self._write(pending)
                 self._save_spans()
                 connection.executemany(
                     "INSERT INTO clock_steps (t, step_s) VALUES (?, ?)", self._clock_steps
                 )
-                connection.execute("COMMIT")
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
         except (sqlite3.Error, OSError) as error:
             # What was learnt in the failed transaction was rolled back with it: the samples
             # are written again from scratch, their processes in new spans.

@@ -28,7 +28,13 @@ from gputop.core.jobs.store_file import (
     open_read_only,
     store_identity,
 )
-from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, cannot, is_corruption
+from gputop.core.sqlite_files import (
+    CHECK_ATTEMPTS,
+    CHECK_PAUSE_S,
+    cannot,
+    immediate,
+    is_corruption,
+)
 from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
 WRITABLE_RETRY_S = 2.0
@@ -303,18 +309,10 @@ class StoreConnection:
                 )
             self._follow_replacement()
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                with immediate(self._conn):
+                    yield self._conn
             except sqlite3.Error as error:
                 raise self._write_error(error) from None
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException as error:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                if isinstance(error, sqlite3.Error):
-                    raise self._write_error(error) from None
-                raise
             self.faults.succeeded()
 
     def _write_error(self, error: sqlite3.Error) -> StoreError:

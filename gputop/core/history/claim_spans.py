@@ -12,7 +12,7 @@ import math
 import sqlite3
 from dataclasses import dataclass
 
-from gputop.core.history.spans import IDLE_SM_PERCENT
+from gputop.core.history.spans import IDLE_SM_PERCENT, save_span
 from gputop.core.model import GpuSample
 
 CLAIM_SPAN_MAX_S = 3600.0
@@ -56,20 +56,13 @@ class OpenClaimSpan:
         self.dirty = True
 
     def save(self, connection: sqlite3.Connection) -> None:
-        values = (self.end_t, self.claimed_s, self.idle_s)
-        if self.row_id is None:
-            cursor = connection.execute(
-                "INSERT INTO claim_spans (user_id, uuid_id, physical_index, start_t, end_t, "
-                "claimed_s, idle_s) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (self.user_id, self.uuid_id, self.physical_index, self.start_t, *values),
-            )
-            self.row_id = cursor.lastrowid
-        else:
-            connection.execute(
-                "UPDATE claim_spans SET end_t = ?, claimed_s = ?, idle_s = ? WHERE id = ?",
-                (*values, self.row_id),
-            )
+        changing = {"end_t": self.end_t, "claimed_s": self.claimed_s, "idle_s": self.idle_s}
+        fixed = {name: getattr(self, name) for name in _FIXED}
+        self.row_id = save_span(connection, "claim_spans", self.row_id, changing, fixed)
         self.dirty = False
+
+
+_FIXED = ("user_id", "uuid_id", "physical_index", "start_t")
 
 
 def is_idle_card(gpu: GpuSample) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 IDLE_SM_PERCENT = 5.0
@@ -129,32 +130,36 @@ class OpenSpan:
         return [*self.runs, (self.idle_from - self.start_t, self.end_t - self.idle_from)]
 
     def save(self, connection: sqlite3.Connection) -> None:
-        values = (
-            self.start_t,
-            self.end_t,
-            self.held_s,
-            self.samples,
-            encode_runs(self.idle_runs()),
-            self.memory_byte_seconds,
-            self.memory_known_s,
-            self.peak_memory_bytes,
-            self.sm_percent_seconds,
-            self.sm_known_s,
-        )
-        if self.row_id is None:
-            cursor = connection.execute(
-                "INSERT INTO process_spans (start_t, end_t, held_s, samples, idle_runs, "
-                "memory_byte_seconds, memory_known_s, peak_memory_bytes, sm_percent_seconds, "
-                "sm_known_s, process_id, physical_index) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*values, self.process_id, self.physical_index),
-            )
-            self.row_id = cursor.lastrowid
-        else:
-            connection.execute(
-                "UPDATE process_spans SET start_t = ?, end_t = ?, held_s = ?, samples = ?, "
-                "idle_runs = ?, memory_byte_seconds = ?, memory_known_s = ?, "
-                "peak_memory_bytes = ?, sm_percent_seconds = ?, sm_known_s = ? WHERE id = ?",
-                (*values, self.row_id),
-            )
+        changing = {name: getattr(self, name) for name in _CHANGING}
+        changing["idle_runs"] = encode_runs(self.idle_runs())
+        fixed = {"process_id": self.process_id, "physical_index": self.physical_index}
+        self.row_id = save_span(connection, "process_spans", self.row_id, changing, fixed)
         self.dirty = False
+
+
+_CHANGING = (
+    "start_t", "end_t", "held_s", "samples", "memory_byte_seconds", "memory_known_s",
+    "peak_memory_bytes", "sm_percent_seconds", "sm_known_s",
+)  # fmt: skip
+"""The columns of a process span that a sample changes (and ``idle_runs``)."""
+
+
+def save_span(
+    connection: sqlite3.Connection,
+    table: str,
+    row_id: int | None,
+    changing: Mapping[str, object],
+    fixed: Mapping[str, object],
+) -> int:
+    """A span's row: inserted with its ``fixed`` columns the first time (its new id
+    returned), else its ``changing`` ones updated."""
+    if row_id is not None:
+        sets = ", ".join(f"{name} = ?" for name in changing)
+        connection.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*changing.values(), row_id))
+        return row_id
+    columns = {**fixed, **changing}
+    cursor = connection.execute(
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+        tuple(columns.values()),
+    )
+    return int(cursor.lastrowid or 0)

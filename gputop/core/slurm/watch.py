@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from gputop.core.safe_text import clean
@@ -81,14 +81,7 @@ class SlurmWatch:
             pid_jobs = process_jobs(pids)
         if pid_jobs == last.process_jobs:
             return last
-        return SlurmView(
-            node=last.node,
-            holders=last.holders,
-            user_jobs=last.user_jobs,
-            process_jobs=pid_jobs,
-            error=last.error,
-            read_at=last.read_at,
-        )
+        return replace(last, process_jobs=pid_jobs)
 
     def _read(self, store: JobStore | None, now: float) -> SlurmView:
         from gputop.core.slurm.commands import SlurmError

@@ -32,9 +32,9 @@ from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.history import UtilizationHistory, initial_history
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.slurm.watch import SlurmView, SlurmWatch
-from gputop.tui.dashboard_base import MIN_TABLE_ROWS, DashboardApp, DashboardOptions
+from gputop.tui.dashboard_base import MIN_TABLE_ROWS, DashboardOptions, JobStoreProblem
 from gputop.tui.health_toasts import XidToasts
-from gputop.tui.jobs_actions import JobsActions, JobsRead, JobStoreProblem
+from gputop.tui.jobs_actions import JobsActions, JobsRead
 from gputop.tui.sampling_loop import (
     Delivered,
     JobsFailed,
@@ -53,8 +53,6 @@ from gputop.tui.widgets.torch_panel import TorchPanel
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-    from gputop.tui.widgets.jobs_panel import JobsPanel
 
 FIXED_LINES = 3
 """The status line, the host line and the key bar."""
@@ -90,7 +88,7 @@ class SamplingFailed(Message):
     error: str
 
 
-class GputopApp(DashboardApp, JobsActions):
+class GputopApp(JobsActions):
     """One host's dashboard, sampled through NVML (the keys: ``DashboardApp``'s, and ``e``)."""
 
     BINDINGS = [Binding("e", "card_health", "Card health", show=False)]
@@ -202,25 +200,6 @@ class GputopApp(DashboardApp, JobsActions):
             self.post_message(
                 SlurmRead(SlurmView(node="", error=f"{type(error).__name__}: {error}"))
             )
-
-    def jobs_table_mounted(self) -> bool:
-        """Whether ``jobs_table`` has mounted the table yet."""
-        return bool(self.query_one("#jobs-box").children)
-
-    def jobs_table(self) -> JobsPanel:
-        """The jobs panel, mounted the first time it is needed (a job or Slurm job to list, J,
-        a launch), with the jobs last read: a start without jobs mounts no table and imports
-        no DataTable before the first frame (docs/speed.md, "The first frame")."""
-        from gputop.tui.widgets.jobs_panel import JobsPanel
-
-        box = self.query_one("#jobs-box")
-        if box.children:
-            return box.query_one(JobsPanel)
-        panel = JobsPanel(id="jobs")
-        box.mount(panel)
-        if self.jobs_service.view.read_number:
-            panel.show(self.jobs_service.view)
-        return panel
 
     @unless_closing
     def on_slurm_read(self, message: SlurmRead) -> None:

@@ -19,6 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, cast
 
@@ -28,6 +29,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.driver import Driver
 from textual.geometry import Size
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.reactive import var
 from textual.screen import Screen
@@ -45,7 +47,6 @@ from gputop.core.safe_text import clean, clean_lines
 from gputop.core.users import current_user
 from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
 from gputop.tui.diff_driver import driver_with_screen_diff, forget_screens
-from gputop.tui.jobs_actions import JobStoreProblem
 from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
 from gputop.tui.suspend import SUSPEND_BINDING, SuspendsToShell
@@ -80,6 +81,14 @@ class _ReportedByGputop(Exception):
 
     def __rich__(self) -> Text:
         return Text()
+
+
+@dataclass
+class JobStoreProblem(Message):
+    """The job store said something a person must know (moved aside, unreadable)."""
+
+    text: str
+    severity: SeverityLevel
 
 
 class CardGrid(Protocol):

@@ -10,22 +10,22 @@ arrive as ``JobStoreProblem`` messages, which both dashboards show alike
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
-from textual.app import App
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.model import Job, JobState
-from gputop.core.jobs.service import JobsService, JobsView, job_memory_peaks
+from gputop.core.jobs.service import JobsView, job_memory_peaks
 from gputop.core.jobs.xid_marks import JobXids, live_job_xids
 from gputop.core.model import Snapshot
+from gputop.tui.dashboard_base import DashboardApp
 from gputop.tui.safe import plain
 from gputop.tui.textual_compat import unless_closing
 from gputop.tui.widgets.gpu_grid import GpuGrid
@@ -47,30 +47,34 @@ class JobsRead(Message):
         return isinstance(message, JobsRead) and message.jobs.read_number >= self.jobs.read_number
 
 
-@dataclass
-class JobStoreProblem(Message):
-    """The job store said something a person must know (moved aside, unreadable)."""
-
-    text: str
-    severity: SeverityLevel
-
-
-class JobsActions(App[None]):
+class JobsActions(DashboardApp):
     """The jobs' keys and messages; the jobs themselves live in ``jobs_service``."""
 
-    jobs_service: JobsService
     snapshot: Snapshot | None
-    keep_focus_shown: Callable[[], None]
-    """The dashboard's (``DashboardApp``): a hidden panel's focus goes to the cards."""
-    jobs_shown: bool
-    jobs_table: Callable[[], JobsPanel]
-    """The app's (``GputopApp``): the jobs panel's table, mounted the first time it is needed."""
-    jobs_table_mounted: Callable[[], bool]
     _launched_here: frozenset[int] = frozenset()
     """Jobs launched from this dashboard: their end is news even if no read saw them run."""
     _job_peaks: Mapping[int, int] = MappingProxyType({})
     """Job id → the most GPU memory its processes held together, as seen here (replaced,
     never changed in place)."""
+
+    def jobs_table_mounted(self) -> bool:
+        """Whether ``jobs_table`` has mounted the table yet."""
+        return bool(self.query_one("#jobs-box").children)
+
+    def jobs_table(self) -> JobsPanel:
+        """The jobs panel, mounted the first time it is needed (a job or Slurm job to list, J,
+        a launch), with the jobs last read: a start without jobs mounts no table and imports
+        no DataTable before the first frame (docs/speed.md, "The first frame")."""
+        from gputop.tui.widgets.jobs_panel import JobsPanel
+
+        box = self.query_one("#jobs-box")
+        if box.children:
+            return box.query_one(JobsPanel)
+        panel = JobsPanel(id="jobs")
+        box.mount(panel)
+        if self.jobs_service.view.read_number:
+            panel.show(self.jobs_service.view)
+        return panel
 
     @work(thread=True, group="jobs", exit_on_error=False)
     def _refresh_jobs(self) -> None:

@@ -218,7 +218,8 @@ class StoreConnection:
                     raise
                 time.sleep(CHECK_PAUSE_S * attempt)
                 with self._lock:
-                    self._reconnect()
+                    self._use(self._read_only)
+                    self._damaged = False
             except StoreError as error:
                 if error.fault is None or self._read_only or self.in_memory or attempt > 1:
                     raise
@@ -226,15 +227,13 @@ class StoreConnection:
                     self._became_read_only(error.fault, reconnect=True)
         raise AssertionError("unreachable")
 
-    def _reconnect(self) -> None:
-        if self._read_only:
+    def _use(self, read_only: bool, *, repair: bool = False) -> None:
+        """A new connection in place of this one: read-only, or for writing (``repair``: as
+        open_connection's); where it cannot be opened, this one stays."""
+        if read_only:
             connection = open_read_only(self.state_dir)
         else:
-            connection = open_connection(self.state_dir, self.notices)
-        self._use(connection, self._read_only)
-        self._damaged = False
-
-    def _use(self, connection: sqlite3.Connection, read_only: bool) -> None:
+            connection = open_connection(self.state_dir, self.notices, repair=repair)
         with contextlib.suppress(sqlite3.Error):
             self._conn.close()
         self._conn = connection
@@ -245,12 +244,12 @@ class StoreConnection:
         with self._lock:
             if not self._damaged:
                 return
-            self._use(open_connection(self.state_dir, self.notices, repair=True), False)
+            self._use(False, repair=True)
             self._damaged = False
 
     def _became_read_only(self, fault: WriteFault, *, reconnect: bool = False) -> None:
         if reconnect:
-            self._use(open_read_only(self.state_dir), True)
+            self._use(True)
         self._read_only = True
         self._writable_tried = time.monotonic()
         self.faults.failed(fault)
@@ -261,13 +260,11 @@ class StoreConnection:
             return
         self._writable_tried = time.monotonic()
         try:
-            connection = open_connection(self.state_dir, self.notices)
+            self._use(False)
         except StoreError as error:
             if error.fault is None:
                 raise
             self.faults.failed(error.fault)
-            return
-        self._use(connection, False)
 
     def _follow_replacement(self) -> None:
         """Another process moved a damaged store aside: use the new one (a supervisor then
@@ -276,7 +273,7 @@ class StoreConnection:
             return  # nothing can be moved aside where nothing can be written
         if self._file is None or store_identity(self.state_dir) in (self._file, None):
             return
-        self._use(open_connection(self.state_dir, self.notices), False)
+        self._use(False)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[None]:

@@ -113,7 +113,7 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> tuple[os.stat
     at most ``limit`` bytes (always bounded: a file may be huge); raises ``OSError``,
     ``NotRegularFile`` when it is not a regular file. Opened without blocking: a FIFO there
     would hang whoever reads it."""
-    fd, info = _open_regular(path)
+    fd, info = open_regular(path)
     try:
         with open(fd, "rb", closefd=False) as file:
             return info, file.read(limit)
@@ -126,15 +126,20 @@ def regular_file_path(path: str | os.PathLike[str]) -> Iterator[str]:
     """A file the user named, checked as ``read_regular_file`` checks it, as a path for a
     library that takes only paths (OpenSSL's certificate chain): the ``/proc/self/fd``
     entry of the descriptor checked, so what it opens is that file, never a FIFO."""
-    fd = _open_regular(path)[0]
+    fd = open_regular(path)[0]
     try:
         yield f"/proc/self/fd/{fd}"
     finally:
         os.close(fd)
 
 
-def _open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+def open_regular(
+    path: str | os.PathLike[str], *, follow_links: bool = True
+) -> tuple[int, os.stat_result]:
+    """A descriptor reading ``path`` (the caller closes it) and its status; ``OSError``,
+    ``NotRegularFile`` when it is not a regular file (opened without blocking first)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    fd = os.open(path, flags if follow_links else flags | os.O_NOFOLLOW)
     try:  # checked before a file object is made: os.fdopen refuses a directory's
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -455,12 +460,17 @@ def open_log_append(log_path: str | os.PathLike[str]) -> int:
     Raises ``StoreError`` (an ``OSError`` subclass is not enough: the supervisor must be
     able to tell a refused log from a full disk).
     """
-    path = Path(log_path)
+    return open_checked_file(log_path, os.O_WRONLY | os.O_APPEND, "job log")
+
+
+def open_checked_file(
+    file_path: str | os.PathLike[str], flags: int, what: str, *, create: bool = True
+) -> int:
+    """``open_private_file`` of a file named by its path, its directory checked first."""
+    path = Path(file_path)
     dir_fd = _open_parent(path)
     try:
-        return open_private_file(
-            dir_fd, path.parent, path.name, os.O_WRONLY | os.O_APPEND, "job log"
-        )
+        return open_private_file(dir_fd, path.parent, path.name, flags, what, create=create)
     finally:
         os.close(dir_fd)
 

@@ -9,18 +9,15 @@ keeps it under a cap and a floor of free space (``LogCap``, docs/faults.md).
 from __future__ import annotations
 
 import codecs
-import errno
 import os
-import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import BinaryIO
 
 from gputop.core import settings
 from gputop.core.jobs.model import LOG_CUT_NOTE
-from gputop.core.private_files import StoreError, open_private_dir, open_private_file
+from gputop.core.private_files import StoreError, open_checked_file, open_regular
 from gputop.core.safe_text import clean, clean_keeping_colours, split_unfinished_sgr
 
 LOG_PREFIX = "[gputop] "
@@ -29,11 +26,8 @@ LOG_PREFIX = "[gputop] "
 def open_log(path: str | os.PathLike[str]) -> BinaryIO:
     """A job's log opened for reading: never through a link, only a regular file (O_NONBLOCK:
     a FIFO planted in its place cannot block the reader; docs/security.md)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    fd = open_regular(path, follow_links=False)[0]
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -309,15 +303,8 @@ class LogCap:
 
 
 def _open_for_cutting(log_path: str) -> int | None:
-    path = Path(log_path)
     try:
-        dir_fd = open_private_dir(path.parent, create=False)
-        try:
-            return open_private_file(
-                dir_fd, path.parent, path.name, os.O_RDWR, "job log", create=False
-            )
-        finally:
-            os.close(dir_fd)
+        return open_checked_file(log_path, os.O_RDWR, "job log", create=False)
     except StoreError:
         return None
 

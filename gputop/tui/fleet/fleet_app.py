@@ -3,11 +3,9 @@
 A worker thread reads the fleet (gputop/core/fleet/read.py: a few queries, one deadline) at
 the scrape interval Prometheus reports for its targets (15 s when unknown) and posts it; the
 UI thread only draws. The source is injectable (any callable giving a ``Fleet``), so tests
-drive the dashboard with fleets made by hand. Keys: ``s`` sort (free first, name,
-utilisation), ``/`` filter, ``enter`` a node's cards and processes, ``u`` the users across the
-fleet, ``l`` launch on a node's free cards (over ssh: fleet_launch.py), ``r`` refresh, ``q`` quit;
-``--group-by LABEL`` groups the nodes under a line per group. Every label is cleaned and
-never read as markup (gputop/tui/safe.py).
+drive the dashboard with fleets made by hand. Its keys: ``FLEET_KEY_HELP`` (``l`` launches
+over ssh: fleet_launch.py). ``--group-by LABEL`` groups the nodes under a line per group.
+Every label is cleaned and never read as markup (gputop/tui/safe.py).
 """
 
 from __future__ import annotations

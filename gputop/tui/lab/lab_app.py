@@ -3,9 +3,7 @@
 A worker reads every host's latest status once per interval (each link keeps its own; see
 gputop/core/remote/lab.py) and posts them; the UI thread only draws. The source is
 injectable (anything with ``statuses()``), so tests drive the dashboard with fixed hosts.
-Keys beyond the dashboard's: ``g``/``G`` next/previous host, ``c`` collapse or expand the
-highlighted host, ``C`` all hosts, ``h`` only the highlighted host's processes. See
-docs/lab.md.
+See docs/lab.md.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 The highlight moves across every card of every expanded host (a collapsed host is one stop:
 its summary line). A selection belongs to one host: selecting a card on another host starts
 a new selection there (the app says so). When the groups do not fit, every host but the
-highlighted one collapses to its summary line unless a person expanded it (``c``); ``C``
-collapses or expands them all; ``g`` / ``G`` jump to the next / previous host. See
+highlighted one collapses to its summary line unless a person expanded it (``c``). See
 docs/lab.md.
 """
 

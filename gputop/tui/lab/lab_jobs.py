@@ -1,12 +1,11 @@
 """The jobs of every host: what each host's agent streams, decoded in the core (``HostJob``).
 
-Keys act on the highlighted job on its own host: ``enter`` follows its log, ``K`` stops it
-(after a yes), both through ``gputop jobs`` there (gputop/tui/lab/remote_screens.py).
-Every field comes from a server: it is cleaned and drawn as plain text. A job whose cards
-had an Xid while it ran is marked after its status (``running ✖ Xid 79``), as in the local
-panel, from its own host's cards (their health, as that host's agent sent it). Of a host
-that sends more jobs than the lab reads (``MAX_HOST_JOBS``), the subtitle says how many of
-its jobs are shown; the panel lists as many of every host together, the active first.
+``enter`` and ``K`` act on the highlighted job on its own host, through ``gputop jobs`` there
+(remote_screens.py). Every field comes from a server: cleaned, drawn as plain text. A job
+whose cards (on its own host, as its agent sent them) had an Xid while it ran is marked after
+its status, as in the local panel. Of a host that sends more jobs than the lab reads
+(``MAX_HOST_JOBS``), the subtitle says how many are shown; the panel lists as many of every
+host together, the active first.
 """
 
 from __future__ import annotations

@@ -29,14 +29,9 @@ def add_credentials_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def server_from_args(
-    args: argparse.Namespace, from_environment: bool = False, named: str = "--prometheus "
-) -> Server | None:
-    """The server ``--prometheus`` names (else, where ``from_environment``,
-    ``settings.PROMETHEUS``), None when neither does; ``named``: where the URL was given."""
+def server_from_args(args: argparse.Namespace, named: str = "--prometheus ") -> Server | None:
+    """The server ``--prometheus`` names, None without it; ``named``: where the URL was given."""
     url = args.prometheus
-    if url is None and from_environment:
-        url, named = settings.PROMETHEUS.read() or None, f"{ENVIRONMENT}="
     if url is None:
         if args.prometheus_auth_file is not None or args.prometheus_ca is not None:
             raise UsageError("--prometheus-auth-file and --prometheus-ca go with --prometheus.")

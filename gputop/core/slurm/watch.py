@@ -54,12 +54,9 @@ class SlurmView:
 class SlurmWatch:
     """Reads Slurm for the dashboard; ``None`` from ``for_environment`` where no Slurm."""
 
-    def __init__(
-        self, environ: Mapping[str, str], user: str, read_every_s: float = READ_EVERY_S
-    ) -> None:
+    def __init__(self, environ: Mapping[str, str], user: str) -> None:
         self._environ = dict(environ)
         self._user = user
-        self._read_every_s = read_every_s
         self._lock = threading.Lock()
         self._node: str | None = None
         self._last: SlurmView | None = None
@@ -71,11 +68,11 @@ class SlurmWatch:
     def read(
         self, store: JobStore | None, pids: Iterable[int], now: float | None = None
     ) -> SlurmView:
-        """The view, read again from Slurm once ``read_every_s`` has passed."""
+        """The view, read again from Slurm once ``READ_EVERY_S`` has passed."""
         now = time.time() if now is None else now
         with self._lock:
             last = self._last
-            if last is None or now - last.read_at >= self._read_every_s:
+            if last is None or now - last.read_at >= READ_EVERY_S:
                 last = self._read(store, now)
                 self._last = last
             pid_jobs = process_jobs(pids)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
@@ -67,11 +68,7 @@ class SnapshotCollector(Collector):
     def record_failure(self) -> None:
         """A sample that failed as a whole: counted; the last good one is still served."""
         with self._lock:
-            self._counts = Counts(
-                samples=self._counts.samples,
-                sampling_errors=self._counts.sampling_errors + 1,
-                last_sample_duration_s=self._counts.last_sample_duration_s,
-            )
+            self._counts = replace(self._counts, sampling_errors=self._counts.sampling_errors + 1)
             self._families = None
             self._generation += 1
 

@@ -2,14 +2,11 @@
 
 ``DashboardApp`` owns the driver (the screen diff), the one policy for messages and
 failures (every notification cleaned, a failing worker said once, an exception that reaches
-Textual ended in one line), the job service (this machine's jobs: the launch dialog's
-history and local launches, in both), the keys both bind, and the actions both do alike
-(help, redraw, the palette's commands, the selection, card health, the process table's
-filters and sort, signalling a process of this machine). Each dashboard adds its own
-layout, sampling and the actions that depend on it: ``GputopApp`` (gputop/tui/app.py) one
-host through NVML, ``LabApp`` (gputop/tui/lab/lab_app.py) many through the lab's links.
-Neither defines ``on_mount`` here: Textual runs a handler of every class on the way up, so
-the base has none of its own.
+Textual ended in one line), this machine's job service (the launch dialog's history and
+local launches, in both), and the keys and actions both have alike. Each dashboard adds its
+layout, its sampling and the actions that depend on them: ``GputopApp`` (app.py) one host
+through NVML, ``LabApp`` (lab/lab_app.py) many through the lab's links. Textual runs the
+``on_mount`` of every class in the chain: each dashboard's, then the base's.
 """
 
 from __future__ import annotations

@@ -95,12 +95,6 @@ def forget_screens() -> None:
         driver.forget_screen()
 
 
-def screen_diff_enabled(environ: Mapping[str, str]) -> bool:
-    """Whether ``settings.SCREEN_DIFF`` leaves the screen diff on (it is on by default; ``0``,
-    ``off``, ``no`` or ``false`` write exactly what Textual writes)."""
-    return settings.SCREEN_DIFF.on(environ)
-
-
 def driver_with_screen_diff(driver_class: type[Any], environ: Mapping[str, str]) -> type[Any]:
     """The driver to use instead of ``driver_class``: for Textual's own, the diffing one, or
     with the diff switched off one that writes as Textual's does (``QuietInput``: its input
@@ -111,4 +105,4 @@ def driver_with_screen_diff(driver_class: type[Any], environ: Mapping[str, str])
     """
     if driver_class is not LinuxDriver:
         return driver_class
-    return DiffingLinuxDriver if screen_diff_enabled(environ) else QuietInput
+    return DiffingLinuxDriver if settings.SCREEN_DIFF.on(environ) else QuietInput

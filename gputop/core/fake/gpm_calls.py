@@ -14,8 +14,8 @@ from typing import Any
 
 import pynvml
 
-from gputop.core.fake.base import FakeDeviceHandle, FakeNvmlBase, nvml_error, nvml_function
-from gputop.core.fake.pinned import PinnedScanner
+from gputop.core.fake.base import FakeDeviceHandle, nvml_error, nvml_function
+from gputop.core.fake.card_load import CardLoad
 from gputop.core.fake.scenario_types import ActivitySignals, ScenarioGpu
 from gputop.core.fake.signals import Signal
 
@@ -50,7 +50,7 @@ class _Taken:
     t: float
 
 
-class GpmCalls(FakeNvmlBase):
+class GpmCalls(CardLoad):
     """nvmlGpm* and the clock event reasons."""
 
     _gpm_buffers: dict[int, Any]
@@ -165,25 +165,16 @@ class GpmCalls(FakeNvmlBase):
             devices = [m for m in gpu.mig_devices if m.gpu_instance_id == taken.gpu_instance_id]
             uuids = [m.uuid for m in devices]
             own = next((m.activity for m in devices if m.activity is not None), None)
-        profile = self._scenario.job_profile
-        if profile is not None and profile.activity is not None:
+        profile, scanner = self._scenario.job_profile, self._pinned_scanner
+        if scanner is not None and profile is not None and profile.activity is not None:
             ages = [
                 p.age_s * self.speed
-                for p in self._gpm_pinned().processes()
+                for p in scanner.processes()
                 if any(u in p.uuids for u in uuids)
             ]
             if ages:
                 return profile.activity, max(ages)
         return (own, taken.t) if own is not None else None
-
-    def _gpm_pinned(self) -> PinnedScanner:
-        scanner = getattr(self, "_gpm_scanner", None)
-        if scanner is None:
-            uuids = [g.uuid for g in self._scenario.gpus]
-            uuids += [m.uuid for g in self._scenario.gpus for m in g.mig_devices]
-            scanner = PinnedScanner(uuids)
-            self._gpm_scanner = scanner
-        return scanner
 
     @staticmethod
     def _gpm_address(sample: Any) -> int:

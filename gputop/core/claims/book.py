@@ -190,8 +190,7 @@ class ClaimBook:
         if not fixed:  # ordered by change time, which the rewrite moves: see who races
             self._wait_for_others(cards)
         for claim in longer:
-            data = content(claim.uuid, claim.gpu, self.uid, self.user, until, claim.note, claim.job)
-            self._rewrite(claim.name, data)
+            self._rewrite(claim, until)
         try:
             self._decide(cards, [claim.name for claim in longer], strict=False)
         except ClaimRefused:
@@ -243,8 +242,7 @@ class ClaimBook:
                 continue
             if info.st_ino != claim.ino or info.st_uid != self.uid:
                 continue  # not the file claimed (root removed it, say)
-            data = content(claim.uuid, claim.gpu, self.uid, self.user, until, claim.note, claim.job)
-            self._rewrite(claim.name, data)
+            self._rewrite(claim, until)
             renewed.append(claim)
         if not renewed:
             raise GputopError(
@@ -331,11 +329,8 @@ class ClaimBook:
                 remove.append(claim.name)
             elif claim.until > now:
                 ended = math.floor(now * 1000) / 1000  # not rounded up past a later file
-                data = content(
-                    claim.uuid, claim.gpu, self.uid, self.user, ended, claim.note, claim.job
-                )
                 try:
-                    self._rewrite(claim.name, data)
+                    self._rewrite(claim, ended)
                 except (GputopError, OSError):
                     remove.append(claim.name)
         self._remove_names(remove)
@@ -398,7 +393,10 @@ class ClaimBook:
         finally:
             os.close(fd)
 
-    def _rewrite(self, name: str, data: bytes) -> None:
+    def _rewrite(self, claim: Claim, until: float) -> None:
+        """This user's ``claim`` rewritten in place to last ``until``."""
+        name = claim.name
+        data = content(claim.uuid, claim.gpu, self.uid, self.user, until, claim.note, claim.job)
         flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
             fd = os.open(name, flags, dir_fd=self.dir.fd)

@@ -170,11 +170,9 @@ def scan(directory: OpenDir, now: float) -> Scan:
         except FileNotFoundError:
             continue  # removed meanwhile
         except OSError as error:
-            # the name says whose: it may be a claim, placed now
+            # the name says whose: it may be a claim, placed now (behind all)
             said = f"it cannot be examined ({error.strerror or error})"
-            result.suspicious.append(Suspicious(name, parsed.uid, said))  # (behind all)
-            placed = int(now * 1e9)
-            result.doubts.append(Doubt(name, parsed.uuid, parsed.uid, placed, said))
+            _doubt(result, Doubt(name, parsed.uuid, parsed.uid, int(now * 1e9), said))
             continue
         found.setdefault(info.st_uid, []).append((name, parsed, info))
     for uid, files in found.items():
@@ -193,10 +191,7 @@ def scan(directory: OpenDir, now: float) -> Scan:
                 _read_one(directory.fd, name, parsed, info, now, result)
             except Exception as error:  # the file's problem, said as such
                 reason = f"it cannot be read ({type(error).__name__})"
-                result.suspicious.append(Suspicious(name, info.st_uid, reason))
-                result.doubts.append(
-                    Doubt(name, parsed.uuid, info.st_uid, info.place_ns, reason, info.st_ino)
-                )
+                _doubt(result, Doubt(name, parsed.uuid, uid, info.place_ns, reason, info.st_ino))
     _settle(result)
     _outlive(result, now)
     return result
@@ -208,11 +203,8 @@ def _read_one(
     young = now - info.place_ns / 1e9 < PENDING_S
 
     def doubt(reason: str, suspicious: bool = True) -> None:
-        if suspicious:
-            result.suspicious.append(Suspicious(name, info.st_uid, reason))
-        result.doubts.append(
-            Doubt(name, parsed.uuid, info.st_uid, info.place_ns, reason, info.st_ino)
-        )
+        held = Doubt(name, parsed.uuid, info.st_uid, info.place_ns, reason, info.st_ino)
+        _doubt(result, held, suspicious)
 
     problem = check_file(info, parsed)
     if problem is not None:
@@ -246,6 +238,13 @@ def _read_one(
             doubt(parsed_claim)
         return
     (result.claims if parsed_claim.until > now else result.expired).append(parsed_claim)
+
+
+def _doubt(result: Scan, doubt: Doubt, suspicious: bool = True) -> None:
+    """``doubt`` kept, and shown to root as suspicious unless it is a claim being written."""
+    if suspicious:
+        result.suspicious.append(Suspicious(doubt.name, doubt.uid, doubt.reason))
+    result.doubts.append(doubt)
 
 
 def read_file(dir_fd: int, name: str) -> tuple[bytes, FileStat] | str | None:

@@ -1,6 +1,5 @@
 """The jobs gputop launched: cards, status, how long, and the last line each one logged.
 
-Keys act on the highlighted job: ``enter`` follows its log, ``K`` stops it (after a yes).
 The panel only renders a ``JobsView`` made off the UI thread; it never reads the store.
 """
 

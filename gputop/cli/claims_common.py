@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 
 from gputop.cli.arg_types import duration as duration_type
 from gputop.core.claims.book import Card, ClaimBook
@@ -53,11 +54,8 @@ def open_book() -> ClaimBook:
 
 def sample(fake: str | None, environ: Mapping[str, str] | None = None) -> Snapshot:
     """One sample of this machine's cards (or the simulation's), the backend closed again."""
-    backend = open_backend(fake, environ=environ)
-    try:
+    with closing(open_backend(fake, environ=environ)) as backend:
         return backend.sample()
-    finally:
-        backend.close()
 
 
 def named_cards(fake: str | None, gpus: str) -> list[Card]:

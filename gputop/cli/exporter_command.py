@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+from contextlib import closing
 
 from gputop.cli.arg_types import add_interval_argument, count
 from gputop.core.errors import UsageError
@@ -66,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from gputop.core.exporter.collector import SnapshotCollector, sample_once, sample_until
     from gputop.core.exporter.server import serve
 
-    backend = open_backend(args.fake)
-    try:
+    with closing(open_backend(args.fake)) as backend:
         collector = SnapshotCollector(top=args.top, command=args.command_label)
         stop = threading.Event()
         for number in (signal.SIGTERM, signal.SIGINT):
@@ -82,8 +82,6 @@ def run(args: argparse.Namespace) -> int:
             sample_until(
                 backend.sample, collector, args.interval, stop, _say, sampled_at=sampled_at
             )
-    finally:
-        backend.close()
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from contextlib import closing
 
 from gputop.cli.arg_types import seconds
 from gputop.cli.lab_common import add_hosts_arguments
@@ -64,14 +65,11 @@ def run(args: argparse.Namespace) -> int:
         from gputop.cli import lab_snapshot  # the lab's modules, only for --hosts
 
         return lab_snapshot.run(args, _terminal_width())
-    backend = open_backend(args.fake)
-    try:
+    with closing(open_backend(args.fake)) as backend:
         if args.watch is None:
             _print_once(backend, args.json)
         else:
             _watch(backend, args.watch, args.json)
-    finally:
-        backend.close()
     return 0
 
 

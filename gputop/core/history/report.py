@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from gputop.core.history.series import read_back
 from gputop.core.history.spans import SAME_TIME_S, decode_runs
+from gputop.core.numbers import MAX_PID, whole_within
 from gputop.core.redact import text_for_others
 
 DEFAULT_IDLE_MIN_S = 30 * 60.0
@@ -458,7 +459,7 @@ def _with_process_facts(
         pid, start_time, user, command = found
         yield dataclasses.replace(
             row,
-            key=int(pid),
+            key=pid if whole_within(pid, 1, MAX_PID) else "?",  # a pid set by hand: unknown
             user=user,
             command=text_for_others(command) if redact else command,
             start_time=read_back(start_time),

@@ -1,0 +1,57 @@
+"""``gputop report`` on a history store whose rows another user changed by hand with sqlite3:
+a value no recorder writes is that row's problem, never an internal error."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from helpers.history import record_stepped
+
+from gputop.cli.main import main
+
+WHOLE = ("--since", "2000-01-01", "--until", "2100-01-01")
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("demo") / "history.sqlite3"
+    record_stepped("demo", store, samples=12)
+    return store
+
+
+def edited(demo_store: Path, tmp_path: Path, statement: str) -> Path:
+    store = tmp_path / "history.sqlite3"
+    store.write_bytes(demo_store.read_bytes())
+    store.chmod(0o600)
+    connection = sqlite3.connect(store)
+    with connection:
+        connection.execute(statement)
+    connection.close()
+    return store
+
+
+@pytest.mark.parametrize(
+    "bad_pid",
+    ["'x'", "x'00ff'", "9e999", "-9e999", "7.5", "-1", "0", "4294967296"],
+    ids=["text", "blob", "inf", "-inf", "fraction", "negative", "zero", "past-pid_t"],
+)
+def test_a_hand_edited_pid_is_no_internal_error_by_process(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], bad_pid: str
+) -> None:
+    """A process's pid set to text, a blob or infinity ended 'report --by process' in an
+    internal error (int() of it); one no process has (0, -1, 2**32, 7.5) was shown as its
+    pid. The row is still reported (its GPU time is real), its pid '?'."""
+    store = edited(demo_store, tmp_path, f"UPDATE processes SET pid = {bad_pid}")
+    code = main(["report", "--db", str(store), *WHOLE, "--by", "process"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    rows = captured.out.splitlines()[2:]
+    assert rows and all(row.split()[row.startswith("!")] == "?" for row in rows)
+    code = main(["report", "--db", str(store), *WHOLE, "--by", "process", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    document = json.loads(captured.out)
+    assert document["rows"] and {row["key"] for row in document["rows"]} == {"?"}

@@ -1,10 +1,9 @@
 """The dashboard application: sampling in a worker thread, rendering on the UI thread.
 
-The worker runs the sampling loop (gputop/tui/sampling_loop.py), which reads one snapshot
-per interval, and the jobs gputop launched with it; the app posts both. A sample that has
-not been rendered yet is replaced by a newer one (``can_replace``), so a slow terminal
-never queues stale frames. Widgets only render what they are given: no
-NVML, psutil or job-store call happens on the UI thread.
+The worker runs the sampling loop (sampling_loop.py): a snapshot per interval, and the jobs
+gputop launched with it, which the app posts. A sample not yet rendered is replaced by a
+newer one (``can_replace``): a slow terminal never queues stale frames. Widgets only render
+what they are given: no NVML, psutil or job-store call happens on the UI thread.
 """
 
 from __future__ import annotations

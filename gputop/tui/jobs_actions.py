@@ -1,10 +1,9 @@
 """The dashboard's jobs: launching on the selected cards, the jobs panel, logs, stopping.
 
 A thin layer over ``gputop.core.jobs.service.JobsService``, which owns the store and the log
-tails: the store is only ever touched from worker threads (each with its own SQLite
-connection), the UI thread renders the ``JobsView`` they post, and the service's problems
-arrive as ``JobStoreProblem`` messages, which both dashboards show alike
-(gputop/tui/dashboard_base.py).
+tails: the store is touched only from worker threads (each with its own SQLite connection),
+the UI thread renders the ``JobsView`` they post, and the service's problems arrive as
+``JobStoreProblem`` messages, shown alike by both dashboards (dashboard_base.py).
 """
 
 from __future__ import annotations

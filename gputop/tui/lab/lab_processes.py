@@ -1,9 +1,8 @@
 """The process table across hosts: every host's processes, a HOST column, a host filter.
 
-Rows are made per host (each host has its own "you": the account its agent runs as) and
-then sorted together by the table's sort key, held still as on one host (a row passes
-another only by the key's margin: gputop/tui/row_order.py). With one host there is no HOST
-column.
+Rows are made per host (each host has its own "you": the account its agent runs as), then
+sorted together by the table's sort key, held still as on one host (a row passes another
+only by the key's margin: row_order.py). With one host there is no HOST column.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The ranks of one distributed job, kept together in the process table, and collapsible.
 
-Ranks share their rendezvous (gputop.core.process_detail.rendezvous_key, read from each
-process's own environment). In the table they follow each other in rank order, where the
-first of them falls in the sort; ``r`` collapses them into one line with the job's total GPU
-and host memory, and expands it again.
+Ranks share their rendezvous (``rendezvous_key``, read from each process's environment).
+They follow each other in rank order where the first of them falls in the sort; ``r``
+collapses them into one line with the job's total GPU and host memory, or expands it.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ import socket
 import sqlite3
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.jobs.model import DEFAULT_GRACE_S, JobState, RunMode
@@ -155,21 +154,11 @@ def open_connection(
                 directory / DB_NAME,
                 notices,
                 repair=repair,
-                salvage=lambda damaged, connection: _carry(damaged, connection, directory),
+                salvage=lambda damaged, connection: carry_over(damaged, connection, directory),
                 after=_add_missing_columns,
             )
     finally:
         os.close(dir_fd)
-
-
-def _carry(damaged: Path, connection: sqlite3.Connection, directory: Path) -> str:
-    with immediate(connection):
-        carried = carry_over(damaged, connection, directory)
-        _continue_ids_after(connection, directory / LOGS_DIR)
-    return (
-        f"a new store was started: {carried.describe()}. Job logs in {directory / LOGS_DIR} "
-        "are untouched"
-    )
 
 
 def open_read_only(directory: Path) -> sqlite3.Connection:
@@ -269,28 +258,9 @@ MAX_LOG_ID_DIGITS = 18
 every launch fail as "disk is full"), and new ones follow."""
 
 
-@dataclass(frozen=True)
-class SalvageCounts:
-    """How much of a damaged store the new one holds: rows read back whole, jobs rebuilt
-    from their logs, remembered commands; why nothing could be read (``None``: it could)."""
-
-    kept: int
-    rebuilt: int
-    commands: int
-    unreadable: str | None = None
-
-    def describe(self) -> str:
-        jobs = f"{self.kept} job{'s' if self.kept != 1 else ''} read back from it"
-        if self.rebuilt:
-            jobs += f" and {self.rebuilt} rebuilt from their logs"
-        text = f"{jobs} were kept in the new store"
-        if self.unreadable:
-            text += f" (nothing could be read from the damaged file: {self.unreadable})"
-        return text
-
-
-def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -> SalvageCounts:
-    """Record in ``connection`` (the new, empty store) what ``damaged`` still holds."""
+def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -> str:
+    """Record in ``connection`` (the new, empty store) what ``damaged`` still holds, in one
+    transaction; what was kept, for a person."""
     logs_dir = state_dir / LOGS_DIR
     ids = log_ids(logs_dir)
     job_rows: list[dict[str, object]] = []
@@ -313,11 +283,19 @@ def carry_over(damaged: Path, connection: sqlite3.Connection, state_dir: Path) -
                     unreadable = str(error)
         finally:
             old.close()
-    columns = [row[1] for row in connection.execute("PRAGMA table_info(jobs)")]
-    kept = _insert_jobs(connection, job_rows, columns)
-    rebuilt = _rebuild_from_logs(connection, logs_dir, ids, state_dir)
-    commands = _insert_history(connection, history_rows)
-    return SalvageCounts(kept, rebuilt, commands, unreadable)
+    with immediate(connection):
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(jobs)")]
+        kept = _insert_jobs(connection, job_rows, columns)
+        rebuilt = _rebuild_from_logs(connection, logs_dir, ids, state_dir)
+        _insert_history(connection, history_rows)
+        _continue_ids_after(connection, logs_dir)
+    jobs = f"{kept} job{'s' if kept != 1 else ''} read back from it"
+    if rebuilt:
+        jobs += f" and {rebuilt} rebuilt from their logs"
+    text = f"{jobs} were kept in the new store"
+    if unreadable:
+        text += f" (nothing could be read from the damaged file: {unreadable})"
+    return f"a new store was started: {text}. Job logs in {logs_dir} are untouched"
 
 
 def log_ids(logs_dir: Path, *, logs_only: bool = True) -> set[int]:
@@ -388,8 +366,7 @@ def _rebuild_from_logs(
     return len(missing)
 
 
-def _insert_history(connection: sqlite3.Connection, rows: list[dict[str, object]]) -> int:
-    carried = 0
+def _insert_history(connection: sqlite3.Connection, rows: list[dict[str, object]]) -> None:
     for row in rows:
         try:
             text, seq, used_at = row["command_text"], row["seq"], row["used_at"]
@@ -402,5 +379,3 @@ def _insert_history(connection: sqlite3.Connection, rows: list[dict[str, object]
                 "INSERT OR IGNORE INTO history (command_text, seq, used_at) VALUES (?, ?, ?)",
                 (text, seq, used_at if isinstance(used_at, (int, float)) else 0.0),
             )
-            carried += 1
-    return carried

@@ -159,12 +159,16 @@ def _refuse_symlink(path: Path, what: str) -> StoreError:
     )
 
 
+def _not_a_directory(path: Path, store: str) -> StoreError:
+    return StoreError(f"Cannot use {path} for the {store}: it is not a directory; {ADVICE}.")
+
+
 def _check_dir(fd: int, path: Path, store: str = JOB_STORE, sharing: Sharing | None = None) -> None:
     """Owned by us and not writable by anyone else; readable by others: made private
     (shared as ``sharing`` says, where given)."""
     info = os.fstat(fd)
     if not stat.S_ISDIR(info.st_mode):
-        raise StoreError(f"Cannot use {path} for the {store}: it is not a directory; {ADVICE}.")
+        raise _not_a_directory(path, store)
     if info.st_uid != os.geteuid():
         raise StoreError(
             f"The {store} directory {path} belongs to {owner_name(info.st_uid)}, not to "
@@ -202,14 +206,11 @@ def open_private_dir(
             _check_parent(path, store)
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, PRIVATE_DIR_MODE)
-        except PermissionError as error:
-            raise StorePermissionError(
-                f"Cannot create the {store} directory {path}: {os_cause(error)}; {ADVICE}."
-            ) from None
         except OSError as error:
-            raise StoreError(
+            refused = StorePermissionError if isinstance(error, PermissionError) else StoreError
+            raise refused(
                 f"Cannot create the {store} directory {path}: {os_cause(error)}; {ADVICE}.",
-                write_fault_of(error),
+                write_fault_of(error),  # never for a permission problem
             ) from None
     else:
         _check_parent(path, store)
@@ -254,9 +255,7 @@ def _open_dir(
         if error.errno == errno.ELOOP or os.path.islink(path):
             raise _refuse_symlink(path, f"{store} directory") from None
         if error.errno == errno.ENOTDIR:
-            raise StoreError(
-                f"Cannot use {path} for the {store}: it is not a directory; {ADVICE}."
-            ) from None
+            raise _not_a_directory(path, store) from None
         if error.errno == errno.EACCES:
             raise StorePermissionError(
                 f"Cannot open the {store} directory {path}: {os_cause(error)}; {ADVICE}."

@@ -8,76 +8,14 @@ never hides the rest. Names carry their unit; "physical" is the NVML / nvidia-sm
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-from collections.abc import Callable
 from dataclasses import astuple, dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
+
+from gputop.core.records import record
 
 if TYPE_CHECKING:
     from gputop.core.host_stats import HostStats
-
-
-_Class = TypeVar("_Class", bound=type)
-
-
-def _quick_init(cls: _Class) -> _Class:
-    """Give a frozen, slotted dataclass an ``__init__`` that stores each field through its
-    slot's own descriptor: the same signature, defaults and objects as the dataclass's, in
-    about half the time (its ``object.__setattr__(self, name, value)`` per field looks the
-    name up again on every call). A busy server's sample builds hundreds of these a second.
-    Nothing else changes: ``replace``, ``asdict``, ``fields``, equality, hashing, and
-    immutability after construction are the dataclass's own. The dataclass makes no
-    ``__init__`` of its own at run time (``init=TYPE_CHECKING``): it would be replaced here,
-    compiled for nothing (for ``GpuSample``'s forty-odd fields, about 13M instructions at
-    every start), while type checkers still read the dataclass's, the same signature; the
-    class has a docstring, or the dataclass would make one from the signature of no
-    ``__init__``."""
-    specs = dataclasses.fields(cls)
-    if hasattr(cls, "__post_init__") or any(not f.init or f.kw_only for f in specs):
-        raise TypeError(f"{cls.__name__}: _quick_init writes plain positional fields only")
-    names: dict[str, object] = {"_factory": dataclasses.MISSING}
-    params, body = [], []
-    for spec in specs:
-        name = spec.name
-        names[f"_set_{name}"] = cls.__dict__[name].__set__
-        if spec.default is not dataclasses.MISSING:
-            names[f"_default_{name}"] = spec.default
-            params.append(f"{name}=_default_{name}")
-        elif spec.default_factory is not dataclasses.MISSING:
-            names[f"_new_{name}"] = spec.default_factory
-            params.append(f"{name}=_factory")
-            body.append(f" if {name} is _factory: {name} = _new_{name}()")
-        else:
-            params.append(name)
-        body.append(f" _set_{name}(self, {name})")
-    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body)
-    # replaced(): each field stored from the changes, else from the object, as __init__ does
-    lines = ["def _replace(obj, changes):", " pop = changes.pop", " new = _make(_cls)"]
-    lines += [f" _set_{spec.name}(new, pop({spec.name!r}, obj.{spec.name}))" for spec in specs]
-    lines += [" if changes:", "  raise TypeError(_cls.__name__, *changes)", " return new"]
-    source += "\n" + "\n".join(lines)
-    names.update(_make=object.__new__, _cls=cls)
-    exec(source, names)  # the source is made of the class's own field names only
-    init = names["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"  # type: ignore[attr-defined]
-    cls.__init__ = init  # type: ignore[misc]
-    _replacers[cls] = names["_replace"]  # type: ignore[assignment]
-    return cls
-
-
-_replacers: dict[type, Callable[[Any, dict[str, Any]], object]] = {}
-_Object = TypeVar("_Object")
-
-
-def replaced(obj: _Object, /, **changes: Any) -> _Object:
-    """``dataclasses.replace(obj, **changes)``: the same object, made for a class of
-    ``_quick_init`` without the dataclass's walk over its fields (each GPU of a sample is
-    replaced twice, forty-odd fields each); a field it does not have is a TypeError."""
-    quick = _replacers.get(type(obj))
-    if quick is None:
-        return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
-    return quick(obj, changes)  # type: ignore[return-value]
 
 
 class ProcessType(str, enum.Enum):
@@ -184,8 +122,7 @@ CUDA_ENVIRONMENT = (
 the sampler (sampling/process_env.py), given by a simulated process (fake/scenario.py)."""
 
 
-@_quick_init
-@dataclass(frozen=True, slots=True, init=TYPE_CHECKING)  # type: ignore[literal-required]
+@record
 class ProcessCuda:
     """What one process's ``cuda:N`` are, from the environment it was started with
     (gputop.core.sampling.process_env); numbers outside their range are ``None``."""
@@ -211,8 +148,7 @@ class ProcessCuda:
     empty and ``mismatch`` false: unknown, never "unset"."""
 
 
-@_quick_init
-@dataclass(frozen=True, slots=True, init=TYPE_CHECKING)  # type: ignore[literal-required]
+@record
 class GpuProcess:
     """A process that holds a context on a GPU, with what the host knows of it."""
 
@@ -341,8 +277,7 @@ class GpuHealth:
     """Epoch seconds of the counters' reading (they are read less often than a sample)."""
 
 
-@_quick_init
-@dataclass(frozen=True, slots=True, init=TYPE_CHECKING)  # type: ignore[literal-required]
+@record
 class GpuSample:
     """One GPU as one sample read it (``Snapshot.gpus``)."""
 

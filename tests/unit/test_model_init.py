@@ -1,4 +1,5 @@
-"""The model's quick ``__init__`` (model._quick_init) builds what the dataclass's would."""
+"""A record's ``__init__`` (gputop/core/records.py) builds what the dataclass's would, for
+the model's largest classes."""
 
 from __future__ import annotations
 

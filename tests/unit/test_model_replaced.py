@@ -1,4 +1,4 @@
-"""``model.replaced`` makes what ``dataclasses.replace`` makes, for any fields changed."""
+"""``records.replaced`` makes what ``dataclasses.replace`` makes, for any fields changed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import random
 import pytest
 from helpers.jobs import snapshot_of
 
-from gputop.core.model import GpuProcess, GpuSample, ProcessCuda, Snapshot, replaced
+from gputop.core.model import GpuProcess, GpuSample, ProcessCuda, Snapshot
+from gputop.core.records import replaced
 
 CUDA = (
     ProcessCuda("0,1", None, 3, 3, 8, "10.0.0.1", 29500, "run", (0, 1), False),
@@ -18,7 +19,7 @@ CUDA = (
 
 def _objects(snapshot: Snapshot) -> list[object]:
     """The snapshot's GPUs and processes (some with a CUDA view), the views, and the
-    Snapshot itself (not a class of _quick_init: dataclasses.replace's own)."""
+    Snapshot itself (not a record: a dataclass of its own)."""
     found: list[object] = [snapshot, *CUDA]
     for gpu in snapshot.gpus:
         found.append(gpu)

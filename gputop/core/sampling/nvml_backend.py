@@ -24,9 +24,9 @@ from gputop.core.model import (
     MigDevice,
     ProcessCuda,
     Snapshot,
-    replaced,
 )
 from gputop.core.process_control import current_boot_id
+from gputop.core.records import replaced
 from gputop.core.sampling.activity import ActivitySampler
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.kmsg_xid import bus_key

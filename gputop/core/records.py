@@ -1,0 +1,270 @@
+"""Frozen records: ``dataclass(frozen=True)`` classes that cost nothing to define.
+
+``dataclass`` compiles the source of every method it writes: about 4.8M instructions for a
+frozen class of eight fields, and the dashboard defines more than a hundred before its
+first frame, most of them never made before it (docs/speed.md). ``record`` makes the class
+with ``dataclass`` writing no method, so its fields, ``fields``, ``replace``, ``asdict``,
+``__match_args__`` and slots are the dataclass's own, then gives it the same methods
+without compiling any: ``__eq__``, ``__hash__``, ``__repr__``, ``__setattr__`` and
+``__delattr__`` are closures over the field names, and ``__init__`` is compiled, from the
+dataclass's own parameters, when the first object is made. A slotted record's ``__init__``
+stores each field through its slot's descriptor, not ``object.__setattr__``: about half the
+time, and a busy sample makes thousands. Until then ``inspect.signature`` of the class
+reads ``(*args, **kwargs)``. ``tests/unit/test_records.py`` holds records to
+``dataclass``'s behaviour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import reprlib
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any, TypeVar, overload
+
+from typing_extensions import dataclass_transform
+
+_Class = TypeVar("_Class", bound=type)
+_Object = TypeVar("_Object")
+_MISSING = dataclasses.MISSING
+_Fields = tuple[dataclasses.Field[Any], ...]
+
+
+class _Factory:
+    """The default of a parameter whose field's default is made by a factory."""
+
+    def __repr__(self) -> str:
+        return "<factory>"  # as the dataclass's signature shows it
+
+
+_FACTORY = _Factory()
+
+
+@overload
+def record(cls: _Class, /) -> _Class: ...
+@overload
+def record(*, slots: bool = True, kw_only: bool = False) -> Callable[[_Class], _Class]: ...
+
+
+@dataclass_transform(frozen_default=True)
+def record(cls: type | None = None, /, *, slots: bool = True, kw_only: bool = False) -> Any:
+    """``@dataclass(frozen=True, slots=slots, kw_only=kw_only)``, nothing compiled."""
+    if cls is None:
+        return lambda cls: _record(cls, slots, kw_only)
+    return _record(cls, slots, kw_only)
+
+
+def _record(cls: type, slots: bool, kw_only: bool) -> type:
+    own = dict(cls.__dict__)
+    documented = bool(cls.__doc__)
+    made = dataclasses.dataclass(
+        cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only
+    )
+    specs = dataclasses.fields(made)
+    for name in ("__setattr__", "__delattr__"):
+        if name in own:
+            raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+    compared = _tuple_of([s.name for s in specs if s.compare])
+    methods: dict[str, Callable[..., Any]] = {
+        "__init__": _first_init(made, specs, slots),
+        "__repr__": _repr([s.name for s in specs if s.repr]),
+        "__eq__": _eq(compared),
+        "__hash__": _hash(_tuple_of([s.name for s in specs if _hashed(s)])),
+        "__setattr__": _frozen_setattr(made, frozenset(s.name for s in specs)),
+        "__delattr__": _frozen_delattr(made, frozenset(s.name for s in specs)),
+    }
+    if slots:  # the dataclass's own pickling of a frozen slotted class
+        methods.update(__getstate__=_getstate, __setstate__=_setstate)
+    for name, method in methods.items():
+        # a class's own method is kept; its own __hash__ too, unless it is the None that
+        # Python sets for a class with its own __eq__ (the dataclass's rule)
+        if name not in own or (name == "__hash__" and own[name] is None):
+            if name not in ("__getstate__", "__setstate__"):
+                method.__qualname__ = f"{made.__qualname__}.{name}"
+            setattr(made, name, method)
+    params = made.__dataclass_params__  # type: ignore[attr-defined]
+    params.init = "__init__" not in own
+    params.repr = params.eq = params.frozen = True
+    if not documented:  # the dataclass's docstring: the class's name and signature
+        made.__doc__ = made.__name__ + str(_signature(specs)).replace(" -> None", "")
+    return made
+
+
+def _hashed(spec: dataclasses.Field[Any]) -> bool:
+    return bool(spec.compare if spec.hash is None else spec.hash)
+
+
+def _tuple_of(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """The tuple of these fields of an object, as the dataclass's methods compare and hash it."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        get = attrgetter(names[0])
+        return lambda obj: (get(obj),)
+    return lambda obj: ()
+
+
+def _eq(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, Any], Any]:
+    def __eq__(self: Any, other: Any) -> Any:
+        if other.__class__ is self.__class__:
+            return key(self) == key(other)
+        return NotImplemented
+
+    return __eq__
+
+
+def _hash(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
+    def __hash__(self: Any) -> int:
+        return hash(key(self))
+
+    return __hash__
+
+
+def _repr(names: list[str]) -> Callable[[Any], str]:
+    @reprlib.recursive_repr()
+    def __repr__(self: Any) -> str:
+        shown = ", ".join([f"{name}={getattr(self, name)!r}" for name in names])
+        return f"{self.__class__.__qualname__}({shown})"
+
+    return __repr__
+
+
+def _frozen_setattr(cls: type, names: frozenset[str]) -> Callable[[Any, str, Any], None]:
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    return __setattr__
+
+
+def _frozen_delattr(cls: type, names: frozenset[str]) -> Callable[[Any, str], None]:
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    return __delattr__
+
+
+def _getstate(self: object) -> list[Any]:
+    return [getattr(self, spec.name) for spec in dataclasses.fields(self)]  # type: ignore[arg-type]
+
+
+def _setstate(self: object, state: list[Any]) -> None:
+    for spec, value in zip(dataclasses.fields(self), state, strict=False):  # type: ignore[arg-type]
+        object.__setattr__(self, spec.name, value)
+
+
+def _first_init(cls: type, specs: _Fields, slots: bool) -> Callable[..., None]:
+    """An ``__init__`` that compiles the class's own when the first object is made."""
+    _check_defaults(specs)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init = _compile_init(cls, specs, slots)
+        init.__qualname__ = f"{cls.__qualname__}.__init__"
+        if cls.__dict__.get("__init__") is __init__:
+            cls.__init__ = init  # type: ignore[misc]
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+def _check_defaults(specs: _Fields) -> None:
+    """The dataclass's refusal of a parameter without a default after one with."""
+    after = None
+    for spec in specs:
+        if not spec.init or spec.kw_only:
+            continue
+        if spec.default is not _MISSING or spec.default_factory is not _MISSING:
+            after = spec.name
+        elif after is not None:
+            raise TypeError(f"non-default argument {spec.name!r} follows default argument")
+
+
+def _compile_init(cls: type, specs: _Fields, slots: bool) -> Callable[..., None]:
+    """The dataclass's ``__init__``: its parameters, defaults and assignments, each field
+    stored through its slot's descriptor where the class has slots."""
+    names: dict[str, Any] = {
+        "__name__": cls.__module__,
+        "_object_setattr": object.__setattr__,
+        "_factory": _FACTORY,
+    }
+    positional: list[str] = []
+    keyword: list[str] = []
+    body: list[str] = []
+    for spec in specs:
+        name = spec.name
+        names[f"_set_{name}"] = cls.__dict__[name].__set__ if slots else None
+        names[f"_type_{name}"] = spec.type
+        value, default = name, ""
+        if spec.default_factory is not _MISSING:
+            names[f"_new_{name}"] = spec.default_factory
+            value = f"_new_{name}() if {name} is _factory else {name}"
+            value, default = (value if spec.init else f"_new_{name}()"), "=_factory"
+        elif spec.default is not _MISSING:
+            names[f"_default_{name}"] = spec.default
+            value, default = (name if spec.init else f"_default_{name}"), f"=_default_{name}"
+        if spec.init:
+            (keyword if spec.kw_only else positional).append(f"{name}:_type_{name}{default}")
+        elif value == name or (not slots and spec.default_factory is _MISSING):
+            continue  # the dataclass leaves it unset: the class's attribute is its default
+        if slots:
+            body.append(f" _set_{name}(self, {value})")
+        else:
+            body.append(f" _object_setattr(self, {name!r}, {value})")
+    if hasattr(cls, "__post_init__"):
+        body.append(" self.__post_init__()")
+    params = ["self", *positional, *(["*", *keyword] if keyword else [])]
+    source = f"def __init__({', '.join(params)}) -> None:\n" + ("\n".join(body) or " pass")
+    scope: dict[str, Any] = {}
+    # Made of the class's own field names only, as the dataclass's; compiled without this
+    # module's ``annotations`` future, so the annotations are the fields' types themselves.
+    exec(compile(source, f"<record {cls.__qualname__}>", "exec", dont_inherit=True), names, scope)
+    return scope["__init__"]  # type: ignore[no-any-return]
+
+
+def _signature(specs: _Fields) -> inspect.Signature:
+    """The signature the dataclass's ``__init__`` has (for the docstring it makes)."""
+    parameters = []
+    for spec in sorted(specs, key=lambda spec: spec.kw_only):
+        if not spec.init:
+            continue
+        default: Any = inspect.Parameter.empty
+        if spec.default_factory is not _MISSING:
+            default = _FACTORY
+        elif spec.default is not _MISSING:
+            default = spec.default
+        kind = (
+            inspect.Parameter.KEYWORD_ONLY
+            if spec.kw_only
+            else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        )
+        parameters.append(inspect.Parameter(spec.name, kind, default=default, annotation=spec.type))
+    return inspect.Signature(parameters, return_annotation=None)
+
+
+def replaced(obj: _Object, /, **changes: Any) -> _Object:
+    """``dataclasses.replace(obj, **changes)`` without its walk over the fields' flags (each
+    GPU of a sample is replaced twice, forty-odd fields each): each field from the changes,
+    else from the object, through the class's ``__init__``; a field it does not have, or
+    one not in ``__init__``, is a TypeError."""
+    cls = type(obj)
+    plan = _replace_plans.get(cls)
+    if plan is None:
+        specs = [s for s in dataclasses.fields(obj) if s.init]  # type: ignore[arg-type]
+        plan = _replace_plans[cls] = (
+            tuple(s.name for s in specs if not s.kw_only),
+            tuple(s.name for s in specs if s.kw_only),
+        )
+    positional, keyword = plan
+    pop = changes.pop
+    args = [pop(name, getattr(obj, name)) for name in positional]
+    kwargs = {name: pop(name, getattr(obj, name)) for name in keyword}
+    if changes:
+        raise TypeError(cls.__name__, *changes)
+    return cls(*args, **kwargs)
+
+
+_replace_plans: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}

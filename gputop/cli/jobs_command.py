@@ -391,8 +391,7 @@ def run_wait(args: argparse.Namespace) -> int:
     argv = notify_argv(args.notify_command) if args.notify_command else None
     wanted = list(dict.fromkeys(args.job_ids))
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    store = open_store(create=False)
-    try:
+    with open_store(create=False) as store:
         jobs = [store.get(job_id) for job_id in wanted]
         for job in jobs:
             if not job.is_active:
@@ -413,8 +412,6 @@ def run_wait(args: argparse.Namespace) -> int:
             for event in job_events(jobs, now, xids=_xids_of):
                 _tell(event, argv)
             jobs = now
-    finally:
-        store.close()
     return _status(jobs)
 
 

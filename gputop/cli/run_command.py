@@ -231,12 +231,9 @@ def run(args: argparse.Namespace) -> int:
         prepared = replace(prepared, env={**prepared.env, IGNORED_ENV: marks})
         for said in in_the_way:
             warn(f"{said}; launched anyway (--ignore-claims)")
-    store = open_store_to_record("launched", "launch")
-    try:
+    with open_store_to_record("launched", "launch") as store:
         busy = [] if args.wait else busy_warnings(snapshot, indices, policy, store)
         job = launch_job(store, prepared, snapshot, environ)
-    finally:
-        store.close()
     driver_seen, rules_wrong = None, None
     # the driver knows real cards only
     if job.env and not (args.fake or settings.FAKE.read(environ)):

@@ -80,11 +80,8 @@ def slurm_request(args: argparse.Namespace, command: list[str]) -> SlurmRequest:
 def run_slurm_submit(args: argparse.Namespace, command: list[str]) -> int:
     request = slurm_request(args, command)
     text = plan_command(command, cwd=request.cwd).text or " ".join(command)
-    store = open_store_to_record("submitted", "submit")
-    try:
+    with open_store_to_record("submitted", "submit") as store:
         job = submit_and_record(store, request, text)
-    finally:
-        store.close()
     if args.json:
         print(strict_json(job.to_json(), indent=2))
     else:

@@ -28,13 +28,7 @@ from gputop.core.jobs.store_file import (
     open_read_only,
     store_identity,
 )
-from gputop.core.sqlite_files import (
-    CHECK_ATTEMPTS,
-    CHECK_PAUSE_S,
-    cannot,
-    immediate,
-    is_corruption,
-)
+from gputop.core.sqlite_files import CHECK_ATTEMPTS, CHECK_PAUSE_S, cannot, immediate, is_corruption
 from gputop.core.write_faults import FaultReporter, WriteFault, fault_at, write_fault_of
 
 WRITABLE_RETRY_S = 2.0

@@ -12,7 +12,7 @@ import enum
 from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING
 
-from gputop.core.records import record
+from gputop.core.records import frozen
 
 if TYPE_CHECKING:
     from gputop.core.host_stats import HostStats
@@ -122,7 +122,7 @@ CUDA_ENVIRONMENT = (
 the sampler (sampling/process_env.py), given by a simulated process (fake/scenario.py)."""
 
 
-@record
+@frozen
 class ProcessCuda:
     """What one process's ``cuda:N`` are, from the environment it was started with
     (gputop.core.sampling.process_env); numbers outside their range are ``None``."""
@@ -148,7 +148,7 @@ class ProcessCuda:
     empty and ``mismatch`` false: unknown, never "unset"."""
 
 
-@record
+@frozen
 class GpuProcess:
     """A process that holds a context on a GPU, with what the host knows of it."""
 
@@ -277,7 +277,7 @@ class GpuHealth:
     """Epoch seconds of the counters' reading (they are read less often than a sample)."""
 
 
-@record
+@frozen
 class GpuSample:
     """One GPU as one sample read it (``Snapshot.gpus``)."""
 

@@ -2,15 +2,15 @@
 
 ``dataclass`` compiles the source of every method it writes: about 4.8M instructions for a
 frozen class of eight fields, and the dashboard defines more than a hundred before its
-first frame, most of them never made before it (docs/speed.md). ``record`` makes the class
+first frame, most of them never made before it (docs/speed.md). ``frozen`` makes the class
 with ``dataclass`` writing no method, so its fields, ``fields``, ``replace``, ``asdict``,
 ``__match_args__`` and slots are the dataclass's own, then gives it the same methods
 without compiling any: ``__eq__``, ``__hash__``, ``__repr__``, ``__setattr__`` and
 ``__delattr__`` are closures over the field names, and ``__init__`` is compiled, from the
 dataclass's own parameters, when the first object is made. A slotted record's ``__init__``
 stores each field through its slot's descriptor, not ``object.__setattr__``: about half the
-time, and a busy sample makes thousands. Until then ``inspect.signature`` of the class
-reads ``(*args, **kwargs)``. ``tests/unit/test_records.py`` holds records to
+time, and a busy sample makes thousands. ``inspect.signature`` of the class is made from
+the fields when asked. ``tests/unit/test_records.py`` holds frozen classes to
 ``dataclass``'s behaviour.
 """
 
@@ -42,13 +42,13 @@ _FACTORY = _Factory()
 
 
 @overload
-def record(cls: _Class, /) -> _Class: ...
+def frozen(cls: _Class, /) -> _Class: ...
 @overload
-def record(*, slots: bool = True, kw_only: bool = False) -> Callable[[_Class], _Class]: ...
+def frozen(*, slots: bool = True, kw_only: bool = False) -> Callable[[_Class], _Class]: ...
 
 
 @dataclass_transform(frozen_default=True)
-def record(cls: type | None = None, /, *, slots: bool = True, kw_only: bool = False) -> Any:
+def frozen(cls: type | None = None, /, *, slots: bool = True, kw_only: bool = False) -> Any:
     """``@dataclass(frozen=True, slots=slots, kw_only=kw_only)``, nothing compiled."""
     if cls is None:
         return lambda cls: _record(cls, slots, kw_only)
@@ -86,9 +86,24 @@ def _record(cls: type, slots: bool, kw_only: bool) -> type:
     params = made.__dataclass_params__  # type: ignore[attr-defined]
     params.init = "__init__" not in own
     params.repr = params.eq = params.frozen = True
+    made.__signature__ = _Signature(specs)  # type: ignore[attr-defined]
     if not documented:  # the dataclass's docstring: the class's name and signature
         made.__doc__ = made.__name__ + str(_signature(specs)).replace(" -> None", "")
     return made
+
+
+class _Signature:
+    """The class's ``__signature__``, made when ``inspect.signature`` first asks for it (the
+    dataclass's ``__init__``'s, which is not compiled before the first object)."""
+
+    def __init__(self, specs: _Fields) -> None:
+        self._specs = specs
+        self._made: inspect.Signature | None = None
+
+    def __get__(self, obj: object, owner: type | None = None) -> inspect.Signature:
+        if self._made is None:
+            self._made = _signature(self._specs)
+        return self._made
 
 
 def _hashed(spec: dataclasses.Field[Any]) -> bool:

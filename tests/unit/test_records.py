@@ -1,4 +1,4 @@
-"""``record`` makes the class ``dataclass(frozen=True)`` makes, without compiling at
+"""``frozen`` makes the class ``dataclass(frozen=True)`` makes, without compiling at
 definition (gputop/core/records.py): each case below is defined twice, once by each, and
 every behaviour a caller can see is compared."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gputop.core.records import record, replaced
+from gputop.core.records import frozen, replaced
 
 
 def _pair(body: dict[str, Any], slots: bool = True, kw_only: bool = False) -> tuple[type, type]:
@@ -27,7 +27,7 @@ def _pair(body: dict[str, Any], slots: bool = True, kw_only: bool = False) -> tu
         return decorate(type(name, (), namespace))
 
     by_dataclass = make(dataclasses.dataclass(frozen=True, slots=slots, kw_only=kw_only), "Case")
-    by_record = make(record(slots=slots, kw_only=kw_only), "Case")
+    by_record = make(frozen(slots=slots, kw_only=kw_only), "Case")
     return by_dataclass, by_record
 
 
@@ -194,13 +194,13 @@ def test_own_methods_are_kept_and_an_own_hash_refused() -> None:
     assert hash(by_dataclass(5)) == hash(by_record(5)) == 1
 
 
-@record
+@frozen
 class Pickled:
     a: int
     b: tuple[int, ...] = ()
 
 
-@record(slots=False)
+@frozen(slots=False)
 class PickledLoose:
     a: int
     b: tuple[int, ...] = ()
@@ -211,3 +211,10 @@ def test_a_record_pickles(cls: type) -> None:
     made = cls(1, (2, 3))
     assert pickle.loads(pickle.dumps(made)) == made
     assert pickle.loads(pickle.dumps(made, protocol=0)) == made
+
+
+@pytest.mark.parametrize("body", [PLAIN, FACTORY, FLAGS, KEYWORDS])
+def test_the_signature_is_the_dataclass_one_before_any_object_is_made(body: dict[str, Any]) -> None:
+    by_dataclass, by_record = _pair(body)
+    assert str(inspect.signature(by_record)) == str(inspect.signature(by_dataclass))
+    assert "__init__" in vars(by_record)  # the one that compiles the real one

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import replace
 
 from gputop.core.errors import GputopError
@@ -65,7 +66,7 @@ class LocalLink:
         except GputopError as error:
             self._set(state=LinkState.UNREACHABLE, failure=Failure("local", str(error)))
             return
-        try:
+        with closing(backend):
             while not self._stopping.is_set():
                 started = time.monotonic()
                 snapshot = backend.sample()
@@ -79,5 +80,3 @@ class LocalLink:
                     snapshots_received=self._status.snapshots_received + 1,
                 )
                 self._stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
-        finally:
-            backend.close()

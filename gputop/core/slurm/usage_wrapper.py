@@ -156,7 +156,7 @@ def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -
     except Exception as error:  # a broken driver binding: the command runs on regardless
         report_not_measured(f"NVML cannot be read there: {type(error).__name__}: {error}")
         return
-    try:
+    with contextlib.closing(backend):
         gpus = {gpu.physical_index: gpu for gpu in backend.sample().gpus}
         cards = job_cards(given, sorted(gpus))
         if not cards:
@@ -190,8 +190,6 @@ def _measure(logs_dir: Path, watch: _CommandWatch, environ: Mapping[str, str]) -
             )
             with contextlib.suppress(Exception):  # a full or unshared disk: measure on
                 write_report(logs_dir, job_id, node, usage=node_usage)
-    finally:
-        backend.close()
 
 
 def slurm_given(environ: Mapping[str, str]) -> tuple[int, ...]:

@@ -120,14 +120,7 @@ def resolve_hosts(spec: str, groups: Mapping[str, list[str]]) -> list[HostEntry]
             f"--hosts: {which} in hosts.toml lists no hosts: add host names to it "
             '(lab = ["gpu1", "gpu2"]) or name hosts directly: --hosts gpu1,gpu2.'
         )
-    entries: list[HostEntry] = []
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            continue
-        seen.add(name)
-        entries.append(_entry(name))
-    return entries
+    return [_entry(name) for name in dict.fromkeys(names)]
 
 
 def _entry(name: str) -> HostEntry:

@@ -84,6 +84,18 @@ def host_list(text: str) -> str:
     return text
 
 
+def add_hosts_argument(parser: argparse.ArgumentParser, lead: str = "") -> None:
+    """``--hosts LIST`` (docs/lab.md); ``lead`` starts its help."""
+    parser.add_argument(
+        "--hosts",
+        type=host_list,
+        metavar="LIST",
+        help=f"{lead}GPU servers over ssh: host names, ssh aliases or group names from "
+        "$XDG_CONFIG_HOME/gputop/hosts.toml, comma-separated; 'local' is this machine "
+        "(see docs/lab.md)",
+    )
+
+
 MAX_WAIT_FOR_HOSTS_S = 86400.0
 wait_for_hosts = seconds(0.1, MAX_WAIT_FOR_HOSTS_S)
 """``--timeout`` with ``--hosts`` or ``--prometheus`` (the fleet caps it at an hour)."""

@@ -9,9 +9,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from gputop.cli.arg_types import (
+    add_hosts_argument,
     add_interval_argument,
     add_python_argument,
-    host_list,
     wait_for_hosts,
 )
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
@@ -33,14 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_interval_argument(parser, 0.2, 1.0, "refresh every SECONDS")
     add_python_argument(parser, "the interpreter your jobs use, for the torch check")
     parser.add_argument("--readonly", action="store_true", help="never offer to signal processes")
-    parser.add_argument(
-        "--hosts",
-        type=host_list,
-        metavar="LIST",
-        help="the dashboard across GPU servers over ssh: host names, ssh aliases or group "
-        "names from $XDG_CONFIG_HOME/gputop/hosts.toml, comma-separated; 'local' is this "
-        "machine (see docs/lab.md)",
-    )
+    add_hosts_argument(parser, "the dashboard across ")
     add_fleet_arguments(parser, group_by=True)
     parser.add_argument(
         "--timeout",

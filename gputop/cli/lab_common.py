@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from gputop.cli.arg_types import host_list, wait_for_hosts
+from gputop.cli.arg_types import add_hosts_argument, wait_for_hosts
 from gputop.core.fleet import TIMEOUT_S as FLEET_TIMEOUT_S
 from gputop.core.safe_text import clean
 from gputop.core.sampling.source import open_backend
@@ -19,14 +19,7 @@ DEFAULT_TIMEOUT_S = 15.0
 
 
 def add_hosts_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--hosts",
-        type=host_list,
-        metavar="LIST",
-        help="GPU servers over ssh: host names, ssh aliases or group names from "
-        "$XDG_CONFIG_HOME/gputop/hosts.toml, comma-separated; 'local' is this machine "
-        "(see docs/lab.md)",
-    )
+    add_hosts_argument(parser)
     parser.add_argument(
         "--timeout",
         type=wait_for_hosts,

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 
 _WHITESPACE = " \t\n\r\v\f"
-_LEGACY_MIG = re.compile(r"^MIG-(GPU-[^/]+)/(\d+)/(\d+)$")
+ULONG_MAX = 2**64 - 1
+"""What strtoul gives for a number past it (int() of thousands of digits raises instead)."""
+_LEGACY_MIG = re.compile(r"^MIG-(GPU-[^/]+)/([0-9]+)/([0-9]+)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,7 @@ def parse_entry(raw: str) -> Entry:
     if text.startswith("MIG-"):
         legacy = _LEGACY_MIG.match(text.rstrip(_WHITESPACE))
         if legacy:
-            return LegacyMigEntry(legacy.group(1), int(legacy.group(2)), int(legacy.group(3)))
+            return LegacyMigEntry(legacy.group(1), _ulong(legacy.group(2)), _ulong(legacy.group(3)))
         return MigUuidEntry(text.rstrip(_WHITESPACE))
     if text.startswith("GPU-"):
         return GpuUuidEntry(text.rstrip(_WHITESPACE))
@@ -82,7 +84,13 @@ def _strtoul(raw: str, text: str) -> Entry:
         if not raw.strip(_WHITESPACE):
             return InvalidEntry("is empty")
         return InvalidEntry("is neither a number nor a GPU-/MIG- UUID")
-    value = int(digits)
+    value = _ulong(digits)
     if sign == "-" and value != 0:
         return InvalidEntry(f"is negative ({sign}{digits}), which the driver reads as invalid")
     return IntegerEntry(value, rest if rest.strip(_WHITESPACE) else "")
+
+
+def _ulong(digits: str) -> int:
+    """ASCII digits as strtoul reads them: at most ``ULONG_MAX``."""
+    significant = digits.lstrip("0")
+    return ULONG_MAX if len(significant) > 20 else min(int(significant or "0"), ULONG_MAX)

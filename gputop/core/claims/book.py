@@ -167,20 +167,10 @@ class ClaimBook:
         mine = [
             claim
             for claim in scan.claims
-            if claim.uid == self.uid
-            and claim.job == job
-            and (wanted is None or card_key(claim.uuid) in wanted)
+            if self._chosen(claim, wanted, job)
             and _uid_of(scan.first(claim.uuid, self.uid)) == self.uid
         ]
-        if wanted is not None:
-            missing = wanted - {card_key(claim.uuid) for claim in mine}
-            if missing:
-                raise ClaimRefused(
-                    f"You hold no claim on {', '.join(sorted(missing))} to extend; claim it "
-                    "with gputop claim --gpus."
-                )
-        if not mine:
-            raise ClaimRefused("You hold no claim to extend.")
+        _refuse_none_held(wanted, mine, "; claim it with gputop claim --gpus")
         until = self.clock() + for_s
         longer = [claim for claim in mine if claim.until < until]
         if not longer:  # each lasts longer already: nothing to write
@@ -206,18 +196,8 @@ class ClaimBook:
 
     def _extend_own(self, wanted: set[str] | None, for_s: float, job: int | None) -> list[Claim]:
         """``extend`` where the directory is flooded: this user's own claims, in place."""
-        mine = [
-            claim
-            for claim in self.own_claims()
-            if claim.job == job and (wanted is None or card_key(claim.uuid) in wanted)
-        ]
-        missing = (wanted or set()) - {card_key(claim.uuid) for claim in mine}
-        if missing or not mine:
-            raise ClaimRefused(
-                f"You hold no claim on {', '.join(sorted(missing))} to extend."
-                if missing
-                else "You hold no claim to extend."
-            )
+        mine = [claim for claim in self.own_claims() if self._chosen(claim, wanted, job)]
+        _refuse_none_held(wanted, mine)
         until = self.clock() + for_s
         longer = [claim for claim in mine if claim.until < until]
         if longer:
@@ -273,19 +253,20 @@ class ClaimBook:
                         for c in theirs
                     )
                 )
-
-        def chosen(claim: Claim) -> bool:
-            return (
-                claim.uid == self.uid
-                and claim.job == job
-                and (wanted is None or card_key(claim.uuid) in wanted)
-            )
-
-        gone = [claim for claim in scan.claims if chosen(claim)]
-        behind = [c for c, _ in scan.void if isinstance(c, Claim) and chosen(c)]
+        gone = [claim for claim in scan.claims if self._chosen(claim, wanted, job)]
+        behind = [c for c, _ in scan.void if isinstance(c, Claim) and self._chosen(c, wanted, job)]
         self._end(scan, gone)
         self._remove_names([claim.name for claim in behind])
         return gone
+
+    def _chosen(self, claim: Claim, wanted: set[str] | None, job: int | None) -> bool:
+        """``claim`` is this user's, a person's (``job`` None) or that job's, on a card
+        ``wanted`` (``None``: any)."""
+        return (
+            claim.uid == self.uid
+            and claim.job == job
+            and (wanted is None or card_key(claim.uuid) in wanted)
+        )
 
     def tidy(self, scan: Scan) -> None:
         """Remove this user's expired claims (or keep them as the mark that voids what
@@ -516,6 +497,15 @@ class ClaimBook:
                     os.unlink(name, dir_fd=self.dir.fd)
             except OSError:
                 continue
+
+
+def _refuse_none_held(wanted: set[str] | None, mine: Sequence[Claim], advice: str = "") -> None:
+    """ClaimRefused where this user holds no claim to extend on a card ``wanted`` (or none)."""
+    missing = (wanted or set()) - {card_key(claim.uuid) for claim in mine}
+    if missing:
+        raise ClaimRefused(f"You hold no claim on {', '.join(sorted(missing))} to extend{advice}.")
+    if not mine:
+        raise ClaimRefused("You hold no claim to extend.")
 
 
 def _uid_of(hold: Hold | None) -> int | None:

@@ -101,10 +101,6 @@ def check_selector(selector: str | None) -> str:
     return selector.strip()[1:-1].strip().rstrip(",").strip()
 
 
-def _names(metrics: tuple[str, ...] | list[str]) -> str:
-    return "|".join(metrics)
-
-
 def promql_string(value: str) -> str | None:
     """``value`` as a PromQL string literal (double quotes, Go's escapes: JSON's are a
     subset of them); ``None`` for text no query can carry (not UTF-8: a lone surrogate)."""
@@ -124,15 +120,15 @@ def node_figures_query(matchers: str, job: str, instance: str) -> tuple[str, str
         return None
     only = f"job={quoted_job}, instance={quoted_instance}" + (f", {matchers}" if matchers else "")
     return (
-        f'max by ({CARD_KEY}) ({{__name__=~"{_names(DETAIL_METRICS)}", GPU_I_ID="", {only}}})',
-        f'{{__name__=~"{_names(PROCESS_METRICS)}", {only}}}',
+        f'max by ({CARD_KEY}) ({{__name__=~"{"|".join(DETAIL_METRICS)}", GPU_I_ID="", {only}}})',
+        f'{{__name__=~"{"|".join(PROCESS_METRICS)}", {only}}}',
     )
 
 
 def user_counts_query(matchers: str) -> str:
     """The users' ``USER_COUNTS`` on every node, for the users' view of the dashboard."""
     extra = f", {matchers}" if matchers else ""
-    return f'{{__name__=~"{_names(USER_COUNTS)}"{extra}}}'
+    return f'{{__name__=~"{"|".join(USER_COUNTS)}"{extra}}}'
 
 
 def refresh_queries(matchers: str, every_figure: bool = True) -> dict[str, str]:
@@ -151,9 +147,9 @@ def refresh_queries(matchers: str, every_figure: bool = True) -> dict[str, str]:
         # gputop's last sample; then every figure of every card with only the labels that
         # tell them apart: a quarter of the bytes, and of the decoding.
         "card_labels": f'{{__name__=~"DCGM_FI_DEV_FB_USED|{LAST_SAMPLE}", GPU_I_ID=""{extra}}}',
-        "nodes": f'{{__name__=~"{_names(NODE_METRICS)}"{extra}}}',
-        "cards": f'max by ({CARD_KEY}) ({{__name__=~"{_names(figures)}", GPU_I_ID=""{extra}}})',
-        "processes": f'{{__name__=~"{_names(PROCESS_METRICS)}"{extra}}}',
+        "nodes": f'{{__name__=~"{"|".join(NODE_METRICS)}"{extra}}}',
+        "cards": f'max by ({CARD_KEY}) ({{__name__=~"{"|".join(figures)}", GPU_I_ID=""{extra}}})',
+        "processes": f'{{__name__=~"{"|".join(PROCESS_METRICS)}"{extra}}}',
     }
     if not every_figure:
         del queries["processes"]

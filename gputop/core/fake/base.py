@@ -277,8 +277,8 @@ class FakeNvmlBase:
         """A secondary reading of a call whose main reading exists: absent reads 0."""
         return 0 if signal is None else self._percent(signal, t)
 
-    def _bytes_or_zero(self, signal_mib: Signal | None) -> int:
-        return 0 if signal_mib is None else self._bytes(signal_mib)
+    def _bytes_or_zero(self, signal_mib: Signal | None, t: float | None = None) -> int:
+        return 0 if signal_mib is None else self._bytes(signal_mib, t)
 
     @staticmethod
     def _static(value: Any) -> Any:

@@ -192,7 +192,7 @@ class CardLoad(FakeNvmlBase):
         asked = self._memory_asked(owner, t)
         listed = sum(asked[p.pid] for p in owner.processes if p.used_memory_mib is not None)
         everyone = sum(asked.values())  # the listed processes' and the pinned jobs'
-        used = max(self._bytes_at(owner.memory_used_mib, t), listed) + everyone - listed
+        used = max(self._bytes_or_zero(owner.memory_used_mib, t), listed) + everyone - listed
         if isinstance(owner, ScenarioGpu) and _in_mig_mode(owner):
             in_migs = sum(self._card_used_bytes(m, t) for m in owner.mig_devices)
             used = max(used, everyone + in_migs)
@@ -278,9 +278,6 @@ class CardLoad(FakeNvmlBase):
         if owner.utilization_gpu is None:
             return None, None
         return self._card_utilization(owner, t)
-
-    def _bytes_at(self, signal_mib: Signal | None, t: float) -> int:
-        return 0 if signal_mib is None else self._bytes(signal_mib, t)
 
 
 def _in_mig_mode(gpu: ScenarioGpu) -> bool:

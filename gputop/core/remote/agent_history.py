@@ -56,7 +56,8 @@ class HistoryRequests:
                 if not line:
                     break
                 if len(line) > MAX_REQUEST_BYTES or not line.endswith(b"\n"):
-                    self._drop_rest_of_line(stream, line)
+                    while line and not line.endswith(b"\n"):  # the rest of a line too long
+                        line = stream.readline(MAX_REQUEST_BYTES)
                     continue
                 try:
                     message = decode(line)
@@ -69,11 +70,6 @@ class HistoryRequests:
         except (OSError, ValueError):
             pass
         self.closed.set()
-
-    @staticmethod
-    def _drop_rest_of_line(stream: IO[bytes], line: bytes) -> None:
-        while line and not line.endswith(b"\n"):
-            line = stream.readline(MAX_REQUEST_BYTES)
 
     def pending(self) -> list[dict[str, Any]]:
         found = []

@@ -100,12 +100,8 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
         )
     # A text that is not UTF-8 (a shared store is its owner's to write) is that text's
     # fault, read with replacement characters: SQLite's own decoding stops the whole read.
-    connection.text_factory = _undecodable_replaced
+    connection.text_factory = lambda data: data.decode("utf-8", "replace")
     return connection
-
-
-def _undecodable_replaced(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
 
 
 READABLE_FROM = 2

@@ -4,14 +4,14 @@
 frozen class of eight fields, and the dashboard defines more than a hundred before its
 first frame, most of them never made before it (docs/speed.md). ``frozen`` makes the class
 with ``dataclass`` writing no method, so its fields, ``fields``, ``replace``, ``asdict``,
-``__match_args__`` and slots are the dataclass's own, then gives it the same methods
-without compiling any: ``__eq__``, ``__hash__``, ``__repr__``, ``__setattr__`` and
-``__delattr__`` are closures over the field names, and ``__init__`` is compiled, from the
-dataclass's own parameters, when the first object is made. A slotted record's ``__init__``
-stores each field through its slot's descriptor, not ``object.__setattr__``: about half the
-time, and a busy sample makes thousands. ``inspect.signature`` of the class is made from
-the fields when asked. ``tests/unit/test_records.py`` holds frozen classes to
-``dataclass``'s behaviour.
+``__match_args__`` and slots are the dataclass's own, then gives it the same methods:
+``__init__``, ``__eq__`` and ``__hash__`` are compiled from the dataclass's source when
+first called (a class whose objects are never made, compared or hashed compiles nothing),
+``__repr__``, ``__setattr__`` and ``__delattr__`` are closures over the field names. A
+slotted record's ``__init__`` stores each field through its slot's descriptor, not
+``object.__setattr__``: about half the time, and a busy sample makes thousands.
+``inspect.signature`` of the class is made from the fields when asked.
+``tests/unit/test_records.py`` holds frozen classes to ``dataclass``'s behaviour.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import dataclasses
 import inspect
 import reprlib
 from collections.abc import Callable
-from operator import attrgetter
 from typing import Any, TypeVar, overload
 
 from typing_extensions import dataclass_transform
@@ -58,19 +57,21 @@ def frozen(cls: type | None = None, /, *, slots: bool = True, kw_only: bool = Fa
 def _record(cls: type, slots: bool, kw_only: bool) -> type:
     own = dict(cls.__dict__)
     documented = bool(cls.__doc__)
-    made = dataclasses.dataclass(
+    made: type[Any] = dataclasses.dataclass(
         cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only
     )
     specs = dataclasses.fields(made)
     for name in ("__setattr__", "__delattr__"):
         if name in own:
             raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
-    compared = _tuple_of([s.name for s in specs if s.compare])
+    compared = [s.name for s in specs if s.compare]
+    hashed = [s.name for s in specs if (s.compare if s.hash is None else s.hash)]
+    _check_defaults(specs)
     methods: dict[str, Callable[..., Any]] = {
-        "__init__": _first_init(made, specs, slots),
+        "__init__": _on_first_call(made, "__init__", lambda: _init_source(made, specs, slots)),
         "__repr__": _repr([s.name for s in specs if s.repr]),
-        "__eq__": _eq(compared),
-        "__hash__": _hash(_tuple_of([s.name for s in specs if _hashed(s)])),
+        "__eq__": _on_first_call(made, "__eq__", lambda: _eq_source(compared)),
+        "__hash__": _on_first_call(made, "__hash__", lambda: _hash_source(hashed)),
         "__setattr__": _frozen_setattr(made, frozenset(s.name for s in specs)),
         "__delattr__": _frozen_delattr(made, frozenset(s.name for s in specs)),
     }
@@ -83,10 +84,10 @@ def _record(cls: type, slots: bool, kw_only: bool) -> type:
             if name not in ("__getstate__", "__setstate__"):
                 method.__qualname__ = f"{made.__qualname__}.{name}"
             setattr(made, name, method)
-    params = made.__dataclass_params__  # type: ignore[attr-defined]
+    params = made.__dataclass_params__
     params.init = "__init__" not in own
     params.repr = params.eq = params.frozen = True
-    made.__signature__ = _Signature(specs)  # type: ignore[attr-defined]
+    made.__signature__ = _Signature(specs)
     if not documented:  # the dataclass's docstring: the class's name and signature
         made.__doc__ = made.__name__ + str(_signature(specs)).replace(" -> None", "")
     return made
@@ -106,34 +107,20 @@ class _Signature:
         return self._made
 
 
-def _hashed(spec: dataclasses.Field[Any]) -> bool:
-    return bool(spec.compare if spec.hash is None else spec.hash)
+def _eq_source(names: list[str]) -> tuple[str, dict[str, Any]]:
+    both = "".join(f"self.{name}," for name in names), "".join(f"other.{name}," for name in names)
+    lines = [
+        "def __eq__(self, other):",
+        " if other.__class__ is self.__class__:",
+        f"  return ({both[0]})==({both[1]})",
+        " return NotImplemented",
+    ]
+    return "\n".join(lines), {}
 
 
-def _tuple_of(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
-    """The tuple of these fields of an object, as the dataclass's methods compare and hash it."""
-    if len(names) > 1:
-        return attrgetter(*names)
-    if names:
-        get = attrgetter(names[0])
-        return lambda obj: (get(obj),)
-    return lambda obj: ()
-
-
-def _eq(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, Any], Any]:
-    def __eq__(self: Any, other: Any) -> Any:
-        if other.__class__ is self.__class__:
-            return key(self) == key(other)
-        return NotImplemented
-
-    return __eq__
-
-
-def _hash(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
-    def __hash__(self: Any) -> int:
-        return hash(key(self))
-
-    return __hash__
+def _hash_source(names: list[str]) -> tuple[str, dict[str, Any]]:
+    fields = "".join(f"self.{name}," for name in names)
+    return f"def __hash__(self):\n return hash(({fields}))", {}
 
 
 def _repr(names: list[str]) -> Callable[[Any], str]:
@@ -145,7 +132,7 @@ def _repr(names: list[str]) -> Callable[[Any], str]:
     return __repr__
 
 
-def _frozen_setattr(cls: type, names: frozenset[str]) -> Callable[[Any, str, Any], None]:
+def _frozen_setattr(cls: type[Any], names: frozenset[str]) -> Callable[[Any, str, Any], None]:
     def __setattr__(self: Any, name: str, value: Any) -> None:
         if type(self) is cls or name in names:
             raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
@@ -154,7 +141,7 @@ def _frozen_setattr(cls: type, names: frozenset[str]) -> Callable[[Any, str, Any
     return __setattr__
 
 
-def _frozen_delattr(cls: type, names: frozenset[str]) -> Callable[[Any, str], None]:
+def _frozen_delattr(cls: type[Any], names: frozenset[str]) -> Callable[[Any, str], None]:
     def __delattr__(self: Any, name: str) -> None:
         if type(self) is cls or name in names:
             raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
@@ -172,18 +159,26 @@ def _setstate(self: object, state: list[Any]) -> None:
         object.__setattr__(self, spec.name, value)
 
 
-def _first_init(cls: type, specs: _Fields, slots: bool) -> Callable[..., None]:
-    """An ``__init__`` that compiles the class's own when the first object is made."""
-    _check_defaults(specs)
+def _on_first_call(cls: type, name: str, source: Callable[[], tuple[str, dict[str, Any]]]) -> Any:
+    """A method that, when first called, compiles the class's own (the dataclass's source,
+    from ``source``), puts it in its place and calls it: a class whose objects are never
+    made, compared or hashed compiles nothing."""
 
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        init = _compile_init(cls, specs, slots)
-        init.__qualname__ = f"{cls.__qualname__}.__init__"
-        if cls.__dict__.get("__init__") is __init__:
-            cls.__init__ = init  # type: ignore[misc]
-        init(self, *args, **kwargs)
+    def first_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        text, names = source()
+        names.update(__name__=cls.__module__)
+        scope: dict[str, Any] = {}
+        # Made of the class's own field names only, as the dataclass's; compiled without
+        # this module's ``annotations`` future: the annotations are the fields' types.
+        code = compile(text, f"<{cls.__qualname__}.{name}>", "exec", dont_inherit=True)
+        exec(code, names, scope)
+        method = scope[name]
+        method.__qualname__ = f"{cls.__qualname__}.{name}"
+        if cls.__dict__.get(name) is first_call:
+            setattr(cls, name, method)
+        return method(self, *args, **kwargs)
 
-    return __init__
+    return first_call
 
 
 def _check_defaults(specs: _Fields) -> None:
@@ -198,11 +193,10 @@ def _check_defaults(specs: _Fields) -> None:
             raise TypeError(f"non-default argument {spec.name!r} follows default argument")
 
 
-def _compile_init(cls: type, specs: _Fields, slots: bool) -> Callable[..., None]:
+def _init_source(cls: type, specs: _Fields, slots: bool) -> tuple[str, dict[str, Any]]:
     """The dataclass's ``__init__``: its parameters, defaults and assignments, each field
     stored through its slot's descriptor where the class has slots."""
     names: dict[str, Any] = {
-        "__name__": cls.__module__,
         "_object_setattr": object.__setattr__,
         "_factory": _FACTORY,
     }
@@ -233,17 +227,13 @@ def _compile_init(cls: type, specs: _Fields, slots: bool) -> Callable[..., None]
         body.append(" self.__post_init__()")
     params = ["self", *positional, *(["*", *keyword] if keyword else [])]
     source = f"def __init__({', '.join(params)}) -> None:\n" + ("\n".join(body) or " pass")
-    scope: dict[str, Any] = {}
-    # Made of the class's own field names only, as the dataclass's; compiled without this
-    # module's ``annotations`` future, so the annotations are the fields' types themselves.
-    exec(compile(source, f"<record {cls.__qualname__}>", "exec", dont_inherit=True), names, scope)
-    return scope["__init__"]  # type: ignore[no-any-return]
+    return source, names
 
 
 def _signature(specs: _Fields) -> inspect.Signature:
     """The signature the dataclass's ``__init__`` has (for the docstring it makes)."""
     parameters = []
-    for spec in sorted(specs, key=lambda spec: spec.kw_only):
+    for spec in sorted(specs, key=lambda spec: bool(spec.kw_only)):
         if not spec.init:
             continue
         default: Any = inspect.Parameter.empty
@@ -265,21 +255,27 @@ def replaced(obj: _Object, /, **changes: Any) -> _Object:
     GPU of a sample is replaced twice, forty-odd fields each): each field from the changes,
     else from the object, through the class's ``__init__``; a field it does not have, or
     one not in ``__init__``, is a TypeError."""
-    cls = type(obj)
-    plan = _replace_plans.get(cls)
-    if plan is None:
-        specs = [s for s in dataclasses.fields(obj) if s.init]  # type: ignore[arg-type]
-        plan = _replace_plans[cls] = (
-            tuple(s.name for s in specs if not s.kw_only),
-            tuple(s.name for s in specs if s.kw_only),
-        )
-    positional, keyword = plan
-    pop = changes.pop
-    args = [pop(name, getattr(obj, name)) for name in positional]
-    kwargs = {name: pop(name, getattr(obj, name)) for name in keyword}
-    if changes:
-        raise TypeError(cls.__name__, *changes)
-    return cls(*args, **kwargs)
+    replace = _replacers.get(type(obj))
+    if replace is None:
+        replace = _replacers[type(obj)] = _replacer(type(obj))
+    return replace(obj, changes)
 
 
-_replace_plans: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+def _replacer(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+    specs = [spec for spec in dataclasses.fields(cls) if spec.init]
+    arguments = [f"pop({s.name!r}, obj.{s.name})" for s in specs if not s.kw_only]
+    arguments += [f"{s.name}=pop({s.name!r}, obj.{s.name})" for s in specs if s.kw_only]
+    lines = [
+        "def replace(obj, changes):",
+        " pop = changes.pop",
+        f" new = _cls({', '.join(arguments)})",
+        " if changes:",
+        "  raise TypeError(_cls.__name__, *changes)",
+        " return new",
+    ]
+    names: dict[str, Any] = {"_cls": cls, "__name__": cls.__module__}
+    exec("\n".join(lines), names)  # made of the class's own field names only
+    return names["replace"]
+
+
+_replacers: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}

@@ -55,3 +55,22 @@ def test_a_hand_edited_pid_is_no_internal_error_by_process(
     assert code == 0, captured.err
     document = json.loads(captured.out)
     assert document["rows"] and {row["key"] for row in document["rows"]} == {"?"}
+
+
+def test_a_hand_edited_job_that_is_a_blob_is_no_internal_error_by_job(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A process's job set to a blob (a number is stored as text in its TEXT column) ended
+    'report --by job --json' in an internal error (TypeError: Object of type bytes is not
+    JSON serializable), and the table showed it as "b'\\x00\\xff'". Such a job is '?', its
+    GPU time still reported."""
+    store = edited(demo_store, tmp_path, "UPDATE processes SET job = x'00ff'")
+    code = main(["report", "--db", str(store), *WHOLE, "--by", "job", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    document = json.loads(captured.out)
+    assert document["rows"] and {row["key"] for row in document["rows"]} == {"?"}
+    code = main(["report", "--db", str(store), *WHOLE, "--by", "job"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.splitlines()[2].split()[0] in ("?", "!")

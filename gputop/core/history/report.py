@@ -38,7 +38,7 @@ class ReportBy(str, enum.Enum):
 _HOLDER = {
     ReportBy.USER: "COALESCE(users.text, '?')",
     ReportBy.GPU: "p.physical_index",
-    ReportBy.JOB: "r.job",
+    ReportBy.JOB: "CASE typeof(r.job) WHEN 'text' THEN r.job ELSE '?' END",  # '?': set by hand
     ReportBy.PROCESS: "r.id",
 }
 

@@ -304,9 +304,16 @@ def render_table(query: ReportQuery, rows: list[ReportRow]) -> str:
     return "\n".join([title, *_aligned(lines, left=2)])
 
 
+MAX_ALIGNED_CHARS = 1024
+"""The widest a column is padded to: a longer cell (a name or command of megabytes, from a
+hand-edited store or a hostile Prometheus) is written whole in its own line only."""
+
+
 def _aligned(lines: Sequence[tuple[str, ...]], left: int) -> list[str]:
     """Each line's cells in columns two spaces apart: the first ``left`` to the left."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    widths = [
+        min(max(len(line[i]) for line in lines), MAX_ALIGNED_CHARS) for i in range(len(lines[0]))
+    ]
     return [
         "  ".join(
             cell.ljust(width) if column < left else cell.rjust(width)

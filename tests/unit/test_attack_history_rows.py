@@ -74,3 +74,22 @@ def test_a_hand_edited_job_that_is_a_blob_is_no_internal_error_by_job(
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert captured.out.splitlines()[2].split()[0] in ("?", "!")
+
+
+@pytest.mark.parametrize("by", ["user", "process"])
+def test_one_huge_holder_name_does_not_widen_every_row(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], by: str
+) -> None:
+    """A user name of 200,000 characters (a hand-edited store; a hostile Prometheus's label
+    is the same for 'report --prometheus') padded every row of the table to its width: 500
+    holders became 100 MB of text. It is still shown whole, in its own row only."""
+    huge = "A" * 200_000
+    store = edited(demo_store, tmp_path, f"UPDATE strings SET text = '{huge}' WHERE text = 'alice'")
+    code = main(["report", "--db", str(store), *WHOLE, "--by", by])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    lines = captured.out.splitlines()
+    named = [line for line in lines if huge in line]  # alice's rows (two processes by process)
+    assert named and all(len(line) < len(huge) + 1_000 for line in named)
+    others = [line for line in lines[1:] if huge not in line]
+    assert len(others) >= 3 and all(len(line) < 2_000 for line in others)

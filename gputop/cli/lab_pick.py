@@ -15,13 +15,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gputop.cli.lab_common import host_label, hosts_timeout, open_lab
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.free_cards import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.install_advice import install_advice
 from gputop.core.numbers import strict_json
+from gputop.core.records import frozen
 from gputop.core.remote.host_summary import active_job_gpus
 from gputop.core.remote.lab import Lab, settled
 from gputop.core.remote.remote_command import remote_gputop_command
@@ -37,7 +37,7 @@ class NoHostHasFreeGpus(GputopError):
     exit_code = 1
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class HostPick:
     status: HostStatus
     physical_indices: list[int]

@@ -9,13 +9,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
 
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.mig_targets import MigTarget, judge_mig_instance, mig_target_by_uuid
 from gputop.core.model import GpuClaim, GpuSample, ProcessType, Snapshot
+from gputop.core.records import frozen
 from gputop.core.units import MIB, NA, counted
 
 GIB = 1024 * MIB
@@ -31,7 +31,7 @@ def gib(value_bytes: int | None) -> str:
     return NA if value_bytes is None else f"{value_bytes / GIB:.1f} GiB"
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class FreePolicy:
     """The thresholds a card must meet to count as free."""
 
@@ -62,7 +62,7 @@ class FreePolicy:
         )
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class CardVerdict:
     """Whether one card is free, and if not, every reason, for a person."""
 

@@ -8,10 +8,10 @@ over time a total says little.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from gputop.core.model import GpuHealth
+from gputop.core.records import frozen
 from gputop.core.xid import describe
 
 Level = Literal["ok", "warning", "critical"]
@@ -19,7 +19,7 @@ LEVELS: dict[Level, int] = {"ok": 0, "warning": 1, "critical": 2}
 """The exporter's ``gputop_gpu_health`` value of each verdict."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Reason:
     level: Level
     text: str
@@ -29,7 +29,7 @@ class Reason:
     """For a card's badge, where it differs from ``text``: ``row remap pending: reset``."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Verdict:
     level: Level
     reasons: tuple[Reason, ...] = ()

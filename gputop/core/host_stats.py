@@ -11,14 +11,14 @@ import contextlib
 import math
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from gputop.core.records import frozen
 from gputop.core.units import duration_coarse
 
 GIB = 1024**3
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HostStats:
     load_1m: float | None
     load_5m: float | None

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from gputop.core.jobs.model import Job
 from gputop.core.jobs.usage import JobUsage, activity_cell
+from gputop.core.records import frozen
 from gputop.core.units import duration, duration_coarse, human_bytes
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class HostJob:
     """One job of one host, as its agent described it."""
 
@@ -90,7 +90,7 @@ def _peak(usage: JobUsage | None) -> str:
     return "-" if peak is None else human_bytes(peak)
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class JobColumn:
     title: str
     """Its heading in ``gputop jobs``."""

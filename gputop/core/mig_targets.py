@@ -17,17 +17,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
 from gputop.core.model import GpuSample, MigDevice, Snapshot
 from gputop.core.numbers import MAX_ID_DIGITS, is_ascii_digits
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 
 MIG_PREFIX = "MIG-"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MigTarget:
     gpu: GpuSample
     device: MigDevice
@@ -171,7 +171,7 @@ def _known(snapshot: Snapshot) -> str:
     return f"MIG devices here: {', '.join(listed)}." if listed else "No GPU here has MIG devices."
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class InstanceVerdict:
     free: bool
     reasons: tuple[str, ...]

@@ -9,7 +9,7 @@ never hides the rest. Names carry their unit; "physical" is the NVML / nvidia-sm
 from __future__ import annotations
 
 import enum
-from dataclasses import astuple, dataclass, field
+from dataclasses import astuple, field
 from typing import TYPE_CHECKING
 
 from gputop.core.records import frozen
@@ -39,7 +39,7 @@ class ProcessOrigin(str, enum.Enum):
     """NVML reports the pid, but no such process is visible here (another PID namespace)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Clocks:
     graphics_mhz: int | None = None
     sm_mhz: int | None = None
@@ -64,7 +64,7 @@ ACTIVITY_KEYS = (
 """The figures of ``Activity``, in the order ``snapshot --json`` writes them (docs/activity.md)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Activity:
     """What the SMs, tensor pipes and memory of a GPU or a MIG GPU instance really do, from
     NVML's GPM (Hopper and newer); ``None`` where unknown. Percentages are 0-100 over the
@@ -97,7 +97,7 @@ class Activity:
 NO_ACTIVITY = Activity()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MigDevice:
     """One MIG instance of a GPU in MIG mode."""
 
@@ -179,7 +179,7 @@ class GpuProcess:
     ``start_time`` was read (process_control.py). ``None`` off this machine or off Linux."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GpuClaim:
     """Who claimed a GPU, until when (docs/claims.md)."""
 
@@ -195,7 +195,7 @@ class GpuClaim:
     ``None`` for a believable claim."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EccCounts:
     """ECC error counts (nvmlDeviceGetTotalEccErrors); each ``None`` where NVML does not give
     it. Volatile counts start again when the driver loads, aggregate ones last the board's
@@ -213,7 +213,7 @@ class EccCounts:
         return astuple(self)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RetiredPages:
     """Pages of memory retired by cause, and whether some wait for the next driver load
     (pre-Ampere data-centre boards; docs/health.md)."""
@@ -228,7 +228,7 @@ class RetiredPages:
         return any(v is not None for v in (self.single_bit, self.double_bit, self.pending))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RemappedRows:
     """Memory rows remapped to spares (Ampere and newer; nvmlDeviceGetRemappedRows)."""
 
@@ -240,7 +240,7 @@ class RemappedRows:
     """A remap failed: no spare row was left."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class XidEvent:
     """One Xid the driver reported for a GPU (gputop/core/xid.py names the codes)."""
 
@@ -251,7 +251,7 @@ class XidEvent:
     """How many of this Xid arrived in a row, coalesced into this one event."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GpuHealth:
     """The signs that a card is failing (docs/health.md); ``None`` where the card or the
     driver does not have the signal, never 0 for "unknown"."""
@@ -358,7 +358,7 @@ class GpuSample:
         return self.uuid[:12]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Snapshot:
     """Everything gputop knows about the machine at one moment."""
 

@@ -29,11 +29,11 @@ import os
 import pwd
 import stat
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core import settings
 from gputop.core.errors import GputopError
+from gputop.core.records import frozen
 from gputop.core.write_faults import WriteFault, write_fault_of
 
 PRIVATE_FILE_MODE = 0o600
@@ -58,7 +58,7 @@ def default_state_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(home) / ".local" / "state" / "gputop"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Sharing:
     """Who besides the owner may read a shared store: every user (``group_id`` None: 0755
     and 0644), or the members of one group (0750 and 0640, the group set to it)."""

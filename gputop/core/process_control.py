@@ -22,11 +22,11 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import psutil
 
 from gputop.core.errors import GputopError
+from gputop.core.records import frozen
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 START_TIME_TOLERANCE_S = 1.0
@@ -46,7 +46,7 @@ class IdentityUnproven(SignalRefused):
     """A process with that pid exists but cannot be proven to be the recorded one."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Recorded:
     """What was recorded about a process when it was started or shown."""
 
@@ -59,7 +59,7 @@ class Recorded:
     its identity whatever the wall clock did since."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Started:
     """When a process started: as a time (for people, and for records without ticks) and
     in clock ticks since this boot (for identity)."""

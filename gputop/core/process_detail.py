@@ -8,14 +8,13 @@ job's total GPU memory. Every string from outside is cleaned here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gputop.core.model import GpuProcess, Snapshot
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import NA, human_bytes
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class DetailLine:
     text: str
     style: str = ""

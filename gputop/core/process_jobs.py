@@ -10,16 +10,16 @@ history's); nothing is ever signalled on its strength.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core import settings
 from gputop.core.numbers import parse_id
+from gputop.core.records import frozen
 from gputop.core.sampling.process_env import environ_value, read_environ
 from gputop.core.slurm.cgroup import ENVIRON_LIMIT_BYTES, job_in_cgroup, job_in_environ
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProcessJobs:
     gputop_job: int | None = None
     slurm_job: int | None = None

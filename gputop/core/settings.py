@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
 from gputop.core.numbers import is_ascii_digits, parse_seconds, parse_size, quoted
+from gputop.core.records import frozen
 
 _OFF = frozenset({"0", "off", "no", "false"})
 
@@ -23,7 +23,7 @@ def _value(name: str, environ: Mapping[str, str] | None) -> str:
     return (os.environ if environ is None else environ).get(name, "").strip()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Text:
     """A text (a path, a URL, a scenario); ``read`` is ``default`` when unset or blank
     (``shown``: the default in words, where the caller works it out)."""
@@ -46,7 +46,7 @@ class Text:
         return self.shown or self.default or "unset"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Flag:
     """On or off: ``0``, ``off``, ``no`` and ``false`` are off, any other value on."""
 
@@ -63,7 +63,7 @@ class Flag:
         return "on" if self.default else "off"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Seconds:
     """A finite number (of seconds, or a speed) from ``minimum`` to ``maximum``; a bad one
     is refused with ``refusal`` (else numbers.py's words)."""
@@ -101,7 +101,7 @@ class Seconds:
             return self.default
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Size:
     """A size in bytes (``1G``, ``512M``, ``64k``) up to ``maximum``; a bad one: the default."""
 
@@ -120,7 +120,7 @@ class Size:
         return value if value <= self.maximum else self.default
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Count:
     """A whole number from ``minimum`` to ``maximum`` (ASCII digits)."""
 

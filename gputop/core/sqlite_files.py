@@ -21,10 +21,10 @@ import sqlite3
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.private_files import Sharing, StoreError, check_store_file, os_cause
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.write_faults import WriteFault, write_fault_of
 
@@ -39,7 +39,7 @@ CHECK_PAUSE_S = 0.2
 COMPANIONS = ("-wal", "-shm", "-journal")
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class StoreKind:
     """What one store is: its name in messages, its schema and how a person picks another."""
 

@@ -9,8 +9,9 @@ is to restart the application or nothing (the card itself is usually fine).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from gputop.core.records import frozen
 
 Severity = Literal["warning", "critical"]
 
@@ -24,7 +25,7 @@ SUPPORT = "contact NVIDIA support if it happens again"
 REPLACE = "replace the board if it happens again"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class XidInfo:
     code: int
     short: str

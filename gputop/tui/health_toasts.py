@@ -3,16 +3,15 @@ on one card or several, are coalesced into one notification with their counts.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gputop.core.model import Snapshot
+from gputop.core.records import frozen
 from gputop.core.xid import describe
 
 MAX_LINES = 3
 """Cards named in one toast; the rest are counted."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class XidToast:
     text: str
     critical: bool

@@ -36,8 +36,9 @@ Docs: docs/reference.md ("The process table's order"), docs/speed.md.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from gputop.core.records import frozen
 
 K = TypeVar("K", bound=Hashable)
 
@@ -45,7 +46,7 @@ Value = tuple[Any, float]
 """What a row is sorted by: a part compared exactly, then an amount compared with a margin."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Margin:
     """How much more than another's an amount must be to be clearly larger."""
 

@@ -20,6 +20,7 @@ from gputop.core.errors import GputopError
 from gputop.core.jobs.service import JobsService, JobsView
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import Snapshot
+from gputop.core.records import frozen
 from gputop.core.sampling.early import EarlySample
 
 STORE_RETRY_S = 5.0
@@ -40,7 +41,7 @@ class JobsReading(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Sampled:
     """A sample and the jobs read with it (None: not read). ``shown``: the dashboard already
     shows this sample (the first one): only its jobs are news."""
@@ -50,14 +51,14 @@ class Sampled:
     shown: bool = False
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class SampleFailed:
     """Sampling raised: ``error`` says what (the loop goes on)."""
 
     error: str
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class JobsFailed:
     """Reading the jobs raised: said once, the first time; the samples go on without jobs."""
 

@@ -14,7 +14,6 @@ import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from gputop.core.claims import scan as scanning
 from gputop.core.claims.directory import OpenDir, claims_path, open_claims_dir, setup_line
@@ -31,6 +30,7 @@ from gputop.core.claims.files import (
 )
 from gputop.core.claims.scan import PENDING_S, ClaimsUnreadable, Doubt, Hold, Scan
 from gputop.core.errors import GputopError
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.units import local_time
 
@@ -51,7 +51,7 @@ class ClaimRefused(GputopError):
     exit_code = 1
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Card:
     """A card to claim: its UUID (GPU- or MIG-) and physical index, as a person names it."""
 

@@ -13,10 +13,10 @@ import contextlib
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from gputop.core import settings
 from gputop.core.errors import GputopError
+from gputop.core.records import frozen
 
 DIR_MODE = 0o1777
 
@@ -37,7 +37,7 @@ def setup_line(path: str) -> str:
     return f"sudo gputop claims --setup  (or: sudo install -d -m 1777 -o root -g root {path})"
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class OpenDir:
     """The checked directory, held open: every later operation is relative to ``fd``."""
 

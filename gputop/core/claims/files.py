@@ -24,10 +24,10 @@ import secrets
 import stat
 import struct
 import sys
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gputop.core.numbers import LATEST_TIME_S, valid_text, whole_within, within
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 
 SUFFIX = ".claim"
@@ -47,7 +47,7 @@ MAX_JOB_ID = 2**53
 _NAME = re.compile(r"([A-Za-z0-9_-]{1,96})\.([0-9]{1,10})\.([cj])([0-9a-f]{16})\.claim")
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Claim:
     """A live, believable claim: one user's hold on one card until ``until``."""
 
@@ -77,7 +77,7 @@ class Claim:
         return {key: getattr(self, key) for key in ("gpu", "uuid", "user", "until", "note", "job")}
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Suspicious:
     """A file in the claims directory that is not a believable claim, and why."""
 
@@ -90,7 +90,7 @@ class Suspicious:
         return f"{clean(self.name[:120])} (owner {clean(owner)}): {self.reason}"
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class ParsedName:
     uuid: str
     uid: int

@@ -31,6 +31,7 @@ from gputop.core.claims.files import (
     stat_file,
     user_name,
 )
+from gputop.core.records import frozen
 
 PENDING_S = 2.0
 """A file not yet complete (created, content not yet written) this recently is being
@@ -53,7 +54,7 @@ class ClaimsUnreadable(UnsafeClaimsDir):
     which cards are claimed. ``run`` refuses; ``--ignore-claims`` launches, marked."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Doubt:
     """A file that may hold a card for its owner (the kernel's ``st_uid``), though it is
     no believable claim: it cannot be read, is being written or was left half-written, or

@@ -9,7 +9,6 @@ label value from outside passes ``labels.label``. The list is docs/exporter.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from operator import attrgetter
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -26,6 +25,7 @@ from gputop.core.exporter.processes import (
 from gputop.core.history.spans import IDLE_SM_PERCENT
 from gputop.core.model import Activity, GpuSample, MigDevice, Snapshot
 from gputop.core.process_jobs import NO_JOBS, ProcessJobs
+from gputop.core.records import frozen
 
 MIB = 1 << 20
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
@@ -37,7 +37,7 @@ USER_LABELS = ("Hostname", "user")
 HOST_LABELS = ("Hostname",)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Counts:
     """What the sampling loop counted since the exporter started."""
 

@@ -21,10 +21,11 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.exposition import choose_encoder, gzip_accepted
+
+from gputop.core.records import frozen
 
 WORKERS = 2
 HEAD_DEADLINE_S = 5.0
@@ -54,7 +55,7 @@ def connection_cap(limit: int | None = None) -> int:
     return max(8, min(MAX_CONNECTIONS, (limit - RESERVED_DESCRIPTORS) // 2))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Page:
     status: str
     headers: tuple[tuple[str, str], ...]
@@ -361,7 +362,7 @@ async def _rest_of_head(first: bytes, reader: asyncio.StreamReader) -> bytes | N
             raise too_large
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Request:
     method: str
     target: str

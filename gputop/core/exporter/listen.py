@@ -8,10 +8,10 @@ another address; docs/exporter.md shows an SSH tunnel and a reverse proxy instea
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
 from gputop.core.numbers import parse_count
+from gputop.core.records import frozen
 
 DEFAULT_PORT = 9401
 """Beside dcgm-exporter's 9400, so both can run on one server."""
@@ -19,7 +19,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_LISTEN = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ListenAddress:
     host: str
     """An IP address literal (IPv6 without brackets)."""

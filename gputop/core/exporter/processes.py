@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 
 from gputop.core.history.spans import is_idle
 from gputop.core.model import GpuProcess, GpuSample
+from gputop.core.records import frozen
 
 DEFAULT_TOP = 20
 MAX_TOP = 1000
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProcessUse:
     """One process on one GPU (NVML's entries for the same pid on a card added up)."""
 
@@ -35,7 +36,7 @@ class ProcessUse:
         return held or 0 if is_idle(held, self.sm_util_percent) else 0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GpuProcesses:
     """What the exporter says about one GPU's processes."""
 

@@ -15,13 +15,13 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal, NoReturn, TypeVar
 
 import pynvml
 
 from gputop.core.fake.scenario_types import Scenario, ScenarioGpu, ScenarioMigDevice
 from gputop.core.fake.signals import Signal
+from gputop.core.records import frozen
 
 MIB = 1024 * 1024
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,7 +37,7 @@ of one such second of scenario time, the same second for both (docs/scenario.md,
 up")."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FakeDeviceHandle:
     """An opaque device handle: a GPU, or one MIG device of it."""
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 from gputop.core.fake.base import MIB, FakeDeviceHandle, FakeNvmlBase
@@ -21,6 +20,7 @@ from gputop.core.fake.pinned import PinnedScanner
 from gputop.core.fake.scenario_types import ScenarioGpu, ScenarioMigDevice, ScenarioProcess
 from gputop.core.fake.signals import Signal
 from gputop.core.nvml_layouts import NOT_ON_MIG
+from gputop.core.records import frozen
 
 K = TypeVar("K")
 Owner = ScenarioGpu | ScenarioMigDevice
@@ -49,7 +49,7 @@ def share_out(demands: Mapping[K, int], capacity: int | None) -> dict[K, int]:
     return parts
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CardShares:
     """What a GPU or MIG device and its processes read at one moment, all from its shares."""
 

@@ -9,7 +9,6 @@ signals at the newer sample's time, one without a signal NOT_SUPPORTED in its ow
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
 from typing import Any
 
 import pynvml
@@ -18,6 +17,7 @@ from gputop.core.fake.base import FakeDeviceHandle, nvml_error, nvml_function
 from gputop.core.fake.card_load import CardLoad
 from gputop.core.fake.scenario_types import ActivitySignals, ScenarioGpu
 from gputop.core.fake.signals import Signal
+from gputop.core.records import frozen
 
 GPM_DRIVER = 520
 """The first driver branch with the GPM functions."""
@@ -43,7 +43,7 @@ METRIC_SIGNALS = {
 """nvmlGpmMetricId_t to the scenario's ``activity`` key (percent, or MiB/s as GPM says)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Taken:
     gpu: int
     gpu_instance_id: int | None

@@ -21,6 +21,7 @@ import pynvml
 from gputop.core.fake.base import FakeDeviceHandle, FakeNvmlBase, nvml_error, nvml_function
 from gputop.core.fake.scenario_types import ScenarioGpu
 from gputop.core.nvml_layouts import NOT_ON_MIG
+from gputop.core.records import frozen
 
 AMPERE = (8, 0)
 XID_CRITICAL_ERROR = 0x8
@@ -32,7 +33,7 @@ ECC_EVENTS = SINGLE_BIT_ECC | DOUBLE_BIT_ECC
 MAX_WAIT_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HealthAnswers:
     ecc: tuple[int, int, int, int] | None
     """(corrected volatile, uncorrected volatile, corrected aggregate, uncorrected aggregate)."""
@@ -70,7 +71,7 @@ def health_answers(gpu: ScenarioGpu) -> HealthAnswers:
     return HealthAnswers(ecc, pages, rows, health.pcie_replays or 0, per_link)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FakeEventData:
     """``nvmlEventData_t`` as pynvml gives it, with the fake's device handle."""
 

@@ -17,18 +17,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
 
 import psutil
 
 from gputop.core.numbers import is_ascii_digits
+from gputop.core.records import frozen
 
 SCAN_EVERY_S = 0.5
 """One scan of ``/proc`` serves every NVML call within this time (a sample asks each card)."""
 CVD = b"CUDA_VISIBLE_DEVICES="
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PinnedProcess:
     pid: int
     age_s: float

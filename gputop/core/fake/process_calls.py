@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import pynvml
@@ -19,6 +18,7 @@ import pynvml
 from gputop.core.fake.base import MIB, FakeDeviceHandle, nvml_error, nvml_function, nvml_twin
 from gputop.core.fake.card_load import CardLoad
 from gputop.core.fake.scenario_types import ScenarioProcess
+from gputop.core.records import frozen
 
 LOAD_EVERY_S = 5.0
 """How often a Linux kernel recomputes its load averages (``LOAD_FREQ``, 5 s): the simulated
@@ -36,7 +36,7 @@ SIMULATED_UP_BEFORE_S = 86400.0
 """The simulated machine was up this long before its oldest process started."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SimulatedProcess:
     """What the host would know about a simulated pid that does not exist here."""
 

@@ -9,9 +9,10 @@ at the call, so a test can compare a reading against the number written in the f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 
 from gputop.core.fake.signals import Signal
+from gputop.core.records import frozen
 
 DEFAULT_START_TIME = 1767225600.0
 """2026-01-01T00:00:00Z: the epoch time of scenario t=0 when the clock is frozen."""
@@ -25,7 +26,7 @@ def keys_of(kind: type, leaving: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(f.name for f in fields(kind) if f.name not in leaving)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ScenarioProcess:
     pid: int
     type: str
@@ -54,7 +55,7 @@ class ScenarioProcess:
         return self.type == "M+C"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ActivitySignals:
     """What GPM answers for a GPU or MIG instance; an absent signal is that metric's own
     NOT_SUPPORTED."""
@@ -78,7 +79,7 @@ ACTIVITY_SIGNALS = keys_of(ActivitySignals)
 (docs/scenario.md, "Activity")."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ClockEventWindow:
     """Clock event reasons that hold from ``from_s`` until ``until_s`` (scenario seconds),
     every ``period_s`` when set."""
@@ -94,7 +95,7 @@ class ClockEventWindow:
         return self.from_s <= t < self.until_s
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobProfile:
     """What a live process pinned to simulated cards shows on each (fake/pinned.py); the
     signals run on the process's age in seconds, not on the scenario clock."""
@@ -107,7 +108,7 @@ class JobProfile:
     the oldest such process's age; replaces the card's own ``activity``."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ClockSignals:
     graphics: Signal | None = None
     sm: Signal | None = None
@@ -115,7 +116,7 @@ class ClockSignals:
     video: Signal | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MaxClocks:
     graphics: int | None = None
     sm: int | None = None
@@ -123,7 +124,7 @@ class MaxClocks:
     video: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ScenarioMigDevice:
     uuid: str
     gpu_instance_id: int
@@ -146,7 +147,7 @@ class ScenarioMigDevice:
         return int(head) if head.isdigit() else None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ScenarioXid:
     """An Xid the simulated driver reports ``count`` times at scenario time ``at_s``."""
 
@@ -155,7 +156,7 @@ class ScenarioXid:
     count: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ScenarioHealth:
     """What a simulated card answers to the health calls (fake/health_calls.py); ``None``
     fields take the card kind's default (docs/scenario.md)."""
@@ -173,7 +174,7 @@ class ScenarioHealth:
     xid_events: tuple[ScenarioXid, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ScenarioGpu:
     name: str
     uuid: str
@@ -225,7 +226,7 @@ class ScenarioGpu:
     """ECC, retired pages, remapped rows, link errors and Xids (fake/health_calls.py)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Scenario:
     path: str
     description: str

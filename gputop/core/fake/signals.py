@@ -15,15 +15,15 @@ import hashlib
 import math
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.errors import ScenarioError
+from gputop.core.records import frozen
 
 SIGNAL_KEYS = ("base", "amp", "period", "phase", "waves", "jitter", "jitter_period", "min", "max")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Wave:
     """One extra sine term: ``amp * sin(2π (t / period_s + phase))``."""
 
@@ -32,7 +32,7 @@ class Wave:
     phase: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Signal:
     """A reading as a function of scenario time (seconds)."""
 

@@ -4,18 +4,19 @@ and who held it, read from the history store off the UI thread (docs/history.md)
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from gputop.core.history.report import ReportQuery, ReportRow, build_report
 from gputop.core.history.series import GpuSeries, card_series
 from gputop.core.history.store import HistoryError, open_for_reading
+from gputop.core.records import frozen
 
 WINDOWS_S = {"1": 3600.0, "2": 86400.0, "3": 7 * 86400.0}
 """The keys of the history screen and the windows they show: 1 h, 24 h, 7 d."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CardHistory:
     physical_index: int
     since: float

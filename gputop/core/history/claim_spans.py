@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gputop.core.history.spans import IDLE_SM_PERCENT, save_span
 from gputop.core.model import GpuSample
+from gputop.core.records import frozen
 
 CLAIM_SPAN_MAX_S = 3600.0
 _GAP_S = 1.0
@@ -71,7 +72,7 @@ def is_idle_card(gpu: GpuSample) -> bool:
     return util is not None and util < IDLE_SM_PERCENT
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ClaimedTime:
     """One user's claims in a window: seconds claimed (summed over cards) and idle."""
 

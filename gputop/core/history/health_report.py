@@ -16,6 +16,7 @@ from gputop.core.history.report import _private_to_reader as private_to_reader
 from gputop.core.history.report import iso_text
 from gputop.core.history.schema import HEALTH_COLUMNS
 from gputop.core.numbers import LATEST_TIME_S, MAX_PID, whole_within, within
+from gputop.core.records import frozen
 from gputop.core.redact import text_for_others
 from gputop.core.xid import describe
 
@@ -23,7 +24,7 @@ MAX_XID = 2**31 - 1
 MAX_COUNT = 2**62
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class XidProcess:
     pid: int
     user: str | None
@@ -43,7 +44,7 @@ class XidRecord:
     processes: dict[int, XidProcess] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CounterRise:
     gpu: int
     uuid: str | None
@@ -54,7 +55,7 @@ class CounterRise:
     rise: dict[str, int]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HealthReport:
     since: float
     until: float

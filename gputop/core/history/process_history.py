@@ -4,14 +4,15 @@ a window and what the report says of it, from the history store (docs/history.md
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from gputop.core.history.report import CHECKED, ReportBy, ReportQuery, ReportRow, build_report
 from gputop.core.history.store import HistoryError, open_for_reading
+from gputop.core.records import frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProcessHistory:
     pid: int
     since: float

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.history.series import recent_utilization
 from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
 from gputop.core.numbers import within
+from gputop.core.records import frozen
 from gputop.core.sampling.history import UtilizationHistory, initial_history
 
 
@@ -29,7 +29,7 @@ def stored_utilization(
     return None if read is None else read.stored
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class RefillRead:
     stored: dict[str, tuple[int | None, ...]] | None
     """Each GPU's utilisation for the seconds before the dashboard's first reading."""

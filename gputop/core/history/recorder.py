@@ -14,11 +14,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputop.core.history.retention import Retention, apply_retention
 from gputop.core.history.writer import HistoryWriter
 from gputop.core.model import Snapshot
+from gputop.core.records import frozen
 from gputop.core.units import duration
 
 DEFAULT_INTERVAL_S = 5.0
@@ -43,7 +44,7 @@ def steady_clock() -> float:
         return time.monotonic()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RecorderOptions:
     interval_s: float = DEFAULT_INTERVAL_S
     batch_s: float = DEFAULT_BATCH_S

@@ -12,15 +12,15 @@ import math
 import operator
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.history.schema import ACTIVITY_COLUMNS, DAY, HOUR, MINUTE, RAW
 from gputop.core.history.spans import SAME_TIME_S, decode_runs, encode_runs, keep_run
+from gputop.core.records import frozen
 from gputop.core.sqlite_files import immediate
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Retention:
     full_s: float = 48 * 3600.0
     """Raw samples are kept this long (48 h)."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from dataclasses import dataclass
 
 from gputop.core.numbers import within
+from gputop.core.records import frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GpuSeries:
     physical_index: int
     uuid: str | None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import sqlite3
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.clock_events import throttling
@@ -23,6 +22,7 @@ from gputop.core.history.spans import OpenSpan
 from gputop.core.history.store import HISTORY, HistoryError
 from gputop.core.history.wal_bound import WalBound
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
+from gputop.core.records import frozen
 from gputop.core.redact import CommandForm, argv_for_others
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.sqlite_files import immediate, store_cause
@@ -33,7 +33,7 @@ DEFAULT_MAX_PENDING = 720
 """An hour of 5-second samples kept in memory while the store cannot be written."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PendingSample:
     snapshot: Snapshot
     duration_s: float

@@ -12,9 +12,9 @@ import re
 import shlex
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
+from gputop.core.records import frozen
 
 _EXPANSIONS = frozenset("$`")
 _SPECIAL = frozenset("|&;<>()\n*?[") | _EXPANSIONS
@@ -32,7 +32,7 @@ _SCRIPT_SUFFIXES = (".py", ".sh", ".jl", ".R", ".r", ".js", ".rb", ".pl", ".lua"
 NAME_MAX = 60
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class CommandPlan:
     """How a command will run; ``display`` for the preview (``/bin/bash -c 'a | b'``), ``text``
     as the user would type it again (history, tables), ``note`` why it runs so."""

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gputop.core.errors import GputopError, UsageError
@@ -35,6 +35,7 @@ from gputop.core.jobs.unrecorded import RUN_DIR
 from gputop.core.model import Snapshot
 from gputop.core.numbers import PID_MAX_LIMIT, digits_within
 from gputop.core.private_files import write_env_file
+from gputop.core.records import frozen
 from gputop.core.units import counted
 from gputop.core.visibility import pin_environment
 
@@ -48,7 +49,7 @@ class LaunchError(GputopError):
     """The job was recorded but its supervisor could not be started."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class LaunchRequest:
     command: str | Sequence[str]
     physical_indices: Sequence[int | str]
@@ -68,7 +69,7 @@ class LaunchRequest:
     """The log's size cap (logs.py); default ``settings.LOG_MAX``."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class PreparedLaunch:
     """A launch request checked whole: what ``launch_job`` records and starts, as is."""
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from gputop.core.jobs.command import CommandPlan
 from gputop.core.numbers import MAX_COUNT, digits_within
+from gputop.core.records import frozen
 
 PortFinder = Callable[[], int]
 
@@ -55,7 +56,7 @@ _ACCELERATE_MODES = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class LauncherPlan:
     """What gputop will run for a launcher, and what a person must be told about it."""
 

@@ -12,12 +12,12 @@ import codecs
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import BinaryIO
 
 from gputop.core import settings
 from gputop.core.jobs.model import LOG_CUT_NOTE
 from gputop.core.private_files import StoreError, open_checked_file, open_regular
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean, clean_keeping_colours, split_unfinished_sgr
 
 LOG_PREFIX = "[gputop] "
@@ -74,7 +74,7 @@ MAX_LINE_CHARS = 64 * 1024
 """A line longer than this (no newline for 64k characters) is shown in pieces."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class LogRead:
     """What one read of the log found, ready to show."""
 

@@ -11,11 +11,11 @@ import enum
 import signal as signal_module
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gputop.core import settings
 from gputop.core.errors import UsageError
+from gputop.core.records import frozen
 
 if TYPE_CHECKING:
     from gputop.core.jobs.usage import JobUsage
@@ -69,7 +69,7 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class Job:
     """A job as recorded; a launch's ``Job`` (``JobStore.create_job``) is what was asked,
     before the store gives it an id, its log, its state and what proves its processes."""

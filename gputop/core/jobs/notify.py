@@ -12,11 +12,11 @@ import os
 import shlex
 import subprocess
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 
 from gputop.core.errors import UsageError
 from gputop.core.jobs.model import Job, JobState, signal_name
 from gputop.core.jobs.xid_marks import JobXids, xids_text
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.units import duration, human_bytes
 
@@ -35,7 +35,7 @@ _OSC9_TERMINALS = ("iTerm.app", "WezTerm", "ghostty")
 """``TERM_PROGRAM`` values of terminals that show OSC 9 as a desktop notification."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class JobEvent:
     """One job started (after waiting) or ended, with what a person wants to know."""
 

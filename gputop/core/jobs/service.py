@@ -11,7 +11,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -20,12 +20,13 @@ from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.stop import SlurmCanceller, stop_job
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import ProcessOrigin, Snapshot
+from gputop.core.records import frozen
 
 if TYPE_CHECKING:
     from gputop.core.jobs.launch import LaunchRequest
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class JobsView:
     """Jobs, oldest first, with the last line of each log and which GPU processes are theirs."""
 

@@ -12,7 +12,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gputop.core.jobs.model import LARGEST_SIGNAL, Job, JobState, RunMode
@@ -24,6 +24,7 @@ from gputop.core.jobs.usage import (
 )
 from gputop.core.numbers import LATEST_TIME_S, MAX_PID, valid_text, whole_within, within
 from gputop.core.process_control import process_start, session_of
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 
 MAX_TICKS = 2**63 - 1
@@ -181,7 +182,7 @@ def insert_row(
 # --- transitions ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class ProcessSeen:
     """A process as the store records it (``start_ticks`` None: unread, or an older record)."""
 
@@ -197,7 +198,7 @@ class ProcessSeen:
         return cls(pid, started.time, session_of(pid), started.ticks)
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Transition:
     """``columns`` (stored values) set while the job is in one of ``states`` (``None``: any)."""
 

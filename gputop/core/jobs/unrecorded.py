@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from gputop.core.private_files import (
     open_private_file,
     open_private_subdir,
 )
+from gputop.core.records import frozen
 
 RUN_DIR = "run"
 SUFFIX = ".end"
@@ -45,7 +45,7 @@ _READ_TRIES = 3
 """A record that does not parse is read again this often: it may be half rewritten."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class RecordedEnd:
     """How a job ended, as its supervisor saw it."""
 
@@ -71,7 +71,7 @@ class RecordedEnd:
         )
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Unrecorded:
     """One job's transitions the store did not take yet, each the newest of its kind,
     recorded in the order of ``transitions``."""

@@ -8,11 +8,12 @@ never a number no renderer expects (docs/history.md, "What each job used").
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, TypeGuard
 
 from gputop.core.numbers import MAX_MEMORY_BYTES as MAX_BYTES
 from gputop.core.numbers import strict_json, whole_within, within
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.units import duration, human_bytes
 
@@ -24,7 +25,7 @@ PEAK_FROM_ACCOUNTING = "accounting"
 """The driver's accounting stats: the exact per-process peak (accounting mode on)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CardUsage:
     """One card's share of a job."""
 
@@ -54,7 +55,7 @@ class CardUsage:
         return {"gpu": self.physical_index, **named}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobUsage:
     per_card: tuple[CardUsage, ...]
     peak_memory_bytes: int | None

@@ -8,7 +8,6 @@ same poll, the store lets only the first claim it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gputop.core import settings
@@ -20,6 +19,7 @@ from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.store import JobStore
 from gputop.core.jobs.store_rows import cards_set
 from gputop.core.mig_targets import judge_mig_instance, mig_target_by_uuid, pinned_targets
+from gputop.core.records import frozen
 from gputop.core.users import current_user
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from gputop.core.sampling.nvml_backend import NvmlBackend
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class WaitDecision:
     ready: bool
     physical_indices: tuple[int, ...]

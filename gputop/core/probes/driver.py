@@ -22,6 +22,7 @@ from gputop.core.probes.cuda_errors import (
     CUDA_ERROR_NO_DEVICE,
     describe_cuda_error,
 )
+from gputop.core.records import frozen
 from gputop.core.visibility import Visibility
 
 LIBCUDA = "libcuda.so.1"
@@ -62,7 +63,7 @@ print(json.dumps({"status": "ok", "devices": devices}, allow_nan=False))
 """.replace("ATTRIBUTE", str(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProbedDevice:
     """What the driver says about one CUDA ordinal."""
 
@@ -74,7 +75,7 @@ class ProbedDevice:
     """``0000:41:00.0`` as cuDeviceGetPCIBusId writes it; None where the call failed."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DriverProbeResult:
     status: str
     """ok, no-libcuda, no-device, or error."""

@@ -11,8 +11,10 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
+
+from gputop.core.records import frozen
 
 _CHILD = r"""
 import json, sys
@@ -36,7 +38,7 @@ print(json.dumps(info, allow_nan=False))
 """
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TorchProbeResult:
     status: str
     """ok, no-python, no-torch, cpu-only, or crashed."""

@@ -26,6 +26,7 @@ from gputop.core.prometheus.stream import (
     walk_array,
     walk_object,
 )
+from gputop.core.records import frozen
 
 TIMEOUT_S = 60.0
 """The default ``--timeout`` of a report: the most seconds the whole of it may take."""
@@ -43,7 +44,7 @@ class PrometheusError(GputopError):
     """The Prometheus server could not be reached or did not answer as its API says."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Series:
     labels: dict[str, str]
     times: array[float]
@@ -60,7 +61,7 @@ class Series:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Sample:
     """One series of an instant query's answer."""
 

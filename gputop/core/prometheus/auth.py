@@ -13,12 +13,13 @@ import base64
 import os
 import stat
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from gputop.core.errors import UsageError
 from gputop.core.numbers import quoted
 from gputop.core.private_files import NotRegularFile, read_regular_file
+from gputop.core.records import frozen
 
 if TYPE_CHECKING:
     import ssl
@@ -28,7 +29,7 @@ MAX_CA_FILE_BYTES = 4 << 20
 """4 MiB: a system's whole CA bundle is about 220 KB."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Server:
     url: str
     """The API's base, without credentials and without a trailing slash."""

@@ -13,7 +13,6 @@ import dataclasses
 import queue
 import sqlite3
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,6 +29,7 @@ from gputop.core.history.series import GpuSeries, card_series
 from gputop.core.history.spans import MIN_IDLE_RUN_S
 from gputop.core.history.store import default_history_path, open_for_reading
 from gputop.core.numbers import DECODE_ERRORS, MAX_MEMORY_BYTES, outside_float, whole_within, within
+from gputop.core.records import frozen
 from gputop.core.redact import text_for_others
 from gputop.core.remote.protocol import MAX_TEXT_CHARS, ProtocolError, decode, encode, host_text
 
@@ -196,7 +196,7 @@ def _number(value: object, name: str, minimum: float, maximum: float) -> float:
 # --- the asking side (HostLink) --------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HistoryAnswer:
     """An agent's answer, checked where it enters: rows with finite, non-negative figures."""
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gputop.core.model import Snapshot
 from gputop.core.numbers import DECODE_ERRORS
+from gputop.core.records import frozen
 from gputop.core.remote.agent_version import checked_version
 from gputop.core.remote.host_values import check_jobs, check_snapshot
 from gputop.core.remote.protocol import (
@@ -32,7 +33,7 @@ from gputop.core.safe_text import clean
 MAX_REASON_CHARS = 120
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Outcome:
     """What one line changes: fields of ``HostStatus`` to set, whether a snapshot came
     (the host is live), and the failure that ends the stream, if it says so."""

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.free_cards import FreePolicy, judge_cards
+from gputop.core.records import frozen
 from gputop.core.remote.agent_version import lacks
 from gputop.core.remote.status import HostStatus, LinkState, Mode
 
 ACTIVE_JOB_STATUSES = ("waiting", "running")
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class HostSummary:
     host: str
     """Untrusted text: cleaned before it is drawn."""

@@ -9,11 +9,12 @@ alone and is counted for the host's status (docs/security.md, "A host's values")
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gputop.core.model import ACTIVITY_KEYS, GpuProcess, GpuSample, MigDevice, Snapshot
 from gputop.core.numbers import LATEST_TIME_S, MAX_ID, MAX_MEMORY_BYTES, MAX_PID, within
+from gputop.core.records import frozen
 
 CLOCK_SKEW_LIMIT_S = 120.0
 """A snapshot stamped further than this from its arrival comes from a clock that is off."""
@@ -92,7 +93,7 @@ JOB_NUMBERS: dict[str, tuple[float, float]] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class CheckedSnapshot:
     snapshot: Snapshot
     impossible: tuple[str, ...]

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.private_files import read_regular_file
+from gputop.core.records import frozen
 from gputop.core.remote.local_link import LOCAL_NAMES
 from gputop.core.remote.transport import check_destination
 from gputop.core.safe_text import clean
@@ -37,7 +37,7 @@ class HostsFileError(GputopError):
     exit_code = 2
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class HostEntry:
     name: str
     local: bool = False

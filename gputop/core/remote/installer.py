@@ -14,12 +14,12 @@ import re
 import shlex
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gputop import DISTRIBUTION
 from gputop.core import settings
 from gputop.core.errors import UsageError
+from gputop.core.records import frozen
 from gputop.core.remote.transport import classify_failure, ssh_argv
 
 MARK = "gputop-install:"
@@ -34,7 +34,7 @@ WHEEL_NAME = re.compile(
 OUTPUT_LINES_KEPT = 3
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class InstallResult:
     """What happened on one host, in words for a person."""
 

@@ -8,10 +8,9 @@ Runs in a worker thread: it waits up to ``timeout_s`` for the answer. Every way 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_command
+from gputop.core.records import frozen
 from gputop.core.remote.agent_history import MAX_COLUMNS, MIN_COLUMNS, is_card_uuid
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_link import HostLink
@@ -24,7 +23,7 @@ on a busy host, and the answer follows the agent's next snapshot)."""
 MAX_PROBLEM_CHARS = 500
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HistoryAsk:
     """What ``H`` asks of a host: card ``physical_index`` over the last ``window_s`` seconds
     (of the host's clock: ``now`` only dates what is returned), in ``columns`` slices,

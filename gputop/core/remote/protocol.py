@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from gputop.core.clock_events import mask_from_names
@@ -42,6 +42,7 @@ from gputop.core.numbers import (
     strict_json,
     within,
 )
+from gputop.core.records import frozen
 from gputop.core.sampling.process_env import MAX_PORT, MAX_RANK
 from gputop.core.snapshot_json import (
     CLOCK_FIELDS,
@@ -76,7 +77,7 @@ class ProtocolError(ValueError):
     """A line that is not what the protocol says; the message says what was wrong."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Message:
     """One decoded line: its type and the whole object."""
 

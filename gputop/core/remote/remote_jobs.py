@@ -14,10 +14,10 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import IO
 
 from gputop.core.numbers import DECODE_ERRORS, MAX_ID, outside_json, whole_within
+from gputop.core.records import frozen
 from gputop.core.remote.remote_command import remote_gputop_command
 from gputop.core.remote.transport import ssh_argv
 from gputop.core.safe_text import clean
@@ -89,7 +89,7 @@ def signal_argv(
     return ssh_argv(host, remote_gputop_command(remote), environ)
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class RemoteResult:
     ok: bool
     stdout: str

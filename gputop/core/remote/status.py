@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.install_advice import install_advice
 from gputop.core.model import Snapshot
+from gputop.core.records import frozen
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.transport import Failure
 from gputop.core.units import counted
@@ -30,7 +30,7 @@ class Mode(str, enum.Enum):
     """This machine, sampled in this process without ssh."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class HostStatus:
     host: str
     """The name as the user gave it (an ssh alias or host name): untrusted text."""

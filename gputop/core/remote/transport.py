@@ -17,12 +17,12 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from gputop.core import settings
 from gputop.core.errors import UsageError
 from gputop.core.install_advice import install_advice
 from gputop.core.numbers import quoted
+from gputop.core.records import frozen
 
 SSH_CONFIG_ENV = settings.SSH_CONFIG.name
 CONNECT_TIMEOUT_S = 10
@@ -82,7 +82,7 @@ def ssh_argv(
     return argv
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class Failure:
     """Why a host cannot be reached, in words, and the one thing to do about it."""
 

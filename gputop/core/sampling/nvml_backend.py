@@ -26,7 +26,7 @@ from gputop.core.model import (
     Snapshot,
 )
 from gputop.core.process_control import current_boot_id
-from gputop.core.records import replaced
+from gputop.core.records import frozen, replaced
 from gputop.core.sampling.activity import ActivitySampler
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.kmsg_xid import bus_key
@@ -47,7 +47,7 @@ PSTATE_UNKNOWN = 32
 MEMORY_V2_SYMBOL = "nvmlDeviceGetMemoryInfo_v2"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SamplingOptions:
     """What to read beyond the basics.
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import struct
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gputop.core.model import MigDevice, ProcessType
@@ -25,6 +24,7 @@ from gputop.core.nvml_layouts import (
     ProcessesUtilizationInfoV1,
     ProcessUtilizationInfoV1,
 )
+from gputop.core.records import frozen
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError
 from gputop.core.sampling.nvml_running import (
     ATTEMPTS,
@@ -55,7 +55,7 @@ class NvmlProcess(NamedTuple):
     compute_instance_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProcessListing:
     """One GPU's processes, whether NVML listed them, and how many entries were dropped."""
 

@@ -15,7 +15,6 @@ import ctypes
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.nvml_layouts import (
@@ -26,6 +25,7 @@ from gputop.core.nvml_layouts import (
     ProcessInfoV2,
     ProcessInfoV3Wide,
 )
+from gputop.core.records import frozen
 
 MEMORY_NOT_AVAILABLE = 2**64 - 1
 """NVML_VALUE_NOT_AVAILABLE for ``usedGpuMemory`` (WDDM, some containers)."""
@@ -46,7 +46,7 @@ GPU instance id, compute instance id), ``None`` where the driver gives none. A p
 a busy server has hundreds of entries a refresh."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ListCall:
     """The symbol to call for one list and the entry layout that driver writes."""
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+from gputop.core.records import frozen
 
 INIT_PID_NAMESPACE_INODE = 0xEFFFFFFC
 """The kernel's PROC_PID_INIT_INO: the inode of the initial PID namespace."""
@@ -36,7 +37,7 @@ UNREADABLE_HINT = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PidNamespace:
     nested: bool
     """True when this process is not in the initial (host) PID namespace."""

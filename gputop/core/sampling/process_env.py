@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gputop.core.model import CUDA_ENVIRONMENT, GpuSample, ProcessCuda
 from gputop.core.numbers import digits_within
 from gputop.core.probes.driver import DriverProbeResult
 from gputop.core.probes.driver_mapping import driver_visibility
+from gputop.core.records import frozen
 from gputop.core.visibility import resolve_visibility
 
 DriverAnswer = Callable[[str | None, str | None], DriverProbeResult | None]
@@ -34,7 +35,7 @@ MAX_RANK = 1 << 24
 MAX_PORT = 65535
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CudaEnvironment:
     """The watched variables as the process was started with them; absent ones left out."""
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
+from gputop.core.records import frozen
 from gputop.core.visibility.model import Visibility
 
 CVD = "CUDA_VISIBLE_DEVICES"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AllocatedDevice:
     logical_index: int
     """cuda:N."""
@@ -29,7 +30,7 @@ class AllocatedDevice:
     slurm_gave_it: bool
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AllocationView:
     job_id: str
     variable: str

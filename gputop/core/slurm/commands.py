@@ -10,9 +10,9 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from gputop.core.errors import GputopError
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 
 COMMAND_TIMEOUT_S = 20.0
@@ -23,7 +23,7 @@ class SlurmError(GputopError):
     """A Slurm command failed; the message is Slurm's own (cleaned for the terminal)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SlurmOutput:
     stdout: str
     stderr: str

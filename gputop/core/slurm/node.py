@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
+from gputop.core.records import frozen
 from gputop.core.slurm.commands import SlurmError, run_slurm
 from gputop.core.slurm.queue import SlurmJob, parse_gpu_indices
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CardHolder:
     """The Slurm job that holds one GPU of this node."""
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.jobs.model import LARGEST_SIGNAL
 from gputop.core.numbers import LATEST_TIME_S, outside_json, within
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.slurm.commands import SlurmError, run_slurm
 
@@ -22,7 +22,7 @@ _IDX = re.compile(r"\(IDX:([^)]*)\)")
 ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING"})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SlurmJob:
     job_id: int
     name: str

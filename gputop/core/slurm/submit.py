@@ -15,11 +15,11 @@ import secrets
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gputop.core.errors import UsageError
 from gputop.core.private_files import PRIVATE_FILE_MODE, open_private_subdir, private_dir_fd
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.slurm.commands import SlurmError, run_slurm, slurm_message
 
@@ -30,7 +30,7 @@ _GRES = re.compile(r"^gpu(:[A-Za-z0-9_.-]+)?:[0-9]+$")
 _PARSABLE = re.compile(r"^([0-9]+)(;.*)?$")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SlurmRequest:
     """What ``gputop run --slurm`` asks Slurm for. Slurm checks every value itself."""
 
@@ -89,7 +89,7 @@ def check_gres(gres: str) -> str:
     return gres
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NodeMeter:
     """How the job's node may measure what it uses: the interpreter and the package of the
     gputop that submits it, where the node has them too (a shared home or software tree),

@@ -13,9 +13,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.slurm.detect import slurm_commands_here
 from gputop.core.units import duration
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 READ_EVERY_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SlurmView:
     node: str
     holders: Mapping[int, CardHolder] = field(default_factory=dict)

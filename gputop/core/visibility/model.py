@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gputop.core.errors import UsageError
+from gputop.core.records import frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LogicalDevice:
     """``cuda:<logical_index>`` is this physical GPU, or one MIG instance of it."""
 
@@ -18,14 +17,14 @@ class LogicalDevice:
     mig_uuid: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class VisibilityWarning:
     code: str
     """Stable identifier: invalid-entry, duplicate, no-devices, fastest-first-differs, ..."""
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Visibility:
     cuda_visible_devices: str | None
     cuda_device_order: str | None
@@ -42,7 +41,7 @@ class Visibility:
     (gputop.core.probes.driver_mapping)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Pinning:
     """The environment that pins chosen cards, and what each becomes."""
 

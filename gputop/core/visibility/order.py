@@ -11,9 +11,9 @@ where it could not does gputop estimate it like the CUDA samples' ``gpuGetMaxGfl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gputop.core.model import GpuSample
+from gputop.core.records import frozen
 
 PCI_BUS_ID = "PCI_BUS_ID"
 FASTEST_FIRST = "FASTEST_FIRST"
@@ -32,7 +32,7 @@ _CORES_PER_SM = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CudaOrder:
     gpus: tuple[GpuSample, ...]
     """GPUs in the order the driver numbers them."""

@@ -11,7 +11,8 @@ devices by UUID (rules 11, 19, 20).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from gputop.core.records import frozen
 
 _WHITESPACE = " \t\n\r\v\f"
 ULONG_MAX = 2**64 - 1
@@ -19,7 +20,7 @@ ULONG_MAX = 2**64 - 1
 _LEGACY_MIG = re.compile(r"^MIG-(GPU-[^/]+)/([0-9]+)/([0-9]+)$")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class IntegerEntry:
     value: int
     ignored: str = ""
@@ -27,17 +28,17 @@ class IntegerEntry:
     blanks alone are not counted."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GpuUuidEntry:
     prefix: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MigUuidEntry:
     prefix: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LegacyMigEntry:
     """``MIG-GPU-<gpu uuid or prefix>/<GPU instance>/<compute instance>`` (before R470)."""
 
@@ -46,7 +47,7 @@ class LegacyMigEntry:
     compute_instance_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class InvalidEntry:
     reason: str
 

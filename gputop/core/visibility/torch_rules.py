@@ -12,12 +12,12 @@ gputop can warn where torch would read another card than ``cuda:N``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TorchView:
     nvml_indices: tuple[int, ...] | None
     """NVML index torch's helpers use for cuda:0, cuda:1, ...; ``None`` when torch gives up."""

@@ -18,6 +18,7 @@ from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.message import Message
 
+from gputop.core.records import frozen
 from gputop.core.remote.host_summary import HostSummary
 from gputop.core.remote.status import HostStatus
 from gputop.core.sampling.history import UtilizationHistory
@@ -27,7 +28,7 @@ from gputop.tui.widgets.gpu_grid import GpuGrid
 from gputop.tui.widgets.grid_layout import CARD_KEYS, columns_for
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class HighlightPlace:
     """Where the highlight can be: a card of a host, or a host's summary line (card None)."""
 

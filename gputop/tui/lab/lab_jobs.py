@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from rich.text import Text
 from textual.markup import escape
@@ -22,6 +21,7 @@ from gputop.core.job_columns import HostJob
 from gputop.core.jobs.xid_marks import live_job_xids
 from gputop.core.jobs.xid_marks import mark as job_xid_mark
 from gputop.core.model import GpuSample
+from gputop.core.records import frozen
 from gputop.core.remote.host_jobs import MAX_HOST_JOBS
 from gputop.core.remote.status import HostStatus
 from gputop.core.safe_text import clean
@@ -35,7 +35,7 @@ MAX_ROWS = MAX_HOST_JOBS
 """The most jobs the panel lists, of every host together (a host sends as many)."""
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class HostCards:
     """A host's cards as its latest snapshot gave them, and its own clock then."""
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -38,6 +37,7 @@ from gputop.core.jobs.service import JobsService
 from gputop.core.jobs.store import JobStore
 from gputop.core.mig_targets import card_label, target_label
 from gputop.core.model import Snapshot
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.slurm.detect import slurm_commands_here
 from gputop.core.slurm.record import submit_and_record
@@ -60,7 +60,7 @@ class LaunchCheckbox(Checkbox):
     BINDINGS = [LAUNCH_ON_ENTER]
 
 
-@dataclass(frozen=True)
+@frozen(slots=False)
 class LaunchContext:
     """What the dialog needs from the dashboard, fixed when it opens."""
 

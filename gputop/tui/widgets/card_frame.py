@@ -9,7 +9,6 @@ row of one card from what it is given, and knows nothing of the grid.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style as RichStyle
@@ -20,6 +19,7 @@ from textual.css.styles import RenderStyles
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 
+from gputop.core.records import frozen
 from gputop.tui.widgets.gpu_card import LABEL_CELLS_RESERVED, CardView
 
 CARD_HEIGHT = 8
@@ -38,7 +38,7 @@ ContentStrip = Callable[[Text, int, VisualStyle, RichStyle], Strip]
 """A card line as a strip of exactly that width, in the text style over the background."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Palette:
     """The styles of one paint, from the theme through the grid's component classes."""
 

@@ -5,8 +5,6 @@ only when its ``CardView`` changed, which keeps the bytes sent over SSH down.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
@@ -19,6 +17,7 @@ from gputop.core.clock_events import badge_labels
 from gputop.core.health import badge, verdict
 from gputop.core.health import mark as health_mark
 from gputop.core.model import Activity, GpuSample
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.units import NA, duration_coarse, memory_pair, mib, power_pair
 from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
@@ -26,7 +25,7 @@ from gputop.tui.safe import plain
 from gputop.tui.textual_compat import visual_strips
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CardView:
     gpu: GpuSample
     history: tuple[int | None, ...]

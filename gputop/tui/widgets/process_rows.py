@@ -9,13 +9,13 @@ that comes from outside gputop (command line, user, hint) passes through
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from rich.cells import cell_len
 
 from gputop.core.health import xids_since
 from gputop.core.model import GpuHealth, GpuProcess, ProcessType, Snapshot
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.units import MIB, NA, duration_coarse, human_bytes
 from gputop.core.xid import describe
@@ -37,7 +37,7 @@ MISMATCH_MARK_STYLE = "bold red"
 XID_MARK_STYLES = {"critical": "bold red", "warning": "bold yellow"}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SortKey:
     name: str
     key: Callable[[GpuProcess], Value]

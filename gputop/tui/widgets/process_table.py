@@ -28,6 +28,7 @@ from textual.strip import Strip
 
 from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.process_detail import rendezvous_key
+from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.tui.widgets.process_rows import (
     COLUMNS,
@@ -59,7 +60,7 @@ _region = tuple.__new__
 """``Region``'s own ``__new__`` without its Python frame (a few cells of 35 rows a refresh)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Palette:
     """What one paint looks up once: the styles (they change with the theme and with
     focus), the scroll offset and the width."""

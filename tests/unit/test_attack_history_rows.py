@@ -93,3 +93,25 @@ def test_one_huge_holder_name_does_not_widen_every_row(
     assert named and all(len(line) < len(huge) + 1_000 for line in named)
     others = [line for line in lines[1:] if huge not in line]
     assert len(others) >= 3 and all(len(line) < 2_000 for line in others)
+
+
+@pytest.mark.parametrize("bad_time", ["'x'", "x'00ff'", "9e999"], ids=["text", "blob", "infinite"])
+def test_a_hand_edited_xid_time_does_not_stop_the_recorder(tmp_path: Path, bad_time: str) -> None:
+    """An Xid row's last time set to text by hand ended the recorder's first sample of its
+    next run in an internal error (ValueError: could not convert string to float), so
+    'gputop record' recorded nothing more; an infinite one left out every Xid the card
+    held at that start. Such a time marks nothing as recorded."""
+    store = tmp_path / "history.sqlite3"
+    record_stepped("faulty", store, samples=8, start_s=20.0)
+    connection = sqlite3.connect(store)
+    with connection:
+        codes = {row[0] for row in connection.execute("SELECT xid FROM xid_events")}
+        # the row no longer says which Xid it was: the card's are to be recorded again
+        connection.execute(f"UPDATE xid_events SET last_t = {bad_time}, xid = 99999")
+    connection.close()
+    assert codes
+    record_stepped("faulty", store, samples=4, start_s=60.0)
+    connection = sqlite3.connect(store)
+    again = {row[0] for row in connection.execute("SELECT xid FROM xid_events")}
+    connection.close()
+    assert codes <= again

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from gputop.core.history.schema import HEALTH_COLUMNS, MINUTE
 from gputop.core.model import GpuHealth, GpuSample
+from gputop.core.numbers import LATEST_TIME_S
 
 MAX_CACHED_ROWS = 1000
 """Row ids remembered (each further one is looked up in the store)."""
@@ -170,8 +171,10 @@ class HealthRows:
         row = (
             self._db()
             .execute(
-                "SELECT MAX(last_t) FROM xid_events WHERE physical_index = ? AND uuid_id IS ?",
-                key,
+                "SELECT MAX(last_t) FROM xid_events WHERE physical_index = ? AND uuid_id IS ? "
+                # a time set by hand (text, infinite) marks nothing as recorded
+                "AND typeof(last_t) IN ('integer', 'real') AND last_t BETWEEN 0 AND ?",
+                (*key, LATEST_TIME_S),
             )
             .fetchone()
         )

@@ -1,4 +1,4 @@
-"""Frozen records: ``dataclass(frozen=True)`` classes that cost nothing to define.
+"""Records: dataclasses that cost nothing to define (``@frozen``, and ``@mutable``).
 
 ``dataclass`` compiles the source of every method it writes: about 4.8M instructions for a
 frozen class of eight fields, and the dashboard defines more than a hundred before its
@@ -10,7 +10,8 @@ first called (a class whose objects are never made, compared or hashed compiles 
 ``__repr__``, ``__setattr__`` and ``__delattr__`` are closures over the field names. A
 slotted record's ``__init__`` stores each field through its slot's descriptor, not
 ``object.__setattr__``: about half the time, and a busy sample makes thousands.
-``inspect.signature`` of the class is made from the fields when asked.
+``inspect.signature`` of the class is made from the fields when asked. ``@mutable`` is
+``dataclass(slots=..., eq=...)`` made the same way.
 ``tests/unit/test_records.py`` holds frozen classes to ``dataclass``'s behaviour.
 """
 
@@ -50,43 +51,65 @@ def frozen(*, slots: bool = True, kw_only: bool = False) -> Callable[[_Class], _
 def frozen(cls: type | None = None, /, *, slots: bool = True, kw_only: bool = False) -> Any:
     """``@dataclass(frozen=True, slots=slots, kw_only=kw_only)``, nothing compiled."""
     if cls is None:
-        return lambda cls: _record(cls, slots, kw_only)
-    return _record(cls, slots, kw_only)
+        return lambda cls: _record(cls, slots, kw_only, True, True)
+    return _record(cls, slots, kw_only, True, True)
 
 
-def _record(cls: type, slots: bool, kw_only: bool) -> type:
+@overload
+def mutable(cls: _Class, /) -> _Class: ...
+@overload
+def mutable(*, slots: bool = False, eq: bool = True) -> Callable[[_Class], _Class]: ...
+
+
+@dataclass_transform()
+def mutable(cls: type | None = None, /, *, slots: bool = False, eq: bool = True) -> Any:
+    """``@dataclass(slots=slots, eq=eq)``, nothing compiled."""
+    if cls is None:
+        return lambda cls: _record(cls, slots, False, False, eq)
+    return _record(cls, slots, False, False, eq)
+
+
+def _record(cls: type, slots: bool, kw_only: bool, is_frozen: bool, eq: bool) -> type:
     own = dict(cls.__dict__)
     documented = bool(cls.__doc__)
     made: type[Any] = dataclasses.dataclass(
         cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only
     )
     specs = dataclasses.fields(made)
-    for name in ("__setattr__", "__delattr__"):
-        if name in own:
-            raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
-    compared = [s.name for s in specs if s.compare]
-    hashed = [s.name for s in specs if (s.compare if s.hash is None else s.hash)]
     _check_defaults(specs)
-    methods: dict[str, Callable[..., Any]] = {
-        "__init__": _on_first_call(made, "__init__", lambda: _init_source(made, specs, slots)),
+    compared = [s.name for s in specs if s.compare]
+    init = (made, specs, slots, is_frozen)
+    methods: dict[str, Any] = {
+        "__init__": _on_first_call(made, "__init__", lambda: _init_source(*init)),
         "__repr__": _repr([s.name for s in specs if s.repr]),
-        "__eq__": _on_first_call(made, "__eq__", lambda: _eq_source(compared)),
-        "__hash__": _on_first_call(made, "__hash__", lambda: _hash_source(hashed)),
-        "__setattr__": _frozen_setattr(made, frozenset(s.name for s in specs)),
-        "__delattr__": _frozen_delattr(made, frozenset(s.name for s in specs)),
     }
-    if slots:  # the dataclass's own pickling of a frozen slotted class
-        methods.update(__getstate__=_getstate, __setstate__=_setstate)
+    if eq:
+        methods["__eq__"] = _on_first_call(made, "__eq__", lambda: _eq_source(compared))
+    if is_frozen:
+        for name in ("__setattr__", "__delattr__"):
+            if name in own:
+                raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+        hashed = [s.name for s in specs if (s.compare if s.hash is None else s.hash)]
+        names = frozenset(s.name for s in specs)
+        methods.update(
+            __hash__=_on_first_call(made, "__hash__", lambda: _hash_source(hashed)),
+            __setattr__=_frozen_setattr(made, names),
+            __delattr__=_frozen_delattr(made, names),
+        )
+        if slots:  # the dataclass's own pickling of a frozen slotted class
+            methods.update(__getstate__=_getstate, __setstate__=_setstate)
+    elif eq:
+        methods["__hash__"] = None  # the dataclass's: a mutable object compared by value
     for name, method in methods.items():
         # a class's own method is kept; its own __hash__ too, unless it is the None that
         # Python sets for a class with its own __eq__ (the dataclass's rule)
         if name not in own or (name == "__hash__" and own[name] is None):
-            if name not in ("__getstate__", "__setstate__"):
+            if method is not None and name not in ("__getstate__", "__setstate__"):
                 method.__qualname__ = f"{made.__qualname__}.{name}"
             setattr(made, name, method)
     params = made.__dataclass_params__
-    params.init = "__init__" not in own
-    params.repr = params.eq = params.frozen = True
+    params.init = params.repr = True
+    params.eq, params.frozen = eq, is_frozen
     made.__signature__ = _Signature(specs)
     if not documented:  # the dataclass's docstring: the class's name and signature
         made.__doc__ = made.__name__ + str(_signature(specs)).replace(" -> None", "")
@@ -193,9 +216,12 @@ def _check_defaults(specs: _Fields) -> None:
             raise TypeError(f"non-default argument {spec.name!r} follows default argument")
 
 
-def _init_source(cls: type, specs: _Fields, slots: bool) -> tuple[str, dict[str, Any]]:
-    """The dataclass's ``__init__``: its parameters, defaults and assignments, each field
-    stored through its slot's descriptor where the class has slots."""
+def _init_source(
+    cls: type, specs: _Fields, slots: bool, frozen: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """The dataclass's ``__init__``: its parameters, defaults and assignments; a frozen
+    class's fields stored through their slots' descriptors where it has slots, a mutable
+    class's by assignment, as the dataclass's are."""
     names: dict[str, Any] = {
         "_object_setattr": object.__setattr__,
         "_factory": _FACTORY,
@@ -205,7 +231,7 @@ def _init_source(cls: type, specs: _Fields, slots: bool) -> tuple[str, dict[str,
     body: list[str] = []
     for spec in specs:
         name = spec.name
-        names[f"_set_{name}"] = cls.__dict__[name].__set__ if slots else None
+        names[f"_set_{name}"] = cls.__dict__[name].__set__ if slots and frozen else None
         names[f"_type_{name}"] = spec.type
         value, default = name, ""
         if spec.default_factory is not _MISSING:
@@ -219,10 +245,12 @@ def _init_source(cls: type, specs: _Fields, slots: bool) -> tuple[str, dict[str,
             (keyword if spec.kw_only else positional).append(f"{name}:_type_{name}{default}")
         elif value == name or (not slots and spec.default_factory is _MISSING):
             continue  # the dataclass leaves it unset: the class's attribute is its default
-        if slots:
+        if slots and frozen:
             body.append(f" _set_{name}(self, {value})")
-        else:
+        elif frozen:
             body.append(f" _object_setattr(self, {name!r}, {value})")
+        else:
+            body.append(f" self.{name} = {value}")
     if hasattr(cls, "__post_init__"):
         body.append(" self.__post_init__()")
     params = ["self", *positional, *(["*", *keyword] if keyword else [])]

@@ -14,8 +14,9 @@ import itertools
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+from gputop.core.records import mutable
 
 REDACTED = "***"
 CommandForm = Literal["redacted", "name", "none"]
@@ -195,7 +196,7 @@ def _value(word: str) -> str:
     return REDACTED
 
 
-@dataclass
+@mutable
 class _State:
     program: bool = True
     """The next word is a program (the first, or the first of a shell command)."""

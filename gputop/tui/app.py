@@ -12,7 +12,6 @@ import math
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual import work
@@ -26,6 +25,7 @@ from gputop.core.history.recent import REFILL_EVERY_S
 from gputop.core.jobs.service import JobsView
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import GpuSample, Snapshot
+from gputop.core.records import mutable
 from gputop.core.safe_text import clean
 from gputop.core.sampling.early import EarlySample
 from gputop.core.sampling.history import UtilizationHistory, initial_history
@@ -57,14 +57,14 @@ FIXED_LINES = 3
 """The status line, the host line and the key bar."""
 
 
-@dataclass
+@mutable
 class SlurmRead(Message):
     """What Slurm says of this node's cards, the user's jobs and the GPU processes."""
 
     view: SlurmView
 
 
-@dataclass
+@mutable
 class SnapshotSampled(Message):
     """A new snapshot and the jobs with it; it supersedes one still waiting in the queue."""
 
@@ -75,14 +75,14 @@ class SnapshotSampled(Message):
         return isinstance(message, SnapshotSampled)
 
 
-@dataclass
+@mutable
 class HistoryRefilled(Message):
     """The sparklines' past, read again from the recorder's store (core/history/recent.py)."""
 
     stored: dict[str, tuple[int | None, ...]]
 
 
-@dataclass
+@mutable
 class SamplingFailed(Message):
     error: str
 

@@ -16,7 +16,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, cast
 
@@ -40,6 +39,7 @@ from gputop.core.history.store import default_history_path
 from gputop.core.jobs.service import JobsService, Severity
 from gputop.core.model import GpuHealth, GpuProcess, GpuSample, ProcessOrigin
 from gputop.core.process_control import current_boot_id, signal_own_process
+from gputop.core.records import mutable
 from gputop.core.safe_text import clean, clean_lines
 from gputop.core.users import current_user
 from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
@@ -80,7 +80,7 @@ class _ReportedByGputop(Exception):
         return Text()
 
 
-@dataclass
+@mutable
 class JobStoreProblem(Message):
     """The job store said something a person must know (moved aside, unreadable)."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from gputop.core.jobs.model import Job, JobState
 from gputop.core.jobs.service import JobsView, job_memory_peaks
 from gputop.core.jobs.xid_marks import JobXids, live_job_xids
 from gputop.core.model import Snapshot
+from gputop.core.records import mutable
 from gputop.tui.dashboard_base import DashboardApp
 from gputop.tui.safe import plain
 from gputop.tui.textual_compat import unless_closing
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from gputop.tui.widgets.jobs_panel import JobsPanel
 
 
-@dataclass
+@mutable
 class JobsRead(Message):
     """The jobs, read again at once after a launch or a stop."""
 

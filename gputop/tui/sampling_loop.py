@@ -13,14 +13,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, field
 from typing import Protocol
 
 from gputop.core.errors import GputopError
 from gputop.core.jobs.service import JobsService, JobsView
 from gputop.core.jobs.store import JobStore
 from gputop.core.model import Snapshot
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 from gputop.core.sampling.early import EarlySample
 
 STORE_RETRY_S = 5.0
@@ -68,7 +68,7 @@ class JobsFailed:
 Delivered = Sampled | SampleFailed | JobsFailed
 
 
-@dataclass(eq=False)
+@mutable(eq=False)
 class SamplingLoop:
     """``run()`` samples until ``stop`` is set, delivering each result to ``deliver``."""
 
@@ -130,7 +130,7 @@ class SamplingLoop:
             self.jobs.close()
 
 
-@dataclass(eq=False)
+@mutable(eq=False)
 class StoreJobs:
     """The jobs of the job store, with Slurm's view read first (it updates Slurm's jobs in
     the store). A store that cannot be opened is tried again every ``STORE_RETRY_S``."""

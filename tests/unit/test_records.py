@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gputop.core.records import frozen, replaced
+from gputop.core.records import frozen, mutable, replaced
 
 
 def _pair(body: dict[str, Any], slots: bool = True, kw_only: bool = False) -> tuple[type, type]:
@@ -218,3 +218,46 @@ def test_the_signature_is_the_dataclass_one_before_any_object_is_made(body: dict
     by_dataclass, by_record = _pair(body)
     assert str(inspect.signature(by_record)) == str(inspect.signature(by_dataclass))
     assert "__init__" in vars(by_record)  # the one that compiles the real one
+
+
+@pytest.mark.parametrize("slots", [True, False])
+@pytest.mark.parametrize("eq", [True, False])
+@pytest.mark.parametrize(
+    ("body", "args", "kwargs"),
+    [(PLAIN, (1,), {}), (FACTORY, (1, [4]), {}), (FLAGS, (1,), {"hidden": "h"})],
+)
+def test_a_mutable_object_behaves_as_the_dataclass_one(
+    body: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any], slots: bool, eq: bool
+) -> None:
+    def make(decorate: Any) -> type:
+        namespace = {k: copy.copy(v) for k, v in body.items()}
+        namespace.update(__module__=__name__, __qualname__="Case")
+        return decorate(type("Case", (), namespace))
+
+    theirs_cls = make(dataclasses.dataclass(slots=slots, eq=eq))
+    ours_cls = make(mutable(slots=slots, eq=eq))
+    assert str(inspect.signature(ours_cls)) == str(inspect.signature(theirs_cls))
+    assert ours_cls.__doc__ == theirs_cls.__doc__
+    theirs, ours = theirs_cls(*args, **kwargs), ours_cls(*args, **kwargs)
+    assert repr(ours) == repr(theirs)
+    assert dataclasses.asdict(ours) == dataclasses.asdict(theirs)
+    assert (ours_cls.__hash__ is None) is (theirs_cls.__hash__ is None) is eq
+    assert (ours == ours_cls(*args, **kwargs)) is (theirs == theirs_cls(*args, **kwargs)) is eq
+    assert not ours_cls.__dataclass_params__.frozen and ours_cls.__dataclass_params__.eq is eq
+    ours.a = theirs.a = 99  # assignable
+    assert repr(ours) == repr(theirs) and repr(replaced(ours, a=5)) == repr(replaced(theirs, a=5))
+    assert hasattr(ours, "__dict__") is hasattr(theirs, "__dict__") is (not slots)
+
+
+def test_a_mutable_dataclass_message_still_initialises_its_base() -> None:
+    """Textual's Message initialises itself in ``__post_init__``, which the dataclass's
+    ``__init__`` calls: so does a record's."""
+    calls: list[str] = []
+
+    class Base:
+        def __post_init__(self) -> None:
+            calls.append("base")
+
+    made = mutable(type("Sub", (Base,), {"__annotations__": {"a": "int"}, "__module__": __name__}))
+    made(1)
+    assert calls == ["base"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputop.core.claims.directory import OpenDir, UnsafeClaimsDir
 from gputop.core.claims.files import (
@@ -31,7 +31,7 @@ from gputop.core.claims.files import (
     stat_file,
     user_name,
 )
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 
 PENDING_S = 2.0
 """A file not yet complete (created, content not yet written) this recently is being
@@ -85,7 +85,7 @@ class Doubt:
 Hold = Claim | Doubt
 
 
-@dataclass
+@mutable
 class Scan:
     """What the directory holds now."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from gputop.core.claims.book import ClaimBook, left_text, until_text
 from gputop.core.claims.directory import UnsafeClaimsDir, claims_path
@@ -19,6 +19,7 @@ from gputop.core.claims.files import Claim, card_key
 from gputop.core.claims.scan import ClaimsUnreadable, Doubt, Hold, Scan
 from gputop.core.errors import GputopError
 from gputop.core.model import GpuClaim, GpuSample, Snapshot
+from gputop.core.records import mutable
 from gputop.core.safe_text import clean
 
 NOT_SET_UP = "not set up"
@@ -29,7 +30,7 @@ are claimed cannot be told, so ``run`` refuses (``--ignore-claims`` launches, ma
 READY = "ready"
 
 
-@dataclass
+@mutable
 class ClaimsView:
     """The claims of this machine as read once."""
 

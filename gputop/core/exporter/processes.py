@@ -11,11 +11,11 @@ instant. See docs/exporter.md.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputop.core.history.spans import is_idle
 from gputop.core.model import GpuProcess, GpuSample
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 
 DEFAULT_TOP = 20
 MAX_TOP = 1000
@@ -47,7 +47,7 @@ class GpuProcesses:
     idle_held_bytes: int
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class UserTotals:
     memory_used_bytes: int = 0
     idle_held_bytes: int = 0

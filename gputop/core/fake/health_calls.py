@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import pynvml
@@ -21,7 +21,7 @@ import pynvml
 from gputop.core.fake.base import FakeDeviceHandle, FakeNvmlBase, nvml_error, nvml_function
 from gputop.core.fake.scenario_types import ScenarioGpu
 from gputop.core.nvml_layouts import NOT_ON_MIG
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 
 AMPERE = (8, 0)
 XID_CRITICAL_ERROR = 0x8
@@ -82,7 +82,7 @@ class FakeEventData:
     computeInstanceId: int = NOT_ON_MIG
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class FakeEventSet:
     """An event set: the GPUs registered, and how far each source has been delivered."""
 

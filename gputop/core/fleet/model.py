@@ -7,7 +7,7 @@ can be is unknown (None), never 0. Label values stay raw here; they are cleaned 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputop.core.fleet.card_health import card_verdict
 from gputop.core.fleet.queries import (
@@ -23,6 +23,7 @@ from gputop.core.free_cards import FreePolicy
 from gputop.core.health import OK, Verdict
 from gputop.core.numbers import MAX_MEMORY_BYTES, is_ascii_digits, within
 from gputop.core.prometheus.client import Sample
+from gputop.core.records import mutable
 
 MIB = 1 << 20
 MAX_TEMPERATURE_C = 200.0
@@ -40,7 +41,7 @@ MIN_EXPORTER_STALE_S = 45.0
 TARGET_LABELS_DROPPED = ("__name__",)
 
 
-@dataclass
+@mutable
 class FleetProcess:
     pid: int | None
     user: str | None
@@ -51,7 +52,7 @@ class FleetProcess:
     slurm_job: str | None
 
 
-@dataclass
+@mutable
 class FleetGpu:
     key: str
     index: int | None = None
@@ -96,7 +97,7 @@ class FleetGpu:
         return bool(self.lost or self.sample_error or self.verdict.level == "critical")
 
 
-@dataclass
+@mutable
 class FleetNode:
     instance: str
     job: str
@@ -135,7 +136,7 @@ class FleetNode:
         return [gpu for gpu in self.sorted_gpus() if gpu.free]
 
 
-@dataclass
+@mutable
 class FleetUser:
     user: str
     memory_used_bytes: float = 0.0
@@ -144,7 +145,7 @@ class FleetUser:
     nodes: int = 0
 
 
-@dataclass
+@mutable
 class Fleet:
     url: str
     time: float

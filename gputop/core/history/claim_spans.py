@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from dataclasses import dataclass
 
 from gputop.core.history.spans import IDLE_SM_PERCENT, save_span
 from gputop.core.model import GpuSample
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 
 CLAIM_SPAN_MAX_S = 3600.0
 _GAP_S = 1.0
@@ -34,7 +33,7 @@ SCHEMA = (
 )
 
 
-@dataclass
+@mutable
 class OpenClaimSpan:
     user_id: int
     uuid_id: int | None

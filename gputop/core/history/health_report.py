@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputop.core.history.report import _private_to_reader as private_to_reader
 from gputop.core.history.report import iso_text
 from gputop.core.history.schema import HEALTH_COLUMNS
 from gputop.core.numbers import LATEST_TIME_S, MAX_PID, whole_within, within
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 from gputop.core.redact import text_for_others
 from gputop.core.xid import describe
 
@@ -32,7 +32,7 @@ class XidProcess:
     job: str | None
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class XidRecord:
     gpu: int
     uuid: str | None

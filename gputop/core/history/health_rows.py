@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputop.core.history.schema import HEALTH_COLUMNS, MINUTE
 from gputop.core.model import GpuHealth, GpuSample
 from gputop.core.numbers import LATEST_TIME_S
+from gputop.core.records import mutable
 
 MAX_CACHED_ROWS = 1000
 """Row ids remembered (each further one is looked up in the store)."""
@@ -32,7 +33,7 @@ Key = tuple[int, int | None]
 """A card in the store: its physical index and the id of its uuid's string."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class _Seen:
     """What the previous sample of a card said of its Xids."""
 
@@ -43,7 +44,7 @@ class _Seen:
     """The sample's own ``xid_counts`` and ``xid_events``: the same again is nothing new."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class HealthState:
     """What the writer has learnt of each card; copied before a batch, so that a batch
     that fails is written again from the state before it."""

@@ -11,7 +11,7 @@ extra points cannot stretch a holding. The rules in full: docs/exporter.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputop.core.history.report import ReportBy, ReportQuery, ReportRow, Sums, idle_counted
 from gputop.core.history.spans import IDLE_SM_PERCENT
@@ -25,6 +25,7 @@ from gputop.core.prometheus.client import (
     Server,
     query_range,
 )
+from gputop.core.records import mutable
 from gputop.core.redact import text_for_others
 
 MIN_STEP_S = 15.0
@@ -132,7 +133,7 @@ def _holder_key(by: ReportBy, labels: dict[str, str]) -> tuple[str, ...] | None:
     return tuple(labels.get(name, "") for name in HOLDER_LABELS[by])
 
 
-@dataclass
+@mutable
 class _Card:
     figures: dict[str, Series] = field(default_factory=dict)
     """Each figure's series, kept compact until its card is summed."""

@@ -18,11 +18,11 @@ import os
 import sqlite3
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from gputop.core.history.series import read_back
 from gputop.core.history.spans import SAME_TIME_S, decode_runs
 from gputop.core.numbers import MAX_PID, whole_within
+from gputop.core.records import frozen
 from gputop.core.redact import text_for_others
 
 DEFAULT_IDLE_MIN_S = 30 * 60.0
@@ -43,7 +43,7 @@ _HOLDER = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReportQuery:
     since: float
     until: float
@@ -57,7 +57,7 @@ class ReportQuery:
     no card (an older recorder's) counts where the index matches."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReportRow:
     key: str | int
     """The user name, the GPU's physical index, the job, or the pid."""
@@ -82,7 +82,7 @@ class ReportRow:
         return self.idle_held_seconds > 0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Span:
     """A process span clipped to the window, its sums scaled to the part inside."""
 

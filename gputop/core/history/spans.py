@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gputop.core.records import mutable
 
 IDLE_SM_PERCENT = 5.0
 SPAN_MAX_S = 15 * 60.0
@@ -67,7 +69,7 @@ def keep_run(offset: float, length: float, span_s: float) -> bool:
     return length >= MIN_IDLE_RUN_S or touches_edge
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class OpenSpan:
     process_id: int
     physical_index: int

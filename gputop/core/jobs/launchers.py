@@ -12,11 +12,11 @@ import itertools
 import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputop.core.jobs.command import CommandPlan
 from gputop.core.numbers import MAX_COUNT, digits_within
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 
 PortFinder = Callable[[], int]
 
@@ -163,7 +163,7 @@ def _given(options: Mapping[str, str], *names: str) -> str | None:
     return next((options[name] for name in names if name in options), None)
 
 
-@dataclass
+@mutable
 class _Draft:
     """A launcher's plan being made: its options, and what gputop adds and says."""
 

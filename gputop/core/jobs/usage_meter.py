@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from gputop.core import settings
@@ -28,6 +28,7 @@ from gputop.core.model import GpuSample, ProcessOrigin
 from gputop.core.numbers import within
 from gputop.core.private_files import StoreError
 from gputop.core.process_control import session_of
+from gputop.core.records import mutable
 from gputop.core.sampling.nvml_usage import accounted_peak_bytes, accounting_on, energy_mj
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ LONGEST_INTERVAL_S = 30.0
 long (or three polls, if longer): time nobody saw is not counted as time on the card."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class _CardTally:
     physical_index: int
     uuid: str

@@ -15,14 +15,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, field
 
 from gputop.core.probes.cuda_errors import (
     CUDA_ERROR_INVALID_DEVICE,
     CUDA_ERROR_NO_DEVICE,
     describe_cuda_error,
 )
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 from gputop.core.visibility import Visibility
 
 LIBCUDA = "libcuda.so.1"
@@ -149,7 +149,7 @@ def _device(entry: dict[str, object]) -> ProbedDevice:
     )
 
 
-@dataclass(eq=False)
+@mutable(eq=False)
 class DriverProbe:
     """Driver probes cached per (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
 

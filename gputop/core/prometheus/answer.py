@@ -14,7 +14,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputop.core.errors import GputopError
 from gputop.core.numbers import within
@@ -26,7 +26,7 @@ from gputop.core.prometheus.stream import (
     walk_array,
     walk_object,
 )
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 
 TIMEOUT_S = 60.0
 """The default ``--timeout`` of a report: the most seconds the whole of it may take."""
@@ -72,7 +72,7 @@ class Sample:
     """None where unknown: not a number, infinite, negative or above the figure's maximum."""
 
 
-@dataclass
+@mutable
 class Budget:
     """What one report or refresh may spend on the server: seconds (a deadline) and bytes."""
 

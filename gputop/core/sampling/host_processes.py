@@ -17,13 +17,13 @@ import pwd
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import psutil
 
 from gputop.core.model import ProcessOrigin
 from gputop.core.process_control import boot_ticks, pid_exists
+from gputop.core.records import mutable
 from gputop.core.sampling import proc_counters
 from gputop.core.sampling.pid_namespace import LocalPidGuard
 from gputop.core.sampling.process_env import CudaEnvironment, read_cuda_environment
@@ -64,7 +64,7 @@ _MARK_IS_TICKS = _READ_COUNTERS is proc_counters.read_proc_stat
 a new process's static facts are read from ``/proc`` directly too (``_ProcReading``)."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class _Tracked:
     start_mark: float
     """The process's start as its counters give it: another value, another process."""

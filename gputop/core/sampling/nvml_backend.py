@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gputop.core.clock_events import throttling, valid_mask
@@ -26,7 +26,7 @@ from gputop.core.model import (
     Snapshot,
 )
 from gputop.core.process_control import current_boot_id
-from gputop.core.records import frozen, replaced
+from gputop.core.records import frozen, mutable, replaced
 from gputop.core.sampling.activity import ActivitySampler
 from gputop.core.sampling.host_processes import HostFacts, HostProcessTable
 from gputop.core.sampling.kmsg_xid import bus_key
@@ -78,7 +78,7 @@ _GpuReading = tuple[GpuSample, "tuple[NvmlProcess, ...]", "dict[int, ProcessUtil
 """A GPU's readings, its processes as NVML lists them, and their utilisation."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class _GpuState:
     handle: Any
     static: GpuSample

@@ -17,10 +17,11 @@ import ctypes
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from gputop.core.model import EccCounts, GpuHealth, RemappedRows, RetiredPages, XidEvent
+from gputop.core.records import mutable
 from gputop.core.sampling.kmsg_xid import BusKey, KernelLogReader
 from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError
 
@@ -47,7 +48,7 @@ NVML_EVENTS = "nvml events"
 KERNEL_LOG = "kernel log"
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class _GpuHealthState:
     reading: GpuHealth | None = None
     read_at: float | None = None

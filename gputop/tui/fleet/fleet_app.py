@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -34,6 +33,7 @@ from gputop.core.fleet.fleet_text import (
 )
 from gputop.core.fleet.model import Fleet, FleetNode, fill_figures, fill_user_counts
 from gputop.core.prometheus.client import Sample
+from gputop.core.records import mutable
 from gputop.core.safe_text import clean
 from gputop.tui.collector import SETTLE_AFTER_S, settle_collector
 from gputop.tui.fleet.fleet_views import TextScreen, node_detail, users_detail
@@ -80,7 +80,7 @@ FLEET_KEY_HELP: list[tuple[str, list[tuple[str, str]]]] = [
 """The fleet dashboard's keys, for its help screen (``?``)."""
 
 
-@dataclass
+@mutable
 class FleetRead(Message):
     fleet: Fleet | None
     error: str | None
@@ -134,7 +134,7 @@ Show = Callable[[list[Sample] | None, str | None], None]
 """Draws what a worker read for a screen opened on the fleet (None: the error says why)."""
 
 
-@dataclass
+@mutable
 class DetailRead(Message):
     """A node's temperature, power and activity, or the users' idle memory and GPU counts,
     read when their screen opened (``samples`` None: ``error`` says why), for ``show``."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
 from rich.text import Text
@@ -28,6 +27,7 @@ from gputop.core.history.card_history import CardHistory
 from gputop.core.install_advice import install_advice
 from gputop.core.job_columns import HostJob
 from gputop.core.model import GpuProcess, GpuSample
+from gputop.core.records import mutable
 from gputop.core.remote.agent_version import older_note
 from gputop.core.remote.host_jobs import host_jobs, left_out
 from gputop.core.remote.host_summary import summarize
@@ -70,7 +70,7 @@ class HostSource(Protocol):
         ...
 
 
-@dataclass
+@mutable
 class LabSampled(Message):
     statuses: list[HostStatus]
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.message import Message
 
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 from gputop.core.remote.host_summary import HostSummary
 from gputop.core.remote.status import HostStatus
 from gputop.core.sampling.history import UtilizationHistory
@@ -121,7 +120,7 @@ class LabGrid(VerticalScroll, can_focus=True):
     LabGrid { height: auto; scrollbar-size-vertical: 1; }
     """
 
-    @dataclass
+    @mutable
     class SelectionChanged(Message):
         """The highlight or selection moved. ``host`` is the highlighted card's host
         position; ``cards`` what a launch there would use (physical indices)."""
@@ -130,7 +129,7 @@ class LabGrid(VerticalScroll, can_focus=True):
         highlighted: int | None
         cards: tuple[int, ...]
 
-    @dataclass
+    @mutable
     class SelectionMoved(Message):
         """A card on another host was selected: the old selection was dropped."""
 

@@ -8,11 +8,12 @@ only by the key's margin: row_order.py). With one host there is no HOST column.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from rich.cells import cell_len
 
 from gputop.core.model import Snapshot
+from gputop.core.records import mutable
 from gputop.core.safe_text import clean
 from gputop.tui.row_order import HeldOrder
 from gputop.tui.widgets.process_rows import COLUMNS, ProcessRow, RowMaker, column_widths
@@ -21,7 +22,7 @@ from gputop.tui.widgets.process_table import ProcessTable
 HOST_STYLE = "cyan"
 
 
-@dataclass
+@mutable
 class HostRows:
     """What the table knows of one host."""
 

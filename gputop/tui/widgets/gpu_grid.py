@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from rich.segment import Segment
@@ -27,6 +26,7 @@ from textual.widget import Widget
 
 from gputop.core.claims.view import card_claim_text
 from gputop.core.model import GpuSample, MigDevice, Snapshot
+from gputop.core.records import mutable
 from gputop.core.sampling.history import UtilizationHistory
 from gputop.tui.render import sticky_level_style
 from gputop.tui.widgets.card_frame import (
@@ -101,7 +101,7 @@ class GpuGrid(Widget, can_focus=True):
     """A card's border colour (``color``) by state; its title's and subtitle's colour,
     background and text style; a highlighted one-line card's background."""
 
-    @dataclass
+    @mutable
     class SelectionChanged(Message):
         """The highlight or the selection moved; ``cards`` is what a launch would use:
         physical indices of whole GPUs and ``MIG-`` UUIDs of MIG instances."""

@@ -13,7 +13,6 @@ columns, and beside the PyTorch view).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from rich.cells import cell_len
@@ -22,6 +21,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from gputop.core.records import mutable
 from gputop.tui.safe import plain
 
 J = TypeVar("J")
@@ -32,7 +32,7 @@ MIN_NAME_CELLS = 10
 the right edge."""
 
 
-@dataclass
+@mutable
 class JobRequest(Message, Generic[J]):
     """A person asked something of a job (its log, to stop it)."""
 

@@ -11,7 +11,6 @@ minute for the same reason.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from itertools import pairwise
 
 from rich.cells import cell_len
@@ -28,7 +27,7 @@ from textual.strip import Strip
 
 from gputop.core.model import GpuProcess, Snapshot
 from gputop.core.process_detail import rendezvous_key
-from gputop.core.records import frozen
+from gputop.core.records import frozen, mutable
 from gputop.core.safe_text import clean
 from gputop.tui.widgets.process_rows import (
     COLUMNS,
@@ -382,7 +381,7 @@ class ProcessTable(ScrollView, can_focus=True):
         elif self._cursor >= top + self._page_rows:
             self.scroll_to(y=self._cursor - self._page_rows + 1, animate=False)
 
-    @dataclass
+    @mutable
     class DetailRequested(Message):
         """Enter on a process: the app opens its detail."""
 

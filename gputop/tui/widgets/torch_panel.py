@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Set
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -27,6 +26,7 @@ from gputop.core.errors import GputopError
 from gputop.core.model import Snapshot
 from gputop.core.probes import DriverProbe, compare_with_rules, order_note
 from gputop.core.probes.driver_mapping import driver_visibility, rules_error
+from gputop.core.records import mutable
 from gputop.core.safe_text import clean
 from gputop.core.visibility import Visibility, pin_environment, resolve_visibility
 from gputop.tui.safe import plain
@@ -38,7 +38,7 @@ PREVIEW_WIDTH = 48
 """The narrowest the panel's text gets (its min-width, less border, padding and gutter)."""
 
 
-@dataclass
+@mutable
 class ProbeFinished(Message):
     kind: str
     result: Any

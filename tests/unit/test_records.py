@@ -261,3 +261,21 @@ def test_a_mutable_dataclass_message_still_initialises_its_base() -> None:
     made = mutable(type("Sub", (Base,), {"__annotations__": {"a": "int"}, "__module__": __name__}))
     made(1)
     assert calls == ["base"]
+
+
+def test_gputop_defines_its_dataclasses_as_records() -> None:
+    """A plain ``@dataclass`` compiles its methods at import (docs/speed.md, "The first
+    frame"): gputop's own are ``@frozen`` or ``@mutable``."""
+    from pathlib import Path
+
+    import gputop
+
+    root = Path(gputop.__file__).parent
+    plain = [
+        f"{path.relative_to(root)}:{number}"
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "records.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if line.lstrip().startswith(("@dataclass", "@dataclasses.dataclass"))
+    ]
+    assert plain == []

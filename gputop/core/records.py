@@ -21,11 +21,19 @@ import dataclasses
 import inspect
 import reprlib
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
-
-from typing_extensions import dataclass_transform
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 _Class = TypeVar("_Class", bound=type)
+_Function = TypeVar("_Function")
+
+if TYPE_CHECKING:  # for type checkers only: gputop's core needs no typing_extensions
+    from typing_extensions import dataclass_transform
+else:
+
+    def dataclass_transform(**_: object) -> Callable[[_Function], _Function]:
+        return lambda function: function
+
+
 _Object = TypeVar("_Object")
 _MISSING = dataclasses.MISSING
 _Fields = tuple[dataclasses.Field[Any], ...]

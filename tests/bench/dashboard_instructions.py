@@ -36,11 +36,17 @@ from busy_instructions import (
 
 WARM_SAMPLES = 10
 """Samples shown before any is counted: caches filled as in a running dashboard."""
+SNAPSHOTS = 80
+"""Snapshots made before either count: the same for few and many, as frame_instructions.py
+makes them, so that making them (sampling) is no part of a sample shown."""
 
 
 async def _show(tree: Path, scenario: Path, counted: int, profile: str | None) -> None:
     """Show ``WARM_SAMPLES + counted`` busy samples in ``tree``'s dashboard, headless."""
-    async with busy_dashboard(tree, scenario, WARM_SAMPLES + counted) as (app, pilot, snapshots):
+    # As many snapshots made for every count (the few and the many): their making is
+    # sampling, which a shown sample's count leaves out.
+    async with busy_dashboard(tree, scenario, SNAPSHOTS) as (app, pilot, all_made):
+        snapshots = all_made[: WARM_SAMPLES + counted]
         from gputop.tui.app import SnapshotSampled  # the tree's, on the path from here
 
         screen = app.screen
@@ -88,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         print("dashboard_instructions: needs valgrind", file=sys.stderr)
         return 2
     tree = args.tree.resolve()
+    if not 1 <= args.samples <= SNAPSHOTS - WARM_SAMPLES - 1:
+        parser.error(f"--samples: 1 to {SNAPSHOTS - WARM_SAMPLES - 1}")
     if args.profile:
         with busy_scenario_file() as scenario:
             asyncio.run(_show(tree, scenario, args.samples, args.sort))

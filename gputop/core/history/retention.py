@@ -16,6 +16,7 @@ from typing import Any
 
 from gputop.core.history.schema import ACTIVITY_COLUMNS, DAY, HOUR, MINUTE, RAW
 from gputop.core.history.spans import SAME_TIME_S, decode_runs, encode_runs, keep_run
+from gputop.core.numbers import LATEST_TIME_S, MAX_ID, whole_within, within
 from gputop.core.records import frozen
 from gputop.core.sqlite_files import immediate
 
@@ -118,18 +119,26 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
     joined (spans.py). The report over a month then reads a row per process and day."""
     columns = "id, process_id, physical_index, start_t, end_t, idle_runs, peak_memory_bytes, "
     select = f"SELECT {columns}{', '.join(_SPAN_SUMS)} FROM process_spans "
-    found = connection.execute(
-        select + "WHERE resolution_s = 0 AND end_t < ?", (older_than,)
-    ).fetchall()
+    found = [
+        row
+        for row in connection.execute(
+            select + "WHERE resolution_s = 0 AND end_t < ?", (older_than,)
+        )
+        if _mergeable(row)
+    ]
     if not found:
         return
     # The recorder merges every 10 minutes: what ended since then continues the day's span
     # merged last time, which ends where the earliest of them starts (or later).
     earliest = min(float(row[3]) for row in found)
-    found += connection.execute(
-        select + "WHERE resolution_s = ? AND end_t >= ? AND end_t < ?",
-        (DAY, earliest - SAME_TIME_S, older_than),
-    ).fetchall()
+    found += [
+        row
+        for row in connection.execute(
+            select + "WHERE resolution_s = ? AND end_t >= ? AND end_t < ?",
+            (DAY, earliest - SAME_TIME_S, older_than),
+        )
+        if _mergeable(row)
+    ]
     found.sort(key=lambda row: (row[1], row[2], row[3]))
     merged: list[list[Any]] = []
     runs: list[list[tuple[float, float]]] = []
@@ -169,6 +178,23 @@ def _merge_spans(connection: sqlite3.Connection, older_than: float) -> None:
         f"peak_memory_bytes, {', '.join(_SPAN_SUMS)}, resolution_s) "
         f"VALUES ({', '.join('?' * (6 + len(_SPAN_SUMS)))}, {DAY})",
         [row[1:] for row in merged],
+    )
+
+
+def _mergeable(row: tuple[Any, ...]) -> bool:
+    """A span as the recorder writes it: whole ids and a card index, times from 1970 to
+    9999 that end after they start, figures that are finite numbers or NULL (its idle runs
+    are read as ``decode_runs`` reads any text). Another is a row changed by hand (text, a
+    blob, infinity): left as it is, never merged, and never the end of the roll-up (the
+    recorder's, every 10 minutes)."""
+    span_id, process_id, index, start, end = row[:5]
+    return (
+        whole_within(span_id, 1, MAX_ID)
+        and whole_within(process_id, 1, MAX_ID)
+        and whole_within(index, 0, MAX_ID)
+        and within(start, 0, LATEST_TIME_S)
+        and within(end, start, LATEST_TIME_S)
+        and all(value is None or within(value, 0, math.inf) for value in row[6:])
     )
 
 

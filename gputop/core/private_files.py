@@ -219,11 +219,18 @@ def open_private_dir(
 
 def _check_parent(path: Path, store: str) -> None:
     """Whoever may write the parent may rename the state directory away and put their own
-    in its place, unless the parent is sticky like /tmp (then only the owner may)."""
+    in its place, unless the parent is sticky like /tmp (then only the owner may): its
+    owner always may, so it is ours or root's."""
     try:
         info = os.stat(path.parent)
     except OSError:
         return  # the directory itself cannot be opened either; that error says why
+    if info.st_uid not in (os.geteuid(), 0):  # its owner may rename anything in it
+        raise StoreError(
+            f"The {store} directory {path} is in {path.parent}, which belongs to another user "
+            f"(uid {info.st_uid}): they could replace the store, so gputop will not use it; "
+            f"{ADVICE}."
+        )
     if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
         raise StoreError(
             f"The {store} directory {path} is in {path.parent}, which every user may write "

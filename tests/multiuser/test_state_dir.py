@@ -149,6 +149,20 @@ def test_a_state_directory_in_a_world_writable_parent_without_the_sticky_bit_is_
     assert not (parent / "state").exists()
 
 
+def test_a_state_directory_in_a_parent_another_user_owns_is_refused(tmp_path: Path) -> None:
+    """The parent's owner may rename the state directory away whatever its mode (and
+    whatever the sticky bit): XDG_STATE_HOME pointed at another user's directory, or at a
+    link to one planted in /tmp, gave them the store (found by attacking it)."""
+    parent = tmp_path / "theirs"
+    parent.mkdir()
+    os.chmod(parent, 0o755)
+    os.chown(parent, OTHER_UID, OTHER_UID)
+    with pytest.raises(StoreError) as error:
+        JobStore.open(parent / "state")
+    assert f"is in {parent}, which belongs to another user (uid {OTHER_UID})" in str(error.value)
+    assert not (parent / "state").exists()
+
+
 def test_a_state_directory_in_a_sticky_shared_directory_is_used(shared_dir: Path) -> None:
     with JobStore.open(shared_dir / "mine") as store:
         assert make_job(store).id == 1

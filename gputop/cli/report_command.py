@@ -260,12 +260,23 @@ def _write_csv(rows: list[ReportRow]) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(ROW_FIELDS)
     for row in rows:
-        writer.writerow(
-            [
-                "" if (value := getattr(row, name)) is None else clean(str(value))
-                for name in ROW_FIELDS
-            ]
-        )
+        writer.writerow([_csv_cell(getattr(row, name)) for name in ROW_FIELDS])
+
+
+FORMULA_STARTS = ("=", "+", "-", "@")
+"""How a cell a spreadsheet would run as a formula starts (OWASP's CSV injection)."""
+
+
+def _csv_cell(value: object) -> str:
+    """A CSV cell: a text that a spreadsheet would read as a formula (another user's command
+    line, ``=HYPERLINK(...)``) gets a leading ``'``, which spreadsheets read as "text";
+    numbers are written as they are."""
+    if value is None:
+        return ""
+    text = clean(str(value))
+    if isinstance(value, str) and text.startswith(FORMULA_STARTS):
+        return "'" + text
+    return text
 
 
 HEADERS = (

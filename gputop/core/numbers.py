@@ -55,7 +55,7 @@ def parse_id(text: str) -> int | None:
 def parse_seconds(text: str, what: str, minimum: float, maximum: float) -> float:
     """A finite number of seconds in ``[minimum, maximum]``; ``what`` names it in errors."""
     try:
-        if not text.isascii():  # float("٣") is 3.0
+        if not text.isascii() or "_" in text:  # float("٣") is 3.0, float("1_0") 10.0
             raise ValueError(text)
         value = float(text)
     except (TypeError, ValueError):

@@ -30,3 +30,14 @@ def test_the_longest_wait_is_said_in_plain_digits(
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "from 0 to 31622400." in err and "e+" not in err
+
+
+@pytest.mark.parametrize("seconds", ["1_0", "0_5", "1__0"])
+def test_seconds_with_an_underscore_are_refused_not_read_as_another_number(
+    seconds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python's ``float("1_0")`` is 10.0: a typo for 1.0 or 10 became a ten-second wait."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["jobs", "wait", "1", "--timeout", seconds])
+    assert stopped.value.code == 2
+    assert "is not a number of seconds" in capsys.readouterr().err

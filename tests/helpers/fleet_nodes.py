@@ -156,17 +156,34 @@ class NodeServer(ThreadingHTTPServer):
         self.page = render(node)
 
 
+def _never_answer(listening: socket.socket) -> None:
+    """Take every connection and read it until its client gives up, answering nothing. A
+    connection never accepted would stay in the backlog after its client closed: 64 of
+    Prometheus's scrapes filled it, and a client's connect then timed out, a host that is
+    down rather than one that does not answer."""
+    while True:
+        connection, _ = listening.accept()
+        threading.Thread(target=_drain, args=(connection,), daemon=True).start()
+
+
+def _drain(connection: socket.socket) -> None:
+    with connection:
+        while connection.recv(65536):
+            pass
+
+
 def main(path: str) -> None:
     with open(path, encoding="utf-8") as spec:
         nodes = json.load(spec)
     ports: list[int] = []
     keep: list[socket.socket] = []
     for node in nodes:
-        if node["kind"] == "silent":  # listens, never accepts: every scrape times out
+        if node["kind"] == "silent":  # accepts, reads, never answers: every scrape times out
             sock = socket.socket()
             sock.bind(("127.0.0.1", 0))
             sock.listen(64)
             keep.append(sock)
+            threading.Thread(target=_never_answer, args=(sock,), daemon=True).start()
             ports.append(sock.getsockname()[1])
             continue
         server = NodeServer(node)

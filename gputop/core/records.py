@@ -225,7 +225,7 @@ def _check_defaults(specs: _Fields) -> None:
 
 
 def _init_source(
-    cls: type, specs: _Fields, slots: bool, frozen: bool = True
+    cls: type, specs: _Fields, slots: bool, frozen: bool
 ) -> tuple[str, dict[str, Any]]:
     """The dataclass's ``__init__``: its parameters, defaults and assignments; a frozen
     class's fields stored through their slots' descriptors where it has slots, a mutable

@@ -149,6 +149,11 @@ class QuitHint:
 # paste without bracketed paste) inserted the d before the backspace ran and showed "abc";
 # ctrl+u then "python train.py" deleted what was typed. ``InOrderInput`` runs its own editing
 # bindings as each key arrives; a priority binding is still checked before it (by the app).
+#
+# ``Input`` also selects its whole value when focused (``select_on_focus``, on by default):
+# tabbing back to a command typed in the launch dialog, or opening the filter on the one
+# there is, selected it, and the next key (a space) replaced it. An ``InOrderInput`` keeps
+# its text, the caret where it was (after the text typed or set).
 
 _INPUT_ACTIONS = {
     key.strip(): binding.action
@@ -159,7 +164,11 @@ _INPUT_ACTIONS = {
 
 
 class InOrderInput(Input):
-    """An ``Input`` whose editing keys act in the order they were typed."""
+    """An ``Input`` whose editing keys act in the order they were typed, and whose text is
+    kept, not selected, when it is focused."""
+
+    def __init__(self, *args: Any, select_on_focus: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, select_on_focus=select_on_focus, **kwargs)
 
     async def _on_key(self, event: events.Key) -> None:
         action = next((_INPUT_ACTIONS[k] for k in event.aliases if k in _INPUT_ACTIONS), None)

@@ -396,3 +396,66 @@ def text_for_others(text: str | None, form: CommandForm = "redacted") -> str | N
         first = text.split(maxsplit=1)
         return redact_text(os.path.basename(first[0])) if first else text
     return redact_text(text)
+
+
+# A command kept or sent: a bound ------------------------------------------------------
+# Any user can start a process whose command line is 2 MB (Linux takes 128 KiB an
+# argument): sent whole by the lab agent every second, two of them made the lab drop the
+# host as a flood; kept whole by the history recorder, each distinct one was 2 MB of the
+# store for ever (its strings are never rolled up). The agent and the recorder keep at most
+# MAX_COMMAND_CHARS of one, its arguments joined by spaces, the last one ending in an
+# ellipsis; redacted, each argument whole up to MAX_ARG_CHARS before the cut (as the
+# exporter's labels).
+
+MAX_COMMAND_CHARS = 4096
+MAX_ARGS = 256
+MAX_ARG_CHARS = 4096
+"""What the lab reads of a host's command (gputop/core/remote/protocol.py); each argument
+is redacted whole up to this, so a token at the cut never shows its first characters."""
+ELLIPSIS = "…"
+
+
+def is_short(command: tuple[str, ...]) -> bool:
+    """Whether ``command`` is within the bound as it is (every ordinary one). Redacted, it
+    may not be (a word of one character becomes ``***``): cut_command what the redactor
+    gives."""
+    return len(command) <= MAX_ARGS and sum(map(len, command)) < MAX_COMMAND_CHARS - MAX_ARGS
+
+
+def first_args(command: tuple[str, ...]) -> tuple[str, ...]:
+    """The arguments that can show within the bound, each at most ``MAX_ARG_CHARS``."""
+    kept: list[str] = []
+    length = 0
+    for arg in command[:MAX_ARGS]:
+        if length > MAX_COMMAND_CHARS:
+            break
+        kept.append(arg[:MAX_ARG_CHARS])
+        length += len(kept[-1]) + 1
+    return tuple(kept)
+
+
+def cut_command(command: tuple[str, ...]) -> tuple[str, ...]:
+    """``command`` ending where its text reaches ``MAX_COMMAND_CHARS``."""
+    kept: list[str] = []
+    room = MAX_COMMAND_CHARS
+    for arg in command:
+        if len(arg) > room:
+            if room > len(ELLIPSIS):
+                kept.append(arg[: room - len(ELLIPSIS)] + ELLIPSIS)
+            else:  # the arguments before filled it: the last of them ends it
+                kept[-1] = kept[-1][: -len(ELLIPSIS)] + ELLIPSIS
+            return tuple(kept)
+        kept.append(arg)
+        room -= len(arg) + 1
+    return command
+
+
+def bounded_argv(command: tuple[str, ...]) -> tuple[str, ...]:
+    """``command`` within the bound, as it is (not redacted); itself where it is short."""
+    return command if is_short(command) else cut_command(first_args(command))
+
+
+def bounded_for_others(command: tuple[str, ...], form: CommandForm) -> tuple[str, ...]:
+    """``command`` as ``form`` writes it for others, within the bound: each argument
+    redacted whole up to ``MAX_ARG_CHARS``, the whole cut after."""
+    return cut_command(argv_for_others(command if is_short(command) else first_args(command), form))

@@ -2,7 +2,7 @@
 start one: Linux takes 128 KiB an argument, about 2 MB in all). The agent sent it whole, or
 redacted but its paths kept, in every snapshot: two such processes were 4 MB a second, and
 the lab dropped the host as a flood ("more than a gputop agent sends") every 8 s. The agent
-now sends a command as the lab reads it, cut to ``MAX_COMMAND_SENT_CHARS`` in all."""
+now sends a command as the lab reads it, cut to ``MAX_COMMAND_CHARS`` in all."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from helpers.scenarios import minimal_gpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputop.core.redact import redact_argv
+from gputop.core.redact import MAX_COMMAND_CHARS, redact_argv
 from gputop.core.remote import host_link, protocol
-from gputop.core.remote.agent import MAX_COMMAND_SENT_CHARS, for_reader, sent_command
+from gputop.core.remote.agent import for_reader, sent_command
 from gputop.core.sampling.nvml_backend import NvmlBackend
 
 PATH_WORD = "/" + "/".join(["zqzqzqzq"] * 13_000)
@@ -81,7 +81,7 @@ def test_a_process_with_a_command_of_megabytes_keeps_the_agent_under_the_flood_b
         assert shown.pid == long_process.pid
         program = (sys.executable, "-c", "import time; time.sleep(120)")
         assert shown.command[:3] in (program, redact_argv(program))  # whole, or another's
-        assert len(" ".join(shown.command)) <= MAX_COMMAND_SENT_CHARS
+        assert len(" ".join(shown.command)) <= MAX_COMMAND_CHARS
         assert shown.command[-1].endswith("…")
 
 
@@ -104,7 +104,7 @@ def test_a_command_is_sent_cut_to_the_bound_whether_whole_or_redacted(
     assert shown[0][:2] == ("python", "train.py")
     assert shown[1] == (short if reader == "alice" else redact_argv(short))  # as before
     for command in shown:
-        assert len(" ".join(command)) <= MAX_COMMAND_SENT_CHARS
+        assert len(" ".join(command)) <= MAX_COMMAND_CHARS
         assert len(command) <= protocol.MAX_ARGS
 
 
@@ -118,7 +118,7 @@ def test_any_command_is_sent_within_the_bound_as_a_prefix_of_what_was_sent_befor
 ) -> None:
     before = tuple(command) if whole else redact_argv(command)
     sent = sent_command(tuple(command), whole)
-    assert len(" ".join(sent)) <= MAX_COMMAND_SENT_CHARS
+    assert len(" ".join(sent)) <= MAX_COMMAND_CHARS
     if sent != before:  # cut: every argument as before, the last one's start and an ellipsis
         assert sent[:-1] == before[: len(sent) - 1]
         assert sent[-1].endswith("…")

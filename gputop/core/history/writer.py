@@ -23,7 +23,7 @@ from gputop.core.history.store import HISTORY, HistoryError
 from gputop.core.history.wal_bound import WalBound
 from gputop.core.model import GpuProcess, GpuSample, Snapshot
 from gputop.core.records import frozen
-from gputop.core.redact import CommandForm, argv_for_others
+from gputop.core.redact import CommandForm, bounded_argv, bounded_for_others
 from gputop.core.safe_text import clean, clean_argv
 from gputop.core.sqlite_files import immediate, store_cause
 from gputop.core.write_faults import FaultReporter, WriteFault, write_fault_of
@@ -328,9 +328,11 @@ class HistoryWriter:
             process_id = int(row[0])
         else:
             user_id = self._string_id(clean(process.user) if process.user is not None else None)
-            argv = process.command
+            # at most MAX_COMMAND_CHARS: each distinct command is kept for ever
             if self._command_form is not None:  # a shared store: others read it
-                argv = argv_for_others(argv, self._command_form)
+                argv = bounded_for_others(process.command, self._command_form)
+            else:
+                argv = bounded_argv(process.command)
             command = clean_argv(argv) if argv else None
             job = self._job_of(process) if self._job_of is not None else None
             cursor = self._db().execute(

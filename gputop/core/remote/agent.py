@@ -22,11 +22,11 @@ from typing import IO, TYPE_CHECKING, Any
 from gputop import __version__
 from gputop.core.errors import GputopError
 from gputop.core.model import GpuProcess, Snapshot
-from gputop.core.redact import redacted_args
+from gputop.core.redact import bounded_argv, cut_command, first_args, is_short, redact_argv
 from gputop.core.remote.agent_history import HistoryRequests
 from gputop.core.remote.agent_history import answer as answer_history
 from gputop.core.remote.host_jobs import MAX_HOST_JOBS
-from gputop.core.remote.protocol import MAX_ARG_CHARS, MAX_ARGS, PROTOCOL_VERSION, encode
+from gputop.core.remote.protocol import PROTOCOL_VERSION, encode
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.snapshot_json import snapshot_to_json
 from gputop.core.users import current_user
@@ -131,65 +131,27 @@ def shows_whole(user: str | None, reader: str) -> bool:
 
 MAX_REDACTED = 1024
 _REDACTED: dict[tuple[str, ...], tuple[str, ...]] = {}
-"""Command lines already cut and redacted (keyed by the cut one): a process keeps its own
-from sample to sample."""
-MAX_COMMAND_SENT_CHARS = 4096
-"""A command is sent to at most this many characters in all, its arguments joined by spaces
-(the last one cut with an ellipsis). Any user of a host can start a process whose command
-line is 2 MB (Linux takes 128 KiB an argument): sent whole in every snapshot, two of them
-made the lab drop the host as a flood (host_link.FLOOD_BYTES)."""
-ELLIPSIS = "…"
+"""Command lines already redacted: a process keeps its own from sample to sample."""
 
 
 def sent_command(command: tuple[str, ...], whole: bool) -> tuple[str, ...]:
-    """``command`` as the agent sends it: at most ``MAX_COMMAND_SENT_CHARS`` in all, and
-    redacted unless ``whole``. Each argument is redacted knowing those before it, whole up
-    to ``MAX_ARG_CHARS`` (as the lab reads it), before the cut, so a token at the cut never
-    shows its first characters (as the exporter's labels, gputop/core/exporter/labels.py)."""
-    short = len(command) <= MAX_ARGS and sum(map(len, command)) < MAX_COMMAND_SENT_CHARS - MAX_ARGS
-    kept = command if short else _first_args(command)  # every ordinary command is short
+    """``command`` as the agent sends it: redacted unless ``whole``, and at most
+    ``MAX_COMMAND_CHARS`` in all (gputop/core/redact.py): two processes of 2 MB
+    command lines, sent whole every second, made the lab drop the host as a flood."""
     if whole:
-        return command if short else _cut(kept)
-    redacted = _REDACTED.get(kept)
+        return bounded_argv(command)
+    shown = command if is_short(command) else first_args(command)  # the key: never megabytes
+    redacted = _REDACTED.get(shown)
     if redacted is None:
         if len(_REDACTED) >= MAX_REDACTED:
             _REDACTED.clear()
-        redacted = _REDACTED[kept] = _cut(tuple(redacted_args(kept)))
+        redacted = _REDACTED[shown] = cut_command(redact_argv(shown))
     return redacted
-
-
-def _first_args(command: tuple[str, ...]) -> tuple[str, ...]:
-    """The arguments that can show within the bound, each at most ``MAX_ARG_CHARS``."""
-    kept: list[str] = []
-    length = 0
-    for arg in command[:MAX_ARGS]:
-        if length > MAX_COMMAND_SENT_CHARS:
-            break
-        kept.append(arg[:MAX_ARG_CHARS])
-        length += len(kept[-1]) + 1
-    return tuple(kept)
-
-
-def _cut(command: tuple[str, ...]) -> tuple[str, ...]:
-    """``command`` ending where its text reaches ``MAX_COMMAND_SENT_CHARS``."""
-    kept: list[str] = []
-    room = MAX_COMMAND_SENT_CHARS
-    for arg in command:
-        if len(arg) > room:
-            if room > len(ELLIPSIS):
-                kept.append(arg[: room - len(ELLIPSIS)] + ELLIPSIS)
-            else:  # the arguments before filled it: the last of them ends it
-                kept[-1] = kept[-1][: -len(ELLIPSIS)] + ELLIPSIS
-            return tuple(kept)
-        kept.append(arg)
-        room -= len(arg) + 1
-    return command if len(kept) == len(command) else tuple(kept)
 
 
 def for_reader(snapshot: Snapshot, reader: str) -> Snapshot:
     """``snapshot`` with the command line of every process not the reader's own redacted
-    (gputop/core/redact.py; docs/security.md), and every command cut to
-    ``MAX_COMMAND_SENT_CHARS``."""
+    (gputop/core/redact.py; docs/security.md), and every command cut to a bound."""
 
     def shown(process: GpuProcess) -> GpuProcess:
         if not process.command:

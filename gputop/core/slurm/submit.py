@@ -18,10 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gputop.core.errors import UsageError
+from gputop.core.numbers import digits_within, quoted
 from gputop.core.private_files import PRIVATE_FILE_MODE, open_private_subdir, private_dir_fd
 from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.slurm.commands import SlurmError, run_slurm, slurm_message
+from gputop.core.slurm.queue import MAX_JOB_ID
 
 SCRIPTS_DIR = "slurm"
 OUTPUT_PATTERN = "slurm-%j.log"
@@ -147,7 +149,14 @@ def parse_job_id(stdout: str) -> int:
     match = _PARSABLE.match(line.strip())
     if match is None:
         raise SlurmError(f"sbatch printed no job id (it printed {line[:80]!r}).")
-    return int(match.group(1))
+    job_id = digits_within(match.group(1).lstrip("0") or "0", 1, MAX_JOB_ID)
+    if job_id is None:  # 23 digits: an OverflowError in the store; 5,000: in int()
+        raise SlurmError(
+            f"sbatch printed a job id no Slurm gives ({quoted(clean(match.group(1)))}, not 1 "
+            f"to {MAX_JOB_ID}): the job may be queued all the same, unrecorded; squeue --me "
+            "lists your jobs, scancel ID cancels one."
+        )
+    return job_id
 
 
 def submit(

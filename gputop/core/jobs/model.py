@@ -61,6 +61,14 @@ LARGEST_SIGNAL = 127
 Linux ends at 64, FreeBSD at 128, whose 256 a shell would read as 0)."""
 
 
+LARGEST_EXIT_CODE = 255
+"""An exit code is 0..255 (a signal is recorded apart). A job's ``exit_code`` may hold
+another (a row changed by hand, an older gputop's record of Slurm's return code): an exit
+not known, shown ``exit ?``, ``null`` in JSON, never a shell's status."""
+NO_EXIT_CODE = -1
+"""``exit_code`` read from a row holding no exit code (300, text, a float)."""
+
+
 def signal_name(number: int) -> str:
     """``SIGTERM`` for 15; ``signal 64`` for numbers Python has no name for."""
     try:
@@ -157,6 +165,12 @@ class Job:
         return "exited" if self.exit_code == 0 else "failed"
 
     @property
+    def known_exit_code(self) -> int | None:
+        """``exit_code`` where it is one an exit gives (``LARGEST_EXIT_CODE``)."""
+        code = self.exit_code
+        return code if code is not None and 0 <= code <= LARGEST_EXIT_CODE else None
+
+    @property
     def status_text(self) -> str:
         """The jobs table's status column: "exited 0", "failed 3", "killed (SIGTERM)";
         for a Slurm job, Slurm's words ("Pending: Resources", "Cancelled")."""
@@ -165,15 +179,18 @@ class Job:
         status = self.status
         if status == "exited":
             return "exited 0"
+        known = self.known_exit_code
         if status == "failed":
-            return "failed" if self.exit_code is None else f"failed {self.exit_code}"
+            if self.exit_code is None:
+                return "failed"
+            return "failed (exit ?)" if known is None else f"failed {known}"
         if status == "killed":
             if self.signal is not None:
                 return f"killed ({signal_name(self.signal)})"
             if self.started_at is None:
                 return "killed (never started)"
             if self.exit_code is not None:
-                return f"killed (exit {self.exit_code})"
+                return f"killed (exit {'?' if known is None else known})"
             return "killed"
         return status
 
@@ -212,6 +229,7 @@ class Job:
         """The ``gputop jobs --json`` record. Fields are only ever added."""
         record = {name: getattr(self, name, None) for name in _JSON_FIELDS}
         record.update(
+            exit_code=self.known_exit_code,
             command=list(self.command),
             gpus=list(self.physical_indices),
             uuids=list(self.uuids),

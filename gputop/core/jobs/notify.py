@@ -107,8 +107,8 @@ def exit_status(job: Job) -> int:
     """The job's status as a shell gives it: its exit code, 128 + signal, or 1 if unknown."""
     if job.signal is not None:
         return 128 + job.signal
-    if job.exit_code is not None and 0 <= job.exit_code <= 255:
-        return job.exit_code
+    if job.known_exit_code is not None:
+        return job.known_exit_code
     return 0 if job.status == "exited" else 1
 
 
@@ -123,7 +123,7 @@ def event_environment(event: JobEvent) -> dict[str, str]:
         "GPUTOP_JOB_STATUS": job.status,
         "GPUTOP_JOB_STATUS_TEXT": job.status_text,
         "GPUTOP_JOB_GPUS": job.gpus_text,
-        "GPUTOP_JOB_EXIT_CODE": "" if job.exit_code is None else str(job.exit_code),
+        "GPUTOP_JOB_EXIT_CODE": "" if job.known_exit_code is None else str(job.known_exit_code),
         "GPUTOP_JOB_SIGNAL": "" if job.signal is None else signal_name(job.signal),
         "GPUTOP_JOB_DURATION_S": "" if took is None else f"{took:.0f}",
         "GPUTOP_JOB_LOG": job.log_path,

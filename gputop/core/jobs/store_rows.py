@@ -15,7 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import Any
 
-from gputop.core.jobs.model import LARGEST_SIGNAL, Job, JobState, RunMode
+from gputop.core.jobs.model import (
+    LARGEST_EXIT_CODE,
+    LARGEST_SIGNAL,
+    NO_EXIT_CODE,
+    Job,
+    JobState,
+    RunMode,
+)
 from gputop.core.jobs.usage import (
     JobUsage,
     not_measured_text,
@@ -101,10 +108,13 @@ _LARGEST_INT = 2**63 - 1
 def _plain(name: str, value: object) -> Any:
     """A plain column's value as recorded (NULL stays ``None``); ValueError where a row
     changed by hand holds another kind (a blob, text in a number's column) or a number no
-    clock or process can have (``9e999`` in a time): named, never met by a renderer."""
+    clock or process can have (``9e999`` in a time): named, never met by a renderer. An exit
+    code is only shown: one no exit gives is read as ``NO_EXIT_CODE``, the row kept."""
     kind = _KINDS[name]
     if value is None:
         return None
+    if name == "exit_code":  # only shown: another value is an exit not known, not a bad row
+        return value if whole_within(value, 0, LARGEST_EXIT_CODE) else NO_EXIT_CODE
     if kind == "str":
         ok = isinstance(value, str)
     elif name in ("pid", "supervisor_pid"):  # 2**40 ended 'jobs stop' in an OverflowError

@@ -67,8 +67,8 @@ PROCESSES = [
 
 
 def write_scenario(directory: Path, job_pid: int) -> str:
-    """GPU 0: four processes with hostile names; GPU 1: one real process of gputop job 17 in
-    Slurm job 4242 (``job_pid``), holding memory idle."""
+    """GPU 0: four processes with hostile names; GPU 1: one real process of gputop job 17 with a
+    forged SLURM_JOB_ID=4242 (``job_pid``), holding memory idle."""
     job_process = {"pid": job_pid, "used_memory_mib": 300, "type": "C", "sm_util": 0}
     path = directory / "hostile.json"
     path.write_text(
@@ -99,7 +99,8 @@ def write_scenario(directory: Path, job_pid: int) -> str:
 
 @pytest.fixture(scope="module")
 def job_process() -> Iterator[subprocess.Popen[bytes]]:
-    """A real process of gputop job 17 and Slurm job 4242, put on GPU 1 as an NVML pid."""
+    """A real process of gputop job 17 that says it is in Slurm job 4242 (no Slurm says
+    so, and anyone may set SLURM_JOB_ID), put on GPU 1 as an NVML pid."""
     env = {**os.environ, "GPUTOP_JOB_ID": "17", "SLURM_JOB_ID": "4242"}
     child = subprocess.Popen(["sleep", "600"], env=env)
     yield child
@@ -317,11 +318,12 @@ def test_the_report_holds_each_holder_prometheus_has(
 
 
 @pytest.mark.usefixtures("local_pids")
-def test_the_job_process_is_labelled_with_both_its_jobs(
+def test_the_job_process_is_labelled_with_its_gputop_job_never_a_forged_slurm_job(
     prometheus: Prometheus, job_process: subprocess.Popen[bytes]
 ) -> None:
     (series,) = prometheus.query(f'gputop_process_memory_used_bytes{{pid="{job_process.pid}"}}')
-    assert (series["metric"]["gputop_job"], series["metric"]["slurm_job"]) == ("17", "4242")
+    assert series["metric"]["gputop_job"] == "17"
+    assert "slurm_job" not in series["metric"]  # empty: no Slurm says 4242 is this user's
     now = _enough_history(prometheus, 4)
     (job,) = prometheus_report(
         prometheus.url, ReportQuery(now - 4, now, ReportBy.JOB, idle_min_s=2.0), step_s=1.0

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
 from helpers.slurm_cli import POLL_S
 from helpers.slurm_cluster import NODE_NAME, SlurmCluster
 from helpers.waiting import wait_for
@@ -87,3 +89,26 @@ def test_a_slurm_client_without_a_cluster_configuration_is_not_slurm(tmp_path: P
     assert slurm_commands_here(path, config_places=[str(configured)])
     assert slurm_commands_here({**path, "SLURM_CONF": str(configured)}, config_places=[])
     assert slurm_commands_here({**path, "SLURM_JOB_ID": "5"}, config_places=[])
+
+
+def test_another_users_process_saying_it_is_in_the_job_is_not_marked(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """Another user (uid 65534) sets ``SLURM_JOB_ID`` to root's running job: without
+    cgroups (proctrack/linuxproc) it is no proof, since Slurm says the job runs as root.
+    The old code marked that process with the job."""
+    if os.getuid() != 0:
+        pytest.skip("a process of another user needs root")
+    job_id, pid, _ = started_job(slurm, tmp_path / "job.out")
+    forged = subprocess.Popen(
+        ["sleep", "60"],
+        env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": str(job_id)},
+        user=65534, group=65534, extra_groups=[], cwd="/",
+    )  # fmt: skip
+    try:
+        view = SlurmWatch(os.environ, "root").read(None, [pid, forged.pid])
+    finally:
+        forged.kill()
+        forged.wait()
+    assert dict(view.process_jobs) == {pid: job_id}
+    assert view.job_users.get(job_id) == 0

@@ -23,10 +23,20 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     process.wait()
 
 
-def test_a_process_names_its_gputop_job_and_its_slurm_job(
+def test_a_process_names_its_gputop_job_and_its_proven_slurm_job(
     sleeper: subprocess.Popen[bytes],
 ) -> None:
-    assert read_process_jobs(Path(f"/proc/{sleeper.pid}")) == ProcessJobs(17, 4242)
+    directory = Path(f"/proc/{sleeper.pid}")
+    assert read_process_jobs(directory, {4242: os.getuid()}) == ProcessJobs(17, 4242)
+
+
+def test_slurm_job_id_names_no_job_slurm_does_not_give_the_processs_owner(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    """Anyone may set SLURM_JOB_ID: it named job 4242 for the process on the old code."""
+    directory = Path(f"/proc/{sleeper.pid}")
+    assert read_process_jobs(directory) == ProcessJobs(17, None)
+    assert read_process_jobs(directory, {4242: os.getuid() + 1}) == ProcessJobs(17, None)
 
 
 def test_a_process_gone_names_no_job(tmp_path: Path) -> None:

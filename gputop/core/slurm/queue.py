@@ -45,6 +45,8 @@ class SlurmJob:
     """Set where a signal ended its batch script."""
     gres_detail: tuple[str, ...] = ()
     """Slurm's per-node GRES, one entry per node of ``nodes`` in order (docs/slurm.md)."""
+    user_id: int | None = None
+    """The uid Slurm runs the job as: what proves a process is the job's (cgroup.py)."""
 
     @property
     def is_active(self) -> bool:
@@ -86,6 +88,8 @@ def parse_gpu_indices(gres_detail: Sequence[str]) -> tuple[int, ...]:
 
 MAX_JOB_ID = 2**32 - 1
 """Slurm's job ids are 32-bit."""
+MAX_UID = 2**32 - 2
+"""(uid_t)-1 is no user."""
 TIMES = (0, LATEST_TIME_S)
 WAIT_STATUSES = (-(2**31), 2**31 - 1)
 
@@ -158,6 +162,7 @@ def parse_job(record: Mapping[str, Any]) -> SlurmJob | None:
         gres_detail=tuple(entry for entry in gres if isinstance(entry, str))
         if isinstance(gres, list)
         else (),
+        user_id=_number(record.get("user_id"), 0, MAX_UID),
     )
 
 

@@ -253,7 +253,8 @@ class _CommandWatch:
     def owns(self, pid: int, slurm_job_id: int) -> bool:
         """The command, a process below it or in its session, or one of the job's ``srun``
         steps (Slurm starts those, not the command): in the job's cgroup, or, without
-        cgroups, with the job's ``SLURM_JOB_ID`` (cgroup.py)."""
+        cgroups, with the job's ``SLURM_JOB_ID``, and then only a process of this meter's
+        user, the job's, since anyone may set either (cgroup.py)."""
         if pid == self.pid:
             return True
         import psutil
@@ -267,4 +268,4 @@ class _CommandWatch:
                 return True
         except (OSError, psutil.Error):
             pass
-        return slurm_job_of_pid(pid) == slurm_job_id
+        return slurm_job_of_pid(pid, {slurm_job_id: os.getuid()}) == slurm_job_id

@@ -2,7 +2,8 @@
 
 One ``squeue --json`` per read gives everything: the running jobs holding this node's
 cards, the user's own jobs, and (through the job store) the state of the jobs gputop
-submitted. A process is tied to its Slurm job by its cgroup or environment. Reading runs
+submitted. A process is tied to its Slurm job by its cgroup or environment, where its owner
+is the job's user as squeue reports it or its cgroup is Slurm's own (cgroup.py). Reading runs
 in the dashboard's sampling thread, never on the UI thread; a failing Slurm is reported
 once in ``error`` and the last good view is kept. What reads Slurm is imported by the first
 read: where there is no Slurm the dashboard starts without it (docs/speed.md).
@@ -40,6 +41,8 @@ class SlurmView:
     """pid → Slurm job id, for the GPU processes that run inside a Slurm job."""
     error: str | None = None
     read_at: float = 0.0
+    job_users: Mapping[int, int] = field(default_factory=dict)
+    """Slurm job id → the uid it runs as, for every job squeue reported."""
 
     def card_label(self, physical_index: int) -> str | None:
         """``slurm 123 alice train 1:02:03 left``: who holds the card, for its title."""
@@ -76,7 +79,7 @@ class SlurmWatch:
             if last is None or now - last.read_at >= READ_EVERY_S:
                 last = self._read(store, now)
                 self._last = last
-            pid_jobs = process_jobs(pids)
+            pid_jobs = process_jobs(pids, last.job_users)
         if pid_jobs == last.process_jobs:
             return last
         return replace(last, process_jobs=pid_jobs)
@@ -100,6 +103,7 @@ class SlurmWatch:
                 user_jobs=previous.user_jobs if previous else (),
                 error=str(error),
                 read_at=now,
+                job_users=previous.job_users if previous else {},
             )
         return SlurmView(
             node=self._node,
@@ -107,16 +111,18 @@ class SlurmWatch:
             user_jobs=tuple(j for j in jobs if j.user == self._user and j.is_active),
             error=problem,
             read_at=now,
+            job_users={j.job_id: j.user_id for j in jobs if j.user_id is not None},
         )
 
 
-def process_jobs(pids: Iterable[int]) -> dict[int, int]:
-    """pid → Slurm job id, for those of ``pids`` that run inside a Slurm job."""
+def process_jobs(pids: Iterable[int], job_users: Mapping[int, int]) -> dict[int, int]:
+    """pid → Slurm job id, for those of ``pids`` proven to run inside a Slurm job
+    (``job_users``: each job's uid as Slurm reports it)."""
     from gputop.core.slurm.cgroup import slurm_job_of_pid
 
     found: dict[int, int] = {}
     for pid in pids:
-        job_id = slurm_job_of_pid(pid)
+        job_id = slurm_job_of_pid(pid, job_users)
         if job_id is not None:
             found[pid] = job_id
     return found

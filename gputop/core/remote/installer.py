@@ -13,13 +13,17 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import threading
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from gputop import DISTRIBUTION
 from gputop.core import settings
 from gputop.core.errors import UsageError
 from gputop.core.records import frozen
+from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail
 from gputop.core.remote.transport import classify_failure, ssh_argv
 
 MARK = "gputop-install:"
@@ -32,6 +36,11 @@ WHEEL_NAME = re.compile(
     r"^" + DISTRIBUTION.replace("-", "_") + r"-[0-9][0-9A-Za-z.+!_]*-py3-none-any\.whl$"
 )
 OUTPUT_LINES_KEPT = 3
+MARKS_KEPT = 16
+LINE_CHARS_KEPT = 500
+"""Each line of a host's output is kept to this; the rest of a longer line is read and
+dropped, so ssh never blocks (its stderr's lines: host_link.collect_tail)."""
+EXTERNALLY_MANAGED = "externally-managed-environment"
 
 
 @frozen(slots=False)
@@ -117,22 +126,67 @@ def install_on_host(
         argv = ssh_argv(host, remote_install_command(wheel.name, pip_args))
     except UsageError as error:
         return InstallResult(host, False, None, str(error))
+    output = _Output()
+    stderr: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
     try:
         with wheel.open("rb") as stdin:
-            done = subprocess.run(
-                argv,
-                stdin=stdin,
-                capture_output=True,
-                timeout=timeout_s,
-                check=False,
+            process = subprocess.Popen(
+                argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
     except FileNotFoundError:
         return InstallResult(host, False, None, "ssh is not installed here (OpenSSH's client)")
+    readers = [
+        threading.Thread(target=output.collect, args=(process.stdout,), daemon=True),
+        threading.Thread(target=collect_tail, args=(process.stderr, stderr), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        exit_code = process.wait(timeout_s)
     except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
         return InstallResult(
             host, False, None, f"no result within {timeout_s:g} s (give more with --timeout)"
         )
-    return judge(host, done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr)
+    finally:
+        for reader in readers:
+            reader.join(5.0)
+    return judge(host, exit_code, output.text(), "\n".join(stderr).encode())
+
+
+class _Output:
+    """What is kept of the host's output: its marker lines and its last lines, each cut to
+    ``LINE_CHARS_KEPT``, and whether pip said its environment is the distribution's. A host
+    can send anything: held whole, 200 MB sent were 720 MB resident, and a "version" line of
+    20 MB was printed whole."""
+
+    def __init__(self) -> None:
+        self.marks: deque[str] = deque(maxlen=MARKS_KEPT)
+        self.tail: deque[str] = deque(maxlen=OUTPUT_LINES_KEPT)
+        self.managed = False
+
+    def collect(self, stream: IO[bytes] | None) -> None:
+        if stream is None:
+            return
+        skipping = False
+        while raw := stream.readline(LINE_CHARS_KEPT):
+            complete = raw.endswith(b"\n")
+            if not skipping:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                self._keep(line if complete else line + "…")
+            skipping = not complete
+
+    def _keep(self, line: str) -> None:
+        if line.startswith(MARK):
+            self.marks.append(line)
+        elif line.strip():
+            self.tail.append(line)
+            self.managed = self.managed or EXTERNALLY_MANAGED in line
+
+    def text(self) -> str:
+        managed = [EXTERNALLY_MANAGED] if self.managed else []
+        return "\n".join([*self.marks, *managed, *self.tail])
 
 
 def judge(host: str, exit_code: int, output: str, stderr: bytes) -> InstallResult:
@@ -162,7 +216,7 @@ def judge(host: str, exit_code: int, output: str, stderr: bytes) -> InstallResul
 
 
 def _installer_failure(method: str | None, exit_code: int, output: str) -> str:
-    if "externally-managed-environment" in output:
+    if EXTERNALLY_MANAGED in output:
         return (
             "the host's Python is managed by its distribution (PEP 668) and there is no pipx: "
             "install pipx there (Debian, Ubuntu: apt install pipx), then run this again"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from gputop.core.free_cards import FreePolicy, NotEnoughFreeGpus, pick_free
 from gputop.core.install_advice import install_advice
 from gputop.core.numbers import strict_json
 from gputop.core.records import frozen
+from gputop.core.remote import remote_jobs
 from gputop.core.remote.host_summary import active_job_gpus
 from gputop.core.remote.lab import Lab, settled
 from gputop.core.remote.remote_command import remote_gputop_command
@@ -143,18 +143,29 @@ def run_launch(args: argparse.Namespace, command: list[str]) -> int:
         f"{','.join(str(i) for i in found.physical_indices)}: {clean(shlex.join(command))}",
         file=sys.stderr,
     )
-    result = subprocess.run(
-        ssh_argv(found.status.host, remote_gputop_command(remote)),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        check=False,
-    )
+    # As the lab's remote actions: at most ACTION_TIMEOUT_S, and the first MAX_ANSWER_BYTES
+    # of each stream kept (held whole, with no time limit, a host that never ended its
+    # answer held run --hosts for ever, growing).
+    try:
+        answer = remote_jobs.run_bounded(ssh_argv(found.status.host, remote_gputop_command(remote)))
+    except OSError as error:
+        print(f"gputop: cannot run ssh ({clean(str(error))})", file=sys.stderr)
+        return 1
+    if answer is None:
+        print(
+            f"gputop: {host_label(found.status)} did not answer within "
+            f"{remote_jobs.ACTION_TIMEOUT_S:g} s; the job may have started there "
+            "(gputop jobs there lists it).",
+            file=sys.stderr,
+        )
+        return 1
+    returncode, stdout, stderr = answer
     # The remote's words reach this terminal only cleaned (docs/security.md).
-    for line in result.stdout.decode("utf-8", "replace").splitlines():
+    for line in stdout.splitlines():
         print(clean(line))
-    for line in result.stderr.decode("utf-8", "replace").splitlines():
+    for line in stderr.splitlines():
         print(clean(line), file=sys.stderr)
-    return result.returncode if result.returncode != 255 else 1
+    return returncode if returncode != 255 else 1
 
 
 def _wait_for_host(lab: Lab, count: int, policy: FreePolicy) -> HostPick:

@@ -9,7 +9,9 @@ the dashboard only asks. See docs/lab.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -112,9 +114,25 @@ def start_remote(argv: list[str], environ: Mapping[str, str] | None) -> subproce
 def run_remote(argv: list[str], environ: Mapping[str, str] | None = None) -> RemoteResult:
     """Run one remote action to its end; the server's words come back cleaned."""
     try:
-        process = start_remote(argv, environ)
+        answer = run_bounded(argv, environ)
     except OSError as error:
         return RemoteResult(False, "", f"cannot run ssh ({error})")
+    if answer is None:
+        return RemoteResult(False, "", f"no answer within {ACTION_TIMEOUT_S:g} s")
+    returncode, stdout, stderr = answer
+    lines = [_said(line) for line in (stdout + "\n" + stderr).splitlines() if line.strip()]
+    if returncode == 255:
+        lines = [_said(line) for line in stderr.splitlines() if line.strip()] or ["ssh failed"]
+    return RemoteResult(returncode == 0, stdout, "\n".join(lines[-6:]))
+
+
+def run_bounded(
+    argv: list[str], environ: Mapping[str, str] | None = None, timeout_s: float | None = None
+) -> tuple[int, str, str] | None:
+    """(exit status, stdout, stderr) of one remote action, each its first
+    ``MAX_ANSWER_BYTES`` decoded; None where it ran past ``timeout_s`` (default
+    ``ACTION_TIMEOUT_S``) and was killed. ``OSError`` where ssh cannot be run."""
+    process = start_remote(argv, environ)
     kept: dict[str, bytes] = {}
     readers = [
         threading.Thread(target=_keep_head, args=(stream, kept, name), daemon=True)
@@ -123,20 +141,19 @@ def run_remote(argv: list[str], environ: Mapping[str, str] | None = None) -> Rem
     for reader in readers:
         reader.start()
     try:
-        returncode = process.wait(ACTION_TIMEOUT_S)
+        returncode = process.wait(ACTION_TIMEOUT_S if timeout_s is None else timeout_s)
     except subprocess.TimeoutExpired:
-        process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # its own session: ssh and what it started
         process.wait()
-        return RemoteResult(False, "", f"no answer within {ACTION_TIMEOUT_S:g} s")
+        return None
     finally:
         for reader in readers:
             reader.join(5.0)
-    stdout = kept.get("stdout", b"").decode("utf-8", "replace")
-    stderr = kept.get("stderr", b"").decode("utf-8", "replace")
-    lines = [_said(line) for line in (stdout + "\n" + stderr).splitlines() if line.strip()]
-    if returncode == 255:
-        lines = [_said(line) for line in stderr.splitlines() if line.strip()] or ["ssh failed"]
-    return RemoteResult(returncode == 0, stdout, "\n".join(lines[-6:]))
+    stdout, stderr = (
+        kept.get(name, b"").decode("utf-8", "replace") for name in ("stdout", "stderr")
+    )
+    return returncode, stdout, stderr
 
 
 def _keep_head(stream: IO[bytes] | None, kept: dict[str, bytes], name: str) -> None:

@@ -219,16 +219,54 @@ async def test_launch_says_what_to_run_on_a_node_not_named_for_ssh(
         names = [row[0] for row in rows(app)]
         app.query_one("#fleet-nodes", DataTable).move_cursor(row=names.index("node-02"))
         await pilot.press("l")
-        await pilot.pause()
+        await pilot_wait_for(pilot, lambda: isinstance(app.screen, TextScreen), "advice", 10)
         text = "".join(str(w.render()) for w in app.screen.query(Static))
         assert "gputop run --hosts node-02 --auto 2 -- COMMAND" in text
         assert ("gputop run --slurm --gpus 2 -- COMMAND" in text) == slurm_commands_here()
         await pilot.press("escape")
         app.query_one("#fleet-nodes", DataTable).move_cursor(row=names.index("10.0.0.5:9400"))
         await pilot.press("l")
-        await pilot.pause()
+        await pilot_wait_for(pilot, lambda: isinstance(app.screen, TextScreen), "advice", 10)
         text = "".join(str(w.render()) for w in app.screen.query(Static))
         assert "is down: nothing is launched there" in text
+
+
+async def test_launch_reads_the_ssh_config_off_the_ui_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``l`` reads hosts.toml, the ssh config and what it includes (globs walked, files on
+    NFS perhaps) in a worker thread: the dashboard draws and takes keys meanwhile."""
+    import threading
+
+    from gputop.tui.fleet import fleet_launch
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv(SSH_CONFIG_ENV, raising=False)
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text("Host other\n")
+    release, readers = threading.Event(), []
+    real = fleet_launch.read_regular_file
+
+    def slow(path: object, limit: int) -> object:
+        readers.append(threading.current_thread())
+        release.wait(10)
+        return real(path, limit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fleet_launch, "read_regular_file", slow)
+    app = app_of(fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        names = [row[0] for row in rows(app)]
+        app.query_one("#fleet-nodes", DataTable).move_cursor(row=names.index("node-02"))
+        await pilot.press("l")
+        await pilot_wait_for(pilot, lambda: bool(readers), "the ssh config read", 10)
+        await pilot.press("s")  # taken while the config is read
+        await pilot.pause()
+        assert app.sort != "free" and not isinstance(app.screen, TextScreen)
+        release.set()
+        await pilot_wait_for(pilot, lambda: isinstance(app.screen, TextScreen), "advice", 10)
+    assert readers[0] is not threading.main_thread()
 
 
 async def test_the_first_frame_comes_with_the_first_answers_then_the_cards() -> None:

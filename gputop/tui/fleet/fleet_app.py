@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.driver import Driver
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
+from textual.worker import get_current_worker
 
 from gputop.core.errors import GputopError
 from gputop.core.fleet.fleet_json import node_groups
@@ -142,6 +143,16 @@ class DetailRead(Message):
     show: Show
     samples: list[Sample] | None
     error: str | None
+
+
+@mutable
+class LaunchChecked(Message):
+    """``l``: whether the node is launched on over ssh, and how the ssh config's reading was
+    cut (``fleet_launch.launch_check``, read in a worker thread), for its screen."""
+
+    node: FleetNode
+    now: float
+    checked: tuple[bool, str]
 
 
 class FleetApp(QuitHint, SuspendsToShell, App[int]):
@@ -388,9 +399,23 @@ class FleetApp(QuitHint, SuspendsToShell, App[int]):
         node = self._current()
         if node is None or self.fleet is None:
             return
-        from gputop.tui.fleet.fleet_launch import launch_screen  # the lab's dialog, for l only
+        from gputop.tui.fleet.fleet_launch import launch_check  # the lab's dialog, for l only
 
-        shown = launch_screen(node, self.fleet.time)
+        now = self.fleet.time
+
+        def work() -> None:
+            """hosts.toml, the ssh config and what it includes: files read, globs walked."""
+            checked = launch_check(node)
+            if not get_current_worker().is_cancelled:
+                self.post_message(LaunchChecked(node, now, checked))
+
+        self.run_worker(work, thread=True, exclusive=True, group="fleet-launch")
+
+    def on_launch_checked(self, message: LaunchChecked) -> None:
+        from gputop.tui.fleet.fleet_launch import launch_screen
+
+        node = message.node
+        shown = launch_screen(node, message.now, checked=message.checked)
         if isinstance(shown, Text):
             self.push_screen(TextScreen(f"launch on {node.host}", shown))
         else:

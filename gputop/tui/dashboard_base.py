@@ -50,6 +50,7 @@ from gputop.tui.suspend import SUSPEND_BINDING, SuspendsToShell
 from gputop.tui.textual_compat import (
     ExceptionHook,
     QuitHint,
+    install_lean_filter,
     install_lean_strips,
     install_lean_styles,
     install_partial_updates,
@@ -164,6 +165,7 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
         install_partial_updates()  # every frame asks only for what it writes
         install_lean_strips()  # and makes no caches it does not use
         install_lean_styles()  # and reads a widget's styles once a paint
+        install_lean_filter()  # and makes a style's colours truecolor once
         self.interval_s = interval_s
         self.readonly = readonly
         self.user = user or current_user()

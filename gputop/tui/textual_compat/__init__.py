@@ -34,6 +34,7 @@ from textual.widgets import Input
 
 from gputop.core.process_control import stop_own_job
 from gputop.tui.textual_compat.paint import (
+    install_lean_filter,
     install_lean_strips,
     install_lean_styles,
     install_partial_updates,
@@ -47,6 +48,7 @@ __all__ = [
     "QuietInput",
     "QuitHint",
     "app_closing",
+    "install_lean_filter",
     "install_lean_strips",
     "install_lean_styles",
     "install_partial_updates",

@@ -1,6 +1,7 @@
 """How gputop paints faster than Textual's own steps, through Textual's internals: a
 widget's text rendered as Textual renders it, the partial screen update, strips without
-their caches, and a widget's lines styled once a paint. Part of textual_compat (its
+their caches, a widget's lines styled once a paint, and colours made truecolor once a
+style. Part of textual_compat (its
 ``__init__`` says why these live here); tests/tui/test_textual_compat.py checks each
 against Textual's own output.
 """
@@ -18,6 +19,7 @@ from rich.text import Text
 from textual import _styles_cache
 from textual._compositor import ChopsUpdate, Compositor
 from textual.cache import FIFOCache
+from textual.filter import ANSIToTruecolor
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -393,3 +395,59 @@ def _lean_styles_render_line(self: Any, *args: Any) -> Strip:
     elif right is not None:
         line = [*line, right]
     return Strip(line, width)
+
+
+# -- Colours made truecolor once a style ---------------------------------------------------
+#
+# Textual's ``ANSIToTruecolor`` filter (``textual.filter``) runs over every segment of every
+# line a widget paints, after ``StylesCache`` styles it: a colour named by its ANSI number
+# becomes the theme's truecolor and a dim style a blended colour. It makes a new segment for
+# each, the same ones for most, and asks its ``truecolor_style`` (an ``lru_cache``: a key
+# tuple and three hashes) each time: on the busy server about 600 segments a second, 8 % of
+# the main thread's instructions for a busy sample. ``install_lean_filter`` gives it an
+# ``apply`` that keeps each style's answer for a background (a dict on the filter, cleared
+# past ``_LEAN_FILTER_STYLES``) and hands back the line's own segments where none changes;
+# a segment it changes is the one Textual's would make (tests/tui/test_lean_filter.py
+# compares both, segment by segment). A new theme is a new filter (``App``'s
+# ``_refresh_truecolor_filter``), so a kept answer never outlives its theme.
+
+_textual_truecolor_apply = ANSIToTruecolor.apply
+_LEAN_FILTER_STYLES = 4096
+"""Styles whose answers one filter keeps; past this they are forgotten and asked again."""
+
+
+def install_lean_filter() -> None:
+    """Make the truecolor filter ask once a style and background (idempotent)."""
+    if ANSIToTruecolor.apply is not _lean_truecolor_apply:
+        ANSIToTruecolor.apply = _lean_truecolor_apply  # type: ignore[method-assign]
+
+
+def _lean_truecolor_apply(
+    self: ANSIToTruecolor, segments: list[Segment], background: Any
+) -> list[Segment]:
+    answers: dict[Any, dict[Any, Any]] = self.__dict__.setdefault("_lean_answers", {})
+    known = answers.get(background)
+    if known is None or len(known) > _LEAN_FILTER_STYLES:
+        known = answers[background] = {}
+    ask, rich_background = self.truecolor_style, background.rich_color
+    changed: list[Segment] | None = None
+    for index, segment in enumerate(segments):
+        text, style, control = segment
+        new = _SAME
+        if style is not None:
+            new = known.get(style)
+            if new is None:  # an equal style keeps its segment, whichever object it is
+                answer = ask(style, rich_background)
+                new = known[style] = _SAME if answer == style else answer
+        if new is _SAME and control is None:
+            if changed is not None:
+                changed.append(segment)
+        else:  # as Textual's: its style made truecolor, no control codes
+            if changed is None:
+                changed = segments[:index]
+            changed.append(Segment(text, style if new is _SAME else new, None))
+    return segments if changed is None else changed
+
+
+_SAME: Any = object()
+"""A kept answer: the style is already what the filter makes of it."""

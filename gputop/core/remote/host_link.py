@@ -336,14 +336,20 @@ def collect_tail(stream: IO[bytes] | None, tail: deque[str]) -> None:
     """The last lines of ssh's stderr (the remote command's too), each cut to
     ``STDERR_LINE_BYTES``: a host writing stderr without an end of line was held whole (400 MB
     sent, 404 MiB kept). The rest of a longer line is read and dropped, so ssh never blocks."""
+    tail.extend(cut_lines(stream, STDERR_LINE_BYTES, None))
+
+
+def cut_lines(stream: IO[bytes] | None, limit: int, strip: str | None) -> Iterator[str]:
+    """Each line of ``stream``, decoded, ``rstrip(strip)``ped and cut to ``limit`` bytes
+    (``…`` where it was cut); the rest of a longer line is read and dropped."""
     if stream is None:
         return
     skipping = False
-    while raw := stream.readline(STDERR_LINE_BYTES):
+    while raw := stream.readline(limit):
         complete = raw.endswith(b"\n")
         if not skipping:
-            text = raw.decode("utf-8", "replace").rstrip()
-            tail.append(text if complete else text + "…")
+            text = raw.decode("utf-8", "replace").rstrip(strip)
+            yield text if complete else text + "…"
         skipping = not complete
 
 

@@ -23,7 +23,7 @@ from gputop import DISTRIBUTION
 from gputop.core import settings
 from gputop.core.errors import UsageError
 from gputop.core.records import frozen
-from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail
+from gputop.core.remote.host_link import STDERR_TAIL_LINES, collect_tail, cut_lines
 from gputop.core.remote.transport import classify_failure, ssh_argv
 
 MARK = "gputop-install:"
@@ -167,15 +167,8 @@ class _Output:
         self.managed = False
 
     def collect(self, stream: IO[bytes] | None) -> None:
-        if stream is None:
-            return
-        skipping = False
-        while raw := stream.readline(LINE_CHARS_KEPT):
-            complete = raw.endswith(b"\n")
-            if not skipping:
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                self._keep(line if complete else line + "…")
-            skipping = not complete
+        for line in cut_lines(stream, LINE_CHARS_KEPT, "\n"):
+            self._keep(line)
 
     def _keep(self, line: str) -> None:
         if line.startswith(MARK):

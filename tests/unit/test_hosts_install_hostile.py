@@ -6,9 +6,10 @@ now bounded: its marker lines and its last lines, each cut, and what is said of 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+from helpers.peak_memory import run_with_peak
 
 HOSTILE = r"""
 import sys
@@ -35,30 +36,10 @@ def _install(tmp_path: Path, body: str) -> tuple[int, str, int]:
     wheel.write_bytes(b"PK" + b"\0" * 1000)
     environ = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     gputop = [sys.executable, "-m", "gputop", "hosts", "install", "--wheel", str(wheel), "gpu1"]
-    peak = tmp_path / "peak"
     with (tmp_path / "out").open("wb") as out, (tmp_path / "err").open("wb") as err:
-        done = subprocess.run(
-            [sys.executable, "-c", _PEAK_OF, str(peak), *gputop],
-            stdout=out,
-            stderr=err,
-            env=environ,
-            check=False,
-        )
+        done, peak_kib = run_with_peak(gputop, stdout=out, stderr=err, env=environ)
     said = (tmp_path / "out").read_text() + (tmp_path / "err").read_text()
-    return done.returncode, said, int(peak.read_text())
-
-
-_PEAK_OF = """
-import os, subprocess, sys
-child = subprocess.Popen(sys.argv[2:])
-_, status, usage = os.wait4(child.pid, 0)
-open(sys.argv[1], "w").write(str(usage.ru_maxrss))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-"""Runs a command and writes its peak resident KiB (its own and what it waited for). Linux
-keeps a process's peak across exec, and a child forked from this test's process starts
-with the test process's memory: a pytest worker that had run a test holding 265 MB gave that
-as gputop's peak. A child of this small launcher starts small."""
+    return done.returncode, said, peak_kib
 
 
 def test_a_host_sending_hundreds_of_megabytes_is_read_in_bounded_memory_and_said_short(

@@ -11,7 +11,6 @@ import contextlib
 import errno
 import json
 import math
-import os
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.peak_memory import run_with_peak
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,17 +115,13 @@ def huge_series(points_mib: int) -> Iterator[bytes]:
 
 def run_report(url: str) -> tuple[int, str, float]:
     """``gputop report --prometheus URL`` as a process: its exit, its stderr, and its peak
-    resident size in MiB (from the kernel, for this process alone)."""
-    process = subprocess.Popen(
+    resident size in MiB (from the kernel, its own: helpers/peak_memory.py)."""
+    done, peak_kib = run_with_peak(
         [sys.executable, "-m", "gputop", "report", "--prometheus", url, *HOUR, "--json"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    assert process.stderr is not None
-    err = process.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, err, usage.ru_maxrss / 1024
+    return done.returncode, done.stderr.decode(errors="replace"), peak_kib / 1024
 
 
 def test_one_huge_series_is_read_in_bounded_memory(server: Server) -> None:

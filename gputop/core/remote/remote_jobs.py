@@ -9,7 +9,6 @@ the dashboard only asks. See docs/lab.md.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from gputop.core.numbers import DECODE_ERRORS, MAX_ID, outside_json, whole_within
+from gputop.core.process_control import signal_group
 from gputop.core.records import frozen
 from gputop.core.remote.remote_command import remote_gputop_command
 from gputop.core.remote.transport import ssh_argv
@@ -143,8 +143,8 @@ def run_bounded(
     try:
         returncode = process.wait(ACTION_TIMEOUT_S if timeout_s is None else timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # its own session: ssh and what it started
+        # its own session, which its unreaped leader keeps: ssh and what it started
+        signal_group(process.pid, signal.SIGKILL)
         process.wait()
         return None
     finally:

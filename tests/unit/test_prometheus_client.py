@@ -335,6 +335,29 @@ def test_the_deadline_holds_for_a_server_that_trickles(server: Server) -> None:
     assert "did not answer within --timeout 1 s (for the whole refresh)" in str(raised.value)
 
 
+def test_a_connected_server_silent_past_the_deadline_is_too_slow_whichever_fires_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deadline ends a request two ways at once: the socket's own timeout and the
+    watch's timer. Where the socket's fired first (the timer's thread a moment late, on a
+    busy machine), a server that took the connection and never answered was said to be
+    unreachable ("a firewall, or a host that is down"): the CI saw it once. A connection
+    made and no answer by the deadline is "did not answer within --timeout"."""
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(8)
+    late = threading.Timer
+
+    def late_timer(interval: float, function: Callable[[], None]) -> threading.Timer:
+        return late(interval + 30.0, function)  # the socket's timeout always comes first
+
+    monkeypatch.setattr(client.threading, "Timer", late_timer)
+    url = f"http://127.0.0.1:{listening.getsockname()[1]}"
+    with listening, pytest.raises(client.PrometheusError) as raised:
+        client.query(url, "up", client.Budget(0.5, what="refresh"))
+    assert "did not answer within --timeout 0.5 s (for the whole refresh)" in str(raised.value)
+
+
 def test_a_fleet_refresh_past_its_bound_is_refused_saying_what_to_do(server: Server) -> None:
     from gputop.core.fleet.read import read_fleet
 

@@ -138,6 +138,12 @@ class _Watch:
             if self.expired:
                 _shut(sock)
 
+    def past_deadline(self, budget: Budget) -> bool:
+        """Whether the request ended for its deadline: the timer shut its sockets, or it
+        was connected and the deadline has passed (the socket's own timeout, the same
+        deadline, may fire before the timer's thread does)."""
+        return self.expired or (bool(self.sockets) and budget.seconds_left() <= 0)
+
     def expire(self) -> None:
         with self._lock:
             self.expired = True
@@ -225,7 +231,7 @@ def _ask(
         except PrometheusError:
             raise
         except (OSError, http.client.HTTPException, ValueError) as error:
-            if watch.expired:
+            if watch.past_deadline(budget):
                 raise too_slow(url, budget) from None
             reason = unreachable_reason(error)
             raise PrometheusError(
@@ -243,10 +249,10 @@ def _reader(url: str, response: Any, budget: Budget, watch: _Watch) -> Callable[
         try:
             chunk = response.read(_READ_BYTES)
         except (OSError, http.client.HTTPException, ValueError) as error:
-            if watch.expired:
+            if watch.past_deadline(budget):
                 raise too_slow(url, budget) from None
             raise ReadFailed() from error
-        if watch.expired:
+        if watch.past_deadline(budget):
             raise too_slow(url, budget)
         if budget.spend(read=len(chunk)).bytes_read > budget.max_bytes:
             raise PrometheusError(

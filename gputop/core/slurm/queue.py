@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gputop.core.jobs.model import LARGEST_SIGNAL
+from gputop.core.jobs.model import LARGEST_EXIT_CODE, LARGEST_SIGNAL
 from gputop.core.numbers import LATEST_TIME_S, digits_within, outside_json, within
 from gputop.core.records import frozen
 from gputop.core.safe_text import clean
@@ -96,7 +96,6 @@ MAX_JOB_ID = 2**32 - 1
 MAX_UID = 2**32 - 2
 """(uid_t)-1 is no user."""
 TIMES = (0, LATEST_TIME_S)
-WAIT_STATUSES = (-(2**31), 2**31 - 1)
 
 
 def _number(value: Any, minimum: float, maximum: float) -> int | None:
@@ -119,24 +118,30 @@ def _word(value: Any) -> str:
 
 
 _SIGNALLED_STATES = frozenset({"CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"})
+WAIT_STATUS_BITS = 16
+"""A wait status: the exit code in bits 8..15, the signal in bits 0..6 (bit 7: a core dump);
+nothing above. A larger or negative one is no wait's: how the job ended is not known."""
 
 
 def _exit_code(value: Any, state: str) -> tuple[int | None, int | None]:
     """(exit code, signal): 22.05 gives the batch script's wait status (a job refused
-    before it ran has a plain 1), 23.02+ a mapping."""
+    before it ran has a plain 1), 23.02+ a mapping. An exit code is 0..255 and a signal
+    1..127 (in a wait status 1..126: 0x7f is a stopped process's); any other number (300,
+    -1, 400 digits, text, an object) is an end not known, never one made up."""
     if isinstance(value, Mapping):  # 23.02+: {"status": [...], "return_code": N, "signal"}
         signal = value.get("signal")
         number = None
         if isinstance(signal, Mapping):
-            number = _number(signal.get("id"), 0, LARGEST_SIGNAL)
-        return _number(value.get("return_code"), *WAIT_STATUSES), number or None
-    status = _number(value, *WAIT_STATUSES)
+            number = _number(signal.get("id"), 1, LARGEST_SIGNAL)
+        return _number(value.get("return_code"), 0, LARGEST_EXIT_CODE), number
+    status = _number(value, 0, (1 << WAIT_STATUS_BITS) - 1)
     if status is None:
         return None, None
     if status >= 256 or status == 0:
-        return (status >> 8) & 0xFF, None
+        return status >> 8, None
     if state in _SIGNALLED_STATES:
-        return None, status & 0x7F
+        signal = status & 0x7F
+        return None, signal if 0 < signal < 0x7F else None
     return status, None
 
 

@@ -26,6 +26,8 @@ from gputop.tui.workers import ReportsWorkerFailures
 
 _STYLES = {"heading": "bold", "warning": "bold yellow", "dim": "dim", "": ""}
 HISTORY_COLUMNS = 60
+CLOSE_HINT = "escape, enter or q closes this"
+"""The window's bottom border: the keys its binding below closes it with."""
 
 
 class ProcessDetailScreen(ReportsWorkerFailures, ModalScreen[None]):
@@ -57,13 +59,15 @@ class ProcessDetailScreen(ReportsWorkerFailures, ModalScreen[None]):
         """Whether the process's own environment was read for its jobs (a test waits)."""
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="dialog"):
+        with VerticalScroll(id="dialog") as window:
+            # On the border: seen without scrolling, where the detail needs it (80x24).
+            window.border_subtitle = CLOSE_HINT
             yield Static(_text(describe_process(self.snapshot, self.process)), id="process-detail")
             yield Static(id="detail-jobs")
             if self.history_store is not None:
                 yield Static(Text("Its last hour", style="bold"))
                 yield Static(Text("Reading the history…", style="dim"), id="detail-history")
-            yield Static(Text("enter/escape: close · H on the process: day and week", style="dim"))
+            yield Static(Text("H on the process: day and week", style="dim"))
 
     def on_mount(self) -> None:
         self._show_jobs(NO_JOBS, read=False)

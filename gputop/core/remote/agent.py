@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import pwd
 import sqlite3
@@ -17,15 +18,24 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring_ascii
 from typing import IO, TYPE_CHECKING, Any
 
 from gputop import __version__
 from gputop.core.errors import GputopError
 from gputop.core.model import GpuProcess, Snapshot
-from gputop.core.redact import bounded_argv, cut_command, first_args, is_short, redact_argv
+from gputop.core.redact import (
+    ELLIPSIS,
+    bounded_argv,
+    cut_command,
+    first_args,
+    is_short,
+    redact_argv,
+)
 from gputop.core.remote.agent_history import HistoryRequests
 from gputop.core.remote.agent_history import answer as answer_history
 from gputop.core.remote.host_jobs import MAX_HOST_JOBS
+from gputop.core.remote.host_link import FLOOD_BYTES, FLOOD_WINDOW_S
 from gputop.core.remote.protocol import PROTOCOL_VERSION, encode
 from gputop.core.sampling.nvml_backend import NvmlBackend
 from gputop.core.snapshot_json import snapshot_to_json
@@ -93,13 +103,14 @@ def run_agent(
     }
     last_jobs: str | None = None
     reader = own_user_name()
+    budget = command_budget(interval_s)
     try:
         out.write(encode("hello", **hello))
         out.flush()
         while not stop.is_set():
             started = time.monotonic()
             snapshot = backend.sample()
-            shown = for_reader(snapshot, reader)
+            shown = for_reader(snapshot, reader, budget)
             out.write(encode("snapshot", snapshot=snapshot_to_json(shown)))
             for request in requests.pending() if requests is not None else ():
                 out.write(answer_history(request, snapshot.timestamp, reader=reader))
@@ -149,25 +160,135 @@ def sent_command(command: tuple[str, ...], whole: bool) -> tuple[str, ...]:
     return redacted
 
 
-def for_reader(snapshot: Snapshot, reader: str) -> Snapshot:
+def for_reader(snapshot: Snapshot, reader: str, command_bytes: int | None = None) -> Snapshot:
     """``snapshot`` with the command line of every process not the reader's own redacted
-    (gputop/core/redact.py; docs/security.md), and every command cut to a bound."""
+    (gputop/core/redact.py; docs/security.md), and every command cut to a bound; all its
+    commands together to ``command_bytes`` on the wire, where given (``command_budget``)."""
+    listed = [
+        [
+            sent_command(p.command, shows_whole(p.user, reader)) if p.command else p.command
+            for p in gpu.processes
+        ]
+        for gpu in snapshot.gpus
+    ]
+    if command_bytes is not None:
+        listed = within_budget(listed, command_bytes)
 
-    def shown(process: GpuProcess) -> GpuProcess:
-        if not process.command:
-            return process
-        command = sent_command(process.command, shows_whole(process.user, reader))
+    def shown(process: GpuProcess, command: tuple[str, ...]) -> GpuProcess:
         return (
             process if command is process.command else dataclasses.replace(process, command=command)
         )
 
     gpus = tuple(
-        dataclasses.replace(gpu, processes=tuple(shown(p) for p in gpu.processes))
+        dataclasses.replace(gpu, processes=tuple(map(shown, gpu.processes, commands)))
         if gpu.processes
         else gpu
-        for gpu in snapshot.gpus
+        for gpu, commands in zip(snapshot.gpus, listed, strict=True)
     )
     return dataclasses.replace(snapshot, gpus=gpus)
+
+
+# A snapshot's commands: a budget -----------------------------------------------------
+# Each command is cut to MAX_COMMAND_CHARS, but 150 processes of 4 KB commands, sent every
+# 0.2 s, were 37 MB in 10 s: the lab dropped the host as a flood (host_link.FLOOD_BYTES).
+# All the commands of one snapshot share a budget of bytes on the wire, a quarter of what
+# the lab takes a snapshot at the agent's interval; past it the longest are cut further
+# (each keeps its start, and ends in an ellipsis), the short ones kept whole; no process is
+# dropped and its numbers stay (docs/lab.md "What the lab reads").
+
+FASTEST_INTERVAL_S = 0.2
+"""``gputop agent --interval``'s smallest (cli/agent_command.py's ``MIN_INTERVAL_S``)."""
+COMMANDS_SHARE = 4
+"""The commands of a snapshot take at most 1/this of what the lab takes of one."""
+MIN_COMMAND_BYTES = 32
+"""What a command keeps at least, however many processes share the budget."""
+_LIST_BYTES = 2
+"""``[]`` around a command's arguments; each argument after the first adds a comma."""
+
+
+def command_budget(interval_s: float) -> int:
+    """Bytes of command text one snapshot may hold at ``interval_s``: a ``COMMANDS_SHARE``
+    of the lab's flood bound spread over the snapshots of one of its windows (one more, for
+    a window that starts just before a snapshot)."""
+    fastest = interval_s if interval_s >= FASTEST_INTERVAL_S else FASTEST_INTERVAL_S  # NaN
+    snapshots = math.ceil(FLOOD_WINDOW_S / fastest) + 1
+    return FLOOD_BYTES // snapshots // COMMANDS_SHARE
+
+
+def wire_bytes(command: tuple[str, ...]) -> int:
+    """The bytes ``command`` takes in a protocol line (JSON, ASCII escapes: an emoji is 12)."""
+    if not command:
+        return _LIST_BYTES
+    return sum(map(len, map(encode_basestring_ascii, command))) + len(command) - 1 + _LIST_BYTES
+
+
+def within_budget(listed: list[list[tuple[str, ...]]], budget: int) -> list[list[tuple[str, ...]]]:
+    """``listed`` (each card's processes' commands) with their wire bytes at most
+    ``budget`` in all (``MIN_COMMAND_BYTES`` a command at least): every command longer than
+    a share, the same for all, is cut to it; the others are kept whole."""
+    flat = [command for commands in listed for command in commands if command]
+    upper = sum(12 * sum(map(len, c)) + len(c) + _LIST_BYTES for c in flat)
+    if upper <= budget:  # every ordinary host: no command is measured
+        return listed
+    sizes = sorted(wire_bytes(command) for command in flat)
+    cap = _share(sizes, budget)
+    if cap is None:
+        return listed
+    return [[cut_to_bytes(c, cap) if c else c for c in commands] for commands in listed]
+
+
+def _share(sizes: list[int], budget: int) -> int | None:
+    """The largest size ``cap`` with ``sum(min(size, cap)) <= budget`` (``sizes`` sorted),
+    at least ``MIN_COMMAND_BYTES``; ``None`` where all fit as they are."""
+    if sum(sizes) <= budget:
+        return None
+    left, remaining = budget, len(sizes)
+    for size in sizes:
+        cap = left // remaining
+        if size > cap:
+            return max(cap, MIN_COMMAND_BYTES)
+        left -= size
+        remaining -= 1
+    return None
+
+
+def cut_to_bytes(command: tuple[str, ...], limit: int) -> tuple[str, ...]:
+    """``command``'s start that takes at most ``limit`` bytes on the wire, its last argument
+    ending in an ellipsis; itself where it fits."""
+    if wire_bytes(command) <= limit:
+        return command
+    room = limit - _LIST_BYTES
+    kept: list[str] = []
+    for arg in command:
+        comma = 1 if kept else 0
+        cost = len(encode_basestring_ascii(arg)) + comma
+        if cost + _ELLIPSIS_BYTES + 1 <= room:
+            kept.append(arg)
+            room -= cost
+            continue
+        room -= comma
+        if kept and room < _ELLIPSIS_BYTES + 2:  # no room for this one: the last one ends it
+            room += comma + len(encode_basestring_ascii(kept[-1]))
+            arg = kept.pop()
+        kept.append(_prefix_within(arg, room))
+        break
+    return tuple(kept)
+
+
+_ELLIPSIS_BYTES = len(encode_basestring_ascii(ELLIPSIS)) - 2
+
+
+def _prefix_within(arg: str, room: int) -> str:
+    """The longest start of ``arg`` that, with an ellipsis, is at most ``room`` bytes
+    quoted (an ellipsis alone where none fits)."""
+    low, high = 0, min(len(arg), max(0, room))
+    while low < high:  # ASCII escapes grow with the prefix: the first that fits is found
+        middle = (low + high + 1) // 2
+        if len(encode_basestring_ascii(arg[:middle])) + _ELLIPSIS_BYTES <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return arg[:low] + ELLIPSIS
 
 
 def report_fatal(out: IO[str], message: str) -> None:

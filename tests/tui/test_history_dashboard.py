@@ -253,3 +253,40 @@ async def test_h_on_another_card_at_a_recorded_index_shows_no_history(tmp_path: 
             await pilot.pause(0.05)
         body = plain_text(screen.query_one("#history-body"), width=160)
         assert "bob" in body and "alice" in body
+
+
+def test_a_process_plotted_in_a_slice_it_held_only_in_part_shows_what_it_held(
+    tmp_path: Path,
+) -> None:
+    """The recorder ran the last 20 s of the hour only: the plot's last minute shows bob's
+    10 GiB, as its mean and peak say, not 10 GiB spread over the whole minute (3.3G)."""
+    from helpers.history import BOB_NOTEBOOK
+
+    from gputop.core.history.process_history import read_process_history
+    from gputop.tui.screens.process_history import render_process_history
+
+    scenario = holders_scenario(tmp_path / "holders.json")
+    last = record_stepped(scenario, default_history_path(), samples=4, start_s=3580.0)
+    (notebook,) = (
+        process for gpu in last.gpus for process in gpu.processes if process.pid == BOB_NOTEBOOK
+    )
+    found = read_process_history(  # the hour to the last sample, in minutes
+        default_history_path(), BOB_NOTEBOOK, notebook.start_time, 3600.0, last.timestamp, 60
+    )
+    assert found.summary is not None and found.summary.peak_memory_bytes == 10 * 1024**3
+    assert found.memory_used_bytes[:-1] == (None,) * 59
+    assert found.memory_used_bytes[-1] == 10 * 1024**3
+    body = render_process_history(found).plain.splitlines()
+    assert body[1].startswith(" 10.0G┤"), body
+
+
+def test_a_process_on_two_cards_at_once_adds_them_up_in_a_slice_held_in_part() -> None:
+    from gputop.core.history.process_history import _memory_columns
+
+    gib = 1024**3
+    # 10 GiB on one card and 20 GiB on another, both for the slice's second half only
+    spans = [(30.0, 60.0, 10 * gib * 30.0, 30.0), (30.0, 60.0, 20 * gib * 30.0, 30.0)]
+    assert _memory_columns(spans, 0.0, 120.0, 2) == (30 * gib, None)
+    # one card after the other: 10 GiB, then 20 GiB, each a quarter of the slice
+    spans = [(0.0, 15.0, 10 * gib * 15.0, 15.0), (15.0, 30.0, 20 * gib * 15.0, 15.0)]
+    assert _memory_columns(spans, 0.0, 60.0, 1) == (15 * gib,)

@@ -3,6 +3,7 @@ a window and what the report says of it, from the history store (docs/history.md
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from dataclasses import field
 from pathlib import Path
@@ -55,19 +56,34 @@ def _memory_columns(
     until: float,
     columns: int,
 ) -> tuple[float | None, ...]:
-    """Each slice's memory: every span's mean memory times the part of the slice it covers."""
+    """Each slice's memory: its spans' mean memory (added up where it held several cards at
+    once), weighted by the part of the slice each covers, over the part it held any: a slice
+    held in part shows what it held then, as a card's plot does, not that spread over it."""
     width = (until - since) / columns
     weighted = [0.0] * columns
-    covered = [False] * columns
+    held: list[list[tuple[float, float]]] = [[] for _ in range(columns)]
     for start, end, byte_seconds, known_s in spans:
         mean = byte_seconds / known_s if byte_seconds is not None and known_s else None
         first = max(0, int((start - since) // width))
         last = min(columns - 1, int((end - since) // width))
         for column in range(first, last + 1):
             slice_start = since + column * width
-            overlap = min(end, slice_start + width) - max(start, slice_start)
-            if overlap > 0:
-                covered[column] = True
+            low, high = max(start, slice_start), min(end, slice_start + width)
+            if high > low:
+                held[column].append((low, high))
                 if mean is not None:
-                    weighted[column] += mean * overlap / width
-    return tuple(weighted[column] if covered[column] else None for column in range(columns))
+                    weighted[column] += mean * (high - low)
+    return tuple(
+        weighted[column] / _covered(held[column]) if held[column] else None
+        for column in range(columns)
+    )
+
+
+def _covered(intervals: list[tuple[float, float]]) -> float:
+    """How long the union of ``intervals`` (each non-empty) lasts."""
+    total, reach = 0.0, -math.inf
+    for low, high in sorted(intervals):
+        if high > reach:
+            total += high - max(low, reach)
+            reach = high
+    return total

@@ -33,7 +33,7 @@ from gputop.core.history.series import gpu_series, plot_columns_for, recorded_sp
 from gputop.core.history.spans import IDLE_SM_PERCENT, MIN_IDLE_RUN_S
 from gputop.core.history.store import HistoryError, default_history_path, open_for_reading
 from gputop.core.numbers import strict_json
-from gputop.core.prometheus.client import MAX_TIMEOUT_S, TIMEOUT_S
+from gputop.core.prometheus.client import MAX_TIMEOUT_S, TIMEOUT_S, Budget
 from gputop.core.safe_text import clean
 from gputop.core.units import NA, human_bytes
 from gputop.core.units import duration as elapsed
@@ -246,13 +246,20 @@ def _print_prometheus_report(args: argparse.Namespace, query: ReportQuery) -> in
     timeout_s = args.timeout if args.timeout is not None else TIMEOUT_S
     server = server_from_args(args)
     assert server is not None
-    rows = prometheus_report(server, query, timeout_s=timeout_s)
+    budget = Budget(timeout_s)
+    rows = prometheus_report(server, query, budget=budget)
     if args.json:
         print(strict_json(report_to_json(query, rows), indent=2))
     elif args.csv:
         _write_csv(rows)
     else:
         print(render_table(query, rows))
+    if budget.passed_over:  # a hostile exporter's series: the others are the report
+        print(
+            f"gputop: {budget.passed_over} series of over 1 MiB (their labels) passed over: "
+            "the report leaves them out; no exporter writes such labels.",
+            file=sys.stderr,
+        )
     return 0
 
 

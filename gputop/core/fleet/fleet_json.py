@@ -27,6 +27,7 @@ def fleet_to_json(fleet: Fleet, group_by: str | None = None) -> dict[str, Any]:
             "free_gpus": fleet.free_count,
             "down": fleet.count("down"),
             "stale": fleet.count("stale"),
+            "series_passed_over": fleet.passed_over,
         },
         "group_by": group_by,
         "nodes": [_node(node, group_by) for node in fleet.nodes],

@@ -17,10 +17,16 @@ LEGEND = "cards: F free, C claimed, ! critical or lost, w warning, 0-9 busy (ten
 
 def header(fleet: Fleet) -> str:
     free = "reading the cards…" if fleet.partial else f"{fleet.free_count} free"
-    return (
+    line = (
         f"{len(fleet.nodes)} nodes · {fleet.gpu_count} GPUs · {free} · "
         f"{fleet.count('down')} down · {fleet.count('stale')} stale"
     )
+    return line + (f" · {passed_over(fleet.passed_over)}" if fleet.passed_over else "")
+
+
+def passed_over(count: int) -> str:
+    """What a read left out: series too large to read (``Budget.passed_over``)."""
+    return f"{count} series of over 1 MiB passed over"
 
 
 def card_cell(gpu: FleetGpu, node: FleetNode, partial: bool = False) -> str:

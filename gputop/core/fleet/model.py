@@ -161,6 +161,8 @@ class Fleet:
     user_counts: bool = True
     """False: the users' idle memory and GPU counts were not read (the dashboard's table,
     which shows only their memory; ``fill_user_counts`` adds them for the users' view)."""
+    passed_over: int = 0
+    """Series left out, each larger than a megabyte (its labels: ``Budget.passed_over``)."""
 
     @property
     def gpu_count(self) -> int:

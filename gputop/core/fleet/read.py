@@ -63,10 +63,13 @@ def read_fleet(
                 partial = build_fleet(
                     server.shown, _now(answers), answers, budget.queries, rule, True, every_figure
                 )
+                partial.passed_over = budget.passed_over
                 early(partial)
-    return build_fleet(
+    fleet = build_fleet(
         server.shown, _now(answers), answers, budget.queries, rule, every_figure=every_figure
     )
+    fleet.passed_over = budget.passed_over  # a hostile target's series: the others still read
+    return fleet
 
 
 def read_node_figures(

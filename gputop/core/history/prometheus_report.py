@@ -87,12 +87,17 @@ def step_for(query: ReportQuery) -> float:
 
 
 def prometheus_report(
-    url: Server | str, query: ReportQuery, step_s: float | None = None, timeout_s: float = TIMEOUT_S
+    url: Server | str,
+    query: ReportQuery,
+    step_s: float | None = None,
+    timeout_s: float = TIMEOUT_S,
+    budget: Budget | None = None,
 ) -> list[ReportRow]:
     """The report's rows for ``query`` from the Prometheus server at ``url``, all its
-    queries within ``timeout_s`` and one memory bound together (``client.Budget``)."""
+    queries within ``timeout_s`` and one memory bound together (``client.Budget``; the
+    caller's ``budget``, to learn what it passed over)."""
     step = step_s if step_s is not None else step_for(query)
-    budget = Budget(timeout_s)
+    budget = budget if budget is not None else Budget(timeout_s)
     figures = {
         name: query_range(
             url, promql, query.since, query.until, step, budget, MAXIMA.get(name, NO_MAXIMUM)

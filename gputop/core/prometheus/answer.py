@@ -4,7 +4,10 @@
 Never held whole: each series is kept as arrays of numbers, at most the points asked for,
 so memory is bounded by the ``Budget``, not by what a server sends (one series of 15 M
 points once took 1.7 GB). Another shape is "not an answer", never an internal error; each
-value is checked where it enters, else unknown. Label values stay raw, cleaned where shown.
+value is checked where it enters, else unknown. A series larger than a megabyte (its labels:
+a hostile exporter's, which Prometheus stores as they came) is passed over unread and
+counted (``Budget.passed_over``), the others read. Label values stay raw, cleaned where
+shown.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import field
 from gputop.core.errors import GputopError
 from gputop.core.numbers import within
 from gputop.core.prometheus.stream import (
+    SKIPPED,
     Stream,
     TooLarge,
     instant_items,
@@ -86,6 +90,8 @@ class Budget:
     bytes_read: int = field(default=0, init=False)
     series: int = field(default=0, init=False)
     queries: int = field(default=0, init=False)
+    passed_over: int = field(default=0, init=False)
+    """Series passed over, each larger than a megabyte (``MAX_VALUE_CHARS``)."""
 
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -93,12 +99,15 @@ class Budget:
         self.deadline = time.monotonic() + self.timeout_s
         self.max_bytes = self.max_bytes or MAX_TOTAL_BYTES
 
-    def spend(self, read: int = 0, series: int = 0, queries: int = 0) -> Budget:
+    def spend(
+        self, read: int = 0, series: int = 0, queries: int = 0, passed_over: int = 0
+    ) -> Budget:
         """Count what one request spent (requests of one budget may run at once)."""
         with self._lock:
             self.bytes_read += read
             self.series += series
             self.queries += queries
+            self.passed_over += passed_over
         return self
 
     def seconds_left(self) -> float:
@@ -173,7 +182,7 @@ class Answer:
         if key == "result" and stream.peek() == "[":
             self.series, self.samples = [], []
             if self.wanted_type == "vector":
-                instant_items(stream, self.instants)
+                instant_items(stream, self.instants, self.pass_over)
             else:
                 walk_array(stream, self.item)
             return
@@ -239,6 +248,10 @@ class Answer:
     def count_one(self) -> None:
         self.count(1)
 
+    def pass_over(self) -> None:
+        """One series too large to read, left out (its labels of more than a megabyte)."""
+        self.budget.spend(passed_over=1)
+
     def count(self, series: int) -> None:
         if self.budget.spend(series=series).series > MAX_SERIES:
             raise PrometheusError(
@@ -280,6 +293,7 @@ class _Item:
         self.times: array[float] = array("d")
         self.values: array[float] = array("d")
         self.has_values = False
+        self.too_large = False
 
     def member(self, key: str) -> None:
         answer = self.answer
@@ -288,8 +302,10 @@ class _Item:
             self.has_values = True
             points(stream, self.point)
             return
-        value = stream.value()
-        if key == "metric" and isinstance(value, dict):
+        value = stream.value_or_skip()
+        if value is SKIPPED:
+            self.too_large = self.too_large or key == "metric"
+        elif key == "metric" and isinstance(value, dict):
             self.labels = {str(k): v for k, v in value.items() if isinstance(v, str)}
 
     def point(self, point: object) -> None:
@@ -307,6 +323,9 @@ class _Item:
 
     def keep(self) -> None:
         answer = self.answer
+        if self.too_large:
+            answer.pass_over()
+            return
         if self.labels is None or not self.has_values or answer.series is None:
             return
         answer.count_one()

@@ -3,10 +3,11 @@
 ``Stream`` keeps a window of the text (about a megabyte) and the caller walks the document's
 known shape (``walk_object``, ``walk_array``), decoding each small value whole (``value``),
 so an answer costs what the caller keeps of it, never its size. A value larger than
-``MAX_VALUE_CHARS`` is refused; nesting is bounded by the caller's walk and, inside a value,
-by ``RecursionError`` (said as "nested too deeply"). A range query's points and an instant
-query's items are decoded many at a time, at the C decoder's speed (``points``,
-``instant_items``).
+``MAX_VALUE_CHARS`` is refused, or passed over unread where the caller can do without it
+(``value_or_skip``: one series among many); nesting is bounded by the caller's walk and,
+inside a value, by ``RecursionError`` (said as "nested too deeply"). A range query's points
+and an instant query's items are decoded many at a time, at the C decoder's speed
+(``points``, ``instant_items``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ _KEEP_CHARS = 1 << 16
 _BATCH_CHARS = 1 << 16
 """Points decoded together: about 3,000 of a range query's."""
 _SPACE = re.compile(r"[ \t\n\r]*")
+_IN_STRING = re.compile(r'["\\]')
+_STRUCTURE = re.compile(r'["\[\]{}]')
+_SCALAR_END = re.compile(r"[ \t\n\r,\]}:]")
+SKIPPED = object()
+"""``value_or_skip``'s answer for a value passed over."""
 
 
 class TooLarge(ValueError):
@@ -102,6 +108,53 @@ class Stream:
                 raise TooLarge("a value too large")
             self.more()
 
+    def value_or_skip(self) -> object:
+        """The next value, or ``SKIPPED`` where it is larger than ``MAX_VALUE_CHARS``: then
+        passed over unread (``skip``), the document read on after it."""
+        try:
+            return self.value()
+        except TooLarge:
+            self.skip()
+            return SKIPPED
+
+    def skip(self) -> None:
+        """Pass over the next value without decoding it, whatever its size: only its strings'
+        quotes and its brackets are looked for, and the text behind is dropped as it is read.
+        A document that ends inside it: ``ValueError``."""
+        if self.peek() not in ('"', "[", "{"):
+            while (match := _SCALAR_END.search(self.text, self.at)) is None:
+                self.at = len(self.text)
+                if not self.more():
+                    return
+            self.at = match.start()
+            return
+        depth = 0
+        in_string = False
+        while True:
+            match = (_IN_STRING if in_string else _STRUCTURE).search(self.text, self.at)
+            if match is None:
+                self.at = len(self.text)
+                if not self.more():
+                    raise ValueError("the document ends inside a value")
+                continue
+            char = match.group()
+            self.at = match.end()
+            if char == "\\":  # inside a string: the character it escapes is passed too
+                self.fill(1)
+                if self.at >= len(self.text):
+                    raise ValueError("the document ends inside a string")
+                self.at += 1
+            elif char == '"':
+                in_string = not in_string
+                if not in_string and depth == 0:
+                    return
+            elif char in "[{":
+                depth += 1
+            else:
+                depth -= 1
+                if depth == 0:
+                    return
+
     def end(self) -> None:
         """Nothing but white space after the document."""
         if self.peek() != "":
@@ -159,18 +212,26 @@ def points(stream: Stream, point: Callable[[object], None]) -> None:
     _runs(stream, '"]', each)
 
 
-def instant_items(stream: Stream, take: Callable[[list[object]], None]) -> None:
+def instant_items(
+    stream: Stream, take: Callable[[list[object]], None], passed_over: Callable[[], None]
+) -> None:
     """An array of an instant vector's items (``{"metric": {...}, "value": [time, "v"]}``,
-    each small), given to ``take`` a run at a time (``_runs``)."""
-    _runs(stream, '"]}', take)
+    each small), given to ``take`` a run at a time (``_runs``); ``passed_over()`` for each
+    item larger than ``MAX_VALUE_CHARS``, not read."""
+    _runs(stream, '"]}', take, passed_over)
 
 
-def _runs(stream: Stream, end: str, take: Callable[[list[object]], None]) -> None:
+def _runs(
+    stream: Stream,
+    end: str,
+    take: Callable[[list[object]], None],
+    passed_over: Callable[[], None] | None = None,
+) -> None:
     """An array of small items that each end with ``end``, given to ``take`` a run at a time:
     the text up to the last ``end`` of the next ``_BATCH_CHARS`` (or of the array), which
     decodes as a list of the items it holds exactly when it ends where an item ends (a cut
     inside a string, say one holding ``end``, leaves it unfinished: then one item is decoded
-    alone)."""
+    alone). An item larger than ``MAX_VALUE_CHARS`` is passed over (``passed_over()``)."""
     stream.expect("[")
     if stream.peek() == "]":
         stream.at += 1
@@ -192,6 +253,10 @@ def _runs(stream: Stream, end: str, take: Callable[[list[object]], None]) -> Non
             stream.at = cut
             take(batch)
         else:
-            take([stream.value()])
+            one = stream.value_or_skip()  # a point of a megabyte (none Prometheus sends): left out
+            if one is not SKIPPED:
+                take([one])
+            elif passed_over is not None:
+                passed_over()
         if _next(stream, "]"):
             return

@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 
 from gputop.core.errors import GputopError
-from gputop.core.jobs.model import Job, JobState
+from gputop.core.jobs.model import Job, JobState, RunMode
 from gputop.core.jobs.service import JobsView, job_memory_peaks
 from gputop.core.jobs.xid_marks import JobXids, live_job_xids
 from gputop.core.model import Snapshot
@@ -147,6 +147,8 @@ class JobsActions(DashboardApp):
                 said = f"queued for GPU {gpus}: it starts once {free} free"
             else:
                 said = f"launched on GPU {gpus}"
+                if job.mode is RunMode.TMUX:  # made in the background: say which window
+                    said += f" in tmux window gputop-{job.id}"
             self.notify(f"Job {job.id} ({job.name}) {said}. Log: {job.log_path}")
             self.jobs_shown = True
             # The new job is highlighted, for enter and K once tab reaches the jobs; the focus

@@ -459,3 +459,31 @@ def bounded_for_others(command: tuple[str, ...], form: CommandForm) -> tuple[str
     """``command`` as ``form`` writes it for others, within the bound: each argument
     redacted whole up to ``MAX_ARG_CHARS``, the whole cut after."""
     return cut_command(argv_for_others(command if is_short(command) else first_args(command), form))
+
+
+READ_COMMAND_CHARS = MAX_COMMAND_CHARS + MAX_ARG_CHARS
+"""What is read of a command kept as one string (the history store's): a store written
+before the bound holds 2 MB ones. Enough that what is shown of it is redacted as the
+recorder redacts, each word whole up to ``MAX_ARG_CHARS``."""
+
+
+def kept_text(text: object, form: CommandForm | None) -> str | None:
+    """A command kept as one string, read back (its first ``READ_COMMAND_CHARS`` + 1
+    characters: more says it was longer), as a reader shows it: redacted as ``form`` writes
+    it for others (``None``: whole), at most ``MAX_COMMAND_CHARS``, ending in an ellipsis
+    where cut; ``None`` where it is no text (a row changed by hand)."""
+    if not isinstance(text, str):
+        return None
+    cut = len(text) > READ_COMMAND_CHARS
+    text = text[:READ_COMMAND_CHARS]
+    if form is not None:
+        if cut:  # the word the read ended in is left out: no word's start alone is redacted
+            space = text.rfind(" ")
+            text = text[:space] if space > 0 else text
+        shown = text_for_others(text, form)
+        if shown is None or form == "name":
+            return None if shown is None else shown[:MAX_COMMAND_CHARS]
+        text = shown
+    if cut or len(text) > MAX_COMMAND_CHARS:
+        return text[: MAX_COMMAND_CHARS - len(ELLIPSIS)] + ELLIPSIS
+    return text

@@ -12,12 +12,12 @@ import dataclasses
 import sqlite3
 from dataclasses import field
 
+from gputop.core.history.report import COMMAND_READ, iso_text
 from gputop.core.history.report import _private_to_reader as private_to_reader
-from gputop.core.history.report import iso_text
 from gputop.core.history.schema import HEALTH_COLUMNS
 from gputop.core.numbers import LATEST_TIME_S, MAX_PID, whole_within, within
 from gputop.core.records import frozen, mutable
-from gputop.core.redact import text_for_others
+from gputop.core.redact import kept_text
 from gputop.core.xid import describe
 
 MAX_XID = 2**31 - 1
@@ -116,7 +116,7 @@ def _events(
             )
             merged.append(record)
         for pid, user, command, job in connection.execute(
-            "SELECT r.pid, users.text, commands.text, r.job FROM xid_processes x "
+            f"SELECT r.pid, users.text, {COMMAND_READ}, r.job FROM xid_processes x "
             "JOIN processes r ON r.id = x.process_id "
             "LEFT JOIN strings users ON users.id = r.user_id "
             "LEFT JOIN strings commands ON commands.id = r.command_id "
@@ -126,11 +126,10 @@ def _events(
             if not within(pid, 0, MAX_PID):
                 skipped[0] += 1
                 continue
-            command = command if isinstance(command, str) else None
             record.processes[int(pid)] = XidProcess(
                 int(pid),
                 user if isinstance(user, str) else None,
-                text_for_others(command) if redact else command,
+                kept_text(command, "redacted" if redact else None),
                 job if isinstance(job, str) else None,
             )
     merged.sort(key=lambda record: (record.time, record.gpu, record.xid))

@@ -23,7 +23,7 @@ from gputop.core.history.series import read_back
 from gputop.core.history.spans import SAME_TIME_S, decode_runs
 from gputop.core.numbers import MAX_PID, whole_within
 from gputop.core.records import frozen
-from gputop.core.redact import text_for_others
+from gputop.core.redact import READ_COMMAND_CHARS, kept_text
 
 DEFAULT_IDLE_MIN_S = 30 * 60.0
 
@@ -329,6 +329,12 @@ def is_display_server(command: str | None) -> bool:
     return program in DISPLAY_SERVERS
 
 
+COMMAND_READ = f"substr(commands.text, 1, {READ_COMMAND_CHARS + 1})"
+"""A process's command as a report reads it (``redact.kept_text`` shows it): a store
+written before the recorder kept commands to a bound holds 2 MB ones, which were read for
+every span of the process, held in its row and printed whole."""
+
+
 def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[ReportRow]:
     """The rows of the report, idle holders first, then by GPU time. By GPU: every card
     sampled in the window, a card nobody used included (with no GPU time)."""
@@ -342,7 +348,7 @@ def build_report(connection: sqlite3.Connection, query: ReportQuery) -> list[Rep
         f"SELECT {holder} AS holder, COALESCE(users.text, '?'), p.physical_index, p.start_t, "
         "p.end_t, p.idle_runs, "
         f"{CHECKED.format('p.memory_byte_seconds')}, {CHECKED.format('p.peak_memory_bytes')}, "
-        f"{CHECKED.format('p.sm_percent_seconds')}, commands.text "
+        f"{CHECKED.format('p.sm_percent_seconds')}, {COMMAND_READ} "
         "FROM process_spans p JOIN processes r ON r.id = p.process_id "
         "LEFT JOIN strings users ON users.id = r.user_id "
         "LEFT JOIN strings commands ON commands.id = r.command_id "
@@ -449,7 +455,7 @@ def _with_process_facts(
     redact = not _private_to_reader(connection)
     for row in rows:
         found = connection.execute(
-            "SELECT r.pid, r.start_time, users.text, commands.text FROM processes r "
+            f"SELECT r.pid, r.start_time, users.text, {COMMAND_READ} FROM processes r "
             "LEFT JOIN strings users ON users.id = r.user_id "
             "LEFT JOIN strings commands ON commands.id = r.command_id WHERE r.id = ?",
             (row.key,),
@@ -461,7 +467,7 @@ def _with_process_facts(
             row,
             key=pid if whole_within(pid, 1, MAX_PID) else "?",  # a pid set by hand: unknown
             user=user,
-            command=text_for_others(command) if redact else command,
+            command=kept_text(command, "redacted" if redact else None),
             start_time=read_back(start_time),
         )
 

@@ -9,7 +9,10 @@ where ``kernel.dmesg_restrict`` is 0; where it is not, the reader says so once.
 Each ``read`` of ``/dev/kmsg`` returns one record, ``PRIORITY,SEQUENCE,MICROSECONDS,FLAGS;
 MESSAGE`` (Documentation/ABI/testing/dev-kmsg); the time is since boot. The text is another
 program's: only the bus id and the code are taken from it, both range-checked, and nothing
-of it is ever shown. A plain file of such records (for tests) is read the same way, and
+of it is ever shown. Only a record that begins with the driver's words is one: the kernel
+also logs messages that quote what any user gave it (an overlayfs mount a user made in a
+user namespace: ``overlayfs: failed to resolve '<path>'``), and such a path that spelled an
+Xid was read as one. A plain file of such records (for tests) is read the same way, and
 followed as it grows.
 """
 
@@ -60,7 +63,7 @@ def parse_record(record: bytes) -> tuple[BusKey, int, float] | None:
     match = _RECORD.match(record.strip(b"\n"))
     if match is None:
         return None
-    xid = _XID.search(match[4])
+    xid = _XID.match(match[4])  # the driver's record begins so; others may quote the text
     if xid is None:
         return None
     code = int(xid[4])

@@ -121,6 +121,8 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
     compact = var(False, init=False, toggle_class="-compact")
     """The small terminal's layout: one lower panel, the PyTorch view only on p (gputop.tcss)."""
     jobs_shown = var(False, init=False, toggle_class="-jobs-shown")
+    _focus_before_jobs: Widget | None = None
+    """Where the keys were when J showed the jobs."""
     torch_hidden = var(False, init=False, toggle_class="-torch-hidden")
     """p on a large terminal; on a small one p shows it over the jobs (``torch_shown``)."""
     torch_shown = var(False, init=False, toggle_class="-torch-shown")
@@ -390,23 +392,24 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
         self.torch_shown = False
         self.jobs_shown = covered or not self.jobs_shown
         if self.jobs_shown:
+            self._focus_before_jobs = self.screen.focused  # J again gives the keys back there
             self.jobs_table().focus()
         else:
-            self.keep_focus_shown()
+            self.keep_focus_shown(self._focus_before_jobs)
 
     def jobs_table(self) -> Widget:
         """The jobs panel's table (the local dashboard's is mounted when first needed)."""
         return self.query_one("#jobs")
 
-    def keep_focus_shown(self) -> None:
+    def keep_focus_shown(self, back: Widget | None = None) -> None:
         """Once the layout has changed (p, J, a launch, a smaller terminal): where it hid the
-        panel that had the focus, the focus goes to the first panel shown (the cards), never
-        to nothing, where no key would reach a panel."""
+        panel that had the focus, the focus goes to ``back`` where it is shown, else to the
+        first panel shown (the cards), never to nothing, where no key would reach a panel."""
         screen = self.screen_stack[0] if self.screen_stack else None
         before = screen.focused if screen is not None else None
-        self.call_after_refresh(self._focus_a_shown_panel, before)
+        self.call_after_refresh(self._focus_a_shown_panel, before, back)
 
-    def _focus_a_shown_panel(self, before: Widget | None) -> None:
+    def _focus_a_shown_panel(self, before: Widget | None, back: Widget | None = None) -> None:
         screen = self.screen_stack[0] if self.screen_stack else None
         if screen is None or self.screen is not screen:
             return  # a dialog is open: the dashboard's focus comes back when it closes
@@ -415,7 +418,7 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
         # take it instead, wherever the hidden panel was.
         hidden = before is not None and before not in chain
         if chain and (hidden or screen.focused not in chain):
-            chain[0].focus()
+            (back if back in chain else chain[0]).focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "signal_process" and self.readonly:

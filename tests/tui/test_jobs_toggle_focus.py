@@ -1,0 +1,36 @@
+"""J shows the jobs and takes the keys there; J again gives them back where they were."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.dashboard import first_sample, make_app
+from helpers.waiting import pilot_wait_for
+
+from gputop.tui.widgets.gpu_grid import GpuGrid
+from gputop.tui.widgets.jobs_panel import JobsPanel
+from gputop.tui.widgets.process_table import ProcessTable
+
+
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)])
+async def test_j_twice_gives_the_keys_back_to_the_processes(size: tuple[int, int]) -> None:
+    app = make_app("demo", interval_s=3600.0)
+    async with app.run_test(size=size) as pilot:
+        await first_sample(pilot)
+        app.query_one(ProcessTable).focus()
+        await pilot.press("J")
+        await pilot_wait_for(pilot, lambda: isinstance(app.focused, JobsPanel), "the jobs")
+        await pilot.press("J")
+        await pilot_wait_for(pilot, lambda: not app.jobs_shown, "the jobs hidden")
+        await pilot.pause()
+        assert isinstance(app.focused, ProcessTable), app.focused
+
+
+async def test_j_twice_from_the_cards_leaves_them_the_keys() -> None:
+    app = make_app("demo", interval_s=3600.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        assert isinstance(app.focused, GpuGrid)
+        await pilot.press("J", "J")
+        await pilot_wait_for(pilot, lambda: not app.jobs_shown, "the jobs hidden")
+        await pilot.pause()
+        assert isinstance(app.focused, GpuGrid), app.focused

@@ -223,6 +223,29 @@ def test_thousands_of_processes_each_keep_a_start() -> None:
     assert sum(map(wire_bytes, commands)) <= max(budget, 4096 * MIN_COMMAND_BYTES)
 
 
+@pytest.mark.parametrize(
+    "command",
+    [("",) * 256, ("\x01",) * 256, ('"',) * 256, ("\U0001f600" * 15,) * 256],
+    ids=["empty-args", "control-chars", "quotes", "emoji-args"],
+)
+def test_commands_of_many_short_arguments_are_counted_as_the_wire_takes_them(
+    command: tuple[str, ...],
+) -> None:
+    """Each argument costs its quotes and a comma too: 600 commands of 256 empty ones are
+    461 KB on the wire, though they hold no character."""
+    listed = [[command] * 75 for _ in range(8)]
+    budget = command_budget(FASTEST_INTERVAL_S)
+
+    cut = agent.within_budget(listed, budget)
+
+    commands = [c for commands in cut for c in commands]
+    assert len(commands) == 600
+    assert sum(map(wire_bytes, commands)) <= budget
+    for sent in commands:
+        assert sent[:-1] == command[: len(sent) - 1]
+        assert len(json.dumps(list(sent), separators=(",", ":"))) == wire_bytes(sent)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.text(max_size=300) | st.sampled_from(["", "\x00", '"\\', "\U0001f600" * 9])),

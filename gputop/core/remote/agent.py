@@ -227,7 +227,7 @@ def within_budget(listed: list[list[tuple[str, ...]]], budget: int) -> list[list
     ``budget`` in all (``MIN_COMMAND_BYTES`` a command at least): every command longer than
     a share, the same for all, is cut to it; the others are kept whole."""
     flat = [command for commands in listed for command in commands if command]
-    upper = sum(12 * sum(map(len, c)) + len(c) + _LIST_BYTES for c in flat)
+    upper = sum(12 * sum(map(len, c)) + 3 * len(c) + _LIST_BYTES for c in flat)  # quoted
     if upper <= budget:  # every ordinary host: no command is measured
         return listed
     sizes = sorted(wire_bytes(command) for command in flat)

@@ -16,6 +16,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import re
 import resource
 import ssl
 import threading
@@ -282,13 +283,13 @@ class BoundedServer:
         encoding = request.headers.get("accept-encoding")
         path, _, query = request.target.partition("?")
         path = path or "/"
-        key = (
-            request.method,
-            path == "/favicon.ico",
-            query,
-            choose_encoder(accept or "")[1],
-            gzip_accepted(encoding or ""),
-        )
+        content_type = _content_type(accept)
+        if content_type is None:
+            refused: concurrent.futures.Future[Page] = concurrent.futures.Future()
+            refused.set_result(_error_page("400 Bad Request", "an Accept header not understood"))
+            return refused
+        gzipped = gzip_accepted(encoding or "")
+        key = (request.method, path == "/favicon.ico", query, content_type, gzipped)
         environ = {
             "REQUEST_METHOD": request.method,
             "PATH_INFO": path,
@@ -391,6 +392,21 @@ def _parse(head: bytes) -> _Request:
     keep_alive = "close" not in connection and (version == "HTTP/1.1" or "keep-alive" in connection)
     has_body = "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
     return _Request(method, target, headers, keep_alive, has_body)
+
+
+_HEADER_VALUE = re.compile(r"[ -~]*")
+
+
+def _content_type(accept: str | None) -> str | None:
+    """The page's Content-Type for the client's ``Accept``, as prometheus_client chooses it;
+    ``None`` for one it cannot read (a version it compares with numbers: TypeError) or whose
+    answer would not be a header of printable ASCII (it writes the version given back: a bare
+    newline in it was a header line of the client's)."""
+    try:
+        chosen = choose_encoder(accept or "")[1]
+    except (TypeError, ValueError):
+        return None
+    return chosen if _HEADER_VALUE.fullmatch(chosen) else None
 
 
 def _error_page(status: str, detail: str) -> Page:

@@ -47,7 +47,7 @@ class JobEvent:
 
     @property
     def text(self) -> str:
-        """``Job 3 (train.py) exited 0 after 1h02m, peak 31.2G GPU memory``, and why where its
+        """``Job 3 (train.py) exited 0 after 1h02m07s, peak 31.2G GPU memory``, and why where its
         supervisor said (``: x: command not found``), cleaned."""
         job = self.job
         name = clean(job.name)

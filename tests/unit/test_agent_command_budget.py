@@ -223,6 +223,29 @@ def test_thousands_of_processes_each_keep_a_start() -> None:
     assert sum(map(wire_bytes, commands)) <= max(budget, 4096 * MIN_COMMAND_BYTES)
 
 
+def test_commands_past_a_share_are_cut_without_being_measured_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """4,096 commands of 4,000 emoji: each was measured whole three times (the share, the
+    cut, each argument), 0.3 s a snapshot at an interval of 0.2 s. A command whose least
+    size (a byte a character) is past the share is cut unmeasured."""
+    encoded = [0]
+    encode = agent.encode_basestring_ascii
+
+    def counted(text: str) -> str:
+        encoded[0] += len(text)
+        return encode(text)
+
+    monkeypatch.setattr(agent, "encode_basestring_ascii", counted)
+    listed = [[("python", f"{n}" + EMOJI_ARG) for n in range(512)] for _ in range(8)]
+
+    cut = agent.within_budget(listed, command_budget(FASTEST_INTERVAL_S))
+
+    assert all(command[-1].endswith("…") for commands in cut for command in commands)
+    # before: 49 million characters encoded
+    assert encoded[0] < 4096 * 200, encoded[0]
+
+
 @pytest.mark.parametrize(
     "command",
     [("",) * 256, ("\x01",) * 256, ('"',) * 256, ("\U0001f600" * 15,) * 256],

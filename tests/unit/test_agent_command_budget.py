@@ -237,7 +237,9 @@ def test_commands_past_a_share_are_cut_without_being_measured_whole(
         return encode(text)
 
     monkeypatch.setattr(agent, "encode_basestring_ascii", counted)
-    listed = [[("python", f"{n}" + EMOJI_ARG) for n in range(512)] for _ in range(8)]
+    listed: list[list[tuple[str, ...]]] = [
+        [("python", f"{n}" + EMOJI_ARG) for n in range(512)] for _ in range(8)
+    ]
 
     cut = agent.within_budget(listed, command_budget(FASTEST_INTERVAL_S))
 

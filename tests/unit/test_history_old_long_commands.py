@@ -24,7 +24,7 @@ from gputop.core.history.health_report import build_health_report
 from gputop.core.history.report import ReportBy, ReportQuery, build_report
 from gputop.core.history.store import open_for_recording
 from gputop.core.history.writer import HistoryWriter
-from gputop.core.redact import MAX_COMMAND_CHARS, READ_COMMAND_CHARS, kept_text
+from gputop.core.redact import MAX_COMMAND_CHARS, READ_COMMAND_CHARS, CommandForm, kept_text
 
 OLD = 4300020
 SHORT = 4300021
@@ -155,7 +155,7 @@ def test_a_shared_old_store_is_redacted_before_the_cut(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("form", [None, "redacted", "name"])
-def test_a_text_read_back_is_within_the_bound(form: str | None) -> None:
+def test_a_text_read_back_is_within_the_bound(form: CommandForm | None) -> None:
     secret_at_the_cut = "a " * ((READ_COMMAND_CHARS - 10) // 2) + "--password=hunter2xyz" * 3
     for text in (
         "python train.py",

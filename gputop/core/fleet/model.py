@@ -475,6 +475,8 @@ def build_fleet(
     nodes = builder.finish(partial)
     gpu_jobs = {node.job for node in nodes if node.gpus or node.gputop}
     nodes = [node for node in nodes if node.job in gpu_jobs]  # not Prometheus's own, say
+    if not partial:
+        _agree_on_shared_cards(nodes)
     for node in nodes:  # the memory total: what dcgm-exporter splits into used and free
         for gpu in node.gpus.values():
             if gpu.memory_used_bytes is not None and gpu.memory_free_bytes is not None:
@@ -488,6 +490,31 @@ def build_fleet(
     return Fleet(
         url, now, nodes, _users(nodes), queries, interval, partial, every_figure, every_figure
     )
+
+
+def _agree_on_shared_cards(nodes: list[FleetNode]) -> None:
+    """A card several targets report is free only where every one of them finds it free: the
+    same ``UUID`` anywhere, or the same index on nodes of one host name. Two exporters on one
+    node (dcgm-exporter and gputop's) report its cards twice, and only gputop's sees their
+    processes and claims; and any target may name another node's busy cards as free (its
+    ``Hostname`` and ``UUID`` labels are its own word), which ``pick`` would print."""
+    reports: dict[tuple[object, ...], list[FleetGpu]] = {}
+    for node in nodes:
+        host = node.host
+        for gpu in node.gpus.values():
+            if gpu.uuid is not None:
+                reports.setdefault(("uuid", gpu.uuid), []).append(gpu)
+            if gpu.index is not None:
+                reports.setdefault(("index", host, gpu.index), []).append(gpu)
+    shared = [cards for cards in reports.values() if len(cards) > 1]
+    changed = True
+    while changed:  # a card busy by its UUID makes its index's others busy too, and on
+        changed = False
+        for cards in shared:
+            if any(card.free for card in cards) and not all(card.free for card in cards):
+                for card in cards:
+                    card.free = False
+                changed = True
 
 
 def fill_user_counts(fleet: Fleet, samples: list[Sample]) -> None:

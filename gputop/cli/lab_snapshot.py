@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from gputop.cli.agent_command import MIN_INTERVAL_S
 from gputop.cli.lab_common import host_label, hosts_timeout, open_lab, status_json
-from gputop.cli.snapshot_text import CLEAR_HOME, render_snapshot, reprint_every
+from gputop.cli.snapshot_text import CLEAR_HOME, fit_rows, render_snapshot, reprint_every
 from gputop.core.errors import UsageError
 from gputop.core.numbers import strict_json
 from gputop.core.remote.lab import settled
@@ -59,7 +59,8 @@ def _watch(args: argparse.Namespace, width: int | None) -> int:
             statuses = lab.statuses()
             if args.json:
                 return lab_json(statuses)
-            return CLEAR_HOME + "\n\n".join(render_host(s, width, once=False) for s in statuses)
+            hosts = "\n\n".join(render_host(s, width, once=False) for s in statuses)
+            return CLEAR_HOME + fit_rows(hosts)
 
         with contextlib.suppress(KeyboardInterrupt):  # reprint_every returns only by Ctrl-C
             reprint_every(args.watch, frame)

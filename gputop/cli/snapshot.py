@@ -10,7 +10,7 @@ from contextlib import closing
 from gputop.cli.arg_types import seconds
 from gputop.cli.lab_common import add_hosts_arguments
 from gputop.cli.prometheus_args import add_fleet_arguments, fleet_server
-from gputop.cli.snapshot_text import CLEAR_HOME, render_snapshot, reprint_every
+from gputop.cli.snapshot_text import CLEAR_HOME, fit_rows, render_snapshot, reprint_every
 from gputop.core.errors import UsageError
 from gputop.core.numbers import strict_json
 from gputop.core.sampling.nvml_backend import NvmlBackend
@@ -101,6 +101,6 @@ def _watch(backend: NvmlBackend, interval_s: float, as_json: bool) -> None:
         snapshot = backend.sample()
         if as_json:
             return strict_json(snapshot_to_json(snapshot))
-        return CLEAR_HOME + render_snapshot(snapshot, _terminal_width())
+        return CLEAR_HOME + fit_rows(render_snapshot(snapshot, _terminal_width()))
 
     reprint_every(interval_s, frame)

@@ -3,6 +3,7 @@ with ``--watch``, reprinted in place."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -153,6 +154,20 @@ def _clip(line: str, width: int) -> str:
 
 
 CLEAR_HOME = "\x1b[H\x1b[J"
+
+
+def fit_rows(text: str) -> str:
+    """A ``--watch`` frame on a terminal: at most its height less the cursor's line, so that
+    its first line (the host, the time) is never scrolled away; the last line says how many
+    were left out. On a file or a pipe, the whole frame."""
+    if not sys.stdout.isatty():
+        return text
+    rows = shutil.get_terminal_size().lines - 1
+    lines = text.split("\n")
+    if rows < 2 or len(lines) <= rows:
+        return text
+    left = len(lines) - rows + 1
+    return "\n".join([*lines[: rows - 1], f"… {left} more lines: a taller terminal shows them"])
 
 
 def reprint_every(interval_s: float, frame: Callable[[], str]) -> None:

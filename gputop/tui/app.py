@@ -119,6 +119,8 @@ class GputopApp(JobsActions):
         )
         """Where Slurm's commands are here: who holds each card (docs/slurm.md)."""
         self._slurm_error: str | None = None
+        self.slurm_job_users: Mapping[int, int] = {}
+        """Slurm job id → its uid, as Slurm last said: what proves a process's job (cgroup.py)."""
         self.sampling_error: str | None = None
         """The error of the last sample while sampling fails; None while it works."""
         self.refill_every_s = REFILL_EVERY_S
@@ -206,6 +208,7 @@ class GputopApp(JobsActions):
         if view.error and view.error != self._slurm_error:
             self.notify(f"Slurm: {clean(view.error)}", severity="warning", timeout=10)
         self._slurm_error = view.error
+        self.slurm_job_users = view.job_users
         self.query_one(GpuGrid).show_slurm(
             {i: label for i in view.holders if (label := view.card_label(i)) is not None}
         )
@@ -296,6 +299,7 @@ class GputopApp(JobsActions):
                     self._now,
                     jobs=jobs,
                     job_names=names,
+                    slurm_job_users=self.slurm_job_users,
                 )
             )
 

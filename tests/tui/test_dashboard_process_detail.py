@@ -148,3 +148,64 @@ async def test_enter_names_the_gputop_job_a_process_belongs_to_never_a_forged_sl
         assert "Slurm job" not in await detail_of(1)
         alone_said = await detail_of(2)
         assert "gputop job" not in alone_said and "Slurm job" not in alone_said
+
+
+async def test_the_detail_proves_a_slurm_job_as_the_process_table_does(
+    start_process: Callable[..., subprocess.Popen[str]],
+    scenario_file: Callable[..., str],
+    monkeypatch: Any,
+    tmp_path: Path,
+) -> None:
+    """The detail reads the process's own ``/proc`` for its jobs, with the Slurm users the
+    dashboard last read (squeue's ``user_id``), as its process table does
+    (gputop/core/slurm/cgroup.py). It read with none: a process's own Slurm job
+    (``SLURM_JOB_ID`` of a job Slurm runs as its owner) was not named, and a cgroup v1
+    ``/slurm/uid_U/job_M`` (a hierarchy v1 may hand user U) named job M though Slurm runs
+    M as another user: both on the old code."""
+    import os
+
+    from helpers.waiting import pilot_wait_for
+
+    from gputop.core import process_jobs
+    from gputop.core.slurm.watch import SlurmView
+    from gputop.tui.app import SlurmRead
+    from gputop.tui.screens import process_detail
+
+    owner = os.getuid()
+    mine = start_process(SLURM_JOB_ID="4242")
+    forged = start_process()
+    forged_proc = tmp_path / "proc" / str(forged.pid)  # its cgroup: Slurm's v1 hierarchy
+    forged_proc.mkdir(parents=True)
+    (forged_proc / "status").write_text(f"Name:\tpython\nUid:\t{owner}\t{owner}\t{owner}\t0\n")
+    (forged_proc / "cgroup").write_text(f"4:memory:/slurm/uid_{owner}/job_77/step_0\n")
+    (forged_proc / "environ").write_bytes(b"PATH=/usr/bin\0")
+    read = process_jobs.read_process_jobs
+
+    def read_process_jobs(directory: Path, job_users: Any = None) -> process_jobs.ProcessJobs:
+        return read(forged_proc if directory.name == str(forged.pid) else directory, job_users)
+
+    monkeypatch.setattr(process_detail, "read_process_jobs", read_process_jobs)
+    app = make_app(scenario_file(cards({0: [(mine.pid, 3000)], 1: [(forged.pid, 2000)]})))
+    async with app.run_test(size=BIG) as pilot:
+        await first_sample(pilot)
+        app.slurm_watch = None  # Slurm's word is the one posted below
+        app.post_message(SlurmRead(SlurmView(node="n1", job_users={4242: owner, 77: owner + 1})))
+        await pilot.pause()
+        table = app.query_one(ProcessTable)
+        assert table.slurm_of_pid == {}  # what the detail names it proves itself
+        table.focus()
+
+        async def detail_of(row: int) -> str:
+            await pilot.press("home", *["down"] * row, "enter")
+            await pilot_wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
+            screen = app.screen
+            assert isinstance(screen, ProcessDetailScreen)
+            await pilot_wait_for(pilot, lambda: screen.jobs_read, "the process's jobs read")
+            await pilot.pause()
+            said = plain_text(screen.query_one("#detail-jobs", Static), width=200)
+            await pilot.press("escape")
+            await pilot_wait_for(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen))
+            return said
+
+        assert "In Slurm job 4242" in await detail_of(0)
+        assert "Slurm job" not in await detail_of(1)

@@ -42,6 +42,7 @@ class ProcessDetailScreen(ReportsWorkerFailures, ModalScreen[None]):
         *,
         jobs: ProcessJobs = NO_JOBS,
         job_names: Mapping[int, tuple[str, str]] | None = None,
+        slurm_job_users: Mapping[int, int] | None = None,
     ) -> None:
         super().__init__()
         self.snapshot = snapshot
@@ -55,6 +56,9 @@ class ProcessDetailScreen(ReportsWorkerFailures, ModalScreen[None]):
         (``/proc/PID``) may name them where the dashboard does not."""
         self._job_names = dict(job_names or {})
         """gputop job id → its name and status, of the jobs the dashboard lists."""
+        self._slurm_job_users = dict(slurm_job_users or {})
+        """Slurm job id → its uid, as the dashboard last read Slurm: the same proof of a
+        process's Slurm job as its process table's (gputop/core/slurm/cgroup.py)."""
         self.jobs_read = False
         """Whether the process's own environment was read for its jobs (a test waits)."""
 
@@ -82,7 +86,7 @@ class ProcessDetailScreen(ReportsWorkerFailures, ModalScreen[None]):
         process = self.process
         found = NO_JOBS
         if process.origin is ProcessOrigin.HOST and process.pid > 0:
-            found = read_process_jobs(Path("/proc") / str(process.pid))
+            found = read_process_jobs(Path("/proc") / str(process.pid), self._slurm_job_users)
         self.app.call_from_thread(self._show_jobs, found)
 
     def _show_jobs(self, found: ProcessJobs, read: bool = True) -> None:

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if book is None:  # gputop works as without claims, and says so
         path = claims_path()
         print(
-            f"gputop: claims are not set up here ({path} does not exist); an administrator "
+            f"gputop: claims are not set up here ({clean(path)} does not exist); an administrator "
             f"makes it with: {setup_line(path)}",
             file=sys.stderr,
         )

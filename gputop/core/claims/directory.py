@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import stat
 from collections.abc import Mapping
 
 from gputop.core import settings
 from gputop.core.errors import GputopError
 from gputop.core.records import frozen
+from gputop.core.safe_text import clean
 
 DIR_MODE = 0o1777
 
@@ -33,8 +35,10 @@ def claims_path(environ: Mapping[str, str] | None = None) -> str:
 
 
 def setup_line(path: str) -> str:
-    """The one command an administrator runs to make the directory."""
-    return f"sudo gputop claims --setup  (or: sudo install -d -m 1777 -o root -g root {path})"
+    """The one command an administrator runs to make the directory (its path quoted for a
+    shell and cleaned: a space in it made the line to copy name two directories)."""
+    shown = clean(shlex.quote(path))
+    return f"sudo gputop claims --setup  (or: sudo install -d -m 1777 -o root -g root {shown})"
 
 
 @frozen(slots=False)

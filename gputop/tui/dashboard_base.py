@@ -123,6 +123,8 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
     jobs_shown = var(False, init=False, toggle_class="-jobs-shown")
     _focus_before_jobs: Widget | None = None
     """Where the keys were when J showed the jobs."""
+    _focus_before_torch: Widget | None = None
+    """Where the keys were when p showed the PyTorch view over the lower panel (80x24)."""
     torch_hidden = var(False, init=False, toggle_class="-torch-hidden")
     """p on a large terminal; on a small one p shows it over the jobs (``torch_shown``)."""
     torch_shown = var(False, init=False, toggle_class="-torch-shown")
@@ -380,11 +382,18 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
         self.keep_focus_shown()  # the compact layout hides the PyTorch view
 
     def action_toggle_torch(self) -> None:
-        if self.compact:
-            self.torch_shown = not self.torch_shown
-        else:
+        if not self.compact:
             self.torch_hidden = not self.torch_hidden
-        self.keep_focus_shown()
+            self.keep_focus_shown()
+            return
+        # Small terminals show one lower panel: the view takes the keys the panel it covers
+        # had, and p again gives them back, as J does.
+        self.torch_shown = not self.torch_shown
+        if self.torch_shown:
+            self._focus_before_torch = self.screen.focused
+            self.keep_focus_shown(next(iter(self.query("#torch")), None))
+        else:
+            self.keep_focus_shown(self._focus_before_torch)
 
     def action_toggle_jobs(self) -> None:
         # Small terminals show one lower panel: J brings the jobs back over the PyTorch view.

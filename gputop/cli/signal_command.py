@@ -47,7 +47,8 @@ def add_parser(commands: argparse._SubParsersAction, parent: argparse.ArgumentPa
         parents=[parent],
         help="send SIGTERM or SIGKILL to one of your own processes (what the dashboard's t/T do)",
         description="Send a signal to one of your own processes, after checking that it is "
-        "yours and (with --start-time) still the same process.",
+        "yours and still the same process: by --start-time, or --start-ticks with --boot-id "
+        "(one of them is needed: a pid alone may name a later process).",
     )
     parser.add_argument("pid", type=count(1), help="the process id")
     parser.add_argument("--signal", choices=SIGNALS, default="SIGTERM", help="default SIGTERM")
@@ -82,6 +83,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if (args.start_ticks is None) != (args.boot_id is None):
         raise UsageError("--start-ticks and --boot-id go together: ticks count from a boot.")
+    if args.start_time is None and args.start_ticks is None:
+        raise UsageError(
+            f"gputop signal needs process {args.pid}'s start, as gputop showed it: "
+            "--start-time EPOCH_S, or --start-ticks TICKS with --boot-id UUID (a pid alone "
+            "may name a later process); nothing sent."
+        )
     signal_own_process(
         args.pid,
         args.start_time,

@@ -67,3 +67,24 @@ def test_signal_refuses_another_users_process(capsys: pytest.CaptureFixture[str]
 
     assert code != 0
     assert psutil.pid_exists(1)
+
+
+def test_signal_without_the_processs_start_says_which_option_gives_it(
+    sleeper: subprocess.Popen[bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pid alone proves nothing (a later process may have it): nothing is sent, and the
+    refusal says what to add, as the help does."""
+    code = main(["signal", str(sleeper.pid), "--yes"])
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "--start-time" in err and "--start-ticks" in err and "--boot-id" in err, err
+    assert sleeper.poll() is None
+
+
+def test_signals_help_says_the_start_is_needed(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["signal", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "(with --start-time)" not in shown
+    assert "one of them is needed" in shown, shown

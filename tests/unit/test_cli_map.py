@@ -145,3 +145,13 @@ def test_on_real_nvml_the_driver_probe_and_torch_probe_answer(
     assert code == 0
     assert "driver: not checked" in out  # no libcuda on this machine
     assert "torch: no interpreter /nonexistent/python3 found" in out
+
+
+@pytest.mark.parametrize("visible", ["MIG-4fd95d93-9b6c-cbc0-9143-9fb3322c58bd", "0,MIG-4fd95d93"])
+def test_torchs_helpers_and_mig_are_one_warning_in_one_wording(
+    capsys: pytest.CaptureFixture[str], visible: str
+) -> None:
+    code, out, _ = run_map(capsys, "--fake", "mig", "--visible", visible, "--no-torch")
+    assert code == 0
+    said = [line for line in out.splitlines() if "cannot map MIG devices" in line]
+    assert said == ["warning: torch's NVML-based helpers cannot map MIG devices."], out

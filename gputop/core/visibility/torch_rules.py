@@ -110,7 +110,7 @@ def torch_view(value: str | None, nvml_uuids: Sequence[str]) -> TorchView:
     if isinstance(visible[0], str):
         names = [str(v) for v in visible]
         if names[0].startswith("MIG-"):
-            return TorchView(None, "torch's NVML helpers cannot map MIG devices")
+            return TorchView(None, "torch's NVML-based helpers cannot map MIG devices")
         return TorchView(tuple(transform_uuid_to_ordinals(names, nvml_uuids)))
     numbers = [int(v) for v in visible]
     count = len(nvml_uuids)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from gputop.core.errors import GputopError, UsageError
 from gputop.core.fleet import TIMEOUT_S
 from gputop.core.fleet.fleet_json import fleet_to_json
 from gputop.core.fleet.fleet_text import render_fleet
-from gputop.core.fleet.model import Fleet
+from gputop.core.fleet.model import Fleet, FleetGpu
 from gputop.core.fleet.queries import check_selector
 from gputop.core.fleet.read import MAX_TIMEOUT_S, read_fleet
 from gputop.core.free_cards import FreePolicy
@@ -53,14 +54,15 @@ def run_pick(args: argparse.Namespace, server: Server) -> int:
     rule = FreePolicy(min_free_mib=args.min_free_mib, max_util_percent=args.max_util)
     fleet = load(args, server, rule)
     wanted = args.count
-    fitting = [node for node in fleet.nodes if len(node.free_gpus) >= wanted]
+    free = [(node, [gpu for gpu in node.free_gpus if _device(gpu)]) for node in fleet.nodes]
+    fitting = [(node, cards) for node, cards in free if len(cards) >= wanted]
     if not fitting:
         raise NoNodeFits(_why_none(fleet, wanted))
     # The fullest fit keeps bigger holes for bigger requests; then by name, for the same
     # answer twice.
-    node = min(fitting, key=lambda n: (len(n.free_gpus), n.host, n.instance))
-    cards = node.free_gpus[:wanted]
-    names = [gpu.uuid or str(gpu.index) for gpu in cards]
+    node, cards = min(fitting, key=lambda fit: (len(fit[1]), fit[0].host, fit[0].instance))
+    cards = cards[:wanted]
+    names = [_device(gpu) or "" for gpu in cards]
     if args.json:
         document = {
             "host": node.host,
@@ -73,6 +75,18 @@ def run_pick(args: argparse.Namespace, server: Server) -> int:
     else:
         print(f"{clean(node.host)} {clean(','.join(names))}")
     return 0
+
+
+_UUID = re.compile(r"(?:GPU|MIG)-[0-9A-Za-z/-]{1,200}")
+
+
+def _device(gpu: FleetGpu) -> str | None:
+    """How ``CUDA_VISIBLE_DEVICES`` names the card: its ``UUID`` where it is one, else its
+    index. The labels are the target's word: a ``UUID`` of ``0`` or ``1,2`` named other
+    cards than the one judged free (``None``: a card that cannot be named is not picked)."""
+    if gpu.uuid is not None and _UUID.fullmatch(gpu.uuid):
+        return gpu.uuid
+    return None if gpu.index is None else str(gpu.index)
 
 
 def _why_none(fleet: Fleet, wanted: int) -> str:

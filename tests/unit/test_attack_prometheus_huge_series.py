@@ -204,3 +204,22 @@ def test_skipping_a_value_ends_where_decoding_it_ends(value: object, size: int) 
     assert stream.peek() == ","
     stream.at += 1
     assert stream.value() == "next"
+
+
+def test_a_label_of_escapes_is_passed_over_as_fast_as_one_of_letters() -> None:
+    """Prometheus writes a backslash of a label as two: 16 MiB of them cost 40 times what
+    16 MiB of letters did when each escape was looked at one by one (about 3 s)."""
+
+    def seconds_to_skip(inside: bytes) -> float:
+        body = b'"' + inside * ((16 << 20) // len(inside)) + b'" , "next"'
+        chunks = iter([body[at : at + 65536] for at in range(0, len(body), 65536)])
+        stream = Stream(lambda: next(chunks, b""))
+        started = time.perf_counter()
+        stream.skip()
+        took = time.perf_counter() - started
+        assert stream.peek() == ","
+        return took
+
+    letters = min(seconds_to_skip(b"x") for _ in range(3))
+    escapes = min(seconds_to_skip(b"\\\\") for _ in range(3))
+    assert escapes < 5 * letters + 0.05

@@ -26,7 +26,8 @@ _KEEP_CHARS = 1 << 16
 _BATCH_CHARS = 1 << 16
 """Points decoded together: about 3,000 of a range query's."""
 _SPACE = re.compile(r"[ \t\n\r]*")
-_IN_STRING = re.compile(r'["\\]')
+_STRING_RUN = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+"""A string's text up to its closing quote (or the end of what is read), escapes and all."""
 _STRUCTURE = re.compile(r'["\[\]{}]')
 _SCALAR_END = re.compile(r"[ \t\n\r,\]}:]")
 SKIPPED = object()
@@ -129,9 +130,8 @@ class Stream:
             self.at = match.start()
             return
         depth = 0
-        in_string = False
         while True:
-            match = (_IN_STRING if in_string else _STRUCTURE).search(self.text, self.at)
+            match = _STRUCTURE.search(self.text, self.at)
             if match is None:
                 self.at = len(self.text)
                 if not self.more():
@@ -139,14 +139,9 @@ class Stream:
                 continue
             char = match.group()
             self.at = match.end()
-            if char == "\\":  # inside a string: the character it escapes is passed too
-                self.fill(1)
-                if self.at >= len(self.text):
-                    raise ValueError("the document ends inside a string")
-                self.at += 1
-            elif char == '"':
-                in_string = not in_string
-                if not in_string and depth == 0:
+            if char == '"':
+                self._skip_string()
+                if depth == 0:
                     return
             elif char in "[{":
                 depth += 1
@@ -154,6 +149,19 @@ class Stream:
                 depth -= 1
                 if depth == 0:
                     return
+
+    def _skip_string(self) -> None:
+        """Past the closing quote of the string the position is inside (at the decoder's
+        speed: a label of escapes costs what one of letters does)."""
+        while True:
+            run = _STRING_RUN.match(self.text, self.at)
+            end = run.end() if run is not None else self.at
+            if end < len(self.text) and self.text[end] == '"':
+                self.at = end + 1
+                return
+            self.at = end  # the end of what is read, or a backslash whose escape is to come
+            if not self.more():
+                raise ValueError("the document ends inside a string")
 
     def end(self) -> None:
         """Nothing but white space after the document."""

@@ -315,14 +315,34 @@ def _cells(text: str, width: int) -> str:
     return set_cell_size(text, width)
 
 
+def _compact_name(view: CardView) -> tuple[str, str]:
+    """A one-line card's name, where its MIG line does not fit: the MIG instance m
+    highlights (reversed, ● where selected), or how many are selected, as ``_mig_line``
+    shows them on a full card."""
+    devices = view.gpu.mig_devices
+    if view.mig_cursor is not None and 0 <= view.mig_cursor < len(devices):
+        device = devices[view.mig_cursor]
+        selected = device.uuid is not None and device.uuid in view.mig_selected
+        profile = clean((device.name or "?").rsplit(" ", 1)[-1])
+        return ("●" if selected else "") + f"MIG {profile}", "bold reverse"
+    chosen = sum(1 for device in devices if device.uuid in view.mig_selected)
+    if chosen:
+        return f"MIG ●{chosen} of {len(devices)}", "bold"
+    return clean((view.gpu.name or "unknown").replace("NVIDIA ", "")), "bold"
+
+
 def _compact_line(view: CardView, width: int) -> Text:
     gpu = view.gpu
     cursor = "▶" if view.highlighted else " "
     mark = "●" if view.selected else "○"
-    name = clean((gpu.name or "unknown").replace("NVIDIA ", ""))
+    name, style = _compact_name(view)
     flag = health_mark(verdict(gpu.health)) or ("⚠" if throttle_badge(gpu) is not None else "")
     shown = f"{_cells(name, 16)} {flag}" if flag else _cells(name, 18)
-    line = Text.assemble((cursor, "bold"), mark, f" {gpu.physical_index} ", (shown, "bold"), " ")
+    # reversed (a MIG instance): the name alone, not its padding or the flag after it
+    named = shown if style == "bold" else _cells(name, 16 if flag else 18).rstrip()
+    line = Text.assemble(
+        (cursor, "bold"), mark, f" {gpu.physical_index} ", (named, style), shown[len(named) :], " "
+    )
     if gpu.lost:
         line.append("LOST: NVML cannot reach this GPU", style="bold red")
         return line

@@ -1,4 +1,5 @@
-"""At 80x24 a card is one line: m and space on a MIG card still show what they did there.
+"""m and space on a MIG card show what they did, on a one-line card (80x24) too; m elsewhere says
+why it does nothing.
 
 The ``mig`` scenario: GPU 0 in MIG mode with devices 0 (3g.40gb), 1 (2g.20gb), 2 (1g.10gb).
 """
@@ -46,3 +47,13 @@ def test_a_highlighted_mig_instance_at_80x24_looks_as_approved(snap_compare) -> 
 
     app = make_app("mig", interval_s=3600.0)
     assert snap_compare(app, terminal_size=SMALL, run_before=highlight_the_second)
+
+
+async def test_m_on_a_card_without_mig_instances_says_why_nothing_happened() -> None:
+    app = make_app("mig", interval_s=3600.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        await pilot.press("right", "m")  # GPU 1: a whole A100, not in MIG mode
+        await pilot_wait_for(pilot, lambda: bool(app._notifications), "a word")
+        (said,) = [n.message for n in app._notifications]
+        assert said == "GPU 1 is not in MIG mode: m highlights the MIG instances of a MIG card."

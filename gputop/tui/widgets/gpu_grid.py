@@ -169,7 +169,12 @@ class GpuGrid(Widget, can_focus=True):
     def action_next_instance(self) -> None:
         """On a card in MIG mode: highlight its next MIG instance, then the card again."""
         gpu = self._highlighted_gpu()
-        if gpu is None or not gpu.mig_devices:
+        if gpu is None:
+            return
+        if not gpu.mig_devices:  # say why nothing happened
+            mode = "has no MIG instances" if gpu.mig_mode_current else "is not in MIG mode"
+            text = f"GPU {gpu.physical_index} {mode}: m highlights the MIG instances of a MIG card."
+            self.app.notify(text)
             return
         following = 0 if self._mig_cursor is None else self._mig_cursor + 1
         self._mig_cursor = following if following < len(gpu.mig_devices) else None

@@ -1,5 +1,5 @@
-"""m and space on a MIG card show what they did, on a one-line card (80x24) too; m elsewhere says
-why it does nothing.
+"""m and space on a MIG card show what they did, on a one-line card (80x24) too; m elsewhere, and
+r on a process of no distributed job, say why they do nothing.
 
 The ``mig`` scenario: GPU 0 in MIG mode with devices 0 (3g.40gb), 1 (2g.20gb), 2 (1g.10gb).
 """
@@ -57,3 +57,20 @@ async def test_m_on_a_card_without_mig_instances_says_why_nothing_happened() -> 
         await pilot_wait_for(pilot, lambda: bool(app._notifications), "a word")
         (said,) = [n.message for n in app._notifications]
         assert said == "GPU 1 is not in MIG mode: m highlights the MIG instances of a MIG card."
+
+
+async def test_r_on_a_process_of_no_distributed_job_says_why_nothing_happened() -> None:
+    from gputop.tui.widgets.process_table import ProcessTable
+
+    app = make_app("mig", interval_s=3600.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await first_sample(pilot)
+        table = app.query_one(ProcessTable)
+        table.focus()
+        await pilot.press("r")  # carl's run_clm.py: one process, no ranks
+        await pilot_wait_for(pilot, lambda: bool(app._notifications), "a word")
+        (said,) = [n.message for n in app._notifications]
+        pid = table.current_process.pid if table.current_process is not None else None
+        assert said == (
+            f"Process {pid} is no rank of a distributed job: r collapses a job's ranks to one line."
+        )

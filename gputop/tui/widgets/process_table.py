@@ -399,8 +399,13 @@ class ProcessTable(ScrollView, can_focus=True):
         """Collapse the highlighted rank's job into one line, or expand it again."""
         if not 0 <= self._cursor < len(self._rows):
             return
-        key = rendezvous_key(self._rows[self._cursor].process)
-        if key is None:
+        process = self._rows[self._cursor].process
+        key = rendezvous_key(process)
+        if key is None:  # say why nothing happened
+            self.app.notify(
+                f"Process {process.pid} is no rank of a distributed job: r collapses a job's "
+                "ranks to one line."
+            )
             return
         if key in self.collapsed_jobs:
             self.collapsed_jobs.discard(key)

@@ -80,6 +80,11 @@ def render_health(report: HealthReport) -> str:
             f"{report.skipped_rows} row(s) of the store held numbers out of range and were "
             "left out."
         )
+    if report.unknown_counters:
+        lines.append(
+            f"{report.unknown_counters} counter value(s) of the store were out of range: "
+            "each is not known, the others of its row kept."
+        )
     return "\n".join(lines)
 
 

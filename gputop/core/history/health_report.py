@@ -2,8 +2,9 @@
 
 Read from the store's Xid and health counter tables (health_rows.py). A storm of one card
 and code is shown as one event with its whole count; a counter's rise is from its last value
-at or before the window's start (else its first in it) to its last in it. A row that fails
-a range check is left out and counted (``skipped_rows``). See docs/health.md.
+at or before the window's start (else its first in it) to its last in it. A row whose time,
+card or Xid fails a range check is left out and counted (``skipped_rows``); a counter that
+fails one is not known, that counter alone (``unknown_counters``). See docs/health.md.
 """
 
 from __future__ import annotations
@@ -62,13 +63,15 @@ class HealthReport:
     events: list[XidRecord]
     counters: list[CounterRise]
     skipped_rows: int = 0
+    unknown_counters: int = 0
+    """Counter values out of range, each read as not known (the row's others kept)."""
 
 
 def build_health_report(connection: sqlite3.Connection, since: float, until: float) -> HealthReport:
-    skipped = [0]
+    skipped = [0, 0]
     events = _events(connection, since, until, skipped)
     counters = _counters(connection, since, until, skipped)
-    return HealthReport(since, until, events, counters, skipped[0])
+    return HealthReport(since, until, events, counters, skipped[0], skipped[1])
 
 
 def _time_ok(value: object) -> bool:
@@ -164,7 +167,8 @@ def _counters(
         ).fetchone()
         if first is None or last is None:
             continue
-        opened, closed = _checked_counters(first), _checked_counters(last)
+        opened = _checked_counters(first, skipped)
+        closed = opened if last == first else _checked_counters(last, skipped)
         if opened is None or closed is None:
             skipped[0] += 1
             continue
@@ -181,8 +185,11 @@ def _counters(
 
 
 def _checked_counters(
-    row: tuple[object, ...],
+    row: tuple[object, ...], skipped: list[int]
 ) -> tuple[float, int, str | None, dict[str, int | None]] | None:
+    """The row's time, card, UUID and counters; ``None`` where its time, card or UUID is
+    not one. A counter out of range is ``None`` (not known), counted in ``skipped[1]``: one
+    counter changed by hand no longer hides the card's other counters' rise."""
     t, gpu, uuid, *values = row
     if not (
         isinstance(t, (int, float))
@@ -194,7 +201,8 @@ def _checked_counters(
     counters: dict[str, int | None] = {}
     for name, value in zip(HEALTH_COLUMNS, values, strict=True):
         if value is not None and not whole_within(value, 0, MAX_COUNT):
-            return None
+            skipped[1] += 1
+            value = None
         counters[name] = value
     return float(t), gpu, uuid, counters
 
@@ -222,4 +230,5 @@ def health_report_to_json(report: HealthReport) -> dict[str, object]:
         ],
         "counters": [dataclasses.asdict(rise) for rise in report.counters],
         "skipped_rows": report.skipped_rows,
+        "unknown_counters": report.unknown_counters,
     }

@@ -12,10 +12,13 @@ shown.
 
 from __future__ import annotations
 
+import json
 import math
+import shlex
 import threading
 import time
 from array import array
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import field
 
@@ -239,7 +242,7 @@ class Answer:
                         number = None
             samples.append(Sample(metric, evaluated, number))
             kept += 1
-        self.count(kept)
+        self.count(kept, items)
 
     def _stream(self) -> Stream:
         assert self.stream is not None
@@ -252,11 +255,13 @@ class Answer:
         """One series too large to read, left out (its labels of more than a megabyte)."""
         self.budget.spend(passed_over=1)
 
-    def count(self, series: int) -> None:
+    def count(self, series: int, items: list[object] | None = None) -> None:
+        """``series`` more read; past ``MAX_SERIES`` in all, refused, naming the target most
+        of ``items`` (the instant vector's run that passed the bound) came from."""
         if self.budget.spend(series=series).series > MAX_SERIES:
             raise PrometheusError(
                 f"Prometheus at {self.url} answered more than {MAX_SERIES:,} series in all for "
-                f"this {self.budget.what}: {self.budget.advice}."
+                f"this {self.budget.what}: {self.budget.advice}{_most_from(items or [])}."
             )
 
     def _checked(self) -> None:
@@ -330,6 +335,31 @@ class _Item:
             return
         answer.count_one()
         answer.series.append(Series(self.labels, self.times, self.values))
+
+
+MAX_NAMED_CHARS = 80
+"""The longest instance a refusal names (a longer one is said without it)."""
+
+
+def _most_from(items: list[object]) -> str:
+    """``; most came from instance 'X' (job 'Y'), which --match '{instance!="X"}' leaves
+    out`` where one target sent most of ``items`` (a flood of one exporter, say), else ""."""
+    targets = Counter(
+        (metric.get("job"), metric.get("instance"))
+        for item in items
+        if type(item) is dict and type(metric := item.get("metric")) is dict
+    )
+    if not targets:
+        return ""
+    (job, instance), most = targets.most_common(1)[0]
+    if most * 2 <= len(items) or type(instance) is not str or type(job) is not str:
+        return ""
+    if len(instance) > MAX_NAMED_CHARS or len(job) > MAX_NAMED_CHARS:
+        return "; most came from one target"
+    matcher = shlex.quote("{instance!=" + json.dumps(instance, ensure_ascii=False) + "}")
+    return (
+        f"; most came from instance {instance!r} (job {job!r}), which --match {matcher} leaves out"
+    )
 
 
 def walk(url: str, read: Callable[[], bytes], answer: Answer) -> None:

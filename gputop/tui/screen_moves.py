@@ -126,14 +126,22 @@ def tour(
     for index, (y, entry, _) in enumerate(runs):
         entries.setdefault(y, []).append((entry, index))
     links: list[tuple[int, int, int]] = []
+    verticals = [(down, _vertical(down, feeds)) for down in LINK_ROWS]
     for a, (y, _, leave) in enumerate(runs):
-        for down in LINK_ROWS:
+        known = 0 <= leave < columns
+        for down, vertical in verticals:
+            below = entries.get(y + down)
+            if below is None:
+                continue
             # at most LINK_MAX bytes: on the row, a one-digit step or column (CHA); on
             # another, the row's move leaves at most three for a backspace or a step right
-            near = range(leave - 9, leave + 10) if not down else range(leave - 3, leave + 2)
-            for entry, b in entries.get(y + down, ()):
-                if entry in near or entry < (9 if not down else 1):
-                    cost = move_cost(y + down, entry, y, leave, columns, feeds)
+            low, high = (leave - 9, leave + 10) if not down else (leave - 3, leave + 2)
+            home = y + down < 9  # its first column's absolute move is LINK_MAX bytes
+            for entry, b in below:
+                if low <= entry < high or entry < (9 if not down else 1):
+                    cost = _link_cost(vertical, entry, leave) if known else LINK_MAX + 1
+                    if cost > LINK_MAX and not entry and home:
+                        cost = LINK_MAX
                     if cost <= LINK_MAX and b != a:
                         links.append((cost, a, b))
     links.sort()
@@ -168,6 +176,24 @@ def tour(
             return order
         row, column = y, leave
     return list(range(count))
+
+
+def _link_cost(vertical: int, entry: int, leave: int) -> int:
+    """``move_cost`` of a link (``tour``) from a known cursor at ``leave`` to ``entry``,
+    ``vertical`` bytes up or down, where it is at most ``LINK_MAX`` (= ``SHORTEST_CUP``:
+    then the relative move, which the absolute one can only equal at a first column of the
+    first nine rows, the caller's case); some larger figure otherwise."""
+    right = entry - leave
+    if not right:
+        return vertical
+    if not entry:
+        return vertical + 1
+    if -BACKSPACES_MAX <= right < 0:
+        return vertical - right
+    cells = -right if right < 0 else right
+    # a step of one cell is three bytes, of 2-9 four (the column itself: four from the
+    # second column up to the ninth, so never fewer); more is past LINK_MAX whatever it is
+    return vertical + (3 if cells == 1 else 4 if cells < 10 or entry < 9 else 5)
 
 
 def _reach(runs: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]]:

@@ -100,3 +100,27 @@ def test_a_tour_visits_every_run_once_and_costs_no_more_than_screen_order(
         return total
 
     assert cost(order) <= cost(list(range(len(runs))))
+
+
+def test_a_links_cost_is_the_moves_cost_wherever_tour_would_take_it() -> None:
+    """``tour`` works out the cost of a link in place (``_link_cost``, with the absolute move
+    to a first column of the first nine rows): it must keep exactly the links, and their
+    costs, that ``move_cost`` would (at most ``LINK_MAX`` bytes), for every row step it
+    looks at, with and without line feeds, from any column of the row to any entry."""
+    from gputop.tui.screen_moves import LINK_MAX, LINK_ROWS, _link_cost, _vertical
+
+    columns = 130
+    for feeds in (False, True):
+        for y in (0, 5, 7, 8, 9, 10, 60):
+            for down in LINK_ROWS:
+                vertical = _vertical(down, feeds)
+                for leave in range(0, columns):
+                    near = range(max(leave - 12, 0), min(leave + 13, columns))
+                    for entry in {*range(12), *near, 98, 99, 100, columns - 1}:
+                        expected = move_cost(y + down, entry, y, leave, columns, feeds)
+                        cost = _link_cost(vertical, entry, leave)
+                        if cost > LINK_MAX and not entry and y + down < 9:
+                            cost = LINK_MAX
+                        assert (cost <= LINK_MAX) == (expected <= LINK_MAX), (y, down, leave)
+                        if expected <= LINK_MAX:
+                            assert cost == expected, (feeds, y, down, leave, entry)

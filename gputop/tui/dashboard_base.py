@@ -48,6 +48,7 @@ from gputop.tui.keys import KEY_HELP
 from gputop.tui.safe import plain_argv
 from gputop.tui.suspend import SUSPEND_BINDING, SuspendsToShell
 from gputop.tui.textual_compat import (
+    QUIT_HINT_BINDING,
     ExceptionHook,
     QuitHint,
     install_lean_filter,
@@ -135,6 +136,7 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         SUSPEND_BINDING,
+        QUIT_HINT_BINDING,
         Binding("question_mark", "help", "Keys"),
         Binding("l", "launch", "Launch"),
         Binding("space", "toggle_card", "Select card"),

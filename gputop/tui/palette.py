@@ -32,6 +32,7 @@ NAVIGATION = frozenset(
         "cursor_last",
         "quit",  # Textual's own palette already offers "Quit the application"
         "help",  # ... and "Keys", which GputopApp.get_system_commands makes ours (?)
+        "help_quit",  # ctrl+c, Textual's key: how to quit from where one is
     }
 )
 """Bound actions the palette leaves to their keys."""

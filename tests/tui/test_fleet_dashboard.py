@@ -360,6 +360,8 @@ async def test_question_mark_shows_the_fleets_keys_and_closes_again() -> None:
         listed = {key for _, rows in FLEET_KEY_HELP for keys, _ in rows for key in keys.split()}
         shown_as = {"slash": "/", "question_mark": "?"}
         for binding in FleetApp.BINDINGS:  # every key the fleet binds is in its help
+            if binding.system:  # ctrl+c, Textual's own key, the fleet's hint
+                continue
             assert shown_as.get(binding.key, binding.key) in listed, binding.key
         assert "the users across the fleet" in text and "read the fleet again now" in text
         assert "escape, q or ? closes this" in screen_text(app)  # on its border
@@ -656,3 +658,24 @@ async def test_the_users_counts_are_read_when_their_view_opens_never_by_a_refres
     users = whole.users
     fill_user_counts(whole, [])
     assert whole.users == users
+
+
+def said(app: FleetApp) -> list[str]:
+    return [str(n.message) for n in app._notifications]  # type: ignore[attr-defined]
+
+
+async def test_ctrl_c_on_a_fleet_screen_says_to_close_it_first() -> None:
+    """The fleet's node and user screens close on q: "Press q to quit" there closed the
+    screen, and quit nothing."""
+    app = app_of(fleet)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot_wait_for(pilot, lambda: app.fleet is not None, "the fleet", 10)
+        await pilot.press("u")
+        await pilot_wait_for(pilot, lambda: isinstance(app.screen, TextScreen), "the users")
+        await pilot.press("ctrl+c")
+        await pilot_wait_for(pilot, lambda: said(app), "a hint")
+        assert said(app) == ["Press escape to close this screen, then q to quit."]
+        await pilot.press("escape")
+        await pilot_wait_for(pilot, lambda: len(app.screen_stack) == 1, "closed")
+        await pilot.press("q")
+        await pilot_wait_for(pilot, lambda: not app.is_running, "the fleet to quit")

@@ -728,6 +728,49 @@ def test_textual_binds_ctrl_c_to_the_help_quit_action_quit_hint_replaces() -> No
     assert callable(App.action_help_quit) and callable(QuitHint.action_help_quit)
 
 
+async def test_a_dialog_hides_the_apps_ctrl_c_and_a_priority_one_that_skips_lets_a_field_copy() -> (
+    None
+):
+    """What ``QUIT_HINT_BINDING`` relies on: a modal screen hides the app's bindings
+    (Textual's ctrl+c did nothing in a dialog), its priority bindings are still heard there,
+    and one whose action raises ``SkipAction`` lets the focused ``Input`` copy."""
+    from textual.actions import SkipAction
+    from textual.binding import Binding
+    from textual.screen import ModalScreen
+
+    ran: list[str] = []
+
+    class Dialog(ModalScreen[None]):
+        def compose(self) -> ComposeResult:
+            yield Input("typed", id="field", select_on_focus=False)
+
+    class Plain(App[None]):
+        def action_help_quit(self) -> None:
+            ran.append("hint")
+
+    class Priority(Plain):
+        BINDINGS = [Binding("ctrl+c", "help_quit", priority=True)]
+
+        def action_help_quit(self) -> None:
+            ran.append("priority")
+            raise SkipAction()
+
+    cases = ((Plain, False, [], ""), (Priority, False, ["priority"], ""))
+    for app_class, selected, heard, copied in (*cases, (Priority, True, ["priority"], "typed")):
+        ran.clear()
+        app = app_class()
+        async with app.run_test() as pilot:
+            await app.push_screen(Dialog())
+            field = app.screen.query_one(Input)
+            field.focus()
+            if selected:
+                field.select_all()
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+            assert ran == heard, app_class
+            assert app.clipboard == copied  # with a selection, the field copied after the skip
+
+
 # -- editing keys in the order they were typed -----------------------------------------------
 
 BURST = [

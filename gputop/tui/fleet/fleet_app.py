@@ -42,7 +42,13 @@ from gputop.tui.row_order import HeldOrder, Margin
 from gputop.tui.safe import plain
 from gputop.tui.screens.help import HelpScreen
 from gputop.tui.suspend import SUSPEND_BINDING, SuspendsToShell
-from gputop.tui.textual_compat import InOrderInput, LinuxDriver, QuietInput, QuitHint
+from gputop.tui.textual_compat import (
+    QUIT_HINT_BINDING,
+    InOrderInput,
+    LinuxDriver,
+    QuietInput,
+    QuitHint,
+)
 
 SORTS = ("free", "name", "utilisation")
 NODE_CHARS = 18
@@ -156,7 +162,7 @@ class LaunchChecked(Message):
 
 
 class FleetApp(QuitHint, SuspendsToShell, App[int]):
-    QUIT_HINT = "Press q to quit."  # ctrl+c: Textual named ctrl+q, with markup
+    QUIT_WORDS = "q to quit"  # ctrl+c: Textual named ctrl+q, with markup
     CSS = """
     #fleet-header { height: 1; }
     #fleet-filter { height: 3; display: none; }
@@ -166,6 +172,7 @@ class FleetApp(QuitHint, SuspendsToShell, App[int]):
     """
     BINDINGS = [
         SUSPEND_BINDING,
+        QUIT_HINT_BINDING,
         Binding("q", "quit", "Quit"),
         Binding("s", "sort", "Sort"),
         Binding("o", "resort", "Re-sort", show=False),

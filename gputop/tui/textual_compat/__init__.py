@@ -26,10 +26,12 @@ from typing import Any, TypeVar
 from textual import events
 from textual._loop import loop_last
 from textual._xterm_parser import XTermParser
+from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.drivers.linux_driver import LinuxDriver
+from textual.screen import ModalScreen
 from textual.widgets import Input
 
 from gputop.core.process_control import stop_own_job
@@ -42,6 +44,7 @@ from gputop.tui.textual_compat.paint import (
 )
 
 __all__ = [
+    "QUIT_HINT_BINDING",
     "ExceptionHook",
     "InOrderInput",
     "LinuxDriver",
@@ -130,16 +133,49 @@ def textual_handles_exception(app: Any, error: Exception) -> None:
 # Textual binds ctrl+c (``App.BINDINGS``, a system binding) to ``action_help_quit``, which
 # notifies "Press [b]ctrl+q[/b] to quit the app", naming the first key bound to quit, with
 # markup. gputop's notifications are plain text (docs/security.md), so the markup showed raw,
-# and gputop's key is q.
+# and gputop's key is q. A modal screen hides the app's bindings (``Screen._modal_binding_chain``),
+# Textual's ctrl+c with them: in a dialog ctrl+c did nothing at all, and in a field of one
+# (``Input``) it copies, nothing when nothing is selected. On a screen that is no dialog (the
+# fleet's) it said q quits, where q closes the screen. ``QUIT_HINT_BINDING`` replaces
+# Textual's ctrl+c: with priority, so it is heard over a dialog, and it gives way
+# (``SkipAction``) to a copy where there is text selected, in the focused field or on the
+# screen; its hint says how to close what is open first.
+
+QUIT_HINT_BINDING = Binding("ctrl+c", "help_quit", show=False, priority=True, system=True)
+"""ctrl+c: ``QuitHint``'s hint, in a dialog too; a copy where text is selected."""
 
 
 class QuitHint:
-    """Mix in before ``App``: ctrl+c says, in plain words, which key quits."""
+    """Mix in before ``App`` (with ``QUIT_HINT_BINDING`` in its bindings): ctrl+c says, in
+    plain words, which keys quit from where the person is."""
 
-    QUIT_HINT = "Press q to quit (launched jobs keep running)."
+    QUIT_WORDS = "q to quit (launched jobs keep running)"
 
     def action_help_quit(self) -> None:
-        self.notify(self.QUIT_HINT, title="Do you want to quit?")  # type: ignore[attr-defined]
+        app: App[Any] = self  # type: ignore[assignment]
+        if _text_selected(app):
+            raise SkipAction()  # the copy of the field or screen bound after this one
+        app.notify(quit_hint(app, self.QUIT_WORDS), title="Do you want to quit?")
+
+
+def quit_hint(app: App[Any], quit_words: str) -> str:
+    """The hint: "Press q to quit", or, with screens open over the app's first, how to
+    close them first (each of gputop's closes on escape)."""
+    above = app.screen_stack[1:]
+    if not above:
+        return f"Press {quit_words}."
+    kind = "dialog" if all(isinstance(screen, ModalScreen) for screen in above) else "screen"
+    if len(above) == 1:
+        return f"Press escape to close this {kind}, then {quit_words}."
+    return f"Press escape {len(above)} times to close the {kind}s, then {quit_words}."
+
+
+def _text_selected(app: App[Any]) -> bool:
+    """Whether ctrl+c has something to copy: a focused field's selection, or the screen's."""
+    focused = app.focused
+    if isinstance(focused, Input) and focused.selected_text:
+        return True
+    return app.screen.get_selected_text() is not None
 
 
 # -- Editing keys in the order they were typed ----------------------------------------------

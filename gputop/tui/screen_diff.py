@@ -381,23 +381,24 @@ class ScreenDiff:
                 pen = target
             runs, ends = self._runs(cells, sgr, shift_ending_at)
             for run in tour(runs, (row, column), columns, feeds):
-                for y, x in cells[ends[run - 1] if run else 0 : ends[run]]:
-                    chars = self._chars[y]
-                    # A resent gap never reaches into a run still to shift: it would hold
-                    # the whole run and its last cell (no cursor is left inside one), more
-                    # than MERGE_GAP cells.
-                    first = shift_ending_at.get((y, x))
-                    if first is not None:  # the run shifts, then its new cell is written here
-                        out.append(move(y, first, row, column, columns, feeds) + "\x1b[P")
-                        out.append(move(y, x, y, first, columns, feeds) + "\x1b[@")
-                        row, column = y, x
-                    elif (y, x) != (row, column):
-                        step = move(y, x, row, column, columns, feeds)
-                        gap = self._resendable(y, column, x, sgr) if y == row else None
-                        out.append(step if gap is None or _bytes(gap) > _bytes(step) else gap)
-                    char = chars[x] or ""
-                    out.append(char)
-                    row, column = y, x + (1 if char.isascii() else cell_len(char))
+                y, x = cells[ends[run - 1] if run else 0]
+                # A resent gap never reaches into a run still to shift: it would hold the
+                # whole run and its last cell (no cursor is left inside one), more than
+                # MERGE_GAP cells.
+                first = shift_ending_at.get((y, x)) if shift_ending_at else None
+                if first is not None:  # the run shifts, then its new cell is written here
+                    out.append(move(y, first, row, column, columns, feeds) + "\x1b[P")
+                    out.append(move(y, x, y, first, columns, feeds) + "\x1b[@")
+                elif y != row or x != column:
+                    step = move(y, x, row, column, columns, feeds)
+                    gap = self._resendable(y, column, x, sgr) if y == row else None
+                    out.append(step if gap is None or _bytes(gap) > _bytes(step) else gap)
+                # The rest of the run is its cells and the gaps between them that _runs
+                # found cheaper to resend than to move over: every cell up to where it
+                # leaves the cursor, in one piece (a wide character's right half is "").
+                leave = runs[run][2]
+                out.append("".join(self._chars[y][x:leave]))  # type: ignore[arg-type]
+                row, column = y, leave
         self._pen = pen
         return out, (row, column)
 

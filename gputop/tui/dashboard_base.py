@@ -126,6 +126,8 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
     """Where the keys were when J showed the jobs."""
     _focus_before_torch: Widget | None = None
     """Where the keys were when p showed the PyTorch view over the lower panel (80x24)."""
+    _focus_before_compact: Widget | None = None
+    """Where the keys were when the terminal became small (the compact layout)."""
     torch_hidden = var(False, init=False, toggle_class="-torch-hidden")
     """p on a large terminal; on a small one p shows it over the jobs (``torch_shown``)."""
     torch_shown = var(False, init=False, toggle_class="-torch-shown")
@@ -381,7 +383,28 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
         self.query_one(ProcessTable).resort()
 
     def watch_compact(self) -> None:
-        self.keep_focus_shown()  # the compact layout hides the PyTorch view
+        screen = self.screen_stack[0] if self.screen_stack else None
+        if self.compact:  # it hides the PyTorch view: the keys it had go to the cards
+            self.keep_focus_shown()
+            self.call_after_refresh(self._note_focus_hidden, screen and screen.focused)
+            return
+        # A larger terminal again: the panel the small one hid gets back the keys it took
+        # from it, unless they were given to another panel meanwhile.
+        back, self._focus_before_compact = self._focus_before_compact, None
+        self.call_after_refresh(self._give_focus_back, back)
+
+    def _note_focus_hidden(self, before: Widget | None) -> None:
+        screen = self.screen_stack[0] if self.screen_stack else None
+        hidden = screen is not None and before is not None and before not in screen.focus_chain
+        self._focus_before_compact = before if hidden else None
+
+    def _give_focus_back(self, back: Widget | None) -> None:
+        screen = self.screen_stack[0] if self.screen_stack else None
+        if screen is None or self.screen is not screen or back is None:
+            return  # a dialog is open: Textual gives the dashboard its focus when it closes
+        chain = screen.focus_chain
+        if back in chain and screen.focused is chain[0]:  # still where the small one put them
+            back.focus()
 
     def action_toggle_torch(self) -> None:
         if not self.compact:

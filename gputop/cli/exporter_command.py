@@ -65,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together: give both, or neither.")
     from gputop.core.exporter.collector import SnapshotCollector, sample_once, sample_until
-    from gputop.core.exporter.server import serve
+    from gputop.core.exporter.server import serve, tls_context
+
+    # Read before the GPUs are: a file named wrong is said at once.
+    tls = None if args.tls_cert is None else tls_context(args.tls_cert, args.tls_key)
 
     with closing(open_backend(args.fake)) as backend:
         collector = SnapshotCollector(top=args.top, command=args.command_label)
@@ -76,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
         problem = sample_once(backend.sample, collector)  # the first scrape has a sample
         if problem is not None:
             _say(problem)
-        with serve(collector, address, args.tls_cert, args.tls_key) as port:
-            scheme = "https" if args.tls_cert else "http"
+        with serve(collector, address, tls) as port:
+            scheme = "http" if tls is None else "https"
             _announce(address, address.url(port, scheme))
             sample_until(
                 backend.sample, collector, args.interval, stop, _say, sampled_at=sampled_at

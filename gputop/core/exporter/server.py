@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from prometheus_client import ProcessCollector, make_wsgi_app
 
-from gputop.core.errors import GputopError
+from gputop.core.errors import GputopError, UsageError
 from gputop.core.exporter.collector import SnapshotCollector
 from gputop.core.exporter.http_server import BoundedServer
 from gputop.core.exporter.listen import ListenAddress
@@ -25,30 +25,31 @@ from gputop.core.private_files import regular_file_path
 
 
 class ServeError(GputopError):
-    """The exporter could not listen (the port is taken, a certificate is unreadable)."""
+    """The exporter could not listen (the port is taken, an address not this machine's)."""
+
+
+MAX_TLS_FILE_BYTES = 4 << 20
+"""A certificate chain or key past this is no certificate chain or key (as a CA file)."""
 
 
 @contextlib.contextmanager
 def serve(
     collector: SnapshotCollector,
     address: ListenAddress,
-    certfile: str | None = None,
-    keyfile: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> Iterator[int]:
-    """Serve ``collector`` on ``address`` while the block runs; gives the port it got."""
+    """Serve ``collector`` on ``address`` while the block runs, over HTTPS with ``tls``
+    (``tls_context``); gives the port it got."""
     registry = MetricsRegistry(auto_describe=False)  # ?name[]= works (registry.py)
     registry.register(collector)
     registry.register(ProcessCollector(registry=None))
     where = f"{address.host}:{address.port}"
-    context: ssl.SSLContext | None = None
-    if certfile and keyfile:
-        context = _tls_context(certfile, keyfile, where)
     server = BoundedServer(
         make_wsgi_app(registry),
         lambda: collector.generation,
         address.host,
         address.port,
-        context,
+        tls,
     )
     try:
         port = server.start()
@@ -58,7 +59,7 @@ def serve(
             + (
                 "Another program holds the port: give another with --listen HOST:PORT."
                 if error.errno == errno.EADDRINUSE
-                else "Check --listen, --tls-cert and --tls-key."
+                else "Check --listen."
             )
         ) from None
     try:
@@ -67,25 +68,38 @@ def serve(
         server.stop()
 
 
-def _tls_context(certfile: str, keyfile: str, where: str) -> ssl.SSLContext:
-    """The context serving with the certificate and key the user named, each checked to be
-    a regular file first: OpenSSL would wait on a FIFO for ever."""
+def tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:
+    """The context serving with the certificate and key the user named; a file that is
+    missing, no regular file (OpenSSL would wait on a FIFO for ever) or no PEM certificate
+    or key, or a key that is not the certificate's, is a ``UsageError`` naming it."""
+    wanted = (
+        ("--tls-cert", certfile, "certificate", b"-----BEGIN CERTIFICATE-----"),
+        ("--tls-key", keyfile, "private key", b"PRIVATE KEY-----"),
+    )
     with contextlib.ExitStack() as files:
         paths = []
-        for option, path in (("--tls-cert", certfile), ("--tls-key", keyfile)):
+        for option, path, _what, _marker in wanted:  # both opened first: neither a FIFO
             try:
                 paths.append(files.enter_context(regular_file_path(path)))
             except OSError as error:
-                raise ServeError(
-                    f"Cannot serve metrics on {where}: {option} {path!r}: "
-                    f"{error.strerror or error}."
-                ) from None
+                raise UsageError(f"{option} {path!r}: {error.strerror or error}.") from None
+        for opened, (option, path, what, marker) in zip(paths, wanted, strict=True):
+            try:
+                with open(opened, "rb") as file:
+                    data = file.read(MAX_TLS_FILE_BYTES + 1)
+            except OSError as error:  # EISDIR is refused above; an I/O error
+                raise UsageError(f"{option} {path!r}: {error.strerror or error}.") from None
+            if len(data) > MAX_TLS_FILE_BYTES:
+                raise UsageError(f"{option} {path!r}: larger than 4 MiB, far more than a {what}.")
+            if marker not in data:
+                raise UsageError(f"{option} {path!r}: no PEM {what} in it.")
         try:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(certfile=paths[0], keyfile=paths[1])
         except OSError as error:  # ssl.SSLError is one
-            raise ServeError(
-                f"Cannot serve metrics on {where}: cannot load --tls-cert {certfile!r} with "
-                f"--tls-key {keyfile!r}: {error.strerror or error}."
+            reason = getattr(error, "reason", None) or error.strerror or error
+            raise UsageError(
+                f"--tls-cert {certfile!r} with --tls-key {keyfile!r}: cannot serve with them "
+                f"({reason})."
             ) from None
     return context

@@ -31,7 +31,9 @@ def test_one_counter_out_of_range_hides_no_other_rise(
 ) -> None:
     store = tmp_path / "history.sqlite3"
     record_stepped(scenario_file([minimal_gpu(ecc_uncorrected_volatile=0)]), store, samples=2)
-    record_stepped(scenario_file([minimal_gpu(ecc_uncorrected_volatile=3)]), store, samples=2, start_s=60)
+    record_stepped(
+        scenario_file([minimal_gpu(ecc_uncorrected_volatile=3)]), store, samples=2, start_s=60
+    )
     connection = sqlite3.connect(store)
     connection.execute(f"UPDATE health_counters SET pcie_replays = {bad}")  # every row's
     connection.commit()

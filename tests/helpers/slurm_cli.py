@@ -25,3 +25,24 @@ def jobs_json(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
     code, out, _ = gputop(capsys, "jobs", "--json")
     assert code == 0
     return list(json.loads(out))
+
+
+def fake_squeue_environ(tmp_path: Any, queue: dict[str, Any]) -> dict[str, str]:
+    """An environment whose ``squeue`` prints ``queue`` (as ``squeue --json`` would) and whose
+    ``sbatch`` says job 5, with gputop's state under ``tmp_path``: for ``gputop`` run as a
+    command against answers no real Slurm gives."""
+    import os
+
+    (tmp_path / "queue.json").write_text(json.dumps(queue))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("squeue", f"cat {tmp_path / 'queue.json'}"), ("sbatch", "echo 5")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    environ = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "GPUTOP_STATE_DIR": str(tmp_path / "state"),
+    }
+    environ.pop("GPUTOP_DEBUG", None)
+    return environ

@@ -116,7 +116,6 @@ async def test_enter_names_the_gputop_job_a_process_belongs_to_never_a_forged_sl
     dashboard lists. ``SLURM_JOB_ID`` alone, which anyone may set, names no Slurm job where
     no Slurm says the job is the process's owner's (it did on the old code)."""
     from helpers.hostile import add_job
-    from helpers.waiting import pilot_wait_for
 
     job = add_job("resnet-sweep", ["python", "train.py"])
     in_job = start_process(GPUTOP_JOB_ID=str(job.id))
@@ -132,17 +131,7 @@ async def test_enter_names_the_gputop_job_a_process_belongs_to_never_a_forged_sl
         table.focus()
 
         async def detail_of(row: int) -> str:
-            await pilot.press("home", *["down"] * row, "enter")
-            await pilot_wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
-            screen = app.screen
-            assert isinstance(screen, ProcessDetailScreen)
-            await pilot_wait_for(pilot, lambda: screen.jobs_read, "the process's jobs read")
-            await pilot.pause()
-            said = plain_text(screen.query_one("#process-detail", Static), width=200)
-            said += plain_text(screen.query_one("#detail-jobs", Static), width=200)
-            await pilot.press("escape")
-            await pilot_wait_for(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen))
-            return said
+            return await _detail_of(app, pilot, row, "#process-detail", "#detail-jobs")
 
         assert f"gputop job {job.id} (resnet-sweep)" in await detail_of(0)
         assert "Slurm job" not in await detail_of(1)
@@ -163,8 +152,6 @@ async def test_the_detail_proves_a_slurm_job_as_the_process_table_does(
     ``/slurm/uid_U/job_M`` (a hierarchy v1 may hand user U) named job M though Slurm runs
     M as another user: both on the old code."""
     import os
-
-    from helpers.waiting import pilot_wait_for
 
     from gputop.core import process_jobs
     from gputop.core.slurm.watch import SlurmView
@@ -196,16 +183,24 @@ async def test_the_detail_proves_a_slurm_job_as_the_process_table_does(
         table.focus()
 
         async def detail_of(row: int) -> str:
-            await pilot.press("home", *["down"] * row, "enter")
-            await pilot_wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
-            screen = app.screen
-            assert isinstance(screen, ProcessDetailScreen)
-            await pilot_wait_for(pilot, lambda: screen.jobs_read, "the process's jobs read")
-            await pilot.pause()
-            said = plain_text(screen.query_one("#detail-jobs", Static), width=200)
-            await pilot.press("escape")
-            await pilot_wait_for(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen))
-            return said
+            return await _detail_of(app, pilot, row, "#detail-jobs")
 
         assert "In Slurm job 4242" in await detail_of(0)
         assert "Slurm job" not in await detail_of(1)
+
+
+async def _detail_of(app: Any, pilot: Any, row: int, *panes: str) -> str:
+    """Enter on the table's row ``row``; what the detail's ``panes`` say once it has read the
+    process's jobs; then escape."""
+    from helpers.waiting import pilot_wait_for
+
+    await pilot.press("home", *["down"] * row, "enter")
+    await pilot_wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
+    screen = app.screen
+    assert isinstance(screen, ProcessDetailScreen)
+    await pilot_wait_for(pilot, lambda: screen.jobs_read, "the process's jobs read")
+    await pilot.pause()
+    said = "".join(plain_text(screen.query_one(pane, Static), width=200) for pane in panes)
+    await pilot.press("escape")
+    await pilot_wait_for(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen))
+    return said

@@ -7,7 +7,6 @@ and a signal 1..126 of a wait status; anything else is an exit not known, the jo
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.slurm_cli import fake_squeue_environ
 
 from gputop.core.slurm.queue import parse_queue
 
@@ -103,20 +103,9 @@ def test_a_22_05_wait_status_reads_as_before(
 def _gputop(tmp_path: Path, exit_code: Any, state: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """``gputop run --slurm`` submits job 5; squeue then says it ended with ``exit_code``:
     ``gputop jobs --json``'s record of it, and the store's row."""
-    (tmp_path / "queue.json").write_text(
-        json.dumps({"jobs": [{**JOB, "job_state": state, "exit_code": exit_code}]})
+    environ = fake_squeue_environ(
+        tmp_path, {"jobs": [{**JOB, "job_state": state, "exit_code": exit_code}]}
     )
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in (("squeue", f"cat {tmp_path / 'queue.json'}"), ("sbatch", "echo 5")):
-        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    environ = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "GPUTOP_STATE_DIR": str(tmp_path / "state"),
-    }
-    environ.pop("GPUTOP_DEBUG", None)
     gputop = [sys.executable, "-m", "gputop"]
     for command in (["run", "--slurm", "--gpus", "1", "--", "python", "x.py"], ["jobs"]):
         done = subprocess.run(

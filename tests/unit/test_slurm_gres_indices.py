@@ -5,14 +5,13 @@ an internal error (int()'s digit limit), 20,000 ranges took seconds, and Unicode
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers.slurm_cli import fake_squeue_environ
 
 from gputop.core.slurm.queue import parse_gpu_indices
 
@@ -52,18 +51,7 @@ def test_gputop_jobs_survives_a_5000_digit_index_from_squeue(tmp_path: Path) -> 
         "nodes": "vm",
         "gres_detail": ["gpu:a100:1(IDX:" + "9" * 5000 + ")"],
     }
-    (tmp_path / "queue.json").write_text(json.dumps({"jobs": [job]}))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in (("squeue", f"cat {tmp_path / 'queue.json'}"), ("sbatch", "echo 5")):
-        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    environ = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "GPUTOP_STATE_DIR": str(tmp_path / "state"),
-    }
-    environ.pop("GPUTOP_DEBUG", None)
+    environ = fake_squeue_environ(tmp_path, {"jobs": [job]})
     gputop = [sys.executable, "-m", "gputop"]
     submitted = subprocess.run(
         [*gputop, "run", "--slurm", "--gpus", "1", "--", "python", "x.py"],

@@ -59,6 +59,21 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+SCENARIO_NAMES = "demo, v100x4, dgx-h100, mixed, mig, faulty"
+"""The built-in scenarios, as --fake's help and refusal name them (gputop.core.fake's
+``BUILTIN_SCENARIOS``, not imported before the first frame)."""
+
+
+def _scenario(value: str) -> str:
+    """``--fake``'s value: an empty one names no scenario (it meant none, or GPUTOP_FAKE's,
+    without a word)."""
+    if not value:
+        raise argparse.ArgumentTypeError(
+            f"empty: give a scenario's name ({SCENARIO_NAMES}) or a scenario file"
+        )
+    return value
+
+
 DASHBOARD = ""
 """``only`` for the dashboard alone (no command named): no command's module is imported
 before the first frame."""
@@ -74,8 +89,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--fake",
         metavar="NAME|PATH",
         default=argparse.SUPPRESS,
-        help="use simulated GPUs from a built-in scenario (demo, v100x4, dgx-h100, mixed, "
-        f"mig, faulty) or a scenario file; also {settings.FAKE.name}",
+        type=_scenario,
+        help=f"use simulated GPUs from a built-in scenario ({SCENARIO_NAMES}) or a scenario "
+        f"file; also {settings.FAKE.name}",
     )
     parser = parser_class(
         prog="gputop",

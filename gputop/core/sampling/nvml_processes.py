@@ -36,6 +36,8 @@ from gputop.core.sampling.nvml_running import (
     RawProcess,
     call_list,
     choose_call,
+    made_room,
+    offered,
 )
 
 SAMPLE_WINDOW_S = 1.0
@@ -181,23 +183,28 @@ _INFO_BINDING_STRUCT = "c_nvmlProcessesUtilizationInfo_v1_t"
 
 
 def _info_call(
-    function: Any, error: Callable[[int], Exception]
+    function: Any, error: Callable[[int], Exception], room: dict[tuple[str, int], int]
 ) -> Callable[[Any, int], list[tuple[int, int, int, int]]]:
     """``nvmlDeviceGetProcessesUtilizationInfo`` made through the driver's symbol, as the
     binding's wrapper makes it (a call for the count, then one with an array), with room to
     grow and a retry as for the process lists, its samples read from the array's bytes in
-    one pass: (time stamp, pid, SM %, memory %) each."""
+    one pass: (time stamp, pid, SM %, memory %) each. ``room``: as for the process lists
+    (``DriverSymbols.room``), the array the last call made room for is offered at once."""
 
     def call(handle: Any, since_us: int) -> list[tuple[int, int, int, int]]:
-        info = ProcessesUtilizationInfoV1(UTILIZATION_INFO_V1, 0, since_us, None)
-        samples: Any = None
-        capacity = 0
-        for _attempt in range(ATTEMPTS):
+        key = (INFO_CALL, id(handle))
+        had = capacity = room.get(key, 0)
+        samples: Any = (ProcessUtilizationInfoV1 * capacity)() if capacity else None
+        info = ProcessesUtilizationInfoV1(
+            UTILIZATION_INFO_V1, capacity, since_us, ctypes.addressof(samples) if capacity else None
+        )
+        for _attempt in range(ATTEMPTS + (1 if capacity else 0)):
             result = int(function(handle, ctypes.byref(info)))
             if result == NVML_SUCCESS:
                 if samples is None:
                     return []
                 count = min(int(info.processSamplesCount), capacity)
+                offered(room, key, had, count)
                 data = ctypes.string_at(samples, count * _INFO_SAMPLE.size)
                 return list(_INFO_SAMPLE.iter_unpack(data))
             if result != NVML_ERROR_INSUFFICIENT_SIZE:
@@ -206,6 +213,7 @@ def _info_call(
             samples = (ProcessUtilizationInfoV1 * capacity)()
             info.processSamplesCount = capacity
             info.procUtilArray = ctypes.addressof(samples)
+            made_room(room, key, capacity)
         raise error(NVML_ERROR_INSUFFICIENT_SIZE)
 
     return call
@@ -271,7 +279,7 @@ def _direct_info_call(
     if symbols is None or reader.binding_lacks(INFO_CALL, _INFO_BINDING_STRUCT):
         return None
     function = symbols.get(INFO_CALL)
-    return None if function is None else _info_call(function, reader.error_for)
+    return None if function is None else _info_call(function, reader.error_for, symbols.room)
 
 
 def _newest(

@@ -65,6 +65,12 @@ class DriverSymbols:
     def __init__(self, nvml: Any) -> None:
         self._lookup: Callable[[str], Any] | None = getattr(nvml, "_nvmlGetFunctionPointer", None)
         self._found: dict[str, Any | None] = {}
+        self.room: dict[tuple[str, int], int] = {}
+        """The entries a size-then-fill call of a symbol for a device (its handle's id) last
+        made room for: the next call offers that much at once, and one call fills it while
+        the list fits (NVML fills a large enough array and says how many it wrote, and asks
+        for more only where the list grew past it). A hint only, for any thread: a wrong one
+        costs a call or some room (``offered``, ``made_room``)."""
 
     def get(self, symbol: str) -> Any | None:
         """The callable C function, or ``None`` when the driver lacks it."""
@@ -80,6 +86,25 @@ class DriverSymbols:
 
     def exports(self, symbol: str) -> bool:
         return self.get(symbol) is not None
+
+
+ROOM_KEPT = 256
+"""Devices' and symbols' room kept at most (then it starts over: only a hint)."""
+
+
+def made_room(room: dict[tuple[str, int], int], key: tuple[str, int], capacity: int) -> None:
+    """A call for ``key`` made room for ``capacity`` entries: the next offers it."""
+    if len(room) >= ROOM_KEPT and key not in room:
+        room.clear()
+    room[key] = capacity
+
+
+def offered(room: dict[tuple[str, int], int], key: tuple[str, int], had: int, filled: int) -> None:
+    """A call for ``key`` that had ``had`` entries of room filled ``filled``: room far past
+    what the list needs (it shrank: a server whose 4,000 processes ended) is made smaller,
+    so that every call does not allocate (and clear) it."""
+    if had > 4 * filled + 64:
+        made_room(room, key, filled * 2 + 5)
 
 
 def driver_release(driver_version: str | None) -> tuple[int, int] | None:
@@ -116,19 +141,24 @@ def call_list(
     function = symbols.get(call.symbol)
     if function is None:
         raise error(13)  # NVML_ERROR_FUNCTION_NOT_FOUND
-    count = ctypes.c_uint(0)
-    entries: Any = None
-    for _attempt in range(ATTEMPTS):
+    key = (call.symbol, id(handle))
+    room = symbols.room.get(key, 0)
+    count = ctypes.c_uint(room)
+    entries: Any = (call.entry * room)() if room else None
+    for _attempt in range(ATTEMPTS + (1 if room else 0)):  # the offered room: one more
         result = int(function(handle, ctypes.pointer(count), entries))
         if result == NVML_SUCCESS:
             if entries is None:
                 return []
-            return _entries(entries, min(count.value, len(entries)))
+            filled = min(count.value, len(entries))
+            offered(symbols.room, key, room, filled)
+            return _entries(entries, filled)
         if result != NVML_ERROR_INSUFFICIENT_SIZE:
             raise error(result)
         capacity = count.value * 2 + 5
         entries = (call.entry * capacity)()
         count.value = capacity
+        made_room(symbols.room, key, capacity)
     raise error(NVML_ERROR_INSUFFICIENT_SIZE)
 
 

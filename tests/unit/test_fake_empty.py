@@ -34,3 +34,12 @@ def test_an_empty_fake_is_a_usage_error(
 def test_a_scenario_name_is_still_taken(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["snapshot", "--fake", "v100x4", "--json"]) == 0
     assert '"gpus"' in capsys.readouterr().out
+
+
+def test_the_scenarios_the_option_names_are_the_built_in_ones() -> None:
+    """--fake's help and refusal name the built-in scenarios from a list of their own (the
+    fake is not imported before the first frame): the same names, in the same order."""
+    from gputop.cli.main import SCENARIO_NAMES
+    from gputop.core.fake import BUILTIN_SCENARIOS
+
+    assert SCENARIO_NAMES.split(", ") == list(BUILTIN_SCENARIOS)

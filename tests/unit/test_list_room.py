@@ -81,3 +81,32 @@ def test_room_far_past_the_list_is_given_back_and_each_device_keeps_its_own(
     for handle in (big, small, big, small):
         call_list(symbols, call, handle, _error)
     assert fake.calls == 4
+
+
+def test_a_driver_asking_room_for_billions_of_entries_is_a_failed_list(
+    driver: tuple[_Driver, DriverSymbols],
+) -> None:
+    """A count no card holds (2^31 entries: 48 GiB of them) is the list's failure, refused
+    before any array is made, and the room kept is not touched."""
+    _, symbols = driver
+    call = ListCall(f"{COMPUTE}_v3", ProcessInfoV2)
+
+    def absurd(handle: Any, count: Any, entries: Any) -> int:
+        count.contents.value = 2**31
+        return NVML_ERROR_INSUFFICIENT_SIZE
+
+    symbols._found[call.symbol] = absurd
+    with pytest.raises(RuntimeError) as refused:
+        call_list(symbols, call, object(), _error)
+    assert refused.value.args == (NVML_ERROR_INSUFFICIENT_SIZE,)
+    assert symbols.room == {}
+
+    from gputop.core.sampling.nvml_processes import _info_call
+
+    def absurd_samples(handle: Any, info: Any) -> int:
+        info._obj.processSamplesCount = 2**31
+        return NVML_ERROR_INSUFFICIENT_SIZE
+
+    with pytest.raises(RuntimeError):
+        _info_call(absurd_samples, _error, symbols.room)(object(), 0)
+    assert symbols.room == {}

@@ -29,6 +29,7 @@ from gputop.core.sampling.nvml_fields import FieldReader, GpuLostError
 from gputop.core.sampling.nvml_running import (
     ATTEMPTS,
     COMPUTE,
+    ENTRIES_MAX,
     GRAPHICS,
     MPS,
     DriverSymbols,
@@ -208,6 +209,8 @@ def _info_call(
                 data = ctypes.string_at(samples, count * _INFO_SAMPLE.size)
                 return list(_INFO_SAMPLE.iter_unpack(data))
             if result != NVML_ERROR_INSUFFICIENT_SIZE:
+                raise error(result)
+            if int(info.processSamplesCount) > ENTRIES_MAX:
                 raise error(result)
             capacity = int(info.processSamplesCount) * 2 + 5
             samples = (ProcessUtilizationInfoV1 * capacity)()

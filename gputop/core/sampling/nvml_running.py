@@ -31,6 +31,10 @@ MEMORY_NOT_AVAILABLE = 2**64 - 1
 """NVML_VALUE_NOT_AVAILABLE for ``usedGpuMemory`` (WDDM, some containers)."""
 ATTEMPTS = 4
 """Size-then-fill rounds before giving up on a list that keeps growing."""
+ENTRIES_MAX = 1 << 16
+"""The most entries a driver may ask room for in one list: far more contexts than a card
+holds (each takes memory of its own), and a 2 MB array. A count past it is a broken answer,
+refused as the list's failure, never an allocation of gigabytes."""
 
 COMPUTE = "nvmlDeviceGetComputeRunningProcesses"
 GRAPHICS = "nvmlDeviceGetGraphicsRunningProcesses"
@@ -154,6 +158,8 @@ def call_list(
             offered(symbols.room, key, room, filled)
             return _entries(entries, filled)
         if result != NVML_ERROR_INSUFFICIENT_SIZE:
+            raise error(result)
+        if count.value > ENTRIES_MAX:
             raise error(result)
         capacity = count.value * 2 + 5
         entries = (call.entry * capacity)()

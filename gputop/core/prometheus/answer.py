@@ -356,7 +356,9 @@ def _most_from(items: list[object]) -> str:
         return ""
     if len(instance) > MAX_NAMED_CHARS or len(job) > MAX_NAMED_CHARS:
         return "; most came from one target"
-    matcher = shlex.quote("{instance!=" + json.dumps(instance, ensure_ascii=False) + "}")
+    matcher = shlex.quote(
+        "{instance!=" + json.dumps(instance, ensure_ascii=False, allow_nan=False) + "}"
+    )
     return (
         f"; most came from instance {instance!r} (job {job!r}), which --match {matcher} leaves out"
     )

@@ -32,3 +32,18 @@ def test_an_xid_quoted_inside_another_message_is_none(message: bytes) -> None:
 
 def test_the_drivers_own_record_is_still_read() -> None:
     assert parse_record(b"3,7,12500000,-;" + XID + b"\n") == ((0, 0x3B, 0), 79, 12.5)
+
+
+@pytest.mark.parametrize("priority", [b"12", b"14", b"11", b"191", b"999"])
+def test_a_record_a_process_wrote_is_none(priority: bytes) -> None:
+    """A line written to /dev/kmsg (by root, or by journald forwarding any user's syslog
+    message there: ``ForwardToKMsg=yes``, with ``logger -t 'NVRM: Xid (PCI:...): 79,'``) is
+    given the user facility or another, never the kernel's (0): the kernel refuses it from
+    userspace. The driver's own words in such a record are no Xid. Fails on the old code,
+    which read the priority as nothing."""
+    assert parse_record(priority + b",7,12500000,-;" + XID + b"\n") is None
+
+
+@pytest.mark.parametrize("priority", [b"0", b"3", b"4", b"6", b"7"])
+def test_a_kernel_record_of_any_level_is_read(priority: bytes) -> None:
+    assert parse_record(priority + b",7,12500000,-;" + XID + b"\n") == ((0, 0x3B, 0), 79, 12.5)

@@ -12,7 +12,9 @@ program's: only the bus id and the code are taken from it, both range-checked, a
 of it is ever shown. Only a record that begins with the driver's words is one: the kernel
 also logs messages that quote what any user gave it (an overlayfs mount a user made in a
 user namespace: ``overlayfs: failed to resolve '<path>'``), and such a path that spelled an
-Xid was read as one. A plain file of such records (for tests) is read the same way, and
+Xid was read as one. Nor is a record a process wrote (root, or journald
+forwarding any user's syslog message): the kernel never gives those its own facility
+(``KERNEL_FACILITY``). A plain file of such records (for tests) is read the same way, and
 followed as it grows.
 """
 
@@ -44,6 +46,12 @@ _XID = re.compile(
     rb"(\d{1,10})\b"
 )
 MAX_XID = 2**32 - 1
+KERNEL_FACILITY = 0
+"""The facility of the kernel's own records (the priority's bits above its level). A line a
+process writes to ``/dev/kmsg`` never has it: the kernel gives such a line the user facility
+(or the one it asks for, never the kernel's). Root can write there, and so can journald for
+any user's syslog message where it forwards them (``ForwardToKMsg=yes``): such a record that
+spells the driver's words is no Xid."""
 
 
 def bus_key(pci_bus_id: str | None) -> BusKey | None:
@@ -61,7 +69,7 @@ def bus_key(pci_bus_id: str | None) -> BusKey | None:
 def parse_record(record: bytes) -> tuple[BusKey, int, float] | None:
     """(bus, Xid, seconds since boot) of one kernel log record that reports an Xid."""
     match = _RECORD.match(record.strip(b"\n"))
-    if match is None:
+    if match is None or int(match[1]) >> 3 != KERNEL_FACILITY:
         return None
     xid = _XID.match(match[4])  # the driver's record begins so; others may quote the text
     if xid is None:

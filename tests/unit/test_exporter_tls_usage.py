@@ -4,12 +4,17 @@ option, said before the GPUs are sampled and never a traceback."""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from helpers.jobs import run_cli
+from helpers.jobs import PYTHON, run_cli
 from helpers.real_components import cannot
 
 
@@ -70,3 +75,61 @@ def test_a_key_of_another_certificate_is_a_usage_error_naming_both(tmp_path: Pat
     other.mkdir()
     _cert, other_key = made_pair(other)
     refused(exporter(cert, other_key), f"--tls-cert {str(cert)!r}", f"--tls-key {str(other_key)!r}")
+
+
+def run_on_a_terminal(argv: list[str], deadline_s: float = 20.0) -> tuple[int | None, str]:
+    """``argv`` with a terminal of its own as its controlling one (where OpenSSL asks a
+    key's passphrase); (exit status, or None if it still runs at the deadline; what it
+    wrote). A command still running then is killed."""
+    pid, master = pty.fork()
+    if pid == 0:  # the child: its terminal is the pty's
+        try:
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    written = b""
+    deadline = time.monotonic() + deadline_s
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: the child has closed its terminal
+                    chunk = b""
+                if not chunk:
+                    break
+                written += chunk
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None, written.decode(errors="replace")
+        return os.waitstatus_to_exitcode(status), written.decode(errors="replace")
+    finally:
+        os.close(master)
+
+
+def test_an_encrypted_key_is_a_usage_error_and_no_passphrase_is_asked(tmp_path: Path) -> None:
+    """OpenSSL asks an encrypted key's passphrase on the terminal, and waited there (under a
+    service manager, with no terminal, it failed as "bad decrypt"): the exporter never
+    reads a secret from the terminal; the key must be one without a passphrase."""
+    cert, key = made_pair(tmp_path)
+    encrypted = tmp_path / "encrypted.pem"
+    openssl = shutil.which("openssl")
+    assert openssl is not None  # made_pair has it
+    subprocess.run(
+        [openssl, "pkey", "-in", str(key), "-aes256", "-passout", "pass:x", "-out", str(encrypted)],
+        check=True,
+        capture_output=True,
+    )
+    argv = [PYTHON, "-m", "gputop", "exporter", "--fake", "demo", "--listen", "127.0.0.1:0"]
+    status, written = run_on_a_terminal(
+        [*argv, "--tls-cert", str(cert), "--tls-key", str(encrypted)]
+    )
+    assert "pass phrase" not in written.lower(), written
+    assert status == 2, written
+    assert f"--tls-key {str(encrypted)!r}" in written and "passphrase" in written, written
+    assert "Traceback" not in written
+    done = exporter(cert, encrypted)  # no terminal: the same message
+    refused(done, f"--tls-key {str(encrypted)!r}", "passphrase")

@@ -71,7 +71,8 @@ def serve(
 def tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:
     """The context serving with the certificate and key the user named; a file that is
     missing, no regular file (OpenSSL would wait on a FIFO for ever) or no PEM certificate
-    or key, or a key that is not the certificate's, is a ``UsageError`` naming it."""
+    or key, a key that is not the certificate's, or an encrypted key (whose passphrase
+    OpenSSL would ask on the terminal), is a ``UsageError`` naming it."""
     wanted = (
         ("--tls-cert", certfile, "certificate", b"-----BEGIN CERTIFICATE-----"),
         ("--tls-key", keyfile, "private key", b"PRIVATE KEY-----"),
@@ -93,10 +94,22 @@ def tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:
                 raise UsageError(f"{option} {path!r}: larger than 4 MiB, far more than a {what}.")
             if marker not in data:
                 raise UsageError(f"{option} {path!r}: no PEM {what} in it.")
+        asked: list[bool] = []
+
+        def no_passphrase() -> bytes:  # OpenSSL's own would ask it on the terminal, and wait
+            asked.append(True)
+            return b""
+
         try:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(certfile=paths[0], keyfile=paths[1])
+            context.load_cert_chain(certfile=paths[0], keyfile=paths[1], password=no_passphrase)
         except OSError as error:  # ssl.SSLError is one
+            if asked:
+                raise UsageError(
+                    f"--tls-key {keyfile!r}: the key is encrypted, and the exporter asks no "
+                    "passphrase (it runs unattended): give a key without one (openssl pkey "
+                    "-in KEY -out PLAIN, kept 0600)."
+                ) from None
             reason = getattr(error, "reason", None) or error.strerror or error
             raise UsageError(
                 f"--tls-cert {certfile!r} with --tls-key {keyfile!r}: cannot serve with them "

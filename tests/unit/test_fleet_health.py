@@ -9,7 +9,15 @@ from __future__ import annotations
 import pytest
 
 from gputop.core.fleet.fleet_json import fleet_to_json
-from gputop.core.fleet.fleet_text import LEGEND, card_cell, node_badge, node_line
+from gputop.core.fleet.fleet_text import (
+    LABEL_SHOWN,
+    LEGEND,
+    card_cell,
+    node_badge,
+    node_line,
+    render_fleet,
+    shown_label,
+)
 from gputop.core.fleet.model import Fleet, build_fleet
 from gputop.core.fleet.queries import CARD_METRICS, refresh_queries
 from gputop.core.health import badge, verdict
@@ -170,3 +178,26 @@ def test_the_card_s_character_and_the_node_s_line_mark_it() -> None:
     healthy = fleet(idle())
     assert node_badge(healthy.nodes[0]) is None
     assert "✖" not in node_line(healthy, healthy.nodes[0], None)
+
+
+def test_a_label_as_long_as_a_hostile_prometheus_sends_is_cut_on_the_node_s_line() -> None:
+    """A pod, a user or a --group-by value is another machine's text: 100 KB of it made a
+    node's line (and ``snapshot --prometheus`` piped, with no width) 100 KB long. Each is
+    cut to ``LABEL_SHOWN`` characters, with an ellipsis, after the sanitiser. Fails on the
+    old code."""
+    long = "p" * 100_000
+    cards = [
+        *[s for s in idle() if s.labels["__name__"] != "DCGM_FI_DEV_FB_USED"],
+        sample(
+            1000.0, __name__="DCGM_FI_DEV_FB_USED", gpu="0", UUID="GPU-0", Hostname="n1", pod=long
+        ),
+    ]
+    built = fleet(cards)
+    line = node_line(built, built.nodes[0], None)
+    assert len(line) < 200 and "p" * LABEL_SHOWN in line and "…" in line, len(line)
+    built.nodes[0].labels["rack"] = "r" * 100_000
+    text = render_fleet(built, None, "rack")
+    assert max(len(row) for row in text.splitlines()) < 200
+    assert "r" * LABEL_SHOWN + "…" in text
+    escaped = "\x1b" * 1000  # the sanitiser first: what is cut is its visible escapes
+    assert len(shown_label(escaped)) == LABEL_SHOWN + 1 and "\x1b" not in shown_label(escaped)

@@ -12,6 +12,9 @@ from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
 
 MAX_USERS_SHOWN = 3
+LABEL_SHOWN = 32
+"""At most this many characters of a label shown (a user, a pod, a --group-by value): the
+text is another machine's, and 100 KB of it made a node's line as long."""
 LEGEND = "cards: F free, C claimed, ! critical or lost, w warning, 0-9 busy (tens of %), ? unknown"
 
 
@@ -75,15 +78,22 @@ def _duration(seconds: float) -> str:
     return f"{days:.0f}d" if days <= 999 else ">999d"  # a clock at 1970: still 5 characters
 
 
+def shown_label(text: str) -> str:
+    """A label for the terminal: sanitised, then cut to ``LABEL_SHOWN`` characters and an
+    ellipsis where longer."""
+    text = clean(text)
+    return text if len(text) <= LABEL_SHOWN else text[:LABEL_SHOWN] + "…"
+
+
 def holders(node: FleetNode) -> str:
     """Its users by memory (gputop's exporter), else the pods on its cards."""
     users = sorted(
         ((figures.get("memory_used_bytes", 0.0), name) for name, figures in node.users.items()),
         reverse=True,
     )
-    names = [clean(name) for _, name in users if name]
+    names = [shown_label(name) for _, name in users if name]
     if not names:
-        names = sorted({clean(gpu.pod) for gpu in node.gpus.values() if gpu.pod})
+        names = sorted({shown_label(gpu.pod) for gpu in node.gpus.values() if gpu.pod})
     shown = ",".join(names[:MAX_USERS_SHOWN])
     return shown + (f",+{len(names) - MAX_USERS_SHOWN}" if len(names) > MAX_USERS_SHOWN else "")
 
@@ -138,7 +148,8 @@ def render_fleet(fleet: Fleet, width: int | None, group_by: str | None = None) -
     for name, members in node_groups(fleet.nodes, group_by):
         if group_by is not None and name is not None:
             free = sum(len(node.free_gpus) for node in members)
-            lines.append(f"{clean(group_by)}={clean(name)}: {len(members)} nodes, {free} free")
+            group = f"{shown_label(group_by)}={shown_label(name)}"
+            lines.append(f"{group}: {len(members)} nodes, {free} free")
         lines += [node_line(fleet, node, width) for node in members]
     lines.append(LEGEND)
     return "\n".join(lines)

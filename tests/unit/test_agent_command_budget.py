@@ -10,6 +10,7 @@ further (each keeps its start), the short ones whole, no process dropped, the nu
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import threading
 from collections.abc import Callable
@@ -284,3 +285,70 @@ def test_a_command_cut_to_bytes_is_within_them_and_a_start_of_it(
     assert wire_bytes(cut) <= limit
     assert wire_bytes(cut) == len(json.dumps(list(cut), separators=(",", ":")))
     assert _is_start(cut, whole)
+
+
+class _TimedOut(io.StringIO):
+    """What the agent writes, each line with the (simulated) time it was written."""
+
+    def __init__(self, clock: list[float]) -> None:
+        super().__init__()
+        self.clock = clock
+        self.lines: list[tuple[float, str]] = []
+
+    def write(self, text: str) -> int:
+        self.lines.append((self.clock[0], text))
+        return len(text)
+
+
+class _Intervals(threading.Event):
+    """Each wait moves the simulated clock on by what it was asked; set after ``count``."""
+
+    def __init__(self, clock: list[float], count: int) -> None:
+        super().__init__()
+        self.clock, self.left = clock, count
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.clock[0] += timeout or 0.0
+        self.left -= 1
+        if self.left <= 0:
+            self.set()
+        return self.is_set()
+
+
+def test_a_full_size_host_at_the_fastest_interval_is_no_flood_and_is_still_sent(
+    fake_backend: Callable[..., NvmlBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commands' budget left the rest of each process's record (about 600 bytes):
+    2,000 GPU processes with short commands were 1.2 MB a snapshot, and at 0.2 s the lab
+    dropped the host within 10 s ("sent 32 MiB ..."). The agent keeps to half the lab's
+    bound: some snapshots are left out, each one sent is whole. Fails on the old code."""
+    full = _hostile(fake_backend("demo").sample(), 2000, "/data/shard-0001", gpus=8)
+    monkeypatch.setattr(agent, "own_user_name", lambda: "alice")
+    clock = [1000.0]
+    monkeypatch.setattr(agent.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(host_link.time, "monotonic", lambda: clock[0])
+    out = _TimedOut(clock)
+    backend: Any = _Backend(full)
+    run_agent(backend, FASTEST_INTERVAL_S, out, _Intervals(clock, 150), lambda: ([], None))
+
+    clock[0] = out.lines[0][0]  # the lab's gauge starts as the agent does
+    gauge = host_link._FloodGauge()
+    snapshots: list[tuple[float, str]] = []
+    for written_at, line in out.lines:
+        clock[0] = written_at
+        assert not gauge.over(len(line.encode())), gauge.failure().reason
+        if line.startswith('{"type":"snapshot"'):
+            snapshots.append((written_at, line))
+    size = len(snapshots[0][1])
+    assert size > 1_000_000  # a snapshot this host takes: more than the lab's bound at 0.2 s
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(snapshots)]
+    assert len(snapshots) < 150 and max(gaps) < 3.0  # left out, never stale (3 s)
+    sent = protocol.snapshot_from_json(protocol.decode(snapshots[-1][1]).body["snapshot"])
+    assert sum(len(gpu.processes) for gpu in sent.gpus) == 2000  # whole
+
+
+def test_an_ordinary_host_is_sent_every_interval() -> None:
+    pace = agent.SendPace(0.0)
+    for tick in range(1000):  # 200 s at 0.2 s, 20 KB a snapshot
+        assert pace.may_send(tick * FASTEST_INTERVAL_S)
+        pace.sent(20_000)

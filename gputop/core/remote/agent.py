@@ -104,20 +104,27 @@ def run_agent(
     last_jobs: str | None = None
     reader = own_user_name()
     budget = command_budget(interval_s)
+    pace = SendPace(time.monotonic())
     try:
         out.write(encode("hello", **hello))
         out.flush()
         while not stop.is_set():
             started = time.monotonic()
             snapshot = backend.sample()
-            shown = for_reader(snapshot, reader, budget)
-            out.write(encode("snapshot", snapshot=snapshot_to_json(shown)))
+            if pace.may_send(started):  # else this one is left out: the next is sent
+                shown = for_reader(snapshot, reader, budget)
+                line = encode("snapshot", snapshot=snapshot_to_json(shown))
+                out.write(line)
+                pace.sent(len(line))
             for request in requests.pending() if requests is not None else ():
-                out.write(answer_history(request, snapshot.timestamp, reader=reader))
+                line = answer_history(request, snapshot.timestamp, reader=reader)
+                out.write(line)
+                pace.sent(len(line))
             jobs, error = read_jobs()
             jobs_line = encode("jobs", jobs=jobs, error=error)
             if jobs_line != last_jobs:  # jobs change rarely: spare the wire
                 out.write(jobs_line)
+                pace.sent(len(jobs_line))
                 last_jobs = jobs_line
             out.flush()
             stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
@@ -186,6 +193,40 @@ def for_reader(snapshot: Snapshot, reader: str, command_bytes: int | None = None
         for gpu, commands in zip(snapshot.gpus, listed, strict=True)
     )
     return dataclasses.replace(snapshot, gpus=gpus)
+
+
+# The agent's pace: never a flood -----------------------------------------------------
+# The commands' budget (below) kept long commands from a flood, but the rest of a process's
+# record is about 600 bytes on the wire: a host with 2,000 GPU processes (a process on every
+# card is listed on each) sent 1.2 MB a snapshot, 60 MB in 10 s at 0.2 s, and the lab dropped
+# an honest host as a flood. The agent keeps itself to half the lab's bound instead: what it
+# writes is counted in a bucket of FLOOD_BYTES / 4, refilled at that over FLOOD_WINDOW_S, so
+# any window of the lab's (aligned with the agent's or not) holds at most twice that; a
+# snapshot that finds the bucket empty is left out (the next is sent, whole, with its numbers
+# as they are then), so a large host is sent less often, never cut or dropped.
+
+PACE_BYTES = FLOOD_BYTES // 4
+"""What the agent may write at once, and again over each ``FLOOD_WINDOW_S``."""
+
+
+class SendPace:
+    """The agent's bucket of bytes (above). A line may take it below nothing (one snapshot
+    larger than the bucket is still sent, then nothing until it is paid back)."""
+
+    def __init__(self, now: float) -> None:
+        self._left = float(PACE_BYTES)
+        self._at = now
+
+    def may_send(self, now: float) -> bool:
+        """Whether a snapshot may be written at ``now`` (monotonic seconds)."""
+        elapsed = max(0.0, now - self._at)  # a monotonic clock; never a step back
+        self._at = max(self._at, now)
+        self._left = min(float(PACE_BYTES), self._left + elapsed * PACE_BYTES / FLOOD_WINDOW_S)
+        return self._left > 0
+
+    def sent(self, size: int) -> None:
+        """``size`` characters written (ASCII: the protocol's lines are, so bytes)."""
+        self._left -= size
 
 
 # A snapshot's commands: a budget -----------------------------------------------------

@@ -91,6 +91,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=order)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_machine_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The same for what a module's or the session's fixtures make, before any test's own
+    (``private_state_dir``) is set: a module's history store recorded the machine's real
+    claims (another user's claim on this machine made ``report`` print them too)."""
+    state_dir = tmp_path_factory.mktemp("session-state") / "gputop"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GPUTOP_STATE_DIR", str(state_dir))
+        patch.setenv("GPUTOP_CLAIMS_DIR", str(state_dir.parent / "no-claims"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def private_state_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

@@ -101,6 +101,9 @@ def run_on_a_terminal(argv: list[str], deadline_s: float = 20.0) -> tuple[int | 
                     break
                 written += chunk
         done, status = os.waitpid(pid, os.WNOHANG)
+        while done == 0 and time.monotonic() < deadline:  # its terminal closed: it is ending
+            time.sleep(0.02)
+            done, status = os.waitpid(pid, os.WNOHANG)
         if done == 0:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)

@@ -143,6 +143,9 @@ class GputopApp(JobsActions):
 
     def on_mount(self) -> None:
         self.query_one(GpuGrid).focus()
+        # The processes out of sight need not have their /proc read every second (the
+        # sampler proves them the same processes: gputop.core.sampling.host_processes).
+        self.query_one(ProcessTable).on_shown = getattr(self.backend, "show_only", None)
         loop = SamplingLoop(
             self.backend,
             interval_s=self.interval_s,

@@ -353,3 +353,193 @@ def test_a_pid_no_process_can_have_is_foreign(pid: int) -> None:
     """kill(0 or -1, 0) would ask about a group or every process: never a process here."""
     facts = HostProcessTable().describe([pid])[pid]
     assert facts.origin is ProcessOrigin.FOREIGN
+
+
+# -- out of sight: carried over while a pidfd proves it the same process (issue 44) -------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_process_out_of_sight_is_read_once_a_carry_period(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    reads: list[int] = []
+    clock = Clock()
+    table = TableReading(counting(read_proc_stat, reads), clock)
+    table.shown = frozenset()
+    first = table.describe([sleeper.pid])[sleeper.pid]
+    for _ in range(4):  # 1 to 4 s later: under CARRY_S
+        clock.now += 1.0
+        assert table.describe([sleeper.pid])[sleeper.pid] is first
+    assert reads == [sleeper.pid]
+    clock.now += 1.0  # CARRY_S since the read: read again, its CPU over those 5 s
+    again = table.describe([sleeper.pid])[sleeper.pid]
+    assert reads == [sleeper.pid] * 2
+    assert again.cpu_percent is not None and again.command == first.command
+
+
+def test_a_shown_process_is_read_every_refresh(sleeper: subprocess.Popen[bytes]) -> None:
+    reads: list[int] = []
+    table = TableReading(counting(read_proc_stat, reads))
+    table.shown = frozenset({sleeper.pid})
+    for _ in range(3):
+        table.describe([sleeper.pid, os.getpid()])
+    assert sorted(reads) == sorted([sleeper.pid] * 3 + [os.getpid()])
+
+
+def test_with_nothing_said_about_what_is_shown_every_process_is_read(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    reads: list[int] = []
+    table = TableReading(counting(read_proc_stat, reads))
+    assert table.shown is None  # the exporter, snapshots, the lab's agent
+    for _ in range(3):
+        table.describe([sleeper.pid])
+    assert reads == [sleeper.pid] * 3
+
+
+def test_a_process_out_of_sight_that_ended_is_not_carried_over() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=PIPE)
+    table = HostProcessTable()
+    table.shown = frozenset()
+    assert table.describe([child.pid])[child.pid].origin is ProcessOrigin.HOST
+    child.communicate(b"")
+    assert table.describe([child.pid])[child.pid].origin is ProcessOrigin.FOREIGN
+    assert child.pid not in table.tracked_pids
+
+
+def test_a_zombie_out_of_sight_is_not_carried_over() -> None:
+    """Ended but not reaped: its pid is still taken, its pidfd readable."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=PIPE)
+    table = HostProcessTable()
+    table.shown = frozenset()
+    table.describe([child.pid])
+    assert child.stdin is not None
+    child.stdin.close()
+    deadline = time.monotonic() + 10
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the child never exited"
+        time.sleep(0.01)
+    try:
+        assert table.describe([child.pid])[child.pid].origin is ProcessOrigin.FOREIGN
+    finally:
+        child.wait()
+
+
+def test_a_process_that_cannot_be_watched_is_read_every_refresh(
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(pid: int, flags: int = 0) -> int:
+        raise OSError(24, "Too many open files")  # EMFILE; ENOSYS and EPERM alike
+
+    monkeypatch.setattr(os, "pidfd_open", refused)
+    reads: list[int] = []
+    table = TableReading(counting(read_proc_stat, reads))
+    table.shown = frozenset()
+    for _ in range(3):
+        table.describe([sleeper.pid])
+    assert reads == [sleeper.pid] * 3
+
+
+def test_past_the_watch_limit_the_rest_are_read_every_refresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gputop.core.sampling import exit_watch
+
+    monkeypatch.setattr(exit_watch, "WATCHED_MAX", 2)
+    children = [
+        subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=PIPE)
+        for _ in range(4)
+    ]
+    try:
+        pids = [child.pid for child in children]
+        reads: list[int] = []
+        table = TableReading(counting(read_proc_stat, reads))
+        table.shown = frozenset()
+        for _ in range(3):
+            table.describe(pids)
+        counts = sorted(reads.count(pid) for pid in pids)
+        assert counts == [1, 1, 3, 3]  # two watched and carried, two read each time
+        assert _open_pidfds() == 2
+    finally:
+        for child in children:
+            child.communicate(b"")
+    del table
+    import gc
+
+    gc.collect()
+    assert _open_pidfds() == 0
+
+
+def _open_pidfds() -> int:
+    """This process's open pidfds (``/proc/self/fd`` links to ``anon_inode:[pidfd]``)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[pidfd]"
+        except OSError:
+            continue
+    return count
+
+
+def test_the_pidfds_of_processes_no_longer_asked_about_are_closed(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    table = HostProcessTable()
+    table.shown = frozenset()
+    before = _open_pidfds()
+    table.describe([sleeper.pid, os.getpid()])
+    assert _open_pidfds() == before + 2
+    table.describe([os.getpid()])
+    assert _open_pidfds() == before + 1
+    table.close()
+    assert _open_pidfds() == before
+
+
+@pytest.mark.parametrize("shown", [None, frozenset()], ids=["shown", "out of sight"])
+def test_a_pid_reused_in_the_same_clock_tick_is_described_afresh(
+    shown: frozenset[int] | None,
+) -> None:
+    """The start time counts in clock ticks (10 ms): a pid reused within one cannot be told
+    from its last process by it. The pidfd tells them apart: here every start reads the
+    same, so only the pidfd can (without it the first process's command stays)."""
+    next_pid = Path("/proc/sys/kernel/ns_last_pid")
+    if not os.access(next_pid, os.W_OK):
+        pytest.skip("giving a new process a chosen pid needs root (/proc/sys/kernel/ns_last_pid)")
+
+    def same_start(pid: int) -> Counters | None:
+        counters = read_proc_stat(pid)
+        return None if counters is None else counters._replace(start_mark=1.0)
+
+    table = TableReading(same_start)
+    table.shown = shown
+    for _ in range(20):  # other processes on the machine may take the pid first
+        first = subprocess.Popen([*SECOND, "first"], stdout=PIPE)
+        assert first.stdout is not None and first.stdout.readline() == b"ready\n"
+        pid = first.pid
+        before = table.describe([pid])[pid]
+        first.kill()
+        first.wait()
+        next_pid.write_text(str(pid - 1))
+        second = subprocess.Popen([*SECOND, "second"], stdout=PIPE)
+        if second.pid == pid:
+            assert second.stdout is not None and second.stdout.readline() == b"ready\n"
+            break
+        second.kill()
+        second.wait()
+    else:
+        pytest.skip("another process took the freed pid 20 times in a row")
+    try:
+        after = table.describe([pid])[pid]
+    finally:
+        second.kill()
+        second.wait()
+    assert before.command[-1] == "first"
+    assert after.command[-1] == "second"
+    assert after.cpu_percent is None

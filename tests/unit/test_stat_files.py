@@ -122,6 +122,6 @@ def test_the_table_closes_the_file_of_a_process_it_no_longer_shows(
     table = HostProcessTable()
     facts = table.describe([sleeper.pid])
     assert facts[sleeper.pid].host_memory_bytes is not None
-    assert open_descriptors() == before + 1
+    assert open_descriptors() == before + 2  # its /proc/PID/stat and its pidfd (exit_watch)
     table.describe([])
     assert open_descriptors() == before

@@ -8,6 +8,13 @@ new process is noticed and described afresh. CPU use is the CPU time between two
 over the time between them: the first refresh of a process has none yet. Entries for pids
 NVML no longer reports, or whose process ended, are dropped, so the cost per refresh
 follows the number of GPU processes, not the history of the machine.
+
+A dashboard shows a few dozen of a busy server's hundreds of processes: it names those it
+shows (``shown``), and the others' CPU and memory are carried over from a refresh at most
+``CARRY_S`` ago, but only where a pidfd opened before that read proves the process has not
+ended since (gputop.core.sampling.exit_watch): a pid reused in between is read afresh.
+Without pidfds, or with ``shown`` None (every other reader: the exporter, snapshots, the
+lab's agent), every process is read every refresh.
 """
 
 from __future__ import annotations
@@ -25,8 +32,13 @@ from gputop.core.model import ProcessOrigin
 from gputop.core.process_control import boot_ticks, pid_exists
 from gputop.core.records import mutable
 from gputop.core.sampling import proc_counters
+from gputop.core.sampling.exit_watch import ExitWatch
 from gputop.core.sampling.pid_namespace import LocalPidGuard
 from gputop.core.sampling.process_env import CudaEnvironment, read_cuda_environment
+
+CARRY_S = 5.0
+"""A process not shown is read at least this often (monotonic seconds): what it shows when
+it scrolls into view is at most this old, for a refresh."""
 
 FOREIGN_HINT = "not visible here: another PID namespace, e.g. a container"
 DENIED_HINT = "no permission to read this process"
@@ -80,6 +92,8 @@ class _Tracked:
     """False while its command line read empty (caught mid-exec, or a kernel thread)."""
     start_ticks: int | None = None
     """``HostFacts.start_ticks``, worked out once."""
+    facts: HostFacts | None = None
+    """What its last read found, carried over while it is not shown (``CARRY_S``)."""
 
 
 class HostProcessTable:
@@ -97,6 +111,14 @@ class HostProcessTable:
         self._guard = guard
         """Set in a nested PID namespace: see gputop.core.sampling.pid_namespace."""
         self._reading = _ProcReading()
+        self._exits = (
+            ExitWatch() if self._stat_files is not None and ExitWatch.available() else None
+        )
+        """A pidfd per tracked process: whether it ended, for all in one call."""
+        self.shown: frozenset[int] | None = None
+        """The pids read at every refresh; the others are carried over while provably the
+        same process (None: all are read). Set from another thread (the dashboard's): one
+        reference, read once a refresh."""
 
     def describe(self, pids: Iterable[int]) -> dict[int, HostFacts]:
         """Facts for each pid, and forget the pids not asked about this time."""
@@ -107,7 +129,11 @@ class HostProcessTable:
             self._stat_files.keep_only(wanted)
         now = self.now()  # one reading of the clock for the refresh
         self._reading = _ProcReading()  # user names and the boot time read afresh
-        described = {pid: self._describe_one(pid, now) for pid in wanted}
+        exits, shown = self._exits, self.shown
+        if exits is None:
+            described = {pid: self._describe_one(pid, now) for pid in wanted}
+        else:
+            described = self._described_watched(wanted, now, exits, shown)
         if self._guard is not None:
             local = {
                 p: f.start_time for p, f in described.items() if f.origin is ProcessOrigin.HOST
@@ -115,6 +141,42 @@ class HostProcessTable:
             for pid, hint in self._guard.refusals(local).items():
                 described[pid] = HostFacts(ProcessOrigin.FOREIGN, hint=hint)
         return described
+
+    def _described_watched(
+        self, wanted: set[int], now: float, exits: ExitWatch, shown: frozenset[int] | None
+    ) -> dict[int, HostFacts]:
+        """``describe``'s facts where pidfds say which processes ended: a process not shown,
+        read less than ``CARRY_S`` ago, whose pidfd (opened before that read) says it has
+        not ended, keeps that read's facts; every other one is watched, then read. A pid
+        whose process ended is described afresh even where the next one started in the
+        same clock tick (the start time, in ticks, cannot tell them apart)."""
+        ended = exits.ended()
+        tracked_now = self._tracked
+        for pid in ended:  # whatever has this pid now is another process, whatever its start
+            tracked_now.pop(pid, None)
+        described: dict[int, HostFacts] = {}
+        for pid in wanted:
+            if shown is not None and pid not in shown and pid not in ended:
+                tracked = tracked_now.get(pid)
+                if (
+                    tracked is not None
+                    and tracked.facts is not None
+                    and now - tracked.read_at < CARRY_S
+                    and exits.watched(pid)
+                ):
+                    described[pid] = tracked.facts
+                    continue
+            exits.watch(pid)  # before the read: a pid reused after it shows as ended
+            described[pid] = self._describe_one(pid, now)
+        exits.keep_only(tracked_now)
+        return described
+
+    def close(self) -> None:
+        """Close the kept files and pidfds (they are closed when this is collected too)."""
+        if self._stat_files is not None:
+            self._stat_files.close()
+        if self._exits is not None:
+            self._exits.close()
 
     def _describe_one(self, pid: int, now: float) -> HostFacts:
         try:
@@ -166,7 +228,7 @@ class HostProcessTable:
             used_s = max(0.0, counters.cpu_time_s - tracked.cpu_time_s)
             cpu_percent = 100.0 * used_s / (now - tracked.read_at)
         tracked.cpu_time_s, tracked.read_at = counters.cpu_time_s, now
-        return _new_facts(
+        tracked.facts = facts = _new_facts(
             HostFacts,
             (
                 ProcessOrigin.HOST,
@@ -180,6 +242,7 @@ class HostProcessTable:
                 tracked.start_ticks,
             ),
         )
+        return facts
 
     def _track(
         self, pid: int, counters: proc_counters.Counters, earlier: _Tracked | None = None

@@ -170,7 +170,15 @@ class NvmlBackend:
         self._activity.close()
         if self._health is not None:
             self._health.close()
+        self._host_processes.close()
         self._reader.read("nvmlShutdown")
+
+    def show_only(self, pids: frozenset[int] | None) -> None:
+        """The dashboard shows these processes (None: all of them, e.g. sorted by a host
+        column): the others' CPU and memory may be carried over from a recent read, where
+        a pidfd proves them the same processes (gputop.core.sampling.host_processes).
+        Called from the UI thread; the next sample reads it."""
+        self._host_processes.shown = pids
 
     @property
     def has_activity(self) -> bool:

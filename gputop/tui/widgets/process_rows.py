@@ -49,6 +49,8 @@ class SortKey:
     amounts_flipped: bool = False
     """The amounts go the other way from the exact parts (the GPU column: cards in order,
     on each the most memory first)."""
+    by_host: bool = False
+    """Sorted by what the host reads (CPU, host memory): every process's must be fresh."""
 
     def directions(self, reverse: bool) -> tuple[bool, bool]:
         """The exact parts' and the amounts' directions (True: largest first)."""
@@ -97,9 +99,15 @@ SORT_KEYS = (
         MEMORY_MARGIN,
         amounts_flipped=True,
     ),
-    SortKey("CPU", lambda p: ((), round(p.cpu_percent or 0.0)), True, CPU_MARGIN),
+    SortKey("CPU", lambda p: ((), round(p.cpu_percent or 0.0)), True, CPU_MARGIN, by_host=True),
     SortKey("SM", lambda p: ((), p.sm_util_percent or 0), True, PERCENT_MARGIN),
-    SortKey("host memory", lambda p: ((), shown_bytes(p.host_memory_bytes)), True, MEMORY_MARGIN),
+    SortKey(
+        "host memory",
+        lambda p: ((), shown_bytes(p.host_memory_bytes)),
+        True,
+        MEMORY_MARGIN,
+        by_host=True,
+    ),
     SortKey("user", lambda p: ((p.user or "~", p.pid), 0.0), False),
     SortKey("PID", lambda p: ((p.pid,), 0.0), False),
     SortKey("elapsed", lambda p: ((), shown_minutes(p.start_time)), True),

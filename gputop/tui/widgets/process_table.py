@@ -10,7 +10,7 @@ minute for the same reason.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import pairwise
 
 from rich.cells import cell_len
@@ -45,6 +45,9 @@ __all__ = ["COLUMNS", "SORT_KEYS", "ProcessTable", "SortKey"]
 CELL_PADDING = 1
 """Blank cells each side of a cell's text."""
 HEADER_LINES = 1
+SHOWN_MARGIN_ROWS = 5
+"""Rows above and below the window whose processes' host figures are read every refresh
+too (``shown_pids``): a few steps of the cursor past an edge show this refresh's."""
 MIN_COMMAND_CELLS = 8
 """Below this much room for COMMAND, ←/→ scroll the whole row, not the command alone."""
 PAINTED_LINES = 256
@@ -160,6 +163,9 @@ class ProcessTable(ScrollView, can_focus=True):
         self.only_mine = False
         """Show only the user's own processes (``u``)."""
         self._title: str | None = None
+        self.on_shown: Callable[[frozenset[int] | None], None] | None = None
+        """Told ``shown_pids()`` after each refresh and scroll (the dashboard tells its
+        sampler: the processes out of sight need not be read every second)."""
 
     # -- what is shown -------------------------------------------------------------------
 
@@ -266,6 +272,36 @@ class ProcessTable(ScrollView, can_focus=True):
         if subtitle != self._subtitle:  # a new border subtitle repaints the whole table
             self._subtitle = subtitle
             self.border_subtitle = Content(subtitle)  # never markup: it quotes the filter
+        self._tell_shown()
+
+    def shown_pids(self) -> frozenset[int] | None:
+        """The processes whose host figures (CPU, host memory) are in sight now, with
+        ``SHOWN_MARGIN_ROWS`` rows either side; None where every process's figures count:
+        sorted by one of them, or a text filter (it matches every cell)."""
+        if self.sort_key.by_host or self.text_filter:
+            return None
+        top = round(self.scroll_offset.y)
+        pids: set[int] = set()
+        for row in self._rows[
+            max(0, top - SHOWN_MARGIN_ROWS) : top + self._page_rows + SHOWN_MARGIN_ROWS
+        ]:
+            if row.group:  # a collapsed job's line sums its ranks' host memory
+                pids.update(process.pid for process in row.group)
+            else:
+                pids.add(row.process.pid)
+        return frozenset(pids)
+
+    def _tell_shown(self) -> None:
+        if self.on_shown is not None:
+            self.on_shown(self.shown_pids())
+
+    def on_resize(self, _: events.Resize) -> None:
+        self._tell_shown()  # more or fewer rows in sight
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self._tell_shown()
 
     def _make_rows(self, snapshot: Snapshot) -> list[ProcessRow]:
         """The rows to show, in order (the lab's table makes them from every host)."""

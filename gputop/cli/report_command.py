@@ -17,6 +17,7 @@ from gputop.cli.arg_types import add_db_argument, duration, seconds
 from gputop.cli.prometheus_args import add_credentials_arguments, server_from_args
 from gputop.cli.report_plot import plot_columns, render_plot
 from gputop.core.errors import UsageError
+from gputop.core.fleet.fleet_text import flooded
 from gputop.core.history.claim_spans import ClaimedTime, claimed_time
 from gputop.core.history.periods import LATEST_S, parse_moment
 from gputop.core.history.report import (
@@ -260,6 +261,8 @@ def _print_prometheus_report(args: argparse.Namespace, query: ReportQuery) -> in
             "the report leaves them out; no exporter writes such labels.",
             file=sys.stderr,
         )
+    if budget.flooded:  # a target of too many series: the others are the report
+        print(f"gputop: {flooded(budget.flooded)}; the report is of the others.", file=sys.stderr)
     return 0
 
 

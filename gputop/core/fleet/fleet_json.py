@@ -28,6 +28,10 @@ def fleet_to_json(fleet: Fleet, group_by: str | None = None) -> dict[str, Any]:
             "down": fleet.count("down"),
             "stale": fleet.count("stale"),
             "series_passed_over": fleet.passed_over,
+            "targets_left_out": [
+                {"job": job, "instance": instance, "series_at_least": series}
+                for (job, instance), series in sorted(fleet.flooded.items())
+            ],
         },
         "group_by": group_by,
         "nodes": [_node(node, group_by) for node in fleet.nodes],

@@ -8,6 +8,7 @@ import math
 from gputop.core.fleet.fleet_json import node_groups
 from gputop.core.fleet.model import Fleet, FleetGpu, FleetNode
 from gputop.core.health import badge
+from gputop.core.prometheus.answer import MAX_TARGET_SERIES
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
 
@@ -24,12 +25,26 @@ def header(fleet: Fleet) -> str:
         f"{len(fleet.nodes)} nodes · {fleet.gpu_count} GPUs · {free} · "
         f"{fleet.count('down')} down · {fleet.count('stale')} stale"
     )
-    return line + (f" · {passed_over(fleet.passed_over)}" if fleet.passed_over else "")
+    if fleet.passed_over:
+        line += f" · {passed_over(fleet.passed_over)}"
+    if fleet.flooded:
+        line += f" · {flooded(fleet.flooded)}"
+    return line
 
 
 def passed_over(count: int) -> str:
     """What a read left out: series too large to read (``Budget.passed_over``)."""
     return f"{count} series of over 1 MiB passed over"
+
+
+def flooded(targets: dict[tuple[str, str], int]) -> str:
+    """The targets left out of a read for a flood of series (``Budget.flooded``), the first
+    by its instance named."""
+    (_job, instance), *others = sorted(targets)
+    more = f" and {len(others)} more" if others else ""
+    return (
+        f"{shown_label(instance)}{more} left out: over {MAX_TARGET_SERIES:,} series in one answer"
+    )
 
 
 def card_cell(gpu: FleetGpu, node: FleetNode, partial: bool = False) -> str:

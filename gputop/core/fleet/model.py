@@ -163,6 +163,9 @@ class Fleet:
     which shows only their memory; ``fill_user_counts`` adds them for the users' view)."""
     passed_over: int = 0
     """Series left out, each larger than a megabyte (its labels: ``Budget.passed_over``)."""
+    flooded: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Targets (job, instance) left out for sending more than ``MAX_TARGET_SERIES`` series in
+    one answer, and about how many they sent (``Budget.flooded``)."""
 
     @property
     def gpu_count(self) -> int:

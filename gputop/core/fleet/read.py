@@ -61,15 +61,39 @@ def read_fleet(
                 answers[name] = future.result()  # the first failure is said
             if early is not None and EARLY_AFTER in asked:
                 partial = build_fleet(
-                    server.shown, _now(answers), answers, budget.queries, rule, True, every_figure
+                    server.shown,
+                    _now(answers),
+                    _without_flooded(answers, budget),
+                    budget.queries,
+                    rule,
+                    True,
+                    every_figure,
                 )
-                partial.passed_over = budget.passed_over
+                _left_out(partial, budget)
                 early(partial)
     fleet = build_fleet(
-        server.shown, _now(answers), answers, budget.queries, rule, every_figure=every_figure
+        server.shown,
+        _now(answers),
+        _without_flooded(answers, budget),
+        budget.queries,
+        rule,
+        every_figure=every_figure,
     )
-    fleet.passed_over = budget.passed_over  # a hostile target's series: the others still read
+    _left_out(fleet, budget)
     return fleet
+
+
+def _without_flooded(answers: dict[str, list[Sample]], budget: Budget) -> dict[str, list[Sample]]:
+    """Every answer less the series of a target that flooded any of them (``MAX_TARGET_SERIES``
+    in one answer): such a node is left out whole, not shown with half its series."""
+    return {name: budget.without_flooded(samples) for name, samples in answers.items()}
+
+
+def _left_out(fleet: Fleet, budget: Budget) -> None:
+    """What a hostile target made the refresh leave out, the others still read: series of
+    over a megabyte, and targets of too many series."""
+    fleet.passed_over = budget.passed_over
+    fleet.flooded = dict(budget.flooded)
 
 
 def read_node_figures(

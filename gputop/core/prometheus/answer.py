@@ -19,7 +19,7 @@ import threading
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import field
 
 from gputop.core.errors import GputopError
@@ -41,6 +41,12 @@ MAX_TOTAL_BYTES = 128 << 20
 """What all the answers of one report or refresh may hold together, read as they arrive."""
 MAX_SERIES = 200_000
 """Series (or instant samples) in all the answers of one report or refresh."""
+MAX_TARGET_SERIES = 20_000
+"""Series of one target (its ``job`` and ``instance``) in one answer: past it, that target is
+left out of the whole report or refresh (``Budget.flooded``) and the others are read. A node
+of 16 cards in MIG mode sends some 3,400 series in the cards' answer, one of 2,000 processes
+4,000 in the processes'; an exporter of 100,000 cards is a flood, and alone it took the
+whole bound (``MAX_SERIES``), so no node was shown."""
 MAX_MESSAGE_CHARS = 200
 _LARGEST = 1e300
 _TIME_SLACK_S = 0.001
@@ -95,6 +101,10 @@ class Budget:
     queries: int = field(default=0, init=False)
     passed_over: int = field(default=0, init=False)
     """Series passed over, each larger than a megabyte (``MAX_VALUE_CHARS``)."""
+    flooded: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
+    """Targets (job, instance) that sent more than ``MAX_TARGET_SERIES`` series in one
+    answer: about the most they sent in one (to the 1,024). Every series of theirs is left
+    out of every answer (``without_flooded``), the others read."""
 
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -113,8 +123,29 @@ class Budget:
             self.passed_over += passed_over
         return self
 
+    def flood(self, target: tuple[str, str], series: int) -> None:
+        """``target`` sent ``series`` series in one answer, past ``MAX_TARGET_SERIES``."""
+        with self._lock:
+            self.flooded[target] = max(series, self.flooded.get(target, 0))
+
+    def without_flooded(self, samples: list[Sample]) -> list[Sample]:
+        """``samples`` less those of a target that flooded any answer of this budget (its
+        series in an answer read before the flood was seen, too)."""
+        flooded = self.flooded
+        if not flooded:
+            return samples
+        return [sample for sample in samples if target_of(sample.labels) not in flooded]
+
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()
+
+
+def target_of(labels: Mapping[str, object]) -> tuple[str, str] | None:
+    """The target (job, instance) a series came from, where both labels are text."""
+    job, instance = labels.get("job"), labels.get("instance")
+    if type(job) is str and type(instance) is str:
+        return job, instance
+    return None
 
 
 def one_line(text: str) -> str:
@@ -167,6 +198,8 @@ class Answer:
         self.series: list[Series] | None = None
         self.samples: list[Sample] | None = None
         self.items = 0
+        self.by_target: dict[tuple[str, str], int] = {}
+        """Series of each target in this answer (``MAX_TARGET_SERIES``)."""
 
     # The envelope: {"status": ..., "data": {"resultType": ..., "result": [...]}, ...}
     def top(self, key: str) -> None:
@@ -216,6 +249,7 @@ class Answer:
         if samples is None:
             return
         maximum = self.maximum
+        by_target = self.by_target
         kept = 0
         for item in items:
             if type(item) is not dict:
@@ -240,9 +274,44 @@ class Answer:
                 else:
                     if not 0.0 <= number <= maximum:  # NaN, infinite, negative or too large
                         number = None
+            job, instance = metric.get("job"), metric.get("instance")
+            if type(job) is str and type(instance) is str:  # flooding(metric), inlined
+                target = (job, instance)
+                sent = by_target[target] = by_target.get(target, 0) + 1
+                if sent > MAX_TARGET_SERIES:
+                    self.left_out(target, sent)
+                    continue
             samples.append(Sample(metric, evaluated, number))
             kept += 1
         self.count(kept, items)
+
+    def flooding(self, labels: Mapping[str, object]) -> bool:
+        """Whether the series of ``labels`` is one of a target past ``MAX_TARGET_SERIES``
+        in this answer: then it is left out (``left_out``)."""
+        job, instance = labels.get("job"), labels.get("instance")
+        if type(job) is not str or type(instance) is not str:
+            return False
+        target = (job, instance)
+        by_target = self.by_target
+        sent = by_target[target] = by_target.get(target, 0) + 1
+        if sent <= MAX_TARGET_SERIES:
+            return False
+        self.left_out(target, sent)
+        return True
+
+    def left_out(self, target: tuple[str, str], sent: int) -> None:
+        """``target`` past ``MAX_TARGET_SERIES`` with its ``sent``-th series: its series
+        read before are dropped once (a flood's first ones are not held to the end of the
+        read either), and the budget told (then every 1,024th: a lock taken for each of a
+        flood's million series would cost a second)."""
+        if sent == MAX_TARGET_SERIES + 1:
+            if self.samples:
+                self.samples[:] = [s for s in self.samples if target_of(s.labels) != target]
+            if self.series:
+                self.series[:] = [s for s in self.series if target_of(s.labels) != target]
+        elif sent & 1023:
+            return
+        self.budget.flood(target, sent)
 
     def _stream(self) -> Stream:
         assert self.stream is not None
@@ -332,6 +401,8 @@ class _Item:
             answer.pass_over()
             return
         if self.labels is None or not self.has_values or answer.series is None:
+            return
+        if answer.flooding(self.labels):
             return
         answer.count_one()
         answer.series.append(Series(self.labels, self.times, self.values))

@@ -48,6 +48,9 @@ class TorchPanel(ReportsWorkerFailures, VerticalScroll):
     DEFAULT_CSS = """
     TorchPanel > Static { width: 100%; }
     """
+    ALLOW_MAXIMIZE = True
+    """The palette's Maximize gives it the screen, as the other panels (a scroll container
+    is not maximized by default, and its explanations run past its panel)."""
 
     def __init__(
         self,

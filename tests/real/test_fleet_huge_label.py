@@ -23,7 +23,6 @@ from helpers.fleet import fleet_prometheus, simulated_nodes
 from helpers.waiting import wait_for
 
 from gputop.cli.main import main
-from gputop.core.fleet import fleet_text
 from gputop.core.prometheus import answer as prometheus_answer
 
 HUGE_MODEL = "H100 " + "x" * (2 << 20)
@@ -91,7 +90,6 @@ def test_a_target_of_too_many_series_is_left_out_and_the_others_are_shown(
     url, flood_target = prometheus_url
     # 300 cards stand for a million: past the bound of one target, and alone past all.
     monkeypatch.setattr(prometheus_answer, "MAX_TARGET_SERIES", 100)
-    monkeypatch.setattr(fleet_text, "MAX_TARGET_SERIES", 100)
     monkeypatch.setattr(prometheus_answer, "MAX_SERIES", 250)
     code = main(["snapshot", "--prometheus", url, "--json"])
     out, err = capsys.readouterr()

@@ -8,7 +8,7 @@ import math
 from gputop.core.fleet.fleet_json import node_groups
 from gputop.core.fleet.model import Fleet, FleetGpu, FleetNode
 from gputop.core.health import badge
-from gputop.core.prometheus.answer import MAX_TARGET_SERIES
+from gputop.core.prometheus import answer as prometheus_answer
 from gputop.core.safe_text import clean
 from gputop.core.units import human_bytes
 
@@ -42,9 +42,9 @@ def flooded(targets: dict[tuple[str, str], int]) -> str:
     by its instance named."""
     (_job, instance), *others = sorted(targets)
     more = f" and {len(others)} more" if others else ""
-    return (
-        f"{shown_label(instance)}{more} left out: over {MAX_TARGET_SERIES:,} series in one answer"
-    )
+    name = shown_label(instance) or "a target of no instance"
+    bound = prometheus_answer.MAX_TARGET_SERIES  # the decoder's, as it is when said
+    return f"{name}{more} left out: over {bound:,} series in one answer"
 
 
 def card_cell(gpu: FleetGpu, node: FleetNode, partial: bool = False) -> str:

@@ -21,6 +21,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import field
+from typing import TypeVar
 
 from gputop.core.errors import GputopError
 from gputop.core.numbers import within
@@ -85,6 +86,9 @@ class Sample:
     """None where unknown: not a number, infinite, negative or above the figure's maximum."""
 
 
+_Labelled = TypeVar("_Labelled", Sample, Series)
+
+
 @mutable
 class Budget:
     """What one report or refresh may spend on the server: seconds (a deadline) and bytes."""
@@ -103,8 +107,10 @@ class Budget:
     """Series passed over, each larger than a megabyte (``MAX_VALUE_CHARS``)."""
     flooded: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
     """Targets (job, instance) that sent more than ``MAX_TARGET_SERIES`` series in one
-    answer: about the most they sent in one (to the 1,024). Every series of theirs is left
-    out of every answer (``without_flooded``), the others read."""
+    answer, and how many they had sent then. Every series of theirs is left out of every
+    answer (``without_flooded``) and no longer counted in ``series``; the others read."""
+    answers: list[Answer] = field(default_factory=list, init=False, repr=False)
+    """The answers read with this budget: what each holds of a target that floods."""
 
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -124,17 +130,22 @@ class Budget:
         return self
 
     def flood(self, target: tuple[str, str], series: int) -> None:
-        """``target`` sent ``series`` series in one answer, past ``MAX_TARGET_SERIES``."""
+        """``target`` sent ``series`` series in one answer, past ``MAX_TARGET_SERIES``: what
+        every answer counted of it is given back (they leave it out), so one hostile target
+        costs the others nothing of the bound, however many answers it fills."""
         with self._lock:
-            self.flooded[target] = max(series, self.flooded.get(target, 0))
+            if target in self.flooded:
+                return
+            self.flooded[target] = series
+            self.series -= sum(answer.by_target.get(target, 0) for answer in self.answers)
 
-    def without_flooded(self, samples: list[Sample]) -> list[Sample]:
-        """``samples`` less those of a target that flooded any answer of this budget (its
-        series in an answer read before the flood was seen, too)."""
+    def without_flooded(self, found: list[_Labelled]) -> list[_Labelled]:
+        """``found`` (samples or series) less those of a target that flooded any answer of
+        this budget (its series in an answer read before the flood was seen, too)."""
         flooded = self.flooded
         if not flooded:
-            return samples
-        return [sample for sample in samples if target_of(sample.labels) not in flooded]
+            return found
+        return [one for one in found if target_of(one.labels) not in flooded]
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -199,7 +210,9 @@ class Answer:
         self.samples: list[Sample] | None = None
         self.items = 0
         self.by_target: dict[tuple[str, str], int] = {}
-        """Series of each target in this answer (``MAX_TARGET_SERIES``)."""
+        """Series of each target kept in this answer (``MAX_TARGET_SERIES``)."""
+        with budget._lock:
+            budget.answers.append(self)
 
     # The envelope: {"status": ..., "data": {"resultType": ..., "result": [...]}, ...}
     def top(self, key: str) -> None:
@@ -250,6 +263,7 @@ class Answer:
             return
         maximum = self.maximum
         by_target = self.by_target
+        flooded = self.budget.flooded  # read without the lock: a target is only ever added
         kept = 0
         for item in items:
             if type(item) is not dict:
@@ -277,10 +291,13 @@ class Answer:
             job, instance = metric.get("job"), metric.get("instance")
             if type(job) is str and type(instance) is str:  # flooding(metric), inlined
                 target = (job, instance)
-                sent = by_target[target] = by_target.get(target, 0) + 1
+                if target in flooded:
+                    continue  # left out already: neither kept nor counted
+                sent = by_target.get(target, 0) + 1
                 if sent > MAX_TARGET_SERIES:
                     self.left_out(target, sent)
                     continue
+                by_target[target] = sent
             samples.append(Sample(metric, evaluated, number))
             kept += 1
         self.count(kept, items)
@@ -292,25 +309,24 @@ class Answer:
         if type(job) is not str or type(instance) is not str:
             return False
         target = (job, instance)
+        if target in self.budget.flooded:
+            return True
         by_target = self.by_target
-        sent = by_target[target] = by_target.get(target, 0) + 1
+        sent = by_target.get(target, 0) + 1
         if sent <= MAX_TARGET_SERIES:
+            by_target[target] = sent
             return False
         self.left_out(target, sent)
         return True
 
     def left_out(self, target: tuple[str, str], sent: int) -> None:
         """``target`` past ``MAX_TARGET_SERIES`` with its ``sent``-th series: its series
-        read before are dropped once (a flood's first ones are not held to the end of the
-        read either), and the budget told (then every 1,024th: a lock taken for each of a
-        flood's million series would cost a second)."""
-        if sent == MAX_TARGET_SERIES + 1:
-            if self.samples:
-                self.samples[:] = [s for s in self.samples if target_of(s.labels) != target]
-            if self.series:
-                self.series[:] = [s for s in self.series if target_of(s.labels) != target]
-        elif sent & 1023:
-            return
+        read before are dropped (a flood's first ones are not held to the end of the read
+        either) and the budget told, which gives back what every answer counted of it."""
+        if self.samples:
+            self.samples[:] = [s for s in self.samples if target_of(s.labels) != target]
+        if self.series:
+            self.series[:] = [s for s in self.series if target_of(s.labels) != target]
         self.budget.flood(target, sent)
 
     def _stream(self) -> Stream:

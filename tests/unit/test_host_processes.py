@@ -181,11 +181,12 @@ def test_a_pid_with_another_start_time_is_described_afresh(
 SECOND = (sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)")
 
 
-def test_a_pid_reused_by_a_new_process_gets_fresh_static_facts() -> None:
+def reused_pid(table: HostProcessTable, wait_a_tick: bool) -> tuple[HostFacts, HostFacts]:
+    """The table's facts of a process ("first"), then of another ("second") given its pid
+    when it ended (``wait_a_tick``: a clock tick later, so their start times differ)."""
     next_pid = Path("/proc/sys/kernel/ns_last_pid")
     if not os.access(next_pid, os.W_OK):
         pytest.skip("giving a new process a chosen pid needs root (/proc/sys/kernel/ns_last_pid)")
-    table = HostProcessTable()
     for _ in range(20):  # other processes on the machine may take the pid first
         first = subprocess.Popen([*SECOND, "first"], stdout=PIPE)
         assert first.stdout is not None and first.stdout.readline() == b"ready\n"  # exec done
@@ -193,7 +194,8 @@ def test_a_pid_reused_by_a_new_process_gets_fresh_static_facts() -> None:
         before = table.describe([pid])[pid]
         first.kill()
         first.wait()
-        time.sleep(0.05)  # start times count in clock ticks (10 ms): let one pass
+        if wait_a_tick:
+            time.sleep(0.05)  # start times count in clock ticks (10 ms): let one pass
         next_pid.write_text(str(pid - 1))
         second = subprocess.Popen([*SECOND, "second"], stdout=PIPE)
         if second.pid == pid:
@@ -208,6 +210,11 @@ def test_a_pid_reused_by_a_new_process_gets_fresh_static_facts() -> None:
     finally:
         second.kill()
         second.wait()
+    return before, after
+
+
+def test_a_pid_reused_by_a_new_process_gets_fresh_static_facts() -> None:
+    before, after = reused_pid(HostProcessTable(), wait_a_tick=True)
     assert before.command[0] == sys.executable and before.command[-1] == "first"
     assert after.command[-1] == "second"
     assert after.cpu_percent is None
@@ -509,9 +516,6 @@ def test_a_pid_reused_in_the_same_clock_tick_is_described_afresh(
     """The start time counts in clock ticks (10 ms): a pid reused within one cannot be told
     from its last process by it. The pidfd tells them apart: here every start reads the
     same, so only the pidfd can (without it the first process's command stays)."""
-    next_pid = Path("/proc/sys/kernel/ns_last_pid")
-    if not os.access(next_pid, os.W_OK):
-        pytest.skip("giving a new process a chosen pid needs root (/proc/sys/kernel/ns_last_pid)")
 
     def same_start(pid: int) -> Counters | None:
         counters = read_proc_stat(pid)
@@ -519,27 +523,7 @@ def test_a_pid_reused_in_the_same_clock_tick_is_described_afresh(
 
     table = TableReading(same_start)
     table.shown = shown
-    for _ in range(20):  # other processes on the machine may take the pid first
-        first = subprocess.Popen([*SECOND, "first"], stdout=PIPE)
-        assert first.stdout is not None and first.stdout.readline() == b"ready\n"
-        pid = first.pid
-        before = table.describe([pid])[pid]
-        first.kill()
-        first.wait()
-        next_pid.write_text(str(pid - 1))
-        second = subprocess.Popen([*SECOND, "second"], stdout=PIPE)
-        if second.pid == pid:
-            assert second.stdout is not None and second.stdout.readline() == b"ready\n"
-            break
-        second.kill()
-        second.wait()
-    else:
-        pytest.skip("another process took the freed pid 20 times in a row")
-    try:
-        after = table.describe([pid])[pid]
-    finally:
-        second.kill()
-        second.wait()
+    before, after = reused_pid(table, wait_a_tick=False)
     assert before.command[-1] == "first"
     assert after.command[-1] == "second"
     assert after.cpu_percent is None

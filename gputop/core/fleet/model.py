@@ -165,7 +165,7 @@ class Fleet:
     """Series left out, each larger than a megabyte (its labels: ``Budget.passed_over``)."""
     flooded: dict[tuple[str, str], int] = field(default_factory=dict)
     """Targets (job, instance) left out for sending more than ``MAX_TARGET_SERIES`` series in
-    one answer, and about how many they sent (``Budget.flooded``)."""
+    one answer, and how many they had sent when they passed it (``Budget.flooded``)."""
 
     @property
     def gpu_count(self) -> int:

@@ -262,8 +262,6 @@ class Answer:
         if samples is None:
             return
         maximum = self.maximum
-        by_target = self.by_target
-        flooded = self.budget.flooded  # read without the lock: a target is only ever added
         kept = 0
         for item in items:
             if type(item) is not dict:
@@ -288,16 +286,8 @@ class Answer:
                 else:
                     if not 0.0 <= number <= maximum:  # NaN, infinite, negative or too large
                         number = None
-            job, instance = metric.get("job"), metric.get("instance")
-            if type(job) is str and type(instance) is str:  # flooding(metric), inlined
-                target = (job, instance)
-                if target in flooded:
-                    continue  # left out already: neither kept nor counted
-                sent = by_target.get(target, 0) + 1
-                if sent > MAX_TARGET_SERIES:
-                    self.left_out(target, sent)
-                    continue
-                by_target[target] = sent
+            if self.flooding(metric):
+                continue
             samples.append(Sample(metric, evaluated, number))
             kept += 1
         self.count(kept, items)
@@ -305,12 +295,11 @@ class Answer:
     def flooding(self, labels: Mapping[str, object]) -> bool:
         """Whether the series of ``labels`` is one of a target past ``MAX_TARGET_SERIES``
         in this answer: then it is left out (``left_out``)."""
-        job, instance = labels.get("job"), labels.get("instance")
-        if type(job) is not str or type(instance) is not str:
+        target = target_of(labels)
+        if target is None:
             return False
-        target = (job, instance)
-        if target in self.budget.flooded:
-            return True
+        if target in self.budget.flooded:  # without the lock: a target is only ever added
+            return True  # left out already: neither kept nor counted
         by_target = self.by_target
         sent = by_target.get(target, 0) + 1
         if sent <= MAX_TARGET_SERIES:

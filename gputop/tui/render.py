@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.text import Text
+from rich.text import Span, Text
 
 SPARK_CHARS = " ▁▂▃▄▅▆▇█"
 BAR_FULL = "█"
@@ -97,3 +97,32 @@ def percent_of(part: int | None, whole: int | None) -> float | None:
     if part is None or not whole:
         return None
     return 100.0 * part / whole
+
+
+Part = str | Text | tuple[str, str]
+"""A piece of a line: plain text, a ``Text``, or (text, style)."""
+
+
+def assembled(*parts: Part, tab_size: int | None = 8) -> Text:
+    """``Text.assemble(*parts)`` of gputop's own text (figures, bars, labels, and text that
+    went through the sanitiser already), with no control codes for ``Text.append`` to strip
+    part by part: the same text and spans, made in one pass (a card's lines and the status
+    line are made again at every refresh; ``Text.assemble`` took 70 us for the status line).
+    """
+    texts: list[str] = []
+    spans: list[Span] = []
+    at = 0
+    for part in parts:
+        if isinstance(part, Text):
+            text = part.plain
+            if text:
+                if part.style:
+                    spans.append(Span(at, at + len(text), part.style))
+                spans.extend(Span(start + at, end + at, style) for start, end, style in part.spans)
+        else:
+            text, style = (part, "") if isinstance(part, str) else part
+            if text and style:
+                spans.append(Span(at, at + len(text), style))
+        texts.append(text)
+        at += len(text)
+    return Text("".join(texts), spans=spans, tab_size=tab_size)

@@ -168,6 +168,29 @@ def test_an_xid_from_the_scenario_and_an_injected_one_reach_the_card(
     backend.close()
 
 
+def test_a_steady_cards_health_is_the_same_object_until_an_xid_or_a_reading_moves_it(
+    scenario_file: WriteScenario,
+) -> None:
+    """The health of a card whose counters and Xids stand still is given again as it was
+    (eight cards' health was made anew every second); an Xid, a refusal or the period's new
+    reading each makes a new one at once."""
+    path = scenario_file([minimal_gpu(ecc_uncorrected_volatile=0)])
+    nvml, backend = open_scenario(path)
+    first = health_of(backend)
+    nvml.set_time(31.0)
+    assert health_of(backend) is first
+    nvml.inject_xid(0, 43)
+    with_xid = wait_for(lambda: xids(backend) == [43] and health_of(backend), "Xid 43")
+    assert with_xid is not first and with_xid.xid_counts == ((43, 1),)
+    nvml.set_time(32.0)
+    assert health_of(backend) is with_xid
+    nvml.set_time(30.0 + HEALTH_PERIOD_S)
+    reread = health_of(backend)
+    assert reread is not with_xid and reread.read_at != with_xid.read_at
+    assert reread.xid_counts == ((43, 1),)
+    backend.close()
+
+
 def health_of(backend: NvmlBackend) -> GpuHealth:
     health = backend.sample().gpus[0].health
     assert health is not None

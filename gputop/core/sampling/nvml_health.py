@@ -59,6 +59,10 @@ class _GpuHealthState:
     """An ECC event came: read the counters again at the next sample."""
     unmatched: dict[tuple[int, str], deque[float]] = field(default_factory=dict)
     """(Xid, source) -> times of its reports the other source has not matched yet."""
+    changes: int = 0
+    """Xids counted so far (under the lock): what was shown is shown again until it moves."""
+    shown: tuple[tuple[Any, ...], GpuHealth] | None = None
+    """What ``_with_events`` made last, and of what: the same health while nothing changed."""
 
 
 class HealthReader:
@@ -221,6 +225,7 @@ class HealthReader:
 
     @staticmethod
     def _count(state: _GpuHealthState, xid: int, now: float) -> None:
+        state.changes += 1
         state.counts[xid] = state.counts.get(xid, 0) + 1
         if state.events and state.events[-1].xid == xid:
             last = state.events[-1]
@@ -250,13 +255,28 @@ class HealthReader:
         return self._with_events(state, state.reading)
 
     def _with_events(self, state: _GpuHealthState, reading: GpuHealth) -> GpuHealth:
+        """``reading`` with the Xids as they stand; the very object of the last call where
+        neither the reading nor the Xids, the refusals or the sources changed (most samples:
+        eight cards' health made anew every second cost more than the rest of it)."""
+        kernel_log = self._kernel_log is not None
         with self._lock:
+            key = (
+                reading,
+                state.read_at,
+                state.changes,
+                len(self._refused),
+                kernel_log,
+                state.registered,
+            )
+            shown = state.shown
+            if shown is not None and shown[0][0] is reading and shown[0][1:] == key[1:]:
+                return shown[1]
             events = tuple(state.events)
             counts = tuple(sorted(state.counts.items()))
         sources: tuple[str, ...] = (NVML_EVENTS,) if state.registered else ()
-        if self._kernel_log is not None:
+        if kernel_log:
             sources += (KERNEL_LOG,)
-        return replace(
+        health = replace(
             reading,
             xid_events=events if sources else None,
             xid_sources=sources,
@@ -264,6 +284,8 @@ class HealthReader:
             refused=tuple(sorted(self._refused)),
             read_at=state.read_at,
         )
+        state.shown = (key, health)
+        return health
 
     def _counters(self, handle: Any, nvlink_count: int | None) -> GpuHealth:
         nvml = self._nvml

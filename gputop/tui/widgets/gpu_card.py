@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Span, Text
+from rich.text import Text
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widget import Widget
@@ -20,7 +20,14 @@ from gputop.core.model import Activity, GpuSample
 from gputop.core.records import frozen
 from gputop.core.safe_text import clean
 from gputop.core.units import NA, duration_coarse, memory_pair, mib, power_pair
-from gputop.tui.render import bar, level_style, percent_of, sparkline, temperature_style
+from gputop.tui.render import (
+    assembled,
+    bar,
+    level_style,
+    percent_of,
+    sparkline,
+    temperature_style,
+)
 from gputop.tui.safe import plain
 from gputop.tui.textual_compat import visual_strips
 
@@ -177,33 +184,7 @@ def activity_text(activity: Activity, *, tight: bool = False) -> Text | None:
             parts.append(" ")
         parts.append((name[:2] if tight else f"{name} ", "dim"))
         parts.append(("--", "dim") if value is None else (f"{value:2.0f}", "cyan"))
-    return _assembled(*parts, tab_size=None)
-
-
-_Part = str | Text | tuple[str, str]
-
-
-def _assembled(*parts: _Part, tab_size: int | None = 8) -> Text:
-    """``Text.assemble(*parts)`` of the card's own text: figures, bars, labels, with no
-    control codes for ``Text.append`` to strip part by part. The same text and spans, made
-    in one pass (a card's lines are made again at every refresh)."""
-    texts: list[str] = []
-    spans: list[Span] = []
-    at = 0
-    for part in parts:
-        if isinstance(part, Text):
-            text = part.plain
-            if text:
-                if part.style:
-                    spans.append(Span(at, at + len(text), part.style))
-                spans.extend(Span(start + at, end + at, style) for start, end, style in part.spans)
-        else:
-            text, style = (part, "") if isinstance(part, str) else part
-            if text and style:
-                spans.append(Span(at, at + len(text), style))
-        texts.append(text)
-        at += len(text)
-    return Text("".join(texts), spans=spans, tab_size=tab_size)
+    return assembled(*parts, tab_size=None)
 
 
 def _state(gpu: GpuSample) -> str | None:
@@ -238,12 +219,12 @@ def _full_card_lines(view: CardView, width: int) -> list[Text]:
     bar_width = width - 4 - 1 - len(util_text) - extra
     style = view.util_style or level_style(util)
     shown = ("GPU ", bar(util, bar_width, style), " ", (util_text, style))
-    lines.append(_assembled(*shown, *(() if activity is None else (" ", activity))))
+    lines.append(assembled(*shown, *(() if activity is None else (" ", activity))))
     lines.append(_sparkline(view.history, width))
     used_pct = percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
     mem_text = memory_pair(gpu.memory_used_bytes, gpu.memory_total_bytes)
     mem_bar = bar(used_pct, max(width - 4 - 1 - len(mem_text), 4), level_style(used_pct, 80, 95))
-    lines.append(_assembled("MEM ", mem_bar, " ", mem_text))
+    lines.append(assembled("MEM ", mem_bar, " ", mem_text))
     lines.append(_sensors(gpu))
     lines.append(_mig_line(view) if gpu.mig_mode_current else _clocks(gpu))
     return lines
@@ -269,7 +250,7 @@ def _sparkline(history: tuple[int | None, ...], width: int) -> Text:
 def _sensors(gpu: GpuSample) -> Text:
     temperature = NA if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
     fan = NA if gpu.fan_percent is None else f"{gpu.fan_percent}%"
-    return _assembled(
+    return assembled(
         (temperature, temperature_style(gpu.temperature_c)),
         f"  {power_pair(gpu.power_w, gpu.power_limit_w)}",
         ("  fan ", "dim"),
@@ -299,7 +280,7 @@ def _mig_line(view: CardView) -> Text:
 def _clocks(gpu: GpuSample) -> Text:
     sm = gpu.clocks.sm_mhz
     memory = gpu.clocks.memory_mhz
-    return _assembled(
+    return assembled(
         ("SM ", "dim"),
         NA if sm is None else f"{sm}",
         ("  MEM ", "dim"),

@@ -13,6 +13,7 @@ from gputop.core.host_stats import host_line
 from gputop.core.model import Snapshot
 from gputop.core.safe_text import clean
 from gputop.core.units import counted
+from gputop.tui.render import assembled
 
 
 class OneLine(Static):
@@ -46,7 +47,8 @@ class StatusBar(OneLine):
 
     def show(self, snapshot: Snapshot, interval_s: float) -> None:
         clock = time.strftime("%H:%M:%S", time.localtime(snapshot.timestamp))
-        line = Text.assemble(
+        simulated = snapshot.simulated
+        line = assembled(  # the host's and the driver's words cleaned: no markup, no controls
             ("gputop", "bold"),
             "  ",
             (clean(snapshot.host), "bold cyan"),
@@ -55,9 +57,8 @@ class StatusBar(OneLine):
             f"  {counted(len(snapshot.gpus), 'GPU')}",
             f"  {clock}",
             (f"  every {interval_s:g} s", "dim"),
+            (f"  simulated: {clean(simulated)}", "yellow") if simulated else "",
         )
-        if snapshot.simulated:
-            line.append(f"  simulated: {clean(snapshot.simulated)}", style="yellow")
         self.show_line(line)
 
 

@@ -61,8 +61,9 @@ class _GpuHealthState:
     """(Xid, source) -> times of its reports the other source has not matched yet."""
     changes: int = 0
     """Xids counted so far (under the lock): what was shown is shown again until it moves."""
-    shown: tuple[tuple[Any, ...], GpuHealth] | None = None
-    """What ``_with_events`` made last, and of what: the same health while nothing changed."""
+    shown: tuple[GpuHealth, tuple[Any, ...], GpuHealth] | None = None
+    """What ``_with_events`` made last, from which reading and which state of the rest: the
+    same health while nothing changed."""
 
 
 class HealthReader:
@@ -260,17 +261,10 @@ class HealthReader:
         eight cards' health made anew every second cost more than the rest of it)."""
         kernel_log = self._kernel_log is not None
         with self._lock:
-            key = (
-                reading,
-                state.read_at,
-                state.changes,
-                len(self._refused),
-                kernel_log,
-                state.registered,
-            )
+            key = (state.read_at, state.changes, len(self._refused), kernel_log, state.registered)
             shown = state.shown
-            if shown is not None and shown[0][0] is reading and shown[0][1:] == key[1:]:
-                return shown[1]
+            if shown is not None and shown[0] is reading and shown[1] == key:
+                return shown[2]
             events = tuple(state.events)
             counts = tuple(sorted(state.counts.items()))
         sources: tuple[str, ...] = (NVML_EVENTS,) if state.registered else ()
@@ -284,7 +278,7 @@ class HealthReader:
             refused=tuple(sorted(self._refused)),
             read_at=state.read_at,
         )
-        state.shown = (key, health)
+        state.shown = (reading, key, health)
         return health
 
     def _counters(self, handle: Any, nvlink_count: int | None) -> GpuHealth:

@@ -5,6 +5,7 @@ SUPPORTED for those types only) and its Xids still arrive. docs/health.md."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pynvml
@@ -105,4 +106,36 @@ def test_the_fake_answers_ecc_event_types_by_card_kind(scenario_file: WriteScena
     assert (event.device, event.eventType, event.eventData) == (geforce, XID_CRITICAL_ERROR, 13)
     with pytest.raises(pynvml.NVMLError_NotSupported):
         nvml.inject_ecc_error(0, uncorrectable=True)
+    nvml.nvmlEventSetFree(event_set)
+
+
+def test_a_scenario_xid_falling_due_mid_wait_ends_the_wait_when_due(
+    scenario_file: WriteScenario,
+) -> None:
+    """The fake's wait holds until the next scenario Xid is due, not to its whole timeout: the
+    sampler's thread waits seconds at a time, and an Xid is not to arrive those seconds late."""
+    path = scenario_file([minimal_gpu(xid_events=[{"at_s": 0.4, "xid": 48}])])
+    nvml = FakeNvml(load_scenario(path), speed=1.0)  # a running clock
+    nvml.nvmlInit()
+    event_set = nvml.nvmlEventSetCreate()
+    nvml.nvmlDeviceRegisterEvents(FakeDeviceHandle(0), XID_CRITICAL_ERROR, event_set)
+    started = time.monotonic()
+    event = nvml.nvmlEventSetWait_v2(event_set, 5000)
+    waited = time.monotonic() - started
+    assert event.eventData == 48
+    assert nvml.now() >= 0.4  # not before it is due
+    assert waited < 2.5, f"delivered {waited:.2f} s into a 5 s wait, due at 0.4 s"
+    nvml.nvmlEventSetFree(event_set)
+
+
+def test_on_a_frozen_clock_a_later_scenario_xid_never_comes_and_the_wait_times_out(
+    scenario_file: WriteScenario,
+) -> None:
+    path = scenario_file([minimal_gpu(xid_events=[{"at_s": 60, "xid": 48}])])
+    nvml = FakeNvml(load_scenario(path), frozen_time=30.0)
+    nvml.nvmlInit()
+    event_set = nvml.nvmlEventSetCreate()
+    nvml.nvmlDeviceRegisterEvents(FakeDeviceHandle(0), XID_CRITICAL_ERROR, event_set)
+    with pytest.raises(pynvml.NVMLError_Timeout):
+        nvml.nvmlEventSetWait_v2(event_set, 50)
     nvml.nvmlEventSetFree(event_set)

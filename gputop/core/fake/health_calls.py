@@ -220,7 +220,8 @@ class HealthCalls(FakeNvmlBase):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     nvml_error(pynvml.NVML_ERROR_TIMEOUT)
-                self._xid_arrived.wait(left)
+                due = self._next_due_in(event_set)
+                self._xid_arrived.wait(left if due is None else min(left, due))
 
     def nvmlEventSetWait(self, event_set: FakeEventSet, timeout_ms: int) -> FakeEventData:
         return self.nvmlEventSetWait_v2(event_set, timeout_ms)
@@ -230,6 +231,25 @@ class HealthCalls(FakeNvmlBase):
         if not isinstance(event_set, FakeEventSet) or event_set.freed:
             nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         event_set.freed = True
+
+    def _next_due_in(self, event_set: FakeEventSet) -> float | None:
+        """Real seconds until the next undelivered scenario Xid of a registered GPU falls
+        due; None where none will (none left, or the clock stands still)."""
+        if self._frozen_time is not None:
+            return None
+        now = self.now()
+        soonest: float | None = None
+        for index, types in event_set.gpus.items():
+            if not types & XID_CRITICAL_ERROR:
+                continue
+            left = event_set.scenario_delivered.get(index, 0)
+            for due in self._scenario.gpus[index].health.xid_events:
+                if left < due.count:
+                    if due.at_s > now and (soonest is None or due.at_s < soonest):
+                        soonest = due.at_s
+                    break
+                left -= due.count
+        return None if soonest is None else max(0.0, soonest - now) / self._speed
 
     def _next_event(self, event_set: FakeEventSet) -> FakeEventData | None:
         now = self.now()

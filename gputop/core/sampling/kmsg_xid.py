@@ -32,8 +32,12 @@ from collections.abc import Callable
 KMSG = "/dev/kmsg"
 READ_SIZE = 8192
 """More than one record can hold (the kernel caps them at about 1 KiB of text)."""
-WAIT_S = 0.5
-"""How long the thread waits for the next record: how soon it sees that it is to stop."""
+WAIT_S = 5.0
+"""How long the thread waits for the next record: how soon it sees that it is to stop (a
+record ends the wait at once; each timeout is a wake-up, which costs CPU: docs/speed.md)."""
+FILE_POLL_S = 0.5
+"""A plain file given for the log (``settings.KERNEL_LOG``) at its end: looked at again this
+often, since a file is always ready to read and its end says nothing of what comes next."""
 DRAIN_AT_START = 100_000
 """At most this many records are read before the first sample (the ring buffer's worth)."""
 
@@ -128,7 +132,7 @@ class KernelLogReader:
                     return
                 ready, _, _ = select.select([fd], [], [], WAIT_S)
                 if ready and not self._read_one():
-                    self._stop.wait(WAIT_S)  # a plain file at its end: look again later
+                    self._stop.wait(FILE_POLL_S)  # a plain file at its end: look again later
         finally:
             fd, self._fd = self._fd, None
             if fd is not None:

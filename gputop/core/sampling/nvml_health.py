@@ -31,8 +31,10 @@ XID_EVENTS_KEPT = 32
 """Recent Xid events kept per GPU (a coalesced run of one code is one event)."""
 XID_DRAIN_AT_START = 4096
 """At most this many queued events are taken before the first sample; the thread the rest."""
-XID_WAIT_MS = 500
-"""How long the thread blocks in one wait: how soon it sees that it is to stop."""
+XID_WAIT_MS = 5000
+"""How long the thread blocks in one wait: how soon it sees that it is to stop. An event ends
+the wait at once; each timeout wakes the thread, and on a virtual machine a wake-up from a
+long sleep costs 0.1-0.2 ms of CPU (docs/speed.md): at 500 ms that was 3 % of the dashboard's."""
 XID_RETRY_S = 1.0
 """After an error other than a timeout, the thread tries again this much later."""
 XID_EVENT_TYPE = 0x8

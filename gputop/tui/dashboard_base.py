@@ -55,6 +55,7 @@ from gputop.tui.textual_compat import (
     install_lean_strips,
     install_lean_styles,
     install_partial_updates,
+    install_quiet_frame_timer,
     textual_handles_exception,
 )
 from gputop.tui.widgets.process_table import ProcessTable
@@ -174,6 +175,7 @@ class DashboardApp(QuitHint, SuspendsToShell, ExceptionHook, ReportsWorkerFailur
         install_lean_strips()  # and makes no caches it does not use
         install_lean_styles()  # and reads a widget's styles once a paint
         install_lean_filter()  # and makes a style's colours truecolor once
+        install_quiet_frame_timer()  # and its frame timer sleeps while paused
         self.interval_s = interval_s
         self.readonly = readonly
         self.user = user or current_user()

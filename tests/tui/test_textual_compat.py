@@ -13,6 +13,7 @@ import signal
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,13 +21,14 @@ import pytest
 from helpers import REPO
 from helpers.dashboard import first_sample, make_app
 from helpers.pty_run import run_in_pty
-from helpers.waiting import wait_for
+from helpers.waiting import pilot_wait_for, wait_for
 from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
 from textual import _styles_cache, events
+from textual import timer as textual_timer
 from textual._compositor import Compositor
 from textual.app import App, ComposeResult
 from textual.cache import FIFOCache
@@ -34,6 +36,7 @@ from textual.color import Color
 from textual.css.query import NoMatches
 from textual.filter import DimFilter
 from textual.geometry import Region
+from textual.screen import UPDATE_PERIOD, Screen
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Static
@@ -46,8 +49,10 @@ from gputop.tui.textual_compat import (
     LinuxDriver,
     QuietInput,
     app_closing,
+    frame_timer,
     install_lean_strips,
     install_lean_styles,
+    install_quiet_frame_timer,
     textual_handles_exception,
     unless_closing,
     visual_strips,
@@ -810,3 +815,88 @@ async def test_editing_keys_read_together_act_in_the_order_typed(
         await pilot.pause()
         await pilot.pause()
         assert app.query_one("#typed", Input).value == shown
+
+
+# -- the frame timer -------------------------------------------------------------------------
+
+
+class _Frames(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Static("frames", id="frames")
+
+
+@pytest.fixture
+def frames(monkeypatch: pytest.MonkeyPatch) -> tuple[list[float], list[float]]:
+    """(when each frame was painted, each sleep a screen's frame timer took), recorded: the
+    sleeps of Textual's own loop (``textual.timer.sleep``) and of gputop's alike, so a test
+    fails if the frame timer is Textual's again."""
+    painted: list[float] = []
+    slept: list[float] = []
+    textual_update = Screen._on_timer_update
+
+    def on_timer_update(screen: Screen[Any]) -> None:
+        painted.append(time.monotonic())
+        textual_update(screen)
+
+    def recording(real: Any) -> Any:
+        async def sleep(seconds: float) -> None:
+            task = asyncio.current_task()
+            if task is not None and task.get_name() == "screen_update":
+                slept.append(seconds)
+            await real(seconds)
+
+        return sleep
+
+    monkeypatch.setattr(Screen, "_on_timer_update", on_timer_update)
+    monkeypatch.setattr(frame_timer._time, "sleep", recording(frame_timer._time.sleep))
+    monkeypatch.setattr(textual_timer, "sleep", recording(textual_timer.sleep))
+    install_quiet_frame_timer()
+    return painted, slept
+
+
+async def test_the_frame_timer_paints_on_a_refresh_and_never_wakes_while_paused(
+    frames: tuple[list[float], list[float]],
+) -> None:
+    painted, slept = frames
+    app = _Frames()
+    async with app.run_test(size=SIZE) as pilot:
+        assert frame_timer.is_frame_timer(app.screen._update_timer)
+        other = app.set_interval(0.01, lambda: None)
+        assert not frame_timer.is_frame_timer(other)  # every other timer: Textual's loop
+        other.stop()
+        await pilot_wait_for(pilot, lambda: painted, "the first frame")
+        for _ in range(3):
+            last = painted[-1]
+            await pilot_wait_for(
+                pilot, lambda last=last: time.monotonic() > last + UPDATE_PERIOD, "an interval"
+            )
+            del slept[:]
+            count = len(painted)
+            app.query_one("#frames", Static).update(f"frame {count}")
+            await pilot_wait_for(pilot, lambda count=count: len(painted) > count, "the frame")
+            await pilot.pause()
+            # Painted at once on the refresh (an interval after the last frame), and then
+            # waiting for the next refresh: Textual's loop sleeps an interval here, to wake
+            # and find itself paused.
+            assert slept == []
+        assert app.screen.query_one("#frames", Static).content == "frame " + str(count)
+
+
+async def test_frames_asked_for_within_an_interval_come_an_interval_apart(
+    frames: tuple[list[float], list[float]],
+) -> None:
+    painted, slept = frames
+    app = _Frames()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot_wait_for(pilot, lambda: painted, "the first frame")
+        last = painted[-1]
+        await pilot_wait_for(pilot, lambda: time.monotonic() > last + UPDATE_PERIOD, "")
+        static = app.query_one("#frames", Static)
+        count = len(painted)
+        static.update("one")
+        await pilot_wait_for(pilot, lambda: len(painted) > count, "the first frame")
+        static.update("two")  # at once: within an interval of the frame
+        await pilot_wait_for(pilot, lambda: len(painted) > count + 1, "the second frame")
+        gap = painted[count + 1] - painted[count]
+        assert gap >= UPDATE_PERIOD - 0.001, f"frames {gap * 1000:.1f} ms apart"
+        assert slept and slept[0] > 0

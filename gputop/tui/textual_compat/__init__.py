@@ -35,6 +35,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input
 
 from gputop.core.process_control import stop_own_job
+from gputop.tui.textual_compat.frame_timer import install_quiet_frame_timer
 from gputop.tui.textual_compat.paint import (
     install_lean_filter,
     install_lean_strips,
@@ -55,6 +56,7 @@ __all__ = [
     "install_lean_strips",
     "install_lean_styles",
     "install_partial_updates",
+    "install_quiet_frame_timer",
     "terminal_fd",
     "textual_handles_exception",
     "unless_closing",

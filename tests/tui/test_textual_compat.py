@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import random
@@ -36,6 +37,7 @@ from textual.color import Color
 from textual.css.query import NoMatches
 from textual.filter import DimFilter
 from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.screen import UPDATE_PERIOD, Screen
 from textual.strip import Strip
 from textual.widget import Widget
@@ -854,22 +856,33 @@ def frames(monkeypatch: pytest.MonkeyPatch) -> tuple[list[float], list[float]]:
     return painted, slept
 
 
+async def _an_interval_after_a_frame(pilot: Pilot[None], painted: list[float]) -> None:
+    """Wait for a frame, then for a frame's interval after the last one."""
+    await pilot_wait_for(pilot, lambda: painted, "the first frame")
+    last = painted[-1]
+    await pilot_wait_for(pilot, lambda: time.monotonic() > last + UPDATE_PERIOD, "an interval")
+
+
+@contextlib.asynccontextmanager
+async def _frames_running(painted: list[float]) -> AsyncIterator[tuple[_Frames, Pilot[None]]]:
+    """The frames app running, an interval after its first frame."""
+    app = _Frames()
+    async with app.run_test(size=SIZE) as pilot:
+        await _an_interval_after_a_frame(pilot, painted)
+        yield app, pilot
+
+
 async def test_the_frame_timer_paints_on_a_refresh_and_never_wakes_while_paused(
     frames: tuple[list[float], list[float]],
 ) -> None:
     painted, slept = frames
-    app = _Frames()
-    async with app.run_test(size=SIZE) as pilot:
+    async with _frames_running(painted) as (app, pilot):
         assert frame_timer.is_frame_timer(app.screen._update_timer)
         other = app.set_interval(0.01, lambda: None)
         assert not frame_timer.is_frame_timer(other)  # every other timer: Textual's loop
         other.stop()
-        await pilot_wait_for(pilot, lambda: painted, "the first frame")
         for _ in range(3):
-            last = painted[-1]
-            await pilot_wait_for(
-                pilot, lambda last=last: time.monotonic() > last + UPDATE_PERIOD, "an interval"
-            )
+            await _an_interval_after_a_frame(pilot, painted)
             del slept[:]
             count = len(painted)
             app.query_one("#frames", Static).update(f"frame {count}")
@@ -886,11 +899,7 @@ async def test_frames_asked_for_within_an_interval_come_an_interval_apart(
     frames: tuple[list[float], list[float]],
 ) -> None:
     painted, slept = frames
-    app = _Frames()
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot_wait_for(pilot, lambda: painted, "the first frame")
-        last = painted[-1]
-        await pilot_wait_for(pilot, lambda: time.monotonic() > last + UPDATE_PERIOD, "")
+    async with _frames_running(painted) as (app, pilot):
         static = app.query_one("#frames", Static)
         count = len(painted)
         static.update("one")

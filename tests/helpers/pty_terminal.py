@@ -28,6 +28,18 @@ SIZE_VARIABLES = ("COLUMNS", "LINES")
 so Textual and Rich): never passed on, the pty's size is the one a test asks for. A test
 runner may set them (pytest-xdist's workers have ``COLUMNS=80 LINES=24``)."""
 
+LOGIN_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
+"""Signals a login session's programs take as the default does (a hangup ends them) and a
+test runner may have inherited ignored: under ``nohup`` SIGHUP, as a shell script's
+background command SIGINT and SIGQUIT. An ignored signal stays ignored across ``exec``."""
+
+
+def as_a_login_session() -> None:
+    """In a child about to ``exec`` on its pty: the signal dispositions of a login
+    session's, whatever the test runner inherited."""
+    for number in LOGIN_SIGNALS:
+        signal.signal(number, signal.SIG_DFL)
+
 
 def terminal_env(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` without ``SIZE_VARIABLES``: a program on a pty reads the pty's size."""
@@ -64,6 +76,7 @@ class PtyTerminal:
         if pid == 0:  # the child: set the size before the program asks for it
             try:
                 fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+                as_a_login_session()
                 os.execvpe(command[0], list(command), environment)
             finally:
                 os._exit(127)

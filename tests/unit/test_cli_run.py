@@ -24,6 +24,7 @@ from helpers.jobs import (
     wait_until_ended,
     wait_until_waiting,
 )
+from helpers.pty_terminal import as_a_login_session
 from helpers.waiting import wait_for
 
 from gputop.cli.main import main
@@ -72,6 +73,7 @@ def test_a_job_outlives_its_launcher_and_the_launchers_terminal(
     terminal_pid, terminal = pty.fork()  # a login session: a shell on a terminal
     if terminal_pid == 0:
         try:
+            as_a_login_session()
             os.execve("/bin/sh", ["sh", "-c", f"{launcher}; exec sleep 60"], dict(os.environ))
         finally:
             os._exit(127)

@@ -22,6 +22,7 @@ from gputop.core.remote.host_values import check_snapshot
 from gputop.core.remote.protocol import ProtocolError, snapshot_from_json
 from gputop.core.snapshot_json import snapshot_to_json
 from gputop.tui.screenshots import SIZES, build_app
+from gputop.tui.widgets.gpu_grid import GpuGrid
 
 GPU0 = "GPU-5a9e5b38-bd6d-2f23-3b22-d42f6e26aa55"  # v100x4's GPU 0: ubuntu's processes
 GPU1 = "GPU-96870f72-ff47-4de2-1bb0-99f7d8338c12"  # v100x4's GPU 1
@@ -67,6 +68,25 @@ async def test_a_claimed_card_says_who_else_uses_it_without_a_claim(claims_dir: 
         gpu = app.snapshot.gpus[0]
         said = card_claim_text(gpu, time.time())
         assert said == "claimed by root · 2h left · in use without a claim: ubuntu"
+
+
+async def test_a_one_line_card_says_who_claimed_it(
+    two_users: tuple[User, User], claims_dir: Path
+) -> None:
+    """In a terminal too short for bordered cards (a tmux pane) each card is one line, with
+    no border to carry the claim: it goes where the sparkline was, the figures keep theirs."""
+    ana, _ = two_users
+    assert gputop_as(ana, claims_dir, "claim", "--gpus", "1", "--note", "n").returncode == 0
+    for size, said in (((100, 30), f"claimed by {ana.name}"), ((80, 24), "claimed by an")):
+        app = build_app("v100x4")
+        async with app.run_test(size=size) as pilot:
+            await first_sample(pilot)
+            grid = app.query_one(GpuGrid)
+            assert grid.card_state(1).compact
+            (line,) = grid.card_lines(1)
+            assert said in line, line
+            assert "MiB" in line and "°C" in line and line.rstrip().endswith(" W"), line
+            assert "claimed" not in grid.card_lines(2)[0]
 
 
 def test_snapshot_json_carries_the_claim_of_each_gpu(

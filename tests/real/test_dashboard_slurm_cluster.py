@@ -94,6 +94,13 @@ async def test_cards_processes_and_jobs_show_slurms_jobs_and_K_cancels_one(
         # at 40 columns a card's Slurm job gives way to its state (P0): cut with an ellipsis
         said = str(grid.subtitle(outside_card))
         assert re.match(r"slurm \d+ root outside (\d+h)?\d+m\d\ds( left|…) · P0$", said), said
+        # in a short terminal each card is one line, with no border: the job is on the line
+        await pilot.resize_terminal(100, 30)
+        await pilot_wait_for(pilot, lambda: grid.card_state(outside_card).compact, "one line")
+        (line,) = grid.card_lines(outside_card)
+        assert re.search(r" slurm \d+ root out", line), line
+        await pilot.resize_terminal(*BIG)
+        await pilot_wait_for(pilot, lambda: not grid.card_state(outside_card).compact, "cards")
 
         table = app.query_one(ProcessTable)
         await pilot_wait_for(pilot, lambda: len(table.slurm_of_pid) == 3, "process marks")

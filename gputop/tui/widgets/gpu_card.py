@@ -312,6 +312,19 @@ def _compact_name(view: CardView) -> tuple[str, str]:
     return clean((view.gpu.name or "unknown").replace("NVIDIA ", "")), "bold"
 
 
+HOLDER_CELLS_LEAST = 4
+"""The fewest cells a one-line card gives who holds it: fewer, and it says nothing."""
+
+
+def _holder(view: CardView) -> str | None:
+    """Who holds the card, for a one-line card (which has no border to say it on): its
+    claim's first words (``claimed by ana``, ``? may be claimed by bob``), else its Slurm
+    job."""
+    if view.claim:
+        return view.claim.split(SEPARATOR, 1)[0]
+    return view.slurm
+
+
 def _compact_line(view: CardView, width: int) -> Text:
     gpu = view.gpu
     cursor = "▶" if view.highlighted else " "
@@ -348,9 +361,21 @@ def _compact_line(view: CardView, width: int) -> Text:
         tail = Text.assemble(tail[:util_cells], " ", activity, tail[util_cells:])
     room = width - line.cell_len - tail.cell_len - 1
     spark_width = max(0, min(room // 2, 30))
-    line.append_text(bar(util, max(room - spark_width - 1, 0), view.util_style))
-    line.append(" ")
-    line.append_text(_sparkline(view.history, spark_width))
+    bar_width = max(room - spark_width - 1, 0)
+    holder = _holder(view)
+    if holder is not None and cell_len(holder) < spark_width:
+        # in the sparkline's place: the bar as long as every other card's
+        line.append_text(bar(util, bar_width, view.util_style))
+        line.append(" ")
+        line.append(_cells(holder, spark_width), style="bold")
+    elif holder is not None and room > HOLDER_CELLS_LEAST:
+        # in the bar's and the sparkline's place (a shorter bar would read as less in use):
+        # both say again what the figures say
+        line.append(_cells(holder, room - 1) + " ", style="bold")
+    else:
+        line.append_text(bar(util, bar_width, view.util_style))
+        line.append(" ")
+        line.append_text(_sparkline(view.history, spark_width))
     line.append_text(tail)
     line.truncate(width)
     return line

@@ -363,19 +363,18 @@ def _compact_line(view: CardView, width: int) -> Text:
     spark_width = max(0, min(room // 2, 30))
     bar_width = max(room - spark_width - 1, 0)
     holder = _holder(view)
-    if holder is not None and cell_len(holder) < spark_width:
-        # in the sparkline's place: the bar as long as every other card's
-        line.append_text(bar(util, bar_width, view.util_style))
-        line.append(" ")
-        line.append(_cells(holder, spark_width), style="bold")
-    elif holder is not None and room > HOLDER_CELLS_LEAST:
+    in_spark = holder is not None and cell_len(holder) < spark_width
+    if holder is not None and not in_spark and room > HOLDER_CELLS_LEAST:
         # in the bar's and the sparkline's place (a shorter bar would read as less in use):
         # both say again what the figures say
         line.append(_cells(holder, room - 1) + " ", style="bold")
-    else:
+    else:  # the bar as long as every other card's; who holds it in the sparkline's place
         line.append_text(bar(util, bar_width, view.util_style))
         line.append(" ")
-        line.append_text(_sparkline(view.history, spark_width))
+        if holder is not None and in_spark:
+            line.append(_cells(holder, spark_width), style="bold")
+        else:
+            line.append_text(_sparkline(view.history, spark_width))
     line.append_text(tail)
     line.truncate(width)
     return line

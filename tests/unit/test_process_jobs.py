@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.cuda_view import SLEEPER
 
 from gputop.core.jobs.model import JOB_ID_ENV
 from gputop.core.process_jobs import NO_JOBS, ProcessJobs, read_process_jobs
@@ -16,8 +17,12 @@ from gputop.core.process_jobs import NO_JOBS, ProcessJobs, read_process_jobs
 
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A real process with a launch's variables, read once it runs: Popen returns when the
+    child's exec closed its descriptors, before the kernel set out its new environment, and
+    in that moment /proc/PID/environ reads as empty (CI, under load, read it so)."""
     environ = {**os.environ, JOB_ID_ENV: "17", "SLURM_JOB_ID": "4242"}  # as a launch sets it
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=environ)
+    process = subprocess.Popen([sys.executable, "-c", SLEEPER], env=environ, stdout=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline() == b"up\n"
     yield process
     process.kill()
     process.wait()

@@ -8,6 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers.slurm_cli import POLL_S
 from helpers.slurm_cluster import NODE_NAME, SlurmCluster
@@ -100,12 +101,17 @@ def test_another_users_process_saying_it_is_in_the_job_is_not_marked(
     if os.getuid() != 0:
         pytest.skip("a process of another user needs root")
     job_id, pid, _ = started_job(slurm, tmp_path / "job.out")
+    environ = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": str(job_id)}
     forged = subprocess.Popen(
         ["sleep", "60"],
-        env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": str(job_id)},
+        env=environ,
         user=65534, group=65534, extra_groups=[], cwd="/",
     )  # fmt: skip
     try:
+        # Read once its environment is there: Popen returns before the kernel has set it out
+        # (it reads empty then), and with none the process would go unmarked whatever the
+        # watch does.
+        wait_for(lambda: psutil.Process(forged.pid).environ() == environ, "its environment")
         view = SlurmWatch(os.environ, "root").read(None, [pid, forged.pid])
     finally:
         forged.kill()

@@ -18,6 +18,7 @@ from typing import Any
 
 import pynvml
 import pytest
+from helpers.cuda_view import SLEEPER
 from helpers.fake_nvml import make_nvml
 from helpers.scenarios import minimal_gpu
 
@@ -446,8 +447,11 @@ def test_a_job_profile_sets_the_activity_of_the_card_its_process_is_pinned_to(
         "gpus": [hopper_gpu(), other],
     }
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": pinned_uuid}
-    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    # Sampled once it says it runs: Popen returns before the kernel has set out the child's
+    # environment, and there the fake reads no pinning (its card then has its own readings).
+    job = subprocess.Popen([sys.executable, "-c", SLEEPER], env=env, stdout=subprocess.PIPE)
     try:
+        assert job.stdout is not None and job.stdout.readline() == b"up\n"
         nvml = FakeNvml(parse_scenario(document, "x.json"), frozen_time=10.0)
         nvml.nvmlInit()
         gpus = sampled(nvml)["gpus"]

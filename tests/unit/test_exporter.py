@@ -13,9 +13,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
+import psutil
 import pytest
 from helpers.exporter import exposition, samples
 from helpers.scenarios import minimal_gpu
+from helpers.waiting import wait_for
 
 from gputop.core.exporter.collector import SnapshotCollector, sample_until
 from gputop.core.exporter.labels import MAX_LABEL_CHARS, command_label, label
@@ -136,6 +138,11 @@ def test_a_process_is_labelled_with_its_gputop_job_and_never_a_forged_slurm_job(
     env = {**os.environ, "GPUTOP_JOB_ID": "17", "SLURM_JOB_ID": "4242"}
     child = subprocess.Popen(["sleep", "60"], env=env)
     try:
+        # Popen returns before the kernel has set out the child's arguments and environment
+        # (both read empty then): sampled once its environment reads, so the forged
+        # SLURM_JOB_ID below was there to be read, and refused.
+        environ = psutil.Process(child.pid).environ
+        wait_for(lambda: environ().get("GPUTOP_JOB_ID") == "17", "the child's environment")
         process = {"pid": child.pid, "used_memory_mib": 100, "type": "C", "sm_util": 50}
         other = {"pid": 4400009, "used_memory_mib": 50, "type": "C", "user": "x", "cmd": ["y"]}
         path = scenario_file([minimal_gpu(processes=[process, other])])

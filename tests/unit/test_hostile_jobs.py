@@ -189,6 +189,9 @@ def lose_the_leader(state_dir: Path, child_env: str, tmp_path: Path) -> tuple[Jo
     started = launch(state_dir, ["/bin/sh", "-c", script], grace_s=1)
     running = wait_until_running(state_dir, started.id)
     child = int(wait_for(lambda: child_pid_file.exists() and child_pid_file.read_text(), "pid"))
+    # $! is the child's pid once forked, before its exec (and env -i's): until then its
+    # environment is the shell's, token and all, then a moment empty. Read once it runs sleep.
+    wait_for(lambda: psutil.Process(child).cmdline() == ["sleep", "300"], "the child's exec")
     assert running.supervisor_pid is not None and running.pid is not None
     os.kill(running.supervisor_pid, signal.SIGKILL)
     wait_for(lambda: gone(running.supervisor_pid or 0), "the supervisor to die")

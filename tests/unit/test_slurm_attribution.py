@@ -9,7 +9,9 @@ import os
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
+from helpers.waiting import wait_for
 
 from gputop.core.slurm.cgroup import slurm_job_of_pid
 from gputop.core.slurm.queue import parse_job
@@ -101,10 +103,16 @@ NOBODY = 65534
 
 
 def _sleeper(environ: dict[str, str], uid: int | None = None) -> subprocess.Popen[bytes]:
+    """A sleep with ``environ``, returned once its environment reads as given: Popen returns
+    before the kernel has set it out, and read empty it is no job's (``owns`` fails for the
+    job's own process, and ``not owns`` passes whatever the meter does)."""
     argv = ["sleep", "60"]
     if uid is None:
-        return subprocess.Popen(argv, env=environ)
-    return subprocess.Popen(argv, env=environ, user=uid, group=uid, extra_groups=[], cwd="/")
+        process = subprocess.Popen(argv, env=environ)
+    else:
+        process = subprocess.Popen(argv, env=environ, user=uid, group=uid, extra_groups=[], cwd="/")
+    wait_for(lambda: psutil.Process(process.pid).environ() == environ, "its environment")
+    return process
 
 
 def test_the_usage_meter_counts_in_its_job_no_other_users_process_that_says_it_is(

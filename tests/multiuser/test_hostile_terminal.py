@@ -110,9 +110,10 @@ def test_dashboard_shows_the_hostile_process_without_obeying_it(
     run = run_in_pty(
         GPUTOP,
         env,
-        until=lambda run: str(hostile_process.pid) in run.display,
+        size=(240, 48),
+        until=lambda run: str(hostile_process.pid) in run.display and shows_the_process(run),
         then_type=b"q",
-        what="the hostile process in the process table",
+        what="the hostile process in the process table, its escapes shown as text",
     )
     assert_terminal_untouched(run)
     assert run.exit_code == 0

@@ -39,8 +39,14 @@ def test_in_each_real_job_gputop_names_the_card_slurm_gave_it(
 ) -> None:
     script = tmp_path / "map.sh"
     argv = [sys.executable, "-m", "gputop", "map", "--fake", "v100x4", "--no-torch", "--json"]
+    # Each job keeps its card until the test has read all four: one that ended first gave
+    # its card back, and a job submitted after it got the same one (CI saw cards 0, 0, 1, 2).
+    release = tmp_path / "release"
     script.write_text(
-        "#!/bin/sh\necho JOB_GPUS=$SLURM_JOB_GPUS >&2\nexec " + shlex.join(argv) + "\n"
+        "#!/bin/sh\necho JOB_GPUS=$SLURM_JOB_GPUS >&2\n"
+        + shlex.join(argv)
+        + f"\nn=0\nwhile [ ! -e {shlex.quote(str(release))} ] && [ $n -lt 600 ]; do"
+        + " sleep 0.1; n=$((n+1)); done\n"
     )
     outputs = [tmp_path / f"map-{n}.json" for n in range(GPU_COUNT)]
     for output in outputs:
@@ -75,7 +81,8 @@ def test_in_each_real_job_gputop_names_the_card_slurm_gave_it(
         ]
         assert document["devices"][0]["physical_index"] == given
         cards.append(given)
-    assert sorted(cards) == list(range(GPU_COUNT))
+    assert sorted(cards) == list(range(GPU_COUNT))  # the four held their cards at once
+    release.touch()
 
 
 def test_where_nvml_sees_only_the_jobs_cards_cuda_n_is_traced_to_the_nodes_gpu(

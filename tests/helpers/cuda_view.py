@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -18,6 +18,15 @@ from helpers.scenarios import minimal_gpu
 
 UUIDS = [f"GPU-{n}1111111-aaaa-bbbb-cccc-00000000000{n}" for n in range(4)]
 SLEEPER = "import sys, time; sys.stdout.write('up\\n'); sys.stdout.flush(); time.sleep(120)"
+
+
+def running_sleeper(env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """A sleeping Python with ``env``, returned once it says it runs: Popen returns when the
+    child's exec has closed its descriptors, before the kernel has set out its environment
+    and arguments, and until then ``/proc/PID/environ`` reads empty (under load, most reads)."""
+    process = subprocess.Popen([sys.executable, "-c", SLEEPER], env=env, stdout=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline() == b"up\n"
+    return process
 
 
 def start_processes() -> Iterator[Callable[..., subprocess.Popen[str]]]:

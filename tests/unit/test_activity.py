@@ -18,7 +18,7 @@ from typing import Any
 
 import pynvml
 import pytest
-from helpers.cuda_view import SLEEPER
+from helpers.cuda_view import running_sleeper
 from helpers.fake_nvml import make_nvml
 from helpers.scenarios import minimal_gpu
 
@@ -447,11 +447,9 @@ def test_a_job_profile_sets_the_activity_of_the_card_its_process_is_pinned_to(
         "gpus": [hopper_gpu(), other],
     }
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": pinned_uuid}
-    # Sampled once it says it runs: Popen returns before the kernel has set out the child's
-    # environment, and there the fake reads no pinning (its card then has its own readings).
-    job = subprocess.Popen([sys.executable, "-c", SLEEPER], env=env, stdout=subprocess.PIPE)
+    # Sampled once it runs: read earlier, the fake finds no pinning in its environment
+    job = running_sleeper(env)
     try:
-        assert job.stdout is not None and job.stdout.readline() == b"up\n"
         nvml = FakeNvml(parse_scenario(document, "x.json"), frozen_time=10.0)
         nvml.nvmlInit()
         gpus = sampled(nvml)["gpus"]
@@ -569,8 +567,6 @@ def test_a_hostile_mig_profile_is_a_cleaned_bounded_label() -> None:
 
 def _watch_lines(scenario: str, count: int) -> tuple[list[dict[str, Any]], str]:
     """``count`` documents of ``snapshot --watch 0.1 --json`` and what it said on stderr."""
-    import subprocess
-    import sys
 
     env = {**os.environ, "GPUTOP_FAKE_TIME": "30"}
     watch = subprocess.Popen(

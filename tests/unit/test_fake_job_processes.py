@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pynvml
 import pytest
-from helpers.cuda_view import SLEEPER
+from helpers.cuda_view import running_sleeper
 from helpers.fake_nvml import FULL_GPU, MIB, SECOND_GPU, UUID_0, UUID_1, make_nvml
 from helpers.waiting import wait_for
 
@@ -34,12 +34,7 @@ def pinned_fixture() -> Iterator[Any]:
 
     def start(visible: str, *argv: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible}
-        if argv:
-            process = subprocess.Popen(list(argv), env=env)
-        else:  # read once it runs: in its exec, its environment reads as empty
-            command = [sys.executable, "-c", SLEEPER]
-            process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE)
-            assert process.stdout is not None and process.stdout.readline() == b"up\n"
+        process = subprocess.Popen(list(argv), env=env) if argv else running_sleeper(env)
         started.append(process)
         return process
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.cuda_view import SLEEPER
+from helpers.cuda_view import running_sleeper
 
 from gputop.core.jobs.model import JOB_ID_ENV
 from gputop.core.process_jobs import NO_JOBS, ProcessJobs, read_process_jobs
@@ -17,12 +16,8 @@ from gputop.core.process_jobs import NO_JOBS, ProcessJobs, read_process_jobs
 
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    """A real process with a launch's variables, read once it runs: Popen returns when the
-    child's exec closed its descriptors, before the kernel set out its new environment, and
-    in that moment /proc/PID/environ reads as empty (CI, under load, read it so)."""
-    environ = {**os.environ, JOB_ID_ENV: "17", "SLURM_JOB_ID": "4242"}  # as a launch sets it
-    process = subprocess.Popen([sys.executable, "-c", SLEEPER], env=environ, stdout=subprocess.PIPE)
-    assert process.stdout is not None and process.stdout.readline() == b"up\n"
+    """A real process with a launch's variables, read once it runs (CI read one too early)."""
+    process = running_sleeper({**os.environ, JOB_ID_ENV: "17", "SLURM_JOB_ID": "4242"})
     yield process
     process.kill()
     process.wait()
